@@ -1,0 +1,1 @@
+//! Views: compact datatype trees describing noncontiguous accesses (see issue 3).
