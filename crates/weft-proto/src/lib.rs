@@ -1,0 +1,19 @@
+//! Weft's wire protocol: frame headers, a bounded binary codec, messages and error codes.
+//!
+//! Invariant: this crate does no I/O; it turns bytes into typed messages and back, and
+//! rejects anything malformed or oversized with a [`DecodeError`] instead of panicking.
+//!
+//! A frame is a fixed 32-byte [`FrameHeader`], then `header_len` bytes of encoded
+//! message, then `data_len` bytes of bulk data that travel raw (never re-encoded).
+
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod msg;
+pub mod types;
+
+pub use codec::{DecodeError, Reader, Wire, Writer};
+pub use error::{ErrorCode, WireError};
+pub use frame::{FrameHeader, FrameKind, FRAME_HEADER_BYTES, PROTOCOL_VERSION};
+pub use msg::{Opcode, Request, Response};
+pub use types::*;

@@ -1,0 +1,808 @@
+//! Requests and responses. A request's opcode travels in the frame header; its body
+//! is the encoded message; bulk data (write payloads, read results) follows raw.
+
+use crate::codec::{DecodeError, Reader, Wire, Writer};
+use crate::error::WireError;
+use crate::types::*;
+use weft_layout::{InodeId, LayoutRequest, ServerId};
+
+/// Most ranges in one list-I/O request to one server.
+pub const RANGES_MAX: usize = 16_384;
+/// Most entries a readdir page may return.
+pub const READDIR_ENTRIES_MAX: u32 = 4096;
+/// Most inodes in one batched io-server request (create/remove/extents).
+pub const BATCH_INODES_MAX: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum Opcode {
+    Hello = 1,
+    GetCluster = 10,
+    Resolve = 11,
+    Lookup = 12,
+    GetAttr = 13,
+    SetAttr = 14,
+    Mkdir = 15,
+    Create = 16,
+    Readdir = 17,
+    Unlink = 18,
+    Rmdir = 19,
+    Rename = 20,
+    Statfs = 21,
+    SetDirLayout = 22,
+    Symlink = 23,
+    Readlink = 24,
+    ObjCreate = 40,
+    ObjRemove = 41,
+    Write = 42,
+    Read = 43,
+    Sync = 44,
+    Extents = 45,
+    Truncate = 46,
+    IoStatfs = 47,
+}
+
+/// Which roles a server process carries (bit set).
+pub mod roles {
+    pub const META: u32 = 1;
+    pub const IO: u32 = 2;
+    pub const CACHE: u32 = 4;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// First frame on every connection.
+    Hello {
+        client: String,
+    },
+    GetCluster,
+    /// Walks an absolute path ("/a/b") from the root.
+    Resolve {
+        cred: Cred,
+        path: String,
+    },
+    Lookup {
+        cred: Cred,
+        parent: InodeId,
+        name: String,
+    },
+    GetAttr {
+        cred: Cred,
+        inode: InodeId,
+    },
+    SetAttr {
+        cred: Cred,
+        inode: InodeId,
+        changes: SetAttr,
+    },
+    Mkdir {
+        cred: Cred,
+        parent: InodeId,
+        name: String,
+        mode: u32,
+    },
+    Create {
+        cred: Cred,
+        parent: InodeId,
+        name: String,
+        mode: u32,
+        layout: LayoutRequest,
+        exclusive: bool,
+    },
+    /// Entries with names strictly after `after`, in name order.
+    Readdir {
+        cred: Cred,
+        dir: InodeId,
+        after: String,
+        max_entries: u32,
+    },
+    Unlink {
+        cred: Cred,
+        parent: InodeId,
+        name: String,
+    },
+    Rmdir {
+        cred: Cred,
+        parent: InodeId,
+        name: String,
+    },
+    Rename {
+        cred: Cred,
+        src_parent: InodeId,
+        src_name: String,
+        dst_parent: InodeId,
+        dst_name: String,
+    },
+    Statfs {
+        cred: Cred,
+    },
+    /// Sets (or with `None` clears) a directory's default layout for new files.
+    SetDirLayout {
+        cred: Cred,
+        dir: InodeId,
+        layout: Option<LayoutRequest>,
+    },
+    Symlink {
+        cred: Cred,
+        parent: InodeId,
+        name: String,
+        target: String,
+    },
+    Readlink {
+        cred: Cred,
+        inode: InodeId,
+    },
+    /// io: create empty objects for new files.
+    ObjCreate {
+        inodes: Vec<InodeId>,
+    },
+    /// io: delete objects of removed files (missing ones are fine).
+    ObjRemove {
+        inodes: Vec<InodeId>,
+    },
+    /// io: the bulk data is this server's pieces of `ranges`, in file order.
+    Write {
+        inode: InodeId,
+        striping: Striping,
+        ranges: Vec<Range>,
+    },
+    /// io: the reply's bulk data is this server's pieces of `ranges`, in file order,
+    /// with holes and bytes past the object's end read as zeros.
+    Read {
+        inode: InodeId,
+        striping: Striping,
+        ranges: Vec<Range>,
+    },
+    Sync {
+        inode: InodeId,
+    },
+    /// io: the logical end of each object (`u64::MAX` when the object is missing).
+    Extents {
+        items: Vec<(InodeId, Striping)>,
+    },
+    Truncate {
+        inode: InodeId,
+        striping: Striping,
+        size: u64,
+    },
+    IoStatfs,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    Hello {
+        server_id: ServerId,
+        roles: u32,
+    },
+    Cluster(ClusterInfo),
+    Attr(Attr),
+    Entries {
+        entries: Vec<DirEntry>,
+        more: bool,
+    },
+    Done,
+    Statfs(MetaStatfs),
+    Link(String),
+    /// Bytes moved by a read or write.
+    Bytes(u64),
+    Extents(Vec<u64>),
+    IoStatfs(IoStatfs),
+}
+
+impl Request {
+    pub fn opcode(&self) -> Opcode {
+        use Request::*;
+        match self {
+            Hello { .. } => Opcode::Hello,
+            GetCluster => Opcode::GetCluster,
+            Resolve { .. } => Opcode::Resolve,
+            Lookup { .. } => Opcode::Lookup,
+            GetAttr { .. } => Opcode::GetAttr,
+            SetAttr { .. } => Opcode::SetAttr,
+            Mkdir { .. } => Opcode::Mkdir,
+            Create { .. } => Opcode::Create,
+            Readdir { .. } => Opcode::Readdir,
+            Unlink { .. } => Opcode::Unlink,
+            Rmdir { .. } => Opcode::Rmdir,
+            Rename { .. } => Opcode::Rename,
+            Statfs { .. } => Opcode::Statfs,
+            SetDirLayout { .. } => Opcode::SetDirLayout,
+            Symlink { .. } => Opcode::Symlink,
+            Readlink { .. } => Opcode::Readlink,
+            ObjCreate { .. } => Opcode::ObjCreate,
+            ObjRemove { .. } => Opcode::ObjRemove,
+            Write { .. } => Opcode::Write,
+            Read { .. } => Opcode::Read,
+            Sync { .. } => Opcode::Sync,
+            Extents { .. } => Opcode::Extents,
+            Truncate { .. } => Opcode::Truncate,
+            IoStatfs => Opcode::IoStatfs,
+        }
+    }
+
+    pub fn encode_body(&self) -> Vec<u8> {
+        use Request::*;
+        let mut w = Writer::default();
+        match self {
+            Hello { client } => w.str(client),
+            GetCluster | IoStatfs => {}
+            Resolve { cred, path } => {
+                cred.encode(&mut w);
+                w.str(path);
+            }
+            Lookup { cred, parent, name }
+            | Unlink { cred, parent, name }
+            | Rmdir { cred, parent, name } => {
+                cred.encode(&mut w);
+                parent.encode(&mut w);
+                w.str(name);
+            }
+            GetAttr { cred, inode } | Readlink { cred, inode } => {
+                cred.encode(&mut w);
+                inode.encode(&mut w);
+            }
+            SetAttr {
+                cred,
+                inode,
+                changes,
+            } => {
+                cred.encode(&mut w);
+                inode.encode(&mut w);
+                changes.encode(&mut w);
+            }
+            Mkdir {
+                cred,
+                parent,
+                name,
+                mode,
+            } => {
+                cred.encode(&mut w);
+                parent.encode(&mut w);
+                w.str(name);
+                w.u32(*mode);
+            }
+            Create {
+                cred,
+                parent,
+                name,
+                mode,
+                layout,
+                exclusive,
+            } => {
+                cred.encode(&mut w);
+                parent.encode(&mut w);
+                w.str(name);
+                w.u32(*mode);
+                layout.encode(&mut w);
+                w.bool(*exclusive);
+            }
+            Readdir {
+                cred,
+                dir,
+                after,
+                max_entries,
+            } => {
+                cred.encode(&mut w);
+                dir.encode(&mut w);
+                w.str(after);
+                w.u32(*max_entries);
+            }
+            Rename {
+                cred,
+                src_parent,
+                src_name,
+                dst_parent,
+                dst_name,
+            } => {
+                cred.encode(&mut w);
+                src_parent.encode(&mut w);
+                w.str(src_name);
+                dst_parent.encode(&mut w);
+                w.str(dst_name);
+            }
+            Statfs { cred } => cred.encode(&mut w),
+            SetDirLayout { cred, dir, layout } => {
+                cred.encode(&mut w);
+                dir.encode(&mut w);
+                w.opt(layout);
+            }
+            Symlink {
+                cred,
+                parent,
+                name,
+                target,
+            } => {
+                cred.encode(&mut w);
+                parent.encode(&mut w);
+                w.str(name);
+                w.str(target);
+            }
+            ObjCreate { inodes } | ObjRemove { inodes } => w.seq(inodes),
+            Write {
+                inode,
+                striping,
+                ranges,
+            }
+            | Read {
+                inode,
+                striping,
+                ranges,
+            } => {
+                inode.encode(&mut w);
+                striping.encode(&mut w);
+                w.seq(ranges);
+            }
+            Sync { inode } => inode.encode(&mut w),
+            Extents { items } => w.seq(items),
+            Truncate {
+                inode,
+                striping,
+                size,
+            } => {
+                inode.encode(&mut w);
+                striping.encode(&mut w);
+                w.u64(*size);
+            }
+        }
+        w.bytes
+    }
+
+    /// Decodes a request body for `opcode`; the whole body must be consumed.
+    pub fn decode(opcode: u16, body: &[u8]) -> Result<Request, DecodeError> {
+        let mut r = Reader::new(body);
+        let r = &mut r;
+        let req = match opcode {
+            1 => Request::Hello {
+                client: r.string()?,
+            },
+            10 => Request::GetCluster,
+            11 => Request::Resolve {
+                cred: Cred::decode(r)?,
+                path: r.string()?,
+            },
+            12 => Request::Lookup {
+                cred: Cred::decode(r)?,
+                parent: InodeId::decode(r)?,
+                name: r.string()?,
+            },
+            13 => Request::GetAttr {
+                cred: Cred::decode(r)?,
+                inode: InodeId::decode(r)?,
+            },
+            14 => Request::SetAttr {
+                cred: Cred::decode(r)?,
+                inode: InodeId::decode(r)?,
+                changes: SetAttr::decode(r)?,
+            },
+            15 => Request::Mkdir {
+                cred: Cred::decode(r)?,
+                parent: InodeId::decode(r)?,
+                name: r.string()?,
+                mode: r.u32()?,
+            },
+            16 => Request::Create {
+                cred: Cred::decode(r)?,
+                parent: InodeId::decode(r)?,
+                name: r.string()?,
+                mode: r.u32()?,
+                layout: LayoutRequest::decode(r)?,
+                exclusive: r.bool()?,
+            },
+            17 => Request::Readdir {
+                cred: Cred::decode(r)?,
+                dir: InodeId::decode(r)?,
+                after: r.string()?,
+                max_entries: r.u32()?,
+            },
+            18 => Request::Unlink {
+                cred: Cred::decode(r)?,
+                parent: InodeId::decode(r)?,
+                name: r.string()?,
+            },
+            19 => Request::Rmdir {
+                cred: Cred::decode(r)?,
+                parent: InodeId::decode(r)?,
+                name: r.string()?,
+            },
+            20 => Request::Rename {
+                cred: Cred::decode(r)?,
+                src_parent: InodeId::decode(r)?,
+                src_name: r.string()?,
+                dst_parent: InodeId::decode(r)?,
+                dst_name: r.string()?,
+            },
+            21 => Request::Statfs {
+                cred: Cred::decode(r)?,
+            },
+            22 => Request::SetDirLayout {
+                cred: Cred::decode(r)?,
+                dir: InodeId::decode(r)?,
+                layout: r.opt()?,
+            },
+            23 => Request::Symlink {
+                cred: Cred::decode(r)?,
+                parent: InodeId::decode(r)?,
+                name: r.string()?,
+                target: r.string()?,
+            },
+            24 => Request::Readlink {
+                cred: Cred::decode(r)?,
+                inode: InodeId::decode(r)?,
+            },
+            40 => Request::ObjCreate {
+                inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
+            },
+            41 => Request::ObjRemove {
+                inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
+            },
+            42 | 43 => {
+                let inode = InodeId::decode(r)?;
+                let striping = Striping::decode(r)?;
+                let ranges = bounded(r.seq()?, RANGES_MAX, "range list")?;
+                if opcode == 42 {
+                    Request::Write {
+                        inode,
+                        striping,
+                        ranges,
+                    }
+                } else {
+                    Request::Read {
+                        inode,
+                        striping,
+                        ranges,
+                    }
+                }
+            }
+            44 => Request::Sync {
+                inode: InodeId::decode(r)?,
+            },
+            45 => Request::Extents {
+                items: bounded(r.seq()?, BATCH_INODES_MAX, "extent batch")?,
+            },
+            46 => Request::Truncate {
+                inode: InodeId::decode(r)?,
+                striping: Striping::decode(r)?,
+                size: r.u64()?,
+            },
+            47 => Request::IoStatfs,
+            other => return Err(DecodeError::UnknownOpcode(other)),
+        };
+        r.finish()?;
+        Ok(req)
+    }
+}
+
+fn bounded<T>(items: Vec<T>, max: usize, what: &'static str) -> Result<Vec<T>, DecodeError> {
+    if items.len() > max {
+        Err(DecodeError::TooLarge {
+            what,
+            len: items.len() as u64,
+            max: max as u64,
+        })
+    } else {
+        Ok(items)
+    }
+}
+
+impl Wire for Response {
+    fn encode(&self, w: &mut Writer) {
+        use Response::*;
+        match self {
+            Hello { server_id, roles } => {
+                w.u8(1);
+                server_id.encode(w);
+                w.u32(*roles);
+            }
+            Cluster(c) => {
+                w.u8(2);
+                c.encode(w);
+            }
+            Attr(a) => {
+                w.u8(3);
+                a.encode(w);
+            }
+            Entries { entries, more } => {
+                w.u8(4);
+                w.seq(entries);
+                w.bool(*more);
+            }
+            Done => w.u8(5),
+            Statfs(s) => {
+                w.u8(6);
+                s.encode(w);
+            }
+            Link(target) => {
+                w.u8(7);
+                w.str(target);
+            }
+            Bytes(n) => {
+                w.u8(8);
+                w.u64(*n);
+            }
+            Extents(v) => {
+                w.u8(9);
+                w.seq(v);
+            }
+            IoStatfs(s) => {
+                w.u8(10);
+                s.encode(w);
+            }
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(match r.u8()? {
+            1 => Response::Hello {
+                server_id: ServerId::decode(r)?,
+                roles: r.u32()?,
+            },
+            2 => Response::Cluster(ClusterInfo::decode(r)?),
+            3 => Response::Attr(Attr::decode(r)?),
+            4 => Response::Entries {
+                entries: r.seq()?,
+                more: r.bool()?,
+            },
+            5 => Response::Done,
+            6 => Response::Statfs(MetaStatfs::decode(r)?),
+            7 => Response::Link(r.string()?),
+            8 => Response::Bytes(r.u64()?),
+            9 => Response::Extents(r.seq()?),
+            10 => Response::IoStatfs(IoStatfs::decode(r)?),
+            v => {
+                return Err(DecodeError::Invalid {
+                    what: "response tag",
+                    value: v as u64,
+                })
+            }
+        })
+    }
+}
+
+/// A response body: success with a response, or an error.
+pub fn encode_result(result: &Result<Response, WireError>) -> Vec<u8> {
+    let mut w = Writer::default();
+    match result {
+        Ok(resp) => {
+            w.u8(0);
+            resp.encode(&mut w);
+        }
+        Err(e) => {
+            w.u8(1);
+            e.encode(&mut w);
+        }
+    }
+    w.bytes
+}
+
+pub fn decode_result(body: &[u8]) -> Result<Result<Response, WireError>, DecodeError> {
+    let mut r = Reader::new(body);
+    let out = match r.u8()? {
+        0 => Ok(Response::decode(&mut r)?),
+        1 => Err(WireError::decode(&mut r)?),
+        v => {
+            return Err(DecodeError::Invalid {
+                what: "result tag",
+                value: v as u64,
+            })
+        }
+    };
+    r.finish()?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_layout::Layout;
+
+    fn cred() -> Cred {
+        Cred {
+            uid: 1000,
+            gid: 100,
+            groups: vec![4, 27],
+        }
+    }
+
+    #[test]
+    fn every_request_round_trips() {
+        let s = Striping {
+            stripe_size_bytes: 65536,
+            stripe_count: 4,
+            server_index: 2,
+        };
+        let reqs = vec![
+            Request::Hello { client: "t".into() },
+            Request::GetCluster,
+            Request::Resolve {
+                cred: cred(),
+                path: "/a/b".into(),
+            },
+            Request::Lookup {
+                cred: cred(),
+                parent: InodeId(5),
+                name: "x".into(),
+            },
+            Request::GetAttr {
+                cred: cred(),
+                inode: InodeId(9),
+            },
+            Request::SetAttr {
+                cred: cred(),
+                inode: InodeId(9),
+                changes: SetAttr {
+                    mode: Some(0o600),
+                    size: Some(77),
+                    atime: Some(TimeSet::Now),
+                    mtime: Some(TimeSet::At(Timespec { secs: -5, nanos: 7 })),
+                    ..Default::default()
+                },
+            },
+            Request::Mkdir {
+                cred: cred(),
+                parent: InodeId(1),
+                name: "d".into(),
+                mode: 0o755,
+            },
+            Request::Create {
+                cred: cred(),
+                parent: InodeId(1),
+                name: "f".into(),
+                mode: 0o644,
+                layout: LayoutRequest {
+                    stripe_size_bytes: Some(4096),
+                    stripe_count: Some(2),
+                    first_server: None,
+                },
+                exclusive: true,
+            },
+            Request::Readdir {
+                cred: cred(),
+                dir: InodeId(1),
+                after: "m".into(),
+                max_entries: 100,
+            },
+            Request::Unlink {
+                cred: cred(),
+                parent: InodeId(1),
+                name: "f".into(),
+            },
+            Request::Rmdir {
+                cred: cred(),
+                parent: InodeId(1),
+                name: "d".into(),
+            },
+            Request::Rename {
+                cred: cred(),
+                src_parent: InodeId(1),
+                src_name: "a".into(),
+                dst_parent: InodeId(2),
+                dst_name: "b".into(),
+            },
+            Request::Statfs { cred: cred() },
+            Request::SetDirLayout {
+                cred: cred(),
+                dir: InodeId(3),
+                layout: None,
+            },
+            Request::Symlink {
+                cred: cred(),
+                parent: InodeId(1),
+                name: "l".into(),
+                target: "/x".into(),
+            },
+            Request::Readlink {
+                cred: cred(),
+                inode: InodeId(4),
+            },
+            Request::ObjCreate {
+                inodes: vec![InodeId(1), InodeId(2)],
+            },
+            Request::ObjRemove { inodes: vec![] },
+            Request::Write {
+                inode: InodeId(3),
+                striping: s,
+                ranges: vec![Range { offset: 0, len: 10 }],
+            },
+            Request::Read {
+                inode: InodeId(3),
+                striping: s,
+                ranges: vec![Range { offset: 5, len: 1 }],
+            },
+            Request::Sync { inode: InodeId(3) },
+            Request::Extents {
+                items: vec![(InodeId(3), s)],
+            },
+            Request::Truncate {
+                inode: InodeId(3),
+                striping: s,
+                size: 1 << 33,
+            },
+            Request::IoStatfs,
+        ];
+        for req in reqs {
+            let body = req.encode_body();
+            assert_eq!(Request::decode(req.opcode() as u16, &body).unwrap(), req);
+            // Every strict prefix of a body is rejected, never panics.
+            for cut in 0..body.len() {
+                assert!(
+                    Request::decode(req.opcode() as u16, &body[..cut]).is_err(),
+                    "{req:?} cut at {cut}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn responses_round_trip() {
+        let attr = Attr {
+            inode: InodeId(7),
+            kind: FileKind::File,
+            mode: 0o644,
+            uid: 1,
+            gid: 2,
+            nlink: 1,
+            size: 3,
+            atime: Timespec::default(),
+            mtime: Timespec { secs: 1, nanos: 2 },
+            ctime: Timespec::default(),
+            layout: Some(Layout {
+                stripe_size_bytes: 65536,
+                servers: vec![ServerId(1), ServerId(2)],
+            }),
+            dir_layout: None,
+        };
+        let results = vec![
+            Ok(Response::Attr(attr)),
+            Ok(Response::Entries {
+                entries: vec![DirEntry {
+                    name: "a".into(),
+                    inode: InodeId(2),
+                    kind: FileKind::Directory,
+                }],
+                more: true,
+            }),
+            Ok(Response::Extents(vec![0, u64::MAX])),
+            Err(WireError::new(
+                crate::ErrorCode::NotEmpty,
+                "dir /x is not empty",
+            )),
+        ];
+        for res in results {
+            assert_eq!(decode_result(&encode_result(&res)).unwrap(), res);
+        }
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        assert!(matches!(
+            Request::decode(999, &[]),
+            Err(DecodeError::UnknownOpcode(999))
+        ));
+        // A range whose end overflows.
+        let mut w = Writer::default();
+        InodeId(1).encode(&mut w);
+        Striping {
+            stripe_size_bytes: 65536,
+            stripe_count: 1,
+            server_index: 0,
+        }
+        .encode(&mut w);
+        w.seq(&[Range {
+            offset: u64::MAX - 5,
+            len: 10,
+        }]);
+        assert!(Request::decode(Opcode::Read as u16, &w.bytes).is_err());
+        // A server index outside the stripe count.
+        let mut w = Writer::default();
+        InodeId(1).encode(&mut w);
+        w.u64(65536);
+        w.u32(2);
+        w.u32(2);
+        w.u32(0);
+        assert!(Request::decode(Opcode::Read as u16, &w.bytes).is_err());
+        // A huge sequence length claims more than is there.
+        let mut w = Writer::default();
+        w.u32(u32::MAX);
+        assert!(Request::decode(Opcode::ObjCreate as u16, &w.bytes).is_err());
+    }
+}

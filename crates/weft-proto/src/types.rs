@@ -1,0 +1,484 @@
+//! Value types shared by messages: credentials, attributes, layouts, directory entries.
+
+use crate::codec::{DecodeError, Reader, Wire, Writer};
+use weft_layout::stripe::{STRIPE_COUNT_MAX, STRIPE_SIZE_BYTES_MAX, STRIPE_SIZE_BYTES_MIN};
+use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
+
+/// Most supplementary groups carried in a credential.
+pub const GROUPS_MAX: usize = 64;
+
+/// Who is asking: checked against mode bits on every metadata operation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Cred {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+}
+
+impl Cred {
+    pub fn root() -> Cred {
+        Cred::default()
+    }
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+}
+
+impl Wire for Cred {
+    fn encode(&self, w: &mut Writer) {
+        w.u32(self.uid);
+        w.u32(self.gid);
+        w.seq(&self.groups);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let uid = r.u32()?;
+        let gid = r.u32()?;
+        let groups: Vec<u32> = r.seq()?;
+        if groups.len() > GROUPS_MAX {
+            return Err(DecodeError::TooLarge {
+                what: "group list",
+                len: groups.len() as u64,
+                max: GROUPS_MAX as u64,
+            });
+        }
+        Ok(Cred { uid, gid, groups })
+    }
+}
+
+/// Seconds and nanoseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub struct Timespec {
+    pub secs: i64,
+    pub nanos: u32,
+}
+
+impl Timespec {
+    pub fn now() -> Timespec {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timespec {
+            secs: d.as_secs() as i64,
+            nanos: d.subsec_nanos(),
+        }
+    }
+}
+
+impl Wire for Timespec {
+    fn encode(&self, w: &mut Writer) {
+        w.i64(self.secs);
+        w.u32(self.nanos);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let secs = r.i64()?;
+        let nanos = r.u32()?;
+        if nanos >= 1_000_000_000 {
+            return Err(DecodeError::Invalid {
+                what: "nanoseconds",
+                value: nanos as u64,
+            });
+        }
+        Ok(Timespec { secs, nanos })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    File = 1,
+    Directory = 2,
+    Symlink = 3,
+}
+
+impl Wire for FileKind {
+    fn encode(&self, w: &mut Writer) {
+        w.u8(*self as u8)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match r.u8()? {
+            1 => Ok(FileKind::File),
+            2 => Ok(FileKind::Directory),
+            3 => Ok(FileKind::Symlink),
+            v => Err(DecodeError::Invalid {
+                what: "file kind",
+                value: v as u64,
+            }),
+        }
+    }
+}
+
+impl Wire for InodeId {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.0)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(InodeId(r.u64()?))
+    }
+}
+
+impl Wire for ServerId {
+    fn encode(&self, w: &mut Writer) {
+        w.u32(self.0)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ServerId(r.u32()?))
+    }
+}
+
+impl Wire for Layout {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.stripe_size_bytes);
+        w.seq(&self.servers);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let layout = Layout {
+            stripe_size_bytes: r.u64()?,
+            servers: r.seq()?,
+        };
+        layout
+            .validate()
+            .map_err(|e| DecodeError::View(e.to_string()))?;
+        Ok(layout)
+    }
+}
+
+impl Wire for LayoutRequest {
+    fn encode(&self, w: &mut Writer) {
+        w.opt(&self.stripe_size_bytes);
+        w.opt(&self.stripe_count);
+        w.opt(&self.first_server);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let request = LayoutRequest {
+            stripe_size_bytes: r.opt()?,
+            stripe_count: r.opt()?,
+            first_server: r.opt()?,
+        };
+        if let Some(s) = request.stripe_size_bytes {
+            if !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&s) {
+                return Err(DecodeError::Invalid {
+                    what: "stripe size",
+                    value: s,
+                });
+            }
+        }
+        if let Some(c) = request.stripe_count {
+            if c as usize > STRIPE_COUNT_MAX {
+                return Err(DecodeError::Invalid {
+                    what: "stripe count",
+                    value: c as u64,
+                });
+            }
+        }
+        Ok(request)
+    }
+}
+
+/// The striping parameters an io server needs to place a request: the file's stripe
+/// size and count, and which of the file's servers it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Striping {
+    pub stripe_size_bytes: u64,
+    pub stripe_count: u32,
+    pub server_index: u32,
+}
+
+impl Striping {
+    /// A layout with placeholder server ids: all that striping math needs.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            stripe_size_bytes: self.stripe_size_bytes,
+            servers: (0..self.stripe_count).map(ServerId).collect(),
+        }
+    }
+}
+
+impl Wire for Striping {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.stripe_size_bytes);
+        w.u32(self.stripe_count);
+        w.u32(self.server_index);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let s = Striping {
+            stripe_size_bytes: r.u64()?,
+            stripe_count: r.u32()?,
+            server_index: r.u32()?,
+        };
+        if !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&s.stripe_size_bytes)
+            || s.stripe_count == 0
+            || s.stripe_count as usize > STRIPE_COUNT_MAX
+            || s.server_index >= s.stripe_count
+        {
+            return Err(DecodeError::Invalid {
+                what: "striping",
+                value: s.stripe_size_bytes,
+            });
+        }
+        Ok(s)
+    }
+}
+
+/// Attributes of an inode as the metadata manager knows them. For regular files
+/// `size` is filled in by the client from the io servers' extents (PVFS): the manager
+/// never sees file data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attr {
+    pub inode: InodeId,
+    pub kind: FileKind,
+    /// Permission bits only (`0o7777`).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub size: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    /// A file's layout.
+    pub layout: Option<Layout>,
+    /// A directory's default layout for new files.
+    pub dir_layout: Option<LayoutRequest>,
+}
+
+impl Wire for Attr {
+    fn encode(&self, w: &mut Writer) {
+        self.inode.encode(w);
+        self.kind.encode(w);
+        w.u32(self.mode);
+        w.u32(self.uid);
+        w.u32(self.gid);
+        w.u32(self.nlink);
+        w.u64(self.size);
+        self.atime.encode(w);
+        self.mtime.encode(w);
+        self.ctime.encode(w);
+        w.opt(&self.layout);
+        w.opt(&self.dir_layout);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Attr {
+            inode: InodeId::decode(r)?,
+            kind: FileKind::decode(r)?,
+            mode: r.u32()?,
+            uid: r.u32()?,
+            gid: r.u32()?,
+            nlink: r.u32()?,
+            size: r.u64()?,
+            atime: Timespec::decode(r)?,
+            mtime: Timespec::decode(r)?,
+            ctime: Timespec::decode(r)?,
+            layout: r.opt()?,
+            dir_layout: r.opt()?,
+        })
+    }
+}
+
+/// What a setattr changes; `None` leaves a field alone.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Truncate (or extend) to this size. The manager checks permission and updates
+    /// times; the client then truncates the objects on the io servers.
+    pub size: Option<u64>,
+    pub atime: Option<TimeSet>,
+    pub mtime: Option<TimeSet>,
+}
+
+/// A time to set: an explicit value, or the server's clock (`utimensat(UTIME_NOW)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeSet {
+    Now,
+    At(Timespec),
+}
+
+impl Wire for TimeSet {
+    fn encode(&self, w: &mut Writer) {
+        match self {
+            TimeSet::Now => w.u8(0),
+            TimeSet::At(t) => {
+                w.u8(1);
+                t.encode(w);
+            }
+        }
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match r.u8()? {
+            0 => Ok(TimeSet::Now),
+            1 => Ok(TimeSet::At(Timespec::decode(r)?)),
+            v => Err(DecodeError::Invalid {
+                what: "time tag",
+                value: v as u64,
+            }),
+        }
+    }
+}
+
+impl Wire for SetAttr {
+    fn encode(&self, w: &mut Writer) {
+        w.opt(&self.mode);
+        w.opt(&self.uid);
+        w.opt(&self.gid);
+        w.opt(&self.size);
+        w.opt(&self.atime);
+        w.opt(&self.mtime);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(SetAttr {
+            mode: r.opt()?,
+            uid: r.opt()?,
+            gid: r.opt()?,
+            size: r.opt()?,
+            atime: r.opt()?,
+            mtime: r.opt()?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub inode: InodeId,
+    pub kind: FileKind,
+}
+
+impl Wire for DirEntry {
+    fn encode(&self, w: &mut Writer) {
+        w.str(&self.name);
+        self.inode.encode(w);
+        self.kind.encode(w);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(DirEntry {
+            name: r.string()?,
+            inode: InodeId::decode(r)?,
+            kind: FileKind::decode(r)?,
+        })
+    }
+}
+
+/// One io server as clients see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoServer {
+    pub id: ServerId,
+    /// `host:port`.
+    pub addr: String,
+}
+
+impl Wire for IoServer {
+    fn encode(&self, w: &mut Writer) {
+        self.id.encode(w);
+        w.str(&self.addr);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(IoServer {
+            id: ServerId::decode(r)?,
+            addr: r.string()?,
+        })
+    }
+}
+
+/// What a client learns from the metadata manager when it connects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterInfo {
+    pub name: String,
+    pub io_servers: Vec<IoServer>,
+    pub default_layout: LayoutRequest,
+    pub root: InodeId,
+}
+
+impl Wire for ClusterInfo {
+    fn encode(&self, w: &mut Writer) {
+        w.str(&self.name);
+        w.seq(&self.io_servers);
+        self.default_layout.encode(w);
+        self.root.encode(w);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ClusterInfo {
+            name: r.string()?,
+            io_servers: r.seq()?,
+            default_layout: LayoutRequest::decode(r)?,
+            root: InodeId::decode(r)?,
+        })
+    }
+}
+
+/// Namespace counts from the metadata manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MetaStatfs {
+    pub files: u64,
+    pub directories: u64,
+    /// Removed files whose objects the manager has not yet purged from io servers.
+    pub orphans: u64,
+}
+
+impl Wire for MetaStatfs {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.files);
+        w.u64(self.directories);
+        w.u64(self.orphans);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(MetaStatfs {
+            files: r.u64()?,
+            directories: r.u64()?,
+            orphans: r.u64()?,
+        })
+    }
+}
+
+/// Space on one io server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IoStatfs {
+    pub objects: u64,
+    /// Sum of the logical sizes of the objects stored.
+    pub bytes_stored: u64,
+    pub bytes_free: u64,
+    pub bytes_total: u64,
+}
+
+impl Wire for IoStatfs {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.objects);
+        w.u64(self.bytes_stored);
+        w.u64(self.bytes_free);
+        w.u64(self.bytes_total);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(IoStatfs {
+            objects: r.u64()?,
+            bytes_stored: r.u64()?,
+            bytes_free: r.u64()?,
+            bytes_total: r.u64()?,
+        })
+    }
+}
+
+/// A file byte range `[offset, offset + len)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl Wire for Range {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.offset);
+        w.u64(self.len);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let range = Range {
+            offset: r.u64()?,
+            len: r.u64()?,
+        };
+        weft_layout::stripe::check_range(range.offset, range.len).map_err(|_| {
+            DecodeError::Invalid {
+                what: "range end (offset + length overflows)",
+                value: range.offset,
+            }
+        })?;
+        Ok(range)
+    }
+}
