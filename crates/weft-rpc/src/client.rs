@@ -1,0 +1,384 @@
+//! The client side: a multiplexed connection to one server, and a pool of them.
+
+use crate::frame_io::{read_exact_vec, read_header, write_frame, ReadFrameError};
+use std::collections::HashMap;
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use weft_proto::frame::{FrameKind, PROTOCOL_VERSION};
+use weft_proto::msg::{decode_result, Request, Response};
+use weft_proto::{ErrorCode, WireError};
+
+/// A response with its bulk data.
+pub type CallReply = (Response, Vec<u8>);
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum RpcError {
+    #[error("cannot connect to {addr}: {reason}")]
+    Connect { addr: String, reason: String },
+    #[error("connection to {addr} lost: {reason}")]
+    Disconnected { addr: String, reason: String },
+    #[error("no answer from {addr} within {after_ms} ms")]
+    TimedOut { addr: String, after_ms: u64 },
+    #[error("protocol error talking to {addr}: {detail}")]
+    Protocol { addr: String, detail: String },
+    #[error("{addr}: {error}")]
+    Remote { addr: String, error: WireError },
+}
+
+impl RpcError {
+    /// The error as a wire error code, for boundaries that speak codes or errno.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            RpcError::Connect { .. } | RpcError::Disconnected { .. } => ErrorCode::Unavailable,
+            RpcError::TimedOut { .. } => ErrorCode::TimedOut,
+            RpcError::Protocol { .. } => ErrorCode::Io,
+            RpcError::Remote { error, .. } => error.code,
+        }
+    }
+
+    /// True when the request may not have reached the server or its answer was lost,
+    /// so that a fresh connection could succeed.
+    pub fn is_transport(&self) -> bool {
+        matches!(
+            self,
+            RpcError::Connect { .. } | RpcError::Disconnected { .. }
+        )
+    }
+}
+
+/// How long to wait for a connection and for each answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub request: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(5),
+            request: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Timeouts {
+    /// Defaults, overridden by `WEFT_CONNECT_TIMEOUT_MS` and `WEFT_TIMEOUT_MS`.
+    pub fn from_env() -> Timeouts {
+        let ms = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+        let mut t = Timeouts::default();
+        if let Some(v) = ms("WEFT_CONNECT_TIMEOUT_MS") {
+            t.connect = Duration::from_millis(v.max(1));
+        }
+        if let Some(v) = ms("WEFT_TIMEOUT_MS") {
+            t.request = Duration::from_millis(v.max(1));
+        }
+        t
+    }
+}
+
+type Waiter = SyncSender<Result<CallReply, RpcError>>;
+
+struct PendingTable {
+    waiters: HashMap<u64, Waiter>,
+    /// Set once the connection broke; every later call fails with it.
+    broken: Option<String>,
+}
+
+/// One TCP connection to a server, shared by many threads, with many requests in
+/// flight. A reader thread routes each response to the call waiting for its id.
+pub struct Connection {
+    addr: String,
+    writer: Mutex<TcpStream>,
+    pending: Arc<Mutex<PendingTable>>,
+    next_id: AtomicU64,
+    timeouts: Timeouts,
+    hello: (weft_layout::ServerId, u32),
+}
+
+/// A request sent and not yet answered.
+pub struct PendingCall<'a> {
+    connection: &'a Connection,
+    id: u64,
+    receiver: Receiver<Result<CallReply, RpcError>>,
+}
+
+impl Connection {
+    /// Connects, performs the version handshake and starts the reader thread.
+    pub fn connect(
+        addr: &str,
+        client_name: &str,
+        timeouts: Timeouts,
+    ) -> Result<Arc<Connection>, RpcError> {
+        let connect_err = |reason: String| RpcError::Connect {
+            addr: addr.to_owned(),
+            reason,
+        };
+        let sockaddr = addr
+            .to_socket_addrs()
+            .map_err(|e| connect_err(e.to_string()))?
+            .next()
+            .ok_or_else(|| connect_err("address resolves to nothing".into()))?;
+        let stream = TcpStream::connect_timeout(&sockaddr, timeouts.connect)
+            .map_err(|e| connect_err(e.to_string()))?;
+        stream.set_nodelay(true).ok();
+        // A server that stops reading must not block a writer forever.
+        stream.set_write_timeout(Some(timeouts.request)).ok();
+        let reader = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
+        let pending = Arc::new(Mutex::new(PendingTable {
+            waiters: HashMap::new(),
+            broken: None,
+        }));
+        let mut connection = Connection {
+            addr: addr.to_owned(),
+            writer: Mutex::new(stream),
+            pending: pending.clone(),
+            next_id: AtomicU64::new(1),
+            timeouts,
+            hello: (weft_layout::ServerId(0), 0),
+        };
+        let reader_addr = addr.to_owned();
+        std::thread::Builder::new()
+            .name(format!("weft-rpc-{addr}"))
+            .spawn(move || reader_loop(reader, reader_addr, pending))
+            .map_err(|e| connect_err(e.to_string()))?;
+        // The handshake: the server answers a version mismatch with a clear error.
+        let hello = Request::Hello {
+            client: client_name.to_owned(),
+        };
+        match connection.call(&hello, &[]) {
+            Ok((Response::Hello { server_id, roles }, _)) => connection.hello = (server_id, roles),
+            Ok((other, _)) => {
+                return Err(RpcError::Protocol {
+                    addr: addr.to_owned(),
+                    detail: format!("unexpected handshake reply {other:?}"),
+                })
+            }
+            Err(e) => {
+                connection.shutdown();
+                return Err(e);
+            }
+        }
+        Ok(Arc::new(connection))
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The server's id and role bits from the handshake.
+    pub fn server(&self) -> (weft_layout::ServerId, u32) {
+        self.hello
+    }
+
+    pub fn is_broken(&self) -> bool {
+        self.pending.lock().unwrap().broken.is_some()
+    }
+
+    /// Sends a request and waits for its answer.
+    pub fn call(&self, request: &Request, data: &[u8]) -> Result<CallReply, RpcError> {
+        self.send(request, data)?.wait()
+    }
+
+    /// Sends a request without waiting, so that many can be in flight.
+    pub fn send(&self, request: &Request, data: &[u8]) -> Result<PendingCall<'_>, RpcError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = mpsc::sync_channel(1);
+        {
+            let mut table = self.pending.lock().unwrap();
+            if let Some(reason) = &table.broken {
+                return Err(RpcError::Disconnected {
+                    addr: self.addr.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            table.waiters.insert(id, sender);
+        }
+        let body = request.encode_body();
+        let written = {
+            let mut stream = self.writer.lock().unwrap();
+            write_frame(
+                &mut *stream,
+                FrameKind::Request,
+                request.opcode() as u16,
+                id,
+                &body,
+                data,
+            )
+        };
+        if let Err(e) = written {
+            self.pending.lock().unwrap().waiters.remove(&id);
+            let reason = e.to_string();
+            self.break_with(&reason);
+            return Err(RpcError::Disconnected {
+                addr: self.addr.clone(),
+                reason,
+            });
+        }
+        Ok(PendingCall {
+            connection: self,
+            id,
+            receiver,
+        })
+    }
+
+    fn break_with(&self, reason: &str) {
+        fail_all(&self.pending, &self.addr, reason);
+        self.shutdown();
+    }
+
+    fn shutdown(&self) {
+        if let Ok(stream) = self.writer.lock() {
+            stream.shutdown(Shutdown::Both).ok();
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Ends the reader thread.
+        self.shutdown();
+    }
+}
+
+impl PendingCall<'_> {
+    /// Waits for the answer, at most the request timeout.
+    pub fn wait(self) -> Result<CallReply, RpcError> {
+        let c = self.connection;
+        match self.receiver.recv_timeout(c.timeouts.request) {
+            Ok(reply) => reply,
+            Err(RecvTimeoutError::Timeout) => {
+                c.pending.lock().unwrap().waiters.remove(&self.id);
+                Err(RpcError::TimedOut {
+                    addr: c.addr.clone(),
+                    after_ms: c.timeouts.request.as_millis() as u64,
+                })
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let reason = c
+                    .pending
+                    .lock()
+                    .unwrap()
+                    .broken
+                    .clone()
+                    .unwrap_or_else(|| "connection closed".into());
+                Err(RpcError::Disconnected {
+                    addr: c.addr.clone(),
+                    reason,
+                })
+            }
+        }
+    }
+}
+
+fn fail_all(pending: &Mutex<PendingTable>, addr: &str, reason: &str) {
+    let mut table = pending.lock().unwrap();
+    if table.broken.is_none() {
+        table.broken = Some(reason.to_owned());
+    }
+    for (_, waiter) in table.waiters.drain() {
+        let _ = waiter.try_send(Err(RpcError::Disconnected {
+            addr: addr.to_owned(),
+            reason: reason.to_owned(),
+        }));
+    }
+}
+
+fn reader_loop(mut stream: TcpStream, addr: String, pending: Arc<Mutex<PendingTable>>) {
+    let reason = loop {
+        let header = match read_header(&mut stream) {
+            Ok(h) => h,
+            Err(ReadFrameError::Closed) => break "server closed the connection".to_owned(),
+            Err(ReadFrameError::Io(e)) => break e.to_string(),
+            Err(ReadFrameError::Header(e)) => break format!("bad frame from server: {e}"),
+        };
+        let message = match read_exact_vec(&mut stream, header.message_len as u64) {
+            Ok(m) => m,
+            Err(e) => break e.to_string(),
+        };
+        let data = match read_exact_vec(&mut stream, header.data_len) {
+            Ok(d) => d,
+            Err(e) => break e.to_string(),
+        };
+        let reply = match decode_result(&message) {
+            Ok(Ok(response)) if header.version == PROTOCOL_VERSION => Ok((response, data)),
+            Ok(Ok(_)) => Err(RpcError::Protocol {
+                addr: addr.clone(),
+                detail: format!(
+                    "server speaks protocol version {}, this client {}",
+                    header.version, PROTOCOL_VERSION
+                ),
+            }),
+            Ok(Err(error)) => Err(RpcError::Remote {
+                addr: addr.clone(),
+                error,
+            }),
+            Err(e) => Err(RpcError::Protocol {
+                addr: addr.clone(),
+                detail: format!("undecodable response: {e}"),
+            }),
+        };
+        let waiter = pending.lock().unwrap().waiters.remove(&header.request_id);
+        // A waiter that timed out is gone; its late answer is dropped.
+        if let Some(w) = waiter {
+            let _ = w.try_send(reply);
+        }
+    };
+    fail_all(&pending, &addr, &reason);
+}
+
+/// Connections by address, created on first use and replaced when broken, so that a
+/// restarted server is reached again without restarting the client.
+pub struct ConnectionPool {
+    client_name: String,
+    timeouts: Timeouts,
+    connections: Mutex<HashMap<String, Arc<Connection>>>,
+}
+
+impl ConnectionPool {
+    pub fn new(client_name: &str, timeouts: Timeouts) -> ConnectionPool {
+        ConnectionPool {
+            client_name: client_name.to_owned(),
+            timeouts,
+            connections: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// A live connection to `addr`, connecting if there is none.
+    pub fn get(&self, addr: &str) -> Result<Arc<Connection>, RpcError> {
+        if let Some(c) = self.connections.lock().unwrap().get(addr) {
+            if !c.is_broken() {
+                return Ok(c.clone());
+            }
+        }
+        // Connect without holding the lock: a dead server must not stall calls to others.
+        let fresh = Connection::connect(addr, &self.client_name, self.timeouts)?;
+        let mut map = self.connections.lock().unwrap();
+        match map.get(addr) {
+            Some(existing) if !existing.is_broken() => Ok(existing.clone()),
+            _ => {
+                map.insert(addr.to_owned(), fresh.clone());
+                Ok(fresh)
+            }
+        }
+    }
+
+    /// Calls `addr`, retrying once on a fresh connection if the old one had broken
+    /// before the request went out (a server restarted since the last call).
+    pub fn call(&self, addr: &str, request: &Request, data: &[u8]) -> Result<CallReply, RpcError> {
+        let connection = self.get(addr)?;
+        match connection.send(request, data) {
+            Ok(pending) => pending.wait(),
+            Err(e) if e.is_transport() => self.get(addr)?.call(request, data),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! Weft's TCP transport: framed requests multiplexed over one connection per peer.
+//!
+//! Invariant: one connection carries many requests in flight, matched to responses by
+//! request id; no call waits longer than its timeout; a broken connection fails every
+//! call waiting on it with an error naming the peer.
+
+pub mod client;
+pub mod frame_io;
+pub mod server;
+
+pub use client::{CallReply, Connection, ConnectionPool, PendingCall, RpcError, Timeouts};
+pub use server::{serve, Handler, ServerHandle, ServerIdentity, ServerLimits};

@@ -1,0 +1,379 @@
+//! The server side: accept loop, per-connection frame reader, a worker pool running
+//! the role handlers, and the limits that keep a server's memory bounded.
+
+use crate::frame_io::{read_exact_vec, read_header, write_frame, ReadFrameError};
+use std::io::{self, Read};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+use weft_layout::ServerId;
+use weft_proto::frame::{FrameKind, PROTOCOL_VERSION};
+use weft_proto::msg::{encode_result, Request, Response};
+use weft_proto::{ErrorCode, WireError};
+
+/// Serves the requests of one role (or several, dispatching by opcode).
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one request; `data` is its bulk payload. Returns the response and the
+    /// bulk data of the reply.
+    fn handle(&self, request: Request, data: Vec<u8>) -> Result<(Response, Vec<u8>), WireError>;
+
+    /// Bytes of bulk data the reply to `request` will carry, charged against the
+    /// server's memory budget before the request runs.
+    fn reply_bytes_hint(&self, _request: &Request) -> u64 {
+        0
+    }
+}
+
+/// Who this server is, as told to clients in the handshake.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerIdentity {
+    pub server_id: ServerId,
+    pub roles: u32,
+}
+
+/// Every limit of a server in one place.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerLimits {
+    pub connections_max: usize,
+    /// Requests of one connection being handled at once; the connection's reader
+    /// stops reading when this many are outstanding (TCP then pushes back).
+    pub requests_inflight_max: usize,
+    pub workers: usize,
+    /// Bulk bytes (requests plus replies) held in memory by requests in progress.
+    pub data_bytes_inflight_max: u64,
+    /// A connection idle this long between frames is closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            connections_max: 1024,
+            requests_inflight_max: 32,
+            workers: 16,
+            data_bytes_inflight_max: 1 << 30,
+            idle_timeout: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// A running server; dropping it does not stop it, `stop` does.
+pub struct ServerHandle {
+    pub local_addr: SocketAddr,
+    stopping: Arc<AtomicBool>,
+}
+
+impl ServerHandle {
+    /// Stops accepting connections (existing ones finish their requests).
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = TcpStream::connect_timeout(&self.local_addr, Duration::from_millis(200));
+    }
+}
+
+/// A counting semaphore over bytes, so that bulk data in memory stays bounded.
+struct ByteBudget {
+    max: u64,
+    used: Mutex<u64>,
+    freed: Condvar,
+}
+
+impl ByteBudget {
+    fn acquire(&self, n: u64) -> u64 {
+        // A single request larger than the whole budget runs alone.
+        let n = n.min(self.max);
+        let mut used = self.used.lock().unwrap();
+        while *used + n > self.max {
+            used = self.freed.wait(used).unwrap();
+        }
+        *used += n;
+        n
+    }
+    fn release(&self, n: u64) {
+        *self.used.lock().unwrap() -= n;
+        self.freed.notify_all();
+    }
+}
+
+/// Bounded count of outstanding requests on one connection.
+struct Inflight {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Inflight {
+    fn enter(&self, max: usize) {
+        let mut c = self.count.lock().unwrap();
+        while *c >= max {
+            c = self.changed.wait(c).unwrap();
+        }
+        *c += 1;
+    }
+    fn leave(&self) {
+        *self.count.lock().unwrap() -= 1;
+        self.changed.notify_one();
+    }
+}
+
+struct Job {
+    request: Request,
+    data: Vec<u8>,
+    opcode: u16,
+    request_id: u64,
+    charged_bytes: u64,
+    writer: Arc<Mutex<TcpStream>>,
+    inflight: Arc<Inflight>,
+}
+
+struct Shared {
+    handler: Arc<dyn Handler>,
+    identity: ServerIdentity,
+    limits: ServerLimits,
+    budget: ByteBudget,
+    connections: AtomicUsize,
+    jobs: Mutex<mpsc::Sender<Job>>,
+}
+
+/// Starts serving `listener` in background threads and returns at once.
+pub fn serve(
+    listener: TcpListener,
+    handler: Arc<dyn Handler>,
+    identity: ServerIdentity,
+    limits: ServerLimits,
+) -> io::Result<ServerHandle> {
+    let local_addr = listener.local_addr()?;
+    let (sender, receiver) = mpsc::channel::<Job>();
+    let receiver = Arc::new(Mutex::new(receiver));
+    let shared = Arc::new(Shared {
+        handler,
+        identity,
+        limits,
+        budget: ByteBudget {
+            max: limits.data_bytes_inflight_max,
+            used: Mutex::new(0),
+            freed: Condvar::new(),
+        },
+        connections: AtomicUsize::new(0),
+        jobs: Mutex::new(sender),
+    });
+    for k in 0..limits.workers.max(1) {
+        let receiver = receiver.clone();
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("weft-worker-{k}"))
+            .spawn(move || loop {
+                let job = match receiver.lock().unwrap().recv() {
+                    Ok(job) => job,
+                    Err(_) => return,
+                };
+                run_job(&shared, job);
+            })?;
+    }
+    let stopping = Arc::new(AtomicBool::new(false));
+    let stop_flag = stopping.clone();
+    std::thread::Builder::new()
+        .name("weft-accept".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                if stop_flag.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                if shared.connections.load(Ordering::SeqCst) >= shared.limits.connections_max {
+                    let mut s = stream;
+                    let err = WireError::new(
+                        ErrorCode::Busy,
+                        "server has too many connections; try again later",
+                    );
+                    let _ = write_frame(
+                        &mut s,
+                        FrameKind::Response,
+                        0,
+                        0,
+                        &encode_result(&Err(err)),
+                        &[],
+                    );
+                    continue;
+                }
+                shared.connections.fetch_add(1, Ordering::SeqCst);
+                let shared = shared.clone();
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("weft-conn".into())
+                        .spawn(move || {
+                            serve_connection(&shared, stream);
+                            shared.connections.fetch_sub(1, Ordering::SeqCst);
+                        });
+                if spawned.is_err() {
+                    eprintln!("weftd: cannot start a connection thread; connection dropped");
+                }
+            }
+        })?;
+    Ok(ServerHandle {
+        local_addr,
+        stopping,
+    })
+}
+
+fn run_job(shared: &Shared, job: Job) {
+    let result = if job.opcode == weft_proto::Opcode::Hello as u16 {
+        Ok((
+            Response::Hello {
+                server_id: shared.identity.server_id,
+                roles: shared.identity.roles,
+            },
+            Vec::new(),
+        ))
+    } else {
+        // A panicking handler is a bug, but it must not take the server down with it.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            shared.handler.handle(job.request, job.data)
+        })) {
+            Ok(r) => r,
+            Err(_) => Err(WireError::new(
+                ErrorCode::Internal,
+                "internal error while handling the request (see server log)",
+            )),
+        }
+    };
+    let (message, data) = match result {
+        Ok((response, data)) => (encode_result(&Ok(response)), data),
+        Err(e) => (encode_result(&Err(e)), Vec::new()),
+    };
+    {
+        let mut stream = job.writer.lock().unwrap();
+        if write_frame(
+            &mut *stream,
+            FrameKind::Response,
+            job.opcode,
+            job.request_id,
+            &message,
+            &data,
+        )
+        .is_err()
+        {
+            stream.shutdown(Shutdown::Both).ok();
+        }
+    }
+    shared.budget.release(job.charged_bytes);
+    job.inflight.leave();
+}
+
+/// Answers one request with an error without running it.
+fn reply_error(
+    writer: &Mutex<TcpStream>,
+    opcode: u16,
+    request_id: u64,
+    error: WireError,
+) -> io::Result<()> {
+    let mut stream = writer.lock().unwrap();
+    write_frame(
+        &mut *stream,
+        FrameKind::Response,
+        opcode,
+        request_id,
+        &encode_result(&Err(error)),
+        &[],
+    )
+}
+
+fn serve_connection(shared: &Shared, stream: TcpStream) {
+    stream.set_nodelay(true).ok();
+    stream
+        .set_read_timeout(Some(shared.limits.idle_timeout))
+        .ok();
+    let Ok(write_half) = stream.try_clone() else {
+        return;
+    };
+    let writer = Arc::new(Mutex::new(write_half));
+    let inflight = Arc::new(Inflight {
+        count: Mutex::new(0),
+        changed: Condvar::new(),
+    });
+    let mut reader = stream;
+    loop {
+        let header = match read_header(&mut reader) {
+            Ok(h) => h,
+            Err(ReadFrameError::Closed) | Err(ReadFrameError::Io(_)) => break,
+            Err(ReadFrameError::Header(e)) => {
+                // After a bad header the stream cannot be re-synchronised: say why, close.
+                let _ = reply_error(&writer, 0, 0, WireError::from(e));
+                break;
+            }
+        };
+        if header.version != PROTOCOL_VERSION {
+            let e = WireError::new(
+                ErrorCode::ProtocolVersion,
+                format!("client speaks Weft protocol version {}, this server speaks version {PROTOCOL_VERSION}; upgrade the older side", header.version),
+            );
+            let _ = reply_error(&writer, header.opcode, header.request_id, e);
+            break;
+        }
+        if header.kind != FrameKind::Request {
+            let _ = reply_error(
+                &writer,
+                header.opcode,
+                header.request_id,
+                WireError::new(ErrorCode::Malformed, "expected a request frame"),
+            );
+            break;
+        }
+        let Ok(message) = read_exact_vec(&mut reader, header.message_len as u64) else {
+            break;
+        };
+        let request = match Request::decode(header.opcode, &message) {
+            Ok(r) => r,
+            Err(e) => {
+                // The frame's lengths were sound, so skip its data and keep serving.
+                if skip(&mut reader, header.data_len).is_err() {
+                    break;
+                }
+                let _ = reply_error(
+                    &writer,
+                    header.opcode,
+                    header.request_id,
+                    WireError::from(e),
+                );
+                continue;
+            }
+        };
+        inflight.enter(shared.limits.requests_inflight_max);
+        let charged_bytes = shared
+            .budget
+            .acquire(header.data_len + shared.handler.reply_bytes_hint(&request));
+        let data = match read_exact_vec(&mut reader, header.data_len) {
+            Ok(d) => d,
+            Err(_) => {
+                shared.budget.release(charged_bytes);
+                inflight.leave();
+                break;
+            }
+        };
+        let job = Job {
+            request,
+            data,
+            opcode: header.opcode,
+            request_id: header.request_id,
+            charged_bytes,
+            writer: writer.clone(),
+            inflight: inflight.clone(),
+        };
+        if shared.jobs.lock().unwrap().send(job).is_err() {
+            break;
+        }
+    }
+    writer.lock().unwrap().shutdown(Shutdown::Both).ok();
+}
+
+fn skip(reader: &mut impl Read, mut len: u64) -> io::Result<()> {
+    let mut buf = [0u8; 64 * 1024];
+    while len > 0 {
+        let n = (len as usize).min(buf.len());
+        reader.read_exact(&mut buf[..n])?;
+        len -= n as u64;
+    }
+    Ok(())
+}
