@@ -1,0 +1,13 @@
+//! The io role: each file's stripes on this server live in one local object file per
+//! inode (PVFS), and requests name file ranges whose pieces on this server travel as
+//! one stream in file order.
+//!
+//! Invariant: an io server needs no metadata: every request carries the striping it
+//! needs, and an object exists exactly when the manager created it and has not yet
+//! removed it, so I/O to a removed file is refused rather than recreating it.
+
+mod objects;
+mod service;
+
+pub use objects::ObjectStore;
+pub use service::IoService;

@@ -1,0 +1,136 @@
+//! Local object files: naming, a bounded cache of open handles, and I/O errors mapped
+//! to wire error codes.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use weft_layout::InodeId;
+use weft_proto::{ErrorCode, WireError};
+
+/// Most object files kept open at once.
+pub const OPEN_OBJECTS_MAX: usize = 512;
+
+/// The objects under `<data_dir>/objects/<2 hex digits>/<16 hex digits>`: a fan-out of
+/// 256 directories keeps each directory small.
+pub struct ObjectStore {
+    root: PathBuf,
+    open: Mutex<HashMap<InodeId, Arc<File>>>,
+    /// Set when an fsync failed: the page cache may have dropped data we acknowledged
+    /// as written, so this server refuses writes until restarted (redb's `PreviousIo`).
+    fsync_failed: AtomicBool,
+}
+
+impl ObjectStore {
+    pub fn open(data_dir: &Path) -> io::Result<ObjectStore> {
+        let root = data_dir.join("objects");
+        for k in 0..256 {
+            std::fs::create_dir_all(root.join(format!("{k:02x}")))?;
+        }
+        Ok(ObjectStore {
+            root,
+            open: Mutex::new(HashMap::new()),
+            fsync_failed: AtomicBool::new(false),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn path_of(&self, inode: InodeId) -> PathBuf {
+        self.root
+            .join(format!("{:02x}", inode.0 & 0xff))
+            .join(format!("{:016x}", inode.0))
+    }
+
+    /// Creates an empty object; an existing one is left as it is.
+    pub fn create(&self, inode: InodeId) -> Result<(), WireError> {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.path_of(inode))
+            .map(drop)
+            .map_err(|e| io_error(e, inode, "create"))
+    }
+
+    pub fn remove(&self, inode: InodeId) -> Result<(), WireError> {
+        self.open.lock().unwrap().remove(&inode);
+        match std::fs::remove_file(self.path_of(inode)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error(e, inode, "remove")),
+        }
+    }
+
+    /// An open handle; a missing object means the file was removed (or never created).
+    pub fn get(&self, inode: InodeId) -> Result<Arc<File>, WireError> {
+        if let Some(f) = self.open.lock().unwrap().get(&inode) {
+            return Ok(f.clone());
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.path_of(inode))
+            .map_err(|e| io_error(e, inode, "open"))?;
+        let file = Arc::new(file);
+        let mut open = self.open.lock().unwrap();
+        if open.len() >= OPEN_OBJECTS_MAX {
+            // Any victim will do: reopening costs one open(2).
+            if let Some(victim) = open.keys().next().copied() {
+                open.remove(&victim);
+            }
+        }
+        open.insert(inode, file.clone());
+        Ok(file)
+    }
+
+    pub fn check_writable(&self) -> Result<(), WireError> {
+        if self.fsync_failed.load(Ordering::SeqCst) {
+            Err(WireError::new(
+                ErrorCode::Io,
+                "an earlier fsync failed on this io server; it refuses writes until restarted",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Makes the object's data and its directory entry durable.
+    pub fn sync(&self, inode: InodeId) -> Result<(), WireError> {
+        let file = self.get(inode)?;
+        let dir = self.path_of(inode).parent().map(File::open);
+        let result = file.sync_all().and_then(|()| match dir {
+            Some(Ok(d)) => d.sync_all(),
+            Some(Err(e)) => Err(e),
+            None => Ok(()),
+        });
+        result.map_err(|e| {
+            self.fsync_failed.store(true, Ordering::SeqCst);
+            io_error(e, inode, "fsync")
+        })
+    }
+}
+
+/// Maps a local I/O error to a wire error naming the object.
+pub fn io_error(e: io::Error, inode: InodeId, what: &str) -> WireError {
+    let code = match e.kind() {
+        io::ErrorKind::NotFound => {
+            return WireError::new(
+                ErrorCode::Stale,
+                format!("inode {inode} has no object on this io server (file removed?)"),
+            )
+        }
+        io::ErrorKind::StorageFull => ErrorCode::NoSpace,
+        _ if e.raw_os_error() == Some(libc::ENOSPC) => ErrorCode::NoSpace,
+        _ if e.raw_os_error() == Some(libc::EDQUOT) => ErrorCode::NoSpace,
+        _ => ErrorCode::Io,
+    };
+    WireError::new(
+        code,
+        format!("{what} of object for inode {inode} failed: {e}"),
+    )
+}
