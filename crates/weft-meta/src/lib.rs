@@ -1,0 +1,12 @@
+//! Weft's metadata manager as a library: the durable namespace ([`store`]) and the
+//! service that answers metadata requests and keeps io-server objects in step
+//! ([`service`]).
+//!
+//! Invariant: this crate opens no sockets; it reaches io servers only through the
+//! [`service::ObjectServers`] trait.
+
+pub mod service;
+pub mod store;
+
+pub use service::{MetaService, ObjectServers, PurgerHandle};
+pub use store::{ClusterLayout, CreateCheck, MetaStore, PendingCreate, StoreError};

@@ -1,0 +1,379 @@
+//! `MetaService`: turns metadata requests into store operations, creates and
+//! removes file objects on the io servers through [`ObjectServers`], and purges
+//! the objects of removed files in the background.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
+use weft_proto::msg::BATCH_INODES_MAX;
+use weft_proto::{Attr, ClusterInfo, Cred, ErrorCode, Request, Response, WireError};
+
+use crate::store::{ClusterLayout, CreateCheck, MetaStore};
+
+/// The io servers as the metadata service needs them: object creation and
+/// removal. The server binary implements it over the network; tests use doubles.
+pub trait ObjectServers: Send + Sync {
+    /// Create empty objects for `inodes` on io server `server` (one batched request).
+    fn create_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError>;
+    /// Remove the objects of `inodes` from io server `server`; missing objects are
+    /// not an error.
+    fn remove_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError>;
+}
+
+/// Most orphans one purge round handles.
+pub const PURGE_BATCH_INODES_MAX: usize = BATCH_INODES_MAX;
+/// Most threads talking to io servers at once for one create or purge round.
+pub const OBJECT_CALLS_PARALLEL_MAX: usize = 16;
+/// How often a non-exclusive create retries after losing a race for its name
+/// to another create (each retry finds the winner's file and returns it).
+const CREATE_ATTEMPTS_MAX: usize = 4;
+
+/// The metadata role of a server.
+pub struct MetaService {
+    store: MetaStore,
+    cluster: ClusterInfo,
+    objects: Arc<dyn ObjectServers>,
+}
+
+impl MetaService {
+    /// Serves `store` for the cluster described by `cluster` (its `root` is set to
+    /// the store's root), creating and removing objects through `objects`.
+    pub fn new(
+        store: MetaStore,
+        mut cluster: ClusterInfo,
+        objects: Arc<dyn ObjectServers>,
+    ) -> Result<MetaService, WireError> {
+        let io_servers: Vec<ServerId> = cluster.io_servers.iter().map(|s| s.id).collect();
+        let distinct: BTreeSet<ServerId> = io_servers.iter().copied().collect();
+        if distinct.len() != io_servers.len() {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                "cluster description lists an io server id twice",
+            ));
+        }
+        store.set_cluster(ClusterLayout {
+            io_servers,
+            default_layout: cluster.default_layout,
+        })?;
+        cluster.root = InodeId::ROOT;
+        Ok(MetaService {
+            store,
+            cluster,
+            objects,
+        })
+    }
+
+    pub fn store(&self) -> &MetaStore {
+        &self.store
+    }
+
+    pub fn cluster(&self) -> &ClusterInfo {
+        &self.cluster
+    }
+
+    /// Answers one request. `Hello` belongs to the connection layer (it knows the
+    /// server id and roles) and io opcodes to io servers: both are `Unsupported`.
+    pub fn handle(&self, request: Request) -> Result<Response, WireError> {
+        let store = &self.store;
+        match request {
+            Request::GetCluster => Ok(Response::Cluster(self.cluster.clone())),
+            Request::Resolve { cred, path } => store.resolve(&cred, &path).map(Response::Attr),
+            Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
+            Request::GetAttr { cred, inode } => store.getattr(&cred, inode).map(Response::Attr),
+            Request::SetAttr { cred, inode, changes } => {
+                store.setattr(&cred, inode, &changes).map(Response::Attr)
+            }
+            Request::Mkdir {
+                cred,
+                parent,
+                name,
+                mode,
+            } => store.mkdir(&cred, parent, &name, mode).map(Response::Attr),
+            Request::Create {
+                cred,
+                parent,
+                name,
+                mode,
+                layout,
+                exclusive,
+            } => self
+                .create(&cred, parent, &name, mode, &layout, exclusive)
+                .map(Response::Attr),
+            Request::Readdir {
+                cred,
+                dir,
+                after,
+                max_entries,
+            } => store
+                .readdir(&cred, dir, &after, max_entries)
+                .map(|(entries, more)| Response::Entries { entries, more }),
+            Request::Unlink { cred, parent, name } => {
+                store.unlink(&cred, parent, &name).map(|()| Response::Done)
+            }
+            Request::Rmdir { cred, parent, name } => {
+                store.rmdir(&cred, parent, &name).map(|()| Response::Done)
+            }
+            Request::Rename {
+                cred,
+                src_parent,
+                src_name,
+                dst_parent,
+                dst_name,
+            } => store
+                .rename(&cred, src_parent, &src_name, dst_parent, &dst_name)
+                .map(|()| Response::Done),
+            Request::Statfs { cred } => store.statfs(&cred).map(Response::Statfs),
+            Request::SetDirLayout { cred, dir, layout } => {
+                store.set_dir_layout(&cred, dir, layout).map(Response::Attr)
+            }
+            Request::Symlink {
+                cred,
+                parent,
+                name,
+                target,
+            } => store.symlink(&cred, parent, &name, &target).map(Response::Attr),
+            Request::Readlink { cred, inode } => store.readlink(&cred, inode).map(Response::Link),
+            Request::Hello { .. } => Err(WireError::new(
+                ErrorCode::Unsupported,
+                "hello is answered by the connection layer, not the metadata service",
+            )),
+            io @ (Request::ObjCreate { .. }
+            | Request::ObjRemove { .. }
+            | Request::Write { .. }
+            | Request::Read { .. }
+            | Request::Sync { .. }
+            | Request::Extents { .. }
+            | Request::Truncate { .. }
+            | Request::IoStatfs) => Err(WireError::new(
+                ErrorCode::Unsupported,
+                format!(
+                    "this is a metadata server: {:?} goes to an io server",
+                    io.opcode()
+                ),
+            )),
+        }
+    }
+
+    /// Creates a file: check, create its objects on every server of its layout
+    /// (in parallel threads, at most `OBJECT_CALLS_PARALLEL_MAX` at once), commit.
+    /// Objects of a create that does not commit are removed again, or left to the
+    /// purger if that fails. A crash between the objects and the commit leaks
+    /// empty objects with a never-reused inode number (harmless, not reclaimed).
+    pub fn create(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: &str,
+        mode: u32,
+        layout: &LayoutRequest,
+        exclusive: bool,
+    ) -> Result<Attr, WireError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let pending = match self
+                .store
+                .create_check(cred, parent, name, mode, layout, exclusive)?
+            {
+                CreateCheck::Existing(attr) => return Ok(attr),
+                CreateCheck::New(pending) => pending,
+            };
+            let inode = pending.inode();
+            let servers = &pending.layout().servers;
+            let created =
+                self.on_each_server(servers, |server| self.objects.create_objects(server, &[inode]));
+            if let Some((server, error)) = first_failure(servers, created) {
+                self.discard_objects(inode, pending.layout());
+                return Err(WireError::new(
+                    error.code,
+                    format!(
+                        "creating the object of {name:?} (inode {inode}) on io server {server}: {}",
+                        error.message
+                    ),
+                ));
+            }
+            let layout = pending.layout().clone();
+            match self.store.create_commit(cred, pending) {
+                Ok(attr) => return Ok(attr),
+                Err(error) => {
+                    if error.code == ErrorCode::Io {
+                        // The commit may have reached the disk before failing:
+                        // keep the objects rather than risk a file without them.
+                        eprintln!(
+                            "weftd meta: create of {name:?} (inode {inode}) failed to commit, keeping its objects: {error}"
+                        );
+                        return Err(error);
+                    }
+                    self.discard_objects(inode, &layout);
+                    let lost_race = error.code == ErrorCode::Exists && !exclusive;
+                    if !lost_race || attempt == CREATE_ATTEMPTS_MAX {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes the objects of a create that will not commit; on failure hands
+    /// them to the purger through the orphans table.
+    fn discard_objects(&self, inode: InodeId, layout: &Layout) {
+        let removed = self.on_each_server(&layout.servers, |server| {
+            self.objects.remove_objects(server, &[inode])
+        });
+        if let Some((server, error)) = first_failure(&layout.servers, removed) {
+            eprintln!(
+                "weftd meta: removing objects of uncommitted inode {inode} from io server {server} failed ({error}); leaving them to the purger"
+            );
+            if let Err(error) = self.store.add_orphan(inode, layout) {
+                eprintln!("weftd meta: recording uncommitted inode {inode} as an orphan failed, its objects leak: {error}");
+            }
+        }
+    }
+
+    /// Calls `call` for every server, in parallel threads when there are several.
+    /// Results are in the order of `servers`.
+    fn on_each_server(
+        &self,
+        servers: &[ServerId],
+        call: impl Fn(ServerId) -> Result<(), WireError> + Sync,
+    ) -> Vec<Result<(), WireError>> {
+        if servers.len() <= 1 {
+            return servers.iter().map(|&server| call(server)).collect();
+        }
+        let mut results = vec![Ok(()); servers.len()];
+        let per_thread = servers.len().div_ceil(OBJECT_CALLS_PARALLEL_MAX);
+        std::thread::scope(|scope| {
+            for (chunk, slots) in servers.chunks(per_thread).zip(results.chunks_mut(per_thread)) {
+                let call = &call;
+                scope.spawn(move || {
+                    for (&server, slot) in chunk.iter().zip(slots) {
+                        *slot = call(server);
+                    }
+                });
+            }
+        });
+        results
+    }
+
+    /// One purge round: removes the objects of up to `PURGE_BATCH_INODES_MAX`
+    /// orphans from their io servers (one batched request per server, servers in
+    /// parallel) and forgets the orphans whose objects are gone from every
+    /// server. Failures are logged; those orphans stay for a later round.
+    /// Returns how many orphans were forgotten.
+    pub fn purge_orphans_once(&self) -> usize {
+        let orphans = match self.store.orphans(PURGE_BATCH_INODES_MAX) {
+            Ok(orphans) => orphans,
+            Err(error) => {
+                eprintln!("weftd meta: purge: reading orphans: {error}");
+                return 0;
+            }
+        };
+        if orphans.is_empty() {
+            return 0;
+        }
+        let mut by_server: BTreeMap<ServerId, Vec<InodeId>> = BTreeMap::new();
+        for (inode, layout) in &orphans {
+            for server in &layout.servers {
+                by_server.entry(*server).or_default().push(*inode);
+            }
+        }
+        let servers: Vec<ServerId> = by_server.keys().copied().collect();
+        let results = self.on_each_server(&servers, |server| {
+            by_server[&server]
+                .chunks(BATCH_INODES_MAX)
+                .try_for_each(|batch| self.objects.remove_objects(server, batch))
+        });
+        let mut failed = BTreeSet::new();
+        for (server, result) in servers.iter().zip(results) {
+            if let Err(error) = result {
+                eprintln!("weftd meta: purge: removing objects from io server {server}: {error}; will retry");
+                failed.insert(*server);
+            }
+        }
+        let done: Vec<InodeId> = orphans
+            .iter()
+            .filter(|(_, layout)| layout.servers.iter().all(|s| !failed.contains(s)))
+            .map(|(inode, _)| *inode)
+            .collect();
+        if done.is_empty() {
+            return 0;
+        }
+        match self.store.forget_orphans(&done) {
+            Ok(forgotten) => forgotten,
+            Err(error) => {
+                eprintln!(
+                    "weftd meta: purge: forgetting {} purged orphans: {error}; will retry",
+                    done.len()
+                );
+                0
+            }
+        }
+    }
+
+    /// Runs purge rounds every `period` in a background thread (back to back
+    /// while rounds come back full) until the handle is stopped or dropped, or
+    /// the service is dropped.
+    pub fn spawn_purger(self: &Arc<Self>, period: Duration) -> PurgerHandle {
+        let service: Weak<MetaService> = Arc::downgrade(self);
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("weft-meta-purger".into())
+            .spawn(move || loop {
+                match stopped.recv_timeout(period) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+                }
+                let Some(service) = service.upgrade() else {
+                    return;
+                };
+                while service.purge_orphans_once() == PURGE_BATCH_INODES_MAX {
+                    if !matches!(stopped.try_recv(), Err(TryRecvError::Empty)) {
+                        return;
+                    }
+                }
+            })
+            .expect("spawning the purger thread");
+        PurgerHandle {
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+/// The first failed call, with its server.
+fn first_failure(servers: &[ServerId], results: Vec<Result<(), WireError>>) -> Option<(ServerId, WireError)> {
+    servers
+        .iter()
+        .zip(results)
+        .find_map(|(server, result)| result.err().map(|e| (*server, e)))
+}
+
+/// Stops the purger thread when stopped or dropped (after its current round).
+pub struct PurgerHandle {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl PurgerHandle {
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            // A panic in the purger was already reported by the panic hook.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for PurgerHandle {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}

@@ -1,0 +1,471 @@
+//! `MetaStore`: the durable namespace (directories, inodes, attributes, layouts) on
+//! redb. One write transaction per mutating operation, committed with immediate
+//! durability: an acknowledged operation survives a crash of the server.
+//!
+//! Tables, one per concern:
+//! - `inodes`: inode number -> encoded [`record::InodeRecord`];
+//! - `dirents`: (parent inode, name) -> (child inode, kind), so that a directory's
+//!   entries are one contiguous key range in name (byte) order;
+//! - `orphans`: inode number -> encoded `Layout` of a removed file whose objects
+//!   are still on the io servers;
+//! - `counters`: name -> u64 (format, next inode number, statfs counts).
+//!
+//! Each operation lives in its own file under `ops/`.
+
+mod access;
+mod names;
+mod ops;
+mod record;
+
+pub use names::{NAME_BYTES_MAX, PATH_BYTES_MAX};
+pub use ops::create::{CreateCheck, PendingCreate};
+
+use std::fmt::Display;
+use std::path::Path;
+use std::sync::{Mutex, RwLock};
+
+use redb::{
+    Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, Table, TableDefinition,
+    WriteTransaction,
+};
+use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
+use weft_proto::{Cred, ErrorCode, FileKind, Timespec, WireError};
+
+use access::{permits, MAY_EXECUTE};
+use record::InodeRecord;
+
+const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
+const DIRENTS: TableDefinition<(u64, &str), (u64, u8)> = TableDefinition::new("dirents");
+const ORPHANS: TableDefinition<u64, &[u8]> = TableDefinition::new("orphans");
+const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+
+/// The on-disk schema version, kept under [`COUNTER_FORMAT`].
+const STORE_FORMAT: u64 = 1;
+const COUNTER_FORMAT: &str = "format";
+/// Every inode number below this value may have been handed out: the allocator
+/// reserves blocks by advancing it durably before using them.
+const COUNTER_INODE_NEXT: &str = "inode_next";
+/// Non-directory inodes (regular files and symlinks).
+const COUNTER_FILES: &str = "files";
+const COUNTER_DIRECTORIES: &str = "directories";
+const COUNTER_ORPHANS: &str = "orphans";
+
+/// Inode numbers reserved per durable counter update. A crash forfeits the unused
+/// rest of a block, which is harmless: numbers are 64-bit and never reused.
+const INODE_RESERVATION_BLOCK: u64 = 1024;
+
+/// Errors opening the store. Operations on an open store return [`WireError`]s.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error("metadata database: {0}")]
+    Database(#[from] redb::Error),
+    #[error("metadata database has format {found}, this build reads format {STORE_FORMAT}")]
+    UnknownFormat { found: u64 },
+}
+
+/// What the store needs to know of the cluster to resolve layouts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterLayout {
+    /// The io servers, in cluster order (`first_server` indexes this list).
+    pub io_servers: Vec<ServerId>,
+    /// Used for any field neither the request nor the directory default sets.
+    pub default_layout: LayoutRequest,
+}
+
+/// Inode numbers reserved durably but not yet handed out: `[next, end)`.
+#[derive(Debug, Default)]
+struct InodeReservation {
+    next: u64,
+    end: u64,
+}
+
+/// The namespace of one file system. Safe to share between threads: reads run in
+/// parallel on snapshots, writes are serialised by redb.
+pub struct MetaStore {
+    db: Database,
+    cluster: RwLock<ClusterLayout>,
+    reservation: Mutex<InodeReservation>,
+}
+
+impl std::fmt::Debug for MetaStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaStore").finish_non_exhaustive()
+    }
+}
+
+impl MetaStore {
+    /// Opens the database at `path`, creating it, and the root directory (mode 0755,
+    /// owned by `root_owner` = (uid, gid)), on first open. Layout resolution needs
+    /// [`MetaStore::set_cluster`] before files can be created.
+    pub fn open(path: &Path, root_owner: (u32, u32)) -> Result<MetaStore, StoreError> {
+        let db = Database::create(path).map_err(redb::Error::from)?;
+        let mut txn = db.begin_write().map_err(redb::Error::from)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(redb::Error::from)?;
+        {
+            let mut inodes = txn.open_table(INODES).map_err(redb::Error::from)?;
+            txn.open_table(DIRENTS).map_err(redb::Error::from)?;
+            txn.open_table(ORPHANS).map_err(redb::Error::from)?;
+            let mut counters = txn.open_table(COUNTERS).map_err(redb::Error::from)?;
+            let format = counters
+                .get(COUNTER_FORMAT)
+                .map_err(redb::Error::from)?
+                .map(|v| v.value());
+            match format {
+                Some(STORE_FORMAT) => {}
+                Some(found) => return Err(StoreError::UnknownFormat { found }),
+                None => {
+                    let root = InodeRecord::new(
+                        FileKind::Directory,
+                        0o755,
+                        root_owner,
+                        InodeId::ROOT,
+                        Timespec::now(),
+                    );
+                    inodes
+                        .insert(InodeId::ROOT.0, root.encode().as_slice())
+                        .map_err(redb::Error::from)?;
+                    for (key, value) in [
+                        (COUNTER_INODE_NEXT, InodeId::ROOT.0 + 1),
+                        (COUNTER_FILES, 0),
+                        (COUNTER_DIRECTORIES, 1),
+                        (COUNTER_ORPHANS, 0),
+                        // Written last in the same transaction: its presence means
+                        // the rest is there.
+                        (COUNTER_FORMAT, STORE_FORMAT),
+                    ] {
+                        counters.insert(key, value).map_err(redb::Error::from)?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(redb::Error::from)?;
+        Ok(MetaStore {
+            db,
+            cluster: RwLock::new(ClusterLayout::default()),
+            reservation: Mutex::new(InodeReservation::default()),
+        })
+    }
+
+    /// Sets the io servers and cluster default layout used to resolve layouts. The
+    /// default must resolve on its own.
+    pub fn set_cluster(&self, cluster: ClusterLayout) -> Result<(), WireError> {
+        Layout::resolve(
+            &LayoutRequest::default(),
+            &cluster.default_layout,
+            &cluster.io_servers,
+        )
+        .map_err(|e| WireError::new(ErrorCode::InvalidLayout, format!("cluster default layout: {e}")))?;
+        *self.cluster.write().unwrap_or_else(|p| p.into_inner()) = cluster;
+        Ok(())
+    }
+
+    pub fn cluster(&self) -> ClusterLayout {
+        self.cluster.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Resolves a layout: fields of `request`, else of the directory default
+    /// `directory`, else of the cluster default.
+    fn resolve_layout(
+        &self,
+        request: &LayoutRequest,
+        directory: Option<&LayoutRequest>,
+    ) -> Result<Layout, WireError> {
+        let cluster = self.cluster.read().unwrap_or_else(|p| p.into_inner());
+        let cluster_default = &cluster.default_layout;
+        let defaults = match directory {
+            None => *cluster_default,
+            Some(d) => LayoutRequest {
+                stripe_size_bytes: d.stripe_size_bytes.or(cluster_default.stripe_size_bytes),
+                stripe_count: d.stripe_count.or(cluster_default.stripe_count),
+                first_server: d.first_server.or(cluster_default.first_server),
+            },
+        };
+        Layout::resolve(request, &defaults, &cluster.io_servers)
+            .map_err(|e| WireError::new(ErrorCode::InvalidLayout, e.to_string()))
+    }
+
+    /// Hands out a fresh inode number. Must not be called while this thread holds a
+    /// write transaction: it may commit one of its own to reserve the next block.
+    fn allocate_inode(&self) -> Result<InodeId, WireError> {
+        let mut reservation = self.reservation.lock().unwrap_or_else(|p| p.into_inner());
+        if reservation.next == reservation.end {
+            let start = self.write(|tx| {
+                let start = tx.counter(COUNTER_INODE_NEXT)?;
+                let end = start
+                    .checked_add(INODE_RESERVATION_BLOCK)
+                    .ok_or_else(|| WireError::new(ErrorCode::NoSpace, "inode numbers exhausted"))?;
+                tx.set_counter(COUNTER_INODE_NEXT, end)?;
+                Ok(start)
+            })?;
+            reservation.next = start;
+            reservation.end = start + INODE_RESERVATION_BLOCK;
+        }
+        let inode = InodeId(reservation.next);
+        reservation.next += 1;
+        Ok(inode)
+    }
+
+    /// Runs `body` in one write transaction and commits it durably if `body`
+    /// succeeds; on error nothing is written. Bodies check everything before their
+    /// first write, so an error never leaves a half-done operation behind anyway.
+    fn write<T>(
+        &self,
+        body: impl FnOnce(&mut WriteTables<'_>) -> Result<T, WireError>,
+    ) -> Result<T, WireError> {
+        let mut txn = self.db.begin_write().storage()?;
+        // Immediate is redb's default; stated because acknowledged operations must
+        // survive a crash, which non-durable commits do not.
+        txn.set_durability(Durability::Immediate).storage()?;
+        let out = {
+            let mut tables = WriteTables::open(&txn)?;
+            body(&mut tables)?
+        };
+        txn.commit().storage()?;
+        Ok(out)
+    }
+
+    /// Runs `body` on a consistent snapshot.
+    fn read<T>(&self, body: impl FnOnce(&ReadTables) -> Result<T, WireError>) -> Result<T, WireError> {
+        let txn = self.db.begin_read().storage()?;
+        let tables = ReadTables {
+            inodes: txn.open_table(INODES).storage()?,
+            dirents: txn.open_table(DIRENTS).storage()?,
+            orphans: txn.open_table(ORPHANS).storage()?,
+            counters: txn.open_table(COUNTERS).storage()?,
+        };
+        body(&tables)
+    }
+}
+
+/// Maps storage failures to `ErrorCode::Io`. After a failed fsync redb refuses
+/// further writes (`PreviousIo`), which surfaces here as well.
+trait StorageResult<T> {
+    fn storage(self) -> Result<T, WireError>;
+}
+
+impl<T, E: Display> StorageResult<T> for Result<T, E> {
+    fn storage(self) -> Result<T, WireError> {
+        self.map_err(|e| WireError::new(ErrorCode::Io, format!("metadata store: {e}")))
+    }
+}
+
+type InodeTable<'t> = Table<'t, u64, &'static [u8]>;
+type DirentTable<'t> = Table<'t, (u64, &'static str), (u64, u8)>;
+
+/// The tables of a write transaction, opened once per operation.
+struct WriteTables<'t> {
+    inodes: InodeTable<'t>,
+    dirents: DirentTable<'t>,
+    orphans: Table<'t, u64, &'static [u8]>,
+    counters: Table<'t, &'static str, u64>,
+    /// One clock reading per operation, so that all times it sets agree.
+    now: Timespec,
+}
+
+/// The tables of a read snapshot.
+struct ReadTables {
+    inodes: ReadOnlyTable<u64, &'static [u8]>,
+    dirents: ReadOnlyTable<(u64, &'static str), (u64, u8)>,
+    orphans: ReadOnlyTable<u64, &'static [u8]>,
+    counters: ReadOnlyTable<&'static str, u64>,
+}
+
+/// Lookups shared by read snapshots and write transactions.
+trait Namespace {
+    type Inodes: ReadableTable<u64, &'static [u8]>;
+    type Dirents: ReadableTable<(u64, &'static str), (u64, u8)>;
+    type Counters: ReadableTable<&'static str, u64>;
+    fn inodes(&self) -> &Self::Inodes;
+    fn dirents(&self) -> &Self::Dirents;
+    fn counters(&self) -> &Self::Counters;
+
+    /// The record of `inode`, if it exists.
+    fn find_inode(&self, inode: InodeId) -> Result<Option<InodeRecord>, WireError> {
+        match self.inodes().get(inode.0).storage()? {
+            None => Ok(None),
+            Some(bytes) => InodeRecord::decode(bytes.value()).map(Some).map_err(|e| {
+                WireError::new(
+                    ErrorCode::Internal,
+                    format!("inode {inode} record is corrupt: {e}"),
+                )
+            }),
+        }
+    }
+
+    /// The record of `inode`; `Stale` if it does not exist (a client holds the
+    /// number of something removed since).
+    fn inode(&self, inode: InodeId) -> Result<InodeRecord, WireError> {
+        self.find_inode(inode)?
+            .ok_or_else(|| WireError::new(ErrorCode::Stale, format!("inode {inode} does not exist")))
+    }
+
+    /// The record of directory `inode` after checking `want` permission on it.
+    fn directory(&self, cred: &Cred, inode: InodeId, want: u32) -> Result<InodeRecord, WireError> {
+        let record = self.inode(inode)?;
+        if !record.is_directory() {
+            return Err(WireError::new(
+                ErrorCode::NotDirectory,
+                format!("inode {inode} is not a directory"),
+            ));
+        }
+        require(cred, &record, want, || format!("directory inode {inode}"))?;
+        Ok(record)
+    }
+
+    /// The entry `name` of `parent`, if any.
+    fn entry(&self, parent: InodeId, name: &str) -> Result<Option<(InodeId, FileKind)>, WireError> {
+        match self.dirents().get((parent.0, name)).storage()? {
+            None => Ok(None),
+            Some(v) => {
+                let (child, kind) = v.value();
+                Ok(Some((InodeId(child), decode_kind(kind, parent, name)?)))
+            }
+        }
+    }
+
+    fn counter(&self, key: &str) -> Result<u64, WireError> {
+        Ok(self.counters().get(key).storage()?.map_or(0, |v| v.value()))
+    }
+}
+
+impl Namespace for ReadTables {
+    type Inodes = ReadOnlyTable<u64, &'static [u8]>;
+    type Dirents = ReadOnlyTable<(u64, &'static str), (u64, u8)>;
+    type Counters = ReadOnlyTable<&'static str, u64>;
+    fn inodes(&self) -> &Self::Inodes {
+        &self.inodes
+    }
+    fn dirents(&self) -> &Self::Dirents {
+        &self.dirents
+    }
+    fn counters(&self) -> &Self::Counters {
+        &self.counters
+    }
+}
+
+impl<'t> Namespace for WriteTables<'t> {
+    type Inodes = InodeTable<'t>;
+    type Dirents = DirentTable<'t>;
+    type Counters = Table<'t, &'static str, u64>;
+    fn inodes(&self) -> &Self::Inodes {
+        &self.inodes
+    }
+    fn dirents(&self) -> &Self::Dirents {
+        &self.dirents
+    }
+    fn counters(&self) -> &Self::Counters {
+        &self.counters
+    }
+}
+
+impl<'t> WriteTables<'t> {
+    fn open(txn: &'t WriteTransaction) -> Result<Self, WireError> {
+        Ok(WriteTables {
+            inodes: txn.open_table(INODES).storage()?,
+            dirents: txn.open_table(DIRENTS).storage()?,
+            orphans: txn.open_table(ORPHANS).storage()?,
+            counters: txn.open_table(COUNTERS).storage()?,
+            now: Timespec::now(),
+        })
+    }
+
+    fn put_inode(&mut self, inode: InodeId, record: &InodeRecord) -> Result<(), WireError> {
+        self.inodes
+            .insert(inode.0, record.encode().as_slice())
+            .storage()?;
+        Ok(())
+    }
+
+    fn remove_inode(&mut self, inode: InodeId) -> Result<(), WireError> {
+        self.inodes.remove(inode.0).storage()?;
+        Ok(())
+    }
+
+    fn put_entry(
+        &mut self,
+        parent: InodeId,
+        name: &str,
+        child: InodeId,
+        kind: FileKind,
+    ) -> Result<(), WireError> {
+        self.dirents
+            .insert((parent.0, name), (child.0, kind as u8))
+            .storage()?;
+        Ok(())
+    }
+
+    fn remove_entry(&mut self, parent: InodeId, name: &str) -> Result<(), WireError> {
+        self.dirents.remove((parent.0, name)).storage()?;
+        Ok(())
+    }
+
+    fn set_counter(&mut self, key: &str, value: u64) -> Result<(), WireError> {
+        self.counters.insert(key, value).storage()?;
+        Ok(())
+    }
+
+    fn add_counter(&mut self, key: &str, delta: i64) -> Result<(), WireError> {
+        let value = self.counter(key)?;
+        let updated = value.checked_add_signed(delta).ok_or_else(|| {
+            WireError::new(
+                ErrorCode::Internal,
+                format!("counter {key} would leave range ({value} + {delta})"),
+            )
+        })?;
+        self.set_counter(key, updated)
+    }
+
+    /// Removes a non-directory inode that lost its name: a file's objects become
+    /// an orphan for the purger; a symlink simply goes.
+    fn drop_non_directory(&mut self, inode: InodeId, record: &InodeRecord) -> Result<(), WireError> {
+        debug_assert!(!record.is_directory());
+        self.remove_inode(inode)?;
+        self.add_counter(COUNTER_FILES, -1)?;
+        if let Some(layout) = &record.layout {
+            use weft_proto::Wire;
+            self.orphans
+                .insert(inode.0, layout.to_bytes().as_slice())
+                .storage()?;
+            self.add_counter(COUNTER_ORPHANS, 1)?;
+        }
+        Ok(())
+    }
+}
+
+fn decode_kind(kind: u8, parent: InodeId, name: &str) -> Result<FileKind, WireError> {
+    match kind {
+        1 => Ok(FileKind::File),
+        2 => Ok(FileKind::Directory),
+        3 => Ok(FileKind::Symlink),
+        other => Err(WireError::new(
+            ErrorCode::Internal,
+            format!("entry {name:?} of directory {parent} has unknown kind {other}"),
+        )),
+    }
+}
+
+/// `PermissionDenied` unless `cred` may do `want` on `record`; `what` names it.
+fn require(
+    cred: &Cred,
+    record: &InodeRecord,
+    want: u32,
+    what: impl FnOnce() -> String,
+) -> Result<(), WireError> {
+    if permits(cred, record, want) {
+        Ok(())
+    } else {
+        let verb = match want {
+            w if w == MAY_EXECUTE && record.is_directory() => "search",
+            w if w == MAY_EXECUTE => "execute",
+            access::MAY_READ => "read",
+            access::MAY_WRITE => "write",
+            _ => "write and search",
+        };
+        Err(WireError::new(
+            ErrorCode::PermissionDenied,
+            format!("permission denied: uid {} may not {verb} {}", cred.uid, what()),
+        ))
+    }
+}

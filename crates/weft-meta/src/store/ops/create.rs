@@ -1,0 +1,154 @@
+//! File creation in two steps: `create_check` resolves the layout and reserves an
+//! inode number, the service creates the objects on the io servers, then
+//! `create_commit` inserts the name, re-checking everything in its transaction.
+
+use super::super::access::{MAY_EXECUTE, MAY_WRITE};
+use super::super::names::check_name;
+use super::super::record::InodeRecord;
+use super::super::{require, MetaStore, Namespace, COUNTER_FILES};
+use super::{child_record, exists, new_mode_and_group};
+use weft_layout::{InodeId, Layout, LayoutRequest};
+use weft_proto::{Attr, Cred, ErrorCode, FileKind, WireError};
+
+/// The outcome of [`MetaStore::create_check`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum CreateCheck {
+    /// A non-exclusive create found the name taken by a file or symlink: open it.
+    Existing(Attr),
+    /// Create the objects of `PendingCreate::layout()` for `PendingCreate::inode()`
+    /// on the io servers, then call [`MetaStore::create_commit`].
+    New(PendingCreate),
+}
+
+/// A file checked for creation but not yet in the namespace. Only the store makes
+/// one, it cannot be altered or cloned, and committing consumes it: an inode
+/// number goes into the namespace at most once, so it is never reused even after
+/// its file is removed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PendingCreate {
+    parent: InodeId,
+    name: String,
+    mode: u32,
+    exclusive: bool,
+    inode: InodeId,
+    layout: Layout,
+}
+
+impl PendingCreate {
+    pub fn parent(&self) -> InodeId {
+        self.parent
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn exclusive(&self) -> bool {
+        self.exclusive
+    }
+    /// Freshly allocated, never used before and never to be reused.
+    pub fn inode(&self) -> InodeId {
+        self.inode
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+}
+
+/// What `create_check` found under the name.
+enum Lookup {
+    Existing(Attr),
+    Absent { dir_layout: Option<LayoutRequest> },
+}
+
+impl MetaStore {
+    /// First step of creating file `name` in `parent` with permission bits `mode`.
+    /// A taken name is `Exists` for an exclusive create, `IsDirectory` if it is a
+    /// directory, otherwise [`CreateCheck::Existing`]. A new file needs write and
+    /// search on `parent`; its layout takes each field from `layout`, else the
+    /// parent's default, else the cluster default.
+    pub fn create_check(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: &str,
+        mode: u32,
+        layout: &LayoutRequest,
+        exclusive: bool,
+    ) -> Result<CreateCheck, WireError> {
+        check_name(name)?;
+        let found = self.read(|ns| {
+            let parent_record = ns.directory(cred, parent, MAY_EXECUTE)?;
+            if let Some((child, _)) = ns.entry(parent, name)? {
+                if exclusive {
+                    return Err(exists(parent, name));
+                }
+                let record = child_record(ns, parent, name, child)?;
+                if record.is_directory() {
+                    return Err(WireError::new(
+                        ErrorCode::IsDirectory,
+                        format!("{name:?} in directory {parent} is a directory"),
+                    ));
+                }
+                return Ok(Lookup::Existing(record.attr(child)));
+            }
+            require(cred, &parent_record, MAY_WRITE | MAY_EXECUTE, || {
+                format!("directory inode {parent}")
+            })?;
+            Ok(Lookup::Absent {
+                dir_layout: parent_record.dir_layout,
+            })
+        })?;
+        let dir_layout = match found {
+            Lookup::Existing(attr) => return Ok(CreateCheck::Existing(attr)),
+            Lookup::Absent { dir_layout } => dir_layout,
+        };
+        let layout = self.resolve_layout(layout, dir_layout.as_ref())?;
+        let inode = self.allocate_inode()?;
+        Ok(CreateCheck::New(PendingCreate {
+            parent,
+            name: name.to_owned(),
+            mode,
+            exclusive,
+            inode,
+            layout,
+        }))
+    }
+
+    /// Second step: inserts the file checked by `create_check`, re-checking the
+    /// parent, the permissions and the name in this transaction. A name taken in
+    /// between is `Exists` even for a non-exclusive create: the caller removes
+    /// its objects and checks again, which then finds the existing file.
+    pub fn create_commit(&self, cred: &Cred, pending: PendingCreate) -> Result<Attr, WireError> {
+        let PendingCreate {
+            parent,
+            name,
+            mode,
+            inode,
+            layout,
+            ..
+        } = pending;
+        let name = name.as_str();
+        self.write(|tx| {
+            let mut parent_record = tx.directory(cred, parent, MAY_WRITE | MAY_EXECUTE)?;
+            if tx.entry(parent, name)?.is_some() {
+                return Err(exists(parent, name));
+            }
+            if tx.find_inode(inode)?.is_some() {
+                return Err(WireError::new(
+                    ErrorCode::Internal,
+                    format!("inode {inode} allocated for {name:?} is already in use"),
+                ));
+            }
+            let (mode, gid) = new_mode_and_group(cred, &parent_record, mode, false);
+            let mut record = InodeRecord::new(FileKind::File, mode, (cred.uid, gid), parent, tx.now);
+            record.layout = Some(layout);
+            tx.put_inode(inode, &record)?;
+            tx.put_entry(parent, name, inode, FileKind::File)?;
+            parent_record.entries += 1;
+            parent_record.mtime = tx.now;
+            parent_record.ctime = tx.now;
+            tx.put_inode(parent, &parent_record)?;
+            tx.add_counter(COUNTER_FILES, 1)?;
+            Ok(record.attr(inode))
+        })
+    }
+}

@@ -1,0 +1,27 @@
+//! `lookup` (one name in a directory) and `getattr` (by inode number).
+
+use super::super::access::MAY_EXECUTE;
+use super::super::names::check_name;
+use super::super::{MetaStore, Namespace};
+use super::{child_record, not_found};
+use weft_layout::InodeId;
+use weft_proto::{Attr, Cred, WireError};
+
+impl MetaStore {
+    /// The attributes of entry `name` of directory `parent`; needs search
+    /// permission on `parent`.
+    pub fn lookup(&self, cred: &Cred, parent: InodeId, name: &str) -> Result<Attr, WireError> {
+        check_name(name)?;
+        self.read(|ns| {
+            ns.directory(cred, parent, MAY_EXECUTE)?;
+            let (child, _) = ns.entry(parent, name)?.ok_or_else(|| not_found(parent, name))?;
+            Ok(child_record(ns, parent, name, child)?.attr(child))
+        })
+    }
+
+    /// The attributes of `inode`. Needs no permission: holding the number means the
+    /// caller walked a path to it (as with stat(2) on an open descriptor).
+    pub fn getattr(&self, _cred: &Cred, inode: InodeId) -> Result<Attr, WireError> {
+        self.read(|ns| Ok(ns.inode(inode)?.attr(inode)))
+    }
+}

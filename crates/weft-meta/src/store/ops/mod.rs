@@ -1,0 +1,94 @@
+//! One file per metadata operation, each an `impl MetaStore` block.
+
+pub mod create;
+mod lookup;
+mod mkdir;
+mod orphans;
+mod readdir;
+mod rename;
+mod resolve;
+mod rmdir;
+mod set_dir_layout;
+mod setattr;
+mod statfs;
+mod symlink;
+mod unlink;
+
+use super::access::{is_root, MODE_SETGID};
+use super::record::InodeRecord;
+use super::{Namespace, StorageResult};
+use weft_layout::InodeId;
+use weft_proto::{Cred, ErrorCode, WireError};
+
+/// Mode and group of a new inode in `parent`. BSD/SysV semantics: in a setgid
+/// directory new inodes take the directory's group and new directories inherit
+/// the setgid bit; a non-root creator outside the new group cannot set setgid.
+fn new_mode_and_group(cred: &Cred, parent: &InodeRecord, mode: u32, directory: bool) -> (u32, u32) {
+    let mut mode = mode & 0o7777;
+    let gid = if parent.mode & MODE_SETGID != 0 {
+        if directory {
+            mode |= MODE_SETGID;
+        }
+        parent.gid
+    } else {
+        cred.gid
+    };
+    if !directory && !is_root(cred) && !cred.in_group(gid) {
+        mode &= !MODE_SETGID;
+    }
+    (mode, gid)
+}
+
+/// The record an entry points at; a dangling entry is a broken invariant of the
+/// store, reported rather than panicking the server.
+fn child_record(
+    ns: &impl Namespace,
+    parent: InodeId,
+    name: &str,
+    child: InodeId,
+) -> Result<InodeRecord, WireError> {
+    ns.find_inode(child)?.ok_or_else(|| {
+        WireError::new(
+            ErrorCode::Internal,
+            format!("entry {name:?} of directory {parent} points to missing inode {child}"),
+        )
+    })
+}
+
+/// Whether directory `dir` has any entry: one probe of the `dirents` range.
+fn has_entries(ns: &impl Namespace, dir: InodeId) -> Result<bool, WireError> {
+    use redb::ReadableTable;
+    let lower = (dir.0, "");
+    let mut range = ns.dirents().range(lower..).storage()?;
+    match range.next() {
+        None => Ok(false),
+        Some(item) => {
+            let (key, _) = item.storage()?;
+            Ok(key.value().0 == dir.0)
+        }
+    }
+}
+
+fn not_found(parent: InodeId, name: &str) -> WireError {
+    WireError::new(
+        ErrorCode::NotFound,
+        format!("no entry {name:?} in directory {parent}"),
+    )
+}
+
+fn exists(parent: InodeId, name: &str) -> WireError {
+    WireError::new(
+        ErrorCode::Exists,
+        format!("{name:?} already exists in directory {parent}"),
+    )
+}
+
+fn sticky_denied(cred: &Cred, parent: InodeId, name: &str) -> WireError {
+    WireError::new(
+        ErrorCode::NotPermitted,
+        format!(
+            "uid {} may not remove {name:?} from sticky directory {parent}: owns neither",
+            cred.uid
+        ),
+    )
+}

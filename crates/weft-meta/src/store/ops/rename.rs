@@ -1,0 +1,163 @@
+//! `rename`: atomic move or replace with POSIX semantics, in one transaction.
+
+use super::super::access::{may_remove_from_sticky, MAY_EXECUTE, MAY_WRITE};
+use super::super::names::check_name;
+use super::super::{require, MetaStore, Namespace, COUNTER_DIRECTORIES};
+use super::{child_record, has_entries, not_found, sticky_denied};
+use weft_layout::InodeId;
+use weft_proto::{Cred, ErrorCode, WireError};
+
+/// Deepest directory tree the subtree check walks; a longer parent chain means a
+/// cycle, which is a broken invariant.
+const DIRECTORY_DEPTH_MAX: usize = 1 << 20;
+
+impl MetaStore {
+    /// Moves `src_name` of `src_parent` to `dst_name` of `dst_parent`, atomically
+    /// replacing an existing target: a file or symlink replaces a non-directory
+    /// (which, if a file, becomes an orphan), a directory replaces an empty
+    /// directory. Errors: `IsDirectory` for a non-directory over a directory,
+    /// `NotDirectory` for a directory over a non-directory, `NotEmpty` over a
+    /// non-empty directory, `InvalidArgument` for a directory moved into its own
+    /// subtree. Needs write and search on both parents, the sticky-bit rule on
+    /// each name removed or replaced, and (as Linux) write permission on a
+    /// directory that changes parent. Renaming an entry to itself does nothing.
+    pub fn rename(
+        &self,
+        cred: &Cred,
+        src_parent: InodeId,
+        src_name: &str,
+        dst_parent: InodeId,
+        dst_name: &str,
+    ) -> Result<(), WireError> {
+        check_name(src_name)?;
+        check_name(dst_name)?;
+        let same_parent = src_parent == dst_parent;
+        self.write(|tx| {
+            let mut src_dir = tx.directory(cred, src_parent, MAY_WRITE | MAY_EXECUTE)?;
+            let mut dst_dir = if same_parent {
+                None
+            } else {
+                Some(tx.directory(cred, dst_parent, MAY_WRITE | MAY_EXECUTE)?)
+            };
+            let (moved, _) = tx
+                .entry(src_parent, src_name)?
+                .ok_or_else(|| not_found(src_parent, src_name))?;
+            let mut moved_record = child_record(tx, src_parent, src_name, moved)?;
+            if !may_remove_from_sticky(cred, &src_dir, &moved_record) {
+                return Err(sticky_denied(cred, src_parent, src_name));
+            }
+            let target = tx.entry(dst_parent, dst_name)?;
+            if same_parent && src_name == dst_name || target.is_some_and(|(t, _)| t == moved) {
+                return Ok(());
+            }
+            let moved_is_directory = moved_record.is_directory();
+            if moved_is_directory && !same_parent {
+                require(cred, &moved_record, MAY_WRITE, || {
+                    format!("directory {src_name:?} (its \"..\" changes)")
+                })?;
+                refuse_move_into_own_subtree(tx, moved, src_name, dst_parent)?;
+            }
+
+            let replaced = match target {
+                None => None,
+                Some((replaced, _)) => {
+                    let replaced_record = child_record(tx, dst_parent, dst_name, replaced)?;
+                    match (moved_is_directory, replaced_record.is_directory()) {
+                        (false, true) => return Err(WireError::new(
+                            ErrorCode::IsDirectory,
+                            format!(
+                                "cannot replace directory {dst_name:?} in {dst_parent} with a non-directory"
+                            ),
+                        )),
+                        (true, false) => return Err(WireError::new(
+                            ErrorCode::NotDirectory,
+                            format!(
+                                "cannot replace non-directory {dst_name:?} in {dst_parent} with a directory"
+                            ),
+                        )),
+                        (true, true) if has_entries(tx, replaced)? => {
+                            return Err(WireError::new(
+                                ErrorCode::NotEmpty,
+                                format!("cannot replace directory {dst_name:?} in {dst_parent}: not empty"),
+                            ))
+                        }
+                        _ => {}
+                    }
+                    let dst_record = dst_dir.as_ref().unwrap_or(&src_dir);
+                    if !may_remove_from_sticky(cred, dst_record, &replaced_record) {
+                        return Err(sticky_denied(cred, dst_parent, dst_name));
+                    }
+                    Some((replaced, replaced_record))
+                }
+            };
+
+            // All checks passed; from here on only writes.
+            let now = tx.now;
+            src_dir.entries -= 1;
+            if moved_is_directory {
+                src_dir.subdirectories -= 1;
+            }
+            src_dir.mtime = now;
+            src_dir.ctime = now;
+            let dst_record = dst_dir.as_mut().unwrap_or(&mut src_dir);
+            dst_record.entries += 1;
+            if moved_is_directory {
+                dst_record.subdirectories += 1;
+            }
+            if let Some((_, replaced_record)) = &replaced {
+                dst_record.entries -= 1;
+                if replaced_record.is_directory() {
+                    dst_record.subdirectories -= 1;
+                }
+            }
+            dst_record.mtime = now;
+            dst_record.ctime = now;
+
+            if let Some((replaced, replaced_record)) = replaced {
+                if replaced_record.is_directory() {
+                    tx.remove_inode(replaced)?;
+                    tx.add_counter(COUNTER_DIRECTORIES, -1)?;
+                } else {
+                    tx.drop_non_directory(replaced, &replaced_record)?;
+                }
+            }
+            tx.remove_entry(src_parent, src_name)?;
+            tx.put_entry(dst_parent, dst_name, moved, moved_record.kind)?;
+            moved_record.parent = dst_parent;
+            moved_record.ctime = now;
+            tx.put_inode(moved, &moved_record)?;
+            tx.put_inode(src_parent, &src_dir)?;
+            if let Some(dst_dir) = &dst_dir {
+                tx.put_inode(dst_parent, dst_dir)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `InvalidArgument` if `destination` is `moved` or lies below it: walks the parent
+/// pointers from `destination` up to the root.
+fn refuse_move_into_own_subtree(
+    ns: &impl Namespace,
+    moved: InodeId,
+    moved_name: &str,
+    destination: InodeId,
+) -> Result<(), WireError> {
+    let mut at = destination;
+    for _ in 0..DIRECTORY_DEPTH_MAX {
+        if at == moved {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("cannot move directory {moved_name:?} (inode {moved}) into its own subtree"),
+            ));
+        }
+        if at == InodeId::ROOT {
+            return Ok(());
+        }
+        at = ns.inode(at)?.parent;
+    }
+    Err(WireError::new(
+        ErrorCode::Internal,
+        format!("parent chain above inode {destination} is longer than {DIRECTORY_DEPTH_MAX}: a cycle"),
+    ))
+}

@@ -1,0 +1,38 @@
+//! `unlink`: removes a file or symlink; a file's objects become an orphan.
+
+use super::super::access::{may_remove_from_sticky, MAY_EXECUTE, MAY_WRITE};
+use super::super::names::check_name;
+use super::super::{MetaStore, Namespace};
+use super::{child_record, not_found, sticky_denied};
+use weft_layout::InodeId;
+use weft_proto::{Cred, ErrorCode, WireError};
+
+impl MetaStore {
+    /// Removes entry `name` (a file or symlink) from `parent`; needs write and
+    /// search on `parent` and, in a sticky directory, ownership of the entry or
+    /// of the directory. In the same transaction a file's inode and layout go to
+    /// the orphans table, from which the purger removes its objects.
+    pub fn unlink(&self, cred: &Cred, parent: InodeId, name: &str) -> Result<(), WireError> {
+        check_name(name)?;
+        self.write(|tx| {
+            let mut parent_record = tx.directory(cred, parent, MAY_WRITE | MAY_EXECUTE)?;
+            let (child, _) = tx.entry(parent, name)?.ok_or_else(|| not_found(parent, name))?;
+            let record = child_record(tx, parent, name, child)?;
+            if record.is_directory() {
+                return Err(WireError::new(
+                    ErrorCode::IsDirectory,
+                    format!("{name:?} in directory {parent} is a directory: use rmdir"),
+                ));
+            }
+            if !may_remove_from_sticky(cred, &parent_record, &record) {
+                return Err(sticky_denied(cred, parent, name));
+            }
+            tx.remove_entry(parent, name)?;
+            tx.drop_non_directory(child, &record)?;
+            parent_record.entries -= 1;
+            parent_record.mtime = tx.now;
+            parent_record.ctime = tx.now;
+            tx.put_inode(parent, &parent_record)
+        })
+    }
+}
