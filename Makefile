@@ -1,0 +1,85 @@
+# Weft's entry points: the same recipes run locally and in CI (.ci/run calls `make test`).
+#
+#   make run    install what is missing, build, start a local cluster and show Weft at work
+#   make test   install what is missing, lint, build, run every test and a short fuzz run
+#
+# Other targets: deps, build, lint, fuzz-smoke, bench, clean.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+# cargo runs its own jobs in parallel; the steps here must run in the order written.
+.NOTPARALLEL:
+
+CARGO ?= cargo
+# rustup installs into ~/.cargo/bin, which is not on PATH in every shell (CI's, for one).
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+# MPI tests run as root in CI, and `mpirun -np 4` on CI's 2 cores needs oversubscription.
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+export OMPI_MCA_rmaps_base_oversubscribe := 1
+
+# Hook for what is built besides the Rust workspace (the C test programs): add make targets
+# to BUILD_EXTRA, preferably from a fragment mk/<crate>.mk. They are built after the
+# workspace, so they can link against target/release.
+BUILD_EXTRA :=
+-include $(wildcard mk/*.mk)
+
+# libFuzzer seconds per fuzz target in `make fuzz-smoke`; every file in fuzz/fuzz_targets/ runs.
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS = $(sort $(basename $(notdir $(wildcard fuzz/fuzz_targets/*.rs))))
+
+.PHONY: all deps build run test lint fuzz-smoke bench clean
+
+all: build
+
+deps:
+	scripts/install-deps.sh
+
+build:
+	$(CARGO) build --release --workspace
+	$(if $(strip $(BUILD_EXTRA)),$(MAKE) --no-print-directory $(BUILD_EXTRA))
+
+run: deps build
+	scripts/demo.sh
+
+# Lint first: it fails in a minute rather than after the test suite. `build` comes before
+# the tests because integration tests start the workspace's binaries (weftd, weft) and the
+# C programs, which `cargo test` of one crate does not build.
+test: deps lint build
+	mkdir -p target
+	$(CARGO) test --release --workspace 2>&1 | tee target/cargo-test.log
+	$(MAKE) --no-print-directory fuzz-smoke
+	scripts/test-summary.sh target/cargo-test.log
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
+
+# `-s none`: no sanitizer. The decoders are safe Rust, so AddressSanitizer finds nothing that
+# a panic would not; without it the build takes ~15% less time, libFuzzer runs ~7x more inputs
+# in the same seconds, and stable Rust suffices (ASan needs -Zsanitizer, so RUSTC_BOOTSTRAP=1).
+# cargo fuzz still builds with optimisations plus debug assertions, so overflows panic.
+# libFuzzer's progress goes to target/fuzz-<target>.log; a crash prints its tail, and the
+# input that crashed is kept in fuzz/artifacts/<target>/.
+fuzz-smoke:
+	mkdir -p target
+	$(CARGO) fuzz build --fuzz-dir fuzz -s none
+	@for t in $(FUZZ_TARGETS); do \
+	    echo "fuzz-smoke: $$t for $(FUZZ_SECONDS) s"; \
+	    if ! $(CARGO) fuzz run --fuzz-dir fuzz -s none "$$t" -- \
+	            -max_total_time=$(FUZZ_SECONDS) -timeout=10 >"target/fuzz-$$t.log" 2>&1; then \
+	        tail -n 60 "target/fuzz-$$t.log"; \
+	        echo "fuzz-smoke: $$t failed; full log in target/fuzz-$$t.log" >&2; \
+	        exit 1; \
+	    fi; \
+	    grep -E '^Done [0-9]+ runs' "target/fuzz-$$t.log" | sed "s/^/fuzz-smoke: $$t: /"; \
+	done
+
+# Concurrent-access benchmark: prints a table and writes JSON and plots under bench-results/.
+bench: build
+	target/release/weft bench concurrent
+
+clean:
+	$(CARGO) clean
+	rm -rf fuzz/target
