@@ -1,6 +1,6 @@
 //! The client side: a multiplexed connection to one server, and a pool of them.
 
-use crate::frame_io::{read_exact_vec, read_header, write_frame, ReadFrameError};
+use crate::frame_io::{read_exact_vec, read_header, write_frame_parts, ReadFrameError};
 use std::collections::HashMap;
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -186,6 +186,11 @@ impl Connection {
 
     /// Sends a request without waiting, so that many can be in flight.
     pub fn send(&self, request: &Request, data: &[u8]) -> Result<PendingCall<'_>, RpcError> {
+        self.send_parts(request, &[data])
+    }
+
+    /// Like `send`, with bulk data given as parts that travel back to back.
+    pub fn send_parts(&self, request: &Request, parts: &[&[u8]]) -> Result<PendingCall<'_>, RpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = mpsc::sync_channel(1);
         {
@@ -201,14 +206,7 @@ impl Connection {
         let body = request.encode_body();
         let written = {
             let mut stream = self.writer.lock().unwrap();
-            write_frame(
-                &mut *stream,
-                FrameKind::Request,
-                request.opcode() as u16,
-                id,
-                &body,
-                data,
-            )
+            write_frame_parts(&mut *stream, FrameKind::Request, request.opcode() as u16, id, &body, parts)
         };
         if let Err(e) = written {
             self.pending.lock().unwrap().waiters.remove(&id);

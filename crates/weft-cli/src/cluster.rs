@@ -1,0 +1,458 @@
+//! `weft up`, `weft down`, `weft status`: a whole cluster on this machine, as background
+//! `weftd` processes with their logs, pids and data under the cluster's home.
+
+use anyhow::{bail, Context, Result};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use weft_config::{ClusterConfig, Role, ServerEntry, CLUSTER_FILE_NAME};
+use weft_proto::msg::{Request, Response};
+use weft_rpc::{Connection, Timeouts};
+
+/// Most io servers `weft up` starts on one machine.
+pub const IO_SERVERS_MAX: u32 = 64;
+/// How long a starting server may take to say it is ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub struct UpOptions {
+    pub home: PathBuf,
+    pub io_servers: u32,
+    pub stripe_size: u64,
+    pub stripe_count: u32,
+}
+
+fn run_dir(home: &Path) -> PathBuf {
+    home.join("run")
+}
+fn pid_file(home: &Path, id: u32) -> PathBuf {
+    run_dir(home).join(format!("server-{id}.pid"))
+}
+fn log_file(home: &Path, id: u32) -> PathBuf {
+    home.join("logs").join(format!("server-{id}.log"))
+}
+
+/// The `weftd` binary: next to this executable, else on PATH.
+pub fn weftd_path() -> PathBuf {
+    if let Ok(exe) = std::env::current_exe() {
+        let sibling = exe.with_file_name("weftd");
+        if sibling.exists() {
+            return sibling;
+        }
+    }
+    PathBuf::from("weftd")
+}
+
+/// The pid of a live weftd recorded for server `id`, if any.
+pub fn running_pid(home: &Path, id: u32) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(pid_file(home, id))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    // A recycled pid belongs to some other program: check it is a weftd.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let is_weftd = cmdline
+        .split(|b| *b == 0)
+        .next()
+        .is_some_and(|argv0| argv0.ends_with(b"weftd"));
+    is_weftd.then_some(pid)
+}
+
+fn role_names(entry: &ServerEntry) -> String {
+    entry
+        .roles
+        .iter()
+        .map(|r| match r {
+            Role::Meta => "meta",
+            Role::Io => "io",
+            Role::Cache => "cache",
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Starts one weftd in the background, detached from this terminal's session.
+fn spawn_server(home: &Path, id: u32, args: &[String]) -> Result<i32> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_file(home, id))
+        .with_context(|| format!("opening log {}", log_file(home, id).display()))?;
+    let mut command = Command::new(weftd_path());
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it detaches the server from our terminal so
+    // that Ctrl-C in this shell does not stop the cluster.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = command
+        .spawn()
+        .with_context(|| format!("starting {} (is weftd built?)", weftd_path().display()))?;
+    let pid = child.id() as i32;
+    std::fs::write(pid_file(home, id), pid.to_string())?;
+    Ok(pid)
+}
+
+/// Waits for a server's ready file (its bound address), failing early if it died.
+fn wait_ready(home: &Path, id: u32, pid: i32, ready: &Path) -> Result<String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Ok(addr) = std::fs::read_to_string(ready) {
+            return Ok(addr.trim().to_owned());
+        }
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0 && !is_zombie(pid);
+        if !alive || Instant::now() > deadline {
+            bail!(
+                "server {id} {} ; its log {} ends with:\n{}",
+                if alive {
+                    "did not become ready in time"
+                } else {
+                    "exited during startup"
+                },
+                log_file(home, id).display(),
+                log_tail(home, id)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+fn log_tail(home: &Path, id: u32) -> String {
+    let text = std::fs::read_to_string(log_file(home, id)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+pub fn up(options: &UpOptions) -> Result<()> {
+    let home = &options.home;
+    let description = home.join(CLUSTER_FILE_NAME);
+    if description.exists() {
+        return restart(home);
+    }
+    if options.io_servers == 0 || options.io_servers > IO_SERVERS_MAX {
+        bail!("--io must be between 1 and {IO_SERVERS_MAX}");
+    }
+    if options.stripe_count > options.io_servers {
+        bail!(
+            "--stripe-count {} is more than the {} io servers",
+            options.stripe_count,
+            options.io_servers
+        );
+    }
+    for dir in ["logs", "run", "data"] {
+        std::fs::create_dir_all(home.join(dir))
+            .with_context(|| format!("creating {}", home.join(dir).display()))?;
+    }
+    let mut started: Vec<i32> = Vec::new();
+    let result = (|| -> Result<ClusterConfig> {
+        let mut servers = Vec::new();
+        for id in 1..=options.io_servers {
+            let ready = run_dir(home).join(format!("server-{id}.addr"));
+            std::fs::remove_file(&ready).ok();
+            let data = home.join("data").join(format!("server-{id}"));
+            let args: Vec<String> = vec![
+                "--role".into(),
+                "io".into(),
+                "--id".into(),
+                id.to_string(),
+                "--data".into(),
+                data.display().to_string(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--ready-file".into(),
+                ready.display().to_string(),
+            ];
+            let pid = spawn_server(home, id, &args)?;
+            started.push(pid);
+            servers.push((id, pid, ready));
+        }
+        let mut entries = vec![ServerEntry {
+            id: 0,
+            roles: vec![Role::Meta],
+            addr: "127.0.0.1:0".into(),
+            data_dir: None,
+        }];
+        for (id, pid, ready) in &servers {
+            let addr = wait_ready(home, *id, *pid, ready)?;
+            entries.push(ServerEntry {
+                id: *id,
+                roles: vec![Role::Io],
+                addr,
+                data_dir: None,
+            });
+        }
+        let mut config = ClusterConfig {
+            name: "weft".into(),
+            stripe_size: options.stripe_size,
+            stripe_count: options.stripe_count,
+            servers: entries,
+        };
+        config.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+        config.save(&description)?;
+        let ready = run_dir(home).join("server-0.addr");
+        std::fs::remove_file(&ready).ok();
+        let args: Vec<String> = vec![
+            "--config".into(),
+            description.display().to_string(),
+            "--id".into(),
+            "0".into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--ready-file".into(),
+            ready.display().to_string(),
+        ];
+        let pid = spawn_server(home, 0, &args)?;
+        started.push(pid);
+        config.servers[0].addr = wait_ready(home, 0, pid, &ready)?;
+        config.save(&description)?;
+        Ok(config)
+    })();
+    match result {
+        Ok(config) => {
+            println!(
+                "Weft cluster \"{}\" is up (home {})",
+                config.name,
+                home.display()
+            );
+            print_servers(home, &config);
+            let count = if config.stripe_count == 0 {
+                config.io_servers().count() as u32
+            } else {
+                config.stripe_count
+            };
+            println!(
+                "default layout: {} stripes over {count} io servers",
+                human_bytes(config.stripe_size)
+            );
+            println!("logs in {}/logs; stop with `weft down`", home.display());
+            Ok(())
+        }
+        Err(e) => {
+            for pid in started {
+                // SAFETY: signalling processes we started.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::fs::remove_file(&description).ok();
+            Err(e.context("weft up failed; the servers it started were stopped"))
+        }
+    }
+}
+
+/// Starts the servers of an existing description that are not running, at the same
+/// addresses and with their data: `weft up` after `weft down` (or a crash).
+fn restart(home: &Path) -> Result<()> {
+    let description = home.join(CLUSTER_FILE_NAME);
+    let config = ClusterConfig::load(&description)?;
+    std::fs::create_dir_all(run_dir(home))?;
+    std::fs::create_dir_all(home.join("logs"))?;
+    let down: Vec<&ServerEntry> = config
+        .servers
+        .iter()
+        .filter(|s| running_pid(home, s.id).is_none())
+        .collect();
+    if down.is_empty() {
+        bail!(
+            "a Weft cluster is already running in {} (meta at {}); `weft status` shows it, `weft down` stops it",
+            home.display(),
+            config.meta().addr
+        );
+    }
+    // io servers first, so that the manager's first requests find them.
+    let mut order = down.clone();
+    order.sort_by_key(|s| s.has(Role::Meta));
+    for entry in order {
+        let ready = run_dir(home).join(format!("server-{}.addr", entry.id));
+        std::fs::remove_file(&ready).ok();
+        let args: Vec<String> = vec![
+            "--config".into(),
+            description.display().to_string(),
+            "--id".into(),
+            entry.id.to_string(),
+            "--ready-file".into(),
+            ready.display().to_string(),
+        ];
+        let pid = spawn_server(home, entry.id, &args)?;
+        wait_ready(home, entry.id, pid, &ready)?;
+    }
+    println!(
+        "Weft cluster \"{}\" restarted from {} ({} servers started)",
+        config.name,
+        description.display(),
+        down.len()
+    );
+    print_servers(home, &config);
+    Ok(())
+}
+
+fn print_servers(home: &Path, config: &ClusterConfig) {
+    for s in &config.servers {
+        let pid = running_pid(home, s.id).map_or("-".to_string(), |p| p.to_string());
+        println!(
+            "  server {:<3} {:<8} {:<22} pid {}",
+            s.id,
+            role_names(s),
+            s.addr,
+            pid
+        );
+    }
+}
+
+pub fn down(home: &Path) -> Result<()> {
+    let description = home.join(CLUSTER_FILE_NAME);
+    if !description.exists() {
+        bail!(
+            "no Weft cluster in {} (no {CLUSTER_FILE_NAME}); nothing to stop",
+            home.display()
+        );
+    }
+    let config = ClusterConfig::load(&description)?;
+    let running: Vec<(u32, i32)> = config
+        .servers
+        .iter()
+        .filter_map(|s| running_pid(home, s.id).map(|p| (s.id, p)))
+        .collect();
+    if running.is_empty() {
+        println!(
+            "the Weft cluster in {} is not running; nothing to stop",
+            home.display()
+        );
+        return Ok(());
+    }
+    for (_, pid) in &running {
+        // SAFETY: signalling weftd processes recorded in our pid files.
+        unsafe { libc::kill(*pid, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (id, pid) in &running {
+        while running_pid(home, *id).is_some() && !is_zombie(*pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if running_pid(home, *id).is_some() && !is_zombie(*pid) {
+            // SAFETY: as above.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        std::fs::remove_file(pid_file(home, *id)).ok();
+    }
+    println!(
+        "stopped {} Weft servers in {} (data kept; `weft up` starts them again)",
+        running.len(),
+        home.display()
+    );
+    Ok(())
+}
+
+pub fn status(home: &Path) -> Result<bool> {
+    let description = home.join(CLUSTER_FILE_NAME);
+    if !description.exists() {
+        bail!(
+            "no Weft cluster in {} (no {CLUSTER_FILE_NAME}); start one with `weft up`",
+            home.display()
+        );
+    }
+    let config = ClusterConfig::load(&description)?;
+    println!("cluster \"{}\" (home {})", config.name, home.display());
+    println!(
+        "{:<7} {:<8} {:<22} {:<8} {:<8} stored",
+        "server", "roles", "address", "pid", "state"
+    );
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        request: Duration::from_secs(5),
+    };
+    let mut all_up = true;
+    for s in &config.servers {
+        let pid = running_pid(home, s.id);
+        let (state, stored) = match Connection::connect(&s.addr, "weft status", timeouts) {
+            Ok(c) if s.has(Role::Io) => match c.call(&Request::IoStatfs, &[]) {
+                Ok((Response::IoStatfs(st), _)) => (
+                    "up",
+                    format!("{} in {} objects", human_bytes(st.bytes_stored), st.objects),
+                ),
+                _ => ("up", "?".into()),
+            },
+            Ok(c) => match c.call(
+                &Request::Statfs {
+                    cred: weft_proto::Cred::default(),
+                },
+                &[],
+            ) {
+                Ok((Response::Statfs(st), _)) => (
+                    "up",
+                    format!("{} files, {} directories", st.files, st.directories),
+                ),
+                _ => ("up", "?".into()),
+            },
+            Err(_) => {
+                all_up = false;
+                ("down", "-".into())
+            }
+        };
+        let pid = pid.map_or("-".into(), |p| p.to_string());
+        println!(
+            "{:<7} {:<8} {:<22} {:<8} {:<8} {}",
+            s.id,
+            role_names(s),
+            s.addr,
+            pid,
+            state,
+            stored
+        );
+    }
+    Ok(all_up)
+}
+
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else if value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Parses sizes like 65536, 64K, 64KiB, 4M, 1G.
+pub fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .with_context(|| format!("invalid size {text:?}"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => bail!("invalid size unit {other:?} in {text:?} (use K, M, G, T)"),
+    };
+    n.checked_mul(1u64 << shift)
+        .with_context(|| format!("size {text:?} is too large"))
+}

@@ -1,0 +1,420 @@
+//! File commands: ls, stat, mkdir, rm, mv, put, get, cat, layout, df.
+
+use crate::cluster::human_bytes;
+use crate::progress::Progress;
+use anyhow::{bail, Context, Result};
+use std::io::{Read, Write};
+use std::sync::mpsc;
+use weft_client::{Attr, Client, CreateOptions, FileKind, LayoutRequest, OpenOptions};
+
+/// Bytes moved per read/write call in put/get/cat: whole rows of stripes keep every
+/// server busy.
+const COPY_BLOCK_BYTES: usize = 16 << 20;
+
+fn kind_char(kind: FileKind) -> char {
+    match kind {
+        FileKind::File => '-',
+        FileKind::Directory => 'd',
+        FileKind::Symlink => 'l',
+    }
+}
+
+fn mode_string(attr: &Attr) -> String {
+    let mut s = String::new();
+    s.push(kind_char(attr.kind));
+    for shift in [6, 3, 0] {
+        let bits = (attr.mode >> shift) & 7;
+        s.push(if bits & 4 != 0 { 'r' } else { '-' });
+        s.push(if bits & 2 != 0 { 'w' } else { '-' });
+        s.push(if bits & 1 != 0 { 'x' } else { '-' });
+    }
+    s
+}
+
+fn time_string(secs: i64) -> String {
+    // SAFETY: localtime_r writes into the struct we own.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let t = secs as libc::time_t;
+    unsafe { libc::localtime_r(&t, &mut tm) };
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min
+    )
+}
+
+fn long_line(attr: &Attr, name: &str) -> String {
+    format!(
+        "{} {:>3} {:>5} {:>5} {:>12} {} {}",
+        mode_string(attr),
+        attr.nlink,
+        attr.uid,
+        attr.gid,
+        attr.size,
+        time_string(attr.mtime.secs),
+        name
+    )
+}
+
+pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
+    let paths = if paths.is_empty() {
+        vec!["/".to_string()]
+    } else {
+        paths.to_vec()
+    };
+    let several = paths.len() > 1;
+    for (k, path) in paths.iter().enumerate() {
+        let attr = client.stat(path)?;
+        if attr.kind != FileKind::Directory {
+            println!(
+                "{}",
+                if long {
+                    long_line(&attr, path)
+                } else {
+                    path.clone()
+                }
+            );
+            continue;
+        }
+        if several {
+            if k > 0 {
+                println!();
+            }
+            println!("{path}:");
+        }
+        let entries = client.readdir(path)?;
+        let out = std::io::stdout();
+        let mut out = out.lock();
+        if long {
+            for chunk in entries.chunks(4096) {
+                let attrs = client.getattr_many(chunk)?;
+                for (entry, attr) in chunk.iter().zip(attrs) {
+                    writeln!(out, "{}", long_line(&attr, &entry.name))?;
+                }
+            }
+        } else {
+            for e in entries {
+                writeln!(
+                    out,
+                    "{}{}",
+                    e.name,
+                    if e.kind == FileKind::Directory {
+                        "/"
+                    } else {
+                        ""
+                    }
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn describe_layout(attr: &Attr) -> String {
+    if let Some(l) = &attr.layout {
+        let servers: Vec<String> = l.servers.iter().map(|s| s.to_string()).collect();
+        return format!(
+            "stripe_size={} ({}) stripe_count={} servers={} (stripe i on servers[i mod {}])",
+            l.stripe_size_bytes,
+            human_bytes(l.stripe_size_bytes),
+            l.servers.len(),
+            servers.join(","),
+            l.servers.len()
+        );
+    }
+    match &attr.dir_layout {
+        Some(r) => {
+            let field = |v: Option<String>| v.unwrap_or_else(|| "inherit".into());
+            format!(
+                "default for new files: stripe_size={} stripe_count={} first_server={}",
+                field(r.stripe_size_bytes.map(|v| v.to_string())),
+                field(r.stripe_count.map(|v| if v == 0 {
+                    "all".to_string()
+                } else {
+                    v.to_string()
+                })),
+                field(r.first_server.map(|v| v.to_string()))
+            )
+        }
+        None => "default for new files: the cluster default".into(),
+    }
+}
+
+pub fn stat(client: &Client, path: &str) -> Result<()> {
+    let a = client.stat(path)?;
+    let kind = match a.kind {
+        FileKind::File => "regular file",
+        FileKind::Directory => "directory",
+        FileKind::Symlink => "symbolic link",
+    };
+    println!("  File: {path}");
+    println!("  Type: {kind}   Inode: {}   Links: {}", a.inode, a.nlink);
+    println!("  Size: {} ({})", a.size, human_bytes(a.size));
+    println!(
+        "Access: ({:04o}/{})  Uid: {}  Gid: {}",
+        a.mode & 0o7777,
+        mode_string(&a),
+        a.uid,
+        a.gid
+    );
+    println!("Modify: {}.{:09}", time_string(a.mtime.secs), a.mtime.nanos);
+    println!("Change: {}.{:09}", time_string(a.ctime.secs), a.ctime.nanos);
+    println!("Layout: {}", describe_layout(&a));
+    Ok(())
+}
+
+pub fn mkdir(client: &Client, paths: &[String], parents: bool) -> Result<()> {
+    for p in paths {
+        if parents {
+            client.mkdir_all(p, 0o755)?;
+        } else {
+            client.mkdir(p, 0o755)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn rm(client: &Client, paths: &[String], recursive: bool) -> Result<()> {
+    for p in paths {
+        let attr = client.resolve(p)?;
+        if attr.kind == FileKind::Directory {
+            if !recursive {
+                bail!("{p}: is a directory (use rm -r)");
+            }
+            remove_tree(client, p)?;
+        } else {
+            client.unlink(p)?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_tree(client: &Client, dir: &str) -> Result<()> {
+    // Iterative, so that deep trees cannot overflow the stack.
+    let mut stack = vec![(dir.to_string(), false)];
+    while let Some((path, expanded)) = stack.pop() {
+        if expanded {
+            client.rmdir(&path)?;
+            continue;
+        }
+        stack.push((path.clone(), true));
+        for e in client.readdir(&path)? {
+            let child = weft_client::path::join(&path, &e.name);
+            if e.kind == FileKind::Directory {
+                stack.push((child, false));
+            } else {
+                client.unlink(&child)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The Weft path to write to: into a directory, the local file's name is appended.
+fn target_path(client: &Client, local: &str, path: &str) -> Result<String> {
+    let name = std::path::Path::new(local)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    let is_dir = path.ends_with('/')
+        || matches!(client.resolve(path), Ok(a) if a.kind == FileKind::Directory);
+    if is_dir {
+        let name = name.with_context(|| format!("{local}: has no file name"))?;
+        Ok(weft_client::path::join(path, &name))
+    } else {
+        Ok(path.to_string())
+    }
+}
+
+pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> Result<()> {
+    let mut input = std::fs::File::open(local).with_context(|| format!("cannot open {local}"))?;
+    let total = input.metadata().map(|m| m.len()).unwrap_or(0);
+    let target = target_path(client, local, path)?;
+    let options = CreateOptions {
+        layout,
+        ..CreateOptions::default()
+    };
+    let file = client.create(&target, &options)?;
+    let mut progress = Progress::new(&format!("put {target}"), total);
+    // A reader thread fills the next block while the previous one is being written.
+    let (sender, receiver) = mpsc::sync_channel::<std::io::Result<Vec<u8>>>(2);
+    let reader = std::thread::spawn(move || loop {
+        let mut block = vec![0u8; COPY_BLOCK_BYTES];
+        let mut filled = 0;
+        let result = loop {
+            match input.read(&mut block[filled..]) {
+                Ok(0) => break Ok(()),
+                Ok(n) => {
+                    filled += n;
+                    if filled == block.len() {
+                        break Ok(());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        block.truncate(filled);
+        let done = filled == 0 || result.is_err();
+        if sender.send(result.map(|()| block)).is_err() || done {
+            return;
+        }
+    });
+    let mut offset = 0u64;
+    for block in receiver {
+        let block = block.with_context(|| format!("reading {local}"))?;
+        if block.is_empty() {
+            break;
+        }
+        file.write_at(offset, &block)?;
+        offset += block.len() as u64;
+        progress.set(offset);
+    }
+    reader.join().ok();
+    file.sync()?;
+    progress.finish(offset);
+    Ok(())
+}
+
+pub fn get(client: &Client, path: &str, local: &str) -> Result<()> {
+    let file = client.open(path, &OpenOptions::default())?;
+    let total = file.size()?;
+    let local_path = if std::path::Path::new(local).is_dir() {
+        std::path::Path::new(local).join(path.rsplit('/').next().unwrap_or("file"))
+    } else {
+        std::path::PathBuf::from(local)
+    };
+    let mut out = std::fs::File::create(&local_path)
+        .with_context(|| format!("cannot create {}", local_path.display()))?;
+    let mut progress = Progress::new(&format!("get {path}"), total);
+    copy_out(&file, total, &mut out, |done| progress.set(done))?;
+    out.sync_all().ok();
+    progress.finish(total);
+    Ok(())
+}
+
+/// Streams a file to `out`, fetching the next block while the previous one is written.
+fn copy_out(
+    file: &weft_client::File,
+    total: u64,
+    out: &mut impl Write,
+    mut on_progress: impl FnMut(u64),
+) -> Result<()> {
+    std::thread::scope(|scope| -> Result<()> {
+        let (sender, receiver) = mpsc::sync_channel::<Result<Vec<u8>, weft_client::ClientError>>(2);
+        scope.spawn(move || {
+            let mut offset = 0u64;
+            while offset < total {
+                let n = COPY_BLOCK_BYTES.min((total - offset) as usize);
+                let mut block = vec![0u8; n];
+                let result = file.read_at(offset, &mut block).map(|got| {
+                    block.truncate(got);
+                    block
+                });
+                let stop = matches!(&result, Ok(b) if b.is_empty()) || result.is_err();
+                if let Ok(b) = &result {
+                    offset += b.len() as u64;
+                }
+                if sender.send(result).is_err() || stop {
+                    return;
+                }
+            }
+        });
+        let mut done = 0u64;
+        for block in receiver {
+            let block = block?;
+            if block.is_empty() {
+                break;
+            }
+            out.write_all(&block)?;
+            done += block.len() as u64;
+            on_progress(done);
+        }
+        Ok(())
+    })
+}
+
+pub fn cat(client: &Client, paths: &[String]) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for p in paths {
+        let file = client.open(p, &OpenOptions::default())?;
+        let total = file.size()?;
+        match copy_out(&file, total, &mut out, |_| {}) {
+            // `weft cat big | head` closes the pipe: not an error.
+            Err(e)
+                if e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+            {
+                return Ok(())
+            }
+            other => other?,
+        }
+    }
+    out.flush().ok();
+    Ok(())
+}
+
+pub fn mv(client: &Client, from: &str, to: &str) -> Result<()> {
+    // Moving into an existing directory keeps the name, as mv(1) does.
+    let target = match client.resolve(to) {
+        Ok(a) if a.kind == FileKind::Directory => {
+            let name = from
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .unwrap_or(from);
+            weft_client::path::join(to, name)
+        }
+        _ => to.to_string(),
+    };
+    client.rename(from, &target)?;
+    Ok(())
+}
+
+pub fn layout(client: &Client, path: &str, set: Option<LayoutRequest>, clear: bool) -> Result<()> {
+    if clear || set.is_some() {
+        let attr = client.resolve(path)?;
+        if attr.kind != FileKind::Directory {
+            bail!("{path}: a file's layout is fixed at creation; --set applies to directories (the default for new files)");
+        }
+        let attr = client.set_dir_layout(path, if clear { None } else { set })?;
+        println!("{path}: {}", describe_layout(&attr));
+        return Ok(());
+    }
+    let attr = client.stat(path)?;
+    println!("{path}: {}", describe_layout(&attr));
+    Ok(())
+}
+
+pub fn df(client: &Client) -> Result<()> {
+    let stats = client.statfs()?;
+    println!(
+        "{} files, {} directories, {} removed files awaiting purge",
+        stats.meta.files, stats.meta.directories, stats.meta.orphans
+    );
+    println!(
+        "{:<7} {:<22} {:>12} {:>10} {:>12}",
+        "server", "address", "stored", "objects", "disk free"
+    );
+    for (server, result) in stats.servers {
+        match result {
+            Ok(s) => println!(
+                "{:<7} {:<22} {:>12} {:>10} {:>12}",
+                server.id.to_string(),
+                server.addr,
+                human_bytes(s.bytes_stored),
+                s.objects,
+                human_bytes(s.bytes_free)
+            ),
+            Err(e) => println!(
+                "{:<7} {:<22} unreachable: {e}",
+                server.id.to_string(),
+                server.addr
+            ),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,219 @@
+//! `weft`: start and stop a local cluster, move files in and out, inspect layouts.
+
+mod cluster;
+mod files;
+mod progress;
+
+use anyhow::Result;
+use clap::{Args as ClapArgs, Parser, Subcommand};
+use std::path::PathBuf;
+use weft_client::{Client, LayoutRequest};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "weft",
+    version,
+    about = "Weft, a parallel file system for HPC clusters: start a cluster, store and read files.",
+    after_help = "Quick start:\n  weft up                      start 1 metadata + 4 io servers on this machine\n  weft put data.bin /          store a file, striped over the io servers\n  weft ls -l /                 list it\n  weft get /data.bin copy.bin  read it back\n  weft status                  see the servers\n  weft down                    stop the cluster (data is kept)\n\n\
+Clients find the cluster through $WEFT_META=host:port (the metadata manager), else\n$WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(ClapArgs, Debug, Clone)]
+struct HomeArg {
+    /// Cluster home (cluster.toml, logs, data). Default: $WEFT_HOME, else ~/.weft.
+    #[arg(long, value_name = "DIR")]
+    home: Option<PathBuf>,
+}
+
+impl HomeArg {
+    fn resolve(&self) -> PathBuf {
+        self.home.clone().unwrap_or_else(weft_config::home_dir)
+    }
+}
+
+#[derive(ClapArgs, Debug, Clone, Default)]
+struct LayoutArgs {
+    /// Stripe size, bytes (suffixes K, M, G accepted), e.g. 64K or 1M.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
+    stripe_size: Option<u64>,
+    /// Number of io servers to stripe over (0 = all).
+    #[arg(long, value_name = "N")]
+    stripe_count: Option<u32>,
+    /// Index of the first io server (PVFS "base").
+    #[arg(long, value_name = "N")]
+    first_server: Option<u32>,
+}
+
+impl LayoutArgs {
+    fn request(&self) -> LayoutRequest {
+        LayoutRequest {
+            stripe_size_bytes: self.stripe_size,
+            stripe_count: self.stripe_count,
+            first_server: self.first_server,
+        }
+    }
+    fn is_set(&self) -> bool {
+        self.stripe_size.is_some() || self.stripe_count.is_some() || self.first_server.is_some()
+    }
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    cluster::parse_size(s).map_err(|e| e.to_string())
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start a whole cluster on this machine in the background (or restart a stopped one).
+    #[command(
+        long_about = "Start a whole cluster on this machine in the background: one metadata manager and --io io \
+servers, on free ports of 127.0.0.1, with data and logs under the home directory. If the home already holds a \
+cluster that is stopped, `weft up` starts it again with its data."
+    )]
+    Up {
+        #[command(flatten)]
+        home: HomeArg,
+        /// Number of io servers.
+        #[arg(long = "io", default_value_t = 4, value_name = "N")]
+        io_servers: u32,
+        /// Default stripe size of new files (K, M, G suffixes accepted).
+        #[arg(long, default_value = "64K", value_name = "BYTES", value_parser = parse_size_arg)]
+        stripe_size: u64,
+        /// Default number of io servers per file (0 = all).
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        stripe_count: u32,
+    },
+    /// Stop the local cluster (its data is kept).
+    Down {
+        #[command(flatten)]
+        home: HomeArg,
+    },
+    /// List every server of the cluster: role, address, pid, state, bytes stored.
+    Status {
+        #[command(flatten)]
+        home: HomeArg,
+    },
+    /// List a directory (default /).
+    Ls {
+        /// Long listing: mode, links, owner, size, time.
+        #[arg(short = 'l')]
+        long: bool,
+        paths: Vec<String>,
+    },
+    /// Show a file's or directory's attributes and layout.
+    Stat { path: String },
+    /// Create directories.
+    Mkdir {
+        /// Create missing parents; existing directories are fine.
+        #[arg(short = 'p')]
+        parents: bool,
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Remove files (and with -r, directories and their contents).
+    Rm {
+        #[arg(short = 'r')]
+        recursive: bool,
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Rename or move (atomic; an existing target file is replaced).
+    Mv { from: String, to: String },
+    /// Copy a local file into Weft (into a directory if PATH is one), then sync it.
+    Put {
+        local: String,
+        path: String,
+        #[command(flatten)]
+        layout: LayoutArgs,
+    },
+    /// Copy a Weft file to a local file.
+    Get { path: String, local: String },
+    /// Write files to standard output.
+    Cat {
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Show a file's layout, or set a directory's default layout for new files.
+    #[command(
+        long_about = "Show a file's layout (stripe size, stripe count, first server, servers), or with --set \
+set a directory's default layout, inherited by files created in it (and by new subdirectories).\n\nExamples:\n  \
+weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 /data\n  weft layout --clear /data"
+    )]
+    Layout {
+        path: String,
+        /// Set the directory's default layout from the --stripe-* options.
+        #[arg(long)]
+        set: bool,
+        /// Remove the directory's default layout (new files use the cluster default).
+        #[arg(long, conflicts_with = "set")]
+        clear: bool,
+        #[command(flatten)]
+        layout: LayoutArgs,
+    },
+    /// Show namespace counts and each io server's space.
+    Df,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli.command) {
+        eprintln!("weft: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn connect() -> Result<Client> {
+    Ok(Client::from_env()?)
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Up {
+            home,
+            io_servers,
+            stripe_size,
+            stripe_count,
+        } => cluster::up(&cluster::UpOptions {
+            home: home.resolve(),
+            io_servers,
+            stripe_size,
+            stripe_count,
+        }),
+        Command::Down { home } => cluster::down(&home.resolve()),
+        Command::Status { home } => {
+            if !cluster::status(&home.resolve())? {
+                std::process::exit(2);
+            }
+            Ok(())
+        }
+        Command::Ls { long, paths } => files::ls(&connect()?, &paths, long),
+        Command::Stat { path } => files::stat(&connect()?, &path),
+        Command::Mkdir { parents, paths } => files::mkdir(&connect()?, &paths, parents),
+        Command::Rm { recursive, paths } => files::rm(&connect()?, &paths, recursive),
+        Command::Mv { from, to } => files::mv(&connect()?, &from, &to),
+        Command::Put {
+            local,
+            path,
+            layout,
+        } => files::put(&connect()?, &local, &path, layout.request()),
+        Command::Get { path, local } => files::get(&connect()?, &path, &local),
+        Command::Cat { paths } => files::cat(&connect()?, &paths),
+        Command::Layout {
+            path,
+            set,
+            clear,
+            layout,
+        } => {
+            if set && !layout.is_set() {
+                anyhow::bail!(
+                    "--set needs at least one of --stripe-size, --stripe-count, --first-server"
+                );
+            }
+            files::layout(&connect()?, &path, set.then(|| layout.request()), clear)
+        }
+        Command::Df => files::df(&connect()?),
+    }
+}

@@ -1,0 +1,689 @@
+//! The client handle: cluster discovery, credentials, and namespace operations through
+//! the metadata manager.
+
+use crate::error::ClientError;
+use crate::file::{File, TransferOptions};
+use crate::path;
+use std::collections::HashMap;
+use std::sync::Arc;
+use weft_layout::{InodeId, LayoutRequest, ServerId};
+use weft_proto::msg::{Request, Response, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
+use weft_proto::{
+    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs,
+    SetAttr, Striping,
+};
+use weft_rpc::{ConnectionPool, Timeouts};
+
+pub(crate) struct Inner {
+    pub pool: Arc<ConnectionPool>,
+    pub meta_addr: String,
+    pub cluster: ClusterInfo,
+    pub io_addrs: HashMap<ServerId, String>,
+    pub cred: Cred,
+    pub transfer: TransferOptions,
+}
+
+impl Inner {
+    pub fn io_addr(&self, server: ServerId) -> Result<&str, ClientError> {
+        self.io_addrs
+            .get(&server)
+            .map(String::as_str)
+            .ok_or_else(|| {
+                ClientError::refused(
+                    ErrorCode::Unavailable,
+                    format!("io server {server} is not in the cluster description"),
+                )
+            })
+    }
+
+    pub fn meta(&self, request: &Request) -> Result<Response, ClientError> {
+        Ok(self.pool.call(&self.meta_addr, request, &[])?.0)
+    }
+}
+
+/// A connection to a Weft cluster. Cheap to clone; clones share connections.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// How to create a file.
+#[derive(Debug, Clone, Copy)]
+pub struct CreateOptions {
+    /// Permission bits.
+    pub mode: u32,
+    /// Fields left out come from the directory default, then the cluster default.
+    pub layout: LayoutRequest,
+    /// Fail if the file exists (O_EXCL); otherwise open it as it is.
+    pub exclusive: bool,
+    /// Truncate an existing file to zero length (O_TRUNC).
+    pub truncate: bool,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        CreateOptions {
+            mode: 0o644,
+            layout: LayoutRequest::default(),
+            exclusive: false,
+            truncate: true,
+        }
+    }
+}
+
+/// How to open a file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenOptions {
+    pub write: bool,
+    /// Create the file if missing, with these options.
+    pub create: Option<CreateOptions>,
+    pub truncate: bool,
+}
+
+/// Namespace counts and each io server's space.
+#[derive(Debug, Clone)]
+pub struct FsStats {
+    pub meta: MetaStatfs,
+    pub servers: Vec<(IoServer, Result<IoStatfs, ClientError>)>,
+}
+
+/// The calling process's credentials.
+pub fn process_cred() -> Cred {
+    // SAFETY: these calls have no preconditions; getgroups writes at most `n` entries.
+    unsafe {
+        let mut groups = vec![0 as libc::gid_t; 64];
+        let n = libc::getgroups(groups.len() as i32, groups.as_mut_ptr());
+        groups.truncate(n.max(0) as usize);
+        Cred {
+            uid: libc::geteuid(),
+            gid: libc::getegid(),
+            groups,
+        }
+    }
+}
+
+impl Client {
+    /// Connects to the metadata manager at `meta_addr` (`host:port`) and learns the
+    /// cluster's io servers from it.
+    pub fn connect(meta_addr: &str) -> Result<Client, ClientError> {
+        let pool = Arc::new(ConnectionPool::new(&client_name(), Timeouts::from_env()));
+        let cluster = match pool.call(meta_addr, &Request::GetCluster, &[])?.0 {
+            Response::Cluster(c) => c,
+            other => return Err(unexpected(&other)),
+        };
+        let io_addrs = cluster
+            .io_servers
+            .iter()
+            .map(|s| (s.id, s.addr.clone()))
+            .collect();
+        Ok(Client {
+            inner: Arc::new(Inner {
+                pool,
+                meta_addr: meta_addr.to_owned(),
+                cluster,
+                io_addrs,
+                cred: process_cred(),
+                transfer: TransferOptions::default(),
+            }),
+        })
+    }
+
+    /// Finds the cluster through $WEFT_META, else $WEFT_HOME (or ~/.weft)/cluster.toml.
+    pub fn from_env() -> Result<Client, ClientError> {
+        Client::connect(&weft_config::meta_address()?)
+    }
+
+    /// The same connections acting with other credentials (a FUSE daemon serving many
+    /// users, or a test).
+    pub fn with_cred(&self, cred: Cred) -> Client {
+        self.rebuild(|inner| inner.cred = cred)
+    }
+
+    /// The same connections with other transfer settings.
+    pub fn with_transfer(&self, transfer: TransferOptions) -> Client {
+        self.rebuild(|inner| inner.transfer = transfer)
+    }
+
+    fn rebuild(&self, change: impl FnOnce(&mut Inner)) -> Client {
+        let i = &self.inner;
+        let mut inner = Inner {
+            pool: i.pool.clone(),
+            meta_addr: i.meta_addr.clone(),
+            cluster: i.cluster.clone(),
+            io_addrs: i.io_addrs.clone(),
+            cred: i.cred.clone(),
+            transfer: i.transfer,
+        };
+        change(&mut inner);
+        Client {
+            inner: Arc::new(inner),
+        }
+    }
+
+    pub fn cred(&self) -> &Cred {
+        &self.inner.cred
+    }
+
+    pub fn cluster_info(&self) -> &ClusterInfo {
+        &self.inner.cluster
+    }
+
+    pub fn meta_addr(&self) -> &str {
+        &self.inner.meta_addr
+    }
+
+    fn cred_clone(&self) -> Cred {
+        self.inner.cred.clone()
+    }
+
+    fn attr_of(&self, request: Request, what: &str) -> Result<Attr, ClientError> {
+        match self.inner.meta(&request).map_err(|e| e.context(what))? {
+            Response::Attr(a) => Ok(a),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn done(&self, request: Request, what: &str) -> Result<(), ClientError> {
+        match self.inner.meta(&request).map_err(|e| e.context(what))? {
+            Response::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The manager's attributes of a path, without the derived file size.
+    pub fn resolve(&self, path: &str) -> Result<Attr, ClientError> {
+        path::components(path)?;
+        self.attr_of(
+            Request::Resolve {
+                cred: self.cred_clone(),
+                path: path.to_owned(),
+            },
+            path,
+        )
+    }
+
+    /// Attributes of a path; a file's size is derived from its io servers.
+    pub fn stat(&self, path: &str) -> Result<Attr, ClientError> {
+        let mut attr = self.resolve(path)?;
+        self.fill_sizes(std::slice::from_mut(&mut attr))
+            .map_err(|e| e.context(path))?;
+        Ok(attr)
+    }
+
+    /// Attributes of an inode, with the derived size.
+    pub fn getattr(&self, inode: InodeId) -> Result<Attr, ClientError> {
+        let mut attr = self.attr_of(
+            Request::GetAttr {
+                cred: self.cred_clone(),
+                inode,
+            },
+            &format!("inode {inode}"),
+        )?;
+        self.fill_sizes(std::slice::from_mut(&mut attr))?;
+        Ok(attr)
+    }
+
+    /// Looks a name up in a directory (without the derived size).
+    pub fn lookup(&self, parent: InodeId, name: &str) -> Result<Attr, ClientError> {
+        self.attr_of(
+            Request::Lookup {
+                cred: self.cred_clone(),
+                parent,
+                name: name.to_owned(),
+            },
+            name,
+        )
+    }
+
+    /// Fills in the size of every regular file in `attrs`, asking each io server once
+    /// per batch of files rather than once per file.
+    pub fn fill_sizes(&self, attrs: &mut [Attr]) -> Result<(), ClientError> {
+        let mut per_server: HashMap<ServerId, Vec<(usize, Striping)>> = HashMap::new();
+        for (k, attr) in attrs.iter_mut().enumerate() {
+            if attr.kind != FileKind::File {
+                continue;
+            }
+            attr.size = 0;
+            let Some(layout) = &attr.layout else { continue };
+            for (index, server) in layout.servers.iter().enumerate() {
+                let striping = Striping {
+                    stripe_size_bytes: layout.stripe_size_bytes,
+                    stripe_count: layout.servers.len() as u32,
+                    server_index: index as u32,
+                };
+                per_server.entry(*server).or_default().push((k, striping));
+            }
+        }
+        let mut missing = vec![0usize; attrs.len()];
+        let mut asked = vec![0usize; attrs.len()];
+        for (server, items) in per_server {
+            let connection = self.inner.pool.get(self.inner.io_addr(server)?)?;
+            let mut pending = Vec::new();
+            for batch in items.chunks(BATCH_INODES_MAX) {
+                let request = Request::Extents {
+                    items: batch.iter().map(|(k, s)| (attrs[*k].inode, *s)).collect(),
+                };
+                pending.push((batch, connection.send(&request, &[])?));
+            }
+            for (batch, call) in pending {
+                let Response::Extents(ends) = call.wait()?.0 else {
+                    return Err(ClientError::refused(
+                        ErrorCode::Io,
+                        "io server answered extents with something else",
+                    ));
+                };
+                for ((k, _), end) in batch.iter().zip(ends) {
+                    asked[*k] += 1;
+                    if end == u64::MAX {
+                        missing[*k] += 1;
+                    } else {
+                        attrs[*k].size = attrs[*k].size.max(end);
+                    }
+                }
+            }
+        }
+        for (k, attr) in attrs.iter().enumerate() {
+            if asked[k] > 0 && missing[k] == asked[k] {
+                return Err(ClientError::refused(
+                    ErrorCode::Stale,
+                    format!(
+                        "inode {} has no data objects on its io servers (removed?)",
+                        attr.inode
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn mkdir(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
+        let (parent, name) = path::split(path)?;
+        let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
+        self.attr_of(
+            Request::Mkdir {
+                cred: self.cred_clone(),
+                parent: parent.inode,
+                name: name.to_owned(),
+                mode,
+            },
+            path,
+        )
+    }
+
+    /// Creates a directory and any missing parents; existing directories are fine.
+    pub fn mkdir_all(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
+        let parts = path::components(path)?;
+        let mut current = self.resolve("/")?;
+        let mut so_far = String::new();
+        for name in parts {
+            so_far = path::join(if so_far.is_empty() { "/" } else { &so_far }, name);
+            current = match self.lookup(current.inode, name) {
+                Ok(a) if a.kind == FileKind::Directory => a,
+                Ok(_) => {
+                    return Err(ClientError::refused(
+                        ErrorCode::NotDirectory,
+                        format!("{so_far}: not a directory"),
+                    ))
+                }
+                Err(e) if e.code() == ErrorCode::NotFound => {
+                    let request = Request::Mkdir {
+                        cred: self.cred_clone(),
+                        parent: current.inode,
+                        name: name.to_owned(),
+                        mode,
+                    };
+                    match self.attr_of(request, &so_far) {
+                        Ok(a) => a,
+                        // Someone else made it meanwhile.
+                        Err(e) if e.code() == ErrorCode::Exists => {
+                            self.lookup(current.inode, name)?
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e.context(&so_far)),
+            };
+        }
+        Ok(current)
+    }
+
+    /// Creates (or with `exclusive: false` opens) a file for reading and writing.
+    pub fn create(&self, path: &str, options: &CreateOptions) -> Result<File, ClientError> {
+        let (parent, name) = path::split(path)?;
+        let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
+        let request = Request::Create {
+            cred: self.cred_clone(),
+            parent: parent.inode,
+            name: name.to_owned(),
+            mode: options.mode,
+            layout: options.layout,
+            exclusive: options.exclusive,
+        };
+        let attr = self.attr_of(request, path)?;
+        if attr.kind != FileKind::File {
+            return Err(ClientError::refused(
+                ErrorCode::IsDirectory,
+                format!("{path}: not a regular file"),
+            ));
+        }
+        let file = File::new(self.inner.clone(), attr, path.to_owned(), true)?;
+        if options.truncate {
+            file.truncate(0)?;
+        }
+        Ok(file)
+    }
+
+    /// Opens a file. Reading is always allowed by the handle; the manager checked
+    /// permission for what `options` asks.
+    pub fn open(&self, path: &str, options: &OpenOptions) -> Result<File, ClientError> {
+        let attr = match self.resolve(path) {
+            Err(e) if e.code() == ErrorCode::NotFound && options.create.is_some() => {
+                let mut create = options.create.unwrap_or_default();
+                create.exclusive = false;
+                create.truncate = options.truncate;
+                return self.create(path, &create);
+            }
+            other => other?,
+        };
+        match attr.kind {
+            FileKind::File => {}
+            FileKind::Directory => {
+                return Err(ClientError::refused(
+                    ErrorCode::IsDirectory,
+                    format!("{path}: is a directory"),
+                ))
+            }
+            FileKind::Symlink => {
+                return Err(ClientError::refused(
+                    ErrorCode::InvalidArgument,
+                    format!("{path}: is a symbolic link"),
+                ))
+            }
+        }
+        check_access(
+            &self.inner.cred,
+            &attr,
+            if options.write { 0o6 } else { 0o4 },
+        )
+        .map_err(|e| e.context(path))?;
+        let file = File::new(self.inner.clone(), attr, path.to_owned(), options.write)?;
+        if options.truncate && options.write {
+            file.truncate(0)?;
+        }
+        Ok(file)
+    }
+
+    /// Opens a file known by its attributes (for adapters that track inodes).
+    pub fn open_attr(&self, attr: Attr, writable: bool) -> Result<File, ClientError> {
+        File::new(
+            self.inner.clone(),
+            attr.clone(),
+            format!("inode {}", attr.inode),
+            writable,
+        )
+    }
+
+    /// One page of a directory: up to `max_entries` names strictly after `after`.
+    pub fn readdir_page(
+        &self,
+        dir: InodeId,
+        after: &str,
+        max_entries: u32,
+    ) -> Result<(Vec<DirEntry>, bool), ClientError> {
+        let request = Request::Readdir {
+            cred: self.cred_clone(),
+            dir,
+            after: after.to_owned(),
+            max_entries: max_entries.min(READDIR_ENTRIES_MAX),
+        };
+        match self.inner.meta(&request)? {
+            Response::Entries { entries, more } => Ok((entries, more)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Every entry of a directory, in name order, fetched page by page.
+    pub fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, ClientError> {
+        let dir = self.resolve(path)?;
+        if dir.kind != FileKind::Directory {
+            return Err(ClientError::refused(
+                ErrorCode::NotDirectory,
+                format!("{path}: not a directory"),
+            ));
+        }
+        let mut all = Vec::new();
+        let mut after = String::new();
+        loop {
+            let (page, more) = self
+                .readdir_page(dir.inode, &after, READDIR_ENTRIES_MAX)
+                .map_err(|e| e.context(path))?;
+            if let Some(last) = page.last() {
+                after = last.name.clone();
+            }
+            all.extend(page);
+            if !more {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// Attributes (with sizes) of many entries of one directory, pipelined.
+    pub fn getattr_many(&self, entries: &[DirEntry]) -> Result<Vec<Attr>, ClientError> {
+        let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+        let mut attrs = Vec::with_capacity(entries.len());
+        for chunk in entries.chunks(256) {
+            let pending: Vec<_> = chunk
+                .iter()
+                .map(|e| {
+                    meta.send(
+                        &Request::GetAttr {
+                            cred: self.cred_clone(),
+                            inode: e.inode,
+                        },
+                        &[],
+                    )
+                })
+                .collect::<Result<_, _>>()?;
+            for (entry, call) in chunk.iter().zip(pending) {
+                match call
+                    .wait()
+                    .map_err(ClientError::from)
+                    .map_err(|e| e.context(&entry.name))?
+                    .0
+                {
+                    Response::Attr(a) => attrs.push(a),
+                    other => return Err(unexpected(&other)),
+                }
+            }
+        }
+        self.fill_sizes(&mut attrs)?;
+        Ok(attrs)
+    }
+
+    pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
+        let (parent, name) = path::split(path)?;
+        let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
+        self.done(
+            Request::Unlink {
+                cred: self.cred_clone(),
+                parent: parent.inode,
+                name: name.to_owned(),
+            },
+            path,
+        )
+    }
+
+    pub fn rmdir(&self, path: &str) -> Result<(), ClientError> {
+        let (parent, name) = path::split(path)?;
+        let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
+        self.done(
+            Request::Rmdir {
+                cred: self.cred_clone(),
+                parent: parent.inode,
+                name: name.to_owned(),
+            },
+            path,
+        )
+    }
+
+    /// Renames atomically, replacing an existing target as POSIX rename(2) does.
+    pub fn rename(&self, from: &str, to: &str) -> Result<(), ClientError> {
+        let (src_dir, src_name) = path::split(from)?;
+        let (dst_dir, dst_name) = path::split(to)?;
+        let src_parent = self.resolve(&src_dir).map_err(|e| e.context(from))?.inode;
+        let dst_parent = self.resolve(&dst_dir).map_err(|e| e.context(to))?.inode;
+        let request = Request::Rename {
+            cred: self.cred_clone(),
+            src_parent,
+            src_name: src_name.to_owned(),
+            dst_parent,
+            dst_name: dst_name.to_owned(),
+        };
+        self.done(request, &format!("rename {from} -> {to}"))
+    }
+
+    /// Changes attributes. A size change also truncates (or extends) the file's data on
+    /// its io servers.
+    pub fn setattr(&self, path: &str, changes: &SetAttr) -> Result<Attr, ClientError> {
+        let attr = self.resolve(path)?;
+        self.setattr_inode(attr.inode, changes)
+            .map_err(|e| e.context(path))
+    }
+
+    pub fn setattr_inode(&self, inode: InodeId, changes: &SetAttr) -> Result<Attr, ClientError> {
+        let mut attr = self.attr_of(
+            Request::SetAttr {
+                cred: self.cred_clone(),
+                inode,
+                changes: changes.clone(),
+            },
+            &format!("inode {inode}"),
+        )?;
+        if let Some(size) = changes.size {
+            File::new(
+                self.inner.clone(),
+                attr.clone(),
+                format!("inode {inode}"),
+                true,
+            )?
+            .truncate_objects(size)?;
+        }
+        self.fill_sizes(std::slice::from_mut(&mut attr))?;
+        Ok(attr)
+    }
+
+    /// Sets (or with `None` clears) the default layout of new files in a directory.
+    pub fn set_dir_layout(
+        &self,
+        path: &str,
+        layout: Option<LayoutRequest>,
+    ) -> Result<Attr, ClientError> {
+        let dir = self.resolve(path)?;
+        self.attr_of(
+            Request::SetDirLayout {
+                cred: self.cred_clone(),
+                dir: dir.inode,
+                layout,
+            },
+            path,
+        )
+    }
+
+    pub fn symlink(&self, target: &str, link_path: &str) -> Result<Attr, ClientError> {
+        let (parent, name) = path::split(link_path)?;
+        let parent = self.resolve(&parent).map_err(|e| e.context(link_path))?;
+        let request = Request::Symlink {
+            cred: self.cred_clone(),
+            parent: parent.inode,
+            name: name.to_owned(),
+            target: target.to_owned(),
+        };
+        self.attr_of(request, link_path)
+    }
+
+    pub fn readlink(&self, path: &str) -> Result<String, ClientError> {
+        let attr = self.resolve(path)?;
+        self.readlink_inode(attr.inode).map_err(|e| e.context(path))
+    }
+
+    pub fn readlink_inode(&self, inode: InodeId) -> Result<String, ClientError> {
+        match self.inner.meta(&Request::Readlink {
+            cred: self.cred_clone(),
+            inode,
+        })? {
+            Response::Link(target) => Ok(target),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Namespace counts and every io server's space (an unreachable server is reported,
+    /// not fatal).
+    pub fn statfs(&self) -> Result<FsStats, ClientError> {
+        let meta = match self.inner.meta(&Request::Statfs {
+            cred: self.cred_clone(),
+        })? {
+            Response::Statfs(s) => s,
+            other => return Err(unexpected(&other)),
+        };
+        let servers = self
+            .inner
+            .cluster
+            .io_servers
+            .iter()
+            .map(|s| {
+                let r = self
+                    .inner
+                    .pool
+                    .call(&s.addr, &Request::IoStatfs, &[])
+                    .map_err(ClientError::from)
+                    .and_then(|(r, _)| match r {
+                        Response::IoStatfs(st) => Ok(st),
+                        other => Err(unexpected(&other)),
+                    });
+                (s.clone(), r)
+            })
+            .collect();
+        Ok(FsStats { meta, servers })
+    }
+}
+
+/// The mode-bit check a local open(2) would do, so that a read-only file is refused at
+/// open rather than at the first write (io servers do not check permissions).
+fn check_access(cred: &Cred, attr: &Attr, want: u32) -> Result<(), ClientError> {
+    if cred.uid == 0 {
+        return Ok(());
+    }
+    let bits = if cred.uid == attr.uid {
+        attr.mode >> 6
+    } else if cred.in_group(attr.gid) {
+        attr.mode >> 3
+    } else {
+        attr.mode
+    } & 0o7;
+    if bits & want == want {
+        Ok(())
+    } else {
+        Err(ClientError::refused(
+            ErrorCode::PermissionDenied,
+            "permission denied",
+        ))
+    }
+}
+
+pub(crate) fn unexpected(response: &Response) -> ClientError {
+    ClientError::refused(
+        ErrorCode::Io,
+        format!("unexpected answer from server: {response:?}"),
+    )
+}
+
+fn client_name() -> String {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    format!(
+        "{} pid {}",
+        exe.unwrap_or_else(|| "client".into()),
+        std::process::id()
+    )
+}

@@ -1,0 +1,416 @@
+//! Open files and the data path: a request is cut into segments of whole stripe rows,
+//! each server gets its pieces of each segment as one request, and every server is
+//! driven by its own thread with a window of requests in flight.
+
+use crate::client::{unexpected, Inner};
+use crate::error::ClientError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use weft_layout::stripe::check_range;
+use weft_layout::Layout;
+use weft_proto::frame::DATA_BYTES_MAX;
+use weft_proto::msg::{Request, Response};
+use weft_proto::{Attr, ErrorCode, Range, Striping};
+use weft_rpc::{Connection, PendingCall};
+
+/// How transfers are cut and pipelined.
+#[derive(Debug, Clone, Copy)]
+pub struct TransferOptions {
+    /// Largest payload of one request to one server.
+    pub chunk_bytes: u64,
+    /// Requests in flight per server.
+    pub inflight_per_server: usize,
+}
+
+impl Default for TransferOptions {
+    fn default() -> Self {
+        TransferOptions {
+            chunk_bytes: 4 << 20,
+            inflight_per_server: 4,
+        }
+    }
+}
+
+/// An open Weft file. Reads and writes take `&self`, so one handle may be shared by
+/// threads; concurrent writes to overlapping ranges have no defined order.
+pub struct File {
+    inner: Arc<Inner>,
+    attr: Attr,
+    layout: Layout,
+    /// Address of each server of the layout, in layout order.
+    addrs: Vec<String>,
+    path: String,
+    writable: bool,
+    /// The largest size this handle knows of; reads past it ask the servers again.
+    known_size: AtomicU64,
+}
+
+/// One request to one server: the file range it covers.
+struct Segment {
+    offset: u64,
+    len: u64,
+}
+
+/// A pointer to the caller's read buffer, shared by the per-server threads. Each
+/// thread writes only the bytes its server holds, which are disjoint by striping.
+#[derive(Clone, Copy)]
+struct SharedBuffer {
+    base: *mut u8,
+    len: usize,
+}
+// SAFETY: threads write disjoint byte ranges (see above) and the scope joins them
+// before the borrow of the buffer ends.
+unsafe impl Send for SharedBuffer {}
+unsafe impl Sync for SharedBuffer {}
+
+impl SharedBuffer {
+    fn put(&self, at: usize, bytes: &[u8]) {
+        assert!(at + bytes.len() <= self.len);
+        // SAFETY: in bounds (asserted); callers write disjoint ranges (see above).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(at), bytes.len()) };
+    }
+}
+
+impl File {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        attr: Attr,
+        path: String,
+        writable: bool,
+    ) -> Result<File, ClientError> {
+        let layout = attr.layout.clone().ok_or_else(|| {
+            ClientError::refused(ErrorCode::Io, format!("{path}: the manager sent no layout"))
+        })?;
+        let addrs = layout
+            .servers
+            .iter()
+            .map(|s| inner.io_addr(*s).map(str::to_owned))
+            .collect::<Result<_, _>>()?;
+        Ok(File {
+            inner,
+            attr,
+            layout,
+            addrs,
+            path,
+            writable,
+            known_size: AtomicU64::new(0),
+        })
+    }
+
+    pub fn inode(&self) -> weft_layout::InodeId {
+        self.attr.inode
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The manager's attributes as of open (size not filled in).
+    pub fn attr(&self) -> &Attr {
+        &self.attr
+    }
+
+    fn striping(&self, server_index: usize) -> Striping {
+        Striping {
+            stripe_size_bytes: self.layout.stripe_size_bytes,
+            stripe_count: self.layout.servers.len() as u32,
+            server_index: server_index as u32,
+        }
+    }
+
+    /// Cuts `[offset, offset + len)` at multiples of whole stripe rows so that no
+    /// server's share of a segment exceeds the chunk size.
+    fn segments(&self, offset: u64, len: u64) -> Vec<Segment> {
+        let stripe = self.layout.stripe_size_bytes;
+        let chunk = self
+            .inner
+            .transfer
+            .chunk_bytes
+            .clamp(stripe, DATA_BYTES_MAX);
+        let rows = (chunk / stripe).max(1);
+        let segment_bytes = rows * stripe * self.layout.servers.len() as u64;
+        let mut out = Vec::new();
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
+            let boundary = (at / segment_bytes + 1) * segment_bytes;
+            let next = boundary.min(end);
+            out.push(Segment {
+                offset: at,
+                len: next - at,
+            });
+            at = next;
+        }
+        out
+    }
+
+    fn check(&self, offset: u64, len: usize) -> Result<(), ClientError> {
+        check_range(offset, len as u64)
+            .map_err(|e| ClientError::InvalidArgument(format!("{}: {e}", self.path)))
+    }
+
+    /// Writes `buf` at `offset`; returns the number of bytes written (all of them).
+    pub fn write_at(&self, offset: u64, buf: &[u8]) -> Result<usize, ClientError> {
+        if !self.writable {
+            return Err(ClientError::refused(
+                ErrorCode::PermissionDenied,
+                format!("{}: file not opened for writing", self.path),
+            ));
+        }
+        self.check(offset, buf.len())?;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let segments = self.segments(offset, buf.len() as u64);
+        self.for_each_server(offset, buf.len() as u64, |index, connection| {
+            let mut window: std::collections::VecDeque<PendingCall<'_>> = Default::default();
+            for segment in &segments {
+                let mut parts: Vec<&[u8]> = Vec::new();
+                for piece in self
+                    .layout
+                    .pieces_on(index, segment.offset, segment.len)
+                    .expect("range checked")
+                {
+                    let at = (piece.file_offset - offset) as usize;
+                    parts.push(&buf[at..at + piece.len as usize]);
+                }
+                if parts.is_empty() {
+                    continue;
+                }
+                let request = Request::Write {
+                    inode: self.attr.inode,
+                    striping: self.striping(index),
+                    ranges: vec![Range {
+                        offset: segment.offset,
+                        len: segment.len,
+                    }],
+                };
+                if window.len() >= self.inner.transfer.inflight_per_server {
+                    expect_bytes(window.pop_front().unwrap().wait()?.0)?;
+                }
+                window.push_back(connection.send_parts(&request, &parts)?);
+            }
+            for call in window {
+                expect_bytes(call.wait()?.0)?;
+            }
+            Ok(())
+        })
+        .map_err(|e| e.context(&self.path))?;
+        self.known_size
+            .fetch_max(offset + buf.len() as u64, Ordering::SeqCst);
+        Ok(buf.len())
+    }
+
+    /// Reads into `buf` from `offset`; returns fewer bytes than asked only at the end
+    /// of the file. Holes read as zeros.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
+        self.check(offset, buf.len())?;
+        let mut size = self.known_size.load(Ordering::SeqCst);
+        if offset + buf.len() as u64 > size {
+            size = self.size()?;
+        }
+        if offset >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let len = (size - offset).min(buf.len() as u64);
+        let segments = self.segments(offset, len);
+        let shared = SharedBuffer {
+            base: buf.as_mut_ptr(),
+            len: len as usize,
+        };
+        self.for_each_server(offset, len, |index, connection| {
+            let mut window: std::collections::VecDeque<(PendingCall<'_>, &Segment)> =
+                Default::default();
+            let scatter = |segment: &Segment, data: Vec<u8>| -> Result<(), ClientError> {
+                let mut at_data = 0usize;
+                for piece in self
+                    .layout
+                    .pieces_on(index, segment.offset, segment.len)
+                    .expect("range checked")
+                {
+                    let n = piece.len as usize;
+                    let at = (piece.file_offset - offset) as usize;
+                    let Some(bytes) = data.get(at_data..at_data + n) else {
+                        return Err(ClientError::refused(
+                            ErrorCode::Io,
+                            "io server returned fewer bytes than asked",
+                        ));
+                    };
+                    shared.put(at, bytes);
+                    at_data += n;
+                }
+                Ok(())
+            };
+            for segment in &segments {
+                if self.layout.bytes_on(index, segment.offset, segment.len) == 0 {
+                    continue;
+                }
+                let request = Request::Read {
+                    inode: self.attr.inode,
+                    striping: self.striping(index),
+                    ranges: vec![Range {
+                        offset: segment.offset,
+                        len: segment.len,
+                    }],
+                };
+                if window.len() >= self.inner.transfer.inflight_per_server {
+                    let (call, seg) = window.pop_front().unwrap();
+                    scatter(seg, call.wait()?.1)?;
+                }
+                window.push_back((connection.send(&request, &[])?, segment));
+            }
+            for (call, seg) in window {
+                scatter(seg, call.wait()?.1)?;
+            }
+            Ok(())
+        })
+        .map_err(|e| e.context(&self.path))?;
+        Ok(len as usize)
+    }
+
+    /// Runs `work` for every server holding bytes of `[offset, offset + len)`, each on
+    /// its own thread when there are several, and returns the first error.
+    fn for_each_server<F>(&self, offset: u64, len: u64, work: F) -> Result<(), ClientError>
+    where
+        F: Fn(usize, &Connection) -> Result<(), ClientError> + Sync,
+    {
+        let servers: Vec<usize> = (0..self.layout.servers.len())
+            .filter(|k| self.layout.bytes_on(*k, offset, len) > 0)
+            .collect();
+        let run = |index: usize| -> Result<(), ClientError> {
+            let connection = self.inner.pool.get(&self.addrs[index])?;
+            work(index, &connection)
+        };
+        if servers.len() == 1 {
+            return run(servers[0]);
+        }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = servers
+                .iter()
+                .map(|k| scope.spawn(move || run(*k)))
+                .collect();
+            let mut first_error = None;
+            for h in handles {
+                if let Err(e) = h.join().expect("transfer thread panicked") {
+                    first_error.get_or_insert(e);
+                }
+            }
+            first_error.map_or(Ok(()), Err)
+        })
+    }
+
+    /// Sends one request to every server of the layout at once and checks the answers.
+    fn to_all_servers(
+        &self,
+        request_for: impl Fn(usize) -> Request,
+    ) -> Result<Vec<Response>, ClientError> {
+        let connections: Vec<Arc<Connection>> = self
+            .addrs
+            .iter()
+            .map(|a| self.inner.pool.get(a))
+            .collect::<Result<_, _>>()?;
+        let pending: Vec<PendingCall<'_>> = connections
+            .iter()
+            .enumerate()
+            .map(|(k, c)| c.send(&request_for(k), &[]))
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::with_capacity(pending.len());
+        for call in pending {
+            out.push(call.wait()?.0);
+        }
+        Ok(out)
+    }
+
+    /// The file's size, derived from every server's local extent (PVFS).
+    pub fn size(&self) -> Result<u64, ClientError> {
+        let answers = self
+            .to_all_servers(|k| Request::Extents {
+                items: vec![(self.attr.inode, self.striping(k))],
+            })
+            .map_err(|e| e.context(&self.path))?;
+        let mut size = 0;
+        let mut missing = 0;
+        for answer in &answers {
+            match answer {
+                Response::Extents(ends) if ends.len() == 1 => {
+                    if ends[0] == u64::MAX {
+                        missing += 1;
+                    } else {
+                        size = size.max(ends[0]);
+                    }
+                }
+                other => return Err(unexpected(other)),
+            }
+        }
+        if missing == answers.len() {
+            return Err(ClientError::refused(
+                ErrorCode::Stale,
+                format!("{}: the file was removed", self.path),
+            ));
+        }
+        self.known_size.store(size, Ordering::SeqCst);
+        Ok(size)
+    }
+
+    /// Truncates or extends the file (the manager checks permission first).
+    pub fn truncate(&self, size: u64) -> Result<(), ClientError> {
+        let changes = weft_proto::SetAttr {
+            size: Some(size),
+            ..Default::default()
+        };
+        let request = Request::SetAttr {
+            cred: self.inner.cred.clone(),
+            inode: self.attr.inode,
+            changes,
+        };
+        match self
+            .inner
+            .meta(&request)
+            .map_err(|e| e.context(&self.path))?
+        {
+            Response::Attr(_) => {}
+            other => return Err(unexpected(&other)),
+        }
+        self.truncate_objects(size)
+    }
+
+    /// Sets every object's local size for a file of `size` bytes.
+    pub(crate) fn truncate_objects(&self, size: u64) -> Result<(), ClientError> {
+        check_range(size, 0)
+            .map_err(|e| ClientError::InvalidArgument(format!("{}: {e}", self.path)))?;
+        self.to_all_servers(|k| Request::Truncate {
+            inode: self.attr.inode,
+            striping: self.striping(k),
+            size,
+        })
+        .map_err(|e| e.context(&self.path))?;
+        self.known_size.store(size, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Makes everything written so far durable on every server: when this returns, a
+    /// server crash loses none of it.
+    pub fn sync(&self) -> Result<(), ClientError> {
+        self.to_all_servers(|_| Request::Sync {
+            inode: self.attr.inode,
+        })
+        .map_err(|e| e.context(&self.path))?;
+        Ok(())
+    }
+
+    /// Closes the handle. Like close(2), this does not make data durable: call `sync`.
+    pub fn close(self) -> Result<(), ClientError> {
+        Ok(())
+    }
+}
+
+fn expect_bytes(response: Response) -> Result<(), ClientError> {
+    match response {
+        Response::Bytes(_) => Ok(()),
+        other => Err(unexpected(&other)),
+    }
+}

@@ -1,0 +1,85 @@
+//! Path syntax checks done before anything is sent: absolute, no "." or "..", no empty
+//! components, names of at most 255 bytes.
+
+use crate::ClientError;
+
+pub const NAME_BYTES_MAX: usize = 255;
+pub const PATH_BYTES_MAX: usize = 4096;
+
+/// Checks an absolute Weft path and returns its components.
+pub fn components(path: &str) -> Result<Vec<&str>, ClientError> {
+    let bad = |why: &str| {
+        Err(ClientError::InvalidArgument(format!(
+            "invalid path {path:?}: {why}"
+        )))
+    };
+    if !path.starts_with('/') {
+        return bad("paths must be absolute (start with /)");
+    }
+    if path.len() > PATH_BYTES_MAX {
+        return bad("longer than 4096 bytes");
+    }
+    if path.contains('\0') {
+        return bad("contains a NUL byte");
+    }
+    if path == "/" {
+        return Ok(Vec::new());
+    }
+    let trimmed = path.strip_suffix('/').unwrap_or(path);
+    let mut out = Vec::new();
+    for name in trimmed[1..].split('/') {
+        match name {
+            "" => return bad("empty component (//)"),
+            "." | ".." => return bad("\".\" and \"..\" are not allowed"),
+            n if n.len() > NAME_BYTES_MAX => {
+                return Err(ClientError::refused(
+                    weft_proto::ErrorCode::NameTooLong,
+                    format!("invalid path {path:?}: a name is longer than 255 bytes"),
+                ))
+            }
+            n => out.push(n),
+        }
+    }
+    Ok(out)
+}
+
+/// Splits a path into its parent and final name ("/a/b" -> ("/a", "b")).
+pub fn split(path: &str) -> Result<(String, &str), ClientError> {
+    let parts = components(path)?;
+    let Some((name, parents)) = parts.split_last() else {
+        return Err(ClientError::InvalidArgument(
+            "the root directory has no parent".into(),
+        ));
+    };
+    Ok((format!("/{}", parents.join("/")), name))
+}
+
+/// Joins a directory path and a name.
+pub fn join(dir: &str, name: &str) -> String {
+    if dir.ends_with('/') {
+        format!("{dir}{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_paths_are_refused_before_sending() {
+        assert_eq!(components("/a/b/").unwrap(), vec!["a", "b"]);
+        assert!(components("/").unwrap().is_empty());
+        for bad in ["a/b", "/a//b", "/a/../b", "/./a", "", "/a\0b"] {
+            assert!(components(bad).is_err(), "{bad:?}");
+        }
+        let long = format!("/{}", "x".repeat(256));
+        assert_eq!(
+            components(&long).unwrap_err().code(),
+            weft_proto::ErrorCode::NameTooLong
+        );
+        assert_eq!(split("/a/b").unwrap(), ("/a".to_string(), "b"));
+        assert_eq!(split("/b").unwrap(), ("/".to_string(), "b"));
+    }
+}

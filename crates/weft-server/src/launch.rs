@@ -1,0 +1,164 @@
+//! Launching a job-scoped cluster inside an MPI job (`mpirun -np K weftd --mpi`):
+//! rank 0 is the metadata manager, the other ranks are io servers. Ranks meet through
+//! files in the shared home directory, so weftd needs no MPI library: io ranks publish
+//! their addresses, rank 0 waits for all of them and writes `cluster.toml`.
+
+use crate::{start, write_atomically, Plan};
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use weft_config::{ClusterConfig, Role, ServerEntry, CLUSTER_FILE_NAME};
+use weft_layout::stripe::STRIPE_SIZE_BYTES_DEFAULT;
+use weft_layout::ServerId;
+
+/// How long rank 0 waits for every io rank to publish its address.
+const RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn env_number(names: &[&str]) -> Option<u32> {
+    names
+        .iter()
+        .find_map(|n| std::env::var(n).ok()?.parse().ok())
+}
+
+/// A key that differs between MPI jobs, so that files of an earlier job in the same
+/// home are never mistaken for this job's.
+fn job_key() -> String {
+    for name in [
+        "PMIX_NAMESPACE",
+        "OMPI_MCA_ess_base_jobid",
+        "OMPI_MCA_orte_ess_jobid",
+        "PMI_JOBID",
+        "SLURM_JOB_ID",
+    ] {
+        if let Ok(v) = std::env::var(name) {
+            if !v.is_empty() {
+                return v
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                    .collect();
+            }
+        }
+    }
+    "job".into()
+}
+
+fn hostname() -> Result<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates or truncates.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        bail!("gethostname failed");
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
+    let rank = env_number(&[
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ])
+    .context("--mpi: no MPI rank in the environment (run under mpirun/mpiexec)")?;
+    let size = env_number(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"])
+        .context("--mpi: no MPI job size in the environment (run under mpirun/mpiexec)")?;
+    if size < 2 {
+        bail!(
+            "--mpi needs at least 2 ranks: rank 0 is the metadata manager, the others io servers"
+        );
+    }
+    let host = if host == "auto" {
+        hostname()?
+    } else {
+        host.to_owned()
+    };
+    let meeting = home.join("mpi");
+    std::fs::create_dir_all(&meeting).with_context(|| format!("creating {}", meeting.display()))?;
+    let key = job_key();
+    let addr_file = |r: u32| meeting.join(format!("{key}-io-{r}.addr"));
+    let data_dir = |r: u32| home.join("data").join(format!("server-{r}"));
+
+    if rank != 0 {
+        let plan = Plan {
+            id: ServerId(rank),
+            roles: vec![Role::Io],
+            listen: format!("{host}:0"),
+            data_dir: data_dir(rank),
+            cluster: None,
+        };
+        let bound = start(&plan, workers)?;
+        write_atomically(&addr_file(rank), &format!("{host}:{}", bound.port()))?;
+        loop {
+            std::thread::park();
+        }
+    }
+
+    let deadline = Instant::now() + RENDEZVOUS_TIMEOUT;
+    let mut servers = Vec::new();
+    for r in 1..size {
+        let path = addr_file(r);
+        let addr = loop {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                break text.trim().to_owned();
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "rank {r} did not publish its address in {} within {:?}",
+                    path.display(),
+                    RENDEZVOUS_TIMEOUT
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        servers.push(ServerEntry {
+            id: r,
+            roles: vec![Role::Io],
+            addr,
+            data_dir: Some(data_dir(r)),
+        });
+    }
+    let mut config = ClusterConfig {
+        name: format!("weft-mpi-{key}"),
+        stripe_size: STRIPE_SIZE_BYTES_DEFAULT,
+        stripe_count: 0,
+        servers,
+    };
+    // The manager binds first; its address goes into the description afterwards.
+    config.servers.insert(
+        0,
+        ServerEntry {
+            id: 0,
+            roles: vec![Role::Meta],
+            addr: format!("{host}:0"),
+            data_dir: Some(data_dir(0)),
+        },
+    );
+    let plan = Plan {
+        id: ServerId(0),
+        roles: vec![Role::Meta],
+        listen: format!("{host}:0"),
+        data_dir: data_dir(0),
+        cluster: Some(config.clone()),
+    };
+    let bound = start(&plan, workers)?;
+    config.servers[0].addr = format!("{host}:{}", bound.port());
+    config
+        .validate()
+        .map_err(|e| anyhow::anyhow!("generated cluster description is invalid: {e}"))?;
+    let path = home.join(CLUSTER_FILE_NAME);
+    config
+        .save(&path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    for r in 1..size {
+        std::fs::remove_file(addr_file(r)).ok();
+    }
+    eprintln!(
+        "weftd --mpi: cluster ready: 1 meta + {} io servers; clients use WEFT_HOME={} (or WEFT_META={})",
+        size - 1,
+        home.display(),
+        config.servers[0].addr
+    );
+    loop {
+        std::thread::park();
+    }
+}

@@ -1,0 +1,198 @@
+//! `weftd`: one server binary carrying the meta and/or io roles. Thin: it reads the
+//! cluster description or flags, opens each role's store, and serves.
+
+mod launch;
+mod roles;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_config::{ClusterConfig, Role, ServerEntry};
+use weft_layout::ServerId;
+use weft_rpc::{ServerIdentity, ServerLimits};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "weftd",
+    version,
+    about = "The Weft server: metadata manager (meta role) and/or I/O daemon (io role).",
+    long_about = "The Weft server: metadata manager (meta role) and/or I/O daemon (io role).\n\n\
+Most users never start weftd by hand: `weft up` starts a whole cluster on this machine.\n\n\
+Three ways to run it:\n\
+  weftd --config cluster.toml --id N      server N of a cluster description (one per machine)\n\
+  weftd --role io --data DIR [--listen 127.0.0.1:0] [--ready-file F]\n\
+                                          a standalone server; F receives the bound address\n\
+  mpirun -np K weftd --mpi --home DIR     a job-scoped cluster: rank 0 meta, the other ranks io;\n\
+                                          writes DIR/cluster.toml for clients (WEFT_HOME=DIR)"
+)]
+struct Args {
+    /// Cluster description file (TOML); use with --id.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// This server's id in the cluster description (or the id to report when standalone).
+    #[arg(long, value_name = "N")]
+    id: Option<u32>,
+    /// Roles when standalone: meta, io, or both ("meta,io").
+    #[arg(long, value_delimiter = ',', value_name = "ROLES")]
+    role: Vec<String>,
+    /// Address to listen on (default 127.0.0.1:0 standalone; with --config it overrides
+    /// the description's address). Port 0 picks a free port.
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Data directory (objects for io, the metadata database for meta).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Home directory of the cluster (data and logs when not given elsewhere).
+    #[arg(long, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// Write the bound address to this file once the server is ready to serve.
+    #[arg(long, value_name = "FILE")]
+    ready_file: Option<PathBuf>,
+    /// Launch inside an MPI job (rank 0 meta, other ranks io); requires --home.
+    #[arg(long)]
+    mpi: bool,
+    /// With --mpi: the host name or address this rank listens on and advertises
+    /// ("auto" = this machine's host name). Default 127.0.0.1 (single machine).
+    #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
+    host: String,
+    /// Worker threads handling requests.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    workers: usize,
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(args) {
+        eprintln!("weftd: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// What one server process needs to start.
+pub struct Plan {
+    pub id: ServerId,
+    pub roles: Vec<Role>,
+    pub listen: String,
+    pub data_dir: PathBuf,
+    /// The whole cluster (the meta role serves it to clients).
+    pub cluster: Option<ClusterConfig>,
+}
+
+fn run(args: Args) -> Result<()> {
+    if args.mpi {
+        let home = args
+            .home
+            .clone()
+            .context("--mpi needs --home DIR (a directory all ranks can reach)")?;
+        return launch::mpi(&home, &args.host, args.workers);
+    }
+    let plan = if let Some(path) = &args.config {
+        let id = args
+            .id
+            .context("--config needs --id N (which server of the description this is)")?;
+        let config = ClusterConfig::load(path)?;
+        let entry: ServerEntry = config
+            .server(id)
+            .cloned()
+            .with_context(|| format!("server id {id} is not in {}", path.display()))?;
+        let home = args
+            .home
+            .clone()
+            .unwrap_or_else(|| path.parent().map(PathBuf::from).unwrap_or_default());
+        Plan {
+            id: ServerId(id),
+            roles: entry.roles.clone(),
+            listen: args.listen.clone().unwrap_or_else(|| entry.addr.clone()),
+            data_dir: args
+                .data
+                .clone()
+                .unwrap_or_else(|| config.data_dir(&entry, &home)),
+            cluster: Some(config),
+        }
+    } else {
+        let roles = args
+            .role
+            .iter()
+            .map(|r| match r.trim() {
+                "meta" => Ok(Role::Meta),
+                "io" => Ok(Role::Io),
+                "cache" => bail!("the cache role is not available yet"),
+                other => bail!("unknown role {other:?}; roles are meta and io"),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if roles.is_empty() {
+            bail!("give --config FILE --id N, or --role meta|io with --data DIR (see --help)");
+        }
+        if roles.contains(&Role::Meta) {
+            bail!(
+                "a standalone meta server needs to know its io servers: use --config FILE --id N"
+            );
+        }
+        Plan {
+            id: ServerId(args.id.unwrap_or(0)),
+            roles,
+            listen: args.listen.clone().unwrap_or_else(|| "127.0.0.1:0".into()),
+            data_dir: args.data.clone().context("--data DIR is required")?,
+            cluster: None,
+        }
+    };
+    let handle = start(&plan, args.workers)?;
+    if let Some(path) = &args.ready_file {
+        write_atomically(path, &handle.to_string())?;
+    }
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Opens the roles' stores, binds and starts serving; returns the bound address.
+pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
+    std::fs::create_dir_all(&plan.data_dir)
+        .with_context(|| format!("creating data directory {}", plan.data_dir.display()))?;
+    let handler = roles::Roles::open(plan)?;
+    let roles_bits = handler.role_bits();
+    let listener = TcpListener::bind(&plan.listen)
+        .with_context(|| format!("cannot listen on {}", plan.listen))?;
+    let limits = ServerLimits {
+        workers,
+        ..ServerLimits::default()
+    };
+    let handle = weft_rpc::serve(
+        listener,
+        Arc::new(handler),
+        ServerIdentity {
+            server_id: plan.id,
+            roles: roles_bits,
+        },
+        limits,
+    )?;
+    let names: Vec<&str> = plan
+        .roles
+        .iter()
+        .map(|r| match r {
+            Role::Meta => "meta",
+            Role::Io => "io",
+            Role::Cache => "cache",
+        })
+        .collect();
+    eprintln!(
+        "weftd: server {} ({}) listening on {}, data in {}",
+        plan.id,
+        names.join(","),
+        handle.local_addr,
+        plan.data_dir.display()
+    );
+    // Give the accept loop a moment before a ready file tells anyone to connect.
+    std::thread::sleep(Duration::from_millis(5));
+    Ok(handle.local_addr)
+}
+
+pub fn write_atomically(path: &std::path::Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}

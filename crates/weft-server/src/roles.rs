@@ -1,0 +1,152 @@
+//! The roles of one server process behind one request handler, dispatching by opcode,
+//! and the network side of the metadata manager's calls to io servers.
+
+use crate::Plan;
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_config::Role;
+use weft_iod::IoService;
+use weft_layout::{InodeId, ServerId};
+use weft_meta::{MetaService, MetaStore, ObjectServers};
+use weft_proto::msg::{roles, Request, Response};
+use weft_proto::{ClusterInfo, ErrorCode, IoServer, WireError};
+use weft_rpc::{ConnectionPool, Handler, Timeouts};
+
+/// How often the manager purges objects of removed files.
+const PURGE_PERIOD: Duration = Duration::from_millis(500);
+
+pub struct Roles {
+    meta: Option<Arc<MetaService>>,
+    io: Option<IoService>,
+}
+
+impl Roles {
+    pub fn open(plan: &Plan) -> Result<Roles> {
+        let io = if plan.roles.contains(&Role::Io) {
+            Some(
+                IoService::open(&plan.data_dir)
+                    .with_context(|| format!("opening io data in {}", plan.data_dir.display()))?,
+            )
+        } else {
+            None
+        };
+        let meta = if plan.roles.contains(&Role::Meta) {
+            let config = plan
+                .cluster
+                .as_ref()
+                .context("the meta role needs the cluster description")?;
+            let db = plan.data_dir.join("meta.redb");
+            // The file system's root belongs to whoever created it.
+            let owner = unsafe { (libc::geteuid(), libc::getegid()) };
+            let store = MetaStore::open(&db, owner)
+                .map_err(|e| anyhow::anyhow!("opening metadata database {}: {e}", db.display()))?;
+            let io_servers: Vec<IoServer> = config
+                .io_servers()
+                .map(|s| IoServer {
+                    id: s.server_id(),
+                    addr: s.addr.clone(),
+                })
+                .collect();
+            let objects = Arc::new(NetObjectServers {
+                pool: ConnectionPool::new("weftd meta", Timeouts::from_env()),
+                addrs: io_servers.iter().map(|s| (s.id, s.addr.clone())).collect(),
+            });
+            let cluster = ClusterInfo {
+                name: config.name.clone(),
+                io_servers,
+                default_layout: config.default_layout(),
+                root: InodeId::ROOT,
+            };
+            let service = Arc::new(
+                MetaService::new(store, cluster, objects).map_err(|e| anyhow::anyhow!("{e}"))?,
+            );
+            // The purger runs for the life of the process.
+            std::mem::forget(service.spawn_purger(PURGE_PERIOD));
+            Some(service)
+        } else {
+            None
+        };
+        Ok(Roles { meta, io })
+    }
+
+    pub fn role_bits(&self) -> u32 {
+        let mut bits = 0;
+        if self.meta.is_some() {
+            bits |= roles::META;
+        }
+        if self.io.is_some() {
+            bits |= roles::IO;
+        }
+        bits
+    }
+}
+
+fn is_io_request(request: &Request) -> bool {
+    (request.opcode() as u16) >= 40
+}
+
+impl Handler for Roles {
+    fn handle(&self, request: Request, data: Vec<u8>) -> Result<(Response, Vec<u8>), WireError> {
+        match (is_io_request(&request), &self.meta, &self.io) {
+            (true, _, Some(io)) => io.handle(request, data),
+            (false, Some(meta), _) => meta.handle(request).map(|r| (r, Vec::new())),
+            (true, _, None) => Err(WireError::new(
+                ErrorCode::Unsupported,
+                "this server has no io role",
+            )),
+            (false, None, _) => Err(WireError::new(
+                ErrorCode::Unsupported,
+                "this server has no meta role; ask the metadata manager",
+            )),
+        }
+    }
+
+    fn reply_bytes_hint(&self, request: &Request) -> u64 {
+        self.io
+            .as_ref()
+            .map_or(0, |io| io.reply_bytes_hint(request))
+    }
+}
+
+/// The manager's calls to io servers, over the same transport as clients use.
+struct NetObjectServers {
+    pool: ConnectionPool,
+    addrs: HashMap<ServerId, String>,
+}
+
+impl NetObjectServers {
+    fn call(&self, server: ServerId, request: Request) -> Result<(), WireError> {
+        let addr = self.addrs.get(&server).ok_or_else(|| {
+            WireError::new(
+                ErrorCode::Unavailable,
+                format!("io server {server} is not in the cluster description"),
+            )
+        })?;
+        match self.pool.call(addr, &request, &[]) {
+            Ok(_) => Ok(()),
+            Err(weft_rpc::RpcError::Remote { error, .. }) => Err(error),
+            Err(e) => Err(WireError::new(e.code(), format!("io server {server}: {e}"))),
+        }
+    }
+}
+
+impl ObjectServers for NetObjectServers {
+    fn create_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
+        self.call(
+            server,
+            Request::ObjCreate {
+                inodes: inodes.to_vec(),
+            },
+        )
+    }
+    fn remove_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
+        self.call(
+            server,
+            Request::ObjRemove {
+                inodes: inodes.to_vec(),
+            },
+        )
+    }
+}
