@@ -1,0 +1,224 @@
+//! Test harness for integration tests: starts a real cluster with the `weft` binary
+//! (`weft up --home <tempdir>`), hands out clients, kills and restarts servers, and
+//! always stops every server it started, also when the test fails (Drop).
+//!
+//! The binaries come from the workspace's release build (`cargo build --release
+//! --workspace`, which `make test` runs first). A missing binary fails the test.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use weft_client::Client;
+use weft_config::{ClusterConfig, CLUSTER_FILE_NAME};
+
+/// The directory holding the workspace's binaries (`target/release`), found from the
+/// running test executable (`target/release/deps/<test>`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("test executable has a directory");
+    let dir = if deps.ends_with("deps") {
+        deps.parent().unwrap().to_path_buf()
+    } else {
+        deps.to_path_buf()
+    };
+    for name in ["weft", "weftd"] {
+        assert!(
+            dir.join(name).exists(),
+            "{} not found: build the workspace first (`cargo build --release --workspace`, done by `make test`)",
+            dir.join(name).display()
+        );
+    }
+    dir
+}
+
+/// Path of a workspace binary.
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// Options for `weft up`.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    pub io_servers: u32,
+    pub stripe_size: u64,
+    pub stripe_count: u32,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            io_servers: 4,
+            stripe_size: 64 * 1024,
+            stripe_count: 0,
+        }
+    }
+}
+
+/// A running cluster in a temporary home; stopped (and its home removed) on drop.
+pub struct TestCluster {
+    home: tempfile::TempDir,
+}
+
+impl TestCluster {
+    pub fn start() -> TestCluster {
+        TestCluster::start_with(&ClusterOptions::default())
+    }
+
+    pub fn start_with(options: &ClusterOptions) -> TestCluster {
+        let home = tempfile::Builder::new()
+            .prefix("weft-test-")
+            .tempdir()
+            .expect("tempdir");
+        let cluster = TestCluster { home };
+        let out = cluster.weft(&[
+            "up",
+            "--io",
+            &options.io_servers.to_string(),
+            "--stripe-size",
+            &options.stripe_size.to_string(),
+            "--stripe-count",
+            &options.stripe_count.to_string(),
+        ]);
+        assert!(
+            out.status.success(),
+            "weft up failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        cluster
+    }
+
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// Runs the `weft` CLI against this cluster and returns its output.
+    pub fn weft(&self, args: &[&str]) -> Output {
+        let mut full: Vec<&str> = Vec::new();
+        // Cluster-management commands take --home; the others find it via WEFT_HOME.
+        let home = self.home.path().to_str().expect("utf-8 temp path");
+        full.extend_from_slice(args);
+        if matches!(args.first(), Some(&"up") | Some(&"down") | Some(&"status")) {
+            full.extend_from_slice(&["--home", home]);
+        }
+        self.command("weft").args(&full).output().expect("running weft")
+    }
+
+    /// A command for a workspace binary with this cluster's environment set.
+    pub fn command(&self, name: &str) -> Command {
+        let mut c = Command::new(bin(name));
+        for (k, v) in self.env() {
+            c.env(k, v);
+        }
+        c
+    }
+
+    /// Environment variables that point clients at this cluster.
+    pub fn env(&self) -> Vec<(String, String)> {
+        // WEFT_META is left unset so that clients use this home's cluster.toml.
+        vec![("WEFT_HOME".into(), self.home.path().display().to_string())]
+    }
+
+    pub fn config(&self) -> ClusterConfig {
+        ClusterConfig::load(&self.home.path().join(CLUSTER_FILE_NAME)).expect("cluster.toml")
+    }
+
+    pub fn meta_addr(&self) -> String {
+        self.config().meta().addr.clone()
+    }
+
+    /// Address of server `id`.
+    pub fn addr(&self, id: u32) -> String {
+        self.config()
+            .server(id)
+            .unwrap_or_else(|| panic!("no server {id}"))
+            .addr
+            .clone()
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(&self.meta_addr()).expect("connecting to the test cluster")
+    }
+
+    /// The pid of server `id`, if running.
+    pub fn pid(&self, id: u32) -> Option<i32> {
+        let text =
+            std::fs::read_to_string(self.home.path().join("run").join(format!("server-{id}.pid"))).ok()?;
+        let pid: i32 = text.trim().parse().ok()?;
+        // SAFETY: signal 0 only checks existence.
+        (unsafe { libc::kill(pid, 0) } == 0 && !is_zombie(pid)).then_some(pid)
+    }
+
+    /// Kills server `id` with SIGKILL (a crash) and waits until it is gone.
+    pub fn kill9(&self, id: u32) {
+        let pid = self
+            .pid(id)
+            .unwrap_or_else(|| panic!("server {id} is not running"));
+        // SAFETY: signalling a weftd this cluster started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.pid(id).is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "server {id} (pid {pid}) survived SIGKILL"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends SIGSTOP (a hung server) or SIGCONT to server `id`.
+    pub fn signal(&self, id: u32, signal: i32) {
+        let pid = self
+            .pid(id)
+            .unwrap_or_else(|| panic!("server {id} is not running"));
+        // SAFETY: signalling a weftd this cluster started.
+        unsafe { libc::kill(pid, signal) };
+    }
+
+    /// Starts every stopped server again at its address and with its data.
+    pub fn restart(&self) {
+        let out = self.weft(&["up"]);
+        assert!(
+            out.status.success(),
+            "weft up (restart) failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        // `weft up` may have failed before writing the description: nothing to stop then
+        // but what the pid files name.
+        let ids: Vec<u32> = match ClusterConfig::load(&self.home.path().join(CLUSTER_FILE_NAME)) {
+            Ok(c) => c.servers.iter().map(|s| s.id).collect(),
+            Err(_) => (0..=64).collect(),
+        };
+        // Resume stopped servers so that they can exit on SIGTERM.
+        for &id in &ids {
+            if let Some(pid) = self.pid(id) {
+                // SAFETY: signalling a weftd this cluster started.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            }
+        }
+        let _ = self.weft(&["down"]);
+        // Whatever survived `weft down` is killed: no test leaves servers behind.
+        for &id in &ids {
+            if let Some(pid) = self.pid(id) {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
