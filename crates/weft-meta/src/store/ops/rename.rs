@@ -63,18 +63,22 @@ impl MetaStore {
                 Some((replaced, _)) => {
                     let replaced_record = child_record(tx, dst_parent, dst_name, replaced)?;
                     match (moved_is_directory, replaced_record.is_directory()) {
-                        (false, true) => return Err(WireError::new(
-                            ErrorCode::IsDirectory,
-                            format!(
+                        (false, true) => {
+                            return Err(WireError::new(
+                                ErrorCode::IsDirectory,
+                                format!(
                                 "cannot replace directory {dst_name:?} in {dst_parent} with a non-directory"
                             ),
-                        )),
-                        (true, false) => return Err(WireError::new(
-                            ErrorCode::NotDirectory,
-                            format!(
+                            ))
+                        }
+                        (true, false) => {
+                            return Err(WireError::new(
+                                ErrorCode::NotDirectory,
+                                format!(
                                 "cannot replace non-directory {dst_name:?} in {dst_parent} with a directory"
                             ),
-                        )),
+                            ))
+                        }
                         (true, true) if has_entries(tx, replaced)? => {
                             return Err(WireError::new(
                                 ErrorCode::NotEmpty,

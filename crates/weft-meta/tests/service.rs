@@ -1,0 +1,701 @@
+//! `MetaService` with a fake `ObjectServers`: request mapping, create with object
+//! creation and undo, races, and the orphan purger.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use common::*;
+use weft_layout::{InodeId, LayoutRequest, ServerId};
+use weft_meta::{CreateCheck, MetaService, ObjectServers};
+use weft_proto::{
+    Attr, ClusterInfo, Cred, ErrorCode, FileKind, IoServer, MetaStatfs, Request, Response, SetAttr, WireError,
+};
+
+type Hook = Box<dyn FnOnce(&MetaService) + Send>;
+
+/// In-memory io servers: which objects exist where, with injectable failures and
+/// a hook that runs once inside `create_objects` (to race against the service).
+#[derive(Default)]
+struct FakeServers {
+    objects: Mutex<BTreeMap<ServerId, BTreeSet<InodeId>>>,
+    create_fails: Mutex<BTreeSet<ServerId>>,
+    remove_fails: Mutex<BTreeSet<ServerId>>,
+    create_calls: AtomicUsize,
+    during_create: Mutex<Option<Hook>>,
+    service: Mutex<Weak<MetaService>>,
+}
+
+impl FakeServers {
+    fn objects_on(&self, server: ServerId) -> BTreeSet<InodeId> {
+        self.objects
+            .lock()
+            .unwrap()
+            .get(&server)
+            .cloned()
+            .unwrap_or_default()
+    }
+    /// Every (server, inode) object that exists.
+    fn all_objects(&self) -> BTreeSet<(ServerId, InodeId)> {
+        let objects = self.objects.lock().unwrap();
+        objects
+            .iter()
+            .flat_map(|(s, set)| set.iter().map(move |i| (*s, *i)))
+            .collect()
+    }
+}
+
+impl ObjectServers for FakeServers {
+    fn create_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
+        self.create_calls.fetch_add(1, Ordering::SeqCst);
+        let hook = self.during_create.lock().unwrap().take();
+        if let Some(hook) = hook {
+            let service = self.service.lock().unwrap().upgrade().expect("service alive");
+            hook(&service);
+        }
+        if self.create_fails.lock().unwrap().contains(&server) {
+            return Err(WireError::new(
+                ErrorCode::Unavailable,
+                format!("server {server} is down"),
+            ));
+        }
+        self.objects
+            .lock()
+            .unwrap()
+            .entry(server)
+            .or_default()
+            .extend(inodes);
+        Ok(())
+    }
+
+    fn remove_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
+        if self.remove_fails.lock().unwrap().contains(&server) {
+            return Err(WireError::new(
+                ErrorCode::Unavailable,
+                format!("server {server} is down"),
+            ));
+        }
+        if let Some(set) = self.objects.lock().unwrap().get_mut(&server) {
+            for inode in inodes {
+                set.remove(inode);
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    service: Arc<MetaService>,
+    servers: Arc<FakeServers>,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let servers = Arc::new(FakeServers::default());
+    let cluster = ClusterInfo {
+        name: "test".into(),
+        io_servers: IO_SERVERS
+            .iter()
+            .map(|id| IoServer {
+                id: *id,
+                addr: format!("127.0.0.1:{}", 7000 + id.0),
+            })
+            .collect(),
+        default_layout: cluster_default(),
+        // Whatever the description says, the service answers with the store's root.
+        root: InodeId(0),
+    };
+    let service = Arc::new(MetaService::new(store, cluster, servers.clone()).unwrap());
+    *servers.service.lock().unwrap() = Arc::downgrade(&service);
+    Fixture {
+        _dir: dir,
+        service,
+        servers,
+    }
+}
+
+fn create_request(
+    cred: Cred,
+    parent: InodeId,
+    name: &str,
+    layout: LayoutRequest,
+    exclusive: bool,
+) -> Request {
+    Request::Create {
+        cred,
+        parent,
+        name: name.into(),
+        mode: 0o644,
+        layout,
+        exclusive,
+    }
+}
+
+fn attr(response: Result<Response, WireError>) -> Attr {
+    match response {
+        Ok(Response::Attr(attr)) => attr,
+        other => panic!("expected attributes, got {other:?}"),
+    }
+}
+
+fn counts(f: &Fixture) -> MetaStatfs {
+    f.service.store().statfs(&root()).unwrap()
+}
+
+#[test]
+fn create_makes_one_object_on_each_server_of_the_layout() {
+    let f = fixture();
+    let layout = LayoutRequest {
+        stripe_count: Some(3),
+        first_server: Some(1),
+        ..Default::default()
+    };
+    // Alice may not write the root: refused before any object is made.
+    let refused = f
+        .service
+        .handle(create_request(alice(), InodeId::ROOT, "f", layout, true));
+    assert_eq!(code(refused), ErrorCode::PermissionDenied);
+    assert_eq!(f.servers.create_calls.load(Ordering::SeqCst), 0);
+    let file = attr(
+        f.service
+            .handle(create_request(root(), InodeId::ROOT, "f", layout, true)),
+    );
+    let expected: BTreeSet<(ServerId, InodeId)> = [ServerId(11), ServerId(12), ServerId(13)]
+        .into_iter()
+        .map(|s| (s, file.inode))
+        .collect();
+    assert_eq!(f.servers.all_objects(), expected);
+    assert_eq!(file.kind, FileKind::File);
+    assert_eq!(
+        f.service
+            .store()
+            .lookup(&root(), InodeId::ROOT, "f")
+            .unwrap()
+            .inode,
+        file.inode
+    );
+}
+
+#[test]
+fn a_failed_object_create_is_undone_everywhere() {
+    let f = fixture();
+    f.servers.create_fails.lock().unwrap().insert(ServerId(12));
+    let all = LayoutRequest {
+        stripe_count: Some(4),
+        ..Default::default()
+    };
+    let error = f
+        .service
+        .handle(create_request(root(), InodeId::ROOT, "f", all, true))
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::Unavailable);
+    assert!(error.message.contains("12"), "{}", error.message);
+    assert!(f.servers.all_objects().is_empty());
+    assert_eq!(
+        code(f.service.store().lookup(&root(), InodeId::ROOT, "f")),
+        ErrorCode::NotFound
+    );
+    assert_eq!(
+        counts(&f),
+        MetaStatfs {
+            files: 0,
+            directories: 1,
+            orphans: 0
+        }
+    );
+}
+
+#[test]
+fn objects_that_cannot_be_removed_are_left_to_the_purger() {
+    let f = fixture();
+    f.servers.create_fails.lock().unwrap().insert(ServerId(13));
+    f.servers.remove_fails.lock().unwrap().insert(ServerId(10));
+    let all = LayoutRequest {
+        stripe_count: Some(4),
+        ..Default::default()
+    };
+    assert!(f
+        .service
+        .handle(create_request(root(), InodeId::ROOT, "f", all, true))
+        .is_err());
+    // Server 10 still holds the object of a file that never existed: an orphan.
+    let left = f.servers.objects_on(ServerId(10));
+    assert_eq!(left.len(), 1);
+    let inode = *left.iter().next().unwrap();
+    let orphans = f.service.store().orphans(10).unwrap();
+    assert_eq!(orphans.len(), 1);
+    assert_eq!(orphans[0].0, inode);
+    assert_eq!(
+        counts(&f),
+        MetaStatfs {
+            files: 0,
+            directories: 1,
+            orphans: 1
+        }
+    );
+    // While server 10 fails, purging keeps the orphan; once it is back, it goes.
+    assert_eq!(f.service.purge_orphans_once(), 0);
+    assert_eq!(f.service.store().orphans(10).unwrap().len(), 1);
+    f.servers.remove_fails.lock().unwrap().clear();
+    assert_eq!(f.service.purge_orphans_once(), 1);
+    assert!(f.servers.all_objects().is_empty());
+    assert_eq!(counts(&f).orphans, 0);
+}
+
+#[test]
+fn existing_names_need_no_objects() {
+    let f = fixture();
+    let first = attr(f.service.handle(create_request(
+        root(),
+        InodeId::ROOT,
+        "f",
+        LayoutRequest::default(),
+        true,
+    )));
+    let calls = f.servers.create_calls.load(Ordering::SeqCst);
+    let again = attr(f.service.handle(create_request(
+        alice(),
+        InodeId::ROOT,
+        "f",
+        LayoutRequest::default(),
+        false,
+    )));
+    assert_eq!(again.inode, first.inode);
+    let exclusive = f.service.handle(create_request(
+        root(),
+        InodeId::ROOT,
+        "f",
+        LayoutRequest::default(),
+        true,
+    ));
+    assert_eq!(code(exclusive), ErrorCode::Exists);
+    assert_eq!(f.servers.create_calls.load(Ordering::SeqCst), calls);
+    assert_eq!(f.servers.all_objects().len(), 2);
+}
+
+/// Creates `name` in the root through the store alone, as a competing create that
+/// got there first would.
+fn create_directly(service: &MetaService, name: &str) -> InodeId {
+    let store = service.store();
+    match store
+        .create_check(
+            &root(),
+            InodeId::ROOT,
+            name,
+            0o644,
+            &LayoutRequest::default(),
+            true,
+        )
+        .unwrap()
+    {
+        CreateCheck::New(pending) => store.create_commit(&root(), pending).unwrap().inode,
+        CreateCheck::Existing(attr) => panic!("{name} exists: {attr:?}"),
+    }
+}
+
+#[test]
+fn a_create_that_loses_the_race_for_its_name_cleans_up() {
+    for exclusive in [false, true] {
+        let f = fixture();
+        let winner = Arc::new(Mutex::new(None));
+        let slot = winner.clone();
+        *f.servers.during_create.lock().unwrap() = Some(Box::new(move |service: &MetaService| {
+            *slot.lock().unwrap() = Some(create_directly(service, "f"));
+        }));
+        let result = f.service.handle(create_request(
+            root(),
+            InodeId::ROOT,
+            "f",
+            LayoutRequest::default(),
+            exclusive,
+        ));
+        let winner = winner.lock().unwrap().expect("the hook ran");
+        if exclusive {
+            assert_eq!(code(result), ErrorCode::Exists);
+        } else {
+            // Non-exclusive: the loser opens the winner's file.
+            assert_eq!(attr(result).inode, winner);
+        }
+        // The winner made no objects (it bypassed the service); the loser removed its own.
+        assert!(
+            f.servers.all_objects().is_empty(),
+            "exclusive {exclusive}: {:?}",
+            f.servers.all_objects()
+        );
+        assert_eq!(
+            counts(&f),
+            MetaStatfs {
+                files: 1,
+                directories: 1,
+                orphans: 0
+            }
+        );
+    }
+}
+
+#[test]
+fn a_commit_refused_after_the_objects_exist_removes_them() {
+    let f = fixture();
+    let d = f
+        .service
+        .store()
+        .mkdir(&root(), InodeId::ROOT, "d", 0o777)
+        .unwrap()
+        .inode;
+    *f.servers.during_create.lock().unwrap() = Some(Box::new(|service: &MetaService| {
+        service.store().rmdir(&root(), InodeId::ROOT, "d").unwrap();
+    }));
+    let result = f
+        .service
+        .handle(create_request(alice(), d, "f", LayoutRequest::default(), false));
+    assert_eq!(code(result), ErrorCode::Stale);
+    assert!(f.servers.all_objects().is_empty());
+}
+
+#[test]
+fn concurrent_creates_of_shared_names_leave_exactly_the_committed_objects() {
+    let f = fixture();
+    let threads = 6;
+    let names_per_thread = 40;
+    let results: Vec<Vec<(String, InodeId)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let service = &f.service;
+                scope.spawn(move || {
+                    (0..names_per_thread)
+                        .map(|i| {
+                            // Half the names are shared by all threads, half are private.
+                            let name = if i % 2 == 0 {
+                                format!("shared{i}")
+                            } else {
+                                format!("t{t}-{i}")
+                            };
+                            let layout = LayoutRequest {
+                                stripe_count: Some(2),
+                                first_server: Some(i % 4),
+                                ..Default::default()
+                            };
+                            let a = attr(service.handle(create_request(
+                                root(),
+                                InodeId::ROOT,
+                                &name,
+                                layout,
+                                false,
+                            )));
+                            (name, a.inode)
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Every thread saw the same inode for a shared name.
+    let mut by_name: BTreeMap<String, BTreeSet<InodeId>> = BTreeMap::new();
+    for (name, inode) in results.into_iter().flatten() {
+        by_name.entry(name).or_default().insert(inode);
+    }
+    assert!(by_name.values().all(|inodes| inodes.len() == 1), "{by_name:?}");
+    let expected_names = names_per_thread / 2 + threads * names_per_thread / 2;
+    assert_eq!(by_name.len(), expected_names as usize);
+    // Objects exist for exactly the committed files, on exactly their servers.
+    let store = f.service.store();
+    let mut expected = BTreeSet::new();
+    for name in by_name.keys() {
+        let a = store.lookup(&root(), InodeId::ROOT, name).unwrap();
+        for server in a.layout.unwrap().servers {
+            expected.insert((server, a.inode));
+        }
+    }
+    assert_eq!(f.servers.all_objects(), expected);
+    assert_eq!(counts(&f).files, expected_names as u64);
+}
+
+#[test]
+fn metadata_requests_map_to_store_operations() {
+    let f = fixture();
+    let s = &f.service;
+    let r = root;
+    match s.handle(Request::GetCluster).unwrap() {
+        Response::Cluster(c) => {
+            assert_eq!(c.root, InodeId::ROOT);
+            assert_eq!(
+                c.io_servers.iter().map(|s| s.id).collect::<Vec<_>>(),
+                IO_SERVERS.to_vec()
+            );
+            assert_eq!(c.default_layout, cluster_default());
+        }
+        other => panic!("{other:?}"),
+    }
+    let d = attr(s.handle(Request::Mkdir {
+        cred: r(),
+        parent: InodeId::ROOT,
+        name: "d".into(),
+        mode: 0o750,
+    }));
+    assert_eq!((d.kind, d.mode), (FileKind::Directory, 0o750));
+    assert_eq!(
+        attr(s.handle(Request::Resolve {
+            cred: r(),
+            path: "/d".into()
+        }))
+        .inode,
+        d.inode
+    );
+    assert_eq!(
+        attr(s.handle(Request::Lookup {
+            cred: r(),
+            parent: InodeId::ROOT,
+            name: "d".into()
+        }))
+        .inode,
+        d.inode
+    );
+    assert_eq!(
+        attr(s.handle(Request::GetAttr {
+            cred: r(),
+            inode: d.inode
+        }))
+        .inode,
+        d.inode
+    );
+    let changes = SetAttr {
+        mode: Some(0o700),
+        ..Default::default()
+    };
+    assert_eq!(
+        attr(s.handle(Request::SetAttr {
+            cred: r(),
+            inode: d.inode,
+            changes
+        }))
+        .mode,
+        0o700
+    );
+    let wanted = LayoutRequest {
+        stripe_count: Some(1),
+        ..Default::default()
+    };
+    let with_layout = attr(s.handle(Request::SetDirLayout {
+        cred: r(),
+        dir: d.inode,
+        layout: Some(wanted),
+    }));
+    assert_eq!(with_layout.dir_layout, Some(wanted));
+    let file = attr(s.handle(create_request(r(), d.inode, "f", LayoutRequest::default(), true)));
+    assert_eq!(file.layout.unwrap().servers.len(), 1);
+    let link = attr(s.handle(Request::Symlink {
+        cred: r(),
+        parent: d.inode,
+        name: "l".into(),
+        target: "f".into(),
+    }));
+    assert_eq!(
+        s.handle(Request::Readlink {
+            cred: r(),
+            inode: link.inode
+        })
+        .unwrap(),
+        Response::Link("f".into())
+    );
+    match s
+        .handle(Request::Readdir {
+            cred: r(),
+            dir: d.inode,
+            after: String::new(),
+            max_entries: 1,
+        })
+        .unwrap()
+    {
+        Response::Entries { entries, more } => {
+            assert_eq!(
+                entries.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+                vec!["f"]
+            );
+            assert!(more);
+        }
+        other => panic!("{other:?}"),
+    }
+    let rename = Request::Rename {
+        cred: r(),
+        src_parent: d.inode,
+        src_name: "f".into(),
+        dst_parent: InodeId::ROOT,
+        dst_name: "g".into(),
+    };
+    assert_eq!(s.handle(rename).unwrap(), Response::Done);
+    assert_eq!(
+        s.handle(Request::Unlink {
+            cred: r(),
+            parent: InodeId::ROOT,
+            name: "g".into()
+        })
+        .unwrap(),
+        Response::Done
+    );
+    assert_eq!(
+        s.handle(Request::Unlink {
+            cred: r(),
+            parent: d.inode,
+            name: "l".into()
+        })
+        .unwrap(),
+        Response::Done
+    );
+    assert_eq!(
+        s.handle(Request::Rmdir {
+            cred: r(),
+            parent: InodeId::ROOT,
+            name: "d".into()
+        })
+        .unwrap(),
+        Response::Done
+    );
+    assert_eq!(
+        s.handle(Request::Statfs { cred: r() }).unwrap(),
+        Response::Statfs(MetaStatfs {
+            files: 0,
+            directories: 1,
+            orphans: 1
+        })
+    );
+    // Errors come back as they are.
+    assert_eq!(
+        code(s.handle(Request::Rmdir {
+            cred: r(),
+            parent: InodeId::ROOT,
+            name: "d".into()
+        })),
+        ErrorCode::NotFound
+    );
+}
+
+#[test]
+fn io_requests_are_refused() {
+    let f = fixture();
+    let io = [
+        Request::ObjCreate {
+            inodes: vec![InodeId(5)],
+        },
+        Request::ObjRemove { inodes: vec![] },
+        Request::Sync { inode: InodeId(5) },
+        Request::Extents { items: vec![] },
+        Request::IoStatfs,
+    ];
+    for request in io {
+        let error = f.service.handle(request).unwrap_err();
+        assert_eq!(error.code, ErrorCode::Unsupported);
+        assert!(error.message.contains("metadata server"), "{}", error.message);
+    }
+    assert_eq!(
+        code(f.service.handle(Request::Hello { client: "c".into() })),
+        ErrorCode::Unsupported
+    );
+    assert!(f.servers.all_objects().is_empty());
+}
+
+#[test]
+fn purging_removes_objects_of_removed_files_and_retries_failures() {
+    let f = fixture();
+    let all = LayoutRequest {
+        stripe_count: Some(4),
+        ..Default::default()
+    };
+    let two = LayoutRequest {
+        stripe_count: Some(2),
+        first_server: Some(0),
+        ..Default::default()
+    };
+    let a = attr(
+        f.service
+            .handle(create_request(root(), InodeId::ROOT, "a", all, true)),
+    );
+    let b = attr(
+        f.service
+            .handle(create_request(root(), InodeId::ROOT, "b", two, true)),
+    );
+    let c = attr(
+        f.service
+            .handle(create_request(root(), InodeId::ROOT, "c", two, true)),
+    );
+    assert_eq!(f.service.purge_orphans_once(), 0);
+    f.service.store().unlink(&root(), InodeId::ROOT, "a").unwrap();
+    f.service.store().unlink(&root(), InodeId::ROOT, "b").unwrap();
+    let orphans: Vec<InodeId> = f
+        .service
+        .store()
+        .orphans(10)
+        .unwrap()
+        .iter()
+        .map(|o| o.0)
+        .collect();
+    assert_eq!(orphans, vec![a.inode, b.inode]);
+    // Server 12 holds only a's objects: while it fails, b (on 10 and 11) still goes.
+    f.servers.remove_fails.lock().unwrap().insert(ServerId(12));
+    assert_eq!(f.service.purge_orphans_once(), 1);
+    assert_eq!(
+        f.service
+            .store()
+            .orphans(10)
+            .unwrap()
+            .iter()
+            .map(|o| o.0)
+            .collect::<Vec<_>>(),
+        vec![a.inode]
+    );
+    f.servers.remove_fails.lock().unwrap().clear();
+    assert_eq!(f.service.purge_orphans_once(), 1);
+    assert_eq!(f.service.purge_orphans_once(), 0);
+    let expected: BTreeSet<_> = [(ServerId(10), c.inode), (ServerId(11), c.inode)]
+        .into_iter()
+        .collect();
+    assert_eq!(f.servers.all_objects(), expected);
+    assert_eq!(
+        counts(&f),
+        MetaStatfs {
+            files: 1,
+            directories: 1,
+            orphans: 0
+        }
+    );
+}
+
+#[test]
+fn the_purger_thread_purges_until_stopped() {
+    let f = fixture();
+    for name in ["x", "y", "z"] {
+        attr(f.service.handle(create_request(
+            root(),
+            InodeId::ROOT,
+            name,
+            LayoutRequest::default(),
+            true,
+        )));
+        f.service.store().unlink(&root(), InodeId::ROOT, name).unwrap();
+    }
+    assert_eq!(counts(&f).orphans, 3);
+    let purger = f.service.spawn_purger(Duration::from_millis(10));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while counts(&f).orphans != 0 {
+        assert!(Instant::now() < deadline, "purger did not purge in time");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(f.servers.all_objects().is_empty());
+    purger.stop();
+    // Stopped: new orphans stay.
+    attr(f.service.handle(create_request(
+        root(),
+        InodeId::ROOT,
+        "w",
+        LayoutRequest::default(),
+        true,
+    )));
+    f.service.store().unlink(&root(), InodeId::ROOT, "w").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(counts(&f).orphans, 1);
+}
