@@ -234,7 +234,9 @@ impl MetaService {
         }
     }
 
-    /// Calls `call` for every server, in parallel threads when there are several.
+    /// Calls `call` for every server, in parallel when there are several: the
+    /// servers are split into at most `OBJECT_CALLS_PARALLEL_MAX` chunks, the
+    /// first handled on this thread, each other on a scoped thread of its own.
     /// Results are in the order of `servers`.
     fn on_each_server(
         &self,
@@ -246,14 +248,20 @@ impl MetaService {
         }
         let mut results = vec![Ok(()); servers.len()];
         let per_thread = servers.len().div_ceil(OBJECT_CALLS_PARALLEL_MAX);
+        let run = |chunk: &[ServerId], slots: &mut [Result<(), WireError>]| {
+            for (&server, slot) in chunk.iter().zip(slots) {
+                *slot = call(server);
+            }
+        };
         std::thread::scope(|scope| {
-            for (chunk, slots) in servers.chunks(per_thread).zip(results.chunks_mut(per_thread)) {
-                let call = &call;
-                scope.spawn(move || {
-                    for (&server, slot) in chunk.iter().zip(slots) {
-                        *slot = call(server);
-                    }
-                });
+            let mut chunks = servers.chunks(per_thread).zip(results.chunks_mut(per_thread));
+            let here = chunks.next();
+            for (chunk, slots) in chunks {
+                let run = &run;
+                scope.spawn(move || run(chunk, slots));
+            }
+            if let Some((chunk, slots)) = here {
+                run(chunk, slots);
             }
         });
         results

@@ -94,12 +94,13 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let servers = Arc::new(FakeServers::default());
-    let cluster = ClusterInfo {
+    fixture_with(&IO_SERVERS)
+}
+
+fn cluster_info(io_servers: &[ServerId]) -> ClusterInfo {
+    ClusterInfo {
         name: "test".into(),
-        io_servers: IO_SERVERS
+        io_servers: io_servers
             .iter()
             .map(|id| IoServer {
                 id: *id,
@@ -109,8 +110,14 @@ fn fixture() -> Fixture {
         default_layout: cluster_default(),
         // Whatever the description says, the service answers with the store's root.
         root: InodeId(0),
-    };
-    let service = Arc::new(MetaService::new(store, cluster, servers.clone()).unwrap());
+    }
+}
+
+fn fixture_with(io_servers: &[ServerId]) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let servers = Arc::new(FakeServers::default());
+    let service = Arc::new(MetaService::new(store, cluster_info(io_servers), servers.clone()).unwrap());
     *servers.service.lock().unwrap() = Arc::downgrade(&service);
     Fixture {
         _dir: dir,
@@ -698,4 +705,66 @@ fn the_purger_thread_purges_until_stopped() {
     f.service.store().unlink(&root(), InodeId::ROOT, "w").unwrap();
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(counts(&f).orphans, 1);
+}
+
+#[test]
+fn wide_layouts_reach_every_server_and_fail_as_a_whole() {
+    // More servers than parallel calls: several servers per thread.
+    let many: Vec<ServerId> = (100..137).map(ServerId).collect();
+    let f = fixture_with(&many);
+    let all = LayoutRequest {
+        stripe_count: Some(0),
+        ..Default::default()
+    };
+    let file = attr(
+        f.service
+            .handle(create_request(root(), InodeId::ROOT, "wide", all, true)),
+    );
+    let expected: BTreeSet<_> = many.iter().map(|s| (*s, file.inode)).collect();
+    assert_eq!(f.servers.all_objects(), expected);
+    // One failing server in the middle undoes the objects on all the others.
+    f.servers.create_fails.lock().unwrap().insert(ServerId(120));
+    let error = f
+        .service
+        .handle(create_request(root(), InodeId::ROOT, "wide2", all, true))
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::Unavailable);
+    assert_eq!(f.servers.all_objects(), expected);
+}
+
+#[test]
+fn the_cluster_description_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers: Arc<FakeServers> = Arc::default();
+    let store = open(dir.path());
+    let twice = cluster_info(&[ServerId(1), ServerId(2), ServerId(1)]);
+    let error = MetaService::new(store, twice, servers.clone())
+        .err()
+        .expect("duplicate ids refused");
+    assert_eq!(error.code, ErrorCode::InvalidArgument);
+    // No io servers yet: the namespace works, file creation does not.
+    let store = open(dir.path());
+    let service = MetaService::new(store, cluster_info(&[]), servers.clone()).unwrap();
+    service.store().mkdir(&root(), InodeId::ROOT, "d", 0o755).unwrap();
+    let create = service.handle(create_request(
+        root(),
+        InodeId::ROOT,
+        "f",
+        LayoutRequest::default(),
+        true,
+    ));
+    assert_eq!(code(create), ErrorCode::InvalidLayout);
+    assert_eq!(servers.create_calls.load(Ordering::SeqCst), 0);
+    // A default that cannot resolve on the servers given is refused.
+    drop(service);
+    let store = open(dir.path());
+    let mut narrow = cluster_info(&[ServerId(1)]);
+    narrow.default_layout = LayoutRequest {
+        stripe_count: Some(2),
+        ..Default::default()
+    };
+    let error = MetaService::new(store, narrow, servers)
+        .err()
+        .expect("impossible default refused");
+    assert_eq!(error.code, ErrorCode::InvalidLayout);
 }

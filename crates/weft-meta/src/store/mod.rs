@@ -149,14 +149,17 @@ impl MetaStore {
     }
 
     /// Sets the io servers and cluster default layout used to resolve layouts. The
-    /// default must resolve on its own.
+    /// default must resolve on its own, unless there are no io servers yet (then
+    /// the namespace works but creating files fails with `InvalidLayout`).
     pub fn set_cluster(&self, cluster: ClusterLayout) -> Result<(), WireError> {
-        Layout::resolve(
-            &LayoutRequest::default(),
-            &cluster.default_layout,
-            &cluster.io_servers,
-        )
-        .map_err(|e| WireError::new(ErrorCode::InvalidLayout, format!("cluster default layout: {e}")))?;
+        if !cluster.io_servers.is_empty() {
+            Layout::resolve(
+                &LayoutRequest::default(),
+                &cluster.default_layout,
+                &cluster.io_servers,
+            )
+            .map_err(|e| WireError::new(ErrorCode::InvalidLayout, format!("cluster default layout: {e}")))?;
+        }
         *self.cluster.write().unwrap_or_else(|p| p.into_inner()) = cluster;
         Ok(())
     }
