@@ -3,7 +3,7 @@
 //! durability: an acknowledged operation survives a crash of the server.
 //!
 //! Tables, one per concern:
-//! - `inodes`: inode number -> encoded [`record::InodeRecord`];
+//! - `inodes`: inode number -> encoded inode record (`record.rs`);
 //! - `dirents`: (parent inode, name) -> (child inode, kind), so that a directory's
 //!   entries are one contiguous key range in name (byte) order;
 //! - `orphans`: inode number -> encoded `Layout` of a removed file whose objects
@@ -29,7 +29,7 @@ use redb::{
     WriteTransaction,
 };
 use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
-use weft_proto::{Cred, ErrorCode, FileKind, Timespec, WireError};
+use weft_proto::{Cred, ErrorCode, FileKind, Timespec, Wire, WireError};
 
 use access::{permits, MAY_EXECUTE};
 use record::InodeRecord;
@@ -427,7 +427,6 @@ impl<'t> WriteTables<'t> {
         self.remove_inode(inode)?;
         self.add_counter(COUNTER_FILES, -1)?;
         if let Some(layout) = &record.layout {
-            use weft_proto::Wire;
             self.orphans
                 .insert(inode.0, layout.to_bytes().as_slice())
                 .storage()?;
