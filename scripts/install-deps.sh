@@ -22,7 +22,7 @@ DEBIAN_PACKAGES=(
 )
 # Not mpich: it competes with Open MPI for the mpicc/mpirun alternatives.
 
-RUST_VERSION_MIN=1.80  # keep equal to rust-version in the workspace Cargo.toml
+RUST_VERSION_MIN=1.90  # keep equal to rust-version in the workspace Cargo.toml
 
 say() { printf 'install-deps: %s\n' "$*"; }
 die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }

@@ -192,11 +192,12 @@ impl Client {
 
     /// The manager's attributes of a path, without the derived file size.
     pub fn resolve(&self, path: &str) -> Result<Attr, ClientError> {
-        path::components(path)?;
+        // The manager takes canonical paths: "/a/b/" is sent as "/a/b".
+        let canonical = format!("/{}", path::components(path)?.join("/"));
         self.attr_of(
             Request::Resolve {
                 cred: self.cred_clone(),
-                path: path.to_owned(),
+                path: canonical,
             },
             path,
         )
