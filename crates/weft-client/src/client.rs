@@ -300,15 +300,23 @@ impl Client {
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
         let (parent, name) = path::split(path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
-        self.attr_of(
-            Request::Mkdir {
-                cred: self.cred_clone(),
-                parent: parent.inode,
-                name: name.to_owned(),
-                mode,
-            },
-            path,
-        )
+        self.mkdir_named(parent.inode, name, mode, path)
+    }
+
+    /// Creates directory `name` in directory `parent`. This and the other `*_in`
+    /// operations serve adapters that track inodes rather than paths (FUSE).
+    pub fn mkdir_in(&self, parent: InodeId, name: &str, mode: u32) -> Result<Attr, ClientError> {
+        self.mkdir_named(parent, name, mode, name)
+    }
+
+    fn mkdir_named(&self, parent: InodeId, name: &str, mode: u32, what: &str) -> Result<Attr, ClientError> {
+        let request = Request::Mkdir {
+            cred: self.cred_clone(),
+            parent,
+            name: name.to_owned(),
+            mode,
+        };
+        self.attr_of(request, what)
     }
 
     /// Creates a directory and any missing parents; existing directories are fine.
@@ -352,9 +360,29 @@ impl Client {
     pub fn create(&self, path: &str, options: &CreateOptions) -> Result<File, ClientError> {
         let (parent, name) = path::split(path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
+        self.create_named(parent.inode, name, options, path)
+    }
+
+    /// Creates (or with `exclusive: false` opens) file `name` in directory `parent`.
+    pub fn create_in(
+        &self,
+        parent: InodeId,
+        name: &str,
+        options: &CreateOptions,
+    ) -> Result<File, ClientError> {
+        self.create_named(parent, name, options, name)
+    }
+
+    fn create_named(
+        &self,
+        parent: InodeId,
+        name: &str,
+        options: &CreateOptions,
+        path: &str,
+    ) -> Result<File, ClientError> {
         let request = Request::Create {
             cred: self.cred_clone(),
-            parent: parent.inode,
+            parent,
             name: name.to_owned(),
             mode: options.mode,
             layout: options.layout,
@@ -504,27 +532,37 @@ impl Client {
     pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
         let (parent, name) = path::split(path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
-        self.done(
-            Request::Unlink {
-                cred: self.cred_clone(),
-                parent: parent.inode,
-                name: name.to_owned(),
-            },
-            path,
-        )
+        self.remove_named(parent.inode, name, false, path)
+    }
+
+    pub fn unlink_in(&self, parent: InodeId, name: &str) -> Result<(), ClientError> {
+        self.remove_named(parent, name, false, name)
     }
 
     pub fn rmdir(&self, path: &str) -> Result<(), ClientError> {
         let (parent, name) = path::split(path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
-        self.done(
-            Request::Rmdir {
-                cred: self.cred_clone(),
-                parent: parent.inode,
-                name: name.to_owned(),
-            },
-            path,
-        )
+        self.remove_named(parent.inode, name, true, path)
+    }
+
+    pub fn rmdir_in(&self, parent: InodeId, name: &str) -> Result<(), ClientError> {
+        self.remove_named(parent, name, true, name)
+    }
+
+    fn remove_named(
+        &self,
+        parent: InodeId,
+        name: &str,
+        directory: bool,
+        what: &str,
+    ) -> Result<(), ClientError> {
+        let (cred, name) = (self.cred_clone(), name.to_owned());
+        let request = if directory {
+            Request::Rmdir { cred, parent, name }
+        } else {
+            Request::Unlink { cred, parent, name }
+        };
+        self.done(request, what)
     }
 
     /// Renames atomically, replacing an existing target as POSIX rename(2) does.
@@ -533,6 +571,28 @@ impl Client {
         let (dst_dir, dst_name) = path::split(to)?;
         let src_parent = self.resolve(&src_dir).map_err(|e| e.context(from))?.inode;
         let dst_parent = self.resolve(&dst_dir).map_err(|e| e.context(to))?.inode;
+        let what = format!("rename {from} -> {to}");
+        self.rename_named((src_parent, src_name), (dst_parent, dst_name), &what)
+    }
+
+    /// Renames `src_name` in `src_parent` to `dst_name` in `dst_parent`, as `rename`.
+    pub fn rename_in(
+        &self,
+        src_parent: InodeId,
+        src_name: &str,
+        dst_parent: InodeId,
+        dst_name: &str,
+    ) -> Result<(), ClientError> {
+        let what = format!("rename {src_name} -> {dst_name}");
+        self.rename_named((src_parent, src_name), (dst_parent, dst_name), &what)
+    }
+
+    fn rename_named(
+        &self,
+        (src_parent, src_name): (InodeId, &str),
+        (dst_parent, dst_name): (InodeId, &str),
+        what: &str,
+    ) -> Result<(), ClientError> {
         let request = Request::Rename {
             cred: self.cred_clone(),
             src_parent,
@@ -540,7 +600,7 @@ impl Client {
             dst_parent,
             dst_name: dst_name.to_owned(),
         };
-        self.done(request, &format!("rename {from} -> {to}"))
+        self.done(request, what)
     }
 
     /// Changes attributes. A size change also truncates (or extends) the file's data on
@@ -580,26 +640,56 @@ impl Client {
         layout: Option<LayoutRequest>,
     ) -> Result<Attr, ClientError> {
         let dir = self.resolve(path)?;
-        self.attr_of(
-            Request::SetDirLayout {
-                cred: self.cred_clone(),
-                dir: dir.inode,
-                layout,
-            },
-            path,
-        )
+        self.set_dir_layout_named(dir.inode, layout, path)
+    }
+
+    pub fn set_dir_layout_in(
+        &self,
+        dir: InodeId,
+        layout: Option<LayoutRequest>,
+    ) -> Result<Attr, ClientError> {
+        self.set_dir_layout_named(dir, layout, &format!("inode {dir}"))
+    }
+
+    fn set_dir_layout_named(
+        &self,
+        dir: InodeId,
+        layout: Option<LayoutRequest>,
+        what: &str,
+    ) -> Result<Attr, ClientError> {
+        let request = Request::SetDirLayout {
+            cred: self.cred_clone(),
+            dir,
+            layout,
+        };
+        self.attr_of(request, what)
     }
 
     pub fn symlink(&self, target: &str, link_path: &str) -> Result<Attr, ClientError> {
         let (parent, name) = path::split(link_path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(link_path))?;
+        self.symlink_named(target, parent.inode, name, link_path)
+    }
+
+    /// Creates symbolic link `name` in directory `parent`, pointing at `target`.
+    pub fn symlink_in(&self, target: &str, parent: InodeId, name: &str) -> Result<Attr, ClientError> {
+        self.symlink_named(target, parent, name, name)
+    }
+
+    fn symlink_named(
+        &self,
+        target: &str,
+        parent: InodeId,
+        name: &str,
+        what: &str,
+    ) -> Result<Attr, ClientError> {
         let request = Request::Symlink {
             cred: self.cred_clone(),
-            parent: parent.inode,
+            parent,
             name: name.to_owned(),
             target: target.to_owned(),
         };
-        self.attr_of(request, link_path)
+        self.attr_of(request, what)
     }
 
     pub fn readlink(&self, path: &str) -> Result<String, ClientError> {
