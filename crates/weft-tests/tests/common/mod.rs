@@ -1,0 +1,172 @@
+//! Helpers shared by the end-to-end tests: a seeded random generator, content that
+//! both sides of a test can compute, waiting with a deadline, object files on disk.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use weft_client::{Client, ClientError, ErrorCode, InodeId, ServerId};
+use weft_testkit::TestCluster;
+
+/// A small seeded generator (SplitMix64): reproducible runs without a dependency.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, n)`; `n` must be positive.
+    pub fn below(&mut self, n: u64) -> u64 {
+        assert!(n > 0);
+        self.next_u64() % n
+    }
+
+    /// Uniform in `[lo, hi]`.
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = vec![0u8; n];
+        self.fill(&mut v);
+        v
+    }
+
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let x = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&x[..chunk.len()]);
+        }
+    }
+
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for k in (1..items.len()).rev() {
+            let j = self.below(k as u64 + 1) as usize;
+            items.swap(k, j);
+        }
+    }
+}
+
+/// The seed of this run: `WEFT_TEST_SEED` if set, else from the clock. Printed with
+/// the test's name so that a failure can be replayed.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("WEFT_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("{test}: seed {seed} (WEFT_TEST_SEED={seed} replays it)");
+    seed
+}
+
+/// The byte a test expects at file offset `x` of content `tag`: computable by any
+/// process without sharing buffers.
+pub fn byte_at(tag: u64, x: u64) -> u8 {
+    let mut z = x
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(tag.rotate_left(17));
+    z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    (z ^ (z >> 29)) as u8
+}
+
+pub fn pattern(tag: u64, offset: u64, len: usize) -> Vec<u8> {
+    (0..len as u64).map(|k| byte_at(tag, offset + k)).collect()
+}
+
+/// Polls `probe` until it returns `Some`, failing the test after `limit`.
+pub fn wait_for<T>(what: &str, limit: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Waits until the manager has purged every removed file's objects.
+pub fn wait_orphans_purged(client: &Client) {
+    wait_for("orphans to be purged", Duration::from_secs(20), || {
+        (client.statfs().expect("statfs").meta.orphans == 0).then_some(())
+    });
+}
+
+/// Asserts that `result` failed with `code`, and returns the error's message.
+#[track_caller]
+pub fn expect_code<T: std::fmt::Debug>(result: Result<T, ClientError>, code: ErrorCode) -> String {
+    match result {
+        Ok(v) => panic!("expected {code:?}, got Ok({v:?})"),
+        Err(e) => {
+            assert_eq!(e.code(), code, "wrong error code; message: {e}");
+            e.to_string()
+        }
+    }
+}
+
+/// Where io server `id` of a `weft up` cluster keeps the object of `inode` (the io
+/// daemon's documented naming: `objects/<low byte hex>/<16 hex digits>`).
+pub fn object_path(cluster: &TestCluster, id: ServerId, inode: InodeId) -> PathBuf {
+    cluster
+        .home()
+        .join("data")
+        .join(format!("server-{}", id.0))
+        .join("objects")
+        .join(format!("{:02x}", inode.0 & 0xff))
+        .join(format!("{:016x}", inode.0))
+}
+
+/// The ids of the io servers of a cluster, in the cluster's order.
+pub fn io_server_ids(client: &Client) -> Vec<ServerId> {
+    client
+        .cluster_info()
+        .io_servers
+        .iter()
+        .map(|s| s.id)
+        .collect()
+}
+
+/// Output of a `weft` command as text, failing the test if it did not succeed.
+#[track_caller]
+pub fn weft_ok(cluster: &TestCluster, args: &[&str]) -> String {
+    let out = cluster.weft(args);
+    assert!(
+        out.status.success(),
+        "weft {args:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// Output of a `weft` command that must fail: (exit code, stderr).
+#[track_caller]
+pub fn weft_err(cluster: &TestCluster, args: &[&str]) -> (i32, String) {
+    let out = cluster.weft(args);
+    assert!(
+        !out.status.success(),
+        "weft {args:?} should have failed but printed:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
