@@ -1,0 +1,22 @@
+//! Fuzz target: the wire decoders must reject, never panic on, any bytes a peer sends.
+//!
+//! The input is read three ways at once: its first 32 bytes as a frame header, its first
+//! two bytes as an opcode with everything after them as that request's body, and the same
+//! body as a response. The body starts at byte 2 rather than after the header so that
+//! short inputs reach the message decoders too: they need no valid header in front.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use weft_proto::msg::{decode_result, Request};
+use weft_proto::{FrameHeader, FRAME_HEADER_BYTES};
+
+fuzz_target!(|data: &[u8]| {
+    if let Some((header, _)) = data.split_first_chunk::<FRAME_HEADER_BYTES>() {
+        let _ = FrameHeader::decode(header);
+    }
+    let Some(([opcode_low, opcode_high], body)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let _ = Request::decode(u16::from_le_bytes([*opcode_low, *opcode_high]), body);
+    let _ = decode_result(body);
+});
