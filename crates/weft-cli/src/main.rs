@@ -155,6 +155,8 @@ weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 
     },
     /// Show namespace counts and each io server's space.
     Df,
+    /// Benchmarks that compare Weft with a local-file baseline in the same run.
+    Bench(weft_bench::BenchArgs),
 }
 
 fn main() {
@@ -215,5 +217,6 @@ fn run(command: Command) -> Result<()> {
             files::layout(&connect()?, &path, set.then(|| layout.request()), clear)
         }
         Command::Df => files::df(&connect()?),
+        Command::Bench(args) => weft_bench::run(args),
     }
 }

@@ -1,0 +1,101 @@
+//! Shared reporting: bandwidth arithmetic, the PVFS way of summarising repeats, text
+//! tables, and JSON files.
+
+use anyhow::{Context, Result};
+use std::path::Path;
+
+pub const MIB: u64 = 1 << 20;
+
+/// MiB/s for `bytes` moved in `ns` nanoseconds.
+pub fn mib_per_s(bytes: u64, ns: u64) -> f64 {
+    bytes as f64 / MIB as f64 / (ns.max(1) as f64 / 1e9)
+}
+
+/// PVFS's summary of repeated runs: with three or more, the lowest and highest are
+/// discarded and the rest averaged; with fewer, all are averaged.
+pub fn trimmed_mean(values: &[f64]) -> f64 {
+    assert!(!values.is_empty(), "no values to summarise");
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let kept = if v.len() >= 3 { &v[1..v.len() - 1] } else { &v[..] };
+    kept.iter().sum::<f64>() / kept.len() as f64
+}
+
+/// A text table with a header row; columns are padded to their widest cell, text
+/// aligned left and numbers right.
+pub struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Table {
+        Table {
+            rows: vec![header.iter().map(|s| s.to_string()).collect()],
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        assert_eq!(cells.len(), self.rows[0].len(), "row width");
+        self.rows.push(cells);
+    }
+
+    pub fn render(&self) -> String {
+        let columns = self.rows[0].len();
+        let widths: Vec<usize> = (0..columns)
+            .map(|c| self.rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        let numeric = |s: &str| s.starts_with(|c: char| c.is_ascii_digit() || c == '-');
+        // A column of numbers is right-aligned, its header too.
+        let right: Vec<bool> = (0..columns)
+            .map(|c| self.rows.len() > 1 && self.rows[1..].iter().all(|r| numeric(&r[c])))
+            .collect();
+        let mut out = String::new();
+        for row in &self.rows {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(widths.iter().zip(&right))
+                .map(|(cell, (&w, &right))| {
+                    if right {
+                        format!("{cell:>w$}")
+                    } else {
+                        format!("{cell:<w$}")
+                    }
+                })
+                .collect();
+            out.push_str(cells.join("  ").trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Writes `value` as pretty JSON to `path`, creating its directory.
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_drops_the_extremes_only_from_three_runs_on() {
+        assert_eq!(trimmed_mean(&[10.0]), 10.0);
+        assert_eq!(trimmed_mean(&[10.0, 20.0]), 15.0);
+        assert_eq!(trimmed_mean(&[100.0, 10.0, 20.0]), 20.0);
+        assert_eq!(trimmed_mean(&[1.0, 10.0, 20.0, 30.0, 1000.0]), 20.0);
+    }
+
+    #[test]
+    fn bandwidth_and_tables() {
+        assert_eq!(mib_per_s(1 << 30, 1_000_000_000), 1024.0);
+        let mut t = Table::new(&["method", "MiB/s"]);
+        t.row(vec!["weft".into(), "12.5".into()]);
+        t.row(vec!["local".into(), "1000.0".into()]);
+        assert_eq!(t.render(), "method   MiB/s\nweft      12.5\nlocal   1000.0\n");
+    }
+}

@@ -1,0 +1,91 @@
+//! `weft bench concurrent` end to end on a small real cluster: not timed, only that the
+//! benchmark runs its worker processes, moves and verifies every byte, and reports it.
+
+use serde_json::Value;
+use weft_testkit::TestCluster;
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn the_concurrent_benchmark_moves_and_verifies_every_byte_and_writes_json() {
+    let cluster = TestCluster::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let json = scratch.path().join("out").join("concurrent.json");
+    let out = cluster
+        .command("weft")
+        .args(["bench", "concurrent", "--procs", "2", "--block-mib", "4"])
+        .args(["--repeat", "1", "--stripe-size", "64K"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--local-dir")
+        .arg(scratch.path())
+        .output()
+        .expect("running weft bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "weft bench failed:\n{stdout}{stderr}");
+    assert!(stdout.contains("weft    read"), "no table:\n{stdout}");
+
+    let results: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let total = 2 * 4 * MIB;
+    assert_eq!(results["total_bytes"], total);
+    assert_eq!(results["block_bytes"], 4 * MIB);
+    assert_eq!(results["stripe_size_bytes"], 64 * 1024);
+    let runs = results["runs"].as_array().unwrap();
+    let methods: Vec<&str> = runs.iter().map(|r| r["method"].as_str().unwrap()).collect();
+    assert_eq!(methods, ["weft", "local"]);
+    for run in runs {
+        assert_eq!(run["size_after_write"], total, "{run}");
+        assert_eq!(run["bytes_read"], total, "{run}");
+        assert_eq!(run["bytes_verified"], total, "{run}");
+        for key in ["write_ns", "sync_ns", "read_ns"] {
+            let per_process = run[key].as_array().unwrap();
+            assert_eq!(per_process.len(), 2, "{key}: one timing per process");
+            assert!(
+                per_process.iter().all(|t| t.as_u64().unwrap() > 0),
+                "{key}: {run}"
+            );
+        }
+    }
+    let phases: Vec<(&str, &str)> = results["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["method"].as_str().unwrap(), s["phase"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("local", "write"),
+            ("local", "write+sync"),
+            ("local", "read"),
+            ("weft", "write"),
+            ("weft", "write+sync"),
+            ("weft", "read"),
+        ]
+    );
+
+    // Without --keep both files are gone.
+    let stat = cluster.weft(&["stat", "/bench.dat"]);
+    assert!(!stat.status.success(), "the Weft file was left behind");
+    let left: Vec<_> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "out")
+        .collect();
+    assert!(left.is_empty(), "local files left behind: {left:?}");
+}
+
+#[test]
+fn the_benchmark_fails_clearly_without_a_cluster() {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .args(["bench", "concurrent", "--procs", "1", "--block-mib", "1"])
+        .env("WEFT_HOME", home.path())
+        .env_remove("WEFT_META")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("weft up"), "{stderr}");
+}
