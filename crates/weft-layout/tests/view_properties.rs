@@ -685,7 +685,8 @@ fn check_view(spec: &Spec, m: &Model, case: &ViewCase) -> Result<(), TestCaseErr
                 continue;
             }
             if let Some(last) = expected.last_mut() {
-                if last.file_offset + last.len == f && f % stripe_size_bytes != 0 {
+                // Same stripe: not at the stripe's first byte.
+                if last.file_offset + last.len == f && f != stripe * stripe_size_bytes {
                     last.len += 1;
                     continue;
                 }
