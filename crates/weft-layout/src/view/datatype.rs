@@ -51,7 +51,7 @@ pub(crate) struct Bounds {
     pub monotonic: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Eq)]
 pub(crate) enum Kind {
     /// `size_bytes` contiguous bytes starting at `displacement`.
     Bytes {
@@ -108,6 +108,37 @@ impl PartialEq for Datatype {
 }
 
 impl Eq for Datatype {}
+
+impl PartialEq for Kind {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Kind::Bytes { displacement: a }, Kind::Bytes { displacement: b }) => a == b,
+            (Kind::Vector(a), Kind::Vector(b)) => a == b,
+            (Kind::Blocks(a), Kind::Blocks(b)) => {
+                if a.len() != b.len() {
+                    return false;
+                }
+                // Indexed types name one child from every block: compare each pair of
+                // children once, not once per block.
+                let mut equal_children: Option<(*const Datatype, *const Datatype)> = None;
+                for (x, y) in a.iter().zip(b.iter()) {
+                    if (x.displacement, x.count, x.data_before) != (y.displacement, y.count, y.data_before) {
+                        return false;
+                    }
+                    let pair = (Arc::as_ptr(&x.child), Arc::as_ptr(&y.child));
+                    if equal_children != Some(pair) {
+                        if x.child != y.child {
+                            return false;
+                        }
+                        equal_children = Some(pair);
+                    }
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
 
 impl Datatype {
     /// Number of data bytes (MPI_Type_size).

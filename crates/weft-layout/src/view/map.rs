@@ -104,7 +104,8 @@ impl View {
         Ok(file_offset as u64)
     }
 
-    /// View offset of the first view byte at or after file offset `file_offset`.
+    /// View offset of the first view byte at or after file offset `file_offset` (0 for
+    /// an empty view).
     pub fn file_to_view(&self, file_offset: u64) -> u64 {
         let size = self.filetype.size_bytes();
         if size == 0 {
@@ -121,7 +122,11 @@ impl View {
         let tile = ((relative - true_ub).div_euclid(extent) + 1).max(0);
         let inside = relative - tile * extent;
         let index = data_at_or_after(&self.filetype, inside as i64);
-        (tile * i128::from(size) + i128::from(index)) as u64
+        let view_offset = tile * i128::from(size) + i128::from(index);
+        // View byte j lies at file offset >= j (offsets increase from >= 0), so the first
+        // view byte at or after `file_offset` has a view offset <= `file_offset`.
+        debug_assert!(view_offset <= i128::from(file_offset));
+        view_offset as u64
     }
 
     /// Checks that `[view_offset, view_offset + len)` exists and maps below the largest
