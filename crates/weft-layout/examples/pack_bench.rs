@@ -4,6 +4,7 @@
 //! Pack and unpack move 64 MiB of strided pieces (stride twice the piece) and are
 //! compared with a plain memcpy of the same bytes measured in the same run. Iteration
 //! walks a CYCLIC(8) x CYCLIC(8) darray over a 256 MiB matrix on a 2 x 2 process grid.
+//! Server iteration (`pieces_on`) is compared with filtering every view piece.
 //!
 //! Run: `cargo run --release -p weft-layout --example pack_bench [figures.json]`
 
@@ -129,6 +130,82 @@ fn measure_iteration(element_bytes: u64) -> IterationFigures {
     }
 }
 
+/// Server 0's pieces of a view interval two ways: `pieces_on` (row jumps and re-seeks)
+/// and the plain reference, every view piece split by stripes and filtered.
+struct ServerFigures {
+    case: &'static str,
+    pieces: u64,
+    pieces_on_seconds: f64,
+    filter_seconds: f64,
+}
+
+fn measure_server(case: &'static str, view: &View, len: u64, layout: &Layout) -> ServerFigures {
+    let mut pieces = 0;
+    let pieces_on_time = best(|| {
+        pieces = view
+            .pieces_on(0, len, layout, 0)
+            .expect("server pieces")
+            .fold(0u64, |count, p| {
+                black_box(p.len);
+                count + 1
+            });
+    });
+    let mut filtered = 0;
+    let filter_time = best(|| {
+        filtered = 0;
+        for piece in view.pieces(0, len).expect("pieces") {
+            for stripe_piece in layout.pieces(piece.file_offset, piece.len).expect("stripes") {
+                if stripe_piece.server_index == 0 {
+                    black_box(stripe_piece.local_offset);
+                    filtered += 1;
+                }
+            }
+        }
+    });
+    assert_eq!(pieces, filtered, "{case}: both ways find the same pieces");
+    ServerFigures {
+        case,
+        pieces,
+        pieces_on_seconds: pieces_on_time.as_secs_f64(),
+        filter_seconds: filter_time.as_secs_f64(),
+    }
+}
+
+fn server_cases() -> Vec<ServerFigures> {
+    let striped = |stripe_size_bytes: u64, count: u32| Layout {
+        stripe_size_bytes,
+        servers: (0..count).map(ServerId).collect(),
+    };
+    let small = View::partition(0, 64, 256).expect("partition");
+    let large = View::partition(0, 1 << 20, 4 << 20).expect("partition");
+    let cyclic = [Distribution::Cyclic(Some(8)); 2];
+    let element = Datatype::bytes(1).expect("element");
+    let darray =
+        Datatype::darray(4, 0, &[16384, 16384], &cyclic, &[2, 2], Order::C, &element).expect("darray");
+    let darray_bytes = darray.size_bytes();
+    let darray = View::new(0, darray).expect("view");
+    vec![
+        measure_server(
+            "64 B every 256 B, 64 KiB x 8",
+            &small,
+            64 << 20,
+            &striped(64 << 10, 8),
+        ),
+        measure_server(
+            "1 MiB every 4 MiB, 64 KiB x 16",
+            &large,
+            1 << 30,
+            &striped(64 << 10, 16),
+        ),
+        measure_server(
+            "CYCLIC(8)^2 darray, 64 KiB x 4",
+            &darray,
+            darray_bytes,
+            &striped(64 << 10, 4),
+        ),
+    ]
+}
+
 fn main() {
     let json_path = std::env::args().nth(1);
     println!("pack/unpack of 64 MiB in strided pieces (stride = 2 x piece), best of {REPETITIONS}");
@@ -171,6 +248,23 @@ fn main() {
         );
         iteration_rows.push(f);
     }
+    println!();
+    println!("server 0's pieces: pieces_on against splitting and filtering every view piece");
+    println!(
+        "{:>34} {:>12} {:>14} {:>12} {:>8}",
+        "view, stripes x servers", "pieces", "pieces_on s", "filter s", "speedup"
+    );
+    let server_rows = server_cases();
+    for f in &server_rows {
+        println!(
+            "{:>34} {:>12} {:>14.4} {:>12.4} {:>8.1}",
+            f.case,
+            f.pieces,
+            f.pieces_on_seconds,
+            f.filter_seconds,
+            f.filter_seconds / f.pieces_on_seconds
+        );
+    }
     if let Some(path) = json_path {
         let pack_json: Vec<String> = pack_rows
             .iter()
@@ -190,10 +284,20 @@ fn main() {
                 )
             })
             .collect();
+        let server_json: Vec<String> = server_rows
+            .iter()
+            .map(|f| {
+                format!(
+                    "{{\"case\":\"{}\",\"pieces\":{},\"pieces_on_s\":{:.5},\"filter_s\":{:.5}}}",
+                    f.case, f.pieces, f.pieces_on_seconds, f.filter_seconds
+                )
+            })
+            .collect();
         let json = format!(
-            "{{\"pack\":[{}],\"iteration\":[{}]}}\n",
+            "{{\"pack\":[{}],\"iteration\":[{}],\"server\":[{}]}}\n",
             pack_json.join(","),
-            iteration_json.join(",")
+            iteration_json.join(","),
+            server_json.join(",")
         );
         std::fs::write(&path, json).expect("writing the JSON figures");
         println!("\nfigures written to {path}");
