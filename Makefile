@@ -52,8 +52,10 @@ test: deps lint build
 	$(MAKE) --no-print-directory fuzz-smoke
 	scripts/test-summary.sh target/cargo-test.log
 
+# The fuzz crate is a workspace of its own, so `--all` does not reach it.
 lint:
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 
 # `-s none`: no sanitizer. The decoders are safe Rust, so AddressSanitizer finds nothing that
