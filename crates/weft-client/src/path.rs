@@ -17,7 +17,11 @@ pub fn components(path: &str) -> Result<Vec<&str>, ClientError> {
         return bad("paths must be absolute (start with /)");
     }
     if path.len() > PATH_BYTES_MAX {
-        return bad("longer than 4096 bytes");
+        // ENAMETOOLONG, as the manager answers for the same path.
+        return Err(ClientError::refused(
+            weft_proto::ErrorCode::NameTooLong,
+            format!("invalid path: {} bytes, longer than {PATH_BYTES_MAX}", path.len()),
+        ));
     }
     if path.contains('\0') {
         return bad("contains a NUL byte");
@@ -77,6 +81,13 @@ mod tests {
         let long = format!("/{}", "x".repeat(256));
         assert_eq!(
             components(&long).unwrap_err().code(),
+            weft_proto::ErrorCode::NameTooLong
+        );
+        // Regression: a path over PATH_MAX made of valid names was InvalidArgument here
+        // while the manager answers NameTooLong for it (found by weft-tests bad_input).
+        let deep = format!("/{}", vec!["d".repeat(200); 21].join("/"));
+        assert_eq!(
+            components(&deep).unwrap_err().code(),
             weft_proto::ErrorCode::NameTooLong
         );
         assert_eq!(split("/a/b").unwrap(), ("/a".to_string(), "b"));
