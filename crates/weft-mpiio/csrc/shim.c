@@ -1,0 +1,201 @@
+/* The MPI shim: the few MPI calls the Rust half needs, with handles as wm_h so that
+ * Rust needs neither mpi.h nor an MPI implementation's ABI. */
+#include <mpi.h>
+#include <string.h>
+
+#include "shim.h"
+
+#define COMM(h) ((MPI_Comm)(h))
+#define TYPE(h) ((MPI_Datatype)(h))
+#define INFO(h) ((MPI_Info)(h))
+
+int wm_comm_rank(wm_h comm, int *rank) { return MPI_Comm_rank(COMM(comm), rank); }
+int wm_comm_size(wm_h comm, int *size) { return MPI_Comm_size(COMM(comm), size); }
+
+int wm_comm_dup(wm_h comm, wm_h *out)
+{
+    MPI_Comm dup;
+    int rc = MPI_Comm_dup(COMM(comm), &dup);
+    *out = (wm_h)dup;
+    return rc;
+}
+
+int wm_comm_free(wm_h comm)
+{
+    MPI_Comm c = COMM(comm);
+    return MPI_Comm_free(&c);
+}
+
+int wm_comm_group(wm_h comm, wm_h *group)
+{
+    MPI_Group g;
+    int rc = MPI_Comm_group(COMM(comm), &g);
+    *group = (wm_h)g;
+    return rc;
+}
+
+int wm_allreduce_i64(wm_h comm, int64_t *values, int n, int op)
+{
+    MPI_Op mop = op == 0 ? MPI_MAX : op == 1 ? MPI_MIN : MPI_SUM;
+    return MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_INT64_T, mop, COMM(comm));
+}
+
+int wm_bcast(wm_h comm, void *buf, int64_t len, int root)
+{
+    char *p = buf;
+    while (len > 0) {
+        int n = len > (1 << 30) ? (1 << 30) : (int)len;
+        int rc = MPI_Bcast(p, n, MPI_BYTE, root, COMM(comm));
+        if (rc != MPI_SUCCESS)
+            return rc;
+        p += n;
+        len -= n;
+    }
+    return MPI_SUCCESS;
+}
+
+int wm_barrier(wm_h comm) { return MPI_Barrier(COMM(comm)); }
+
+int wm_allgather_i64(wm_h comm, const int64_t *send, int n, int64_t *recv)
+{
+    return MPI_Allgather(send, n, MPI_INT64_T, recv, n, MPI_INT64_T, COMM(comm));
+}
+
+int wm_alltoall_i64(wm_h comm, const int64_t *send, int64_t *recv)
+{
+    return MPI_Alltoall(send, 1, MPI_INT64_T, recv, 1, MPI_INT64_T, COMM(comm));
+}
+
+int wm_alltoallv_bytes(wm_h comm, const void *sbuf, const int *scounts, const int *sdispls,
+                       void *rbuf, const int *rcounts, const int *rdispls)
+{
+    return MPI_Alltoallv(sbuf, scounts, sdispls, MPI_BYTE, rbuf, rcounts, rdispls, MPI_BYTE,
+                         COMM(comm));
+}
+
+int wm_processor_name(char *buf, int len)
+{
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int n = 0;
+    int rc = MPI_Get_processor_name(name, &n);
+    if (rc != MPI_SUCCESS || len <= 0)
+        return rc;
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, name, (size_t)n);
+    buf[n] = 0;
+    return rc;
+}
+
+static int combiner_of(int c)
+{
+    if (c == MPI_COMBINER_NAMED) return WM_COMBINER_NAMED;
+    if (c == MPI_COMBINER_DUP) return WM_COMBINER_DUP;
+    if (c == MPI_COMBINER_CONTIGUOUS) return WM_COMBINER_CONTIGUOUS;
+    if (c == MPI_COMBINER_VECTOR) return WM_COMBINER_VECTOR;
+    if (c == MPI_COMBINER_HVECTOR) return WM_COMBINER_HVECTOR;
+    if (c == MPI_COMBINER_INDEXED) return WM_COMBINER_INDEXED;
+    if (c == MPI_COMBINER_HINDEXED) return WM_COMBINER_HINDEXED;
+    if (c == MPI_COMBINER_INDEXED_BLOCK) return WM_COMBINER_INDEXED_BLOCK;
+    if (c == MPI_COMBINER_HINDEXED_BLOCK) return WM_COMBINER_HINDEXED_BLOCK;
+    if (c == MPI_COMBINER_STRUCT) return WM_COMBINER_STRUCT;
+    if (c == MPI_COMBINER_SUBARRAY) return WM_COMBINER_SUBARRAY;
+    if (c == MPI_COMBINER_DARRAY) return WM_COMBINER_DARRAY;
+    if (c == MPI_COMBINER_RESIZED) return WM_COMBINER_RESIZED;
+    if (c == MPI_COMBINER_F90_REAL || c == MPI_COMBINER_F90_COMPLEX ||
+        c == MPI_COMBINER_F90_INTEGER)
+        return WM_COMBINER_F90;
+    return -1;
+}
+
+int wm_type_envelope(wm_h type, int *ni, int *na, int *nd, int *combiner)
+{
+    int c = 0;
+    int rc = MPI_Type_get_envelope(TYPE(type), ni, na, nd, &c);
+    *combiner = combiner_of(c);
+    return rc;
+}
+
+int wm_type_contents(wm_h type, int ni, int na, int nd, int *ints, int64_t *addrs, wm_h *types)
+{
+    MPI_Aint a[na > 0 ? na : 1];
+    MPI_Datatype t[nd > 0 ? nd : 1];
+    int rc = MPI_Type_get_contents(TYPE(type), ni, na, nd, ints, a, t);
+    for (int i = 0; i < na; i++)
+        addrs[i] = (int64_t)a[i];
+    for (int i = 0; i < nd; i++)
+        types[i] = (wm_h)t[i];
+    return rc;
+}
+
+int wm_type_free(wm_h type)
+{
+    MPI_Datatype t = TYPE(type);
+    return MPI_Type_free(&t);
+}
+
+int wm_type_dup(wm_h type, wm_h *out)
+{
+    MPI_Datatype t;
+    int rc = MPI_Type_dup(TYPE(type), &t);
+    *out = (wm_h)t;
+    return rc;
+}
+
+int wm_type_size(wm_h type, int64_t *size)
+{
+    MPI_Count n = 0;
+    int rc = MPI_Type_size_x(TYPE(type), &n);
+    *size = (int64_t)n;
+    return rc;
+}
+
+int wm_type_extent(wm_h type, int64_t *lb, int64_t *extent)
+{
+    MPI_Count l = 0, e = 0;
+    int rc = MPI_Type_get_extent_x(TYPE(type), &l, &e);
+    *lb = (int64_t)l;
+    *extent = (int64_t)e;
+    return rc;
+}
+
+int wm_const(int which)
+{
+    switch (which) {
+    case WM_ORDER_C: return MPI_ORDER_C;
+    case WM_ORDER_FORTRAN: return MPI_ORDER_FORTRAN;
+    case WM_DISTRIBUTE_BLOCK: return MPI_DISTRIBUTE_BLOCK;
+    case WM_DISTRIBUTE_CYCLIC: return MPI_DISTRIBUTE_CYCLIC;
+    case WM_DISTRIBUTE_NONE: return MPI_DISTRIBUTE_NONE;
+    case WM_DISTRIBUTE_DFLT_DARG: return MPI_DISTRIBUTE_DFLT_DARG;
+    case WM_MAX_INFO_KEY: return MPI_MAX_INFO_KEY;
+    case WM_MAX_INFO_VAL: return MPI_MAX_INFO_VAL;
+    case WM_DISPLACEMENT_CURRENT: return (int)MPI_DISPLACEMENT_CURRENT;
+    default: return -1;
+    }
+}
+
+wm_h wm_type_byte(void) { return (wm_h)MPI_BYTE; }
+
+wm_h wm_info_null(void) { return (wm_h)MPI_INFO_NULL; }
+
+int wm_info_create(wm_h *out)
+{
+    MPI_Info info;
+    int rc = MPI_Info_create(&info);
+    *out = (wm_h)info;
+    return rc;
+}
+
+int wm_info_set(wm_h info, const char *key, const char *value)
+{
+    return MPI_Info_set(INFO(info), key, value);
+}
+
+int wm_info_nkeys(wm_h info, int *n) { return MPI_Info_get_nkeys(INFO(info), n); }
+int wm_info_nthkey(wm_h info, int n, char *key) { return MPI_Info_get_nthkey(INFO(info), n, key); }
+
+int wm_info_get(wm_h info, const char *key, int buflen, char *value, int *flag)
+{
+    return MPI_Info_get(INFO(info), key, buflen, value, flag);
+}

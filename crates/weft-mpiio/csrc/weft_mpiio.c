@@ -1,0 +1,636 @@
+/* The MPI_File_* entry points of libweft_mpiio.so (reached through the Rust
+ * trampolines in src/entry.rs, see there why). A file whose name starts with "weft:"
+ * becomes a Weft file, a pointer to the Rust half's own struct; every call on any
+ * other file passes through to the MPI library's PMPI_File_*. Calls on a Weft file
+ * that Weft does not implement fail with MPI_ERR_UNSUPPORTED_OPERATION and a message,
+ * so a Weft handle never reaches the MPI library. */
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+#define OURS(fh) ((fh) != MPI_FILE_NULL && weft_mpiio_is_ours((wm_h)(fh)))
+#define H(x) ((wm_h)(x))
+
+static int is_weft_name(const char *name)
+{
+    return name != NULL && strncmp(name, "weft:", 5) == 0;
+}
+
+static int mpi_class(int e)
+{
+    switch (e) {
+    case WM_OK: return MPI_SUCCESS;
+    case WM_ERR_ARG: return MPI_ERR_ARG;
+    case WM_ERR_COUNT: return MPI_ERR_COUNT;
+    case WM_ERR_TYPE: return MPI_ERR_TYPE;
+    case WM_ERR_AMODE: return MPI_ERR_AMODE;
+    case WM_ERR_NO_SUCH_FILE: return MPI_ERR_NO_SUCH_FILE;
+    case WM_ERR_FILE_EXISTS: return MPI_ERR_FILE_EXISTS;
+    case WM_ERR_ACCESS: return MPI_ERR_ACCESS;
+    case WM_ERR_NO_SPACE: return MPI_ERR_NO_SPACE;
+    case WM_ERR_READ_ONLY: return MPI_ERR_READ_ONLY;
+    case WM_ERR_IO: return MPI_ERR_IO;
+    case WM_ERR_UNSUPPORTED_OPERATION: return MPI_ERR_UNSUPPORTED_OPERATION;
+    case WM_ERR_UNSUPPORTED_DATAREP: return MPI_ERR_UNSUPPORTED_DATAREP;
+    case WM_ERR_NOT_SAME: return MPI_ERR_NOT_SAME;
+    case WM_ERR_FILE: return MPI_ERR_FILE;
+    case WM_ERR_BAD_FILE: return MPI_ERR_BAD_FILE;
+    case WM_ERR_INFO_VALUE: return MPI_ERR_INFO_VALUE;
+    case WM_ERR_QUOTA: return MPI_ERR_QUOTA;
+    case WM_ERR_INTERN: return MPI_ERR_INTERN;
+    case WM_ERR_FILE_IN_USE: return MPI_ERR_FILE_IN_USE;
+    default: return MPI_ERR_OTHER;
+    }
+}
+
+static int amode_to_wm(int amode)
+{
+    int m = 0;
+    if (amode & MPI_MODE_RDONLY) m |= WM_MODE_RDONLY;
+    if (amode & MPI_MODE_RDWR) m |= WM_MODE_RDWR;
+    if (amode & MPI_MODE_WRONLY) m |= WM_MODE_WRONLY;
+    if (amode & MPI_MODE_CREATE) m |= WM_MODE_CREATE;
+    if (amode & MPI_MODE_EXCL) m |= WM_MODE_EXCL;
+    if (amode & MPI_MODE_DELETE_ON_CLOSE) m |= WM_MODE_DELETE_ON_CLOSE;
+    if (amode & MPI_MODE_UNIQUE_OPEN) m |= WM_MODE_UNIQUE_OPEN;
+    if (amode & MPI_MODE_SEQUENTIAL) m |= WM_MODE_SEQUENTIAL;
+    if (amode & MPI_MODE_APPEND) m |= WM_MODE_APPEND;
+    return m;
+}
+
+static int amode_from_wm(int m)
+{
+    int amode = 0;
+    if (m & WM_MODE_RDONLY) amode |= MPI_MODE_RDONLY;
+    if (m & WM_MODE_RDWR) amode |= MPI_MODE_RDWR;
+    if (m & WM_MODE_WRONLY) amode |= MPI_MODE_WRONLY;
+    if (m & WM_MODE_CREATE) amode |= MPI_MODE_CREATE;
+    if (m & WM_MODE_EXCL) amode |= MPI_MODE_EXCL;
+    if (m & WM_MODE_DELETE_ON_CLOSE) amode |= MPI_MODE_DELETE_ON_CLOSE;
+    if (m & WM_MODE_UNIQUE_OPEN) amode |= MPI_MODE_UNIQUE_OPEN;
+    if (m & WM_MODE_SEQUENTIAL) amode |= MPI_MODE_SEQUENTIAL;
+    if (m & WM_MODE_APPEND) amode |= MPI_MODE_APPEND;
+    return amode;
+}
+
+/* User file error handlers: MPI gives no way back from an MPI_Errhandler to its
+ * function, so MPI_File_create_errhandler records the pair here. */
+#define USER_ERRHANDLERS_MAX 64
+static struct {
+    MPI_Errhandler handler;
+    MPI_File_errhandler_function *function;
+} user_errhandlers[USER_ERRHANDLERS_MAX];
+static int user_errhandler_count;
+static pthread_mutex_t user_errhandler_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static MPI_File_errhandler_function *user_function(MPI_Errhandler eh)
+{
+    MPI_File_errhandler_function *f = NULL;
+    pthread_mutex_lock(&user_errhandler_lock);
+    for (int i = 0; i < user_errhandler_count; i++)
+        if (user_errhandlers[i].handler == eh)
+            f = user_errhandlers[i].function;
+    pthread_mutex_unlock(&user_errhandler_lock);
+    return f;
+}
+
+/* Hands error class `code` to error handler `eh` of file `fh` and returns it. */
+static int invoke(MPI_Errhandler eh, MPI_File fh, int code)
+{
+    if (code == MPI_SUCCESS || eh == MPI_ERRORS_RETURN || eh == MPI_ERRHANDLER_NULL)
+        return code;
+    if (eh == MPI_ERRORS_ARE_FATAL) {
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(code, text, &len);
+        fprintf(stderr, "weft-mpiio: error on a weft: file (%s); MPI_ERRORS_ARE_FATAL aborts\n",
+                text);
+        MPI_Abort(MPI_COMM_WORLD, code);
+        return code;
+    }
+    MPI_File_errhandler_function *f = user_function(eh);
+    if (f != NULL)
+        f(&fh, &code);
+    return code;
+}
+
+static MPI_Errhandler null_file_errhandler(void)
+{
+    MPI_Errhandler eh = MPI_ERRORS_RETURN;
+    PMPI_File_get_errhandler(MPI_FILE_NULL, &eh);
+    return eh;
+}
+
+static int fail(MPI_File fh, int werr)
+{
+    if (werr == WM_OK)
+        return MPI_SUCCESS;
+    MPI_Errhandler eh = (MPI_Errhandler)weft_mpiio_errhandler(H(fh));
+    return invoke(eh, fh, mpi_class(werr));
+}
+
+static int unsupported(MPI_File fh, const char *what)
+{
+    fprintf(stderr, "weft-mpiio: %s is not supported on weft: files (MPI_ERR_UNSUPPORTED_OPERATION)\n",
+            what);
+    return fail(fh, WM_ERR_UNSUPPORTED_OPERATION);
+}
+
+static void set_status(MPI_Status *status, int64_t bytes)
+{
+    if (status != MPI_STATUS_IGNORE)
+        MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)bytes);
+}
+
+static int io(MPI_File fh, int flags, MPI_Offset offset, void *buf, int count,
+              MPI_Datatype type, MPI_Status *status)
+{
+    int64_t bytes = 0;
+    int e = weft_mpiio_io(H(fh), flags, (int64_t)offset, buf, count, H(type), &bytes);
+    if (e == WM_OK)
+        set_status(status, bytes);
+    return fail(fh, e);
+}
+
+/* ---- Files, errors and handles ---- */
+
+int wm_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
+{
+    if (!is_weft_name(filename))
+        return PMPI_File_open(comm, filename, amode, info, fh);
+    MPI_Errhandler eh = null_file_errhandler();
+    wm_h out = 0;
+    int e = weft_mpiio_open(H(comm), filename, amode_to_wm(amode), H(info), H(eh), &out);
+    if (e != WM_OK) {
+        *fh = MPI_FILE_NULL;
+        return invoke(eh, MPI_FILE_NULL, mpi_class(e));
+    }
+    *fh = (MPI_File)out;
+    return MPI_SUCCESS;
+}
+
+int wm_File_close(MPI_File *fh)
+{
+    if (fh == NULL || !OURS(*fh))
+        return PMPI_File_close(fh);
+    MPI_File f = *fh;
+    MPI_Errhandler eh = (MPI_Errhandler)weft_mpiio_errhandler(H(f));
+    int e = weft_mpiio_close(H(f));
+    *fh = MPI_FILE_NULL;
+    return invoke(eh, MPI_FILE_NULL, mpi_class(e));
+}
+
+int wm_File_delete(const char *filename, MPI_Info info)
+{
+    if (!is_weft_name(filename))
+        return PMPI_File_delete(filename, info);
+    return invoke(null_file_errhandler(), MPI_FILE_NULL,
+                  mpi_class(weft_mpiio_delete(filename, H(info))));
+}
+
+MPI_Fint wm_File_c2f(MPI_File fh)
+{
+    if (!OURS(fh))
+        return PMPI_File_c2f(fh);
+    return (MPI_Fint)weft_mpiio_fint(H(fh));
+}
+
+MPI_File wm_File_f2c(MPI_Fint f)
+{
+    wm_h ours = weft_mpiio_from_fint((int)f);
+    if (ours != 0)
+        return (MPI_File)ours;
+    return PMPI_File_f2c(f);
+}
+
+int wm_File_call_errhandler(MPI_File fh, int errorcode)
+{
+    if (!OURS(fh))
+        return PMPI_File_call_errhandler(fh, errorcode);
+    invoke((MPI_Errhandler)weft_mpiio_errhandler(H(fh)), fh, errorcode);
+    return MPI_SUCCESS;
+}
+
+int wm_File_create_errhandler(MPI_File_errhandler_function *function, MPI_Errhandler *errhandler)
+{
+    int rc = PMPI_File_create_errhandler(function, errhandler);
+    if (rc == MPI_SUCCESS) {
+        pthread_mutex_lock(&user_errhandler_lock);
+        if (user_errhandler_count < USER_ERRHANDLERS_MAX) {
+            user_errhandlers[user_errhandler_count].handler = *errhandler;
+            user_errhandlers[user_errhandler_count].function = function;
+            user_errhandler_count++;
+        } else {
+            fprintf(stderr, "weft-mpiio: more than %d file error handlers; later ones are not "
+                            "called for weft: files\n", USER_ERRHANDLERS_MAX);
+        }
+        pthread_mutex_unlock(&user_errhandler_lock);
+    }
+    return rc;
+}
+
+int wm_File_set_errhandler(MPI_File fh, MPI_Errhandler errhandler)
+{
+    if (!OURS(fh))
+        return PMPI_File_set_errhandler(fh, errhandler);
+    weft_mpiio_set_errhandler(H(fh), H(errhandler));
+    return MPI_SUCCESS;
+}
+
+int wm_File_get_errhandler(MPI_File fh, MPI_Errhandler *errhandler)
+{
+    if (!OURS(fh))
+        return PMPI_File_get_errhandler(fh, errhandler);
+    *errhandler = (MPI_Errhandler)weft_mpiio_errhandler(H(fh));
+    return MPI_SUCCESS;
+}
+
+/* ---- Size, info, modes ---- */
+
+int wm_File_set_size(MPI_File fh, MPI_Offset size)
+{
+    if (!OURS(fh))
+        return PMPI_File_set_size(fh, size);
+    return fail(fh, weft_mpiio_set_size(H(fh), (int64_t)size));
+}
+
+int wm_File_preallocate(MPI_File fh, MPI_Offset size)
+{
+    if (!OURS(fh))
+        return PMPI_File_preallocate(fh, size);
+    return fail(fh, weft_mpiio_preallocate(H(fh), (int64_t)size));
+}
+
+int wm_File_get_size(MPI_File fh, MPI_Offset *size)
+{
+    if (!OURS(fh))
+        return PMPI_File_get_size(fh, size);
+    int64_t s = 0;
+    int e = weft_mpiio_get_size(H(fh), &s);
+    *size = (MPI_Offset)s;
+    return fail(fh, e);
+}
+
+int wm_File_get_group(MPI_File fh, MPI_Group *group)
+{
+    if (!OURS(fh))
+        return PMPI_File_get_group(fh, group);
+    wm_h g = 0;
+    int e = weft_mpiio_get_group(H(fh), &g);
+    *group = (MPI_Group)g;
+    return fail(fh, e);
+}
+
+int wm_File_get_amode(MPI_File fh, int *amode)
+{
+    if (!OURS(fh))
+        return PMPI_File_get_amode(fh, amode);
+    int m = 0;
+    int e = weft_mpiio_get_amode(H(fh), &m);
+    *amode = amode_from_wm(m);
+    return fail(fh, e);
+}
+
+int wm_File_set_info(MPI_File fh, MPI_Info info)
+{
+    if (!OURS(fh))
+        return PMPI_File_set_info(fh, info);
+    return fail(fh, weft_mpiio_set_info(H(fh), H(info)));
+}
+
+int wm_File_get_info(MPI_File fh, MPI_Info *info_used)
+{
+    if (!OURS(fh))
+        return PMPI_File_get_info(fh, info_used);
+    wm_h i = 0;
+    int e = weft_mpiio_get_info(H(fh), &i);
+    *info_used = (MPI_Info)i;
+    return fail(fh, e);
+}
+
+int wm_File_set_atomicity(MPI_File fh, int flag)
+{
+    if (!OURS(fh))
+        return PMPI_File_set_atomicity(fh, flag);
+    return fail(fh, weft_mpiio_set_atomicity(H(fh), flag));
+}
+
+int wm_File_get_atomicity(MPI_File fh, int *flag)
+{
+    if (!OURS(fh))
+        return PMPI_File_get_atomicity(fh, flag);
+    return fail(fh, weft_mpiio_get_atomicity(H(fh), flag));
+}
+
+int wm_File_sync(MPI_File fh)
+{
+    if (!OURS(fh))
+        return PMPI_File_sync(fh);
+    return fail(fh, weft_mpiio_sync(H(fh)));
+}
+
+/* ---- Views and file pointers ---- */
+
+int wm_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+                     const char *datarep, MPI_Info info)
+{
+    if (!OURS(fh))
+        return PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+    return fail(fh, weft_mpiio_set_view(H(fh), (int64_t)disp, H(etype), H(filetype), datarep,
+                                        H(info)));
+}
+
+int wm_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Datatype *filetype,
+                     char *datarep)
+{
+    if (!OURS(fh))
+        return PMPI_File_get_view(fh, disp, etype, filetype, datarep);
+    int64_t d = 0;
+    wm_h e_type = 0, f_type = 0;
+    int e = weft_mpiio_get_view(H(fh), &d, &e_type, &f_type, datarep);
+    *disp = (MPI_Offset)d;
+    *etype = (MPI_Datatype)e_type;
+    *filetype = (MPI_Datatype)f_type;
+    return fail(fh, e);
+}
+
+int wm_File_get_type_extent(MPI_File fh, MPI_Datatype datatype, MPI_Aint *extent)
+{
+    if (!OURS(fh))
+        return PMPI_File_get_type_extent(fh, datatype, extent);
+    int64_t x = 0;
+    int e = weft_mpiio_get_type_extent(H(fh), H(datatype), &x);
+    *extent = (MPI_Aint)x;
+    return fail(fh, e);
+}
+
+static int whence_to_wm(int whence)
+{
+    if (whence == MPI_SEEK_SET) return 0;
+    if (whence == MPI_SEEK_CUR) return 1;
+    if (whence == MPI_SEEK_END) return 2;
+    return -1;
+}
+
+int wm_File_seek(MPI_File fh, MPI_Offset offset, int whence)
+{
+    if (!OURS(fh))
+        return PMPI_File_seek(fh, offset, whence);
+    return fail(fh, weft_mpiio_seek(H(fh), (int64_t)offset, whence_to_wm(whence)));
+}
+
+int wm_File_get_position(MPI_File fh, MPI_Offset *offset)
+{
+    if (!OURS(fh))
+        return PMPI_File_get_position(fh, offset);
+    int64_t o = 0;
+    int e = weft_mpiio_get_position(H(fh), &o);
+    *offset = (MPI_Offset)o;
+    return fail(fh, e);
+}
+
+int wm_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offset *disp)
+{
+    if (!OURS(fh))
+        return PMPI_File_get_byte_offset(fh, offset, disp);
+    int64_t d = 0;
+    int e = weft_mpiio_get_byte_offset(H(fh), (int64_t)offset, &d);
+    *disp = (MPI_Offset)d;
+    return fail(fh, e);
+}
+
+/* ---- Data access: explicit offsets and individual file pointers ---- */
+
+int wm_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype,
+                    MPI_Status *status)
+{
+    if (!OURS(fh))
+        return PMPI_File_read_at(fh, offset, buf, count, datatype, status);
+    return io(fh, WM_IO_EXPLICIT_OFFSET, offset, buf, count, datatype, status);
+}
+
+int wm_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
+                        MPI_Datatype datatype, MPI_Status *status)
+{
+    if (!OURS(fh))
+        return PMPI_File_read_at_all(fh, offset, buf, count, datatype, status);
+    return io(fh, WM_IO_EXPLICIT_OFFSET | WM_IO_COLLECTIVE, offset, buf, count, datatype, status);
+}
+
+int wm_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                     MPI_Datatype datatype, MPI_Status *status)
+{
+    if (!OURS(fh))
+        return PMPI_File_write_at(fh, offset, buf, count, datatype, status);
+    return io(fh, WM_IO_EXPLICIT_OFFSET | WM_IO_WRITE, offset, (void *)buf, count, datatype,
+              status);
+}
+
+int wm_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                         MPI_Datatype datatype, MPI_Status *status)
+{
+    if (!OURS(fh))
+        return PMPI_File_write_at_all(fh, offset, buf, count, datatype, status);
+    return io(fh, WM_IO_EXPLICIT_OFFSET | WM_IO_WRITE | WM_IO_COLLECTIVE, offset, (void *)buf,
+              count, datatype, status);
+}
+
+int wm_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
+{
+    if (!OURS(fh))
+        return PMPI_File_read(fh, buf, count, datatype, status);
+    return io(fh, 0, 0, buf, count, datatype, status);
+}
+
+int wm_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+                     MPI_Status *status)
+{
+    if (!OURS(fh))
+        return PMPI_File_read_all(fh, buf, count, datatype, status);
+    return io(fh, WM_IO_COLLECTIVE, 0, buf, count, datatype, status);
+}
+
+int wm_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                  MPI_Status *status)
+{
+    if (!OURS(fh))
+        return PMPI_File_write(fh, buf, count, datatype, status);
+    return io(fh, WM_IO_WRITE, 0, (void *)buf, count, datatype, status);
+}
+
+int wm_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                      MPI_Status *status)
+{
+    if (!OURS(fh))
+        return PMPI_File_write_all(fh, buf, count, datatype, status);
+    return io(fh, WM_IO_WRITE | WM_IO_COLLECTIVE, 0, (void *)buf, count, datatype, status);
+}
+
+/* ---- Not implemented on Weft files: nonblocking, split collective, shared file
+ * pointer ---- */
+
+#define UNSUPPORTED(call, fh, ...)                                                        \
+    do {                                                                                  \
+        if (!OURS(fh))                                                                    \
+            return P##call(fh, __VA_ARGS__);                                              \
+        return unsupported(fh, #call);                                                    \
+    } while (0)
+
+int wm_File_iread_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype,
+                     MPI_Request *request)
+{
+    UNSUPPORTED(MPI_File_iread_at, fh, offset, buf, count, datatype, request);
+}
+
+int wm_File_iwrite_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                      MPI_Datatype datatype, MPI_Request *request)
+{
+    UNSUPPORTED(MPI_File_iwrite_at, fh, offset, buf, count, datatype, request);
+}
+
+int wm_File_iread_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
+                         MPI_Datatype datatype, MPI_Request *request)
+{
+    UNSUPPORTED(MPI_File_iread_at_all, fh, offset, buf, count, datatype, request);
+}
+
+int wm_File_iwrite_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                          MPI_Datatype datatype, MPI_Request *request)
+{
+    UNSUPPORTED(MPI_File_iwrite_at_all, fh, offset, buf, count, datatype, request);
+}
+
+int wm_File_iread(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
+{
+    UNSUPPORTED(MPI_File_iread, fh, buf, count, datatype, request);
+}
+
+int wm_File_iwrite(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                   MPI_Request *request)
+{
+    UNSUPPORTED(MPI_File_iwrite, fh, buf, count, datatype, request);
+}
+
+int wm_File_iread_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+                      MPI_Request *request)
+{
+    UNSUPPORTED(MPI_File_iread_all, fh, buf, count, datatype, request);
+}
+
+int wm_File_iwrite_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                       MPI_Request *request)
+{
+    UNSUPPORTED(MPI_File_iwrite_all, fh, buf, count, datatype, request);
+}
+
+int wm_File_read_shared(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+                        MPI_Status *status)
+{
+    UNSUPPORTED(MPI_File_read_shared, fh, buf, count, datatype, status);
+}
+
+int wm_File_write_shared(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                         MPI_Status *status)
+{
+    UNSUPPORTED(MPI_File_write_shared, fh, buf, count, datatype, status);
+}
+
+int wm_File_iread_shared(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+                         MPI_Request *request)
+{
+    UNSUPPORTED(MPI_File_iread_shared, fh, buf, count, datatype, request);
+}
+
+int wm_File_iwrite_shared(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                          MPI_Request *request)
+{
+    UNSUPPORTED(MPI_File_iwrite_shared, fh, buf, count, datatype, request);
+}
+
+int wm_File_read_ordered(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+                         MPI_Status *status)
+{
+    UNSUPPORTED(MPI_File_read_ordered, fh, buf, count, datatype, status);
+}
+
+int wm_File_write_ordered(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                          MPI_Status *status)
+{
+    UNSUPPORTED(MPI_File_write_ordered, fh, buf, count, datatype, status);
+}
+
+int wm_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence)
+{
+    UNSUPPORTED(MPI_File_seek_shared, fh, offset, whence);
+}
+
+int wm_File_get_position_shared(MPI_File fh, MPI_Offset *offset)
+{
+    UNSUPPORTED(MPI_File_get_position_shared, fh, offset);
+}
+
+int wm_File_read_at_all_begin(MPI_File fh, MPI_Offset offset, void *buf, int count,
+                              MPI_Datatype datatype)
+{
+    UNSUPPORTED(MPI_File_read_at_all_begin, fh, offset, buf, count, datatype);
+}
+
+int wm_File_read_at_all_end(MPI_File fh, void *buf, MPI_Status *status)
+{
+    UNSUPPORTED(MPI_File_read_at_all_end, fh, buf, status);
+}
+
+int wm_File_write_at_all_begin(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                               MPI_Datatype datatype)
+{
+    UNSUPPORTED(MPI_File_write_at_all_begin, fh, offset, buf, count, datatype);
+}
+
+int wm_File_write_at_all_end(MPI_File fh, const void *buf, MPI_Status *status)
+{
+    UNSUPPORTED(MPI_File_write_at_all_end, fh, buf, status);
+}
+
+int wm_File_read_all_begin(MPI_File fh, void *buf, int count, MPI_Datatype datatype)
+{
+    UNSUPPORTED(MPI_File_read_all_begin, fh, buf, count, datatype);
+}
+
+int wm_File_read_all_end(MPI_File fh, void *buf, MPI_Status *status)
+{
+    UNSUPPORTED(MPI_File_read_all_end, fh, buf, status);
+}
+
+int wm_File_write_all_begin(MPI_File fh, const void *buf, int count, MPI_Datatype datatype)
+{
+    UNSUPPORTED(MPI_File_write_all_begin, fh, buf, count, datatype);
+}
+
+int wm_File_write_all_end(MPI_File fh, const void *buf, MPI_Status *status)
+{
+    UNSUPPORTED(MPI_File_write_all_end, fh, buf, status);
+}
+
+int wm_File_read_ordered_begin(MPI_File fh, void *buf, int count, MPI_Datatype datatype)
+{
+    UNSUPPORTED(MPI_File_read_ordered_begin, fh, buf, count, datatype);
+}
+
+int wm_File_read_ordered_end(MPI_File fh, void *buf, MPI_Status *status)
+{
+    UNSUPPORTED(MPI_File_read_ordered_end, fh, buf, status);
+}
+
+int wm_File_write_ordered_begin(MPI_File fh, const void *buf, int count, MPI_Datatype datatype)
+{
+    UNSUPPORTED(MPI_File_write_ordered_begin, fh, buf, count, datatype);
+}
+
+int wm_File_write_ordered_end(MPI_File fh, const void *buf, MPI_Status *status)
+{
+    UNSUPPORTED(MPI_File_write_ordered_end, fh, buf, status);
+}

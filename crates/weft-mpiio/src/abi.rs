@@ -1,0 +1,303 @@
+//! The Rust half's C functions (`weft_mpiio_*`, declared in `csrc/shim.h`), called by
+//! `csrc/weft_mpiio.c` for Weft files: the registry of open Weft files, argument
+//! checks, and a guard that turns a panic into MPI_ERR_INTERN instead of unwinding
+//! into C.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{LazyLock, Mutex};
+
+use crate::error::{ErrorClass, MpiioError, Result};
+use crate::file::{report, MpiFile};
+use crate::mpi::Handle;
+
+/// Most Weft files open at once in one process.
+const OPEN_FILES_MAX: usize = 65_536;
+/// Fortran handles of Weft files start here, far from the MPI library's small indices.
+const FINT_BASE: i32 = 0x4000_0000;
+
+/// Every open Weft file: pointer → slot, and slot → pointer (the Fortran handle).
+#[derive(Default)]
+struct Registry {
+    slot_of: HashMap<usize, usize>,
+    slots: Vec<Option<usize>>,
+}
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Default::default);
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn register(file: Box<MpiFile>) -> Result<usize> {
+    let mut r = registry();
+    let slot = match r.slots.iter().position(Option::is_none) {
+        Some(s) => s,
+        None if r.slots.len() < OPEN_FILES_MAX => {
+            r.slots.push(None);
+            r.slots.len() - 1
+        }
+        None => {
+            return Err(MpiioError::new(
+                ErrorClass::Other,
+                format!("more than {OPEN_FILES_MAX} weft: files open"),
+            ))
+        }
+    };
+    let ptr = Box::into_raw(file) as usize;
+    r.slots[slot] = Some(ptr);
+    r.slot_of.insert(ptr, slot);
+    Ok(ptr)
+}
+
+/// The file behind a handle the C side checked with `weft_mpiio_is_ours`.
+fn file<'a>(fh: Handle) -> Result<&'a MpiFile> {
+    if !registry().slot_of.contains_key(&fh) {
+        return Err(MpiioError::new(ErrorClass::BadFile, "not an open weft: file"));
+    }
+    // SAFETY: registered pointers come from Box::into_raw and stay valid until close
+    // removes them; MPI forbids using a handle concurrently with its close.
+    Ok(unsafe { &*(fh as *const MpiFile) })
+}
+
+/// Runs `f`, turning errors into classes (reported when verbose) and panics into
+/// MPI_ERR_INTERN.
+fn guard(f: impl FnOnce() -> Result<()>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            report(&e);
+            e.class as c_int
+        }
+        Err(_) => {
+            eprintln!("weft-mpiio: internal error (panic); see the message above");
+            ErrorClass::Intern as c_int
+        }
+    }
+}
+
+fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
+    if p.is_null() {
+        return Err(MpiioError::new(ErrorClass::Arg, format!("NULL {what}")));
+    }
+    // SAFETY: a NUL-terminated string from the caller (MPI's contract).
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| MpiioError::new(ErrorClass::Arg, format!("{what} is not UTF-8")))
+}
+
+fn out<T>(p: *mut T, value: T) -> Result<()> {
+    if p.is_null() {
+        return Err(MpiioError::new(ErrorClass::Arg, "NULL output argument"));
+    }
+    // SAFETY: a non-NULL output pointer from the caller.
+    unsafe { p.write(value) };
+    Ok(())
+}
+
+/// Copies "native" into a data representation buffer (if any).
+fn write_native(datarep: *mut c_char) {
+    if !datarep.is_null() {
+        let native = b"native\0";
+        // SAFETY: MPI's contract: room for MPI_MAX_DATAREP_STRING (128) bytes.
+        unsafe { std::ptr::copy_nonoverlapping(native.as_ptr().cast(), datarep, native.len()) };
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_is_ours(fh: Handle) -> c_int {
+    registry().slot_of.contains_key(&fh) as c_int
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_open(
+    comm: Handle,
+    name: *const c_char,
+    amode: c_int,
+    info: Handle,
+    errhandler: Handle,
+    fh: *mut Handle,
+) -> c_int {
+    guard(|| {
+        let name = text(name, "file name")?;
+        let file = MpiFile::open(comm, name, amode, info, errhandler)?;
+        out(fh, register(file)?)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_close(fh: Handle) -> c_int {
+    guard(|| {
+        file(fh)?;
+        {
+            let mut r = registry();
+            if let Some(slot) = r.slot_of.remove(&fh) {
+                r.slots[slot] = None;
+            }
+        }
+        // SAFETY: the pointer came from Box::into_raw and is no longer registered.
+        let file = unsafe { Box::from_raw(fh as *mut MpiFile) };
+        file.close()
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_delete(name: *const c_char, _info: Handle) -> c_int {
+    guard(|| MpiFile::delete(text(name, "file name")?))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_sync(fh: Handle) -> c_int {
+    guard(|| file(fh)?.sync())
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_get_size(fh: Handle, size: *mut i64) -> c_int {
+    guard(|| out(size, file(fh)?.size()? as i64))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_set_size(fh: Handle, size: i64) -> c_int {
+    guard(|| file(fh)?.set_size(size, false))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_preallocate(fh: Handle, size: i64) -> c_int {
+    guard(|| file(fh)?.set_size(size, true))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_get_info(fh: Handle, info: *mut Handle) -> c_int {
+    guard(|| out(info, file(fh)?.info()?))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_set_info(fh: Handle, info: Handle) -> c_int {
+    guard(|| file(fh)?.set_info(info))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_set_atomicity(fh: Handle, flag: c_int) -> c_int {
+    guard(|| file(fh)?.set_atomicity(flag != 0))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_get_atomicity(fh: Handle, flag: *mut c_int) -> c_int {
+    guard(|| out(flag, file(fh)?.atomicity() as c_int))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_get_amode(fh: Handle, amode: *mut c_int) -> c_int {
+    guard(|| out(amode, file(fh)?.amode()))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_get_group(fh: Handle, group: *mut Handle) -> c_int {
+    guard(|| out(group, file(fh)?.group()?))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_set_view(
+    fh: Handle,
+    disp: i64,
+    etype: Handle,
+    filetype: Handle,
+    datarep: *const c_char,
+    info: Handle,
+) -> c_int {
+    guard(|| {
+        let datarep = text(datarep, "data representation")?;
+        file(fh)?.set_view(disp, etype, filetype, datarep, info)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_get_view(
+    fh: Handle,
+    disp: *mut i64,
+    etype: *mut Handle,
+    filetype: *mut Handle,
+    datarep: *mut c_char,
+) -> c_int {
+    guard(|| {
+        let (d, e, f) = file(fh)?.view()?;
+        out(disp, d as i64)?;
+        out(etype, e)?;
+        out(filetype, f)?;
+        write_native(datarep);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_seek(fh: Handle, offset: i64, whence: c_int) -> c_int {
+    guard(|| file(fh)?.seek(offset, whence))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_get_position(fh: Handle, offset: *mut i64) -> c_int {
+    guard(|| out(offset, file(fh)?.position() as i64))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_get_byte_offset(fh: Handle, offset: i64, disp: *mut i64) -> c_int {
+    guard(|| out(disp, file(fh)?.byte_offset(offset)? as i64))
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_get_type_extent(fh: Handle, datatype: Handle, extent: *mut i64) -> c_int {
+    guard(|| {
+        file(fh)?;
+        out(extent, crate::mpi::type_extent(datatype)?.1)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_io(
+    fh: Handle,
+    flags: c_int,
+    offset: i64,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    bytes: *mut i64,
+) -> c_int {
+    guard(|| {
+        let n = file(fh)?.io(flags, offset, buf.cast(), count, datatype)?;
+        out(bytes, n as i64)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_errhandler(fh: Handle) -> Handle {
+    file(fh).map_or(0, |f| f.errhandler())
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_set_errhandler(fh: Handle, errhandler: Handle) {
+    if let Ok(f) = file(fh) {
+        f.set_errhandler(errhandler);
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_fint(fh: Handle) -> c_int {
+    registry()
+        .slot_of
+        .get(&fh)
+        .map_or(0, |&slot| FINT_BASE + slot as i32)
+}
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_from_fint(fint: c_int) -> Handle {
+    let Some(slot) = fint.checked_sub(FINT_BASE).filter(|s| *s >= 0) else {
+        return 0;
+    };
+    registry()
+        .slots
+        .get(slot as usize)
+        .copied()
+        .flatten()
+        .unwrap_or(0)
+}

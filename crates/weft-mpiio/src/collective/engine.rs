@@ -1,0 +1,656 @@
+//! The exchange engine shared by the two-phase family (ROMIO's ADIOI_Calc_my_req,
+//! ADIOI_Calc_others_req and Exch_and_write / Read_and_exch, rewritten):
+//!
+//! 1. every rank cuts its pieces at the partition's owner boundaries and sends each
+//!    aggregator the (offset, length) list of the pieces it owns (Alltoall of counts,
+//!    Alltoallv of lists);
+//! 2. each aggregator asks the partition for its windows over the extent of what it
+//!    received, and plans every round: which bytes of each rank land where in the
+//!    window buffer;
+//! 3. rounds, as many as the busiest aggregator has windows: aggregators tell every
+//!    rank how many bytes they exchange this round (Alltoall), the data moves
+//!    (Alltoallv), and the aggregator writes its window (reading it first where the
+//!    received data leaves holes: read-modify-write) or, for reads, read it before.
+//!
+//! A rank consumes its stream for each aggregator in file order, so a count per round
+//! is all it needs to know. The I/O of a window needs no MPI: the pipelined executor
+//! runs it on a helper thread.
+
+use std::sync::Arc;
+
+use weft_client::File;
+
+use super::{Context, Request};
+use crate::error::{ErrorClass, MpiioError, Result};
+use crate::hints::{Hints, Switch};
+use crate::mpi::{Comm, Op};
+
+/// The file ranges one aggregator handles in one round, in increasing order; the window
+/// buffer is their concatenation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    pub ranges: Vec<(u64, u64)>,
+}
+
+impl Window {
+    pub fn bytes(&self) -> u64 {
+        self.ranges.iter().map(|r| r.1).sum()
+    }
+}
+
+/// A file-domain partition: who aggregates each byte and in which windows.
+pub trait Domains: Sync {
+    /// The aggregator (index into the context's aggregator list) owning file offset `x`,
+    /// and the end of the run of bytes from `x` with that owner.
+    fn owner(&self, x: u64) -> (usize, u64);
+    /// The windows, in order, in which `aggregator` handles its bytes within `[lo, hi)`.
+    /// Together they cover every byte of `[lo, hi)` the aggregator owns.
+    fn windows(&self, aggregator: usize, lo: u64, hi: u64) -> Vec<Window>;
+}
+
+/// How a window's I/O is scheduled against the exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executor {
+    /// Exchange, then I/O, round after round (ROMIO).
+    Sequential,
+    /// The I/O of windows on a helper thread, up to `depth` windows queued.
+    Pipelined { depth: usize },
+}
+
+/// Most bytes one rank may exchange in one round (MPI counts are ints).
+const ROUND_BYTES_MAX: u64 = i32::MAX as u64;
+
+/// A rank's stream towards one aggregator: (offset in the rank's data, length) runs,
+/// consumed in order by a count per round.
+#[derive(Debug, Default)]
+struct Stream {
+    runs: Vec<(u64, u64)>,
+    index: usize,
+    within: u64,
+}
+
+impl Stream {
+    /// Calls `visit(data_offset, len)` for the next `n` bytes.
+    fn take(&mut self, mut n: u64, mut visit: impl FnMut(u64, u64)) -> Result<()> {
+        while n > 0 {
+            let Some(&(at, len)) = self.runs.get(self.index) else {
+                return Err(MpiioError::new(
+                    ErrorClass::Intern,
+                    "collective exchange asked for more bytes than the request holds",
+                ));
+            };
+            let step = (len - self.within).min(n);
+            visit(at + self.within, step);
+            self.within += step;
+            n -= step;
+            if self.within == len {
+                self.index += 1;
+                self.within = 0;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One aggregator's plan for one round: for each rank, where its bytes go in the window
+/// buffer ((window position, length) in the rank's stream order).
+#[derive(Debug, Default)]
+pub struct RoundPlan {
+    pub window: Option<Window>,
+    pub per_rank: Vec<Vec<(u64, u64)>>,
+}
+
+impl RoundPlan {
+    fn bytes_for(&self, rank: usize) -> u64 {
+        self.per_rank.get(rank).map_or(0, |v| v.iter().map(|p| p.1).sum())
+    }
+
+    /// The merged (window position, length) intervals that receive data.
+    fn covered(&self) -> Vec<(u64, u64)> {
+        let mut all: Vec<(u64, u64)> = self.per_rank.iter().flatten().copied().collect();
+        all.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (at, len) in all {
+            match merged.last_mut() {
+                Some(last) if at <= last.0 + last.1 => {
+                    last.1 = last.1.max(at + len - last.0);
+                }
+                _ => merged.push((at, len)),
+            }
+        }
+        merged
+    }
+}
+
+/// What the setup phase yields on every rank.
+struct Setup {
+    /// This rank's stream towards each aggregator index.
+    streams: Vec<Stream>,
+    /// If this rank aggregates: its round plans.
+    plans: Vec<RoundPlan>,
+    rounds: usize,
+    /// Aggregator index of each rank, if any.
+    aggregator_of_rank: Vec<Option<usize>>,
+    /// A local failure to plan: this rank still takes part in every round.
+    error: Option<MpiioError>,
+}
+
+fn setup(ctx: &Context<'_>, request: &Request, domains: &dyn Domains) -> Result<Setup> {
+    let comm = ctx.comm;
+    let size = comm.size();
+    let naggs = ctx.aggregators.len();
+    let mut aggregator_of_rank = vec![None; size];
+    for (i, &r) in ctx.aggregators.iter().enumerate() {
+        aggregator_of_rank[r] = Some(i);
+    }
+    // 1. My pieces cut at owner boundaries.
+    let mut my_lists: Vec<Vec<i64>> = vec![Vec::new(); naggs];
+    let mut streams: Vec<Stream> = (0..naggs).map(|_| Stream::default()).collect();
+    let mut data_at = 0u64;
+    for &(offset, len) in &request.pieces {
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            let (a, owner_end) = domains.owner(at);
+            let step = owner_end.min(end) - at;
+            my_lists[a].extend_from_slice(&[at as i64, step as i64]);
+            streams[a].runs.push((data_at, step));
+            data_at += step;
+            at += step;
+        }
+    }
+    // Counts of i64 values to each rank, then the lists.
+    let mut send_counts = vec![0i64; size];
+    for (a, list) in my_lists.iter().enumerate() {
+        send_counts[ctx.aggregators[a]] = list.len() as i64;
+    }
+    let recv_counts = comm.alltoall(&send_counts)?;
+    let mut send = Vec::new();
+    let (mut scounts, mut sdispls) = (vec![0i32; size], vec![0i32; size]);
+    for r in 0..size {
+        sdispls[r] = to_i32(send.len() as u64)?;
+        if let Some(a) = aggregator_of_rank[r] {
+            for v in &my_lists[a] {
+                send.extend_from_slice(&v.to_ne_bytes());
+            }
+        }
+        scounts[r] = to_i32(send.len() as u64)? - sdispls[r];
+    }
+    let (mut rcounts, mut rdispls) = (vec![0i32; size], vec![0i32; size]);
+    let mut total = 0u64;
+    for r in 0..size {
+        rdispls[r] = to_i32(total)?;
+        rcounts[r] = to_i32(recv_counts[r] as u64 * 8)?;
+        total += rcounts[r] as u64;
+    }
+    let mut recv = vec![0u8; total as usize];
+    comm.alltoallv(&send, &scounts, &sdispls, &mut recv, &rcounts, &rdispls)?;
+    drop(send);
+
+    // 2. Plans, if I aggregate.
+    let me = comm.rank();
+    let mut plans = Vec::new();
+    let mut error = None;
+    if let Some(a) = aggregator_of_rank[me] {
+        let others: Vec<Vec<(u64, u64)>> = (0..size)
+            .map(|r| {
+                let bytes = &recv[rdispls[r] as usize..][..rcounts[r] as usize];
+                bytes
+                    .chunks_exact(16)
+                    .map(|c| {
+                        let off = i64::from_ne_bytes(c[..8].try_into().unwrap()) as u64;
+                        let len = i64::from_ne_bytes(c[8..].try_into().unwrap()) as u64;
+                        (off, len)
+                    })
+                    .collect()
+            })
+            .collect();
+        let lo = others.iter().filter_map(|v| v.first().map(|p| p.0)).min();
+        let hi = others.iter().filter_map(|v| v.last().map(|p| p.0 + p.1)).max();
+        if let (Some(lo), Some(hi)) = (lo, hi) {
+            let windows = domains.windows(a, lo, hi);
+            match plan_rounds(&others, windows) {
+                Ok(p) => plans = p,
+                Err(e) => error = Some(e),
+            }
+        }
+    }
+    let rounds = comm.allreduce_one(plans.len() as i64, Op::Max)? as usize;
+    Ok(Setup {
+        streams,
+        plans,
+        rounds,
+        aggregator_of_rank,
+        error,
+    })
+}
+
+/// Walks every rank's pieces (sorted, all owned by this aggregator) through the
+/// windows, splitting pieces at range ends.
+fn plan_rounds(others: &[Vec<(u64, u64)>], windows: Vec<Window>) -> Result<Vec<RoundPlan>> {
+    let size = others.len();
+    let mut cursor = vec![(0usize, 0u64); size];
+    let mut plans = Vec::with_capacity(windows.len());
+    for window in windows {
+        if window.bytes() > ROUND_BYTES_MAX {
+            return Err(MpiioError::new(
+                ErrorClass::Arg,
+                "cb_buffer_size above 2 GiB is not supported",
+            ));
+        }
+        let mut per_rank = vec![Vec::new(); size];
+        let mut base = 0u64;
+        for &(start, len) in &window.ranges {
+            let end = start + len;
+            for r in 0..size {
+                let (ref mut index, ref mut within) = cursor[r];
+                while let Some(&(off, plen)) = others[r].get(*index) {
+                    let at = off + *within;
+                    if at >= end {
+                        break;
+                    }
+                    debug_assert!(at >= start, "piece before its window");
+                    let step = (plen - *within).min(end - at);
+                    let list: &mut Vec<(u64, u64)> = &mut per_rank[r];
+                    match list.last_mut() {
+                        Some(last) if last.0 + last.1 == base + (at - start) => last.1 += step,
+                        _ => list.push((base + (at - start), step)),
+                    }
+                    *within += step;
+                    if *within == plen {
+                        *index += 1;
+                        *within = 0;
+                    }
+                }
+            }
+            base += len;
+        }
+        plans.push(RoundPlan {
+            window: Some(window),
+            per_rank,
+        });
+    }
+    for (r, &(index, _)) in cursor.iter().enumerate() {
+        if index != others[r].len() {
+            return Err(MpiioError::new(
+                ErrorClass::Intern,
+                "collective plan left pieces outside every window",
+            ));
+        }
+    }
+    Ok(plans)
+}
+
+fn to_i32(v: u64) -> Result<i32> {
+    i32::try_from(v).map_err(|_| {
+        MpiioError::new(
+            ErrorClass::Arg,
+            "one collective round moves more than 2 GiB to or from one rank: lower cb_buffer_size",
+        )
+    })
+}
+
+/// The counts and displacements of one Alltoallv from per-rank byte counts.
+fn layout_of(counts: &[u64]) -> Result<(Vec<i32>, Vec<i32>, usize)> {
+    let mut c = Vec::with_capacity(counts.len());
+    let mut d = Vec::with_capacity(counts.len());
+    let mut total = 0u64;
+    for &n in counts {
+        d.push(to_i32(total)?);
+        c.push(to_i32(n)?);
+        total += n;
+    }
+    to_i32(total)?;
+    Ok((c, d, total as usize))
+}
+
+/// A window's write work, independent of MPI: the received bytes and where they go.
+pub struct WriteJob {
+    pub window: Window,
+    pub received: Vec<u8>,
+    /// (window position, position in `received`, length)
+    pub placements: Vec<(u64, u64, u64)>,
+    pub covered: Vec<(u64, u64)>,
+}
+
+/// Writes a window: read-modify-write of each range's data extent where the received
+/// data leaves holes (unless romio_ds_write is disabled: then each run is written on
+/// its own), as ROMIO does.
+pub fn write_window(file: &File, hints: &Hints, job: &WriteJob, buffer: &mut Vec<u8>) -> Result<()> {
+    let total = job.window.bytes() as usize;
+    if buffer.len() < total {
+        buffer.resize(total, 0);
+    }
+    let mut base = 0u64;
+    let mut separate_runs = Vec::new();
+    let mut writes = Vec::new();
+    for &(start, len) in &job.window.ranges {
+        let end = base + len;
+        let inside: Vec<(u64, u64)> = job
+            .covered
+            .iter()
+            .filter(|c| c.0 < end && c.0 + c.1 > base)
+            .map(|&(at, n)| (at.max(base), (at + n).min(end)))
+            .collect();
+        if let (Some(first), Some(last)) = (inside.first(), inside.last()) {
+            let (dmin, dmax) = (first.0, last.1);
+            let holes = inside.len() > 1;
+            if holes && hints.romio_ds_write == Switch::Disable {
+                for &(a, b) in &inside {
+                    separate_runs.push((start + (a - base), a, b - a));
+                }
+            } else {
+                if holes {
+                    let slice = &mut buffer[dmin as usize..dmax as usize];
+                    let n = file.read_at(start + (dmin - base), slice)?;
+                    slice[n..].fill(0);
+                }
+                writes.push((start + (dmin - base), dmin, dmax - dmin));
+            }
+        }
+        base = end;
+    }
+    for &(at, from, len) in &job.placements {
+        buffer[at as usize..(at + len) as usize]
+            .copy_from_slice(&job.received[from as usize..(from + len) as usize]);
+    }
+    for (file_offset, at, len) in writes.into_iter().chain(separate_runs) {
+        file.write_at(file_offset, &buffer[at as usize..(at + len) as usize])?;
+    }
+    Ok(())
+}
+
+/// Reads a window's data extents into `buffer`; returns the end of file if a read came
+/// up short (bytes past it are zero).
+pub fn read_window(file: &File, plan: &RoundPlan, buffer: &mut Vec<u8>) -> Result<u64> {
+    let Some(window) = &plan.window else {
+        return Ok(u64::MAX);
+    };
+    let total = window.bytes() as usize;
+    if buffer.len() < total {
+        buffer.resize(total, 0);
+    }
+    let covered = plan.covered();
+    let mut eof = u64::MAX;
+    let mut base = 0u64;
+    for &(start, len) in &window.ranges {
+        let end = base + len;
+        let inside: Vec<(u64, u64)> = covered
+            .iter()
+            .filter(|c| c.0 < end && c.0 + c.1 > base)
+            .map(|&(at, n)| (at.max(base), (at + n).min(end)))
+            .collect();
+        if let (Some(first), Some(last)) = (inside.first(), inside.last()) {
+            let (dmin, dmax) = (first.0, last.1);
+            let slice = &mut buffer[dmin as usize..dmax as usize];
+            let n = file.read_at(start + (dmin - base), slice)?;
+            if n < slice.len() {
+                slice[n..].fill(0);
+                eof = eof.min(start + (dmin - base) + n as u64);
+            }
+        }
+        base = end;
+    }
+    Ok(eof)
+}
+
+/// The first error of a round, kept so that the exchange goes on (every rank must take
+/// part in every round) and reported at the end.
+#[derive(Default)]
+struct FirstError(Option<MpiioError>);
+
+impl FirstError {
+    fn keep<T>(&mut self, r: Result<T>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.0.get_or_insert(e);
+                None
+            }
+        }
+    }
+}
+
+/// Collective write of `data` (the request's stream).
+pub fn write(
+    ctx: &Context<'_>,
+    request: &Request,
+    data: &[u8],
+    domains: &dyn Domains,
+    executor: Executor,
+) -> Result<()> {
+    let mut s = setup(ctx, request, domains)?;
+    let comm = ctx.comm;
+    let size = comm.size();
+    let mut errors = FirstError(s.error.take());
+    let depth = match executor {
+        Executor::Sequential => 0,
+        Executor::Pipelined { depth } => depth.max(1),
+    };
+    std::thread::scope(|scope| -> Result<()> {
+        // The pipelined executor's I/O thread: takes jobs, writes them, hands back
+        // the received buffers for reuse.
+        let (job_tx, job_rx) = std::sync::mpsc::sync_channel::<WriteJob>(depth);
+        let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let io_thread = (depth > 0).then(|| {
+            let file = ctx.file;
+            let hints = ctx.hints;
+            scope.spawn(move || -> Result<()> {
+                let mut buffer = Vec::new();
+                let mut first = None;
+                for job in job_rx {
+                    if first.is_none() {
+                        if let Err(e) = write_window(file, hints, &job, &mut buffer) {
+                            first = Some(e);
+                        }
+                    }
+                    let _ = spare_tx.send(job.received);
+                }
+                first.map_or(Ok(()), Err)
+            })
+        });
+        let mut window_buffer = Vec::new();
+        let mut spare_local: Option<Vec<u8>> = None;
+        for m in 0..s.rounds {
+            let plan = s.plans.get(m);
+            let want: Vec<i64> = (0..size)
+                .map(|r| plan.map_or(0, |p| p.bytes_for(r)) as i64)
+                .collect();
+            let send_n = comm.alltoall(&want)?;
+            // Gather what each aggregator asked of me.
+            let send_counts: Vec<u64> = send_n.iter().map(|&n| n as u64).collect();
+            let (scounts, sdispls, stotal) = layout_of(&send_counts)?;
+            let mut send = Vec::with_capacity(stotal);
+            for (r, &n) in send_counts.iter().enumerate() {
+                if n == 0 {
+                    continue;
+                }
+                let a = s.aggregator_of_rank[r].expect("only aggregators ask for data");
+                let stream = &mut s.streams[a];
+                let r = stream.take(n, |at, len| {
+                    send.extend_from_slice(&data[at as usize..(at + len) as usize])
+                });
+                errors.keep(r);
+            }
+            send.resize(stotal, 0);
+            let recv_counts: Vec<u64> = want.iter().map(|&n| n as u64).collect();
+            let (rcounts, rdispls, rtotal) = layout_of(&recv_counts)?;
+            let mut received = spare_rx
+                .try_recv()
+                .ok()
+                .or_else(|| spare_local.take())
+                .unwrap_or_default();
+            received.resize(rtotal, 0);
+            comm.alltoallv(&send, &scounts, &sdispls, &mut received, &rcounts, &rdispls)?;
+            let Some(plan) = plan else { continue };
+            let Some(window) = plan.window.clone() else {
+                continue;
+            };
+            let mut placements = Vec::new();
+            for (r, list) in plan.per_rank.iter().enumerate() {
+                let mut from = rdispls[r] as u64;
+                for &(at, len) in list {
+                    placements.push((at, from, len));
+                    from += len;
+                }
+            }
+            let job = WriteJob {
+                window,
+                received,
+                placements,
+                covered: plan.covered(),
+            };
+            if depth > 0 {
+                if job_tx.send(job).is_err() {
+                    break;
+                }
+            } else {
+                if errors.0.is_none() {
+                    let r = write_window(ctx.file, ctx.hints, &job, &mut window_buffer);
+                    errors.keep(r);
+                }
+                spare_local = Some(job.received);
+            }
+        }
+        drop(job_tx);
+        if let Some(t) = io_thread {
+            let r = t
+                .join()
+                .unwrap_or_else(|_| Err(MpiioError::new(ErrorClass::Intern, "the I/O thread panicked")));
+            errors.keep(r);
+        }
+        Ok(())
+    })?;
+    errors.0.map_or(Ok(()), Err)
+}
+
+/// Collective read into `data` (the request's stream); returns the agreed end of file
+/// (u64::MAX when no read came up short).
+pub fn read(
+    ctx: &Context<'_>,
+    request: &Request,
+    data: &mut [u8],
+    domains: &dyn Domains,
+    executor: Executor,
+) -> Result<u64> {
+    let mut s = setup(ctx, request, domains)?;
+    let comm = ctx.comm;
+    let size = comm.size();
+    let mut errors = FirstError(s.error.take());
+    let mut eof = u64::MAX;
+    let depth = match executor {
+        Executor::Sequential => 0,
+        Executor::Pipelined { depth } => depth.max(1),
+    };
+    let plans = Arc::new(std::mem::take(&mut s.plans));
+    std::thread::scope(|scope| -> Result<()> {
+        // The pipelined executor's I/O thread reads windows ahead, up to `depth`.
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<(Result<u64>, Vec<u8>)>(depth);
+        let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let io_thread = (depth > 0 && !plans.is_empty()).then(|| {
+            let file = ctx.file;
+            let plans = plans.clone();
+            scope.spawn(move || {
+                for plan in plans.iter() {
+                    let mut buffer = spare_rx.try_recv().unwrap_or_default();
+                    let r = read_window(file, plan, &mut buffer);
+                    if ready_tx.send((r, buffer)).is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        let mut window_buffer = Vec::new();
+        for m in 0..s.rounds {
+            let plan = plans.get(m);
+            let mut buffer = None;
+            if let Some(plan) = plan {
+                let (r, b) = if depth > 0 {
+                    ready_rx
+                        .recv()
+                        .map_err(|_| MpiioError::new(ErrorClass::Intern, "the I/O thread stopped early"))?
+                } else {
+                    let mut b = std::mem::take(&mut window_buffer);
+                    let r = if errors.0.is_none() {
+                        read_window(ctx.file, plan, &mut b)
+                    } else {
+                        Ok(u64::MAX)
+                    };
+                    (r, b)
+                };
+                if let Some(e) = errors.keep(r) {
+                    eof = eof.min(e);
+                }
+                buffer = Some(b);
+            }
+            let give: Vec<i64> = (0..size)
+                .map(|r| plan.map_or(0, |p| p.bytes_for(r)) as i64)
+                .collect();
+            let recv_n = comm.alltoall(&give)?;
+            let send_counts: Vec<u64> = give.iter().map(|&n| n as u64).collect();
+            let (scounts, sdispls, stotal) = layout_of(&send_counts)?;
+            let mut send = Vec::with_capacity(stotal);
+            if let (Some(plan), Some(b)) = (plan, &buffer) {
+                for list in &plan.per_rank {
+                    for &(at, len) in list {
+                        send.extend_from_slice(&b[at as usize..(at + len) as usize]);
+                    }
+                }
+            }
+            send.resize(stotal, 0);
+            if let Some(b) = buffer {
+                if depth > 0 {
+                    let _ = spare_tx.send(b);
+                } else {
+                    window_buffer = b;
+                }
+            }
+            let recv_counts: Vec<u64> = recv_n.iter().map(|&n| n as u64).collect();
+            let (rcounts, rdispls, rtotal) = layout_of(&recv_counts)?;
+            let mut received = vec![0u8; rtotal];
+            comm.alltoallv(&send, &scounts, &sdispls, &mut received, &rcounts, &rdispls)?;
+            for (r, &n) in recv_counts.iter().enumerate() {
+                if n == 0 {
+                    continue;
+                }
+                let a = s.aggregator_of_rank[r].expect("only aggregators send data");
+                let mut from = rdispls[r] as usize;
+                let stream = &mut s.streams[a];
+                let r = stream.take(n, |at, len| {
+                    data[at as usize..(at + len) as usize]
+                        .copy_from_slice(&received[from..from + len as usize]);
+                    from += len as usize;
+                });
+                errors.keep(r);
+            }
+        }
+        if let Some(t) = io_thread {
+            if t.join().is_err() {
+                errors.keep::<()>(Err(MpiioError::new(
+                    ErrorClass::Intern,
+                    "the I/O thread panicked",
+                )));
+            }
+        }
+        Ok(())
+    })?;
+    let eof = comm.allreduce_one(eof.min(i64::MAX as u64) as i64, Op::Min)? as u64;
+    errors.0.map_or(Ok(eof), Err)
+}
+
+/// Agrees on an error among all ranks of `comm`: every rank gets the largest error
+/// class any rank had (its own message if it failed, else a note naming the class).
+pub fn agree<T>(comm: &Comm, local: Result<T>) -> Result<T> {
+    let mine = local.as_ref().err().map_or(0, |e| e.class as i64);
+    let worst = comm.allreduce_one(mine, Op::Max)?;
+    if worst == 0 {
+        return local;
+    }
+    match local {
+        Err(e) if e.class as i64 == worst => Err(e),
+        _ => Err(MpiioError::new(
+            ErrorClass::from_code(worst as i32).unwrap_or(ErrorClass::Other),
+            "the collective call failed on another rank",
+        )),
+    }
+}

@@ -1,0 +1,106 @@
+//! Errors at the MPI boundary: an MPI error class (as `csrc/shim.h` numbers them) and
+//! a message. Weft client errors map onto classes here.
+
+use weft_client::{ClientError, ErrorCode};
+
+/// MPI error classes, numbered as `enum wm_error` in `csrc/shim.h`; the C side maps
+/// them to the MPI library's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(i32)]
+pub enum ErrorClass {
+    Arg = 1,
+    Count,
+    Type,
+    Amode,
+    NoSuchFile,
+    FileExists,
+    Access,
+    NoSpace,
+    ReadOnly,
+    Io,
+    UnsupportedOperation,
+    UnsupportedDatarep,
+    NotSame,
+    File,
+    BadFile,
+    InfoValue,
+    Quota,
+    Intern,
+    Other,
+    FileInUse,
+}
+
+impl ErrorClass {
+    pub fn from_code(code: i32) -> Option<ErrorClass> {
+        use ErrorClass::*;
+        const ALL: [ErrorClass; 20] = [
+            Arg,
+            Count,
+            Type,
+            Amode,
+            NoSuchFile,
+            FileExists,
+            Access,
+            NoSpace,
+            ReadOnly,
+            Io,
+            UnsupportedOperation,
+            UnsupportedDatarep,
+            NotSame,
+            File,
+            BadFile,
+            InfoValue,
+            Quota,
+            Intern,
+            Other,
+            FileInUse,
+        ];
+        ALL.into_iter().find(|c| *c as i32 == code)
+    }
+}
+
+/// An error class with the message that explains it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct MpiioError {
+    pub class: ErrorClass,
+    pub message: String,
+}
+
+impl MpiioError {
+    pub fn new(class: ErrorClass, message: impl Into<String>) -> MpiioError {
+        MpiioError {
+            class,
+            message: message.into(),
+        }
+    }
+
+    /// A failed call into the MPI library (through the shim).
+    pub fn mpi(what: &str, code: i32) -> MpiioError {
+        MpiioError::new(ErrorClass::Intern, format!("{what} failed with MPI error {code}"))
+    }
+}
+
+impl From<ClientError> for MpiioError {
+    fn from(e: ClientError) -> Self {
+        let class = match e.code() {
+            ErrorCode::NotFound => ErrorClass::NoSuchFile,
+            ErrorCode::Exists => ErrorClass::FileExists,
+            ErrorCode::PermissionDenied | ErrorCode::NotPermitted => ErrorClass::Access,
+            ErrorCode::NoSpace => ErrorClass::NoSpace,
+            ErrorCode::InvalidArgument | ErrorCode::InvalidLayout => ErrorClass::Arg,
+            ErrorCode::IsDirectory | ErrorCode::NotDirectory | ErrorCode::NameTooLong => ErrorClass::BadFile,
+            ErrorCode::Busy => ErrorClass::FileInUse,
+            _ => ErrorClass::Io,
+        };
+        MpiioError::new(class, e.to_string())
+    }
+}
+
+impl From<weft_layout::view::ViewError> for MpiioError {
+    fn from(e: weft_layout::view::ViewError) -> Self {
+        MpiioError::new(ErrorClass::Type, e.to_string())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, MpiioError>;

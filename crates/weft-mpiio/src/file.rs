@@ -1,0 +1,687 @@
+//! A Weft file opened through MPI-IO: its communicator, hints, view and file pointer,
+//! and the operations behind the `weft_mpiio_*` functions of `abi.rs`. Collective
+//! operations agree on their error among all ranks ([`agree`]).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use weft_client::{Client, CreateOptions, File, LayoutRequest, OpenOptions};
+use weft_layout::view::{self, Datatype, View};
+
+use crate::collective::engine::agree;
+use crate::collective::{auto, spread, Context, Request};
+use crate::datatype;
+use crate::error::{ErrorClass, MpiioError, Result};
+use crate::hints::Hints;
+use crate::mpi::{self, Comm, Constant, Handle};
+
+/// Access mode bits (`enum wm_amode`).
+pub mod amode {
+    pub const RDONLY: i32 = 1;
+    pub const RDWR: i32 = 2;
+    pub const WRONLY: i32 = 4;
+    pub const CREATE: i32 = 8;
+    pub const EXCL: i32 = 16;
+    pub const DELETE_ON_CLOSE: i32 = 32;
+    pub const SEQUENTIAL: i32 = 128;
+}
+
+/// The process's connection to the cluster, made at the first open.
+static CLIENT: Mutex<Option<Client>> = Mutex::new(None);
+
+fn client() -> Result<Client> {
+    let mut c = CLIENT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(client) = c.as_ref() {
+        return Ok(client.clone());
+    }
+    let client = Client::from_env().map_err(|e| {
+        MpiioError::new(
+            ErrorClass::Io,
+            format!("cannot reach the Weft cluster (WEFT_HOME / WEFT_META): {e}"),
+        )
+    })?;
+    *c = Some(client.clone());
+    Ok(client)
+}
+
+/// The Weft path of an MPI file name "weft:/path".
+pub fn weft_path(name: &str) -> Result<String> {
+    let rest = name.strip_prefix("weft:").unwrap_or(name);
+    if rest.is_empty() {
+        return Err(MpiioError::new(
+            ErrorClass::BadFile,
+            format!("{name}: no path after weft:"),
+        ));
+    }
+    Ok(if rest.starts_with('/') {
+        rest.to_owned()
+    } else {
+        format!("/{rest}")
+    })
+}
+
+fn print_hints() -> bool {
+    std::env::var("WEFT_PRINT_HINTS").is_ok_and(|v| v == "1")
+}
+
+fn verbose() -> bool {
+    std::env::var("WEFT_MPIIO_VERBOSE").is_ok_and(|v| v == "1")
+}
+
+/// Reports an error on stderr when WEFT_MPIIO_VERBOSE=1 (MPI returns only a class).
+pub fn report(error: &MpiioError) {
+    if verbose() {
+        eprintln!("weft-mpiio: {} ({:?})", error.message, error.class);
+    }
+}
+
+struct State {
+    hints: Hints,
+    aggregators: Vec<usize>,
+    view: View,
+    /// Kept references to the view's types (derived ones duplicated).
+    etype: Handle,
+    filetype: Handle,
+    etype_size: u64,
+    /// Individual file pointer, in etypes.
+    position: u64,
+    atomic: bool,
+}
+
+/// An open Weft file. `MPI_File` handles of Weft files point at one of these.
+pub struct MpiFile {
+    comm: Comm,
+    file: File,
+    path: String,
+    amode: i32,
+    errhandler: AtomicUsize,
+    state: Mutex<State>,
+}
+
+/// Rank 0's hints (defaults, $WEFT_HINTS, then `info`) on every rank.
+fn shared_hints(comm: &Comm, base: Option<&Hints>, info: Handle) -> Result<Hints> {
+    let mut text = Vec::new();
+    if comm.rank() == 0 {
+        let mut hints = match base {
+            Some(h) => h.clone(),
+            None => Hints::from_env().unwrap_or_else(|e| {
+                eprintln!("weft-mpiio: {e}; using the default hints");
+                Hints::default()
+            }),
+        };
+        for (k, v) in mpi::info_entries(info)? {
+            if let Err(e) = hints.set(&k, &v) {
+                eprintln!("weft-mpiio: {e}; hint ignored");
+            }
+        }
+        text = hints.to_text().into_bytes();
+    }
+    let mut len = (text.len() as u64).to_ne_bytes();
+    comm.bcast(&mut len, 0)?;
+    text.resize(u64::from_ne_bytes(len) as usize, 0);
+    comm.bcast(&mut text, 0)?;
+    Hints::from_text(&String::from_utf8_lossy(&text))
+}
+
+/// The aggregator ranks from cb_config_list ("*:N" per host) and cb_nodes.
+fn aggregators_of(comm: &Comm, hints: &Hints) -> Result<Vec<usize>> {
+    let size = comm.size();
+    let mut ranks: Vec<usize> = (0..size).collect();
+    let per_host = hints.cb_config_list.trim().strip_prefix("*:").map(|n| {
+        if n == "*" {
+            Some(usize::MAX)
+        } else {
+            n.parse::<usize>().ok()
+        }
+    });
+    if let Some(per_host) = per_host {
+        let per_host = per_host.unwrap_or(1).max(1);
+        let name = mpi::processor_name();
+        let hash = name.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+        });
+        let hosts = comm.allgather(&[hash as i64])?;
+        let mut taken: std::collections::HashMap<i64, usize> = Default::default();
+        ranks.retain(|&r| {
+            let n = taken.entry(hosts[r]).or_default();
+            *n += 1;
+            *n <= per_host
+        });
+    }
+    if let Some(n) = hints.cb_nodes {
+        ranks = spread(n, ranks.len()).into_iter().map(|i| ranks[i]).collect();
+    }
+    Ok(ranks)
+}
+
+/// The memory side of an access: `count` copies of a datatype from a buffer.
+struct Memory {
+    /// The type shifted so its data starts at 0 of `region`.
+    tree: Arc<Datatype>,
+    count: u64,
+    /// Start of the bytes the copies span, and their length.
+    region: *mut u8,
+    region_len: usize,
+    contiguous: bool,
+    bytes: u64,
+}
+
+fn memory(buf: *mut u8, count: i32, datatype: Handle) -> Result<Memory> {
+    if count < 0 {
+        return Err(MpiioError::new(
+            ErrorClass::Count,
+            format!("negative count {count}"),
+        ));
+    }
+    let tree = datatype::decode(datatype)?;
+    let count = count as u64;
+    let bytes = tree
+        .size_bytes()
+        .checked_mul(count)
+        .ok_or_else(|| MpiioError::new(ErrorClass::Count, "count times datatype size overflows"))?;
+    if bytes == 0 {
+        return Ok(Memory {
+            tree,
+            count,
+            region: buf,
+            region_len: 0,
+            contiguous: true,
+            bytes,
+        });
+    }
+    if buf.is_null() {
+        return Err(MpiioError::new(ErrorClass::Arg, "NULL buffer"));
+    }
+    let true_lb = tree.true_lb();
+    let region_len = tree.true_extent() as u64 + (count - 1) * tree.extent() as u64;
+    let contiguous = tree.is_contiguous() && (count == 1 || tree.extent() as u64 == tree.size_bytes());
+    let shifted = if true_lb == 0 {
+        tree
+    } else {
+        let moved = Datatype::hindexed_block(1, &[-true_lb], &tree)?;
+        Datatype::resized(&moved, tree.lb() - true_lb, tree.extent())?
+    };
+    Ok(Memory {
+        tree: shifted,
+        count,
+        region: buf.wrapping_offset(true_lb as isize),
+        region_len: region_len as usize,
+        contiguous,
+        bytes,
+    })
+}
+
+impl MpiFile {
+    /// MPI_File_open (collective over `comm`).
+    pub fn open(
+        comm: Handle,
+        name: &str,
+        mode: i32,
+        info: Handle,
+        errhandler: Handle,
+    ) -> Result<Box<MpiFile>> {
+        let comm = Comm::dup(comm)?;
+        let checked = (|| -> Result<(String, Client)> {
+            let access = mode & (amode::RDONLY | amode::RDWR | amode::WRONLY);
+            if access.count_ones() != 1 {
+                return Err(MpiioError::new(
+                    ErrorClass::Amode,
+                    "exactly one of MPI_MODE_RDONLY, MPI_MODE_RDWR, MPI_MODE_WRONLY is required",
+                ));
+            }
+            if access == amode::RDONLY && mode & (amode::CREATE | amode::EXCL) != 0 {
+                return Err(MpiioError::new(
+                    ErrorClass::Amode,
+                    "MPI_MODE_RDONLY with MPI_MODE_CREATE or MPI_MODE_EXCL",
+                ));
+            }
+            if mode & amode::SEQUENTIAL != 0 {
+                return Err(MpiioError::new(
+                    ErrorClass::UnsupportedOperation,
+                    "MPI_MODE_SEQUENTIAL (shared file pointers) is not supported on weft: files",
+                ));
+            }
+            Ok((weft_path(name)?, client()?))
+        })();
+        let hints = shared_hints(&comm, None, info);
+        let (path, client) = agree(&comm, checked)?;
+        let hints = agree(&comm, hints)?;
+        let write = mode & (amode::RDWR | amode::WRONLY) != 0;
+        // Rank 0 creates, then everybody opens.
+        let mut created = None;
+        if mode & amode::CREATE != 0 {
+            let r = if comm.rank() == 0 {
+                let options = CreateOptions {
+                    exclusive: mode & amode::EXCL != 0,
+                    truncate: false,
+                    layout: LayoutRequest {
+                        stripe_size_bytes: hints.striping_unit,
+                        stripe_count: hints.striping_factor,
+                        first_server: None,
+                    },
+                    ..CreateOptions::default()
+                };
+                client
+                    .create(&path, &options)
+                    .map(|f| created = Some(f))
+                    .map_err(MpiioError::from)
+            } else {
+                Ok(())
+            };
+            agree(&comm, r)?;
+        }
+        let opened = match created {
+            Some(f) => Ok(f),
+            None => client
+                .open(
+                    &path,
+                    &OpenOptions {
+                        write,
+                        create: None,
+                        truncate: false,
+                    },
+                )
+                .map_err(|e| {
+                    let mut e = MpiioError::from(e);
+                    e.message = format!("{name}: {}", e.message);
+                    e
+                }),
+        };
+        let file = agree(&comm, opened)?;
+        let aggregators = agree(&comm, aggregators_of(&comm, &hints))?;
+        if print_hints() && comm.rank() == 0 {
+            let entries: Vec<String> = hints
+                .entries(aggregators.len())
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            eprintln!("weft-mpiio: {name}: hints {}", entries.join(" "));
+        }
+        let byte = mpi::type_byte();
+        Ok(Box::new(MpiFile {
+            comm,
+            file,
+            path,
+            amode: mode,
+            errhandler: AtomicUsize::new(errhandler),
+            state: Mutex::new(State {
+                hints,
+                aggregators,
+                view: View::contiguous(),
+                etype: byte,
+                filetype: byte,
+                etype_size: 1,
+                position: 0,
+                atomic: false,
+            }),
+        }))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn errhandler(&self) -> Handle {
+        self.errhandler.load(Ordering::SeqCst)
+    }
+
+    pub fn set_errhandler(&self, h: Handle) {
+        self.errhandler.store(h, Ordering::SeqCst);
+    }
+
+    pub fn amode(&self) -> i32 {
+        self.amode
+    }
+
+    /// MPI_File_close (collective): frees the handle's resources; with
+    /// MPI_MODE_DELETE_ON_CLOSE rank 0 removes the file once all ranks are done.
+    pub fn close(self: Box<Self>) -> Result<()> {
+        let done = agree(&self.comm, Ok(()));
+        let mut result = done;
+        if result.is_ok() && self.amode & amode::DELETE_ON_CLOSE != 0 {
+            let r = if self.comm.rank() == 0 {
+                client().and_then(|c| c.unlink(&self.path).map_err(MpiioError::from))
+            } else {
+                Ok(())
+            };
+            result = agree(&self.comm, r);
+        }
+        let state = self.state();
+        mpi::free_if_derived(state.etype);
+        mpi::free_if_derived(state.filetype);
+        result
+    }
+
+    pub fn delete(name: &str) -> Result<()> {
+        let path = weft_path(name)?;
+        client()?.unlink(&path).map_err(MpiioError::from)
+    }
+
+    pub fn sync(&self) -> Result<()> {
+        // Every rank's writes have returned once all ranks are here; one sync of every
+        // server then covers them all.
+        self.comm.barrier()?;
+        let r = if self.comm.rank() == 0 {
+            self.file.sync().map_err(MpiioError::from)
+        } else {
+            Ok(())
+        };
+        agree(&self.comm, r)
+    }
+
+    pub fn size(&self) -> Result<u64> {
+        Ok(self.file.size()?)
+    }
+
+    pub fn set_size(&self, size: i64, only_grow: bool) -> Result<()> {
+        let r = (|| {
+            let size = u64::try_from(size)
+                .map_err(|_| MpiioError::new(ErrorClass::Arg, format!("negative size {size}")))?;
+            if self.amode & (amode::RDWR | amode::WRONLY) == 0 {
+                return Err(MpiioError::new(ErrorClass::ReadOnly, "file opened read-only"));
+            }
+            Ok(size)
+        })();
+        let size = agree(&self.comm, r)?;
+        self.comm.barrier()?;
+        let r = if self.comm.rank() == 0 {
+            (|| {
+                if only_grow && self.file.size()? >= size {
+                    return Ok(());
+                }
+                self.file.truncate(size)?;
+                Ok(())
+            })()
+        } else {
+            Ok(())
+        };
+        agree(&self.comm, r)
+    }
+
+    pub fn info(&self) -> Result<Handle> {
+        let state = self.state();
+        mpi::info_from(&state.hints.entries(state.aggregators.len()))
+    }
+
+    pub fn set_info(&self, info: Handle) -> Result<()> {
+        let current = self.state().hints.clone();
+        let hints = agree(&self.comm, shared_hints(&self.comm, Some(&current), info))?;
+        let aggregators = agree(&self.comm, aggregators_of(&self.comm, &hints))?;
+        let mut state = self.state();
+        state.hints = hints;
+        state.aggregators = aggregators;
+        Ok(())
+    }
+
+    pub fn set_atomicity(&self, flag: bool) -> Result<()> {
+        agree(&self.comm, Ok(()))?;
+        self.state().atomic = flag;
+        Ok(())
+    }
+
+    pub fn atomicity(&self) -> bool {
+        self.state().atomic
+    }
+
+    pub fn group(&self) -> Result<Handle> {
+        self.comm.group()
+    }
+
+    pub fn set_view(
+        &self,
+        disp: i64,
+        etype: Handle,
+        filetype: Handle,
+        datarep: &str,
+        info: Handle,
+    ) -> Result<()> {
+        let checked = (|| -> Result<(View, u64)> {
+            if datarep != "native" && datarep != "internal" {
+                return Err(MpiioError::new(
+                    ErrorClass::UnsupportedDatarep,
+                    format!("data representation {datarep:?}: weft: files support \"native\""),
+                ));
+            }
+            if disp == i64::from(mpi::constant(Constant::DisplacementCurrent)) {
+                return Err(MpiioError::new(
+                    ErrorClass::UnsupportedOperation,
+                    "MPI_DISPLACEMENT_CURRENT needs shared file pointers",
+                ));
+            }
+            let disp = u64::try_from(disp)
+                .map_err(|_| MpiioError::new(ErrorClass::Arg, format!("negative displacement {disp}")))?;
+            let etype_size = mpi::type_size(etype)?;
+            if etype_size <= 0 {
+                return Err(MpiioError::new(ErrorClass::Type, "etype of size 0"));
+            }
+            let tree = datatype::decode(filetype)?;
+            if tree.size_bytes() % etype_size as u64 != 0 {
+                return Err(MpiioError::new(
+                    ErrorClass::Type,
+                    "the filetype is not made of whole etypes",
+                ));
+            }
+            let view = View::new(disp, tree)?;
+            Ok((view, etype_size as u64))
+        })();
+        let current = self.state().hints.clone();
+        let hints = shared_hints(&self.comm, Some(&current), info);
+        let (view, etype_size) = agree(&self.comm, checked)?;
+        let hints = agree(&self.comm, hints)?;
+        let aggregators = agree(&self.comm, aggregators_of(&self.comm, &hints))?;
+        let etype = mpi::type_keep(etype)?;
+        let filetype = mpi::type_keep(filetype)?;
+        let mut state = self.state();
+        mpi::free_if_derived(state.etype);
+        mpi::free_if_derived(state.filetype);
+        *state = State {
+            view,
+            etype,
+            filetype,
+            etype_size,
+            position: 0,
+            hints,
+            aggregators,
+            atomic: state.atomic,
+        };
+        Ok(())
+    }
+
+    /// (displacement, etype, filetype): new references the caller frees.
+    pub fn view(&self) -> Result<(u64, Handle, Handle)> {
+        let state = self.state();
+        Ok((
+            state.view.displacement(),
+            mpi::type_keep(state.etype)?,
+            mpi::type_keep(state.filetype)?,
+        ))
+    }
+
+    pub fn seek(&self, offset: i64, whence: i32) -> Result<()> {
+        let mut state = self.state();
+        let base = match whence {
+            0 => 0i128,
+            1 => i128::from(state.position),
+            2 => {
+                let size = self.file.size()?;
+                i128::from(state.view.file_to_view(size) / state.etype_size)
+            }
+            _ => return Err(MpiioError::new(ErrorClass::Arg, format!("bad whence {whence}"))),
+        };
+        let to = base + i128::from(offset);
+        if to < 0 {
+            return Err(MpiioError::new(
+                ErrorClass::Arg,
+                "seek before the start of the view",
+            ));
+        }
+        state.position = u64::try_from(to)
+            .map_err(|_| MpiioError::new(ErrorClass::Arg, "seek past the largest offset"))?;
+        Ok(())
+    }
+
+    pub fn position(&self) -> u64 {
+        self.state().position
+    }
+
+    pub fn byte_offset(&self, offset: i64) -> Result<u64> {
+        let state = self.state();
+        let offset = u64::try_from(offset)
+            .map_err(|_| MpiioError::new(ErrorClass::Arg, format!("negative offset {offset}")))?;
+        let view_offset = offset
+            .checked_mul(state.etype_size)
+            .ok_or_else(|| MpiioError::new(ErrorClass::Arg, "offset overflows"))?;
+        if view_offset == 0 && state.view.filetype().size_bytes() == 0 {
+            return Ok(state.view.displacement());
+        }
+        Ok(state.view.view_to_file(view_offset)?)
+    }
+
+    /// Reads or writes `count` items of `datatype` at `buf`, at view offset `offset`
+    /// (etypes) or the file pointer; returns the bytes transferred.
+    pub fn io(&self, flags: i32, offset: i64, buf: *mut u8, count: i32, datatype: Handle) -> Result<u64> {
+        let write = flags & 1 != 0;
+        let collective = flags & 2 != 0;
+        let explicit = flags & 4 != 0;
+        let state = self.state();
+        let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
+        let result = if collective {
+            match agree(&self.comm, prepared) {
+                Ok((request, memory)) => self.collective(&state, write, &request, &memory),
+                Err(e) => Err(e),
+            }
+        } else {
+            prepared.and_then(|(request, memory)| self.independent(&state, write, &request, &memory))
+        };
+        let result = if collective {
+            agree(&self.comm, result)
+        } else {
+            result
+        };
+        drop(state);
+        if let Ok(bytes) = result {
+            if !explicit {
+                let mut state = self.state();
+                state.position += bytes / state.etype_size;
+            }
+        }
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &self,
+        state: &State,
+        write: bool,
+        explicit: bool,
+        offset: i64,
+        buf: *mut u8,
+        count: i32,
+        datatype: Handle,
+    ) -> Result<(Request, Memory)> {
+        let access = self.amode & (amode::RDONLY | amode::RDWR | amode::WRONLY);
+        if write && access == amode::RDONLY {
+            return Err(MpiioError::new(
+                ErrorClass::ReadOnly,
+                format!("{}: opened read-only", self.path),
+            ));
+        }
+        if !write && access == amode::WRONLY {
+            return Err(MpiioError::new(
+                ErrorClass::Access,
+                format!("{}: opened write-only", self.path),
+            ));
+        }
+        let etypes = if explicit {
+            u64::try_from(offset)
+                .map_err(|_| MpiioError::new(ErrorClass::Arg, format!("negative offset {offset}")))?
+        } else {
+            state.position
+        };
+        let memory = memory(buf, count, datatype)?;
+        if memory.bytes % state.etype_size != 0 {
+            return Err(MpiioError::new(
+                ErrorClass::Type,
+                "the access is not a whole number of etypes",
+            ));
+        }
+        let view_offset = etypes
+            .checked_mul(state.etype_size)
+            .ok_or_else(|| MpiioError::new(ErrorClass::Arg, "offset overflows"))?;
+        let mut request = Request::default();
+        if memory.bytes > 0 {
+            for piece in state.view.pieces(view_offset, memory.bytes)? {
+                request.pieces.push((piece.file_offset, piece.len));
+            }
+        }
+        Ok((request, memory))
+    }
+
+    fn independent(&self, state: &State, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
+        use crate::collective::independent;
+        with_data(memory, write, |data| {
+            if write {
+                independent::write(&self.file, request, data)?;
+                Ok(memory.bytes)
+            } else {
+                independent::read(&self.file, &state.hints, request, data)
+            }
+        })
+    }
+
+    fn collective(&self, state: &State, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
+        let (lo, hi) = request.extent().unwrap_or((u64::MAX, 0));
+        let all = self.comm.allgather(&[lo as i64, hi as i64])?;
+        let extents: Vec<(u64, u64)> = all.chunks(2).map(|c| (c[0] as u64, c[1] as u64)).collect();
+        let ctx = Context {
+            comm: &self.comm,
+            file: &self.file,
+            hints: &state.hints,
+            aggregators: &state.aggregators,
+            extents: &extents,
+        };
+        let (method, why) = auto::choose(&ctx, write);
+        if print_hints() && self.comm.rank() == 0 {
+            eprintln!(
+                "weft-mpiio: {} {}: method {} ({why})",
+                if write { "write" } else { "read" },
+                self.path,
+                method.name()
+            );
+        }
+        with_data(memory, write, |data| {
+            if write {
+                method.write(&ctx, request, data)?;
+                Ok(memory.bytes)
+            } else {
+                let eof = method.read(&ctx, request, data)?;
+                Ok(request.bytes_before(eof))
+            }
+        })
+    }
+}
+
+/// Runs `work` on the access's data stream: the user's buffer itself when the memory
+/// type is contiguous, else a packed copy (packed before a write, unpacked after a
+/// read, as far as the read got).
+fn with_data(memory: &Memory, write: bool, work: impl FnOnce(&mut [u8]) -> Result<u64>) -> Result<u64> {
+    if memory.bytes == 0 {
+        let mut empty = [0u8; 0];
+        return work(&mut empty);
+    }
+    // SAFETY: MPI's contract: `buf` holds `count` copies of the datatype, i.e. the
+    // bytes [true_lb, true_ub + (count-1)*extent) from it, which is `region`.
+    let region = unsafe { std::slice::from_raw_parts_mut(memory.region, memory.region_len) };
+    if memory.contiguous {
+        return work(&mut region[..memory.bytes as usize]);
+    }
+    let mut packed = vec![0u8; memory.bytes as usize];
+    if write {
+        view::pack(&memory.tree, memory.count, region, 0, &mut packed)?;
+        work(&mut packed)
+    } else {
+        let n = work(&mut packed)?;
+        view::unpack(&memory.tree, memory.count, &packed[..n as usize], 0, region)?;
+        Ok(n)
+    }
+}

@@ -1,0 +1,275 @@
+//! Hints: ROMIO's keys plus Weft's, from defaults, then the file named by $WEFT_HINTS
+//! (ROMIO_HINTS format, "key value" per line), then the info objects of open,
+//! set_view and set_info. Rank 0's result is broadcast so that every rank of a file
+//! runs the same collective method with the same parameters.
+
+use crate::error::{ErrorClass, MpiioError, Result};
+
+/// Largest collective buffer per aggregator (and per pipeline slot).
+pub const CB_BUFFER_SIZE_MAX: u64 = 1 << 30;
+/// Deepest I/O queue of the pipelined methods.
+pub const PIPELINE_DEPTH_MAX: usize = 64;
+
+/// The collective method (`weft_cb_method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Auto,
+    TwoPhase,
+    Interleaved,
+    Pipelined,
+    InterleavedPipelined,
+    StripeAligned,
+    Independent,
+}
+
+impl Method {
+    pub const ALL: [Method; 7] = [
+        Method::Auto,
+        Method::TwoPhase,
+        Method::Interleaved,
+        Method::Pipelined,
+        Method::InterleavedPipelined,
+        Method::StripeAligned,
+        Method::Independent,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Auto => "auto",
+            Method::TwoPhase => "two_phase",
+            Method::Interleaved => "interleaved",
+            Method::Pipelined => "pipelined",
+            Method::InterleavedPipelined => "interleaved_pipelined",
+            Method::StripeAligned => "stripe_aligned",
+            Method::Independent => "independent",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// ROMIO's enable / disable / automatic switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    Enable,
+    Disable,
+    Automatic,
+}
+
+impl Switch {
+    fn parse(s: &str) -> Option<Switch> {
+        match s {
+            "enable" => Some(Switch::Enable),
+            "disable" => Some(Switch::Disable),
+            "automatic" => Some(Switch::Automatic),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Switch::Enable => "enable",
+            Switch::Disable => "disable",
+            Switch::Automatic => "automatic",
+        }
+    }
+}
+
+/// The effective hints of one open file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hints {
+    pub cb_buffer_size: u64,
+    /// Number of aggregators; `None`: every process (see README).
+    pub cb_nodes: Option<usize>,
+    /// "*:N": N aggregators per host. Empty: not set.
+    pub cb_config_list: String,
+    pub romio_cb_read: Switch,
+    pub romio_cb_write: Switch,
+    pub romio_ds_read: Switch,
+    pub romio_ds_write: Switch,
+    pub ind_rd_buffer_size: u64,
+    pub ind_wr_buffer_size: u64,
+    pub striping_unit: Option<u64>,
+    pub striping_factor: Option<u32>,
+    pub method: Method,
+    pub pipeline_depth: usize,
+}
+
+impl Default for Hints {
+    fn default() -> Self {
+        Hints {
+            cb_buffer_size: 16 << 20,
+            cb_nodes: None,
+            cb_config_list: String::new(),
+            romio_cb_read: Switch::Automatic,
+            romio_cb_write: Switch::Automatic,
+            romio_ds_read: Switch::Automatic,
+            romio_ds_write: Switch::Automatic,
+            ind_rd_buffer_size: 4 << 20,
+            ind_wr_buffer_size: 512 << 10,
+            striping_unit: None,
+            striping_factor: None,
+            method: Method::Auto,
+            pipeline_depth: 4,
+        }
+    }
+}
+
+fn bad(key: &str, value: &str, why: &str) -> MpiioError {
+    MpiioError::new(ErrorClass::InfoValue, format!("hint {key}={value}: {why}"))
+}
+
+fn number(key: &str, value: &str, min: u64, max: u64) -> Result<u64> {
+    let n: u64 = value
+        .trim()
+        .parse()
+        .map_err(|_| bad(key, value, "not a number"))?;
+    if n < min || n > max {
+        return Err(bad(key, value, &format!("must be in [{min}, {max}]")));
+    }
+    Ok(n)
+}
+
+impl Hints {
+    /// Defaults, then $WEFT_HINTS.
+    pub fn from_env() -> Result<Hints> {
+        let mut hints = Hints::default();
+        if let Ok(path) = std::env::var("WEFT_HINTS") {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| MpiioError::new(ErrorClass::InfoValue, format!("WEFT_HINTS={path}: {e}")))?;
+            hints.apply_text(&text)?;
+        }
+        Ok(hints)
+    }
+
+    /// Lines of "key value"; blank lines and lines starting with '#' are skipped.
+    pub fn apply_text(&mut self, text: &str) -> Result<()> {
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (key, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            self.set(key, value.trim())?;
+        }
+        Ok(())
+    }
+
+    /// Applies one key. Keys this layer does not know are ignored, as MPI asks.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let switch =
+            |v: &str| Switch::parse(v).ok_or_else(|| bad(key, v, "expected enable, disable or automatic"));
+        match key {
+            "cb_buffer_size" => self.cb_buffer_size = number(key, value, 1, CB_BUFFER_SIZE_MAX)?,
+            "cb_nodes" => self.cb_nodes = Some(number(key, value, 1, 1 << 20)? as usize),
+            "cb_config_list" => self.cb_config_list = value.to_owned(),
+            "romio_cb_read" => self.romio_cb_read = switch(value)?,
+            "romio_cb_write" => self.romio_cb_write = switch(value)?,
+            "romio_ds_read" => self.romio_ds_read = switch(value)?,
+            "romio_ds_write" => self.romio_ds_write = switch(value)?,
+            "ind_rd_buffer_size" => {
+                self.ind_rd_buffer_size = number(key, value, 1, CB_BUFFER_SIZE_MAX)?
+            }
+            "ind_wr_buffer_size" => {
+                self.ind_wr_buffer_size = number(key, value, 1, CB_BUFFER_SIZE_MAX)?
+            }
+            "striping_unit" => self.striping_unit = Some(number(key, value, 1, 1 << 30)?),
+            "striping_factor" => self.striping_factor = Some(number(key, value, 1, 1024)? as u32),
+            "weft_cb_method" => {
+                self.method = Method::parse(value).ok_or_else(|| {
+                    bad(key, value, "expected auto, two_phase, interleaved, pipelined, interleaved_pipelined, stripe_aligned or independent")
+                })?
+            }
+            "weft_pipeline_depth" => {
+                self.pipeline_depth = number(key, value, 1, PIPELINE_DEPTH_MAX as u64)? as usize
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The effective values, as MPI_File_get_info returns them.
+    pub fn entries(&self, aggregators: usize) -> Vec<(String, String)> {
+        let mut out = vec![
+            ("cb_buffer_size".to_owned(), self.cb_buffer_size.to_string()),
+            ("cb_nodes".to_owned(), aggregators.to_string()),
+        ];
+        if !self.cb_config_list.is_empty() {
+            out.push(("cb_config_list".into(), self.cb_config_list.clone()));
+        }
+        out.extend([
+            ("romio_cb_read".into(), self.romio_cb_read.name().into()),
+            ("romio_cb_write".into(), self.romio_cb_write.name().into()),
+            ("romio_ds_read".into(), self.romio_ds_read.name().into()),
+            ("romio_ds_write".into(), self.romio_ds_write.name().into()),
+            ("ind_rd_buffer_size".into(), self.ind_rd_buffer_size.to_string()),
+            ("ind_wr_buffer_size".into(), self.ind_wr_buffer_size.to_string()),
+        ]);
+        if let Some(u) = self.striping_unit {
+            out.push(("striping_unit".into(), u.to_string()));
+        }
+        if let Some(f) = self.striping_factor {
+            out.push(("striping_factor".into(), f.to_string()));
+        }
+        out.push(("weft_cb_method".into(), self.method.name().into()));
+        out.push(("weft_pipeline_depth".into(), self.pipeline_depth.to_string()));
+        out
+    }
+
+    /// Text form for the broadcast from rank 0 (parsed back by `apply_text`).
+    pub fn to_text(&self) -> String {
+        let mut text = String::new();
+        for (k, v) in self.entries(self.cb_nodes.unwrap_or(0)) {
+            if k == "cb_nodes" && self.cb_nodes.is_none() {
+                continue;
+            }
+            text.push_str(&format!("{k} {v}\n"));
+        }
+        text
+    }
+
+    pub fn from_text(text: &str) -> Result<Hints> {
+        let mut hints = Hints::default();
+        hints.apply_text(text)?;
+        Ok(hints)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_round_trip_keeps_every_value() {
+        let mut h = Hints::default();
+        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\n")
+            .unwrap();
+        assert_eq!(h.cb_buffer_size, 1 << 20);
+        assert_eq!(h.cb_nodes, Some(3));
+        assert_eq!(h.method, Method::InterleavedPipelined);
+        assert_eq!(h.romio_cb_write, Switch::Disable);
+        assert_eq!(Hints::from_text(&h.to_text()).unwrap(), h);
+    }
+
+    #[test]
+    fn bad_values_are_info_value_errors() {
+        let mut h = Hints::default();
+        assert_eq!(
+            h.set("weft_cb_method", "fastest").unwrap_err().class,
+            ErrorClass::InfoValue
+        );
+        assert_eq!(
+            h.set("cb_buffer_size", "0").unwrap_err().class,
+            ErrorClass::InfoValue
+        );
+        assert_eq!(
+            h.set("romio_cb_read", "yes").unwrap_err().class,
+            ErrorClass::InfoValue
+        );
+        // Unknown keys are ignored.
+        h.set("some_other_key", "1").unwrap();
+        assert_eq!(h, Hints::default());
+    }
+}

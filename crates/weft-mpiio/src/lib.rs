@@ -1,0 +1,24 @@
+//! MPI-IO on Weft: `libweft_mpiio.so`, an interposition library for unmodified MPI
+//! programs (LD_PRELOAD, or linked). It defines every `MPI_File_*` function of MPI
+//! 3.1; files named `weft:/path` are Weft files, every other file passes through to
+//! the MPI library (`PMPI_File_*`). This is the only crate that links MPI.
+//!
+//! Layers, outside in:
+//! - `csrc/weft_mpiio.c`: the entry points (reached through [`entry`]), dispatch
+//!   between Weft and PMPI, MPI error classes and error handlers;
+//! - `csrc/shim.c` / [`mpi`]: the few MPI calls the Rust half makes, with opaque
+//!   handles;
+//! - [`abi`]: the Rust functions the C half calls, and the registry of open files;
+//! - [`file`]: open files (communicator, hints, view, file pointer) and their
+//!   operations; [`datatype`]: MPI datatypes decoded into weft-layout views;
+//!   [`hints`]: ROMIO's and Weft's hints;
+//! - [`collective`]: the collective methods (two-phase family) and independent I/O.
+
+pub mod abi;
+pub mod collective;
+pub mod datatype;
+pub mod entry;
+pub mod error;
+pub mod file;
+pub mod hints;
+pub mod mpi;
