@@ -14,7 +14,7 @@ use weft_client::{Client, CreateOptions, ErrorCode, OpenOptions, SetAttr};
 use weft_layout::InodeId;
 use weft_proto::frame::{DATA_BYTES_MAX, MESSAGE_BYTES_MAX, PROTOCOL_VERSION};
 use weft_proto::msg::{decode_result, Request, Response};
-use weft_proto::{Cred, Range, Striping, WireError, Wire, Writer};
+use weft_proto::{Cred, Range, Striping, Wire, WireError, Writer};
 use weft_testkit::TestCluster;
 
 /// The documented header layout, written out here rather than with the codec under
@@ -37,7 +37,14 @@ fn header(version: u16, kind: u8, opcode: u16, id: u64, message_len: u32, data_l
 
 /// A request frame with the right lengths.
 fn frame(opcode: u16, id: u64, body: &[u8], data: &[u8]) -> Vec<u8> {
-    let mut f = header(PROTOCOL_VERSION, 0, opcode, id, body.len() as u32, data.len() as u64);
+    let mut f = header(
+        PROTOCOL_VERSION,
+        0,
+        opcode,
+        id,
+        body.len() as u32,
+        data.len() as u64,
+    );
     f.extend_from_slice(body);
     f.extend_from_slice(data);
     f
@@ -54,9 +61,7 @@ type Reply = (u64, Result<Response, WireError>);
 impl Raw {
     fn connect(addr: &str) -> Raw {
         let stream = TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         Raw { stream }
     }
 
@@ -316,7 +321,12 @@ fn io_requests_with_bad_ranges_and_sizes_are_refused() {
     let mut c = Raw::connect(&cluster.addr(layout.servers[0].0));
     c.send(&frame(42, 6, &write(file.inode(), 100).encode_body(), &[1; 99]));
     assert!(c.error(ErrorCode::InvalidArgument).contains("99"));
-    c.send(&frame(42, 7, &write(InodeId(987_654), 10).encode_body(), &[1; 10]));
+    c.send(&frame(
+        42,
+        7,
+        &write(InodeId(987_654), 10).encode_body(),
+        &[1; 10],
+    ));
     c.error(ErrorCode::Stale);
     // Truncate to a size past the largest file offset.
     let truncate = Request::Truncate {
@@ -409,7 +419,14 @@ fn truncated_and_stalled_frames_do_not_stop_other_clients() {
         stalled.push(c);
         // A write promising bulk data that never comes, kept open.
         let mut c = Raw::connect(&addr);
-        c.send(&header(PROTOCOL_VERSION, 0, 42, 3, io_body(&[(0, 1 << 20)]).len() as u32, 1 << 20));
+        c.send(&header(
+            PROTOCOL_VERSION,
+            0,
+            42,
+            3,
+            io_body(&[(0, 1 << 20)]).len() as u32,
+            1 << 20,
+        ));
         c.send(&io_body(&[(0, 1 << 20)]));
         stalled.push(c);
         // A truncated frame, then the sender goes away.
@@ -458,7 +475,14 @@ fn frames_that_stall_after_a_large_header_do_not_starve_writers() {
     let stalled: Vec<Raw> = (0..17)
         .map(|k| {
             let mut c = Raw::connect(&addr);
-            c.send(&header(PROTOCOL_VERSION, 0, 42, k, body.len() as u32, DATA_BYTES_MAX));
+            c.send(&header(
+                PROTOCOL_VERSION,
+                0,
+                42,
+                k,
+                body.len() as u32,
+                DATA_BYTES_MAX,
+            ));
             c.send(&body);
             c
         })
@@ -503,7 +527,10 @@ fn the_client_refuses_bad_paths_names_and_ranges_with_specific_codes() {
         client.create(&format!("/dir/{name_256}"), &create).map(drop),
         ErrorCode::NameTooLong,
     );
-    expect_code(client.mkdir(&format!("/{name_256}"), 0o755), ErrorCode::NameTooLong);
+    expect_code(
+        client.mkdir(&format!("/{name_256}"), 0o755),
+        ErrorCode::NameTooLong,
+    );
     expect_code(
         client.rename("/dir/file", &format!("/dir/{name_256}")),
         ErrorCode::NameTooLong,
@@ -525,15 +552,28 @@ fn the_client_refuses_bad_paths_names_and_ranges_with_specific_codes() {
         ..SetAttr::default()
     };
     expect_code(client.setattr("/dir/file", &huge), ErrorCode::InvalidArgument);
-    assert_eq!(client.stat("/dir/file").unwrap().size, 10, "the file is unchanged");
+    assert_eq!(
+        client.stat("/dir/file").unwrap().size,
+        10,
+        "the file is unchanged"
+    );
 
     // Missing directories, and files where directories should be.
-    let m = expect_code(client.create("/missing/f", &create).map(drop), ErrorCode::NotFound);
+    let m = expect_code(
+        client.create("/missing/f", &create).map(drop),
+        ErrorCode::NotFound,
+    );
     assert!(m.contains("/missing"), "{m}");
     expect_code(client.mkdir("/missing/d", 0o755), ErrorCode::NotFound);
-    expect_code(client.create("/dir/file/x", &create).map(drop), ErrorCode::NotDirectory);
+    expect_code(
+        client.create("/dir/file/x", &create).map(drop),
+        ErrorCode::NotDirectory,
+    );
     expect_code(client.readdir("/dir/file"), ErrorCode::NotDirectory);
-    expect_code(client.open("/dir", &OpenOptions::default()).map(drop), ErrorCode::IsDirectory);
+    expect_code(
+        client.open("/dir", &OpenOptions::default()).map(drop),
+        ErrorCode::IsDirectory,
+    );
     expect_code(
         client
             .create(

@@ -41,7 +41,7 @@ fn directory_with_10000_entries() {
     let client = cluster.client();
     client.mkdir("/big", 0o755).unwrap();
     let names = names(&mut rng);
-    let is_dir = |k: usize| k % DIRECTORY_EVERY == 0;
+    let is_dir = |k: usize| k.is_multiple_of(DIRECTORY_EVERY);
 
     let started = Instant::now();
     std::thread::scope(|scope| {
@@ -136,7 +136,10 @@ fn directory_with_10000_entries() {
         };
         assert_eq!(*line, want);
     }
-    eprintln!("weft ls of {ENTRIES} entries: {:.2} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "weft ls of {ENTRIES} entries: {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
 
     let started = Instant::now();
     std::thread::scope(|scope| {

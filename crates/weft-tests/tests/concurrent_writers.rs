@@ -151,7 +151,11 @@ fn concurrent_writers_to_one_file() {
         let region = bounds.iter().rposition(|&b| b <= x).unwrap();
         panic!(
             "byte {x} (region {region}, written by {}) is wrong",
-            if region < THREADS { "a thread" } else { "a child process" }
+            if region < THREADS {
+                "a thread"
+            } else {
+                "a child process"
+            }
         );
     }
 }

@@ -13,20 +13,13 @@ use weft_client::{Client, ClientError, CreateOptions, FileKind, LayoutRequest, O
 use weft_testkit::TestCluster;
 
 /// Retries `op` until it succeeds, recording each failure; gives up after 60 s.
-fn retry<T>(
-    what: &str,
-    failures: &Mutex<Vec<String>>,
-    mut op: impl FnMut() -> Result<T, ClientError>,
-) -> T {
+fn retry<T>(what: &str, failures: &Mutex<Vec<String>>, mut op: impl FnMut() -> Result<T, ClientError>) -> T {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match op() {
             Ok(v) => return v,
             Err(e) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "{what} still failing after 60 s: {e}"
-                );
+                assert!(Instant::now() < deadline, "{what} still failing after 60 s: {e}");
                 failures.lock().unwrap().push(e.to_string());
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -74,7 +67,7 @@ fn io_server_killed_mid_writes_loses_nothing_synced() {
                 offset += len;
                 written.store(offset, Ordering::SeqCst);
                 chunk += 1;
-                if chunk % 4 == 0 {
+                if chunk.is_multiple_of(4) {
                     retry("sync", &failures, || file.sync());
                     synced.store(offset, Ordering::SeqCst);
                     syncs.fetch_add(1, Ordering::SeqCst);
@@ -89,9 +82,11 @@ fn io_server_killed_mid_writes_loses_nothing_synced() {
         let synced_at_kill = synced.load(Ordering::SeqCst);
         cluster.kill9(victim);
         // The crash lands in the stream: the writer runs into it.
-        wait_for("the writer to hit the dead server", Duration::from_secs(30), || {
-            (failures.lock().unwrap().len() >= 3).then_some(())
-        });
+        wait_for(
+            "the writer to hit the dead server",
+            Duration::from_secs(30),
+            || (failures.lock().unwrap().len() >= 3).then_some(()),
+        );
         cluster.restart();
         let syncs_at_restart = syncs.load(Ordering::SeqCst);
         // The same client, without being told, reaches the restarted server.
@@ -197,8 +192,16 @@ fn apply(tree: &mut Tree, op: &Op, content: bool) {
 
 /// A random operation that is valid in `tree`.
 fn next_op(rng: &mut Rng, tree: &Tree, worker: u64, counter: u64) -> Op {
-    let dirs: Vec<&String> = tree.iter().filter(|(_, n)| **n == Node::Dir).map(|(k, _)| k).collect();
-    let files: Vec<&String> = tree.iter().filter(|(_, n)| **n != Node::Dir).map(|(k, _)| k).collect();
+    let dirs: Vec<&String> = tree
+        .iter()
+        .filter(|(_, n)| **n == Node::Dir)
+        .map(|(k, _)| k)
+        .collect();
+    let files: Vec<&String> = tree
+        .iter()
+        .filter(|(_, n)| **n != Node::Dir)
+        .map(|(k, _)| k)
+        .collect();
     let mut any_dir = vec![String::new()];
     any_dir.extend(dirs.iter().map(|d| d.to_string()));
     let pick = |rng: &mut Rng, v: &[String]| v[rng.below(v.len() as u64) as usize].clone();
@@ -216,19 +219,13 @@ fn next_op(rng: &mut Rng, tree: &Tree, worker: u64, counter: u64) -> Op {
         }
         7 if !dirs.is_empty() => {
             let from = dirs[rng.below(dirs.len() as u64) as usize].clone();
-            let targets: Vec<String> = any_dir
-                .iter()
-                .filter(|d| !is_within(d, &from))
-                .cloned()
-                .collect();
+            let targets: Vec<String> = any_dir.iter().filter(|d| !is_within(d, &from)).cloned().collect();
             return Op::Rename {
                 to: join(&pick(rng, &targets), &format!("m{counter}")),
                 from,
             };
         }
-        8 if !files.is_empty() => {
-            return Op::Unlink(files[rng.below(files.len() as u64) as usize].clone())
-        }
+        8 if !files.is_empty() => return Op::Unlink(files[rng.below(files.len() as u64) as usize].clone()),
         9 => {
             let empty: Vec<&&String> = dirs
                 .iter()
@@ -309,7 +306,11 @@ fn walk(client: &Client, root: &str, inodes: &mut BTreeSet<u64>) -> BTreeMap<Str
                 .getattr(e.inode)
                 .unwrap_or_else(|err| panic!("{child_abs}: listed but has no attributes: {err}"));
             assert_eq!(attr.kind, e.kind, "{child_abs}");
-            assert!(inodes.insert(e.inode.0), "{child_abs}: inode {} seen twice", e.inode);
+            assert!(
+                inodes.insert(e.inode.0),
+                "{child_abs}: inode {} seen twice",
+                e.inode
+            );
             match e.kind {
                 FileKind::Directory => {
                     found.insert(child_rel.clone(), Found::Dir);
@@ -367,7 +368,10 @@ fn meta_server_killed_mid_operations_keeps_every_acknowledged_one() {
                             }
                             Err(e) => {
                                 let addr = client.meta_addr();
-                                assert!(e.to_string().contains(addr), "error does not name the manager {addr}: {e}");
+                                assert!(
+                                    e.to_string().contains(addr),
+                                    "error does not name the manager {addr}: {e}"
+                                );
                                 return (tree, Some(op), counter as usize);
                             }
                         }

@@ -110,10 +110,7 @@ fn round_trip(client: &Client, path: &str, tag: u64) {
 
 #[test]
 fn mpirun_launches_a_job_scoped_cluster_and_takes_it_down() {
-    let home = tempfile::Builder::new()
-        .prefix("weft-mpi-")
-        .tempdir()
-        .unwrap();
+    let home = tempfile::Builder::new().prefix("weft-mpi-").tempdir().unwrap();
     let log = std::fs::File::create(home.path().join("mpirun.log")).unwrap();
     let mut command = Command::new("mpirun");
     command
@@ -151,10 +148,17 @@ fn mpirun_launches_a_job_scoped_cluster_and_takes_it_down() {
         std::fs::read_to_string(&description).ok()
     });
     let ranks = live_in_session(job.session());
-    assert!(ranks.len() >= 4, "mpirun and 3 ranks expected, found pids {ranks:?}");
+    assert!(
+        ranks.len() >= 4,
+        "mpirun and 3 ranks expected, found pids {ranks:?}"
+    );
 
     let client = Client::connect(&meta_addr_in(&text)).unwrap();
-    assert_eq!(client.cluster_info().io_servers.len(), 2, "ranks 1 and 2 are io servers");
+    assert_eq!(
+        client.cluster_info().io_servers.len(),
+        2,
+        "ranks 1 and 2 are io servers"
+    );
     round_trip(&client, "/from-mpi", 1);
     let file = client.open("/from-mpi", &OpenOptions::default()).unwrap();
     assert_eq!(file.layout().servers.len(), 2, "striped over both io ranks");
@@ -174,7 +178,10 @@ fn mpirun_launches_a_job_scoped_cluster_and_takes_it_down() {
 
     let took = job.stop();
     let left = live_in_session(job.session());
-    assert!(left.is_empty(), "processes of the job still running after {took:?}: {left:?}");
+    assert!(
+        left.is_empty(),
+        "processes of the job still running after {took:?}: {left:?}"
+    );
     assert!(took < Duration::from_secs(10), "stopping the job took {took:?}");
 }
 
@@ -248,12 +255,19 @@ fn a_hand_written_cluster_description_starts_serves_and_restarts() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("9") && stderr.contains("cluster.toml"), "{stderr}");
+    assert!(
+        stderr.contains("9") && stderr.contains("cluster.toml"),
+        "{stderr}"
+    );
 
     let mut servers = start_servers(dir.path(), &[1, 2, 3, 0]);
     for (id, addr) in addrs.iter().enumerate() {
         let ready = std::fs::read_to_string(dir.path().join(format!("ready-{id}"))).unwrap();
-        assert_eq!(ready.trim(), addr, "server {id} listens where the description says");
+        assert_eq!(
+            ready.trim(),
+            addr,
+            "server {id} listens where the description says"
+        );
     }
     let client = Client::connect(&addrs[0]).unwrap();
     let io: Vec<&str> = client

@@ -45,12 +45,16 @@ fn rename_replaces_a_file_atomically_and_its_objects_are_purged() {
     assert_eq!(get(&client, "/target"), new_data);
 
     // The replaced file is unreachable; its objects leave every io server.
-    wait_for("the replaced file's objects to go", Duration::from_secs(20), || {
-        servers
-            .iter()
-            .all(|s| !object_path(&cluster, *s, old.inode()).exists())
-            .then_some(())
-    });
+    wait_for(
+        "the replaced file's objects to go",
+        Duration::from_secs(20),
+        || {
+            servers
+                .iter()
+                .all(|s| !object_path(&cluster, *s, old.inode()).exists())
+                .then_some(())
+        },
+    );
     common::wait_orphans_purged(&client);
     let objects: u64 = client
         .statfs()
@@ -112,7 +116,10 @@ fn readers_never_see_a_replaced_name_missing() {
         }
         done.store(true, Ordering::SeqCst);
     });
-    assert!(reads.load(Ordering::SeqCst) > 0, "the readers never completed a read");
+    assert!(
+        reads.load(Ordering::SeqCst) > 0,
+        "the readers never completed a read"
+    );
     assert_eq!(get(&client, "/current"), pattern(VERSIONS - 1, 0, LEN));
     common::wait_orphans_purged(&client);
 }
@@ -141,7 +148,10 @@ fn directory_renames_and_refusals() {
     let m = expect_code(client.rename("/d2", "/d2/sub/x"), ErrorCode::InvalidArgument);
     assert!(m.contains("subtree"), "{m}");
     expect_code(client.rename("/d2", "/d2/x"), ErrorCode::InvalidArgument);
-    expect_code(client.rename("/d2/sub", "/d2/sub/deeper/sub"), ErrorCode::InvalidArgument);
+    expect_code(
+        client.rename("/d2/sub", "/d2/sub/deeper/sub"),
+        ErrorCode::InvalidArgument,
+    );
     assert_eq!(get(&client, "/d2/sub/file"), data);
 
     // Replacing: a directory over an empty directory is fine, over a non-empty one not;

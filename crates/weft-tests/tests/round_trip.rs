@@ -230,8 +230,7 @@ fn bytes_land_on_the_servers_and_offsets_the_layout_names() {
     let mut at = 0;
     while at < size {
         let n = rng.between(1, 20_000).min(size - at);
-        file.write_at(at, &data[at as usize..(at + n) as usize])
-            .unwrap();
+        file.write_at(at, &data[at as usize..(at + n) as usize]).unwrap();
         at += n;
     }
     file.sync().unwrap();

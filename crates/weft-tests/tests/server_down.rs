@@ -100,12 +100,7 @@ fn a_killed_io_server_fails_calls_at_once_naming_it() {
     // A read that needs no byte of the dead server still works (beyond the bytes the
     // failed write may have changed on the live servers).
     let stripe = file.layout().stripe_size_bytes;
-    let dead_index = file
-        .layout()
-        .servers
-        .iter()
-        .position(|s| s.0 == 3)
-        .unwrap() as u64;
+    let dead_index = file.layout().servers.iter().position(|s| s.0 == 3).unwrap() as u64;
     let elsewhere = 2 * 4 * stripe + ((dead_index + 1) % 4) * stripe;
     assert!(elsewhere > 300_000);
     let mut some = vec![0u8; 100];

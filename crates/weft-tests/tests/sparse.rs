@@ -90,7 +90,10 @@ fn sparse_file_over_4_gib() {
     assert_zeros("old 4 GiB bytes", &read(&view, 4 * GIB - 3, 6), 6);
     assert_eq!(read(&view, 0, 4), b"head");
     let used = disk_bytes(&cluster, &client, &file);
-    assert!(used < 1 << 20, "after truncation the file takes {used} bytes of disk");
+    assert!(
+        used < 1 << 20,
+        "after truncation the file takes {used} bytes of disk"
+    );
 
     // `weft df` reports the logical bytes stored without reading them.
     let df = common::weft_ok(&cluster, &["df"]);

@@ -134,12 +134,7 @@ pub fn object_path(cluster: &TestCluster, id: ServerId, inode: InodeId) -> PathB
 
 /// The ids of the io servers of a cluster, in the cluster's order.
 pub fn io_server_ids(client: &Client) -> Vec<ServerId> {
-    client
-        .cluster_info()
-        .io_servers
-        .iter()
-        .map(|s| s.id)
-        .collect()
+    client.cluster_info().io_servers.iter().map(|s| s.id).collect()
 }
 
 /// Output of a `weft` command as text, failing the test if it did not succeed.
