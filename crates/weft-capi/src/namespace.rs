@@ -1,0 +1,270 @@
+//! Operations on paths through the metadata manager: directories, removal, rename,
+//! attributes, layouts, and file-system statistics.
+//!
+//! Paths are absolute and UTF-8, with no "." or ".." components; names are at most
+//! `WEFT_NAME_MAX` bytes (longer is ENAMETOOLONG).
+
+use crate::args;
+use crate::error::{int_call, Failure, Outcome};
+use crate::handles::weft_client_t;
+use crate::types::{weft_layout_t, weft_stat_t, weft_statfs_t};
+use std::ffi::{c_char, c_int};
+use weft_client::{Attr, Client, FileKind, SetAttr};
+
+/// Runs `body` with the client and one path argument.
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `path` is NULL or NUL-terminated.
+unsafe fn with_path(
+    function: &str,
+    client: *mut weft_client_t,
+    path: *const c_char,
+    body: impl FnOnce(&Client, &str) -> Outcome<c_int>,
+) -> c_int {
+    int_call(function, || {
+        // SAFETY: the caller's promises.
+        let (client, path) = unsafe { (args::shared(client, "client")?, args::string(path, "path")?) };
+        body(&client.client, path)
+    })
+}
+
+/// Creates the directory `path` with permission bits `mode` (07777, no umask).
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `path` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn weft_mkdir(client: *mut weft_client_t, path: *const c_char, mode: u32) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe {
+        with_path("weft_mkdir", client, path, |client, path| {
+            client.mkdir(path, args::mode(mode)?)?;
+            Ok(0)
+        })
+    }
+}
+
+/// Removes the empty directory `path` (-ENOTEMPTY if it is not empty).
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `path` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn weft_rmdir(client: *mut weft_client_t, path: *const c_char) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe {
+        with_path("weft_rmdir", client, path, |client, path| {
+            client.rmdir(path)?;
+            Ok(0)
+        })
+    }
+}
+
+/// Removes the file (or symbolic link) `path`. Handles open on it see -ESTALE afterwards.
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `path` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn weft_unlink(client: *mut weft_client_t, path: *const c_char) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe {
+        with_path("weft_unlink", client, path, |client, path| {
+            client.unlink(path)?;
+            Ok(0)
+        })
+    }
+}
+
+/// Renames `from` to `to` atomically, replacing an existing `to` as rename(2) does.
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `from` and `to` are NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn weft_rename(
+    client: *mut weft_client_t,
+    from: *const c_char,
+    to: *const c_char,
+) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe {
+        with_path("weft_rename", client, from, |client, from| {
+            // SAFETY: the caller's promise about `to`.
+            let to = args::string(to, "to")?;
+            client.rename(from, to)?;
+            Ok(0)
+        })
+    }
+}
+
+/// Sets the permission bits of `path` to `mode` (07777).
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `path` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn weft_chmod(client: *mut weft_client_t, path: *const c_char, mode: u32) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe {
+        with_path("weft_chmod", client, path, |client, path| {
+            let changes = SetAttr {
+                mode: Some(args::mode(mode)?),
+                ..Default::default()
+            };
+            client.setattr(path, &changes)?;
+            Ok(0)
+        })
+    }
+}
+
+/// Truncates or extends (with zeros) the file `path` to `length` bytes.
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `path` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn weft_truncate(
+    client: *mut weft_client_t,
+    path: *const c_char,
+    length: i64,
+) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe {
+        with_path("weft_truncate", client, path, |client, path| {
+            let changes = SetAttr {
+                size: Some(args::offset(length, "length")?),
+                ..Default::default()
+            };
+            client.setattr(path, &changes)?;
+            Ok(0)
+        })
+    }
+}
+
+/// Fills `out` with the attributes of `path` (a symbolic link itself, not its target).
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `path` is NULL or NUL-terminated; `out` is
+/// NULL or points to a `weft_stat_t`.
+#[no_mangle]
+pub unsafe extern "C" fn weft_stat(
+    client: *mut weft_client_t,
+    path: *const c_char,
+    out: *mut weft_stat_t,
+) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe {
+        with_path("weft_stat", client, path, |client, path| {
+            // SAFETY: the caller's promise about `out`.
+            let out = args::output(out, "out")?;
+            *out = weft_stat_t::from(&client.stat(path)?);
+            Ok(0)
+        })
+    }
+}
+
+/// The layout of `path`. For a regular file: every field of `out` (`fields` has all
+/// bits) and its io servers' ids, in stripe order, in `servers` (at most `servers_max`
+/// of them; NULL and 0 to ask only the count); returns the stripe count, which may
+/// exceed `servers_max` (it is at most `WEFT_STRIPE_COUNT_MAX`). For a directory: its
+/// default layout for new files (only the fields it sets); returns 0.
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `path` is NULL or NUL-terminated; `out` is
+/// NULL or points to a `weft_layout_t`; `servers` is NULL or writable for `servers_max`
+/// entries.
+#[no_mangle]
+pub unsafe extern "C" fn weft_get_layout(
+    client: *mut weft_client_t,
+    path: *const c_char,
+    out: *mut weft_layout_t,
+    servers: *mut u32,
+    servers_max: usize,
+) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe {
+        with_path("weft_get_layout", client, path, |client, path| {
+            // SAFETY: the caller's promises about `out` and `servers`.
+            let out = args::output(out, "out")?;
+            let attr = client.resolve(path)?;
+            fill_layout(client, &attr, out, servers, servers_max)
+        })
+    }
+}
+
+/// Fills in `out` and `servers` for `weft_get_layout` and `weft_fget_layout`.
+///
+/// # Safety
+/// `servers` is NULL or writable for `servers_max` entries.
+pub(crate) unsafe fn fill_layout(
+    client: &Client,
+    attr: &Attr,
+    out: &mut weft_layout_t,
+    servers: *mut u32,
+    servers_max: usize,
+) -> Outcome<c_int> {
+    if servers.is_null() && servers_max > 0 {
+        return Err(Failure::new(libc::EFAULT, "servers is NULL"));
+    }
+    match (&attr.kind, &attr.layout, &attr.dir_layout) {
+        (FileKind::File, Some(layout), _) => {
+            let cluster: Vec<_> = client.cluster_info().io_servers.iter().map(|s| s.id).collect();
+            *out = weft_layout_t::from_layout(layout, &cluster);
+            let n = layout.servers.len().min(servers_max);
+            if n > 0 {
+                // SAFETY: non-NULL and writable for servers_max >= n entries.
+                let ids = unsafe { std::slice::from_raw_parts_mut(servers, n) };
+                for (to, from) in ids.iter_mut().zip(&layout.servers) {
+                    *to = from.0;
+                }
+            }
+            Ok(layout.servers.len() as c_int)
+        }
+        (FileKind::Directory, _, default) => {
+            *out = default
+                .as_ref()
+                .map(weft_layout_t::from_request)
+                .unwrap_or_default();
+            Ok(0)
+        }
+        _ => Err(Failure::invalid(format!(
+            "inode {} has no layout (not a regular file or a directory)",
+            attr.inode
+        ))),
+    }
+}
+
+/// Sets the default layout of new files created in the directory `path` (files already
+/// there keep theirs), or with a NULL `layout` removes it so that the cluster's applies.
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `path` is NULL or NUL-terminated; `layout`
+/// is NULL or points to a `weft_layout_t`.
+#[no_mangle]
+pub unsafe extern "C" fn weft_set_dir_layout(
+    client: *mut weft_client_t,
+    path: *const c_char,
+    layout: *const weft_layout_t,
+) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe {
+        with_path("weft_set_dir_layout", client, path, |client, path| {
+            // SAFETY: the caller's promise about `layout`.
+            let request = layout.as_ref().map(weft_layout_t::to_request).transpose()?;
+            client.set_dir_layout(path, request)?;
+            Ok(0)
+        })
+    }
+}
+
+/// Fills `out` with file-system statistics: namespace counts from the metadata manager
+/// and space from every io server (one that does not answer is counted in
+/// `io_servers_unreachable`, not an error).
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `out` is NULL or points to a
+/// `weft_statfs_t`.
+#[no_mangle]
+pub unsafe extern "C" fn weft_statfs(client: *mut weft_client_t, out: *mut weft_statfs_t) -> c_int {
+    int_call("weft_statfs", || {
+        // SAFETY: the caller's promises.
+        let (client, out) = unsafe { (args::shared(client, "client")?, args::output(out, "out")?) };
+        *out = weft_statfs_t::from(&client.client.statfs()?);
+        Ok(0)
+    })
+}
