@@ -157,6 +157,41 @@ weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 
     Df,
     /// Benchmarks that compare Weft with a local-file baseline in the same run.
     Bench(weft_bench::BenchArgs),
+    /// Mount Weft at MOUNTPOINT through FUSE, for any program (in the background).
+    #[command(
+        long_about = "Mount Weft at MOUNTPOINT through FUSE, so that unmodified programs (ls, cp, tar, dd, \
+MPI-IO) use it. Returns once the mount is usable, leaving a daemon to serve it; --foreground serves in this \
+process until unmounted or interrupted. A mount by root serves every user, each acting with their own \
+permissions. File layouts are the extended attribute user.weft.layout.\n\nExamples:\n  weft mount /mnt/weft\n  \
+getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout -v \"stripe_size=1M stripe_count=2\" \
+/mnt/weft/dir\n  weft umount /mnt/weft"
+    )]
+    Mount {
+        mountpoint: PathBuf,
+        /// Serve in this process instead of a background daemon.
+        #[arg(short = 'f', long)]
+        foreground: bool,
+        /// FUSE worker threads (requests served in parallel).
+        #[arg(long, default_value_t = 8, value_name = "N")]
+        threads: usize,
+        /// How long the kernel caches attributes and names, milliseconds.
+        #[arg(long, default_value_t = 1000, value_name = "MS")]
+        attr_timeout_ms: u64,
+        /// Keep file data cached across opens (faster re-reads; another client's changes
+        /// may not be seen).
+        #[arg(long)]
+        keep_cache: bool,
+        /// Where the background daemon writes its messages.
+        #[arg(long, value_name = "FILE")]
+        log: Option<PathBuf>,
+    },
+    /// Unmount a Weft mount.
+    Umount {
+        mountpoint: PathBuf,
+        /// Detach now even if busy; the mount ends when its last open file closes.
+        #[arg(short = 'l', long)]
+        lazy: bool,
+    },
 }
 
 fn main() {
@@ -218,5 +253,28 @@ fn run(command: Command) -> Result<()> {
         }
         Command::Df => files::df(&connect()?),
         Command::Bench(args) => weft_bench::run(args),
+        Command::Mount {
+            mountpoint,
+            foreground,
+            threads,
+            attr_timeout_ms,
+            keep_cache,
+            log,
+        } => {
+            let options = weft_fuse::MountOptions {
+                threads,
+                attr_ttl: std::time::Duration::from_millis(attr_timeout_ms),
+                keep_cache,
+                log,
+                ..weft_fuse::MountOptions::new(mountpoint)
+            };
+            // Background mounting forks: nothing before this point starts a thread.
+            if foreground {
+                Ok(weft_fuse::mount_foreground(&options)?)
+            } else {
+                Ok(weft_fuse::mount_background(&options)?)
+            }
+        }
+        Command::Umount { mountpoint, lazy } => Ok(weft_fuse::unmount(&mountpoint, lazy)?),
     }
 }

@@ -1,0 +1,101 @@
+//! Weft attributes as the kernel sees them: `Attr` to `fuser::FileAttr`, times both ways.
+
+use fuser::{FileAttr, FileType, INodeNo, TimeOrNow};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use weft_client::{Attr, FileKind, TimeSet, Timespec};
+
+/// `st_blksize` of every file: the largest request the mount passes on (1 MiB), so that
+/// tools that size their buffers by it (cp, cat) send whole requests.
+pub const BLOCK_SIZE_BYTES: u32 = 1 << 20;
+
+pub fn file_type(kind: FileKind) -> FileType {
+    match kind {
+        FileKind::File => FileType::RegularFile,
+        FileKind::Directory => FileType::Directory,
+        FileKind::Symlink => FileType::Symlink,
+    }
+}
+
+pub fn system_time(t: Timespec) -> SystemTime {
+    if t.secs >= 0 {
+        UNIX_EPOCH + Duration::new(t.secs as u64, t.nanos)
+    } else {
+        // -1.5 s is stored as secs = -2, nanos = 5e8.
+        UNIX_EPOCH - Duration::from_secs(t.secs.unsigned_abs()) + Duration::from_nanos(t.nanos as u64)
+    }
+}
+
+pub fn timespec(t: SystemTime) -> Timespec {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Timespec {
+            secs: d.as_secs() as i64,
+            nanos: d.subsec_nanos(),
+        },
+        Err(e) => {
+            let d = e.duration();
+            let mut secs = -(d.as_secs() as i64);
+            let mut nanos = d.subsec_nanos();
+            if nanos > 0 {
+                secs -= 1;
+                nanos = 1_000_000_000 - nanos;
+            }
+            Timespec { secs, nanos }
+        }
+    }
+}
+
+pub fn time_set(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(t) => TimeSet::At(timespec(t)),
+    }
+}
+
+/// The kernel's view of an inode. Weft inode numbers are FUSE node ids as they are: the
+/// root is 1 in both, and Weft never reuses a number, so generations are always 0.
+pub fn file_attr(attr: &Attr) -> FileAttr {
+    let size = match attr.kind {
+        FileKind::Directory => 4096,
+        _ => attr.size,
+    };
+    FileAttr {
+        ino: INodeNo(attr.inode.0),
+        size,
+        blocks: size.div_ceil(512),
+        atime: system_time(attr.atime),
+        mtime: system_time(attr.mtime),
+        ctime: system_time(attr.ctime),
+        crtime: system_time(attr.ctime),
+        kind: file_type(attr.kind),
+        perm: (attr.mode & 0o7777) as u16,
+        nlink: attr.nlink.max(1),
+        uid: attr.uid,
+        gid: attr.gid,
+        rdev: 0,
+        blksize: BLOCK_SIZE_BYTES,
+        flags: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip_also_before_the_epoch() {
+        for t in [
+            Timespec { secs: 0, nanos: 0 },
+            Timespec {
+                secs: 1_700_000_000,
+                nanos: 123_456_789,
+            },
+            Timespec {
+                secs: -2,
+                nanos: 500_000_000,
+            },
+            Timespec { secs: -1, nanos: 1 },
+        ] {
+            assert_eq!(timespec(system_time(t)), t, "{t:?}");
+        }
+    }
+}

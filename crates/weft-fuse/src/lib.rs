@@ -1,0 +1,95 @@
+//! Weft through FUSE: `weft mount` makes a cluster a directory that unmodified programs
+//! (ls, cp, tar, dd, MPI-IO through ROMIO or OMPIO) use like any other. No kernel
+//! module: the kernel's FUSE driver passes requests to this adapter, which serves them
+//! with the native client.
+//!
+//! Design choices, each with its reason:
+//! - Inode numbers are Weft's own (the root is 1 in both, numbers are never reused), so
+//!   the adapter keeps no inode table and `forget` has nothing to do.
+//! - Every request acts as its caller: the adapter sends the caller's uid, gid and
+//!   supplementary groups (from /proc), and the metadata manager checks permissions.
+//!   The mount also uses `default_permissions`: FUSE tells the adapter only uid and
+//!   gid, while the kernel knows the caller's full credentials (groups, capabilities)
+//!   and checks them at every open, which is the only gate in front of the data since
+//!   io servers check nothing. A root mount allows other users (`allow_other`).
+//! - Data is written through: a write is on its io servers before it is acknowledged,
+//!   so close needs no flush and a size asked right after close is right. The kernel
+//!   caches pages while a file is open; each open starts with an empty page cache for
+//!   the file and drops cached attributes (close-to-open consistency). Attributes and
+//!   names are cached for `attr_ttl` (1 s by default).
+//! - One `weft_client::File` per open file: reads and writes go straight to the io
+//!   servers, with no metadata round trip; requests are up to 1 MiB and several FUSE
+//!   worker threads serve them, so different files (and readahead) move in parallel.
+//! - Layouts are the extended attribute `user.weft.layout`.
+//!
+//! Known differences from a local file system: a file unlinked while open is gone for
+//! its open descriptors too (reads fail with ESTALE), as on PVFS; hard links, special
+//! files and byte-range locks across mounts are not supported (locks are local to a
+//! mount, which is enough for MPI-IO on one node); rename with RENAME_NOREPLACE checks
+//! and renames in two steps.
+
+mod attr;
+mod creds;
+mod dir;
+mod fs;
+mod mount;
+mod xattr;
+
+pub use fs::{CacheOptions, REQUEST_BYTES_MAX};
+pub use mount::{
+    is_weft_mount, mount_background, mount_entry, mount_foreground, unmount, MountEntry, FS_NAME, THREADS_MAX,
+};
+pub use xattr::LAYOUT_XATTR;
+
+use std::path::PathBuf;
+use std::time::Duration;
+use weft_client::ClientError;
+
+/// What `weft mount` was asked for.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    pub mountpoint: PathBuf,
+    /// The metadata manager (`host:port`); `None` finds the cluster as every client
+    /// does ($WEFT_META, else $WEFT_HOME or ~/.weft).
+    pub meta_addr: Option<String>,
+    /// FUSE worker threads.
+    pub threads: usize,
+    /// How long the kernel caches attributes and names.
+    pub attr_ttl: Duration,
+    /// Keep file data cached across opens (gives up close-to-open consistency for data
+    /// another client changes).
+    pub keep_cache: bool,
+    /// Where a background daemon writes its messages (none: discarded).
+    pub log: Option<PathBuf>,
+}
+
+impl MountOptions {
+    pub fn new(mountpoint: impl Into<PathBuf>) -> MountOptions {
+        MountOptions {
+            mountpoint: mountpoint.into(),
+            meta_addr: None,
+            threads: 8,
+            attr_ttl: Duration::from_secs(1),
+            keep_cache: false,
+            log: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MountError {
+    #[error("cannot reach the cluster: {0}")]
+    Cluster(ClientError),
+    #[error("{}: {message}", path.display())]
+    Mountpoint { path: PathBuf, message: String },
+    #[error("cannot mount {}: {source}", path.display())]
+    Mount { path: PathBuf, source: std::io::Error },
+    #[error("cannot unmount {}: {message}", path.display())]
+    Unmount { path: PathBuf, message: String },
+    /// The background daemon's own report of why it did not mount.
+    #[error("{0}")]
+    Daemon(String),
+    #[error("{0}")]
+    Io(std::io::Error),
+}

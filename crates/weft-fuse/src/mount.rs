@@ -1,0 +1,387 @@
+//! Mounting and unmounting: the FUSE session, the daemon that serves it in the
+//! background, and signals that unmount a foreground mount.
+
+use crate::fs::{CacheOptions, WeftFs};
+use crate::{MountError, MountOptions};
+use fuser::{Config, MountOption, Session, SessionACL};
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use weft_client::Client;
+
+/// The file system type the mount shows in /proc/mounts: `fuse.weft`.
+pub const FS_NAME: &str = "weft";
+
+/// FUSE worker threads, at most (each holds a 16 MiB request buffer, mostly untouched).
+pub const THREADS_MAX: usize = 64;
+
+/// Signals that end a mount served in the foreground (or by a daemon): blocked in every
+/// thread and taken by one that unmounts.
+const STOP_SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// Mounts and serves until unmounted (`weft umount`, `fusermount3 -u`, or a signal).
+pub fn mount_foreground(options: &MountOptions) -> Result<(), MountError> {
+    let mountpoint = check_mountpoint(&options.mountpoint)?;
+    block_stop_signals();
+    let client = connect(options)?;
+    let session = start(client, &mountpoint, options)?;
+    serve(session, &mountpoint)
+}
+
+/// Mounts, then returns once the mount is usable, leaving a daemon to serve it. A
+/// failure (no cluster, a bad mountpoint, no permission to mount) is returned here,
+/// before anything is left behind.
+///
+/// Must be called while the process has one thread: it forks.
+pub fn mount_background(options: &MountOptions) -> Result<(), MountError> {
+    let mountpoint = check_mountpoint(&options.mountpoint)?;
+    let log = match &options.log {
+        Some(p) => Some(open_log(p)?),
+        None => None,
+    };
+    let (mut from_daemon, to_parent) = pipe()?;
+    // SAFETY: the caller guarantees a single thread; the child only calls what is safe
+    // after fork in that case (everything) and never returns from this function.
+    match unsafe { libc::fork() } {
+        -1 => Err(MountError::Io(std::io::Error::last_os_error())),
+        0 => {
+            drop(from_daemon);
+            let code = daemon(options, &mountpoint, log, to_parent);
+            // SAFETY: ends the daemon without unwinding into the caller's main.
+            unsafe { libc::_exit(code) }
+        }
+        _child => {
+            drop(to_parent);
+            let mut message = String::new();
+            from_daemon.read_to_string(&mut message).map_err(MountError::Io)?;
+            match message.strip_prefix("ok") {
+                Some(_) => Ok(()),
+                None if message.is_empty() => Err(MountError::Daemon(
+                    "the mount daemon exited before the mount was ready".into(),
+                )),
+                None => Err(MountError::Daemon(message)),
+            }
+        }
+    }
+}
+
+/// The background daemon: connects, mounts, tells the parent, serves. Returns the exit
+/// code.
+fn daemon(
+    options: &MountOptions,
+    mountpoint: &Path,
+    log: Option<std::fs::File>,
+    mut to_parent: std::fs::File,
+) -> i32 {
+    // SAFETY: no preconditions; detaches from the terminal's session and signals.
+    unsafe { libc::setsid() };
+    block_stop_signals();
+    let ready = (|| -> Result<Session<WeftFs>, MountError> {
+        let client = connect(options)?;
+        redirect_stdio(log)?;
+        let session = start(client, mountpoint, options)?;
+        std::env::set_current_dir("/").map_err(MountError::Io)?;
+        Ok(session)
+    })();
+    match ready {
+        Ok(session) => {
+            let _ = to_parent.write_all(b"ok");
+            drop(to_parent);
+            match serve(session, mountpoint) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("weft-fuse: {e}");
+                    1
+                }
+            }
+        }
+        Err(e) => {
+            let _ = to_parent.write_all(e.to_string().as_bytes());
+            1
+        }
+    }
+}
+
+fn connect(options: &MountOptions) -> Result<Client, MountError> {
+    let client = match &options.meta_addr {
+        Some(addr) => Client::connect(addr),
+        None => Client::from_env(),
+    };
+    client.map_err(MountError::Cluster)
+}
+
+/// Mounts and completes the FUSE handshake: when this returns, the kernel serves
+/// requests on the mount (queued until `serve` starts the workers).
+fn start(client: Client, mountpoint: &Path, options: &MountOptions) -> Result<Session<WeftFs>, MountError> {
+    let notifier = Arc::new(OnceLock::new());
+    let cache = CacheOptions {
+        attr_ttl: options.attr_ttl,
+        keep_cache: options.keep_cache,
+    };
+    let fs = WeftFs::new(client, cache, notifier.clone());
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(FS_NAME.into()),
+        MountOption::Subtype(FS_NAME.into()),
+        // The kernel checks mode bits with the caller's full credentials (supplementary
+        // groups, capabilities) before open, which is the only gate for data: io servers
+        // check nothing. See the crate documentation.
+        MountOption::DefaultPermissions,
+        MountOption::NoAtime,
+    ];
+    // A system-wide mount (root) serves every user; a user's mount serves that user.
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(options.threads.clamp(1, THREADS_MAX));
+    // Each worker reads its own clone of /dev/fuse, so requests do not queue on one fd.
+    config.clone_fd = true;
+    let session = Session::new(fs, mountpoint, &config).map_err(|source| MountError::Mount {
+        path: mountpoint.to_path_buf(),
+        source,
+    })?;
+    let _ = notifier.set(session.notifier());
+    Ok(session)
+}
+
+/// Serves until the mount goes away; a stop signal unmounts (lazily, so that open files
+/// do not keep the daemon from ending).
+fn serve(session: Session<WeftFs>, mountpoint: &Path) -> Result<(), MountError> {
+    let target = mountpoint.to_path_buf();
+    std::thread::Builder::new()
+        .name("weft-fuse-signals".into())
+        .spawn(move || loop {
+            let signal = wait_stop_signal();
+            eprintln!("weft-fuse: signal {signal}: unmounting {}", target.display());
+            if let Err(e) = unmount(&target, true) {
+                eprintln!("weft-fuse: {e}");
+            }
+        })
+        .map_err(MountError::Io)?;
+    session.run().map_err(MountError::Io)
+}
+
+/// Unmounts a Weft mount: umount(2) as root, else `fusermount3 -u`. `lazy` detaches it
+/// now and finishes when the last open file closes.
+pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), MountError> {
+    let path = absolute_no_follow(mountpoint)?;
+    let fail = |message: String| MountError::Unmount {
+        path: path.clone(),
+        message,
+    };
+    match mount_entry(&path).map_err(MountError::Io)? {
+        Some(entry) if entry.is_weft() => {}
+        Some(entry) => return Err(fail(format!("not a Weft mount (it is {})", entry.fs_type))),
+        None => return Err(fail("not mounted".into())),
+    }
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| fail("NUL in path".into()))?;
+        let flags = if lazy { libc::MNT_DETACH } else { 0 };
+        // SAFETY: a valid C string.
+        if unsafe { libc::umount2(c.as_ptr(), flags) } != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(fail(if e.raw_os_error() == Some(libc::EBUSY) {
+                "busy (files open, or a process's working directory, in it): close them, or use --lazy".into()
+            } else {
+                e.to_string()
+            }));
+        }
+        return Ok(());
+    }
+    let mut command = std::process::Command::new("fusermount3");
+    command.arg("-u");
+    if lazy {
+        command.arg("-z");
+    }
+    let out = command
+        .arg(&path)
+        .output()
+        .map_err(|e| fail(format!("running fusermount3: {e}")))?;
+    if !out.status.success() {
+        return Err(fail(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+    }
+    Ok(())
+}
+
+/// What is mounted at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    pub fs_type: String,
+    pub source: String,
+}
+
+impl MountEntry {
+    /// A Weft mount: type `fuse` with source `weft` when mounted with mount(2) as root,
+    /// `fuse.weft` when mounted through fusermount3.
+    pub fn is_weft(&self) -> bool {
+        self.fs_type == format!("fuse.{FS_NAME}") || (self.fs_type == "fuse" && self.source == FS_NAME)
+    }
+}
+
+/// Whether a Weft mount is at `path` (exactly there, not above it).
+pub fn is_weft_mount(path: &Path) -> std::io::Result<bool> {
+    Ok(mount_entry(path)?.is_some_and(|e| e.is_weft()))
+}
+
+/// The mount exactly at `path`, from /proc/self/mountinfo.
+pub fn mount_entry(path: &Path) -> std::io::Result<Option<MountEntry>> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let want = path.as_os_str().as_bytes();
+    let mut found = None;
+    for line in info.lines() {
+        // id parent major:minor root mountpoint options [optional...] - type source super
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        if fields.len() < 5 || dash + 2 >= fields.len() {
+            continue;
+        }
+        if unescape_mountinfo(fields[4]) == want {
+            // The last mount on a path is the visible one.
+            found = Some(MountEntry {
+                fs_type: fields[dash + 1].to_string(),
+                source: String::from_utf8_lossy(&unescape_mountinfo(fields[dash + 2])).into_owned(),
+            });
+        }
+    }
+    Ok(found)
+}
+
+/// mountinfo writes space, tab, newline and backslash as octal escapes (`\040`).
+fn unescape_mountinfo(field: &str) -> Vec<u8> {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// An absolute path with its parent resolved but not the last component, which may be
+/// a mount whose daemon is gone (stat fails with ENOTCONN there).
+fn absolute_no_follow(path: &Path) -> Result<PathBuf, MountError> {
+    let bad = |e: std::io::Error| MountError::Mountpoint {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let absolute = std::path::absolute(path).map_err(bad)?;
+    match (absolute.parent(), absolute.file_name()) {
+        (Some(parent), Some(name)) => Ok(parent.canonicalize().map_err(bad)?.join(name)),
+        _ => Ok(absolute),
+    }
+}
+
+fn check_mountpoint(path: &Path) -> Result<PathBuf, MountError> {
+    let bad = |message: String| MountError::Mountpoint {
+        path: path.to_path_buf(),
+        message,
+    };
+    let absolute = path.canonicalize().map_err(|e| bad(e.to_string()))?;
+    if !absolute.is_dir() {
+        return Err(bad("not a directory".into()));
+    }
+    if is_weft_mount(&absolute).map_err(MountError::Io)? {
+        return Err(bad("Weft is already mounted here".into()));
+    }
+    Ok(absolute)
+}
+
+fn open_log(path: &Path) -> Result<std::fs::File, MountError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| MountError::Mountpoint {
+            path: path.to_path_buf(),
+            message: format!("cannot open the log: {e}"),
+        })
+}
+
+/// Standard input and output to /dev/null, standard error to the log (or /dev/null), so
+/// that the daemon holds no terminal and fds 0-2 stay taken.
+fn redirect_stdio(log: Option<std::fs::File>) -> Result<(), MountError> {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(MountError::Io)?;
+    let err_fd = log.as_ref().map_or(null.as_raw_fd(), |f| f.as_raw_fd());
+    for (from, to) in [(null.as_raw_fd(), 0), (null.as_raw_fd(), 1), (err_fd, 2)] {
+        // SAFETY: both are open descriptors.
+        if unsafe { libc::dup2(from, to) } < 0 {
+            return Err(MountError::Io(std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+fn pipe() -> Result<(std::fs::File, std::fs::File), MountError> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(MountError::Io(std::io::Error::last_os_error()));
+    }
+    // SAFETY: pipe2 just opened both and nothing else owns them.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((r.into(), w.into()))
+}
+
+fn stop_sigset() -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set before sigaddset uses it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in STOP_SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Blocks the stop signals in this thread and every thread it starts from now on.
+fn block_stop_signals() {
+    let set = stop_sigset();
+    // SAFETY: a valid set; the old mask is not wanted.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+fn wait_stop_signal() -> i32 {
+    let set = stop_sigset();
+    let mut signal = 0;
+    // SAFETY: a valid set and a place for the answer.
+    unsafe { libc::sigwait(&set, &mut signal) };
+    signal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape_mountinfo(r"/tmp/a\040b"), b"/tmp/a b");
+        assert_eq!(unescape_mountinfo(r"/x\134y"), b"/x\\y");
+        assert_eq!(unescape_mountinfo(r"/plain"), b"/plain");
+        assert_eq!(unescape_mountinfo(r"/end\04"), b"/end\\04");
+    }
+
+    #[test]
+    fn the_root_is_mounted_and_is_not_weft() {
+        let entry = mount_entry(Path::new("/")).unwrap().expect("/ is mounted");
+        assert!(!entry.is_weft());
+        assert!(unmount(Path::new("/"), false).is_err());
+    }
+}

@@ -1,0 +1,109 @@
+//! The layout as an extended attribute (the OrangeFS `user.pvfs2.dist_*` idea):
+//! `user.weft.layout` reads as "stripe_size=65536 stripe_count=4 servers=1,2,3,4" on a
+//! file, and on a directory as its default for new files, which setfattr changes.
+
+use weft_client::{Attr, LayoutRequest};
+
+pub const LAYOUT_XATTR: &str = "user.weft.layout";
+
+/// The attribute's value for `attr`, or `None` when it has none (a directory without a
+/// default layout, a symbolic link).
+pub fn format(attr: &Attr) -> Option<String> {
+    if let Some(layout) = &attr.layout {
+        let servers: Vec<String> = layout.servers.iter().map(|s| s.to_string()).collect();
+        return Some(format!(
+            "stripe_size={} stripe_count={} servers={}",
+            layout.stripe_size_bytes,
+            layout.servers.len(),
+            servers.join(",")
+        ));
+    }
+    let request = attr.dir_layout?;
+    let mut fields = Vec::new();
+    if let Some(v) = request.stripe_size_bytes {
+        fields.push(format!("stripe_size={v}"));
+    }
+    if let Some(v) = request.stripe_count {
+        fields.push(format!("stripe_count={v}"));
+    }
+    if let Some(v) = request.first_server {
+        fields.push(format!("first_server={v}"));
+    }
+    Some(fields.join(" "))
+}
+
+/// Parses a directory default: `key=value` fields separated by spaces or commas, keys
+/// `stripe_size` (K, M, G suffixes accepted), `stripe_count` (0 = all servers) and
+/// `first_server`. Fields left out are inherited from the cluster default.
+pub fn parse(value: &str) -> Result<LayoutRequest, String> {
+    let mut request = LayoutRequest::default();
+    let text = value.trim_end_matches('\0');
+    for field in text.split([' ', ',', '\n', '\t']).filter(|f| !f.is_empty()) {
+        let Some((key, v)) = field.split_once('=') else {
+            return Err(format!("{field:?} is not key=value"));
+        };
+        match key {
+            "stripe_size" => request.stripe_size_bytes = Some(parse_size(v)?),
+            "stripe_count" => request.stripe_count = Some(parse_number(v)?),
+            "first_server" => request.first_server = Some(parse_number(v)?),
+            "servers" => {
+                return Err("servers cannot be chosen one by one: set stripe_count and first_server".into())
+            }
+            other => return Err(format!("unknown layout field {other:?}")),
+        }
+    }
+    if request == LayoutRequest::default() {
+        return Err("no layout field given (stripe_size, stripe_count, first_server)".into());
+    }
+    Ok(request)
+}
+
+fn parse_number(v: &str) -> Result<u32, String> {
+    v.parse().map_err(|_| format!("{v:?} is not a number"))
+}
+
+fn parse_size(v: &str) -> Result<u64, String> {
+    let (digits, unit) = match v.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => v.split_at(i),
+        None => (v, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "K" | "k" | "KiB" => 10,
+        "M" | "m" | "MiB" => 20,
+        "G" | "g" | "GiB" => 30,
+        _ => return Err(format!("{v:?} is not a size (bytes, or K, M, G)")),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{v:?} is not a size"))?;
+    n.checked_shl(shift)
+        .filter(|r| r >> shift == n)
+        .ok_or_else(|| format!("{v:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directory_defaults_parse_and_print_back() {
+        let r = parse("stripe_size=1048576 stripe_count=2").unwrap();
+        assert_eq!(r.stripe_size_bytes, Some(1 << 20));
+        assert_eq!(r.stripe_count, Some(2));
+        assert_eq!(r.first_server, None);
+        assert_eq!(
+            parse("stripe_size=1M,first_server=3").unwrap().stripe_size_bytes,
+            Some(1 << 20)
+        );
+        assert_eq!(parse("stripe_size=64K\0").unwrap().stripe_size_bytes, Some(65536));
+        for bad in [
+            "",
+            "stripe_size",
+            "stripe_size=x",
+            "colour=blue",
+            "servers=1,2",
+            "stripe_size=99999999999G",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! A randomized file-operation exerciser in the manner of fsx: the same random sequence
+//! of open, write, read, truncate, rename, unlink and close runs on the mount and on a
+//! local directory, and after every step the two must agree (what a read returned, each
+//! name's existence and size, and the whole content of the file the step touched).
+//!
+//! Seeded and reproducible: the seed is printed at the start and in the failure message;
+//! `WEFT_FSX_SEED=<seed>` replays a run and `WEFT_FSX_OPS=<n>` changes its length.
+//!
+//! One deliberate difference from POSIX is kept out of the sequence: a file unlinked (or
+//! replaced by rename) while open is gone for its open descriptors on Weft, as on PVFS,
+//! so the exerciser closes a file's descriptors before it removes the file.
+
+mod common;
+
+use common::Mount;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use weft_testkit::TestCluster;
+
+/// Names the sequence works on: few, so that operations meet the same files often.
+const NAMES: usize = 6;
+/// Offsets reach past 1 MiB, across stripes (64 KiB) and FUSE requests (1 MiB).
+const OFFSET_MAX: u64 = 1_300_000;
+const WRITE_BYTES_MAX: u64 = 200_000;
+const OPS_DEFAULT: usize = 3000;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // splitmix64
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    /// Mostly small values, sometimes up to `max`.
+    fn size(&mut self, max: u64) -> u64 {
+        match self.below(4) {
+            0 => self.below(16),
+            1 => self.below(4096 + 1),
+            _ => self.below(max + 1),
+        }
+    }
+}
+
+/// One side of the comparison: a root directory and its open files by name.
+struct Side {
+    root: PathBuf,
+    open: HashMap<usize, File>,
+}
+
+impl Side {
+    fn path(&self, name: usize) -> PathBuf {
+        self.root.join(format!("f{name}"))
+    }
+
+    fn handle(&mut self, name: usize) -> std::io::Result<&File> {
+        if !self.open.contains_key(&name) {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(self.path(name))?;
+            self.open.insert(name, f);
+        }
+        Ok(&self.open[&name])
+    }
+}
+
+fn outcome<T: std::fmt::Debug>(r: std::io::Result<T>) -> String {
+    match r {
+        Ok(v) => format!("ok {v:?}"),
+        Err(e) => format!("error {:?}", e.raw_os_error()),
+    }
+}
+
+/// Applies step `op` to one side; returns what a caller would observe.
+fn apply(side: &mut Side, op: &Op) -> String {
+    match *op {
+        Op::Write {
+            name,
+            offset,
+            len,
+            seed,
+        } => {
+            let data = common::pattern(seed, len as usize);
+            outcome(side.handle(name).and_then(|f| f.write_all_at(&data, offset)))
+        }
+        Op::Read { name, offset, len } => {
+            let result = side.handle(name).and_then(|f| {
+                let mut buf = vec![0u8; len as usize];
+                let mut got = 0;
+                // A read may return less than asked before the end of the file.
+                loop {
+                    let n = f.read_at(&mut buf[got..], offset + got as u64)?;
+                    got += n;
+                    if n == 0 || got == buf.len() {
+                        break;
+                    }
+                }
+                buf.truncate(got);
+                Ok(buf)
+            });
+            match result {
+                Ok(buf) => format!("ok {} bytes, fnv {:016x}", buf.len(), fnv(&buf)),
+                Err(e) => format!("error {:?}", e.raw_os_error()),
+            }
+        }
+        Op::Truncate { name, size } => outcome(side.handle(name).and_then(|f| f.set_len(size))),
+        Op::Close { name } => {
+            side.open.remove(&name);
+            "ok".into()
+        }
+        Op::Fsync { name } => outcome(side.handle(name).and_then(|f| f.sync_all())),
+        Op::Rename { from, to } => {
+            // See the module comment: the replaced file's descriptors close first.
+            if from != to {
+                side.open.remove(&to);
+            }
+            let r = std::fs::rename(side.path(from), side.path(to));
+            if r.is_ok() && from != to {
+                if let Some(f) = side.open.remove(&from) {
+                    side.open.insert(to, f);
+                }
+            }
+            outcome(r)
+        }
+        Op::Unlink { name } => {
+            side.open.remove(&name);
+            outcome(std::fs::remove_file(side.path(name)))
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Write {
+        name: usize,
+        offset: u64,
+        len: u64,
+        seed: u64,
+    },
+    Read {
+        name: usize,
+        offset: u64,
+        len: u64,
+    },
+    Truncate {
+        name: usize,
+        size: u64,
+    },
+    Close {
+        name: usize,
+    },
+    Fsync {
+        name: usize,
+    },
+    Rename {
+        from: usize,
+        to: usize,
+    },
+    Unlink {
+        name: usize,
+    },
+}
+
+impl Op {
+    fn random(rng: &mut Rng) -> Op {
+        let name = rng.below(NAMES as u64) as usize;
+        match rng.below(100) {
+            0..=34 => Op::Write {
+                name,
+                offset: rng.size(OFFSET_MAX),
+                len: rng.size(WRITE_BYTES_MAX),
+                seed: rng.next(),
+            },
+            35..=59 => Op::Read {
+                name,
+                offset: rng.size(OFFSET_MAX),
+                len: rng.size(WRITE_BYTES_MAX * 2),
+            },
+            60..=69 => Op::Truncate {
+                name,
+                size: rng.size(OFFSET_MAX),
+            },
+            70..=81 => Op::Close { name },
+            82..=84 => Op::Fsync { name },
+            85..=93 => Op::Rename {
+                from: name,
+                to: rng.below(NAMES as u64) as usize,
+            },
+            _ => Op::Unlink { name },
+        }
+    }
+
+    /// The names whose content the step may change.
+    fn touched(&self) -> Vec<usize> {
+        match *self {
+            Op::Write { name, .. } | Op::Truncate { name, .. } | Op::Read { name, .. } => vec![name],
+            Op::Rename { from, to } => vec![from, to],
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn fnv(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// What a fresh look at `name` shows: existence, size, and (if `content`) the bytes,
+/// through a new descriptor so that it also checks what the next open sees.
+fn state(root: &Path, name: usize, content: bool) -> String {
+    let path = root.join(format!("f{name}"));
+    match std::fs::metadata(&path) {
+        Err(e) => format!("f{name}: missing ({:?})", e.raw_os_error()),
+        Ok(m) if !content => format!("f{name}: {} bytes", m.len()),
+        Ok(m) => {
+            let data = common::read_all(&path);
+            format!(
+                "f{name}: {} bytes, read {} fnv {:016x}",
+                m.len(),
+                data.len(),
+                fnv(&data)
+            )
+        }
+    }
+}
+
+#[test]
+fn random_operations_match_a_local_directory() {
+    let seed: u64 = std::env::var("WEFT_FSX_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    let ops: usize = std::env::var("WEFT_FSX_OPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(OPS_DEFAULT);
+    eprintln!("fsx: seed {seed}, {ops} operations (replay with WEFT_FSX_SEED={seed})");
+
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let local = tempfile::tempdir().unwrap();
+    std::fs::create_dir(mount.join("fsx")).unwrap();
+    let mut weft = Side {
+        root: mount.join("fsx"),
+        open: HashMap::new(),
+    };
+    let mut reference = Side {
+        root: local.path().to_path_buf(),
+        open: HashMap::new(),
+    };
+    let mut rng = Rng(seed);
+    let mut history: Vec<String> = Vec::new();
+    let started = std::time::Instant::now();
+    for step in 0..ops {
+        let op = Op::random(&mut rng);
+        history.push(format!("{step}: {op:?}"));
+        let expected = apply(&mut reference, &op);
+        let got = apply(&mut weft, &op);
+        let fail = |what: &str, expected: &str, got: &str| -> ! {
+            let recent = history[history.len().saturating_sub(20)..].join("\n  ");
+            panic!(
+                "fsx seed {seed}: step {step} {op:?}: {what} differs\n  local: {expected}\n  weft:  {got}\n\
+                 last steps:\n  {recent}\nreplay with WEFT_FSX_SEED={seed} WEFT_FSX_OPS={}",
+                step + 1
+            )
+        };
+        if expected != got {
+            fail("the result", &expected, &got);
+        }
+        for name in 0..NAMES {
+            let content = op.touched().contains(&name);
+            let (e, g) = (
+                state(&reference.root, name, content),
+                state(&weft.root, name, content),
+            );
+            if e != g {
+                fail("the file state", &e, &g);
+            }
+        }
+    }
+    weft.open.clear();
+    reference.open.clear();
+    for name in 0..NAMES {
+        assert_eq!(state(&reference.root, name, true), state(&weft.root, name, true));
+    }
+    eprintln!(
+        "fsx: {ops} operations agreed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -1,0 +1,250 @@
+//! `weft mount` and `weft umount` themselves, layouts as extended attributes, errno
+//! mapping, large directories and statfs.
+
+mod common;
+
+use common::{sh, sh_output, Mount};
+use std::io::ErrorKind;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use weft_testkit::TestCluster;
+
+#[test]
+fn background_mount_is_usable_when_weft_mount_returns() {
+    let cluster = TestCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mountpoint = dir.path().join("mnt");
+    std::fs::create_dir(&mountpoint).unwrap();
+    let log = dir.path().join("daemon.log");
+    let mp = mountpoint.to_str().unwrap();
+
+    let out = cluster.weft(&["mount", mp, "--log", log.to_str().unwrap()]);
+    assert!(out.status.success(), "weft mount: {out:?}");
+    // No waiting: the mount is there and serves requests as soon as the command returns.
+    assert!(weft_fuse::is_weft_mount(&mountpoint).unwrap());
+    std::fs::write(mountpoint.join("hello"), b"hi").unwrap();
+    assert_eq!(cluster.client().stat("/hello").unwrap().size, 2);
+
+    // Mounting twice on one place is refused before anything happens.
+    let again = cluster.weft(&["mount", mp]);
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already mounted"),
+        "{again:?}"
+    );
+
+    let out = cluster.weft(&["umount", mp]);
+    assert!(out.status.success(), "weft umount: {out:?}");
+    assert!(!weft_fuse::is_weft_mount(&mountpoint).unwrap());
+    // The daemon ends with its mount.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while daemon_running(mp) {
+        assert!(Instant::now() < deadline, "the mount daemon outlived its mount");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Unmounting what is not a Weft mount is refused.
+    let out = cluster.weft(&["umount", mp]);
+    assert!(!out.status.success());
+    let out = cluster.weft(&["umount", "/"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a Weft mount"),
+        "{out:?}"
+    );
+}
+
+/// Whether a `weft mount` process for `mountpoint` is alive.
+fn daemon_running(mountpoint: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+        std::fs::read(p.path().join("cmdline")).is_ok_and(|c| {
+            let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+            args.len() > 2 && args[1] == b"mount" && args[2] == mountpoint.as_bytes()
+        })
+    })
+}
+
+#[test]
+fn mount_failures_are_reported_before_weft_mount_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mountpoint = dir.path().join("mnt");
+    std::fs::create_dir(&mountpoint).unwrap();
+    let weft = weft_testkit::bin("weft");
+    // No cluster at that address (a port nothing listens on).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let started = Instant::now();
+    let out = std::process::Command::new(&weft)
+        .args(["mount", mountpoint.to_str().unwrap()])
+        .env("WEFT_META", &addr)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot reach the cluster"),
+        "{out:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(!weft_fuse::is_weft_mount(&mountpoint).unwrap());
+
+    let out = std::process::Command::new(&weft)
+        .args(["mount", dir.path().join("missing").to_str().unwrap()])
+        .env("WEFT_META", &addr)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("missing"),
+        "{out:?}"
+    );
+}
+
+fn getfattr(dir: &Path, file: &str) -> String {
+    sh(dir, &format!("getfattr --only-values -n user.weft.layout {file}"))
+}
+
+#[test]
+fn layouts_are_extended_attributes() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let m = mount.path();
+    sh(m, "echo x > plain && mkdir wide");
+    assert_eq!(
+        getfattr(m, "plain"),
+        "stripe_size=65536 stripe_count=4 servers=1,2,3,4"
+    );
+    // listxattr names it; a directory without its own default has none.
+    assert!(sh(m, "getfattr -d -m - plain").contains("user.weft.layout="));
+    assert!(!sh(m, "getfattr -d -m - wide").contains("user.weft.layout"));
+    assert!(!sh_output(m, "getfattr -n user.weft.layout wide").status.success());
+
+    sh(
+        m,
+        "setfattr -n user.weft.layout -v 'stripe_size=1048576 stripe_count=2' wide",
+    );
+    assert_eq!(getfattr(m, "wide"), "stripe_size=1048576 stripe_count=2");
+    sh(m, "dd if=/dev/zero of=wide/new bs=1M count=3 status=none");
+    let layout = getfattr(m, "wide/new");
+    assert!(
+        layout.starts_with("stripe_size=1048576 stripe_count=2 servers="),
+        "{layout}"
+    );
+    // The native client sees the same layout.
+    let native = cluster.client().stat("/wide/new").unwrap().layout.unwrap();
+    assert_eq!((native.stripe_size_bytes, native.servers.len()), (1 << 20, 2));
+    assert_eq!(
+        native
+            .servers
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        layout.rsplit('=').next().unwrap()
+    );
+
+    // Bad values and files are refused with the right errors; removal restores the
+    // cluster default for new files.
+    let out = sh_output(m, "setfattr -n user.weft.layout -v 'stripe_size=banana' wide");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Invalid argument"),
+        "{out:?}"
+    );
+    let out = sh_output(m, "setfattr -n user.weft.layout -v 'stripe_count=1' plain");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Operation not supported"),
+        "{out:?}"
+    );
+    let out = sh_output(m, "setfattr -n user.other -v 1 plain");
+    assert!(!out.status.success());
+    sh(m, "setfattr -x user.weft.layout wide && echo y > wide/after");
+    assert_eq!(
+        getfattr(m, "wide/after"),
+        "stripe_size=65536 stripe_count=4 servers=1,2,3,4"
+    );
+}
+
+fn errno_of<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
+    r.expect_err("expected an error")
+        .raw_os_error()
+        .expect("an OS error")
+}
+
+#[test]
+fn errors_map_to_the_right_errno() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let p = |rel: &str| mount.join(rel);
+    std::fs::create_dir(p("dir")).unwrap();
+    std::fs::write(p("dir/file"), b"x").unwrap();
+    std::fs::create_dir(p("empty")).unwrap();
+
+    assert_eq!(errno_of(std::fs::read(p("nope"))), libc::ENOENT);
+    assert_eq!(errno_of(std::fs::create_dir(p("dir"))), libc::EEXIST);
+    assert_eq!(errno_of(std::fs::remove_dir(p("dir"))), libc::ENOTEMPTY);
+    assert_eq!(errno_of(std::fs::remove_dir(p("dir/file"))), libc::ENOTDIR);
+    assert_eq!(errno_of(std::fs::remove_file(p("dir"))), libc::EISDIR);
+    assert_eq!(errno_of(std::fs::read_dir(p("dir/file"))), libc::ENOTDIR);
+    assert_eq!(errno_of(std::fs::rename(p("empty"), p("dir"))), libc::ENOTEMPTY);
+    assert_eq!(
+        errno_of(std::fs::rename(p("dir"), p("dir/file/x"))),
+        libc::ENOTDIR
+    );
+    assert_eq!(
+        errno_of(std::fs::write(p(&"n".repeat(256)), b"")),
+        libc::ENAMETOOLONG
+    );
+    let exclusive = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(p("dir/file"));
+    assert_eq!(errno_of(exclusive), libc::EEXIST);
+    // Moving a directory into itself.
+    assert_eq!(errno_of(std::fs::rename(p("dir"), p("dir/inside"))), libc::EINVAL);
+
+    // Symbolic links resolve and read back.
+    std::os::unix::fs::symlink("dir/file", p("link")).unwrap();
+    assert_eq!(std::fs::read_link(p("link")).unwrap(), Path::new("dir/file"));
+    assert_eq!(std::fs::read(p("link")).unwrap(), b"x");
+    assert_eq!(errno_of(std::os::unix::fs::symlink("x", p("link"))), libc::EEXIST);
+
+    // An io server that is gone is an error, not a hang or wrong data.
+    std::fs::write(p("striped"), common::pattern(1, 1 << 20)).unwrap();
+    cluster.kill9(2);
+    let err = std::fs::read(p("striped")).expect_err("read with a server down");
+    assert_ne!(err.kind(), ErrorKind::NotFound);
+    assert!(err.raw_os_error().is_some(), "{err:?}");
+}
+
+#[test]
+fn large_directories_list_completely() {
+    const FILES: usize = 5000;
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/big", 0o755).unwrap();
+    for k in 0..FILES {
+        client
+            .create(&format!("/big/entry-{k:05}"), &Default::default())
+            .unwrap();
+    }
+    let mount = Mount::new(&cluster);
+    let names = sh(&mount.join("big"), "ls");
+    let expected: Vec<String> = (0..FILES).map(|k| format!("entry-{k:05}")).collect();
+    assert_eq!(names.lines().collect::<Vec<_>>(), expected);
+    // ls -l takes names and attributes together (readdirplus) and finds them all.
+    let long = sh(&mount.join("big"), "ls -ln | grep -c '^-rw-r--r-- 1 0 0 0 '");
+    assert_eq!(long.trim(), FILES.to_string());
+    // Removing while listing (rm -r) empties it.
+    sh(mount.path(), "rm -r big");
+    assert!(!mount.join("big").exists());
+}
+
+#[test]
+fn statfs_shows_the_cluster() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let df = sh(mount.path(), "df -k --output=fstype,size,avail . | tail -1");
+    let fields: Vec<&str> = df.split_whitespace().collect();
+    assert!(fields[0].starts_with("fuse"), "{df}");
+    assert!(fields[1].parse::<u64>().unwrap() > 0, "{df}");
+    let stat = sh(mount.path(), "stat -f -c '%l' .");
+    assert_eq!(stat.trim(), "255");
+}

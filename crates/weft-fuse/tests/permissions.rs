@@ -1,0 +1,101 @@
+//! Permissions through the mount: every request acts as its caller (the test runs as
+//! root, like CI, and runs commands as `nobody` with setpriv).
+
+mod common;
+
+use common::{sh, sh_as_nobody, Mount};
+use std::os::unix::fs::MetadataExt;
+use weft_testkit::TestCluster;
+
+const NOBODY: u32 = 65534;
+
+fn failed_with(out: &std::process::Output, message: &str) -> bool {
+    !out.status.success() && String::from_utf8_lossy(&out.stderr).contains(message)
+}
+
+#[test]
+fn a_user_cannot_write_another_users_file() {
+    // SAFETY: no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test runs as root (as in CI) to act as nobody"
+    );
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let root = mount.path();
+    sh(
+        root,
+        "echo 'root data' > owned && chmod 0644 owned && mkdir shared && chmod 1777 shared",
+    );
+
+    // nobody may read root's 0644 file but not write, truncate, chmod or remove it.
+    let out = sh_as_nobody(root, "cat owned", &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "root data\n");
+    for script in ["echo more >> owned", "echo over > owned", "truncate -s 0 owned"] {
+        let out = sh_as_nobody(root, script, &[]);
+        assert!(failed_with(&out, "Permission denied"), "{script}: {out:?}");
+    }
+    assert!(failed_with(
+        &sh_as_nobody(root, "chmod 0666 owned", &[]),
+        "Operation not permitted"
+    ));
+    assert!(failed_with(
+        &sh_as_nobody(root, "rm -f owned", &[]),
+        "Permission denied"
+    ));
+    assert!(failed_with(
+        &sh_as_nobody(root, "mkdir mine", &[]),
+        "Permission denied"
+    ));
+    assert_eq!(std::fs::read(mount.join("owned")).unwrap(), b"root data\n");
+
+    // nobody's own files are nobody's, in a directory open to all.
+    let out = sh_as_nobody(
+        root,
+        "echo hers > shared/hers && chmod 0600 shared/hers && cat shared/hers",
+        &[],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let meta = std::fs::metadata(mount.join("shared/hers")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+        (NOBODY, NOBODY, 0o600)
+    );
+    // ... which root may still read, and which in the sticky directory root's file is
+    // safe from nobody.
+    assert_eq!(std::fs::read(mount.join("shared/hers")).unwrap(), b"hers\n");
+    sh(root, "echo r > shared/roots");
+    assert!(!sh_as_nobody(root, "rm -f shared/roots", &[]).status.success());
+
+    // Once root makes the file private, nobody cannot read it either.
+    sh(root, "chmod 0600 owned");
+    assert!(failed_with(
+        &sh_as_nobody(root, "cat owned", &[]),
+        "Permission denied"
+    ));
+    // A chown by anyone but root is refused; root's works.
+    assert!(failed_with(
+        &sh_as_nobody(root, "chown 65534 owned", &[]),
+        "Operation not permitted"
+    ));
+    sh(root, "chown 65534:65534 owned");
+    assert_eq!(std::fs::metadata(mount.join("owned")).unwrap().uid(), NOBODY);
+    let out = sh_as_nobody(root, "echo now-mine >> owned", &[]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn supplementary_groups_reach_the_manager() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let root = mount.path();
+    sh(root, "mkdir team && chown 0:4242 team && chmod 0770 team");
+    // Without the group, nobody cannot enter; with it as a supplementary group (not its
+    // primary group), it can create files there: the manager saw the group too.
+    assert!(!sh_as_nobody(root, "touch team/x", &[]).status.success());
+    let out = sh_as_nobody(root, "echo ok > team/x && cat team/x", &[4242]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::metadata(mount.join("team/x")).unwrap().uid(), NOBODY);
+}
