@@ -11,7 +11,7 @@ use weft_layout::Layout;
 use weft_proto::frame::DATA_BYTES_MAX;
 use weft_proto::msg::{Request, Response};
 use weft_proto::{Attr, ErrorCode, Range, Striping};
-use weft_rpc::{Connection, PendingCall};
+use weft_rpc::{Connection, PendingCall, ReplySink, SinkReply};
 
 /// How transfers are cut and pipelined.
 #[derive(Debug, Clone, Copy)]
@@ -51,8 +51,9 @@ struct Segment {
     len: u64,
 }
 
-/// A pointer to the caller's read buffer, shared by the per-server threads. Each
-/// thread writes only the bytes its server holds, which are disjoint by striping.
+/// A pointer to the caller's read buffer, shared by the per-server threads, which
+/// hand parts of it to their connections' reader threads as reply sinks. Each
+/// server's replies land only in the bytes that server holds, disjoint by striping.
 #[derive(Clone, Copy)]
 struct SharedBuffer {
     base: *mut u8,
@@ -64,10 +65,11 @@ unsafe impl Send for SharedBuffer {}
 unsafe impl Sync for SharedBuffer {}
 
 impl SharedBuffer {
-    fn put(&self, at: usize, bytes: &[u8]) {
-        assert!(at + bytes.len() <= self.len);
-        // SAFETY: in bounds (asserted); callers write disjoint ranges (see above).
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(at), bytes.len()) };
+    /// The address and length of `[at, at + len)`, for a reply sink.
+    fn part(&self, at: usize, len: usize) -> (*mut u8, usize) {
+        assert!(at + len <= self.len);
+        // SAFETY: in bounds (asserted).
+        (unsafe { self.base.add(at) }, len)
     }
 }
 
@@ -223,28 +225,36 @@ impl File {
             len: len as usize,
         };
         self.for_each_server(offset, len, |index, connection| {
-            let mut window: std::collections::VecDeque<(PendingCall<'_>, &Segment)> =
-                Default::default();
-            let scatter = |segment: &Segment, data: Vec<u8>| -> Result<(), ClientError> {
-                let mut at_data = 0usize;
-                for piece in self
+            // Replies are received straight into `buf` (a sink over this server's
+            // pieces of the segment): no staging vector, no second copy.
+            let sink = |segment: &Segment| -> ReplySink {
+                let parts = self
                     .layout
                     .pieces_on(index, segment.offset, segment.len)
                     .expect("range checked")
-                {
-                    let n = piece.len as usize;
-                    let at = (piece.file_offset - offset) as usize;
-                    let Some(bytes) = data.get(at_data..at_data + n) else {
-                        return Err(ClientError::refused(
-                            ErrorCode::Io,
-                            "io server returned fewer bytes than asked",
-                        ));
-                    };
-                    shared.put(at, bytes);
-                    at_data += n;
-                }
-                Ok(())
+                    .map(|piece| shared.part((piece.file_offset - offset) as usize, piece.len as usize))
+                    .collect();
+                // SAFETY: pieces of different servers and segments are disjoint parts of
+                // `buf`, which outlives every call: each is waited for or dropped
+                // (dropping waits for the reader) before `for_each_server` returns.
+                unsafe { ReplySink::new(parts) }
             };
+            let finish = |call: PendingCall<'_>, segment: &Segment| -> Result<(), ClientError> {
+                let expected = self.layout.bytes_on(index, segment.offset, segment.len);
+                match call.wait_sink()? {
+                    SinkReply::Filled(Response::Bytes(n)) if n == expected => Ok(()),
+                    SinkReply::Filled(other) | SinkReply::Other(other, _)
+                        if !matches!(other, Response::Bytes(_)) =>
+                    {
+                        Err(unexpected(&other))
+                    }
+                    _ => Err(ClientError::refused(
+                        ErrorCode::Io,
+                        format!("io server sent a read reply of the wrong length (asked {expected} bytes)"),
+                    )),
+                }
+            };
+            let mut window: std::collections::VecDeque<(PendingCall<'_>, &Segment)> = Default::default();
             for segment in &segments {
                 if self.layout.bytes_on(index, segment.offset, segment.len) == 0 {
                     continue;
@@ -259,12 +269,12 @@ impl File {
                 };
                 if window.len() >= self.inner.transfer.inflight_per_server {
                     let (call, seg) = window.pop_front().unwrap();
-                    scatter(seg, call.wait()?.1)?;
+                    finish(call, seg)?;
                 }
-                window.push_back((connection.send(&request, &[])?, segment));
+                window.push_back((connection.send_into(&request, &[], sink(segment))?, segment));
             }
             for (call, seg) in window {
-                scatter(seg, call.wait()?.1)?;
+                finish(call, seg)?;
             }
             Ok(())
         })

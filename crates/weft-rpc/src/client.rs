@@ -2,6 +2,7 @@
 
 use crate::frame_io::{read_exact_vec, read_header, write_frame_parts, ReadFrameError};
 use std::collections::HashMap;
+use std::io::{self, IoSliceMut, Read};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
@@ -81,7 +82,83 @@ impl Timeouts {
     }
 }
 
-type Waiter = SyncSender<Result<CallReply, RpcError>>;
+/// What the reader thread hands a waiting call.
+struct Delivery {
+    response: Response,
+    /// The bulk data, unless it went straight into the call's sink.
+    data: Option<Vec<u8>>,
+}
+
+struct Waiter {
+    sender: SyncSender<Result<Delivery, RpcError>>,
+    /// Where the reply's bulk data goes, if it has the expected length.
+    sink: Option<ReplySink>,
+}
+
+/// Slices of a caller's memory that a reply's bulk data is read into directly, in
+/// order, instead of into a new vector that the caller then copies from.
+pub struct ReplySink {
+    parts: Vec<(*mut u8, usize)>,
+    total: u64,
+}
+
+// SAFETY: the parts are plain memory handed to one reader thread at a time; the
+// contract of `ReplySink::new` keeps it valid and unaliased while that thread may use it.
+unsafe impl Send for ReplySink {}
+
+impl ReplySink {
+    /// A sink over `parts` (address, length), filled in order.
+    ///
+    /// # Safety
+    /// Every part must be valid for writes of its length, and neither read nor written
+    /// by anyone else, until the `PendingCall` made with this sink has been waited for
+    /// or dropped. The call must not be leaked (`mem::forget`): its drop is what waits
+    /// for the reader thread to be done with the memory.
+    pub unsafe fn new(parts: Vec<(*mut u8, usize)>) -> ReplySink {
+        let total = parts.iter().map(|p| p.1 as u64).sum();
+        ReplySink { parts, total }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    fn fill(&mut self, stream: &mut impl Read) -> io::Result<()> {
+        let mut slices: Vec<IoSliceMut<'_>> = self
+            .parts
+            .iter()
+            .filter(|p| p.1 > 0)
+            // SAFETY: valid and exclusively ours for now (contract of `new`).
+            .map(|&(base, len)| {
+                IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(base, len) })
+            })
+            .collect();
+        let mut rest: &mut [IoSliceMut<'_>] = &mut slices;
+        while !rest.is_empty() {
+            let batch = rest.len().min(1024);
+            match stream.read_vectored(&mut rest[..batch]) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => IoSliceMut::advance_slices(&mut rest, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The answer to a call made with a sink.
+pub enum SinkReply {
+    /// The bulk data is in the sink.
+    Filled(Response),
+    /// The bulk data did not have the sink's length (or the answer was an error
+    /// response): here it is, and the sink is untouched.
+    Other(Response, Vec<u8>),
+}
 
 struct PendingTable {
     waiters: HashMap<u64, Waiter>,
@@ -94,6 +171,8 @@ struct PendingTable {
 pub struct Connection {
     addr: String,
     writer: Mutex<TcpStream>,
+    /// Shuts the socket down without waiting for the writer lock.
+    control: TcpStream,
     pending: Arc<Mutex<PendingTable>>,
     next_id: AtomicU64,
     timeouts: Timeouts,
@@ -104,7 +183,10 @@ pub struct Connection {
 pub struct PendingCall<'a> {
     connection: &'a Connection,
     id: u64,
-    receiver: Receiver<Result<CallReply, RpcError>>,
+    receiver: Receiver<Result<Delivery, RpcError>>,
+    /// The call has a sink and has not been answered yet: dropping it must make sure
+    /// the reader thread is done with the sink's memory.
+    sink_outstanding: bool,
 }
 
 impl Connection {
@@ -129,6 +211,7 @@ impl Connection {
         // A server that stops reading must not block a writer forever.
         stream.set_write_timeout(Some(timeouts.request)).ok();
         let reader = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
+        let control = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
         let pending = Arc::new(Mutex::new(PendingTable {
             waiters: HashMap::new(),
             broken: None,
@@ -136,6 +219,7 @@ impl Connection {
         let mut connection = Connection {
             addr: addr.to_owned(),
             writer: Mutex::new(stream),
+            control,
             pending: pending.clone(),
             next_id: AtomicU64::new(1),
             timeouts,
@@ -190,8 +274,33 @@ impl Connection {
     }
 
     /// Like `send`, with bulk data given as parts that travel back to back.
-    pub fn send_parts(&self, request: &Request, parts: &[&[u8]]) -> Result<PendingCall<'_>, RpcError> {
+    pub fn send_parts(
+        &self,
+        request: &Request,
+        parts: &[&[u8]],
+    ) -> Result<PendingCall<'_>, RpcError> {
+        self.send_with(request, parts, None)
+    }
+
+    /// Like `send`, with the reply's bulk data read straight into `sink` when it has
+    /// the sink's length. Wait with `PendingCall::wait_sink`.
+    pub fn send_into(
+        &self,
+        request: &Request,
+        data: &[u8],
+        sink: ReplySink,
+    ) -> Result<PendingCall<'_>, RpcError> {
+        self.send_with(request, &[data], Some(sink))
+    }
+
+    fn send_with(
+        &self,
+        request: &Request,
+        parts: &[&[u8]],
+        sink: Option<ReplySink>,
+    ) -> Result<PendingCall<'_>, RpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let has_sink = sink.is_some();
         let (sender, receiver) = mpsc::sync_channel(1);
         {
             let mut table = self.pending.lock().unwrap();
@@ -201,12 +310,19 @@ impl Connection {
                     reason: reason.clone(),
                 });
             }
-            table.waiters.insert(id, sender);
+            table.waiters.insert(id, Waiter { sender, sink });
         }
         let body = request.encode_body();
         let written = {
             let mut stream = self.writer.lock().unwrap();
-            write_frame_parts(&mut *stream, FrameKind::Request, request.opcode() as u16, id, &body, parts)
+            write_frame_parts(
+                &mut *stream,
+                FrameKind::Request,
+                request.opcode() as u16,
+                id,
+                &body,
+                parts,
+            )
         };
         if let Err(e) = written {
             self.pending.lock().unwrap().waiters.remove(&id);
@@ -221,6 +337,7 @@ impl Connection {
             connection: self,
             id,
             receiver,
+            sink_outstanding: has_sink,
         })
     }
 
@@ -230,9 +347,7 @@ impl Connection {
     }
 
     fn shutdown(&self) {
-        if let Ok(stream) = self.writer.lock() {
-            stream.shutdown(Shutdown::Both).ok();
-        }
+        self.control.shutdown(Shutdown::Both).ok();
     }
 }
 
@@ -246,11 +361,33 @@ impl Drop for Connection {
 impl PendingCall<'_> {
     /// Waits for the answer, at most the request timeout.
     pub fn wait(self) -> Result<CallReply, RpcError> {
+        let delivery = self.wait_delivery()?;
+        Ok((delivery.response, delivery.data.unwrap_or_default()))
+    }
+
+    /// Waits for the answer to a call made with `send_into`.
+    pub fn wait_sink(self) -> Result<SinkReply, RpcError> {
+        let delivery = self.wait_delivery()?;
+        Ok(match delivery.data {
+            None => SinkReply::Filled(delivery.response),
+            Some(data) => SinkReply::Other(delivery.response, data),
+        })
+    }
+
+    fn wait_delivery(mut self) -> Result<Delivery, RpcError> {
         let c = self.connection;
-        match self.receiver.recv_timeout(c.timeouts.request) {
+        let outcome = self.receiver.recv_timeout(c.timeouts.request);
+        if !matches!(outcome, Err(RecvTimeoutError::Timeout)) {
+            // The reader has let go of the sink (answered, or ended).
+            self.sink_outstanding = false;
+        }
+        match outcome {
             Ok(reply) => reply,
             Err(RecvTimeoutError::Timeout) => {
-                c.pending.lock().unwrap().waiters.remove(&self.id);
+                if c.pending.lock().unwrap().waiters.remove(&self.id).is_some() {
+                    self.sink_outstanding = false;
+                }
+                // Otherwise the reader holds the sink: dropping `self` waits for it.
                 Err(RpcError::TimedOut {
                     addr: c.addr.clone(),
                     after_ms: c.timeouts.request.as_millis() as u64,
@@ -273,13 +410,32 @@ impl PendingCall<'_> {
     }
 }
 
+impl Drop for PendingCall<'_> {
+    fn drop(&mut self) {
+        if !self.sink_outstanding {
+            return;
+        }
+        let c = self.connection;
+        if c.pending.lock().unwrap().waiters.remove(&self.id).is_some() {
+            // The reader never took the sink; it will skip the late answer.
+            return;
+        }
+        // The reader is filling the sink: wait until it is done, breaking the
+        // connection (which ends its read at once) if the server stalls mid-answer.
+        if let Err(RecvTimeoutError::Timeout) = self.receiver.recv_timeout(c.timeouts.request) {
+            c.break_with("a reply stalled while its data was being received");
+            let _ = self.receiver.recv();
+        }
+    }
+}
+
 fn fail_all(pending: &Mutex<PendingTable>, addr: &str, reason: &str) {
     let mut table = pending.lock().unwrap();
     if table.broken.is_none() {
         table.broken = Some(reason.to_owned());
     }
     for (_, waiter) in table.waiters.drain() {
-        let _ = waiter.try_send(Err(RpcError::Disconnected {
+        let _ = waiter.sender.try_send(Err(RpcError::Disconnected {
             addr: addr.to_owned(),
             reason: reason.to_owned(),
         }));
@@ -298,12 +454,8 @@ fn reader_loop(mut stream: TcpStream, addr: String, pending: Arc<Mutex<PendingTa
             Ok(m) => m,
             Err(e) => break e.to_string(),
         };
-        let data = match read_exact_vec(&mut stream, header.data_len) {
-            Ok(d) => d,
-            Err(e) => break e.to_string(),
-        };
         let reply = match decode_result(&message) {
-            Ok(Ok(response)) if header.version == PROTOCOL_VERSION => Ok((response, data)),
+            Ok(Ok(response)) if header.version == PROTOCOL_VERSION => Ok(response),
             Ok(Ok(_)) => Err(RpcError::Protocol {
                 addr: addr.clone(),
                 detail: format!(
@@ -320,10 +472,58 @@ fn reader_loop(mut stream: TcpStream, addr: String, pending: Arc<Mutex<PendingTa
                 detail: format!("undecodable response: {e}"),
             }),
         };
+        // A waiter that timed out is gone; its late answer is read and dropped.
         let waiter = pending.lock().unwrap().waiters.remove(&header.request_id);
-        // A waiter that timed out is gone; its late answer is dropped.
-        if let Some(w) = waiter {
-            let _ = w.try_send(reply);
+        let (delivery, failed) = match (waiter, reply) {
+            (
+                Some(Waiter {
+                    sender,
+                    sink: Some(mut sink),
+                }),
+                Ok(response),
+            ) if sink.total == header.data_len => match sink.fill(&mut stream) {
+                Ok(()) => (
+                    Some((
+                        sender,
+                        Ok(Delivery {
+                            response,
+                            data: None,
+                        }),
+                    )),
+                    None,
+                ),
+                Err(e) => {
+                    let reason = e.to_string();
+                    let error = RpcError::Disconnected {
+                        addr: addr.clone(),
+                        reason: reason.clone(),
+                    };
+                    (Some((sender, Err(error))), Some(reason))
+                }
+            },
+            (waiter, reply) => match read_exact_vec(&mut stream, header.data_len) {
+                Ok(data) => {
+                    let reply = reply.map(|response| Delivery {
+                        response,
+                        data: Some(data),
+                    });
+                    (waiter.map(|w| (w.sender, reply)), None)
+                }
+                Err(e) => {
+                    let reason = e.to_string();
+                    let error = RpcError::Disconnected {
+                        addr: addr.clone(),
+                        reason: reason.clone(),
+                    };
+                    (waiter.map(|w| (w.sender, Err(error))), Some(reason))
+                }
+            },
+        };
+        if let Some((sender, reply)) = delivery {
+            let _ = sender.try_send(reply);
+        }
+        if let Some(reason) = failed {
+            break reason;
         }
     };
     fail_all(&pending, &addr, &reason);
@@ -373,7 +573,8 @@ impl ConnectionPool {
     /// before the request went out (a server restarted since the last call).
     pub fn call(&self, addr: &str, request: &Request, data: &[u8]) -> Result<CallReply, RpcError> {
         let connection = self.get(addr)?;
-        match connection.send(request, data) {
+        let sent = connection.send(request, data);
+        match sent {
             Ok(pending) => pending.wait(),
             Err(e) if e.is_transport() => self.get(addr)?.call(request, data),
             Err(e) => Err(e),

@@ -8,5 +8,7 @@ pub mod client;
 pub mod frame_io;
 pub mod server;
 
-pub use client::{CallReply, Connection, ConnectionPool, PendingCall, RpcError, Timeouts};
+pub use client::{
+    CallReply, Connection, ConnectionPool, PendingCall, ReplySink, RpcError, SinkReply, Timeouts,
+};
 pub use server::{serve, Handler, ServerHandle, ServerIdentity, ServerLimits};
