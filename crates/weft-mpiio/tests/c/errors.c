@@ -1,0 +1,178 @@
+/* Error behaviour on weft: files: every rank of a collective call gets the same error
+ * class, and nothing hangs.
+ *
+ *   errors PREFIX      (PREFIX: "weft:/dir/"; the directory exists, "missing" does not)
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, nprocs, failures;
+
+static int class_of(int rc)
+{
+    int c = rc;
+    MPI_Error_class(rc, &c);
+    return c;
+}
+
+/* Every rank got `want`, the same class. */
+static void expect_same(int rc, int want, const char *what)
+{
+    int c = class_of(rc), lo = c, hi = c;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (lo != hi || c != want) {
+        char s[MPI_MAX_ERROR_STRING];
+        int l = 0;
+        MPI_Error_string(rc, s, &l);
+        fprintf(stderr, "rank %d: %s: class %d (%s), expected %d on every rank (range %d..%d)\n",
+                rank, what, c, s, want, lo, hi);
+        failures++;
+    } else if (rank == 0) {
+        printf("ok: %s\n", what);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    if (argc < 2) {
+        MPI_Finalize();
+        return 1;
+    }
+    char path[4096];
+    MPI_File fh;
+    MPI_Status st;
+    int buf[16] = {0};
+
+    /* 1. A missing file without MPI_MODE_CREATE. */
+    snprintf(path, sizeof path, "%smissing", argv[1]);
+    int rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    expect_same(rc, MPI_ERR_NO_SUCH_FILE, "open of a missing file without MPI_MODE_CREATE");
+    if (rc == MPI_SUCCESS)
+        MPI_File_close(&fh);
+
+    /* 2. A bad access mode. */
+    snprintf(path, sizeof path, "%sfile", argv[1]);
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY | MPI_MODE_CREATE, MPI_INFO_NULL, &fh);
+    expect_same(rc, MPI_ERR_AMODE, "open with MPI_MODE_RDONLY | MPI_MODE_CREATE");
+
+    /* 3. A failure on one rank of a collective write: the last rank passes a negative
+     * count; every rank must get MPI_ERR_COUNT. */
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR | MPI_MODE_CREATE, MPI_INFO_NULL, &fh);
+    expect_same(rc, MPI_SUCCESS, "open with MPI_MODE_CREATE");
+    if (rc != MPI_SUCCESS)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    int count = rank == nprocs - 1 ? -1 : 16;
+    rc = MPI_File_write_at_all(fh, rank * sizeof buf, buf, count, MPI_INT, &st);
+    expect_same(rc, MPI_ERR_COUNT, "write_at_all with a negative count on one rank");
+
+    /* 4. A failure on one rank of set_view: one rank asks for an unknown data
+     * representation. */
+    rc = MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, rank == 0 ? "external32" : "native",
+                           MPI_INFO_NULL);
+    expect_same(rc, MPI_ERR_UNSUPPORTED_DATAREP, "set_view with external32 on rank 0");
+
+    /* 5. The file still works collectively afterwards. */
+    for (int i = 0; i < 16; i++)
+        buf[i] = rank * 100 + i;
+    rc = MPI_File_write_at_all(fh, rank * sizeof buf, buf, 16, MPI_INT, &st);
+    expect_same(rc, MPI_SUCCESS, "write_at_all after the failures");
+    rc = MPI_File_read_at_all(fh, ((rank + 1) % nprocs) * sizeof buf, buf, 16, MPI_INT, &st);
+    expect_same(rc, MPI_SUCCESS, "read_at_all after the failures");
+    if (buf[3] != ((rank + 1) % nprocs) * 100 + 3) {
+        fprintf(stderr, "rank %d: read back %d\n", rank, buf[3]);
+        failures++;
+    }
+
+    /* 6. Unsupported operations say so. */
+    MPI_Request req;
+    rc = MPI_File_iwrite_at(fh, 0, buf, 1, MPI_INT, &req);
+    expect_same(rc, MPI_ERR_UNSUPPORTED_OPERATION, "iwrite_at is unsupported");
+    rc = MPI_File_close(&fh);
+    expect_same(rc, MPI_SUCCESS, "close");
+
+    /* 7. Writing a file opened read-only. */
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+    expect_same(rc, MPI_SUCCESS, "open read-only");
+    rc = MPI_File_write_at(fh, 0, buf, 1, MPI_INT, &st);
+    expect_same(rc, MPI_ERR_READ_ONLY, "write on a read-only file");
+    MPI_Offset size = 0;
+    MPI_File_get_size(fh, &size);
+    if (size != (MPI_Offset)(nprocs * sizeof buf)) {
+        fprintf(stderr, "rank %d: size %lld\n", rank, (long long)size);
+        failures++;
+    }
+    MPI_File_close(&fh);
+
+    /* 8. Delete, then open without create fails again. */
+    if (rank == 0)
+        expect_same(MPI_File_delete(path, MPI_INFO_NULL), MPI_SUCCESS, "delete (rank 0 only)");
+    else
+        expect_same(MPI_SUCCESS, MPI_SUCCESS, "delete (rank 0 only)");
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+    expect_same(rc, MPI_ERR_NO_SUCH_FILE, "open after delete");
+
+    /* 9. Hints, views and file pointers. */
+    MPI_Info info, used;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "cb_buffer_size", "1048576");
+    MPI_Info_set(info, "weft_cb_method", "interleaved");
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR | MPI_MODE_CREATE, info, &fh);
+    expect_same(rc, MPI_SUCCESS, "open with hints");
+    MPI_File_get_info(fh, &used);
+    char value[MPI_MAX_INFO_VAL + 1] = "";
+    int flag = 0;
+    MPI_Info_get(used, "cb_buffer_size", MPI_MAX_INFO_VAL, value, &flag);
+    if (!flag || strcmp(value, "1048576") != 0) {
+        fprintf(stderr, "rank %d: get_info cb_buffer_size = %s\n", rank, value);
+        failures++;
+    }
+    MPI_Info_get(used, "weft_cb_method", MPI_MAX_INFO_VAL, value, &flag);
+    if (!flag || strcmp(value, "interleaved") != 0) {
+        fprintf(stderr, "rank %d: get_info weft_cb_method = %s\n", rank, value);
+        failures++;
+    }
+    MPI_Info_free(&used);
+    MPI_Info_free(&info);
+    MPI_Datatype vec;
+    MPI_Type_vector(4, 2, 5, MPI_INT, &vec); /* 2 ints every 5: 32 data bytes, extent 68 */
+    MPI_Type_commit(&vec);
+    rc = MPI_File_set_view(fh, 100, MPI_INT, vec, "native", MPI_INFO_NULL);
+    expect_same(rc, MPI_SUCCESS, "set_view with a vector filetype");
+    MPI_Offset disp = 0, pos = -1, byte = -1;
+    MPI_Datatype e, f;
+    char rep[MPI_MAX_DATAREP_STRING];
+    MPI_File_get_view(fh, &disp, &e, &f, rep);
+    int esize = 0;
+    MPI_Type_size(e, &esize);
+    if (disp != 100 || esize != 4 || strcmp(rep, "native") != 0) {
+        fprintf(stderr, "rank %d: get_view %lld %d %s\n", rank, (long long)disp, esize, rep);
+        failures++;
+    }
+    if (f != MPI_INT)
+        MPI_Type_free(&f);
+    MPI_File_seek(fh, 3, MPI_SEEK_SET);
+    MPI_File_write(fh, buf, 2, MPI_INT, &st);
+    MPI_File_get_position(fh, &pos);
+    /* etype 3 is the second int of block 1: byte 100 + 20 + 4 */
+    MPI_File_get_byte_offset(fh, 3, &byte);
+    if (pos != 5 || byte != 124) {
+        fprintf(stderr, "rank %d: position %lld byte offset %lld\n", rank, (long long)pos,
+                (long long)byte);
+        failures++;
+    }
+    MPI_Type_free(&vec);
+    rc = MPI_File_close(&fh);
+    expect_same(rc, MPI_SUCCESS, "close after view I/O");
+
+    MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf(failures ? "errors FAILED\n" : "errors OK\n");
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}

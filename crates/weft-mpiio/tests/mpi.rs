@@ -1,0 +1,373 @@
+//! MPI programs on `weft:` files through libweft_mpiio.so, under mpirun with 1, 3 and 4
+//! processes against a real cluster (4 io servers, 64 KiB stripes):
+//! - every collective method on every pattern of `c/patterns.c`, each file compared
+//!   byte for byte with the same program run on the local file system through the MPI
+//!   library's own MPI-IO (ROMIO, `--mca io romio321`);
+//! - errors agreed on every rank, nothing hanging (`c/errors.c`);
+//! - parallel HDF5 (`c/hdf5_rw.c`) and h5dump of the file after `weft get`;
+//! - hints from $WEFT_HINTS, WEFT_PRINT_HINTS, striping hints setting the layout.
+//!
+//! Needs mpicc/mpirun (Open MPI), libhdf5-openmpi-dev and hdf5-tools
+//! (scripts/install-deps.sh), and the workspace's release build.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use weft_testkit::{ClusterOptions, TestCluster};
+
+const PATTERNS: [&str; 8] = [
+    "block3d",
+    "block3d_ghost",
+    "cyclic2d",
+    "cyclic2d_mem",
+    "overlap",
+    "s3d",
+    "indexed",
+    "mixed",
+];
+const METHODS: [&str; 7] = [
+    "two_phase",
+    "interleaved",
+    "pipelined",
+    "interleaved_pipelined",
+    "stripe_aligned",
+    "independent",
+    "auto",
+];
+/// Seconds one mpirun may take before it counts as hung.
+const MPIRUN_TIMEOUT_S: &str = "120";
+
+struct Programs {
+    _dir: tempfile::TempDir,
+    patterns: PathBuf,
+    errors: PathBuf,
+    hdf5: PathBuf,
+}
+
+fn source(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(name)
+}
+
+fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let result = Command::new(std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into()))
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&out)
+        .arg(source(&format!("{name}.c")))
+        .args(extra)
+        .output()
+        .expect("running mpicc (install openmpi-bin and libopenmpi-dev)");
+    assert!(
+        result.status.success(),
+        "mpicc {name}.c failed:\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out
+}
+
+fn programs() -> &'static Programs {
+    static PROGRAMS: OnceLock<Programs> = OnceLock::new();
+    PROGRAMS.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("weft-mpiio-c-")
+            .tempdir()
+            .unwrap();
+        Programs {
+            patterns: compile(dir.path(), "patterns", &[]),
+            errors: compile(dir.path(), "errors", &[]),
+            hdf5: compile(
+                dir.path(),
+                "hdf5_rw",
+                &[
+                    "-I/usr/include/hdf5/openmpi",
+                    "-L/usr/lib/x86_64-linux-gnu/hdf5/openmpi",
+                    "-lhdf5",
+                ],
+            ),
+            _dir: dir,
+        }
+    })
+}
+
+/// libweft_mpiio.so of this build.
+fn library() -> PathBuf {
+    let dir = weft_testkit::bin_dir();
+    for candidate in [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")] {
+        if candidate.exists() {
+            return candidate;
+        }
+    }
+    panic!(
+        "libweft_mpiio.so not found in {}: build the workspace first",
+        dir.display()
+    );
+}
+
+/// mpirun of `program` with `np` processes; with a cluster, LD_PRELOAD and WEFT_HOME
+/// are passed to every rank.
+fn mpirun(
+    np: usize,
+    cluster: Option<&TestCluster>,
+    env: &[(&str, &str)],
+    mpi_args: &[&str],
+    program: &Path,
+    args: &[&str],
+) -> Output {
+    let mut c = Command::new("timeout");
+    c.args([
+        "-k",
+        "5",
+        MPIRUN_TIMEOUT_S,
+        "mpirun",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .args(["-np", &np.to_string()])
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .args(mpi_args);
+    if let Some(cluster) = cluster {
+        c.arg("-x").arg(format!("LD_PRELOAD={}", library().display()));
+        for (k, v) in cluster.env() {
+            c.arg("-x").arg(format!("{k}={v}"));
+        }
+    }
+    for (k, v) in env {
+        c.env(k, v).arg("-x").arg(k);
+    }
+    c.arg(program).args(args);
+    let out = c.output().expect("running mpirun");
+    if out.status.code() == Some(124) {
+        panic!(
+            "mpirun {} {args:?} hung (killed after {MPIRUN_TIMEOUT_S} s):\n{}",
+            program.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn weft_bytes(cluster: &TestCluster, path: &str) -> Vec<u8> {
+    let file = cluster
+        .client()
+        .open(path, &weft_client::OpenOptions::default())
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut bytes = vec![0u8; file.size().unwrap() as usize];
+    let n = file.read_at(0, &mut bytes).unwrap();
+    bytes.truncate(n);
+    bytes
+}
+
+fn cluster() -> TestCluster {
+    TestCluster::start_with(&ClusterOptions {
+        io_servers: 4,
+        stripe_size: 64 * 1024,
+        stripe_count: 0,
+    })
+}
+
+/// Every method on every pattern with `np` processes, against ROMIO on the local file
+/// system. cb_buffer_size 64 KiB makes every collective call take several rounds.
+fn methods_match_romio(np: usize) {
+    let p = programs();
+    let cluster = cluster();
+    let reference = tempfile::tempdir().unwrap();
+    let prefix = format!("{}/", reference.path().display());
+    let local_prefix = format!("{prefix}local_");
+    let out = mpirun(
+        np,
+        None,
+        &[],
+        &["--mca", "io", "romio321"],
+        &p.patterns,
+        &[&prefix, "--local-prefix", &local_prefix],
+    );
+    assert_ok(&out, "reference run through ROMIO");
+    for method in METHODS {
+        let dir = format!("/np{np}_{method}");
+        cluster.client().mkdir(&dir, 0o755).unwrap();
+        let weft_prefix = format!("weft:{dir}/");
+        let hint = format!("weft_cb_method={method}");
+        let out = mpirun(
+            np,
+            Some(&cluster),
+            &[("WEFT_MPIIO_VERBOSE", "1")],
+            &[],
+            &p.patterns,
+            &[
+                &weft_prefix,
+                "--local-prefix",
+                &local_prefix,
+                &hint,
+                "cb_buffer_size=65536",
+            ],
+        );
+        assert_ok(&out, &format!("{method} with {np} processes"));
+        for pattern in PATTERNS {
+            let expected = std::fs::read(reference.path().join(pattern)).unwrap();
+            let got = weft_bytes(&cluster, &format!("{dir}/{pattern}"));
+            assert!(
+                got == expected,
+                "{method}, {np} processes, {pattern}: the weft: file ({} bytes) differs from ROMIO's ({} bytes){}",
+                got.len(),
+                expected.len(),
+                got.iter()
+                    .zip(&expected)
+                    .position(|(a, b)| a != b)
+                    .map_or(String::new(), |i| format!(" first at byte {i}"))
+            );
+        }
+    }
+}
+
+#[test]
+fn every_method_matches_romio_with_1_process() {
+    methods_match_romio(1);
+}
+
+#[test]
+fn every_method_matches_romio_with_3_processes() {
+    methods_match_romio(3);
+}
+
+#[test]
+fn every_method_matches_romio_with_4_processes() {
+    methods_match_romio(4);
+}
+
+#[test]
+fn errors_are_the_same_on_every_rank_and_nothing_hangs() {
+    let p = programs();
+    let cluster = cluster();
+    cluster.client().mkdir("/errors", 0o755).unwrap();
+    for np in [1, 4] {
+        let out = mpirun(np, Some(&cluster), &[], &[], &p.errors, &["weft:/errors/"]);
+        assert_ok(&out, &format!("errors with {np} processes"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("errors OK"), "{stdout}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("MPI_File_iwrite_at is not supported on weft: files"),
+            "no message for the unsupported call:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn hdf5_writes_and_reads_chunked_and_contiguous_datasets() {
+    let p = programs();
+    let cluster = cluster();
+    cluster.client().mkdir("/h5", 0o755).unwrap();
+    let out = mpirun(4, Some(&cluster), &[], &[], &p.hdf5, &["weft:/h5/data.h5"]);
+    assert_ok(&out, "hdf5_rw on weft:");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hdf5 OK"));
+    let local = tempfile::tempdir().unwrap();
+    let copy = local.path().join("data.h5");
+    let got = cluster.weft(&["get", "/h5/data.h5", copy.to_str().unwrap()]);
+    assert_ok(&got, "weft get");
+    let dump = Command::new("h5dump")
+        .args(["-d", "/chunked", "-s", "5,7", "-c", "1,3"])
+        .arg(&copy)
+        .output()
+        .expect("running h5dump (install hdf5-tools)");
+    assert_ok(&dump, "h5dump");
+    // chunked[i][j] = 200000 + i * 48 + j (see hdf5_rw.c).
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(text.contains("(5,7): 200247, 200248, 200249"), "{text}");
+    let dump = Command::new("h5dump")
+        .args(["-d", "/contiguous", "-s", "63,47", "-c", "1,1"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(text.contains("(63,47): 103071"), "{text}");
+}
+
+#[test]
+fn hints_come_from_weft_hints_and_striping_sets_the_layout() {
+    let p = programs();
+    let cluster = cluster();
+    cluster.client().mkdir("/hints", 0o755).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let hints = dir.path().join("hints");
+    std::fs::write(
+        &hints,
+        "# ROMIO_HINTS format\nweft_cb_method stripe_aligned\ncb_buffer_size 131072\n",
+    )
+    .unwrap();
+    let out = mpirun(
+        3,
+        Some(&cluster),
+        &[("WEFT_HINTS", hints.to_str().unwrap()), ("WEFT_PRINT_HINTS", "1")],
+        &[],
+        &p.patterns,
+        &[
+            "weft:/hints/",
+            "--only",
+            "block3d",
+            "striping_unit=131072",
+            "striping_factor=2",
+        ],
+    );
+    assert_ok(&out, "patterns with WEFT_HINTS");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("weft_cb_method=stripe_aligned"), "{stderr}");
+    assert!(stderr.contains("cb_buffer_size=131072"), "{stderr}");
+    assert!(stderr.contains("method stripe_aligned"), "{stderr}");
+    let file = cluster
+        .client()
+        .open("/hints/block3d", &Default::default())
+        .unwrap();
+    assert_eq!(file.layout().stripe_size_bytes, 131072);
+    assert_eq!(file.layout().servers.len(), 2);
+}
+
+#[test]
+fn auto_goes_independent_when_requests_do_not_interleave() {
+    let p = programs();
+    let cluster = cluster();
+    cluster.client().mkdir("/auto", 0o755).unwrap();
+    // One process: nothing interleaves, so ROMIO's rule picks independent I/O.
+    let out = mpirun(
+        1,
+        Some(&cluster),
+        &[("WEFT_PRINT_HINTS", "1")],
+        &[],
+        &p.patterns,
+        &["weft:/auto/", "--only", "block3d"],
+    );
+    assert_ok(&out, "auto");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("method independent (requests do not interleave"),
+        "{stderr}"
+    );
+    // Four processes on a CYCLIC darray interleave: a collective method.
+    let out = mpirun(
+        4,
+        Some(&cluster),
+        &[("WEFT_PRINT_HINTS", "1")],
+        &[],
+        &p.patterns,
+        &["weft:/auto/", "--only", "cyclic2d"],
+    );
+    assert_ok(&out, "auto");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("write /auto/cyclic2d: method stripe_aligned")
+            || stderr.contains("write /auto/cyclic2d: method interleaved"),
+        "{stderr}"
+    );
+}
