@@ -2,6 +2,7 @@
 
 mod cluster;
 mod files;
+mod mpi_env;
 mod progress;
 
 use anyhow::Result;
@@ -185,6 +186,9 @@ getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout 
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
     },
+    /// Print how to run MPI programs on weft: files (LD_PRELOAD of libweft_mpiio.so,
+    /// mpirun/mpiexec lines, linking, hints).
+    MpiEnv,
     /// Unmount a Weft mount.
     Umount {
         mountpoint: PathBuf,
@@ -275,6 +279,7 @@ fn run(command: Command) -> Result<()> {
                 Ok(weft_fuse::mount_background(&options)?)
             }
         }
+        Command::MpiEnv => mpi_env::print(),
         Command::Umount { mountpoint, lazy } => Ok(weft_fuse::unmount(&mountpoint, lazy)?),
     }
 }
