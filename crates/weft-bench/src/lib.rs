@@ -9,6 +9,7 @@
 //! through their standard input and output (see `procs`). Any binary that embeds
 //! [`BenchArgs`] under a `bench` subcommand therefore works as its own worker.
 
+pub mod collective;
 pub mod concurrent;
 mod pattern;
 mod procs;
@@ -29,6 +30,9 @@ pub enum BenchCommand {
     /// PVFS's concurrent read/write test, against a local file baseline.
     #[command(long_about = concurrent::LONG_ABOUT)]
     Concurrent(concurrent::ConcurrentArgs),
+    /// MPI-IO collective methods on Weft against the MPI library's MPI-IO on local files.
+    #[command(long_about = collective::LONG_ABOUT)]
+    Collective(collective::CollectiveArgs),
     /// One client process of `weft bench concurrent` (started by it, not by hand).
     #[command(hide = true)]
     ConcurrentWorker(concurrent::WorkerArgs),
@@ -38,6 +42,7 @@ pub enum BenchCommand {
 pub fn run(args: BenchArgs) -> Result<()> {
     match args.command {
         BenchCommand::Concurrent(a) => concurrent::run(&a),
+        BenchCommand::Collective(a) => collective::run(&a),
         BenchCommand::ConcurrentWorker(a) => concurrent::worker(&a),
     }
 }

@@ -3,10 +3,12 @@
  * element; values are a function of the element's global index, so the same run on the
  * local file system (through the MPI library's own MPI-IO) must give the same bytes.
  *
- *   patterns PREFIX [--local-prefix P] [--only NAME] [--n N] [key=value ...]
+ *   patterns PREFIX [--local-prefix P] [--only NAME] [--n N] [--s3d N] [--cyclic N K]
+ *            [--timing] [key=value ...]
  *
  * PREFIX is prepended to each pattern's file name ("weft:/dir/" or "/tmp/dir/");
- * key=value pairs become MPI_Info hints at open. Patterns:
+ * key=value pairs become MPI_Info hints at open; --n, --s3d and --cyclic set the sizes;
+ * --timing prints each pattern's collective write (with sync) and read times. Patterns:
  *   block3d       3D block subarray of 16-byte elements (ROMIO coll_perf)
  *   block3d_ghost the same from a memory array with ghost cells (noncontiguous memory)
  *   cyclic2d      2D CYCLIC(k) darray of 8-byte elements
@@ -387,7 +389,9 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
         } else if (strcmp(argv[i], "--n") == 0 && i + 1 < argc) {
-            n_block = n_s3d = atoi(argv[++i]);
+            n_block = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--s3d") == 0 && i + 1 < argc) {
+            n_s3d = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--cyclic") == 0 && i + 2 < argc) {
             n_cyclic = atoi(argv[++i]);
             k_cyclic = atoi(argv[++i]);

@@ -1,0 +1,367 @@
+//! `weft bench collective`: MPI-IO collective I/O on Weft, method by method, against
+//! the MPI library's own MPI-IO on the local file system in the same run. The
+//! patterns are those of weft-mpiio's tests (`crates/weft-mpiio/tests/c/patterns.c`,
+//! compiled here with mpicc): ROMIO coll_perf's 3D block (N^3 elements of 16 bytes),
+//! a 2D CYCLIC(k) darray and an S3D-like struct of four 4D arrays. Each run writes
+//! collectively (with MPI_File_sync), reads back collectively and checks the data.
+//! This crate does not link MPI: it runs mpirun.
+
+use crate::report::{write_json, Table, MIB};
+use anyhow::{bail, ensure, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const LONG_ABOUT: &str = "MPI-IO collective I/O on Weft against the MPI library's own MPI-IO \
+(Open MPI's romio321 and ompio) on the local file system, in the same run. Runs, under mpirun with \
+--procs processes, ROMIO coll_perf's 3D block pattern (N^3 elements of 16 bytes), the 2D CYCLIC(k) \
+matrix for each --k, and an S3D-like struct of four 4D arrays, once per Weft method (weft_cb_method) \
+through LD_PRELOAD of libweft_mpiio.so and once per baseline. Each run writes collectively (and \
+syncs), reads back collectively and checks every element. Prints MiB/s and ratios to ROMIO and to \
+two_phase, and writes JSON and an SVG plot.\n\nNeeds a running cluster (`weft up`), mpicc and mpirun, \
+and libweft_mpiio.so next to the weft binary. Example:\n  weft bench collective --procs 4 --n 256 --k 8,32,256";
+
+const METHODS: [&str; 7] = [
+    "two_phase",
+    "interleaved",
+    "pipelined",
+    "interleaved_pipelined",
+    "stripe_aligned",
+    "independent",
+    "auto",
+];
+const PATTERN_SOURCE: &str = include_str!("../../weft-mpiio/tests/c/patterns.c");
+/// Largest edge of the 3D block array (16-byte elements: 1024 is 16 GiB).
+const N_MAX: u64 = 1024;
+
+#[derive(Args, Debug, Clone)]
+pub struct CollectiveArgs {
+    /// MPI processes.
+    #[arg(long, default_value_t = 4, value_name = "P")]
+    pub procs: u32,
+    /// Edge of the 3D block array (N^3 elements of 16 bytes).
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub n: u64,
+    /// Edge of the CYCLIC(k) matrix (8-byte elements).
+    #[arg(long, default_value_t = 4096, value_name = "M")]
+    pub cyclic_n: u64,
+    /// CYCLIC block sizes to run, comma separated.
+    #[arg(long, default_value = "32", value_delimiter = ',', value_name = "K")]
+    pub k: Vec<u64>,
+    /// Edge of the S3D-like grid (16 values of 8 bytes per point).
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    pub s3d_n: u64,
+    /// Weft methods to run, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = METHODS.map(String::from))]
+    pub methods: Vec<String>,
+    /// Open MPI io components for the local baselines, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "romio321,ompio")]
+    pub baselines: Vec<String>,
+    /// Extra hints for every Weft run (key=value, comma separated), e.g. cb_buffer_size=4194304.
+    #[arg(long, value_delimiter = ',')]
+    pub hints: Vec<String>,
+    /// Weft directory for the files (created).
+    #[arg(long, default_value = "/bench-collective", value_name = "PATH")]
+    pub path: String,
+    /// Directory for the baselines' files. Default: the system temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub local_dir: Option<PathBuf>,
+    /// libweft_mpiio.so. Default: next to this executable.
+    #[arg(long, value_name = "FILE")]
+    pub library: Option<PathBuf>,
+    #[arg(long, default_value = "bench-results/collective.json", value_name = "FILE")]
+    pub json: PathBuf,
+    #[arg(long, default_value = "bench-results/collective.svg", value_name = "FILE")]
+    pub svg: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    pattern: String,
+    /// A Weft method, or "romio321" / "ompio" on the local file system.
+    method: String,
+    bytes: u64,
+    write_s: f64,
+    read_s: f64,
+    write_mib_s: f64,
+    read_mib_s: f64,
+    command: String,
+}
+
+struct Case {
+    name: String,
+    only: &'static str,
+    args: Vec<String>,
+    bytes: u64,
+}
+
+fn cases(a: &CollectiveArgs) -> Vec<Case> {
+    let mut out = vec![Case {
+        name: format!("block3d N={}", a.n),
+        only: "block3d",
+        args: vec!["--n".into(), a.n.to_string()],
+        bytes: a.n.pow(3) * 16,
+    }];
+    for &k in &a.k {
+        out.push(Case {
+            name: format!("cyclic2d M={} k={k}", a.cyclic_n),
+            only: "cyclic2d",
+            args: vec!["--cyclic".into(), a.cyclic_n.to_string(), k.to_string()],
+            bytes: a.cyclic_n.pow(2) * 8,
+        });
+    }
+    out.push(Case {
+        name: format!("s3d N={}", a.s3d_n),
+        only: "s3d",
+        args: vec!["--s3d".into(), a.s3d_n.to_string()],
+        bytes: a.s3d_n.pow(3) * 16 * 8,
+    });
+    out
+}
+
+fn library(a: &CollectiveArgs) -> Result<PathBuf> {
+    let path = match &a.library {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("executable directory")?
+            .join("libweft_mpiio.so"),
+    };
+    ensure!(
+        path.exists(),
+        "{} not found: build it (cargo build --release -p weft-mpiio) or pass --library",
+        path.display()
+    );
+    Ok(path)
+}
+
+fn compile(dir: &Path) -> Result<PathBuf> {
+    let source = dir.join("patterns.c");
+    std::fs::write(&source, PATTERN_SOURCE)?;
+    let exe = dir.join("patterns");
+    let out = Command::new(std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into()))
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .output()
+        .context("running mpicc")?;
+    ensure!(
+        out.status.success(),
+        "mpicc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(exe)
+}
+
+/// Runs one mpirun; returns (write s, read s) from the program's --timing line.
+fn run_one(mut command: Command, only: &str) -> Result<(f64, f64, String)> {
+    let shown = format!("{command:?}").replace('"', "");
+    let out = command.output().context("running mpirun")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "{shown} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for line in stdout.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() == 5 && w[0] == only && w[1] == "write_s" && w[3] == "read_s" {
+            return Ok((w[2].parse()?, w[4].parse()?, shown));
+        }
+    }
+    bail!("{shown}: no timing line in\n{stdout}")
+}
+
+fn mpirun(a: &CollectiveArgs) -> Command {
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args([
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+            "-np",
+            &a.procs.to_string(),
+        ]);
+    c
+}
+
+pub fn run(a: &CollectiveArgs) -> Result<()> {
+    ensure!((1..=1024).contains(&a.procs), "--procs must be in 1..=1024");
+    ensure!((1..=N_MAX).contains(&a.n), "--n must be in 1..={N_MAX}");
+    for m in &a.methods {
+        ensure!(
+            METHODS.contains(&m.as_str()),
+            "unknown method {m} (one of {METHODS:?})"
+        );
+    }
+    let library = library(a)?;
+    let work = tempfile::Builder::new()
+        .prefix("weft-bench-collective-")
+        .tempdir()?;
+    let program = compile(work.path())?;
+    let local = tempfile::Builder::new()
+        .prefix("weft-bench-collective-local-")
+        .tempdir_in(a.local_dir.clone().unwrap_or_else(std::env::temp_dir))?;
+    let client = weft_client::Client::from_env()?;
+    match client.mkdir(&a.path, 0o755) {
+        Ok(_) => {}
+        Err(e) if e.code() == weft_client::ErrorCode::Exists => {}
+        Err(e) => return Err(e.into()),
+    }
+    let home = std::env::var("WEFT_HOME").ok();
+    let mut rows: Vec<Row> = Vec::new();
+    for case in cases(a) {
+        for io in &a.baselines {
+            let mut c = mpirun(a);
+            c.args(["--mca", "io", io]).arg(&program);
+            c.arg(format!("{}/", local.path().display()));
+            c.args(["--only", case.only, "--timing"]).args(&case.args);
+            let (w, r, command) = run_one(c, case.only)?;
+            rows.push(row(&case, io, w, r, command));
+            eprintln!("{}: {io}: write {w:.3} s, read {r:.3} s", case.name);
+        }
+        for method in &a.methods {
+            let mut c = mpirun(a);
+            c.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
+            if let Some(h) = &home {
+                c.arg("-x").arg(format!("WEFT_HOME={h}"));
+            }
+            c.arg(&program)
+                .arg(format!("weft:{}/", a.path.trim_end_matches('/')));
+            c.args(["--only", case.only, "--timing"]).args(&case.args);
+            c.arg(format!("weft_cb_method={method}")).args(&a.hints);
+            let (w, r, command) = run_one(c, case.only)?;
+            rows.push(row(&case, method, w, r, command));
+            eprintln!("{}: {method}: write {w:.3} s, read {r:.3} s", case.name);
+        }
+    }
+    print_table(&rows);
+    write_json(&a.json, &rows)?;
+    write_svg(&a.svg, &rows)?;
+    println!("JSON: {}  plot: {}", a.json.display(), a.svg.display());
+    Ok(())
+}
+
+fn row(case: &Case, method: &str, w: f64, r: f64, command: String) -> Row {
+    let mib = case.bytes as f64 / MIB as f64;
+    Row {
+        pattern: case.name.clone(),
+        method: method.to_owned(),
+        bytes: case.bytes,
+        write_s: w,
+        read_s: r,
+        write_mib_s: mib / w.max(1e-9),
+        read_mib_s: mib / r.max(1e-9),
+        command,
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    let mut t = Table::new(&[
+        "pattern",
+        "method",
+        "write MiB/s",
+        "read MiB/s",
+        "write/romio",
+        "read/romio",
+        "write/two_phase",
+        "read/two_phase",
+    ]);
+    let find = |pattern: &str, method: &str| rows.iter().find(|r| r.pattern == pattern && r.method == method);
+    let ratio = |a: f64, b: Option<f64>| b.map_or("-".to_owned(), |b| format!("{:.2}", a / b));
+    for r in rows {
+        let romio = find(&r.pattern, "romio321");
+        let two = find(&r.pattern, "two_phase");
+        t.row(vec![
+            r.pattern.clone(),
+            r.method.clone(),
+            format!("{:.1}", r.write_mib_s),
+            format!("{:.1}", r.read_mib_s),
+            ratio(r.write_mib_s, romio.map(|x| x.write_mib_s)),
+            ratio(r.read_mib_s, romio.map(|x| x.read_mib_s)),
+            ratio(r.write_mib_s, two.map(|x| x.write_mib_s)),
+            ratio(r.read_mib_s, two.map(|x| x.read_mib_s)),
+        ]);
+    }
+    print!("{}", t.render());
+}
+
+/// A grouped bar chart: one group per pattern, write and read bars per method.
+fn write_svg(path: &Path, rows: &[Row]) -> Result<()> {
+    let mut patterns: Vec<&str> = Vec::new();
+    let mut methods: Vec<&str> = Vec::new();
+    for r in rows {
+        if !patterns.contains(&r.pattern.as_str()) {
+            patterns.push(&r.pattern);
+        }
+        if !methods.contains(&r.method.as_str()) {
+            methods.push(&r.method);
+        }
+    }
+    let max = rows
+        .iter()
+        .map(|r| r.write_mib_s.max(r.read_mib_s))
+        .fold(1.0f64, f64::max);
+    let bar = 9.0;
+    let group = methods.len() as f64 * 2.0 * bar + 30.0;
+    let (left, top, height) = (60.0, 30.0, 300.0);
+    let width = left + group * patterns.len() as f64 + 200.0;
+    let colors = [
+        "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+    ];
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">\n",
+        top + height + 60.0
+    );
+    svg += &format!(
+        "<text x=\"{left}\" y=\"18\">MiB/s, write (solid) and read (light), by pattern and method</text>\n"
+    );
+    for i in 0..=4 {
+        let v = max * i as f64 / 4.0;
+        let y = top + height - height * i as f64 / 4.0;
+        svg += &format!("<line x1=\"{left}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"#ddd\"/><text x=\"5\" y=\"{y}\">{v:.0}</text>\n", width - 200.0);
+    }
+    for (p, pattern) in patterns.iter().enumerate() {
+        let x0 = left + group * p as f64 + 10.0;
+        for (m, method) in methods.iter().enumerate() {
+            let Some(r) = rows.iter().find(|r| r.pattern == *pattern && r.method == *method) else {
+                continue;
+            };
+            let color = colors[m % colors.len()];
+            for (k, v) in [r.write_mib_s, r.read_mib_s].into_iter().enumerate() {
+                let h = height * v / max;
+                let x = x0 + (m as f64 * 2.0 + k as f64) * bar;
+                let opacity = if k == 0 { 1.0 } else { 0.5 };
+                svg += &format!(
+                    "<rect x=\"{x}\" y=\"{}\" width=\"{}\" height=\"{h}\" fill=\"{color}\" fill-opacity=\"{opacity}\"><title>{method} {}: {v:.1} MiB/s</title></rect>\n",
+                    top + height - h,
+                    bar - 1.0,
+                    if k == 0 { "write" } else { "read" }
+                );
+            }
+        }
+        svg += &format!(
+            "<text x=\"{x0}\" y=\"{}\">{pattern}</text>\n",
+            top + height + 15.0
+        );
+    }
+    for (m, method) in methods.iter().enumerate() {
+        let y = top + 15.0 * m as f64;
+        let x = width - 190.0;
+        svg += &format!(
+            "<rect x=\"{x}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{method}</text>\n",
+            y - 9.0,
+            colors[m % colors.len()],
+            x + 15.0,
+            y
+        );
+    }
+    svg += "</svg>\n";
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+}
