@@ -148,7 +148,11 @@ impl MetaService {
             | Request::Sync { .. }
             | Request::Extents { .. }
             | Request::Truncate { .. }
-            | Request::IoStatfs) => Err(WireError::new(
+            | Request::IoStatfs
+            | Request::RegisterView { .. }
+            | Request::ReleaseView { .. }
+            | Request::WriteView { .. }
+            | Request::ReadView { .. }) => Err(WireError::new(
                 ErrorCode::Unsupported,
                 format!(
                     "this is a metadata server: {:?} goes to an io server",

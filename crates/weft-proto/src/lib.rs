@@ -15,5 +15,5 @@ pub mod types;
 pub use codec::{DecodeError, Reader, Wire, Writer};
 pub use error::{ErrorCode, WireError};
 pub use frame::{FrameHeader, FrameKind, FRAME_HEADER_BYTES, PROTOCOL_VERSION};
-pub use msg::{Opcode, Request, Response};
+pub use msg::{Opcode, Request, Response, ViewId};
 pub use types::*;

@@ -4,6 +4,7 @@
 use crate::codec::{DecodeError, Reader, Wire, Writer};
 use crate::error::WireError;
 use crate::types::*;
+use weft_layout::view::View;
 use weft_layout::{InodeId, LayoutRequest, ServerId};
 
 /// Most ranges in one list-I/O request to one server.
@@ -12,6 +13,33 @@ pub const RANGES_MAX: usize = 16_384;
 pub const READDIR_ENTRIES_MAX: u32 = 4096;
 /// Most inodes in one batched io-server request (create/remove/extents).
 pub const BATCH_INODES_MAX: usize = 4096;
+/// Largest wire form of a view in a `RegisterView` (the message limit less room for the
+/// length prefix): views are datatype trees, not byte lists, and real ones take a few
+/// hundred bytes.
+pub const VIEW_BYTES_MAX: usize = crate::frame::MESSAGE_BYTES_MAX as usize - 1024;
+/// Most views registered at once on one connection to an io server. A client keeps one
+/// per file view it uses over that connection; closing the connection releases them.
+pub const VIEWS_PER_CONNECTION_MAX: usize = 64;
+
+/// A view registered on one connection to one io server (Clusterfile "view I/O"):
+/// assigned by the server, meaningful only on the connection that registered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ViewId(pub u32);
+
+impl std::fmt::Display for ViewId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "view {}", self.0)
+    }
+}
+
+impl Wire for ViewId {
+    fn encode(&self, w: &mut Writer) {
+        w.u32(self.0)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ViewId(r.u32()?))
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u16)]
@@ -40,6 +68,10 @@ pub enum Opcode {
     Extents = 45,
     Truncate = 46,
     IoStatfs = 47,
+    RegisterView = 48,
+    ReleaseView = 49,
+    WriteView = 50,
+    ReadView = 51,
 }
 
 /// Which roles a server process carries (bit set).
@@ -166,6 +198,34 @@ pub enum Request {
         size: u64,
     },
     IoStatfs,
+    /// io: remember `view` for later `WriteView`/`ReadView` on this connection. The
+    /// view travels in its wire form and is decoded (with every limit checked) here.
+    RegisterView {
+        view: View,
+    },
+    /// io: forget a view registered on this connection.
+    ReleaseView {
+        view: ViewId,
+    },
+    /// io: the bulk data is this server's pieces of view bytes
+    /// `[view_offset, view_offset + len)` of a registered view, in file order (one
+    /// PVFS I/O stream: the server finds the pieces itself from the view and striping).
+    WriteView {
+        inode: InodeId,
+        striping: Striping,
+        view: ViewId,
+        view_offset: u64,
+        len: u64,
+    },
+    /// io: the reply's bulk data is this server's pieces of the view interval, in file
+    /// order, holes and bytes past the object's end read as zeros.
+    ReadView {
+        inode: InodeId,
+        striping: Striping,
+        view: ViewId,
+        view_offset: u64,
+        len: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,6 +247,8 @@ pub enum Response {
     Bytes(u64),
     Extents(Vec<u64>),
     IoStatfs(IoStatfs),
+    /// The id of a view just registered.
+    View(ViewId),
 }
 
 impl Request {
@@ -217,6 +279,10 @@ impl Request {
             Extents { .. } => Opcode::Extents,
             Truncate { .. } => Opcode::Truncate,
             IoStatfs => Opcode::IoStatfs,
+            RegisterView { .. } => Opcode::RegisterView,
+            ReleaseView { .. } => Opcode::ReleaseView,
+            WriteView { .. } => Opcode::WriteView,
+            ReadView { .. } => Opcode::ReadView,
         }
     }
 
@@ -230,9 +296,7 @@ impl Request {
                 cred.encode(&mut w);
                 w.str(path);
             }
-            Lookup { cred, parent, name }
-            | Unlink { cred, parent, name }
-            | Rmdir { cred, parent, name } => {
+            Lookup { cred, parent, name } | Unlink { cred, parent, name } | Rmdir { cred, parent, name } => {
                 cred.encode(&mut w);
                 parent.encode(&mut w);
                 w.str(name);
@@ -241,11 +305,7 @@ impl Request {
                 cred.encode(&mut w);
                 inode.encode(&mut w);
             }
-            SetAttr {
-                cred,
-                inode,
-                changes,
-            } => {
+            SetAttr { cred, inode, changes } => {
                 cred.encode(&mut w);
                 inode.encode(&mut w);
                 changes.encode(&mut w);
@@ -343,6 +403,28 @@ impl Request {
                 striping.encode(&mut w);
                 w.u64(*size);
             }
+            RegisterView { view } => w.bytes(&view.encode()),
+            ReleaseView { view } => view.encode(&mut w),
+            WriteView {
+                inode,
+                striping,
+                view,
+                view_offset,
+                len,
+            }
+            | ReadView {
+                inode,
+                striping,
+                view,
+                view_offset,
+                len,
+            } => {
+                inode.encode(&mut w);
+                striping.encode(&mut w);
+                view.encode(&mut w);
+                w.u64(*view_offset);
+                w.u64(*len);
+            }
         }
         w.bytes
     }
@@ -352,9 +434,7 @@ impl Request {
         let mut r = Reader::new(body);
         let r = &mut r;
         let req = match opcode {
-            1 => Request::Hello {
-                client: r.string()?,
-            },
+            1 => Request::Hello { client: r.string()? },
             10 => Request::GetCluster,
             11 => Request::Resolve {
                 cred: Cred::decode(r)?,
@@ -465,6 +545,44 @@ impl Request {
                 size: r.u64()?,
             },
             47 => Request::IoStatfs,
+            48 => {
+                let bytes = r.bytes_max(VIEW_BYTES_MAX)?;
+                let view = View::decode(bytes).map_err(|e| DecodeError::View(e.to_string()))?;
+                Request::RegisterView { view }
+            }
+            49 => Request::ReleaseView {
+                view: ViewId::decode(r)?,
+            },
+            50 | 51 => {
+                let inode = InodeId::decode(r)?;
+                let striping = Striping::decode(r)?;
+                let view = ViewId::decode(r)?;
+                let view_offset = r.u64()?;
+                let len = r.u64()?;
+                if view_offset.checked_add(len).is_none() {
+                    return Err(DecodeError::Invalid {
+                        what: "view interval end (offset + length overflows)",
+                        value: view_offset,
+                    });
+                }
+                if opcode == 50 {
+                    Request::WriteView {
+                        inode,
+                        striping,
+                        view,
+                        view_offset,
+                        len,
+                    }
+                } else {
+                    Request::ReadView {
+                        inode,
+                        striping,
+                        view,
+                        view_offset,
+                        len,
+                    }
+                }
+            }
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
@@ -527,6 +645,10 @@ impl Wire for Response {
                 w.u8(10);
                 s.encode(w);
             }
+            View(id) => {
+                w.u8(11);
+                id.encode(w);
+            }
         }
     }
 
@@ -548,6 +670,7 @@ impl Wire for Response {
             8 => Response::Bytes(r.u64()?),
             9 => Response::Extents(r.seq()?),
             10 => Response::IoStatfs(IoStatfs::decode(r)?),
+            11 => Response::View(ViewId::decode(r)?),
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -718,6 +841,22 @@ mod tests {
                 size: 1 << 33,
             },
             Request::IoStatfs,
+            Request::RegisterView { view: strided_view() },
+            Request::ReleaseView { view: ViewId(3) },
+            Request::WriteView {
+                inode: InodeId(3),
+                striping: s,
+                view: ViewId(1),
+                view_offset: 100,
+                len: 1 << 20,
+            },
+            Request::ReadView {
+                inode: InodeId(3),
+                striping: s,
+                view: ViewId(u32::MAX),
+                view_offset: 0,
+                len: 7,
+            },
         ];
         for req in reqs {
             let body = req.encode_body();
@@ -762,14 +901,96 @@ mod tests {
                 more: true,
             }),
             Ok(Response::Extents(vec![0, u64::MAX])),
-            Err(WireError::new(
-                crate::ErrorCode::NotEmpty,
-                "dir /x is not empty",
-            )),
+            Ok(Response::View(ViewId(9))),
+            Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];
         for res in results {
             assert_eq!(decode_result(&encode_result(&res)).unwrap(), res);
         }
+    }
+
+    /// 16 bytes every 48 from offset 4096.
+    fn strided_view() -> View {
+        View::partition(4096, 16, 48).unwrap()
+    }
+
+    #[test]
+    fn view_registration_checks_the_view_and_its_size() {
+        let register = |bytes: &[u8]| {
+            let mut w = Writer::default();
+            w.bytes(bytes);
+            Request::decode(Opcode::RegisterView as u16, &w.bytes)
+        };
+        let good = strided_view().encode();
+        assert_eq!(
+            register(&good).unwrap(),
+            Request::RegisterView { view: strided_view() }
+        );
+        // Malformed: a bad version byte, a truncated tree, trailing garbage.
+        let mut bad_version = good.clone();
+        bad_version[0] ^= 0x40;
+        for bad in [
+            &bad_version[..],
+            &good[..good.len() - 1],
+            &[good.clone(), vec![0]].concat(),
+        ] {
+            assert!(matches!(register(bad), Err(DecodeError::View(_))), "{bad:?}");
+        }
+        // Too deep: nested two-copy vectors whose strides (4^(level+1)) never continue
+        // their child's spacing, so normalisation cannot fold the levels.
+        let mut deep = weft_layout::view::Datatype::bytes(1).unwrap();
+        let mut nested = None;
+        for level in 0..20 {
+            match weft_layout::view::Datatype::hvector(2, 1, 1 << (2 * level + 2), &deep) {
+                Ok(t) => deep = t,
+                Err(e) => {
+                    nested = Some(e);
+                    break;
+                }
+            }
+        }
+        assert!(nested.is_some(), "the constructors refuse depth past the limit");
+        // Hand-built wire form of the same chain, past the limit: refused on decode.
+        // view := version displacement node_count nodes; node 0 is one byte (tag 0,
+        // size 1, displacement 0), node n a vector over node n - 1.
+        let mut body = vec![weft_layout::view::WIRE_VERSION, 0, 18, 0, 1, 0];
+        for level in 0..17u32 {
+            // tag 1 vector: count 2, block_len 1, element_stride 0 (zigzag 0),
+            // block_stride 4^(level+1) (zigzag), displacement 0, child = previous node.
+            body.push(1);
+            body.extend_from_slice(&[2, 1, 0]);
+            let mut stride = (1u64 << (2 * level + 2)) << 1;
+            while stride >= 0x80 {
+                body.push((stride as u8) | 0x80);
+                stride >>= 7;
+            }
+            body.push(stride as u8);
+            body.extend_from_slice(&[0, level as u8]);
+        }
+        match register(&body) {
+            Err(DecodeError::View(m)) => assert!(m.contains("depth"), "{m}"),
+            other => panic!("expected a depth error, got {other:?}"),
+        }
+        // Oversized: refused by length before anything is decoded.
+        let mut w = Writer::default();
+        w.u32(VIEW_BYTES_MAX as u32 + 1);
+        assert!(matches!(
+            Request::decode(Opcode::RegisterView as u16, &w.bytes),
+            Err(DecodeError::TooLarge { .. })
+        ));
+        // A view interval whose end overflows.
+        let mut w = Writer::default();
+        InodeId(1).encode(&mut w);
+        Striping {
+            stripe_size_bytes: 65536,
+            stripe_count: 1,
+            server_index: 0,
+        }
+        .encode(&mut w);
+        ViewId(1).encode(&mut w);
+        w.u64(u64::MAX);
+        w.u64(2);
+        assert!(Request::decode(Opcode::ReadView as u16, &w.bytes).is_err());
     }
 
     #[test]
