@@ -9,6 +9,7 @@ use weft_layout::{InodeId, Layout};
 use weft_proto::frame::DATA_BYTES_MAX;
 use weft_proto::msg::{Request, Response};
 use weft_proto::{ErrorCode, IoStatfs, Range, Striping, WireError};
+use weft_rpc::ConnectionId;
 
 pub struct IoService {
     objects: ObjectStore,
@@ -199,7 +200,12 @@ impl IoService {
 }
 
 impl weft_rpc::Handler for IoService {
-    fn handle(&self, request: Request, data: Vec<u8>) -> Result<(Response, Vec<u8>), WireError> {
+    fn handle(
+        &self,
+        _connection: ConnectionId,
+        request: Request,
+        data: Vec<u8>,
+    ) -> Result<(Response, Vec<u8>), WireError> {
         let reply = match request {
             Request::Write {
                 inode,
@@ -265,6 +271,8 @@ mod tests {
     use super::*;
     use weft_rpc::Handler;
 
+    const CONNECTION: ConnectionId = ConnectionId(1);
+
     fn striping(index: u32) -> Striping {
         Striping {
             stripe_size_bytes: 1024,
@@ -305,6 +313,7 @@ mod tests {
             let k = k as u32;
             service
                 .handle(
+                    CONNECTION,
                     Request::ObjCreate {
                         inodes: vec![inode],
                     },
@@ -318,6 +327,7 @@ mod tests {
                 .collect();
             service
                 .handle(
+                    CONNECTION,
                     Request::Write {
                         inode,
                         striping: striping(k),
@@ -333,6 +343,7 @@ mod tests {
             let k = k as u32;
             let (_, data) = service
                 .handle(
+                    CONNECTION,
                     Request::Read {
                         inode,
                         striping: striping(k),
@@ -365,6 +376,7 @@ mod tests {
         let service = IoService::open(dir.path()).unwrap();
         let write = |inode, data: Vec<u8>| {
             service.handle(
+                CONNECTION,
                 Request::Write {
                     inode,
                     striping: striping(0),
@@ -379,6 +391,7 @@ mod tests {
         );
         service
             .handle(
+                CONNECTION,
                 Request::ObjCreate {
                     inodes: vec![InodeId(5)],
                 },
@@ -392,6 +405,7 @@ mod tests {
         write(InodeId(5), vec![1; 10]).unwrap();
         service
             .handle(
+                CONNECTION,
                 Request::ObjRemove {
                     inodes: vec![InodeId(5)],
                 },
@@ -411,7 +425,7 @@ mod tests {
             }],
         };
         assert_eq!(
-            service.handle(huge, vec![]).unwrap_err().code,
+            service.handle(CONNECTION, huge, vec![]).unwrap_err().code,
             ErrorCode::TooLarge
         );
     }
@@ -430,6 +444,7 @@ mod tests {
             let k = k as u32;
             service
                 .handle(
+                    CONNECTION,
                     Request::ObjCreate {
                         inodes: vec![inode],
                     },
@@ -438,6 +453,7 @@ mod tests {
                 .unwrap();
             service
                 .handle(
+                    CONNECTION,
                     Request::Truncate {
                         inode,
                         striping: striping(k),
@@ -448,6 +464,7 @@ mod tests {
                 .unwrap();
             let (r, _) = service
                 .handle(
+                    CONNECTION,
                     Request::Extents {
                         items: vec![(inode, striping(k))],
                     },

@@ -11,4 +11,4 @@ pub mod server;
 pub use client::{
     CallReply, Connection, ConnectionPool, PendingCall, ReplySink, RpcError, SinkReply, Timeouts,
 };
-pub use server::{serve, Handler, ServerHandle, ServerIdentity, ServerLimits};
+pub use server::{serve, ConnectionId, Handler, ServerHandle, ServerIdentity, ServerLimits};

@@ -1,10 +1,11 @@
 //! The server side: accept loop, per-connection frame reader, a worker pool running
-//! the role handlers, and the limits that keep a server's memory bounded.
+//! the role handlers, the limits that keep a server's memory bounded, and the
+//! connection lifecycle a handler may keep per-connection state on.
 
 use crate::frame_io::{read_exact_vec, read_header, write_frame, ReadFrameError};
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -13,11 +14,41 @@ use weft_proto::frame::{FrameKind, PROTOCOL_VERSION};
 use weft_proto::msg::{encode_result, Request, Response};
 use weft_proto::{ErrorCode, WireError};
 
+/// Names one accepted connection for the life of the server process (never reused), so
+/// that a handler can keep state per connection (registered views, for one) and drop
+/// it when the connection closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnectionId(pub u64);
+
+impl std::fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "connection {}", self.0)
+    }
+}
+
 /// Serves the requests of one role (or several, dispatching by opcode).
+///
+/// Lifecycle: `connection_opened` runs before the first request of a connection is
+/// handled; `handle` runs for each request (several of one connection may run at once,
+/// on different workers, in any order); `connection_closed` runs exactly once, after the
+/// connection's last request has been handled and answered, so state dropped there can
+/// never be recreated by a late request. Stateless handlers ignore the id and the hooks.
 pub trait Handler: Send + Sync + 'static {
-    /// Handles one request; `data` is its bulk payload. Returns the response and the
-    /// bulk data of the reply.
-    fn handle(&self, request: Request, data: Vec<u8>) -> Result<(Response, Vec<u8>), WireError>;
+    /// Handles one request of `connection`; `data` is its bulk payload. Returns the
+    /// response and the bulk data of the reply.
+    fn handle(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: Vec<u8>,
+    ) -> Result<(Response, Vec<u8>), WireError>;
+
+    /// A connection from `peer` was accepted.
+    fn connection_opened(&self, _connection: ConnectionId, _peer: Option<SocketAddr>) {}
+
+    /// The connection is gone and none of its requests is still running: release what
+    /// was kept for it.
+    fn connection_closed(&self, _connection: ConnectionId) {}
 
     /// Bytes of bulk data the reply to `request` will carry, charged against the
     /// server's memory budget before the request runs.
@@ -114,11 +145,20 @@ impl Inflight {
     }
     fn leave(&self) {
         *self.count.lock().unwrap() -= 1;
-        self.changed.notify_one();
+        // The reader may wait for a free slot and the closing connection for zero.
+        self.changed.notify_all();
+    }
+    /// Waits until every request entered has left.
+    fn wait_idle(&self) {
+        let mut c = self.count.lock().unwrap();
+        while *c > 0 {
+            c = self.changed.wait(c).unwrap();
+        }
     }
 }
 
 struct Job {
+    connection: ConnectionId,
     request: Request,
     data: Vec<u8>,
     opcode: u16,
@@ -134,6 +174,7 @@ struct Shared {
     limits: ServerLimits,
     budget: ByteBudget,
     connections: AtomicUsize,
+    next_connection_id: AtomicU64,
     jobs: Mutex<mpsc::Sender<Job>>,
 }
 
@@ -157,6 +198,7 @@ pub fn serve(
             freed: Condvar::new(),
         },
         connections: AtomicUsize::new(0),
+        next_connection_id: AtomicU64::new(1),
         jobs: Mutex::new(sender),
     });
     for k in 0..limits.workers.max(1) {
@@ -188,34 +230,23 @@ pub fn serve(
                         ErrorCode::Busy,
                         "server has too many connections; try again later",
                     );
-                    let _ = write_frame(
-                        &mut s,
-                        FrameKind::Response,
-                        0,
-                        0,
-                        &encode_result(&Err(err)),
-                        &[],
-                    );
+                    let _ = write_frame(&mut s, FrameKind::Response, 0, 0, &encode_result(&Err(err)), &[]);
                     continue;
                 }
                 shared.connections.fetch_add(1, Ordering::SeqCst);
                 let shared = shared.clone();
-                let spawned =
-                    std::thread::Builder::new()
-                        .name("weft-conn".into())
-                        .spawn(move || {
-                            serve_connection(&shared, stream);
-                            shared.connections.fetch_sub(1, Ordering::SeqCst);
-                        });
+                let spawned = std::thread::Builder::new()
+                    .name("weft-conn".into())
+                    .spawn(move || {
+                        serve_connection(&shared, stream);
+                        shared.connections.fetch_sub(1, Ordering::SeqCst);
+                    });
                 if spawned.is_err() {
                     eprintln!("weftd: cannot start a connection thread; connection dropped");
                 }
             }
         })?;
-    Ok(ServerHandle {
-        local_addr,
-        stopping,
-    })
+    Ok(ServerHandle { local_addr, stopping })
 }
 
 fn run_job(shared: &Shared, job: Job) {
@@ -230,7 +261,7 @@ fn run_job(shared: &Shared, job: Job) {
     } else {
         // A panicking handler is a bug, but it must not take the server down with it.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            shared.handler.handle(job.request, job.data)
+            shared.handler.handle(job.connection, job.request, job.data)
         })) {
             Ok(r) => r,
             Err(_) => Err(WireError::new(
@@ -263,12 +294,7 @@ fn run_job(shared: &Shared, job: Job) {
 }
 
 /// Answers one request with an error without running it.
-fn reply_error(
-    writer: &Mutex<TcpStream>,
-    opcode: u16,
-    request_id: u64,
-    error: WireError,
-) -> io::Result<()> {
+fn reply_error(writer: &Mutex<TcpStream>, opcode: u16, request_id: u64, error: WireError) -> io::Result<()> {
     let mut stream = writer.lock().unwrap();
     write_frame(
         &mut *stream,
@@ -281,18 +307,33 @@ fn reply_error(
 }
 
 fn serve_connection(shared: &Shared, stream: TcpStream) {
-    stream.set_nodelay(true).ok();
-    stream
-        .set_read_timeout(Some(shared.limits.idle_timeout))
-        .ok();
-    let Ok(write_half) = stream.try_clone() else {
-        return;
-    };
-    let writer = Arc::new(Mutex::new(write_half));
+    let id = ConnectionId(shared.next_connection_id.fetch_add(1, Ordering::Relaxed));
+    shared.handler.connection_opened(id, stream.peer_addr().ok());
     let inflight = Arc::new(Inflight {
         count: Mutex::new(0),
         changed: Condvar::new(),
     });
+    read_requests(shared, id, stream, &inflight);
+    // Requests already queued still run and answer (into a closed socket): the handler
+    // hears of the close only after the last of them.
+    inflight.wait_idle();
+    let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        shared.handler.connection_closed(id)
+    }));
+    if closed.is_err() {
+        eprintln!("weftd: the handler panicked while closing {id}");
+    }
+}
+
+/// Reads the frames of one connection and queues its requests until it closes or
+/// breaks.
+fn read_requests(shared: &Shared, id: ConnectionId, stream: TcpStream, inflight: &Arc<Inflight>) {
+    stream.set_nodelay(true).ok();
+    stream.set_read_timeout(Some(shared.limits.idle_timeout)).ok();
+    let Ok(write_half) = stream.try_clone() else {
+        return;
+    };
+    let writer = Arc::new(Mutex::new(write_half));
     let mut reader = stream;
     loop {
         let header = match read_header(&mut reader) {
@@ -331,12 +372,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) {
                 if skip(&mut reader, header.data_len).is_err() {
                     break;
                 }
-                let _ = reply_error(
-                    &writer,
-                    header.opcode,
-                    header.request_id,
-                    WireError::from(e),
-                );
+                let _ = reply_error(&writer, header.opcode, header.request_id, WireError::from(e));
                 continue;
             }
         };
@@ -353,6 +389,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) {
             }
         };
         let job = Job {
+            connection: id,
             request,
             data,
             opcode: header.opcode,

@@ -1,17 +1,18 @@
 //! The transport against a real TCP server on loopback: multiplexing, limits, bad
-//! frames, version mismatch, and a dead server failing calls within the timeout.
+//! frames, version mismatch, a dead server failing calls within the timeout, and the
+//! per-connection lifecycle handlers keep state on.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use weft_layout::{InodeId, ServerId};
-use weft_proto::frame::{
-    FrameHeader, FrameKind, DATA_BYTES_MAX, FRAME_HEADER_BYTES, PROTOCOL_VERSION,
-};
+use weft_proto::frame::{FrameHeader, FrameKind, DATA_BYTES_MAX, FRAME_HEADER_BYTES, PROTOCOL_VERSION};
 use weft_proto::msg::{decode_result, Request, Response};
 use weft_proto::{ErrorCode, WireError};
-use weft_rpc::{serve, Connection, Handler, RpcError, ServerIdentity, ServerLimits, Timeouts};
+use weft_rpc::{serve, Connection, ConnectionId, Handler, RpcError, ServerIdentity, ServerLimits, Timeouts};
 
 /// Echoes write payloads back reversed, after a delay given by the inode number (ms).
 struct Echo;
@@ -19,6 +20,7 @@ struct Echo;
 impl Handler for Echo {
     fn handle(
         &self,
+        _connection: ConnectionId,
         request: Request,
         mut data: Vec<u8>,
     ) -> Result<(Response, Vec<u8>), WireError> {
@@ -35,10 +37,14 @@ impl Handler for Echo {
 }
 
 fn start() -> std::net::SocketAddr {
+    start_with(Arc::new(Echo))
+}
+
+fn start_with(handler: Arc<dyn Handler>) -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let handle = serve(
         listener,
-        Arc::new(Echo),
+        handler,
         ServerIdentity {
             server_id: ServerId(7),
             roles: 2,
@@ -137,13 +143,9 @@ fn bad_frames_get_clear_errors_and_other_clients_are_unaffected() {
 
     // Unknown opcode: an error, and the same connection keeps working.
     let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(&raw_frame(PROTOCOL_VERSION, 999, b"", 3))
-        .unwrap();
+    s.write_all(&raw_frame(PROTOCOL_VERSION, 999, b"", 3)).unwrap();
     s.write_all(b"xyz").unwrap();
-    assert_eq!(
-        read_reply(&mut s).unwrap_err().code,
-        ErrorCode::UnknownOpcode
-    );
+    assert_eq!(read_reply(&mut s).unwrap_err().code, ErrorCode::UnknownOpcode);
     s.write_all(&raw_frame(
         PROTOCOL_VERSION,
         weft_proto::Opcode::Sync as u16,
@@ -168,18 +170,14 @@ fn bad_frames_get_clear_errors_and_other_clients_are_unaffected() {
     v.write_all(&raw_frame(
         PROTOCOL_VERSION + 1,
         1,
-        &Request::Hello {
-            client: "old".into(),
-        }
-        .encode_body(),
+        &Request::Hello { client: "old".into() }.encode_body(),
         0,
     ))
     .unwrap();
     let e = read_reply(&mut v).unwrap_err();
     assert_eq!(e.code, ErrorCode::ProtocolVersion);
     assert!(
-        e.message
-            .contains(&format!("version {}", PROTOCOL_VERSION + 1)),
+        e.message.contains(&format!("version {}", PROTOCOL_VERSION + 1)),
         "{}",
         e.message
     );
@@ -196,9 +194,7 @@ fn bad_frames_get_clear_errors_and_other_clients_are_unaffected() {
     g.write_all(&[0xffu8; FRAME_HEADER_BYTES]).unwrap();
     assert_eq!(read_reply(&mut g).unwrap_err().code, ErrorCode::Malformed);
 
-    assert!(good
-        .call(&Request::Sync { inode: InodeId(1) }, b"ok")
-        .is_ok());
+    assert!(good.call(&Request::Sync { inode: InodeId(1) }, b"ok").is_ok());
 }
 
 #[test]
@@ -226,4 +222,110 @@ fn a_dead_or_silent_server_fails_calls_within_the_timeout_naming_it() {
     }
     assert!(started.elapsed() < Duration::from_secs(5));
     drop(silent);
+}
+
+/// Keeps a counter per connection: `Sync { inode: n }` sleeps n ms, then adds one to the
+/// connection's counter and answers with it. Records the lifecycle events it sees.
+#[derive(Default)]
+struct Counters {
+    live: Mutex<HashMap<ConnectionId, u64>>,
+    events: Mutex<Vec<(ConnectionId, &'static str)>>,
+}
+
+impl Handler for Counters {
+    fn handle(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        _data: Vec<u8>,
+    ) -> Result<(Response, Vec<u8>), WireError> {
+        let Request::Sync { inode } = request else {
+            return Err(WireError::new(ErrorCode::Unsupported, "not here"));
+        };
+        std::thread::sleep(Duration::from_millis(inode.0));
+        let mut live = self.live.lock().unwrap();
+        let Some(count) = live.get_mut(&connection) else {
+            // A request after close (or before open) lands here.
+            self.events.lock().unwrap().push((connection, "late"));
+            return Err(WireError::new(ErrorCode::Internal, "unknown connection"));
+        };
+        *count += 1;
+        Ok((Response::Bytes(*count), Vec::new()))
+    }
+
+    fn connection_opened(&self, connection: ConnectionId, peer: Option<std::net::SocketAddr>) {
+        assert!(peer.is_some_and(|p| p.ip().is_loopback()));
+        assert!(self.live.lock().unwrap().insert(connection, 0).is_none());
+        self.events.lock().unwrap().push((connection, "opened"));
+    }
+
+    fn connection_closed(&self, connection: ConnectionId) {
+        let removed = self.live.lock().unwrap().remove(&connection);
+        assert!(removed.is_some(), "closed twice or never opened");
+        self.events.lock().unwrap().push((connection, "closed"));
+    }
+}
+
+#[test]
+fn connection_state_is_separate_per_connection_and_closed_after_the_last_request() {
+    let counters = Arc::new(Counters::default());
+    let addr = start_with(counters.clone()).to_string();
+    let a = Connection::connect(&addr, "a", timeouts(5000)).unwrap();
+    let b = Connection::connect(&addr, "b", timeouts(5000)).unwrap();
+    let sync = |ms| Request::Sync { inode: InodeId(ms) };
+    for expected in 1..=3 {
+        assert_eq!(a.call(&sync(0), &[]).unwrap().0, Response::Bytes(expected));
+    }
+    // The other connection has its own state.
+    assert_eq!(b.call(&sync(0), &[]).unwrap().0, Response::Bytes(1));
+    assert_eq!(counters.live.lock().unwrap().len(), 2);
+
+    // Close a connection while a slow request of it is still running: the handler must
+    // hear of the close only after that request ran (else the request finds no state
+    // and records a "late" event).
+    let raw_a = {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.write_all(&raw_frame(
+            PROTOCOL_VERSION,
+            weft_proto::Opcode::Sync as u16,
+            &sync(0).encode_body(),
+            0,
+        ))
+        .unwrap();
+        assert_eq!(read_reply(&mut s).unwrap(), Response::Bytes(1));
+        s.write_all(&raw_frame(
+            PROTOCOL_VERSION,
+            weft_proto::Opcode::Sync as u16,
+            &sync(300).encode_body(),
+            0,
+        ))
+        .unwrap();
+        s
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    drop(raw_a);
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while counters.live.lock().unwrap().len() > 1 {
+        assert!(Instant::now() < deadline, "closed connections were not released");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Only `b` is left, and it still works.
+    assert_eq!(b.call(&sync(0), &[]).unwrap().0, Response::Bytes(2));
+    let events = counters.events.lock().unwrap().clone();
+    let opened = events.iter().filter(|e| e.1 == "opened").count();
+    let closed = events.iter().filter(|e| e.1 == "closed").count();
+    assert_eq!((opened, closed), (3, 2), "{events:?}");
+    assert!(!events.iter().any(|e| e.1 == "late"), "{events:?}");
+    // Every id opens before it closes, and ids are never reused.
+    let mut ids: Vec<ConnectionId> = events.iter().filter(|e| e.1 == "opened").map(|e| e.0).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 3);
+    for (id, what) in &events {
+        if *what == "closed" {
+            let open_at = events.iter().position(|e| e == &(*id, "opened")).unwrap();
+            let close_at = events.iter().position(|e| e == &(*id, "closed")).unwrap();
+            assert!(open_at < close_at);
+        }
+    }
 }

@@ -12,7 +12,7 @@ use weft_layout::{InodeId, ServerId};
 use weft_meta::{MetaService, MetaStore, ObjectServers};
 use weft_proto::msg::{roles, Request, Response};
 use weft_proto::{ClusterInfo, ErrorCode, IoServer, WireError};
-use weft_rpc::{ConnectionPool, Handler, Timeouts};
+use weft_rpc::{ConnectionId, ConnectionPool, Handler, Timeouts};
 
 /// How often the manager purges objects of removed files.
 const PURGE_PERIOD: Duration = Duration::from_millis(500);
@@ -88,9 +88,14 @@ fn is_io_request(request: &Request) -> bool {
 }
 
 impl Handler for Roles {
-    fn handle(&self, request: Request, data: Vec<u8>) -> Result<(Response, Vec<u8>), WireError> {
+    fn handle(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: Vec<u8>,
+    ) -> Result<(Response, Vec<u8>), WireError> {
         match (is_io_request(&request), &self.meta, &self.io) {
-            (true, _, Some(io)) => io.handle(request, data),
+            (true, _, Some(io)) => io.handle(connection, request, data),
             (false, Some(meta), _) => meta.handle(request).map(|r| (r, Vec::new())),
             (true, _, None) => Err(WireError::new(
                 ErrorCode::Unsupported,
@@ -107,6 +112,12 @@ impl Handler for Roles {
         self.io
             .as_ref()
             .map_or(0, |io| io.reply_bytes_hint(request))
+    }
+
+    fn connection_closed(&self, connection: ConnectionId) {
+        if let Some(io) = &self.io {
+            io.connection_closed(connection);
+        }
     }
 }
 
