@@ -1,6 +1,8 @@
 //! The io role: each file's stripes on this server live in one local object file per
-//! inode (PVFS), and requests name file ranges whose pieces on this server travel as
-//! one stream in file order.
+//! inode (PVFS), and requests name file ranges, or an interval of a view registered on
+//! the connection (Clusterfile view I/O), whose pieces on this server travel as one
+//! stream in file order. The server finds its pieces itself and moves them with few
+//! large object I/Os (`sieve`).
 //!
 //! Invariant: an io server needs no metadata: every request carries the striping it
 //! needs, and an object exists exactly when the manager created it and has not yet
@@ -8,6 +10,8 @@
 
 mod objects;
 mod service;
+mod sieve;
+mod views;
 
 pub use objects::ObjectStore;
 pub use service::IoService;

@@ -2,94 +2,100 @@
 //! stream in file order, sync, extents, truncate, object create/remove, statfs.
 
 use crate::objects::{io_error, ObjectStore};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use crate::sieve::{self, LocalPiece, WriteLocks};
+use crate::views::ViewRegistry;
 use std::path::Path;
+use weft_layout::view::View;
 use weft_layout::{InodeId, Layout};
 use weft_proto::frame::DATA_BYTES_MAX;
-use weft_proto::msg::{Request, Response};
+use weft_proto::msg::{Request, Response, ViewId};
 use weft_proto::{ErrorCode, IoStatfs, Range, Striping, WireError};
 use weft_rpc::ConnectionId;
 
 pub struct IoService {
     objects: ObjectStore,
+    views: ViewRegistry,
+    locks: WriteLocks,
 }
 
-/// A run of local bytes that is contiguous both in the request stream and in the
-/// object: one pread/pwrite. A contiguous file range maps to a single such run on each
-/// server, since a server's consecutive stripes are adjacent in its object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct LocalRun {
-    local_offset: u64,
-    stream_offset: u64,
+/// This server's pieces of `ranges`, in request (stream) order.
+fn range_pieces<'a>(
+    layout: &'a Layout,
+    server_index: usize,
+    ranges: &'a [Range],
+) -> impl Iterator<Item = LocalPiece> + Clone + 'a {
+    ranges
+        .iter()
+        .flat_map(move |range| {
+            // Ranges were checked against overflow when decoded.
+            layout
+                .pieces_on(server_index, range.offset, range.len)
+                .expect("range checked at decode")
+        })
+        .map(|piece| LocalPiece {
+            local_offset: piece.local_offset,
+            len: piece.len,
+        })
+}
+
+/// This server's pieces of view bytes `[view_offset, view_offset + len)`, in file order,
+/// computed from the view and the striping alone.
+fn view_pieces<'a>(
+    view: &'a View,
+    view_offset: u64,
     len: u64,
-}
-
-/// The runs of this server's pieces of `ranges`, in file (and stream) order.
-fn local_runs(layout: &Layout, server_index: usize, ranges: &[Range]) -> Vec<LocalRun> {
-    let mut runs: Vec<LocalRun> = Vec::new();
-    let mut stream_offset = 0;
-    for range in ranges {
-        // Ranges were checked against overflow when decoded.
-        let pieces = layout
-            .pieces_on(server_index, range.offset, range.len)
-            .expect("range checked at decode");
-        for piece in pieces {
-            match runs.last_mut() {
-                Some(run) if run.local_offset + run.len == piece.local_offset => {
-                    run.len += piece.len
-                }
-                _ => runs.push(LocalRun {
-                    local_offset: piece.local_offset,
-                    stream_offset,
-                    len: piece.len,
-                }),
-            }
-            stream_offset += piece.len;
-        }
-    }
-    runs
+    layout: &'a Layout,
+    server_index: usize,
+) -> Result<impl Iterator<Item = LocalPiece> + Clone + 'a, WireError> {
+    let pieces = view
+        .pieces_on(view_offset, len, layout, server_index)
+        .map_err(|e| {
+            WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("view interval at {view_offset} with length {len}: {e}"),
+            )
+        })?;
+    Ok(pieces.map(|piece| LocalPiece {
+        local_offset: piece.local_offset,
+        len: piece.len,
+    }))
 }
 
 /// Bytes of `ranges` held by this server, refusing totals that cannot travel in a frame.
-fn stream_len(layout: &Layout, server_index: usize, ranges: &[Range]) -> Result<u64, WireError> {
+fn ranges_stream_len(layout: &Layout, server_index: usize, ranges: &[Range]) -> Result<u64, WireError> {
     let total: u64 = ranges
         .iter()
         .map(|r| layout.bytes_on(server_index, r.offset, r.len))
         .sum();
     if total > DATA_BYTES_MAX {
-        return Err(WireError::new(
-            ErrorCode::TooLarge,
-            format!(
-                "request covers {total} bytes on this server; at most {DATA_BYTES_MAX} per request"
-            ),
-        ));
+        return Err(sieve::too_large());
     }
     Ok(total)
 }
 
-fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            // Past the object's end: a hole, read as zeros.
-            Ok(0) => {
-                buf[done..].fill(0);
-                return Ok(());
-            }
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
+fn check_payload(carried: usize, expected: u64, what: &str) -> Result<(), WireError> {
+    if carried as u64 == expected {
+        Ok(())
+    } else {
+        Err(WireError::new(
+            ErrorCode::InvalidArgument,
+            format!("write carries {carried} bytes but its {what} covers {expected} bytes on this server"),
+        ))
     }
-    Ok(())
 }
 
 impl IoService {
     pub fn open(data_dir: &Path) -> std::io::Result<IoService> {
         Ok(IoService {
             objects: ObjectStore::open(data_dir)?,
+            views: ViewRegistry::default(),
+            locks: WriteLocks::new(),
         })
+    }
+
+    /// Views registered over all open connections.
+    pub fn views_registered(&self) -> usize {
+        self.views.count()
     }
 
     pub fn objects(&self) -> &ObjectStore {
@@ -106,22 +112,11 @@ impl IoService {
         self.objects.check_writable()?;
         let layout = striping.layout();
         let index = striping.server_index as usize;
-        let expected = stream_len(&layout, index, ranges)?;
-        if expected != data.len() as u64 {
-            return Err(WireError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "write carries {} bytes but its ranges cover {expected} bytes on this server",
-                    data.len()
-                ),
-            ));
-        }
+        let expected = ranges_stream_len(&layout, index, ranges)?;
+        check_payload(data.len(), expected, "ranges")?;
         let file = self.objects.get(inode)?;
-        for run in local_runs(&layout, index, ranges) {
-            let bytes = &data[run.stream_offset as usize..(run.stream_offset + run.len) as usize];
-            file.write_all_at(bytes, run.local_offset)
-                .map_err(|e| io_error(e, inode, "write"))?;
-        }
+        let pieces = range_pieces(&layout, index, ranges);
+        sieve::write_stream(&file, inode, self.locks.of(inode), pieces, data)?;
         Ok(Response::Bytes(expected))
     }
 
@@ -133,13 +128,52 @@ impl IoService {
     ) -> Result<(Response, Vec<u8>), WireError> {
         let layout = striping.layout();
         let index = striping.server_index as usize;
-        let total = stream_len(&layout, index, ranges)?;
+        let total = ranges_stream_len(&layout, index, ranges)?;
         let file = self.objects.get(inode)?;
         let mut data = vec![0u8; total as usize];
-        for run in local_runs(&layout, index, ranges) {
-            let buf = &mut data[run.stream_offset as usize..(run.stream_offset + run.len) as usize];
-            read_full_at(&file, buf, run.local_offset).map_err(|e| io_error(e, inode, "read"))?;
-        }
+        sieve::read_stream(&file, inode, range_pieces(&layout, index, ranges), &mut data)?;
+        Ok((Response::Bytes(total), data))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_view(
+        &self,
+        connection: ConnectionId,
+        inode: InodeId,
+        striping: Striping,
+        view: ViewId,
+        view_offset: u64,
+        len: u64,
+        data: &[u8],
+    ) -> Result<Response, WireError> {
+        self.objects.check_writable()?;
+        let view = self.views.get(connection, view)?;
+        let layout = striping.layout();
+        let pieces = view_pieces(&view, view_offset, len, &layout, striping.server_index as usize)?;
+        // Checked before anything is written, so a mismatched write changes nothing.
+        let expected = sieve::stream_len(pieces.clone())?;
+        check_payload(data.len(), expected, "view interval")?;
+        let file = self.objects.get(inode)?;
+        sieve::write_stream(&file, inode, self.locks.of(inode), pieces, data)?;
+        Ok(Response::Bytes(expected))
+    }
+
+    fn read_view(
+        &self,
+        connection: ConnectionId,
+        inode: InodeId,
+        striping: Striping,
+        view: ViewId,
+        view_offset: u64,
+        len: u64,
+    ) -> Result<(Response, Vec<u8>), WireError> {
+        let view = self.views.get(connection, view)?;
+        let layout = striping.layout();
+        let pieces = view_pieces(&view, view_offset, len, &layout, striping.server_index as usize)?;
+        let total = sieve::stream_len(pieces.clone())?;
+        let file = self.objects.get(inode)?;
+        let mut data = vec![0u8; total as usize];
+        sieve::read_stream(&file, inode, pieces, &mut data)?;
         Ok((Response::Bytes(total), data))
     }
 
@@ -158,12 +192,7 @@ impl IoService {
         Ok(Response::Extents(ends))
     }
 
-    fn truncate(
-        &self,
-        inode: InodeId,
-        striping: Striping,
-        size: u64,
-    ) -> Result<Response, WireError> {
+    fn truncate(&self, inode: InodeId, striping: Striping, size: u64) -> Result<Response, WireError> {
         self.objects.check_writable()?;
         weft_layout::stripe::check_range(size, 0)
             .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
@@ -171,8 +200,9 @@ impl IoService {
             .layout()
             .local_size_for(striping.server_index as usize, size);
         let file = self.objects.get(inode)?;
-        file.set_len(local)
-            .map_err(|e| io_error(e, inode, "truncate"))?;
+        // Alone, so that no sieve span writes back bytes from before the truncate.
+        let _alone = self.locks.of(inode).write().unwrap_or_else(|p| p.into_inner());
+        file.set_len(local).map_err(|e| io_error(e, inode, "truncate"))?;
         Ok(Response::Done)
     }
 
@@ -202,7 +232,7 @@ impl IoService {
 impl weft_rpc::Handler for IoService {
     fn handle(
         &self,
-        _connection: ConnectionId,
+        connection: ConnectionId,
         request: Request,
         data: Vec<u8>,
     ) -> Result<(Response, Vec<u8>), WireError> {
@@ -236,6 +266,25 @@ impl weft_rpc::Handler for IoService {
                 Response::Done
             }
             Request::IoStatfs => self.statfs()?,
+            Request::RegisterView { view } => Response::View(self.views.register(connection, view)?),
+            Request::ReleaseView { view } => {
+                self.views.release(connection, view)?;
+                Response::Done
+            }
+            Request::WriteView {
+                inode,
+                striping,
+                view,
+                view_offset,
+                len,
+            } => self.write_view(connection, inode, striping, view, view_offset, len, &data)?,
+            Request::ReadView {
+                inode,
+                striping,
+                view,
+                view_offset,
+                len,
+            } => return self.read_view(connection, inode, striping, view, view_offset, len),
             other => {
                 return Err(WireError::new(
                     ErrorCode::Unsupported,
@@ -251,9 +300,7 @@ impl weft_rpc::Handler for IoService {
 
     fn reply_bytes_hint(&self, request: &Request) -> u64 {
         match request {
-            Request::Read {
-                striping, ranges, ..
-            } => {
+            Request::Read { striping, ranges, .. } => {
                 let layout = striping.layout();
                 let index = striping.server_index as usize;
                 ranges
@@ -261,14 +308,22 @@ impl weft_rpc::Handler for IoService {
                     .map(|r| layout.bytes_on(index, r.offset, r.len))
                     .fold(0u64, u64::saturating_add)
             }
+            // This server's share is not known before the pieces are walked; it is at
+            // most the interval and at most one frame.
+            Request::ReadView { len, .. } => (*len).min(DATA_BYTES_MAX),
             _ => 0,
         }
+    }
+
+    fn connection_closed(&self, connection: ConnectionId) {
+        self.views.close(connection);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
     use weft_rpc::Handler;
 
     const CONNECTION: ConnectionId = ConnectionId(1);
@@ -284,25 +339,19 @@ mod tests {
     #[test]
     fn a_contiguous_range_is_one_local_run_per_server() {
         let layout = striping(0).layout();
-        let runs = local_runs(
-            &layout,
-            1,
-            &[Range {
-                offset: 1500,
-                len: 10_000,
-            }],
-        );
-        assert_eq!(runs.len(), 1);
-        assert_eq!(runs[0].local_offset, 476);
+        let ranges = [Range {
+            offset: 1500,
+            len: 10_000,
+        }];
+        let spans: Vec<_> = sieve::spans(range_pieces(&layout, 1, &ranges)).collect();
+        assert_eq!(spans.len(), 1);
+        assert_eq!((spans[0].local_offset, spans[0].runs), (476, 1));
     }
 
     #[test]
     fn writes_land_per_stripe_and_read_back_with_holes_as_zeros() {
         let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        let servers: Vec<_> = dirs
-            .iter()
-            .map(|d| IoService::open(d.path()).unwrap())
-            .collect();
+        let servers: Vec<_> = dirs.iter().map(|d| IoService::open(d.path()).unwrap()).collect();
         let inode = InodeId(77);
         let file_bytes: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
         let ranges = [Range {
@@ -312,13 +361,7 @@ mod tests {
         for (k, service) in servers.iter().enumerate() {
             let k = k as u32;
             service
-                .handle(
-                    CONNECTION,
-                    Request::ObjCreate {
-                        inodes: vec![inode],
-                    },
-                    vec![],
-                )
+                .handle(CONNECTION, Request::ObjCreate { inodes: vec![inode] }, vec![])
                 .unwrap();
             // This server's stream: its pieces of the range, in file order (naive model).
             let stream: Vec<u8> = (100..4100u64)
@@ -347,10 +390,7 @@ mod tests {
                     Request::Read {
                         inode,
                         striping: striping(k),
-                        ranges: vec![Range {
-                            offset: 0,
-                            len: 5000,
-                        }],
+                        ranges: vec![Range { offset: 0, len: 5000 }],
                     },
                     vec![],
                 )
@@ -385,10 +425,7 @@ mod tests {
                 data,
             )
         };
-        assert_eq!(
-            write(InodeId(5), vec![1; 10]).unwrap_err().code,
-            ErrorCode::Stale
-        );
+        assert_eq!(write(InodeId(5), vec![1; 10]).unwrap_err().code, ErrorCode::Stale);
         service
             .handle(
                 CONNECTION,
@@ -412,10 +449,7 @@ mod tests {
                 vec![],
             )
             .unwrap();
-        assert_eq!(
-            write(InodeId(5), vec![1; 10]).unwrap_err().code,
-            ErrorCode::Stale
-        );
+        assert_eq!(write(InodeId(5), vec![1; 10]).unwrap_err().code, ErrorCode::Stale);
         let huge = Request::Read {
             inode: InodeId(5),
             striping: striping(0),
@@ -433,23 +467,14 @@ mod tests {
     #[test]
     fn truncate_and_extents_agree_with_the_striping_math() {
         let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        let servers: Vec<_> = dirs
-            .iter()
-            .map(|d| IoService::open(d.path()).unwrap())
-            .collect();
+        let servers: Vec<_> = dirs.iter().map(|d| IoService::open(d.path()).unwrap()).collect();
         let inode = InodeId(9);
         let size = 2 * 3 * 1024 + 1500; // two full rows, then 1024 on server 0 and 476 on server 1
         let mut ends = Vec::new();
         for (k, service) in servers.iter().enumerate() {
             let k = k as u32;
             service
-                .handle(
-                    CONNECTION,
-                    Request::ObjCreate {
-                        inodes: vec![inode],
-                    },
-                    vec![],
-                )
+                .handle(CONNECTION, Request::ObjCreate { inodes: vec![inode] }, vec![])
                 .unwrap();
             service
                 .handle(
@@ -484,5 +509,142 @@ mod tests {
             [local_len(0), local_len(1), local_len(2)],
             [3 * 1024, 2 * 1024 + 476, 2 * 1024]
         );
+    }
+
+    fn created(dir: &tempfile::TempDir, inode: InodeId) -> IoService {
+        let service = IoService::open(dir.path()).unwrap();
+        service
+            .handle(CONNECTION, Request::ObjCreate { inodes: vec![inode] }, vec![])
+            .unwrap();
+        service
+    }
+
+    fn register(service: &IoService, connection: ConnectionId, view: View) -> ViewId {
+        match service
+            .handle(connection, Request::RegisterView { view }, vec![])
+            .unwrap()
+            .0
+        {
+            Response::View(id) => id,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn views_belong_to_their_connection_and_go_when_it_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let inode = InodeId(3);
+        let service = created(&dir, inode);
+        let (a, b) = (ConnectionId(10), ConnectionId(11));
+        let view = || View::partition(0, 4, 16).unwrap();
+        let _first = register(&service, a, view());
+        let second = register(&service, a, view());
+        let on_b = register(&service, b, view());
+        assert_eq!(service.views_registered(), 3);
+        let read = |connection, id| {
+            service.handle(
+                connection,
+                Request::ReadView {
+                    inode,
+                    striping: striping(0),
+                    view: id,
+                    view_offset: 0,
+                    len: 8,
+                },
+                vec![],
+            )
+        };
+        assert!(read(b, on_b).is_ok());
+        if second != on_b {
+            assert_eq!(read(b, second).unwrap_err().code, ErrorCode::InvalidArgument);
+        }
+        service.connection_closed(a);
+        assert_eq!(service.views_registered(), 1);
+        assert_eq!(read(a, second).unwrap_err().code, ErrorCode::InvalidArgument);
+        assert!(read(b, on_b).is_ok());
+    }
+
+    /// Sieved writes read the gaps between pieces and write them back: bytes there
+    /// (other writers' data) must survive, and a sieved read returns exactly the pieces.
+    #[test]
+    fn sieved_view_writes_keep_the_bytes_between_pieces() {
+        let dir = tempfile::tempdir().unwrap();
+        let inode = InodeId(4);
+        let service = created(&dir, inode);
+        let one = Striping {
+            stripe_size_bytes: 4096,
+            stripe_count: 1,
+            server_index: 0,
+        };
+        let before: Vec<u8> = (0..300_000u32).map(|x| (x % 241) as u8).collect();
+        service
+            .handle(
+                CONNECTION,
+                Request::Write {
+                    inode,
+                    striping: one,
+                    ranges: vec![Range {
+                        offset: 0,
+                        len: before.len() as u64,
+                    }],
+                },
+                before.clone(),
+            )
+            .unwrap();
+        // 8 bytes every 16 from offset 3, then gaps of 5000 bytes (past the sieve gap).
+        for (view, count) in [
+            (View::partition(3, 8, 16).unwrap(), 17_000u64),
+            (View::partition(7, 10, 5010).unwrap(), 50),
+        ] {
+            let id = register(&service, CONNECTION, view.clone());
+            let len = count * view.filetype().size_bytes();
+            let data: Vec<u8> = (0..len).map(|x| (x * 13 + 1) as u8).collect();
+            let write = Request::WriteView {
+                inode,
+                striping: one,
+                view: id,
+                view_offset: 0,
+                len,
+            };
+            assert_eq!(
+                service.handle(CONNECTION, write, data.clone()).unwrap().0,
+                Response::Bytes(len)
+            );
+            let mut expected = before.clone();
+            let mut file = vec![0u8; before.len()];
+            service
+                .objects()
+                .get(inode)
+                .unwrap()
+                .read_exact_at(&mut file, 0)
+                .unwrap();
+            for v in 0..len {
+                expected[view.view_to_file(v).unwrap() as usize] = data[v as usize];
+            }
+            assert!(file == expected, "gap bytes changed");
+            let read = Request::ReadView {
+                inode,
+                striping: one,
+                view: id,
+                view_offset: 0,
+                len,
+            };
+            assert_eq!(service.handle(CONNECTION, read, vec![]).unwrap().1, data);
+            // Put the original bytes back for the next view.
+            service
+                .handle(
+                    CONNECTION,
+                    Request::Write {
+                        inode,
+                        striping: one,
+                        ranges: vec![Range {
+                            offset: 0,
+                            len: before.len() as u64,
+                        }],
+                    },
+                    before.clone(),
+                )
+                .unwrap();
+        }
     }
 }
