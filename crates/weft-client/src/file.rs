@@ -34,15 +34,18 @@ impl Default for TransferOptions {
 /// An open Weft file. Reads and writes take `&self`, so one handle may be shared by
 /// threads; concurrent writes to overlapping ranges have no defined order.
 pub struct File {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     attr: Attr,
-    layout: Layout,
+    pub(crate) layout: Layout,
     /// Address of each server of the layout, in layout order.
-    addrs: Vec<String>,
-    path: String,
+    pub(crate) addrs: Vec<String>,
+    pub(crate) path: String,
     writable: bool,
     /// The largest size this handle knows of; reads past it ask the servers again.
-    known_size: AtomicU64,
+    pub(crate) known_size: AtomicU64,
+    /// The view set by `set_view` (none: the whole file), registered lazily with each
+    /// server (see `view_io`).
+    pub(crate) view: std::sync::Mutex<Option<Arc<crate::view_io::FileView>>>,
 }
 
 /// One request to one server: the file range it covers.
@@ -55,7 +58,7 @@ struct Segment {
 /// hand parts of it to their connections' reader threads as reply sinks. Each
 /// server's replies land only in the bytes that server holds, disjoint by striping.
 #[derive(Clone, Copy)]
-struct SharedBuffer {
+pub(crate) struct SharedBuffer {
     base: *mut u8,
     len: usize,
 }
@@ -65,6 +68,19 @@ unsafe impl Send for SharedBuffer {}
 unsafe impl Sync for SharedBuffer {}
 
 impl SharedBuffer {
+    pub(crate) fn new(buf: &mut [u8]) -> SharedBuffer {
+        SharedBuffer {
+            base: buf.as_mut_ptr(),
+            len: buf.len(),
+        }
+    }
+
+    pub(crate) fn put(&self, at: usize, bytes: &[u8]) {
+        assert!(at + bytes.len() <= self.len);
+        // SAFETY: in bounds (asserted); callers write disjoint ranges (see above).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(at), bytes.len()) };
+    }
+
     /// The address and length of `[at, at + len)`, for a reply sink.
     fn part(&self, at: usize, len: usize) -> (*mut u8, usize) {
         assert!(at + len <= self.len);
@@ -96,6 +112,7 @@ impl File {
             path,
             writable,
             known_size: AtomicU64::new(0),
+            view: std::sync::Mutex::new(None),
         })
     }
 
@@ -116,7 +133,7 @@ impl File {
         &self.attr
     }
 
-    fn striping(&self, server_index: usize) -> Striping {
+    pub(crate) fn striping(&self, server_index: usize) -> Striping {
         Striping {
             stripe_size_bytes: self.layout.stripe_size_bytes,
             stripe_count: self.layout.servers.len() as u32,
@@ -150,19 +167,25 @@ impl File {
         out
     }
 
-    fn check(&self, offset: u64, len: usize) -> Result<(), ClientError> {
+    pub(crate) fn check(&self, offset: u64, len: usize) -> Result<(), ClientError> {
         check_range(offset, len as u64)
             .map_err(|e| ClientError::InvalidArgument(format!("{}: {e}", self.path)))
     }
 
-    /// Writes `buf` at `offset`; returns the number of bytes written (all of them).
-    pub fn write_at(&self, offset: u64, buf: &[u8]) -> Result<usize, ClientError> {
-        if !self.writable {
-            return Err(ClientError::refused(
+    pub(crate) fn check_writable(&self) -> Result<(), ClientError> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(ClientError::refused(
                 ErrorCode::PermissionDenied,
                 format!("{}: file not opened for writing", self.path),
-            ));
+            ))
         }
+    }
+
+    /// Writes `buf` at `offset`; returns the number of bytes written (all of them).
+    pub fn write_at(&self, offset: u64, buf: &[u8]) -> Result<usize, ClientError> {
+        self.check_writable()?;
         self.check(offset, buf.len())?;
         if buf.is_empty() {
             return Ok(0);
@@ -286,17 +309,28 @@ impl File {
     /// its own thread when there are several, and returns the first error.
     fn for_each_server<F>(&self, offset: u64, len: u64, work: F) -> Result<(), ClientError>
     where
-        F: Fn(usize, &Connection) -> Result<(), ClientError> + Sync,
+        F: Fn(usize, &Arc<Connection>) -> Result<(), ClientError> + Sync,
     {
         let servers: Vec<usize> = (0..self.layout.servers.len())
             .filter(|k| self.layout.bytes_on(*k, offset, len) > 0)
             .collect();
+        self.on_servers(&servers, work)
+    }
+
+    /// Runs `work` for each of `servers` (layout indices), each on its own thread when
+    /// there are several, and returns the first error.
+    pub(crate) fn on_servers<F>(&self, servers: &[usize], work: F) -> Result<(), ClientError>
+    where
+        F: Fn(usize, &Arc<Connection>) -> Result<(), ClientError> + Sync,
+    {
         let run = |index: usize| -> Result<(), ClientError> {
             let connection = self.inner.pool.get(&self.addrs[index])?;
             work(index, &connection)
         };
-        if servers.len() == 1 {
-            return run(servers[0]);
+        match servers {
+            [] => return Ok(()),
+            [only] => return run(*only),
+            _ => {}
         }
         std::thread::scope(|scope| {
             let handles: Vec<_> = servers
@@ -418,7 +452,7 @@ impl File {
     }
 }
 
-fn expect_bytes(response: Response) -> Result<(), ClientError> {
+pub(crate) fn expect_bytes(response: Response) -> Result<(), ClientError> {
     match response {
         Response::Bytes(_) => Ok(()),
         other => Err(unexpected(&other)),

@@ -2,6 +2,11 @@
 //! reads and writes split by stripe and sent to all io servers at once, with several
 //! requests in flight per server. The manager is never on the read/write path.
 //!
+//! Noncontiguous access: a file handle takes a view (`File::set_view`,
+//! `File::set_partition`), registered once with each server, and `read_view` /
+//! `write_view` then move view intervals, each server gathering or scattering its own
+//! pieces; irregular accesses use offset-length lists (`write_list`, `read_list`).
+//!
 //! ```no_run
 //! let client = weft_client::Client::from_env()?;
 //! let file = client.create("/results.dat", &weft_client::CreateOptions::default())?;
@@ -13,10 +18,15 @@
 mod client;
 mod error;
 mod file;
+mod gather;
+mod list_io;
 pub mod path;
+mod view_io;
 
 pub use client::{Client, CreateOptions, FsStats, OpenOptions};
 pub use error::ClientError;
 pub use file::{File, TransferOptions};
+pub use view_io::MEMORY_STAGE_BYTES_MAX;
+pub use weft_layout::view::{Datatype, Distribution, Field, Order, View, ViewError};
 pub use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
 pub use weft_proto::{Attr, Cred, DirEntry, ErrorCode, FileKind, SetAttr, TimeSet, Timespec};

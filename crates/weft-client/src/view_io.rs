@@ -1,0 +1,501 @@
+//! View I/O (Clusterfile): a file handle's view is registered once with each io server
+//! that sees it, lazily, on the connection in use (and again if that connection was
+//! replaced); reads and writes then send only (view id, view interval). Each server's
+//! bytes of an interval are its pieces in file order (PVFS I/O stream), found here by
+//! walking the interval's pieces on that server's stripes, never the whole piece list.
+//!
+//! The caller's buffer holds the view's bytes in view order; `write_view_from` and
+//! `read_view_into` take them from (or put them into) a noncontiguous memory layout
+//! described by a datatype.
+
+use crate::error::ClientError;
+use crate::file::{expect_bytes, File, SharedBuffer};
+use crate::gather::Gather;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use weft_layout::view::{pack, unpack, Datatype, ServerPiece, ServerPieces, View, ViewError};
+use weft_proto::frame::DATA_BYTES_MAX;
+use weft_proto::msg::{Request, Response, ViewId, VIEW_BYTES_MAX};
+use weft_proto::ErrorCode;
+use weft_rpc::{Connection, PendingCall};
+
+/// Most bytes staged at once by `write_view_from`/`read_view_into` for a noncontiguous
+/// memory type.
+pub const MEMORY_STAGE_BYTES_MAX: u64 = 64 << 20;
+
+/// A view set on a file handle and where it is registered.
+pub(crate) struct FileView {
+    view: View,
+    /// `Some(base)` when view byte `v` is file byte `base + v`: then view I/O is plain
+    /// contiguous I/O and nothing is registered.
+    dense_base: Option<u64>,
+    /// Per server of the layout: the connection the view is registered on, and its id.
+    registrations: Vec<Mutex<Option<Registration>>>,
+}
+
+struct Registration {
+    /// Identifies the connection (the weak reference keeps its address from reuse).
+    connection: Weak<Connection>,
+    id: ViewId,
+}
+
+impl FileView {
+    fn new(view: View, servers: usize) -> FileView {
+        let filetype = view.filetype();
+        let dense = filetype.is_contiguous() && filetype.extent() == filetype.size_bytes() as i64;
+        let dense_base = if dense { view.view_to_file(0).ok() } else { None };
+        FileView {
+            view,
+            dense_base,
+            registrations: (0..servers).map(|_| Mutex::new(None)).collect(),
+        }
+    }
+
+    /// The view's id on server `index` over `connection`, registering it first if it is
+    /// not registered on that very connection (a new connection has no views).
+    fn id_on(&self, index: usize, connection: &Arc<Connection>) -> Result<ViewId, ClientError> {
+        let mut slot = self.registrations[index].lock().unwrap();
+        if let Some(registration) = slot.as_ref() {
+            if std::ptr::eq(registration.connection.as_ptr(), Arc::as_ptr(connection)) {
+                return Ok(registration.id);
+            }
+        }
+        let request = Request::RegisterView {
+            view: self.view.clone(),
+        };
+        let id = match connection.call(&request, &[])?.0 {
+            Response::View(id) => id,
+            other => return Err(crate::client::unexpected(&other)),
+        };
+        *slot = Some(Registration {
+            connection: Arc::downgrade(connection),
+            id,
+        });
+        Ok(id)
+    }
+}
+
+impl Drop for FileView {
+    fn drop(&mut self) {
+        // Best effort: a connection that closed took its views with it.
+        for slot in &self.registrations {
+            let Some(registration) = slot.lock().unwrap().take() else {
+                continue;
+            };
+            if let Some(connection) = registration.connection.upgrade() {
+                let _ = connection.send(
+                    &Request::ReleaseView {
+                        view: registration.id,
+                    },
+                    &[],
+                );
+            }
+        }
+    }
+}
+
+/// Cuts one server's pieces of a view interval into requests carrying at most
+/// `chunk_bytes` of that server's data each. A request's interval runs from where the
+/// previous one ended to the end of its last (part of a) piece, so the server's share
+/// of it is exactly the bytes visited.
+struct Chunks<'a> {
+    pieces: ServerPieces<'a>,
+    /// The rest of a piece split at a request boundary.
+    carry: Option<ServerPiece>,
+    next_start: u64,
+    chunk_bytes: u64,
+}
+
+impl<'a> Chunks<'a> {
+    fn new(pieces: ServerPieces<'a>, view_offset: u64, chunk_bytes: u64) -> Chunks<'a> {
+        Chunks {
+            pieces,
+            carry: None,
+            next_start: view_offset,
+            chunk_bytes,
+        }
+    }
+
+    /// The next request's view interval, calling `visit(view_offset, len)` for each
+    /// piece (or part) in it, in file order; `None` when the server has nothing more.
+    #[inline]
+    fn next(&mut self, mut visit: impl FnMut(u64, u64)) -> Option<(u64, u64)> {
+        let start = self.next_start;
+        let mut bytes = 0;
+        let mut end = start;
+        while bytes < self.chunk_bytes {
+            let Some(piece) = self.carry.take().or_else(|| self.pieces.next()) else {
+                break;
+            };
+            let take = piece.len.min(self.chunk_bytes - bytes);
+            visit(piece.view_offset, take);
+            bytes += take;
+            end = piece.view_offset + take;
+            if take < piece.len {
+                self.carry = Some(ServerPiece {
+                    file_offset: piece.file_offset + take,
+                    local_offset: piece.local_offset + take,
+                    len: piece.len - take,
+                    view_offset: end,
+                });
+            }
+        }
+        if bytes == 0 {
+            return None;
+        }
+        self.next_start = end;
+        Some((start, end))
+    }
+}
+
+impl File {
+    /// Sets the file view (MPI_File_set_view with byte etypes): from now on
+    /// `read_view`/`write_view` address the data bytes of `filetype` tiled from file
+    /// offset `displacement`. The view is registered with each io server on first use.
+    pub fn set_view(&self, displacement: u64, filetype: Arc<Datatype>) -> Result<(), ClientError> {
+        let view = View::new(displacement, filetype).map_err(|e| self.invalid(e))?;
+        self.set_view_to(view)
+    }
+
+    /// The PVFS partition: `gsize` bytes every `stride` bytes from file offset `offset`.
+    pub fn set_partition(&self, offset: u64, gsize: u64, stride: u64) -> Result<(), ClientError> {
+        let view = View::partition(offset, gsize, stride).map_err(|e| self.invalid(e))?;
+        self.set_view_to(view)
+    }
+
+    /// Sets a view built elsewhere (for example decoded from its wire form).
+    pub fn set_view_to(&self, view: View) -> Result<(), ClientError> {
+        if view.filetype().size_bytes() == 0 {
+            return Err(self.invalid(ViewError::EmptyView));
+        }
+        let encoded = view.encode().len();
+        if encoded > VIEW_BYTES_MAX {
+            return Err(ClientError::InvalidArgument(format!(
+                "{}: the view's wire form takes {encoded} bytes, more than the {VIEW_BYTES_MAX} a server accepts",
+                self.path
+            )));
+        }
+        let file_view = Arc::new(FileView::new(view, self.layout.servers.len()));
+        // The old view (if no transfer still uses it) is released on its servers.
+        *self.view.lock().unwrap() = Some(file_view);
+        Ok(())
+    }
+
+    /// Back to the whole file: view offset equals file offset.
+    pub fn clear_view(&self) {
+        *self.view.lock().unwrap() = None;
+    }
+
+    /// The view set on this handle, if any.
+    pub fn view(&self) -> Option<View> {
+        self.view.lock().unwrap().as_ref().map(|v| v.view.clone())
+    }
+
+    /// Writes `buf`, the view's bytes from view offset `view_offset` on, in view order;
+    /// returns the number of bytes written (all of them).
+    pub fn write_view(&self, view_offset: u64, buf: &[u8]) -> Result<usize, ClientError> {
+        self.check_writable()?;
+        let Some(file_view) = self.current_view() else {
+            return self.write_at(view_offset, buf);
+        };
+        if let Some(base) = file_view.dense_base {
+            return self.write_at(self.dense_offset(base, view_offset)?, buf);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let view = &file_view.view;
+        let len = buf.len() as u64;
+        let (file_start, file_end) = self.view_span(view, view_offset, len)?;
+        let chunk_bytes = self.view_chunk_bytes();
+        let inflight = self.inner.transfer.inflight_per_server.max(1);
+        self.on_servers(
+            &self.servers_between(file_start, file_end),
+            |index, connection| {
+                let pieces = view
+                    .pieces_on(view_offset, len, &self.layout, index)
+                    .map_err(|e| self.invalid(e))?;
+                let mut chunks = Chunks::new(pieces, view_offset, chunk_bytes);
+                let mut gather = Gather::with_capacity(chunk_bytes as usize);
+                let mut window: VecDeque<PendingCall<'_>> = VecDeque::new();
+                let mut id = None;
+                loop {
+                    gather.clear();
+                    let Some((start, end)) = chunks.next(|at, n| {
+                        gather.push(buf, (at - view_offset) as usize, n as usize);
+                    }) else {
+                        break;
+                    };
+                    let id = match id {
+                        Some(id) => id,
+                        None => *id.insert(file_view.id_on(index, connection)?),
+                    };
+                    let request = Request::WriteView {
+                        inode: self.inode(),
+                        striping: self.striping(index),
+                        view: id,
+                        view_offset: start,
+                        len: end - start,
+                    };
+                    if window.len() >= inflight {
+                        expect_bytes(window.pop_front().expect("window is full").wait()?.0)?;
+                    }
+                    window.push_back(connection.send_parts(&request, &gather.slices(buf))?);
+                }
+                for call in window {
+                    expect_bytes(call.wait()?.0)?;
+                }
+                Ok(())
+            },
+        )
+        .map_err(|e| e.context(&self.path))?;
+        self.known_size.fetch_max(file_end, Ordering::SeqCst);
+        Ok(buf.len())
+    }
+
+    /// Reads the view's bytes from view offset `view_offset` into `buf`, in view order;
+    /// returns fewer bytes than asked only where the view runs past the end of the file.
+    /// Holes read as zeros.
+    pub fn read_view(&self, view_offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
+        let Some(file_view) = self.current_view() else {
+            return self.read_at(view_offset, buf);
+        };
+        if let Some(base) = file_view.dense_base {
+            return self.read_at(self.dense_offset(base, view_offset)?, buf);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let view = &file_view.view;
+        let (_, file_end) = self.view_span(view, view_offset, buf.len() as u64)?;
+        let mut size = self.known_size.load(Ordering::SeqCst);
+        if file_end > size {
+            size = self.size()?;
+        }
+        // View bytes before the first one at or after the end of the file.
+        let len = view
+            .file_to_view(size)
+            .saturating_sub(view_offset)
+            .min(buf.len() as u64);
+        if len == 0 {
+            return Ok(0);
+        }
+        let (file_start, file_end) = self.view_span(view, view_offset, len)?;
+        let chunk_bytes = self.view_chunk_bytes();
+        let inflight = self.inner.transfer.inflight_per_server.max(1);
+        let shared = SharedBuffer::new(&mut buf[..len as usize]);
+        self.on_servers(
+            &self.servers_between(file_start, file_end),
+            |index, connection| {
+                let scatter = |start: u64, end: u64, data: Vec<u8>| -> Result<(), ClientError> {
+                    let mut at = 0usize;
+                    let pieces = view
+                        .pieces_on(start, end - start, &self.layout, index)
+                        .map_err(|e| self.invalid(e))?;
+                    for piece in pieces {
+                        let n = piece.len as usize;
+                        let Some(bytes) = data.get(at..at + n) else {
+                            return Err(short_reply());
+                        };
+                        shared.put((piece.view_offset - view_offset) as usize, bytes);
+                        at += n;
+                    }
+                    if at != data.len() {
+                        return Err(short_reply());
+                    }
+                    Ok(())
+                };
+                let pieces = view
+                    .pieces_on(view_offset, len, &self.layout, index)
+                    .map_err(|e| self.invalid(e))?;
+                let mut chunks = Chunks::new(pieces, view_offset, chunk_bytes);
+                let mut window: VecDeque<(PendingCall<'_>, u64, u64)> = VecDeque::new();
+                let mut id = None;
+                while let Some((start, end)) = chunks.next(|_, _| {}) {
+                    let id = match id {
+                        Some(id) => id,
+                        None => *id.insert(file_view.id_on(index, connection)?),
+                    };
+                    let request = Request::ReadView {
+                        inode: self.inode(),
+                        striping: self.striping(index),
+                        view: id,
+                        view_offset: start,
+                        len: end - start,
+                    };
+                    if window.len() >= inflight {
+                        let (call, start, end) = window.pop_front().expect("window is full");
+                        scatter(start, end, call.wait()?.1)?;
+                    }
+                    window.push_back((connection.send(&request, &[])?, start, end));
+                }
+                for (call, start, end) in window {
+                    scatter(start, end, call.wait()?.1)?;
+                }
+                Ok(())
+            },
+        )
+        .map_err(|e| e.context(&self.path))?;
+        Ok(len as usize)
+    }
+
+    /// Writes `len` view bytes from view offset `view_offset`, taking them from the
+    /// data bytes of consecutive copies of `memory_type` laid in `memory` (copy `i` at
+    /// `i * extent`), in type order. `memory` must hold every data byte of the
+    /// `ceil(len / size)` copies used.
+    pub fn write_view_from(
+        &self,
+        view_offset: u64,
+        len: u64,
+        memory: &[u8],
+        memory_type: &Datatype,
+    ) -> Result<usize, ClientError> {
+        self.check_writable()?;
+        let Some(count) = self.memory_copies(len, memory_type)? else {
+            return Ok(0);
+        };
+        if let Some(at) = self.contiguous_memory(memory_type, count, len, memory.len())? {
+            return self.write_view(view_offset, &memory[at..at + len as usize]);
+        }
+        let mut stage = vec![0u8; len.min(MEMORY_STAGE_BYTES_MAX) as usize];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(stage.len() as u64) as usize;
+            pack(memory_type, count, memory, done, &mut stage[..n]).map_err(|e| self.invalid(e))?;
+            self.write_view(
+                view_offset
+                    .checked_add(done)
+                    .ok_or_else(|| self.range_overflow())?,
+                &stage[..n],
+            )?;
+            done += n as u64;
+        }
+        Ok(len as usize)
+    }
+
+    /// Reads `len` view bytes from view offset `view_offset` into the data bytes of
+    /// consecutive copies of `memory_type` laid in `memory`, in type order; returns fewer
+    /// bytes than asked only where the view runs past the end of the file (the memory
+    /// bytes after those read are left as they were).
+    pub fn read_view_into(
+        &self,
+        view_offset: u64,
+        len: u64,
+        memory: &mut [u8],
+        memory_type: &Datatype,
+    ) -> Result<usize, ClientError> {
+        let Some(count) = self.memory_copies(len, memory_type)? else {
+            return Ok(0);
+        };
+        if let Some(at) = self.contiguous_memory(memory_type, count, len, memory.len())? {
+            return self.read_view(view_offset, &mut memory[at..at + len as usize]);
+        }
+        let mut stage = vec![0u8; len.min(MEMORY_STAGE_BYTES_MAX) as usize];
+        let mut done = 0u64;
+        while done < len {
+            let want = (len - done).min(stage.len() as u64) as usize;
+            let at = view_offset
+                .checked_add(done)
+                .ok_or_else(|| self.range_overflow())?;
+            let n = self.read_view(at, &mut stage[..want])?;
+            unpack(memory_type, count, &stage[..n], done, memory).map_err(|e| self.invalid(e))?;
+            done += n as u64;
+            if n < want {
+                break;
+            }
+        }
+        Ok(done as usize)
+    }
+
+    fn current_view(&self) -> Option<Arc<FileView>> {
+        self.view.lock().unwrap().clone()
+    }
+
+    fn invalid(&self, error: ViewError) -> ClientError {
+        ClientError::InvalidArgument(format!("{}: {error}", self.path))
+    }
+
+    fn range_overflow(&self) -> ClientError {
+        ClientError::InvalidArgument(format!("{}: view offset plus length overflows", self.path))
+    }
+
+    fn dense_offset(&self, base: u64, view_offset: u64) -> Result<u64, ClientError> {
+        base.checked_add(view_offset).ok_or_else(|| self.range_overflow())
+    }
+
+    /// File offsets of the first and one past the last byte of a nonempty view interval;
+    /// fails if the interval maps past the largest file offset.
+    fn view_span(&self, view: &View, view_offset: u64, len: u64) -> Result<(u64, u64), ClientError> {
+        debug_assert!(len > 0);
+        let end = view_offset
+            .checked_add(len)
+            .ok_or_else(|| self.range_overflow())?;
+        // `pieces` checks the whole interval against the largest file offset.
+        view.pieces(view_offset, len).map_err(|e| self.invalid(e))?;
+        let first = view.view_to_file(view_offset).map_err(|e| self.invalid(e))?;
+        let last = view.view_to_file(end - 1).map_err(|e| self.invalid(e))?;
+        Ok((first, last + 1))
+    }
+
+    /// Servers of the layout holding any byte of file range `[start, end)`.
+    fn servers_between(&self, start: u64, end: u64) -> Vec<usize> {
+        (0..self.layout.servers.len())
+            .filter(|k| self.layout.bytes_on(*k, start, end - start) > 0)
+            .collect()
+    }
+
+    fn view_chunk_bytes(&self) -> u64 {
+        self.inner.transfer.chunk_bytes.clamp(1, DATA_BYTES_MAX)
+    }
+
+    /// Copies of `memory_type` that `len` stream bytes need; `None` for an empty access.
+    fn memory_copies(&self, len: u64, memory_type: &Datatype) -> Result<Option<u64>, ClientError> {
+        if len == 0 {
+            return Ok(None);
+        }
+        let size = memory_type.size_bytes();
+        if size == 0 {
+            return Err(ClientError::InvalidArgument(format!(
+                "{}: the memory type holds no data bytes",
+                self.path
+            )));
+        }
+        if usize::try_from(len).is_err() {
+            return Err(self.range_overflow());
+        }
+        Ok(Some(len.div_ceil(size)))
+    }
+
+    /// Where the `len` stream bytes start in a buffer of `buffer_len` bytes when the
+    /// memory type lays them out contiguously (then no staging copy is made).
+    fn contiguous_memory(
+        &self,
+        memory_type: &Datatype,
+        count: u64,
+        len: u64,
+        buffer_len: usize,
+    ) -> Result<Option<usize>, ClientError> {
+        let dense = memory_type.is_contiguous()
+            && (count == 1 || memory_type.extent() == memory_type.size_bytes() as i64);
+        if !dense {
+            return Ok(None);
+        }
+        let start = memory_type.true_lb();
+        if start < 0 || (start as u128) + u128::from(len) > buffer_len as u128 {
+            return Err(self.invalid(ViewError::OutOfBounds {
+                lowest: i128::from(start),
+                highest: i128::from(start) + i128::from(len),
+                buffer_len,
+            }));
+        }
+        Ok(Some(start as usize))
+    }
+}
+
+fn short_reply() -> ClientError {
+    ClientError::refused(
+        ErrorCode::Io,
+        "io server returned a different number of bytes than its pieces of the view interval",
+    )
+}
