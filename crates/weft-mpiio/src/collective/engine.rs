@@ -16,6 +16,7 @@
 //! is all it needs to know. The I/O of a window needs no MPI: the pipelined executor
 //! runs it on a helper thread.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use weft_client::File;
@@ -313,6 +314,86 @@ pub struct WriteJob {
     pub covered: Vec<(u64, u64)>,
 }
 
+/// Most requests one window has in flight at once (a stripe-aligned window is many
+/// separate ranges).
+const RANGES_INFLIGHT_MAX: usize = 8;
+
+/// Runs `io(file_offset, slice)` for `items` ((file offset, buffer position, length),
+/// disjoint in the buffer), up to [`RANGES_INFLIGHT_MAX`] at once.
+fn for_each_range(
+    buffer: &mut [u8],
+    items: &mut [(u64, u64, u64)],
+    io: impl Fn(u64, &mut [u8]) -> Result<()> + Sync,
+) -> Result<()> {
+    items.sort_unstable_by_key(|i| i.1);
+    let mut slices = Vec::with_capacity(items.len());
+    let mut rest = buffer;
+    let mut consumed = 0u64;
+    for &(offset, at, len) in items.iter() {
+        let tail = std::mem::take(&mut rest).split_at_mut((at - consumed) as usize).1;
+        let (mine, tail) = tail.split_at_mut(len as usize);
+        slices.push((offset, mine));
+        rest = tail;
+        consumed = at + len;
+    }
+    if slices.len() <= 1 {
+        return slices.into_iter().try_for_each(|(offset, s)| io(offset, s));
+    }
+    let threads = RANGES_INFLIGHT_MAX.min(slices.len());
+    let mut groups: Vec<Vec<(u64, &mut [u8])>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, s) in slices.into_iter().enumerate() {
+        groups[i % threads].push(s);
+    }
+    let io = &io;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|group| scope.spawn(move || group.into_iter().try_for_each(|(offset, s)| io(offset, s))))
+            .collect();
+        let mut first = Ok(());
+        for h in handles {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(MpiioError::new(ErrorClass::Intern, "an I/O thread panicked")));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    })
+}
+
+/// Reads `slice` from `offset`, zero-filling past the end of file; lowers `eof` to it.
+fn read_range(file: &File, offset: u64, slice: &mut [u8], eof: &AtomicU64) -> Result<()> {
+    let n = file.read_at(offset, slice)?;
+    if n < slice.len() {
+        slice[n..].fill(0);
+        eof.fetch_min(offset + n as u64, Ordering::SeqCst);
+    }
+    Ok(())
+}
+
+/// The data extent (first, end) in window positions of each range of `window` that
+/// receives data, with the file offset of its first byte, and whether it has holes.
+fn data_extents(window: &Window, covered: &[(u64, u64)]) -> Vec<(u64, u64, u64, Vec<(u64, u64)>)> {
+    let mut out = Vec::new();
+    let mut base = 0u64;
+    for &(start, len) in &window.ranges {
+        let end = base + len;
+        let inside: Vec<(u64, u64)> = covered
+            .iter()
+            .filter(|c| c.0 < end && c.0 + c.1 > base)
+            .map(|&(at, n)| (at.max(base), (at + n).min(end)))
+            .collect();
+        if let (Some(first), Some(last)) = (inside.first(), inside.last()) {
+            let (dmin, dmax) = (first.0, last.1);
+            out.push((start + (dmin - base), dmin, dmax - dmin, inside));
+        }
+        base = end;
+    }
+    out
+}
+
 /// Writes a window: read-modify-write of each range's data extent where the received
 /// data leaves holes (unless romio_ds_write is disabled: then each run is written on
 /// its own), as ROMIO does.
@@ -321,43 +402,33 @@ pub fn write_window(file: &File, hints: &Hints, job: &WriteJob, buffer: &mut Vec
     if buffer.len() < total {
         buffer.resize(total, 0);
     }
-    let mut base = 0u64;
-    let mut separate_runs = Vec::new();
+    let mut holes_to_read = Vec::new();
     let mut writes = Vec::new();
-    for &(start, len) in &job.window.ranges {
-        let end = base + len;
-        let inside: Vec<(u64, u64)> = job
-            .covered
-            .iter()
-            .filter(|c| c.0 < end && c.0 + c.1 > base)
-            .map(|&(at, n)| (at.max(base), (at + n).min(end)))
-            .collect();
-        if let (Some(first), Some(last)) = (inside.first(), inside.last()) {
-            let (dmin, dmax) = (first.0, last.1);
-            let holes = inside.len() > 1;
-            if holes && hints.romio_ds_write == Switch::Disable {
-                for &(a, b) in &inside {
-                    separate_runs.push((start + (a - base), a, b - a));
-                }
-            } else {
-                if holes {
-                    let slice = &mut buffer[dmin as usize..dmax as usize];
-                    let n = file.read_at(start + (dmin - base), slice)?;
-                    slice[n..].fill(0);
-                }
-                writes.push((start + (dmin - base), dmin, dmax - dmin));
+    for (file_offset, at, len, inside) in data_extents(&job.window, &job.covered) {
+        let holes = inside.len() > 1;
+        if holes && hints.romio_ds_write == Switch::Disable {
+            for &(a, b) in &inside {
+                writes.push((file_offset + (a - at), a, b - a));
             }
+        } else {
+            if holes {
+                holes_to_read.push((file_offset, at, len));
+            }
+            writes.push((file_offset, at, len));
         }
-        base = end;
     }
+    let eof = AtomicU64::new(u64::MAX);
+    for_each_range(buffer, &mut holes_to_read, |offset, slice| {
+        read_range(file, offset, slice, &eof)
+    })?;
     for &(at, from, len) in &job.placements {
         buffer[at as usize..(at + len) as usize]
             .copy_from_slice(&job.received[from as usize..(from + len) as usize]);
     }
-    for (file_offset, at, len) in writes.into_iter().chain(separate_runs) {
-        file.write_at(file_offset, &buffer[at as usize..(at + len) as usize])?;
-    }
-    Ok(())
+    for_each_range(buffer, &mut writes, |offset, slice| {
+        file.write_at(offset, slice)?;
+        Ok(())
+    })
 }
 
 /// Reads a window's data extents into `buffer`; returns the end of file if a read came
@@ -370,28 +441,15 @@ pub fn read_window(file: &File, plan: &RoundPlan, buffer: &mut Vec<u8>) -> Resul
     if buffer.len() < total {
         buffer.resize(total, 0);
     }
-    let covered = plan.covered();
-    let mut eof = u64::MAX;
-    let mut base = 0u64;
-    for &(start, len) in &window.ranges {
-        let end = base + len;
-        let inside: Vec<(u64, u64)> = covered
-            .iter()
-            .filter(|c| c.0 < end && c.0 + c.1 > base)
-            .map(|&(at, n)| (at.max(base), (at + n).min(end)))
-            .collect();
-        if let (Some(first), Some(last)) = (inside.first(), inside.last()) {
-            let (dmin, dmax) = (first.0, last.1);
-            let slice = &mut buffer[dmin as usize..dmax as usize];
-            let n = file.read_at(start + (dmin - base), slice)?;
-            if n < slice.len() {
-                slice[n..].fill(0);
-                eof = eof.min(start + (dmin - base) + n as u64);
-            }
-        }
-        base = end;
-    }
-    Ok(eof)
+    let mut reads: Vec<(u64, u64, u64)> = data_extents(window, &plan.covered())
+        .into_iter()
+        .map(|(offset, at, len, _)| (offset, at, len))
+        .collect();
+    let eof = AtomicU64::new(u64::MAX);
+    for_each_range(buffer, &mut reads, |offset, slice| {
+        read_range(file, offset, slice, &eof)
+    })?;
+    Ok(eof.into_inner())
 }
 
 /// The first error of a round, kept so that the exchange goes on (every rank must take
