@@ -373,9 +373,18 @@ fn read_range(file: &File, offset: u64, slice: &mut [u8], eof: &AtomicU64) -> Re
     Ok(())
 }
 
-/// The data extent (first, end) in window positions of each range of `window` that
-/// receives data, with the file offset of its first byte, and whether it has holes.
-fn data_extents(window: &Window, covered: &[(u64, u64)]) -> Vec<(u64, u64, u64, Vec<(u64, u64)>)> {
+/// The part of one range of a window that receives data.
+struct DataExtent {
+    file_offset: u64,
+    /// Window position and length.
+    at: u64,
+    len: u64,
+    /// The (start, end) window positions that receive data; more than one means holes.
+    runs: Vec<(u64, u64)>,
+}
+
+/// The data extent of each range of `window` that receives data.
+fn data_extents(window: &Window, covered: &[(u64, u64)]) -> Vec<DataExtent> {
     let mut out = Vec::new();
     let mut base = 0u64;
     for &(start, len) in &window.ranges {
@@ -387,7 +396,12 @@ fn data_extents(window: &Window, covered: &[(u64, u64)]) -> Vec<(u64, u64, u64, 
             .collect();
         if let (Some(first), Some(last)) = (inside.first(), inside.last()) {
             let (dmin, dmax) = (first.0, last.1);
-            out.push((start + (dmin - base), dmin, dmax - dmin, inside));
+            out.push(DataExtent {
+                file_offset: start + (dmin - base),
+                at: dmin,
+                len: dmax - dmin,
+                runs: inside,
+            });
         }
         base = end;
     }
@@ -404,7 +418,13 @@ pub fn write_window(file: &File, hints: &Hints, job: &WriteJob, buffer: &mut Vec
     }
     let mut holes_to_read = Vec::new();
     let mut writes = Vec::new();
-    for (file_offset, at, len, inside) in data_extents(&job.window, &job.covered) {
+    for extent in data_extents(&job.window, &job.covered) {
+        let DataExtent {
+            file_offset,
+            at,
+            len,
+            runs: inside,
+        } = extent;
         let holes = inside.len() > 1;
         if holes && hints.romio_ds_write == Switch::Disable {
             for &(a, b) in &inside {
@@ -443,7 +463,7 @@ pub fn read_window(file: &File, plan: &RoundPlan, buffer: &mut Vec<u8>) -> Resul
     }
     let mut reads: Vec<(u64, u64, u64)> = data_extents(window, &plan.covered())
         .into_iter()
-        .map(|(offset, at, len, _)| (offset, at, len))
+        .map(|e| (e.file_offset, e.at, e.len))
         .collect();
     let eof = AtomicU64::new(u64::MAX);
     for_each_range(buffer, &mut reads, |offset, slice| {
