@@ -145,11 +145,7 @@ impl File {
     /// server's share of a segment exceeds the chunk size.
     fn segments(&self, offset: u64, len: u64) -> Vec<Segment> {
         let stripe = self.layout.stripe_size_bytes;
-        let chunk = self
-            .inner
-            .transfer
-            .chunk_bytes
-            .clamp(stripe, DATA_BYTES_MAX);
+        let chunk = self.inner.transfer.chunk_bytes.clamp(stripe, DATA_BYTES_MAX);
         let rows = (chunk / stripe).max(1);
         let segment_bytes = rows * stripe * self.layout.servers.len() as u64;
         let mut out = Vec::new();
@@ -333,10 +329,7 @@ impl File {
             _ => {}
         }
         std::thread::scope(|scope| {
-            let handles: Vec<_> = servers
-                .iter()
-                .map(|k| scope.spawn(move || run(*k)))
-                .collect();
+            let handles: Vec<_> = servers.iter().map(|k| scope.spawn(move || run(*k))).collect();
             let mut first_error = None;
             for h in handles {
                 if let Err(e) = h.join().expect("transfer thread panicked") {
@@ -348,10 +341,7 @@ impl File {
     }
 
     /// Sends one request to every server of the layout at once and checks the answers.
-    fn to_all_servers(
-        &self,
-        request_for: impl Fn(usize) -> Request,
-    ) -> Result<Vec<Response>, ClientError> {
+    fn to_all_servers(&self, request_for: impl Fn(usize) -> Request) -> Result<Vec<Response>, ClientError> {
         let connections: Vec<Arc<Connection>> = self
             .addrs
             .iter()
@@ -411,11 +401,7 @@ impl File {
             inode: self.attr.inode,
             changes,
         };
-        match self
-            .inner
-            .meta(&request)
-            .map_err(|e| e.context(&self.path))?
-        {
+        match self.inner.meta(&request).map_err(|e| e.context(&self.path))? {
             Response::Attr(_) => {}
             other => return Err(unexpected(&other)),
         }
@@ -424,8 +410,7 @@ impl File {
 
     /// Sets every object's local size for a file of `size` bytes.
     pub(crate) fn truncate_objects(&self, size: u64) -> Result<(), ClientError> {
-        check_range(size, 0)
-            .map_err(|e| ClientError::InvalidArgument(format!("{}: {e}", self.path)))?;
+        check_range(size, 0).map_err(|e| ClientError::InvalidArgument(format!("{}: {e}", self.path)))?;
         self.to_all_servers(|k| Request::Truncate {
             inode: self.attr.inode,
             striping: self.striping(k),

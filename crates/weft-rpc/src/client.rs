@@ -44,10 +44,7 @@ impl RpcError {
     /// True when the request may not have reached the server or its answer was lost,
     /// so that a fresh connection could succeed.
     pub fn is_transport(&self) -> bool {
-        matches!(
-            self,
-            RpcError::Connect { .. } | RpcError::Disconnected { .. }
-        )
+        matches!(self, RpcError::Connect { .. } | RpcError::Disconnected { .. })
     }
 }
 
@@ -133,9 +130,7 @@ impl ReplySink {
             .iter()
             .filter(|p| p.1 > 0)
             // SAFETY: valid and exclusively ours for now (contract of `new`).
-            .map(|&(base, len)| {
-                IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(base, len) })
-            })
+            .map(|&(base, len)| IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(base, len) }))
             .collect();
         let mut rest: &mut [IoSliceMut<'_>] = &mut slices;
         while !rest.is_empty() {
@@ -191,11 +186,7 @@ pub struct PendingCall<'a> {
 
 impl Connection {
     /// Connects, performs the version handshake and starts the reader thread.
-    pub fn connect(
-        addr: &str,
-        client_name: &str,
-        timeouts: Timeouts,
-    ) -> Result<Arc<Connection>, RpcError> {
+    pub fn connect(addr: &str, client_name: &str, timeouts: Timeouts) -> Result<Arc<Connection>, RpcError> {
         let connect_err = |reason: String| RpcError::Connect {
             addr: addr.to_owned(),
             reason,
@@ -274,11 +265,7 @@ impl Connection {
     }
 
     /// Like `send`, with bulk data given as parts that travel back to back.
-    pub fn send_parts(
-        &self,
-        request: &Request,
-        parts: &[&[u8]],
-    ) -> Result<PendingCall<'_>, RpcError> {
+    pub fn send_parts(&self, request: &Request, parts: &[&[u8]]) -> Result<PendingCall<'_>, RpcError> {
         self.send_with(request, parts, None)
     }
 
@@ -482,16 +469,7 @@ fn reader_loop(mut stream: TcpStream, addr: String, pending: Arc<Mutex<PendingTa
                 }),
                 Ok(response),
             ) if sink.total == header.data_len => match sink.fill(&mut stream) {
-                Ok(()) => (
-                    Some((
-                        sender,
-                        Ok(Delivery {
-                            response,
-                            data: None,
-                        }),
-                    )),
-                    None,
-                ),
+                Ok(()) => (Some((sender, Ok(Delivery { response, data: None }))), None),
                 Err(e) => {
                     let reason = e.to_string();
                     let error = RpcError::Disconnected {
