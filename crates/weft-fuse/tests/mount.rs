@@ -215,6 +215,46 @@ fn errors_map_to_the_right_errno() {
 }
 
 #[test]
+fn files_removed_while_open_stay_usable_through_their_descriptors() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    std::fs::write(mount.join("doomed"), b"still here").unwrap();
+    std::fs::write(mount.join("replaced"), b"old content").unwrap();
+    let mut doomed = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(mount.join("doomed"))
+        .unwrap();
+    let mut replaced = std::fs::File::open(mount.join("replaced")).unwrap();
+    std::fs::remove_file(mount.join("doomed")).unwrap();
+    std::fs::write(mount.join("new"), b"new content").unwrap();
+    std::fs::rename(mount.join("new"), mount.join("replaced")).unwrap();
+
+    // The names behave as removed and replaced...
+    assert!(!mount.join("doomed").exists());
+    assert_eq!(std::fs::read(mount.join("replaced")).unwrap(), b"new content");
+    // ... and the open descriptors still have the old files, for reading and writing.
+    let mut text = String::new();
+    doomed.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "still here");
+    doomed.write_all(b", and more").unwrap();
+    doomed.seek(SeekFrom::Start(0)).unwrap();
+    text.clear();
+    doomed.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "still here, and more");
+    text.clear();
+    replaced.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "old content");
+
+    // Closing the last descriptors removes the files for good.
+    drop(doomed);
+    drop(replaced);
+    assert_eq!(sh(mount.path(), "ls -A"), "replaced\n");
+    assert_eq!(cluster.client().statfs().unwrap().meta.files, 1);
+}
+
+#[test]
 fn large_directories_list_completely() {
     const FILES: usize = 5000;
     let cluster = TestCluster::start();
