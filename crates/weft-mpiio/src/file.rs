@@ -109,7 +109,13 @@ fn shared_hints(comm: &Comm, base: Option<&Hints>, info: Handle) -> Result<Hints
                 Hints::default()
             }),
         };
-        for (k, v) in mpi::info_entries(info)? {
+        // Rank 0 must reach the broadcasts whatever happens: an unreadable info object
+        // is a warning, not an early return.
+        let entries = mpi::info_entries(info).unwrap_or_else(|e| {
+            eprintln!("weft-mpiio: reading the info object: {e}; its hints are ignored");
+            Vec::new()
+        });
+        for (k, v) in entries {
             if let Err(e) = hints.set(&k, &v) {
                 eprintln!("weft-mpiio: {e}; hint ignored");
             }

@@ -5,8 +5,9 @@
 
 use crate::error::{ErrorClass, MpiioError, Result};
 
-/// Largest collective buffer per aggregator (and per pipeline slot).
-pub const CB_BUFFER_SIZE_MAX: u64 = 1 << 30;
+/// Largest collective buffer per aggregator (and per pipeline slot). One round moves
+/// at most this much per aggregator; MPI counts are ints, so keep it well below 2 GiB.
+pub const CB_BUFFER_SIZE_MAX: u64 = 256 << 20;
 /// Deepest I/O queue of the pipelined methods.
 pub const PIPELINE_DEPTH_MAX: usize = 64;
 

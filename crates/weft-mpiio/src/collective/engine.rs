@@ -580,7 +580,12 @@ pub fn write(
             };
             if depth > 0 {
                 if job_tx.send(job).is_err() {
-                    break;
+                    // The I/O thread died: keep exchanging (other ranks wait for this
+                    // one), report at the end.
+                    errors.keep::<()>(Err(MpiioError::new(
+                        ErrorClass::Intern,
+                        "the I/O thread stopped early",
+                    )));
                 }
             } else {
                 if errors.0.is_none() {
@@ -644,9 +649,18 @@ pub fn read(
             let mut buffer = None;
             if let Some(plan) = plan {
                 let (r, b) = if depth > 0 {
-                    ready_rx
-                        .recv()
-                        .map_err(|_| MpiioError::new(ErrorClass::Intern, "the I/O thread stopped early"))?
+                    // A dead I/O thread must not make this rank leave the exchange:
+                    // carry on with zeros and report the error at the end.
+                    ready_rx.recv().unwrap_or_else(|_| {
+                        let bytes = plan.window.as_ref().map_or(0, Window::bytes) as usize;
+                        (
+                            Err(MpiioError::new(
+                                ErrorClass::Intern,
+                                "the I/O thread stopped early",
+                            )),
+                            vec![0; bytes],
+                        )
+                    })
                 } else {
                     let mut b = std::mem::take(&mut window_buffer);
                     let r = if errors.0.is_none() {

@@ -160,13 +160,11 @@ static void block3d(int ghost)
     MPI_Type_free(&elem);
 }
 
-/* Global (row, column) of local element l of a CYCLIC(k) x CYCLIC(k) darray. */
-static void cyclic_local(int n, int k, const int *ps, const int *coords, long l, int *gi, int *gj)
+/* Global (row, column) of local element l of a CYCLIC(k) x CYCLIC(k) darray whose
+ * local rows hold `cols` elements. */
+static void cyclic_local(int k, const int *ps, const int *coords, long cols, long l, int *gi,
+                         int *gj)
 {
-    /* Local columns: count of global columns j with (j / k) % ps[1] == coords[1]. */
-    int cols = 0;
-    for (int j = 0; j < n; j++)
-        cols += (j / k) % ps[1] == coords[1];
     long li = l / cols, lj = l % cols;
     *gi = (int)((li / k) * k * ps[0] + coords[0] * k + li % k);
     *gj = (int)((lj / k) * k * ps[1] + coords[1] * k + lj % k);
@@ -193,9 +191,13 @@ static void cyclic2d(int memvec)
     size_t slots = (size_t)count * stride;
     uint64_t *buf = malloc(slots * 8 + 8), *back = malloc(slots * 8 + 8);
     memset(buf, 0x33, slots * 8);
+    /* Local columns: the global columns j with (j / k) % ps[1] == coords[1]. */
+    long cols = 0;
+    for (int j = 0; j < n; j++)
+        cols += (j / k_cyclic) % ps[1] == coords[1];
     for (long l = 0; l < count; l++) {
         int gi, gj;
-        cyclic_local(n, k_cyclic, ps, coords, l, &gi, &gj);
+        cyclic_local(k_cyclic, ps, coords, cols, l, &gi, &gj);
         buf[l * stride] = (uint64_t)gi * n + gj + 1000000;
     }
     write_then_read(name, MPI_UINT64_T, filetype, buf, back, slots * 8, 1, memtype, 0);
