@@ -76,6 +76,10 @@ pub struct ServerLimits {
     pub data_bytes_inflight_max: u64,
     /// A connection idle this long between frames is closed.
     pub idle_timeout: Duration,
+    /// Once a frame's bulk data is admitted (and charged to the budget), it must arrive
+    /// within this time, or the connection is dropped: a peer that announces data and
+    /// stalls cannot hold the budget and starve other clients.
+    pub frame_deadline: Duration,
 }
 
 impl Default for ServerLimits {
@@ -86,6 +90,7 @@ impl Default for ServerLimits {
             workers: 16,
             data_bytes_inflight_max: 1 << 30,
             idle_timeout: Duration::from_secs(3600),
+            frame_deadline: Duration::from_secs(10),
         }
     }
 }
@@ -380,7 +385,10 @@ fn read_requests(shared: &Shared, id: ConnectionId, stream: TcpStream, inflight:
         let charged_bytes = shared
             .budget
             .acquire(header.data_len + shared.handler.reply_bytes_hint(&request));
-        let data = match read_exact_vec(&mut reader, header.data_len) {
+        let deadline = std::time::Instant::now() + shared.limits.frame_deadline;
+        let data = read_exact_by(&mut reader, header.data_len, deadline);
+        reader.set_read_timeout(Some(shared.limits.idle_timeout)).ok();
+        let data = match data {
             Ok(d) => d,
             Err(_) => {
                 shared.budget.release(charged_bytes);
@@ -403,6 +411,26 @@ fn read_requests(shared: &Shared, id: ConnectionId, stream: TcpStream, inflight:
         }
     }
     writer.lock().unwrap().shutdown(Shutdown::Both).ok();
+}
+
+/// Reads exactly `len` bytes, failing if they have not all arrived by `deadline`.
+fn read_exact_by(stream: &mut TcpStream, len: u64, deadline: std::time::Instant) -> io::Result<Vec<u8>> {
+    let mut data = vec![0u8; len as usize];
+    let mut filled = 0;
+    while filled < data.len() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut data[filled..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(data)
 }
 
 fn skip(reader: &mut impl Read, mut len: u64) -> io::Result<()> {
