@@ -25,6 +25,12 @@
  *
  * Threads. A weft_client_t and a weft_file_t may be used by several threads at once;
  * a weft_dir_t by one at a time. Offsets and lengths are int64_t whatever off_t is.
+ *
+ * Views. Build a datatype with the weft_type_* constructors (MPI's, with byte
+ * displacements where MPI has an "h" variant), set it as a file's view with
+ * weft_set_view (or the PVFS partition with weft_set_partition), then move view bytes
+ * with weft_read_view / weft_write_view; a weft_type_t is immutable, may be shared by
+ * threads and is freed with weft_type_free once no longer needed to build types.
  */
 
 #ifndef WEFT_H
@@ -72,6 +78,44 @@
  * Truncate the file to length 0; needs write access (`O_TRUNC`).
  */
 #define WEFT_O_TRUNC 512
+
+/**
+ * Most dimensions of a subarray or darray, and most blocks or fields passed to one
+ * constructor call (the view engine's own limits apply to the whole type).
+ */
+#define WEFT_TYPE_ARGS_MAX 65536
+
+/**
+ * Array order of `weft_type_subarray` and `weft_type_darray`: row-major, the last
+ * dimension varies fastest (MPI_ORDER_C).
+ */
+#define WEFT_ORDER_C 0
+
+/**
+ * Column-major, the first dimension varies fastest (MPI_ORDER_FORTRAN).
+ */
+#define WEFT_ORDER_FORTRAN 1
+
+/**
+ * `weft_type_darray` distribution: not distributed (the grid dimension must be 1).
+ */
+#define WEFT_DISTRIBUTE_NONE 0
+
+/**
+ * Contiguous blocks, one per process.
+ */
+#define WEFT_DISTRIBUTE_BLOCK 1
+
+/**
+ * Blocks dealt round robin (CYCLIC(k)).
+ */
+#define WEFT_DISTRIBUTE_CYCLIC 2
+
+/**
+ * `weft_type_darray` block size argument: the default (ceil(gsize / psize) for BLOCK,
+ * 1 for CYCLIC), as MPI_DISTRIBUTE_DFLT_DARG.
+ */
+#define WEFT_DISTRIBUTE_DFLT_DARG -1
 
 /**
  * File type mask of `weft_stat_t.mode` (these are the values of Linux's `S_IFMT` and
@@ -150,6 +194,12 @@ typedef struct weft_dir_t weft_dir_t;
  * threads at once land in no defined order.
  */
 typedef struct weft_file_t weft_file_t;
+
+/**
+ * A datatype: a typemap of data bytes at offsets, with a lower bound and an extent
+ * (MPI derived datatype semantics). Immutable; threads may share one.
+ */
+typedef struct weft_type_t weft_type_t;
 
 /**
  * A striping layout. To create a file or set a directory's default, set the wanted
@@ -397,6 +447,198 @@ int weft_fstat(weft_file_t *file, weft_stat_t *out);
  * `servers` is NULL or writable for `servers_max` entries.
  */
 int weft_fget_layout(weft_file_t *file, weft_layout_t *out, uint32_t *servers, size_t servers_max);
+
+/**
+ * `len` contiguous bytes: the base of every other type. Returns NULL with errno set on
+ * failure (EINVAL). Free with `weft_type_free`.
+ */
+weft_type_t *weft_type_bytes(uint64_t len);
+
+/**
+ * `count` copies of `child` laid at its extent (MPI_Type_contiguous).
+ *
+ * # Safety
+ * `child` is NULL or a live type handle.
+ */
+weft_type_t *weft_type_contiguous(uint64_t count, const weft_type_t *child);
+
+/**
+ * `count` blocks of `block_len` copies of `child`, block starts `stride` child extents
+ * apart (MPI_Type_vector).
+ *
+ * # Safety
+ * `child` is NULL or a live type handle.
+ */
+weft_type_t *weft_type_vector(uint64_t count, uint64_t block_len, int64_t stride, const weft_type_t *child);
+
+/**
+ * As `weft_type_vector` with the stride in bytes (MPI_Type_create_hvector).
+ *
+ * # Safety
+ * `child` is NULL or a live type handle.
+ */
+weft_type_t *weft_type_hvector(uint64_t count, uint64_t block_len, int64_t stride_bytes, const weft_type_t *child);
+
+/**
+ * `count` blocks: block `i` is `block_lens[i]` copies of `child` from byte
+ * `displacements[i]` (MPI_Type_create_hindexed).
+ *
+ * # Safety
+ * `block_lens` and `displacements` are NULL or readable for `count` elements; `child`
+ * is NULL or a live type handle.
+ */
+weft_type_t *weft_type_hindexed(size_t count, const uint64_t *block_lens, const int64_t *displacements, const weft_type_t *child);
+
+/**
+ * `count` fields: field `i` is `block_lens[i]` copies of `types[i]` from byte
+ * `displacements[i]`, in this order (MPI_Type_create_struct). A memory type may run
+ * backwards; a file view's type may not.
+ *
+ * # Safety
+ * The three arrays are NULL or readable for `count` elements; every `types[i]` is a
+ * live type handle.
+ */
+weft_type_t *weft_type_struct(size_t count, const uint64_t *block_lens, const int64_t *displacements, const weft_type_t *const *types);
+
+/**
+ * The same typemap with lower bound `lb` and extent `extent` (MPI_Type_create_resized):
+ * tiles of a view, or copies in memory, are then `extent` bytes apart.
+ *
+ * # Safety
+ * `child` is NULL or a live type handle.
+ */
+weft_type_t *weft_type_resized(const weft_type_t *child, int64_t lb, int64_t extent);
+
+/**
+ * A subarray of an `ndims`-dimensional array of `child` elements
+ * (MPI_Type_create_subarray): `sizes`, `subsizes` and `starts` have `ndims` entries;
+ * `order` is `WEFT_ORDER_C` or `WEFT_ORDER_FORTRAN`. Its extent is the whole array.
+ *
+ * # Safety
+ * The arrays are NULL or readable for `ndims` elements; `child` is NULL or a live type
+ * handle.
+ */
+weft_type_t *weft_type_subarray(size_t ndims, const uint64_t *sizes, const uint64_t *subsizes, const uint64_t *starts, int order, const weft_type_t *child);
+
+/**
+ * The part of an `ndims`-dimensional array of `child` elements owned by process `rank`
+ * of `size` (MPI_Type_create_darray): processes form a row-major grid of `psizes`;
+ * dimension `d` is dealt by `distributions[d]` (`WEFT_DISTRIBUTE_NONE`, `_BLOCK`,
+ * `_CYCLIC`) with block size `dargs[d]` (or `WEFT_DISTRIBUTE_DFLT_DARG`). Its extent is
+ * the whole array. CYCLIC(k) x CYCLIC(k) over a 2-D matrix is the Clusterfile pattern.
+ *
+ * # Safety
+ * The arrays are NULL or readable for `ndims` elements; `child` is NULL or a live type
+ * handle.
+ */
+weft_type_t *weft_type_darray(uint64_t size, uint64_t rank, size_t ndims, const uint64_t *gsizes, const int *distributions, const int64_t *dargs, const uint64_t *psizes, int order, const weft_type_t *child);
+
+/**
+ * A datatype from its wire form (as the Rust API's `Datatype::encode` writes it),
+ * checked against every limit: EINVAL for malformed or too deep types.
+ *
+ * # Safety
+ * `bytes` is NULL or readable for `len` bytes.
+ */
+weft_type_t *weft_type_from_wire(const uint8_t *bytes, size_t len);
+
+/**
+ * Data bytes of one copy of the type (MPI_Type_size); 0 for NULL.
+ *
+ * # Safety
+ * `datatype` is NULL or a live type handle.
+ */
+uint64_t weft_type_size(const weft_type_t *datatype);
+
+/**
+ * Distance between consecutive copies of the type (MPI_Type_get_extent); 0 for NULL.
+ *
+ * # Safety
+ * `datatype` is NULL or a live type handle.
+ */
+int64_t weft_type_extent(const weft_type_t *datatype);
+
+/**
+ * Frees a type. Views set with it keep their own reference. Returns 0, or -EINVAL for
+ * NULL.
+ *
+ * # Safety
+ * `datatype` is NULL or a type handle not yet freed; it is invalid afterwards.
+ */
+int weft_type_free(weft_type_t *datatype);
+
+/**
+ * Sets the file's view (MPI_File_set_view with byte etypes): from now on
+ * `weft_read_view`/`weft_write_view` address the data bytes of `filetype` tiled from
+ * file offset `displacement`. The filetype's data must be in increasing file order,
+ * with tiles not overlapping (EINVAL otherwise). NULL `filetype` goes back to the whole
+ * file. The view is registered with each io server on first use, once.
+ *
+ * # Safety
+ * `file` is NULL or a live file handle; `filetype` is NULL or a live type handle.
+ */
+int weft_set_view(weft_file_t *file, int64_t displacement, const weft_type_t *filetype);
+
+/**
+ * Sets the file's view from its wire form (as the Rust API's `View::encode` writes it,
+ * displacement included). EINVAL for malformed, too deep or invalid views.
+ *
+ * # Safety
+ * `file` is NULL or a live file handle; `bytes` is NULL or readable for `len` bytes.
+ */
+int weft_set_view_wire(weft_file_t *file, const uint8_t *bytes, size_t len);
+
+/**
+ * Sets the PVFS partition as the file's view: `gsize` bytes every `stride` bytes from
+ * file offset `offset` (EINVAL if `gsize` is 0 or above `stride`).
+ *
+ * # Safety
+ * `file` is NULL or a live file handle.
+ */
+int weft_set_partition(weft_file_t *file, int64_t offset, int64_t gsize, int64_t stride);
+
+/**
+ * Reads up to `count` view bytes from view offset `view_offset` into `buf`, in view
+ * order; returns the number read, fewer than `count` only where the view runs past the
+ * end of the file. Without a view, as `weft_pread`. Errors as `weft_pread`, and
+ * -EINVAL for an interval mapping past the largest file offset.
+ *
+ * # Safety
+ * `file` is NULL or a live file handle; `buf` is NULL or writable for `count` bytes.
+ */
+ssize_t weft_read_view(weft_file_t *file, void *buf, size_t count, int64_t view_offset);
+
+/**
+ * Writes `count` view bytes from `buf` (in view order) at view offset `view_offset`;
+ * returns `count`. Without a view, as `weft_pwrite`.
+ *
+ * # Safety
+ * `file` is NULL or a live file handle; `buf` is NULL or readable for `count` bytes.
+ */
+ssize_t weft_write_view(weft_file_t *file, const void *buf, size_t count, int64_t view_offset);
+
+/**
+ * Reads `count` view bytes from view offset `view_offset` into the data bytes of
+ * consecutive copies of `memtype` laid from `buf` (copy `i` at `i * extent`), in type
+ * order; returns the number read (fewer only past the end of the file). `buf` must
+ * hold every data byte of the `ceil(count / size)` copies used; the memory type's data
+ * may not start before `buf` (EINVAL).
+ *
+ * # Safety
+ * `file` and `memtype` are NULL or live handles; `buf` is NULL or writable for the
+ * span of those copies.
+ */
+ssize_t weft_read_view_typed(weft_file_t *file, void *buf, const weft_type_t *memtype, size_t count, int64_t view_offset);
+
+/**
+ * Writes `count` view bytes at view offset `view_offset`, taken from the data bytes of
+ * consecutive copies of `memtype` laid from `buf`, in type order; returns `count`.
+ *
+ * # Safety
+ * `file` and `memtype` are NULL or live handles; `buf` is NULL or readable for the
+ * span of the copies used.
+ */
+ssize_t weft_write_view_typed(weft_file_t *file, const void *buf, const weft_type_t *memtype, size_t count, int64_t view_offset);
 
 /**
  * Creates the directory `path` with permission bits `mode` (07777, no umask).

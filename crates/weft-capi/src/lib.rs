@@ -7,13 +7,14 @@
 //! `errno` for functions returning a handle), with a detailed message kept per thread
 //! for `weft_last_error_message`.
 //!
-//! Modules, one per area of the ABI (later areas, such as views, get their own):
+//! Modules, one per area of the ABI:
 //! - [`error`]: the errno convention, `weft_strerror`, the thread's last error, the
 //!   panic guard every function runs in;
 //! - [`args`]: checks of what C passes in;
 //! - [`types`]: the `#[repr(C)]` structs and constants shared by the areas;
 //! - [`handles`]: the opaque handles and connecting;
 //! - [`file`]: opening files and reading, writing, syncing, truncating them;
+//! - [`view`]: datatypes, file views and the PVFS partition, view reads and writes;
 //! - [`namespace`]: operations on paths;
 //! - [`dir`]: directory iteration.
 //!
@@ -28,6 +29,8 @@ pub mod error;
 
 pub mod file;
 
+pub mod view;
+
 pub mod namespace;
 
 pub mod dir;
@@ -41,3 +44,4 @@ pub use file::*;
 pub use handles::*;
 pub use namespace::*;
 pub use types::*;
+pub use view::*;
