@@ -305,6 +305,68 @@ fn layout_of(counts: &[u64]) -> Result<(Vec<i32>, Vec<i32>, usize)> {
     Ok((c, d, total as usize))
 }
 
+/// Takes the next `counts[r]` bytes of this rank's stream towards each aggregator rank
+/// `r`, as (rank, runs of the rank's data), in rank order; adjacent runs merged.
+fn take_spans(s: &mut Setup, counts: &[u64], errors: &mut FirstError) -> Vec<(usize, Vec<(u64, u64)>)> {
+    let mut out = Vec::new();
+    for (r, &n) in counts.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        let a = s.aggregator_of_rank[r].expect("only aggregators exchange data");
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let result = s.streams[a].take(n, |at, len| match runs.last_mut() {
+            Some(last) if last.0 + last.1 == at => last.1 += len,
+            _ => runs.push((at, len)),
+        });
+        errors.keep(result);
+        out.push((r, runs));
+    }
+    out
+}
+
+/// Where one side of an exchange takes its bytes from (or puts them): straight in the
+/// rank's data when each peer's bytes are one run and the runs lie in rank order,
+/// else a packed buffer.
+enum SendPlan {
+    Direct {
+        base: usize,
+        end: usize,
+        displs: Vec<i32>,
+    },
+    Copy {
+        displs: Vec<i32>,
+        total: usize,
+    },
+}
+
+impl SendPlan {
+    fn new(counts: &[u64], spans: &[(usize, Vec<(u64, u64)>)]) -> Result<SendPlan> {
+        let direct = spans
+            .iter()
+            .all(|(r, runs)| runs.len() == 1 && runs[0].1 == counts[*r])
+            && spans.windows(2).all(|w| w[0].1[0].0 + w[0].1[0].1 <= w[1].1[0].0);
+        if direct && !spans.is_empty() {
+            let base = spans[0].1[0].0;
+            let last = &spans[spans.len() - 1].1[0];
+            let end = last.0 + last.1;
+            if end - base <= ROUND_BYTES_MAX {
+                let mut displs = vec![0i32; counts.len()];
+                for (r, runs) in spans {
+                    displs[*r] = (runs[0].0 - base) as i32;
+                }
+                return Ok(SendPlan::Direct {
+                    base: base as usize,
+                    end: end as usize,
+                    displs,
+                });
+            }
+        }
+        let (_, displs, total) = layout_of(counts)?;
+        Ok(SendPlan::Copy { displs, total })
+    }
+}
+
 /// A window's write work, independent of MPI: the received bytes and where they go.
 pub struct WriteJob {
     pub window: Window,
@@ -553,28 +615,34 @@ pub fn write(
         });
         let mut window_buffer = Vec::new();
         let mut spare_local: Option<Vec<u8>> = None;
+        let plans = std::mem::take(&mut s.plans);
         for m in 0..s.rounds {
-            let plan = s.plans.get(m);
+            let plan = plans.get(m);
             let want: Vec<i64> = (0..size)
                 .map(|r| plan.map_or(0, |p| p.bytes_for(r)) as i64)
                 .collect();
             let send_n = comm.alltoall(&want)?;
-            // Gather what each aggregator asked of me.
+            // What each aggregator asked of me, as spans of my data.
             let send_counts: Vec<u64> = send_n.iter().map(|&n| n as u64).collect();
-            let (scounts, sdispls, stotal) = layout_of(&send_counts)?;
-            let mut send = Vec::with_capacity(stotal);
-            for (r, &n) in send_counts.iter().enumerate() {
-                if n == 0 {
-                    continue;
+            let spans = take_spans(&mut s, &send_counts, &mut errors);
+            let send_plan = SendPlan::new(&send_counts, &spans)?;
+            let copied;
+            let (send, sdispls): (&[u8], Vec<i32>) = match send_plan {
+                // Every destination's bytes are one run of my data: send from it.
+                SendPlan::Direct { base, end, displs } => (&data[base..end], displs),
+                SendPlan::Copy { displs, total } => {
+                    let mut buffer = Vec::with_capacity(total);
+                    for (_, list) in &spans {
+                        for &(at, len) in list {
+                            buffer.extend_from_slice(&data[at as usize..(at + len) as usize]);
+                        }
+                    }
+                    buffer.resize(total, 0);
+                    copied = buffer;
+                    (&copied, displs)
                 }
-                let a = s.aggregator_of_rank[r].expect("only aggregators ask for data");
-                let stream = &mut s.streams[a];
-                let r = stream.take(n, |at, len| {
-                    send.extend_from_slice(&data[at as usize..(at + len) as usize])
-                });
-                errors.keep(r);
-            }
-            send.resize(stotal, 0);
+            };
+            let scounts: Vec<i32> = send_counts.iter().map(|&n| n as i32).collect();
             let recv_counts: Vec<u64> = want.iter().map(|&n| n as u64).collect();
             let (rcounts, rdispls, rtotal) = layout_of(&recv_counts)?;
             let mut received = spare_rx
@@ -583,7 +651,7 @@ pub fn write(
                 .or_else(|| spare_local.take())
                 .unwrap_or_default();
             received.resize(rtotal, 0);
-            comm.alltoallv(&send, &scounts, &sdispls, &mut received, &rcounts, &rdispls)?;
+            comm.alltoallv(send, &scounts, &sdispls, &mut received, &rcounts, &rdispls)?;
             let Some(plan) = plan else { continue };
             let Some(window) = plan.window.clone() else {
                 continue;
@@ -722,22 +790,25 @@ pub fn read(
                 }
             }
             let recv_counts: Vec<u64> = recv_n.iter().map(|&n| n as u64).collect();
-            let (rcounts, rdispls, rtotal) = layout_of(&recv_counts)?;
-            let mut received = vec![0u8; rtotal];
-            comm.alltoallv(&send, &scounts, &sdispls, &mut received, &rcounts, &rdispls)?;
-            for (r, &n) in recv_counts.iter().enumerate() {
-                if n == 0 {
-                    continue;
+            let rcounts: Vec<i32> = recv_counts.iter().map(|&n| to_i32(n)).collect::<Result<_>>()?;
+            let spans = take_spans(&mut s, &recv_counts, &mut errors);
+            match SendPlan::new(&recv_counts, &spans)? {
+                // Every aggregator's bytes are one run of my data: receive into it.
+                SendPlan::Direct { base, end, displs } => {
+                    comm.alltoallv(&send, &scounts, &sdispls, &mut data[base..end], &rcounts, &displs)?;
                 }
-                let a = s.aggregator_of_rank[r].expect("only aggregators send data");
-                let mut from = rdispls[r] as usize;
-                let stream = &mut s.streams[a];
-                let r = stream.take(n, |at, len| {
-                    data[at as usize..(at + len) as usize]
-                        .copy_from_slice(&received[from..from + len as usize]);
-                    from += len as usize;
-                });
-                errors.keep(r);
+                SendPlan::Copy { displs, total } => {
+                    let mut received = vec![0u8; total];
+                    comm.alltoallv(&send, &scounts, &sdispls, &mut received, &rcounts, &displs)?;
+                    let mut from = 0usize;
+                    for (_, list) in &spans {
+                        for &(at, len) in list {
+                            data[at as usize..(at + len) as usize]
+                                .copy_from_slice(&received[from..from + len as usize]);
+                            from += len as usize;
+                        }
+                    }
+                }
             }
         }
         if let Some(t) = io_thread {
