@@ -21,13 +21,14 @@ fn library() -> PathBuf {
 
 pub fn print() -> anyhow::Result<()> {
     let lib = library();
-    let home = std::env::var("WEFT_HOME").unwrap_or_else(|_| {
-        format!("{}/.weft", std::env::var("HOME").unwrap_or_else(|_| "~".into()))
-    });
+    let home = std::env::var("WEFT_HOME")
+        .unwrap_or_else(|_| format!("{}/.weft", std::env::var("HOME").unwrap_or_else(|_| "~".into())));
     let lib_dir = lib.parent().map(|d| d.display().to_string()).unwrap_or_default();
     let lib = lib.display();
     if !std::path::Path::new(&lib.to_string()).exists() {
-        eprintln!("weft: {lib} is missing: build it with `cargo build --release -p weft-mpiio` (or `make build`)");
+        eprintln!(
+            "weft: {lib} is missing: build it with `cargo build --release -p weft-mpiio` (or `make build`)"
+        );
     }
     println!(
         "# MPI-IO on Weft: files named weft:/path go to Weft, every other file to the MPI library.
