@@ -17,7 +17,7 @@ pub const LONG_ABOUT: &str = "MPI-IO collective I/O on Weft against the MPI libr
 (Open MPI's romio321 and ompio) on the local file system, in the same run. Runs, under mpirun with \
 --procs processes, ROMIO coll_perf's 3D block pattern (N^3 elements of 16 bytes), the 2D CYCLIC(k) \
 matrix for each --k, and an S3D-like struct of four 4D arrays, once per Weft method (weft_cb_method) \
-through LD_PRELOAD of libweft_mpiio.so and once per baseline. Each run writes collectively (and \
+through LD_PRELOAD of libweft_mpiio.so and once per baseline (--repeat times; the median counts). Each run writes collectively (and \
 syncs), reads back collectively and checks every element. Prints MiB/s and ratios to ROMIO and to \
 two_phase, and writes JSON and an SVG plot.\n\nNeeds a running cluster (`weft up`), mpicc and mpirun, \
 and libweft_mpiio.so next to the weft binary. Example:\n  weft bench collective --procs 4 --n 256 --k 8,32,256";
@@ -61,6 +61,9 @@ pub struct CollectiveArgs {
     /// Extra hints for every Weft run (key=value, comma separated), e.g. cb_buffer_size=4194304.
     #[arg(long, value_delimiter = ',')]
     pub hints: Vec<String>,
+    /// Runs of each configuration; the table shows the median time.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: u32,
     /// Weft directory for the files (created).
     #[arg(long, default_value = "/bench-collective", value_name = "PATH")]
     pub path: String,
@@ -154,6 +157,24 @@ fn compile(dir: &Path) -> Result<PathBuf> {
     Ok(exe)
 }
 
+/// Runs `make()`'s mpirun `repeat` times; returns the median write and read times.
+fn run_median(repeat: u32, only: &str, make: impl Fn() -> Command) -> Result<(f64, f64, String)> {
+    let mut writes = Vec::new();
+    let mut reads = Vec::new();
+    let mut command = String::new();
+    for _ in 0..repeat.max(1) {
+        let (w, r, c) = run_one(make(), only)?;
+        writes.push(w);
+        reads.push(r);
+        command = c;
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Ok((median(&mut writes), median(&mut reads), command))
+}
+
 /// Runs one mpirun; returns (write s, read s) from the program's --timing line.
 fn run_one(mut command: Command, only: &str) -> Result<(f64, f64, String)> {
     let shown = format!("{command:?}").replace('"', "");
@@ -191,6 +212,7 @@ fn mpirun(a: &CollectiveArgs) -> Command {
 pub fn run(a: &CollectiveArgs) -> Result<()> {
     ensure!((1..=1024).contains(&a.procs), "--procs must be in 1..=1024");
     ensure!((1..=N_MAX).contains(&a.n), "--n must be in 1..={N_MAX}");
+    ensure!((1..=100).contains(&a.repeat), "--repeat must be in 1..=100");
     for m in &a.methods {
         ensure!(
             METHODS.contains(&m.as_str()),
@@ -215,25 +237,29 @@ pub fn run(a: &CollectiveArgs) -> Result<()> {
     let mut rows: Vec<Row> = Vec::new();
     for case in cases(a) {
         for io in &a.baselines {
-            let mut c = mpirun(a);
-            c.args(["--mca", "io", io]).arg(&program);
-            c.arg(format!("{}/", local.path().display()));
-            c.args(["--only", case.only, "--timing"]).args(&case.args);
-            let (w, r, command) = run_one(c, case.only)?;
+            let (w, r, command) = run_median(a.repeat, case.only, || {
+                let mut c = mpirun(a);
+                c.args(["--mca", "io", io]).arg(&program);
+                c.arg(format!("{}/", local.path().display()));
+                c.args(["--only", case.only, "--timing"]).args(&case.args);
+                c
+            })?;
             rows.push(row(&case, io, w, r, command));
             eprintln!("{}: {io}: write {w:.3} s, read {r:.3} s", case.name);
         }
         for method in &a.methods {
-            let mut c = mpirun(a);
-            c.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
-            if let Some(h) = &home {
-                c.arg("-x").arg(format!("WEFT_HOME={h}"));
-            }
-            c.arg(&program)
-                .arg(format!("weft:{}/", a.path.trim_end_matches('/')));
-            c.args(["--only", case.only, "--timing"]).args(&case.args);
-            c.arg(format!("weft_cb_method={method}")).args(&a.hints);
-            let (w, r, command) = run_one(c, case.only)?;
+            let (w, r, command) = run_median(a.repeat, case.only, || {
+                let mut c = mpirun(a);
+                c.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
+                if let Some(h) = &home {
+                    c.arg("-x").arg(format!("WEFT_HOME={h}"));
+                }
+                c.arg(&program)
+                    .arg(format!("weft:{}/", a.path.trim_end_matches('/')));
+                c.args(["--only", case.only, "--timing"]).args(&case.args);
+                c.arg(format!("weft_cb_method={method}")).args(&a.hints);
+                c
+            })?;
             rows.push(row(&case, method, w, r, command));
             eprintln!("{}: {method}: write {w:.3} s, read {r:.3} s", case.name);
         }

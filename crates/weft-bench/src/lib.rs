@@ -11,6 +11,8 @@
 
 pub mod collective;
 pub mod concurrent;
+pub mod noncontig;
+pub mod pack;
 mod pattern;
 mod procs;
 mod report;
@@ -33,9 +35,18 @@ pub enum BenchCommand {
     /// MPI-IO collective methods on Weft against the MPI library's MPI-IO on local files.
     #[command(long_about = collective::LONG_ABOUT)]
     Collective(collective::CollectiveArgs),
+    /// The Clusterfile 2D CYCLIC(k) benchmark: view I/O against contiguous access on Weft.
+    #[command(long_about = noncontig::LONG_ABOUT)]
+    Noncontig(noncontig::NoncontigArgs),
+    /// Pack/unpack and piece iteration of the view engine, against memcpy.
+    #[command(long_about = pack::LONG_ABOUT)]
+    Pack(pack::PackArgs),
     /// One client process of `weft bench concurrent` (started by it, not by hand).
     #[command(hide = true)]
     ConcurrentWorker(concurrent::WorkerArgs),
+    /// One client process of `weft bench noncontig` (started by it, not by hand).
+    #[command(hide = true)]
+    NoncontigWorker(noncontig::WorkerArgs),
 }
 
 /// Runs a benchmark (or, in a worker process, a worker).
@@ -44,6 +55,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Concurrent(a) => concurrent::run(&a),
         BenchCommand::Collective(a) => collective::run(&a),
         BenchCommand::ConcurrentWorker(a) => concurrent::worker(&a),
+        BenchCommand::Noncontig(a) => noncontig::run(&a),
+        BenchCommand::Pack(a) => pack::run(&a),
+        BenchCommand::NoncontigWorker(a) => noncontig::worker(&a),
     }
 }
 

@@ -82,7 +82,7 @@ impl SharedBuffer {
     }
 
     /// The address and length of `[at, at + len)`, for a reply sink.
-    fn part(&self, at: usize, len: usize) -> (*mut u8, usize) {
+    pub(crate) fn part(&self, at: usize, len: usize) -> (*mut u8, usize) {
         assert!(at + len <= self.len);
         // SAFETY: in bounds (asserted).
         (unsafe { self.base.add(at) }, len)

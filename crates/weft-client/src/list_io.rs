@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use weft_layout::stripe::check_range;
 use weft_layout::Layout;
 use weft_proto::frame::DATA_BYTES_MAX;
-use weft_proto::msg::{Request, RANGES_MAX};
+use weft_proto::msg::{Request, PIECES_PER_REQUEST_MAX, RANGES_MAX};
 use weft_proto::{ErrorCode, Range};
 use weft_rpc::PendingCall;
 
@@ -31,6 +31,7 @@ struct ListChunks<'a> {
     starts: &'a [u64],
     chunk_bytes: u64,
     ranges_max: usize,
+    pieces_max: usize,
     /// Next range, and how much of it earlier requests took.
     next: usize,
     within: u64,
@@ -42,7 +43,12 @@ impl ListChunks<'_> {
     fn next(&mut self, mut visit: impl FnMut(u64, u64)) -> Option<Vec<SentRange>> {
         let mut sent = Vec::new();
         let mut bytes = 0u64;
-        while bytes < self.chunk_bytes && sent.len() < self.ranges_max && self.next < self.ranges.len() {
+        let mut pieces_left = self.pieces_max;
+        while bytes < self.chunk_bytes
+            && sent.len() < self.ranges_max
+            && pieces_left > 0
+            && self.next < self.ranges.len()
+        {
             let (offset, len) = self.ranges[self.next];
             let from = offset + self.within;
             let end = offset + len;
@@ -57,7 +63,8 @@ impl ListChunks<'_> {
                 visit(self.starts[self.next] + (piece.file_offset - offset), take);
                 bytes += take;
                 touched = true;
-                if take < piece.len || bytes == self.chunk_bytes {
+                pieces_left -= 1;
+                if take < piece.len || bytes == self.chunk_bytes || pieces_left == 0 {
                     cut = piece.file_offset + take;
                     break;
                 }
@@ -228,6 +235,7 @@ impl File {
             starts,
             chunk_bytes,
             ranges_max: RANGES_MAX,
+            pieces_max: PIECES_PER_REQUEST_MAX,
             next: 0,
             within: 0,
         }
@@ -271,12 +279,14 @@ mod tests {
                 starts: &starts,
                 chunk_bytes: 700,
                 ranges_max: 5,
+                pieces_max: 3,
                 next: 0,
                 within: 0,
             };
             let mut visits = Vec::new();
             while let Some(sent) = chunks.next(|at, n| visits.push((at, n))) {
                 assert!(sent.len() <= 5);
+                assert!(visits.len() <= 3);
                 let share: u64 = sent
                     .iter()
                     .map(|s| layout.bytes_on(server_index, s.range.offset, s.range.len))

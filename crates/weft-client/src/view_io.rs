@@ -1,8 +1,12 @@
 //! View I/O (Clusterfile): a file handle's view is registered once with each io server
 //! that sees it, lazily, on the connection in use (and again if that connection was
 //! replaced); reads and writes then send only (view id, view interval). Each server's
-//! bytes of an interval are its pieces in file order (PVFS I/O stream), found here by
-//! walking the interval's pieces on that server's stripes, never the whole piece list.
+//! bytes of an interval are its pieces in file order (PVFS I/O stream).
+//!
+//! A server's share of an interval is, stripe by stripe, a run of consecutive view
+//! bytes (the view is in file order), so it is gathered from and scattered into the
+//! caller's buffer one slice per stripe: writes go out by writev straight from the
+//! buffer, and replies are received straight into it.
 //!
 //! The caller's buffer holds the view's bytes in view order; `write_view_from` and
 //! `read_view_into` take them from (or put them into) a noncontiguous memory layout
@@ -14,11 +18,16 @@ use crate::gather::Gather;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
-use weft_layout::view::{pack, unpack, Datatype, ServerPiece, ServerPieces, View, ViewError};
+use weft_layout::view::{pack, unpack, Datatype, StripeSegment, StripeSegments, View, ViewError};
 use weft_proto::frame::DATA_BYTES_MAX;
 use weft_proto::msg::{Request, Response, ViewId, VIEW_BYTES_MAX};
 use weft_proto::ErrorCode;
-use weft_rpc::{Connection, PendingCall};
+use weft_rpc::{Connection, PendingCall, ReplySink, SinkReply};
+
+/// Requests whose slices average at least this many bytes are received straight into
+/// the caller's buffer (readv into every slice); smaller ones cost less as a copy out
+/// of one reply buffer than as one iovec each.
+const SINK_PIECE_BYTES_MIN: u64 = 64;
 
 /// Most bytes staged at once by `write_view_from`/`read_view_into` for a noncontiguous
 /// memory type.
@@ -95,22 +104,24 @@ impl Drop for FileView {
     }
 }
 
-/// Cuts one server's pieces of a view interval into requests carrying at most
-/// `chunk_bytes` of that server's data each. A request's interval runs from where the
-/// previous one ended to the end of its last (part of a) piece, so the server's share
-/// of it is exactly the bytes visited.
+/// Cuts one server's share of a view interval into requests carrying at most
+/// `chunk_bytes` of its data each. The share comes as per-stripe segments of
+/// consecutive view bytes (one slice of the caller's buffer each), never piece by
+/// piece. A request's interval runs from where the previous one ended to the end of
+/// its last (part of a) segment, so the server's share of it is exactly what was
+/// visited.
 struct Chunks<'a> {
-    pieces: ServerPieces<'a>,
-    /// The rest of a piece split at a request boundary.
-    carry: Option<ServerPiece>,
+    segments: StripeSegments<'a>,
+    /// The rest of a segment split at a request boundary.
+    carry: Option<StripeSegment>,
     next_start: u64,
     chunk_bytes: u64,
 }
 
 impl<'a> Chunks<'a> {
-    fn new(pieces: ServerPieces<'a>, view_offset: u64, chunk_bytes: u64) -> Chunks<'a> {
+    fn new(segments: StripeSegments<'a>, view_offset: u64, chunk_bytes: u64) -> Chunks<'a> {
         Chunks {
-            pieces,
+            segments,
             carry: None,
             next_start: view_offset,
             chunk_bytes,
@@ -118,26 +129,24 @@ impl<'a> Chunks<'a> {
     }
 
     /// The next request's view interval, calling `visit(view_offset, len)` for each
-    /// piece (or part) in it, in file order; `None` when the server has nothing more.
-    #[inline]
+    /// segment (or part) in it, in file order; `None` when the server has nothing more.
     fn next(&mut self, mut visit: impl FnMut(u64, u64)) -> Option<(u64, u64)> {
         let start = self.next_start;
         let mut bytes = 0;
         let mut end = start;
         while bytes < self.chunk_bytes {
-            let Some(piece) = self.carry.take().or_else(|| self.pieces.next()) else {
+            let Some(segment) = self.carry.take().or_else(|| self.segments.next()) else {
                 break;
             };
-            let take = piece.len.min(self.chunk_bytes - bytes);
-            visit(piece.view_offset, take);
+            let take = segment.len.min(self.chunk_bytes - bytes);
+            visit(segment.view_offset, take);
             bytes += take;
-            end = piece.view_offset + take;
-            if take < piece.len {
-                self.carry = Some(ServerPiece {
-                    file_offset: piece.file_offset + take,
-                    local_offset: piece.local_offset + take,
-                    len: piece.len - take,
+            end = segment.view_offset + take;
+            if take < segment.len {
+                self.carry = Some(StripeSegment {
                     view_offset: end,
+                    len: segment.len - take,
+                    ..segment
                 });
             }
         }
@@ -213,10 +222,10 @@ impl File {
         self.on_servers(
             &self.servers_between(file_start, file_end),
             |index, connection| {
-                let pieces = view
-                    .pieces_on(view_offset, len, &self.layout, index)
+                let segments = view
+                    .segments_on(view_offset, len, &self.layout, index)
                     .map_err(|e| self.invalid(e))?;
-                let mut chunks = Chunks::new(pieces, view_offset, chunk_bytes);
+                let mut chunks = Chunks::new(segments, view_offset, chunk_bytes);
                 let mut gather = Gather::with_capacity(chunk_bytes as usize);
                 let mut window: VecDeque<PendingCall<'_>> = VecDeque::new();
                 let mut id = None;
@@ -288,31 +297,19 @@ impl File {
         self.on_servers(
             &self.servers_between(file_start, file_end),
             |index, connection| {
-                let scatter = |start: u64, end: u64, data: Vec<u8>| -> Result<(), ClientError> {
-                    let mut at = 0usize;
-                    let pieces = view
-                        .pieces_on(start, end - start, &self.layout, index)
-                        .map_err(|e| self.invalid(e))?;
-                    for piece in pieces {
-                        let n = piece.len as usize;
-                        let Some(bytes) = data.get(at..at + n) else {
-                            return Err(short_reply());
-                        };
-                        shared.put((piece.view_offset - view_offset) as usize, bytes);
-                        at += n;
-                    }
-                    if at != data.len() {
-                        return Err(short_reply());
-                    }
-                    Ok(())
-                };
-                let pieces = view
-                    .pieces_on(view_offset, len, &self.layout, index)
+                let segments = view
+                    .segments_on(view_offset, len, &self.layout, index)
                     .map_err(|e| self.invalid(e))?;
-                let mut chunks = Chunks::new(pieces, view_offset, chunk_bytes);
-                let mut window: VecDeque<(PendingCall<'_>, u64, u64)> = VecDeque::new();
+                let mut chunks = Chunks::new(segments, view_offset, chunk_bytes);
+                let mut window: VecDeque<Reply<'_>> = VecDeque::new();
                 let mut id = None;
-                while let Some((start, end)) = chunks.next(|_, _| {}) {
+                // Where each slice of a request goes in `buf`, noted while cutting requests.
+                let mut places: Vec<(usize, usize)> = Vec::new();
+                let mut bytes = 0u64;
+                while let Some((start, end)) = chunks.next(|at, n| {
+                    places.push(((at - view_offset) as usize, n as usize));
+                    bytes += n;
+                }) {
                     let id = match id {
                         Some(id) => id,
                         None => *id.insert(file_view.id_on(index, connection)?),
@@ -325,13 +322,25 @@ impl File {
                         len: end - start,
                     };
                     if window.len() >= inflight {
-                        let (call, start, end) = window.pop_front().expect("window is full");
-                        scatter(start, end, call.wait()?.1)?;
+                        window.pop_front().expect("window is full").finish(&shared)?;
                     }
-                    window.push_back((connection.send(&request, &[])?, start, end));
+                    let places = std::mem::take(&mut places);
+                    let reply = if bytes >= SINK_PIECE_BYTES_MIN * places.len() as u64 {
+                        let parts = places.iter().map(|&(at, n)| shared.part(at, n)).collect();
+                        // SAFETY: the pieces of one view interval are disjoint bytes of
+                        // `buf`, each in one request of one server, and `buf` outlives every
+                        // call: each is waited for, or dropped (which waits for the reader),
+                        // before `on_servers` returns.
+                        let sink = unsafe { ReplySink::new(parts) };
+                        Reply::Sink(connection.send_into(&request, &[], sink)?, bytes)
+                    } else {
+                        Reply::Copy(connection.send(&request, &[])?, places)
+                    };
+                    window.push_back(reply);
+                    bytes = 0;
                 }
-                for (call, start, end) in window {
-                    scatter(start, end, call.wait()?.1)?;
+                for reply in window {
+                    reply.finish(&shared)?;
                 }
                 Ok(())
             },
@@ -490,6 +499,45 @@ impl File {
             }));
         }
         Ok(Some(start as usize))
+    }
+}
+
+/// A read request in flight, and how its reply reaches the caller's buffer.
+enum Reply<'a> {
+    /// Received straight into the pieces (this many bytes).
+    Sink(PendingCall<'a>, u64),
+    /// Received into a buffer, then copied to these (offset in `buf`, length) places.
+    Copy(PendingCall<'a>, Vec<(usize, usize)>),
+}
+
+impl Reply<'_> {
+    fn finish(self, buffer: &SharedBuffer) -> Result<(), ClientError> {
+        match self {
+            Reply::Sink(call, expected) => match call.wait_sink()? {
+                SinkReply::Filled(Response::Bytes(n)) if n == expected => Ok(()),
+                SinkReply::Filled(Response::Bytes(_)) | SinkReply::Other(Response::Bytes(_), _) => {
+                    Err(short_reply())
+                }
+                SinkReply::Filled(other) | SinkReply::Other(other, _) => {
+                    Err(crate::client::unexpected(&other))
+                }
+            },
+            Reply::Copy(call, places) => {
+                let data = call.wait()?.1;
+                let mut at = 0usize;
+                for (to, n) in places {
+                    let Some(bytes) = data.get(at..at + n) else {
+                        return Err(short_reply());
+                    };
+                    buffer.put(to, bytes);
+                    at += n;
+                }
+                if at != data.len() {
+                    return Err(short_reply());
+                }
+                Ok(())
+            }
+        }
     }
 }
 

@@ -38,6 +38,12 @@ pub fn mount_foreground(options: &MountOptions) -> Result<(), MountError> {
 /// Must be called while the process has one thread: it forks.
 pub fn mount_background(options: &MountOptions) -> Result<(), MountError> {
     let mountpoint = check_mountpoint(&options.mountpoint)?;
+    if threads_running() != Some(1) {
+        // fork() copies only the calling thread: locks held by others would stay held.
+        return Err(MountError::Daemon(
+            "internal error: background mounting must start before any other thread".into(),
+        ));
+    }
     let log = match &options.log {
         Some(p) => Some(open_log(p)?),
         None => None,
@@ -103,6 +109,15 @@ fn daemon(
             1
         }
     }
+}
+
+/// Threads of this process, from /proc/self/status.
+fn threads_running() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
 }
 
 fn connect(options: &MountOptions) -> Result<Client, MountError> {

@@ -256,15 +256,24 @@ fn files_removed_while_open_stay_usable_through_their_descriptors() {
 
 #[test]
 fn large_directories_list_completely() {
-    const FILES: usize = 5000;
+    // More names than one page of the manager (1024) and than many kernel readdir
+    // buffers; made with the native client, four threads at once.
+    const FILES: usize = 2600;
     let cluster = TestCluster::start();
     let client = cluster.client();
     client.mkdir("/big", 0o755).unwrap();
-    for k in 0..FILES {
-        client
-            .create(&format!("/big/entry-{k:05}"), &Default::default())
-            .unwrap();
-    }
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let client = client.clone();
+            s.spawn(move || {
+                for k in (t..FILES).step_by(4) {
+                    client
+                        .create(&format!("/big/entry-{k:05}"), &Default::default())
+                        .unwrap();
+                }
+            });
+        }
+    });
     let mount = Mount::new(&cluster);
     let names = sh(&mount.join("big"), "ls");
     let expected: Vec<String> = (0..FILES).map(|k| format!("entry-{k:05}")).collect();
@@ -272,9 +281,10 @@ fn large_directories_list_completely() {
     // ls -l takes names and attributes together (readdirplus) and finds them all.
     let long = sh(&mount.join("big"), "ls -ln | grep -c '^-rw-r--r-- 1 0 0 0 '");
     assert_eq!(long.trim(), FILES.to_string());
-    // Removing while listing (rm -r) empties it.
-    sh(mount.path(), "rm -r big");
-    assert!(!mount.join("big").exists());
+    assert_eq!(
+        sh(mount.path(), "find big -type f | wc -l").trim(),
+        FILES.to_string()
+    );
 }
 
 #[test]
@@ -287,4 +297,54 @@ fn statfs_shows_the_cluster() {
     assert!(fields[1].parse::<u64>().unwrap() > 0, "{df}");
     let stat = sh(mount.path(), "stat -f -c '%l' .");
     assert_eq!(stat.trim(), "255");
+}
+
+#[test]
+fn locks_work_between_processes_on_one_mount() {
+    // The mount implements no locks; the kernel then keeps fcntl and flock locks itself,
+    // per mount: what ROMIO needs from ranks on one node.
+    use std::os::fd::AsRawFd;
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let path = mount.join("locked");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .unwrap();
+    let lock = |fd: i32, kind: i32| {
+        // SAFETY: a zeroed flock is valid; fcntl reads it.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = kind as i16;
+        fl.l_whence = libc::SEEK_SET as i16;
+        fl.l_start = 0;
+        fl.l_len = 100;
+        // SAFETY: fd is open and fl valid.
+        unsafe { libc::fcntl(fd, libc::F_SETLK, &fl) }
+    };
+    assert_eq!(lock(file.as_raw_fd(), libc::F_WRLCK), 0);
+    // Another process must be refused the same range.
+    // SAFETY: the child only calls async-signal-safe functions (open, fcntl, _exit).
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR) };
+        let refused = fd >= 0 && lock(fd, libc::F_WRLCK) != 0;
+        // SAFETY: ends the child without running the test harness's code.
+        unsafe { libc::_exit(if refused { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "a second process got the lock"
+    );
+    // flock(2) too, through the flock tool.
+    let out = sh_output(mount.path(), "flock locked sh -c 'flock -n locked true'");
+    assert!(!out.status.success(), "flock -n got a lock another process holds");
+    sh(mount.path(), "flock locked true");
 }

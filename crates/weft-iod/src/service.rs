@@ -2,13 +2,13 @@
 //! stream in file order, sync, extents, truncate, object create/remove, statfs.
 
 use crate::objects::{io_error, ObjectStore};
-use crate::sieve::{self, LocalPiece, WriteLocks};
+use crate::sieve::{self, LocalPiece, WriteLocks, SIEVE_SPAN_BYTES_MAX};
 use crate::views::ViewRegistry;
 use std::path::Path;
 use weft_layout::view::View;
 use weft_layout::{InodeId, Layout};
 use weft_proto::frame::DATA_BYTES_MAX;
-use weft_proto::msg::{Request, Response, ViewId};
+use weft_proto::msg::{Request, Response, ViewId, PIECES_PER_REQUEST_MAX};
 use weft_proto::{ErrorCode, IoStatfs, Range, Striping, WireError};
 use weft_rpc::ConnectionId;
 
@@ -23,7 +23,7 @@ fn range_pieces<'a>(
     layout: &'a Layout,
     server_index: usize,
     ranges: &'a [Range],
-) -> impl Iterator<Item = LocalPiece> + Clone + 'a {
+) -> impl Iterator<Item = LocalPiece> + 'a {
     ranges
         .iter()
         .flat_map(move |range| {
@@ -38,41 +38,69 @@ fn range_pieces<'a>(
         })
 }
 
-/// This server's pieces of view bytes `[view_offset, view_offset + len)`, in file order,
-/// computed from the view and the striping alone.
-fn view_pieces<'a>(
+/// This server's share of view bytes `[view_offset, view_offset + len)`: its stream
+/// length, and the stream as windows of at most `SIEVE_SPAN_BYTES_MAX` of the object,
+/// each a walk of plain view pieces within one stripe. Found from the view and the
+/// striping alone.
+#[allow(clippy::type_complexity)]
+fn view_windows<'a>(
     view: &'a View,
     view_offset: u64,
     len: u64,
     layout: &'a Layout,
     server_index: usize,
-) -> Result<impl Iterator<Item = LocalPiece> + Clone + 'a, WireError> {
-    let pieces = view
-        .pieces_on(view_offset, len, layout, server_index)
+) -> Result<
+    (
+        u64,
+        impl Iterator<Item = impl Iterator<Item = LocalPiece> + 'a> + 'a,
+    ),
+    WireError,
+> {
+    let segments = view
+        .segments_on(view_offset, len, layout, server_index)
         .map_err(|e| {
             WireError::new(
                 ErrorCode::InvalidArgument,
                 format!("view interval at {view_offset} with length {len}: {e}"),
             )
         })?;
-    Ok(pieces.map(|piece| LocalPiece {
-        local_offset: piece.local_offset,
-        len: piece.len,
-    }))
-}
-
-/// Bytes of `ranges` held by this server, refusing totals that cannot travel in a frame.
-fn ranges_stream_len(layout: &Layout, server_index: usize, ranges: &[Range]) -> Result<u64, WireError> {
-    let total: u64 = ranges
-        .iter()
-        .map(|r| layout.bytes_on(server_index, r.offset, r.len))
-        .sum();
-    if total > DATA_BYTES_MAX {
-        return Err(sieve::too_large());
+    let mut total = 0u64;
+    for segment in segments.clone() {
+        total += segment.len;
+        if total > DATA_BYTES_MAX {
+            return Err(sieve::too_large());
+        }
     }
-    Ok(total)
+    let windows = segments.flat_map(move |segment| {
+        let end = segment.view_offset + segment.len;
+        let mut start = segment.view_offset;
+        std::iter::from_fn(move || {
+            if start >= end {
+                return None;
+            }
+            let first = view.view_to_file(start).expect("interval checked");
+            let stop = view
+                .file_to_view(first + SIEVE_SPAN_BYTES_MAX)
+                .clamp(start + 1, end);
+            let window = (start, stop);
+            start = stop;
+            Some(window)
+        })
+        .map(move |(start, stop)| {
+            view.pieces(start, stop - start)
+                .expect("interval checked")
+                .map(move |piece| LocalPiece {
+                    local_offset: segment.stripe_local_offset
+                        + (piece.file_offset - segment.stripe_file_offset),
+                    len: piece.len,
+                })
+        })
+    });
+    Ok((total, windows))
 }
 
+/// Bytes of `ranges` held by this server, refusing totals that cannot travel in a frame
+/// before any piece is walked.
 fn check_payload(carried: usize, expected: u64, what: &str) -> Result<(), WireError> {
     if carried as u64 == expected {
         Ok(())
@@ -82,6 +110,17 @@ fn check_payload(carried: usize, expected: u64, what: &str) -> Result<(), WireEr
             format!("write carries {carried} bytes but its {what} covers {expected} bytes on this server"),
         ))
     }
+}
+
+fn ranges_stream_len(layout: &Layout, server_index: usize, ranges: &[Range]) -> Result<u64, WireError> {
+    let total = ranges
+        .iter()
+        .map(|r| layout.bytes_on(server_index, r.offset, r.len))
+        .fold(0u64, u64::saturating_add);
+    if total > DATA_BYTES_MAX {
+        return Err(sieve::too_large());
+    }
+    Ok(total)
 }
 
 impl IoService {
@@ -115,8 +154,15 @@ impl IoService {
         let expected = ranges_stream_len(&layout, index, ranges)?;
         check_payload(data.len(), expected, "ranges")?;
         let file = self.objects.get(inode)?;
-        let pieces = range_pieces(&layout, index, ranges);
-        sieve::write_stream(&file, inode, self.locks.of(inode), pieces, data)?;
+        let pieces = std::iter::once(range_pieces(&layout, index, ranges));
+        sieve::write_stream(
+            &file,
+            inode,
+            self.locks.of(inode),
+            pieces,
+            data,
+            PIECES_PER_REQUEST_MAX,
+        )?;
         Ok(Response::Bytes(expected))
     }
 
@@ -131,7 +177,8 @@ impl IoService {
         let total = ranges_stream_len(&layout, index, ranges)?;
         let file = self.objects.get(inode)?;
         let mut data = vec![0u8; total as usize];
-        sieve::read_stream(&file, inode, range_pieces(&layout, index, ranges), &mut data)?;
+        let pieces = std::iter::once(range_pieces(&layout, index, ranges));
+        sieve::read_stream(&file, inode, pieces, &mut data, PIECES_PER_REQUEST_MAX)?;
         Ok((Response::Bytes(total), data))
     }
 
@@ -149,12 +196,12 @@ impl IoService {
         self.objects.check_writable()?;
         let view = self.views.get(connection, view)?;
         let layout = striping.layout();
-        let pieces = view_pieces(&view, view_offset, len, &layout, striping.server_index as usize)?;
+        let (expected, windows) =
+            view_windows(&view, view_offset, len, &layout, striping.server_index as usize)?;
         // Checked before anything is written, so a mismatched write changes nothing.
-        let expected = sieve::stream_len(pieces.clone())?;
         check_payload(data.len(), expected, "view interval")?;
         let file = self.objects.get(inode)?;
-        sieve::write_stream(&file, inode, self.locks.of(inode), pieces, data)?;
+        sieve::write_stream(&file, inode, self.locks.of(inode), windows, data, usize::MAX)?;
         Ok(Response::Bytes(expected))
     }
 
@@ -169,11 +216,11 @@ impl IoService {
     ) -> Result<(Response, Vec<u8>), WireError> {
         let view = self.views.get(connection, view)?;
         let layout = striping.layout();
-        let pieces = view_pieces(&view, view_offset, len, &layout, striping.server_index as usize)?;
-        let total = sieve::stream_len(pieces.clone())?;
+        let (total, windows) =
+            view_windows(&view, view_offset, len, &layout, striping.server_index as usize)?;
         let file = self.objects.get(inode)?;
         let mut data = vec![0u8; total as usize];
-        sieve::read_stream(&file, inode, pieces, &mut data)?;
+        sieve::read_stream(&file, inode, windows, &mut data, usize::MAX)?;
         Ok((Response::Bytes(total), data))
     }
 
@@ -343,9 +390,15 @@ mod tests {
             offset: 1500,
             len: 10_000,
         }];
-        let spans: Vec<_> = sieve::spans(range_pieces(&layout, 1, &ranges)).collect();
-        assert_eq!(spans.len(), 1);
-        assert_eq!((spans[0].local_offset, spans[0].runs), (476, 1));
+        let mut runs = Vec::new();
+        sieve::collect_runs(
+            range_pieces(&layout, 1, &ranges),
+            &mut runs,
+            PIECES_PER_REQUEST_MAX,
+        )
+        .unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].local_offset, 476);
     }
 
     #[test]

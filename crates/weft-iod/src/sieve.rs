@@ -5,11 +5,17 @@
 //! data sieving, done where the data lives). A span of one run moves straight between
 //! the request stream and the object.
 //!
-//! Nothing is materialised per piece: spans are produced one at a time, and a sieve
-//! span replays its pieces from a clone of the piece iterator taken where it starts.
+//! A request is served window by window: a window is a stretch of the stream whose
+//! pieces lie within [`SIEVE_SPAN_BYTES_MAX`] of the object (a view request's windows
+//! come from its per-stripe segments; a list request is one window of at most
+//! `weft_proto::msg::PIECES_PER_REQUEST_MAX` pieces). Each window's pieces are walked once into a run
+//! list kept per worker thread, so a sieve span copies from a compact array rather
+//! than walking the view again, and memory stays bounded whatever the request.
 
 use crate::objects::io_error;
+use std::cell::RefCell;
 use std::fs::File;
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::sync::RwLock;
 use weft_layout::InodeId;
@@ -29,107 +35,90 @@ pub(crate) struct LocalPiece {
     pub len: u64,
 }
 
-/// Consecutive pieces of the stream served by one object I/O.
-#[derive(Debug, Clone)]
-pub(crate) struct Span<I> {
+/// Consecutive runs of the stream served by one object I/O.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Span {
     /// Object extent `[local_offset, local_offset + local_len)`.
     pub local_offset: u64,
     pub local_len: u64,
     /// Stream bytes `[stream_offset, stream_offset + stream_len)`.
     pub stream_offset: u64,
     pub stream_len: u64,
-    /// Runs of the span; 1 means the span is one contiguous run (no sieving).
-    pub runs: u64,
-    first: LocalPiece,
-    /// The piece iterator just after `first`, to replay the span's other pieces.
-    rest: I,
+    /// Indices of the span's runs; one run means no sieving.
+    pub runs: Range<usize>,
 }
 
-impl<I: Iterator<Item = LocalPiece> + Clone> Span<I> {
-    /// The span's pieces in stream order.
-    fn pieces(&self) -> impl Iterator<Item = LocalPiece> {
-        let mut left = self.stream_len - self.first.len;
-        std::iter::once(self.first).chain(self.rest.clone().take_while(move |piece| {
-            if left == 0 {
-                return false;
-            }
-            left -= piece.len;
-            true
-        }))
-    }
+thread_local! {
+    /// Each worker thread's run list and sieve buffer, reused from request to request.
+    static SCRATCH: RefCell<(Vec<LocalPiece>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// The spans of a stream of pieces, in stream order; see the module comment.
-pub(crate) struct Spans<I> {
-    pieces: I,
-    lookahead: Option<LocalPiece>,
-    stream_offset: u64,
-}
-
-pub(crate) fn spans<I: Iterator<Item = LocalPiece> + Clone>(pieces: I) -> Spans<I> {
-    Spans {
-        pieces,
-        lookahead: None,
-        stream_offset: 0,
-    }
-}
-
-impl<I: Iterator<Item = LocalPiece> + Clone> Iterator for Spans<I> {
-    type Item = Span<I>;
-
-    fn next(&mut self) -> Option<Span<I>> {
-        let first = loop {
-            let piece = self.lookahead.take().or_else(|| self.pieces.next())?;
-            if piece.len > 0 {
-                break piece;
-            }
-        };
-        let mut span = Span {
-            local_offset: first.local_offset,
-            local_len: first.len,
-            stream_offset: self.stream_offset,
-            stream_len: first.len,
-            runs: 1,
-            first,
-            rest: self.pieces.clone(),
-        };
-        for piece in self.pieces.by_ref() {
-            if piece.len == 0 {
-                continue;
-            }
-            let end = span.local_offset + span.local_len;
-            let adjacent = piece.local_offset == end;
-            let fits = piece.local_offset >= end
-                && piece.local_offset - end <= SIEVE_GAP_BYTES_MAX
-                && piece.local_offset + piece.len - span.local_offset <= SIEVE_SPAN_BYTES_MAX;
-            // A lone run grows without bound (it needs no buffer); a sieve span stays
-            // within the span limit.
-            if (adjacent && span.runs == 1) || fits {
-                if !adjacent {
-                    span.runs += 1;
-                }
-                span.local_len = piece.local_offset + piece.len - span.local_offset;
-                span.stream_len += piece.len;
-            } else {
-                self.lookahead = Some(piece);
-                break;
-            }
-        }
-        self.stream_offset += span.stream_len;
-        Some(span)
-    }
-}
-
-/// Bytes of the stream of `pieces`, refusing totals that cannot travel in one frame.
-pub(crate) fn stream_len(pieces: impl Iterator<Item = LocalPiece>) -> Result<u64, WireError> {
+/// Walks `pieces` once into `runs` (adjacent pieces merged) and returns the stream's
+/// length; refuses streams longer than a frame or with more than `pieces_max` runs.
+pub(crate) fn collect_runs(
+    pieces: impl Iterator<Item = LocalPiece>,
+    runs: &mut Vec<LocalPiece>,
+    pieces_max: usize,
+) -> Result<u64, WireError> {
+    runs.clear();
     let mut total = 0u64;
     for piece in pieces {
+        if piece.len == 0 {
+            continue;
+        }
         total += piece.len;
         if total > DATA_BYTES_MAX {
             return Err(too_large());
         }
+        match runs.last_mut() {
+            Some(run) if run.local_offset + run.len == piece.local_offset => run.len += piece.len,
+            _ => {
+                if runs.len() == pieces_max {
+                    return Err(WireError::new(
+                        ErrorCode::TooLarge,
+                        format!(
+                            "request has more than {pieces_max} separate pieces on this server; split it"
+                        ),
+                    ));
+                }
+                runs.push(piece);
+            }
+        }
     }
     Ok(total)
+}
+
+/// The spans of a run list, in stream order; see the module comment.
+pub(crate) fn spans(runs: &[LocalPiece]) -> impl Iterator<Item = Span> + '_ {
+    let mut next = 0usize;
+    let mut stream_offset = 0u64;
+    std::iter::from_fn(move || {
+        let first = *runs.get(next)?;
+        let mut span = Span {
+            local_offset: first.local_offset,
+            local_len: first.len,
+            stream_offset,
+            stream_len: first.len,
+            runs: next..next + 1,
+        };
+        // A lone run may be of any length (it needs no buffer); a sieve span stays
+        // within the span limit.
+        for run in &runs[next + 1..] {
+            let end = span.local_offset + span.local_len;
+            let fits = run.local_offset >= end
+                && run.local_offset - end <= SIEVE_GAP_BYTES_MAX
+                && run.local_offset + run.len - span.local_offset <= SIEVE_SPAN_BYTES_MAX;
+            if !fits {
+                break;
+            }
+            span.local_len = run.local_offset + run.len - span.local_offset;
+            span.stream_len += run.len;
+            span.runs.end += 1;
+        }
+        next = span.runs.end;
+        stream_offset += span.stream_len;
+        Some(span)
+    })
 }
 
 pub(crate) fn too_large() -> WireError {
@@ -160,71 +149,109 @@ impl WriteLocks {
     }
 }
 
-/// Writes `data`, the stream of `pieces`, to the object. The caller checked that `data`
-/// holds exactly the stream.
-pub(crate) fn write_stream<I: Iterator<Item = LocalPiece> + Clone>(
+/// Writes `data`, the stream of a request's windows (each an iterator of its pieces,
+/// in stream order), to the object. The caller checked that `data` is exactly the
+/// stream. List windows are bounded by `pieces_max` pieces; view windows by their
+/// extent. Returns the bytes written.
+pub(crate) fn write_stream<P: Iterator<Item = LocalPiece>>(
     file: &File,
     inode: InodeId,
     lock: &RwLock<()>,
-    pieces: I,
+    windows: impl Iterator<Item = P>,
     data: &[u8],
-) -> Result<(), WireError> {
-    let mut sieve: Vec<u8> = Vec::new();
-    for span in spans(pieces) {
-        let stream = &data[span.stream_offset as usize..][..span.stream_len as usize];
-        if span.runs == 1 {
-            let _shared = lock.read().unwrap_or_else(|p| p.into_inner());
-            file.write_all_at(stream, span.local_offset)
-                .map_err(|e| io_error(e, inode, "write"))?;
-            continue;
+    pieces_max: usize,
+) -> Result<u64, WireError> {
+    SCRATCH.with(|scratch| {
+        let (runs, sieve) = &mut *scratch.borrow_mut();
+        let mut base = 0u64;
+        for window in windows {
+            let len = collect_runs(window, runs, pieces_max)?;
+            let stream = data.get(base as usize..(base + len) as usize).ok_or_else(|| {
+                WireError::new(
+                    ErrorCode::InvalidArgument,
+                    "write carries fewer bytes than its pieces",
+                )
+            })?;
+            base += len;
+            for span in spans(runs) {
+                let part = &stream[span.stream_offset as usize..][..span.stream_len as usize];
+                if span.runs.len() == 1 {
+                    let _shared = lock.read().unwrap_or_else(|p| p.into_inner());
+                    file.write_all_at(part, span.local_offset)
+                        .map_err(|e| io_error(e, inode, "write"))?;
+                    continue;
+                }
+                let buffer = sieve_buffer(sieve, span.local_len);
+                let _alone = lock.write().unwrap_or_else(|p| p.into_inner());
+                read_full_at(file, buffer, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
+                let mut at = 0usize;
+                for run in &runs[span.runs.clone()] {
+                    let into = (run.local_offset - span.local_offset) as usize;
+                    let n = run.len as usize;
+                    copy(&mut buffer[into..into + n], &part[at..at + n]);
+                    at += n;
+                }
+                file.write_all_at(buffer, span.local_offset)
+                    .map_err(|e| io_error(e, inode, "write"))?;
+            }
         }
-        let buffer = sieve_buffer(&mut sieve, span.local_len);
-        let _alone = lock.write().unwrap_or_else(|p| p.into_inner());
-        read_full_at(file, buffer, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
-        let mut at = 0usize;
-        for piece in span.pieces() {
-            let into = (piece.local_offset - span.local_offset) as usize;
-            let n = piece.len as usize;
-            buffer[into..into + n].copy_from_slice(&stream[at..at + n]);
-            at += n;
-        }
-        debug_assert_eq!(at, stream.len());
-        file.write_all_at(buffer, span.local_offset)
-            .map_err(|e| io_error(e, inode, "write"))?;
-    }
-    Ok(())
+        Ok(base)
+    })
 }
 
-/// Reads the stream of `pieces` from the object into `out` (exactly the stream's
-/// length); holes and bytes past the object's end read as zeros.
-pub(crate) fn read_stream<I: Iterator<Item = LocalPiece> + Clone>(
+/// Reads the stream of a request's windows (see `write_stream`) into `out`, which the
+/// caller sized to the stream; holes and bytes past the object's end read as zeros.
+/// Returns the bytes read.
+pub(crate) fn read_stream<P: Iterator<Item = LocalPiece>>(
     file: &File,
     inode: InodeId,
-    pieces: I,
+    windows: impl Iterator<Item = P>,
     out: &mut [u8],
-) -> Result<(), WireError> {
-    let mut sieve: Vec<u8> = Vec::new();
-    for span in spans(pieces) {
-        let stream = &mut out[span.stream_offset as usize..][..span.stream_len as usize];
-        if span.runs == 1 {
-            read_full_at(file, stream, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
-            continue;
+    pieces_max: usize,
+) -> Result<u64, WireError> {
+    SCRATCH.with(|scratch| {
+        let (runs, sieve) = &mut *scratch.borrow_mut();
+        let mut base = 0u64;
+        for window in windows {
+            let len = collect_runs(window, runs, pieces_max)?;
+            let stream = out
+                .get_mut(base as usize..(base + len) as usize)
+                .ok_or_else(|| WireError::new(ErrorCode::Internal, "pieces beyond the counted stream"))?;
+            base += len;
+            for span in spans(runs) {
+                let part = &mut stream[span.stream_offset as usize..][..span.stream_len as usize];
+                if span.runs.len() == 1 {
+                    read_full_at(file, part, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
+                    continue;
+                }
+                let buffer = sieve_buffer(sieve, span.local_len);
+                read_full_at(file, buffer, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
+                let mut at = 0usize;
+                for run in &runs[span.runs.clone()] {
+                    let from = (run.local_offset - span.local_offset) as usize;
+                    let n = run.len as usize;
+                    copy(&mut part[at..at + n], &buffer[from..from + n]);
+                    at += n;
+                }
+            }
         }
-        let buffer = sieve_buffer(&mut sieve, span.local_len);
-        read_full_at(file, buffer, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
-        let mut at = 0usize;
-        for piece in span.pieces() {
-            let from = (piece.local_offset - span.local_offset) as usize;
-            let n = piece.len as usize;
-            stream[at..at + n].copy_from_slice(&buffer[from..from + n]);
-            at += n;
-        }
-        debug_assert_eq!(at, stream.len());
-    }
-    Ok(())
+        Ok(base)
+    })
 }
 
-/// The first `len` bytes of the request's sieve buffer, allocated on first use.
+/// `copy_from_slice`, with the short lengths of fine-grained views copied inline
+/// rather than through a memcpy call.
+#[inline]
+fn copy(to: &mut [u8], from: &[u8]) {
+    match to.len() {
+        8 => to.copy_from_slice(&from[..8]),
+        16 => to.copy_from_slice(&from[..16]),
+        32 => to.copy_from_slice(&from[..32]),
+        _ => to.copy_from_slice(from),
+    }
+}
+
+/// The first `len` bytes of the thread's sieve buffer, allocated on first use.
 fn sieve_buffer(sieve: &mut Vec<u8>, len: u64) -> &mut [u8] {
     debug_assert!(len <= SIEVE_SPAN_BYTES_MAX);
     if sieve.is_empty() {
@@ -253,26 +280,36 @@ pub(crate) fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_proto::msg::PIECES_PER_REQUEST_MAX;
 
     fn piece(local_offset: u64, len: u64) -> LocalPiece {
         LocalPiece { local_offset, len }
     }
 
-    fn summary(pieces: &[LocalPiece]) -> Vec<(u64, u64, u64, u64, u64)> {
-        spans(pieces.iter().copied())
+    fn summary(pieces: &[LocalPiece]) -> Vec<(u64, u64, u64, u64, usize)> {
+        let mut runs = Vec::new();
+        let total = collect_runs(pieces.iter().copied(), &mut runs, PIECES_PER_REQUEST_MAX).unwrap();
+        let spans: Vec<Span> = spans(&runs).collect();
+        let covered: u64 = spans.iter().map(|s| s.stream_len).sum();
+        assert_eq!(covered, total, "spans cover the stream");
+        spans
+            .iter()
             .map(|s| {
-                let replayed: Vec<LocalPiece> = s.pieces().collect();
-                let covered: u64 = replayed.iter().map(|p| p.len).sum();
-                assert_eq!(covered, s.stream_len, "replay covers the span's stream");
-                (s.local_offset, s.local_len, s.stream_offset, s.stream_len, s.runs)
+                (
+                    s.local_offset,
+                    s.local_len,
+                    s.stream_offset,
+                    s.stream_len,
+                    s.runs.len(),
+                )
             })
             .collect()
     }
 
     #[test]
     fn adjacent_pieces_are_one_run_of_any_length() {
-        let pieces: Vec<_> = (0..100).map(|k| piece(k * (1 << 20), 1 << 20)).collect();
-        assert_eq!(summary(&pieces), vec![(0, 100 << 20, 0, 100 << 20, 1)]);
+        let pieces: Vec<_> = (0..40).map(|k| piece(k * (1 << 20), 1 << 20)).collect();
+        assert_eq!(summary(&pieces), vec![(0, 40 << 20, 0, 40 << 20, 1)]);
     }
 
     #[test]
@@ -285,7 +322,7 @@ mod tests {
         for (local, len, at, data, runs) in &spans {
             assert!(*len <= SIEVE_SPAN_BYTES_MAX);
             assert_eq!(*at, stream);
-            assert_eq!(*data, runs * 8);
+            assert_eq!(*data, *runs as u64 * 8);
             assert_eq!(local % 16, 0);
             stream += data;
         }
@@ -320,6 +357,28 @@ mod tests {
                 (0, 2 * SIEVE_SPAN_BYTES_MAX, 0, 2 * SIEVE_SPAN_BYTES_MAX, 1),
                 (2 * SIEVE_SPAN_BYTES_MAX + 8, 8, 2 * SIEVE_SPAN_BYTES_MAX, 8, 1),
             ]
+        );
+    }
+
+    #[test]
+    fn too_many_pieces_or_bytes_are_refused() {
+        let mut runs = Vec::new();
+        let many = (0..PIECES_PER_REQUEST_MAX as u64 + 1).map(|k| piece(2 * k, 1));
+        assert_eq!(
+            collect_runs(many, &mut runs, PIECES_PER_REQUEST_MAX)
+                .unwrap_err()
+                .code,
+            ErrorCode::TooLarge
+        );
+        // Adjacent pieces merge, so their number does not count.
+        let adjacent = (0..PIECES_PER_REQUEST_MAX as u64 + 1).map(|k| piece(k, 1));
+        assert!(collect_runs(adjacent, &mut runs, PIECES_PER_REQUEST_MAX).is_ok());
+        let big = [piece(0, DATA_BYTES_MAX), piece(DATA_BYTES_MAX + 5, 1)];
+        assert_eq!(
+            collect_runs(big.into_iter(), &mut runs, PIECES_PER_REQUEST_MAX)
+                .unwrap_err()
+                .code,
+            ErrorCode::TooLarge
         );
     }
 }

@@ -644,14 +644,24 @@ impl MpiFile {
 
     fn collective(&self, state: &State, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
         let (lo, hi) = request.extent().unwrap_or((u64::MAX, 0));
-        let all = self.comm.allgather(&[lo as i64, hi as i64])?;
-        let extents: Vec<(u64, u64)> = all.chunks(2).map(|c| (c[0] as u64, c[1] as u64)).collect();
+        let mine = [
+            lo as i64,
+            hi as i64,
+            request.pieces.len() as i64,
+            request.bytes() as i64,
+        ];
+        let all = self.comm.allgather(&mine)?;
+        let extents: Vec<(u64, u64)> = all.chunks(4).map(|c| (c[0] as u64, c[1] as u64)).collect();
+        let pieces_total = all.chunks(4).map(|c| c[2] as u64).sum();
+        let bytes_total = all.chunks(4).map(|c| c[3] as u64).sum();
         let ctx = Context {
             comm: &self.comm,
             file: &self.file,
             hints: &state.hints,
             aggregators: &state.aggregators,
             extents: &extents,
+            pieces_total,
+            bytes_total,
         };
         let (method, why) = auto::choose(&ctx, write);
         if print_hints() && self.comm.rank() == 0 {

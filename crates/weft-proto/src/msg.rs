@@ -9,6 +9,11 @@ use weft_layout::{InodeId, LayoutRequest, ServerId};
 
 /// Most ranges in one list-I/O request to one server.
 pub const RANGES_MAX: usize = 16_384;
+/// Most separate pieces a range-list read or write may have on the server it goes to:
+/// bounds the memory a server holds to place them. Clients cut list requests at this
+/// many pieces as well as at the data limit. (View requests need no such limit: the
+/// server walks them a bounded window at a time.)
+pub const PIECES_PER_REQUEST_MAX: usize = 1 << 18;
 /// Most entries a readdir page may return.
 pub const READDIR_ENTRIES_MAX: u32 = 4096;
 /// Most inodes in one batched io-server request (create/remove/extents).

@@ -5,6 +5,7 @@
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -35,8 +36,17 @@ impl Mount {
         let path = dir.path().join("mnt");
         std::fs::create_dir(&path).unwrap();
         let log = dir.path().join("mount.log");
-        let child = cluster
-            .command("weft")
+        let mut command = cluster.command("weft");
+        // If the test process dies without dropping the guard, the daemon gets SIGTERM,
+        // which unmounts: no mount outlives its test.
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = command
             .arg("mount")
             .arg(&path)
             .arg("--foreground")

@@ -9,14 +9,16 @@
 //!
 //! Files: `datatype` (the tree, its bounds and normalisation), `constructors` (the MPI
 //! constructors lowered onto the tree), `map` ([`View`] and offset mapping), `iter`
-//! (pieces of a view interval), `server` (pieces on one server's stripes), `pack`
-//! (memory-side pack/unpack), `wire` (binary form).
+//! (pieces of a view interval), `server` (pieces on one server's stripes), `segments`
+//! (one server's share as one run of view bytes per stripe), `pack` (memory-side
+//! pack/unpack), `wire` (binary form).
 
 mod constructors;
 mod datatype;
 mod iter;
 mod map;
 mod pack;
+mod segments;
 mod server;
 mod wire;
 
@@ -25,6 +27,7 @@ pub use datatype::Datatype;
 pub use iter::{Piece, Pieces};
 pub use map::View;
 pub use pack::{pack, unpack};
+pub use segments::{StripeSegment, StripeSegments};
 pub use server::{ServerPiece, ServerPieces};
 pub use wire::WIRE_VERSION;
 

@@ -2,6 +2,8 @@
 //! romio_cb_read/write `automatic`, requests that do not interleave go independent;
 //! `disable` always goes independent. An explicit `weft_cb_method` is then used as is;
 //! `auto` picks from the pattern and the layout:
+//! - pieces averaging half a stripe or more: `independent` (they already make large
+//!   requests to few servers; an exchange would only add copies);
 //! - one round per aggregator or less (the region fits the aggregators' buffers):
 //!   `stripe_aligned` when there are at least as many aggregators as io servers, so
 //!   each aggregator reaches one server with few large requests; else `interleaved`;
@@ -51,6 +53,12 @@ pub fn choose(ctx: &Context<'_>, write: bool) -> (Box<dyn Method>, &'static str)
     let Some((lo, hi)) = ctx.region() else {
         return (Box::new(Independent), "no data");
     };
+    // Pieces of half a stripe or more are already large requests to few servers:
+    // aggregating them only adds an exchange (the 3D block pattern: 512 KiB pieces).
+    let stripe = ctx.file.layout().stripe_size_bytes;
+    if ctx.bytes_total / ctx.pieces_total.max(1) >= stripe / 2 {
+        return (Box::new(Independent), "pieces of half a stripe or more");
+    }
     let aggregators = ctx.aggregators.len() as u64;
     let rounds = (hi - lo).div_ceil(aggregators * ctx.hints.cb_buffer_size);
     let servers = ctx.file.layout().servers.len() as u64;

@@ -320,7 +320,7 @@ const RANGES_INFLIGHT_MAX: usize = 8;
 
 /// Runs `io(file_offset, slice)` for `items` ((file offset, buffer position, length),
 /// disjoint in the buffer), up to [`RANGES_INFLIGHT_MAX`] at once.
-fn for_each_range(
+pub(crate) fn for_each_range(
     buffer: &mut [u8],
     items: &mut [(u64, u64, u64)],
     io: impl Fn(u64, &mut [u8]) -> Result<()> + Sync,
@@ -363,8 +363,32 @@ fn for_each_range(
     })
 }
 
+/// Runs `io(item)` for every item, up to [`RANGES_INFLIGHT_MAX`] at once.
+pub(crate) fn for_each_item<T: Sync>(items: &[T], io: impl Fn(&T) -> Result<()> + Sync) -> Result<()> {
+    if items.len() <= 1 {
+        return items.iter().try_for_each(io);
+    }
+    let threads = RANGES_INFLIGHT_MAX.min(items.len());
+    let io = &io;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| scope.spawn(move || items.iter().skip(t).step_by(threads).try_for_each(io)))
+            .collect();
+        let mut first = Ok(());
+        for h in handles {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(MpiioError::new(ErrorClass::Intern, "an I/O thread panicked")));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    })
+}
+
 /// Reads `slice` from `offset`, zero-filling past the end of file; lowers `eof` to it.
-fn read_range(file: &File, offset: u64, slice: &mut [u8], eof: &AtomicU64) -> Result<()> {
+pub(crate) fn read_range(file: &File, offset: u64, slice: &mut [u8], eof: &AtomicU64) -> Result<()> {
     let n = file.read_at(offset, slice)?;
     if n < slice.len() {
         slice[n..].fill(0);

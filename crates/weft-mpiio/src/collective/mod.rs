@@ -66,6 +66,9 @@ pub struct Context<'a> {
     pub aggregators: &'a [usize],
     /// Every rank's (first byte, end) of its request; (u64::MAX, 0) when empty.
     pub extents: &'a [(u64, u64)],
+    /// Pieces and bytes of all ranks' requests together.
+    pub pieces_total: u64,
+    pub bytes_total: u64,
 }
 
 impl Context<'_> {
