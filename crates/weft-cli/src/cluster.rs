@@ -32,6 +32,18 @@ fn log_file(home: &Path, id: u32) -> PathBuf {
     home.join("logs").join(format!("server-{id}.log"))
 }
 
+/// The Unix socket of io server `id`, for clients on this machine; none when the path
+/// would be too long for a socket address.
+fn socket_path(home: &Path, id: u32) -> Option<PathBuf> {
+    let path = run_dir(home).join(format!("server-{id}.sock"));
+    let absolute = if path.is_absolute() {
+        path
+    } else {
+        std::env::current_dir().ok()?.join(path)
+    };
+    (absolute.as_os_str().len() <= weft_rpc::stream::UNIX_PATH_BYTES_MAX).then_some(absolute)
+}
+
 /// The `weftd` binary: next to this executable, else on PATH.
 pub fn weftd_path() -> PathBuf {
     if let Ok(exe) = std::env::current_exe() {
@@ -181,6 +193,10 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 "--ready-file".into(),
                 ready.display().to_string(),
             ];
+            let mut args = args;
+            if let Some(socket) = socket_path(home, id) {
+                args.extend(["--socket".into(), socket.display().to_string()]);
+            }
             let pid = spawn_server(home, id, &args)?;
             started.push(pid);
             servers.push((id, pid, ready));
@@ -190,6 +206,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             roles: vec![Role::Meta],
             addr: "127.0.0.1:0".into(),
             data_dir: None,
+            socket: None,
         }];
         for (id, pid, ready) in &servers {
             let addr = wait_ready(home, *id, *pid, ready)?;
@@ -198,6 +215,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 roles: vec![Role::Io],
                 addr,
                 data_dir: None,
+                socket: socket_path(home, *id),
             });
         }
         let mut config = ClusterConfig {
@@ -228,11 +246,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
     })();
     match result {
         Ok(config) => {
-            println!(
-                "Weft cluster \"{}\" is up (home {})",
-                config.name,
-                home.display()
-            );
+            println!("Weft cluster \"{}\" is up (home {})", config.name, home.display());
             print_servers(home, &config);
             let count = if config.stripe_count == 0 {
                 config.io_servers().count() as u32
@@ -442,9 +456,7 @@ pub fn parse_size(text: &str) -> Result<u64> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .with_context(|| format!("invalid size {text:?}"))?;
+    let n: u64 = digits.parse().with_context(|| format!("invalid size {text:?}"))?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,

@@ -101,11 +101,7 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
                     out,
                     "{}{}",
                     e.name,
-                    if e.kind == FileKind::Directory {
-                        "/"
-                    } else {
-                        ""
-                    }
+                    if e.kind == FileKind::Directory { "/" } else { "" }
                 )?;
             }
         }
@@ -131,11 +127,10 @@ pub fn describe_layout(attr: &Attr) -> String {
             format!(
                 "default for new files: stripe_size={} stripe_count={} first_server={}",
                 field(r.stripe_size_bytes.map(|v| v.to_string())),
-                field(r.stripe_count.map(|v| if v == 0 {
-                    "all".to_string()
-                } else {
-                    v.to_string()
-                })),
+                field(
+                    r.stripe_count
+                        .map(|v| if v == 0 { "all".to_string() } else { v.to_string() })
+                ),
                 field(r.first_server.map(|v| v.to_string()))
             )
         }
@@ -218,8 +213,8 @@ fn target_path(client: &Client, local: &str, path: &str) -> Result<String> {
     let name = std::path::Path::new(local)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned());
-    let is_dir = path.ends_with('/')
-        || matches!(client.resolve(path), Ok(a) if a.kind == FileKind::Directory);
+    let is_dir =
+        path.ends_with('/') || matches!(client.resolve(path), Ok(a) if a.kind == FileKind::Directory);
     if is_dir {
         let name = name.with_context(|| format!("{local}: has no file name"))?;
         Ok(weft_client::path::join(path, &name))
@@ -361,11 +356,7 @@ pub fn mv(client: &Client, from: &str, to: &str) -> Result<()> {
     // Moving into an existing directory keeps the name, as mv(1) does.
     let target = match client.resolve(to) {
         Ok(a) if a.kind == FileKind::Directory => {
-            let name = from
-                .trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .unwrap_or(from);
+            let name = from.trim_end_matches('/').rsplit('/').next().unwrap_or(from);
             weft_client::path::join(to, name)
         }
         _ => to.to_string(),

@@ -235,11 +235,7 @@ fn run(command: Command) -> Result<()> {
         Command::Mkdir { parents, paths } => files::mkdir(&connect()?, &paths, parents),
         Command::Rm { recursive, paths } => files::rm(&connect()?, &paths, recursive),
         Command::Mv { from, to } => files::mv(&connect()?, &from, &to),
-        Command::Put {
-            local,
-            path,
-            layout,
-        } => files::put(&connect()?, &local, &path, layout.request()),
+        Command::Put { local, path, layout } => files::put(&connect()?, &local, &path, layout.request()),
         Command::Get { path, local } => files::get(&connect()?, &path, &local),
         Command::Cat { paths } => files::cat(&connect()?, &paths),
         Command::Layout {
@@ -249,9 +245,7 @@ fn run(command: Command) -> Result<()> {
             layout,
         } => {
             if set && !layout.is_set() {
-                anyhow::bail!(
-                    "--set needs at least one of --stripe-size, --stripe-count, --first-server"
-                );
+                anyhow::bail!("--set needs at least one of --stripe-size, --stripe-count, --first-server");
             }
             files::layout(&connect()?, &path, set.then(|| layout.request()), clear)
         }

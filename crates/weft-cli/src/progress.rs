@@ -55,9 +55,7 @@ impl Progress {
         };
         let width = 30usize;
         let filled = ((percent / 100.0) * width as f64) as usize;
-        let bar: String = (0..width)
-            .map(|i| if i < filled { '#' } else { '.' })
-            .collect();
+        let bar: String = (0..width).map(|i| if i < filled { '#' } else { '.' }).collect();
         let mut err = std::io::stderr().lock();
         let _ = write!(
             err,

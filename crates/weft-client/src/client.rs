@@ -9,8 +9,7 @@ use std::sync::Arc;
 use weft_layout::{InodeId, LayoutRequest, ServerId};
 use weft_proto::msg::{Request, Response, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::{
-    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs,
-    SetAttr, Striping,
+    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs, SetAttr, Striping,
 };
 use weft_rpc::{ConnectionPool, Timeouts};
 
@@ -25,15 +24,12 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub fn io_addr(&self, server: ServerId) -> Result<&str, ClientError> {
-        self.io_addrs
-            .get(&server)
-            .map(String::as_str)
-            .ok_or_else(|| {
-                ClientError::refused(
-                    ErrorCode::Unavailable,
-                    format!("io server {server} is not in the cluster description"),
-                )
-            })
+        self.io_addrs.get(&server).map(String::as_str).ok_or_else(|| {
+            ClientError::refused(
+                ErrorCode::Unavailable,
+                format!("io server {server} is not in the cluster description"),
+            )
+        })
     }
 
     pub fn meta(&self, request: &Request) -> Result<Response, ClientError> {
@@ -87,6 +83,25 @@ pub struct FsStats {
     pub servers: Vec<(IoServer, Result<IoStatfs, ClientError>)>,
 }
 
+/// The address to reach an io server by: its Unix socket when this machine has it and
+/// the server behind it is the one expected (same id), else TCP. `WEFT_TRANSPORT=tcp`
+/// forces TCP.
+fn io_address(pool: &ConnectionPool, server: &weft_proto::IoServer) -> String {
+    let tcp_only = std::env::var("WEFT_TRANSPORT").is_ok_and(|v| v == "tcp");
+    let Some(path) = server.socket.as_deref().filter(|_| !tcp_only) else {
+        return server.addr.clone();
+    };
+    if !std::path::Path::new(path).exists() {
+        return server.addr.clone();
+    }
+    let local = format!("{}{path}", weft_rpc::stream::UNIX_PREFIX);
+    pool.set_label(&local, &format!("{} (via {local})", server.addr));
+    match pool.get(&local) {
+        Ok(connection) if connection.server().0 == server.id => local,
+        _ => server.addr.clone(),
+    }
+}
+
 /// The calling process's credentials.
 pub fn process_cred() -> Cred {
     // SAFETY: these calls have no preconditions; getgroups writes at most `n` entries.
@@ -114,7 +129,7 @@ impl Client {
         let io_addrs = cluster
             .io_servers
             .iter()
-            .map(|s| (s.id, s.addr.clone()))
+            .map(|s| (s.id, io_address(&pool, s)))
             .collect();
         Ok(Client {
             inner: Arc::new(Inner {
@@ -344,9 +359,7 @@ impl Client {
                     match self.attr_of(request, &so_far) {
                         Ok(a) => a,
                         // Someone else made it meanwhile.
-                        Err(e) if e.code() == ErrorCode::Exists => {
-                            self.lookup(current.inode, name)?
-                        }
+                        Err(e) if e.code() == ErrorCode::Exists => self.lookup(current.inode, name)?,
                         Err(e) => return Err(e),
                     }
                 }
@@ -429,12 +442,8 @@ impl Client {
                 ))
             }
         }
-        check_access(
-            &self.inner.cred,
-            &attr,
-            if options.write { 0o6 } else { 0o4 },
-        )
-        .map_err(|e| e.context(path))?;
+        check_access(&self.inner.cred, &attr, if options.write { 0o6 } else { 0o4 })
+            .map_err(|e| e.context(path))?;
         let file = File::new(self.inner.clone(), attr, path.to_owned(), options.write)?;
         if options.truncate && options.write {
             file.truncate(0)?;
@@ -621,24 +630,15 @@ impl Client {
             &format!("inode {inode}"),
         )?;
         if let Some(size) = changes.size {
-            File::new(
-                self.inner.clone(),
-                attr.clone(),
-                format!("inode {inode}"),
-                true,
-            )?
-            .truncate_objects(size)?;
+            File::new(self.inner.clone(), attr.clone(), format!("inode {inode}"), true)?
+                .truncate_objects(size)?;
         }
         self.fill_sizes(std::slice::from_mut(&mut attr))?;
         Ok(attr)
     }
 
     /// Sets (or with `None` clears) the default layout of new files in a directory.
-    pub fn set_dir_layout(
-        &self,
-        path: &str,
-        layout: Option<LayoutRequest>,
-    ) -> Result<Attr, ClientError> {
+    pub fn set_dir_layout(&self, path: &str, layout: Option<LayoutRequest>) -> Result<Attr, ClientError> {
         let dir = self.resolve(path)?;
         self.set_dir_layout_named(dir.inode, layout, path)
     }

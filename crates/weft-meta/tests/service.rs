@@ -105,6 +105,7 @@ fn cluster_info(io_servers: &[ServerId]) -> ClusterInfo {
             .map(|id| IoServer {
                 id: *id,
                 addr: format!("127.0.0.1:{}", 7000 + id.0),
+                socket: None,
             })
             .collect(),
         default_layout: cluster_default(),

@@ -14,11 +14,7 @@ pub enum DecodeError {
     #[error("bad frame kind {0}")]
     BadKind(u8),
     #[error("{what} of {len} bytes exceeds the limit of {max} bytes")]
-    TooLarge {
-        what: &'static str,
-        len: u64,
-        max: u64,
-    },
+    TooLarge { what: &'static str, len: u64, max: u64 },
     #[error("message truncated: needed {needed} more bytes while reading {what}")]
     Truncated { what: &'static str, needed: usize },
     #[error("{0} trailing bytes after the message")]

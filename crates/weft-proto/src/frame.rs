@@ -106,9 +106,6 @@ mod tests {
         ));
         let mut bad = h.encode();
         bad[0] ^= 1;
-        assert!(matches!(
-            FrameHeader::decode(&bad),
-            Err(DecodeError::BadMagic(_))
-        ));
+        assert!(matches!(FrameHeader::decode(&bad), Err(DecodeError::BadMagic(_))));
     }
 }

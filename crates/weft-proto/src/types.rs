@@ -134,9 +134,7 @@ impl Wire for Layout {
             stripe_size_bytes: r.u64()?,
             servers: r.seq()?,
         };
-        layout
-            .validate()
-            .map_err(|e| DecodeError::View(e.to_string()))?;
+        layout.validate().map_err(|e| DecodeError::View(e.to_string()))?;
         Ok(layout)
     }
 }
@@ -364,17 +362,21 @@ pub struct IoServer {
     pub id: ServerId,
     /// `host:port`.
     pub addr: String,
+    /// A Unix socket path the server also listens on, for clients on its machine.
+    pub socket: Option<String>,
 }
 
 impl Wire for IoServer {
     fn encode(&self, w: &mut Writer) {
         self.id.encode(w);
         w.str(&self.addr);
+        w.opt(&self.socket);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(IoServer {
             id: ServerId::decode(r)?,
             addr: r.string()?,
+            socket: r.opt()?,
         })
     }
 }
@@ -473,11 +475,9 @@ impl Wire for Range {
             offset: r.u64()?,
             len: r.u64()?,
         };
-        weft_layout::stripe::check_range(range.offset, range.len).map_err(|_| {
-            DecodeError::Invalid {
-                what: "range end (offset + length overflows)",
-                value: range.offset,
-            }
+        weft_layout::stripe::check_range(range.offset, range.len).map_err(|_| DecodeError::Invalid {
+            what: "range end (offset + length overflows)",
+            value: range.offset,
         })?;
         Ok(range)
     }

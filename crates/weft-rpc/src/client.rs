@@ -1,9 +1,10 @@
 //! The client side: a multiplexed connection to one server, and a pool of them.
 
 use crate::frame_io::{read_exact_vec, read_header, write_frame_parts, ReadFrameError};
+use crate::stream::Stream;
 use std::collections::HashMap;
 use std::io::{self, IoSliceMut, Read};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::Shutdown;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -165,9 +166,9 @@ struct PendingTable {
 /// flight. A reader thread routes each response to the call waiting for its id.
 pub struct Connection {
     addr: String,
-    writer: Mutex<TcpStream>,
+    writer: Mutex<Stream>,
     /// Shuts the socket down without waiting for the writer lock.
-    control: TcpStream,
+    control: Stream,
     pending: Arc<Mutex<PendingTable>>,
     next_id: AtomicU64,
     timeouts: Timeouts,
@@ -187,18 +188,22 @@ pub struct PendingCall<'a> {
 impl Connection {
     /// Connects, performs the version handshake and starts the reader thread.
     pub fn connect(addr: &str, client_name: &str, timeouts: Timeouts) -> Result<Arc<Connection>, RpcError> {
+        Connection::connect_as(addr, addr, client_name, timeouts)
+    }
+
+    /// Connects to `target`; errors name the server as `addr` (a Unix socket's server
+    /// by its network address).
+    pub fn connect_as(
+        target: &str,
+        addr: &str,
+        client_name: &str,
+        timeouts: Timeouts,
+    ) -> Result<Arc<Connection>, RpcError> {
         let connect_err = |reason: String| RpcError::Connect {
             addr: addr.to_owned(),
             reason,
         };
-        let sockaddr = addr
-            .to_socket_addrs()
-            .map_err(|e| connect_err(e.to_string()))?
-            .next()
-            .ok_or_else(|| connect_err("address resolves to nothing".into()))?;
-        let stream = TcpStream::connect_timeout(&sockaddr, timeouts.connect)
-            .map_err(|e| connect_err(e.to_string()))?;
-        stream.set_nodelay(true).ok();
+        let stream = Stream::connect(target, timeouts.connect).map_err(|e| connect_err(e.to_string()))?;
         // A server that stops reading must not block a writer forever.
         stream.set_write_timeout(Some(timeouts.request)).ok();
         let reader = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
@@ -429,7 +434,7 @@ fn fail_all(pending: &Mutex<PendingTable>, addr: &str, reason: &str) {
     }
 }
 
-fn reader_loop(mut stream: TcpStream, addr: String, pending: Arc<Mutex<PendingTable>>) {
+fn reader_loop(mut stream: Stream, addr: String, pending: Arc<Mutex<PendingTable>>) {
     let reason = loop {
         let header = match read_header(&mut stream) {
             Ok(h) => h,
@@ -513,6 +518,8 @@ pub struct ConnectionPool {
     client_name: String,
     timeouts: Timeouts,
     connections: Mutex<HashMap<String, Arc<Connection>>>,
+    /// How errors name the server behind an address, where that differs from it.
+    labels: Mutex<HashMap<String, String>>,
 }
 
 impl ConnectionPool {
@@ -521,7 +528,16 @@ impl ConnectionPool {
             client_name: client_name.to_owned(),
             timeouts,
             connections: Mutex::new(HashMap::new()),
+            labels: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Errors of connections to `addr` will name the server as `label`.
+    pub fn set_label(&self, addr: &str, label: &str) {
+        self.labels
+            .lock()
+            .unwrap()
+            .insert(addr.to_owned(), label.to_owned());
     }
 
     pub fn timeouts(&self) -> Timeouts {
@@ -536,7 +552,14 @@ impl ConnectionPool {
             }
         }
         // Connect without holding the lock: a dead server must not stall calls to others.
-        let fresh = Connection::connect(addr, &self.client_name, self.timeouts)?;
+        let label = self
+            .labels
+            .lock()
+            .unwrap()
+            .get(addr)
+            .cloned()
+            .unwrap_or_else(|| addr.to_owned());
+        let fresh = Connection::connect_as(addr, &label, &self.client_name, self.timeouts)?;
         let mut map = self.connections.lock().unwrap();
         match map.get(addr) {
             Some(existing) if !existing.is_broken() => Ok(existing.clone()),

@@ -7,6 +7,7 @@
 pub mod client;
 pub mod frame_io;
 pub mod server;
+pub mod stream;
 
 pub use client::{
     CallReply, Connection, ConnectionPool, PendingCall, ReplySink, RpcError, SinkReply, Timeouts,

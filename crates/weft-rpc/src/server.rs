@@ -3,6 +3,7 @@
 //! connection lifecycle a handler may keep per-connection state on.
 
 use crate::frame_io::{read_exact_vec, read_header, write_frame, ReadFrameError};
+use crate::stream::{Listener, Stream};
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -99,6 +100,7 @@ impl Default for ServerLimits {
 pub struct ServerHandle {
     pub local_addr: SocketAddr,
     stopping: Arc<AtomicBool>,
+    shared: Arc<Shared>,
 }
 
 impl ServerHandle {
@@ -107,6 +109,14 @@ impl ServerHandle {
         self.stopping.store(true, Ordering::SeqCst);
         // Wake the accept loop.
         let _ = TcpStream::connect_timeout(&self.local_addr, Duration::from_millis(200));
+    }
+
+    /// Serves the same roles on a Unix socket too, for clients on this machine.
+    pub fn serve_unix(&self, path: &std::path::Path) -> io::Result<String> {
+        let listener = Listener::bind_unix(path)?;
+        let address = listener.address()?;
+        spawn_accept_loop(listener, self.shared.clone(), self.stopping.clone())?;
+        Ok(address)
     }
 }
 
@@ -169,7 +179,7 @@ struct Job {
     opcode: u16,
     request_id: u64,
     charged_bytes: u64,
-    writer: Arc<Mutex<TcpStream>>,
+    writer: Arc<Mutex<Stream>>,
     inflight: Arc<Inflight>,
 }
 
@@ -220,38 +230,46 @@ pub fn serve(
             })?;
     }
     let stopping = Arc::new(AtomicBool::new(false));
-    let stop_flag = stopping.clone();
+    spawn_accept_loop(Listener::Tcp(listener), shared.clone(), stopping.clone())?;
+    Ok(ServerHandle {
+        local_addr,
+        stopping,
+        shared,
+    })
+}
+
+/// Accepts connections on `listener` until the server stops, one thread each.
+fn spawn_accept_loop(listener: Listener, shared: Arc<Shared>, stop_flag: Arc<AtomicBool>) -> io::Result<()> {
     std::thread::Builder::new()
         .name("weft-accept".into())
-        .spawn(move || {
-            for stream in listener.incoming() {
-                if stop_flag.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(stream) = stream else { continue };
-                if shared.connections.load(Ordering::SeqCst) >= shared.limits.connections_max {
-                    let mut s = stream;
-                    let err = WireError::new(
-                        ErrorCode::Busy,
-                        "server has too many connections; try again later",
-                    );
-                    let _ = write_frame(&mut s, FrameKind::Response, 0, 0, &encode_result(&Err(err)), &[]);
-                    continue;
-                }
-                shared.connections.fetch_add(1, Ordering::SeqCst);
-                let shared = shared.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("weft-conn".into())
-                    .spawn(move || {
-                        serve_connection(&shared, stream);
-                        shared.connections.fetch_sub(1, Ordering::SeqCst);
-                    });
-                if spawned.is_err() {
-                    eprintln!("weftd: cannot start a connection thread; connection dropped");
-                }
+        .spawn(move || loop {
+            let stream = listener.accept();
+            if stop_flag.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(stream) = stream else { continue };
+            if shared.connections.load(Ordering::SeqCst) >= shared.limits.connections_max {
+                let mut s = stream;
+                let err = WireError::new(
+                    ErrorCode::Busy,
+                    "server has too many connections; try again later",
+                );
+                let _ = write_frame(&mut s, FrameKind::Response, 0, 0, &encode_result(&Err(err)), &[]);
+                continue;
+            }
+            shared.connections.fetch_add(1, Ordering::SeqCst);
+            let shared = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name("weft-conn".into())
+                .spawn(move || {
+                    serve_connection(&shared, stream);
+                    shared.connections.fetch_sub(1, Ordering::SeqCst);
+                });
+            if spawned.is_err() {
+                eprintln!("weftd: cannot start a connection thread; connection dropped");
             }
         })?;
-    Ok(ServerHandle { local_addr, stopping })
+    Ok(())
 }
 
 fn run_job(shared: &Shared, job: Job) {
@@ -299,7 +317,7 @@ fn run_job(shared: &Shared, job: Job) {
 }
 
 /// Answers one request with an error without running it.
-fn reply_error(writer: &Mutex<TcpStream>, opcode: u16, request_id: u64, error: WireError) -> io::Result<()> {
+fn reply_error(writer: &Mutex<Stream>, opcode: u16, request_id: u64, error: WireError) -> io::Result<()> {
     let mut stream = writer.lock().unwrap();
     write_frame(
         &mut *stream,
@@ -311,9 +329,9 @@ fn reply_error(writer: &Mutex<TcpStream>, opcode: u16, request_id: u64, error: W
     )
 }
 
-fn serve_connection(shared: &Shared, stream: TcpStream) {
+fn serve_connection(shared: &Shared, stream: Stream) {
     let id = ConnectionId(shared.next_connection_id.fetch_add(1, Ordering::Relaxed));
-    shared.handler.connection_opened(id, stream.peer_addr().ok());
+    shared.handler.connection_opened(id, stream.peer_addr());
     let inflight = Arc::new(Inflight {
         count: Mutex::new(0),
         changed: Condvar::new(),
@@ -332,8 +350,7 @@ fn serve_connection(shared: &Shared, stream: TcpStream) {
 
 /// Reads the frames of one connection and queues its requests until it closes or
 /// breaks.
-fn read_requests(shared: &Shared, id: ConnectionId, stream: TcpStream, inflight: &Arc<Inflight>) {
-    stream.set_nodelay(true).ok();
+fn read_requests(shared: &Shared, id: ConnectionId, stream: Stream, inflight: &Arc<Inflight>) {
     stream.set_read_timeout(Some(shared.limits.idle_timeout)).ok();
     let Ok(write_half) = stream.try_clone() else {
         return;
@@ -414,7 +431,7 @@ fn read_requests(shared: &Shared, id: ConnectionId, stream: TcpStream, inflight:
 }
 
 /// Reads exactly `len` bytes, failing if they have not all arrived by `deadline`.
-fn read_exact_by(stream: &mut TcpStream, len: u64, deadline: std::time::Instant) -> io::Result<Vec<u8>> {
+fn read_exact_by(stream: &mut Stream, len: u64, deadline: std::time::Instant) -> io::Result<Vec<u8>> {
     let mut data = vec![0u8; len as usize];
     let mut filled = 0;
     while filled < data.len() {

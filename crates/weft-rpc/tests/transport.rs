@@ -329,3 +329,57 @@ fn connection_state_is_separate_per_connection_and_closed_after_the_last_request
         }
     }
 }
+
+#[test]
+fn the_same_server_answers_on_a_unix_socket_and_refuses_bad_frames_there_too() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let handle = serve(
+        listener,
+        Arc::new(Echo),
+        ServerIdentity {
+            server_id: ServerId(9),
+            roles: 2,
+        },
+        ServerLimits::default(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sock");
+    let address = handle.serve_unix(&path).unwrap();
+    assert_eq!(address, format!("unix:{}", path.display()));
+
+    let c = Connection::connect(&address, "test", timeouts(5000)).unwrap();
+    assert_eq!(c.server().0, ServerId(9));
+    let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let (resp, data) = c.call(&Request::Sync { inode: InodeId(0) }, &payload).unwrap();
+    assert_eq!(resp, Response::Bytes(0));
+    assert_eq!(data, payload.iter().rev().copied().collect::<Vec<u8>>());
+
+    let mut raw = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    raw.write_all(&raw_frame(PROTOCOL_VERSION, 999, b"", 0)).unwrap();
+    let mut head = [0u8; FRAME_HEADER_BYTES];
+    raw.read_exact(&mut head).unwrap();
+    let h = FrameHeader::decode(&head).unwrap();
+    let mut body = vec![0; h.message_len as usize];
+    raw.read_exact(&mut body).unwrap();
+    assert_eq!(
+        decode_result(&body).unwrap().unwrap_err().code,
+        ErrorCode::UnknownOpcode
+    );
+
+    // A stale socket file from a crashed server is replaced on the next start.
+    drop(c);
+    let again = serve(
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+        Arc::new(Echo),
+        ServerIdentity {
+            server_id: ServerId(10),
+            roles: 2,
+        },
+        ServerLimits::default(),
+    )
+    .unwrap();
+    again.serve_unix(&path).unwrap();
+    let c = Connection::connect(&address, "test", timeouts(5000)).unwrap();
+    assert_eq!(c.server().0, ServerId(10));
+}

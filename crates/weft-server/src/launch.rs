@@ -5,7 +5,7 @@
 
 use crate::{start, write_atomically, Plan};
 use anyhow::{bail, Context, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use weft_config::{ClusterConfig, Role, ServerEntry, CLUSTER_FILE_NAME};
 use weft_layout::stripe::STRIPE_SIZE_BYTES_DEFAULT;
@@ -15,9 +15,7 @@ use weft_layout::ServerId;
 const RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn env_number(names: &[&str]) -> Option<u32> {
-    names
-        .iter()
-        .find_map(|n| std::env::var(n).ok()?.parse().ok())
+    names.iter().find_map(|n| std::env::var(n).ok()?.parse().ok())
 }
 
 /// A key that differs between MPI jobs, so that files of an earlier job in the same
@@ -53,19 +51,12 @@ fn hostname() -> Result<String> {
 }
 
 pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
-    let rank = env_number(&[
-        "OMPI_COMM_WORLD_RANK",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "SLURM_PROCID",
-    ])
-    .context("--mpi: no MPI rank in the environment (run under mpirun/mpiexec)")?;
+    let rank = env_number(&["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"])
+        .context("--mpi: no MPI rank in the environment (run under mpirun/mpiexec)")?;
     let size = env_number(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"])
         .context("--mpi: no MPI job size in the environment (run under mpirun/mpiexec)")?;
     if size < 2 {
-        bail!(
-            "--mpi needs at least 2 ranks: rank 0 is the metadata manager, the others io servers"
-        );
+        bail!("--mpi needs at least 2 ranks: rank 0 is the metadata manager, the others io servers");
     }
     let host = if host == "auto" {
         hostname()?
@@ -79,15 +70,22 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
     let data_dir = |r: u32| home.join("data").join(format!("server-{r}"));
 
     if rank != 0 {
+        // Node-local, named by job and rank: a client on another node finds no socket
+        // there (or another job's, which the handshake's server id does not match).
+        let socket = std::env::temp_dir().join(format!("weft-{key}-{rank}.sock"));
         let plan = Plan {
             id: ServerId(rank),
             roles: vec![Role::Io],
             listen: format!("{host}:0"),
             data_dir: data_dir(rank),
             cluster: None,
+            socket: Some(socket.clone()),
         };
         let bound = start(&plan, workers)?;
-        write_atomically(&addr_file(rank), &format!("{host}:{}", bound.port()))?;
+        write_atomically(
+            &addr_file(rank),
+            &format!("{host}:{}\n{}", bound.port(), socket.display()),
+        )?;
         loop {
             std::thread::park();
         }
@@ -97,9 +95,11 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
     let mut servers = Vec::new();
     for r in 1..size {
         let path = addr_file(r);
-        let addr = loop {
+        let (addr, socket) = loop {
             if let Ok(text) = std::fs::read_to_string(&path) {
-                break text.trim().to_owned();
+                let mut lines = text.lines();
+                let addr = lines.next().unwrap_or_default().trim().to_owned();
+                break (addr, lines.next().map(|l| PathBuf::from(l.trim())));
             }
             if Instant::now() > deadline {
                 bail!(
@@ -115,6 +115,7 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
             roles: vec![Role::Io],
             addr,
             data_dir: Some(data_dir(r)),
+            socket,
         });
     }
     let mut config = ClusterConfig {
@@ -131,6 +132,7 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
             roles: vec![Role::Meta],
             addr: format!("{host}:0"),
             data_dir: Some(data_dir(0)),
+            socket: None,
         },
     );
     let plan = Plan {
@@ -139,6 +141,7 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
         listen: format!("{host}:0"),
         data_dir: data_dir(0),
         cluster: Some(config.clone()),
+        socket: None,
     };
     let bound = start(&plan, workers)?;
     config.servers[0].addr = format!("{host}:{}", bound.port());

@@ -58,6 +58,10 @@ struct Args {
     /// ("auto" = this machine's host name). Default 127.0.0.1 (single machine).
     #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
     host: String,
+    /// Also listen on this Unix socket, for clients on this machine (with --config, the
+    /// description's `socket` is used unless this is given).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
     /// Worker threads handling requests.
     #[arg(long, default_value_t = 16, value_name = "N")]
     workers: usize,
@@ -79,6 +83,8 @@ pub struct Plan {
     pub data_dir: PathBuf,
     /// The whole cluster (the meta role serves it to clients).
     pub cluster: Option<ClusterConfig>,
+    /// A Unix socket to serve on as well, for clients on this machine.
+    pub socket: Option<PathBuf>,
 }
 
 fn run(args: Args) -> Result<()> {
@@ -110,6 +116,7 @@ fn run(args: Args) -> Result<()> {
                 .data
                 .clone()
                 .unwrap_or_else(|| config.data_dir(&entry, &home)),
+            socket: args.socket.clone().or_else(|| entry.socket.clone()),
             cluster: Some(config),
         }
     } else {
@@ -127,9 +134,7 @@ fn run(args: Args) -> Result<()> {
             bail!("give --config FILE --id N, or --role meta|io with --data DIR (see --help)");
         }
         if roles.contains(&Role::Meta) {
-            bail!(
-                "a standalone meta server needs to know its io servers: use --config FILE --id N"
-            );
+            bail!("a standalone meta server needs to know its io servers: use --config FILE --id N");
         }
         Plan {
             id: ServerId(args.id.unwrap_or(0)),
@@ -137,6 +142,7 @@ fn run(args: Args) -> Result<()> {
             listen: args.listen.clone().unwrap_or_else(|| "127.0.0.1:0".into()),
             data_dir: args.data.clone().context("--data DIR is required")?,
             cluster: None,
+            socket: args.socket.clone(),
         }
     };
     let handle = start(&plan, args.workers)?;
@@ -154,8 +160,8 @@ pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
         .with_context(|| format!("creating data directory {}", plan.data_dir.display()))?;
     let handler = roles::Roles::open(plan)?;
     let roles_bits = handler.role_bits();
-    let listener = TcpListener::bind(&plan.listen)
-        .with_context(|| format!("cannot listen on {}", plan.listen))?;
+    let listener =
+        TcpListener::bind(&plan.listen).with_context(|| format!("cannot listen on {}", plan.listen))?;
     let limits = ServerLimits {
         workers,
         ..ServerLimits::default()
@@ -185,6 +191,17 @@ pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
         handle.local_addr,
         plan.data_dir.display()
     );
+    if let Some(path) = &plan.socket {
+        // Clients fall back to TCP when the socket is missing: a failure here only
+        // costs local clients speed.
+        match handle.serve_unix(path) {
+            Ok(address) => eprintln!("weftd: server {} also listening on {address}", plan.id),
+            Err(e) => eprintln!(
+                "weftd: warning: cannot listen on socket {}: {e}; TCP only",
+                path.display()
+            ),
+        }
+    }
     // Give the accept loop a moment before a ready file tells anyone to connect.
     std::thread::sleep(Duration::from_millis(5));
     Ok(handle.local_addr)

@@ -47,6 +47,7 @@ impl Roles {
                 .map(|s| IoServer {
                     id: s.server_id(),
                     addr: s.addr.clone(),
+                    socket: s.socket.as_ref().map(|p| p.display().to_string()),
                 })
                 .collect();
             let objects = Arc::new(NetObjectServers {
@@ -59,9 +60,8 @@ impl Roles {
                 default_layout: config.default_layout(),
                 root: InodeId::ROOT,
             };
-            let service = Arc::new(
-                MetaService::new(store, cluster, objects).map_err(|e| anyhow::anyhow!("{e}"))?,
-            );
+            let service =
+                Arc::new(MetaService::new(store, cluster, objects).map_err(|e| anyhow::anyhow!("{e}"))?);
             // The purger runs for the life of the process.
             std::mem::forget(service.spawn_purger(PURGE_PERIOD));
             Some(service)
@@ -109,9 +109,7 @@ impl Handler for Roles {
     }
 
     fn reply_bytes_hint(&self, request: &Request) -> u64 {
-        self.io
-            .as_ref()
-            .map_or(0, |io| io.reply_bytes_hint(request))
+        self.io.as_ref().map_or(0, |io| io.reply_bytes_hint(request))
     }
 
     fn connection_closed(&self, connection: ConnectionId) {
