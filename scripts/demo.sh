@@ -47,6 +47,24 @@ weft layout --set --stripe-size 1M --stripe-count 2 /demo/wide
 weft put "$work/sample.bin" /demo/wide/
 weft layout /demo/wide/sample.bin
 
+step "POSIX access: weft mount (FUSE), then ordinary tools on the same files"
+mnt="$work/mnt"
+mkdir -p "$mnt"
+if weft mount "$mnt"; then
+    trap 'weft umount "$mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
+    ls -l "$mnt/demo"
+    cp -r crates/weft-layout/src "$mnt/demo/source-copy"
+    echo "cp -r of $(find crates/weft-layout/src -type f | wc -l) files into the mount; the native client sees them:"
+    weft ls -l /demo/source-copy | head -5
+    diff -r crates/weft-layout/src "$mnt/demo/source-copy" && echo "diff -r: identical"
+    sha256sum "$mnt/demo/sample.bin" | cut -c1-64
+    getfattr -n user.weft.layout "$mnt/demo/wide/sample.bin" 2>/dev/null || true
+    weft umount "$mnt"
+    trap 'rm -rf "$work"' EXIT
+else
+    echo "(weft mount is not possible here: it needs /dev/fuse; skipping this step)"
+fi
+
 step "the cluster keeps running"
 weft status --home "$HOME_DIR"
 cat <<EOT
@@ -56,5 +74,6 @@ Try it yourself:
   weft --help            every command, with examples
   weft ls -l /demo       the files above
   weft cat /demo/...     file contents to stdout
+  weft mount DIR         the file system for every program (weft umount DIR)
   weft down              stop the cluster (data is kept; weft up starts it again)
 EOT
