@@ -18,7 +18,7 @@ use crate::gather::Gather;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
-use weft_layout::view::{pack, unpack, Datatype, StripeSegment, StripeSegments, View, ViewError};
+use weft_layout::view::{pack, unpack, Datatype, StripeSlice, StripeSlices, View, ViewError};
 use weft_proto::frame::DATA_BYTES_MAX;
 use weft_proto::msg::{Request, Response, ViewId, VIEW_BYTES_MAX};
 use weft_proto::ErrorCode;
@@ -105,23 +105,23 @@ impl Drop for FileView {
 }
 
 /// Cuts one server's share of a view interval into requests carrying at most
-/// `chunk_bytes` of its data each. The share comes as per-stripe segments of
+/// `chunk_bytes` of its data each. The share comes as per-stripe slices of
 /// consecutive view bytes (one slice of the caller's buffer each), never piece by
 /// piece. A request's interval runs from where the previous one ended to the end of
-/// its last (part of a) segment, so the server's share of it is exactly what was
+/// its last (part of a) slice, so the server's share of it is exactly what was
 /// visited.
 struct Chunks<'a> {
-    segments: StripeSegments<'a>,
-    /// The rest of a segment split at a request boundary.
-    carry: Option<StripeSegment>,
+    slices: StripeSlices<'a>,
+    /// The rest of a slice split at a request boundary.
+    carry: Option<StripeSlice>,
     next_start: u64,
     chunk_bytes: u64,
 }
 
 impl<'a> Chunks<'a> {
-    fn new(segments: StripeSegments<'a>, view_offset: u64, chunk_bytes: u64) -> Chunks<'a> {
+    fn new(slices: StripeSlices<'a>, view_offset: u64, chunk_bytes: u64) -> Chunks<'a> {
         Chunks {
-            segments,
+            slices,
             carry: None,
             next_start: view_offset,
             chunk_bytes,
@@ -129,24 +129,24 @@ impl<'a> Chunks<'a> {
     }
 
     /// The next request's view interval, calling `visit(view_offset, len)` for each
-    /// segment (or part) in it, in file order; `None` when the server has nothing more.
+    /// slice (or part) in it, in file order; `None` when the server has nothing more.
     fn next(&mut self, mut visit: impl FnMut(u64, u64)) -> Option<(u64, u64)> {
         let start = self.next_start;
         let mut bytes = 0;
         let mut end = start;
         while bytes < self.chunk_bytes {
-            let Some(segment) = self.carry.take().or_else(|| self.segments.next()) else {
+            let Some(slice) = self.carry.take().or_else(|| self.slices.next()) else {
                 break;
             };
-            let take = segment.len.min(self.chunk_bytes - bytes);
-            visit(segment.view_offset, take);
+            let take = slice.len.min(self.chunk_bytes - bytes);
+            visit(slice.view_offset, take);
             bytes += take;
-            end = segment.view_offset + take;
-            if take < segment.len {
-                self.carry = Some(StripeSegment {
+            end = slice.view_offset + take;
+            if take < slice.len {
+                self.carry = Some(StripeSlice {
                     view_offset: end,
-                    len: segment.len - take,
-                    ..segment
+                    len: slice.len - take,
+                    ..slice
                 });
             }
         }
@@ -222,10 +222,10 @@ impl File {
         self.on_servers(
             &self.servers_between(file_start, file_end),
             |index, connection| {
-                let segments = view
-                    .segments_on(view_offset, len, &self.layout, index)
+                let slices = view
+                    .slices_on(view_offset, len, &self.layout, index)
                     .map_err(|e| self.invalid(e))?;
-                let mut chunks = Chunks::new(segments, view_offset, chunk_bytes);
+                let mut chunks = Chunks::new(slices, view_offset, chunk_bytes);
                 let mut gather = Gather::with_capacity(chunk_bytes as usize);
                 let mut window: VecDeque<PendingCall<'_>> = VecDeque::new();
                 let mut id = None;
@@ -297,10 +297,10 @@ impl File {
         self.on_servers(
             &self.servers_between(file_start, file_end),
             |index, connection| {
-                let segments = view
-                    .segments_on(view_offset, len, &self.layout, index)
+                let slices = view
+                    .slices_on(view_offset, len, &self.layout, index)
                     .map_err(|e| self.invalid(e))?;
-                let mut chunks = Chunks::new(segments, view_offset, chunk_bytes);
+                let mut chunks = Chunks::new(slices, view_offset, chunk_bytes);
                 let mut window: VecDeque<Reply<'_>> = VecDeque::new();
                 let mut id = None;
                 // Where each slice of a request goes in `buf`, noted while cutting requests.

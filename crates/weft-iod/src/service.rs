@@ -56,8 +56,8 @@ fn view_windows<'a>(
     ),
     WireError,
 > {
-    let segments = view
-        .segments_on(view_offset, len, layout, server_index)
+    let slices = view
+        .slices_on(view_offset, len, layout, server_index)
         .map_err(|e| {
             WireError::new(
                 ErrorCode::InvalidArgument,
@@ -65,15 +65,15 @@ fn view_windows<'a>(
             )
         })?;
     let mut total = 0u64;
-    for segment in segments.clone() {
-        total += segment.len;
+    for slice in slices.clone() {
+        total += slice.len;
         if total > DATA_BYTES_MAX {
             return Err(sieve::too_large());
         }
     }
-    let windows = segments.flat_map(move |segment| {
-        let end = segment.view_offset + segment.len;
-        let mut start = segment.view_offset;
+    let windows = slices.flat_map(move |slice| {
+        let end = slice.view_offset + slice.len;
+        let mut start = slice.view_offset;
         std::iter::from_fn(move || {
             if start >= end {
                 return None;
@@ -90,8 +90,7 @@ fn view_windows<'a>(
             view.pieces(start, stop - start)
                 .expect("interval checked")
                 .map(move |piece| LocalPiece {
-                    local_offset: segment.stripe_local_offset
-                        + (piece.file_offset - segment.stripe_file_offset),
+                    local_offset: slice.stripe_local_offset + (piece.file_offset - slice.stripe_file_offset),
                     len: piece.len,
                 })
         })

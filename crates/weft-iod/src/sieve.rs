@@ -7,7 +7,7 @@
 //!
 //! A request is served window by window: a window is a stretch of the stream whose
 //! pieces lie within [`SIEVE_SPAN_BYTES_MAX`] of the object (a view request's windows
-//! come from its per-stripe segments; a list request is one window of at most
+//! come from its per-stripe slices; a list request is one window of at most
 //! `weft_proto::msg::PIECES_PER_REQUEST_MAX` pieces). Each window's pieces are walked once into a run
 //! list kept per worker thread, so a sieve span copies from a compact array rather
 //! than walking the view again, and memory stays bounded whatever the request.

@@ -1,4 +1,4 @@
-//! One server's share of a view interval as per-stripe segments, against the per-piece
+//! One server's share of a view interval as per-stripe slices, against the per-piece
 //! iteration it replaces: byte for byte the same view offsets, file offsets and local
 //! offsets, in the same order, for random views, layouts and intervals; sparse views
 //! whose stripes are mostly empty are crossed without visiting every stripe.
@@ -31,7 +31,7 @@ fn bytes_by_pieces(
     out
 }
 
-/// The same from the segments, each walked as plain view pieces.
+/// The same from the slices, each walked as plain view pieces.
 fn bytes_by_segments(
     view: &View,
     start: u64,
@@ -41,9 +41,9 @@ fn bytes_by_segments(
 ) -> Vec<(u64, u64, u64)> {
     let mut out = Vec::new();
     let mut last_end = None;
-    for s in view.segments_on(start, len, layout, server).unwrap() {
+    for s in view.slices_on(start, len, layout, server).unwrap() {
         assert!(s.len > 0);
-        assert!(last_end.is_none_or(|e| e <= s.view_offset), "segments in order");
+        assert!(last_end.is_none_or(|e| e <= s.view_offset), "slices in order");
         last_end = Some(s.view_offset + s.len);
         for p in view.pieces(s.view_offset, s.len).unwrap() {
             assert!(p.file_offset >= s.stripe_file_offset);
@@ -139,7 +139,7 @@ proptest! {
 
 #[test]
 fn a_sparse_view_jumps_over_empty_stripes() {
-    // 10 bytes every 2^40 bytes: a handful of segments, found without walking the
+    // 10 bytes every 2^40 bytes: a handful of slices, found without walking the
     // millions of stripes in between.
     let view = View::partition(3, 10, 1 << 40).unwrap();
     let layout = layout(512, 4);
@@ -147,7 +147,7 @@ fn a_sparse_view_jumps_over_empty_stripes() {
     let mut found = 0;
     for server in 0..4 {
         found += view
-            .segments_on(0, 1000, &layout, server)
+            .slices_on(0, 1000, &layout, server)
             .unwrap()
             .map(|s| s.len)
             .sum::<u64>();
@@ -160,7 +160,7 @@ fn a_sparse_view_jumps_over_empty_stripes() {
 #[test]
 fn misuse_is_refused() {
     let view = View::partition(0, 4, 8).unwrap();
-    assert!(view.segments_on(0, 10, &layout(512, 2), 2).is_err());
-    assert!(view.segments_on(1 << 61, 1 << 60, &layout(512, 2), 0).is_err());
-    assert_eq!(view.segments_on(5, 0, &layout(512, 2), 1).unwrap().count(), 0);
+    assert!(view.slices_on(0, 10, &layout(512, 2), 2).is_err());
+    assert!(view.slices_on(1 << 61, 1 << 60, &layout(512, 2), 0).is_err());
+    assert_eq!(view.slices_on(5, 0, &layout(512, 2), 1).unwrap().count(), 0);
 }

@@ -9,7 +9,7 @@
 //!
 //! Files: `datatype` (the tree, its bounds and normalisation), `constructors` (the MPI
 //! constructors lowered onto the tree), `map` ([`View`] and offset mapping), `iter`
-//! (pieces of a view interval), `server` (pieces on one server's stripes), `segments`
+//! (pieces of a view interval), `server` (pieces on one server's stripes), `slices`
 //! (one server's share as one run of view bytes per stripe), `pack` (memory-side
 //! pack/unpack), `wire` (binary form).
 
@@ -18,7 +18,7 @@ mod datatype;
 mod iter;
 mod map;
 mod pack;
-mod segments;
+mod slices;
 mod server;
 mod wire;
 
@@ -27,7 +27,7 @@ pub use datatype::Datatype;
 pub use iter::{Piece, Pieces};
 pub use map::View;
 pub use pack::{pack, unpack};
-pub use segments::{StripeSegment, StripeSegments};
+pub use slices::{StripeSlice, StripeSlices};
 pub use server::{ServerPiece, ServerPieces};
 pub use wire::WIRE_VERSION;
 

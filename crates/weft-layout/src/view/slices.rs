@@ -1,7 +1,7 @@
-//! One server's share of a view interval as segments: the view bytes that fall in each
+//! One server's share of a view interval as slices: the view bytes that fall in each
 //! of the server's stripes. A view is in file order, so those bytes are consecutive in
 //! the view: a client gathers or scatters a server's stream with one copy per stripe
-//! instead of one per piece, and a server walks the pieces of a segment as plain view
+//! instead of one per piece, and a server walks the pieces of a slice as plain view
 //! pieces, without stripe arithmetic per piece.
 //!
 //! Each step costs two or three file-to-view mappings (O(depth * log blocks)); stripes
@@ -14,7 +14,7 @@ use crate::stripe::Layout;
 
 /// View bytes `[view_offset, view_offset + len)`, all in one stripe of one server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct StripeSegment {
+pub struct StripeSlice {
     pub view_offset: u64,
     pub len: u64,
     /// File offset of the stripe's first byte.
@@ -23,10 +23,10 @@ pub struct StripeSegment {
     pub stripe_local_offset: u64,
 }
 
-/// The segments of a view interval on one server, in file order; see
-/// [`View::segments_on`].
+/// The slices of a view interval on one server, in file order; see
+/// [`View::slices_on`].
 #[derive(Debug, Clone)]
-pub struct StripeSegments<'a> {
+pub struct StripeSlices<'a> {
     view: &'a View,
     stripe_size_bytes: u64,
     stripe_count: u64,
@@ -38,15 +38,15 @@ pub struct StripeSegments<'a> {
 }
 
 impl View {
-    /// The segments of view bytes `[view_offset, view_offset + len)` held by server
+    /// The slices of view bytes `[view_offset, view_offset + len)` held by server
     /// `server_index` of `layout`, one per stripe holding any, in file order.
-    pub fn segments_on<'a>(
+    pub fn slices_on<'a>(
         &'a self,
         view_offset: u64,
         len: u64,
         layout: &'a Layout,
         server_index: usize,
-    ) -> Result<StripeSegments<'a>, ViewError> {
+    ) -> Result<StripeSlices<'a>, ViewError> {
         if server_index >= layout.stripe_count() {
             return Err(ViewError::ServerIndex {
                 server_index,
@@ -54,7 +54,7 @@ impl View {
             });
         }
         self.check_interval(view_offset, len)?;
-        let mut segments = StripeSegments {
+        let mut slices = StripeSlices {
             view: self,
             stripe_size_bytes: layout.stripe_size_bytes,
             stripe_count: layout.stripe_count() as u64,
@@ -65,13 +65,13 @@ impl View {
         };
         if len > 0 {
             let first = self.view_to_file(view_offset)?;
-            segments.next_stripe = segments.stripe_at_or_after(first / layout.stripe_size_bytes);
+            slices.next_stripe = slices.stripe_at_or_after(first / layout.stripe_size_bytes);
         }
-        Ok(segments)
+        Ok(slices)
     }
 }
 
-impl StripeSegments<'_> {
+impl StripeSlices<'_> {
     /// The first stripe of this server numbered `stripe` or later.
     #[inline]
     fn stripe_at_or_after(&self, stripe: u64) -> u64 {
@@ -80,10 +80,10 @@ impl StripeSegments<'_> {
     }
 }
 
-impl Iterator for StripeSegments<'_> {
-    type Item = StripeSegment;
+impl Iterator for StripeSlices<'_> {
+    type Item = StripeSlice;
 
-    fn next(&mut self) -> Option<StripeSegment> {
+    fn next(&mut self) -> Option<StripeSlice> {
         while self.next_view < self.view_end {
             let start = self.next_stripe * self.stripe_size_bytes;
             let end = start + self.stripe_size_bytes;
@@ -95,7 +95,7 @@ impl Iterator for StripeSegments<'_> {
                 self.next_stripe += self.stripe_count;
                 let stripe_local_offset =
                     (self.next_stripe - self.stripe_count) / self.stripe_count * self.stripe_size_bytes;
-                return Some(StripeSegment {
+                return Some(StripeSlice {
                     view_offset: first,
                     len: last - first,
                     stripe_file_offset: start,
@@ -118,4 +118,4 @@ impl Iterator for StripeSegments<'_> {
     }
 }
 
-impl std::iter::FusedIterator for StripeSegments<'_> {}
+impl std::iter::FusedIterator for StripeSlices<'_> {}
