@@ -129,8 +129,5 @@ pub fn io_error(e: io::Error, inode: InodeId, what: &str) -> WireError {
         _ if e.raw_os_error() == Some(libc::EDQUOT) => ErrorCode::NoSpace,
         _ => ErrorCode::Io,
     };
-    WireError::new(
-        code,
-        format!("{what} of object for inode {inode} failed: {e}"),
-    )
+    WireError::new(code, format!("{what} of object for inode {inode} failed: {e}"))
 }

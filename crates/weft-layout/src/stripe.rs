@@ -131,8 +131,7 @@ impl Layout {
     /// Offset of file byte `offset` inside its server's local object.
     pub fn local_offset_of(&self, offset: u64) -> u64 {
         let stripe = offset / self.stripe_size_bytes;
-        (stripe / self.servers.len() as u64) * self.stripe_size_bytes
-            + offset % self.stripe_size_bytes
+        (stripe / self.servers.len() as u64) * self.stripe_size_bytes + offset % self.stripe_size_bytes
     }
 
     /// File offset of local byte `local` of server `server_index`.
