@@ -11,6 +11,7 @@
 
 pub mod collective;
 pub mod concurrent;
+pub mod mount;
 pub mod noncontig;
 pub mod pack;
 mod pattern;
@@ -38,6 +39,9 @@ pub enum BenchCommand {
     /// The Clusterfile 2D CYCLIC(k) benchmark: view I/O against contiguous access on Weft.
     #[command(long_about = noncontig::LONG_ABOUT)]
     Noncontig(noncontig::NoncontigArgs),
+    /// Sequential write and read through a FUSE mount, against the native client.
+    #[command(long_about = mount::LONG_ABOUT)]
+    Mount(mount::MountArgs),
     /// Pack/unpack and piece iteration of the view engine, against memcpy.
     #[command(long_about = pack::LONG_ABOUT)]
     Pack(pack::PackArgs),
@@ -56,6 +60,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Collective(a) => collective::run(&a),
         BenchCommand::ConcurrentWorker(a) => concurrent::worker(&a),
         BenchCommand::Noncontig(a) => noncontig::run(&a),
+        BenchCommand::Mount(a) => mount::run(&a),
         BenchCommand::Pack(a) => pack::run(&a),
         BenchCommand::NoncontigWorker(a) => noncontig::worker(&a),
     }
