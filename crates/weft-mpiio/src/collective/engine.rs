@@ -382,7 +382,7 @@ const RANGES_INFLIGHT_MAX: usize = 8;
 
 /// Runs `io(file_offset, slice)` for `items` ((file offset, buffer position, length),
 /// disjoint in the buffer), up to [`RANGES_INFLIGHT_MAX`] at once.
-pub(crate) fn for_each_range(
+fn for_each_range(
     buffer: &mut [u8],
     items: &mut [(u64, u64, u64)],
     io: impl Fn(u64, &mut [u8]) -> Result<()> + Sync,
@@ -425,32 +425,8 @@ pub(crate) fn for_each_range(
     })
 }
 
-/// Runs `io(item)` for every item, up to [`RANGES_INFLIGHT_MAX`] at once.
-pub(crate) fn for_each_item<T: Sync>(items: &[T], io: impl Fn(&T) -> Result<()> + Sync) -> Result<()> {
-    if items.len() <= 1 {
-        return items.iter().try_for_each(io);
-    }
-    let threads = RANGES_INFLIGHT_MAX.min(items.len());
-    let io = &io;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| scope.spawn(move || items.iter().skip(t).step_by(threads).try_for_each(io)))
-            .collect();
-        let mut first = Ok(());
-        for h in handles {
-            let r = h
-                .join()
-                .unwrap_or_else(|_| Err(MpiioError::new(ErrorClass::Intern, "an I/O thread panicked")));
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
-    })
-}
-
 /// Reads `slice` from `offset`, zero-filling past the end of file; lowers `eof` to it.
-pub(crate) fn read_range(file: &File, offset: u64, slice: &mut [u8], eof: &AtomicU64) -> Result<()> {
+fn read_range(file: &File, offset: u64, slice: &mut [u8], eof: &AtomicU64) -> Result<()> {
     let n = file.read_at(offset, slice)?;
     if n < slice.len() {
         slice[n..].fill(0);
@@ -530,6 +506,16 @@ pub fn write_window(file: &File, hints: &Hints, job: &WriteJob, buffer: &mut Vec
     for &(at, from, len) in &job.placements {
         buffer[at as usize..(at + len) as usize]
             .copy_from_slice(&job.received[from as usize..(from + len) as usize]);
+    }
+    writes.sort_unstable_by_key(|w| w.1);
+    let adjacent = writes.windows(2).all(|w| w[0].1 + w[0].2 == w[1].1);
+    if writes.len() > 1 && adjacent {
+        // The ranges' bytes lie back to back in the buffer: one list write (each
+        // server gets its ranges as one stream).
+        let ranges: Vec<(u64, u64)> = writes.iter().map(|w| (w.0, w.2)).collect();
+        let (first, last) = (writes[0], writes[writes.len() - 1]);
+        file.write_list(&ranges, &buffer[first.1 as usize..(last.1 + last.2) as usize])?;
+        return Ok(());
     }
     for_each_range(buffer, &mut writes, |offset, slice| {
         file.write_at(offset, slice)?;

@@ -1,55 +1,51 @@
 //! Independent I/O of a request (a list of file pieces): one call for a contiguous
-//! request; for a noncontiguous read of small pieces, data sieving as ROMIO does (read
-//! `ind_rd_buffer_size` bytes spanning many pieces and copy the pieces out) unless
-//! romio_ds_read is disabled; large pieces, and the pieces of noncontiguous writes
-//! (read-modify-write without locks could lose other processes' writes), go piece by
-//! piece, several at once.
-//! (To be replaced by Weft's list/view I/O once the client offers it.)
+//! request; Weft's list I/O for a noncontiguous one (each io server gets its pieces as
+//! one stream and sieves them itself). With romio_ds_read=enable, noncontiguous reads
+//! are sieved on the client instead, as ROMIO does (read `ind_rd_buffer_size` bytes
+//! spanning many pieces and copy the pieces out).
 
 use weft_client::File;
 
-use std::sync::atomic::AtomicU64;
-
-use super::{engine, Context, Method, Request};
+use super::{Context, Method, Request};
 use crate::error::Result;
 use crate::hints::{Hints, Switch};
 
-/// Pieces at least this long (on average) are read one by one rather than sieved:
-/// sieving would read the gaps between them for nothing.
-const SIEVE_PIECE_BYTES_MAX: u64 = 64 << 10;
-
-/// (file offset, data position, length) of each piece.
-fn items(request: &Request) -> Vec<(u64, u64, u64)> {
-    let mut at = 0u64;
-    request
-        .pieces
-        .iter()
-        .map(|&(offset, len)| {
-            let item = (offset, at, len);
-            at += len;
-            item
-        })
-        .collect()
-}
-
 pub fn write(file: &File, request: &Request, data: &[u8]) -> Result<()> {
-    engine::for_each_item(&items(request), |&(offset, at, len)| {
-        file.write_at(offset, &data[at as usize..(at + len) as usize])?;
-        Ok(())
-    })
+    match request.pieces.as_slice() {
+        [] => Ok(()),
+        [(offset, _)] => {
+            file.write_at(*offset, data)?;
+            Ok(())
+        }
+        pieces => {
+            file.write_list(pieces, data)?;
+            Ok(())
+        }
+    }
 }
 
 /// Reads the request; returns the bytes read before the end of file.
 pub fn read(file: &File, hints: &Hints, request: &Request, data: &mut [u8]) -> Result<u64> {
     let pieces = &request.pieces;
-    let average = request.bytes() / (pieces.len() as u64).max(1);
-    let sieve = pieces.len() > 1 && hints.romio_ds_read != Switch::Disable && average < SIEVE_PIECE_BYTES_MAX;
-    if !sieve {
-        let eof = AtomicU64::new(u64::MAX);
-        engine::for_each_range(data, &mut items(request), |offset, slice| {
-            engine::read_range(file, offset, slice, &eof)
-        })?;
-        return Ok(request.bytes_before(eof.into_inner()));
+    match pieces.as_slice() {
+        [] => return Ok(0),
+        [(offset, len)] => {
+            let n = file.read_at(*offset, data)?;
+            data[n..*len as usize].fill(0);
+            return Ok(n as u64);
+        }
+        _ if hints.romio_ds_read != Switch::Enable => {
+            // List reads give zeros past the end of file; the size says where it is.
+            file.read_list(pieces, data)?;
+            let (_, end) = request.extent().unwrap_or((0, 0));
+            let size = file.size()?;
+            return Ok(if size >= end {
+                request.bytes()
+            } else {
+                request.bytes_before(size)
+            });
+        }
+        _ => {}
     }
     let window_max = hints.ind_rd_buffer_size.max(1);
     let mut buffer = Vec::new();
