@@ -114,13 +114,13 @@ impl Phase {
 /// offset, so that a block read from the wrong place (or run, or method) never passes.
 struct Source {
     seed: u64,
-    base: Vec<u8>,
+    base: PageBuf,
 }
 
 impl Source {
     fn new(run: u32, method: Method) -> Source {
         let seed = pattern::seed(0, run, method as u32);
-        let mut base = vec![0u8; NATIVE_BLOCK_BYTES as usize];
+        let mut base = PageBuf::new(NATIVE_BLOCK_BYTES as usize, 0);
         pattern::fill(&mut base, 0, seed);
         Source { seed, base }
     }
@@ -489,10 +489,12 @@ fn read_verified(
 ) -> Result<(u64, u64)> {
     let request = request as usize;
     // Two buffers, touched now so that page faults stay out of the timed phase.
-    let (full_tx, full_rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(2);
-    let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(2);
+    let (full_tx, full_rx) = mpsc::sync_channel::<(u64, PageBuf)>(2);
+    let (empty_tx, empty_rx) = mpsc::sync_channel::<PageBuf>(2);
     for _ in 0..2 {
-        empty_tx.send(vec![0xA5u8; request]).expect("receiver alive");
+        empty_tx
+            .send(PageBuf::new(request, 0xA5))
+            .expect("receiver alive");
     }
     std::thread::scope(|scope| {
         let checker = scope.spawn(move || -> Result<u64> {
@@ -518,7 +520,7 @@ fn read_verified(
                 let Ok(mut buf) = empty_rx.recv() else {
                     return Ok(()); // the checker failed: its error is the one to report
                 };
-                buf.resize(len, 0);
+                buf.set_len(len);
                 let mut filled = 0;
                 while filled < len {
                     let n = read(offset + filled as u64, &mut buf[filled..])?;
@@ -545,6 +547,45 @@ fn read_verified(
         reading?;
         Ok((elapsed, verified?))
     })
+}
+
+/// A page-aligned buffer, as dd and cp use: the kernel copies FUSE reads and writes to
+/// and from aligned memory faster (about 10% on a 1 MiB read here).
+struct PageBuf {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl PageBuf {
+    fn new(len: usize, byte: u8) -> PageBuf {
+        let storage = vec![byte; len + PAGE_BYTES];
+        // Moving the Vec moves no bytes, so the alignment found here holds for good.
+        let start = storage.as_ptr().align_offset(PAGE_BYTES);
+        PageBuf { storage, start, len }
+    }
+
+    /// Shortens the buffer, or lengthens it again up to the length it was made with.
+    fn set_len(&mut self, len: usize) {
+        assert!(
+            self.start + len <= self.storage.len(),
+            "beyond the buffer's capacity"
+        );
+        self.len = len;
+    }
+}
+
+impl std::ops::Deref for PageBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for PageBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
 }
 
 /// The mount the benchmark reads and writes through. One it started itself (a `weft
@@ -787,6 +828,7 @@ mod tests {
     fn the_data_depends_on_offset_run_and_method_and_requests_of_any_size_agree() {
         let mut a = Source::new(0, Method::Mount);
         let mut b = Source::new(0, Method::Mount);
+        assert_eq!(a.base.as_ptr() as usize % PAGE_BYTES, 0, "page aligned");
         // One 16 MiB block equals sixteen 1 MiB requests at the same offsets.
         let big = a
             .data(3 * NATIVE_BLOCK_BYTES, NATIVE_BLOCK_BYTES as usize)
