@@ -11,15 +11,17 @@
 //! constructors lowered onto the tree), `map` ([`View`] and offset mapping), `iter`
 //! (pieces of a view interval), `server` (pieces on one server's stripes), `slices`
 //! (one server's share as one run of view bytes per stripe), `pack` (memory-side
-//! pack/unpack), `wire` (binary form).
+//! pack/unpack), `window` (the same walk over a buffer holding a stretch of the
+//! file), `wire` (binary form).
 
 mod constructors;
 mod datatype;
 mod iter;
 mod map;
 mod pack;
-mod slices;
 mod server;
+mod slices;
+mod window;
 mod wire;
 
 pub use constructors::{Distribution, Field, Order};

@@ -70,6 +70,52 @@ pub fn unpack(
     Ok(())
 }
 
+/// Copies data bytes `[skip, skip + packed.len())` of consecutive copies of `datatype`
+/// into `packed`, copy `c` at `base + c * stride` in `memory`: pack with the copies
+/// placed anywhere (a window of a file, for `View::gather_window`). The caller checked
+/// that every byte visited lies inside `memory`.
+pub(super) fn gather_at(
+    datatype: &Datatype,
+    base: i64,
+    stride: i64,
+    skip: u64,
+    memory: &[u8],
+    packed: &mut [u8],
+) {
+    if packed.is_empty() {
+        return;
+    }
+    let take = packed.len() as u64;
+    let mut gather = Gather {
+        memory,
+        packed,
+        cursor: 0,
+    };
+    walk_copies(datatype, base, stride, skip, take, &mut gather);
+    debug_assert_eq!(gather.cursor, gather.packed.len());
+}
+
+/// The inverse of [`gather_at`].
+pub(super) fn scatter_at(
+    datatype: &Datatype,
+    base: i64,
+    stride: i64,
+    skip: u64,
+    packed: &[u8],
+    memory: &mut [u8],
+) {
+    if packed.is_empty() {
+        return;
+    }
+    let mut scatter = Scatter {
+        memory,
+        packed,
+        cursor: 0,
+    };
+    walk_copies(datatype, base, stride, skip, packed.len() as u64, &mut scatter);
+    debug_assert_eq!(scatter.cursor, packed.len());
+}
+
 impl Datatype {
     /// Calls `visit(offset, len)` for the runs of data bytes of `count` consecutive
     /// copies of this type (copy `i` at `i * extent`), in type order. Neighbouring runs
