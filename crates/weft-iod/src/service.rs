@@ -2,7 +2,7 @@
 //! stream in file order, sync, extents, truncate, object create/remove, statfs.
 
 use crate::objects::{io_error, ObjectStore};
-use crate::sieve::{self, LocalPiece, WriteLocks, SIEVE_SPAN_BYTES_MAX};
+use crate::sieve::{self, LocalPiece, ViewWindow, WriteLocks, SIEVE_SPAN_BYTES_MAX};
 use crate::views::ViewRegistry;
 use std::path::Path;
 use weft_layout::view::View;
@@ -39,23 +39,16 @@ fn range_pieces<'a>(
 }
 
 /// This server's share of view bytes `[view_offset, view_offset + len)`: its stream
-/// length, and the stream as windows of at most `SIEVE_SPAN_BYTES_MAX` of the object,
-/// each a walk of plain view pieces within one stripe. Found from the view and the
+/// length, and the stream as windows (see `sieve::ViewWindow`), one stripe slice cut
+/// to at most `SIEVE_SPAN_BYTES_MAX` of the file at a time. Found from the view and the
 /// striping alone.
-#[allow(clippy::type_complexity)]
 fn view_windows<'a>(
     view: &'a View,
     view_offset: u64,
     len: u64,
     layout: &'a Layout,
     server_index: usize,
-) -> Result<
-    (
-        u64,
-        impl Iterator<Item = impl Iterator<Item = LocalPiece> + 'a> + 'a,
-    ),
-    WireError,
-> {
+) -> Result<(u64, impl Iterator<Item = ViewWindow> + 'a), WireError> {
     let slices = view
         .slices_on(view_offset, len, layout, server_index)
         .map_err(|e| {
@@ -82,17 +75,14 @@ fn view_windows<'a>(
             let stop = view
                 .file_to_view(first + SIEVE_SPAN_BYTES_MAX)
                 .clamp(start + 1, end);
-            let window = (start, stop);
+            let window = ViewWindow {
+                view_offset: start,
+                len: stop - start,
+                stripe_file_offset: slice.stripe_file_offset,
+                stripe_local_offset: slice.stripe_local_offset,
+            };
             start = stop;
             Some(window)
-        })
-        .map(move |(start, stop)| {
-            view.pieces(start, stop - start)
-                .expect("interval checked")
-                .map(move |piece| LocalPiece {
-                    local_offset: slice.stripe_local_offset + (piece.file_offset - slice.stripe_file_offset),
-                    len: piece.len,
-                })
         })
     });
     Ok((total, windows))
@@ -153,8 +143,8 @@ impl IoService {
         let expected = ranges_stream_len(&layout, index, ranges)?;
         check_payload(data.len(), expected, "ranges")?;
         let file = self.objects.get(inode)?;
-        let pieces = std::iter::once(range_pieces(&layout, index, ranges));
-        sieve::write_stream(
+        let pieces = range_pieces(&layout, index, ranges);
+        sieve::write_pieces(
             &file,
             inode,
             self.locks.of(inode),
@@ -176,8 +166,8 @@ impl IoService {
         let total = ranges_stream_len(&layout, index, ranges)?;
         let file = self.objects.get(inode)?;
         let mut data = vec![0u8; total as usize];
-        let pieces = std::iter::once(range_pieces(&layout, index, ranges));
-        sieve::read_stream(&file, inode, pieces, &mut data, PIECES_PER_REQUEST_MAX)?;
+        let pieces = range_pieces(&layout, index, ranges);
+        sieve::read_pieces(&file, inode, pieces, &mut data, PIECES_PER_REQUEST_MAX)?;
         Ok((Response::Bytes(total), data))
     }
 
@@ -200,7 +190,7 @@ impl IoService {
         // Checked before anything is written, so a mismatched write changes nothing.
         check_payload(data.len(), expected, "view interval")?;
         let file = self.objects.get(inode)?;
-        sieve::write_stream(&file, inode, self.locks.of(inode), windows, data, usize::MAX)?;
+        sieve::write_view(&file, inode, self.locks.of(inode), &view, windows, data)?;
         Ok(Response::Bytes(expected))
     }
 
@@ -219,7 +209,7 @@ impl IoService {
             view_windows(&view, view_offset, len, &layout, striping.server_index as usize)?;
         let file = self.objects.get(inode)?;
         let mut data = vec![0u8; total as usize];
-        sieve::read_stream(&file, inode, windows, &mut data, usize::MAX)?;
+        sieve::read_view(&file, inode, &view, windows, &mut data)?;
         Ok((Response::Bytes(total), data))
     }
 
@@ -643,9 +633,11 @@ mod tests {
                 before.clone(),
             )
             .unwrap();
-        // 8 bytes every 16 from offset 3, then gaps of 5000 bytes (past the sieve gap).
+        // Dense windows (sieved whole by the strided walk), sparse ones (pieces merged
+        // into runs and sieve spans) and lone pieces.
         for (view, count) in [
             (View::partition(3, 8, 16).unwrap(), 17_000u64),
+            (View::partition(5, 10, 300).unwrap(), 900),
             (View::partition(7, 10, 5010).unwrap(), 50),
         ] {
             let id = register(&service, CONNECTION, view.clone());

@@ -5,12 +5,15 @@
 //! data sieving, done where the data lives). A span of one run moves straight between
 //! the request stream and the object.
 //!
-//! A request is served window by window: a window is a stretch of the stream whose
-//! pieces lie within [`SIEVE_SPAN_BYTES_MAX`] of the object (a view request's windows
-//! come from its per-stripe slices; a list request is one window of at most
-//! `weft_proto::msg::PIECES_PER_REQUEST_MAX` pieces). Each window's pieces are walked once into a run
-//! list kept per worker thread, so a sieve span copies from a compact array rather
-//! than walking the view again, and memory stays bounded whatever the request.
+//! A view request is served window by window: a window is a stretch of its stream in
+//! one stripe whose file extent is at most [`SIEVE_SPAN_BYTES_MAX`]. A dense window
+//! (the common case of block-cyclic and strided views) is sieved whole, its bytes
+//! gathered or scattered by the view engine's strided walk without visiting pieces one
+//! by one; a sparse window, like a range-list request (at most
+//! `weft_proto::msg::PIECES_PER_REQUEST_MAX` pieces), has its pieces walked once into a
+//! run list kept per worker thread and grouped into sieve spans, with no span reading
+//! over a gap of more than [`SIEVE_GAP_BYTES_MAX`]. Memory stays bounded whatever the
+//! request.
 
 use crate::objects::io_error;
 use std::cell::RefCell;
@@ -18,6 +21,7 @@ use std::fs::File;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::sync::RwLock;
+use weft_layout::view::View;
 use weft_layout::InodeId;
 use weft_proto::frame::DATA_BYTES_MAX;
 use weft_proto::{ErrorCode, WireError};
@@ -149,94 +153,242 @@ impl WriteLocks {
     }
 }
 
-/// Writes `data`, the stream of a request's windows (each an iterator of its pieces,
-/// in stream order), to the object. The caller checked that `data` is exactly the
-/// stream. List windows are bounded by `pieces_max` pieces; view windows by their
-/// extent. Returns the bytes written.
-pub(crate) fn write_stream<P: Iterator<Item = LocalPiece>>(
+/// A stretch of a view request's stream on this server: view bytes
+/// `[view_offset, view_offset + len)`, all in the stripe that starts at
+/// `stripe_file_offset` in the file and at `stripe_local_offset` in the object, whose
+/// file extent is at most `SIEVE_SPAN_BYTES_MAX` unless it is one piece.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ViewWindow {
+    pub view_offset: u64,
+    pub len: u64,
+    pub stripe_file_offset: u64,
+    pub stripe_local_offset: u64,
+}
+
+/// A window whose data fill at least 1/this of its extent is sieved whole, with the
+/// view engine's strided walk; sparser ones go piece by piece (runs, gaps).
+const DENSE_WINDOW_FILL_MIN: u64 = 16;
+
+/// How a view window is served.
+enum Plan {
+    /// One run: straight between the stream and the object at this local offset.
+    Direct(u64),
+    /// Sieved whole: the extent `[file_offset, +len)` at `local_offset`.
+    Dense {
+        file_offset: u64,
+        local_offset: u64,
+        len: u64,
+    },
+    /// Piece by piece, through the run list.
+    Sparse,
+}
+
+fn plan(view: &View, window: &ViewWindow) -> Plan {
+    let (first, end) = view
+        .file_extent(window.view_offset, window.len)
+        .expect("view windows lie inside the checked interval");
+    let local_offset = window.stripe_local_offset + (first - window.stripe_file_offset);
+    let extent = end - first;
+    if extent == window.len {
+        Plan::Direct(local_offset)
+    } else if extent <= SIEVE_SPAN_BYTES_MAX && extent <= window.len * DENSE_WINDOW_FILL_MIN {
+        Plan::Dense {
+            file_offset: first,
+            local_offset,
+            len: extent,
+        }
+    } else {
+        Plan::Sparse
+    }
+}
+
+fn window_pieces<'a>(view: &'a View, window: &ViewWindow) -> impl Iterator<Item = LocalPiece> + 'a {
+    let (stripe_file, stripe_local) = (window.stripe_file_offset, window.stripe_local_offset);
+    view.pieces(window.view_offset, window.len)
+        .expect("view windows lie inside the checked interval")
+        .map(move |piece| LocalPiece {
+            local_offset: stripe_local + (piece.file_offset - stripe_file),
+            len: piece.len,
+        })
+}
+
+/// Writes `data`, exactly the stream of `pieces` (a range-list request, at most
+/// `pieces_max` separate pieces), to the object.
+pub(crate) fn write_pieces(
     file: &File,
     inode: InodeId,
     lock: &RwLock<()>,
-    windows: impl Iterator<Item = P>,
+    pieces: impl Iterator<Item = LocalPiece>,
     data: &[u8],
     pieces_max: usize,
-) -> Result<u64, WireError> {
+) -> Result<(), WireError> {
     SCRATCH.with(|scratch| {
         let (runs, sieve) = &mut *scratch.borrow_mut();
-        let mut base = 0u64;
-        for window in windows {
-            let len = collect_runs(window, runs, pieces_max)?;
-            let stream = data.get(base as usize..(base + len) as usize).ok_or_else(|| {
-                WireError::new(
-                    ErrorCode::InvalidArgument,
-                    "write carries fewer bytes than its pieces",
-                )
-            })?;
-            base += len;
-            for span in spans(runs) {
-                let part = &stream[span.stream_offset as usize..][..span.stream_len as usize];
-                if span.runs.len() == 1 {
-                    let _shared = lock.read().unwrap_or_else(|p| p.into_inner());
-                    file.write_all_at(part, span.local_offset)
-                        .map_err(|e| io_error(e, inode, "write"))?;
-                    continue;
-                }
-                let buffer = sieve_buffer(sieve, span.local_len);
-                let _alone = lock.write().unwrap_or_else(|p| p.into_inner());
-                read_full_at(file, buffer, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
-                let mut at = 0usize;
-                for run in &runs[span.runs.clone()] {
-                    let into = (run.local_offset - span.local_offset) as usize;
-                    let n = run.len as usize;
-                    copy(&mut buffer[into..into + n], &part[at..at + n]);
-                    at += n;
-                }
-                file.write_all_at(buffer, span.local_offset)
-                    .map_err(|e| io_error(e, inode, "write"))?;
-            }
-        }
-        Ok(base)
+        let len = collect_runs(pieces, runs, pieces_max)?;
+        debug_assert_eq!(len, data.len() as u64, "the caller checked the payload");
+        write_runs(file, inode, lock, runs, data, sieve)
     })
 }
 
-/// Reads the stream of a request's windows (see `write_stream`) into `out`, which the
-/// caller sized to the stream; holes and bytes past the object's end read as zeros.
-/// Returns the bytes read.
-pub(crate) fn read_stream<P: Iterator<Item = LocalPiece>>(
+/// Reads the stream of `pieces` (see `write_pieces`) into `out`, sized to it.
+pub(crate) fn read_pieces(
     file: &File,
     inode: InodeId,
-    windows: impl Iterator<Item = P>,
+    pieces: impl Iterator<Item = LocalPiece>,
     out: &mut [u8],
     pieces_max: usize,
-) -> Result<u64, WireError> {
+) -> Result<(), WireError> {
     SCRATCH.with(|scratch| {
         let (runs, sieve) = &mut *scratch.borrow_mut();
-        let mut base = 0u64;
+        let len = collect_runs(pieces, runs, pieces_max)?;
+        debug_assert_eq!(len, out.len() as u64, "the caller sized the reply");
+        read_runs(file, inode, runs, out, sieve)
+    })
+}
+
+/// Writes `data`, exactly the stream of `windows` of `view`, to the object.
+pub(crate) fn write_view(
+    file: &File,
+    inode: InodeId,
+    lock: &RwLock<()>,
+    view: &View,
+    windows: impl Iterator<Item = ViewWindow>,
+    data: &[u8],
+) -> Result<(), WireError> {
+    SCRATCH.with(|scratch| {
+        let (runs, sieve) = &mut *scratch.borrow_mut();
+        let mut base = 0usize;
         for window in windows {
-            let len = collect_runs(window, runs, pieces_max)?;
-            let stream = out
-                .get_mut(base as usize..(base + len) as usize)
-                .ok_or_else(|| WireError::new(ErrorCode::Internal, "pieces beyond the counted stream"))?;
-            base += len;
-            for span in spans(runs) {
-                let part = &mut stream[span.stream_offset as usize..][..span.stream_len as usize];
-                if span.runs.len() == 1 {
-                    read_full_at(file, part, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
-                    continue;
+            let part = &data[base..base + window.len as usize];
+            base += window.len as usize;
+            match plan(view, &window) {
+                Plan::Direct(local_offset) => {
+                    let _shared = lock.read().unwrap_or_else(|p| p.into_inner());
+                    file.write_all_at(part, local_offset)
+                        .map_err(|e| io_error(e, inode, "write"))?;
                 }
-                let buffer = sieve_buffer(sieve, span.local_len);
-                read_full_at(file, buffer, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
-                let mut at = 0usize;
-                for run in &runs[span.runs.clone()] {
-                    let from = (run.local_offset - span.local_offset) as usize;
-                    let n = run.len as usize;
-                    copy(&mut part[at..at + n], &buffer[from..from + n]);
-                    at += n;
+                Plan::Dense {
+                    file_offset,
+                    local_offset,
+                    len,
+                } => {
+                    let buffer = sieve_buffer(sieve, len);
+                    let _alone = lock.write().unwrap_or_else(|p| p.into_inner());
+                    read_full_at(file, buffer, local_offset).map_err(|e| io_error(e, inode, "read"))?;
+                    view.scatter_window(window.view_offset, part, file_offset, buffer)
+                        .expect("the window holds the extent");
+                    file.write_all_at(buffer, local_offset)
+                        .map_err(|e| io_error(e, inode, "write"))?;
+                }
+                Plan::Sparse => {
+                    collect_runs(window_pieces(view, &window), runs, usize::MAX)?;
+                    write_runs(file, inode, lock, runs, part, sieve)?;
                 }
             }
         }
-        Ok(base)
+        debug_assert_eq!(base, data.len(), "the caller checked the payload");
+        Ok(())
     })
+}
+
+/// Reads the stream of `windows` of `view` into `out`, sized to it; holes and bytes
+/// past the object's end read as zeros.
+pub(crate) fn read_view(
+    file: &File,
+    inode: InodeId,
+    view: &View,
+    windows: impl Iterator<Item = ViewWindow>,
+    out: &mut [u8],
+) -> Result<(), WireError> {
+    SCRATCH.with(|scratch| {
+        let (runs, sieve) = &mut *scratch.borrow_mut();
+        let mut base = 0usize;
+        for window in windows {
+            let part = &mut out[base..base + window.len as usize];
+            base += window.len as usize;
+            match plan(view, &window) {
+                Plan::Direct(local_offset) => {
+                    read_full_at(file, part, local_offset).map_err(|e| io_error(e, inode, "read"))?;
+                }
+                Plan::Dense {
+                    file_offset,
+                    local_offset,
+                    len,
+                } => {
+                    let buffer = sieve_buffer(sieve, len);
+                    read_full_at(file, buffer, local_offset).map_err(|e| io_error(e, inode, "read"))?;
+                    view.gather_window(window.view_offset, file_offset, buffer, part)
+                        .expect("the window holds the extent");
+                }
+                Plan::Sparse => {
+                    collect_runs(window_pieces(view, &window), runs, usize::MAX)?;
+                    read_runs(file, inode, runs, part, sieve)?;
+                }
+            }
+        }
+        debug_assert_eq!(base, out.len(), "the caller sized the reply");
+        Ok(())
+    })
+}
+
+/// Writes `stream`, the data of `runs`, span by span.
+fn write_runs(
+    file: &File,
+    inode: InodeId,
+    lock: &RwLock<()>,
+    runs: &[LocalPiece],
+    stream: &[u8],
+    sieve: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    for span in spans(runs) {
+        let part = &stream[span.stream_offset as usize..][..span.stream_len as usize];
+        if span.runs.len() == 1 {
+            let _shared = lock.read().unwrap_or_else(|p| p.into_inner());
+            file.write_all_at(part, span.local_offset)
+                .map_err(|e| io_error(e, inode, "write"))?;
+            continue;
+        }
+        let buffer = sieve_buffer(sieve, span.local_len);
+        let _alone = lock.write().unwrap_or_else(|p| p.into_inner());
+        read_full_at(file, buffer, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
+        let mut at = 0usize;
+        for run in &runs[span.runs.clone()] {
+            let into = (run.local_offset - span.local_offset) as usize;
+            let n = run.len as usize;
+            copy(&mut buffer[into..into + n], &part[at..at + n]);
+            at += n;
+        }
+        file.write_all_at(buffer, span.local_offset)
+            .map_err(|e| io_error(e, inode, "write"))?;
+    }
+    Ok(())
+}
+
+/// Reads the data of `runs` into `stream`, span by span.
+fn read_runs(
+    file: &File,
+    inode: InodeId,
+    runs: &[LocalPiece],
+    stream: &mut [u8],
+    sieve: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    for span in spans(runs) {
+        let part = &mut stream[span.stream_offset as usize..][..span.stream_len as usize];
+        if span.runs.len() == 1 {
+            read_full_at(file, part, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
+            continue;
+        }
+        let buffer = sieve_buffer(sieve, span.local_len);
+        read_full_at(file, buffer, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
+        let mut at = 0usize;
+        for run in &runs[span.runs.clone()] {
+            let from = (run.local_offset - span.local_offset) as usize;
+            let n = run.len as usize;
+            copy(&mut part[at..at + n], &buffer[from..from + n]);
+            at += n;
+        }
+    }
+    Ok(())
 }
 
 /// `copy_from_slice`, with the short lengths of fine-grained views copied inline
