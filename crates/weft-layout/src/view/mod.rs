@@ -29,8 +29,8 @@ pub use datatype::Datatype;
 pub use iter::{Piece, Pieces};
 pub use map::View;
 pub use pack::{pack, unpack};
-pub use slices::{StripeSlice, StripeSlices};
 pub use server::{ServerPiece, ServerPieces};
+pub use slices::{StripeSlice, StripeSlices};
 pub use wire::WIRE_VERSION;
 
 /// Deepest nesting of a datatype tree (a leaf has depth 1).
