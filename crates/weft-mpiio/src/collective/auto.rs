@@ -4,11 +4,13 @@
 //! `auto` picks from the pattern and the layout:
 //! - pieces averaging half a stripe or more: `independent` (they already make large
 //!   requests to few servers; an exchange would only add copies);
-//! - one round per aggregator or less (the region fits the aggregators' buffers):
-//!   `stripe_aligned` when there are at least as many aggregators as io servers, so
-//!   each aggregator reaches one server with few large requests; else `interleaved`;
-//! - several rounds: `interleaved_pipelined`, which keeps every round one contiguous
-//!   region of the file and overlaps each round's I/O with the next exchange.
+//! - fewer than 4 rounds per aggregator: `interleaved` (every round one contiguous
+//!   region of the file);
+//! - more: `interleaved_pipelined`, which also overlaps each round's I/O with the next
+//!   exchange.
+//!
+//! `stripe_aligned` is never chosen: its windows are many separate stripes, and until
+//! its reads go through list I/O they are the slowest here.
 
 use super::engine::Executor;
 use super::independent::Independent;
@@ -61,23 +63,19 @@ pub fn choose(ctx: &Context<'_>, write: bool) -> (Box<dyn Method>, &'static str)
     }
     let aggregators = ctx.aggregators.len() as u64;
     let rounds = (hi - lo).div_ceil(aggregators * ctx.hints.cb_buffer_size);
-    let servers = ctx.file.layout().servers.len() as u64;
-    if rounds <= 1 {
-        if aggregators >= servers {
-            (
-                explicit(Name::StripeAligned),
-                "one round, aggregators >= io servers",
-            )
-        } else {
-            (
-                explicit(Name::Interleaved),
-                "one round, fewer aggregators than io servers",
-            )
-        }
+    if rounds < PIPELINE_ROUNDS_MIN {
+        (
+            explicit(Name::Interleaved),
+            "few rounds: contiguous rounds, no pipeline to fill",
+        )
     } else {
         (
             explicit(Name::InterleavedPipelined),
-            "several rounds: contiguous rounds with I/O overlapped",
+            "many rounds: contiguous rounds with I/O overlapped",
         )
     }
 }
+
+/// Rounds from which overlapping I/O with the exchange pays for the helper thread (with
+/// fewer, measured on CYCLIC(32) over 128 MiB, the pipelined methods were slower).
+const PIPELINE_ROUNDS_MIN: u64 = 4;
