@@ -537,6 +537,18 @@ pub fn read_window(file: &File, plan: &RoundPlan, buffer: &mut Vec<u8>) -> Resul
         .into_iter()
         .map(|e| (e.file_offset, e.at, e.len))
         .collect();
+    reads.sort_unstable_by_key(|r| r.1);
+    let adjacent = reads.windows(2).all(|w| w[0].1 + w[0].2 == w[1].1);
+    if reads.len() > 1 && adjacent {
+        // Back to back in the buffer: one list read (each server streams its ranges).
+        // It reads zeros past the end of file, so the size says where that is.
+        let ranges: Vec<(u64, u64)> = reads.iter().map(|r| (r.0, r.2)).collect();
+        let (first, last) = (reads[0], reads[reads.len() - 1]);
+        file.read_list(&ranges, &mut buffer[first.1 as usize..(last.1 + last.2) as usize])?;
+        let end = ranges.iter().map(|r| r.0 + r.1).max().unwrap_or(0);
+        let size = file.size()?;
+        return Ok(if size < end { size } else { u64::MAX });
+    }
     let eof = AtomicU64::new(u64::MAX);
     for_each_range(buffer, &mut reads, |offset, slice| {
         read_range(file, offset, slice, &eof)
