@@ -741,17 +741,7 @@ impl Client {
 /// The mode-bit check a local open(2) would do, so that a read-only file is refused at
 /// open rather than at the first write (io servers do not check permissions).
 fn check_access(cred: &Cred, attr: &Attr, want: u32) -> Result<(), ClientError> {
-    if cred.uid == 0 {
-        return Ok(());
-    }
-    let bits = if cred.uid == attr.uid {
-        attr.mode >> 6
-    } else if cred.in_group(attr.gid) {
-        attr.mode >> 3
-    } else {
-        attr.mode
-    } & 0o7;
-    if bits & want == want {
+    if cred.permits(attr.kind, attr.mode, attr.uid, attr.gid, want) {
         Ok(())
     } else {
         Err(ClientError::refused(

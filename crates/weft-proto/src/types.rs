@@ -22,6 +22,24 @@ impl Cred {
     pub fn in_group(&self, gid: u32) -> bool {
         self.gid == gid || self.groups.contains(&gid)
     }
+
+    /// Whether this credential may do `want` (a mask of read 4, write 2, execute 1) on
+    /// an inode of `kind` with permission bits `mode` owned by `uid`:`gid`: POSIX
+    /// owner/group/other bits. Root may read and write anything and search any
+    /// directory, but executes a file only if some execute bit is set (as Linux does).
+    pub fn permits(&self, kind: FileKind, mode: u32, uid: u32, gid: u32, want: u32) -> bool {
+        if self.uid == 0 {
+            return want & 1 == 0 || kind == FileKind::Directory || mode & 0o111 != 0;
+        }
+        let bits = if self.uid == uid {
+            mode >> 6
+        } else if self.in_group(gid) {
+            mode >> 3
+        } else {
+            mode
+        } & 0o7;
+        bits & want == want
+    }
 }
 
 impl Wire for Cred {

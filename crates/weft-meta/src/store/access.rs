@@ -1,7 +1,7 @@
 //! Permission checks: POSIX owner/group/other mode bits against a credential.
 
 use super::record::InodeRecord;
-use weft_proto::{Cred, FileKind};
+use weft_proto::Cred;
 
 pub const MAY_READ: u32 = 4;
 pub const MAY_WRITE: u32 = 2;
@@ -22,17 +22,7 @@ pub fn is_root(cred: &Cred) -> bool {
 /// write anything and search any directory, but executes a file only if some
 /// execute bit is set (as Linux does).
 pub fn permits(cred: &Cred, record: &InodeRecord, want: u32) -> bool {
-    if is_root(cred) {
-        return want & MAY_EXECUTE == 0 || record.kind == FileKind::Directory || record.mode & 0o111 != 0;
-    }
-    let bits = if cred.uid == record.uid {
-        record.mode >> 6
-    } else if cred.in_group(record.gid) {
-        record.mode >> 3
-    } else {
-        record.mode
-    } & 0o7;
-    bits & want == want
+    cred.permits(record.kind, record.mode, record.uid, record.gid, want)
 }
 
 pub fn is_owner_or_root(cred: &Cred, record: &InodeRecord) -> bool {
@@ -48,7 +38,7 @@ pub fn may_remove_from_sticky(cred: &Cred, parent: &InodeRecord, child: &InodeRe
 mod tests {
     use super::*;
     use weft_layout::InodeId;
-    use weft_proto::Timespec;
+    use weft_proto::{FileKind, Timespec};
 
     fn record(kind: FileKind, mode: u32, uid: u32, gid: u32) -> InodeRecord {
         InodeRecord::new(kind, mode, (uid, gid), InodeId::ROOT, Timespec::default())
