@@ -41,8 +41,13 @@ impl ClientError {
     }
 
     /// Prefixes the message with what was being done (a path, usually).
+    /// A message that already names a path (the manager names the component it could
+    /// not find) is left as it is, rather than saying the path twice.
     pub(crate) fn context(self, what: &str) -> ClientError {
         match self {
+            ClientError::Refused { code, message } if what.is_empty() || message.starts_with('/') => {
+                ClientError::Refused { code, message }
+            }
             ClientError::Refused { code, message } => ClientError::Refused {
                 code,
                 message: format!("{what}: {message}"),
