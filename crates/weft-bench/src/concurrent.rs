@@ -3,9 +3,13 @@
 //! shared file; bandwidth is total bytes over the slowest process's time. The same P
 //! processes do the same on one shared local file (pwrite/pread) as the baseline.
 
+use crate::cluster;
 use crate::pattern;
 use crate::procs::{self, Workers};
-use crate::report::{mib_per_s, trimmed_mean, write_json, Table, MIB};
+use crate::report::{
+    command_line, host_cpus, mib_per_s, runs_cell, target_lines, trimmed_mean, unix_now_s, write_json, Goal,
+    Table, MIB,
+};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -13,7 +17,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use weft_client::{Client, CreateOptions, ErrorCode, LayoutRequest, OpenOptions};
+use weft_client::{Client, CreateOptions, LayoutRequest, OpenOptions};
 
 pub const LONG_ABOUT: &str = "PVFS's concurrent read/write test. P client processes (separate \
 processes, started by this command) each write one contiguous block of B MiB into disjoint regions of \
@@ -318,14 +322,6 @@ struct Summary {
 }
 
 #[derive(Debug, Serialize)]
-struct Goal {
-    what: &'static str,
-    ratio_min: f64,
-    ratio: f64,
-    met: bool,
-}
-
-#[derive(Debug, Serialize)]
 struct Results {
     benchmark: &'static str,
     command_line: String,
@@ -371,7 +367,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
     let block_bytes = block_mib * MIB;
     let total = block_bytes * u64::from(procs);
 
-    let client = Client::from_env().context("no Weft cluster to benchmark (start one with `weft up`)")?;
+    let client = cluster::connect()?;
     let create = CreateOptions {
         layout: LayoutRequest {
             stripe_size_bytes: args.stripe_size,
@@ -382,11 +378,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         ..Default::default()
     };
     // A fresh file, so that the layout asked for is the one measured.
-    match client.unlink(&args.path) {
-        Err(e) if e.code() != ErrorCode::NotFound => return Err(e.into()),
-        _ => {}
-    }
-    let layout = client.create(&args.path, &create)?.layout().clone();
+    let layout = cluster::recreate(&client, &args.path, &create)?;
 
     let local_base = args.local_dir.clone().unwrap_or_else(default_local_dir);
     let local_dir = tempfile::Builder::new()
@@ -500,29 +492,16 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
     let mut goals = Vec::new();
     if sync {
         let r = ratio(Phase::WriteSync);
-        goals.push(Goal {
-            what: "weft write+sync vs local",
-            ratio_min: 0.7,
-            ratio: r,
-            met: r >= 0.7,
-        });
+        goals.push(Goal::new("weft write+sync vs local", 0.7, r));
     }
     let r = ratio(Phase::Read);
-    goals.push(Goal {
-        what: "weft read vs local",
-        ratio_min: 0.5,
-        ratio: r,
-        met: r >= 0.5,
-    });
+    goals.push(Goal::new("weft read vs local", 0.5, r));
 
     let results = Results {
         benchmark: "concurrent",
-        command_line: std::env::args().collect::<Vec<_>>().join(" "),
-        started_unix_s: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        host_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        command_line: command_line(),
+        started_unix_s: unix_now_s(),
+        host_cpus: host_cpus(),
         io_servers: client.cluster_info().io_servers.len(),
         procs,
         block_bytes,
@@ -653,24 +632,12 @@ fn render(r: &Results) -> String {
             s.phase.name().into(),
             format!("{:.1}", s.mib_per_s),
             format!("{:.2}", s.ratio_vs_local),
-            s.per_run_mib_per_s
-                .iter()
-                .map(|v| format!("{v:.0}"))
-                .collect::<Vec<_>>()
-                .join(" "),
+            runs_cell(&s.per_run_mib_per_s),
         ]);
     }
     out.push_str(&table.render());
     out.push('\n');
-    for t in &r.goals {
-        out.push_str(&format!(
-            "target: {} >= {:.2}x: {} ({:.2}x)\n",
-            t.what,
-            t.ratio_min,
-            if t.met { "met" } else { "MISSED" },
-            t.ratio
-        ));
-    }
+    out.push_str(&target_lines(&r.goals));
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));
     }

@@ -9,6 +9,7 @@
 //! through their standard input and output (see `procs`). Any binary that embeds
 //! [`BenchArgs`] under a `bench` subcommand therefore works as its own worker.
 
+mod cluster;
 pub mod collective;
 pub mod concurrent;
 pub mod mount;

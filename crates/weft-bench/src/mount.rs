@@ -2,8 +2,12 @@
 //! large Weft file through a FUSE mount, against the native client doing what
 //! `weft put` and `weft get` do (16 MiB blocks) on the same file, in the same run.
 
+use crate::cluster;
 use crate::pattern;
-use crate::report::{mib_per_s, trimmed_mean, write_json, Table, MIB};
+use crate::report::{
+    command_line, host_cpus, mib_per_s, runs_cell, target_lines, trimmed_mean, unix_now_s, write_json, Goal,
+    Table, MIB,
+};
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -13,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use weft_client::{Client, CreateOptions, ErrorCode, LayoutRequest, OpenOptions};
+use weft_client::{Client, CreateOptions, LayoutRequest, OpenOptions};
 
 pub const LONG_ABOUT: &str = "Sequential write and read of one large file through a Weft FUSE mount, \
 dd style (1 MiB read and write calls, the write ending with fsync), against the native client on \
@@ -182,14 +186,6 @@ struct Summary {
 }
 
 #[derive(Debug, Serialize)]
-struct Goal {
-    what: &'static str,
-    ratio_min: f64,
-    ratio: f64,
-    met: bool,
-}
-
-#[derive(Debug, Serialize)]
 struct Results {
     benchmark: &'static str,
     command_line: String,
@@ -235,7 +231,7 @@ pub fn run(args: &MountArgs) -> Result<()> {
     ensure!(args.path.starts_with('/'), "--path must be absolute in Weft");
     let size = args.size;
 
-    let client = Client::from_env().context("no Weft cluster to benchmark (start one with `weft up`)")?;
+    let client = cluster::connect()?;
     let mount = match &args.mountpoint {
         Some(dir) => MountGuard::existing(dir)?,
         None => MountGuard::start()?,
@@ -252,11 +248,7 @@ pub fn run(args: &MountArgs) -> Result<()> {
         ..Default::default()
     };
     // A fresh file, so that the layout asked for is the one measured.
-    match client.unlink(&args.path) {
-        Err(e) if e.code() != ErrorCode::NotFound => return Err(e.into()),
-        _ => {}
-    }
-    let layout = client.create(&args.path, &create)?.layout().clone();
+    let layout = cluster::recreate(&client, &args.path, &create)?;
     // The mount must show the file the native client created: the same cluster.
     ensure!(
         mounted_path.is_file(),
@@ -337,12 +329,7 @@ pub fn run(args: &MountArgs) -> Result<()> {
             .find(|s| s.method == Method::Mount && s.phase == phase)
             .map(|s| s.ratio_vs_native)
             .expect("mount row");
-        Goal {
-            what,
-            ratio_min: GOAL_RATIO,
-            ratio,
-            met: ratio >= GOAL_RATIO,
-        }
+        Goal::new(what, GOAL_RATIO, ratio)
     };
     let goals = vec![
         goal("mount write+sync vs native", Phase::WriteSync),
@@ -351,12 +338,9 @@ pub fn run(args: &MountArgs) -> Result<()> {
 
     let results = Results {
         benchmark: "mount",
-        command_line: std::env::args().collect::<Vec<_>>().join(" "),
-        started_unix_s: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        host_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        command_line: command_line(),
+        started_unix_s: unix_now_s(),
+        host_cpus: host_cpus(),
         io_servers: client.cluster_info().io_servers.len(),
         size_bytes: size,
         mount_request_bytes: MOUNT_REQUEST_BYTES,
@@ -796,24 +780,12 @@ fn render(r: &Results) -> String {
             s.phase.name().into(),
             format!("{:.1}", s.mib_per_s),
             format!("{:.2}", s.ratio_vs_native),
-            s.per_run_mib_per_s
-                .iter()
-                .map(|v| format!("{v:.0}"))
-                .collect::<Vec<_>>()
-                .join(" "),
+            runs_cell(&s.per_run_mib_per_s),
         ]);
     }
     out.push_str(&table.render());
     out.push('\n');
-    for t in &r.goals {
-        out.push_str(&format!(
-            "target: {} >= {:.2}x: {} ({:.2}x)\n",
-            t.what,
-            t.ratio_min,
-            if t.met { "met" } else { "MISSED" },
-            t.ratio
-        ));
-    }
+    out.push_str(&target_lines(&r.goals));
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));
     }

@@ -5,17 +5,18 @@
 //! processes write and read the same number of bytes contiguously (process r the r-th
 //! P-th of the file), the reference the view figures are compared with.
 
+use crate::cluster;
 use crate::procs::Workers;
-use crate::report::{mib_per_s, trimmed_mean, write_json, Table, MIB};
+use crate::report::{
+    command_line, host_cpus, mib_per_s, trimmed_mean, unix_now_s, write_json, Goal, Table, MIB,
+};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Instant;
-use weft_client::{
-    Client, CreateOptions, Datatype, Distribution, ErrorCode, LayoutRequest, OpenOptions, Order, View,
-};
+use weft_client::{Client, CreateOptions, Datatype, Distribution, LayoutRequest, OpenOptions, Order, View};
 
 pub const LONG_ABOUT: &str = "The Clusterfile 2D benchmark (Isaila and Tichy, section 6.3). P client \
 processes (separate processes started by this command) on a sqrt(P) x sqrt(P) grid each set a \
@@ -411,14 +412,6 @@ struct Summary {
 }
 
 #[derive(Debug, Serialize)]
-struct Goal {
-    what: String,
-    ratio_min: f64,
-    ratio: f64,
-    met: bool,
-}
-
-#[derive(Debug, Serialize)]
 struct Results {
     benchmark: &'static str,
     command_line: String,
@@ -467,7 +460,7 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
     let side = ((args.matrix_mib * MIB) as f64).sqrt() as u64;
     let total = side * side;
 
-    let client = Client::from_env().context("no Weft cluster to benchmark (start one with `weft up`)")?;
+    let client = cluster::connect()?;
     let create = CreateOptions {
         layout: LayoutRequest {
             stripe_size_bytes: args.stripe_size,
@@ -476,11 +469,7 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
         },
         ..Default::default()
     };
-    match client.unlink(&args.path) {
-        Err(e) if e.code() != ErrorCode::NotFound => return Err(e.into()),
-        _ => {}
-    }
-    let layout = client.create(&args.path, &create)?.layout().clone();
+    let layout = cluster::recreate(&client, &args.path, &create)?;
     eprintln!(
         "noncontig: {procs} processes on a {grid} x {grid} grid, {side} x {side} matrix ({} MiB), weft {} \
          (stripe {} KiB x {})",
@@ -567,12 +556,11 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
             _ => continue,
         };
         for (phase, ratio) in [("write", s.write_vs_contiguous), ("read", s.read_vs_contiguous)] {
-            goals.push(Goal {
-                what: format!("CYCLIC({k}) {phase} vs contiguous"),
+            goals.push(Goal::new(
+                format!("CYCLIC({k}) {phase} vs contiguous"),
                 ratio_min,
                 ratio,
-                met: ratio >= ratio_min,
-            });
+            ));
         }
     }
 
@@ -623,12 +611,9 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
 
     let results = Results {
         benchmark: "noncontig",
-        command_line: std::env::args().collect::<Vec<_>>().join(" "),
-        started_unix_s: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-        host_cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        command_line: command_line(),
+        started_unix_s: unix_now_s(),
+        host_cpus: host_cpus(),
         io_servers: client.cluster_info().io_servers.len(),
         procs,
         grid: format!("{grid}x{grid}"),

@@ -4,7 +4,7 @@
 //! CYCLIC(8) x CYCLIC(8) darray over a 256 MiB matrix on a 2 x 2 process grid; server
 //! iteration (`pieces_on`) is compared with splitting and filtering every view piece.
 
-use crate::report::{write_json, Table};
+use crate::report::{command_line, write_json, Goal, Table};
 use anyhow::{ensure, Result};
 use clap::Args;
 use serde::Serialize;
@@ -215,14 +215,6 @@ fn measure_server(
 }
 
 #[derive(Debug, Serialize)]
-struct Goal {
-    what: &'static str,
-    ratio_min: f64,
-    ratio: f64,
-    met: bool,
-}
-
-#[derive(Debug, Serialize)]
 struct Results {
     benchmark: &'static str,
     command_line: String,
@@ -354,18 +346,8 @@ pub fn run(args: &PackArgs) -> Result<()> {
         .find(|f| f.piece_bytes == 32)
         .expect("32-byte row");
     let goals = vec![
-        Goal {
-            what: "pack of 32-byte pieces vs memcpy",
-            ratio_min: 0.3,
-            ratio: at_32.pack_vs_memcpy,
-            met: at_32.pack_vs_memcpy >= 0.3,
-        },
-        Goal {
-            what: "unpack of 32-byte pieces vs memcpy",
-            ratio_min: 0.3,
-            ratio: at_32.unpack_vs_memcpy,
-            met: at_32.unpack_vs_memcpy >= 0.3,
-        },
+        Goal::new("pack of 32-byte pieces vs memcpy", 0.3, at_32.pack_vs_memcpy),
+        Goal::new("unpack of 32-byte pieces vs memcpy", 0.3, at_32.unpack_vs_memcpy),
     ];
     for g in &goals {
         println!(
@@ -378,7 +360,7 @@ pub fn run(args: &PackArgs) -> Result<()> {
     }
     let results = Results {
         benchmark: "pack",
-        command_line: std::env::args().collect::<Vec<_>>().join(" "),
+        command_line: command_line(),
         repetitions,
         moved_bytes: MOVED_BYTES,
         pack: pack_rows,

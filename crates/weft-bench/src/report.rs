@@ -1,7 +1,8 @@
 //! Shared reporting: bandwidth arithmetic, the PVFS way of summarising repeats, text
-//! tables, and JSON files.
+//! tables, targets, the facts every result file records, and JSON files.
 
 use anyhow::{Context, Result};
+use serde::Serialize;
 use std::path::Path;
 
 pub const MIB: u64 = 1 << 20;
@@ -69,6 +70,69 @@ impl Table {
     }
 }
 
+/// Per-run figures as one table cell: whole numbers separated by spaces.
+pub fn runs_cell(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(|v| format!("{v:.0}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A target: Weft's figure over the baseline's must be at least `ratio_min`.
+#[derive(Debug, Serialize)]
+pub struct Goal {
+    pub what: String,
+    pub ratio_min: f64,
+    pub ratio: f64,
+    pub met: bool,
+}
+
+impl Goal {
+    pub fn new(what: impl Into<String>, ratio_min: f64, ratio: f64) -> Goal {
+        Goal {
+            what: what.into(),
+            ratio_min,
+            ratio,
+            met: ratio >= ratio_min,
+        }
+    }
+}
+
+/// One `target: ...` line per goal, ratios shown as multiples of the baseline.
+pub fn target_lines(goals: &[Goal]) -> String {
+    goals
+        .iter()
+        .map(|g| {
+            format!(
+                "target: {} >= {:.2}x: {} ({:.2}x)\n",
+                g.what,
+                g.ratio_min,
+                if g.met { "met" } else { "MISSED" },
+                g.ratio
+            )
+        })
+        .collect()
+}
+
+/// The command line of this process, as the result files record it.
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The CPUs this process may use (1 if unknown).
+pub fn host_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Writes `value` as pretty JSON to `path`, creating its directory.
 pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -97,5 +161,19 @@ mod tests {
         t.row(vec!["weft".into(), "12.5".into()]);
         t.row(vec!["local".into(), "1000.0".into()]);
         assert_eq!(t.render(), "method   MiB/s\nweft      12.5\nlocal   1000.0\n");
+        assert_eq!(runs_cell(&[12.4, 1000.6]), "12 1001");
+    }
+
+    #[test]
+    fn a_target_is_met_from_its_minimum_on() {
+        let goals = [
+            Goal::new("weft read vs local", 0.5, 0.5),
+            Goal::new("x", 0.7, 0.25),
+        ];
+        assert!(goals[0].met && !goals[1].met);
+        assert_eq!(
+            target_lines(&goals),
+            "target: weft read vs local >= 0.50x: met (0.50x)\ntarget: x >= 0.70x: MISSED (0.25x)\n"
+        );
     }
 }
