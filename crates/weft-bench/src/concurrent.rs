@@ -7,7 +7,7 @@ use crate::cluster;
 use crate::pattern;
 use crate::procs::{self, Workers};
 use crate::report::{
-    command_line, host_cpus, mib_per_s, runs_cell, target_lines, trimmed_mean, unix_now_s, write_json, Goal,
+    command_line, host_cpus, mib_per_s, runs_cell, summarise, target_lines, unix_now_s, write_json, Goal,
     Table, MIB,
 };
 use anyhow::{bail, ensure, Context, Result};
@@ -457,31 +457,26 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         phases.push(Phase::WriteSync);
     }
     phases.push(Phase::Read);
-    let mut summary = Vec::new();
-    for method in [Method::Local, Method::Weft] {
-        for &phase in &phases {
-            let per_run: Vec<f64> = runs
-                .iter()
+    let summary: Vec<Summary> = summarise(
+        &[Method::Local, Method::Weft],
+        &phases,
+        Method::Local,
+        |method, phase| {
+            runs.iter()
                 .filter(|r| r.method == method)
                 .map(|r| r.bandwidth(phase, total))
-                .collect();
-            summary.push(Summary {
-                method,
-                phase,
-                mib_per_s: trimmed_mean(&per_run),
-                ratio_vs_local: 0.0,
-                per_run_mib_per_s: per_run,
-            });
-        }
-    }
-    for k in 0..summary.len() {
-        let local = summary
-            .iter()
-            .find(|s| s.method == Method::Local && s.phase == summary[k].phase)
-            .expect("every phase has a local row")
-            .mib_per_s;
-        summary[k].ratio_vs_local = summary[k].mib_per_s / local;
-    }
+                .collect()
+        },
+    )
+    .into_iter()
+    .map(|s| Summary {
+        method: s.method,
+        phase: s.phase,
+        mib_per_s: s.mib_per_s,
+        ratio_vs_local: s.ratio,
+        per_run_mib_per_s: s.per_run_mib_per_s,
+    })
+    .collect();
     let ratio = |phase| {
         summary
             .iter()

@@ -5,7 +5,7 @@
 use crate::cluster;
 use crate::pattern;
 use crate::report::{
-    command_line, host_cpus, mib_per_s, runs_cell, target_lines, trimmed_mean, unix_now_s, write_json, Goal,
+    command_line, host_cpus, mib_per_s, runs_cell, summarise, target_lines, unix_now_s, write_json, Goal,
     Table, MIB,
 };
 use anyhow::{anyhow, bail, ensure, Context, Result};
@@ -298,31 +298,23 @@ pub fn run(args: &MountArgs) -> Result<()> {
     let mounted_by_benchmark = mount.owned();
     mount.finish()?;
 
-    let mut summary = Vec::new();
-    for method in [Method::Native, Method::Mount] {
-        for phase in [Phase::WriteSync, Phase::Read] {
-            let per_run: Vec<f64> = runs
-                .iter()
-                .filter(|r| r.method == method)
-                .map(|r| r.bandwidth(phase, size))
-                .collect();
-            summary.push(Summary {
-                method,
-                phase,
-                mib_per_s: trimmed_mean(&per_run),
-                ratio_vs_native: 0.0,
-                per_run_mib_per_s: per_run,
-            });
-        }
-    }
-    for k in 0..summary.len() {
-        let native = summary
-            .iter()
-            .find(|s| s.method == Method::Native && s.phase == summary[k].phase)
-            .expect("every phase has a native row")
-            .mib_per_s;
-        summary[k].ratio_vs_native = summary[k].mib_per_s / native;
-    }
+    let methods = [Method::Native, Method::Mount];
+    let phases = [Phase::WriteSync, Phase::Read];
+    let summary: Vec<Summary> = summarise(&methods, &phases, Method::Native, |method, phase| {
+        runs.iter()
+            .filter(|r| r.method == method)
+            .map(|r| r.bandwidth(phase, size))
+            .collect()
+    })
+    .into_iter()
+    .map(|s| Summary {
+        method: s.method,
+        phase: s.phase,
+        mib_per_s: s.mib_per_s,
+        ratio_vs_native: s.ratio,
+        per_run_mib_per_s: s.per_run_mib_per_s,
+    })
+    .collect();
     let goal = |what, phase| {
         let ratio = summary
             .iter()

@@ -70,6 +70,51 @@ impl Table {
     }
 }
 
+/// One method in one phase, summarised over the runs.
+#[derive(Debug, PartialEq)]
+pub struct Summarised<M, P> {
+    pub method: M,
+    pub phase: P,
+    /// Trimmed mean over runs.
+    pub mib_per_s: f64,
+    /// `mib_per_s` over the baseline method's in the same phase.
+    pub ratio: f64,
+    pub per_run_mib_per_s: Vec<f64>,
+}
+
+/// Every method in every phase (methods outer, in the order given), each compared
+/// with `baseline` (one of `methods`) in the same phase; `per_run` gives a method's
+/// MiB/s in a phase, one figure per run.
+pub fn summarise<M: Copy + PartialEq, P: Copy + PartialEq>(
+    methods: &[M],
+    phases: &[P],
+    baseline: M,
+    per_run: impl Fn(M, P) -> Vec<f64>,
+) -> Vec<Summarised<M, P>> {
+    let mut summary = Vec::new();
+    for &method in methods {
+        for &phase in phases {
+            let per_run = per_run(method, phase);
+            summary.push(Summarised {
+                method,
+                phase,
+                mib_per_s: trimmed_mean(&per_run),
+                ratio: 0.0,
+                per_run_mib_per_s: per_run,
+            });
+        }
+    }
+    for k in 0..summary.len() {
+        let base = summary
+            .iter()
+            .find(|s| s.method == baseline && s.phase == summary[k].phase)
+            .expect("every phase has a baseline row")
+            .mib_per_s;
+        summary[k].ratio = summary[k].mib_per_s / base;
+    }
+    summary
+}
+
 /// Per-run figures as one table cell: whole numbers separated by spaces.
 pub fn runs_cell(values: &[f64]) -> String {
     values
@@ -162,6 +207,31 @@ mod tests {
         t.row(vec!["local".into(), "1000.0".into()]);
         assert_eq!(t.render(), "method   MiB/s\nweft      12.5\nlocal   1000.0\n");
         assert_eq!(runs_cell(&[12.4, 1000.6]), "12 1001");
+    }
+
+    #[test]
+    fn every_row_is_compared_with_the_baseline_in_its_own_phase() {
+        let figures = |method: char, phase: u8| match (method, phase) {
+            ('b', 0) => vec![10.0],
+            ('b', _) => vec![40.0, 20.0],
+            ('w', 0) => vec![5.0, 100.0, 15.0],
+            (_, _) => vec![10.0],
+        };
+        let s = summarise(&['b', 'w'], &[0u8, 1], 'b', figures);
+        let rows: Vec<_> = s
+            .iter()
+            .map(|r| (r.method, r.phase, r.mib_per_s, r.ratio))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ('b', 0, 10.0, 1.0),
+                ('b', 1, 30.0, 1.0),
+                ('w', 0, 15.0, 1.5),
+                ('w', 1, 10.0, 10.0 / 30.0)
+            ]
+        );
+        assert_eq!(s[2].per_run_mib_per_s, [5.0, 100.0, 15.0]);
     }
 
     #[test]
