@@ -573,6 +573,36 @@ impl FirstError {
     }
 }
 
+/// [`write`] over the requests' region as `domains` partitions it; nothing to write
+/// when every request is empty (no region, so no `domains`).
+pub fn write_region<D: Domains>(
+    ctx: &Context<'_>,
+    request: &Request,
+    data: &[u8],
+    domains: Option<D>,
+    executor: Executor,
+) -> Result<()> {
+    match domains {
+        Some(d) => write(ctx, request, data, &d, executor),
+        None => Ok(()),
+    }
+}
+
+/// [`read`] over the requests' region as `domains` partitions it; when every request
+/// is empty (no region, so no `domains`) nothing is read and no read came up short.
+pub fn read_region<D: Domains>(
+    ctx: &Context<'_>,
+    request: &Request,
+    data: &mut [u8],
+    domains: Option<D>,
+    executor: Executor,
+) -> Result<u64> {
+    match domains {
+        Some(d) => read(ctx, request, data, &d, executor),
+        None => Ok(u64::MAX),
+    }
+}
+
 /// Collective write of `data` (the request's stream).
 pub fn write(
     ctx: &Context<'_>,

@@ -84,17 +84,11 @@ impl Method for Interleaved {
     }
 
     fn write(&self, ctx: &Context<'_>, request: &Request, data: &[u8]) -> Result<()> {
-        match Self::domains(ctx) {
-            Some(d) => engine::write(ctx, request, data, &d, self.executor),
-            None => Ok(()),
-        }
+        engine::write_region(ctx, request, data, Self::domains(ctx), self.executor)
     }
 
     fn read(&self, ctx: &Context<'_>, request: &Request, data: &mut [u8]) -> Result<u64> {
-        match Self::domains(ctx) {
-            Some(d) => engine::read(ctx, request, data, &d, self.executor),
-            None => Ok(u64::MAX),
-        }
+        engine::read_region(ctx, request, data, Self::domains(ctx), self.executor)
     }
 }
 
