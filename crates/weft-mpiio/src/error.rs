@@ -3,12 +3,27 @@
 
 use weft_client::{ClientError, ErrorCode};
 
-/// MPI error classes, numbered as `enum wm_error` in `csrc/shim.h`; the C side maps
-/// them to the MPI library's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[repr(i32)]
-pub enum ErrorClass {
-    Arg = 1,
+/// Declares `ErrorClass` and the list `from_code` searches from one list of names, so
+/// that a class added to the enum cannot be missing from `from_code`.
+macro_rules! error_classes {
+    ($first:ident, $($class:ident),+ $(,)?) => {
+        /// MPI error classes, numbered as `enum wm_error` in `csrc/shim.h`; the C side
+        /// maps them to the MPI library's values.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+        #[repr(i32)]
+        pub enum ErrorClass {
+            $first = 1,
+            $($class),+
+        }
+
+        impl ErrorClass {
+            const ALL: &'static [ErrorClass] = &[ErrorClass::$first, $(ErrorClass::$class),+];
+        }
+    };
+}
+
+error_classes!(
+    Arg,
     Count,
     Type,
     Amode,
@@ -28,34 +43,11 @@ pub enum ErrorClass {
     Intern,
     Other,
     FileInUse,
-}
+);
 
 impl ErrorClass {
     pub fn from_code(code: i32) -> Option<ErrorClass> {
-        use ErrorClass::*;
-        const ALL: [ErrorClass; 20] = [
-            Arg,
-            Count,
-            Type,
-            Amode,
-            NoSuchFile,
-            FileExists,
-            Access,
-            NoSpace,
-            ReadOnly,
-            Io,
-            UnsupportedOperation,
-            UnsupportedDatarep,
-            NotSame,
-            File,
-            BadFile,
-            InfoValue,
-            Quota,
-            Intern,
-            Other,
-            FileInUse,
-        ];
-        ALL.into_iter().find(|c| *c as i32 == code)
+        ErrorClass::ALL.iter().copied().find(|c| *c as i32 == code)
     }
 }
 
@@ -104,3 +96,21 @@ impl From<weft_layout::view::ViewError> for MpiioError {
 }
 
 pub type Result<T> = std::result::Result<T, MpiioError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_of_shim_h_names_its_class_and_no_other_code_does() {
+        // enum wm_error numbers its classes 1 to 20 in declaration order.
+        for code in 1..=20 {
+            let class = ErrorClass::from_code(code).expect("a class for every code");
+            assert_eq!(class as i32, code);
+        }
+        assert_eq!(ErrorClass::from_code(1), Some(ErrorClass::Arg));
+        assert_eq!(ErrorClass::from_code(20), Some(ErrorClass::FileInUse));
+        assert_eq!(ErrorClass::from_code(0), None);
+        assert_eq!(ErrorClass::from_code(21), None);
+    }
+}
