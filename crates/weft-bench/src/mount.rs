@@ -5,8 +5,7 @@
 use crate::cluster;
 use crate::pattern;
 use crate::report::{
-    command_line, host_cpus, mib_per_s, runs_cell, summarise, target_lines, unix_now_s, write_json, Goal,
-    Table, MIB,
+    command_line, host_cpus, mib_per_s, summarise, summary_text, unix_now_s, write_json, Goal, MIB,
 };
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use clap::Args;
@@ -765,22 +764,16 @@ fn render(r: &Results) -> String {
         r.repeat,
         r.repeat_summary,
     );
-    let mut table = Table::new(&["method", "phase", "MiB/s", "vs native", "runs (MiB/s)"]);
-    for s in &r.summary {
-        table.row(vec![
-            s.method.name().into(),
-            s.phase.name().into(),
-            format!("{:.1}", s.mib_per_s),
-            format!("{:.2}", s.ratio_vs_native),
-            runs_cell(&s.per_run_mib_per_s),
-        ]);
-    }
-    out.push_str(&table.render());
-    out.push('\n');
-    out.push_str(&target_lines(&r.goals));
-    for n in &r.notes {
-        out.push_str(&format!("note: {n}\n"));
-    }
+    let rows = r.summary.iter().map(|s| {
+        (
+            s.method.name(),
+            s.phase.name(),
+            s.mib_per_s,
+            s.ratio_vs_native,
+            &s.per_run_mib_per_s[..],
+        )
+    });
+    out.push_str(&summary_text("native", rows, &r.goals, &r.notes));
     out
 }
 

@@ -160,6 +160,35 @@ pub fn target_lines(goals: &[Goal]) -> String {
         .collect()
 }
 
+/// The body of a report against a baseline: the summary table (per method and phase:
+/// MiB/s, the ratio to `baseline`, every run's MiB/s), then the target lines, then the
+/// notes. `rows` are (method, phase, MiB/s, ratio, per-run MiB/s).
+pub fn summary_text<'a>(
+    baseline: &str,
+    rows: impl IntoIterator<Item = (&'a str, &'a str, f64, f64, &'a [f64])>,
+    goals: &[Goal],
+    notes: &[&str],
+) -> String {
+    let vs = format!("vs {baseline}");
+    let mut table = Table::new(&["method", "phase", "MiB/s", &vs, "runs (MiB/s)"]);
+    for (method, phase, mib_per_s, ratio, per_run) in rows {
+        table.row(vec![
+            method.into(),
+            phase.into(),
+            format!("{mib_per_s:.1}"),
+            format!("{ratio:.2}"),
+            runs_cell(per_run),
+        ]);
+    }
+    let mut out = table.render();
+    out.push('\n');
+    out.push_str(&target_lines(goals));
+    for n in notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
 /// The command line of this process, as the result files record it.
 pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
@@ -232,6 +261,25 @@ mod tests {
             ]
         );
         assert_eq!(s[2].per_run_mib_per_s, [5.0, 100.0, 15.0]);
+    }
+
+    #[test]
+    fn the_summary_text_is_table_targets_then_notes() {
+        let runs = [7.0, 9.0];
+        let text = summary_text(
+            "local",
+            [("weft", "read", 8.0, 0.5, &runs[..])],
+            &[Goal::new("weft read vs local", 0.5, 0.5)],
+            &["a note"],
+        );
+        assert_eq!(
+            text,
+            "method  phase  MiB/s  vs local  runs (MiB/s)\n\
+             weft    read     8.0      0.50           7 9\n\
+             \n\
+             target: weft read vs local >= 0.50x: met (0.50x)\n\
+             note: a note\n"
+        );
     }
 
     #[test]
