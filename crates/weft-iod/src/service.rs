@@ -266,6 +266,37 @@ impl IoService {
 }
 
 impl weft_rpc::Handler for IoService {
+    /// Plain reads go out by sendfile: the kernel moves the object's bytes from the page
+    /// cache into the socket, with no buffer to zero and no copy through this process.
+    fn reply_from_file(
+        &self,
+        _connection: ConnectionId,
+        request: &Request,
+    ) -> Option<Result<(Response, weft_rpc::FileReply), WireError>> {
+        let Request::Read {
+            inode,
+            striping,
+            ranges,
+        } = request
+        else {
+            return None;
+        };
+        Some((|| {
+            let layout = striping.layout();
+            let index = striping.server_index as usize;
+            let total = ranges_stream_len(&layout, index, ranges)?;
+            let file = self.objects.get(*inode)?;
+            let mut runs: Vec<(u64, u64)> = Vec::new();
+            for piece in range_pieces(&layout, index, ranges) {
+                match runs.last_mut() {
+                    Some(run) if run.0 + run.1 == piece.local_offset => run.1 += piece.len,
+                    _ => runs.push((piece.local_offset, piece.len)),
+                }
+            }
+            Ok((Response::Bytes(total), weft_rpc::FileReply { file, runs }))
+        })())
+    }
+
     fn handle(
         &self,
         connection: ConnectionId,

@@ -2,7 +2,9 @@
 //! the role handlers, the limits that keep a server's memory bounded, and the
 //! connection lifecycle a handler may keep per-connection state on.
 
-use crate::frame_io::{read_exact_vec, read_header, write_frame, ReadFrameError};
+use crate::frame_io::{
+    read_exact_vec, read_header, send_file_runs, write_frame, write_frame_head, ReadFrameError,
+};
 use crate::stream::{Listener, Stream};
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -55,6 +57,30 @@ pub trait Handler: Send + Sync + 'static {
     /// server's memory budget before the request runs.
     fn reply_bytes_hint(&self, _request: &Request) -> u64 {
         0
+    }
+
+    /// Answers `request` with bulk data sent straight from a local file (sendfile), if
+    /// this handler serves it that way; `None` leaves the request to `handle`.
+    fn reply_from_file(
+        &self,
+        _connection: ConnectionId,
+        _request: &Request,
+    ) -> Option<Result<(Response, FileReply), WireError>> {
+        None
+    }
+}
+
+/// Bulk data of a reply read by the kernel from a file into the socket.
+pub struct FileReply {
+    pub file: Arc<std::fs::File>,
+    /// `(file offset, length)` runs in stream order; bytes past the file's end are
+    /// sent as zeros.
+    pub runs: Vec<(u64, u64)>,
+}
+
+impl FileReply {
+    pub fn len_bytes(&self) -> u64 {
+        self.runs.iter().map(|r| r.1).sum()
     }
 }
 
@@ -273,47 +299,73 @@ fn spawn_accept_loop(listener: Listener, shared: Arc<Shared>, stop_flag: Arc<Ato
 }
 
 fn run_job(shared: &Shared, job: Job) {
+    let internal = || {
+        WireError::new(
+            ErrorCode::Internal,
+            "internal error while handling the request (see server log)",
+        )
+    };
     let result = if job.opcode == weft_proto::Opcode::Hello as u16 {
         Ok((
             Response::Hello {
                 server_id: shared.identity.server_id,
                 roles: shared.identity.roles,
             },
-            Vec::new(),
+            Reply::Bytes(Vec::new()),
         ))
     } else {
         // A panicking handler is a bug, but it must not take the server down with it.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            shared.handler.handle(job.connection, job.request, job.data)
-        })) {
-            Ok(r) => r,
-            Err(_) => Err(WireError::new(
-                ErrorCode::Internal,
-                "internal error while handling the request (see server log)",
-            )),
+        let from_file = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            shared.handler.reply_from_file(job.connection, &job.request)
+        }))
+        .unwrap_or_else(|_| Some(Err(internal())));
+        match from_file {
+            Some(r) => r.map(|(response, file)| (response, Reply::File(file))),
+            None => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                shared.handler.handle(job.connection, job.request, job.data)
+            }))
+            .unwrap_or_else(|_| Err(internal()))
+            .map(|(response, data)| (response, Reply::Bytes(data))),
         }
     };
-    let (message, data) = match result {
-        Ok((response, data)) => (encode_result(&Ok(response)), data),
-        Err(e) => (encode_result(&Err(e)), Vec::new()),
+    let (message, reply) = match result {
+        Ok((response, reply)) => (encode_result(&Ok(response)), reply),
+        Err(e) => (encode_result(&Err(e)), Reply::Bytes(Vec::new())),
     };
     {
         let mut stream = job.writer.lock().unwrap();
-        if write_frame(
-            &mut *stream,
-            FrameKind::Response,
-            job.opcode,
-            job.request_id,
-            &message,
-            &data,
-        )
-        .is_err()
-        {
+        let sent = match &reply {
+            Reply::Bytes(data) => write_frame(
+                &mut *stream,
+                FrameKind::Response,
+                job.opcode,
+                job.request_id,
+                &message,
+                data,
+            ),
+            Reply::File(file) => write_frame_head(
+                &mut *stream,
+                FrameKind::Response,
+                job.opcode,
+                job.request_id,
+                &message,
+                file.len_bytes(),
+            )
+            .and_then(|()| send_file_runs(&mut *stream, &file.file, &file.runs)),
+        };
+        // A reply cut short leaves the stream unusable: close it, the client sees why.
+        if sent.is_err() {
             stream.shutdown(Shutdown::Both).ok();
         }
     }
     shared.budget.release(job.charged_bytes);
     job.inflight.leave();
+}
+
+/// The bulk data of a reply: bytes in memory, or file runs for sendfile.
+enum Reply {
+    Bytes(Vec<u8>),
+    File(FileReply),
 }
 
 /// Answers one request with an error without running it.

@@ -73,6 +73,15 @@ impl Stream {
     }
 }
 
+impl std::os::fd::AsRawFd for Stream {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {

@@ -112,6 +112,14 @@ impl Handler for Roles {
         self.io.as_ref().map_or(0, |io| io.reply_bytes_hint(request))
     }
 
+    fn reply_from_file(
+        &self,
+        connection: ConnectionId,
+        request: &Request,
+    ) -> Option<Result<(Response, weft_rpc::FileReply), WireError>> {
+        self.io.as_ref()?.reply_from_file(connection, request)
+    }
+
     fn connection_closed(&self, connection: ConnectionId) {
         if let Some(io) = &self.io {
             io.connection_closed(connection);
