@@ -236,17 +236,8 @@ impl File {
                     }) else {
                         break;
                     };
-                    let id = match id {
-                        Some(id) => id,
-                        None => *id.insert(file_view.id_on(index, connection)?),
-                    };
-                    let request = Request::WriteView {
-                        inode: self.inode(),
-                        striping: self.striping(index),
-                        view: id,
-                        view_offset: start,
-                        len: end - start,
-                    };
+                    let request =
+                        self.view_request(&file_view, &mut id, index, connection, start..end, true)?;
                     if window.len() >= inflight {
                         expect_bytes(window.pop_front().expect("window is full").wait()?.0)?;
                     }
@@ -261,6 +252,42 @@ impl File {
         .map_err(|e| e.context(&self.path))?;
         self.known_size.fetch_max(file_end, Ordering::SeqCst);
         Ok(buf.len())
+    }
+
+    /// The request for view bytes `range` on server `index`, registering the view on
+    /// that server's connection at the first request (`id` remembers it).
+    fn view_request(
+        &self,
+        file_view: &FileView,
+        id: &mut Option<ViewId>,
+        index: usize,
+        connection: &Arc<Connection>,
+        range: std::ops::Range<u64>,
+        write: bool,
+    ) -> Result<Request, ClientError> {
+        let view = match *id {
+            Some(v) => v,
+            None => *id.insert(file_view.id_on(index, connection)?),
+        };
+        let (inode, striping) = (self.inode(), self.striping(index));
+        let (view_offset, len) = (range.start, range.end - range.start);
+        Ok(if write {
+            Request::WriteView {
+                inode,
+                striping,
+                view,
+                view_offset,
+                len,
+            }
+        } else {
+            Request::ReadView {
+                inode,
+                striping,
+                view,
+                view_offset,
+                len,
+            }
+        })
     }
 
     /// Reads the view's bytes from view offset `view_offset` into `buf`, in view order;
@@ -310,17 +337,8 @@ impl File {
                     places.push(((at - view_offset) as usize, n as usize));
                     bytes += n;
                 }) {
-                    let id = match id {
-                        Some(id) => id,
-                        None => *id.insert(file_view.id_on(index, connection)?),
-                    };
-                    let request = Request::ReadView {
-                        inode: self.inode(),
-                        striping: self.striping(index),
-                        view: id,
-                        view_offset: start,
-                        len: end - start,
-                    };
+                    let request =
+                        self.view_request(&file_view, &mut id, index, connection, start..end, false)?;
                     if window.len() >= inflight {
                         window.pop_front().expect("window is full").finish(&shared)?;
                     }
