@@ -369,6 +369,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
     let client = cluster::connect()?;
     let create = CreateOptions {
         layout: LayoutRequest {
+            cache: None,
             stripe_size_bytes: args.stripe_size,
             stripe_count: args.stripe_count,
             first_server: None,

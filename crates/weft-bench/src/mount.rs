@@ -239,6 +239,7 @@ pub fn run(args: &MountArgs) -> Result<()> {
 
     let create = CreateOptions {
         layout: LayoutRequest {
+            cache: None,
             stripe_size_bytes: args.stripe_size,
             stripe_count: args.stripe_count,
             first_server: None,

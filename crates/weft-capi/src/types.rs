@@ -171,6 +171,7 @@ impl weft_layout_t {
         }
         let set = |bit: u32| self.fields & bit != 0;
         Ok(LayoutRequest {
+            cache: None,
             stripe_size_bytes: set(WEFT_LAYOUT_STRIPE_SIZE).then_some(self.stripe_size_bytes),
             stripe_count: set(WEFT_LAYOUT_STRIPE_COUNT).then_some(self.stripe_count),
             first_server: set(WEFT_LAYOUT_FIRST_SERVER).then_some(self.first_server),
@@ -279,6 +280,7 @@ mod tests {
     #[test]
     fn layout_fields_round_trip_and_unknown_bits_are_refused() {
         let request = LayoutRequest {
+            cache: None,
             stripe_size_bytes: Some(4096),
             stripe_count: None,
             first_server: Some(0),

@@ -219,6 +219,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             });
         }
         let mut config = ClusterConfig {
+            cache: Default::default(),
             name: "weft".into(),
             stripe_size: options.stripe_size,
             stripe_count: options.stripe_count,

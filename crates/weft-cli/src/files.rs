@@ -113,25 +113,27 @@ pub fn describe_layout(attr: &Attr) -> String {
     if let Some(l) = &attr.layout {
         let servers: Vec<String> = l.servers.iter().map(|s| s.to_string()).collect();
         return format!(
-            "stripe_size={} ({}) stripe_count={} servers={} (stripe i on servers[i mod {}])",
+            "stripe_size={} ({}) stripe_count={} servers={} (stripe i on servers[i mod {}]) cache={}",
             l.stripe_size_bytes,
             human_bytes(l.stripe_size_bytes),
             l.servers.len(),
             servers.join(","),
-            l.servers.len()
+            l.servers.len(),
+            attr.cache
         );
     }
     match &attr.dir_layout {
         Some(r) => {
             let field = |v: Option<String>| v.unwrap_or_else(|| "inherit".into());
             format!(
-                "default for new files: stripe_size={} stripe_count={} first_server={}",
+                "default for new files: stripe_size={} stripe_count={} first_server={} cache={}",
                 field(r.stripe_size_bytes.map(|v| v.to_string())),
                 field(
                     r.stripe_count
                         .map(|v| if v == 0 { "all".to_string() } else { v.to_string() })
                 ),
-                field(r.first_server.map(|v| v.to_string()))
+                field(r.first_server.map(|v| v.to_string())),
+                field(r.cache.map(|v| v.to_string()))
             )
         }
         None => "default for new files: the cluster default".into(),

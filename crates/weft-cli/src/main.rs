@@ -47,18 +47,27 @@ struct LayoutArgs {
     /// Index of the first io server (PVFS "base").
     #[arg(long, value_name = "N")]
     first_server: Option<u32>,
+    /// Caching mode: none (clients talk to the io servers), cached (all data I/O goes
+    /// through the cluster's cache tier) or delegated (through delegates with
+    /// server-aligned file domains). Default: the directory's, else the cluster's.
+    #[arg(long, value_name = "MODE")]
+    cache: Option<weft_layout::CacheMode>,
 }
 
 impl LayoutArgs {
     fn request(&self) -> LayoutRequest {
         LayoutRequest {
+            cache: self.cache,
             stripe_size_bytes: self.stripe_size,
             stripe_count: self.stripe_count,
             first_server: self.first_server,
         }
     }
     fn is_set(&self) -> bool {
-        self.stripe_size.is_some() || self.stripe_count.is_some() || self.first_server.is_some()
+        self.stripe_size.is_some()
+            || self.stripe_count.is_some()
+            || self.first_server.is_some()
+            || self.cache.is_some()
     }
 }
 

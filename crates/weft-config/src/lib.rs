@@ -16,14 +16,18 @@
 //!
 //! [[server]]
 //! id = 1
-//! roles = ["io"]
+//! roles = ["io", "cache"]   # an io server with a colocated cache manager
 //! addr = "node1:7400"
+//!
+//! [cache]                   # optional: the cache tier's settings
+//! default = "cached"        # caching mode of new files: none, cached, delegated
+//! memory = 1073741824       # bytes of file data each cache manager holds at most
 //! ```
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use weft_layout::stripe::STRIPE_SIZE_BYTES_DEFAULT;
-use weft_layout::{LayoutRequest, ServerId};
+use weft_layout::{CacheMapping, CacheMode, LayoutRequest, ServerId};
 
 /// Most servers a cluster description may list.
 pub const SERVERS_MAX: usize = 4096;
@@ -82,6 +86,42 @@ fn default_stripe_size() -> u64 {
     STRIPE_SIZE_BYTES_DEFAULT
 }
 
+/// Smallest memory bound of a cache manager (bytes): a few blocks of the largest
+/// common stripe size.
+pub const CACHE_MEMORY_BYTES_MIN: u64 = 1 << 20;
+/// Default memory bound of a cache manager (bytes).
+pub const CACHE_MEMORY_BYTES_DEFAULT: u64 = 512 << 20;
+
+/// The cache tier's settings (`[cache]` in the description). The cache managers are
+/// the servers with the `cache` role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSettings {
+    /// Caching mode of new files when neither the create nor the directory says:
+    /// `none`, `cached` or `delegated`. Default: `cached` when the cluster has cache
+    /// managers, else `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// `aligned` (a block goes to the manager of the io server storing it) or
+    /// `hashed` (block x to manager x mod n). Default: `aligned` when every io server
+    /// has the cache role and no server is a cache manager only, else `hashed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<String>,
+    /// Cache block size in bytes; 0 (the default) = each file's stripe size.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub block_size: u64,
+    /// Most bytes of file data one cache manager holds; default 512 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// Replacement policy of every cache manager: lru, lfu, fifo, arc, s3fifo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
@@ -93,8 +133,16 @@ pub struct ClusterConfig {
     /// Default number of io servers a file is striped over; 0 = all.
     #[serde(default)]
     pub stripe_count: u32,
+    #[serde(default, skip_serializing_if = "CacheSettings::is_default")]
+    pub cache: CacheSettings,
     #[serde(rename = "server", default)]
     pub servers: Vec<ServerEntry>,
+}
+
+impl CacheSettings {
+    fn is_default(&self) -> bool {
+        *self == CacheSettings::default()
+    }
 }
 
 impl ClusterConfig {
@@ -161,6 +209,26 @@ impl ClusterConfig {
                 return Err(format!("server {} address {:?} must be host:port", s.id, s.addr));
             }
         }
+        self.cache_default_mode()?;
+        self.cache_mapping()?;
+        if self.cache.block_size != 0
+            && !(weft_layout::stripe::STRIPE_SIZE_BYTES_MIN..=weft_layout::stripe::STRIPE_SIZE_BYTES_MAX)
+                .contains(&self.cache.block_size)
+        {
+            return Err(format!(
+                "cache block_size {} is outside {}..={} bytes (or 0 for the stripe size)",
+                self.cache.block_size,
+                weft_layout::stripe::STRIPE_SIZE_BYTES_MIN,
+                weft_layout::stripe::STRIPE_SIZE_BYTES_MAX
+            ));
+        }
+        if let Some(m) = self.cache.memory {
+            if m < CACHE_MEMORY_BYTES_MIN {
+                return Err(format!(
+                    "cache memory {m} bytes is below the minimum of {CACHE_MEMORY_BYTES_MIN}"
+                ));
+            }
+        }
         let request = self.default_layout();
         let io: Vec<ServerId> = self.io_servers().map(|s| s.server_id()).collect();
         weft_layout::Layout::resolve(&request, &LayoutRequest::default(), &io)
@@ -183,11 +251,52 @@ impl ClusterConfig {
         self.servers.iter().find(|s| s.id == id)
     }
 
+    /// The cache managers (servers with the cache role), in id order.
+    pub fn cache_managers(&self) -> Vec<&ServerEntry> {
+        let mut managers: Vec<&ServerEntry> = self.servers.iter().filter(|s| s.has(Role::Cache)).collect();
+        managers.sort_by_key(|s| s.id);
+        managers
+    }
+
+    /// The caching mode of new files unless a create or directory says otherwise.
+    pub fn cache_default_mode(&self) -> Result<CacheMode, String> {
+        match &self.cache.default {
+            Some(name) => {
+                let mode: CacheMode = name.parse()?;
+                if mode.uses_tier() && self.cache_managers().is_empty() {
+                    return Err(format!(
+                        "cache default {mode} needs servers with the cache role; none is listed"
+                    ));
+                }
+                Ok(mode)
+            }
+            None if self.cache_managers().is_empty() => Ok(CacheMode::None),
+            None => Ok(CacheMode::Cached),
+        }
+    }
+
+    /// How blocks of cached files map onto the cache managers.
+    pub fn cache_mapping(&self) -> Result<CacheMapping, String> {
+        if let Some(name) = &self.cache.mapping {
+            return name.parse();
+        }
+        let managers = self.cache_managers();
+        let colocated = !managers.is_empty()
+            && self.io_servers().all(|s| s.has(Role::Cache))
+            && managers.iter().all(|s| s.has(Role::Io));
+        Ok(if colocated || managers.is_empty() {
+            CacheMapping::Aligned
+        } else {
+            CacheMapping::Hashed
+        })
+    }
+
     pub fn default_layout(&self) -> LayoutRequest {
         LayoutRequest {
             stripe_size_bytes: Some(self.stripe_size),
             stripe_count: Some(self.stripe_count),
             first_server: None,
+            cache: self.cache_default_mode().ok(),
         }
     }
 
@@ -240,6 +349,10 @@ mod tests {
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 2,
+            cache: CacheSettings {
+                memory: Some(64 << 20),
+                ..Default::default()
+            },
             servers: vec![
                 ServerEntry {
                     id: 0,
@@ -281,5 +394,43 @@ mod tests {
                 .contains("host:port")
         );
         assert!(bad("bogus = 1\n").contains("bogus"));
+        let io_only = "[[server]]\nid = 0\nroles = [\"meta\", \"io\"]\naddr = \"h:1\"\n";
+        assert!(bad(&format!("[cache]\ndefault = \"cached\"\n{io_only}")).contains("cache role"));
+        assert!(bad(&format!("[cache]\ndefault = \"sometimes\"\n{io_only}")).contains("sometimes"));
+        assert!(bad(&format!("[cache]\nmemory = 5\n{io_only}")).contains("minimum"));
+    }
+
+    #[test]
+    fn the_cache_mapping_follows_where_the_managers_run() {
+        let server = |id, roles: &[Role]| ServerEntry {
+            id,
+            roles: roles.to_vec(),
+            addr: format!("h:{id}"),
+            data_dir: None,
+            socket: None,
+        };
+        let mut config = ClusterConfig {
+            name: "t".into(),
+            stripe_size: 4096,
+            stripe_count: 0,
+            cache: CacheSettings::default(),
+            servers: vec![
+                server(0, &[Role::Meta]),
+                server(1, &[Role::Io, Role::Cache]),
+                server(2, &[Role::Io, Role::Cache]),
+            ],
+        };
+        assert_eq!(config.cache_mapping(), Ok(CacheMapping::Aligned));
+        assert_eq!(config.cache_default_mode(), Ok(CacheMode::Cached));
+        config.servers.push(server(3, &[Role::Cache]));
+        assert_eq!(config.cache_mapping(), Ok(CacheMapping::Hashed));
+        config.cache.mapping = Some("aligned".into());
+        assert_eq!(config.cache_mapping(), Ok(CacheMapping::Aligned));
+        config.cache.mapping = None;
+        config.servers[1].roles = vec![Role::Io];
+        config.servers[2].roles = vec![Role::Io];
+        assert_eq!(config.cache_mapping(), Ok(CacheMapping::Hashed));
+        config.servers.retain(|s| s.id != 3);
+        assert_eq!(config.cache_default_mode(), Ok(CacheMode::None));
     }
 }

@@ -1,6 +1,7 @@
 //! The layout as an extended attribute (the OrangeFS `user.pvfs2.dist_*` idea):
-//! `user.weft.layout` reads as "stripe_size=65536 stripe_count=4 servers=1,2,3,4" on a
-//! file, and on a directory as its default for new files, which setfattr changes.
+//! `user.weft.layout` reads as "stripe_size=65536 stripe_count=4 servers=1,2,3,4
+//! cache=none" on a file, and on a directory as its default for new files, which
+//! setfattr changes.
 
 use weft_client::{Attr, LayoutRequest};
 
@@ -12,10 +13,11 @@ pub fn format(attr: &Attr) -> Option<String> {
     if let Some(layout) = &attr.layout {
         let servers: Vec<String> = layout.servers.iter().map(|s| s.to_string()).collect();
         return Some(format!(
-            "stripe_size={} stripe_count={} servers={}",
+            "stripe_size={} stripe_count={} servers={} cache={}",
             layout.stripe_size_bytes,
             layout.servers.len(),
-            servers.join(",")
+            servers.join(","),
+            attr.cache
         ));
     }
     let request = attr.dir_layout?;
@@ -29,12 +31,16 @@ pub fn format(attr: &Attr) -> Option<String> {
     if let Some(v) = request.first_server {
         fields.push(format!("first_server={v}"));
     }
+    if let Some(v) = request.cache {
+        fields.push(format!("cache={v}"));
+    }
     Some(fields.join(" "))
 }
 
 /// Parses a directory default: `key=value` fields separated by spaces or commas, keys
 /// `stripe_size` (K, M, G suffixes accepted), `stripe_count` (0 = all servers) and
-/// `first_server`. Fields left out are inherited from the cluster default.
+/// `first_server`, and `cache` (none, cached, delegated). Fields left out are inherited
+/// from the cluster default.
 pub fn parse(value: &str) -> Result<LayoutRequest, String> {
     let mut request = LayoutRequest::default();
     let text = value.trim_end_matches('\0');
@@ -46,6 +52,7 @@ pub fn parse(value: &str) -> Result<LayoutRequest, String> {
             "stripe_size" => request.stripe_size_bytes = Some(parse_size(v)?),
             "stripe_count" => request.stripe_count = Some(parse_number(v)?),
             "first_server" => request.first_server = Some(parse_number(v)?),
+            "cache" => request.cache = Some(v.parse()?),
             "servers" => {
                 return Err("servers cannot be chosen one by one: set stripe_count and first_server".into())
             }
@@ -53,7 +60,7 @@ pub fn parse(value: &str) -> Result<LayoutRequest, String> {
         }
     }
     if request == LayoutRequest::default() {
-        return Err("no layout field given (stripe_size, stripe_count, first_server)".into());
+        return Err("no layout field given (stripe_size, stripe_count, first_server, cache)".into());
     }
     Ok(request)
 }
@@ -95,12 +102,17 @@ mod tests {
             Some(1 << 20)
         );
         assert_eq!(parse("stripe_size=64K\0").unwrap().stripe_size_bytes, Some(65536));
+        assert_eq!(
+            parse("cache=cached").unwrap().cache,
+            Some(weft_client::CacheMode::Cached)
+        );
         for bad in [
             "",
             "stripe_size",
             "stripe_size=x",
             "colour=blue",
             "servers=1,2",
+            "cache=sometimes",
             "stripe_size=99999999999G",
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");

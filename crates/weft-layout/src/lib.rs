@@ -8,4 +8,4 @@ pub mod stripe;
 pub mod view;
 
 pub use ids::{InodeId, ServerId};
-pub use stripe::{Layout, LayoutError, LayoutRequest, StripePiece};
+pub use stripe::{CacheMapping, CacheMode, Layout, LayoutError, LayoutRequest, StripePiece};

@@ -52,6 +52,100 @@ pub struct LayoutRequest {
     pub stripe_count: Option<u32>,
     /// Index into the cluster's io-server list of the first server.
     pub first_server: Option<u32>,
+    /// Whether the file's data goes through the cache tier.
+    pub cache: Option<CacheMode>,
+}
+
+/// How a file's data reaches its io servers: a property of the file, fixed at create,
+/// so that every client routes the file's I/O the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum CacheMode {
+    /// Clients talk to the io servers directly.
+    #[default]
+    None = 0,
+    /// All data I/O goes through the cache tier's cache managers (one replica of each
+    /// block in the whole tier).
+    Cached = 1,
+    /// All data I/O goes through delegates: cache managers with the server-aligned
+    /// mapping and write-back caching (the I/O delegation design).
+    Delegated = 2,
+}
+
+impl CacheMode {
+    pub const ALL: [CacheMode; 3] = [CacheMode::None, CacheMode::Cached, CacheMode::Delegated];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheMode::None => "none",
+            CacheMode::Cached => "cached",
+            CacheMode::Delegated => "delegated",
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<CacheMode> {
+        CacheMode::ALL.into_iter().find(|m| *m as u8 == code)
+    }
+
+    /// Whether data I/O of such a file goes through the cache tier.
+    pub fn uses_tier(self) -> bool {
+        self != CacheMode::None
+    }
+}
+
+/// Which cache manager holds a block of a cached file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum CacheMapping {
+    /// Server-aligned: block `x` (a stripe) goes to the cache manager serving the io
+    /// server that stores it; the managers of a file are a factor or a multiple of its
+    /// stripe count, so each talks only to its own io servers. With a cache role in
+    /// every io server this is disk-directed I/O: data crosses the network once.
+    #[default]
+    Aligned = 0,
+    /// Hash Distributed Caching on file offsets: block `x` goes to manager `x mod n`
+    /// over all the cluster's cache managers (Clusterfile's two-phase placement).
+    Hashed = 1,
+}
+
+impl CacheMapping {
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheMapping::Aligned => "aligned",
+            CacheMapping::Hashed => "hashed",
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<CacheMapping> {
+        [CacheMapping::Aligned, CacheMapping::Hashed]
+            .into_iter()
+            .find(|m| *m as u8 == code)
+    }
+}
+
+impl std::str::FromStr for CacheMapping {
+    type Err = String;
+    fn from_str(s: &str) -> Result<CacheMapping, String> {
+        match s {
+            "aligned" => Ok(CacheMapping::Aligned),
+            "hashed" | "hdc" => Ok(CacheMapping::Hashed),
+            _ => Err(format!("cache mapping {s:?} is not one of aligned, hashed")),
+        }
+    }
+}
+
+impl std::fmt::Display for CacheMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for CacheMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<CacheMode, String> {
+        CacheMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("cache mode {s:?} is not one of none, cached, delegated"))
+    }
 }
 
 /// One contiguous piece of a request that lands on one server.

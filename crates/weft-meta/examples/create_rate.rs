@@ -24,6 +24,7 @@ fn main() {
         .set_cluster(ClusterLayout {
             io_servers: (0..4).map(ServerId).collect(),
             default_layout: LayoutRequest::default(),
+            cache_managers: 0,
         })
         .expect("cluster");
     let cred = Cred::root();

@@ -58,6 +58,7 @@ impl MetaService {
         store.set_cluster(ClusterLayout {
             io_servers,
             default_layout: cluster.default_layout,
+            cache_managers: cluster.cache.managers.len(),
         })?;
         cluster.root = InodeId::ROOT;
         Ok(MetaService {

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
+use weft_layout::{CacheMode, InodeId, Layout, LayoutRequest, ServerId};
 use weft_meta::{CreateCheck, MetaStore};
 use weft_proto::{Cred, ErrorCode, FileKind, MetaStatfs, SetAttr, TimeSet, Timespec};
 
@@ -492,6 +492,7 @@ fn create_resolves_layouts_and_handles_existing_names() {
     );
     // Request fields win; a count of 3 from index 2 wraps around the cluster.
     let asked = LayoutRequest {
+        cache: None,
         stripe_size_bytes: Some(1 << 20),
         stripe_count: Some(3),
         first_server: Some(2),
@@ -611,6 +612,7 @@ fn directory_layouts_are_inherited_and_validated() {
     let a = alice();
     let d = dir_owned_by(&store, "d", &a, 0o755);
     let wanted = LayoutRequest {
+        cache: None,
         stripe_size_bytes: Some(4096),
         stripe_count: Some(3),
         first_server: None,
@@ -685,6 +687,56 @@ fn directory_layouts_are_inherited_and_validated() {
         store.set_dir_layout(&root(), d, Some(wanted)).unwrap().dir_layout,
         Some(wanted)
     );
+}
+
+/// A file's caching mode comes from the create, else the directory default, else the
+/// cluster default, and needs a cache tier.
+#[test]
+fn caching_modes_are_inherited_and_need_a_cache_tier() {
+    let (_dir, store) = store();
+    let a = alice();
+    let d = dir_owned_by(&store, "d", &a, 0o755);
+    let cached = LayoutRequest {
+        cache: Some(CacheMode::Cached),
+        ..Default::default()
+    };
+    // This cluster has no cache managers: asking for the tier is refused, clearly.
+    let refused = create_with(&store, &a, d, "x", 0o644, &cached).unwrap_err();
+    assert_eq!(refused.code, ErrorCode::InvalidLayout);
+    assert!(refused.message.contains("cache"), "{}", refused.message);
+    assert_eq!(
+        code(store.set_dir_layout(&a, d, Some(cached))),
+        ErrorCode::InvalidLayout
+    );
+    assert_eq!(create(&store, &a, d, "plain").unwrap().cache, CacheMode::None);
+
+    let mut with_tier = cluster();
+    with_tier.cache_managers = 2;
+    with_tier.default_layout.cache = Some(CacheMode::Cached);
+    store.set_cluster(with_tier).unwrap();
+    // The cluster default applies where nothing else is said...
+    assert_eq!(create(&store, &a, d, "f").unwrap().cache, CacheMode::Cached);
+    // ...a directory default overrides it, and a create overrides both.
+    let delegated = LayoutRequest {
+        cache: Some(CacheMode::Delegated),
+        ..Default::default()
+    };
+    assert_eq!(
+        store.set_dir_layout(&a, d, Some(delegated)).unwrap().dir_layout,
+        Some(delegated)
+    );
+    assert_eq!(create(&store, &a, d, "g").unwrap().cache, CacheMode::Delegated);
+    let none = LayoutRequest {
+        cache: Some(CacheMode::None),
+        ..Default::default()
+    };
+    let h = create_with(&store, &a, d, "h", 0o644, &none).unwrap();
+    assert_eq!(h.cache, CacheMode::None);
+    // The mode is stored with the file and read back as such.
+    let g = store.lookup(&a, d, "g").unwrap();
+    assert_eq!(g.cache, CacheMode::Delegated);
+    // Files made before the tier existed keep their mode.
+    assert_eq!(store.lookup(&a, d, "plain").unwrap().cache, CacheMode::None);
 }
 
 #[test]

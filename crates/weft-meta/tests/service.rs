@@ -99,6 +99,7 @@ fn fixture() -> Fixture {
 
 fn cluster_info(io_servers: &[ServerId]) -> ClusterInfo {
     ClusterInfo {
+        cache: Default::default(),
         name: "test".into(),
         io_servers: io_servers
             .iter()

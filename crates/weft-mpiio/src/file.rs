@@ -261,6 +261,7 @@ impl MpiFile {
                     exclusive: mode & amode::EXCL != 0,
                     truncate: false,
                     layout: LayoutRequest {
+                        cache: None,
                         stripe_size_bytes: hints.striping_unit,
                         stripe_count: hints.striping_factor,
                         first_server: None,

@@ -777,6 +777,7 @@ mod tests {
                 name: "f".into(),
                 mode: 0o644,
                 layout: LayoutRequest {
+                    cache: None,
                     stripe_size_bytes: Some(4096),
                     stripe_count: Some(2),
                     first_server: None,
@@ -879,6 +880,7 @@ mod tests {
     #[test]
     fn responses_round_trip() {
         let attr = Attr {
+            cache: weft_layout::CacheMode::Cached,
             inode: InodeId(7),
             kind: FileKind::File,
             mode: 0o644,

@@ -2,7 +2,7 @@
 
 use crate::codec::{DecodeError, Reader, Wire, Writer};
 use weft_layout::stripe::{STRIPE_COUNT_MAX, STRIPE_SIZE_BYTES_MAX, STRIPE_SIZE_BYTES_MIN};
-use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
+use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, ServerId};
 
 /// Most supplementary groups carried in a credential.
 pub const GROUPS_MAX: usize = 64;
@@ -124,6 +124,32 @@ impl Wire for FileKind {
     }
 }
 
+impl Wire for CacheMode {
+    fn encode(&self, w: &mut Writer) {
+        w.u8(*self as u8)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let code = r.u8()?;
+        CacheMode::from_code(code).ok_or(DecodeError::Invalid {
+            what: "cache mode",
+            value: code as u64,
+        })
+    }
+}
+
+impl Wire for CacheMapping {
+    fn encode(&self, w: &mut Writer) {
+        w.u8(*self as u8)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let code = r.u8()?;
+        CacheMapping::from_code(code).ok_or(DecodeError::Invalid {
+            what: "cache mapping",
+            value: code as u64,
+        })
+    }
+}
+
 impl Wire for InodeId {
     fn encode(&self, w: &mut Writer) {
         w.u64(self.0)
@@ -162,12 +188,14 @@ impl Wire for LayoutRequest {
         w.opt(&self.stripe_size_bytes);
         w.opt(&self.stripe_count);
         w.opt(&self.first_server);
+        w.opt(&self.cache);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let request = LayoutRequest {
             stripe_size_bytes: r.opt()?,
             stripe_count: r.opt()?,
             first_server: r.opt()?,
+            cache: r.opt()?,
         };
         if let Some(s) = request.stripe_size_bytes {
             if !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&s) {
@@ -252,6 +280,8 @@ pub struct Attr {
     pub ctime: Timespec,
     /// A file's layout.
     pub layout: Option<Layout>,
+    /// A file's caching mode (fixed at create).
+    pub cache: CacheMode,
     /// A directory's default layout for new files.
     pub dir_layout: Option<LayoutRequest>,
 }
@@ -269,6 +299,7 @@ impl Wire for Attr {
         self.mtime.encode(w);
         self.ctime.encode(w);
         w.opt(&self.layout);
+        self.cache.encode(w);
         w.opt(&self.dir_layout);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -284,6 +315,7 @@ impl Wire for Attr {
             mtime: Timespec::decode(r)?,
             ctime: Timespec::decode(r)?,
             layout: r.opt()?,
+            cache: CacheMode::decode(r)?,
             dir_layout: r.opt()?,
         })
     }
@@ -399,6 +431,41 @@ impl Wire for IoServer {
     }
 }
 
+/// The cache tier as clients see it: which servers are cache managers and how blocks
+/// of cached files map onto them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CacheTier {
+    /// Servers with the cache role, in id order; empty when the cluster has no tier.
+    pub managers: Vec<IoServer>,
+    pub mapping: CacheMapping,
+    /// Size of a cache block; 0 means each file's stripe size.
+    pub block_size_bytes: u64,
+}
+
+impl Wire for CacheTier {
+    fn encode(&self, w: &mut Writer) {
+        w.seq(&self.managers);
+        self.mapping.encode(w);
+        w.u64(self.block_size_bytes);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let tier = CacheTier {
+            managers: r.seq()?,
+            mapping: CacheMapping::decode(r)?,
+            block_size_bytes: r.u64()?,
+        };
+        if tier.block_size_bytes != 0
+            && !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&tier.block_size_bytes)
+        {
+            return Err(DecodeError::Invalid {
+                what: "cache block size",
+                value: tier.block_size_bytes,
+            });
+        }
+        Ok(tier)
+    }
+}
+
 /// What a client learns from the metadata manager when it connects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterInfo {
@@ -406,6 +473,7 @@ pub struct ClusterInfo {
     pub io_servers: Vec<IoServer>,
     pub default_layout: LayoutRequest,
     pub root: InodeId,
+    pub cache: CacheTier,
 }
 
 impl Wire for ClusterInfo {
@@ -414,6 +482,7 @@ impl Wire for ClusterInfo {
         w.seq(&self.io_servers);
         self.default_layout.encode(w);
         self.root.encode(w);
+        self.cache.encode(w);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(ClusterInfo {
@@ -421,6 +490,7 @@ impl Wire for ClusterInfo {
             io_servers: r.seq()?,
             default_layout: LayoutRequest::decode(r)?,
             root: InodeId::decode(r)?,
+            cache: CacheTier::decode(r)?,
         })
     }
 }

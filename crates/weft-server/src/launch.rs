@@ -119,6 +119,7 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
         });
     }
     let mut config = ClusterConfig {
+        cache: Default::default(),
         name: format!("weft-mpi-{key}"),
         stripe_size: STRIPE_SIZE_BYTES_DEFAULT,
         stripe_count: 0,

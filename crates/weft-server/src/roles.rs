@@ -11,7 +11,7 @@ use weft_iod::IoService;
 use weft_layout::{InodeId, ServerId};
 use weft_meta::{MetaService, MetaStore, ObjectServers};
 use weft_proto::msg::{roles, Request, Response};
-use weft_proto::{ClusterInfo, ErrorCode, IoServer, WireError};
+use weft_proto::{CacheTier, ClusterInfo, ErrorCode, IoServer, WireError};
 use weft_rpc::{ConnectionId, ConnectionPool, Handler, Timeouts};
 
 /// How often the manager purges objects of removed files.
@@ -42,19 +42,23 @@ impl Roles {
             let owner = unsafe { (libc::geteuid(), libc::getegid()) };
             let store = MetaStore::open(&db, owner)
                 .map_err(|e| anyhow::anyhow!("opening metadata database {}: {e}", db.display()))?;
-            let io_servers: Vec<IoServer> = config
-                .io_servers()
-                .map(|s| IoServer {
-                    id: s.server_id(),
-                    addr: s.addr.clone(),
-                    socket: s.socket.as_ref().map(|p| p.display().to_string()),
-                })
-                .collect();
+            let as_seen = |s: &weft_config::ServerEntry| IoServer {
+                id: s.server_id(),
+                addr: s.addr.clone(),
+                socket: s.socket.as_ref().map(|p| p.display().to_string()),
+            };
+            let io_servers: Vec<IoServer> = config.io_servers().map(as_seen).collect();
+            let cache = CacheTier {
+                managers: config.cache_managers().into_iter().map(as_seen).collect(),
+                mapping: config.cache_mapping().map_err(|e| anyhow::anyhow!("{e}"))?,
+                block_size_bytes: config.cache.block_size,
+            };
             let objects = Arc::new(NetObjectServers {
                 pool: ConnectionPool::new("weftd meta", Timeouts::from_env()),
                 addrs: io_servers.iter().map(|s| (s.id, s.addr.clone())).collect(),
             });
             let cluster = ClusterInfo {
+                cache,
                 name: config.name.clone(),
                 io_servers,
                 default_layout: config.default_layout(),

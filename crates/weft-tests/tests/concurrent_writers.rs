@@ -68,6 +68,7 @@ fn concurrent_writers_to_one_file() {
             path,
             &CreateOptions {
                 layout: LayoutRequest {
+                    cache: None,
                     stripe_size_bytes: Some(STRIPE_BYTES),
                     stripe_count: Some(4),
                     first_server: None,

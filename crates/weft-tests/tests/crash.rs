@@ -37,6 +37,7 @@ fn io_server_killed_mid_writes_loses_nothing_synced() {
             "/stream",
             &CreateOptions {
                 layout: LayoutRequest {
+                    cache: None,
                     stripe_size_bytes: Some(16 << 10),
                     stripe_count: Some(4),
                     first_server: None,

@@ -23,6 +23,7 @@ const LAYOUTS: [(u64, u32, u32); 8] = [
 
 fn request(stripe: u64, count: u32, first: u32) -> LayoutRequest {
     LayoutRequest {
+        cache: None,
         stripe_size_bytes: Some(stripe),
         stripe_count: Some(count),
         first_server: Some(first),

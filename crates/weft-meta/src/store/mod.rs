@@ -28,7 +28,7 @@ use redb::{
     Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, Table, TableDefinition,
     WriteTransaction,
 };
-use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
+use weft_layout::{CacheMode, InodeId, Layout, LayoutRequest, ServerId};
 use weft_proto::{Cred, ErrorCode, FileKind, Timespec, Wire, WireError};
 
 use access::{permits, MAY_EXECUTE};
@@ -71,6 +71,9 @@ pub struct ClusterLayout {
     pub io_servers: Vec<ServerId>,
     /// Used for any field neither the request nor the directory default sets.
     pub default_layout: LayoutRequest,
+    /// Cache managers in the cluster: a file may be `cached` or `delegated` only when
+    /// there is at least one.
+    pub cache_managers: usize,
 }
 
 /// Inode numbers reserved durably but not yet handed out: `[next, end)`.
@@ -168,13 +171,13 @@ impl MetaStore {
         self.cluster.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Resolves a layout: fields of `request`, else of the directory default
-    /// `directory`, else of the cluster default.
+    /// Resolves a layout and caching mode: fields of `request`, else of the directory
+    /// default `directory`, else of the cluster default.
     fn resolve_layout(
         &self,
         request: &LayoutRequest,
         directory: Option<&LayoutRequest>,
-    ) -> Result<Layout, WireError> {
+    ) -> Result<(Layout, CacheMode), WireError> {
         let cluster = self.cluster.read().unwrap_or_else(|p| p.into_inner());
         let cluster_default = &cluster.default_layout;
         let defaults = match directory {
@@ -183,10 +186,22 @@ impl MetaStore {
                 stripe_size_bytes: d.stripe_size_bytes.or(cluster_default.stripe_size_bytes),
                 stripe_count: d.stripe_count.or(cluster_default.stripe_count),
                 first_server: d.first_server.or(cluster_default.first_server),
+                cache: d.cache.or(cluster_default.cache),
             },
         };
-        Layout::resolve(request, &defaults, &cluster.io_servers)
-            .map_err(|e| WireError::new(ErrorCode::InvalidLayout, e.to_string()))
+        let layout = Layout::resolve(request, &defaults, &cluster.io_servers)
+            .map_err(|e| WireError::new(ErrorCode::InvalidLayout, e.to_string()))?;
+        let cache = request.cache.or(defaults.cache).unwrap_or_default();
+        if cache.uses_tier() && cluster.cache_managers == 0 {
+            return Err(WireError::new(
+                ErrorCode::InvalidLayout,
+                format!(
+                    "cache mode {cache} needs a cache tier, and this cluster has no cache managers \
+                     (start one with `weft up --cache colocated` or `--cache N`)"
+                ),
+            ));
+        }
+        Ok((layout, cache))
     }
 
     /// Hands out a fresh inode number. Must not be called while this thread holds a

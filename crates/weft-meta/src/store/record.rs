@@ -1,12 +1,13 @@
 //! The stored form of an inode: what the `inodes` table holds, and its conversion to
 //! the wire [`Attr`].
 
-use weft_layout::{InodeId, Layout, LayoutRequest};
+use weft_layout::{CacheMode, InodeId, Layout, LayoutRequest};
 use weft_proto::{Attr, DecodeError, FileKind, Reader, Timespec, Wire, Writer};
 
 /// First byte of every encoded record; bump it (and keep a decoder for the old one)
-/// whenever the encoding changes.
-const RECORD_FORMAT: u8 = 1;
+/// whenever the encoding changes. Format 1 had no caching mode (files are `none`) and
+/// directory defaults without one.
+const RECORD_FORMAT: u8 = 2;
 
 /// One inode as the manager stores it. Directories keep their entry and subdirectory
 /// counts here so that `nlink`, `size` and the emptiness check never scan `dirents`.
@@ -30,6 +31,8 @@ pub(crate) struct InodeRecord {
     pub subdirectories: u64,
     /// Files: where the data lives.
     pub layout: Option<Layout>,
+    /// Files: whether data I/O goes through the cache tier.
+    pub cache: CacheMode,
     /// Directories: default layout for new files (and, copied, for new directories).
     pub dir_layout: Option<LayoutRequest>,
     /// Symlinks: the target, stored verbatim.
@@ -51,6 +54,7 @@ impl InodeRecord {
             entries: 0,
             subdirectories: 0,
             layout: None,
+            cache: CacheMode::None,
             dir_layout: None,
             target: None,
         }
@@ -74,6 +78,7 @@ impl InodeRecord {
         w.u64(self.entries);
         w.u64(self.subdirectories);
         w.opt(&self.layout);
+        self.cache.encode(&mut w);
         w.opt(&self.dir_layout);
         w.opt(&self.target);
         w.bytes
@@ -82,7 +87,7 @@ impl InodeRecord {
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(bytes);
         let format = r.u8()?;
-        if format != RECORD_FORMAT {
+        if format != RECORD_FORMAT && format != 1 {
             return Err(DecodeError::Invalid {
                 what: "inode record format",
                 value: format as u64,
@@ -100,13 +105,37 @@ impl InodeRecord {
             entries: r.u64()?,
             subdirectories: r.u64()?,
             layout: r.opt()?,
-            dir_layout: r.opt()?,
+            cache: if format == 1 {
+                CacheMode::None
+            } else {
+                CacheMode::decode(&mut r)?
+            },
+            dir_layout: if format == 1 {
+                decode_format1_dir_layout(&mut r)?
+            } else {
+                r.opt()?
+            },
             target: r.opt()?,
         };
         r.finish()?;
         Ok(record)
     }
+}
 
+/// A directory default as format 1 stored it: the three striping fields, no caching mode.
+fn decode_format1_dir_layout(r: &mut Reader<'_>) -> Result<Option<LayoutRequest>, DecodeError> {
+    if !r.bool()? {
+        return Ok(None);
+    }
+    Ok(Some(LayoutRequest {
+        stripe_size_bytes: r.opt()?,
+        stripe_count: r.opt()?,
+        first_server: r.opt()?,
+        cache: None,
+    }))
+}
+
+impl InodeRecord {
     /// The wire attributes. Files report size 0: their size lives on the io servers
     /// and the client derives it from the extents there.
     pub fn attr(&self, inode: InodeId) -> Attr {
@@ -131,6 +160,7 @@ impl InodeRecord {
             mtime: self.mtime,
             ctime: self.ctime,
             layout: self.layout.clone(),
+            cache: self.cache,
             dir_layout: self.dir_layout,
         }
     }
@@ -156,6 +186,7 @@ mod tests {
             stripe_size_bytes: 65536,
             servers: vec![ServerId(3), ServerId(1)],
         });
+        record.cache = CacheMode::Delegated;
         let bytes = record.encode();
         assert_eq!(InodeRecord::decode(&bytes).unwrap(), record);
         assert!(InodeRecord::decode(&bytes[..bytes.len() - 1]).is_err());
@@ -165,6 +196,57 @@ mod tests {
         let mut longer = bytes;
         longer.push(0);
         assert!(InodeRecord::decode(&longer).is_err());
+    }
+
+    /// Databases written before caching modes existed (record format 1) still open:
+    /// their files are uncached and their directory defaults keep their striping.
+    #[test]
+    fn format_1_records_decode_without_a_caching_mode() {
+        let mut dir = InodeRecord::new(
+            FileKind::Directory,
+            0o755,
+            (1, 2),
+            InodeId(1),
+            Timespec::default(),
+        );
+        dir.dir_layout = Some(LayoutRequest {
+            stripe_size_bytes: Some(4096),
+            stripe_count: None,
+            first_server: Some(2),
+            cache: None,
+        });
+        let mut file = InodeRecord::new(FileKind::File, 0o644, (1, 2), InodeId(1), Timespec::default());
+        file.layout = Some(Layout {
+            stripe_size_bytes: 8192,
+            servers: vec![ServerId(4)],
+        });
+        for record in [dir, file] {
+            // Format 1, written field by field as that version did.
+            let mut w = Writer::default();
+            w.u8(1);
+            record.kind.encode(&mut w);
+            w.u32(record.mode);
+            w.u32(record.uid);
+            w.u32(record.gid);
+            record.parent.encode(&mut w);
+            record.atime.encode(&mut w);
+            record.mtime.encode(&mut w);
+            record.ctime.encode(&mut w);
+            w.u64(record.entries);
+            w.u64(record.subdirectories);
+            w.opt(&record.layout);
+            match &record.dir_layout {
+                None => w.u8(0),
+                Some(d) => {
+                    w.u8(1);
+                    w.opt(&d.stripe_size_bytes);
+                    w.opt(&d.stripe_count);
+                    w.opt(&d.first_server);
+                }
+            }
+            w.opt(&record.target);
+            assert_eq!(InodeRecord::decode(&w.bytes).unwrap(), record);
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub const IO_SERVERS: [ServerId; 4] = [ServerId(10), ServerId(11), ServerId(12),
 /// Cluster default: 64 KiB stripes over 2 servers starting at the first.
 pub fn cluster_default() -> LayoutRequest {
     LayoutRequest {
+        cache: None,
         stripe_size_bytes: Some(65536),
         stripe_count: Some(2),
         first_server: None,
@@ -24,6 +25,7 @@ pub fn cluster() -> ClusterLayout {
     ClusterLayout {
         io_servers: IO_SERVERS.to_vec(),
         default_layout: cluster_default(),
+        cache_managers: 0,
     }
 }
 

@@ -7,7 +7,7 @@ use super::super::names::check_name;
 use super::super::record::InodeRecord;
 use super::super::{require, MetaStore, Namespace, COUNTER_FILES};
 use super::{child_record, exists, new_mode_and_group};
-use weft_layout::{InodeId, Layout, LayoutRequest};
+use weft_layout::{CacheMode, InodeId, Layout, LayoutRequest};
 use weft_proto::{Attr, Cred, ErrorCode, FileKind, WireError};
 
 /// The outcome of [`MetaStore::create_check`].
@@ -32,6 +32,7 @@ pub struct PendingCreate {
     exclusive: bool,
     inode: InodeId,
     layout: Layout,
+    cache: CacheMode,
 }
 
 impl PendingCreate {
@@ -50,6 +51,9 @@ impl PendingCreate {
     }
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+    pub fn cache(&self) -> CacheMode {
+        self.cache
     }
 }
 
@@ -101,7 +105,7 @@ impl MetaStore {
             Lookup::Existing(attr) => return Ok(CreateCheck::Existing(attr)),
             Lookup::Absent { dir_layout } => dir_layout,
         };
-        let layout = self.resolve_layout(layout, dir_layout.as_ref())?;
+        let (layout, cache) = self.resolve_layout(layout, dir_layout.as_ref())?;
         let inode = self.allocate_inode()?;
         Ok(CreateCheck::New(PendingCreate {
             parent,
@@ -110,6 +114,7 @@ impl MetaStore {
             exclusive,
             inode,
             layout,
+            cache,
         }))
     }
 
@@ -124,6 +129,7 @@ impl MetaStore {
             mode,
             inode,
             layout,
+            cache,
             ..
         } = pending;
         let name = name.as_str();
@@ -141,6 +147,7 @@ impl MetaStore {
             let (mode, gid) = new_mode_and_group(cred, &parent_record, mode, false);
             let mut record = InodeRecord::new(FileKind::File, mode, (cred.uid, gid), parent, tx.now);
             record.layout = Some(layout);
+            record.cache = cache;
             tx.put_inode(inode, &record)?;
             tx.put_entry(parent, name, inode, FileKind::File)?;
             parent_record.entries += 1;
