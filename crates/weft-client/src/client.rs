@@ -18,6 +18,8 @@ pub(crate) struct Inner {
     pub meta_addr: String,
     pub cluster: ClusterInfo,
     pub io_addrs: HashMap<ServerId, String>,
+    /// Addresses of the cache managers.
+    pub cache_addrs: HashMap<ServerId, String>,
     pub cred: Cred,
     pub transfer: TransferOptions,
 }
@@ -28,6 +30,15 @@ impl Inner {
             ClientError::refused(
                 ErrorCode::Unavailable,
                 format!("io server {server} is not in the cluster description"),
+            )
+        })
+    }
+
+    pub fn cache_addr(&self, server: ServerId) -> Result<&str, ClientError> {
+        self.cache_addrs.get(&server).map(String::as_str).ok_or_else(|| {
+            ClientError::refused(
+                ErrorCode::Unavailable,
+                format!("cache manager {server} is not in the cluster description"),
             )
         })
     }
@@ -131,12 +142,19 @@ impl Client {
             .iter()
             .map(|s| (s.id, io_address(&pool, s)))
             .collect();
+        let cache_addrs = cluster
+            .cache
+            .managers
+            .iter()
+            .map(|s| (s.id, io_address(&pool, s)))
+            .collect();
         Ok(Client {
             inner: Arc::new(Inner {
                 pool,
                 meta_addr: meta_addr.to_owned(),
                 cluster,
                 io_addrs,
+                cache_addrs,
                 cred: process_cred(),
                 transfer: TransferOptions::default(),
             }),
@@ -166,6 +184,7 @@ impl Client {
             meta_addr: i.meta_addr.clone(),
             cluster: i.cluster.clone(),
             io_addrs: i.io_addrs.clone(),
+            cache_addrs: i.cache_addrs.clone(),
             cred: i.cred.clone(),
             transfer: i.transfer,
         };
@@ -298,6 +317,7 @@ impl Client {
                 }
             }
         }
+        self.add_cached_ends(attrs)?;
         for (k, attr) in attrs.iter().enumerate() {
             if asked[k] > 0 && missing[k] == asked[k] {
                 return Err(ClientError::refused(
@@ -307,6 +327,34 @@ impl Client {
                         attr.inode
                     ),
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Cached files' sizes also count what their cache managers hold unwritten: asks
+    /// every manager of the tier about all cached files of `attrs` at once.
+    fn add_cached_ends(&self, attrs: &mut [Attr]) -> Result<(), ClientError> {
+        let cached: Vec<usize> = (0..attrs.len())
+            .filter(|&k| attrs[k].layout.is_some() && attrs[k].cache.uses_tier())
+            .collect();
+        if cached.is_empty() {
+            return Ok(());
+        }
+        for manager in &self.inner.cluster.cache.managers {
+            let connection = self.inner.pool.get(self.inner.cache_addr(manager.id)?)?;
+            for batch in cached.chunks(BATCH_INODES_MAX) {
+                let request = Request::CacheExtents {
+                    inodes: batch.iter().map(|&k| attrs[k].inode).collect(),
+                };
+                match connection.call(&request, &[])?.0 {
+                    Response::Extents(ends) if ends.len() == batch.len() => {
+                        for (&k, end) in batch.iter().zip(ends) {
+                            attrs[k].size = attrs[k].size.max(end);
+                        }
+                    }
+                    other => return Err(unexpected(&other)),
+                }
             }
         }
         Ok(())

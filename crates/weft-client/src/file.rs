@@ -2,6 +2,7 @@
 //! each server gets its pieces of each segment as one request, and every server is
 //! driven by its own thread with a window of requests in flight.
 
+use crate::cache_route::CacheRoute;
 use crate::client::{unexpected, Inner};
 use crate::error::ClientError;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,9 +37,15 @@ impl Default for TransferOptions {
 pub struct File {
     pub(crate) inner: Arc<Inner>,
     attr: Attr,
+    /// The layout data requests are cut by: the file's striping over its io servers,
+    /// or, for a cached file, its blocks over its cache managers.
     pub(crate) layout: Layout,
-    /// Address of each server of the layout, in layout order.
+    /// Address of each server of `layout`, in layout order.
     pub(crate) addrs: Vec<String>,
+    /// A cached file's managers; `None`: data goes straight to the io servers.
+    pub(crate) cache: Option<CacheRoute>,
+    /// Address of each io server of the file's own layout (`addrs` when uncached).
+    io_addrs: Vec<String>,
     pub(crate) path: String,
     writable: bool,
     /// The largest size this handle knows of; reads past it ask the servers again.
@@ -96,19 +103,40 @@ impl File {
         path: String,
         writable: bool,
     ) -> Result<File, ClientError> {
-        let layout = attr.layout.clone().ok_or_else(|| {
+        let file_layout = attr.layout.clone().ok_or_else(|| {
             ClientError::refused(ErrorCode::Io, format!("{path}: the manager sent no layout"))
         })?;
-        let addrs = layout
+        let io_addrs: Vec<String> = file_layout
             .servers
             .iter()
             .map(|s| inner.io_addr(*s).map(str::to_owned))
             .collect::<Result<_, _>>()?;
+        let cache = match attr.cache.uses_tier() {
+            true => Some(
+                CacheRoute::new(&inner.cluster.cache, attr.cache, &file_layout)
+                    .map_err(|e| e.context(&path))?,
+            ),
+            false => None,
+        };
+        let (layout, addrs) = match &cache {
+            None => (file_layout, io_addrs.clone()),
+            Some(route) => (
+                route.blocks.clone(),
+                route
+                    .blocks
+                    .servers
+                    .iter()
+                    .map(|s| inner.cache_addr(*s).map(str::to_owned))
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
         Ok(File {
             inner,
             attr,
             layout,
             addrs,
+            cache,
+            io_addrs,
             path,
             writable,
             known_size: AtomicU64::new(0),
@@ -120,8 +148,34 @@ impl File {
         self.attr.inode
     }
 
+    /// The file's layout over its io servers.
     pub fn layout(&self) -> &Layout {
+        self.cache
+            .as_ref()
+            .map_or(&self.layout, |route| &route.file_layout)
+    }
+
+    /// The layout data requests are cut by: the file's layout, or for a cached file,
+    /// its blocks over its cache managers (block `x` on `servers[x mod n]`).
+    pub fn data_layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The file's caching mode.
+    pub fn cache_mode(&self) -> weft_layout::CacheMode {
+        self.attr.cache
+    }
+
+    /// `request` (a read or write of server `index` of the data layout) as sent over
+    /// `connection`: itself, or for a cached file wrapped for the cache manager.
+    pub(crate) fn data_request(&self, index: usize, connection: &Connection, request: Request) -> Request {
+        match &self.cache {
+            None => request,
+            Some(route) => Request::ViaCache {
+                file: route.file(self.attr.inode, index, connection.incarnation()),
+                request: Box::new(request),
+            },
+        }
     }
 
     pub fn path(&self) -> &str {
@@ -133,12 +187,9 @@ impl File {
         &self.attr
     }
 
+    /// The striping of server `server_index` of the data layout.
     pub(crate) fn striping(&self, server_index: usize) -> Striping {
-        Striping {
-            stripe_size_bytes: self.layout.stripe_size_bytes,
-            stripe_count: self.layout.servers.len() as u32,
-            server_index: server_index as u32,
-        }
+        striping_of(&self.layout, server_index)
     }
 
     /// Cuts `[offset, offset + len)` at multiples of whole stripe rows so that no
@@ -202,14 +253,18 @@ impl File {
                 if parts.is_empty() {
                     continue;
                 }
-                let request = Request::Write {
-                    inode: self.attr.inode,
-                    striping: self.striping(index),
-                    ranges: vec![Range {
-                        offset: segment.offset,
-                        len: segment.len,
-                    }],
-                };
+                let request = self.data_request(
+                    index,
+                    connection,
+                    Request::Write {
+                        inode: self.attr.inode,
+                        striping: self.striping(index),
+                        ranges: vec![Range {
+                            offset: segment.offset,
+                            len: segment.len,
+                        }],
+                    },
+                );
                 if window.len() >= self.inner.transfer.inflight_per_server {
                     expect_bytes(window.pop_front().unwrap().wait()?.0)?;
                 }
@@ -278,14 +333,18 @@ impl File {
                 if self.layout.bytes_on(index, segment.offset, segment.len) == 0 {
                     continue;
                 }
-                let request = Request::Read {
-                    inode: self.attr.inode,
-                    striping: self.striping(index),
-                    ranges: vec![Range {
-                        offset: segment.offset,
-                        len: segment.len,
-                    }],
-                };
+                let request = self.data_request(
+                    index,
+                    connection,
+                    Request::Read {
+                        inode: self.attr.inode,
+                        striping: self.striping(index),
+                        ranges: vec![Range {
+                            offset: segment.offset,
+                            len: segment.len,
+                        }],
+                    },
+                );
                 if window.len() >= self.inner.transfer.inflight_per_server {
                     let (call, seg) = window.pop_front().unwrap();
                     finish(call, seg)?;
@@ -340,17 +399,21 @@ impl File {
         })
     }
 
-    /// Sends one request to every server of the layout at once and checks the answers.
-    fn to_all_servers(&self, request_for: impl Fn(usize) -> Request) -> Result<Vec<Response>, ClientError> {
-        let connections: Vec<Arc<Connection>> = self
-            .addrs
+    /// Sends one request to each of `addrs` at once (the file's io servers, or its cache
+    /// managers) and returns the answers in order.
+    fn to_servers(
+        &self,
+        addrs: &[String],
+        request_for: impl Fn(usize, &Connection) -> Request,
+    ) -> Result<Vec<Response>, ClientError> {
+        let connections: Vec<Arc<Connection>> = addrs
             .iter()
             .map(|a| self.inner.pool.get(a))
             .collect::<Result<_, _>>()?;
         let pending: Vec<PendingCall<'_>> = connections
             .iter()
             .enumerate()
-            .map(|(k, c)| c.send(&request_for(k), &[]))
+            .map(|(k, c)| c.send(&request_for(k, c), &[]))
             .collect::<Result<_, _>>()?;
         let mut out = Vec::with_capacity(pending.len());
         for call in pending {
@@ -359,11 +422,36 @@ impl File {
         Ok(out)
     }
 
-    /// The file's size, derived from every server's local extent (PVFS).
+    /// Sends one request to every io server of the file at once.
+    fn to_io_servers(&self, request_for: impl Fn(usize) -> Request) -> Result<Vec<Response>, ClientError> {
+        self.to_servers(&self.io_addrs, |k, _| request_for(k))
+    }
+
+    /// Sends one request to every cache manager of a cached file at once (nothing for
+    /// an uncached one).
+    fn to_cache_managers(
+        &self,
+        request_for: impl Fn(weft_proto::msg::CacheFile) -> Request,
+    ) -> Result<Vec<Response>, ClientError> {
+        let Some(route) = &self.cache else {
+            return Ok(Vec::new());
+        };
+        self.to_servers(&self.addrs, |k, c| {
+            request_for(route.file(self.attr.inode, k, c.incarnation()))
+        })
+    }
+
+    /// The striping of io server `index` of the file's own layout.
+    fn io_striping(&self, index: usize) -> Striping {
+        striping_of(self.layout(), index)
+    }
+
+    /// The file's size, derived from every io server's local extent (PVFS) and, for a
+    /// cached file, the end of what its cache managers hold unwritten.
     pub fn size(&self) -> Result<u64, ClientError> {
         let answers = self
-            .to_all_servers(|k| Request::Extents {
-                items: vec![(self.attr.inode, self.striping(k))],
+            .to_io_servers(|k| Request::Extents {
+                items: vec![(self.attr.inode, self.io_striping(k))],
             })
             .map_err(|e| e.context(&self.path))?;
         let mut size = 0;
@@ -385,6 +473,17 @@ impl File {
                 ErrorCode::Stale,
                 format!("{}: the file was removed", self.path),
             ));
+        }
+        let cached = self
+            .to_cache_managers(|file| Request::CacheExtents {
+                inodes: vec![file.inode],
+            })
+            .map_err(|e| e.context(&self.path))?;
+        for answer in &cached {
+            match answer {
+                Response::Extents(ends) if ends.len() == 1 => size = size.max(ends[0]),
+                other => return Err(unexpected(other)),
+            }
         }
         self.known_size.store(size, Ordering::SeqCst);
         Ok(size)
@@ -411,9 +510,13 @@ impl File {
     /// Sets every object's local size for a file of `size` bytes.
     pub(crate) fn truncate_objects(&self, size: u64) -> Result<(), ClientError> {
         check_range(size, 0).map_err(|e| ClientError::InvalidArgument(format!("{}: {e}", self.path)))?;
-        self.to_all_servers(|k| Request::Truncate {
+        // Cache managers first: once they answer, nothing they hold past `size` can be
+        // written back over the truncated objects.
+        self.to_cache_managers(|file| Request::CacheTruncate { file, size })
+            .map_err(|e| e.context(&self.path))?;
+        self.to_io_servers(|k| Request::Truncate {
             inode: self.attr.inode,
-            striping: self.striping(k),
+            striping: self.io_striping(k),
             size,
         })
         .map_err(|e| e.context(&self.path))?;
@@ -422,9 +525,12 @@ impl File {
     }
 
     /// Makes everything written so far durable on every server: when this returns, a
-    /// server crash loses none of it.
+    /// server crash loses none of it. A cached file's managers write their dirty
+    /// blocks back first (reporting any earlier write-back that failed).
     pub fn sync(&self) -> Result<(), ClientError> {
-        self.to_all_servers(|_| Request::Sync {
+        self.to_cache_managers(|file| Request::CacheFlush { file })
+            .map_err(|e| e.context(&self.path))?;
+        self.to_io_servers(|_| Request::Sync {
             inode: self.attr.inode,
         })
         .map_err(|e| e.context(&self.path))?;
@@ -432,8 +538,21 @@ impl File {
     }
 
     /// Closes the handle. Like close(2), this does not make data durable: call `sync`.
+    /// A cached file's managers are told, so they write its dirty blocks back soon.
     pub fn close(self) -> Result<(), ClientError> {
+        if self.writable {
+            self.to_cache_managers(|file| Request::CacheClose { inode: file.inode })
+                .map_err(|e| e.context(&self.path))?;
+        }
         Ok(())
+    }
+}
+
+fn striping_of(layout: &Layout, server_index: usize) -> Striping {
+    Striping {
+        stripe_size_bytes: layout.stripe_size_bytes,
+        stripe_count: layout.servers.len() as u32,
+        server_index: server_index as u32,
     }
 }
 

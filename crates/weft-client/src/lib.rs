@@ -15,6 +15,7 @@
 //! # Ok::<(), weft_client::ClientError>(())
 //! ```
 
+mod cache_route;
 mod client;
 mod error;
 mod file;
@@ -23,6 +24,7 @@ mod list_io;
 pub mod path;
 mod view_io;
 
+pub use cache_route::{aligned_count, managers_of};
 pub use client::{Client, CreateOptions, FsStats, OpenOptions};
 pub use error::ClientError;
 pub use file::{File, TransferOptions};

@@ -110,11 +110,15 @@ impl File {
                 let Some(sent) = chunks.next(|at, n| gather.push(buf, at as usize, n as usize)) else {
                     break;
                 };
-                let request = Request::Write {
-                    inode: self.inode(),
-                    striping: self.striping(index),
-                    ranges: sent.iter().map(|s| s.range).collect(),
-                };
+                let request = self.data_request(
+                    index,
+                    connection,
+                    Request::Write {
+                        inode: self.inode(),
+                        striping: self.striping(index),
+                        ranges: sent.iter().map(|s| s.range).collect(),
+                    },
+                );
                 if window.len() >= inflight {
                     expect_bytes(window.pop_front().expect("window is full").wait()?.0)?;
                 }
@@ -167,11 +171,15 @@ impl File {
             let mut chunks = self.list_chunks(index, ranges, &starts, chunk_bytes);
             let mut window: VecDeque<(PendingCall<'_>, Vec<SentRange>)> = VecDeque::new();
             while let Some(sent) = chunks.next(|_, _| {}) {
-                let request = Request::Read {
-                    inode: self.inode(),
-                    striping: self.striping(index),
-                    ranges: sent.iter().map(|s| s.range).collect(),
-                };
+                let request = self.data_request(
+                    index,
+                    connection,
+                    Request::Read {
+                        inode: self.inode(),
+                        striping: self.striping(index),
+                        ranges: sent.iter().map(|s| s.range).collect(),
+                    },
+                );
                 if window.len() >= inflight {
                     let (call, sent) = window.pop_front().expect("window is full");
                     scatter(&sent, call.wait()?.1)?;

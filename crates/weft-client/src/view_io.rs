@@ -271,7 +271,7 @@ impl File {
         };
         let (inode, striping) = (self.inode(), self.striping(index));
         let (view_offset, len) = (range.start, range.end - range.start);
-        Ok(if write {
+        let request = if write {
             Request::WriteView {
                 inode,
                 striping,
@@ -287,7 +287,8 @@ impl File {
                 view_offset,
                 len,
             }
-        })
+        };
+        Ok(self.data_request(index, connection, request))
     }
 
     /// Reads the view's bytes from view offset `view_offset` into `buf`, in view order;

@@ -160,6 +160,19 @@ impl MetaService {
                     io.opcode()
                 ),
             )),
+            cache @ (Request::ViaCache { .. }
+            | Request::CacheFlush { .. }
+            | Request::CacheTruncate { .. }
+            | Request::CacheExtents { .. }
+            | Request::CacheClose { .. }
+            | Request::CacheStats
+            | Request::CacheDrop { .. }) => Err(WireError::new(
+                ErrorCode::Unsupported,
+                format!(
+                    "this is a metadata server: {:?} goes to a cache manager",
+                    cache.opcode()
+                ),
+            )),
         }
     }
 

@@ -101,6 +101,12 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    /// Everything not read yet, consumed: for a message nested in another, which is
+    /// decoded (and checked for trailing bytes) on its own.
+    pub fn take_rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.rest)
+    }
+
     /// Fails if any bytes are left: a message must be consumed exactly.
     pub fn finish(&self) -> Result<(), DecodeError> {
         if self.rest.is_empty() {

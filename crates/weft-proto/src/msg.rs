@@ -77,6 +77,13 @@ pub enum Opcode {
     ReleaseView = 49,
     WriteView = 50,
     ReadView = 51,
+    ViaCache = 80,
+    CacheFlush = 81,
+    CacheTruncate = 82,
+    CacheExtents = 83,
+    CacheClose = 84,
+    CacheStats = 85,
+    CacheDrop = 86,
 }
 
 /// Which roles a server process carries (bit set).
@@ -84,6 +91,92 @@ pub mod roles {
     pub const META: u32 = 1;
     pub const IO: u32 = 2;
     pub const CACHE: u32 = 4;
+}
+
+/// A cached file as a cache manager needs it with every request: where its data lives
+/// on the io servers (to fetch and write back), and which incarnation of the manager
+/// the client has been writing through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheFile {
+    pub inode: InodeId,
+    /// The file's layout on its io servers.
+    pub layout: weft_layout::Layout,
+    /// The manager's incarnation as the client first saw it on this file (from the
+    /// handshake); 0 = not known yet. A manager that restarted refuses requests of an
+    /// older incarnation, so a client never reads around writes the crash lost.
+    pub incarnation: u64,
+}
+
+impl Wire for CacheFile {
+    fn encode(&self, w: &mut Writer) {
+        self.inode.encode(w);
+        self.layout.encode(w);
+        w.u64(self.incarnation);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CacheFile {
+            inode: InodeId::decode(r)?,
+            layout: weft_layout::Layout::decode(r)?,
+            incarnation: r.u64()?,
+        })
+    }
+}
+
+/// What one cache manager reports about itself (`weft status`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CacheStats {
+    pub incarnation: u64,
+    pub policy: String,
+    pub capacity_bytes: u64,
+    pub cached_bytes: u64,
+    pub dirty_bytes: u64,
+    pub blocks: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub write_backs: u64,
+    pub write_back_bytes: u64,
+    pub write_back_errors: u64,
+    pub fetched_bytes: u64,
+}
+
+impl Wire for CacheStats {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.incarnation);
+        w.str(&self.policy);
+        for v in [
+            self.capacity_bytes,
+            self.cached_bytes,
+            self.dirty_bytes,
+            self.blocks,
+            self.hits,
+            self.misses,
+            self.evictions,
+            self.write_backs,
+            self.write_back_bytes,
+            self.write_back_errors,
+            self.fetched_bytes,
+        ] {
+            w.u64(v);
+        }
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CacheStats {
+            incarnation: r.u64()?,
+            policy: r.string()?,
+            capacity_bytes: r.u64()?,
+            cached_bytes: r.u64()?,
+            dirty_bytes: r.u64()?,
+            blocks: r.u64()?,
+            hits: r.u64()?,
+            misses: r.u64()?,
+            evictions: r.u64()?,
+            write_backs: r.u64()?,
+            write_back_bytes: r.u64()?,
+            write_back_errors: r.u64()?,
+            fetched_bytes: r.u64()?,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,6 +324,40 @@ pub enum Request {
         view_offset: u64,
         len: u64,
     },
+    /// cache: a data request (`Read`, `Write`, `ReadView` or `WriteView`) of a cached
+    /// file, served by a cache manager from and into its blocks. The inner request's
+    /// striping is the cache's: block size, the file's number of managers, and which
+    /// of them this is; its pieces are this manager's blocks, exactly as an io
+    /// server's are its stripes.
+    ViaCache {
+        file: CacheFile,
+        request: Box<Request>,
+    },
+    /// cache: write this manager's dirty blocks of the file back to the io servers and
+    /// wait for write-backs in progress; reports a failed earlier write-back.
+    CacheFlush {
+        file: CacheFile,
+    },
+    /// cache: forget the file's bytes at and after `size` (a truncate), waiting for
+    /// write-backs in progress, before the client truncates the objects.
+    CacheTruncate {
+        file: CacheFile,
+        size: u64,
+    },
+    /// cache: for each file, the end of the data written into this manager and not yet
+    /// written back (0 if none): with the io servers' extents, the file's size.
+    CacheExtents {
+        inodes: Vec<InodeId>,
+    },
+    /// cache: a client closed the file: write its dirty blocks back soon.
+    CacheClose {
+        inode: InodeId,
+    },
+    CacheStats,
+    /// cache: the files were removed: drop their blocks, dirty or not.
+    CacheDrop {
+        inodes: Vec<InodeId>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,6 +365,10 @@ pub enum Response {
     Hello {
         server_id: ServerId,
         roles: u32,
+        /// Differs each time the server process starts: a client that sees another
+        /// value than before knows state it kept in the server (a cache manager's dirty
+        /// blocks) may be gone.
+        incarnation: u64,
     },
     Cluster(ClusterInfo),
     Attr(Attr),
@@ -254,6 +385,7 @@ pub enum Response {
     IoStatfs(IoStatfs),
     /// The id of a view just registered.
     View(ViewId),
+    CacheStats(CacheStats),
 }
 
 impl Request {
@@ -288,6 +420,13 @@ impl Request {
             ReleaseView { .. } => Opcode::ReleaseView,
             WriteView { .. } => Opcode::WriteView,
             ReadView { .. } => Opcode::ReadView,
+            ViaCache { .. } => Opcode::ViaCache,
+            CacheFlush { .. } => Opcode::CacheFlush,
+            CacheTruncate { .. } => Opcode::CacheTruncate,
+            CacheExtents { .. } => Opcode::CacheExtents,
+            CacheClose { .. } => Opcode::CacheClose,
+            CacheStats => Opcode::CacheStats,
+            CacheDrop { .. } => Opcode::CacheDrop,
         }
     }
 
@@ -296,7 +435,19 @@ impl Request {
         let mut w = Writer::default();
         match self {
             Hello { client } => w.str(client),
-            GetCluster | IoStatfs => {}
+            GetCluster | IoStatfs | CacheStats => {}
+            ViaCache { file, request } => {
+                file.encode(&mut w);
+                w.u16(request.opcode() as u16);
+                w.bytes.extend_from_slice(&request.encode_body());
+            }
+            CacheFlush { file } => file.encode(&mut w),
+            CacheTruncate { file, size } => {
+                file.encode(&mut w);
+                w.u64(*size);
+            }
+            CacheExtents { inodes } | CacheDrop { inodes } => w.seq(inodes),
+            CacheClose { inode } => inode.encode(&mut w),
             Resolve { cred, path } => {
                 cred.encode(&mut w);
                 w.str(path);
@@ -588,10 +739,54 @@ impl Request {
                     }
                 }
             }
+            80 => {
+                let file = CacheFile::decode(r)?;
+                let inner = r.u16()?;
+                if ![Opcode::Read, Opcode::Write, Opcode::ReadView, Opcode::WriteView]
+                    .iter()
+                    .any(|o| *o as u16 == inner)
+                {
+                    return Err(DecodeError::Invalid {
+                        what: "request through a cache manager (only reads and writes are)",
+                        value: inner as u64,
+                    });
+                }
+                let request = Request::decode(inner, r.take_rest())?;
+                Request::ViaCache {
+                    file,
+                    request: Box::new(request),
+                }
+            }
+            81 => Request::CacheFlush {
+                file: CacheFile::decode(r)?,
+            },
+            82 => Request::CacheTruncate {
+                file: CacheFile::decode(r)?,
+                size: r.u64()?,
+            },
+            83 => Request::CacheExtents {
+                inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
+            },
+            84 => Request::CacheClose {
+                inode: InodeId::decode(r)?,
+            },
+            85 => Request::CacheStats,
+            86 => Request::CacheDrop {
+                inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
+            },
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
         Ok(req)
+    }
+
+    /// The file a data request is about and the request an io server would get: the
+    /// request itself, or the one a `ViaCache` carries.
+    pub fn data_request(&self) -> &Request {
+        match self {
+            Request::ViaCache { request, .. } => request,
+            other => other,
+        }
     }
 }
 
@@ -611,10 +806,15 @@ impl Wire for Response {
     fn encode(&self, w: &mut Writer) {
         use Response::*;
         match self {
-            Hello { server_id, roles } => {
+            Hello {
+                server_id,
+                roles,
+                incarnation,
+            } => {
                 w.u8(1);
                 server_id.encode(w);
                 w.u32(*roles);
+                w.u64(*incarnation);
             }
             Cluster(c) => {
                 w.u8(2);
@@ -654,6 +854,10 @@ impl Wire for Response {
                 w.u8(11);
                 id.encode(w);
             }
+            CacheStats(stats) => {
+                w.u8(12);
+                stats.encode(w);
+            }
         }
     }
 
@@ -662,6 +866,7 @@ impl Wire for Response {
             1 => Response::Hello {
                 server_id: ServerId::decode(r)?,
                 roles: r.u32()?,
+                incarnation: r.u64()?,
             },
             2 => Response::Cluster(ClusterInfo::decode(r)?),
             3 => Response::Attr(Attr::decode(r)?),
@@ -676,6 +881,7 @@ impl Wire for Response {
             9 => Response::Extents(r.seq()?),
             10 => Response::IoStatfs(IoStatfs::decode(r)?),
             11 => Response::View(ViewId::decode(r)?),
+            12 => Response::CacheStats(CacheStats::decode(r)?),
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -863,6 +1069,37 @@ mod tests {
                 view_offset: 0,
                 len: 7,
             },
+            Request::ViaCache {
+                file: cache_file(),
+                request: Box::new(Request::WriteView {
+                    inode: InodeId(3),
+                    striping: s,
+                    view: ViewId(2),
+                    view_offset: 8,
+                    len: 9,
+                }),
+            },
+            Request::ViaCache {
+                file: cache_file(),
+                request: Box::new(Request::Read {
+                    inode: InodeId(3),
+                    striping: s,
+                    ranges: vec![Range { offset: 1, len: 2 }],
+                }),
+            },
+            Request::CacheFlush { file: cache_file() },
+            Request::CacheTruncate {
+                file: cache_file(),
+                size: 12,
+            },
+            Request::CacheExtents {
+                inodes: vec![InodeId(3), InodeId(4)],
+            },
+            Request::CacheClose { inode: InodeId(3) },
+            Request::CacheStats,
+            Request::CacheDrop {
+                inodes: vec![InodeId(5)],
+            },
         ];
         for req in reqs {
             let body = req.encode_body();
@@ -874,6 +1111,42 @@ mod tests {
                     "{req:?} cut at {cut}"
                 );
             }
+        }
+    }
+
+    fn cache_file() -> CacheFile {
+        CacheFile {
+            inode: InodeId(3),
+            layout: Layout {
+                stripe_size_bytes: 4096,
+                servers: vec![ServerId(2), ServerId(5)],
+            },
+            incarnation: 77,
+        }
+    }
+
+    /// Only reads and writes travel through a cache manager: anything else nested in a
+    /// `ViaCache` (another `ViaCache` included) is refused at decode.
+    #[test]
+    fn only_data_requests_nest_in_via_cache() {
+        for inner in [
+            Request::Sync { inode: InodeId(3) },
+            Request::ObjRemove {
+                inodes: vec![InodeId(3)],
+            },
+            Request::ViaCache {
+                file: cache_file(),
+                request: Box::new(Request::Sync { inode: InodeId(1) }),
+            },
+        ] {
+            let mut w = Writer::default();
+            cache_file().encode(&mut w);
+            w.u16(inner.opcode() as u16);
+            w.bytes.extend_from_slice(&inner.encode_body());
+            assert!(
+                Request::decode(Opcode::ViaCache as u16, &w.bytes).is_err(),
+                "{inner:?}"
+            );
         }
     }
 
@@ -909,6 +1182,13 @@ mod tests {
             }),
             Ok(Response::Extents(vec![0, u64::MAX])),
             Ok(Response::View(ViewId(9))),
+            Ok(Response::CacheStats(CacheStats {
+                incarnation: 5,
+                policy: "arc".into(),
+                hits: 9,
+                write_back_errors: 1,
+                ..Default::default()
+            })),
             Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];
         for res in results {

@@ -172,7 +172,7 @@ pub struct Connection {
     pending: Arc<Mutex<PendingTable>>,
     next_id: AtomicU64,
     timeouts: Timeouts,
-    hello: (weft_layout::ServerId, u32),
+    hello: (weft_layout::ServerId, u32, u64),
 }
 
 /// A request sent and not yet answered.
@@ -219,7 +219,7 @@ impl Connection {
             pending: pending.clone(),
             next_id: AtomicU64::new(1),
             timeouts,
-            hello: (weft_layout::ServerId(0), 0),
+            hello: (weft_layout::ServerId(0), 0, 0),
         };
         let reader_addr = addr.to_owned();
         std::thread::Builder::new()
@@ -231,7 +231,14 @@ impl Connection {
             client: client_name.to_owned(),
         };
         match connection.call(&hello, &[]) {
-            Ok((Response::Hello { server_id, roles }, _)) => connection.hello = (server_id, roles),
+            Ok((
+                Response::Hello {
+                    server_id,
+                    roles,
+                    incarnation,
+                },
+                _,
+            )) => connection.hello = (server_id, roles, incarnation),
             Ok((other, _)) => {
                 return Err(RpcError::Protocol {
                     addr: addr.to_owned(),
@@ -252,7 +259,14 @@ impl Connection {
 
     /// The server's id and role bits from the handshake.
     pub fn server(&self) -> (weft_layout::ServerId, u32) {
-        self.hello
+        (self.hello.0, self.hello.1)
+    }
+
+    /// The server process's incarnation from the handshake (see
+    /// `weft_rpc::new_incarnation`): another value on a new connection to the same
+    /// address means the server restarted in between.
+    pub fn incarnation(&self) -> u64 {
+        self.hello.2
     }
 
     pub fn is_broken(&self) -> bool {

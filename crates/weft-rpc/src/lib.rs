@@ -12,4 +12,6 @@ pub mod stream;
 pub use client::{
     CallReply, Connection, ConnectionPool, PendingCall, ReplySink, RpcError, SinkReply, Timeouts,
 };
-pub use server::{serve, ConnectionId, FileReply, Handler, ServerHandle, ServerIdentity, ServerLimits};
+pub use server::{
+    new_incarnation, serve, ConnectionId, FileReply, Handler, ServerHandle, ServerIdentity, ServerLimits,
+};

@@ -89,6 +89,18 @@ impl FileReply {
 pub struct ServerIdentity {
     pub server_id: ServerId,
     pub roles: u32,
+    /// Chosen anew at each start (see [`new_incarnation`]).
+    pub incarnation: u64,
+}
+
+/// A value that differs from one start of a server to the next: the time in
+/// nanoseconds mixed with the process id, never 0 (0 means "not known" on the wire).
+pub fn new_incarnation() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    (nanos ^ ((std::process::id() as u64) << 40)).max(1)
 }
 
 /// Every limit of a server in one place.
@@ -310,6 +322,7 @@ fn run_job(shared: &Shared, job: Job) {
             Response::Hello {
                 server_id: shared.identity.server_id,
                 roles: shared.identity.roles,
+                incarnation: shared.identity.incarnation,
             },
             Reply::Bytes(Vec::new()),
         ))

@@ -55,6 +55,7 @@ fn scripted(answers: Vec<Answer>) -> String {
                 let hello = Response::Hello {
                     server_id: ServerId(1),
                     roles: 2,
+                    incarnation: 1,
                 };
                 reply(&mut stream, Ok(hello), &[]);
                 continue;

@@ -172,6 +172,7 @@ pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
         ServerIdentity {
             server_id: plan.id,
             roles: roles_bits,
+            incarnation: weft_rpc::new_incarnation(),
         },
         limits,
     )?;
