@@ -130,8 +130,11 @@ impl<K: Copy + Eq + Hash> Policy<K> for ArcPolicy<K> {
 
     fn admit(&mut self, key: K, admission: Admission) {
         assert!(self.len() < self.capacity, "admit into a full policy");
-        assert!(!self.contains(&key), "admit of a resident key");
-        let ghost = self.ghost(&key);
+        let ghost = self.keys.find(&key).map(|n| (n, self.keys.list_of(n)));
+        assert!(
+            ghost.is_none_or(|(_, list)| list >= B1),
+            "admit of a resident key"
+        );
         match (admission, ghost) {
             (Admission::Normal, Some((n, list))) => {
                 if self.adapted_for != Some(key) {

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
+use super::hash::KeyedState;
+
 const NIL: u32 = u32::MAX;
 
 /// Which end of a list: the hot end (most recent / newest) or the cold end (next to go).
@@ -40,7 +42,7 @@ const EMPTY: Ends = Ends {
 pub(crate) struct Linked<K> {
     nodes: Vec<Node<K>>,
     free_nodes: Vec<u32>,
-    index: HashMap<K, u32>,
+    index: HashMap<K, u32, KeyedState>,
     lists: Vec<Ends>,
     free_lists: Vec<u32>,
 }
@@ -51,7 +53,7 @@ impl<K: Copy + Eq + Hash> Linked<K> {
         Linked {
             nodes: Vec::new(),
             free_nodes: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             lists: vec![EMPTY; lists],
             free_lists: Vec::new(),
         }

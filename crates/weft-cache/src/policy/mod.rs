@@ -19,6 +19,7 @@
 //! reference, so it cannot later pass for a key the workload wanted.
 
 mod arc;
+mod hash;
 mod lfu;
 mod linked;
 mod prefer;

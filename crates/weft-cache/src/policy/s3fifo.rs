@@ -137,8 +137,11 @@ impl<K: Copy + Eq + Hash> Policy<K> for S3Fifo<K> {
 
     fn admit(&mut self, key: K, admission: Admission) {
         assert!(self.len() < self.capacity, "admit into a full policy");
-        assert!(!self.contains(&key), "admit of a resident key");
         let ghost = self.keys.find(&key);
+        assert!(
+            ghost.is_none_or(|n| self.keys.list_of(n) == GHOST),
+            "admit of a resident key"
+        );
         match (admission, ghost) {
             (Admission::Normal, Some(n)) => {
                 self.keys.relink(n, MAIN, End::Hot);
