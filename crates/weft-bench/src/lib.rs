@@ -19,7 +19,7 @@ mod pattern;
 mod procs;
 mod report;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 
 /// `weft bench ...`
@@ -67,38 +67,6 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
 }
 
-/// Parses sizes like 65536, 64K, 64KiB, 4M, 1G.
-pub fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits.parse().with_context(|| format!("invalid size {text:?}"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        other => bail!("invalid size unit {other:?} in {text:?} (use K, M, G)"),
-    };
-    n.checked_mul(1u64 << shift)
-        .with_context(|| format!("size {text:?} is too large"))
-}
-
 fn parse_size_arg(s: &str) -> std::result::Result<u64, String> {
-    parse_size(s).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(parse_size("65536").unwrap(), 65536);
-        assert_eq!(parse_size("64K").unwrap(), 64 << 10);
-        assert_eq!(parse_size("4MiB").unwrap(), 4 << 20);
-        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
-        assert!(parse_size("12Q").is_err());
-        assert!(parse_size("M").is_err());
-    }
+    weft_config::parse_size(s)
 }

@@ -15,11 +15,44 @@ pub const IO_SERVERS_MAX: u32 = 64;
 /// How long a starting server may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Most separate cache managers `weft up` starts on one machine.
+pub const CACHE_SERVERS_MAX: u32 = 64;
+
+/// Where `weft up` puts the cache tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CachePlacement {
+    None,
+    /// A cache role in every io server.
+    Colocated,
+    /// This many separate cache managers.
+    Separate(u32),
+}
+
+impl std::str::FromStr for CachePlacement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<CachePlacement, String> {
+        match s {
+            "none" => Ok(CachePlacement::None),
+            "colocated" => Ok(CachePlacement::Colocated),
+            n => match n.parse::<u32>() {
+                Ok(0) => Ok(CachePlacement::None),
+                Ok(k) if k <= CACHE_SERVERS_MAX => Ok(CachePlacement::Separate(k)),
+                _ => Err(format!(
+                    "--cache {s:?}: expected none, colocated, or a number of cache managers (1..={CACHE_SERVERS_MAX})"
+                )),
+            },
+        }
+    }
+}
+
 pub struct UpOptions {
     pub home: PathBuf,
     pub io_servers: u32,
     pub stripe_size: u64,
     pub stripe_count: u32,
+    pub cache: CachePlacement,
+    /// The description's `[cache]` section (memory, policy, mapping, default mode).
+    pub cache_settings: weft_config::CacheSettings,
 }
 
 fn run_dir(home: &Path) -> PathBuf {
@@ -72,8 +105,12 @@ pub fn running_pid(home: &Path, id: u32) -> Option<i32> {
 }
 
 fn role_names(entry: &ServerEntry) -> String {
-    entry
-        .roles
+    role_list(&entry.roles)
+}
+
+/// Roles as weftd's `--role` takes them: "io,cache".
+fn role_list(roles: &[Role]) -> String {
+    roles
         .iter()
         .map(|r| match r {
             Role::Meta => "meta",
@@ -163,6 +200,11 @@ pub fn up(options: &UpOptions) -> Result<()> {
     if options.io_servers == 0 || options.io_servers > IO_SERVERS_MAX {
         bail!("--io must be between 1 and {IO_SERVERS_MAX}");
     }
+    if options.cache == CachePlacement::None
+        && options.cache_settings != weft_config::CacheSettings::default()
+    {
+        bail!("the --cache-* options set up a cache tier: add --cache colocated or --cache N");
+    }
     if options.stripe_count > options.io_servers {
         bail!(
             "--stripe-count {} is more than the {} io servers",
@@ -175,15 +217,26 @@ pub fn up(options: &UpOptions) -> Result<()> {
             .with_context(|| format!("creating {}", home.join(dir).display()))?;
     }
     let mut started: Vec<i32> = Vec::new();
+    let separate = match options.cache {
+        CachePlacement::Separate(n) => n,
+        _ => 0,
+    };
     let result = (|| -> Result<ClusterConfig> {
         let mut servers = Vec::new();
-        for id in 1..=options.io_servers {
+        for id in 1..=options.io_servers + separate {
+            let roles: Vec<Role> = if id > options.io_servers {
+                vec![Role::Cache]
+            } else if options.cache == CachePlacement::Colocated {
+                vec![Role::Io, Role::Cache]
+            } else {
+                vec![Role::Io]
+            };
             let ready = run_dir(home).join(format!("server-{id}.addr"));
             std::fs::remove_file(&ready).ok();
             let data = home.join("data").join(format!("server-{id}"));
-            let args: Vec<String> = vec![
+            let mut args: Vec<String> = vec![
                 "--role".into(),
-                "io".into(),
+                role_list(&roles),
                 "--id".into(),
                 id.to_string(),
                 "--data".into(),
@@ -193,13 +246,23 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 "--ready-file".into(),
                 ready.display().to_string(),
             ];
-            let mut args = args;
+            if roles.contains(&Role::Cache) {
+                // The description is written once every server is up; the cache role
+                // reads the io servers' addresses from it when it first needs them.
+                args.extend(["--cluster-file".into(), description.display().to_string()]);
+                if let Some(memory) = options.cache_settings.memory {
+                    args.extend(["--cache-memory".into(), memory.to_string()]);
+                }
+                if let Some(policy) = &options.cache_settings.policy {
+                    args.extend(["--cache-policy".into(), policy.clone()]);
+                }
+            }
             if let Some(socket) = socket_path(home, id) {
                 args.extend(["--socket".into(), socket.display().to_string()]);
             }
             let pid = spawn_server(home, id, &args)?;
             started.push(pid);
-            servers.push((id, pid, ready));
+            servers.push((id, pid, ready, roles));
         }
         let mut entries = vec![ServerEntry {
             id: 0,
@@ -208,18 +271,18 @@ pub fn up(options: &UpOptions) -> Result<()> {
             data_dir: None,
             socket: None,
         }];
-        for (id, pid, ready) in &servers {
+        for (id, pid, ready, roles) in &servers {
             let addr = wait_ready(home, *id, *pid, ready)?;
             entries.push(ServerEntry {
                 id: *id,
-                roles: vec![Role::Io],
+                roles: roles.clone(),
                 addr,
                 data_dir: None,
                 socket: socket_path(home, *id),
             });
         }
         let mut config = ClusterConfig {
-            cache: Default::default(),
+            cache: options.cache_settings.clone(),
             name: "weft".into(),
             stripe_size: options.stripe_size,
             stripe_count: options.stripe_count,
@@ -258,6 +321,19 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 "default layout: {} stripes over {count} io servers",
                 human_bytes(config.stripe_size)
             );
+            let managers = config.cache_managers().len();
+            if managers > 0 {
+                println!(
+                    "cache tier: {managers} cache managers ({}, {} mapping, {} each); new files are {} by default",
+                    match options.cache {
+                        CachePlacement::Colocated => "one in each io server: disk-directed",
+                        _ => "separate processes: two-phase",
+                    },
+                    config.cache_mapping().map(|m| m.name()).unwrap_or("?"),
+                    human_bytes(config.cache.memory.unwrap_or(weft_config::CACHE_MEMORY_BYTES_DEFAULT)),
+                    config.cache_default_mode().map(|m| m.name()).unwrap_or("?"),
+                );
+            }
             println!("logs in {}/logs; stop with `weft down`", home.display());
             Ok(())
         }
@@ -404,6 +480,7 @@ pub fn status(home: &Path) -> Result<bool> {
                 ),
                 _ => ("up", "?".into()),
             },
+            Ok(_) if !s.has(Role::Meta) => ("up", "-".into()),
             Ok(c) => match c.call(
                 &Request::Statfs {
                     cred: weft_proto::Cred::default(),
@@ -431,8 +508,46 @@ pub fn status(home: &Path) -> Result<bool> {
             state,
             stored
         );
+        if s.has(Role::Cache) && state == "up" {
+            println!("{:<7} {}", "", cache_line(&s.addr, timeouts));
+        }
     }
     Ok(all_up)
+}
+
+/// One cache manager's state for `weft status`.
+fn cache_line(addr: &str, timeouts: Timeouts) -> String {
+    let stats = Connection::connect(addr, "weft status", timeouts)
+        .ok()
+        .and_then(|c| match c.call(&Request::CacheStats, &[]) {
+            Ok((Response::CacheStats(st), _)) => Some(st),
+            _ => None,
+        });
+    let Some(st) = stats else {
+        return "cache: ?".into();
+    };
+    let lookups = st.hits + st.misses;
+    let hit_rate = if lookups == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.1}%", 100.0 * st.hits as f64 / lookups as f64)
+    };
+    format!(
+        "cache ({}): {} of {} cached in {} blocks, {} dirty; hits {} misses {} ({hit_rate}); \
+         evictions {}; written back {} in {} blocks, {} errors; fetched {}",
+        st.policy,
+        human_bytes(st.cached_bytes),
+        human_bytes(st.capacity_bytes),
+        st.blocks,
+        human_bytes(st.dirty_bytes),
+        st.hits,
+        st.misses,
+        st.evictions,
+        human_bytes(st.write_back_bytes),
+        st.write_backs,
+        st.write_back_errors,
+        human_bytes(st.fetched_bytes),
+    )
 }
 
 pub fn human_bytes(n: u64) -> String {
@@ -450,22 +565,4 @@ pub fn human_bytes(n: u64) -> String {
     } else {
         format!("{value:.1} {}", UNITS[unit])
     }
-}
-
-/// Parses sizes like 65536, 64K, 64KiB, 4M, 1G.
-pub fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits.parse().with_context(|| format!("invalid size {text:?}"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        other => bail!("invalid size unit {other:?} in {text:?} (use K, M, G, T)"),
-    };
-    n.checked_mul(1u64 << shift)
-        .with_context(|| format!("size {text:?} is too large"))
 }

@@ -72,7 +72,7 @@ impl LayoutArgs {
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
-    cluster::parse_size(s).map_err(|e| e.to_string())
+    weft_config::parse_size(s)
 }
 
 #[derive(Subcommand, Debug)]
@@ -95,6 +95,27 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// Default number of io servers per file (0 = all).
         #[arg(long, default_value_t = 0, value_name = "N")]
         stripe_count: u32,
+        /// The cache tier: `none`; `colocated` (a cache manager in every io server,
+        /// caching that server's stripes: collective I/O becomes disk-directed); or a
+        /// number N of separate cache managers (Clusterfile's two-phase placement).
+        #[arg(long, default_value = "none", value_name = "none|colocated|N")]
+        cache: cluster::CachePlacement,
+        /// Memory of each cache manager (K, M, G suffixes), default 512M.
+        #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
+        cache_memory: Option<u64>,
+        /// Replacement policy of the cache managers: lru, lfu, fifo, arc (default), s3fifo.
+        #[arg(long, value_name = "POLICY")]
+        cache_policy: Option<String>,
+        /// How blocks map onto cache managers: aligned (a block to the manager of the io
+        /// server holding it; for separate managers, a count that is a factor or
+        /// multiple of the stripe count) or hashed (block x to manager x mod n).
+        /// Default: aligned for colocated, hashed for separate managers.
+        #[arg(long, value_name = "aligned|hashed")]
+        cache_mapping: Option<weft_layout::CacheMapping>,
+        /// Caching mode of new files unless a directory or create says otherwise:
+        /// none, cached, delegated. Default: cached when there is a cache tier.
+        #[arg(long, value_name = "MODE")]
+        cache_default: Option<weft_layout::CacheMode>,
     },
     /// Stop the local cluster (its data is kept).
     Down {
@@ -226,12 +247,30 @@ fn run(command: Command) -> Result<()> {
             io_servers,
             stripe_size,
             stripe_count,
-        } => cluster::up(&cluster::UpOptions {
-            home: home.resolve(),
-            io_servers,
-            stripe_size,
-            stripe_count,
-        }),
+            cache,
+            cache_memory,
+            cache_policy,
+            cache_mapping,
+            cache_default,
+        } => {
+            if let Some(p) = &cache_policy {
+                p.parse::<weft_cache::PolicyKind>()?;
+            }
+            cluster::up(&cluster::UpOptions {
+                home: home.resolve(),
+                io_servers,
+                stripe_size,
+                stripe_count,
+                cache,
+                cache_settings: weft_config::CacheSettings {
+                    default: cache_default.map(|m| m.name().to_owned()),
+                    mapping: cache_mapping.map(|m| m.name().to_owned()),
+                    block_size: 0,
+                    memory: cache_memory,
+                    policy: cache_policy,
+                },
+            })
+        }
         Command::Down { home } => cluster::down(&home.resolve()),
         Command::Status { home } => {
             if !cluster::status(&home.resolve())? {

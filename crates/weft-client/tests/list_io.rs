@@ -16,6 +16,7 @@ fn irregular_lists_round_trip_against_a_reference() {
         io_servers: 3,
         stripe_size: 4096,
         stripe_count: 0,
+        ..Default::default()
     });
     let client = cluster.client().with_transfer(TransferOptions {
         chunk_bytes: 64 << 10,

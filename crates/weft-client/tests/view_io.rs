@@ -18,6 +18,7 @@ fn cluster() -> TestCluster {
         io_servers: 4,
         stripe_size: 4096,
         stripe_count: 0,
+        ..Default::default()
     })
 }
 

@@ -309,6 +309,28 @@ impl ClusterConfig {
     }
 }
 
+/// Parses sizes as users write them: 65536, 64K, 64KiB, 4M, 1G, 2T (powers of 1024).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim().trim_end_matches('\0');
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("invalid size {text:?}"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => {
+            return Err(format!(
+                "invalid size unit {other:?} in {text:?} (use K, M, G, T)"
+            ))
+        }
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("size {text:?} is too large"))
+}
+
 /// The home directory of the local cluster: $WEFT_HOME, else ~/.weft.
 pub fn home_dir() -> PathBuf {
     if let Some(h) = std::env::var_os("WEFT_HOME").filter(|h| !h.is_empty()) {
@@ -398,6 +420,18 @@ mod tests {
         assert!(bad(&format!("[cache]\ndefault = \"cached\"\n{io_only}")).contains("cache role"));
         assert!(bad(&format!("[cache]\ndefault = \"sometimes\"\n{io_only}")).contains("sometimes"));
         assert!(bad(&format!("[cache]\nmemory = 5\n{io_only}")).contains("minimum"));
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("2T"), Ok(2 << 40));
+        for bad in ["12Q", "M", "", "-5", "99999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -70,21 +70,7 @@ fn parse_number(v: &str) -> Result<u32, String> {
 }
 
 fn parse_size(v: &str) -> Result<u64, String> {
-    let (digits, unit) = match v.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => v.split_at(i),
-        None => (v, ""),
-    };
-    let shift = match unit {
-        "" => 0,
-        "K" | "k" | "KiB" => 10,
-        "M" | "m" | "MiB" => 20,
-        "G" | "g" | "GiB" => 30,
-        _ => return Err(format!("{v:?} is not a size (bytes, or K, M, G)")),
-    };
-    let n: u64 = digits.parse().map_err(|_| format!("{v:?} is not a size"))?;
-    n.checked_shl(shift)
-        .filter(|r| r >> shift == n)
-        .ok_or_else(|| format!("{v:?} is too large"))
+    weft_config::parse_size(v)
 }
 
 #[cfg(test)]

@@ -122,7 +122,8 @@ fn a_stalled_server_does_not_hold_up_other_files() {
             mount.path(),
             &format!("getfattr --only-values -n user.weft.layout on{k}/data"),
         );
-        let server: u32 = layout.rsplit("servers=").next().unwrap().trim().parse().unwrap();
+        let servers_field = layout.split_whitespace().find_map(|f| f.strip_prefix("servers="));
+        let server: u32 = servers_field.unwrap().parse().unwrap();
         servers.push(server);
     }
     assert_ne!(

@@ -14,4 +14,5 @@ mod sieve;
 mod views;
 
 pub use objects::ObjectStore;
-pub use service::IoService;
+pub use service::{ranges_stream_len, view_slices, IoService};
+pub use views::ViewRegistry;

@@ -5,6 +5,7 @@ use crate::objects::{io_error, ObjectStore};
 use crate::sieve::{self, LocalPiece, ViewWindow, WriteLocks, SIEVE_SPAN_BYTES_MAX};
 use crate::views::ViewRegistry;
 use std::path::Path;
+use std::sync::Arc;
 use weft_layout::view::View;
 use weft_layout::{InodeId, Layout};
 use weft_proto::frame::DATA_BYTES_MAX;
@@ -14,7 +15,7 @@ use weft_rpc::ConnectionId;
 
 pub struct IoService {
     objects: ObjectStore,
-    views: ViewRegistry,
+    views: Arc<ViewRegistry>,
     locks: WriteLocks,
 }
 
@@ -38,17 +39,16 @@ fn range_pieces<'a>(
         })
 }
 
-/// This server's share of view bytes `[view_offset, view_offset + len)`: its stream
-/// length, and the stream as windows (see `sieve::ViewWindow`), one stripe slice cut
-/// to at most `SIEVE_SPAN_BYTES_MAX` of the file at a time. Found from the view and the
-/// striping alone.
-fn view_windows<'a>(
+/// Server `server_index`'s share of view bytes `[view_offset, view_offset + len)` of
+/// `layout`: its stream length, refused past a frame's data limit before any piece is
+/// walked, and its slices (one per stripe). Shared by the io and cache roles.
+pub fn view_slices<'a>(
     view: &'a View,
     view_offset: u64,
     len: u64,
     layout: &'a Layout,
     server_index: usize,
-) -> Result<(u64, impl Iterator<Item = ViewWindow> + 'a), WireError> {
+) -> Result<(u64, weft_layout::view::StripeSlices<'a>), WireError> {
     let slices = view
         .slices_on(view_offset, len, layout, server_index)
         .map_err(|e| {
@@ -64,6 +64,21 @@ fn view_windows<'a>(
             return Err(sieve::too_large());
         }
     }
+    Ok((total, slices))
+}
+
+/// This server's share of view bytes `[view_offset, view_offset + len)`: its stream
+/// length, and the stream as windows (see `sieve::ViewWindow`), one stripe slice cut
+/// to at most `SIEVE_SPAN_BYTES_MAX` of the file at a time. Found from the view and the
+/// striping alone.
+fn view_windows<'a>(
+    view: &'a View,
+    view_offset: u64,
+    len: u64,
+    layout: &'a Layout,
+    server_index: usize,
+) -> Result<(u64, impl Iterator<Item = ViewWindow> + 'a), WireError> {
+    let (total, slices) = view_slices(view, view_offset, len, layout, server_index)?;
     let windows = slices.flat_map(move |slice| {
         let end = slice.view_offset + slice.len;
         let mut start = slice.view_offset;
@@ -101,7 +116,9 @@ fn check_payload(carried: usize, expected: u64, what: &str) -> Result<(), WireEr
     }
 }
 
-fn ranges_stream_len(layout: &Layout, server_index: usize, ranges: &[Range]) -> Result<u64, WireError> {
+/// Bytes of `ranges` on server `server_index` of `layout`, refused past a frame's data
+/// limit. Shared by the io and cache roles.
+pub fn ranges_stream_len(layout: &Layout, server_index: usize, ranges: &[Range]) -> Result<u64, WireError> {
     let total = ranges
         .iter()
         .map(|r| layout.bytes_on(server_index, r.offset, r.len))
@@ -116,7 +133,7 @@ impl IoService {
     pub fn open(data_dir: &Path) -> std::io::Result<IoService> {
         Ok(IoService {
             objects: ObjectStore::open(data_dir)?,
-            views: ViewRegistry::default(),
+            views: Arc::default(),
             locks: WriteLocks::new(),
         })
     }
@@ -130,7 +147,14 @@ impl IoService {
         &self.objects
     }
 
-    fn write(
+    /// The views registered with this server, for a cache role in the same process.
+    pub fn views(&self) -> Arc<ViewRegistry> {
+        self.views.clone()
+    }
+
+    /// Writes `data`, this server's pieces of `ranges` in file order, to the object of
+    /// `inode` (a colocated cache manager writes back through this, with no socket).
+    pub fn write(
         &self,
         inode: InodeId,
         striping: Striping,
@@ -155,7 +179,9 @@ impl IoService {
         Ok(Response::Bytes(expected))
     }
 
-    fn read(
+    /// Reads this server's pieces of `ranges`, in file order; holes and bytes past the
+    /// object's end read as zeros.
+    pub fn read(
         &self,
         inode: InodeId,
         striping: Striping,

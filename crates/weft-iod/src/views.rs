@@ -8,8 +8,10 @@ use weft_proto::msg::{ViewId, VIEWS_PER_CONNECTION_MAX};
 use weft_proto::{ErrorCode, WireError};
 use weft_rpc::ConnectionId;
 
+/// Shared by an io role and a cache role in the same process, so a view registered
+/// once on a connection serves both.
 #[derive(Default)]
-pub(crate) struct ViewRegistry {
+pub struct ViewRegistry {
     connections: Mutex<HashMap<ConnectionId, ConnectionViews>>,
 }
 
@@ -20,7 +22,7 @@ struct ConnectionViews {
 }
 
 impl ViewRegistry {
-    pub(crate) fn register(&self, connection: ConnectionId, view: View) -> Result<ViewId, WireError> {
+    pub fn register(&self, connection: ConnectionId, view: View) -> Result<ViewId, WireError> {
         let mut connections = self.connections.lock().unwrap();
         let entry = connections.entry(connection).or_default();
         if entry.views.len() >= VIEWS_PER_CONNECTION_MAX {
@@ -45,7 +47,7 @@ impl ViewRegistry {
         Ok(id)
     }
 
-    pub(crate) fn release(&self, connection: ConnectionId, id: ViewId) -> Result<(), WireError> {
+    pub fn release(&self, connection: ConnectionId, id: ViewId) -> Result<(), WireError> {
         let mut connections = self.connections.lock().unwrap();
         let removed = connections.get_mut(&connection).and_then(|c| c.views.remove(&id));
         match removed {
@@ -54,7 +56,7 @@ impl ViewRegistry {
         }
     }
 
-    pub(crate) fn get(&self, connection: ConnectionId, id: ViewId) -> Result<Arc<View>, WireError> {
+    pub fn get(&self, connection: ConnectionId, id: ViewId) -> Result<Arc<View>, WireError> {
         self.connections
             .lock()
             .unwrap()
@@ -64,12 +66,12 @@ impl ViewRegistry {
     }
 
     /// Drops every view of a closed connection.
-    pub(crate) fn close(&self, connection: ConnectionId) {
+    pub fn close(&self, connection: ConnectionId) {
         self.connections.lock().unwrap().remove(&connection);
     }
 
     /// Views registered over all connections.
-    pub(crate) fn count(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.connections
             .lock()
             .unwrap()

@@ -175,6 +175,7 @@ fn cluster() -> TestCluster {
         io_servers: 4,
         stripe_size: 64 * 1024,
         stripe_count: 0,
+        ..Default::default()
     })
 }
 

@@ -1,7 +1,9 @@
 //! Launching a job-scoped cluster inside an MPI job (`mpirun -np K weftd --mpi`):
-//! rank 0 is the metadata manager, the other ranks are io servers. Ranks meet through
-//! files in the shared home directory, so weftd needs no MPI library: io ranks publish
-//! their addresses, rank 0 waits for all of them and writes `cluster.toml`.
+//! rank 0 is the metadata manager, the other ranks are io servers, each with a
+//! colocated cache manager unless `--mpi-cache none`; the last `--cache-ranks N` ranks
+//! are cache managers only. Ranks meet through files in the shared home directory, so
+//! weftd needs no MPI library: server ranks publish their addresses, rank 0 waits for
+//! all of them and writes `cluster.toml`.
 
 use crate::{start, write_atomically, Plan};
 use anyhow::{bail, Context, Result};
@@ -50,7 +52,16 @@ fn hostname() -> Result<String> {
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
-pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
+/// How an MPI launch places cache managers.
+#[derive(Debug, Clone, Copy)]
+pub struct MpiCache {
+    /// A cache role in every io rank.
+    pub colocated: bool,
+    /// Ranks (the last ones) that are cache managers only.
+    pub cache_ranks: u32,
+}
+
+pub fn mpi(home: &Path, host: &str, workers: usize, cache: MpiCache) -> Result<()> {
     let rank = env_number(&["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"])
         .context("--mpi: no MPI rank in the environment (run under mpirun/mpiexec)")?;
     let size = env_number(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"])
@@ -58,6 +69,23 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
     if size < 2 {
         bail!("--mpi needs at least 2 ranks: rank 0 is the metadata manager, the others io servers");
     }
+    if cache.cache_ranks >= size - 1 {
+        bail!(
+            "--cache-ranks {} leaves no io server among the {} ranks after the metadata manager",
+            cache.cache_ranks,
+            size - 1
+        );
+    }
+    let first_cache_only = size - cache.cache_ranks;
+    let roles_of = |r: u32| -> Vec<Role> {
+        if r >= first_cache_only {
+            vec![Role::Cache]
+        } else if cache.colocated {
+            vec![Role::Io, Role::Cache]
+        } else {
+            vec![Role::Io]
+        }
+    };
     let host = if host == "auto" {
         hostname()?
     } else {
@@ -75,11 +103,14 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
         let socket = std::env::temp_dir().join(format!("weft-{key}-{rank}.sock"));
         let plan = Plan {
             id: ServerId(rank),
-            roles: vec![Role::Io],
+            roles: roles_of(rank),
             listen: format!("{host}:0"),
             data_dir: data_dir(rank),
             cluster: None,
             socket: Some(socket.clone()),
+            cluster_file: Some(home.join(CLUSTER_FILE_NAME)),
+            cache_memory: None,
+            cache_policy: None,
         };
         let bound = start(&plan, workers)?;
         write_atomically(
@@ -112,7 +143,7 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
         };
         servers.push(ServerEntry {
             id: r,
-            roles: vec![Role::Io],
+            roles: roles_of(r),
             addr,
             data_dir: Some(data_dir(r)),
             socket,
@@ -143,6 +174,9 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
         data_dir: data_dir(0),
         cluster: Some(config.clone()),
         socket: None,
+        cluster_file: None,
+        cache_memory: None,
+        cache_policy: None,
     };
     let bound = start(&plan, workers)?;
     config.servers[0].addr = format!("{host}:{}", bound.port());
@@ -156,9 +190,10 @@ pub fn mpi(home: &Path, host: &str, workers: usize) -> Result<()> {
     for r in 1..size {
         std::fs::remove_file(addr_file(r)).ok();
     }
+    let managers = config.cache_managers().len();
     eprintln!(
-        "weftd --mpi: cluster ready: 1 meta + {} io servers; clients use WEFT_HOME={} (or WEFT_META={})",
-        size - 1,
+        "weftd --mpi: cluster ready: 1 meta + {} io servers, {managers} cache managers; clients use WEFT_HOME={} (or WEFT_META={})",
+        size - 1 - cache.cache_ranks,
         home.display(),
         config.servers[0].addr
     );

@@ -18,14 +18,20 @@ use weft_rpc::{ServerIdentity, ServerLimits};
 #[command(
     name = "weftd",
     version,
-    about = "The Weft server: metadata manager (meta role) and/or I/O daemon (io role).",
-    long_about = "The Weft server: metadata manager (meta role) and/or I/O daemon (io role).\n\n\
+    about = "The Weft server: metadata manager (meta role), I/O daemon (io role), cache manager (cache role).",
+    long_about = "The Weft server: metadata manager (meta role), I/O daemon (io role) and/or cache manager \
+(cache role: a share of the cluster's cooperative cache; with the io role in the same process, it caches that \
+server's stripes and reaches them without a socket).\n\n\
 Most users never start weftd by hand: `weft up` starts a whole cluster on this machine.\n\n\
 Three ways to run it:\n\
   weftd --config cluster.toml --id N      server N of a cluster description (one per machine)\n\
   weftd --role io --data DIR [--listen 127.0.0.1:0] [--ready-file F]\n\
                                           a standalone server; F receives the bound address\n\
-  mpirun -np K weftd --mpi --home DIR     a job-scoped cluster: rank 0 meta, the other ranks io;\n\
+  weftd --role cache|io,cache --cluster-file cluster.toml --data DIR ...\n\
+                                          a standalone cache manager (alone, or in an io server)\n\
+  mpirun -np K weftd --mpi --home DIR     a job-scoped cluster: rank 0 meta, the other ranks io with a\n\
+                                          colocated cache manager each (--mpi-cache none: without;\n\
+                                          --cache-ranks N: the last N ranks cache managers only);\n\
                                           writes DIR/cluster.toml for clients (WEFT_HOME=DIR)"
 )]
 struct Args {
@@ -58,6 +64,15 @@ struct Args {
     /// ("auto" = this machine's host name). Default 127.0.0.1 (single machine).
     #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
     host: String,
+    /// With --mpi: `colocated` (the default) gives every io rank a cache manager that
+    /// caches its own stripes (disk-directed I/O); `none` starts no cache tier (unless
+    /// --cache-ranks).
+    #[arg(long, default_value = "colocated", value_name = "colocated|none")]
+    mpi_cache: String,
+    /// With --mpi: the last N ranks are cache managers only (Clusterfile's separate cache
+    /// managers; blocks then hash over all cache managers).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    cache_ranks: u32,
     /// Also listen on this Unix socket, for clients on this machine (with --config, the
     /// description's `socket` is used unless this is given).
     #[arg(long, value_name = "PATH")]
@@ -65,6 +80,22 @@ struct Args {
     /// Worker threads handling requests.
     #[arg(long, default_value_t = 16, value_name = "N")]
     workers: usize,
+    /// Standalone cache role: the cluster description to find the io servers in, read
+    /// when first needed (it may be written after this server starts, as `weft up` does).
+    #[arg(long, value_name = "FILE")]
+    cluster_file: Option<PathBuf>,
+    /// Cache role: most bytes of file data held (suffixes K, M, G); default: the
+    /// description's [cache] memory, else 512M.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
+    cache_memory: Option<u64>,
+    /// Cache role: replacement policy (lru, lfu, fifo, arc, s3fifo); default: the
+    /// description's [cache] policy, else arc.
+    #[arg(long, value_name = "POLICY")]
+    cache_policy: Option<String>,
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    weft_config::parse_size(s)
 }
 
 fn main() {
@@ -85,6 +116,12 @@ pub struct Plan {
     pub cluster: Option<ClusterConfig>,
     /// A Unix socket to serve on as well, for clients on this machine.
     pub socket: Option<PathBuf>,
+    /// Where the description will appear when `cluster` is not known at start (io and
+    /// cache ranks of an MPI launch): the cache role reads io servers' addresses there.
+    pub cluster_file: Option<PathBuf>,
+    /// Cache role: memory bound and replacement policy, overriding the description.
+    pub cache_memory: Option<u64>,
+    pub cache_policy: Option<String>,
 }
 
 fn run(args: Args) -> Result<()> {
@@ -93,7 +130,18 @@ fn run(args: Args) -> Result<()> {
             .home
             .clone()
             .context("--mpi needs --home DIR (a directory all ranks can reach)")?;
-        return launch::mpi(&home, &args.host, args.workers);
+        let cache = match args.mpi_cache.as_str() {
+            "colocated" => launch::MpiCache {
+                colocated: true,
+                cache_ranks: args.cache_ranks,
+            },
+            "none" => launch::MpiCache {
+                colocated: false,
+                cache_ranks: args.cache_ranks,
+            },
+            other => bail!("--mpi-cache {other:?}: expected colocated or none"),
+        };
+        return launch::mpi(&home, &args.host, args.workers, cache);
     }
     let plan = if let Some(path) = &args.config {
         let id = args
@@ -118,6 +166,9 @@ fn run(args: Args) -> Result<()> {
                 .unwrap_or_else(|| config.data_dir(&entry, &home)),
             socket: args.socket.clone().or_else(|| entry.socket.clone()),
             cluster: Some(config),
+            cluster_file: None,
+            cache_memory: args.cache_memory,
+            cache_policy: args.cache_policy.clone(),
         }
     } else {
         let roles = args
@@ -126,8 +177,11 @@ fn run(args: Args) -> Result<()> {
             .map(|r| match r.trim() {
                 "meta" => Ok(Role::Meta),
                 "io" => Ok(Role::Io),
-                "cache" => bail!("the cache role is not available yet"),
-                other => bail!("unknown role {other:?}; roles are meta and io"),
+                "cache" if args.cluster_file.is_some() => Ok(Role::Cache),
+                "cache" => bail!(
+                    "a cache manager needs to know the io servers: use --config FILE --id N, or --cluster-file FILE"
+                ),
+                other => bail!("unknown role {other:?}; roles are meta, io and cache"),
             })
             .collect::<Result<Vec<_>>>()?;
         if roles.is_empty() {
@@ -143,6 +197,9 @@ fn run(args: Args) -> Result<()> {
             data_dir: args.data.clone().context("--data DIR is required")?,
             cluster: None,
             socket: args.socket.clone(),
+            cluster_file: args.cluster_file.clone(),
+            cache_memory: args.cache_memory,
+            cache_policy: args.cache_policy.clone(),
         }
     };
     let handle = start(&plan, args.workers)?;
@@ -158,7 +215,8 @@ fn run(args: Args) -> Result<()> {
 pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
     std::fs::create_dir_all(&plan.data_dir)
         .with_context(|| format!("creating data directory {}", plan.data_dir.display()))?;
-    let handler = roles::Roles::open(plan)?;
+    let incarnation = weft_rpc::new_incarnation();
+    let handler = roles::Roles::open(plan, incarnation)?;
     let roles_bits = handler.role_bits();
     let listener =
         TcpListener::bind(&plan.listen).with_context(|| format!("cannot listen on {}", plan.listen))?;
@@ -172,7 +230,7 @@ pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
         ServerIdentity {
             server_id: plan.id,
             roles: roles_bits,
-            incarnation: weft_rpc::new_incarnation(),
+            incarnation,
         },
         limits,
     )?;

@@ -6,6 +6,8 @@ use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use weft_cache::policy::PolicyKind;
+use weft_cm::{fixed_directory, Backing, CacheConfig, CacheService};
 use weft_config::Role;
 use weft_iod::IoService;
 use weft_layout::{InodeId, ServerId};
@@ -19,16 +21,23 @@ const PURGE_PERIOD: Duration = Duration::from_millis(500);
 
 pub struct Roles {
     meta: Option<Arc<MetaService>>,
-    io: Option<IoService>,
+    io: Option<Arc<IoService>>,
+    cache: Option<CacheService>,
 }
 
 impl Roles {
-    pub fn open(plan: &Plan) -> Result<Roles> {
+    /// Opens the roles of `plan`; `incarnation` is the one the server's handshake
+    /// gives clients (a cache manager refuses requests of another).
+    pub fn open(plan: &Plan, incarnation: u64) -> Result<Roles> {
         let io = if plan.roles.contains(&Role::Io) {
-            Some(
-                IoService::open(&plan.data_dir)
-                    .with_context(|| format!("opening io data in {}", plan.data_dir.display()))?,
-            )
+            Some(Arc::new(IoService::open(&plan.data_dir).with_context(|| {
+                format!("opening io data in {}", plan.data_dir.display())
+            })?))
+        } else {
+            None
+        };
+        let cache = if plan.roles.contains(&Role::Cache) {
+            Some(open_cache(plan, io.as_ref(), incarnation)?)
         } else {
             None
         };
@@ -72,7 +81,7 @@ impl Roles {
         } else {
             None
         };
-        Ok(Roles { meta, io })
+        Ok(Roles { meta, io, cache })
     }
 
     pub fn role_bits(&self) -> u32 {
@@ -83,8 +92,75 @@ impl Roles {
         if self.io.is_some() {
             bits |= roles::IO;
         }
+        if self.cache.is_some() {
+            bits |= roles::CACHE;
+        }
         bits
     }
+}
+
+/// The cache role: memory and policy from `weftd`'s flags, else the description's
+/// `[cache]` section, else the defaults; the io servers from the description; this
+/// process's io role, if any, reached directly.
+fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Result<CacheService> {
+    let settings = plan.cluster.as_ref().map(|c| c.cache.clone()).unwrap_or_default();
+    let capacity = plan
+        .cache_memory
+        .or(settings.memory)
+        .unwrap_or(weft_config::CACHE_MEMORY_BYTES_DEFAULT);
+    if !(weft_config::CACHE_MEMORY_BYTES_MIN..=weft_cm::CACHE_MEMORY_BYTES_MAX).contains(&capacity) {
+        anyhow::bail!(
+            "cache memory {capacity} bytes is outside {}..={} bytes",
+            weft_config::CACHE_MEMORY_BYTES_MIN,
+            weft_cm::CACHE_MEMORY_BYTES_MAX
+        );
+    }
+    let policy_name = plan
+        .cache_policy
+        .clone()
+        .or_else(|| settings.policy.clone())
+        .unwrap_or_else(|| "arc".into());
+    let policy: PolicyKind = policy_name.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let directory = match (&plan.cluster, &plan.cluster_file) {
+        (Some(config), _) => fixed_directory(
+            config
+                .io_servers()
+                .map(|s| (s.server_id(), s.addr.clone()))
+                .collect(),
+        ),
+        (None, Some(path)) => {
+            // Read when first needed, once it exists (an MPI launch writes it last).
+            let path = path.clone();
+            let known = std::sync::OnceLock::<HashMap<ServerId, String>>::new();
+            Box::new(move |server: ServerId| {
+                if known.get().is_none() {
+                    if let Ok(config) = weft_config::ClusterConfig::load(&path) {
+                        let _ = known.set(
+                            config
+                                .io_servers()
+                                .map(|s| (s.server_id(), s.addr.clone()))
+                                .collect(),
+                        );
+                    }
+                }
+                known.get()?.get(&server).cloned()
+            })
+        }
+        (None, None) => {
+            anyhow::bail!("the cache role needs the cluster description (to reach the io servers)")
+        }
+    };
+    let backing = Backing::new(
+        io.map(|io| (plan.id, io.clone())),
+        ConnectionPool::new("weftd cache", Timeouts::from_env()),
+        directory,
+    );
+    Ok(CacheService::new(
+        CacheConfig::new(capacity, policy),
+        backing,
+        io.map(|io| io.views()),
+        incarnation,
+    ))
 }
 
 fn is_io_request(request: &Request) -> bool {
@@ -98,6 +174,9 @@ impl Handler for Roles {
         request: Request,
         data: Vec<u8>,
     ) -> Result<(Response, Vec<u8>), WireError> {
+        if let Some(cache) = self.cache.as_ref().filter(|c| c.serves(&request)) {
+            return cache.handle(connection, request, data);
+        }
         match (is_io_request(&request), &self.meta, &self.io) {
             (true, _, Some(io)) => io.handle(connection, request, data),
             (false, Some(meta), _) => meta.handle(request).map(|r| (r, Vec::new())),
@@ -113,6 +192,9 @@ impl Handler for Roles {
     }
 
     fn reply_bytes_hint(&self, request: &Request) -> u64 {
+        if let Some(cache) = self.cache.as_ref().filter(|c| c.serves(request)) {
+            return cache.reply_bytes_hint(request);
+        }
         self.io.as_ref().map_or(0, |io| io.reply_bytes_hint(request))
     }
 
@@ -127,6 +209,9 @@ impl Handler for Roles {
     fn connection_closed(&self, connection: ConnectionId) {
         if let Some(io) = &self.io {
             io.connection_closed(connection);
+        }
+        if let Some(cache) = &self.cache {
+            cache.connection_closed(connection);
         }
     }
 }

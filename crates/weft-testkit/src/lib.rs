@@ -42,6 +42,8 @@ pub struct ClusterOptions {
     pub io_servers: u32,
     pub stripe_size: u64,
     pub stripe_count: u32,
+    /// More `weft up` arguments, e.g. `["--cache", "colocated"]`.
+    pub extra: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -50,6 +52,21 @@ impl Default for ClusterOptions {
             io_servers: 4,
             stripe_size: 64 * 1024,
             stripe_count: 0,
+            extra: Vec::new(),
+        }
+    }
+}
+
+impl ClusterOptions {
+    /// The default cluster with a cache tier: `placement` is `colocated` or a number of
+    /// separate cache managers; `memory` each manager's memory (e.g. "64M").
+    pub fn cached(placement: &str, memory: &str) -> ClusterOptions {
+        ClusterOptions {
+            extra: ["--cache", placement, "--cache-memory", memory]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ..Default::default()
         }
     }
 }
@@ -70,15 +87,22 @@ impl TestCluster {
             .tempdir()
             .expect("tempdir");
         let cluster = TestCluster { home };
-        let out = cluster.weft(&[
+        let (io, size, count) = (
+            options.io_servers.to_string(),
+            options.stripe_size.to_string(),
+            options.stripe_count.to_string(),
+        );
+        let mut args = vec![
             "up",
             "--io",
-            &options.io_servers.to_string(),
+            &io,
             "--stripe-size",
-            &options.stripe_size.to_string(),
+            &size,
             "--stripe-count",
-            &options.stripe_count.to_string(),
-        ]);
+            &count,
+        ];
+        args.extend(options.extra.iter().map(String::as_str));
+        let out = cluster.weft(&args);
         assert!(
             out.status.success(),
             "weft up failed:\n{}{}",

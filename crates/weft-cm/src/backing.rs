@@ -1,0 +1,221 @@
+//! Where a cache manager's blocks come from and go back to: the io servers of each
+//! file, reached directly in this process when the manager is colocated with the io
+//! server holding the bytes (disk-directed I/O: no socket, data crosses the network
+//! once), else over the network with list I/O.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use weft_iod::IoService;
+use weft_layout::{InodeId, Layout, ServerId};
+use weft_proto::msg::{Request, Response};
+use weft_proto::{ErrorCode, Range, Striping, WireError};
+use weft_rpc::{Connection, ConnectionPool, PendingCall, RpcError};
+
+/// Finds an io server's address (a cluster description read once, or read when it
+/// appears, for managers launched before the description is written).
+pub type Directory = Box<dyn Fn(ServerId) -> Option<String> + Send + Sync>;
+
+/// The io servers as a cache manager sees them.
+pub struct Backing {
+    /// The io role of this process, if it has one, and its server id.
+    local: Option<(ServerId, Arc<IoService>)>,
+    pool: ConnectionPool,
+    directory: Directory,
+}
+
+/// A directory of fixed addresses.
+pub fn fixed_directory(addrs: HashMap<ServerId, String>) -> Directory {
+    Box::new(move |server| addrs.get(&server).cloned())
+}
+
+fn striping(layout: &Layout, index: usize) -> Striping {
+    Striping {
+        stripe_size_bytes: layout.stripe_size_bytes,
+        stripe_count: layout.servers.len() as u32,
+        server_index: index as u32,
+    }
+}
+
+/// An rpc failure as the error the cache manager reports, naming the io server.
+fn remote(server: ServerId, e: RpcError) -> WireError {
+    match e {
+        RpcError::Remote { error, .. } => {
+            WireError::new(error.code, format!("io server {server}: {}", error.message))
+        }
+        other => WireError::new(other.code(), format!("io server {server}: {other}")),
+    }
+}
+
+impl Backing {
+    pub fn new(
+        local: Option<(ServerId, Arc<IoService>)>,
+        pool: ConnectionPool,
+        directory: Directory,
+    ) -> Backing {
+        Backing {
+            local,
+            pool,
+            directory,
+        }
+    }
+
+    fn addr(&self, server: ServerId) -> Result<String, WireError> {
+        (self.directory)(server).ok_or_else(|| {
+            WireError::new(
+                ErrorCode::Unavailable,
+                format!("io server {server} is not in this cache manager's cluster description"),
+            )
+        })
+    }
+
+    /// The io servers (layout indices) holding bytes of `ranges`, split into this
+    /// process's own io role (served by a call) and connections to the others.
+    #[allow(clippy::type_complexity)]
+    fn reach(
+        &self,
+        layout: &Layout,
+        ranges: &[Range],
+    ) -> Result<(Option<(usize, &IoService)>, Vec<(usize, Arc<Connection>)>), WireError> {
+        let mut local = None;
+        let mut connections = Vec::new();
+        for k in 0..layout.servers.len() {
+            if !ranges.iter().any(|r| layout.bytes_on(k, r.offset, r.len) > 0) {
+                continue;
+            }
+            let server = layout.servers[k];
+            match &self.local {
+                Some((id, io)) if *id == server => local = Some((k, &**io)),
+                _ => {
+                    let addr = self.addr(server)?;
+                    let connection = self.pool.get(&addr).map_err(|e| remote(server, e))?;
+                    connections.push((k, connection));
+                }
+            }
+        }
+        Ok((local, connections))
+    }
+
+    /// Reads the file bytes of `ranges` (in list order) into `out`, which is exactly
+    /// their total length. Holes and bytes past the end of the file read as zeros.
+    pub fn read(
+        &self,
+        inode: InodeId,
+        layout: &Layout,
+        ranges: &[Range],
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        let (local, connections) = self.reach(layout, ranges)?;
+        if let Some((k, io)) = local {
+            let (_, data) = io.read(inode, striping(layout, k), ranges)?;
+            Self::scatter(layout, k, ranges, &data, out)?;
+        }
+        let mut calls: Vec<(usize, PendingCall<'_>)> = Vec::new();
+        for (k, connection) in &connections {
+            let request = Request::Read {
+                inode,
+                striping: striping(layout, *k),
+                ranges: ranges.to_vec(),
+            };
+            let call = connection
+                .send(&request, &[])
+                .map_err(|e| remote(layout.servers[*k], e))?;
+            calls.push((*k, call));
+        }
+        for (k, call) in calls {
+            let (_, data) = call.wait().map_err(|e| remote(layout.servers[k], e))?;
+            Self::scatter(layout, k, ranges, &data, out)?;
+        }
+        Ok(())
+    }
+
+    /// Places server `k`'s stream of `ranges` into `out` (the ranges' bytes in list
+    /// order).
+    fn scatter(
+        layout: &Layout,
+        k: usize,
+        ranges: &[Range],
+        stream: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        let mut at = 0usize;
+        let mut base = 0usize;
+        for range in ranges {
+            for piece in layout
+                .pieces_on(k, range.offset, range.len)
+                .expect("ranges checked")
+            {
+                let n = piece.len as usize;
+                let into = base + (piece.file_offset - range.offset) as usize;
+                let Some(bytes) = stream.get(at..at + n) else {
+                    return Err(WireError::new(
+                        ErrorCode::Io,
+                        format!("io server {} sent a short read reply", layout.servers[k]),
+                    ));
+                };
+                out[into..into + n].copy_from_slice(bytes);
+                at += n;
+            }
+            base += range.len as usize;
+        }
+        Ok(())
+    }
+
+    /// Writes `data`, the file bytes of `ranges` in list order, to the io servers.
+    pub fn write(
+        &self,
+        inode: InodeId,
+        layout: &Layout,
+        ranges: &[Range],
+        data: &[u8],
+    ) -> Result<(), WireError> {
+        // Each server's stream: its pieces of the ranges, in list order.
+        let stream_of = |k: usize| -> Vec<&[u8]> {
+            let mut parts = Vec::new();
+            let mut base = 0usize;
+            for range in ranges {
+                for piece in layout
+                    .pieces_on(k, range.offset, range.len)
+                    .expect("ranges checked")
+                {
+                    let at = base + (piece.file_offset - range.offset) as usize;
+                    parts.push(&data[at..at + piece.len as usize]);
+                }
+                base += range.len as usize;
+            }
+            parts
+        };
+        let (local, connections) = self.reach(layout, ranges)?;
+        if let Some((k, io)) = local {
+            io.write(inode, striping(layout, k), ranges, &stream_of(k).concat())?;
+        }
+        let mut calls = Vec::new();
+        for (k, connection) in &connections {
+            let request = Request::Write {
+                inode,
+                striping: striping(layout, *k),
+                ranges: ranges.to_vec(),
+            };
+            let call = connection
+                .send_parts(&request, &stream_of(*k))
+                .map_err(|e| remote(layout.servers[*k], e))?;
+            calls.push((*k, call));
+        }
+        let mut first_error = None;
+        for (k, call) in calls {
+            match call.wait() {
+                Ok((Response::Bytes(_), _)) => {}
+                Ok((other, _)) => {
+                    first_error.get_or_insert(WireError::new(
+                        ErrorCode::Io,
+                        format!("io server {} answered a write with {other:?}", layout.servers[k]),
+                    ));
+                }
+                Err(e) => {
+                    first_error.get_or_insert(remote(layout.servers[k], e));
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
