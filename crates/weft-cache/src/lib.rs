@@ -13,9 +13,14 @@ pub mod error;
 pub mod extents;
 pub mod owner;
 pub mod policy;
+pub mod store;
 
 pub use block::{BlockKey, BlockMap, BlockPiece, BlockPieces, BLOCK_SIZE_BYTES_MAX};
 pub use error::{CacheError, NoSpace};
 pub use extents::{Extents, EXTENTS_LIST_MAX};
 pub use owner::{aligned_count, Alignment, BlockStride, Mapping};
 pub use policy::{Admission, AnyPolicy, Incoming, Policy, PolicyKind};
+pub use store::{
+    Cache, CacheConfig, CacheStats, Invalidated, Lookup, PinToken, Snapshot, Touch, WriteBack,
+    WriteBackToken, ENTRY_OVERHEAD_BYTES,
+};

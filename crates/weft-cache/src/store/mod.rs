@@ -1,0 +1,872 @@
+//! The cache store: a sans-I/O index of cached blocks with a hard memory bound. Each
+//! block holds its bytes, its valid and dirty extents, when it became dirty and a pin
+//! count; a replacement policy chooses victims.
+//!
+//! 1. Reads: `lookup` says hit (the whole range is valid) or which ranges to fetch; the
+//!    caller fetches them and hands them over with `fill`, which never overwrites dirty
+//!    bytes. Only what a read needs is fetched.
+//! 2. Writes: `write` copies bytes in and marks them valid and dirty (write-allocate:
+//!    never a fetch, a block may be partly valid).
+//! 3. Room: a new block (or a block's growing bookkeeping) needs memory; the policy
+//!    picks victims among unpinned blocks; a clean victim is dropped, a dirty one
+//!    becomes "evicting" (still cached and readable, out of the policy) and is handed
+//!    to the caller to write back; the call fails with [`NoSpace`] saying what to do.
+//! 4. Write-back: `take_write_back` hands out a block's dirty extents and a snapshot of
+//!    its bytes; `finish_write_back` marks clean exactly what was handed out, so bytes
+//!    written meanwhile stay dirty; `abort_write_back` keeps everything dirty. An
+//!    evicting block is dropped once it is clean and unpinned.
+//! 5. A dirty byte leaves the store only through steps 4 or an explicit
+//!    `invalidate_inode`/`truncate`.
+//!
+//! Concurrency is the caller's (a mutex around the store, perhaps one per shard of
+//! keys). Block bytes are `Arc<[u8]>`, copy-on-write: a hit and a write-back hand out a
+//! snapshot (a reference count, no copy) that the caller reads after releasing its
+//! lock, while later writes copy the block only if such a snapshot is still alive.
+//! Writes and fills copy their bytes in under the lock.
+//!
+//! Memory accounting counts what is allocated: each block's full length (even if
+//! partly valid), its extents' heap memory, a fixed per-block overhead for the maps,
+//! indexes and policy node ([`ENTRY_OVERHEAD_BYTES`]), and snapshots that outlive
+//! their block's current bytes (a copy-on-write or a block dropped while a reader
+//! still holds it), tracked by weak references until their last holder lets go.
+//! Nothing is allocated unless the total stays within `memory_bytes_max`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Deref, Range};
+use std::sync::{Arc, Weak};
+
+use weft_layout::InodeId;
+
+use crate::block::{BlockKey, BlockMap, BLOCK_SIZE_BYTES_MAX};
+use crate::error::{CacheError, NoSpace};
+use crate::extents::Extents;
+use crate::policy::{Admission, Incoming, Policy};
+
+/// Bytes charged per cached block besides its data and extents: the ordered map's
+/// node and key, the dirty indexes, the policy's node and index slot (an estimate on
+/// the high side).
+pub const ENTRY_OVERHEAD_BYTES: u64 = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// The hard bound on memory (see the module comment for what counts).
+    pub memory_bytes_max: u64,
+    /// Tell the policy which blocks are fully dirty ([`Policy::set_preferred`]), so a
+    /// [`crate::policy::Prefer`] policy evicts them first (delegates).
+    pub prefer_full_dirty: bool,
+}
+
+/// Whether a lookup is a reference for the policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Touch {
+    /// Yes: a normal read.
+    Yes,
+    /// No: the caller feeds references separately ([`Cache::reference`]), as
+    /// collective-I/O-aware caching does with the processes' original pattern.
+    No,
+}
+
+/// Bytes of a block at the time of a lookup or a write-back hand-off, readable without
+/// the store's lock.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    bytes: Arc<[u8]>,
+    range: Range<u32>,
+}
+
+impl Snapshot {
+    /// The range of the block this snapshot shows.
+    pub fn range(&self) -> Range<u32> {
+        self.range.clone()
+    }
+
+    /// The whole block as it was (only the valid bytes mean anything).
+    pub fn block(&self) -> &Arc<[u8]> {
+        &self.bytes
+    }
+}
+
+impl Deref for Snapshot {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes[self.range.start as usize..self.range.end as usize]
+    }
+}
+
+/// What a lookup found.
+#[derive(Clone, Debug)]
+pub enum Lookup {
+    /// Every byte of the range is valid.
+    Hit(Snapshot),
+    /// Some bytes must be fetched: `missing` (in order, inside the range). `resident`
+    /// says whether the block is cached at all.
+    Miss {
+        resident: bool,
+        missing: Vec<Range<u32>>,
+    },
+}
+
+/// Proof of a pin; give it back to [`Cache::unpin`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PinToken {
+    key: BlockKey,
+    serial: u64,
+}
+
+/// Names one write-back hand-off; give it back to finish or abort it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WriteBackToken {
+    key: BlockKey,
+    serial: u64,
+    id: u64,
+}
+
+impl WriteBackToken {
+    pub fn key(&self) -> BlockKey {
+        self.key
+    }
+}
+
+/// A block's dirty bytes handed out for writing back to its io server.
+#[derive(Clone, Debug)]
+pub struct WriteBack {
+    pub key: BlockKey,
+    pub token: WriteBackToken,
+    /// The dirty ranges of the block, in order (offsets inside the block).
+    pub extents: Vec<Range<u32>>,
+    /// The block's bytes at hand-off time.
+    pub bytes: Arc<[u8]>,
+    /// The whole block is dirty (one aligned write, no read needed).
+    pub full: bool,
+}
+
+impl WriteBack {
+    /// Each dirty range with its bytes, for list I/O.
+    pub fn pieces(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        self.extents
+            .iter()
+            .map(|r| (r.start, &self.bytes[r.start as usize..r.end as usize]))
+    }
+
+    /// Bytes to write.
+    pub fn len_bytes(&self) -> u64 {
+        self.extents.iter().map(|r| (r.end - r.start) as u64).sum()
+    }
+}
+
+/// Counters and gauges for `weft status` and metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    /// Blocks dropped to make room (clean victims, and dirty ones once written back).
+    pub evictions: u64,
+    pub write_backs: u64,
+    /// Write-backs of fully dirty blocks.
+    pub write_backs_full: u64,
+    pub write_back_bytes: u64,
+    pub blocks: u64,
+    pub blocks_pinned: u64,
+    pub blocks_evicting: u64,
+    pub write_backs_in_flight: u64,
+    pub bytes_valid: u64,
+    pub bytes_dirty: u64,
+    pub memory_bytes: u64,
+    pub memory_bytes_max: u64,
+}
+
+/// What an invalidation dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Invalidated {
+    pub blocks: u64,
+    /// Dirty bytes discarded (never written back).
+    pub dirty_bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    id: u64,
+    bytes: u64,
+    full: bool,
+}
+
+#[derive(Debug)]
+struct Entry {
+    serial: u64,
+    data: Arc<[u8]>,
+    valid: Extents,
+    dirty: Extents,
+    /// While a write-back is in flight: bytes written since the hand-off.
+    redirtied: Option<Extents>,
+    write_back: Option<InFlight>,
+    /// When the block last went from clean to dirty (caller's clock).
+    dirtied_ms: u64,
+    pins: u32,
+    /// Chosen as a victim: out of the policy, dropped once clean and unpinned.
+    evicting: bool,
+    /// Bytes this entry is charged (kept equal to `charge()` after every change).
+    charged: u64,
+}
+
+impl Entry {
+    fn block_len(&self) -> u32 {
+        self.valid.block_len()
+    }
+
+    fn charge(&self) -> u64 {
+        let extents = self.valid.heap_bytes()
+            + self.dirty.heap_bytes()
+            + self.redirtied.as_ref().map_or(0, Extents::heap_bytes);
+        self.block_len() as u64 + ENTRY_OVERHEAD_BYTES + extents as u64
+    }
+
+    /// The most one write can add to this entry's charge: extents growth, plus a copy
+    /// of the block if a snapshot still shares its bytes.
+    fn write_growth_max(&self) -> u64 {
+        let extents = self.valid.growth_bytes_max()
+            + self.dirty.growth_bytes_max()
+            + self.redirtied.as_ref().map_or(0, Extents::growth_bytes_max);
+        extents as u64 + self.copy_on_write_bytes()
+    }
+
+    fn copy_on_write_bytes(&self) -> u64 {
+        if Arc::strong_count(&self.data) > 1 {
+            self.block_len() as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// The most memory an entry for a block of `block_len` bytes can be charged.
+fn entry_bytes_max(block_len: u32) -> u64 {
+    block_len as u64 + ENTRY_OVERHEAD_BYTES + 3 * Extents::heap_bytes_max(block_len) as u64
+}
+
+/// The block store; see the module comment.
+pub struct Cache<P> {
+    policy: P,
+    config: CacheConfig,
+    entries: BTreeMap<BlockKey, Entry>,
+    dirty_keys: BTreeSet<BlockKey>,
+    dirty_by_age: BTreeSet<(u64, BlockKey)>,
+    evicting: BTreeSet<BlockKey>,
+    /// Old bytes still held by snapshots: (weak reference, length).
+    detached: Vec<(Weak<[u8]>, u64)>,
+    detached_bytes: u64,
+    /// Charges of entries plus detached bytes.
+    memory_bytes: u64,
+    evicting_bytes: u64,
+    next_serial: u64,
+    stats: CacheStats,
+}
+
+impl<P: Policy<BlockKey>> Cache<P> {
+    /// A store bounded by `config.memory_bytes_max`. The policy's capacity in blocks
+    /// should be about the bound divided by the usual block size (it drives ARC's and
+    /// S3-FIFO's list sizes); the byte bound is enforced either way.
+    pub fn new(policy: P, config: CacheConfig) -> Self {
+        Cache {
+            policy,
+            config,
+            entries: BTreeMap::new(),
+            dirty_keys: BTreeSet::new(),
+            dirty_by_age: BTreeSet::new(),
+            evicting: BTreeSet::new(),
+            detached: Vec::new(),
+            detached_bytes: 0,
+            memory_bytes: 0,
+            evicting_bytes: 0,
+            next_serial: 1,
+            stats: CacheStats::default(),
+        }
+    }
+
+    pub fn policy(&self) -> &P {
+        &self.policy
+    }
+
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    pub fn contains(&self, key: &BlockKey) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// Cached blocks (evicting ones included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let mut s = self.stats;
+        s.blocks = self.entries.len() as u64;
+        s.blocks_pinned = self.entries.values().filter(|e| e.pins > 0).count() as u64;
+        s.blocks_evicting = self.evicting.len() as u64;
+        s.write_backs_in_flight = self.entries.values().filter(|e| e.write_back.is_some()).count() as u64;
+        s.memory_bytes = self.memory_bytes;
+        s.memory_bytes_max = self.config.memory_bytes_max;
+        s
+    }
+
+    /// The valid extents of a cached block.
+    pub fn valid_extents(&self, key: &BlockKey) -> Option<&Extents> {
+        self.entries.get(key).map(|e| &e.valid)
+    }
+
+    /// The dirty extents of a cached block.
+    pub fn dirty_extents(&self, key: &BlockKey) -> Option<&Extents> {
+        self.entries.get(key).map(|e| &e.dirty)
+    }
+
+    /// Looks up `range` of a block. Counts a hit or a miss; with [`Touch::Yes`] a
+    /// cached block is referenced in the policy (hit or partial).
+    pub fn lookup(
+        &mut self,
+        key: BlockKey,
+        block_len: u32,
+        range: Range<u32>,
+        touch: Touch,
+    ) -> Result<Lookup, CacheError> {
+        let range = check_span(key, block_len, &range)?;
+        let Some(e) = self.entries.get(&key) else {
+            self.stats.misses += 1;
+            return Ok(Lookup::Miss {
+                resident: false,
+                missing: if range.is_empty() { vec![] } else { vec![range] },
+            });
+        };
+        if e.block_len() != block_len {
+            return Err(CacheError::BlockLength {
+                key,
+                cached: e.block_len(),
+                requested: block_len,
+            });
+        }
+        let found = if e.valid.covers(range.clone()) {
+            self.stats.hits += 1;
+            Lookup::Hit(Snapshot {
+                bytes: e.data.clone(),
+                range,
+            })
+        } else {
+            self.stats.misses += 1;
+            Lookup::Miss {
+                resident: true,
+                missing: e.valid.missing(range),
+            }
+        };
+        if touch == Touch::Yes && !e.evicting {
+            self.policy.touch(&key);
+        }
+        Ok(found)
+    }
+
+    /// A reference to a block from the original access pattern (collective-I/O-aware
+    /// caching): touches it in the policy if cached. Returns whether it is cached.
+    pub fn reference(&mut self, key: &BlockKey) -> bool {
+        match self.entries.get(key) {
+            Some(e) => {
+                if !e.evicting {
+                    self.policy.touch(key);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes sure a block is cached (empty if new), admitting it with `admission`:
+    /// room for a block before fetching into it.
+    pub fn reserve(&mut self, key: BlockKey, block_len: u32, admission: Admission) -> Result<(), CacheError> {
+        check_range(key, block_len, 0, 0)?;
+        self.prune_detached();
+        self.entry_for(key, block_len, admission).map(|_| ())
+    }
+
+    /// Copies `data` into the block at `offset`, marking it valid and dirty
+    /// (write-allocate: the block is created empty if missing, nothing is fetched).
+    /// `now_ms` dates the block's dirtiness if it was clean.
+    pub fn write(
+        &mut self,
+        key: BlockKey,
+        block_len: u32,
+        offset: u32,
+        data: &[u8],
+        now_ms: u64,
+    ) -> Result<(), CacheError> {
+        let range = check_range(key, block_len, offset, data.len() as u64)?;
+        self.prune_detached();
+        let existed = self.entry_for(key, block_len, Admission::Normal)?;
+        if existed && !self.entries[&key].evicting {
+            self.policy.touch(&key);
+        }
+        if range.is_empty() {
+            return Ok(());
+        }
+        self.make_room_for_growth(key)?;
+        self.change(key, |e| {
+            if e.dirty.is_empty() {
+                e.dirtied_ms = now_ms;
+            }
+            Arc::make_mut(&mut e.data)[range.start as usize..range.end as usize].copy_from_slice(data);
+            e.valid.insert(range.clone());
+            e.dirty.insert(range.clone());
+            if let Some(r) = &mut e.redirtied {
+                r.insert(range);
+            }
+        });
+        Ok(())
+    }
+
+    /// Copies fetched bytes into the block at `offset` and marks them valid, except
+    /// where the block is dirty (the cache's bytes are newer than the server's). A
+    /// missing block is created and admitted with `admission`; a cached one is not
+    /// referenced again (its lookup did that).
+    pub fn fill(
+        &mut self,
+        key: BlockKey,
+        block_len: u32,
+        offset: u32,
+        data: &[u8],
+        admission: Admission,
+    ) -> Result<(), CacheError> {
+        let range = check_range(key, block_len, offset, data.len() as u64)?;
+        self.prune_detached();
+        self.entry_for(key, block_len, admission)?;
+        if range.is_empty() {
+            return Ok(());
+        }
+        self.make_room_for_growth(key)?;
+        self.change(key, |e| {
+            let clean = e.dirty.missing(range.clone());
+            if !clean.is_empty() {
+                let bytes = Arc::make_mut(&mut e.data);
+                for r in clean {
+                    let from = (r.start - offset) as usize..(r.end - offset) as usize;
+                    bytes[r.start as usize..r.end as usize].copy_from_slice(&data[from]);
+                }
+            }
+            e.valid.insert(range);
+        });
+        Ok(())
+    }
+
+    /// Pins a cached block: it is not chosen as a victim until unpinned (an
+    /// invalidation still drops it).
+    pub fn pin(&mut self, key: &BlockKey) -> Option<PinToken> {
+        let e = self.entries.get_mut(key)?;
+        e.pins += 1;
+        Some(PinToken {
+            key: *key,
+            serial: e.serial,
+        })
+    }
+
+    /// Releases a pin. False if the block was dropped (invalidated) meanwhile.
+    pub fn unpin(&mut self, token: PinToken) -> bool {
+        match self.entries.get_mut(&token.key) {
+            Some(e) if e.serial == token.serial => {
+                e.pins = e.pins.checked_sub(1).expect("unpin without pin");
+                self.settle(token.key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Hands out a block's dirty extents and bytes for writing back, unless it is clean
+    /// or already being written back.
+    pub fn take_write_back(&mut self, key: &BlockKey) -> Option<WriteBack> {
+        let id = self.next_serial;
+        let e = self.entries.get_mut(key)?;
+        if e.dirty.is_empty() || e.write_back.is_some() {
+            return None;
+        }
+        self.next_serial += 1;
+        e.write_back = Some(InFlight {
+            id,
+            bytes: e.dirty.bytes() as u64,
+            full: e.dirty.is_full(),
+        });
+        e.redirtied = Some(Extents::new(e.block_len()));
+        Some(WriteBack {
+            key: *key,
+            token: WriteBackToken {
+                key: *key,
+                serial: e.serial,
+                id,
+            },
+            extents: e.dirty.to_vec(),
+            bytes: e.data.clone(),
+            full: e.dirty.is_full(),
+        })
+    }
+
+    /// The write-back succeeded: what it carried is clean; bytes written since the
+    /// hand-off stay dirty. False (and nothing changes) for an unknown or stale token.
+    pub fn finish_write_back(&mut self, token: WriteBackToken) -> bool {
+        let Some(flight) = self.in_flight(&token) else {
+            return false;
+        };
+        self.stats.write_backs += 1;
+        self.stats.write_back_bytes += flight.bytes;
+        self.stats.write_backs_full += flight.full as u64;
+        self.change(token.key, |e| {
+            e.write_back = None;
+            e.dirty = e.redirtied.take().expect("redirtied is kept while in flight");
+        });
+        self.settle(token.key);
+        true
+    }
+
+    /// The write-back failed: the block stays dirty (and is handed out again later).
+    pub fn abort_write_back(&mut self, token: WriteBackToken) -> bool {
+        if self.in_flight(&token).is_none() {
+            return false;
+        }
+        self.change(token.key, |e| {
+            e.write_back = None;
+            e.redirtied = None;
+        });
+        true
+    }
+
+    fn in_flight(&self, token: &WriteBackToken) -> Option<InFlight> {
+        let e = self.entries.get(&token.key)?;
+        let flight = e.write_back?;
+        (e.serial == token.serial && flight.id == token.id).then_some(flight)
+    }
+
+    /// Dirty blocks of a file in file order (for sync and close).
+    pub fn dirty_blocks_of(&self, inode: InodeId) -> impl Iterator<Item = BlockKey> + '_ {
+        self.dirty_keys
+            .range(BlockKey::new(inode, 0)..=BlockKey::new(inode, u64::MAX))
+            .copied()
+    }
+
+    /// All dirty blocks, in key order.
+    pub fn dirty_blocks(&self) -> impl Iterator<Item = BlockKey> + '_ {
+        self.dirty_keys.iter().copied()
+    }
+
+    /// Dirty blocks that became dirty before `dirtied_before_ms`, oldest first (for
+    /// age-based write-back: the time a block went from clean to dirty, so that a block
+    /// written again and again is still written back in time).
+    pub fn dirty_older_than(&self, dirtied_before_ms: u64) -> impl Iterator<Item = BlockKey> + '_ {
+        self.dirty_by_age
+            .range(..(dirtied_before_ms, BlockKey::default()))
+            .map(|&(_, k)| k)
+    }
+
+    /// The oldest dirty blocks whose writing back brings the dirty bytes down to
+    /// `limit_bytes`, oldest first.
+    pub fn dirty_beyond(&self, limit_bytes: u64) -> impl Iterator<Item = BlockKey> + '_ {
+        let mut remaining = self.stats.bytes_dirty;
+        self.dirty_by_age.iter().map_while(move |&(_, k)| {
+            if remaining <= limit_bytes {
+                return None;
+            }
+            remaining -= self.entries[&k].dirty.bytes() as u64;
+            Some(k)
+        })
+    }
+
+    /// Blocks of a file with a write-back in flight (a truncate of the file on its
+    /// servers must wait for them, or they would write old bytes past the new end).
+    pub fn write_backs_in_flight_of(&self, inode: InodeId) -> impl Iterator<Item = BlockKey> + '_ {
+        self.entries
+            .range(BlockKey::new(inode, 0)..=BlockKey::new(inode, u64::MAX))
+            .filter(|(_, e)| e.write_back.is_some())
+            .map(|(k, _)| *k)
+    }
+
+    /// Drops every cached block of a file, dirty or not (the file was removed, or its
+    /// cached contents must not be trusted). Write-backs in flight become stale.
+    pub fn invalidate_inode(&mut self, inode: InodeId) -> Invalidated {
+        let keys: Vec<BlockKey> = self
+            .entries
+            .range(BlockKey::new(inode, 0)..=BlockKey::new(inode, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut dropped = Invalidated::default();
+        for k in keys {
+            dropped.blocks += 1;
+            dropped.dirty_bytes += self.drop_entry(k).dirty.bytes() as u64;
+        }
+        dropped
+    }
+
+    /// Forgets every cached byte of a file at or past `size_bytes` (a truncate): whole
+    /// blocks past it are dropped, the block holding it is cut. `blocks` is the file's
+    /// block map.
+    pub fn truncate(&mut self, inode: InodeId, size_bytes: u64, blocks: &BlockMap) -> Invalidated {
+        let block_size_bytes = blocks.block_size_bytes();
+        let first_gone = size_bytes.div_ceil(block_size_bytes);
+        let keys: Vec<BlockKey> = self
+            .entries
+            .range(BlockKey::new(inode, first_gone)..=BlockKey::new(inode, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut dropped = Invalidated::default();
+        for k in keys {
+            dropped.blocks += 1;
+            dropped.dirty_bytes += self.drop_entry(k).dirty.bytes() as u64;
+        }
+        let cut_block = size_bytes / block_size_bytes;
+        let cut = BlockKey::new(inode, cut_block);
+        if !size_bytes.is_multiple_of(block_size_bytes) && self.entries.contains_key(&cut) {
+            let from = (size_bytes % block_size_bytes) as u32;
+            let before = self.entries[&cut].dirty.bytes();
+            self.change(cut, |e| {
+                let tail = from.min(e.block_len())..e.block_len();
+                e.valid.remove(tail.clone());
+                e.dirty.remove(tail.clone());
+                if let Some(r) = &mut e.redirtied {
+                    r.remove(tail);
+                }
+            });
+            dropped.dirty_bytes += (before - self.entries[&cut].dirty.bytes()) as u64;
+            self.settle(cut);
+        }
+        dropped
+    }
+
+    /// The entry for `key`, created (and admitted) if missing. Returns whether it
+    /// existed.
+    fn entry_for(&mut self, key: BlockKey, block_len: u32, admission: Admission) -> Result<bool, CacheError> {
+        if let Some(e) = self.entries.get(&key) {
+            if e.block_len() != block_len {
+                return Err(CacheError::BlockLength {
+                    key,
+                    cached: e.block_len(),
+                    requested: block_len,
+                });
+            }
+            return Ok(true);
+        }
+        let needed = entry_bytes_max(block_len);
+        if needed > self.config.memory_bytes_max {
+            return Err(CacheError::BlockTooLarge {
+                block_len,
+                needed,
+                max: self.config.memory_bytes_max,
+            });
+        }
+        let fresh = block_len as u64 + ENTRY_OVERHEAD_BYTES;
+        self.make_room(key, admission, fresh, true, None)?;
+        let entry = Entry {
+            serial: self.next_serial,
+            data: std::iter::repeat_n(0u8, block_len as usize).collect(),
+            valid: Extents::new(block_len),
+            dirty: Extents::new(block_len),
+            redirtied: None,
+            write_back: None,
+            dirtied_ms: 0,
+            pins: 0,
+            evicting: false,
+            charged: fresh,
+        };
+        debug_assert_eq!(entry.charge(), fresh);
+        self.next_serial += 1;
+        self.memory_bytes += fresh;
+        self.entries.insert(key, entry);
+        self.policy.admit(key, admission);
+        Ok(false)
+    }
+
+    /// Room for the most one write or fill can add to `key`'s charge, evicting other
+    /// blocks if needed.
+    fn make_room_for_growth(&mut self, key: BlockKey) -> Result<(), CacheError> {
+        let growth = self.entries[&key].write_growth_max();
+        if self.memory_bytes + growth <= self.config.memory_bytes_max {
+            return Ok(());
+        }
+        self.make_room(key, Admission::Normal, growth, false, Some(key))
+    }
+
+    /// Evicts until `need` more bytes (and, with `new_slot`, one more policy key) fit;
+    /// see step 3 of the module comment.
+    fn make_room(
+        &mut self,
+        incoming: BlockKey,
+        admission: Admission,
+        need: u64,
+        new_slot: bool,
+        exclude: Option<BlockKey>,
+    ) -> Result<(), CacheError> {
+        let max = self.config.memory_bytes_max;
+        loop {
+            let slot = !new_slot || self.policy.len() < self.policy.capacity();
+            if slot && self.memory_bytes + need <= max {
+                return Ok(());
+            }
+            if slot && self.memory_bytes - self.evicting_bytes + need <= max {
+                break; // enough is on its way out
+            }
+            let entries = &self.entries;
+            let evictable = |k: &BlockKey| Some(*k) != exclude && entries.get(k).is_some_and(|e| e.pins == 0);
+            let Some(victim) = self.policy.evict(
+                Some(Incoming {
+                    key: incoming,
+                    admission,
+                }),
+                &evictable,
+            ) else {
+                break;
+            };
+            let e = self
+                .entries
+                .get_mut(&victim)
+                .expect("the policy's keys are cached");
+            e.evicting = true;
+            self.evicting_bytes += e.charged;
+            self.evicting.insert(victim);
+            self.settle(victim);
+        }
+        let write_back: Vec<BlockKey> = self
+            .evicting
+            .iter()
+            .filter(|k| {
+                let e = &self.entries[k];
+                !e.dirty.is_empty() && e.write_back.is_none()
+            })
+            .copied()
+            .collect();
+        let reason = if !write_back.is_empty() {
+            NoSpace::WriteBack(write_back)
+        } else if self.evicting.iter().any(|k| self.entries[k].write_back.is_some()) {
+            NoSpace::WriteBacksInFlight
+        } else {
+            NoSpace::AllPinned {
+                pinned_blocks: self.entries.values().filter(|e| e.pins > 0).count(),
+            }
+        };
+        Err(CacheError::NoSpace(reason))
+    }
+
+    /// Drops an evicting block once it is clean and unpinned.
+    fn settle(&mut self, key: BlockKey) {
+        let e = &self.entries[&key];
+        if e.evicting && e.dirty.is_empty() && e.pins == 0 && e.write_back.is_none() {
+            self.drop_entry(key);
+            self.stats.evictions += 1;
+        }
+    }
+
+    /// Applies `f` to an entry and brings every count and index up to date.
+    fn change(&mut self, key: BlockKey, f: impl FnOnce(&mut Entry)) {
+        let e = self.entries.get_mut(&key).expect("entry exists");
+        let (valid0, dirty0, charged0) = (e.valid.bytes() as u64, e.dirty.bytes() as u64, e.charged);
+        let shared = Arc::strong_count(&e.data) > 1;
+        let old = Arc::downgrade(&e.data);
+        f(e);
+        if shared && !Weak::ptr_eq(&old, &Arc::downgrade(&e.data)) {
+            // Copied on write: the old bytes live on in snapshots.
+            let len = e.block_len() as u64;
+            self.detached.push((old, len));
+            self.detached_bytes += len;
+            self.memory_bytes += len;
+        }
+        e.charged = e.charge();
+        self.memory_bytes = self.memory_bytes + e.charged - charged0;
+        if e.evicting {
+            self.evicting_bytes = self.evicting_bytes + e.charged - charged0;
+        }
+        let (valid1, dirty1) = (e.valid.bytes() as u64, e.dirty.bytes() as u64);
+        self.stats.bytes_valid = self.stats.bytes_valid + valid1 - valid0;
+        self.stats.bytes_dirty = self.stats.bytes_dirty + dirty1 - dirty0;
+        let dirtied = (e.dirtied_ms, key);
+        let (evicting, full) = (e.evicting, e.dirty.is_full());
+        if dirty0 == 0 && dirty1 > 0 {
+            self.dirty_keys.insert(key);
+            self.dirty_by_age.insert(dirtied);
+        } else if dirty0 > 0 && dirty1 == 0 {
+            self.dirty_keys.remove(&key);
+            self.dirty_by_age.remove(&dirtied);
+        }
+        if self.config.prefer_full_dirty && !evicting {
+            self.policy.set_preferred(&key, full);
+        }
+        debug_assert!(self.memory_bytes <= self.config.memory_bytes_max);
+    }
+
+    fn drop_entry(&mut self, key: BlockKey) -> Entry {
+        let e = self.entries.remove(&key).expect("entry exists");
+        if e.evicting {
+            self.evicting.remove(&key);
+            self.evicting_bytes -= e.charged;
+        } else {
+            self.policy.remove(&key);
+        }
+        if !e.dirty.is_empty() {
+            self.dirty_keys.remove(&key);
+            self.dirty_by_age.remove(&(e.dirtied_ms, key));
+        }
+        self.memory_bytes -= e.charged;
+        self.stats.bytes_valid -= e.valid.bytes() as u64;
+        self.stats.bytes_dirty -= e.dirty.bytes() as u64;
+        if Arc::strong_count(&e.data) > 1 {
+            // A reader still holds the bytes: they stay allocated until it lets go.
+            let len = e.block_len() as u64;
+            self.detached.push((Arc::downgrade(&e.data), len));
+            self.detached_bytes += len;
+            self.memory_bytes += len;
+        }
+        e
+    }
+
+    /// Forgets detached bytes whose last snapshot is gone (dropping the weak reference
+    /// lets the allocation go).
+    fn prune_detached(&mut self) {
+        let mut freed = 0;
+        self.detached.retain(|(w, len)| {
+            let alive = w.strong_count() > 0;
+            if !alive {
+                freed += len;
+            }
+            alive
+        });
+        self.detached_bytes -= freed;
+        self.memory_bytes -= freed;
+    }
+}
+
+/// Checks a range given as a `Range` against a block of `block_len` bytes.
+fn check_span(key: BlockKey, block_len: u32, range: &Range<u32>) -> Result<Range<u32>, CacheError> {
+    let len = (range.end as u64)
+        .checked_sub(range.start as u64)
+        .ok_or(CacheError::OutsideBlock {
+            key,
+            offset: range.start as u64,
+            len: 0,
+            block_len,
+        })?;
+    check_range(key, block_len, range.start, len)
+}
+
+/// Checks `[offset, offset + len)` against a block of `block_len` bytes.
+fn check_range(key: BlockKey, block_len: u32, offset: u32, len: u64) -> Result<Range<u32>, CacheError> {
+    if block_len == 0 || block_len as u64 > BLOCK_SIZE_BYTES_MAX {
+        return Err(CacheError::BlockSize(block_len as u64));
+    }
+    let end = offset as u64 + len;
+    if end > block_len as u64 {
+        return Err(CacheError::OutsideBlock {
+            key,
+            offset: offset as u64,
+            len,
+            block_len,
+        });
+    }
+    Ok(offset..end as u32)
+}
+
+#[cfg(test)]
+mod tests;
