@@ -17,7 +17,7 @@ use weft_rpc::{ServerIdentity, ServerLimits};
 #[derive(Parser, Debug)]
 #[command(
     name = "weftd",
-    version,
+    version = weft_build_info::version!(),
     about = "The Weft server: metadata manager (meta role) and/or I/O daemon (io role).",
     long_about = "The Weft server: metadata manager (meta role) and/or I/O daemon (io role).\n\n\
 Most users never start weftd by hand: `weft up` starts a whole cluster on this machine.\n\n\
@@ -172,6 +172,7 @@ pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
         ServerIdentity {
             server_id: plan.id,
             roles: roles_bits,
+            build: weft_build_info::version!(),
         },
         limits,
     )?;
