@@ -50,6 +50,7 @@ impl Wire for ViewId {
 #[repr(u16)]
 pub enum Opcode {
     Hello = 1,
+    ServerInfo = 2,
     GetCluster = 10,
     Resolve = 11,
     Lookup = 12,
@@ -92,6 +93,10 @@ pub enum Request {
     Hello {
         client: String,
     },
+    /// The server's protocol and build versions, for `weft status`. Added after
+    /// protocol version 1 shipped without a version bump: older servers answer it with
+    /// an unknown-opcode error, and the Hello exchange is unchanged.
+    ServerInfo,
     GetCluster,
     /// Walks an absolute path ("/a/b") from the root.
     Resolve {
@@ -239,6 +244,11 @@ pub enum Response {
         server_id: ServerId,
         roles: u32,
     },
+    ServerInfo {
+        protocol_version: u16,
+        /// The server binary's version and git revision, "0.1.0 (git 1a2b3c4)".
+        build: String,
+    },
     Cluster(ClusterInfo),
     Attr(Attr),
     Entries {
@@ -261,6 +271,7 @@ impl Request {
         use Request::*;
         match self {
             Hello { .. } => Opcode::Hello,
+            ServerInfo => Opcode::ServerInfo,
             GetCluster => Opcode::GetCluster,
             Resolve { .. } => Opcode::Resolve,
             Lookup { .. } => Opcode::Lookup,
@@ -296,7 +307,7 @@ impl Request {
         let mut w = Writer::default();
         match self {
             Hello { client } => w.str(client),
-            GetCluster | IoStatfs => {}
+            ServerInfo | GetCluster | IoStatfs => {}
             Resolve { cred, path } => {
                 cred.encode(&mut w);
                 w.str(path);
@@ -440,6 +451,7 @@ impl Request {
         let r = &mut r;
         let req = match opcode {
             1 => Request::Hello { client: r.string()? },
+            2 => Request::ServerInfo,
             10 => Request::GetCluster,
             11 => Request::Resolve {
                 cred: Cred::decode(r)?,
@@ -616,6 +628,14 @@ impl Wire for Response {
                 server_id.encode(w);
                 w.u32(*roles);
             }
+            ServerInfo {
+                protocol_version,
+                build,
+            } => {
+                w.u8(12);
+                w.u16(*protocol_version);
+                w.str(build);
+            }
             Cluster(c) => {
                 w.u8(2);
                 c.encode(w);
@@ -676,6 +696,10 @@ impl Wire for Response {
             9 => Response::Extents(r.seq()?),
             10 => Response::IoStatfs(IoStatfs::decode(r)?),
             11 => Response::View(ViewId::decode(r)?),
+            12 => Response::ServerInfo {
+                protocol_version: r.u16()?,
+                build: r.string()?,
+            },
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -740,6 +764,7 @@ mod tests {
         };
         let reqs = vec![
             Request::Hello { client: "t".into() },
+            Request::ServerInfo,
             Request::GetCluster,
             Request::Resolve {
                 cred: cred(),
@@ -907,6 +932,10 @@ mod tests {
             }),
             Ok(Response::Extents(vec![0, u64::MAX])),
             Ok(Response::View(ViewId(9))),
+            Ok(Response::ServerInfo {
+                protocol_version: 1,
+                build: "0.1.0 (git 1a2b3c4)".into(),
+            }),
             Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];
         for res in results {

@@ -48,6 +48,7 @@ fn start_with(handler: Arc<dyn Handler>) -> std::net::SocketAddr {
         ServerIdentity {
             server_id: ServerId(7),
             roles: 2,
+            build: "test",
         },
         ServerLimits::default(),
     )
@@ -339,6 +340,7 @@ fn the_same_server_answers_on_a_unix_socket_and_refuses_bad_frames_there_too() {
         ServerIdentity {
             server_id: ServerId(9),
             roles: 2,
+            build: "test",
         },
         ServerLimits::default(),
     )
@@ -375,6 +377,7 @@ fn the_same_server_answers_on_a_unix_socket_and_refuses_bad_frames_there_too() {
         ServerIdentity {
             server_id: ServerId(10),
             roles: 2,
+            build: "test",
         },
         ServerLimits::default(),
     )
