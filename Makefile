@@ -11,8 +11,9 @@ SHELL := bash
 .NOTPARALLEL:
 
 CARGO ?= cargo
-# rustup installs into ~/.cargo/bin, which is not on PATH in every shell (CI's, for one).
-export PATH := $(HOME)/.cargo/bin:$(PATH)
+# rustup installs into $CARGO_HOME/bin (default ~/.cargo/bin), which is not on PATH in
+# every shell (CI's, for one, or right after scripts/install-deps.sh installed Rust).
+export PATH := $(or $(CARGO_HOME),$(HOME)/.cargo)/bin:$(PATH)
 
 # MPI tests run as root in CI, and `mpirun -np 4` on CI's 2 cores needs oversubscription.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
