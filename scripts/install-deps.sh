@@ -16,6 +16,7 @@ export PATH="$CARGO_BIN:$PATH"
 DEBIAN_PACKAGES=(
     build-essential      # cc/c++ for the C test programs and libFuzzer's C++ runtime
     pkg-config
+    cmake                # the packaging test builds a C program with find_package(Weft)
     fuse3                # fusermount3, /etc/fuse.conf
     libfuse3-dev
     attr                 # getfattr / setfattr for the xattr tests
