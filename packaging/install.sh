@@ -7,11 +7,13 @@
 #   LIBDIR/pkgconfig/weft.pc, LIBDIR/cmake/Weft/WeftConfig.cmake (+ ConfigVersion)
 #
 # Usage: packaging/install.sh --prefix DIR [--destdir DIR] [--libdir DIR]
-#            [--includedir DIR] [--target-dir DIR] [--dev-files-only]
+#            [--includedir DIR] [--target-dir DIR] [--no-mpiio] [--dev-files-only]
 #   --libdir, --includedir  default PREFIX/lib, PREFIX/include (both under PREFIX)
 #   --destdir               staging root: files go to DESTDIR/PREFIX/..., and name PREFIX
 #   --target-dir            where the release build is (default: $CARGO_TARGET_DIR/release,
 #                           else target/release in the repository)
+#   --no-mpiio              leave libweft_mpiio.so out even if the target directory has
+#                           one (from an earlier build with MPI)
 #   --dev-files-only        only weft.pc and the CMake files (for make deb)
 # Build first: cargo build --release (the workspace, or weft-cli, weft-server, weft-capi
 # and, for MPI-IO, weft-mpiio).
@@ -21,7 +23,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 say() { printf 'install: %s\n' "$*"; }
 die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
 
-prefix="" destdir="" libdir="" includedir="" target_dir="" dev_only=0
+prefix="" destdir="" libdir="" includedir="" target_dir="" dev_only=0 mpiio=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix=${2:?}; shift 2 ;;
@@ -29,6 +31,7 @@ while [ $# -gt 0 ]; do
         --libdir) libdir=${2:?}; shift 2 ;;
         --includedir) includedir=${2:?}; shift 2 ;;
         --target-dir) target_dir=${2:?}; shift 2 ;;
+        --no-mpiio) mpiio=0; shift ;;
         --dev-files-only) dev_only=1; shift ;;
         *) die "unknown argument $1 (see the comment at the top of $0)" ;;
     esac
@@ -76,7 +79,9 @@ install -d "$destdir$prefix/bin" "$destdir$includedir"
 install -m 755 "$target_dir/weft" "$target_dir/weftd" "$destdir$prefix/bin/"
 install -m 644 "$target_dir/libweft.so" "$destdir$libdir/"
 install -m 644 "$repo/crates/weft-capi/include/weft.h" "$destdir$includedir/"
-if [ -f "$target_dir/libweft_mpiio.so" ]; then
+if [ "$mpiio" = 0 ]; then
+    say "MPI-IO left out (--no-mpiio)"
+elif [ -f "$target_dir/libweft_mpiio.so" ]; then
     install -m 644 "$target_dir/libweft_mpiio.so" "$destdir$libdir/"
 else
     say "no libweft_mpiio.so in $target_dir (built without MPI): MPI-IO not installed"

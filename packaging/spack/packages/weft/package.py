@@ -76,7 +76,11 @@ class Weft(Package):
             cargo(*arguments)
             # The layout every way of installing Weft shares (make install, make deb).
             installer = Executable(join_path(source, "packaging", "install.sh"))
-            installer("--prefix", prefix, "--target-dir", join_path(source, "target", "release"))
+            options = ["--prefix", prefix, "--target-dir", join_path(source, "target", "release")]
+            if spec.satisfies("mpi=none"):
+                # A development tree may hold a libweft_mpiio.so of an earlier spec.
+                options.append("--no-mpiio")
+            installer(*options)
 
     def test_version(self):
         """weft and weftd print their version and git revision"""
