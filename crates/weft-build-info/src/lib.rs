@@ -73,3 +73,31 @@ fn git_revision(crate_dir: &Path) -> Option<String> {
     }
     Some(revision)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_outside_any_checkout_has_no_revision() {
+        // Like an unpacked release tarball: a Cargo.toml that no repository tracks.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Cargo.toml"), "[package]\n").unwrap();
+        assert_eq!(git_revision(dir.path()), None);
+    }
+
+    #[test]
+    fn a_crate_of_a_checkout_has_its_head_revision() {
+        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let head = Command::new("git")
+            .arg("-C")
+            .arg(crate_dir)
+            .args(["rev-parse", "--short", "HEAD"])
+            .output()
+            .ok()
+            .filter(|out| out.status.success());
+        // Built from a tarball, this crate is no checkout's: then it has no revision.
+        let expected = head.map(|out| String::from_utf8(out.stdout).unwrap().trim().to_owned());
+        assert_eq!(git_revision(crate_dir), expected);
+    }
+}

@@ -23,7 +23,6 @@ class Weft(Package):
     # Spack mirror as weft/weft-<version>.tar.gz, added here with its sha256:
     #   version("0.1.0", sha256="...")
     url = "https://weft.invalid/releases/weft-0.1.0.tar.gz"
-    maintainers("weft-developers")
     license("Apache-2.0")
 
     # The development line, for `spack develop weft@=main` on a local clone.
