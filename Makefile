@@ -1,9 +1,21 @@
 # Weft's entry points: the same recipes run locally and in CI (.ci/run calls `make test`).
+# On a bare Debian 12 machine they need only make and git: scripts/install-deps.sh
+# installs the rest (Debian packages, and the Rust toolchain with rustup if missing).
 #
-#   make run    install what is missing, build, start a local cluster and show Weft at work
-#   make test   install what is missing, lint, build, run every test and a short fuzz run
+#   make run          install what is missing, build, start a local cluster and show Weft at work
+#   make test         install what is missing, lint, build, make the Debian packages, run
+#                     every test (the packages' too) and a short fuzz run
 #
-# Other targets: deps, build, lint, fuzz-smoke, bench, clean.
+#   make deps         install what building and testing need (scripts/install-deps.sh)
+#   make build        cargo build --release --workspace, then the C test programs
+#   make lint         rustfmt and clippy, as CI runs them
+#   make deb          Debian packages weft, libweft, libweft-dev, weft-mpiio-openmpi in
+#                     target/debian/ (mk/packaging.mk; packaging/README.md)
+#   make install      into PREFIX (default /usr/local; DESTDIR for staging): binaries,
+#                     libraries, weft.h, weft.pc, CMake files (packaging/install.sh)
+#   make fuzz-smoke   FUZZ_SECONDS (30) of libFuzzer per fuzz target
+#   make bench        the concurrent-access benchmark (bench-noncontig: mk/bench-noncontig.mk)
+#   make clean        cargo clean
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -11,8 +23,9 @@ SHELL := bash
 .NOTPARALLEL:
 
 CARGO ?= cargo
-# rustup installs into ~/.cargo/bin, which is not on PATH in every shell (CI's, for one).
-export PATH := $(HOME)/.cargo/bin:$(PATH)
+# rustup installs into $CARGO_HOME/bin (default ~/.cargo/bin), which is not on PATH in
+# every shell (CI's, for one, or right after scripts/install-deps.sh installed Rust).
+export PATH := $(or $(CARGO_HOME),$(HOME)/.cargo)/bin:$(PATH)
 
 # MPI tests run as root in CI, and `mpirun -np 4` on CI's 2 cores needs oversubscription.
 export OMPI_ALLOW_RUN_AS_ROOT := 1
@@ -45,8 +58,10 @@ run: deps build
 
 # Lint first: it fails in a minute rather than after the test suite. `build` comes before
 # the tests because integration tests start the workspace's binaries (weftd, weft) and the
-# C programs, which `cargo test` of one crate does not build.
-test: deps lint build
+# C programs, which `cargo test` of one crate does not build. `deb-packages` (seconds:
+# no build of its own) makes the Debian packages that weft-tests' packages.rs installs
+# and runs; so the dependencies are those of `make deb` (cargo-deb besides).
+test: deb-deps lint build deb-packages
 	mkdir -p target
 	$(CARGO) test --release --workspace 2>&1 | tee target/cargo-test.log
 	$(MAKE) --no-print-directory fuzz-smoke

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Installs what building and testing Weft needs on Debian 12, and nothing that is
 # already there: a machine with everything installed passes through in about a second.
-# Sources: Debian's packages (apt) and crates.io (cargo install); nothing else.
+# Sources: Debian's packages (apt), the Rust project's rustup (the stable toolchain,
+# only when no suitable one is found) and crates.io (cargo install); nothing else.
+#
+#   scripts/install-deps.sh          what `make build`, `make run` and `make test` need
+#   scripts/install-deps.sh deb      that, and cargo-deb for `make deb`
 set -euo pipefail
 
-# Rust lives in ~/.cargo/bin under rustup, which a non-login shell may not have on PATH.
-export PATH="$HOME/.cargo/bin:$PATH"
+# rustup installs into $CARGO_HOME/bin (default ~/.cargo/bin), which a non-login shell
+# may not have on PATH.
+CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
+export PATH="$CARGO_BIN:$PATH"
 
 DEBIAN_PACKAGES=(
     build-essential      # cc/c++ for the C test programs and libFuzzer's C++ runtime
     pkg-config
+    cmake                # the packaging test builds a C program with find_package(Weft)
     fuse3                # fusermount3, /etc/fuse.conf
     libfuse3-dev
     attr                 # getfattr / setfattr for the xattr tests
@@ -19,10 +26,15 @@ DEBIAN_PACKAGES=(
     libhdf5-openmpi-dev  # parallel HDF5 on top of Weft's MPI-IO
     hdf5-tools           # h5dump, h5ls for checking files written through Weft
     python3
+    curl                 # fetches rustup when no suitable Rust is installed
+    ca-certificates      # ... over https
 )
 # Not mpich: it competes with Open MPI for the mpicc/mpirun alternatives.
 
 RUST_VERSION_MIN=1.90  # keep equal to rust-version in the workspace Cargo.toml
+# rustup's installer script (what https://sh.rustup.rs serves), from the Rust project.
+RUSTUP_INIT_URL=https://static.rust-lang.org/rustup/rustup-init.sh
+CARGO_DEB_VERSION=3.8.0  # `make deb`; pinned so that every machine builds the same packages
 
 say() { printf 'install-deps: %s\n' "$*"; }
 die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
@@ -53,18 +65,65 @@ install_debian_packages() {
         apt-get install -y -q -o Dpkg::Use-Pty=0 "${missing[@]}" </dev/null
 }
 
-check_rust() {
-    command -v cargo >/dev/null && command -v rustc >/dev/null || die "cargo/rustc not found.
-  Weft needs Rust >= $RUST_VERSION_MIN with rustfmt and clippy. Debian 12's own rustc is too old;
-  install the stable toolchain with rustup (https://rustup.rs), then make sure ~/.cargo/bin is on PATH."
+# Why the Rust on PATH will not do, or nothing when it will.
+rust_shortfall() {
+    command -v cargo >/dev/null && command -v rustc >/dev/null || { echo "no cargo/rustc on PATH"; return; }
     local have
     have=$(rustc --version | awk '{print $2}')
     if [ "$(printf '%s\n%s\n' "$RUST_VERSION_MIN" "$have" | sort -V | head -n1)" != "$RUST_VERSION_MIN" ]; then
-        die "rustc $have is older than $RUST_VERSION_MIN; update it with: rustup update stable"
+        echo "rustc $have is older than $RUST_VERSION_MIN"
+        return
     fi
-    cargo fmt --version >/dev/null 2>&1 || die "rustfmt missing; add it with: rustup component add rustfmt"
-    cargo clippy --version >/dev/null 2>&1 || die "clippy missing; add it with: rustup component add clippy"
-    say "Rust: rustc $have with rustfmt and clippy"
+    cargo fmt --version >/dev/null 2>&1 || { echo "rustfmt is missing"; return; }
+    cargo clippy --version >/dev/null 2>&1 || { echo "clippy is missing"; return; }
+}
+
+# The stable toolchain with rustfmt and clippy, for the current user, through rustup:
+# installed when there is no rustup, updated when rustup has too old a stable. A
+# toolchain the user chose (rustup default other than stable) is not changed.
+install_rust() {
+    local why=$1
+    if command -v rustup >/dev/null; then
+        local active
+        active=$(rustup show active-toolchain 2>/dev/null | awk '{print $1}')
+        case "$active" in
+            stable-* | "")
+                say "$why; updating the stable toolchain with rustup"
+                rustup toolchain install stable --profile minimal --component rustfmt --component clippy
+                rustup default stable
+                ;;
+            *)
+                die "$why (the active rustup toolchain is $active).
+  Weft needs Rust >= $RUST_VERSION_MIN with rustfmt and clippy: run
+  rustup toolchain install stable --component rustfmt --component clippy && rustup default stable" ;;
+        esac
+        return
+    fi
+    say "$why; installing the stable Rust toolchain with rustup into ${CARGO_HOME:-$HOME/.cargo} (for $(id -un))"
+    command -v curl >/dev/null || die "curl is missing (it is in DEBIAN_PACKAGES: did apt-get fail?)"
+    local init
+    init=$(mktemp -t rustup-init-XXXXXX.sh)
+    curl --proto '=https' --tlsv1.2 -sSf --retry 3 -o "$init" "$RUSTUP_INIT_URL" ||
+        { rm -f "$init"; die "cannot download rustup from $RUSTUP_INIT_URL"; }
+    # -y: no questions; --no-modify-path: leave the user's shell files alone (make and
+    # this script put $CARGO_HOME/bin on PATH themselves).
+    sh "$init" -y --no-modify-path --profile minimal --default-toolchain stable \
+        --component rustfmt --component clippy </dev/null ||
+        { rm -f "$init"; die "rustup-init failed"; }
+    rm -f "$init"
+    say "Rust installed; for your own shell: export PATH=\"$CARGO_BIN:\$PATH\""
+}
+
+ensure_rust() {
+    local why
+    why=$(rust_shortfall)
+    if [ -n "$why" ]; then
+        install_rust "$why"
+        hash -r
+        why=$(rust_shortfall)
+        [ -z "$why" ] || die "still no suitable Rust after installing it: $why"
+    fi
+    say "Rust: $(rustc --version | awk '{print $1, $2}') with rustfmt and clippy"
 }
 
 install_cargo_fuzz() {
@@ -76,6 +135,20 @@ install_cargo_fuzz() {
     cargo install cargo-fuzz --locked
 }
 
+install_cargo_deb() {
+    if command -v cargo-deb >/dev/null && [ "$(cargo-deb --version 2>/dev/null | awk '{print $NF}')" = "$CARGO_DEB_VERSION" ]; then
+        say "cargo-deb $CARGO_DEB_VERSION: present"
+        return
+    fi
+    say "installing cargo-deb $CARGO_DEB_VERSION from crates.io (for make deb)"
+    cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked
+}
+
 install_debian_packages
-check_rust
+ensure_rust
 install_cargo_fuzz
+case "${1:-}" in
+    "") ;;
+    deb) install_cargo_deb ;;
+    *) die "unknown argument ${1}: expected nothing or deb" ;;
+esac

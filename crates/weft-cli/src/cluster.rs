@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_config::{ClusterConfig, Role, ServerEntry, CLUSTER_FILE_NAME};
 use weft_proto::msg::{Request, Response};
-use weft_rpc::{Connection, Timeouts};
+use weft_rpc::{Connection, RpcError, Timeouts};
 
 /// Most io servers `weft up` starts on one machine.
 pub const IO_SERVERS_MAX: u32 = 64;
@@ -462,17 +462,25 @@ pub fn status(home: &Path) -> Result<bool> {
     let config = ClusterConfig::load(&description)?;
     println!("cluster \"{}\" (home {})", config.name, home.display());
     println!(
-        "{:<7} {:<8} {:<22} {:<8} {:<8} stored",
-        "server", "roles", "address", "pid", "state"
+        "this weft: {}, protocol {}",
+        weft_build_info::version!(),
+        weft_proto::PROTOCOL_VERSION
+    );
+    println!(
+        "{:<7} {:<8} {:<22} {:<8} {:<8} {:<6} {:<20} stored",
+        "server", "roles", "address", "pid", "state", "proto", "build"
     );
     let timeouts = Timeouts {
         connect: Duration::from_secs(2),
         request: Duration::from_secs(5),
     };
     let mut all_up = true;
+    let mut mismatched = false;
     for s in &config.servers {
         let pid = running_pid(home, s.id);
-        let (state, stored) = match Connection::connect(&s.addr, "weft status", timeouts) {
+        let connection = Connection::connect(&s.addr, "weft status", timeouts);
+        let (protocol, build) = server_versions(&connection);
+        let (state, stored) = match connection {
             Ok(c) if s.has(Role::Io) => match c.call(&Request::IoStatfs, &[]) {
                 Ok((Response::IoStatfs(st), _)) => (
                     "up",
@@ -493,6 +501,11 @@ pub fn status(home: &Path) -> Result<bool> {
                 ),
                 _ => ("up", "?".into()),
             },
+            Err(RpcError::ProtocolVersion { .. }) => {
+                all_up = false;
+                mismatched = true;
+                ("up", "-".into())
+            }
             Err(_) => {
                 all_up = false;
                 ("down", "-".into())
@@ -500,17 +513,25 @@ pub fn status(home: &Path) -> Result<bool> {
         };
         let pid = pid.map_or("-".into(), |p| p.to_string());
         println!(
-            "{:<7} {:<8} {:<22} {:<8} {:<8} {}",
+            "{:<7} {:<8} {:<22} {:<8} {:<8} {:<6} {:<20} {}",
             s.id,
             role_names(s),
             s.addr,
             pid,
             state,
+            protocol,
+            build,
             stored
         );
         if s.has(Role::Cache) && state == "up" {
             println!("{:<7} {}", "", cache_line(&s.addr, timeouts));
         }
+    }
+    if mismatched {
+        println!(
+            "!: this server speaks another protocol version than this weft ({}): upgrade the older side",
+            weft_proto::PROTOCOL_VERSION
+        );
     }
     Ok(all_up)
 }
@@ -548,6 +569,22 @@ fn cache_line(addr: &str, timeouts: Timeouts) -> String {
         st.write_back_errors,
         human_bytes(st.fetched_bytes),
     )
+}
+
+/// A server's (protocol, build) columns: "1", "0.1.0 (git 1a2b3c4)"; "2!" for a server
+/// that refused this weft's protocol version; "?" for what a server older than the
+/// `ServerInfo` request cannot tell.
+fn server_versions(connection: &Result<std::sync::Arc<Connection>, RpcError>) -> (String, String) {
+    match connection {
+        Ok(c) => match c.server_info() {
+            Ok(Some((protocol, build))) => (protocol.to_string(), build),
+            // It answered the handshake, so it speaks this weft's protocol.
+            Ok(None) => (weft_proto::PROTOCOL_VERSION.to_string(), "?".into()),
+            Err(_) => ("?".into(), "?".into()),
+        },
+        Err(RpcError::ProtocolVersion { server_version, .. }) => (format!("{server_version}!"), "?".into()),
+        Err(_) => ("-".into(), "-".into()),
+    }
 }
 
 pub fn human_bytes(n: u64) -> String {

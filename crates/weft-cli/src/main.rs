@@ -13,7 +13,7 @@ use weft_client::{Client, LayoutRequest};
 #[derive(Parser, Debug)]
 #[command(
     name = "weft",
-    version,
+    version = weft_build_info::version!(),
     about = "Weft, a parallel file system for HPC clusters: start a cluster, store and read files.",
     after_help = "Quick start:\n  weft up                      start 1 metadata + 4 io servers on this machine\n  weft put data.bin /          store a file, striped over the io servers\n  weft ls -l /                 list it\n  weft get /data.bin copy.bin  read it back\n  weft status                  see the servers\n  weft down                    stop the cluster (data is kept)\n\n\
 Clients find the cluster through $WEFT_META=host:port (the metadata manager), else\n$WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml."

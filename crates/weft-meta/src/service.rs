@@ -76,8 +76,9 @@ impl MetaService {
         &self.cluster
     }
 
-    /// Answers one request. `Hello` belongs to the connection layer (it knows the
-    /// server id and roles) and io opcodes to io servers: both are `Unsupported`.
+    /// Answers one request. `Hello` and `ServerInfo` belong to the connection layer (it
+    /// knows the server id, roles and build) and io opcodes to io servers: all are
+    /// `Unsupported`.
     pub fn handle(&self, request: Request) -> Result<Response, WireError> {
         let store = &self.store;
         match request {
@@ -138,9 +139,9 @@ impl MetaService {
                 target,
             } => store.symlink(&cred, parent, &name, &target).map(Response::Attr),
             Request::Readlink { cred, inode } => store.readlink(&cred, inode).map(Response::Link),
-            Request::Hello { .. } => Err(WireError::new(
+            Request::Hello { .. } | Request::ServerInfo => Err(WireError::new(
                 ErrorCode::Unsupported,
-                "hello is answered by the connection layer, not the metadata service",
+                "hello and server info are answered by the connection layer, not the metadata service",
             )),
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }

@@ -50,6 +50,7 @@ impl Wire for ViewId {
 #[repr(u16)]
 pub enum Opcode {
     Hello = 1,
+    ServerInfo = 2,
     GetCluster = 10,
     Resolve = 11,
     Lookup = 12,
@@ -185,6 +186,10 @@ pub enum Request {
     Hello {
         client: String,
     },
+    /// The server's protocol and build versions, for `weft status`. Added after
+    /// protocol version 1 shipped without a version bump: older servers answer it with
+    /// an unknown-opcode error, and the Hello exchange is unchanged.
+    ServerInfo,
     GetCluster,
     /// Walks an absolute path ("/a/b") from the root.
     Resolve {
@@ -370,6 +375,11 @@ pub enum Response {
         /// blocks) may be gone.
         incarnation: u64,
     },
+    ServerInfo {
+        protocol_version: u16,
+        /// The server binary's version and git revision, "0.1.0 (git 1a2b3c4)".
+        build: String,
+    },
     Cluster(ClusterInfo),
     Attr(Attr),
     Entries {
@@ -393,6 +403,7 @@ impl Request {
         use Request::*;
         match self {
             Hello { .. } => Opcode::Hello,
+            ServerInfo => Opcode::ServerInfo,
             GetCluster => Opcode::GetCluster,
             Resolve { .. } => Opcode::Resolve,
             Lookup { .. } => Opcode::Lookup,
@@ -435,7 +446,7 @@ impl Request {
         let mut w = Writer::default();
         match self {
             Hello { client } => w.str(client),
-            GetCluster | IoStatfs | CacheStats => {}
+            ServerInfo | GetCluster | IoStatfs | CacheStats => {}
             ViaCache { file, request } => {
                 file.encode(&mut w);
                 w.u16(request.opcode() as u16);
@@ -591,6 +602,7 @@ impl Request {
         let r = &mut r;
         let req = match opcode {
             1 => Request::Hello { client: r.string()? },
+            2 => Request::ServerInfo,
             10 => Request::GetCluster,
             11 => Request::Resolve {
                 cred: Cred::decode(r)?,
@@ -816,6 +828,14 @@ impl Wire for Response {
                 w.u32(*roles);
                 w.u64(*incarnation);
             }
+            ServerInfo {
+                protocol_version,
+                build,
+            } => {
+                w.u8(12);
+                w.u16(*protocol_version);
+                w.str(build);
+            }
             Cluster(c) => {
                 w.u8(2);
                 c.encode(w);
@@ -855,7 +875,7 @@ impl Wire for Response {
                 id.encode(w);
             }
             CacheStats(stats) => {
-                w.u8(12);
+                w.u8(13);
                 stats.encode(w);
             }
         }
@@ -881,7 +901,11 @@ impl Wire for Response {
             9 => Response::Extents(r.seq()?),
             10 => Response::IoStatfs(IoStatfs::decode(r)?),
             11 => Response::View(ViewId::decode(r)?),
-            12 => Response::CacheStats(CacheStats::decode(r)?),
+            12 => Response::ServerInfo {
+                protocol_version: r.u16()?,
+                build: r.string()?,
+            },
+            13 => Response::CacheStats(CacheStats::decode(r)?),
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -946,6 +970,7 @@ mod tests {
         };
         let reqs = vec![
             Request::Hello { client: "t".into() },
+            Request::ServerInfo,
             Request::GetCluster,
             Request::Resolve {
                 cred: cred(),
@@ -1189,6 +1214,10 @@ mod tests {
                 write_back_errors: 1,
                 ..Default::default()
             })),
+            Ok(Response::ServerInfo {
+                protocol_version: 1,
+                build: "0.1.0 (git 1a2b3c4)".into(),
+            }),
             Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];
         for res in results {

@@ -29,6 +29,8 @@ pub enum RpcError {
     Protocol { addr: String, detail: String },
     #[error("{addr}: {error}")]
     Remote { addr: String, error: WireError },
+    #[error("{addr} speaks Weft protocol version {server_version}, this program version {PROTOCOL_VERSION}; upgrade the older side")]
+    ProtocolVersion { addr: String, server_version: u16 },
 }
 
 impl RpcError {
@@ -39,6 +41,7 @@ impl RpcError {
             RpcError::TimedOut { .. } => ErrorCode::TimedOut,
             RpcError::Protocol { .. } => ErrorCode::Io,
             RpcError::Remote { error, .. } => error.code,
+            RpcError::ProtocolVersion { .. } => ErrorCode::ProtocolVersion,
         }
     }
 
@@ -269,6 +272,26 @@ impl Connection {
         self.hello.2
     }
 
+    /// The server's protocol version and build ("0.1.0 (git 1a2b3c4)"), or `None` from a
+    /// server that predates the `ServerInfo` request (it answers an unknown opcode).
+    pub fn server_info(&self) -> Result<Option<(u16, String)>, RpcError> {
+        match self.call(&Request::ServerInfo, &[]) {
+            Ok((
+                Response::ServerInfo {
+                    protocol_version,
+                    build,
+                },
+                _,
+            )) => Ok(Some((protocol_version, build))),
+            Ok((other, _)) => Err(RpcError::Protocol {
+                addr: self.addr.clone(),
+                detail: format!("unexpected reply to a server info request: {other:?}"),
+            }),
+            Err(RpcError::Remote { error, .. }) if error.code == ErrorCode::UnknownOpcode => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     pub fn is_broken(&self) -> bool {
         self.pending.lock().unwrap().broken.is_some()
     }
@@ -460,15 +483,14 @@ fn reader_loop(mut stream: Stream, addr: String, pending: Arc<Mutex<PendingTable
             Ok(m) => m,
             Err(e) => break e.to_string(),
         };
+        // A server of another version refuses our handshake in its own version; its
+        // message may be encoded differently, so only the header's version is trusted.
         let reply = match decode_result(&message) {
-            Ok(Ok(response)) if header.version == PROTOCOL_VERSION => Ok(response),
-            Ok(Ok(_)) => Err(RpcError::Protocol {
+            _ if header.version != PROTOCOL_VERSION => Err(RpcError::ProtocolVersion {
                 addr: addr.clone(),
-                detail: format!(
-                    "server speaks protocol version {}, this client {}",
-                    header.version, PROTOCOL_VERSION
-                ),
+                server_version: header.version,
             }),
+            Ok(Ok(response)) => Ok(response),
             Ok(Err(error)) => Err(RpcError::Remote {
                 addr: addr.clone(),
                 error,

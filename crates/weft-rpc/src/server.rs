@@ -84,11 +84,14 @@ impl FileReply {
     }
 }
 
-/// Who this server is, as told to clients in the handshake.
+/// Who this server is, as told to clients in the handshake (id, roles) and on request
+/// (`ServerInfo`: build, with the protocol version).
 #[derive(Debug, Clone, Copy)]
 pub struct ServerIdentity {
     pub server_id: ServerId,
     pub roles: u32,
+    /// The server binary's version and git revision, "0.1.0 (git 1a2b3c4)".
+    pub build: &'static str,
     /// Chosen anew at each start (see [`new_incarnation`]).
     pub incarnation: u64,
 }
@@ -323,6 +326,14 @@ fn run_job(shared: &Shared, job: Job) {
                 server_id: shared.identity.server_id,
                 roles: shared.identity.roles,
                 incarnation: shared.identity.incarnation,
+            },
+            Reply::Bytes(Vec::new()),
+        ))
+    } else if job.opcode == weft_proto::Opcode::ServerInfo as u16 {
+        Ok((
+            Response::ServerInfo {
+                protocol_version: PROTOCOL_VERSION,
+                build: shared.identity.build.to_owned(),
             },
             Reply::Bytes(Vec::new()),
         ))

@@ -49,6 +49,7 @@ fn start_with(handler: Arc<dyn Handler>) -> std::net::SocketAddr {
             server_id: ServerId(7),
             roles: 2,
             incarnation: 1,
+            build: "test",
         },
         ServerLimits::default(),
     )
@@ -341,6 +342,7 @@ fn the_same_server_answers_on_a_unix_socket_and_refuses_bad_frames_there_too() {
             server_id: ServerId(9),
             roles: 2,
             incarnation: 1,
+            build: "test",
         },
         ServerLimits::default(),
     )
@@ -378,6 +380,7 @@ fn the_same_server_answers_on_a_unix_socket_and_refuses_bad_frames_there_too() {
             server_id: ServerId(10),
             roles: 2,
             incarnation: 1,
+            build: "test",
         },
         ServerLimits::default(),
     )

@@ -17,7 +17,7 @@ use weft_rpc::{ServerIdentity, ServerLimits};
 #[derive(Parser, Debug)]
 #[command(
     name = "weftd",
-    version,
+    version = weft_build_info::version!(),
     about = "The Weft server: metadata manager (meta role), I/O daemon (io role), cache manager (cache role).",
     long_about = "The Weft server: metadata manager (meta role), I/O daemon (io role) and/or cache manager \
 (cache role: a share of the cluster's cooperative cache; with the io role in the same process, it caches that \
@@ -231,6 +231,7 @@ pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
             server_id: plan.id,
             roles: roles_bits,
             incarnation,
+            build: weft_build_info::version!(),
         },
         limits,
     )?;

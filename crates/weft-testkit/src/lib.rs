@@ -74,6 +74,8 @@ impl ClusterOptions {
 /// A running cluster in a temporary home; stopped (and its home removed) on drop.
 pub struct TestCluster {
     home: tempfile::TempDir,
+    /// Where `weft` and `weftd` are: the build's, or an installation's.
+    programs: PathBuf,
 }
 
 impl TestCluster {
@@ -82,11 +84,20 @@ impl TestCluster {
     }
 
     pub fn start_with(options: &ClusterOptions) -> TestCluster {
+        TestCluster::start_from(&bin_dir(), options)
+    }
+
+    /// A cluster of the `weft` and `weftd` in `programs` (an installed tree's bin/, say)
+    /// rather than the build's; `command` and `weft` run that `weft` too.
+    pub fn start_from(programs: &Path, options: &ClusterOptions) -> TestCluster {
         let home = tempfile::Builder::new()
             .prefix("weft-test-")
             .tempdir()
             .expect("tempdir");
-        let cluster = TestCluster { home };
+        let cluster = TestCluster {
+            home,
+            programs: programs.to_path_buf(),
+        };
         let (io, size, count) = (
             options.io_servers.to_string(),
             options.stripe_size.to_string(),
@@ -128,9 +139,9 @@ impl TestCluster {
         self.command("weft").args(&full).output().expect("running weft")
     }
 
-    /// A command for a workspace binary with this cluster's environment set.
+    /// A command for one of this cluster's programs with its environment set.
     pub fn command(&self, name: &str) -> Command {
-        let mut c = Command::new(bin(name));
+        let mut c = Command::new(self.programs.join(name));
         for (k, v) in self.env() {
             c.env(k, v);
         }

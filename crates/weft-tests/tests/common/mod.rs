@@ -140,10 +140,15 @@ pub fn io_server_ids(client: &Client) -> Vec<ServerId> {
 /// Output of a `weft` command as text, failing the test if it did not succeed.
 #[track_caller]
 pub fn weft_ok(cluster: &TestCluster, args: &[&str]) -> String {
-    let out = cluster.weft(args);
+    output_ok(cluster.weft(args), &format!("weft {args:?}"))
+}
+
+/// Standard output of a finished command as text, failing the test if it did not succeed.
+#[track_caller]
+pub fn output_ok(out: std::process::Output, what: &str) -> String {
     assert!(
         out.status.success(),
-        "weft {args:?} failed ({}):\n{}{}",
+        "{what} failed ({}):\n{}{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)

@@ -1,0 +1,336 @@
+//! The Debian packages of this build, installed the way a site installs them and used
+//! from the installed files only, never the build tree: `make deb-packages` (run by
+//! `make test` after the build) leaves them in target/debian; this test installs them
+//! with `dpkg --root` into an empty directory and there runs `weft up` (with the
+//! installed weftd), a put and a get, an MPI program doing MPI_File_write_all on a
+//! `weft:` file with the installed libweft_mpiio.so preloaded, the C API test program
+//! built with `pkg-config --cflags --libs weft` and with CMake's `find_package(Weft)`,
+//! and `weft down`.
+//!
+//! Needs dpkg, mpicc/mpirun (Open MPI), pkg-config and cmake (scripts/install-deps.sh).
+
+mod common;
+
+use common::{output_ok, weft_ok};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use weft_testkit::{ClusterOptions, TestCluster};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// Seconds an MPI run or a C test program may take before it counts as hung.
+const RUN_TIMEOUT_S: &str = "120";
+const PACKAGES: [&str; 4] = ["weft", "libweft", "libweft-dev", "weft-mpiio-openmpi"];
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn source(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/packages")
+        .join(name)
+}
+
+fn run(command: &mut Command, what: &str) -> String {
+    output_ok(
+        command
+            .output()
+            .unwrap_or_else(|e| panic!("starting {what}: {e}")),
+        what,
+    )
+}
+
+/// target/debian/<package>_<version>-1_<arch>.deb, made from the binaries this test
+/// run is checking (a package older than the build would test stale files).
+fn package_file(name: &str) -> PathBuf {
+    let dir = weft_testkit::bin_dir().join("../debian");
+    let prefix = format!("{name}_{VERSION}-1_");
+    let found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}: run `make deb-packages` (make test does)", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let file = p.file_name().unwrap().to_string_lossy();
+            file.starts_with(&prefix) && file.ends_with(".deb")
+        })
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one {prefix}*.deb in {}: {found:?}",
+        dir.display()
+    );
+    let built = std::fs::metadata(weft_testkit::bin("weft"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let packaged = std::fs::metadata(&found[0]).unwrap().modified().unwrap();
+    assert!(
+        packaged >= built,
+        "{} is older than the build: run `make deb-packages`",
+        found[0].display()
+    );
+    found[0].clone()
+}
+
+fn control_field(deb: &Path, field: &str) -> String {
+    run(
+        Command::new("dpkg-deb").arg("-f").arg(deb).arg(field),
+        "dpkg-deb -f",
+    )
+    .trim()
+    .to_owned()
+}
+
+/// The packages installed with dpkg into an empty root of their own. Their
+/// dependencies are this machine's (libc, fuse3, Open MPI), so dpkg is told not to look
+/// for them in the empty root.
+fn install_packages(root: &Path) {
+    let admin = root.join("var/lib/dpkg");
+    for dir in ["info", "updates", "triggers"] {
+        std::fs::create_dir_all(admin.join(dir)).unwrap();
+    }
+    std::fs::write(admin.join("status"), "").unwrap();
+    run(
+        Command::new("dpkg")
+            .arg(format!("--root={}", root.display()))
+            .args(["--force-depends", "--force-not-root", "-i"])
+            .args(PACKAGES.map(package_file)),
+        "dpkg --root -i",
+    );
+    let listed = run(
+        Command::new("dpkg-query")
+            .arg(format!("--admindir={}", admin.display()))
+            .args(["-W", "-f=${Package} ${Version} ${Status}\n"]),
+        "dpkg-query",
+    );
+    for name in PACKAGES {
+        assert!(
+            listed.contains(&format!("{name} {VERSION}-1 install ok installed")),
+            "{name} not installed:\n{listed}"
+        );
+    }
+}
+
+#[test]
+fn packages_declare_what_they_need() {
+    let depends = |name: &str| control_field(&package_file(name), "Depends");
+    assert!(depends("weft").contains("fuse3"), "weft: {}", depends("weft"));
+    // The Open MPI runtime, found by dpkg-shlibdeps from libweft_mpiio.so's libmpi.so.40.
+    assert!(
+        depends("weft-mpiio-openmpi").contains("libopenmpi3"),
+        "weft-mpiio-openmpi: {}",
+        depends("weft-mpiio-openmpi")
+    );
+    // The header belongs to exactly this library: Cargo.toml of weft-capi names the
+    // version by hand, and this fails when it falls behind the workspace's.
+    assert_eq!(depends("libweft-dev"), format!("libweft (= {VERSION}-1)"));
+    assert_eq!(
+        control_field(&package_file("weft-mpiio-openmpi"), "Provides"),
+        "weft-mpiio"
+    );
+}
+
+#[test]
+fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
+    let root_dir = tempfile::Builder::new().prefix("weft-root-").tempdir().unwrap();
+    let root = root_dir.path();
+    install_packages(root);
+    let usr = root.join("usr");
+    for file in [
+        "bin/weft",
+        "bin/weftd",
+        "lib/libweft.so",
+        "lib/libweft_mpiio.so",
+        "include/weft.h",
+        "lib/pkgconfig/weft.pc",
+        "lib/cmake/Weft/WeftConfig.cmake",
+        "lib/cmake/Weft/WeftConfigVersion.cmake",
+    ] {
+        assert!(
+            usr.join(file).is_file(),
+            "the packages did not install usr/{file}"
+        );
+    }
+
+    // `weft up` of the installed weft starts the installed weftd (next to it).
+    let cluster = TestCluster::start_from(&usr.join("bin"), &ClusterOptions::default());
+    let installed_weftd = usr.join("bin/weftd").canonicalize().unwrap();
+    for id in 0..=4 {
+        let pid = cluster
+            .pid(id)
+            .unwrap_or_else(|| panic!("server {id} is not running"));
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+        assert_eq!(exe, installed_weftd, "server {id} runs {}", exe.display());
+    }
+    let version = weft_ok(&cluster, &["--version"]);
+    assert!(version.starts_with(&format!("weft {VERSION} (git ")), "{version}");
+
+    // put / get with the installed weft.
+    let scratch = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let local = scratch.path().join("data.bin");
+    std::fs::write(&local, &data).unwrap();
+    weft_ok(&cluster, &["put", local.to_str().unwrap(), "/data.bin"]);
+    let back = scratch.path().join("back.bin");
+    weft_ok(&cluster, &["get", "/data.bin", back.to_str().unwrap()]);
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "weft get returned other bytes than put stored"
+    );
+
+    mpi_io_through_the_installed_library(&cluster, &usr, scratch.path());
+    c_programs_built_against_the_installed_library(&cluster, &usr, scratch.path());
+
+    let stopped = weft_ok(&cluster, &["down"]);
+    assert!(stopped.contains("stopped 5"), "{stopped}");
+    assert!(
+        (0..=4).all(|id| cluster.pid(id).is_none()),
+        "servers left running after weft down"
+    );
+}
+
+fn mpi_io_through_the_installed_library(cluster: &TestCluster, usr: &Path, scratch: &Path) {
+    let program = scratch.join("mpiio_write_all");
+    run(
+        Command::new("mpicc")
+            .args(["-O2", "-Wall", "-Werror", "-o"])
+            .arg(&program)
+            .arg(source("mpiio_write_all.c")),
+        "mpicc mpiio_write_all.c",
+    );
+    let (ranks, block) = (4usize, 300_000usize);
+    let mut mpirun = Command::new("timeout");
+    mpirun
+        .args([
+            "-k",
+            "5",
+            RUN_TIMEOUT_S,
+            "mpirun",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+        ])
+        .args(["-np", &ranks.to_string()])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        // Nothing of the build tree (cargo test's LD_LIBRARY_PATH) reaches the ranks.
+        .env_remove("LD_LIBRARY_PATH")
+        .arg("-x")
+        .arg(format!(
+            "LD_PRELOAD={}",
+            usr.join("lib/libweft_mpiio.so").display()
+        ));
+    for (k, v) in cluster.env() {
+        mpirun.arg("-x").arg(format!("{k}={v}"));
+    }
+    let said = run(
+        mpirun
+            .arg(&program)
+            .args(["weft:/mpi-out.dat", &block.to_string()]),
+        "mpirun mpiio_write_all",
+    );
+    assert!(said.contains("4 ranks wrote"), "{said}");
+    // The file is on Weft (not a local file named "weft:..."), with every rank's block.
+    let back = scratch.join("mpi.dat");
+    weft_ok(cluster, &["get", "/mpi-out.dat", back.to_str().unwrap()]);
+    let bytes = std::fs::read(&back).unwrap();
+    assert_eq!(bytes.len(), ranks * block);
+    for (at, &b) in bytes.iter().enumerate() {
+        let (rank, k) = (at / block, at % block);
+        assert_eq!(b as usize, (rank * 131 + k * 7) % 256, "byte {at} (rank {rank})");
+    }
+}
+
+fn c_programs_built_against_the_installed_library(cluster: &TestCluster, usr: &Path, scratch: &Path) {
+    let test_source = workspace().join("crates/weft-capi/c/weft_capi_test.c");
+    let lib_dir = usr.join("lib");
+
+    // pkg-config: --define-prefix takes the prefix from where weft.pc is, so the flags
+    // name this root, not the /usr the package was made for.
+    let flags = run(
+        Command::new("pkg-config")
+            .env("PKG_CONFIG_PATH", usr.join("lib/pkgconfig"))
+            .args(["--define-prefix", "--cflags", "--libs", "weft"]),
+        "pkg-config weft",
+    );
+    assert!(
+        flags.contains(&format!("-I{}", usr.join("include").display())),
+        "{flags}"
+    );
+    let modversion = run(
+        Command::new("pkg-config")
+            .env("PKG_CONFIG_PATH", usr.join("lib/pkgconfig"))
+            .args(["--modversion", "weft"]),
+        "pkg-config --modversion weft",
+    );
+    assert_eq!(modversion.trim(), VERSION);
+    let with_pkg_config = scratch.join("capi_pkg_config");
+    run(
+        Command::new("cc")
+            .args(["-std=c99", "-O2", "-o"])
+            .arg(&with_pkg_config)
+            .arg(&test_source)
+            .args(flags.split_whitespace()),
+        "cc with pkg-config flags",
+    );
+    run_against(cluster, &with_pkg_config, usr, Some(&lib_dir));
+
+    // CMake: find_package(Weft <this version>) through CMAKE_PREFIX_PATH; the imported
+    // target carries the library's full path, so the program runs without
+    // LD_LIBRARY_PATH (CMake's build rpath).
+    let configure = |build: &Path, version: &str| {
+        Command::new("cmake")
+            .arg("-S")
+            .arg(source(""))
+            .arg("-B")
+            .arg(build)
+            .arg(format!("-DCMAKE_PREFIX_PATH={}", usr.display()))
+            .arg(format!("-DWEFT_VERSION={version}"))
+            .arg(format!("-DWEFT_CAPI_TEST_SOURCE={}", test_source.display()))
+            .output()
+            .expect("running cmake (install cmake)")
+    };
+    let build = scratch.join("cmake-build");
+    output_ok(configure(&build, VERSION), "cmake configure");
+    run(Command::new("cmake").arg("--build").arg(&build), "cmake --build");
+    run_against(cluster, &build.join("weft_capi_test"), usr, None);
+    // The version file refuses a version this installation is not.
+    let refused = configure(&scratch.join("cmake-too-new"), "99.0");
+    assert!(
+        !refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("Weft"),
+        "find_package(Weft 99.0) accepted version {VERSION}"
+    );
+}
+
+/// Runs the C API test program against the cluster, after checking that it loads the
+/// installed libweft.so (through LD_LIBRARY_PATH, or CMake's rpath when `None`).
+fn run_against(cluster: &TestCluster, program: &Path, usr: &Path, library_path: Option<&Path>) {
+    // cargo test puts target/release on LD_LIBRARY_PATH, which would win over the
+    // installed library: the programs get only the path asked for.
+    let with_env = |c: &mut Command| {
+        match library_path {
+            Some(dir) => c.env("LD_LIBRARY_PATH", dir),
+            None => c.env_remove("LD_LIBRARY_PATH"),
+        };
+    };
+    let mut ldd = Command::new("ldd");
+    with_env(&mut ldd);
+    let linked = run(ldd.arg(program), "ldd");
+    let installed = format!("libweft.so => {} ", usr.join("lib/libweft.so").display());
+    assert!(
+        linked.contains(&installed),
+        "{} does not load the installed libweft.so:\n{linked}",
+        program.display()
+    );
+    let mut c = Command::new("timeout");
+    c.args(["-k", "5", RUN_TIMEOUT_S])
+        .arg(program)
+        .env_remove("WEFT_META");
+    with_env(&mut c);
+    for (k, v) in cluster.env() {
+        c.env(k, v);
+    }
+    run(&mut c, &program.display().to_string());
+}
