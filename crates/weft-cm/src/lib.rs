@@ -29,7 +29,7 @@ mod backing;
 mod tier;
 mod writeback;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +43,8 @@ use weft_proto::{ErrorCode, Range, Striping, WireError};
 use weft_rpc::ConnectionId;
 
 pub use backing::{fixed_directory, Backing, Directory};
-use tier::{Pinned, Room, Tier};
+use tier::{Blocked, Found, Tier};
+use weft_cache::store::Snapshot;
 
 /// Largest memory a cache manager may be given (bytes): far above any machine here, a
 /// guard against a typo, not a tuning knob.
@@ -84,8 +85,18 @@ pub struct CacheService {
     owns_views: bool,
 }
 
+/// What the manager counts itself (the store counts the rest).
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    write_back_errors: AtomicU64,
+    fetched_bytes: AtomicU64,
+}
+
 pub(crate) struct Inner {
     tier: Tier,
+    counters: Counters,
     backing: Backing,
     views: Arc<ViewRegistry>,
     incarnation: u64,
@@ -114,6 +125,7 @@ impl CacheService {
         let owns_views = views.is_none();
         let inner = Arc::new(Inner {
             tier: Tier::new(config.capacity_bytes, config.policy),
+            counters: Counters::default(),
             backing,
             views: views.unwrap_or_default(),
             incarnation,
@@ -161,7 +173,7 @@ impl CacheService {
             Request::CacheStats => Response::CacheStats(inner.stats()),
             Request::CacheDrop { inodes } => {
                 for inode in inodes {
-                    inner.tier.remove_from(inode, 0);
+                    inner.tier.drop_file(inode);
                 }
                 Response::Done
             }
@@ -227,19 +239,20 @@ impl Inner {
     }
 
     fn stats(&self) -> CacheStats {
-        let c = &self.tier.counters;
+        let st = self.tier.stats();
+        let c = &self.counters;
         CacheStats {
             incarnation: self.incarnation,
             policy: self.tier.policy_name().to_owned(),
-            capacity_bytes: self.tier.capacity_bytes(),
-            cached_bytes: self.tier.used_bytes(),
-            dirty_bytes: c.dirty_bytes.load(Ordering::SeqCst),
-            blocks: self.tier.block_count() as u64,
+            capacity_bytes: st.memory_bytes_max,
+            cached_bytes: st.memory_bytes,
+            dirty_bytes: st.bytes_dirty,
+            blocks: st.blocks,
             hits: c.hits.load(Ordering::Relaxed),
             misses: c.misses.load(Ordering::Relaxed),
-            evictions: c.evictions.load(Ordering::Relaxed),
-            write_backs: c.write_backs.load(Ordering::Relaxed),
-            write_back_bytes: c.write_back_bytes.load(Ordering::Relaxed),
+            evictions: st.evictions,
+            write_backs: st.write_backs,
+            write_back_bytes: st.write_back_bytes,
             write_back_errors: c.write_back_errors.load(Ordering::Relaxed),
             fetched_bytes: c.fetched_bytes.load(Ordering::Relaxed),
         }
@@ -337,17 +350,16 @@ impl Inner {
         let block_size = striping.stripe_size_bytes;
         pieces.for_each_block(block_size, |block, batch| {
             let key = BlockKey::new(file.inode, block);
-            self.with_block(key, &file.layout, block_size, |cell, b| {
-                let before = b.dirty.bytes();
-                for p in batch {
-                    let (at, n) = (p.offset as usize, p.len as usize);
-                    b.data[at..at + n].copy_from_slice(&data[p.stream_at..p.stream_at + n]);
-                    b.valid.insert(p.offset..p.offset + p.len);
-                    b.dirty.insert(p.offset..p.offset + p.len);
+            let parts: Vec<(u32, &[u8])> = batch
+                .iter()
+                .map(|p| (p.offset, &data[p.stream_at..p.stream_at + p.len as usize]))
+                .collect();
+            loop {
+                match self.tier.write(key, &file.layout, block_size, &parts)? {
+                    Ok(()) => return Ok(()),
+                    Err(blocked) => self.unblock(blocked)?,
                 }
-                self.tier.dirty_changed(cell, b, before);
-                Ok(())
-            })
+            }
         })?;
         Ok((Response::Bytes(stream_len), Vec::new()))
     }
@@ -363,172 +375,151 @@ impl Inner {
         let mut out = vec![0u8; stream_len as usize];
         pieces.for_each_block(block_size, |block, batch| {
             let key = BlockKey::new(file.inode, block);
-            self.with_block(key, &file.layout, block_size, |_, b| {
-                let covered =
-                    b.valid.is_full() || batch.iter().all(|p| b.valid.covers(p.offset..p.offset + p.len));
-                if covered {
-                    self.tier.counters.hits.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    self.tier.counters.misses.fetch_add(1, Ordering::Relaxed);
-                    self.fetch(file.inode, &file.layout, block, block_size, b)?;
-                }
-                for p in batch {
-                    let (at, n) = (p.offset as usize, p.len as usize);
-                    out[p.stream_at..p.stream_at + n].copy_from_slice(&b.data[at..at + n]);
-                }
-                Ok(())
-            })
+            let ranges: Vec<std::ops::Range<u32>> =
+                batch.iter().map(|p| p.offset..p.offset + p.len).collect();
+            let snapshot = self.block_for_read(key, &file.layout, block_size, &ranges)?;
+            let bytes = snapshot.block();
+            for p in batch {
+                let (at, n) = (p.offset as usize, p.len as usize);
+                out[p.stream_at..p.stream_at + n].copy_from_slice(&bytes[at..at + n]);
+            }
+            Ok(())
         })?;
         Ok((Response::Bytes(stream_len), out))
     }
 
-    /// Fills every byte of the block that is not valid from the io servers (never
-    /// touching dirty bytes, which are valid).
-    fn fetch(
-        &self,
-        inode: InodeId,
-        layout: &Layout,
-        block: u64,
-        block_size: u64,
-        b: &mut tier::Block,
-    ) -> Result<(), WireError> {
-        let gaps = b.valid.missing(0..block_size as u32);
-        let start = block * block_size;
-        let ranges: Vec<Range> = gaps
-            .iter()
-            .map(|g| Range {
-                offset: start + g.start as u64,
-                len: (g.end - g.start) as u64,
-            })
-            .collect();
-        let total: u64 = ranges.iter().map(|r| r.len).sum();
-        let mut fetched = vec![0u8; total as usize];
-        self.backing.read(inode, layout, &ranges, &mut fetched)?;
-        let mut at = 0usize;
-        for g in gaps {
-            let n = (g.end - g.start) as usize;
-            b.data[g.start as usize..g.end as usize].copy_from_slice(&fetched[at..at + n]);
-            b.valid.insert(g);
-            at += n;
-        }
-        self.tier
-            .counters
-            .fetched_bytes
-            .fetch_add(total, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Runs `work` on the block, resident, pinned and locked. A block removed
-    /// (truncated or dropped) between the lookup and the lock is looked up again, so no
-    /// write lands in a block that already left the cache.
-    fn with_block<R>(
+    /// The block's bytes with every range valid: from the cache, or fetched (only the
+    /// bytes the block lacks) from the io servers first.
+    fn block_for_read(
         &self,
         key: BlockKey,
         layout: &Layout,
         block_size: u64,
-        work: impl FnOnce(&tier::Cell, &mut tier::Block) -> Result<R, WireError>,
-    ) -> Result<R, WireError> {
+        ranges: &[std::ops::Range<u32>],
+    ) -> Result<Snapshot, WireError> {
+        let mut first = true;
         loop {
-            let pinned = self.pin(key, layout, block_size)?;
-            let mut block = pinned.cell.lock();
-            if !pinned.cell.is_removed() {
-                return work(&pinned.cell, &mut block);
+            let gaps = match self.tier.lookup(key, layout, block_size, ranges)? {
+                Found::Hit(snapshot) => {
+                    let counter = if first {
+                        &self.counters.hits
+                    } else {
+                        &self.counters.misses
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    return Ok(snapshot);
+                }
+                Found::Wait => {
+                    first = false;
+                    continue;
+                }
+                Found::Fetch(gaps) => gaps,
+            };
+            let start = key.block * block_size;
+            let file_ranges: Vec<Range> = gaps
+                .iter()
+                .map(|g| Range {
+                    offset: start + g.start as u64,
+                    len: (g.end - g.start) as u64,
+                })
+                .collect();
+            let total: u64 = file_ranges.iter().map(|r| r.len).sum();
+            let mut fetched = vec![0u8; total as usize];
+            if let Err(e) = self.backing.read(key.inode, layout, &file_ranges, &mut fetched) {
+                self.tier.abandon_fetch(key);
+                return Err(e);
             }
+            self.counters.fetched_bytes.fetch_add(total, Ordering::Relaxed);
+            let mut at = 0usize;
+            let parts: Vec<(u32, Vec<u8>)> = gaps
+                .iter()
+                .map(|g| {
+                    let n = (g.end - g.start) as usize;
+                    let part = (g.start, fetched[at..at + n].to_vec());
+                    at += n;
+                    part
+                })
+                .collect();
+            match self.tier.fill(key, ranges, &parts)? {
+                Ok(snapshot) => {
+                    self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                    return Ok(snapshot);
+                }
+                Err(blocked) => self.unblock(blocked)?,
+            }
+            first = false;
         }
     }
 
-    /// The block, resident and pinned, made room for if need be.
-    fn pin(&self, key: BlockKey, layout: &Layout, block_size: u64) -> Result<Pinned, WireError> {
-        loop {
-            if let Some(pinned) = self.tier.lookup(key, layout, block_size)? {
-                if !pinned.cell.is_removed() {
-                    return Ok(pinned);
-                }
-                continue;
+    /// Does what the store asked before an operation can go on: writes dirty victims
+    /// back, or waits for write-backs in flight.
+    fn unblock(&self, blocked: Blocked) -> Result<(), WireError> {
+        match blocked {
+            Blocked::Wait => {
+                self.tier.pause();
+                Ok(())
             }
-            match self.tier.insert(key, layout, block_size)? {
-                Room::Ready(pinned) => return Ok(pinned),
-                Room::WriteBack(victim) => {
-                    let inode = victim.cell.key.inode;
-                    let written = self.write_back(inode, std::slice::from_ref(&victim));
-                    let ok = written.is_ok();
-                    self.tier.finish_eviction(victim, ok);
-                    if let Err(e) = written {
-                        return Err(WireError::new(
+            Blocked::WriteBack(keys) => {
+                let mut by_file: std::collections::BTreeMap<InodeId, Vec<BlockKey>> = Default::default();
+                for k in keys {
+                    by_file.entry(k.inode).or_default().push(k);
+                }
+                for (inode, keys) in by_file {
+                    self.write_back(inode, &keys).map_err(|e| {
+                        WireError::new(
                             e.code,
                             format!(
                                 "this cache manager is full of dirty blocks it cannot write back: {}",
                                 e.message
                             ),
-                        ));
-                    }
+                        )
+                    })?;
                 }
+                Ok(())
             }
         }
     }
 
-    /// Writes the dirty bytes of `cells` (blocks of `inode`, in block order) back to
-    /// the io servers, in batches of at most `WRITE_BACK_BATCH_BYTES`. A file removed
-    /// meanwhile loses its blocks; any other failure keeps them dirty.
-    fn write_back(&self, inode: InodeId, cells: &[Pinned]) -> Result<(), WireError> {
-        let Some(layout) = self.tier.layout_of(inode) else {
+    /// Writes the dirty bytes of `keys` (blocks of `inode`, in block order) back to the
+    /// io servers, in requests of at most `WRITE_BACK_BATCH_BYTES`. Blocks being written
+    /// back by someone else are skipped. A file removed meanwhile loses its blocks; any
+    /// other failure keeps them dirty.
+    fn write_back(&self, inode: InodeId, keys: &[BlockKey]) -> Result<(), WireError> {
+        let Some((layout, block_size, taken)) = self.tier.take_write_backs(inode, keys) else {
             return Ok(());
         };
-        let mut rest = cells;
-        while !rest.is_empty() {
-            let mut guards = Vec::new();
+        let mut rest = taken.into_iter().peekable();
+        while rest.peek().is_some() {
+            let mut batch = Vec::new();
             let mut ranges: Vec<Range> = Vec::new();
             let mut data: Vec<u8> = Vec::new();
-            let mut taken = 0usize;
-            for pinned in rest {
-                if !guards.is_empty()
-                    && (data.len() as u64 >= writeback::WRITE_BACK_BATCH_BYTES
-                        || ranges.len() >= writeback::WRITE_BACK_BATCH_RANGES)
-                {
+            while let Some(wb) = rest.peek() {
+                let full = data.len() as u64 >= writeback::WRITE_BACK_BATCH_BYTES
+                    || ranges.len() >= writeback::WRITE_BACK_BATCH_RANGES;
+                if full && !batch.is_empty() {
                     break;
                 }
-                taken += 1;
-                let cell = &pinned.cell;
-                let b = cell.lock();
-                if cell.is_removed() || b.dirty.is_empty() {
-                    continue;
-                }
-                let start = cell.key.block * b.data.len() as u64;
-                for extent in b.dirty.iter() {
+                let start = wb.key.block * block_size;
+                for (offset, bytes) in wb.pieces() {
                     ranges.push(Range {
-                        offset: start + extent.start as u64,
-                        len: (extent.end - extent.start) as u64,
+                        offset: start + offset as u64,
+                        len: bytes.len() as u64,
                     });
-                    data.extend_from_slice(&b.data[extent.start as usize..extent.end as usize]);
+                    data.extend_from_slice(bytes);
                 }
-                guards.push((cell, b));
-            }
-            rest = &rest[taken..];
-            if ranges.is_empty() {
-                continue;
+                batch.push(rest.next().expect("peeked"));
             }
             match self.backing.write(inode, &layout, &ranges, &data) {
-                Ok(()) => {
-                    let c = &self.tier.counters;
-                    c.write_backs.fetch_add(guards.len() as u64, Ordering::Relaxed);
-                    c.write_back_bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
-                    for (cell, b) in &mut guards {
-                        let before = b.dirty.bytes();
-                        b.dirty.clear();
-                        self.tier.dirty_changed(cell, b, before);
-                    }
-                }
-                Err(e) if e.code == ErrorCode::Stale => {
-                    // The file was removed: nothing to write its bytes to.
-                    drop(guards);
-                    self.tier.remove_from(inode, 0);
-                    return Ok(());
-                }
+                Ok(()) => self.tier.end_write_backs(batch, true),
                 Err(e) => {
-                    self.tier
-                        .counters
-                        .write_back_errors
-                        .fetch_add(1, Ordering::Relaxed);
+                    self.tier.end_write_backs(batch, false);
+                    self.tier.end_write_backs(rest.collect(), false);
+                    if e.code == ErrorCode::Stale {
+                        // The file was removed: nothing to write its bytes to.
+                        self.tier.drop_file(inode);
+                        return Ok(());
+                    }
+                    self.counters.write_back_errors.fetch_add(1, Ordering::Relaxed);
                     return Err(WireError::new(
                         e.code,
                         format!("writing back inode {inode}: {}", e.message),
@@ -539,55 +530,43 @@ impl Inner {
         Ok(())
     }
 
-    /// Writes every dirty block of the file held here back to the io servers; blocks
-    /// being written back by someone else are waited for (their locks).
+    /// Writes every block of the file dirty now back to the io servers, including those
+    /// another write-back has in flight (waited for, and retried if it failed).
     fn flush(&self, inode: InodeId) -> Result<(), WireError> {
-        let dirty = self.tier.blocks_of(inode, true);
-        self.write_back(inode, &dirty)
+        let keys = self.tier.dirty_of(inode);
+        for _ in 0..FLUSH_ROUNDS_MAX {
+            self.write_back(inode, &keys)?;
+            self.tier.wait_write_backs(inode, &keys);
+            let still: Vec<BlockKey> = self
+                .tier
+                .dirty_of(inode)
+                .into_iter()
+                .filter(|k| keys.binary_search(k).is_ok())
+                .collect();
+            if still.is_empty() {
+                return Ok(());
+            }
+        }
+        // Written to again and again meanwhile: what was dirty at the start went back
+        // at least once in the rounds above, unless a write-back failed (reported).
+        Ok(())
     }
 
     /// Forgets the file's bytes at and after `size`.
     fn truncate(&self, file: &CacheFile, size: u64) -> Result<(), WireError> {
-        let Some(first) = self
-            .tier
-            .blocks_of(file.inode, false)
-            .first()
-            .map(|p| p.cell.clone())
-        else {
-            return Ok(());
-        };
-        let block_size = first.lock().data.len() as u64;
-        self.tier.remove_from(file.inode, size.div_ceil(block_size));
-        if !size.is_multiple_of(block_size) {
-            let key = BlockKey::new(file.inode, size / block_size);
-            if let Some(pinned) = self.tier.lookup(key, &file.layout, block_size)? {
-                let cell = &pinned.cell;
-                let mut b = cell.lock();
-                if !cell.is_removed() {
-                    let from = (size % block_size) as u32;
-                    let before = b.dirty.bytes();
-                    b.data[from as usize..].fill(0);
-                    b.dirty.remove(from..block_size as u32);
-                    b.valid.insert(from..block_size as u32);
-                    self.tier.dirty_changed(cell, &b, before);
-                }
-            }
-        }
+        self.tier.truncate(file.inode, size);
         Ok(())
     }
 
     /// The end of the file's data held dirty here (0 if none).
     fn dirty_end(&self, inode: InodeId) -> u64 {
-        let mut end = 0;
-        for pinned in self.tier.blocks_of(inode, true) {
-            let b = pinned.cell.lock();
-            if let Some(last) = b.dirty.iter().last() {
-                end = end.max(pinned.cell.key.block * b.data.len() as u64 + last.end as u64);
-            }
-        }
-        end
+        self.tier.dirty_end(inode)
     }
 }
+
+/// Rounds a flush makes over blocks that other write-backs had in flight and that
+/// failed (or were written to again).
+const FLUSH_ROUNDS_MAX: usize = 3;
 
 /// Most pieces of one block handled under one hold of its lock: bounds the memory a
 /// request of very many small pieces takes, whatever its size.

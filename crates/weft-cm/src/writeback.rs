@@ -14,12 +14,11 @@
 //! A failure leaves the blocks dirty (the next round or the client's sync retries) and
 //! is counted and logged.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 
 use weft_layout::InodeId;
 
-use crate::tier::Pinned;
 use crate::Inner;
 
 /// Most bytes one write-back request carries.
@@ -72,6 +71,9 @@ pub fn spawn(inner: &Arc<Inner>) {
     }
 }
 
+/// Most blocks one background round chooses by age or by the dirty limit.
+const ROUND_BLOCKS_MAX: usize = 4096;
+
 fn round(inner: &Inner, closed: BTreeSet<InodeId>) {
     for inode in closed {
         if let Err(e) = inner.flush(inode) {
@@ -83,29 +85,10 @@ fn round(inner: &Inner, closed: BTreeSet<InodeId>) {
     }
     let tier = &inner.tier;
     let config = &inner.config;
-    let now = tier.now_ms();
-    let older_than = now.saturating_sub(config.dirty_age.as_millis() as u64);
-    let dirty = tier
-        .counters
-        .dirty_bytes
-        .load(std::sync::atomic::Ordering::SeqCst);
-    let extra = if dirty > config.dirty_limit_bytes {
-        dirty - config.dirty_limit_bytes / 2
-    } else {
-        0
-    };
-    let chosen = tier.dirty_blocks(older_than, extra);
-    if chosen.is_empty() {
-        return;
-    }
-    // By file, in block order, so each write-back request covers neighbouring blocks.
-    let mut by_file: BTreeMap<InodeId, Vec<Pinned>> = BTreeMap::new();
-    for pinned in chosen {
-        by_file.entry(pinned.cell.key.inode).or_default().push(pinned);
-    }
-    for (inode, mut cells) in by_file {
-        cells.sort_by_key(|p| p.cell.key.block);
-        if let Err(e) = inner.write_back(inode, &cells) {
+    let older_than = tier.now_ms().saturating_sub(config.dirty_age.as_millis() as u64);
+    let chosen = tier.background(older_than, config.dirty_limit_bytes, ROUND_BLOCKS_MAX);
+    for (inode, keys) in chosen {
+        if let Err(e) = inner.write_back(inode, &keys) {
             eprintln!(
                 "weftd: cache: background write-back: {} (kept dirty; a sync retries)",
                 e.message

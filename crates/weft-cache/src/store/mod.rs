@@ -368,6 +368,54 @@ impl<P: Policy<BlockKey>> Cache<P> {
         Ok(found)
     }
 
+    /// Looks up several ranges of one block at once (the pieces of one request in it):
+    /// a hit, with a snapshot of the whole block, only if every range is valid; else
+    /// the missing parts of the ranges, in order. Counts one hit or miss; with
+    /// [`Touch::Yes`] a cached block is referenced once.
+    pub fn lookup_ranges(
+        &mut self,
+        key: BlockKey,
+        block_len: u32,
+        ranges: &[Range<u32>],
+        touch: Touch,
+    ) -> Result<Lookup, CacheError> {
+        for r in ranges {
+            check_span(key, block_len, r)?;
+        }
+        let Some(e) = self.entries.get(&key) else {
+            self.stats.misses += 1;
+            return Ok(Lookup::Miss {
+                resident: false,
+                missing: ranges.iter().filter(|r| !r.is_empty()).cloned().collect(),
+            });
+        };
+        if e.block_len() != block_len {
+            return Err(CacheError::BlockLength {
+                key,
+                cached: e.block_len(),
+                requested: block_len,
+            });
+        }
+        let covered = e.valid.is_full() || ranges.iter().all(|r| e.valid.covers(r.clone()));
+        let found = if covered {
+            self.stats.hits += 1;
+            Lookup::Hit(Snapshot {
+                bytes: e.data.clone(),
+                range: 0..block_len,
+            })
+        } else {
+            self.stats.misses += 1;
+            Lookup::Miss {
+                resident: true,
+                missing: ranges.iter().flat_map(|r| e.valid.missing(r.clone())).collect(),
+            }
+        };
+        if touch == Touch::Yes && !e.evicting {
+            self.policy.touch(&key);
+        }
+        Ok(found)
+    }
+
     /// A reference to a block from the original access pattern (collective-I/O-aware
     /// caching): touches it in the policy if cached. Returns whether it is cached.
     pub fn reference(&mut self, key: &BlockKey) -> bool {
@@ -420,6 +468,50 @@ impl<P: Policy<BlockKey>> Cache<P> {
             e.dirty.insert(range.clone());
             if let Some(r) = &mut e.redirtied {
                 r.insert(range);
+            }
+        });
+        Ok(())
+    }
+
+    /// `write` of several pieces of one block, `(offset, bytes)` each: the same as
+    /// writing them one by one in order, with the block's bookkeeping done once (a
+    /// view's pieces in one block can be thousands).
+    pub fn write_pieces(
+        &mut self,
+        key: BlockKey,
+        block_len: u32,
+        pieces: &[(u32, &[u8])],
+        now_ms: u64,
+    ) -> Result<(), CacheError> {
+        let mut ranges = Vec::with_capacity(pieces.len());
+        for (offset, data) in pieces {
+            ranges.push(check_range(key, block_len, *offset, data.len() as u64)?);
+        }
+        self.prune_detached();
+        let existed = self.entry_for(key, block_len, Admission::Normal)?;
+        if existed && !self.entries[&key].evicting {
+            self.policy.touch(&key);
+        }
+        if ranges.iter().all(|r| r.is_empty()) {
+            return Ok(());
+        }
+        // Extents never grow past their bitmap form, however many pieces come: the
+        // room made for one write covers them all.
+        self.make_room_for_growth(key)?;
+        self.change(key, |e| {
+            if e.dirty.is_empty() {
+                e.dirtied_ms = now_ms;
+            }
+            let bytes = Arc::make_mut(&mut e.data);
+            for ((_, data), range) in pieces.iter().zip(&ranges) {
+                bytes[range.start as usize..range.end as usize].copy_from_slice(data);
+            }
+            for range in &ranges {
+                e.valid.insert(range.clone());
+                e.dirty.insert(range.clone());
+                if let Some(r) = &mut e.redirtied {
+                    r.insert(range.clone());
+                }
             }
         });
         Ok(())
@@ -542,6 +634,13 @@ impl<P: Policy<BlockKey>> Cache<P> {
         let e = self.entries.get(&token.key)?;
         let flight = e.write_back?;
         (e.serial == token.serial && flight.id == token.id).then_some(flight)
+    }
+
+    /// Cached blocks of a file in file order.
+    pub fn blocks_of(&self, inode: InodeId) -> impl Iterator<Item = BlockKey> + '_ {
+        self.entries
+            .range(BlockKey::new(inode, 0)..=BlockKey::new(inode, u64::MAX))
+            .map(|(k, _)| *k)
     }
 
     /// Dirty blocks of a file in file order (for sync and close).

@@ -663,3 +663,66 @@ proptest! {
         run(&mut c, &ops, Some(lru))?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// A batch of pieces written at once leaves the block exactly as the same pieces
+    /// written one by one (bytes, valid and dirty extents, dirty bytes), and a lookup
+    /// of several ranges hits exactly when each range alone would.
+    #[test]
+    fn batched_writes_and_lookups_equal_one_by_one(
+        pieces in prop::collection::vec((0u32..LEN, 1u32..16, any::<u8>()), 0..40),
+        probes in prop::collection::vec((0u32..LEN, 0u32..16), 1..6),
+    ) {
+        let pieces: Vec<(u32, Vec<u8>)> = pieces
+            .into_iter()
+            .map(|(o, n, v)| (o, vec![v; n.min(LEN - o) as usize]))
+            .collect();
+        let mut one = lru_cache(4);
+        let mut batch = lru_cache(4);
+        for (o, data) in &pieces {
+            one.write(key(0), LEN, *o, data, 5).unwrap();
+        }
+        let borrowed: Vec<(u32, &[u8])> = pieces.iter().map(|(o, d)| (*o, d.as_slice())).collect();
+        batch.write_pieces(key(0), LEN, &borrowed, 5).unwrap();
+        prop_assert_eq!(one.stats().bytes_dirty, batch.stats().bytes_dirty);
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        prop_assert_eq!(one.valid_extents(&key(0)).unwrap().to_vec(), batch.valid_extents(&key(0)).unwrap().to_vec());
+        prop_assert_eq!(one.dirty_extents(&key(0)).unwrap().to_vec(), batch.dirty_extents(&key(0)).unwrap().to_vec());
+        let whole = |c: &mut Cache<Lru<BlockKey>>| match c.lookup_ranges(key(0), LEN, std::slice::from_ref(&(0..LEN)), Touch::No).unwrap() {
+            Lookup::Hit(s) => Some(s.to_vec()),
+            Lookup::Miss { .. } => None,
+        };
+        prop_assert_eq!(whole(&mut one), whole(&mut batch));
+        let ranges: Vec<Range<u32>> = probes.iter().map(|&(o, n)| o..(o + n).min(LEN)).collect();
+        let each_valid = ranges.iter().all(|r| one.valid_extents(&key(0)).unwrap().covers(r.clone()));
+        match batch.lookup_ranges(key(0), LEN, &ranges, Touch::Yes).unwrap() {
+            Lookup::Hit(s) => {
+                prop_assert!(each_valid);
+                // The snapshot is the whole block: every written byte reads back.
+                let mut expected = vec![None; LEN as usize];
+                for (o, d) in &pieces {
+                    for (k, b) in d.iter().enumerate() {
+                        expected[*o as usize + k] = Some(*b);
+                    }
+                }
+                for r in &ranges {
+                    for x in r.clone() {
+                        prop_assert_eq!(Some(s.block()[x as usize]), expected[x as usize]);
+                    }
+                }
+            }
+            Lookup::Miss { resident, missing } => {
+                prop_assert!(!each_valid);
+                prop_assert!(resident);
+                for m in &missing {
+                    prop_assert!(!m.is_empty());
+                    prop_assert!(one.valid_extents(&key(0)).unwrap().missing(m.clone()) == vec![m.clone()]);
+                }
+            }
+        }
+    }
+}
