@@ -440,7 +440,7 @@ impl Inner {
                     part
                 })
                 .collect();
-            match self.tier.fill(key, ranges, &parts)? {
+            match self.tier.fill(key, layout, block_size, ranges, &parts)? {
                 Ok(snapshot) => {
                     self.counters.misses.fetch_add(1, Ordering::Relaxed);
                     return Ok(snapshot);

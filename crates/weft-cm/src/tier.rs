@@ -196,22 +196,17 @@ impl Tier {
     pub fn fill(
         &self,
         key: BlockKey,
+        layout: &Layout,
+        block_size_bytes: u64,
         ranges: &[Range<u32>],
         fetched: &[(u32, Vec<u8>)],
     ) -> Result<Result<Snapshot, Blocked>, WireError> {
         let mut state = self.state();
         state.fetching.remove(&key);
         self.settled.notify_all();
-        let Some(file) = state.files.get(&key.inode) else {
-            return Err(WireError::new(
-                ErrorCode::Stale,
-                format!(
-                    "inode {}: its cached blocks were dropped (file removed)",
-                    key.inode
-                ),
-            ));
-        };
-        let len = file.block_size_bytes as u32;
+        // The file's entry may have gone while the fetch ran (its last block dropped).
+        Self::check_file(&mut state, key.inode, layout, block_size_bytes)?;
+        let len = block_size_bytes as u32;
         for (offset, bytes) in fetched {
             if let Err(b) = blocked(state.cache.fill(key, len, *offset, bytes, Admission::Normal))? {
                 return Ok(Err(b));
@@ -341,8 +336,14 @@ impl Tier {
             by_file.entry(k.inode).or_default().push(k);
         }
         // Files whose blocks are all gone need no layout any more.
-        let State { cache, files, .. } = &mut *state;
-        files.retain(|inode, _| cache.blocks_of(*inode).next().is_some());
+        let State {
+            cache,
+            files,
+            fetching,
+        } = &mut *state;
+        files.retain(|inode, _| {
+            cache.blocks_of(*inode).next().is_some() || fetching.iter().any(|k| k.inode == *inode)
+        });
         by_file
     }
 }
