@@ -6,7 +6,7 @@ mod common;
 
 use common::{sh, Mount};
 use std::path::Path;
-use weft_testkit::TestCluster;
+use weft_testkit::{ClusterOptions, TestCluster};
 
 /// A source tree on local disk: files of awkward sizes around stripes (64 KiB) and FUSE
 /// requests (1 MiB), an empty file, nested directories and a symbolic link.
@@ -59,8 +59,19 @@ fn same_in_both(local: &Path, mounted: &Path, script: &str) {
 
 #[test]
 fn cp_ls_mv_rm_dd_and_find_match_a_local_directory() {
-    let cluster = TestCluster::start();
-    let mount = Mount::new(&cluster);
+    shell_tools_match_a_local_directory(&TestCluster::start());
+}
+
+/// The same through the cache tier (two separate cache managers with little memory,
+/// so blocks are evicted and written back while the tools run): every file is cached.
+#[test]
+fn shell_tools_on_cached_files_match_a_local_directory() {
+    let cluster = TestCluster::start_with(&ClusterOptions::cached("2", "4M"));
+    shell_tools_match_a_local_directory(&cluster);
+}
+
+fn shell_tools_match_a_local_directory(cluster: &TestCluster) {
+    let mount = Mount::new(cluster);
     let source = mount.scratch().join("source");
     let local = mount.scratch().join("local");
     std::fs::create_dir_all(&local).unwrap();

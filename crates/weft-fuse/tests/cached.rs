@@ -1,0 +1,60 @@
+//! Cached files through the mount: what the native client writes is what the mount
+//! reads and the other way round, with no sync in between (one replica of each block
+//! in the cache tier), and the mount shows the file's caching mode.
+
+mod common;
+
+use common::{sh, Mount};
+use weft_client::{CacheMode, OpenOptions};
+use weft_testkit::{ClusterOptions, TestCluster};
+
+#[test]
+fn the_mount_and_the_native_client_see_each_others_writes_without_sync() {
+    for placement in ["colocated", "2"] {
+        let cluster = TestCluster::start_with(&ClusterOptions::cached(placement, "16M"));
+        let mount = Mount::new(&cluster);
+        let client = cluster.client();
+        let file = client.create("/shared.dat", &Default::default()).unwrap();
+        assert_eq!(file.cache_mode(), CacheMode::Cached);
+        let first = common::pattern(1, 3_000_001);
+        file.write_at(0, &first).unwrap();
+        // The mount reads the native client's unsynced bytes (and size).
+        let path = mount.join("shared.dat");
+        assert!(
+            std::fs::read(&path).unwrap() == first,
+            "{placement}: the mount did not read the native client's writes"
+        );
+        assert!(sh(
+            mount.path(),
+            "getfattr --only-values -n user.weft.layout shared.dat"
+        )
+        .contains("cache=cached"));
+        // The mount writes in the middle, off block boundaries; the native client reads
+        // it through a handle it opened before.
+        let patch = common::pattern(2, 200_003);
+        let source = mount.scratch().join("patch");
+        std::fs::write(&source, &patch).unwrap();
+        sh(
+            mount.path(),
+            &format!(
+                "dd if={} of=shared.dat bs=65536 seek=1234567 oflag=seek_bytes conv=notrunc status=none",
+                source.display()
+            ),
+        );
+        let mut expected = first.clone();
+        expected[1_234_567..1_234_567 + patch.len()].copy_from_slice(&patch);
+        let mut back = vec![0u8; expected.len()];
+        assert_eq!(file.read_at(0, &mut back).unwrap(), expected.len());
+        assert!(
+            back == expected,
+            "{placement}: the native client missed the mount's write"
+        );
+        // A new handle after the mount's close sees it too, as does the CLI.
+        let reopened = client.open("/shared.dat", &OpenOptions::default()).unwrap();
+        assert_eq!(reopened.size().unwrap(), expected.len() as u64);
+        let out = mount.scratch().join("got");
+        let got = cluster.weft(&["get", "/shared.dat", out.to_str().unwrap()]);
+        assert!(got.status.success(), "{got:?}");
+        assert!(std::fs::read(&out).unwrap() == expected);
+    }
+}
