@@ -22,6 +22,12 @@ pub trait ObjectServers: Send + Sync {
     /// Remove the objects of `inodes` from io server `server`; missing objects are
     /// not an error.
     fn remove_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError>;
+    /// Tell cache manager `manager` that `inodes` were removed: it drops their blocks
+    /// (dirty ones too: there is nothing to write them back to). Best effort: a
+    /// manager that misses it drops them when their write-back finds no object.
+    fn drop_cached(&self, _manager: ServerId, _inodes: &[InodeId]) -> Result<(), WireError> {
+        Ok(())
+    }
 }
 
 /// Most orphans one purge round handles.
@@ -301,6 +307,17 @@ impl MetaService {
         };
         if orphans.is_empty() {
             return 0;
+        }
+        let inodes: Vec<InodeId> = orphans.iter().map(|(inode, _)| *inode).collect();
+        let managers: Vec<ServerId> = self.cluster.cache.managers.iter().map(|m| m.id).collect();
+        for (manager, result) in managers.iter().zip(self.on_each_server(&managers, |manager| {
+            inodes
+                .chunks(BATCH_INODES_MAX)
+                .try_for_each(|batch| self.objects.drop_cached(manager, batch))
+        })) {
+            if let Err(error) = result {
+                eprintln!("weftd meta: purge: dropping removed files from cache manager {manager}: {error}");
+            }
         }
         let mut by_server: BTreeMap<ServerId, Vec<InodeId>> = BTreeMap::new();
         for (inode, layout) in &orphans {

@@ -64,7 +64,11 @@ impl Roles {
             };
             let objects = Arc::new(NetObjectServers {
                 pool: ConnectionPool::new("weftd meta", Timeouts::from_env()),
-                addrs: io_servers.iter().map(|s| (s.id, s.addr.clone())).collect(),
+                addrs: io_servers
+                    .iter()
+                    .chain(&cache.managers)
+                    .map(|s| (s.id, s.addr.clone()))
+                    .collect(),
             });
             let cluster = ClusterInfo {
                 cache,
@@ -251,6 +255,14 @@ impl ObjectServers for NetObjectServers {
         self.call(
             server,
             Request::ObjRemove {
+                inodes: inodes.to_vec(),
+            },
+        )
+    }
+    fn drop_cached(&self, manager: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
+        self.call(
+            manager,
+            Request::CacheDrop {
                 inodes: inodes.to_vec(),
             },
         )

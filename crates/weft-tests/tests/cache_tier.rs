@@ -347,3 +347,52 @@ fn caching_modes_follow_directory_defaults_and_need_a_tier() {
     weft_ok(&cluster, &["get", "/hot/put", dst.to_str().unwrap()]);
     assert!(std::fs::read(&dst).unwrap() == data);
 }
+
+/// What one cache manager reports (`weft status` prints the same).
+fn manager_stats(cluster: &TestCluster, id: u32) -> weft_proto::msg::CacheStats {
+    let timeouts = weft_rpc::Timeouts {
+        connect: std::time::Duration::from_secs(5),
+        request: std::time::Duration::from_secs(10),
+    };
+    let connection = weft_rpc::Connection::connect(&cluster.addr(id), "test", timeouts).unwrap();
+    match connection.call(&weft_proto::Request::CacheStats, &[]).unwrap().0 {
+        weft_proto::Response::CacheStats(stats) => stats,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Removing a cached file with dirty blocks drops them from the managers (the manager
+/// purges orphans there too), with no write-back errors and no memory left behind.
+#[test]
+fn removed_files_leave_the_cache() {
+    let cluster = TestCluster::start_with(&ClusterOptions::cached("2", "16M"));
+    let client = cluster.client();
+    let file = create(&client, "/gone", 64 << 10);
+    file.write_at(0, &pattern(9, 0, 4 << 20)).unwrap();
+    let managers: Vec<u32> = cluster.config().cache_managers().iter().map(|m| m.id).collect();
+    let dirty: u64 = managers
+        .iter()
+        .map(|&m| manager_stats(&cluster, m).dirty_bytes)
+        .sum();
+    assert_eq!(
+        dirty,
+        4 << 20,
+        "the write is dirty in the managers before the remove"
+    );
+    drop(file);
+    client.unlink("/gone").unwrap();
+    common::wait_for(
+        "the managers to drop the removed file",
+        std::time::Duration::from_secs(20),
+        || {
+            let stats: Vec<_> = managers.iter().map(|&m| manager_stats(&cluster, m)).collect();
+            stats
+                .iter()
+                .all(|s| s.blocks == 0 && s.dirty_bytes == 0)
+                .then_some(stats)
+        },
+    );
+    for &m in &managers {
+        assert_eq!(manager_stats(&cluster, m).write_back_errors, 0);
+    }
+}
