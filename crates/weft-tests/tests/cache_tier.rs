@@ -396,3 +396,112 @@ fn removed_files_leave_the_cache() {
         assert_eq!(manager_stats(&cluster, m).write_back_errors, 0);
     }
 }
+
+/// Malformed requests to a cache manager are refused with clear errors and change
+/// nothing already cached: a payload that does not match its ranges, a file whose
+/// layout differs from what earlier requests said, an inode that is not the cached
+/// file's, an interval past the frame limit, another incarnation.
+#[test]
+fn bad_requests_to_a_cache_manager_are_refused_and_change_nothing() {
+    use weft_proto::msg::CacheFile;
+    use weft_proto::{ErrorCode as Code, Range, Request, Response, Striping};
+    let cluster = TestCluster::start_with(&ClusterOptions::cached("2", "16M"));
+    let client = cluster.client();
+    let file = create(&client, "/victim", 4096);
+    let data = pattern(4, 0, 64 << 10);
+    file.write_at(0, &data).unwrap();
+    let manager = cluster.config().cache_managers()[0].id;
+    let timeouts = weft_rpc::Timeouts {
+        connect: std::time::Duration::from_secs(5),
+        request: std::time::Duration::from_secs(10),
+    };
+    let c = weft_rpc::Connection::connect(&cluster.addr(manager), "test", timeouts).unwrap();
+    let layout = file.layout().clone();
+    let cached = |layout: weft_layout::Layout, incarnation: u64| CacheFile {
+        inode: file.inode(),
+        layout,
+        incarnation,
+    };
+    let blocks = Striping {
+        stripe_size_bytes: 4096,
+        stripe_count: 2,
+        server_index: 0,
+    };
+    let write = |file: CacheFile, inode, ranges: Vec<Range>, payload: Vec<u8>| {
+        let request = Request::ViaCache {
+            file,
+            request: Box::new(Request::Write {
+                inode,
+                striping: blocks,
+                ranges,
+            }),
+        };
+        match c.call(&request, &payload) {
+            Err(weft_rpc::RpcError::Remote { error, .. }) => error,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    };
+    let one_block = vec![Range { offset: 0, len: 4096 }];
+    assert_eq!(
+        write(
+            cached(layout.clone(), 0),
+            file.inode(),
+            one_block.clone(),
+            vec![1; 10]
+        )
+        .code,
+        Code::InvalidArgument
+    );
+    let mut other_layout = layout.clone();
+    other_layout.stripe_size_bytes *= 2;
+    let e = write(
+        cached(other_layout, 0),
+        file.inode(),
+        one_block.clone(),
+        vec![1; 4096],
+    );
+    assert_eq!(e.code, Code::InvalidArgument, "{e}");
+    let e = write(
+        cached(layout.clone(), 0),
+        weft_layout::InodeId(file.inode().0 + 1),
+        one_block.clone(),
+        vec![1; 4096],
+    );
+    assert_eq!(e.code, Code::InvalidArgument, "{e}");
+    let e = write(
+        cached(layout.clone(), 0),
+        file.inode(),
+        vec![Range {
+            offset: 0,
+            len: 1 << 40,
+        }],
+        vec![],
+    );
+    assert_eq!(e.code, Code::TooLarge, "{e}");
+    let e = write(
+        cached(layout.clone(), 12345),
+        file.inode(),
+        one_block,
+        vec![1; 4096],
+    );
+    assert_eq!(e.code, Code::Io, "{e}");
+    assert!(e.message.contains("restarted"), "{e}");
+    // A flush of the file through this raw connection is fine.
+    match c
+        .call(
+            &Request::CacheFlush {
+                file: cached(layout, 0),
+            },
+            &[],
+        )
+        .unwrap()
+        .0
+    {
+        Response::Done => {}
+        other => panic!("{other:?}"),
+    }
+    // Nothing of the above reached the file.
+    let mut back = vec![0u8; data.len()];
+    file.read_at(0, &mut back).unwrap();
+    assert!(back == data, "a refused request changed cached data");
+}
