@@ -137,6 +137,58 @@ impl Extents {
         }
     }
 
+    /// Adds every range of `ranges`, which must be sorted by start (a request's pieces in
+    /// one block, in file order): the same set as inserting them one by one, in one
+    /// pass over the list (or straight into the bitmap), however many there are.
+    /// Panics if a range is not inside the block or the ranges are not sorted.
+    pub fn insert_sorted(&mut self, ranges: &[Range<u32>]) {
+        for r in ranges {
+            self.check(r);
+        }
+        assert!(
+            ranges.windows(2).all(|w| w[0].start <= w[1].start),
+            "insert_sorted needs ranges sorted by start"
+        );
+        let list_max = Self::list_max(self.block_len);
+        if let Repr::List(v) = &mut self.repr {
+            if v.len() + ranges.len() <= list_max {
+                let mut merged: Vec<(u32, u32)> = Vec::with_capacity(v.len() + ranges.len());
+                let mut push = |(s, e): (u32, u32)| {
+                    if s == e {
+                        return;
+                    }
+                    match merged.last_mut() {
+                        Some(last) if last.1 >= s => last.1 = last.1.max(e),
+                        _ => merged.push((s, e)),
+                    }
+                };
+                let (mut i, mut j) = (0, 0);
+                while i < v.len() || j < ranges.len() {
+                    let take_old = j == ranges.len() || (i < v.len() && v[i].0 <= ranges[j].start);
+                    if take_old {
+                        push(v[i]);
+                        i += 1;
+                    } else {
+                        push((ranges[j].start, ranges[j].end));
+                        j += 1;
+                    }
+                }
+                self.bytes = merged.iter().map(|x| x.1 - x.0).sum();
+                *v = merged;
+                return;
+            }
+            self.make_bitmap();
+        }
+        if let Repr::Bitmap(b) = &mut self.repr {
+            for r in ranges {
+                if r.start < r.end {
+                    self.bytes += bitmap_set(b, r.start, r.end);
+                }
+            }
+            self.settle();
+        }
+    }
+
     /// Removes `range` from the set. Panics if `range` is not inside the block.
     pub fn remove(&mut self, range: Range<u32>) {
         self.check(&range);
@@ -403,6 +455,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Insert(u32, u32),
+        /// Several ranges at once (sorted by start when applied).
+        InsertSorted(Vec<(u32, u32)>),
         Remove(u32, u32),
         Clear,
     }
@@ -413,6 +467,7 @@ mod tests {
         let op = prop_oneof![
             6 => range.clone().prop_map(|(a, b)| Op::Insert(a, b)),
             6 => short.clone().prop_map(|(a, b)| Op::Insert(a, b)),
+            3 => prop::collection::vec(short.clone(), 0..12).prop_map(Op::InsertSorted),
             3 => range.prop_map(|(a, b)| Op::Remove(a, b)),
             3 => short.prop_map(|(a, b)| Op::Remove(a, b)),
             1 => Just(Op::Clear),
@@ -453,6 +508,14 @@ mod tests {
                     Op::Insert(a, b) => {
                         e.insert(a..b);
                         model[a as usize..b as usize].iter_mut().for_each(|x| *x = true);
+                    }
+                    Op::InsertSorted(mut ranges) => {
+                        ranges.sort();
+                        let ranges: Vec<Range<u32>> = ranges.into_iter().map(|(a, b)| a..b).collect();
+                        e.insert_sorted(&ranges);
+                        for r in ranges {
+                            model[r.start as usize..r.end as usize].iter_mut().for_each(|x| *x = true);
+                        }
                     }
                     Op::Remove(a, b) => {
                         e.remove(a..b);

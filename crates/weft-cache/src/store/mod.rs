@@ -506,11 +506,19 @@ impl<P: Policy<BlockKey>> Cache<P> {
             for ((_, data), range) in pieces.iter().zip(&ranges) {
                 bytes[range.start as usize..range.end as usize].copy_from_slice(data);
             }
-            for range in &ranges {
-                e.valid.insert(range.clone());
-                e.dirty.insert(range.clone());
+            if ranges.windows(2).all(|w| w[0].start <= w[1].start) {
+                e.valid.insert_sorted(&ranges);
+                e.dirty.insert_sorted(&ranges);
                 if let Some(r) = &mut e.redirtied {
-                    r.insert(range.clone());
+                    r.insert_sorted(&ranges);
+                }
+            } else {
+                for range in &ranges {
+                    e.valid.insert(range.clone());
+                    e.dirty.insert(range.clone());
+                    if let Some(r) = &mut e.redirtied {
+                        r.insert(range.clone());
+                    }
                 }
             }
         });
