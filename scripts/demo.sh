@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make run` ends here: start a local cluster and show Weft doing its main job:
-# a file striped over the io servers, and read back identical.
+# a file striped over the io servers and read back identical, the cache tier serving
+# it from memory, and the same files through a mount.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="$PWD/target/release"
@@ -10,11 +11,11 @@ export WEFT_HOME="$HOME_DIR"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "weft up: 1 metadata manager + 4 io servers on 127.0.0.1 (home $HOME_DIR)"
+step "weft up: 1 metadata manager + 4 io servers with a cache manager each, on 127.0.0.1 (home $HOME_DIR)"
 if weft status --home "$HOME_DIR" >/dev/null 2>&1; then
     echo "a cluster is already running there; using it"
 else
-    weft up --home "$HOME_DIR"
+    weft up --home "$HOME_DIR" --cache colocated --cache-memory 512M
 fi
 
 work=$(mktemp -d)
@@ -31,6 +32,9 @@ weft layout /demo/sample.bin
 
 step "each io server holds a quarter of it"
 weft df
+
+step "the cache tier: new files are cached; the cache managers hold the blocks just written"
+weft status --home "$HOME_DIR" | grep -E '^(server|[0-9])|cache \(' || true
 
 step "weft get: read back from all servers at once"
 time WEFT_PROGRESS=1 weft get /demo/sample.bin "$work/back.bin"
@@ -65,7 +69,7 @@ else
     echo "(weft mount is not possible here: it needs /dev/fuse; skipping this step)"
 fi
 
-step "the cluster keeps running"
+step "the cluster keeps running (the cache lines count the reads served from memory)"
 weft status --home "$HOME_DIR"
 cat <<EOT
 
