@@ -156,6 +156,8 @@ impl CacheService {
             Request::CacheFlush { file } => {
                 inner.check_incarnation(&file)?;
                 inner.flush(file.inode)?;
+                // Everything dirty went back: earlier background failures lost nothing.
+                inner.writeback.forget_failure(file.inode);
                 Response::Done
             }
             Request::CacheTruncate { file, size } => {
@@ -168,12 +170,18 @@ impl CacheService {
             }
             Request::CacheClose { inode } => {
                 inner.writeback.soon(inode);
+                // A write-back of the file that failed in the background is reported
+                // to the close (as close(2) reports an earlier write error on NFS).
+                if let Some(e) = inner.writeback.failure_of(inode) {
+                    return Err(e);
+                }
                 Response::Done
             }
             Request::CacheStats => Response::CacheStats(inner.stats()),
             Request::CacheDrop { inodes } => {
                 for inode in inodes {
                     inner.tier.drop_file(inode);
+                    inner.writeback.forget_failure(inode);
                 }
                 Response::Done
             }

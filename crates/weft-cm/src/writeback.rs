@@ -14,10 +14,11 @@
 //! A failure leaves the blocks dirty (the next round or the client's sync retries) and
 //! is counted and logged.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 
 use weft_layout::InodeId;
+use weft_proto::WireError;
 
 use crate::Inner;
 
@@ -28,11 +29,16 @@ pub const WRITE_BACK_BATCH_RANGES: usize = weft_proto::msg::RANGES_MAX / 2;
 /// Most closed files remembered for write-back; beyond, the dirty age catches them.
 const CLOSED_FILES_MAX: usize = 4096;
 
-/// Files to write back soon, and a way to wake the thread.
+/// Most files whose background write-back failure is remembered for their next close.
+const FAILURES_MAX: usize = 4096;
+
+/// Files to write back soon, a way to wake the thread, and the files whose background
+/// write-back failed (reported to their next close; a successful flush forgets them).
 #[derive(Default)]
 pub struct Queue {
     closed: Mutex<BTreeSet<InodeId>>,
     wake: Condvar,
+    failures: Mutex<BTreeMap<InodeId, WireError>>,
 }
 
 impl Queue {
@@ -43,6 +49,30 @@ impl Queue {
             closed.insert(inode);
         }
         self.wake.notify_one();
+    }
+
+    /// Remembers a background write-back failure of `inode`.
+    fn failed(&self, inode: InodeId, error: WireError) {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        if failures.len() < FAILURES_MAX || failures.contains_key(&inode) {
+            failures.insert(inode, error);
+        }
+    }
+
+    /// The failure of the last background write-back of `inode`, if it failed.
+    pub fn failure_of(&self, inode: InodeId) -> Option<WireError> {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&inode)
+            .cloned()
+    }
+
+    pub fn forget_failure(&self, inode: InodeId) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&inode);
     }
 
     fn take(&self, period: std::time::Duration) -> BTreeSet<InodeId> {
@@ -76,11 +106,15 @@ const ROUND_BLOCKS_MAX: usize = 4096;
 
 fn round(inner: &Inner, closed: BTreeSet<InodeId>) {
     for inode in closed {
-        if let Err(e) = inner.flush(inode) {
-            eprintln!(
-                "weftd: cache: write-back after close: {} (kept dirty; a sync retries)",
-                e.message
-            );
+        match inner.flush(inode) {
+            Ok(()) => inner.writeback.forget_failure(inode),
+            Err(e) => {
+                eprintln!(
+                    "weftd: cache: write-back after close: {} (kept dirty; a sync retries)",
+                    e.message
+                );
+                inner.writeback.failed(inode, e);
+            }
         }
     }
     let tier = &inner.tier;
@@ -93,6 +127,7 @@ fn round(inner: &Inner, closed: BTreeSet<InodeId>) {
                 "weftd: cache: background write-back: {} (kept dirty; a sync retries)",
                 e.message
             );
+            inner.writeback.failed(inode, e);
         }
     }
 }

@@ -299,6 +299,24 @@ fn an_io_server_down_during_write_back_keeps_blocks_dirty_until_it_returns() {
         back == second,
         "the tier lost dirty blocks when a write-back failed"
     );
+    // A close asks for a write-back soon; it fails in the background, and the next
+    // close of the file reports it.
+    let managers: Vec<u32> = cluster.config().cache_managers().iter().map(|m| m.id).collect();
+    let errors = || -> u64 {
+        managers
+            .iter()
+            .map(|&m| manager_stats(&cluster, m).write_back_errors)
+            .sum()
+    };
+    let before = errors();
+    reopen(&client, "/wb").close().unwrap();
+    common::wait_for(
+        "a background write-back to fail",
+        std::time::Duration::from_secs(20),
+        || (errors() > before).then_some(()),
+    );
+    let closed = reopen(&client, "/wb").close().unwrap_err().to_string();
+    assert!(closed.contains(&format!("io server {io_victim}")), "{closed}");
     cluster.restart();
     common::wait_for("the sync to succeed", std::time::Duration::from_secs(30), || {
         file.sync().ok()
