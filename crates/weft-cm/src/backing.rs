@@ -161,33 +161,37 @@ impl Backing {
         Ok(())
     }
 
-    /// Writes `data`, the file bytes of `ranges` in list order, to the io servers.
+    /// Writes `data[i]`, the file bytes of `ranges[i]`, to the io servers.
     pub fn write(
         &self,
         inode: InodeId,
         layout: &Layout,
         ranges: &[Range],
-        data: &[u8],
+        data: &[&[u8]],
     ) -> Result<(), WireError> {
-        // Each server's stream: its pieces of the ranges, in list order.
+        debug_assert!(ranges.iter().zip(data).all(|(r, d)| r.len == d.len() as u64));
+        // Each server's stream: its pieces of the ranges, in list order, borrowed from
+        // the callers' bytes (sent with writev, never copied into one buffer).
         let stream_of = |k: usize| -> Vec<&[u8]> {
             let mut parts = Vec::new();
-            let mut base = 0usize;
-            for range in ranges {
+            for (range, bytes) in ranges.iter().zip(data) {
                 for piece in layout
                     .pieces_on(k, range.offset, range.len)
                     .expect("ranges checked")
                 {
-                    let at = base + (piece.file_offset - range.offset) as usize;
-                    parts.push(&data[at..at + piece.len as usize]);
+                    let at = (piece.file_offset - range.offset) as usize;
+                    parts.push(&bytes[at..at + piece.len as usize]);
                 }
-                base += range.len as usize;
             }
             parts
         };
         let (local, connections) = self.reach(layout, ranges)?;
         if let Some((k, io)) = local {
-            io.write(inode, striping(layout, k), ranges, &stream_of(k).concat())?;
+            let stream = stream_of(k);
+            match stream.as_slice() {
+                [only] => io.write(inode, striping(layout, k), ranges, only)?,
+                parts => io.write(inode, striping(layout, k), ranges, &parts.concat())?,
+            };
         }
         let mut calls = Vec::new();
         for (k, connection) in &connections {

@@ -499,25 +499,34 @@ impl Inner {
         let mut rest = taken.into_iter().peekable();
         while rest.peek().is_some() {
             let mut batch = Vec::new();
-            let mut ranges: Vec<Range> = Vec::new();
-            let mut data: Vec<u8> = Vec::new();
+            let mut bytes = 0u64;
+            let mut ranges_count = 0usize;
             while let Some(wb) = rest.peek() {
-                let full = data.len() as u64 >= writeback::WRITE_BACK_BATCH_BYTES
-                    || ranges.len() >= writeback::WRITE_BACK_BATCH_RANGES;
+                let full = bytes >= writeback::WRITE_BACK_BATCH_BYTES
+                    || ranges_count >= writeback::WRITE_BACK_BATCH_RANGES;
                 if full && !batch.is_empty() {
                     break;
                 }
-                let start = wb.key.block * block_size;
-                for (offset, bytes) in wb.pieces() {
-                    ranges.push(Range {
-                        offset: start + offset as u64,
-                        len: bytes.len() as u64,
-                    });
-                    data.extend_from_slice(bytes);
-                }
+                bytes += wb.len_bytes();
+                ranges_count += wb.pieces().count();
                 batch.push(rest.next().expect("peeked"));
             }
-            match self.backing.write(inode, &layout, &ranges, &data) {
+            // The bytes go out straight from the blocks' snapshots.
+            let mut ranges: Vec<Range> = Vec::with_capacity(ranges_count);
+            let mut data: Vec<&[u8]> = Vec::with_capacity(ranges_count);
+            for wb in &batch {
+                let start = wb.key.block * block_size;
+                for (offset, piece) in wb.pieces() {
+                    ranges.push(Range {
+                        offset: start + offset as u64,
+                        len: piece.len() as u64,
+                    });
+                    data.push(piece);
+                }
+            }
+            let written = self.backing.write(inode, &layout, &ranges, &data);
+            drop(data);
+            match written {
                 Ok(()) => self.tier.end_write_backs(batch, true),
                 Err(e) => {
                     self.tier.end_write_backs(batch, false);
