@@ -122,7 +122,8 @@ fn a_stalled_server_does_not_hold_up_other_files() {
             mount.path(),
             &format!("getfattr --only-values -n user.weft.layout on{k}/data"),
         );
-        let server: u32 = layout.rsplit("servers=").next().unwrap().trim().parse().unwrap();
+        let servers_field = layout.rsplit("servers=").next().unwrap();
+        let server: u32 = servers_field.split_whitespace().next().unwrap().parse().unwrap();
         servers.push(server);
     }
     assert_ne!(

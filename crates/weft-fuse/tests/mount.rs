@@ -110,7 +110,7 @@ fn layouts_are_extended_attributes() {
     sh(m, "echo x > plain && mkdir wide");
     assert_eq!(
         getfattr(m, "plain"),
-        "stripe_size=65536 stripe_count=4 servers=1,2,3,4"
+        "stripe_size=65536 stripe_count=4 servers=1,2,3,4 cache=none"
     );
     // listxattr names it; a directory without its own default has none.
     assert!(sh(m, "getfattr -d -m - plain").contains("user.weft.layout="));
@@ -138,7 +138,10 @@ fn layouts_are_extended_attributes() {
             .map(|s| s.to_string())
             .collect::<Vec<_>>()
             .join(","),
-        layout.rsplit('=').next().unwrap()
+        layout
+            .split(' ')
+            .find_map(|f| f.strip_prefix("servers="))
+            .unwrap()
     );
 
     // Bad values and files are refused with the right errors; removal restores the
@@ -158,7 +161,7 @@ fn layouts_are_extended_attributes() {
     sh(m, "setfattr -x user.weft.layout wide && echo y > wide/after");
     assert_eq!(
         getfattr(m, "wide/after"),
-        "stripe_size=65536 stripe_count=4 servers=1,2,3,4"
+        "stripe_size=65536 stripe_count=4 servers=1,2,3,4 cache=none"
     );
 }
 

@@ -88,7 +88,12 @@ impl Roles {
 }
 
 fn is_io_request(request: &Request) -> bool {
-    (request.opcode() as u16) >= 40
+    use weft_proto::Opcode::*;
+    match request.opcode() {
+        AppendLock | AppendUnlock => true,
+        Revalidate => false,
+        other => (40..60).contains(&(other as u16)),
+    }
 }
 
 impl Handler for Roles {
