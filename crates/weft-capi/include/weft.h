@@ -80,6 +80,13 @@
 #define WEFT_O_TRUNC 512
 
 /**
+ * Every `weft_pwrite` appends at the end of the file as its io servers see it, whoever
+ * else writes, and ignores its offset (as Linux's pwrite(2) on an `O_APPEND`
+ * descriptor); needs write access (`O_APPEND`).
+ */
+#define WEFT_O_APPEND 1024
+
+/**
  * Most dimensions of a subarray or darray, and most blocks or fields passed to one
  * constructor call (the view engine's own limits apply to the whole type).
  */
@@ -369,7 +376,7 @@ const char *weft_last_error_message(void);
 /**
  * Opens (with `WEFT_O_CREAT`, creates) the regular file `path` (absolute, UTF-8).
  * `flags` is one of `WEFT_O_RDONLY`, `WEFT_O_WRONLY`, `WEFT_O_RDWR`, or-ed with any of
- * `WEFT_O_CREAT`, `WEFT_O_EXCL`, `WEFT_O_TRUNC`; other bits are EINVAL. `mode` gives
+ * `WEFT_O_CREAT`, `WEFT_O_EXCL`, `WEFT_O_TRUNC`, `WEFT_O_APPEND`; other bits are EINVAL. `mode` gives
  * the permission bits (07777, used as given: no umask) and `layout` the striping of a
  * file this call creates (NULL: the directory's default, then the cluster's); both are
  * used only when the file is created, and `layout` is EINVAL without `WEFT_O_CREAT`.
@@ -403,8 +410,9 @@ int weft_close(weft_file_t *file);
 ssize_t weft_pread(weft_file_t *file, void *buf, size_t count, int64_t offset);
 
 /**
- * Writes `count` bytes from `buf` at `offset`; returns `count` (a write is never
- * partial: it succeeds whole or fails). Errors: -EBADF if opened `WEFT_O_RDONLY`,
+ * Writes `count` bytes from `buf` at `offset` (at the file's end, whatever `offset`
+ * says, if opened `WEFT_O_APPEND`); returns `count` (a write is never partial: it
+ * succeeds whole or fails). Errors: -EBADF if opened `WEFT_O_RDONLY`,
  * -EFAULT for a NULL `buf` with `count` > 0, -EINVAL for a negative offset,
  * `count` > SSIZE_MAX or a range past the largest file offset (2^62).
  *

@@ -23,12 +23,16 @@ pub const WEFT_O_CREAT: c_int = 0x40;
 pub const WEFT_O_EXCL: c_int = 0x80;
 /// Truncate the file to length 0; needs write access (`O_TRUNC`).
 pub const WEFT_O_TRUNC: c_int = 0x200;
+/// Every `weft_pwrite` appends at the end of the file as its io servers see it, whoever
+/// else writes, and ignores its offset (as Linux's pwrite(2) on an `O_APPEND`
+/// descriptor); needs write access (`O_APPEND`).
+pub const WEFT_O_APPEND: c_int = 0x400;
 
-const OPEN_FLAGS_KNOWN: c_int = WEFT_O_ACCMODE | WEFT_O_CREAT | WEFT_O_EXCL | WEFT_O_TRUNC;
+const OPEN_FLAGS_KNOWN: c_int = WEFT_O_ACCMODE | WEFT_O_CREAT | WEFT_O_EXCL | WEFT_O_TRUNC | WEFT_O_APPEND;
 
 /// Opens (with `WEFT_O_CREAT`, creates) the regular file `path` (absolute, UTF-8).
 /// `flags` is one of `WEFT_O_RDONLY`, `WEFT_O_WRONLY`, `WEFT_O_RDWR`, or-ed with any of
-/// `WEFT_O_CREAT`, `WEFT_O_EXCL`, `WEFT_O_TRUNC`; other bits are EINVAL. `mode` gives
+/// `WEFT_O_CREAT`, `WEFT_O_EXCL`, `WEFT_O_TRUNC`, `WEFT_O_APPEND`; other bits are EINVAL. `mode` gives
 /// the permission bits (07777, used as given: no umask) and `layout` the striping of a
 /// file this call creates (NULL: the directory's default, then the cluster's); both are
 /// used only when the file is created, and `layout` is EINVAL without `WEFT_O_CREAT`.
@@ -74,6 +78,10 @@ pub unsafe extern "C" fn weft_open(
         if truncate && !writable {
             return Err(Failure::invalid("WEFT_O_TRUNC needs write access"));
         }
+        let append = flags & WEFT_O_APPEND != 0;
+        if append && !writable {
+            return Err(Failure::invalid("WEFT_O_APPEND needs write access"));
+        }
         if layout.is_some() && !create {
             return Err(Failure::invalid("a layout is used only with WEFT_O_CREAT"));
         }
@@ -110,6 +118,7 @@ pub unsafe extern "C" fn weft_open(
             file,
             readable,
             writable,
+            append,
         })))
     })
 }
@@ -170,8 +179,9 @@ pub unsafe extern "C" fn weft_pread(
     })
 }
 
-/// Writes `count` bytes from `buf` at `offset`; returns `count` (a write is never
-/// partial: it succeeds whole or fails). Errors: -EBADF if opened `WEFT_O_RDONLY`,
+/// Writes `count` bytes from `buf` at `offset` (at the file's end, whatever `offset`
+/// says, if opened `WEFT_O_APPEND`); returns `count` (a write is never partial: it
+/// succeeds whole or fails). Errors: -EBADF if opened `WEFT_O_RDONLY`,
 /// -EFAULT for a NULL `buf` with `count` > 0, -EINVAL for a negative offset,
 /// `count` > SSIZE_MAX or a range past the largest file offset (2^62).
 ///
@@ -199,6 +209,10 @@ pub unsafe extern "C" fn weft_pwrite(
         }
         // SAFETY: non-NULL and readable for `count` bytes (the caller's promise).
         let buf = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), count) };
+        if handle.append {
+            handle.file.append(buf)?;
+            return Ok(count as libc::ssize_t);
+        }
         Ok(handle.file.write_at(offset, buf)? as libc::ssize_t)
     })
 }

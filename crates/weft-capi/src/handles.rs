@@ -25,6 +25,8 @@ pub struct weft_file_t {
     pub(crate) file: File,
     pub(crate) readable: bool,
     pub(crate) writable: bool,
+    /// Opened `WEFT_O_APPEND`: every write appends.
+    pub(crate) append: bool,
 }
 
 /// An open directory being read. One thread at a time.

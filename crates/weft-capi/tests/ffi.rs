@@ -346,3 +346,34 @@ fn a_lost_server_is_an_error_that_names_it() {
         assert_eq!(weft_disconnect(client), 0);
     }
 }
+
+#[test]
+fn append_handles_write_at_the_end_whoever_wrote_last() {
+    let cluster = TestCluster::start();
+    let client = connect(&cluster);
+    let first = open(client, "/log", WEFT_O_WRONLY | WEFT_O_CREAT | WEFT_O_APPEND);
+    let second = open(client, "/log", WEFT_O_RDWR | WEFT_O_APPEND);
+    // Offsets are ignored on append handles, as pwrite(2) ignores them on O_APPEND.
+    for (k, file) in [first, second, first, second].into_iter().enumerate() {
+        let line = format!("line {k}\n");
+        // SAFETY: a live handle and a readable buffer.
+        let n = unsafe { weft_pwrite(file, line.as_ptr().cast(), line.len(), 0) };
+        assert_eq!(n, line.len() as isize, "{}", last_error());
+    }
+    // Appending through a read-only handle is refused at open.
+    let path = c("/log");
+    // SAFETY: a live client and a valid string.
+    let refused = unsafe { weft_open(client, path.as_ptr(), WEFT_O_RDONLY | WEFT_O_APPEND, 0, null()) };
+    assert!(refused.is_null());
+    assert_eq!(errno(), libc::EINVAL);
+    let mut buf = [0u8; 64];
+    // SAFETY: a live handle and a writable buffer.
+    let n = unsafe { weft_pread(second, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    assert_eq!(&buf[..n as usize], b"line 0\nline 1\nline 2\nline 3\n");
+    // SAFETY: live handles, closed once.
+    unsafe {
+        assert_eq!(weft_close(first), 0);
+        assert_eq!(weft_close(second), 0);
+        assert_eq!(weft_disconnect(client), 0);
+    }
+}

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use weft_layout::{InodeId, LayoutRequest, ServerId};
 use weft_proto::msg::{Request, Response, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::{
-    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs, SetAttr, Striping,
+    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs, PathStep,
+    SetAttr, Striping,
 };
 use weft_rpc::{ConnectionPool, Timeouts};
 
@@ -268,6 +269,41 @@ impl Client {
             },
             name,
         )
+    }
+
+    /// Checks that a path resolved earlier still holds step by step (each directory's
+    /// entry still names the same inode) and returns the last inode's attributes with
+    /// the derived size. `Stale` when another client removed, renamed or replaced a name
+    /// on the way: look the path up again. `known`, the inode's attributes from before
+    /// (layouts never change), lets the size be asked of the io servers while the
+    /// manager checks the path: one round trip's wait rather than two.
+    pub fn revalidate(&self, steps: Vec<PathStep>, known: Option<&Attr>) -> Result<Attr, ClientError> {
+        let what = steps.last().map(|s| s.name.clone()).unwrap_or_default();
+        let last = steps.last().map(|s| s.child);
+        let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+        let pending = meta.send(
+            &Request::Revalidate {
+                cred: self.cred_clone(),
+                steps,
+            },
+            &[],
+        )?;
+        let early = known
+            .filter(|a| Some(a.inode) == last && a.kind == FileKind::File)
+            .map(|a| {
+                let mut sized = a.clone();
+                self.fill_sizes(std::slice::from_mut(&mut sized)).map(|()| sized)
+            });
+        let mut attr = match pending.wait().map_err(|e| ClientError::from(e).context(&what))?.0 {
+            Response::Attr(a) => a,
+            other => return Err(unexpected(&other)),
+        };
+        match early {
+            Some(Ok(sized)) if sized.layout == attr.layout => attr.size = sized.size,
+            // The path holds, so a failed size is a real failure; ask once more.
+            _ => self.fill_sizes(std::slice::from_mut(&mut attr))?,
+        }
+        Ok(attr)
     }
 
     /// Fills in the size of every regular file in `attrs`, asking each io server once
@@ -596,6 +632,38 @@ impl Client {
         self.remove_named(parent, name, false, name)
     }
 
+    /// Removes `name` from `parent`. If that was the last name of a file that mount
+    /// session `keep` has open, the file lives on, nameless (link count 0), until the
+    /// session releases it (`release`); returns it then.
+    pub fn unlink_keeping(
+        &self,
+        parent: InodeId,
+        name: &str,
+        keep: Option<u64>,
+    ) -> Result<Option<InodeId>, ClientError> {
+        let request = Request::Unlink {
+            cred: self.cred_clone(),
+            parent,
+            name: name.to_owned(),
+            keep,
+        };
+        match self.inner.meta(&request).map_err(|e| e.context(name))? {
+            Response::Unlinked { kept } => Ok(kept),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Mount session `session` closed its last descriptor of `inode`, which an unlink or
+    /// rename kept for it: the file goes if it still has no name.
+    pub fn release(&self, session: u64, inode: InodeId) -> Result<(), ClientError> {
+        self.done(Request::Release { session, inode }, &format!("inode {inode}"))
+    }
+
+    /// Tells the manager that mount session `session` is alive (the files it keeps stay).
+    pub fn renew_session(&self, session: u64) -> Result<(), ClientError> {
+        self.done(Request::RenewSession { session }, "session")
+    }
+
     pub fn rmdir(&self, path: &str) -> Result<(), ClientError> {
         let (parent, name) = path::split(path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
@@ -613,17 +681,19 @@ impl Client {
         directory: bool,
         what: &str,
     ) -> Result<(), ClientError> {
+        if !directory {
+            return self
+                .unlink_keeping(parent, name, None)
+                .map(drop)
+                .map_err(|e| e.context(what));
+        }
         let (cred, name) = (self.cred_clone(), name.to_owned());
-        let request = if directory {
-            Request::Rmdir { cred, parent, name }
-        } else {
-            Request::Unlink { cred, parent, name }
-        };
-        self.done(request, what)
+        self.done(Request::Rmdir { cred, parent, name }, what)
     }
 
     /// Renames atomically, replacing an existing target as POSIX rename(2) does.
-    pub fn rename(&self, from: &str, to: &str) -> Result<(), ClientError> {
+    /// Returns the moved inode's attributes (without the derived size).
+    pub fn rename(&self, from: &str, to: &str) -> Result<Attr, ClientError> {
         let (src_dir, src_name) = path::split(from)?;
         let (dst_dir, dst_name) = path::split(to)?;
         let src_parent = self.resolve(&src_dir).map_err(|e| e.context(from))?.inode;
@@ -639,25 +709,42 @@ impl Client {
         src_name: &str,
         dst_parent: InodeId,
         dst_name: &str,
-    ) -> Result<(), ClientError> {
+    ) -> Result<Attr, ClientError> {
         let what = format!("rename {src_name} -> {dst_name}");
         self.rename_named((src_parent, src_name), (dst_parent, dst_name), &what)
     }
 
-    fn rename_named(
+    /// `rename_in`, keeping a replaced file that mount session `keep` has open as
+    /// `unlink_keeping` does. Returns the moved inode's attributes and the kept inode.
+    pub fn rename_keeping(
         &self,
         (src_parent, src_name): (InodeId, &str),
         (dst_parent, dst_name): (InodeId, &str),
-        what: &str,
-    ) -> Result<(), ClientError> {
+        keep: Option<u64>,
+    ) -> Result<(Attr, Option<InodeId>), ClientError> {
         let request = Request::Rename {
             cred: self.cred_clone(),
             src_parent,
             src_name: src_name.to_owned(),
             dst_parent,
             dst_name: dst_name.to_owned(),
+            keep,
         };
-        self.done(request, what)
+        match self.inner.meta(&request)? {
+            Response::Renamed { moved, kept } => Ok((moved, kept)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn rename_named(
+        &self,
+        src: (InodeId, &str),
+        dst: (InodeId, &str),
+        what: &str,
+    ) -> Result<Attr, ClientError> {
+        self.rename_keeping(src, dst, None)
+            .map(|(moved, _)| moved)
+            .map_err(|e| e.context(what))
     }
 
     /// Changes attributes. A size change also truncates (or extends) the file's data on

@@ -32,6 +32,11 @@ impl Default for TransferOptions {
     }
 }
 
+/// First pause before asking again for an append lock another client holds.
+const APPEND_RETRY_PAUSE_MIN: std::time::Duration = std::time::Duration::from_micros(50);
+/// Longest pause between two tries for an append lock.
+const APPEND_RETRY_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// An open Weft file. Reads and writes take `&self`, so one handle may be shared by
 /// threads; concurrent writes to overlapping ranges have no defined order.
 pub struct File {
@@ -279,6 +284,68 @@ impl File {
         self.known_size
             .fetch_max(offset + buf.len() as u64, Ordering::SeqCst);
         Ok(buf.len())
+    }
+
+    /// Appends `buf` at the end of the file as its io servers see it, whoever else
+    /// appends or writes (O_APPEND): under the file's append lock (held at the server of
+    /// its first stripe), the end is read from every server and the bytes written there.
+    /// Concurrent appenders, in this process or any other client, never overwrite or
+    /// interleave with each other. Returns the offset the bytes landed at.
+    pub fn append(&self, buf: &[u8]) -> Result<u64, ClientError> {
+        self.check_writable()?;
+        if buf.is_empty() {
+            return self.size();
+        }
+        let token = self.append_lock()?;
+        let appended = self.size().and_then(|end| {
+            self.write_at(end, buf)?;
+            Ok(end)
+        });
+        let unlocked = self.append_unlock(token);
+        let end = appended?;
+        unlocked?;
+        Ok(end)
+    }
+
+    /// Takes the file's append lock, trying again while another client holds it (with
+    /// a growing pause, up to the client's request timeout).
+    fn append_lock(&self) -> Result<u64, ClientError> {
+        let request = Request::AppendLock {
+            inode: self.attr.inode,
+        };
+        let deadline = std::time::Instant::now() + self.inner.pool.timeouts().request;
+        let mut pause = APPEND_RETRY_PAUSE_MIN;
+        loop {
+            match self.inner.pool.call(&self.io_addrs[0], &request, &[]) {
+                Ok((Response::Token(token), _)) => return Ok(token),
+                Ok((other, _)) => return Err(unexpected(&other)),
+                Err(e) => {
+                    let e = ClientError::from(e);
+                    if e.code() != ErrorCode::Busy || std::time::Instant::now() >= deadline {
+                        return Err(e.context(&self.path));
+                    }
+                }
+            }
+            // A pause with some jitter, so that waiting appenders do not retry in step.
+            let jitter = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos() as u64)
+                % (pause.as_nanos() as u64 + 1);
+            std::thread::sleep(pause / 2 + std::time::Duration::from_nanos(jitter / 2));
+            pause = (pause * 2).min(APPEND_RETRY_PAUSE_MAX);
+        }
+    }
+
+    fn append_unlock(&self, token: u64) -> Result<(), ClientError> {
+        let request = Request::AppendUnlock {
+            inode: self.attr.inode,
+            token,
+        };
+        match self.inner.pool.call(&self.io_addrs[0], &request, &[]) {
+            Ok((Response::Done, _)) => Ok(()),
+            Ok((other, _)) => Err(unexpected(&other)),
+            Err(e) => Err(ClientError::from(e).context(&self.path)),
+        }
     }
 
     /// Reads into `buf` from `offset`; returns fewer bytes than asked only at the end

@@ -29,6 +29,11 @@ impl Clients {
         }
     }
 
+    /// The mount's own client (its owner's credentials), for what no caller asks.
+    pub fn base(&self) -> Client {
+        self.base.clone()
+    }
+
     /// A client acting as the process `pid` running as `uid`/`gid`.
     pub fn for_caller(&self, uid: u32, gid: u32, pid: u32) -> Client {
         // FUSE passes uid and gid only; the supplementary groups come from /proc. Root

@@ -6,7 +6,8 @@
 use crate::attr::{file_attr, time_set};
 use crate::creds::Clients;
 use crate::dir::{DirStream, Listed};
-use crate::hidden::{hidden_name, Hidden, OpenInodes};
+use crate::kept::{self, OpenInodes};
+use crate::names::{Names, Retries};
 use crate::xattr::{self, LAYOUT_XATTR};
 use fuser::{
     Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -32,9 +33,10 @@ const BACKGROUND_REQUESTS_MAX: u16 = 64;
 /// Open files and open directories of one mount, each. Past this, open fails (ENFILE).
 const OPEN_HANDLES_MAX: usize = 1 << 16;
 
-/// Inodes whose attributes (layout included) are remembered so that `open` needs no
-/// round trip. A layout never changes and inode numbers are never reused, so entries
-/// never go stale; the table starts over when full.
+/// Inodes whose attributes are remembered as the kernel was last told them, so that an
+/// open knows whether the kernel's cached ones are still right (and may ask the io
+/// servers for the size while the manager checks the name: layouts never change). The
+/// table starts over when full.
 const ATTRS_CACHED_MAX: usize = 1 << 17;
 
 /// Entries whose attributes one readdirplus round asks for at once.
@@ -70,7 +72,13 @@ pub struct WeftFs {
     dirs: Mutex<HashMap<u64, Arc<Mutex<DirStream>>>>,
     next_handle: AtomicU64,
     attrs: Mutex<HashMap<InodeId, Attr>>,
-    open_inodes: OpenInodes,
+    open_inodes: Arc<OpenInodes>,
+    /// This mount's session with the manager, for files it keeps open after their
+    /// last name went (see `kept`).
+    session: u64,
+    /// The names the kernel knows inodes by, which an open checks (see `names`).
+    names: Names,
+    retries: Retries,
     /// Set once the session exists: tells the kernel to drop cached attributes.
     notifier: Arc<OnceLock<Notifier>>,
 }
@@ -112,8 +120,33 @@ impl WeftFs {
             dirs: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             attrs: Mutex::new(HashMap::new()),
-            open_inodes: OpenInodes::default(),
+            open_inodes: Arc::new(OpenInodes::default()),
+            session: kept::new_session(),
+            names: Names::default(),
+            retries: Retries::default(),
             notifier,
+        }
+    }
+
+    /// Renews this mount's session while it keeps files, until the file system goes.
+    fn renew_session_in_background(&self) {
+        let open: std::sync::Weak<OpenInodes> = Arc::downgrade(&self.open_inodes);
+        let (client, session) = (self.clients.base(), self.session);
+        let spawned = std::thread::Builder::new()
+            .name("weft-fuse-session".into())
+            .spawn(move || loop {
+                std::thread::sleep(kept::SESSION_RENEW_PERIOD);
+                let Some(open) = open.upgrade() else { return };
+                if open.any_kept() {
+                    if let Err(e) = client.renew_session(session) {
+                        eprintln!("weft-fuse: renewing the session: {e}");
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            eprintln!(
+                "weft-fuse: no session renewal thread ({e}); files removed while open may go after a minute"
+            );
         }
     }
 
@@ -169,34 +202,21 @@ impl WeftFs {
         Ok(fh)
     }
 
-    /// Keeps an open file alive for this mount's descriptors when `name` is about to be
-    /// removed or replaced: renames it to a hidden name instead (see `hidden`). Returns
-    /// the inode and hidden name if it did.
-    fn hide_if_open(&self, client: &Client, parent: InodeId, name: &str) -> Result<Option<InodeId>, Errno> {
-        if !self.open_inodes.any_open() {
-            return Ok(None);
+    /// The session to keep a file for if a name about to go is the last one of a file
+    /// open here (the manager keeps whatever file that was; `kept_by_manager` releases it
+    /// at once if it is not open here after all).
+    fn keep(&self) -> Option<u64> {
+        self.open_inodes.any_open().then_some(self.session)
+    }
+
+    /// The manager kept `inode` for this mount: released at its last close here, or now
+    /// if none has it open.
+    fn kept_by_manager(&self, inode: Option<InodeId>) {
+        if let Some(inode) = inode {
+            if !self.open_inodes.keep(inode) {
+                kept::release(&self.clients.base(), self.session, inode);
+            }
         }
-        let attr = match client.lookup(parent, name) {
-            Ok(a) => a,
-            Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
-            Err(e) => return Err(errno(&e, "unlink")),
-        };
-        if attr.kind != FileKind::File || !self.open_inodes.is_open(attr.inode) {
-            return Ok(None);
-        }
-        let hidden = hidden_name(attr.inode);
-        client
-            .rename_in(parent, name, parent, &hidden)
-            .map_err(|e| errno(&e, "unlink (keeping an open file)"))?;
-        let record = Hidden {
-            parent,
-            name: hidden,
-            client: client.clone(),
-        };
-        if let Some(closed_meanwhile) = self.open_inodes.hide(attr.inode, record) {
-            closed_meanwhile.remove();
-        }
-        Ok(Some(attr.inode))
     }
 
     /// Attributes of a looked-up entry, with a file's size derived from its servers.
@@ -214,7 +234,28 @@ impl WeftFs {
             .lookup(inode(parent), name)
             .and_then(|a| self.entry_attr(&client, a))
             .map_err(|e| errno(&e, "lookup"))?;
-        Ok(self.remember(&attr))
+        self.retries.looked_up(req.pid(), attr.inode);
+        Ok(self.entered(inode(parent), name, &attr))
+    }
+
+    /// An entry for `attr` as `name` in `parent` goes to the kernel: its name and
+    /// attributes are remembered.
+    fn entered(&self, parent: InodeId, name: &str, attr: &Attr) -> FileAttr {
+        self.names.entered(parent, name, attr.inode);
+        self.remember(attr)
+    }
+
+    /// The attributes an open must go by: the name the kernel found the inode by is
+    /// checked with the manager (one round trip, the size asked of the io servers at the
+    /// same time). `Stale` when the name no longer leads there.
+    fn current_attr(&self, client: &Client, ino: InodeId, told: Option<&Attr>) -> Result<Attr, ClientError> {
+        let path = self.names.path_of(ino);
+        if path.is_empty() {
+            // Not known by name (the table started over): at least the inode must exist.
+            client.getattr(ino)
+        } else {
+            client.revalidate(path, told)
+        }
     }
 
     fn do_setattr(&self, req: &Request, ino: INodeNo, changes: SetAttr) -> Result<FileAttr, Errno> {
@@ -228,44 +269,95 @@ impl WeftFs {
         Ok(self.remember(&attr))
     }
 
-    fn do_open(&self, req: &Request, ino: INodeNo, flags: OpenFlags) -> Result<u64, Errno> {
+    /// Attributes of `ino`. An inode another client removed (or replaced) is still
+    /// there for what holds it: an open descriptor (`fh`) sees it with link count 0, as
+    /// POSIX has it, and so does the retried walk of a thread just answered ESTALE (the
+    /// kernel checks permission before it opens what the walk found). Anything else gets
+    /// ESTALE, on which the kernel looks the path up again.
+    fn do_getattr(&self, req: &Request, ino: InodeId, fh: Option<FileHandle>) -> Result<FileAttr, Errno> {
         let client = self.caller(req);
-        let (attr, fresh) = match self.remembered(inode(ino)) {
-            Some(a) => (a, false),
-            None => {
-                let a = client.getattr(inode(ino)).map_err(|e| errno(&e, "open"))?;
-                self.remember(&a);
-                (a, true)
+        match client.getattr(ino) {
+            Ok(attr) => Ok(self.remember(&attr)),
+            Err(e) if e.code() == ErrorCode::Stale => {
+                let held = fh.is_some() || self.retries.expects(req.pid(), ino);
+                match self.remembered(ino).filter(|_| held) {
+                    Some(mut attr) => {
+                        attr.nlink = 0;
+                        // Its data may still be there for a while; the size is as last known
+                        // otherwise.
+                        let _ = client.fill_sizes(std::slice::from_mut(&mut attr));
+                        Ok(file_attr(&attr))
+                    }
+                    None => {
+                        self.retries.refused(req.pid());
+                        Err(Errno::ESTALE)
+                    }
+                }
             }
+            Err(e) => Err(errno(&e, "getattr")),
+        }
+    }
+
+    /// Opens with close-to-open consistency: the name the kernel found the inode by is
+    /// checked against the manager (see `names`), and the attributes and size are read
+    /// afresh. A name that no longer leads to the inode is answered ESTALE, on which the
+    /// kernel looks the whole path up again and retries once; that retry is trusted.
+    fn do_open(&self, req: &Request, ino: INodeNo, flags: OpenFlags) -> Result<(u64, FopenFlags), Errno> {
+        let client = self.caller(req);
+        let told = self.remembered(inode(ino));
+        let attr = match told
+            .clone()
+            .filter(|_| self.retries.trusts(req.pid(), inode(ino)))
+        {
+            // Found by the retried walk a moment ago, within this very open.
+            Some(attr) => attr,
+            None => match self.current_attr(&client, inode(ino), told.as_ref()) {
+                // A file kept nameless for some mount's open descriptors is not opened anew.
+                Ok(attr) if attr.kind == FileKind::File && attr.nlink == 0 => {
+                    self.retries.refused(req.pid());
+                    return Err(Errno::ESTALE);
+                }
+                Ok(attr) => attr,
+                Err(e) if e.code() == ErrorCode::Stale || e.code() == ErrorCode::NotFound => {
+                    self.retries.refused(req.pid());
+                    return Err(Errno::ESTALE);
+                }
+                Err(e) => return Err(errno(&e, "open")),
+            },
         };
         if attr.kind != FileKind::File {
             return Err(Errno::EISDIR);
         }
+        let changed = told.as_ref().is_none_or(|t| {
+            (t.size, t.mtime, t.ctime, t.mode, t.uid, t.gid)
+                != (attr.size, attr.mtime, attr.ctime, attr.mode, attr.uid, attr.gid)
+        });
+        self.remember(&attr);
         let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
-        let told_size = attr.size;
         let file = client.open_attr(attr, writable).map_err(|e| errno(&e, "open"))?;
-        if !self.cache.keep_cache && !fresh {
-            // Close-to-open: this open must see what another client wrote and closed
-            // before. The page cache starts empty (no FOPEN_KEEP_CACHE); the size is
-            // asked of the io servers now (the first read would ask anyway), and if it
-            // is not what the kernel was last told, its cached attributes are dropped.
-            // That takes no inode lock, so it is safe during the open.
-            let size = file.size().map_err(|e| errno(&e, "open"))?;
-            if size != told_size {
-                if let Some(n) = self.notifier.get() {
-                    let _ = n.inval_inode(ino, -1, 0);
-                }
+        if changed {
+            // The kernel's cached attributes (the size above all, which bounds reads) are
+            // dropped; the page cache starts empty anyway (no FOPEN_KEEP_CACHE). That
+            // takes no inode lock, so it is safe during the open.
+            if let Some(n) = self.notifier.get() {
+                let _ = n.inval_inode(ino, -1, 0);
             }
         }
-        self.add_file(file)
+        Ok((self.add_file(file)?, self.open_flags(flags.0)))
     }
 
-    fn open_flags(&self) -> FopenFlags {
+    /// How the kernel is to treat an open file. O_APPEND files bypass the page cache: the
+    /// daemon writes each append at the file's true end, which need not be the offset
+    /// the kernel chose from its cached size, so cached pages would sit at wrong offsets.
+    fn open_flags(&self, flags: i32) -> FopenFlags {
+        let mut out = FopenFlags::empty();
         if self.cache.keep_cache {
-            FopenFlags::FOPEN_KEEP_CACHE
-        } else {
-            FopenFlags::empty()
+            out |= FopenFlags::FOPEN_KEEP_CACHE;
         }
+        if flags & libc::O_APPEND != 0 {
+            out |= FopenFlags::FOPEN_DIRECT_IO;
+        }
+        out
     }
 
     fn do_create(
@@ -298,7 +390,7 @@ impl WeftFs {
                 .fill_sizes(std::slice::from_mut(&mut attr))
                 .map_err(|e| errno(&e, "create"))?;
         }
-        let fattr = self.remember(&attr);
+        let fattr = self.entered(inode(parent), name, &attr);
         let fh = self.add_file(file)?;
         Ok((fattr, fh))
     }
@@ -328,20 +420,12 @@ impl WeftFs {
             return Ok(());
         }
         // A replaced target that is open here stays readable by its descriptors.
-        let hidden = self.hide_if_open(&client, inode(new_parent), new_name)?;
-        let result = client
-            .rename_in(inode(parent), name, inode(new_parent), new_name)
-            .map_err(|e| errno(&e, "rename"));
-        if let (Err(_), Some(target)) = (&result, hidden) {
-            // Put the target back where it was.
-            let _ = client.rename_in(
-                inode(new_parent),
-                &hidden_name(target),
-                inode(new_parent),
-                new_name,
-            );
-        }
-        result
+        let (moved, kept) = client
+            .rename_keeping((inode(parent), name), (inode(new_parent), new_name), self.keep())
+            .map_err(|e| errno(&e, "rename"))?;
+        self.names.renamed(inode(new_parent), new_name, moved.inode);
+        self.kept_by_manager(kept);
+        Ok(())
     }
 
     fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
@@ -457,13 +541,19 @@ impl Filesystem for WeftFs {
         for flags in wanted {
             let _ = config.add_capabilities(flags);
         }
+        self.renew_session_in_background();
         Ok(())
     }
 
     fn destroy(&mut self) {
-        for hidden in self.open_inodes.drain_hidden() {
-            hidden.remove();
+        let base = self.clients.base();
+        for inode in self.open_inodes.drain_kept() {
+            kept::release(&base, self.session, inode);
         }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.names.forget(inode(ino), nlookup);
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -473,10 +563,10 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.caller(req).getattr(inode(ino)) {
-            Ok(attr) => reply.attr(&self.ttl(), &self.remember(&attr)),
-            Err(e) => reply.error(errno(&e, "getattr")),
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.do_getattr(req, inode(ino), fh) {
+            Ok(attr) => reply.attr(&self.ttl(), &attr),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -523,23 +613,23 @@ impl Filesystem for WeftFs {
         let result = name_str(name).and_then(|name| {
             self.caller(req)
                 .mkdir_in(inode(parent), name, mode & !umask & 0o7777)
+                .map(|attr| self.entered(inode(parent), name, &attr))
                 .map_err(|e| errno(&e, "mkdir"))
         });
         match result {
-            Ok(attr) => reply.entry(&self.ttl(), &self.remember(&attr), Generation(0)),
+            Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let result = name_str(name).and_then(|name| {
-            let client = self.caller(req);
-            if self.hide_if_open(&client, inode(parent), name)?.is_some() {
-                return Ok(());
-            }
-            client
-                .unlink_in(inode(parent), name)
-                .map_err(|e| errno(&e, "unlink"))
+            let kept = self
+                .caller(req)
+                .unlink_keeping(inode(parent), name, self.keep())
+                .map_err(|e| errno(&e, "unlink"))?;
+            self.kept_by_manager(kept);
+            Ok(())
         });
         match result {
             Ok(()) => reply.ok(),
@@ -564,10 +654,11 @@ impl Filesystem for WeftFs {
             let target = target.to_str().ok_or(Errno::EINVAL)?;
             self.caller(req)
                 .symlink_in(target, inode(parent), name)
+                .map(|attr| self.entered(inode(parent), name, &attr))
                 .map_err(|e| errno(&e, "symlink"))
         });
         match result {
-            Ok(attr) => reply.entry(&self.ttl(), &self.remember(&attr), Generation(0)),
+            Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -590,7 +681,7 @@ impl Filesystem for WeftFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.do_open(req, ino, flags) {
-            Ok(fh) => reply.opened(FileHandle(fh), self.open_flags()),
+            Ok((fh, open_flags)) => reply.opened(FileHandle(fh), open_flags),
             Err(e) => reply.error(e),
         }
     }
@@ -617,13 +708,20 @@ impl Filesystem for WeftFs {
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let result = self
-            .file(fh)
-            .and_then(|open| open.file.write_at(offset, data).map_err(|e| errno(&e, "write")));
+        let result = self.file(fh).and_then(|open| {
+            if flags.0 & libc::O_APPEND != 0 {
+                // At the true end of the file, whoever wrote last, not at the offset the
+                // kernel chose from its cached size.
+                open.file.append(data).map(|_| data.len())
+            } else {
+                open.file.write_at(offset, data)
+            }
+            .map_err(|e| errno(&e, "write"))
+        });
         match result {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),
@@ -658,8 +756,8 @@ impl Filesystem for WeftFs {
     ) {
         let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
         if let Some(open) = closed {
-            if let Some(hidden) = self.open_inodes.closed(open.file.inode()) {
-                hidden.remove();
+            if let Some(inode) = self.open_inodes.closed(open.file.inode()) {
+                kept::release(&self.clients.base(), self.session, inode);
             }
         }
         reply.ok();
@@ -735,7 +833,7 @@ impl Filesystem for WeftFs {
             let named: Vec<Listed> = named.into_iter().cloned().collect();
             for (e, attr) in named.iter().zip(self.listed_attrs(&client, &named)) {
                 let Some(attr) = attr else { continue };
-                let fattr = self.remember(&attr);
+                let fattr = self.entered(inode(ino), &e.name, &attr);
                 if reply.add(INodeNo(e.inode.0), e.offset, &e.name, &ttl, &fattr, Generation(0)) {
                     break 'batches;
                 }
@@ -857,7 +955,7 @@ impl Filesystem for WeftFs {
                 &attr,
                 Generation(0),
                 FileHandle(fh),
-                self.open_flags(),
+                self.open_flags(flags),
             ),
             Err(e) => reply.error(e),
         }

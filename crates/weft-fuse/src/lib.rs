@@ -15,29 +15,39 @@
 //! - Data is written through: a write is on its io servers before it is acknowledged,
 //!   so close needs no flush and a size asked right after close is right. The kernel
 //!   caches pages while a file is open; each open starts with an empty page cache for
-//!   the file and drops cached attributes (close-to-open consistency). Attributes and
-//!   names are cached for `attr_ttl` (1 s by default).
+//!   the file. Attributes and names are cached for `attr_ttl` (1 s by default).
+//! - Close-to-open consistency across clients: an open checks with the manager, in one
+//!   round trip, that the names the kernel found the file by still lead to it, and reads
+//!   its attributes and size afresh (dropping the kernel's cached ones if they changed).
+//!   A name another client removed, renamed or replaced is answered ESTALE, on which the
+//!   kernel looks the path up again and retries: the open finds ENOENT or the new file,
+//!   never the old one (see `names`).
+//! - O_APPEND writes go to the file's true end, whoever wrote last: the daemon appends
+//!   under the file's append lock (see `weft_client::File::append`) whatever offset the
+//!   kernel chose from its cached size, and such files bypass the page cache.
 //! - One `weft_client::File` per open file: reads and writes go straight to the io
 //!   servers, with no metadata round trip; requests are up to 1 MiB and several FUSE
 //!   worker threads serve them, so different files (and readahead) move in parallel.
 //! - Layouts are the extended attribute `user.weft.layout`.
 //!
-//! - A file unlinked or replaced while open in the mount is renamed to a hidden name
-//!   until its last descriptor closes (NFS's "silly rename"), so its descriptors keep
-//!   working as POSIX wants.
+//! - A file unlinked or replaced while open in the mount is kept by the manager,
+//!   nameless (link count 0), for this mount's session until its last descriptor closes,
+//!   so its descriptors keep working as POSIX wants (see `kept`).
 //!
 //! Known differences from a local file system: a file removed by another client (or
-//! mount) is gone for descriptors open elsewhere (reads fail with ESTALE), as on PVFS;
-//! hard links, special files and byte-range locks across mounts are not supported
-//! (locks are local to a mount, which is enough for MPI-IO on one node); rename with
-//! RENAME_NOREPLACE checks and renames in two steps.
+//! mount) is gone for descriptors open elsewhere once its data is purged (reads fail
+//! with ESTALE), as on PVFS; `stat` may show attributes up to `attr_ttl` old after
+//! another client changed them (opens never do); hard links, special files and
+//! byte-range locks across mounts are not supported (locks are local to a mount, which is enough for MPI-IO on one node);
+//! rename with RENAME_NOREPLACE checks and renames in two steps.
 
 mod attr;
 mod creds;
 mod dir;
 mod fs;
-mod hidden;
+mod kept;
 mod mount;
+mod names;
 mod xattr;
 
 pub use fs::{CacheOptions, REQUEST_BYTES_MAX};

@@ -1,6 +1,7 @@
 //! Request handling for the io role: reads and writes of request descriptors as one
 //! stream in file order, sync, extents, truncate, object create/remove, statfs.
 
+use crate::append::AppendLocks;
 use crate::objects::{io_error, ObjectStore};
 use crate::sieve::{self, LocalPiece, ViewWindow, WriteLocks, SIEVE_SPAN_BYTES_MAX};
 use crate::views::ViewRegistry;
@@ -17,6 +18,7 @@ pub struct IoService {
     objects: ObjectStore,
     views: Arc<ViewRegistry>,
     locks: WriteLocks,
+    append_locks: AppendLocks,
 }
 
 /// This server's pieces of `ranges`, in request (stream) order.
@@ -135,6 +137,7 @@ impl IoService {
             objects: ObjectStore::open(data_dir)?,
             views: Arc::default(),
             locks: WriteLocks::new(),
+            append_locks: AppendLocks::default(),
         })
     }
 
@@ -378,6 +381,11 @@ impl weft_rpc::Handler for IoService {
                 view_offset,
                 len,
             } => return self.read_view(connection, inode, striping, view, view_offset, len),
+            Request::AppendLock { inode } => Response::Token(self.append_locks.lock(connection, inode)?),
+            Request::AppendUnlock { inode, token } => {
+                self.append_locks.unlock(inode, token)?;
+                Response::Done
+            }
             other => {
                 return Err(WireError::new(
                     ErrorCode::Unsupported,
@@ -410,6 +418,7 @@ impl weft_rpc::Handler for IoService {
 
     fn connection_closed(&self, connection: ConnectionId) {
         self.views.close(connection);
+        self.append_locks.connection_closed(connection);
     }
 }
 

@@ -2,11 +2,13 @@
 //! removes file objects on the io servers through [`ObjectServers`], and purges
 //! the objects of removed files in the background.
 
+use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use std::time::Instant;
 
 use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
 use weft_proto::msg::BATCH_INODES_MAX;
@@ -38,11 +40,27 @@ pub const OBJECT_CALLS_PARALLEL_MAX: usize = 16;
 /// to another create (each retry finds the winner's file and returns it).
 const CREATE_ATTEMPTS_MAX: usize = 4;
 
+/// How long a mount session lives without renewing itself: the files it keeps alive
+/// nameless are released after that (its mount crashed). Mounts renew far more often.
+pub const SESSION_LEASE: Duration = Duration::from_secs(60);
+/// Mount sessions remembered at once; past this, lapsed ones are forgotten.
+const SESSIONS_MAX: usize = 65_536;
+/// Kept files looked at per purge round for lapsed sessions.
+const KEPT_SCAN_MAX: usize = 4096;
+
 /// The metadata role of a server.
 pub struct MetaService {
     store: MetaStore,
     cluster: ClusterInfo,
     objects: Arc<dyn ObjectServers>,
+    /// Mount sessions -> when they last renewed (in memory: after a restart every
+    /// session has a full lease to come back).
+    sessions: Mutex<HashMap<u64, Instant>>,
+    started: Instant,
+    /// Orphans the purger thread saw in its previous round: it purges only those, so
+    /// that an open that found a file an instant before another client replaced it
+    /// still reads it (see the mount's retried opens).
+    purge_candidates: Mutex<BTreeSet<InodeId>>,
 }
 
 impl MetaService {
@@ -71,11 +89,57 @@ impl MetaService {
             store,
             cluster,
             objects,
+            sessions: Mutex::new(HashMap::new()),
+            started: Instant::now(),
+            purge_candidates: Mutex::new(BTreeSet::new()),
         })
     }
 
     pub fn store(&self) -> &MetaStore {
         &self.store
+    }
+
+    /// Notes that mount session `session` is alive.
+    fn renewed(&self, session: Option<u64>) {
+        let Some(session) = session else { return };
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.len() >= SESSIONS_MAX && !sessions.contains_key(&session) {
+            sessions.retain(|_, at| at.elapsed() < SESSION_LEASE);
+        }
+        if sessions.len() < SESSIONS_MAX || sessions.contains_key(&session) {
+            sessions.insert(session, Instant::now());
+        }
+    }
+
+    /// Releases files kept by sessions that have not renewed within the lease (their
+    /// mounts are gone). Returns how many were released.
+    pub fn release_lapsed_sessions(&self) -> usize {
+        if self.started.elapsed() < SESSION_LEASE {
+            return 0;
+        }
+        let kept = match self.store.kept(KEPT_SCAN_MAX) {
+            Ok(kept) => kept,
+            Err(error) => {
+                eprintln!("weftd meta: reading kept files: {error}");
+                return 0;
+            }
+        };
+        let lapsed: Vec<(InodeId, u64)> = {
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            kept.into_iter()
+                .filter(|(_, s)| sessions.get(s).is_none_or(|at| at.elapsed() >= SESSION_LEASE))
+                .collect()
+        };
+        let mut released = 0;
+        for (inode, session) in lapsed {
+            match self.store.release(inode, session) {
+                Ok(()) => released += 1,
+                Err(error) => {
+                    eprintln!("weftd meta: releasing inode {inode} of lapsed session {session:#x}: {error}")
+                }
+            }
+        }
+        released
     }
 
     pub fn cluster(&self) -> &ClusterInfo {
@@ -119,8 +183,16 @@ impl MetaService {
             } => store
                 .readdir(&cred, dir, &after, max_entries)
                 .map(|(entries, more)| Response::Entries { entries, more }),
-            Request::Unlink { cred, parent, name } => {
-                store.unlink(&cred, parent, &name).map(|()| Response::Done)
+            Request::Unlink {
+                cred,
+                parent,
+                name,
+                keep,
+            } => {
+                self.renewed(keep);
+                store
+                    .unlink(&cred, parent, &name, keep)
+                    .map(|kept| Response::Unlinked { kept })
             }
             Request::Rmdir { cred, parent, name } => {
                 store.rmdir(&cred, parent, &name).map(|()| Response::Done)
@@ -131,9 +203,13 @@ impl MetaService {
                 src_name,
                 dst_parent,
                 dst_name,
-            } => store
-                .rename(&cred, src_parent, &src_name, dst_parent, &dst_name)
-                .map(|()| Response::Done),
+                keep,
+            } => {
+                self.renewed(keep);
+                store
+                    .rename(&cred, (src_parent, &src_name), (dst_parent, &dst_name), keep)
+                    .map(|(moved, kept)| Response::Renamed { moved, kept })
+            }
             Request::Statfs { cred } => store.statfs(&cred).map(Response::Statfs),
             Request::SetDirLayout { cred, dir, layout } => {
                 store.set_dir_layout(&cred, dir, layout).map(Response::Attr)
@@ -145,6 +221,15 @@ impl MetaService {
                 target,
             } => store.symlink(&cred, parent, &name, &target).map(Response::Attr),
             Request::Readlink { cred, inode } => store.readlink(&cred, inode).map(Response::Link),
+            Request::Revalidate { cred, steps } => store.revalidate(&cred, &steps).map(Response::Attr),
+            Request::Release { session, inode } => {
+                self.renewed(Some(session));
+                store.release(inode, session).map(|()| Response::Done)
+            }
+            Request::RenewSession { session } => {
+                self.renewed(Some(session));
+                Ok(Response::Done)
+            }
             Request::Hello { .. } | Request::ServerInfo => Err(WireError::new(
                 ErrorCode::Unsupported,
                 "hello and server info are answered by the connection layer, not the metadata service",
@@ -160,7 +245,9 @@ impl MetaService {
             | Request::RegisterView { .. }
             | Request::ReleaseView { .. }
             | Request::WriteView { .. }
-            | Request::ReadView { .. }) => Err(WireError::new(
+            | Request::ReadView { .. }
+            | Request::AppendLock { .. }
+            | Request::AppendUnlock { .. }) => Err(WireError::new(
                 ErrorCode::Unsupported,
                 format!(
                     "this is a metadata server: {:?} goes to an io server",
@@ -298,12 +385,27 @@ impl MetaService {
     /// server. Failures are logged; those orphans stay for a later round.
     /// Returns how many orphans were forgotten.
     pub fn purge_orphans_once(&self) -> usize {
+        self.purge_round(false)
+    }
+
+    /// A purge round; `ripe_only` skips orphans the previous such round did not see.
+    fn purge_round(&self, ripe_only: bool) -> usize {
         let orphans = match self.store.orphans(PURGE_BATCH_INODES_MAX) {
             Ok(orphans) => orphans,
             Err(error) => {
                 eprintln!("weftd meta: purge: reading orphans: {error}");
                 return 0;
             }
+        };
+        // Purge what the previous round saw already; the rest waits one round.
+        let orphans: Vec<(InodeId, Layout)> = if !ripe_only {
+            orphans
+        } else {
+            let mut candidates = self.purge_candidates.lock().unwrap_or_else(|p| p.into_inner());
+            let seen = std::mem::take(&mut *candidates);
+            let (ripe, young): (Vec<_>, Vec<_>) = orphans.into_iter().partition(|(i, _)| seen.contains(i));
+            candidates.extend(young.iter().map(|(i, _)| *i));
+            ripe
         };
         if orphans.is_empty() {
             return 0;
@@ -374,7 +476,8 @@ impl MetaService {
                 let Some(service) = service.upgrade() else {
                     return;
                 };
-                while service.purge_orphans_once() == PURGE_BATCH_INODES_MAX {
+                service.release_lapsed_sessions();
+                while service.purge_round(true) == PURGE_BATCH_INODES_MAX {
                     if !matches!(stopped.try_recv(), Err(TryRecvError::Empty)) {
                         return;
                     }

@@ -43,10 +43,10 @@ fn child_process_entry() {
             create(&store, &r, kept.inode, "file").unwrap();
             store.symlink(&r, kept.inode, "link", "file").unwrap();
             store
-                .rename(&r, kept.inode, "file", kept.inode, "renamed")
+                .rename(&r, (kept.inode, "file"), (kept.inode, "renamed"), None)
                 .unwrap();
             let gone = create(&store, &r, InodeId::ROOT, "gone").unwrap();
-            store.unlink(&r, InodeId::ROOT, "gone").unwrap();
+            store.unlink(&r, InodeId::ROOT, "gone", None).unwrap();
             let chmod = SetAttr {
                 mode: Some(0o700),
                 ..Default::default()

@@ -158,15 +158,15 @@ fn bad_names_are_refused_by_every_operation_and_change_nothing() {
             "symlink {name:?}"
         );
         assert_eq!(code(store.lookup(&r, d, name)), expected, "lookup {name:?}");
-        assert_eq!(code(store.unlink(&r, d, name)), expected, "unlink {name:?}");
+        assert_eq!(code(store.unlink(&r, d, name, None)), expected, "unlink {name:?}");
         assert_eq!(code(store.rmdir(&r, d, name)), expected, "rmdir {name:?}");
         assert_eq!(
-            code(store.rename(&r, d, "f", d, name)),
+            code(store.rename(&r, (d, "f"), (d, name), None)),
             expected,
             "rename to {name:?}"
         );
         assert_eq!(
-            code(store.rename(&r, d, name, d, "g")),
+            code(store.rename(&r, (d, name), (d, "g"), None)),
             expected,
             "rename from {name:?}"
         );
@@ -215,7 +215,7 @@ fn non_root_is_held_to_mode_bits_and_root_is_not() {
         ErrorCode::PermissionDenied
     );
     assert_eq!(
-        code(store.unlink(&a, private, "inner")),
+        code(store.unlink(&a, private, "inner", None)),
         ErrorCode::PermissionDenied
     );
     // A 0644 file owned by root: alice can neither truncate nor chmod it.
@@ -756,10 +756,16 @@ fn unlink_moves_files_to_orphans_and_forget_removes_them() {
         }
     );
 
-    assert_eq!(code(store.unlink(&alice(), d, "sub")), ErrorCode::IsDirectory);
-    assert_eq!(code(store.unlink(&alice(), d, "missing")), ErrorCode::NotFound);
-    store.unlink(&alice(), d, "f").unwrap();
-    store.unlink(&alice(), d, "l").unwrap();
+    assert_eq!(
+        code(store.unlink(&alice(), d, "sub", None)),
+        ErrorCode::IsDirectory
+    );
+    assert_eq!(
+        code(store.unlink(&alice(), d, "missing", None)),
+        ErrorCode::NotFound
+    );
+    store.unlink(&alice(), d, "f", None).unwrap();
+    store.unlink(&alice(), d, "l", None).unwrap();
     assert_eq!(code(store.lookup(&root(), d, "f")), ErrorCode::NotFound);
     assert_eq!(code(store.getattr(&root(), f.inode)), ErrorCode::Stale);
     assert_eq!(code(store.getattr(&root(), l.inode)), ErrorCode::Stale);
@@ -779,7 +785,7 @@ fn unlink_moves_files_to_orphans_and_forget_removes_them() {
     let parent = store.getattr(&root(), d).unwrap();
     assert_eq!((parent.size, parent.nlink), (2, 3));
 
-    store.unlink(&alice(), d, "g").unwrap();
+    store.unlink(&alice(), d, "g", None).unwrap();
     let mut expected = vec![(f.inode, f.layout.unwrap()), (g.inode, g.layout.unwrap())];
     expected.sort_by_key(|(inode, _)| *inode);
     assert_eq!(store.orphans(100).unwrap(), expected);
@@ -809,22 +815,25 @@ fn the_sticky_bit_protects_other_users_entries() {
     create(&store, &alice(), tmp, "alices").unwrap();
     store.mkdir(&alice(), tmp, "alices-dir", 0o777).unwrap();
     create(&store, &bob(), tmp, "bobs").unwrap();
-    assert_eq!(code(store.unlink(&bob(), tmp, "alices")), ErrorCode::NotPermitted);
+    assert_eq!(
+        code(store.unlink(&bob(), tmp, "alices", None)),
+        ErrorCode::NotPermitted
+    );
     assert_eq!(
         code(store.rmdir(&bob(), tmp, "alices-dir")),
         ErrorCode::NotPermitted
     );
     assert_eq!(
-        code(store.rename(&bob(), tmp, "alices", tmp, "mine")),
+        code(store.rename(&bob(), (tmp, "alices"), (tmp, "mine"), None)),
         ErrorCode::NotPermitted
     );
     // Replacing someone else's entry by rename is removing it too.
     assert_eq!(
-        code(store.rename(&bob(), tmp, "bobs", tmp, "alices")),
+        code(store.rename(&bob(), (tmp, "bobs"), (tmp, "alices"), None)),
         ErrorCode::NotPermitted
     );
-    store.unlink(&alice(), tmp, "alices").unwrap();
-    store.unlink(&root(), tmp, "bobs").unwrap();
+    store.unlink(&alice(), tmp, "alices", None).unwrap();
+    store.unlink(&root(), tmp, "bobs", None).unwrap();
     store.rmdir(&alice(), tmp, "alices-dir").unwrap();
     assert!(names(&store, tmp).is_empty());
 }
@@ -843,7 +852,7 @@ fn rmdir_removes_only_empty_directories() {
         ErrorCode::NotEmpty
     );
     assert_eq!(code(store.rmdir(&root(), d, "zz")), ErrorCode::NotFound);
-    store.unlink(&root(), e, "l").unwrap();
+    store.unlink(&root(), e, "l", None).unwrap();
     store.rmdir(&root(), d, "e").unwrap();
     assert_eq!(code(store.getattr(&root(), e)), ErrorCode::Stale);
     let after = store.getattr(&root(), d).unwrap();
@@ -872,12 +881,12 @@ fn rename_moves_and_replaces_atomically() {
     let g = create(&store, &r, b, "g").unwrap();
 
     // Within a directory.
-    store.rename(&r, a, "f", a, "f2").unwrap();
+    store.rename(&r, (a, "f"), (a, "f2"), None).unwrap();
     assert_eq!(names(&store, a), vec!["f2"]);
     assert_eq!(store.lookup(&r, a, "f2").unwrap().inode, f.inode);
     // Across directories, replacing a file: the target's file becomes an orphan.
     let before = Timespec::now();
-    store.rename(&r, a, "f2", b, "g").unwrap();
+    store.rename(&r, (a, "f2"), (b, "g"), None).unwrap();
     assert!(names(&store, a).is_empty());
     assert_eq!(names(&store, b), vec!["g"]);
     let moved = store.lookup(&r, b, "g").unwrap();
@@ -894,13 +903,16 @@ fn rename_moves_and_replaces_atomically() {
     );
     assert_eq!(store.getattr(&r, a).unwrap().size, 0);
     assert_eq!(store.getattr(&r, b).unwrap().size, 1);
-    assert_eq!(code(store.rename(&r, a, "f2", b, "x")), ErrorCode::NotFound);
+    assert_eq!(
+        code(store.rename(&r, (a, "f2"), (b, "x"), None)),
+        ErrorCode::NotFound
+    );
 
     // Directory over an empty directory; nlink of both parents follows.
     let d = store.mkdir(&r, a, "d", 0o755).unwrap().inode;
     create(&store, &r, d, "inside").unwrap();
     let empty = store.mkdir(&r, b, "empty", 0o755).unwrap().inode;
-    store.rename(&r, a, "d", b, "empty").unwrap();
+    store.rename(&r, (a, "d"), (b, "empty"), None).unwrap();
     assert_eq!(code(store.getattr(&r, empty)), ErrorCode::Stale);
     assert_eq!(store.resolve(&r, "/b/empty/inside").unwrap().kind, FileKind::File);
     assert_eq!(store.getattr(&r, a).unwrap().nlink, 2);
@@ -913,25 +925,25 @@ fn rename_moves_and_replaces_atomically() {
     store.mkdir(&r, a, "dir", 0o755).unwrap();
     create(&store, &r, a, "file").unwrap();
     assert_eq!(
-        code(store.rename(&r, a, "file", a, "dir")),
+        code(store.rename(&r, (a, "file"), (a, "dir"), None)),
         ErrorCode::IsDirectory
     );
     assert_eq!(
-        code(store.rename(&r, a, "dir", a, "file")),
+        code(store.rename(&r, (a, "dir"), (a, "file"), None)),
         ErrorCode::NotDirectory
     );
     assert_eq!(
-        code(store.rename(&r, a, "dir", a, "nonempty")),
+        code(store.rename(&r, (a, "dir"), (a, "nonempty"), None)),
         ErrorCode::NotEmpty
     );
     assert_eq!(names(&store, a), vec!["dir", "file", "nonempty"]);
 
     // Renaming to itself is a no-op.
     let file = store.lookup(&r, a, "file").unwrap();
-    store.rename(&r, a, "file", a, "file").unwrap();
+    store.rename(&r, (a, "file"), (a, "file"), None).unwrap();
     assert_eq!(store.lookup(&r, a, "file").unwrap(), file);
     let dir = store.lookup(&r, a, "dir").unwrap();
-    store.rename(&r, a, "dir", a, "dir").unwrap();
+    store.rename(&r, (a, "dir"), (a, "dir"), None).unwrap();
     assert_eq!(store.lookup(&r, a, "dir").unwrap(), dir);
 }
 
@@ -945,26 +957,29 @@ fn rename_refuses_to_move_a_directory_into_its_own_subtree() {
     let c = store.mkdir(&r, b, "c", 0o755).unwrap().inode;
     let x = store.mkdir(&r, InodeId::ROOT, "x", 0o755).unwrap().inode;
     assert_eq!(
-        code(store.rename(&r, InodeId::ROOT, "a", c, "a")),
+        code(store.rename(&r, (InodeId::ROOT, "a"), (c, "a"), None)),
         ErrorCode::InvalidArgument
     );
     assert_eq!(
-        code(store.rename(&r, InodeId::ROOT, "a", a, "self")),
+        code(store.rename(&r, (InodeId::ROOT, "a"), (a, "self"), None)),
         ErrorCode::InvalidArgument
     );
-    assert_eq!(code(store.rename(&r, a, "b", c, "b")), ErrorCode::InvalidArgument);
+    assert_eq!(
+        code(store.rename(&r, (a, "b"), (c, "b"), None)),
+        ErrorCode::InvalidArgument
+    );
     // Over its own non-empty ancestor: not empty.
     assert_eq!(
-        code(store.rename(&r, b, "c", InodeId::ROOT, "a")),
+        code(store.rename(&r, (b, "c"), (InodeId::ROOT, "a"), None)),
         ErrorCode::NotEmpty
     );
     // Move b out to /x/b: its parent pointer follows, so /a may now go under c...
-    store.rename(&r, a, "b", x, "b").unwrap();
-    store.rename(&r, InodeId::ROOT, "a", c, "a").unwrap();
+    store.rename(&r, (a, "b"), (x, "b"), None).unwrap();
+    store.rename(&r, (InodeId::ROOT, "a"), (c, "a"), None).unwrap();
     assert_eq!(store.resolve(&r, "/x/b/c/a").unwrap().inode, a);
     // ...and /x may not, since c is below it now.
     assert_eq!(
-        code(store.rename(&r, InodeId::ROOT, "x", c, "x")),
+        code(store.rename(&r, (InodeId::ROOT, "x"), (c, "x"), None)),
         ErrorCode::InvalidArgument
     );
     assert_eq!(names(&store, InodeId::ROOT), vec!["x"]);
@@ -982,11 +997,11 @@ fn rename_needs_write_and_search_on_both_parents() {
     create(&store, &root(), locked, "theirs").unwrap();
     create(&store, &a, mine, "f").unwrap();
     assert_eq!(
-        code(store.rename(&a, mine, "f", locked, "f")),
+        code(store.rename(&a, (mine, "f"), (locked, "f"), None)),
         ErrorCode::PermissionDenied
     );
     assert_eq!(
-        code(store.rename(&a, locked, "theirs", mine, "stolen")),
+        code(store.rename(&a, (locked, "theirs"), (mine, "stolen"), None)),
         ErrorCode::PermissionDenied
     );
     assert_eq!(names(&store, mine), vec!["f"]);
@@ -995,11 +1010,13 @@ fn rename_needs_write_and_search_on_both_parents() {
     let open = store.mkdir(&root(), InodeId::ROOT, "open", 0o777).unwrap().inode;
     store.mkdir(&root(), open, "roots", 0o755).unwrap();
     assert_eq!(
-        code(store.rename(&a, open, "roots", mine, "roots")),
+        code(store.rename(&a, (open, "roots"), (mine, "roots"), None)),
         ErrorCode::PermissionDenied
     );
     // Within the same parent it does not.
-    store.rename(&a, open, "roots", open, "renamed").unwrap();
+    store
+        .rename(&a, (open, "roots"), (open, "renamed"), None)
+        .unwrap();
 }
 
 #[test]

@@ -536,25 +536,32 @@ fn metadata_requests_map_to_store_operations() {
         src_name: "f".into(),
         dst_parent: InodeId::ROOT,
         dst_name: "g".into(),
+        keep: None,
     };
-    assert_eq!(s.handle(rename).unwrap(), Response::Done);
+    match s.handle(rename).unwrap() {
+        Response::Renamed { moved, kept: None } => assert_eq!(moved.kind, FileKind::File),
+        other => panic!("{other:?}"),
+    }
     assert_eq!(
         s.handle(Request::Unlink {
             cred: r(),
             parent: InodeId::ROOT,
-            name: "g".into()
+            name: "g".into(),
+            keep: None,
         })
         .unwrap(),
-        Response::Done
+        Response::Unlinked { kept: None }
     );
     assert_eq!(
         s.handle(Request::Unlink {
             cred: r(),
             parent: d.inode,
-            name: "l".into()
+            name: "l".into(),
+            keep: Some(5),
         })
         .unwrap(),
-        Response::Done
+        // Only files are kept for a session; a symlink simply goes.
+        Response::Unlinked { kept: None }
     );
     assert_eq!(
         s.handle(Request::Rmdir {
@@ -633,8 +640,14 @@ fn purging_removes_objects_of_removed_files_and_retries_failures() {
             .handle(create_request(root(), InodeId::ROOT, "c", two, true)),
     );
     assert_eq!(f.service.purge_orphans_once(), 0);
-    f.service.store().unlink(&root(), InodeId::ROOT, "a").unwrap();
-    f.service.store().unlink(&root(), InodeId::ROOT, "b").unwrap();
+    f.service
+        .store()
+        .unlink(&root(), InodeId::ROOT, "a", None)
+        .unwrap();
+    f.service
+        .store()
+        .unlink(&root(), InodeId::ROOT, "b", None)
+        .unwrap();
     let orphans: Vec<InodeId> = f
         .service
         .store()
@@ -685,7 +698,10 @@ fn the_purger_thread_purges_until_stopped() {
             LayoutRequest::default(),
             true,
         )));
-        f.service.store().unlink(&root(), InodeId::ROOT, name).unwrap();
+        f.service
+            .store()
+            .unlink(&root(), InodeId::ROOT, name, None)
+            .unwrap();
     }
     assert_eq!(counts(&f).orphans, 3);
     let purger = f.service.spawn_purger(Duration::from_millis(10));
@@ -704,7 +720,10 @@ fn the_purger_thread_purges_until_stopped() {
         LayoutRequest::default(),
         true,
     )));
-    f.service.store().unlink(&root(), InodeId::ROOT, "w").unwrap();
+    f.service
+        .store()
+        .unlink(&root(), InodeId::ROOT, "w", None)
+        .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(counts(&f).orphans, 1);
 }

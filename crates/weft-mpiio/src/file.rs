@@ -24,6 +24,7 @@ pub mod amode {
     pub const EXCL: i32 = 16;
     pub const DELETE_ON_CLOSE: i32 = 32;
     pub const SEQUENTIAL: i32 = 128;
+    pub const APPEND: i32 = 256;
 }
 
 /// The process's connection to the cluster, made at the first open.
@@ -295,6 +296,14 @@ impl MpiFile {
                 }),
         };
         let file = agree(&comm, opened)?;
+        // MPI_MODE_APPEND: every individual file pointer starts at the end of the file (in
+        // bytes: the view at open is the whole file, etype MPI_BYTE). It positions, it
+        // does not make later writes appends (MPI has no such mode).
+        let position = if mode & amode::APPEND != 0 {
+            agree(&comm, file.size().map_err(MpiioError::from))?
+        } else {
+            0
+        };
         let aggregators = agree(&comm, aggregators_of(&comm, &hints))?;
         if print_hints() && comm.rank() == 0 {
             let entries: Vec<String> = hints
@@ -318,7 +327,7 @@ impl MpiFile {
                 etype: byte,
                 filetype: byte,
                 etype_size: 1,
-                position: 0,
+                position,
                 atomic: false,
             }),
         }))

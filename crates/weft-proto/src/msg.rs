@@ -14,6 +14,8 @@ pub const RANGES_MAX: usize = 16_384;
 /// many pieces as well as at the data limit. (View requests need no such limit: the
 /// server walks them a bounded window at a time.)
 pub const PIECES_PER_REQUEST_MAX: usize = 1 << 18;
+/// Most names in one `Revalidate` (the deepest path a mount checks in one request).
+pub const REVALIDATE_STEPS_MAX: usize = 256;
 /// Most entries a readdir page may return.
 pub const READDIR_ENTRIES_MAX: u32 = 4096;
 /// Most inodes in one batched io-server request (create/remove/extents).
@@ -85,6 +87,11 @@ pub enum Opcode {
     CacheClose = 84,
     CacheStats = 85,
     CacheDrop = 86,
+    AppendLock = 60,
+    AppendUnlock = 61,
+    Revalidate = 62,
+    Release = 63,
+    RenewSession = 64,
 }
 
 /// Which roles a server process carries (bit set).
@@ -231,22 +238,27 @@ pub enum Request {
         after: String,
         max_entries: u32,
     },
+    /// Removes a name. `keep`: the mount session that has the file open, which keeps it
+    /// alive, nameless, if this was its last name (until `Release`).
     Unlink {
         cred: Cred,
         parent: InodeId,
         name: String,
+        keep: Option<u64>,
     },
     Rmdir {
         cred: Cred,
         parent: InodeId,
         name: String,
     },
+    /// Answered with `Renamed`. `keep` as for `Unlink`, for a replaced file.
     Rename {
         cred: Cred,
         src_parent: InodeId,
         src_name: String,
         dst_parent: InodeId,
         dst_name: String,
+        keep: Option<u64>,
     },
     Statfs {
         cred: Cred,
@@ -363,6 +375,36 @@ pub enum Request {
     CacheDrop {
         inodes: Vec<InodeId>,
     },
+    /// io: take the append lock of `inode` (held at the server of the file's first
+    /// stripe): answered with a token, or `Busy` while another client holds it. The lock
+    /// goes with the connection that took it, and lapses after a bound.
+    AppendLock {
+        inode: InodeId,
+    },
+    /// io: release the append lock taken with `token`.
+    AppendUnlock {
+        inode: InodeId,
+        token: u64,
+    },
+    /// Checks, in one snapshot, that every step's `parent` still has an entry `name`
+    /// naming `child` and that the caller may search every `parent`; answers with the
+    /// last child's attributes, or `Stale` when a step no longer holds (a name another
+    /// client removed, renamed or replaced).
+    Revalidate {
+        cred: Cred,
+        steps: Vec<PathStep>,
+    },
+    /// Mount session `session` closed its last descriptor of `inode`, which an `Unlink`
+    /// or `Rename` kept for it: a file still without a name goes.
+    Release {
+        session: u64,
+        inode: InodeId,
+    },
+    /// Mount session `session` is alive: files it keeps stay. A session not renewed for
+    /// a while (its mount crashed) loses them.
+    RenewSession {
+        session: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -396,6 +438,17 @@ pub enum Response {
     /// The id of a view just registered.
     View(ViewId),
     CacheStats(CacheStats),
+    /// A lock's token (`AppendLock`).
+    Token(u64),
+    /// A name went (`Unlink`); the inode kept for the session that asked, if any.
+    Unlinked {
+        kept: Option<InodeId>,
+    },
+    /// `Rename`: the moved inode, and a replaced file kept for the session that asked.
+    Renamed {
+        moved: Attr,
+        kept: Option<InodeId>,
+    },
 }
 
 impl Request {
@@ -438,6 +491,11 @@ impl Request {
             CacheClose { .. } => Opcode::CacheClose,
             CacheStats => Opcode::CacheStats,
             CacheDrop { .. } => Opcode::CacheDrop,
+            AppendLock { .. } => Opcode::AppendLock,
+            AppendUnlock { .. } => Opcode::AppendUnlock,
+            Revalidate { .. } => Opcode::Revalidate,
+            Release { .. } => Opcode::Release,
+            RenewSession { .. } => Opcode::RenewSession,
         }
     }
 
@@ -463,10 +521,21 @@ impl Request {
                 cred.encode(&mut w);
                 w.str(path);
             }
-            Lookup { cred, parent, name } | Unlink { cred, parent, name } | Rmdir { cred, parent, name } => {
+            Lookup { cred, parent, name } | Rmdir { cred, parent, name } => {
                 cred.encode(&mut w);
                 parent.encode(&mut w);
                 w.str(name);
+            }
+            Unlink {
+                cred,
+                parent,
+                name,
+                keep,
+            } => {
+                cred.encode(&mut w);
+                parent.encode(&mut w);
+                w.str(name);
+                w.opt(keep);
             }
             GetAttr { cred, inode } | Readlink { cred, inode } => {
                 cred.encode(&mut w);
@@ -520,12 +589,14 @@ impl Request {
                 src_name,
                 dst_parent,
                 dst_name,
+                keep,
             } => {
                 cred.encode(&mut w);
                 src_parent.encode(&mut w);
                 w.str(src_name);
                 dst_parent.encode(&mut w);
                 w.str(dst_name);
+                w.opt(keep);
             }
             Statfs { cred } => cred.encode(&mut w),
             SetDirLayout { cred, dir, layout } => {
@@ -592,6 +663,20 @@ impl Request {
                 w.u64(*view_offset);
                 w.u64(*len);
             }
+            AppendLock { inode } => inode.encode(&mut w),
+            AppendUnlock { inode, token } => {
+                inode.encode(&mut w);
+                w.u64(*token);
+            }
+            Revalidate { cred, steps } => {
+                cred.encode(&mut w);
+                w.seq(steps);
+            }
+            Release { session, inode } => {
+                w.u64(*session);
+                inode.encode(&mut w);
+            }
+            RenewSession { session } => w.u64(*session),
         }
         w.bytes
     }
@@ -646,6 +731,7 @@ impl Request {
                 cred: Cred::decode(r)?,
                 parent: InodeId::decode(r)?,
                 name: r.string()?,
+                keep: r.opt()?,
             },
             19 => Request::Rmdir {
                 cred: Cred::decode(r)?,
@@ -658,6 +744,7 @@ impl Request {
                 src_name: r.string()?,
                 dst_parent: InodeId::decode(r)?,
                 dst_name: r.string()?,
+                keep: r.opt()?,
             },
             21 => Request::Statfs {
                 cred: Cred::decode(r)?,
@@ -786,6 +873,22 @@ impl Request {
             86 => Request::CacheDrop {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
             },
+            60 => Request::AppendLock {
+                inode: InodeId::decode(r)?,
+            },
+            61 => Request::AppendUnlock {
+                inode: InodeId::decode(r)?,
+                token: r.u64()?,
+            },
+            62 => Request::Revalidate {
+                cred: Cred::decode(r)?,
+                steps: bounded(r.seq()?, REVALIDATE_STEPS_MAX, "revalidated path")?,
+            },
+            63 => Request::Release {
+                session: r.u64()?,
+                inode: InodeId::decode(r)?,
+            },
+            64 => Request::RenewSession { session: r.u64()? },
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
@@ -878,6 +981,19 @@ impl Wire for Response {
                 w.u8(13);
                 stats.encode(w);
             }
+            Token(token) => {
+                w.u8(14);
+                w.u64(*token);
+            }
+            Unlinked { kept } => {
+                w.u8(15);
+                w.opt(kept);
+            }
+            Renamed { moved, kept } => {
+                w.u8(16);
+                moved.encode(w);
+                w.opt(kept);
+            }
         }
     }
 
@@ -906,6 +1022,12 @@ impl Wire for Response {
                 build: r.string()?,
             },
             13 => Response::CacheStats(CacheStats::decode(r)?),
+            14 => Response::Token(r.u64()?),
+            15 => Response::Unlinked { kept: r.opt()? },
+            16 => Response::Renamed {
+                moved: Attr::decode(r)?,
+                kept: r.opt()?,
+            },
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -1025,6 +1147,7 @@ mod tests {
                 cred: cred(),
                 parent: InodeId(1),
                 name: "f".into(),
+                keep: Some(77),
             },
             Request::Rmdir {
                 cred: cred(),
@@ -1037,6 +1160,7 @@ mod tests {
                 src_name: "a".into(),
                 dst_parent: InodeId(2),
                 dst_name: "b".into(),
+                keep: None,
             },
             Request::Statfs { cred: cred() },
             Request::SetDirLayout {
@@ -1125,6 +1249,31 @@ mod tests {
             Request::CacheDrop {
                 inodes: vec![InodeId(5)],
             },
+            Request::AppendLock { inode: InodeId(8) },
+            Request::Release {
+                session: 5,
+                inode: InodeId(8),
+            },
+            Request::RenewSession { session: u64::MAX },
+            Request::AppendUnlock {
+                inode: InodeId(8),
+                token: 1 << 40,
+            },
+            Request::Revalidate {
+                cred: cred(),
+                steps: vec![
+                    PathStep {
+                        parent: InodeId(1),
+                        name: "d".into(),
+                        child: InodeId(5),
+                    },
+                    PathStep {
+                        parent: InodeId(5),
+                        name: "f".into(),
+                        child: InodeId(9),
+                    },
+                ],
+            },
         ];
         for req in reqs {
             let body = req.encode_body();
@@ -1196,7 +1345,14 @@ mod tests {
             dir_layout: None,
         };
         let results = vec![
-            Ok(Response::Attr(attr)),
+            Ok(Response::Attr(attr.clone())),
+            Ok(Response::Unlinked {
+                kept: Some(InodeId(3)),
+            }),
+            Ok(Response::Renamed {
+                moved: attr,
+                kept: None,
+            }),
             Ok(Response::Entries {
                 entries: vec![DirEntry {
                     name: "a".into(),
@@ -1218,6 +1374,7 @@ mod tests {
                 protocol_version: 1,
                 build: "0.1.0 (git 1a2b3c4)".into(),
             }),
+            Ok(Response::Token(77)),
             Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];
         for res in results {

@@ -406,6 +406,29 @@ impl Wire for DirEntry {
     }
 }
 
+/// One step of a path as a client resolved it: `parent`'s entry `name` named `child`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathStep {
+    pub parent: InodeId,
+    pub name: String,
+    pub child: InodeId,
+}
+
+impl Wire for PathStep {
+    fn encode(&self, w: &mut Writer) {
+        self.parent.encode(w);
+        w.str(&self.name);
+        self.child.encode(w);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(PathStep {
+            parent: InodeId::decode(r)?,
+            name: r.string()?,
+            child: InodeId::decode(r)?,
+        })
+    }
+}
+
 /// One io server as clients see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IoServer {

@@ -168,7 +168,12 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
 }
 
 fn is_io_request(request: &Request) -> bool {
-    (request.opcode() as u16) >= 40
+    use weft_proto::Opcode::*;
+    match request.opcode() {
+        AppendLock | AppendUnlock => true,
+        Revalidate => false,
+        other => (40..60).contains(&(other as u16)),
+    }
 }
 
 impl Handler for Roles {

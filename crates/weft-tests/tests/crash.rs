@@ -264,7 +264,7 @@ fn run(client: &Client, root: &str, op: &Op) -> Result<(), ClientError> {
             file.sync().unwrap();
             Ok(())
         }
-        Op::Rename { from, to } => client.rename(&abs(from), &abs(to)),
+        Op::Rename { from, to } => client.rename(&abs(from), &abs(to)).map(drop),
         Op::Unlink(p) => client.unlink(&abs(p)),
         Op::Rmdir(p) => client.rmdir(&abs(p)),
     }

@@ -8,6 +8,9 @@
 //!   entries are one contiguous key range in name (byte) order;
 //! - `orphans`: inode number -> encoded `Layout` of a removed file whose objects
 //!   are still on the io servers;
+//! - `kept`: inode number -> mount session, for files whose last name went while that
+//!   mount had them open: the inode lives on, nameless (links 0), until the mount
+//!   releases it (or its session lapses);
 //! - `counters`: name -> u64 (format, next inode number, statfs counts).
 //!
 //! Each operation lives in its own file under `ops/`.
@@ -37,6 +40,7 @@ use record::InodeRecord;
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 const DIRENTS: TableDefinition<(u64, &str), (u64, u8)> = TableDefinition::new("dirents");
 const ORPHANS: TableDefinition<u64, &[u8]> = TableDefinition::new("orphans");
+const KEPT: TableDefinition<u64, u64> = TableDefinition::new("kept");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 
 /// The on-disk schema version, kept under [`COUNTER_FORMAT`].
@@ -110,6 +114,7 @@ impl MetaStore {
             let mut inodes = txn.open_table(INODES).map_err(redb::Error::from)?;
             txn.open_table(DIRENTS).map_err(redb::Error::from)?;
             txn.open_table(ORPHANS).map_err(redb::Error::from)?;
+            txn.open_table(KEPT).map_err(redb::Error::from)?;
             let mut counters = txn.open_table(COUNTERS).map_err(redb::Error::from)?;
             let format = counters
                 .get(COUNTER_FORMAT)
@@ -251,6 +256,7 @@ impl MetaStore {
             inodes: txn.open_table(INODES).storage()?,
             dirents: txn.open_table(DIRENTS).storage()?,
             orphans: txn.open_table(ORPHANS).storage()?,
+            kept: txn.open_table(KEPT).storage()?,
             counters: txn.open_table(COUNTERS).storage()?,
         };
         body(&tables)
@@ -277,6 +283,7 @@ struct WriteTables<'t> {
     inodes: InodeTable<'t>,
     dirents: DirentTable<'t>,
     orphans: Table<'t, u64, &'static [u8]>,
+    kept: Table<'t, u64, u64>,
     counters: Table<'t, &'static str, u64>,
     /// One clock reading per operation, so that all times it sets agree.
     now: Timespec,
@@ -287,6 +294,7 @@ struct ReadTables {
     inodes: ReadOnlyTable<u64, &'static [u8]>,
     dirents: ReadOnlyTable<(u64, &'static str), (u64, u8)>,
     orphans: ReadOnlyTable<u64, &'static [u8]>,
+    kept: ReadOnlyTable<u64, u64>,
     counters: ReadOnlyTable<&'static str, u64>,
 }
 
@@ -384,6 +392,7 @@ impl<'t> WriteTables<'t> {
             inodes: txn.open_table(INODES).storage()?,
             dirents: txn.open_table(DIRENTS).storage()?,
             orphans: txn.open_table(ORPHANS).storage()?,
+            kept: txn.open_table(KEPT).storage()?,
             counters: txn.open_table(COUNTERS).storage()?,
             now: Timespec::now(),
         })
@@ -435,12 +444,41 @@ impl<'t> WriteTables<'t> {
         self.set_counter(key, updated)
     }
 
-    /// Removes a non-directory inode that lost its name: a file's objects become
-    /// an orphan for the purger; a symlink simply goes.
-    fn drop_non_directory(&mut self, inode: InodeId, record: &InodeRecord) -> Result<(), WireError> {
+    /// A name of non-directory `inode` went. Its last name: a file kept open by mount
+    /// session `keep` lives on nameless (see the `kept` table), anything else goes (a
+    /// file's objects become an orphan for the purger). Returns the inode if kept.
+    fn unlinked(
+        &mut self,
+        inode: InodeId,
+        mut record: InodeRecord,
+        keep: Option<u64>,
+    ) -> Result<Option<InodeId>, WireError> {
         debug_assert!(!record.is_directory());
-        self.remove_inode(inode)?;
+        record.links = record.links.saturating_sub(1);
+        record.ctime = self.now;
+        if record.links > 0 {
+            self.put_inode(inode, &record)?;
+            return Ok(None);
+        }
         self.add_counter(COUNTER_FILES, -1)?;
+        match keep {
+            Some(session) if record.kind == FileKind::File => {
+                self.put_inode(inode, &record)?;
+                self.kept.insert(inode.0, session).storage()?;
+                Ok(Some(inode))
+            }
+            _ => {
+                self.drop_inode(inode, &record)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Removes a non-directory inode with no name left: a file's objects become an
+    /// orphan for the purger; anything else simply goes.
+    fn drop_inode(&mut self, inode: InodeId, record: &InodeRecord) -> Result<(), WireError> {
+        debug_assert!(!record.is_directory() && record.links == 0);
+        self.remove_inode(inode)?;
         if let Some(layout) = &record.layout {
             self.orphans
                 .insert(inode.0, layout.to_bytes().as_slice())

@@ -6,8 +6,9 @@ use weft_proto::{Attr, DecodeError, FileKind, Reader, Timespec, Wire, Writer};
 
 /// First byte of every encoded record; bump it (and keep a decoder for the old one)
 /// whenever the encoding changes. Format 1 had no caching mode (files are `none`) and
-/// directory defaults without one.
-const RECORD_FORMAT: u8 = 2;
+/// directory defaults without one; formats 1 and 2 had no link count (every
+/// non-directory had one name) and no device number.
+const RECORD_FORMAT: u8 = 3;
 
 /// One inode as the manager stores it. Directories keep their entry and subdirectory
 /// counts here so that `nlink`, `size` and the emptiness check never scan `dirents`.
@@ -18,10 +19,16 @@ pub(crate) struct InodeRecord {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
-    /// The directory holding this inode's only name (files have no hard links); the
-    /// root is its own parent. Walked by rename to refuse moving a directory into
-    /// its own subtree.
+    /// Directories: the directory holding this one's only name; the root is its own
+    /// parent. Walked by rename to refuse moving a directory into its own subtree.
+    /// Other inodes: the directory of their first name (informational; they may have
+    /// several names).
     pub parent: InodeId,
+    /// Non-directories: how many directory entries name this inode (hard links). 0 for
+    /// a file kept alive, nameless, while a mount has it open.
+    pub links: u32,
+    /// Character and block devices: the device number.
+    pub rdev: u64,
     pub atime: Timespec,
     pub mtime: Timespec,
     pub ctime: Timespec,
@@ -48,6 +55,8 @@ impl InodeRecord {
             uid: owner.0,
             gid: owner.1,
             parent,
+            links: 1,
+            rdev: 0,
             atime: now,
             mtime: now,
             ctime: now,
@@ -81,13 +90,15 @@ impl InodeRecord {
         self.cache.encode(&mut w);
         w.opt(&self.dir_layout);
         w.opt(&self.target);
+        w.u32(self.links);
+        w.u64(self.rdev);
         w.bytes
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(bytes);
         let format = r.u8()?;
-        if format != RECORD_FORMAT && format != 1 {
+        if !(1..=RECORD_FORMAT).contains(&format) {
             return Err(DecodeError::Invalid {
                 what: "inode record format",
                 value: format as u64,
@@ -116,6 +127,17 @@ impl InodeRecord {
                 r.opt()?
             },
             target: r.opt()?,
+            links: 1,
+            rdev: 0,
+        };
+        let record = if format >= 3 {
+            InodeRecord {
+                links: r.u32()?,
+                rdev: r.u64()?,
+                ..record
+            }
+        } else {
+            record
         };
         r.finish()?;
         Ok(record)
@@ -144,9 +166,9 @@ impl InodeRecord {
                 u32::try_from(2 + self.subdirectories).unwrap_or(u32::MAX),
                 self.entries,
             ),
-            FileKind::File => (1, 0),
+            FileKind::File => (self.links, 0),
             // lstat reports a symlink's size as the length of its target.
-            FileKind::Symlink => (1, self.target.as_ref().map_or(0, |t| t.len() as u64)),
+            FileKind::Symlink => (self.links, self.target.as_ref().map_or(0, |t| t.len() as u64)),
         };
         Attr {
             inode,
@@ -247,6 +269,34 @@ mod tests {
             w.opt(&record.target);
             assert_eq!(InodeRecord::decode(&w.bytes).unwrap(), record);
         }
+    }
+
+    /// Databases of record format 2 (no link count, no device number) still open: their
+    /// non-directories have one name.
+    #[test]
+    fn format_2_records_decode_with_one_link() {
+        let mut file = InodeRecord::new(FileKind::File, 0o644, (1, 2), InodeId(1), Timespec::default());
+        file.layout = Some(Layout {
+            stripe_size_bytes: 8192,
+            servers: vec![ServerId(4)],
+        });
+        file.cache = CacheMode::Cached;
+        // Format 2 was format 3 without the last two fields (u32 links, u64 rdev).
+        let mut bytes = file.encode();
+        bytes.truncate(bytes.len() - 12);
+        bytes[0] = 2;
+        let decoded = InodeRecord::decode(&bytes).unwrap();
+        assert_eq!(decoded, file);
+        assert_eq!(decoded.attr(InodeId(9)).nlink, 1);
+        file.links = 3;
+        file.rdev = 0x0801;
+        assert_eq!(
+            InodeRecord::decode(&file.encode())
+                .unwrap()
+                .attr(InodeId(9))
+                .nlink,
+            3
+        );
     }
 
     #[test]

@@ -170,6 +170,21 @@ int main(int argc, char **argv)
     rc = MPI_File_close(&fh);
     expect_same(rc, MPI_SUCCESS, "close after view I/O");
 
+    /* 10. MPI_MODE_APPEND starts every file pointer at the end of the file. */
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_WRONLY | MPI_MODE_APPEND, MPI_INFO_NULL, &fh);
+    expect_same(rc, MPI_SUCCESS, "open with MPI_MODE_APPEND");
+    if (rc == MPI_SUCCESS) {
+        MPI_Offset size = -1;
+        MPI_File_get_size(fh, &size);
+        MPI_File_get_position(fh, &pos);
+        if (size <= 0 || pos != size) {
+            fprintf(stderr, "rank %d: MPI_MODE_APPEND position %lld, size %lld\n", rank,
+                    (long long)pos, (long long)size);
+            failures++;
+        }
+        MPI_File_close(&fh);
+    }
+
     MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
         printf(failures ? "errors FAILED\n" : "errors OK\n");

@@ -5,7 +5,7 @@ use super::super::names::check_name;
 use super::super::{require, MetaStore, Namespace, COUNTER_DIRECTORIES};
 use super::{child_record, has_entries, not_found, sticky_denied};
 use weft_layout::InodeId;
-use weft_proto::{Cred, ErrorCode, WireError};
+use weft_proto::{Attr, Cred, ErrorCode, WireError};
 
 /// Deepest directory tree the subtree check walks; a longer parent chain means a
 /// cycle, which is a broken invariant.
@@ -20,15 +20,16 @@ impl MetaStore {
     /// non-empty directory, `InvalidArgument` for a directory moved into its own
     /// subtree. Needs write and search on both parents, the sticky-bit rule on
     /// each name removed or replaced, and (as Linux) write permission on a
-    /// directory that changes parent. Renaming an entry to itself does nothing.
+    /// directory that changes parent. Renaming an entry to itself does nothing. A
+    /// replaced file that mount session `keep` has open is kept as `unlink` keeps it.
+    /// Returns the moved inode's attributes and the kept inode, if any.
     pub fn rename(
         &self,
         cred: &Cred,
-        src_parent: InodeId,
-        src_name: &str,
-        dst_parent: InodeId,
-        dst_name: &str,
-    ) -> Result<(), WireError> {
+        (src_parent, src_name): (InodeId, &str),
+        (dst_parent, dst_name): (InodeId, &str),
+        keep: Option<u64>,
+    ) -> Result<(Attr, Option<InodeId>), WireError> {
         check_name(src_name)?;
         check_name(dst_name)?;
         let same_parent = src_parent == dst_parent;
@@ -48,7 +49,7 @@ impl MetaStore {
             }
             let target = tx.entry(dst_parent, dst_name)?;
             if same_parent && src_name == dst_name || target.is_some_and(|(t, _)| t == moved) {
-                return Ok(());
+                return Ok((moved_record.attr(moved), None));
             }
             let moved_is_directory = moved_record.is_directory();
             if moved_is_directory && !same_parent {
@@ -117,12 +118,13 @@ impl MetaStore {
             dst_record.mtime = now;
             dst_record.ctime = now;
 
+            let mut kept = None;
             if let Some((replaced, replaced_record)) = replaced {
                 if replaced_record.is_directory() {
                     tx.remove_inode(replaced)?;
                     tx.add_counter(COUNTER_DIRECTORIES, -1)?;
                 } else {
-                    tx.drop_non_directory(replaced, &replaced_record)?;
+                    kept = tx.unlinked(replaced, replaced_record, keep)?;
                 }
             }
             tx.remove_entry(src_parent, src_name)?;
@@ -134,7 +136,7 @@ impl MetaStore {
             if let Some(dst_dir) = &dst_dir {
                 tx.put_inode(dst_parent, dst_dir)?;
             }
-            Ok(())
+            Ok((moved_record.attr(moved), kept))
         })
     }
 }

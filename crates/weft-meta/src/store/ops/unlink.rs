@@ -10,9 +10,17 @@ use weft_proto::{Cred, ErrorCode, WireError};
 impl MetaStore {
     /// Removes entry `name` (a file or symlink) from `parent`; needs write and
     /// search on `parent` and, in a sticky directory, ownership of the entry or
-    /// of the directory. In the same transaction a file's inode and layout go to
-    /// the orphans table, from which the purger removes its objects.
-    pub fn unlink(&self, cred: &Cred, parent: InodeId, name: &str) -> Result<(), WireError> {
+    /// of the directory. When that was the inode's last name, in the same transaction a
+    /// file's inode and layout go to the orphans table, from which the purger removes
+    /// its objects, unless mount session `keep` has it open: then it is kept, nameless,
+    /// and returned, until that mount releases it.
+    pub fn unlink(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: &str,
+        keep: Option<u64>,
+    ) -> Result<Option<InodeId>, WireError> {
         check_name(name)?;
         self.write(|tx| {
             let mut parent_record = tx.directory(cred, parent, MAY_WRITE | MAY_EXECUTE)?;
@@ -28,11 +36,12 @@ impl MetaStore {
                 return Err(sticky_denied(cred, parent, name));
             }
             tx.remove_entry(parent, name)?;
-            tx.drop_non_directory(child, &record)?;
+            let kept = tx.unlinked(child, record, keep)?;
             parent_record.entries -= 1;
             parent_record.mtime = tx.now;
             parent_record.ctime = tx.now;
-            tx.put_inode(parent, &parent_record)
+            tx.put_inode(parent, &parent_record)?;
+            Ok(kept)
         })
     }
 }

@@ -1,0 +1,234 @@
+//! The names the kernel knows inodes by, so that an open can check them.
+//!
+//! The kernel caches names (dentries) and opens an inode it found through a cached name
+//! without asking again; FUSE's open carries only the inode. If another client removed,
+//! renamed or replaced that name meanwhile, the open must not go ahead: close-to-open
+//! means the open sees the name as it is now. So the mount remembers, for every inode it
+//! handed to the kernel, the directory and name it came from (and the same for that
+//! directory, up to the root), and an open revalidates that path with the manager in one
+//! round trip. When it no longer holds, the open answers ESTALE; the kernel's path walk
+//! then retries once with every name looked up afresh (`LOOKUP_REVAL`), which finds the
+//! new file or nothing.
+//!
+//! The retried open must not be refused again when yet another rename lands between the
+//! fresh lookup and the open (an atomic-publish loop does that all the time): the open
+//! began before that rename, so the inode the fresh lookup found is a correct answer.
+//! So a thread that was just answered ESTALE is remembered ([`Retries`]) with the
+//! inodes its next lookups returned; its next open of one of those inodes is trusted
+//! without a second check.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use weft_client::{InodeId, PathStep};
+
+/// Inodes whose name is remembered; past this the table starts over (opens of the
+/// inodes forgotten that way check only that the inode still exists).
+pub const NAMES_MAX: usize = 1 << 20;
+
+/// Deepest path an open checks (the manager's limit for one request).
+const PATH_STEPS_MAX: usize = weft_client::REVALIDATE_STEPS_MAX;
+
+/// Threads between an ESTALE answer and their retried open, at most.
+const RETRIES_MAX: usize = 4096;
+
+/// How long a retry marker lives: the kernel retries at once, so anything older is not
+/// that retry. (A walk retried for stat(2) opens nothing and so leaves its marker behind
+/// until then; this bounds how long it may vouch for what that walk found.)
+const RETRY_WINDOW: Duration = Duration::from_millis(500);
+
+struct Known {
+    parent: InodeId,
+    name: String,
+    /// Lookups the kernel holds (each entry reply adds one, `forget` takes them away).
+    lookups: u64,
+}
+
+/// Inode -> the (directory, name) the kernel last learnt it by.
+#[derive(Default)]
+pub struct Names {
+    table: Mutex<HashMap<InodeId, Known>>,
+}
+
+impl Names {
+    /// The kernel got an entry for `child` as `name` in `parent` (one more lookup).
+    pub fn entered(&self, parent: InodeId, name: &str, child: InodeId) {
+        if child == InodeId::ROOT {
+            return;
+        }
+        let mut table = self.lock();
+        if table.len() >= NAMES_MAX && !table.contains_key(&child) {
+            table.clear();
+        }
+        let known = table.entry(child).or_insert_with(|| Known {
+            parent,
+            name: String::new(),
+            lookups: 0,
+        });
+        known.parent = parent;
+        name.clone_into(&mut known.name);
+        known.lookups += 1;
+    }
+
+    /// `child` was renamed to `name` in `parent` through this mount; the kernel moves its
+    /// entry without a new lookup.
+    pub fn renamed(&self, parent: InodeId, name: &str, child: InodeId) {
+        if let Some(known) = self.lock().get_mut(&child) {
+            known.parent = parent;
+            name.clone_into(&mut known.name);
+        }
+    }
+
+    /// The kernel dropped `count` lookups of `inode`.
+    pub fn forget(&self, inode: InodeId, count: u64) {
+        let mut table = self.lock();
+        if let Some(known) = table.get_mut(&inode) {
+            known.lookups = known.lookups.saturating_sub(count);
+            if known.lookups == 0 {
+                table.remove(&inode);
+            }
+        }
+    }
+
+    /// The path the kernel knows `inode` by, root first, as far up as names are known;
+    /// empty when not even `inode`'s own name is.
+    pub fn path_of(&self, inode: InodeId) -> Vec<PathStep> {
+        let table = self.lock();
+        let mut steps = Vec::new();
+        let mut at = inode;
+        while steps.len() < PATH_STEPS_MAX {
+            let Some(known) = table.get(&at) else { break };
+            steps.push(PathStep {
+                parent: known.parent,
+                name: known.name.clone(),
+                child: at,
+            });
+            if known.parent == InodeId::ROOT {
+                break;
+            }
+            at = known.parent;
+        }
+        steps.reverse();
+        steps
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InodeId, Known>> {
+        self.table.lock().expect("name table poisoned")
+    }
+}
+
+struct Retry {
+    since: Instant,
+    /// Inodes this thread's lookups returned since it was answered ESTALE.
+    looked_up: Vec<InodeId>,
+}
+
+/// Threads answered ESTALE on open, until their retried open.
+#[derive(Default)]
+pub struct Retries {
+    table: Mutex<HashMap<u32, Retry>>,
+}
+
+impl Retries {
+    /// Thread `pid` is answered ESTALE (on open, or on the attributes of a path it
+    /// walks): its walk is about to be retried.
+    pub fn refused(&self, pid: u32) {
+        let mut table = self.lock();
+        if table.len() >= RETRIES_MAX {
+            table.retain(|_, r| r.since.elapsed() < RETRY_WINDOW);
+            if table.len() >= RETRIES_MAX {
+                // Never refuse to remember: the oldest marker is worth the least.
+                if let Some(oldest) = table.iter().min_by_key(|(_, r)| r.since).map(|(p, _)| *p) {
+                    table.remove(&oldest);
+                }
+            }
+        }
+        table.insert(
+            pid,
+            Retry {
+                since: Instant::now(),
+                looked_up: Vec::new(),
+            },
+        );
+    }
+
+    /// Thread `pid` looked a name up and found `inode`.
+    pub fn looked_up(&self, pid: u32, inode: InodeId) {
+        if let Some(retry) = self.lock().get_mut(&pid) {
+            if retry.looked_up.len() < PATH_STEPS_MAX {
+                retry.looked_up.push(inode);
+            }
+        }
+    }
+
+    /// Whether thread `pid` is retrying a walk (it was just answered ESTALE) and found
+    /// `inode` since: the kernel may ask its attributes before it opens it.
+    pub fn expects(&self, pid: u32, inode: InodeId) -> bool {
+        let table = self.lock();
+        table
+            .get(&pid)
+            .is_some_and(|r| r.since.elapsed() < RETRY_WINDOW && r.looked_up.contains(&inode))
+    }
+
+    /// Whether thread `pid`'s open of `inode` is the retry of an open just refused, for an
+    /// inode its fresh walk found. Ends the retry either way.
+    pub fn trusts(&self, pid: u32, inode: InodeId) -> bool {
+        let mut table = self.lock();
+        if table.is_empty() {
+            return false;
+        }
+        table
+            .remove(&pid)
+            .is_some_and(|r| r.since.elapsed() < RETRY_WINDOW && r.looked_up.contains(&inode))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Retry>> {
+        self.table.lock().expect("retry table poisoned")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_built_from_remembered_names_up_to_the_root() {
+        let names = Names::default();
+        names.entered(InodeId::ROOT, "a", InodeId(10));
+        names.entered(InodeId(10), "b", InodeId(11));
+        names.entered(InodeId(11), "f", InodeId(12));
+        let path = names.path_of(InodeId(12));
+        let shown: Vec<(u64, &str, u64)> = path
+            .iter()
+            .map(|s| (s.parent.0, s.name.as_str(), s.child.0))
+            .collect();
+        assert_eq!(shown, [(1, "a", 10), (10, "b", 11), (11, "f", 12)]);
+        // A rename through this mount moves the name; forgetting drops it once every
+        // lookup is forgotten.
+        names.renamed(InodeId::ROOT, "g", InodeId(12));
+        assert_eq!(names.path_of(InodeId(12))[0].name, "g");
+        names.entered(InodeId::ROOT, "g", InodeId(12));
+        names.forget(InodeId(12), 1);
+        assert_eq!(names.path_of(InodeId(12)).len(), 1);
+        names.forget(InodeId(12), 1);
+        assert!(names.path_of(InodeId(12)).is_empty());
+        // An unknown directory ends the path there.
+        names.entered(InodeId(99), "x", InodeId(13));
+        assert_eq!(names.path_of(InodeId(13)).len(), 1);
+    }
+
+    #[test]
+    fn only_the_retried_open_of_a_freshly_found_inode_is_trusted() {
+        let retries = Retries::default();
+        assert!(!retries.trusts(7, InodeId(5)));
+        retries.refused(7);
+        retries.looked_up(7, InodeId(5));
+        retries.looked_up(8, InodeId(6));
+        assert!(!retries.trusts(8, InodeId(6)), "thread 8 was never refused");
+        assert!(retries.trusts(7, InodeId(5)));
+        assert!(!retries.trusts(7, InodeId(5)), "trusted once only");
+        retries.refused(7);
+        retries.looked_up(7, InodeId(5));
+        assert!(!retries.trusts(7, InodeId(6)), "not what the walk found");
+    }
+}
