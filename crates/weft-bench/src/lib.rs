@@ -18,6 +18,7 @@ pub mod pack;
 mod pattern;
 mod procs;
 mod report;
+pub mod simulate;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};

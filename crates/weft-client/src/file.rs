@@ -5,6 +5,7 @@
 use crate::cache_route::CacheRoute;
 use crate::client::{unexpected, Inner};
 use crate::error::ClientError;
+use crate::trace::{FileTrace, Tracer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use weft_layout::stripe::check_range;
@@ -53,6 +54,9 @@ pub struct File {
     /// The view set by `set_view` (none: the whole file), registered lazily with each
     /// server (see `view_io`).
     pub(crate) view: std::sync::Mutex<Option<Arc<crate::view_io::FileView>>>,
+    /// Where this handle's requests are recorded (`WEFT_TRACE`, or the MPI-IO layer's
+    /// hint); none: not traced.
+    pub(crate) trace: Option<FileTrace>,
 }
 
 /// One request to one server: the file range it covers.
@@ -130,7 +134,7 @@ impl File {
                     .collect::<Result<_, _>>()?,
             ),
         };
-        Ok(File {
+        let mut file = File {
             inner,
             attr,
             layout,
@@ -141,7 +145,44 @@ impl File {
             writable,
             known_size: AtomicU64::new(0),
             view: std::sync::Mutex::new(None),
-        })
+            trace: None,
+        };
+        if let Some(dir) = crate::trace::env_dir() {
+            if let Err(e) = file.set_trace_dir(Some(dir)) {
+                eprintln!(
+                    "weft: WEFT_TRACE={}: {e}; {} is not traced",
+                    dir.display(),
+                    file.path
+                );
+            }
+        }
+        Ok(file)
+    }
+
+    /// Records this handle's requests into the process's trace in `dir` (see
+    /// [`crate::trace`]); `None` stops recording them.
+    pub fn set_trace_dir(&mut self, dir: Option<&std::path::Path>) -> std::io::Result<()> {
+        self.trace = match dir {
+            None => None,
+            Some(dir) => {
+                let tracer = Tracer::for_dir(dir)?;
+                let record = crate::trace::file_record(
+                    self.attr.inode.0,
+                    &self.path,
+                    self.layout(),
+                    &self.layout,
+                    self.cache.is_some(),
+                );
+                Some(FileTrace::new(tracer, record))
+            }
+        };
+        Ok(())
+    }
+
+    /// The trace this handle records into, if it is traced (the MPI-IO layer records
+    /// its original requests and call ids through it).
+    pub fn trace(&self) -> Option<&FileTrace> {
+        self.trace.as_ref()
     }
 
     pub fn inode(&self) -> weft_layout::InodeId {
@@ -234,6 +275,9 @@ impl File {
     pub fn write_at(&self, offset: u64, buf: &[u8]) -> Result<usize, ClientError> {
         self.check_writable()?;
         self.check(offset, buf.len())?;
+        if let Some(t) = &self.trace {
+            t.sent_ranges(true, [(offset, buf.len() as u64)]);
+        }
         if buf.is_empty() {
             return Ok(0);
         }
@@ -285,6 +329,9 @@ impl File {
     /// of the file. Holes read as zeros.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
         self.check(offset, buf.len())?;
+        if let Some(t) = &self.trace {
+            t.sent_ranges(false, [(offset, buf.len() as u64)]);
+        }
         let mut size = self.known_size.load(Ordering::SeqCst);
         if offset + buf.len() as u64 > size {
             size = self.size()?;

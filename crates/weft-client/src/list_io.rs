@@ -96,6 +96,9 @@ impl File {
     pub fn write_list(&self, ranges: &[(u64, u64)], buf: &[u8]) -> Result<usize, ClientError> {
         self.check_writable()?;
         let (starts, end) = self.check_list(ranges, buf.len())?;
+        if let Some(t) = &self.trace {
+            t.sent_ranges(true, ranges.iter().copied());
+        }
         if buf.is_empty() {
             return Ok(0);
         }
@@ -139,6 +142,9 @@ impl File {
     /// read (all of them).
     pub fn read_list(&self, ranges: &[(u64, u64)], buf: &mut [u8]) -> Result<usize, ClientError> {
         let (starts, _) = self.check_list(ranges, buf.len())?;
+        if let Some(t) = &self.trace {
+            t.sent_ranges(false, ranges.iter().copied());
+        }
         if buf.is_empty() {
             return Ok(0);
         }

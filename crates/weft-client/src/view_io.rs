@@ -216,6 +216,9 @@ impl File {
         }
         let view = &file_view.view;
         let len = buf.len() as u64;
+        if let Some(t) = &self.trace {
+            t.sent_view(true, view, view_offset, len);
+        }
         let (file_start, file_end) = self.view_span(view, view_offset, len)?;
         let chunk_bytes = self.view_chunk_bytes();
         let inflight = self.inner.transfer.inflight_per_server.max(1);
@@ -305,6 +308,9 @@ impl File {
             return Ok(0);
         }
         let view = &file_view.view;
+        if let Some(t) = &self.trace {
+            t.sent_view(false, view, view_offset, buf.len() as u64);
+        }
         let (_, file_end) = self.view_span(view, view_offset, buf.len() as u64)?;
         let mut size = self.known_size.load(Ordering::SeqCst);
         if file_end > size {

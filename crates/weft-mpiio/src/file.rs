@@ -294,7 +294,8 @@ impl MpiFile {
                     e
                 }),
         };
-        let file = agree(&comm, opened)?;
+        let mut file = agree(&comm, opened)?;
+        crate::trace::attach(&comm, &hints, &mut file)?;
         let aggregators = agree(&comm, aggregators_of(&comm, &hints))?;
         if print_hints() && comm.rank() == 0 {
             let entries: Vec<String> = hints
@@ -558,6 +559,7 @@ impl MpiFile {
         let collective = flags & 2 != 0;
         let explicit = flags & 4 != 0;
         let state = self.state();
+        crate::trace::begin(&self.file, collective, self.comm.rank());
         let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
         let result = if collective {
             match agree(&self.comm, prepared) {
@@ -572,6 +574,7 @@ impl MpiFile {
         } else {
             result
         };
+        crate::trace::end(&self.file);
         drop(state);
         if let Ok(bytes) = result {
             if !explicit {
@@ -622,6 +625,14 @@ impl MpiFile {
         let view_offset = etypes
             .checked_mul(state.etype_size)
             .ok_or_else(|| MpiioError::new(ErrorClass::Arg, "offset overflows"))?;
+        crate::trace::original(
+            &self.file,
+            self.comm.rank(),
+            write,
+            &state.view,
+            view_offset,
+            memory.bytes,
+        );
         let mut request = Request::default();
         if memory.bytes > 0 {
             for piece in state.view.pieces(view_offset, memory.bytes)? {
