@@ -176,6 +176,22 @@ pub fn read_traces(path: &Path) -> Result<Vec<(String, Vec<u8>)>> {
         .collect()
 }
 
+/// Writes traces into `dir`, first removing the *.wtrace files already there.
+pub fn write_traces(dir: &Path, traces: &[(String, Vec<u8>)]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for entry in std::fs::read_dir(dir)? {
+        let p = entry?.path();
+        if p.extension().is_some_and(|x| x == "wtrace") {
+            std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+        }
+    }
+    for (name, bytes) in traces {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
 fn parse_list<T: std::str::FromStr<Err = E>, E: std::fmt::Display>(values: &[String]) -> Result<Vec<T>> {
     let mut out = Vec::new();
     for v in values {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use weft_trace::synth::{self, Ior, MpiIoTest, Setup, Tile, Workload};
+use weft_trace::synth::{self, Setup, Workload};
 
 /// Largest trace `show` reads (whole, into memory).
 const TRACE_FILE_BYTES_MAX: u64 = 4 << 30;
@@ -109,28 +109,15 @@ fn show(file: &Path, pieces: usize) -> Result<()> {
 
 /// The workload with its defaults (the seed's setups), passes overridden.
 pub fn workload(name: WorkloadName, passes: Option<u32>) -> Workload {
-    match name {
-        WorkloadName::Tile => {
-            let t = Tile::default();
-            Workload::Tile(Tile {
-                passes: passes.unwrap_or(t.passes),
-                ..t
-            })
-        }
-        WorkloadName::Ior => {
-            let w = Ior::default();
-            Workload::Ior(Ior {
-                iterations: passes.unwrap_or(w.iterations),
-                ..w
-            })
-        }
-        WorkloadName::MpiioTest => {
-            let w = MpiIoTest::default();
-            Workload::MpiIoTest(MpiIoTest {
-                iterations: passes.unwrap_or(w.iterations),
-                ..w
-            })
-        }
+    let w = Workload::named(match name {
+        WorkloadName::Tile => "tile",
+        WorkloadName::Ior => "ior",
+        WorkloadName::MpiioTest => "mpiio-test",
+    })
+    .expect("every name has a workload");
+    match passes {
+        Some(p) => w.with_passes(p),
+        None => w,
     }
 }
 
@@ -143,7 +130,7 @@ fn synth_cmd(a: &SynthArgs) -> Result<()> {
         ..Setup::new(a.procs)
     };
     let traces = synth::generate(&w, &setup).map_err(anyhow::Error::msg)?;
-    write_traces(&a.out, &traces)?;
+    weft_bench::simulate::write_traces(&a.out, &traces)?;
     println!(
         "{} traces of {} ({} processes, {} MiB file) in {}",
         traces.len(),
@@ -152,21 +139,5 @@ fn synth_cmd(a: &SynthArgs) -> Result<()> {
         w.file_bytes(a.procs) >> 20,
         a.out.display()
     );
-    Ok(())
-}
-
-/// Writes traces into `dir`, first removing the *.wtrace files already there.
-pub fn write_traces(dir: &Path, traces: &[(String, Vec<u8>)]) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    for entry in std::fs::read_dir(dir)? {
-        let p = entry?.path();
-        if p.extension().is_some_and(|x| x == "wtrace") {
-            std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
-        }
-    }
-    for (name, bytes) in traces {
-        let p = dir.join(name);
-        std::fs::write(&p, bytes).with_context(|| format!("writing {}", p.display()))?;
-    }
     Ok(())
 }

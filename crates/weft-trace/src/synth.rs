@@ -270,6 +270,48 @@ pub enum Workload {
 }
 
 impl Workload {
+    /// The workload of this name (`tile`, `ior`, `mpiio-test`) with its defaults.
+    pub fn named(name: &str) -> Option<Workload> {
+        match name {
+            "tile" => Some(Workload::Tile(Tile::default())),
+            "ior" => Some(Workload::Ior(Ior::default())),
+            "mpiio-test" => Some(Workload::MpiIoTest(MpiIoTest::default())),
+            _ => None,
+        }
+    }
+
+    /// The same workload with `passes` passes (tile) or iterations.
+    pub fn with_passes(self, passes: u32) -> Workload {
+        match self {
+            Workload::Tile(t) => Workload::Tile(Tile { passes, ..t }),
+            Workload::Ior(w) => Workload::Ior(Ior {
+                iterations: passes,
+                ..w
+            }),
+            Workload::MpiIoTest(w) => Workload::MpiIoTest(MpiIoTest {
+                iterations: passes,
+                ..w
+            }),
+        }
+    }
+
+    /// The arguments of `cio_workloads.c` (weft-bench) that run this workload.
+    pub fn program_args(&self) -> Vec<String> {
+        let v: Vec<u64> = match self {
+            Workload::Tile(t) => vec![t.tile_x, t.tile_y, t.overlap_x, t.overlap_y, u64::from(t.passes)],
+            Workload::Ior(w) => vec![
+                w.block_bytes,
+                w.transfer_bytes,
+                w.segments,
+                u64::from(w.iterations),
+            ],
+            Workload::MpiIoTest(w) => vec![w.block_bytes, w.transfer_bytes, u64::from(w.iterations)],
+        };
+        std::iter::once(format!("--{}", self.name()))
+            .chain(v.into_iter().map(|x| x.to_string()))
+            .collect()
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Workload::Tile(_) => "tile",
