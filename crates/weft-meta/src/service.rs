@@ -162,6 +162,7 @@ impl MetaService {
                 ),
             )),
             cache @ (Request::ViaCache { .. }
+            | Request::ViaCacheAware { .. }
             | Request::CacheFlush { .. }
             | Request::CacheTruncate { .. }
             | Request::CacheExtents { .. }

@@ -563,7 +563,20 @@ impl MpiFile {
         let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
         let result = if collective {
             match agree(&self.comm, prepared) {
-                Ok((request, memory)) => self.collective(&state, write, &request, &memory),
+                Ok((request, memory)) => {
+                    // The rank's request as a view interval (prepare checked it).
+                    let etypes = if explicit { offset as u64 } else { state.position };
+                    crate::collective::pattern::attach(
+                        &self.comm,
+                        &self.file,
+                        &state.hints,
+                        write,
+                        &state.view,
+                        etypes.wrapping_mul(state.etype_size),
+                        memory.bytes,
+                    )
+                    .and_then(|()| self.collective(&state, write, &request, &memory))
+                }
                 Err(e) => Err(e),
             }
         } else {
@@ -575,6 +588,7 @@ impl MpiFile {
             result
         };
         crate::trace::end(&self.file);
+        crate::collective::pattern::detach(&self.file);
         drop(state);
         if let Ok(bytes) = result {
             if !explicit {
