@@ -169,21 +169,23 @@ impl File {
     /// Records this handle's requests into the process's trace in `dir` (see
     /// [`crate::trace`]); `None` stops recording them.
     pub fn set_trace_dir(&mut self, dir: Option<&std::path::Path>) -> std::io::Result<()> {
-        self.trace = match dir {
-            None => None,
-            Some(dir) => {
-                let tracer = Tracer::for_dir(dir)?;
-                let record = crate::trace::file_record(
-                    self.attr.inode.0,
-                    &self.path,
-                    self.layout(),
-                    &self.layout,
-                    self.cache.is_some(),
-                );
-                Some(FileTrace::new(tracer, record))
-            }
-        };
+        let tracer = dir.map(Tracer::for_dir).transpose()?;
+        self.set_tracer(tracer);
         Ok(())
+    }
+
+    /// Records this handle's requests with `tracer` (`None`: stops recording them).
+    pub fn set_tracer(&mut self, tracer: Option<Arc<Tracer>>) {
+        self.trace = tracer.map(|tracer| {
+            let record = crate::trace::file_record(
+                self.attr.inode.0,
+                &self.path,
+                self.layout(),
+                &self.layout,
+                self.cache.is_some(),
+            );
+            FileTrace::new(tracer, record)
+        });
     }
 
     /// The trace this handle records into, if it is traced (the MPI-IO layer records

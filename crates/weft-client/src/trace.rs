@@ -87,9 +87,19 @@ pub fn env_dir() -> Option<&'static Path> {
 }
 
 impl Tracer {
-    /// The process's tracer writing into `dir` (created if missing), one per directory.
-    /// The file is `rank-RRRRR.PID.wtrace` in an MPI job, else `HOST.PID.wtrace`.
+    /// The process's tracer writing into `dir` (created if missing), one per directory,
+    /// bounded by `WEFT_TRACE_MAX_BYTES` (default [`TRACE_BYTES_MAX_DEFAULT`]).
     pub fn for_dir(dir: &Path) -> std::io::Result<Arc<Tracer>> {
+        let limit_bytes = std::env::var("WEFT_TRACE_MAX_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(TRACE_BYTES_MAX_DEFAULT);
+        Self::for_dir_with_limit(dir, limit_bytes)
+    }
+
+    /// [`Tracer::for_dir`] with a size limit (the first call for a directory sets it).
+    /// The file is `rank-RRRRR.PID.wtrace` in an MPI job, else `HOST.PID.wtrace`.
+    pub fn for_dir_with_limit(dir: &Path, limit_bytes: u64) -> std::io::Result<Arc<Tracer>> {
         let mut tracers = TRACERS.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, t)) = tracers.iter().find(|(d, _)| d == dir) {
             return Ok(t.clone());
@@ -120,10 +130,6 @@ impl Tracer {
             start_unix_ns: now_ns(),
         };
         let buffer = encode_header(&header);
-        let limit_bytes = std::env::var("WEFT_TRACE_MAX_BYTES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(TRACE_BYTES_MAX_DEFAULT);
         let tracer = Arc::new(Tracer {
             path,
             limit_bytes,

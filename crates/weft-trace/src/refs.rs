@@ -26,6 +26,9 @@ pub const BLOCK_BITS: u32 = 48;
 pub const FILES_MAX: usize = 1 << (64 - BLOCK_BITS);
 /// Default bound on the references of each stream (16 bytes each).
 pub const REFS_MAX_DEFAULT: usize = 64 << 20;
+/// Pieces (ranges) looked at per reference allowed: bounds the time spent on requests
+/// of many pieces inside few blocks.
+pub const PIECES_PER_REF_MAX: u64 = 64;
 
 /// What a reference is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -147,6 +150,8 @@ pub enum RefsError {
     TooManyRefs(usize),
     #[error("block size must be at least 1 byte")]
     BlockSize,
+    #[error("more than {0} pieces in the traces' requests: use fewer traces")]
+    TooManyPieces(u64),
 }
 
 /// One request after block cutting: its place in time and its blocks.
@@ -338,6 +343,8 @@ fn cut(
         blocks: Vec::new(),
     };
     let mut scratch: Vec<(u64, u32)> = Vec::new();
+    let pieces_max = (options.refs_max as u64).saturating_mul(PIECES_PER_REF_MAX);
+    let mut pieces_seen = 0u64;
     for record in reader.by_ref() {
         let record = match record {
             Ok(r) => r,
@@ -379,6 +386,10 @@ fn cut(
         })?;
         scratch.clear();
         let mut add = |offset: u64, len: u64| -> Result<(), RefsError> {
+            pieces_seen += 1;
+            if pieces_seen > pieces_max {
+                return Err(RefsError::TooManyPieces(pieces_max));
+            }
             let mut at = offset;
             let end = offset + len;
             while at < end {

@@ -174,9 +174,9 @@ fn request_lines(
                     all = true;
                 } else {
                     let mut at = offset;
-                    while at < offset + len {
+                    while at < offset + len && targets.len() < TARGET_RANGES_MAX {
                         targets.insert(f.target_of(at));
-                        at = (at / unit + 1) * unit;
+                        at = (at / unit + 1).saturating_mul(unit);
                     }
                 }
             } else {
