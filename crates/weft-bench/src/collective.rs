@@ -124,8 +124,13 @@ fn cases(a: &CollectiveArgs) -> Vec<Case> {
 }
 
 fn library(a: &CollectiveArgs) -> Result<PathBuf> {
-    let path = match &a.library {
-        Some(p) => p.clone(),
+    mpiio_library(a.library.as_deref())
+}
+
+/// libweft_mpiio.so: `given`, else next to this executable.
+pub(crate) fn mpiio_library(given: Option<&Path>) -> Result<PathBuf> {
+    let path = match given {
+        Some(p) => p.to_owned(),
         None => std::env::current_exe()?
             .parent()
             .context("executable directory")?
@@ -140,13 +145,19 @@ fn library(a: &CollectiveArgs) -> Result<PathBuf> {
 }
 
 fn compile(dir: &Path) -> Result<PathBuf> {
-    let source = dir.join("patterns.c");
-    std::fs::write(&source, PATTERN_SOURCE)?;
-    let exe = dir.join("patterns");
+    compile_mpi(dir, "patterns", PATTERN_SOURCE)
+}
+
+/// Compiles the MPI C program `source` as `dir/name` with $MPICC (default mpicc).
+pub(crate) fn compile_mpi(dir: &Path, name: &str, source: &str) -> Result<PathBuf> {
+    let file = dir.join(format!("{name}.c"));
+    std::fs::write(&file, source)?;
+    let exe = dir.join(name);
     let out = Command::new(std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into()))
         .args(["-O2", "-o"])
         .arg(&exe)
-        .arg(&source)
+        .arg(&file)
+        .arg("-lm")
         .output()
         .context("running mpicc")?;
     ensure!(
@@ -196,16 +207,16 @@ fn run_one(mut command: Command, only: &str) -> Result<(f64, f64, String)> {
 }
 
 fn mpirun(a: &CollectiveArgs) -> Command {
+    mpirun_np(a.procs)
+}
+
+/// mpirun for `procs` processes, oversubscribed and unbound (a benchmark host may have
+/// fewer cores), allowed as root.
+pub(crate) fn mpirun_np(procs: u32) -> Command {
     let mut c = Command::new("mpirun");
     c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args([
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-            "-np",
-            &a.procs.to_string(),
-        ]);
+        .args(["--oversubscribe", "--bind-to", "none", "-np", &procs.to_string()]);
     c
 }
 

@@ -9,6 +9,7 @@
 //! through their standard input and output (see `procs`). Any binary that embeds
 //! [`BenchArgs`] under a `bench` subcommand therefore works as its own worker.
 
+pub mod cio;
 mod cluster;
 pub mod collective;
 pub mod concurrent;
@@ -18,6 +19,7 @@ pub mod pack;
 mod pattern;
 mod procs;
 mod report;
+pub mod simulate;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -43,6 +45,12 @@ pub enum BenchCommand {
     /// Sequential write and read through a FUSE mount, against the native client.
     #[command(long_about = mount::LONG_ABOUT)]
     Mount(mount::MountArgs),
+    /// Collective-I/O-aware caching: the tile, IOR and mpi-io-test workloads traced and
+    /// simulated, aggregated against original streams, per policy and cache size.
+    #[command(long_about = cio::LONG_ABOUT)]
+    Cio(cio::CioArgs),
+    /// Run one workload of `weft bench cio` on the cluster and keep its traces.
+    CioRecord(cio::CioRecordArgs),
     /// Pack/unpack and piece iteration of the view engine, against memcpy.
     #[command(long_about = pack::LONG_ABOUT)]
     Pack(pack::PackArgs),
@@ -63,6 +71,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Noncontig(a) => noncontig::run(&a),
         BenchCommand::Mount(a) => mount::run(&a),
         BenchCommand::Pack(a) => pack::run(&a),
+        BenchCommand::Cio(a) => cio::run(&a),
+        BenchCommand::CioRecord(a) => cio::run_record(&a),
         BenchCommand::NoncontigWorker(a) => noncontig::worker(&a),
     }
 }

@@ -4,6 +4,7 @@ mod cluster;
 mod files;
 mod mpi_env;
 mod progress;
+mod trace_cmd;
 
 use anyhow::Result;
 use clap::{Args as ClapArgs, Parser, Subcommand};
@@ -188,6 +189,12 @@ weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 
     Df,
     /// Benchmarks that compare Weft with a local-file baseline in the same run.
     Bench(weft_bench::BenchArgs),
+    /// Trace-driven cache simulation: hit rates of the aggregated and the original
+    /// (collective-I/O-aware) request streams of recorded traces, per policy and size.
+    #[command(long_about = weft_bench::simulate::LONG_ABOUT)]
+    Sim(weft_bench::simulate::SimArgs),
+    /// Traces of Weft clients (WEFT_TRACE=DIR): show one, or generate a workload's.
+    Trace(trace_cmd::TraceArgs),
     /// Mount Weft at MOUNTPOINT through FUSE, for any program (in the background).
     #[command(
         long_about = "Mount Weft at MOUNTPOINT through FUSE, so that unmodified programs (ls, cp, tar, dd, \
@@ -299,6 +306,8 @@ fn run(command: Command) -> Result<()> {
         }
         Command::Df => files::df(&connect()?),
         Command::Bench(args) => weft_bench::run(args),
+        Command::Sim(args) => weft_bench::simulate::run(&args),
+        Command::Trace(args) => trace_cmd::run(args),
         Command::Mount {
             mountpoint,
             foreground,

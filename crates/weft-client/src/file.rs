@@ -5,13 +5,14 @@
 use crate::cache_route::CacheRoute;
 use crate::client::{unexpected, Inner};
 use crate::error::ClientError;
+use crate::trace::{FileTrace, Tracer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use weft_layout::stripe::check_range;
 use weft_layout::Layout;
 use weft_proto::frame::DATA_BYTES_MAX;
 use weft_proto::msg::{Request, Response};
-use weft_proto::{Attr, ErrorCode, Range, Striping};
+use weft_proto::{AccessPattern, Attr, ErrorCode, Range, Striping};
 use weft_rpc::{Connection, PendingCall, ReplySink, SinkReply};
 
 /// How transfers are cut and pipelined.
@@ -58,6 +59,14 @@ pub struct File {
     /// The view set by `set_view` (none: the whole file), registered lazily with each
     /// server (see `view_io`).
     pub(crate) view: std::sync::Mutex<Option<Arc<crate::view_io::FileView>>>,
+    /// Where this handle's requests are recorded (`WEFT_TRACE`, or the MPI-IO layer's
+    /// hint); none: not traced.
+    pub(crate) trace: Option<FileTrace>,
+    /// The original pattern of the collective read in progress, attached to its reads
+    /// to cache managers (collective-I/O-aware caching; set by the MPI-IO layer).
+    pattern: std::sync::Mutex<Option<Arc<AccessPattern>>>,
+    /// The managers refused a read with a pattern (they predate it): send none again.
+    patterns_refused: std::sync::atomic::AtomicBool,
 }
 
 /// One request to one server: the file range it covers.
@@ -135,7 +144,7 @@ impl File {
                     .collect::<Result<_, _>>()?,
             ),
         };
-        Ok(File {
+        let mut file = File {
             inner,
             attr,
             layout,
@@ -146,7 +155,48 @@ impl File {
             writable,
             known_size: AtomicU64::new(0),
             view: std::sync::Mutex::new(None),
-        })
+            trace: None,
+            pattern: std::sync::Mutex::new(None),
+            patterns_refused: std::sync::atomic::AtomicBool::new(false),
+        };
+        if let Some(dir) = crate::trace::env_dir() {
+            if let Err(e) = file.set_trace_dir(Some(dir)) {
+                eprintln!(
+                    "weft: WEFT_TRACE={}: {e}; {} is not traced",
+                    dir.display(),
+                    file.path
+                );
+            }
+        }
+        Ok(file)
+    }
+
+    /// Records this handle's requests into the process's trace in `dir` (see
+    /// [`crate::trace`]); `None` stops recording them.
+    pub fn set_trace_dir(&mut self, dir: Option<&std::path::Path>) -> std::io::Result<()> {
+        let tracer = dir.map(Tracer::for_dir).transpose()?;
+        self.set_tracer(tracer);
+        Ok(())
+    }
+
+    /// Records this handle's requests with `tracer` (`None`: stops recording them).
+    pub fn set_tracer(&mut self, tracer: Option<Arc<Tracer>>) {
+        self.trace = tracer.map(|tracer| {
+            let record = crate::trace::file_record(
+                self.attr.inode.0,
+                &self.path,
+                self.layout(),
+                &self.layout,
+                self.cache.is_some(),
+            );
+            FileTrace::new(tracer, record)
+        });
+    }
+
+    /// The trace this handle records into, if it is traced (the MPI-IO layer records
+    /// its original requests and call ids through it).
+    pub fn trace(&self) -> Option<&FileTrace> {
+        self.trace.as_ref()
     }
 
     pub fn inode(&self) -> weft_layout::InodeId {
@@ -174,12 +224,55 @@ impl File {
     /// `request` (a read or write of server `index` of the data layout) as sent over
     /// `connection`: itself, or for a cached file wrapped for the cache manager.
     pub(crate) fn data_request(&self, index: usize, connection: &Connection, request: Request) -> Request {
-        match &self.cache {
-            None => request,
-            Some(route) => Request::ViaCache {
-                file: route.file(self.attr.inode, index, connection.incarnation()),
+        let Some(route) = &self.cache else {
+            return request;
+        };
+        let file = route.file(self.attr.inode, index, connection.incarnation());
+        match self.pattern_for(&request) {
+            Some(pattern) => Request::ViaCacheAware {
+                file,
+                pattern,
                 request: Box::new(request),
             },
+            None => Request::ViaCache {
+                file,
+                request: Box::new(request),
+            },
+        }
+    }
+
+    /// Attaches `pattern` (the processes' original requests of the collective read in
+    /// progress) to this handle's reads to cache managers until it is set to `None`.
+    /// Patterns larger than [`weft_proto::pattern::PATTERN_BYTES_MAX`] are not attached.
+    pub fn set_access_pattern(&self, pattern: Option<Arc<AccessPattern>>) {
+        let pattern = pattern.filter(|p| p.encoded_len() <= weft_proto::pattern::PATTERN_BYTES_MAX);
+        *self.pattern.lock().unwrap_or_else(|e| e.into_inner()) = pattern;
+    }
+
+    fn pattern_for(&self, request: &Request) -> Option<Arc<AccessPattern>> {
+        if !matches!(request, Request::Read { .. } | Request::ReadView { .. })
+            || self.patterns_refused.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        self.pattern.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Runs a read; if it carried a pattern and a manager did not know the request,
+    /// stops attaching patterns and runs it again without.
+    pub(crate) fn read_with_pattern_fallback<T>(
+        &self,
+        mut read: impl FnMut() -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let attached = self.cache.is_some()
+            && !self.patterns_refused.load(Ordering::Relaxed)
+            && self.pattern.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        match read() {
+            Err(e) if attached && matches!(e.code(), ErrorCode::Unsupported | ErrorCode::UnknownOpcode) => {
+                self.patterns_refused.store(true, Ordering::Relaxed);
+                read()
+            }
+            other => other,
         }
     }
 
@@ -239,6 +332,9 @@ impl File {
     pub fn write_at(&self, offset: u64, buf: &[u8]) -> Result<usize, ClientError> {
         self.check_writable()?;
         self.check(offset, buf.len())?;
+        if let Some(t) = &self.trace {
+            t.sent_ranges(true, [(offset, buf.len() as u64)]);
+        }
         if buf.is_empty() {
             return Ok(0);
         }
@@ -352,6 +448,13 @@ impl File {
     /// of the file. Holes read as zeros.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
         self.check(offset, buf.len())?;
+        if let Some(t) = &self.trace {
+            t.sent_ranges(false, [(offset, buf.len() as u64)]);
+        }
+        self.read_with_pattern_fallback(|| self.read_at_checked(offset, buf))
+    }
+
+    fn read_at_checked(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
         let mut size = self.known_size.load(Ordering::SeqCst);
         if offset + buf.len() as u64 > size {
             size = self.size()?;

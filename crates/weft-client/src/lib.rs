@@ -22,6 +22,7 @@ mod file;
 mod gather;
 mod list_io;
 pub mod path;
+pub mod trace;
 mod view_io;
 
 pub use cache_route::{aligned_count, managers_of};

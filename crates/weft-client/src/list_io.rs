@@ -96,6 +96,9 @@ impl File {
     pub fn write_list(&self, ranges: &[(u64, u64)], buf: &[u8]) -> Result<usize, ClientError> {
         self.check_writable()?;
         let (starts, end) = self.check_list(ranges, buf.len())?;
+        if let Some(t) = &self.trace {
+            t.sent_ranges(true, ranges.iter().copied());
+        }
         if buf.is_empty() {
             return Ok(0);
         }
@@ -139,6 +142,18 @@ impl File {
     /// read (all of them).
     pub fn read_list(&self, ranges: &[(u64, u64)], buf: &mut [u8]) -> Result<usize, ClientError> {
         let (starts, _) = self.check_list(ranges, buf.len())?;
+        if let Some(t) = &self.trace {
+            t.sent_ranges(false, ranges.iter().copied());
+        }
+        self.read_with_pattern_fallback(|| self.read_list_checked(ranges, &starts, buf))
+    }
+
+    fn read_list_checked(
+        &self,
+        ranges: &[(u64, u64)],
+        starts: &[u64],
+        buf: &mut [u8],
+    ) -> Result<usize, ClientError> {
         if buf.is_empty() {
             return Ok(0);
         }
@@ -168,7 +183,7 @@ impl File {
                 }
                 Ok(())
             };
-            let mut chunks = self.list_chunks(index, ranges, &starts, chunk_bytes);
+            let mut chunks = self.list_chunks(index, ranges, starts, chunk_bytes);
             let mut window: VecDeque<(PendingCall<'_>, Vec<SentRange>)> = VecDeque::new();
             while let Some(sent) = chunks.next(|_, _| {}) {
                 let request = self.data_request(

@@ -216,6 +216,9 @@ impl File {
         }
         let view = &file_view.view;
         let len = buf.len() as u64;
+        if let Some(t) = &self.trace {
+            t.sent_view(true, view, view_offset, len);
+        }
         let (file_start, file_end) = self.view_span(view, view_offset, len)?;
         let chunk_bytes = self.view_chunk_bytes();
         let inflight = self.inner.transfer.inflight_per_server.max(1);
@@ -305,6 +308,19 @@ impl File {
             return Ok(0);
         }
         let view = &file_view.view;
+        if let Some(t) = &self.trace {
+            t.sent_view(false, view, view_offset, buf.len() as u64);
+        }
+        self.read_with_pattern_fallback(|| self.read_view_checked(&file_view, view_offset, buf))
+    }
+
+    fn read_view_checked(
+        &self,
+        file_view: &Arc<FileView>,
+        view_offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, ClientError> {
+        let view = &file_view.view;
         let (_, file_end) = self.view_span(view, view_offset, buf.len() as u64)?;
         let mut size = self.known_size.load(Ordering::SeqCst);
         if file_end > size {
@@ -339,7 +355,7 @@ impl File {
                     bytes += n;
                 }) {
                     let request =
-                        self.view_request(&file_view, &mut id, index, connection, start..end, false)?;
+                        self.view_request(file_view, &mut id, index, connection, start..end, false)?;
                     if window.len() >= inflight {
                         window.pop_front().expect("window is full").finish(&shared)?;
                     }

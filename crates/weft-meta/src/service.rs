@@ -255,6 +255,7 @@ impl MetaService {
                 ),
             )),
             cache @ (Request::ViaCache { .. }
+            | Request::ViaCacheAware { .. }
             | Request::CacheFlush { .. }
             | Request::CacheTruncate { .. }
             | Request::CacheExtents { .. }

@@ -295,7 +295,8 @@ impl MpiFile {
                     e
                 }),
         };
-        let file = agree(&comm, opened)?;
+        let mut file = agree(&comm, opened)?;
+        crate::trace::attach(&comm, &hints, &mut file)?;
         // MPI_MODE_APPEND: every individual file pointer starts at the end of the file (in
         // bytes: the view at open is the whole file, etype MPI_BYTE). It positions, it
         // does not make later writes appends (MPI has no such mode).
@@ -567,10 +568,24 @@ impl MpiFile {
         let collective = flags & 2 != 0;
         let explicit = flags & 4 != 0;
         let state = self.state();
+        crate::trace::begin(&self.file, collective, self.comm.rank());
         let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
         let result = if collective {
             match agree(&self.comm, prepared) {
-                Ok((request, memory)) => self.collective(&state, write, &request, &memory),
+                Ok((request, memory)) => {
+                    // The rank's request as a view interval (prepare checked it).
+                    let etypes = if explicit { offset as u64 } else { state.position };
+                    crate::collective::pattern::attach(
+                        &self.comm,
+                        &self.file,
+                        &state.hints,
+                        write,
+                        &state.view,
+                        etypes.wrapping_mul(state.etype_size),
+                        memory.bytes,
+                    )
+                    .and_then(|()| self.collective(&state, write, &request, &memory))
+                }
                 Err(e) => Err(e),
             }
         } else {
@@ -581,6 +596,8 @@ impl MpiFile {
         } else {
             result
         };
+        crate::trace::end(&self.file);
+        crate::collective::pattern::detach(&self.file);
         drop(state);
         if let Ok(bytes) = result {
             if !explicit {
@@ -631,6 +648,14 @@ impl MpiFile {
         let view_offset = etypes
             .checked_mul(state.etype_size)
             .ok_or_else(|| MpiioError::new(ErrorClass::Arg, "offset overflows"))?;
+        crate::trace::original(
+            &self.file,
+            self.comm.rank(),
+            write,
+            &state.view,
+            view_offset,
+            memory.bytes,
+        );
         let mut request = Request::default();
         if memory.bytes > 0 {
             for piece in state.view.pieces(view_offset, memory.bytes)? {

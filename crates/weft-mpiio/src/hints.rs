@@ -96,6 +96,12 @@ pub struct Hints {
     pub striping_factor: Option<u32>,
     pub method: Method,
     pub pipeline_depth: usize,
+    /// `weft_trace`: the directory each process records its requests into (default
+    /// `$WEFT_TRACE`); `None`: not traced.
+    pub trace: Option<String>,
+    /// `weft_cio_aware`: collective reads carry the processes' original pattern to the
+    /// cache tier, whose replacement then uses it (see `collective::pattern`).
+    pub cio_aware: bool,
 }
 
 impl Default for Hints {
@@ -114,6 +120,8 @@ impl Default for Hints {
             striping_factor: None,
             method: Method::Auto,
             pipeline_depth: 4,
+            trace: None,
+            cio_aware: false,
         }
     }
 }
@@ -134,9 +142,14 @@ fn number(key: &str, value: &str, min: u64, max: u64) -> Result<u64> {
 }
 
 impl Hints {
-    /// Defaults, then $WEFT_HINTS.
+    /// Defaults, then $WEFT_TRACE, then $WEFT_HINTS.
     pub fn from_env() -> Result<Hints> {
         let mut hints = Hints::default();
+        if let Ok(dir) = std::env::var("WEFT_TRACE") {
+            if !dir.is_empty() {
+                hints.set("weft_trace", &dir)?;
+            }
+        }
         if let Ok(path) = std::env::var("WEFT_HINTS") {
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| MpiioError::new(ErrorClass::InfoValue, format!("WEFT_HINTS={path}: {e}")))?;
@@ -186,6 +199,20 @@ impl Hints {
             "weft_pipeline_depth" => {
                 self.pipeline_depth = number(key, value, 1, PIPELINE_DEPTH_MAX as u64)? as usize
             }
+            "weft_trace" => {
+                self.trace = match value.trim() {
+                    "" | "disable" | "false" => None,
+                    dir if dir.contains('\n') => return Err(bad(key, value, "a directory name on one line")),
+                    dir => Some(dir.to_owned()),
+                }
+            }
+            "weft_cio_aware" => {
+                self.cio_aware = match value.trim() {
+                    "true" | "enable" => true,
+                    "false" | "disable" => false,
+                    _ => return Err(bad(key, value, "expected true or false")),
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -216,6 +243,10 @@ impl Hints {
         }
         out.push(("weft_cb_method".into(), self.method.name().into()));
         out.push(("weft_pipeline_depth".into(), self.pipeline_depth.to_string()));
+        if let Some(dir) = &self.trace {
+            out.push(("weft_trace".into(), dir.clone()));
+        }
+        out.push(("weft_cio_aware".into(), self.cio_aware.to_string()));
         out
     }
 
@@ -245,8 +276,10 @@ mod tests {
     #[test]
     fn text_round_trip_keeps_every_value() {
         let mut h = Hints::default();
-        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\n")
+        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\nweft_trace /tmp/my traces\nweft_cio_aware true\n")
             .unwrap();
+        assert_eq!(h.trace.as_deref(), Some("/tmp/my traces"));
+        assert!(h.cio_aware);
         assert_eq!(h.cb_buffer_size, 1 << 20);
         assert_eq!(h.cb_nodes, Some(3));
         assert_eq!(h.method, Method::InterleavedPipelined);
@@ -269,6 +302,11 @@ mod tests {
             h.set("romio_cb_read", "yes").unwrap_err().class,
             ErrorClass::InfoValue
         );
+        assert_eq!(
+            h.set("weft_cio_aware", "maybe").unwrap_err().class,
+            ErrorClass::InfoValue
+        );
+        h.set("weft_trace", "disable").unwrap();
         // Unknown keys are ignored.
         h.set("some_other_key", "1").unwrap();
         assert_eq!(h, Hints::default());

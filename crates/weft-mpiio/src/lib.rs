@@ -12,7 +12,8 @@
 //! - [`file`]: open files (communicator, hints, view, file pointer) and their
 //!   operations; [`datatype`]: MPI datatypes decoded into weft-layout views;
 //!   [`hints`]: ROMIO's and Weft's hints;
-//! - [`collective`]: the collective methods (two-phase family) and independent I/O.
+//! - [`collective`]: the collective methods (two-phase family) and independent I/O;
+//! - [`trace`]: trace capture of every call's original request (hint `weft_trace`).
 
 pub mod abi;
 pub mod collective;
@@ -22,3 +23,4 @@ pub mod error;
 pub mod file;
 pub mod hints;
 pub mod mpi;
+pub mod trace;

@@ -5,7 +5,10 @@
 //!   library's own MPI-IO (ROMIO, `--mca io romio321`);
 //! - errors agreed on every rank, nothing hanging (`c/errors.c`);
 //! - parallel HDF5 (`c/hdf5_rw.c`) and h5dump of the file after `weft get`;
-//! - hints from $WEFT_HINTS, WEFT_PRINT_HINTS, striping hints setting the layout.
+//! - hints from $WEFT_HINTS, WEFT_PRINT_HINTS, striping hints setting the layout;
+//! - trace capture (WEFT_TRACE): the same file bytes with and without it, and traces
+//!   holding every rank's original requests and the aggregators' sent ones per call;
+//! - weft_cio_aware on a cached file: the same bytes with and without it.
 //!
 //! Needs mpicc/mpirun (Open MPI), libhdf5-openmpi-dev and hdf5-tools
 //! (scripts/install-deps.sh), and the workspace's release build.
@@ -375,4 +378,126 @@ fn auto_goes_independent_when_requests_do_not_interleave() {
         stderr.contains("write /auto/cyclic2d: method interleaved (few rounds"),
         "{stderr}"
     );
+}
+
+/// Runs the overlap and cyclic2d patterns (4 processes, two_phase, 64 KiB windows) into
+/// `dir` with `env` and `hints`.
+fn overlap_and_cyclic(cluster: &TestCluster, dir: &str, env: &[(&str, &str)], hints: &[&str]) {
+    let p = programs();
+    cluster.client().mkdir(dir, 0o755).unwrap();
+    for only in ["overlap", "cyclic2d"] {
+        let prefix = format!("weft:{dir}/");
+        let mut args = vec![
+            prefix.as_str(),
+            "--only",
+            only,
+            "weft_cb_method=two_phase",
+            "cb_buffer_size=65536",
+        ];
+        args.extend_from_slice(hints);
+        let out = mpirun(4, Some(cluster), env, &[], &p.patterns, &args);
+        assert_ok(&out, &format!("{only} in {dir} with {env:?} {hints:?}"));
+    }
+}
+
+/// Tracing changes nothing in the files, and the traces hold what the simulator needs:
+/// one per rank, every rank's original request of every collective call, and the
+/// aggregators' sent requests under the same call ids.
+#[test]
+fn tracing_leaves_the_files_unchanged_and_records_both_sides() {
+    let cluster = cluster();
+    let traces = tempfile::tempdir().unwrap();
+    overlap_and_cyclic(&cluster, "/untraced", &[], &[]);
+    overlap_and_cyclic(
+        &cluster,
+        "/traced",
+        &[("WEFT_TRACE", traces.path().to_str().unwrap())],
+        &[],
+    );
+    for name in ["overlap", "cyclic2d"] {
+        let a = weft_bytes(&cluster, &format!("/untraced/{name}"));
+        let b = weft_bytes(&cluster, &format!("/traced/{name}"));
+        assert!(!a.is_empty());
+        assert!(a == b, "{name}: tracing changed the file");
+    }
+    // Two runs of 4 ranks: 8 traces, each named by its rank.
+    let mut files: Vec<PathBuf> = std::fs::read_dir(traces.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 8, "{files:?}");
+    let bytes: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .map(|f| (f.display().to_string(), std::fs::read(f).unwrap()))
+        .collect();
+    use weft_trace::format::{Reader, Record, Side};
+    let mut originals = std::collections::BTreeMap::new();
+    let mut sent_calls = std::collections::BTreeSet::new();
+    let mut calls = std::collections::BTreeSet::new();
+    for (name, b) in &bytes {
+        let reader = Reader::new(b).unwrap();
+        let rank = reader.header().rank.expect("an MPI rank");
+        let mut sent = 0;
+        for record in reader {
+            if let Record::Request(r) = record.unwrap_or_else(|e| panic!("{name}: {e}")) {
+                let call = r.call.expect("MPI-IO requests carry a call id");
+                match r.flags.side() {
+                    Side::Original => {
+                        assert_eq!(r.rank, Some(rank), "{name}");
+                        calls.insert(call);
+                        if r.flags.collective() {
+                            *originals.entry(call).or_insert(0) += 1;
+                        }
+                    }
+                    Side::Sent => {
+                        sent += 1;
+                        sent_calls.insert(call);
+                    }
+                }
+            }
+        }
+        assert!(sent > 0, "{name}: every rank aggregates, so every rank sends");
+    }
+    // Every collective call has one original request per rank, under one id: the
+    // overlap pattern's collective read, cyclic2d's write and read.
+    assert!(originals.len() >= 3, "{originals:?}");
+    assert!(originals.values().all(|&n| n == 4), "{originals:?}");
+    // Every sent request belongs to a call some rank made (the overlap pattern's
+    // independent write included).
+    assert!(sent_calls.is_subset(&calls), "{sent_calls:?} {calls:?}");
+    // Both streams come out of them, and the text form reads.
+    let inputs: Vec<(String, &[u8])> = bytes.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
+    let refs = weft_trace::refs::build(
+        &inputs,
+        &weft_trace::refs::RefOptions {
+            ops: weft_trace::refs::Ops::All,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(!refs.original.is_empty() && !refs.aggregated.is_empty());
+    let show = Command::new(weft_testkit::bin_dir().join("weft"))
+        .args(["trace", "show"])
+        .arg(&files[0])
+        .output()
+        .unwrap();
+    assert_ok(&show, "weft trace show");
+    assert!(String::from_utf8_lossy(&show.stdout).contains("original"));
+}
+
+/// Collective reads of a cached file with the original pattern attached read the same
+/// bytes as without it (with managers that do not take patterns yet, through the
+/// client's fallback to ordinary requests).
+#[test]
+fn cio_aware_reads_of_a_cached_file_read_the_same_bytes() {
+    let cluster = TestCluster::start_with(&ClusterOptions::cached("colocated", "16M"));
+    overlap_and_cyclic(&cluster, "/plain", &[], &[]);
+    overlap_and_cyclic(&cluster, "/aware", &[], &["weft_cio_aware=true"]);
+    for name in ["overlap", "cyclic2d"] {
+        let a = weft_bytes(&cluster, &format!("/plain/{name}"));
+        let b = weft_bytes(&cluster, &format!("/aware/{name}"));
+        assert!(!a.is_empty());
+        assert!(a == b, "{name}: weft_cio_aware changed what was read or written");
+    }
 }

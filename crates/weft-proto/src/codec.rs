@@ -101,6 +101,11 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.rest.len()
+    }
+
     /// Everything not read yet, consumed: for a message nested in another, which is
     /// decoded (and checked for trailing bytes) on its own.
     pub fn take_rest(&mut self) -> &'a [u8] {

@@ -92,6 +92,7 @@ pub enum Opcode {
     Revalidate = 62,
     Release = 63,
     RenewSession = 64,
+    ViaCacheAware = 87,
 }
 
 /// Which roles a server process carries (bit set).
@@ -350,6 +351,17 @@ pub enum Request {
         file: CacheFile,
         request: Box<Request>,
     },
+    /// cache: a read (`Read` or `ReadView`) of a collective call, as `ViaCache`, with the
+    /// processes' original pattern of the call (collective-I/O-aware caching): the
+    /// manager looks the aggregated request up without counting it as a reference and
+    /// feeds its replacement the pattern's references to its blocks, in time order,
+    /// once per call. Added within protocol version 1: a manager that does not know it
+    /// answers `UnknownOpcode`, and the client sends `ViaCache` instead.
+    ViaCacheAware {
+        file: CacheFile,
+        pattern: std::sync::Arc<crate::pattern::AccessPattern>,
+        request: Box<Request>,
+    },
     /// cache: write this manager's dirty blocks of the file back to the io servers and
     /// wait for write-backs in progress; reports a failed earlier write-back.
     CacheFlush {
@@ -485,6 +497,7 @@ impl Request {
             WriteView { .. } => Opcode::WriteView,
             ReadView { .. } => Opcode::ReadView,
             ViaCache { .. } => Opcode::ViaCache,
+            ViaCacheAware { .. } => Opcode::ViaCacheAware,
             CacheFlush { .. } => Opcode::CacheFlush,
             CacheTruncate { .. } => Opcode::CacheTruncate,
             CacheExtents { .. } => Opcode::CacheExtents,
@@ -507,6 +520,16 @@ impl Request {
             ServerInfo | GetCluster | IoStatfs | CacheStats => {}
             ViaCache { file, request } => {
                 file.encode(&mut w);
+                w.u16(request.opcode() as u16);
+                w.bytes.extend_from_slice(&request.encode_body());
+            }
+            ViaCacheAware {
+                file,
+                pattern,
+                request,
+            } => {
+                file.encode(&mut w);
+                pattern.encode(&mut w);
                 w.u16(request.opcode() as u16);
                 w.bytes.extend_from_slice(&request.encode_body());
             }
@@ -856,6 +879,26 @@ impl Request {
                     request: Box::new(request),
                 }
             }
+            87 => {
+                let file = CacheFile::decode(r)?;
+                let pattern = crate::pattern::AccessPattern::decode(r)?;
+                let inner = r.u16()?;
+                if ![Opcode::Read, Opcode::ReadView]
+                    .iter()
+                    .any(|o| *o as u16 == inner)
+                {
+                    return Err(DecodeError::Invalid {
+                        what: "request with an access pattern (only reads carry one)",
+                        value: inner as u64,
+                    });
+                }
+                let request = Request::decode(inner, r.take_rest())?;
+                Request::ViaCacheAware {
+                    file,
+                    pattern: std::sync::Arc::new(pattern),
+                    request: Box::new(request),
+                }
+            }
             81 => Request::CacheFlush {
                 file: CacheFile::decode(r)?,
             },
@@ -899,7 +942,7 @@ impl Request {
     /// request itself, or the one a `ViaCache` carries.
     pub fn data_request(&self) -> &Request {
         match self {
-            Request::ViaCache { request, .. } => request,
+            Request::ViaCache { request, .. } | Request::ViaCacheAware { request, .. } => request,
             other => other,
         }
     }
@@ -1236,6 +1279,26 @@ mod tests {
                     ranges: vec![Range { offset: 1, len: 2 }],
                 }),
             },
+            Request::ViaCacheAware {
+                file: cache_file(),
+                pattern: std::sync::Arc::new(crate::pattern::tests::pattern()),
+                request: Box::new(Request::ReadView {
+                    inode: InodeId(3),
+                    striping: s,
+                    view: ViewId(2),
+                    view_offset: 8,
+                    len: 9,
+                }),
+            },
+            Request::ViaCacheAware {
+                file: cache_file(),
+                pattern: std::sync::Arc::new(crate::pattern::tests::pattern()),
+                request: Box::new(Request::Read {
+                    inode: InodeId(3),
+                    striping: s,
+                    ranges: vec![Range { offset: 1, len: 2 }],
+                }),
+            },
             Request::CacheFlush { file: cache_file() },
             Request::CacheTruncate {
                 file: cache_file(),
@@ -1322,6 +1385,47 @@ mod tests {
                 "{inner:?}"
             );
         }
+    }
+
+    /// Only reads carry an access pattern: a write (or anything else) nested in a
+    /// `ViaCacheAware` is refused at decode, and a pattern cut short fails the request.
+    #[test]
+    fn only_reads_carry_a_pattern() {
+        let s = Striping {
+            stripe_size_bytes: 65536,
+            stripe_count: 4,
+            server_index: 2,
+        };
+        let pattern = crate::pattern::tests::pattern();
+        let body = |inner: &Request, cut: usize| {
+            let mut w = Writer::default();
+            cache_file().encode(&mut w);
+            let mut p = Writer::default();
+            pattern.encode(&mut p);
+            w.bytes.extend_from_slice(&p.bytes[..p.bytes.len() - cut]);
+            w.u16(inner.opcode() as u16);
+            w.bytes.extend_from_slice(&inner.encode_body());
+            w.bytes
+        };
+        let write = Request::Write {
+            inode: InodeId(3),
+            striping: s,
+            ranges: vec![Range { offset: 0, len: 1 }],
+        };
+        let read = Request::Read {
+            inode: InodeId(3),
+            striping: s,
+            ranges: vec![Range { offset: 0, len: 1 }],
+        };
+        let aware = Opcode::ViaCacheAware as u16;
+        assert!(Request::decode(aware, &body(&write, 0)).is_err());
+        assert!(Request::decode(aware, &body(&Request::Sync { inode: InodeId(3) }, 0)).is_err());
+        assert!(Request::decode(aware, &body(&read, 0)).is_ok());
+        assert!(Request::decode(aware, &body(&read, 1)).is_err());
+        // The pattern's request as an io server sees it.
+        let r = Request::decode(aware, &body(&read, 0)).unwrap();
+        assert_eq!(r.data_request(), &read);
+        assert_eq!(r.opcode(), Opcode::ViaCacheAware);
     }
 
     #[test]

@@ -26,8 +26,10 @@ mod prefer;
 mod queue;
 mod s3fifo;
 
-#[cfg(test)]
-mod model;
+// The naive models are test support: public only with the `naive-models` feature, so
+// that the simulator's tests (weft-trace) check its loop against them too.
+#[cfg(any(test, feature = "naive-models"))]
+pub mod model;
 #[cfg(test)]
 mod tests;
 

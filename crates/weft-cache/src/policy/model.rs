@@ -1,5 +1,6 @@
 //! Naive reference models of the policies for tests: plain vectors, linear scans,
-//! written from the papers' descriptions, obviously correct rather than fast.
+//! written from the papers' descriptions, obviously correct rather than fast. Public
+//! only with the `naive-models` feature (test support for the simulator).
 
 use super::{Admission, Incoming, Policy};
 
@@ -19,10 +20,27 @@ fn first_evictable(v: &[u32], evictable: &dyn Fn(&u32) -> bool) -> Option<u32> {
 }
 
 /// LRU (`move_on_hit`) or FIFO: one vector, cold end first.
-pub(crate) struct NaiveQueue {
+pub struct NaiveQueue {
     pub keys: Vec<u32>,
     pub capacity: usize,
     pub move_on_hit: bool,
+}
+
+impl NaiveQueue {
+    pub fn lru(capacity: usize) -> Self {
+        NaiveQueue {
+            keys: vec![],
+            capacity,
+            move_on_hit: true,
+        }
+    }
+    pub fn fifo(capacity: usize) -> Self {
+        NaiveQueue {
+            keys: vec![],
+            capacity,
+            move_on_hit: false,
+        }
+    }
 }
 
 impl Policy<u32> for NaiveQueue {
@@ -66,11 +84,22 @@ impl Policy<u32> for NaiveQueue {
 
 /// LFU: (key, count, tick); the victim has the smallest (count, tick). A reference
 /// takes a new, larger tick; a cold admission a new, smaller one (coldest of all).
-pub(crate) struct NaiveLfu {
+pub struct NaiveLfu {
     pub entries: Vec<(u32, u64, i64)>,
     pub capacity: usize,
     pub tick: i64,
     pub cold_tick: i64,
+}
+
+impl NaiveLfu {
+    pub fn new(capacity: usize) -> Self {
+        NaiveLfu {
+            entries: vec![],
+            capacity,
+            tick: 0,
+            cold_tick: 0,
+        }
+    }
 }
 
 impl Policy<u32> for NaiveLfu {
@@ -124,7 +153,7 @@ impl Policy<u32> for NaiveLfu {
 }
 
 /// ARC straight from the paper's four cases, each list a vector (cold end first).
-pub(crate) struct NaiveArc {
+pub struct NaiveArc {
     pub t1: Vec<u32>,
     pub t2: Vec<u32>,
     pub b1: Vec<u32>,
@@ -260,7 +289,7 @@ impl Policy<u32> for NaiveArc {
 }
 
 /// S3-FIFO from the paper's pseudocode, one victim per call.
-pub(crate) struct NaiveS3 {
+pub struct NaiveS3 {
     pub small: Vec<u32>,
     pub main: Vec<u32>,
     pub ghost: Vec<u32>,
@@ -390,7 +419,7 @@ impl Policy<u32> for NaiveS3 {
 }
 
 /// The delegates' rule over LRU: preferred keys first (LRU among them), then LRU.
-pub(crate) struct NaivePreferLru {
+pub struct NaivePreferLru {
     pub lru: NaiveQueue,
     /// Preferred keys, least recently referenced first.
     pub preferred: Vec<u32>,

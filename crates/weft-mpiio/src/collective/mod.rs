@@ -18,6 +18,7 @@ pub mod auto;
 pub mod engine;
 pub mod independent;
 pub mod interleaved;
+pub mod pattern;
 pub mod pipelined;
 pub mod stripe_aligned;
 pub mod two_phase;
