@@ -26,6 +26,7 @@
 //! that server's stripes in the same process (`Backing`).
 
 mod backing;
+mod cio;
 mod tier;
 mod writeback;
 
@@ -43,8 +44,12 @@ use weft_proto::{ErrorCode, Range, Striping, WireError};
 use weft_rpc::ConnectionId;
 
 pub use backing::{fixed_directory, Backing, Directory};
+use cio::{Asked, ReadMode};
 use tier::{Blocked, Found, Tier};
 use weft_cache::store::Snapshot;
+use weft_cache::store::Touch;
+use weft_cache::Admission;
+use weft_proto::pattern::AccessPattern;
 
 /// Largest memory a cache manager may be given (bytes): far above any machine here, a
 /// guard against a typo, not a tuning knob.
@@ -63,6 +68,10 @@ pub struct CacheConfig {
     pub dirty_age: Duration,
     /// How often the background write-back looks.
     pub writeback_period: Duration,
+    /// Collective-I/O-aware reads: how a block that an aggregated request fetched but
+    /// no process asked for is kept: at the cold end of the policy
+    /// (`Some(Admission::Cold)`, the default) or not at all (`None`).
+    pub cio_unrequested: Option<Admission>,
 }
 
 impl CacheConfig {
@@ -73,6 +82,7 @@ impl CacheConfig {
             dirty_limit_bytes: capacity_bytes / 2,
             dirty_age: Duration::from_secs(5),
             writeback_period: Duration::from_millis(100),
+            cio_unrequested: Some(Admission::Cold),
         }
     }
 }
@@ -97,6 +107,7 @@ struct Counters {
 pub(crate) struct Inner {
     tier: Tier,
     counters: Counters,
+    cio: cio::Patterns,
     backing: Backing,
     views: Arc<ViewRegistry>,
     incarnation: u64,
@@ -126,6 +137,7 @@ impl CacheService {
         let inner = Arc::new(Inner {
             tier: Tier::new(config.capacity_bytes, config.policy),
             counters: Counters::default(),
+            cio: cio::Patterns::default(),
             backing,
             views: views.unwrap_or_default(),
             incarnation,
@@ -153,6 +165,15 @@ impl CacheService {
         let inner = &self.inner;
         let reply = match request {
             Request::ViaCache { file, request } => return inner.via_cache(connection, &file, *request, data),
+            Request::ViaCacheAware {
+                file,
+                pattern,
+                request,
+            } => {
+                inner.check_incarnation(&file)?;
+                return inner.read_aware(connection, &file, &pattern, *request);
+            }
+            Request::CacheCioStats => Response::CacheCioStats(inner.cio.stats()),
             Request::CacheFlush { file } => {
                 inner.check_incarnation(&file)?;
                 inner.flush(file.inode)?;
@@ -304,7 +325,7 @@ impl Inner {
                 let pieces = range_pieces(&layout, striping, &ranges)?;
                 match write {
                     true => self.write(file, striping, pieces, &data),
-                    false => self.read(file, striping, pieces),
+                    false => self.read(file, striping, pieces, &ReadMode::Plain),
                 }
             }
             Request::WriteView {
@@ -327,7 +348,7 @@ impl Inner {
                 let pieces = view_pieces(&view, &layout, striping, view_offset, len)?;
                 match write {
                     true => self.write(file, striping, pieces, &data),
-                    false => self.read(file, striping, pieces),
+                    false => self.read(file, striping, pieces, &ReadMode::Plain),
                 }
             }
             other => Err(WireError::new(
@@ -377,6 +398,7 @@ impl Inner {
         file: &CacheFile,
         striping: Striping,
         pieces: Pieces<impl Iterator<Item = (u64, u64)>>,
+        mode: &ReadMode,
     ) -> Result<(Response, Vec<u8>), WireError> {
         let block_size = striping.stripe_size_bytes;
         let stream_len = pieces.stream_len;
@@ -385,8 +407,8 @@ impl Inner {
             let key = BlockKey::new(file.inode, block);
             let ranges: Vec<std::ops::Range<u32>> =
                 batch.iter().map(|p| p.offset..p.offset + p.len).collect();
-            let snapshot = self.block_for_read(key, &file.layout, block_size, &ranges)?;
-            let bytes = snapshot.block();
+            let bytes = self.block_for_read(key, &file.layout, block_size, &ranges, mode)?;
+            let bytes = bytes.as_slice();
             for p in batch {
                 let (at, n) = (p.offset as usize, p.len as usize);
                 out[p.stream_at..p.stream_at + n].copy_from_slice(&bytes[at..at + n]);
@@ -397,17 +419,24 @@ impl Inner {
     }
 
     /// The block's bytes with every range valid: from the cache, or fetched (only the
-    /// bytes the block lacks) from the io servers first.
+    /// bytes the block lacks) from the io servers first. A pattern-aware read (`mode`)
+    /// makes no reference and admits a missing block only if no process asked for it
+    /// (cold), its references having been applied already.
     fn block_for_read(
         &self,
         key: BlockKey,
         layout: &Layout,
         block_size: u64,
         ranges: &[std::ops::Range<u32>],
-    ) -> Result<Snapshot, WireError> {
+        mode: &ReadMode,
+    ) -> Result<BlockBytes, WireError> {
+        let touch = match mode {
+            ReadMode::Plain => Touch::Yes,
+            ReadMode::Aware { .. } => Touch::No,
+        };
         let mut first = true;
         loop {
-            let gaps = match self.tier.lookup(key, layout, block_size, ranges)? {
+            let (gaps, resident) = match self.tier.lookup(key, layout, block_size, ranges, touch)? {
                 Found::Hit(snapshot) => {
                     let counter = if first {
                         &self.counters.hits
@@ -415,13 +444,13 @@ impl Inner {
                         &self.counters.misses
                     };
                     counter.fetch_add(1, Ordering::Relaxed);
-                    return Ok(snapshot);
+                    return Ok(BlockBytes::Cached(snapshot));
                 }
                 Found::Wait => {
                     first = false;
                     continue;
                 }
-                Found::Fetch(gaps) => gaps,
+                Found::Fetch { gaps, resident } => (gaps, resident),
             };
             let start = key.block * block_size;
             let file_ranges: Vec<Range> = gaps
@@ -438,6 +467,17 @@ impl Inner {
                 return Err(e);
             }
             self.counters.fetched_bytes.fetch_add(total, Ordering::Relaxed);
+            let admission = match mode {
+                ReadMode::Plain => Some(Admission::Normal),
+                // Resident: reserved by the pattern's references (or partly valid).
+                ReadMode::Aware { .. } if resident => Some(Admission::Normal),
+                // Asked for by a process but evicted since: the policy decided already.
+                ReadMode::Aware { asked, .. } if asked.contains(key.block) => None,
+                ReadMode::Aware { unrequested, .. } => {
+                    self.cio.unasked_fetched.fetch_add(1, Ordering::Relaxed);
+                    *unrequested
+                }
+            };
             let mut at = 0usize;
             let parts: Vec<(u32, Vec<u8>)> = gaps
                 .iter()
@@ -448,15 +488,146 @@ impl Inner {
                     part
                 })
                 .collect();
-            match self.tier.fill(key, layout, block_size, ranges, &parts)? {
-                Ok(snapshot) => {
+            match self
+                .tier
+                .fill(key, layout, block_size, ranges, &parts, admission)?
+            {
+                Ok(Some(snapshot)) => {
                     self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                    return Ok(snapshot);
+                    return Ok(BlockBytes::Cached(snapshot));
+                }
+                Ok(None) => {
+                    // Not admitted (and not resident: all of the block was fetched).
+                    self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                    debug_assert_eq!(total, block_size);
+                    return Ok(BlockBytes::Fetched(fetched));
                 }
                 Err(blocked) => self.unblock(blocked)?,
             }
             first = false;
         }
+    }
+
+    /// A collective read with the processes' original pattern: the pattern's
+    /// references to this manager's blocks are applied once per call (in time order:
+    /// hits touch the policy, misses are admitted), then the aggregated request is
+    /// served without counting as references.
+    fn read_aware(
+        &self,
+        connection: ConnectionId,
+        file: &CacheFile,
+        pattern: &AccessPattern,
+        request: Request,
+    ) -> Result<(Response, Vec<u8>), WireError> {
+        let (inode, striping) = match &request {
+            Request::Read { inode, striping, .. } | Request::ReadView { inode, striping, .. } => {
+                (*inode, *striping)
+            }
+            other => {
+                return Err(WireError::new(
+                    ErrorCode::Unsupported,
+                    format!("{:?} carries no access pattern", other.opcode()),
+                ))
+            }
+        };
+        if inode != file.inode {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "request for inode {inode} carries the cached file of inode {}",
+                    file.inode
+                ),
+            ));
+        }
+        let asked = self.apply_pattern(file, striping, pattern)?;
+        let mode = ReadMode::Aware {
+            asked,
+            unrequested: self.config.cio_unrequested,
+        };
+        let layout = striping.layout();
+        match request {
+            Request::Read { ranges, .. } => {
+                let pieces = range_pieces(&layout, striping, &ranges)?;
+                self.read(file, striping, pieces, &mode)
+            }
+            Request::ReadView {
+                view,
+                view_offset,
+                len,
+                ..
+            } => {
+                let view = self.views.get(connection, view)?;
+                let pieces = view_pieces(&view, &layout, striping, view_offset, len)?;
+                self.read(file, striping, pieces, &mode)
+            }
+            _ => unreachable!("checked above"),
+        }
+    }
+
+    /// Applies a call's references to this manager's blocks, once per call; returns the
+    /// blocks the call's processes asked for.
+    fn apply_pattern(
+        &self,
+        file: &CacheFile,
+        striping: Striping,
+        pattern: &AccessPattern,
+    ) -> Result<Arc<Asked>, WireError> {
+        let _applying = self.cio.applying.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(asked) = self.cio.applied(file.inode, pattern.call) {
+            return Ok(asked);
+        }
+        let block_size = striping.stripe_size_bytes;
+        let managers = striping.stripe_count as u64;
+        let me = striping.server_index as u64;
+        // (block, bytes of the reference in it), one entry per (reference, block).
+        let mut references: Vec<(BlockKey, u64)> = Vec::new();
+        let mut asked = Asked::new();
+        for r in &pattern.refs {
+            if references.len() >= cio::REFERENCES_PER_CALL_MAX {
+                asked = Asked::everything();
+                break;
+            }
+            let view = &pattern.views[r.view as usize];
+            let mut current: Option<(u64, u64)> = None;
+            let pieces = view
+                .pieces(r.view_offset, r.len)
+                .map_err(|e| WireError::new(ErrorCode::InvalidArgument, format!("access pattern: {e}")))?;
+            for piece in pieces {
+                let mut at = piece.file_offset;
+                let end = piece.file_offset + piece.len;
+                while at < end {
+                    let block = at / block_size;
+                    let next = ((block + 1) * block_size).min(end);
+                    if block % managers == me {
+                        match &mut current {
+                            Some((b, bytes)) if *b == block => *bytes += next - at,
+                            _ => {
+                                if let Some((b, bytes)) = current.take() {
+                                    references.push((BlockKey::new(file.inode, b), bytes));
+                                }
+                                current = Some((block, next - at));
+                            }
+                        }
+                    }
+                    at = next;
+                }
+            }
+            if let Some((b, bytes)) = current {
+                references.push((BlockKey::new(file.inode, b), bytes));
+            }
+        }
+        references.truncate(cio::REFERENCES_PER_CALL_MAX);
+        for (key, _) in &references {
+            asked.insert(key.block);
+        }
+        let (hits, hit_bytes) = self.tier.reference_all(&file.layout, block_size, &references)?;
+        let c = &self.cio;
+        c.references.fetch_add(references.len() as u64, Ordering::Relaxed);
+        c.bytes
+            .fetch_add(references.iter().map(|r| r.1).sum(), Ordering::Relaxed);
+        c.hits.fetch_add(hits, Ordering::Relaxed);
+        c.hit_bytes.fetch_add(hit_bytes, Ordering::Relaxed);
+        Ok(self.cio.remember(file.inode, pattern.call, asked))
     }
 
     /// Does what the store asked before an operation can go on: writes dirty victims
@@ -584,6 +755,22 @@ impl Inner {
 /// Rounds a flush makes over blocks that other write-backs had in flight and that
 /// failed (or were written to again).
 const FLUSH_ROUNDS_MAX: usize = 3;
+
+/// A block's bytes for a read: a snapshot of the cached block, or the block as fetched
+/// when it was not admitted.
+enum BlockBytes {
+    Cached(Snapshot),
+    Fetched(Vec<u8>),
+}
+
+impl BlockBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            BlockBytes::Cached(s) => s.block(),
+            BlockBytes::Fetched(v) => v,
+        }
+    }
+}
 
 /// Most pieces of one block handled under one hold of its lock: bounds the memory a
 /// request of very many small pieces takes, whatever its size.

@@ -43,8 +43,9 @@ struct State {
 pub enum Found {
     /// The whole block's bytes, every piece valid in it.
     Hit(Snapshot),
-    /// Fetch these ranges of the block (all its bytes not valid), then `fill`.
-    Fetch(Vec<Range<u32>>),
+    /// Fetch these ranges of the block (all its bytes not valid), then `fill`;
+    /// `resident`: the block is cached (partly valid, or reserved empty).
+    Fetch { gaps: Vec<Range<u32>>, resident: bool },
     /// Another request is fetching the block: ask again.
     Wait,
 }
@@ -151,13 +152,15 @@ impl Tier {
         blocked(written)
     }
 
-    /// Looks up a request's pieces in a block (a reference for the policy).
+    /// Looks up a request's pieces in a block; with `Touch::Yes` a reference for the
+    /// policy.
     pub fn lookup(
         &self,
         key: BlockKey,
         layout: &Layout,
         block_size_bytes: u64,
         ranges: &[Range<u32>],
+        touch: Touch,
     ) -> Result<Found, WireError> {
         let mut state = self.state();
         Self::check_file(&mut state, key.inode, layout, block_size_bytes)?;
@@ -168,11 +171,11 @@ impl Tier {
         let len = block_size_bytes as u32;
         match state
             .cache
-            .lookup_ranges(key, len, ranges, Touch::Yes)
+            .lookup_ranges(key, len, ranges, touch)
             .map_err(cache_error)?
         {
             Lookup::Hit(snapshot) => Ok(Found::Hit(snapshot)),
-            Lookup::Miss { .. } => {
+            Lookup::Miss { resident, .. } => {
                 // Fetch all the block lacks: a stripe-sized read, and what follows in
                 // the block is likely wanted next.
                 let gaps = match state.cache.valid_extents(&key) {
@@ -180,7 +183,7 @@ impl Tier {
                     None => std::iter::once(0..len).collect(),
                 };
                 state.fetching.insert(key);
-                Ok(Found::Fetch(gaps))
+                Ok(Found::Fetch { gaps, resident })
             }
         }
     }
@@ -193,6 +196,8 @@ impl Tier {
 
     /// Hands in fetched bytes `(offset in block, bytes)` and ends the fetch; returns the
     /// block's bytes for the request that fetched them (every piece of `ranges` valid).
+    /// A block not cached is admitted with `admission`, or with `None` left out of the
+    /// cache (`Ok(Ok(None))`: the caller serves the fetched bytes themselves).
     pub fn fill(
         &self,
         key: BlockKey,
@@ -200,15 +205,21 @@ impl Tier {
         block_size_bytes: u64,
         ranges: &[Range<u32>],
         fetched: &[(u32, Vec<u8>)],
-    ) -> Result<Result<Snapshot, Blocked>, WireError> {
+        admission: Option<Admission>,
+    ) -> Result<Result<Option<Snapshot>, Blocked>, WireError> {
         let mut state = self.state();
         state.fetching.remove(&key);
         self.settled.notify_all();
+        let admission = match admission {
+            Some(a) => a,
+            None if !state.cache.contains(&key) => return Ok(Ok(None)),
+            None => Admission::Normal,
+        };
         // The file's entry may have gone while the fetch ran (its last block dropped).
         Self::check_file(&mut state, key.inode, layout, block_size_bytes)?;
         let len = block_size_bytes as u32;
         for (offset, bytes) in fetched {
-            if let Err(b) = blocked(state.cache.fill(key, len, *offset, bytes, Admission::Normal))? {
+            if let Err(b) = blocked(state.cache.fill(key, len, *offset, bytes, admission))? {
                 return Ok(Err(b));
             }
         }
@@ -218,9 +229,38 @@ impl Tier {
             .lookup_ranges(key, len, ranges, Touch::No)
             .map_err(cache_error)?
         {
-            Lookup::Hit(snapshot) => Ok(Ok(snapshot)),
+            Lookup::Hit(snapshot) => Ok(Ok(Some(snapshot))),
             Lookup::Miss { .. } => Ok(Err(Blocked::Wait)),
         }
+    }
+
+    /// References from the processes' original pattern (collective-I/O-aware caching),
+    /// in time order: a cached block is touched (a hit); a missing one is made room for
+    /// and admitted now (a miss: its bytes come with the aggregated request that
+    /// follows), or, when no room can be made at once, left out. Returns the hits and
+    /// their bytes.
+    pub fn reference_all(
+        &self,
+        layout: &Layout,
+        block_size_bytes: u64,
+        references: &[(BlockKey, u64)],
+    ) -> Result<(u64, u64), WireError> {
+        let mut state = self.state();
+        let (mut hits, mut hit_bytes) = (0, 0);
+        for (key, bytes) in references {
+            Self::check_file(&mut state, key.inode, layout, block_size_bytes)?;
+            if state.cache.reference(key) {
+                hits += 1;
+                hit_bytes += bytes;
+            } else {
+                // NoSpace here (everything pinned, or victims to write back first) admits
+                // nothing: the aggregated request still serves the bytes.
+                let _ = state
+                    .cache
+                    .reserve(*key, block_size_bytes as u32, Admission::Normal);
+            }
+        }
+        Ok((hits, hit_bytes))
     }
 
     /// Waits a little for a fetch or write-back to end.

@@ -261,6 +261,7 @@ impl MetaService {
             | Request::CacheExtents { .. }
             | Request::CacheClose { .. }
             | Request::CacheStats
+            | Request::CacheCioStats
             | Request::CacheDrop { .. }) => Err(WireError::new(
                 ErrorCode::Unsupported,
                 format!(

@@ -93,6 +93,7 @@ pub enum Opcode {
     Release = 63,
     RenewSession = 64,
     ViaCacheAware = 87,
+    CacheCioStats = 88,
 }
 
 /// Which roles a server process carries (bit set).
@@ -127,6 +128,42 @@ impl Wire for CacheFile {
             inode: InodeId::decode(r)?,
             layout: weft_layout::Layout::decode(r)?,
             incarnation: r.u64()?,
+        })
+    }
+}
+
+/// What a cache manager counted of the original access patterns it was given
+/// (collective-I/O-aware caching): every (process request, block) reference, those that
+/// found the block cached, their bytes, and blocks aggregated requests fetched that no
+/// process asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CioStats {
+    pub references: u64,
+    pub hits: u64,
+    pub bytes: u64,
+    pub hit_bytes: u64,
+    pub unasked_fetched: u64,
+}
+
+impl Wire for CioStats {
+    fn encode(&self, w: &mut Writer) {
+        for v in [
+            self.references,
+            self.hits,
+            self.bytes,
+            self.hit_bytes,
+            self.unasked_fetched,
+        ] {
+            w.u64(v);
+        }
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CioStats {
+            references: r.u64()?,
+            hits: r.u64()?,
+            bytes: r.u64()?,
+            hit_bytes: r.u64()?,
+            unasked_fetched: r.u64()?,
         })
     }
 }
@@ -383,6 +420,8 @@ pub enum Request {
         inode: InodeId,
     },
     CacheStats,
+    /// cache: the manager's counters of original access patterns.
+    CacheCioStats,
     /// cache: the files were removed: drop their blocks, dirty or not.
     CacheDrop {
         inodes: Vec<InodeId>,
@@ -450,6 +489,7 @@ pub enum Response {
     /// The id of a view just registered.
     View(ViewId),
     CacheStats(CacheStats),
+    CacheCioStats(CioStats),
     /// A lock's token (`AppendLock`).
     Token(u64),
     /// A name went (`Unlink`); the inode kept for the session that asked, if any.
@@ -503,6 +543,7 @@ impl Request {
             CacheExtents { .. } => Opcode::CacheExtents,
             CacheClose { .. } => Opcode::CacheClose,
             CacheStats => Opcode::CacheStats,
+            CacheCioStats => Opcode::CacheCioStats,
             CacheDrop { .. } => Opcode::CacheDrop,
             AppendLock { .. } => Opcode::AppendLock,
             AppendUnlock { .. } => Opcode::AppendUnlock,
@@ -517,7 +558,7 @@ impl Request {
         let mut w = Writer::default();
         match self {
             Hello { client } => w.str(client),
-            ServerInfo | GetCluster | IoStatfs | CacheStats => {}
+            ServerInfo | GetCluster | IoStatfs | CacheStats | CacheCioStats => {}
             ViaCache { file, request } => {
                 file.encode(&mut w);
                 w.u16(request.opcode() as u16);
@@ -913,6 +954,7 @@ impl Request {
                 inode: InodeId::decode(r)?,
             },
             85 => Request::CacheStats,
+            88 => Request::CacheCioStats,
             86 => Request::CacheDrop {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
             },
@@ -1020,6 +1062,10 @@ impl Wire for Response {
                 w.u8(11);
                 id.encode(w);
             }
+            CacheCioStats(stats) => {
+                w.u8(17);
+                stats.encode(w);
+            }
             CacheStats(stats) => {
                 w.u8(13);
                 stats.encode(w);
@@ -1065,6 +1111,7 @@ impl Wire for Response {
                 build: r.string()?,
             },
             13 => Response::CacheStats(CacheStats::decode(r)?),
+            17 => Response::CacheCioStats(CioStats::decode(r)?),
             14 => Response::Token(r.u64()?),
             15 => Response::Unlinked { kept: r.opt()? },
             16 => Response::Renamed {
@@ -1309,6 +1356,7 @@ mod tests {
             },
             Request::CacheClose { inode: InodeId(3) },
             Request::CacheStats,
+            Request::CacheCioStats,
             Request::CacheDrop {
                 inodes: vec![InodeId(5)],
             },
@@ -1467,6 +1515,13 @@ mod tests {
             }),
             Ok(Response::Extents(vec![0, u64::MAX])),
             Ok(Response::View(ViewId(9))),
+            Ok(Response::CacheCioStats(CioStats {
+                references: 5,
+                hits: 3,
+                bytes: 500,
+                hit_bytes: 300,
+                unasked_fetched: 1,
+            })),
             Ok(Response::CacheStats(CacheStats {
                 incarnation: 5,
                 policy: "arc".into(),
