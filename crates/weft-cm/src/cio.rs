@@ -68,12 +68,15 @@ pub enum ReadMode {
     },
 }
 
+/// Per file, its recent calls and their asked blocks; and the files in arrival order.
+type Recent = (HashMap<InodeId, VecDeque<(u64, Arc<Asked>)>>, VecDeque<InodeId>);
+
 #[derive(Default)]
 pub struct Patterns {
     /// Held while a call's references are checked, applied and recorded, so that two
     /// requests of one call arriving at once apply them once.
     pub applying: Mutex<()>,
-    calls: Mutex<(HashMap<InodeId, VecDeque<(u64, Arc<Asked>)>>, VecDeque<InodeId>)>,
+    calls: Mutex<Recent>,
     pub references: AtomicU64,
     pub hits: AtomicU64,
     pub bytes: AtomicU64,

@@ -111,6 +111,7 @@ pub fn mpi(home: &Path, host: &str, workers: usize, cache: MpiCache) -> Result<(
             cluster_file: Some(home.join(CLUSTER_FILE_NAME)),
             cache_memory: None,
             cache_policy: None,
+            cache_cio_unrequested: "cold".into(),
         };
         let bound = start(&plan, workers)?;
         write_atomically(
@@ -177,6 +178,7 @@ pub fn mpi(home: &Path, host: &str, workers: usize, cache: MpiCache) -> Result<(
         cluster_file: None,
         cache_memory: None,
         cache_policy: None,
+        cache_cio_unrequested: "cold".into(),
     };
     let bound = start(&plan, workers)?;
     config.servers[0].addr = format!("{host}:{}", bound.port());

@@ -92,6 +92,11 @@ struct Args {
     /// description's [cache] policy, else arc.
     #[arg(long, value_name = "POLICY")]
     cache_policy: Option<String>,
+    /// Cache role, collective-I/O-aware reads: a block an aggregated read fetched but no
+    /// process asked for is kept at the cold end of the policy (cold) or not at all
+    /// (none).
+    #[arg(long, default_value = "cold", value_name = "cold|none")]
+    cache_cio_unrequested: String,
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
@@ -122,6 +127,8 @@ pub struct Plan {
     /// Cache role: memory bound and replacement policy, overriding the description.
     pub cache_memory: Option<u64>,
     pub cache_policy: Option<String>,
+    /// Cache role: `cold` or `none` (see `--cache-cio-unrequested`).
+    pub cache_cio_unrequested: String,
 }
 
 fn run(args: Args) -> Result<()> {
@@ -169,6 +176,7 @@ fn run(args: Args) -> Result<()> {
             cluster_file: None,
             cache_memory: args.cache_memory,
             cache_policy: args.cache_policy.clone(),
+            cache_cio_unrequested: args.cache_cio_unrequested.clone(),
         }
     } else {
         let roles = args
@@ -200,6 +208,7 @@ fn run(args: Args) -> Result<()> {
             cluster_file: args.cluster_file.clone(),
             cache_memory: args.cache_memory,
             cache_policy: args.cache_policy.clone(),
+            cache_cio_unrequested: args.cache_cio_unrequested.clone(),
         }
     };
     let handle = start(&plan, args.workers)?;

@@ -159,8 +159,14 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
         ConnectionPool::new("weftd cache", Timeouts::from_env()),
         directory,
     );
+    let mut cache_config = CacheConfig::new(capacity, policy);
+    cache_config.cio_unrequested = match plan.cache_cio_unrequested.as_str() {
+        "cold" => Some(weft_cache::Admission::Cold),
+        "none" => None,
+        other => anyhow::bail!("--cache-cio-unrequested {other:?}: expected cold or none"),
+    };
     Ok(CacheService::new(
-        CacheConfig::new(capacity, policy),
+        cache_config,
         backing,
         io.map(|io| io.views()),
         incarnation,
