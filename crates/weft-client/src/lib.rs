@@ -28,7 +28,7 @@ pub use cache_route::{aligned_count, managers_of};
 pub use client::{Client, CreateOptions, FsStats, OpenOptions};
 pub use error::ClientError;
 pub use file::{File, TransferOptions};
-pub use view_io::MEMORY_STAGE_BYTES_MAX;
+pub use view_io::{Schedule, MEMORY_STAGE_BYTES_MAX};
 pub use weft_layout::view::{Datatype, Distribution, Field, Order, View, ViewError};
 pub use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, ServerId};
 pub use weft_proto::{Attr, Cred, DirEntry, ErrorCode, FileKind, SetAttr, TimeSet, Timespec};

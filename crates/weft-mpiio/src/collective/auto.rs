@@ -16,10 +16,12 @@ use super::engine::Executor;
 use super::independent::Independent;
 use super::interleaved::Interleaved;
 use super::pipelined;
+use super::server_directed::ServerDirected;
 use super::stripe_aligned::StripeAligned;
 use super::two_phase::TwoPhase;
 use super::{Context, Method};
-use crate::hints::{Method as Name, Switch};
+use crate::hints::{Hints, Method as Name, Switch};
+use weft_client::File;
 
 /// The method to run for this call, and why (for WEFT_PRINT_HINTS).
 pub fn choose(ctx: &Context<'_>, write: bool) -> (Box<dyn Method>, &'static str) {
@@ -43,11 +45,18 @@ pub fn choose(ctx: &Context<'_>, write: bool) -> (Box<dyn Method>, &'static str)
             Name::Pipelined => Box::new(pipelined::pipelined(depth)),
             Name::InterleavedPipelined => Box::new(pipelined::interleaved_pipelined(depth)),
             Name::StripeAligned => Box::new(StripeAligned),
+            Name::ServerDirected => Box::new(ServerDirected),
             Name::Independent | Name::Auto => Box::new(Independent),
         }
     };
     if ctx.hints.method != Name::Auto {
         return (explicit(ctx.hints.method), "weft_cb_method");
+    }
+    if ctx.file.cache_mode().uses_tier() {
+        return (
+            Box::new(ServerDirected),
+            "cached file: the cache managers gather and scatter",
+        );
     }
     if switch == Switch::Automatic && !ctx.interleaved() {
         return (Box::new(Independent), "requests do not interleave (ROMIO's rule)");
@@ -74,6 +83,12 @@ pub fn choose(ctx: &Context<'_>, write: bool) -> (Box<dyn Method>, &'static str)
             "many rounds: contiguous rounds with I/O overlapped",
         )
     }
+}
+
+/// Whether [`choose`] may look at the number of pieces of the requests (then every rank
+/// lists its pieces first): only when `auto` has to choose among the exchange methods.
+pub fn needs_piece_count(hints: &Hints, file: &File) -> bool {
+    hints.method == Name::Auto && !file.cache_mode().uses_tier()
 }
 
 /// Rounds from which overlapping I/O with the exchange pays for the helper thread (with
