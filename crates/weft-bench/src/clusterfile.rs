@@ -40,6 +40,8 @@ clusterfile --procs 4 --cyclic-n 4096 --k 8,16,32,64,128,256 --repeat 3";
 const N_MAX: u64 = 1024;
 /// Largest edge of the CYCLIC matrix (8-byte elements: 32768 is 8 GiB).
 const CYCLIC_N_MAX: u64 = 32768;
+/// Tries of `weft up` after `weft down` in a restart.
+const RESTART_ATTEMPTS_MAX: u32 = 20;
 const SCHEDULES: [&str; 3] = ["decentralised", "all_at_once", "in_order"];
 
 #[derive(Args, Debug, Clone)]
@@ -274,10 +276,24 @@ impl Cluster {
         self.weft(&["down", "--home", &self.home().display().to_string()])
     }
 
-    /// Down and up again: the cache managers come back empty.
+    /// Down and up again: the cache managers come back empty. A server restarts on
+    /// its recorded port, which a server just stopped may not have released yet (seen
+    /// with the cache role: `weft down` returned while the port was still bound), so
+    /// `up` is retried for a while; each retry starts only the servers still down.
     fn restart(&self) -> Result<()> {
         self.down()?;
-        self.up()
+        let mut attempt = 0;
+        loop {
+            match self.up() {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt >= RESTART_ATTEMPTS_MAX => return Err(e),
+                Err(e) => {
+                    eprintln!("restart attempt {attempt} failed ({e}); retrying");
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
+            }
+        }
     }
 }
 

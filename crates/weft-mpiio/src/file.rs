@@ -653,27 +653,30 @@ impl MpiFile {
 
     fn collective(&self, state: &State, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
         let (lo, hi) = request.extent().unwrap_or((u64::MAX, 0));
-        // Listing the pieces costs a pass over the view: only when `auto` may need
-        // their number (the same answer on every rank).
-        let pieces = match auto::needs_piece_count(&state.hints, &self.file) {
-            true => request.pieces().len(),
-            false => 0,
-        };
-        let mine = [lo as i64, hi as i64, pieces as i64, request.bytes() as i64];
+        let mine = [
+            lo as i64,
+            hi as i64,
+            request.bytes() as i64,
+            i64::from(request.view_on_file),
+        ];
         let all = self.comm.allgather(&mine)?;
         let extents: Vec<(u64, u64)> = all.chunks(4).map(|c| (c[0] as u64, c[1] as u64)).collect();
-        let pieces_total = all.chunks(4).map(|c| c[2] as u64).sum();
-        let bytes_total = all.chunks(4).map(|c| c[3] as u64).sum();
         let ctx = Context {
             comm: &self.comm,
             file: &self.file,
             hints: &state.hints,
             aggregators: &state.aggregators,
             extents: &extents,
-            pieces_total,
-            bytes_total,
+            bytes_total: all.chunks(4).map(|c| c[2] as u64).sum(),
+            views_registered: all.chunks(4).all(|c| c[3] == 1),
         };
-        let (method, why) = auto::choose(&ctx, write);
+        // Listing the pieces costs a pass over the view: only when `auto` needs their
+        // number (a collective call: on every rank or none).
+        let pieces_total = || -> Result<u64> {
+            let counts = self.comm.allgather(&[request.pieces().len() as i64])?;
+            Ok(counts.iter().map(|&n| n as u64).sum())
+        };
+        let (method, why) = auto::choose(&ctx, write, pieces_total)?;
         if print_hints() && self.comm.rank() == 0 {
             eprintln!(
                 "weft-mpiio: {} {}: method {} ({why})",

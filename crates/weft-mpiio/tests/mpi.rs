@@ -21,11 +21,12 @@ use std::sync::OnceLock;
 
 use weft_testkit::{ClusterOptions, TestCluster};
 
-const PATTERNS: [&str; 8] = [
+const PATTERNS: [&str; 9] = [
     "block3d",
     "block3d_ghost",
     "cyclic2d",
     "cyclic2d_mem",
+    "cyclic2d_bytes",
     "overlap",
     "s3d",
     "indexed",
@@ -431,7 +432,7 @@ fn hints_come_from_weft_hints_and_striping_sets_the_layout() {
 }
 
 #[test]
-fn auto_goes_independent_when_requests_do_not_interleave() {
+fn auto_follows_interleaving_and_the_bytes_per_rank_and_server() {
     let p = programs();
     let cluster = cluster();
     cluster.client().mkdir("/auto", 0o755).unwrap();
@@ -450,7 +451,8 @@ fn auto_goes_independent_when_requests_do_not_interleave() {
         stderr.contains("method independent (requests do not interleave"),
         "{stderr}"
     );
-    // Four processes on a CYCLIC darray interleave: a collective method.
+    // Four processes on a small CYCLIC darray interleave, a few KiB per rank and
+    // server: the exchange (two_phase).
     let out = mpirun(
         4,
         Some(&cluster),
@@ -462,7 +464,22 @@ fn auto_goes_independent_when_requests_do_not_interleave() {
     assert_ok(&out, "auto");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("write /auto/cyclic2d: method interleaved (few rounds"),
+        stderr.contains("write /auto/cyclic2d: method two_phase (small accesses"),
+        "{stderr}"
+    );
+    // An 8 MiB matrix: 512 KiB per rank and server, view I/O.
+    let out = mpirun(
+        4,
+        Some(&cluster),
+        &[("WEFT_PRINT_HINTS", "1")],
+        &[],
+        &p.patterns,
+        &["weft:/auto/", "--only", "cyclic2d", "--cyclic", "1024", "8"],
+    );
+    assert_ok(&out, "auto");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("write /auto/cyclic2d: method independent (views registered"),
         "{stderr}"
     );
 }

@@ -138,9 +138,11 @@ pub struct Context<'a> {
     pub aggregators: &'a [usize],
     /// Every rank's (first byte, end) of its request; (u64::MAX, 0) when empty.
     pub extents: &'a [(u64, u64)],
-    /// Pieces and bytes of all ranks' requests together.
-    pub pieces_total: u64,
+    /// Bytes of all ranks' requests together.
     pub bytes_total: u64,
+    /// Whether every rank's request can go as a view interval (its view is the one set
+    /// on its file handle).
+    pub views_registered: bool,
 }
 
 impl Context<'_> {

@@ -11,13 +11,14 @@
  * key=value pairs become MPI_Info hints at open; --n, --s3d and --cyclic set the sizes;
  * --timing prints each pattern's collective write, sync and read times; --phase write
  * only writes (and syncs), --phase read only reads and checks what an earlier
- * --phase write left (block3d, cyclic2d, s3d); --no-sync skips the sync after the
+ * --phase write left (block3d, cyclic2d, cyclic2d_bytes, s3d); --no-sync skips the sync after the
  * collective write; --read-method M reads back through weft_cb_method M (set with
  * MPI_File_set_info after the write). Patterns:
  *   block3d       3D block subarray of 16-byte elements (ROMIO coll_perf)
  *   block3d_ghost the same from a memory array with ghost cells (noncontiguous memory)
  *   cyclic2d      2D CYCLIC(k) darray of 8-byte elements
  *   cyclic2d_mem  the same from every other slot of memory (vector memory type)
+ *   cyclic2d_bytes the same darray of 1-byte elements
  *   overlap       overlapping tiles read collectively (rank 0 writes the matrix)
  *   s3d           a struct of four 4D arrays (S3D-IO's checkpoint)
  *   indexed       an irregular hindexed type, blocks dealt among ranks
@@ -237,6 +238,39 @@ static void cyclic2d(int memvec)
     MPI_Type_free(&filetype);
 }
 
+/* The same darray of 1-byte elements (the finest pieces: k bytes). */
+static void cyclic2d_bytes(void)
+{
+    int n = n_cyclic, g[2] = {n, n}, ps[2] = {0, 0}, coords[2];
+    int distribs[2] = {MPI_DISTRIBUTE_CYCLIC, MPI_DISTRIBUTE_CYCLIC}, dargs[2] = {k_cyclic, k_cyclic};
+    MPI_Dims_create(nprocs, 2, ps);
+    coords[0] = rank / ps[1];
+    coords[1] = rank % ps[1];
+    MPI_Datatype filetype;
+    MPI_Type_create_darray(nprocs, rank, 2, g, distribs, dargs, ps, MPI_ORDER_C, MPI_BYTE,
+                           &filetype);
+    MPI_Type_commit(&filetype);
+    int count = 0;
+    MPI_Type_size(filetype, &count);
+    unsigned char *buf = malloc((size_t)count + 1), *back = malloc((size_t)count + 1);
+    long cols = 0;
+    for (int j = 0; j < n; j++)
+        cols += (j / k_cyclic) % ps[1] == coords[1];
+    for (long l = 0; l < count; l++) {
+        int gi, gj;
+        cyclic_local(k_cyclic, ps, coords, cols, l, &gi, &gj);
+        buf[l] = (unsigned char)(((long)gi * n + gj) * 7 + 3);
+    }
+    write_then_read("cyclic2d_bytes", MPI_BYTE, filetype, buf, back, (size_t)count + 1, count,
+                    MPI_BYTE, 0);
+    for (long l = 0; l < count; l++)
+        if (do_read && back[l] != buf[l])
+            mismatch("cyclic2d_bytes", l, back[l], buf[l]);
+    free(buf);
+    free(back);
+    MPI_Type_free(&filetype);
+}
+
 static void overlap(void)
 {
     int n = n_cyclic, g[2] = {n, n}, ps[2], sub[2], st[2];
@@ -451,6 +485,7 @@ int main(int argc, char **argv)
     } patterns[] = {
         {"block3d", NULL}, {"block3d_ghost", NULL}, {"cyclic2d", NULL}, {"cyclic2d_mem", NULL},
         {"overlap", overlap}, {"s3d", s3d}, {"indexed", indexed}, {"mixed", mixed},
+        {"cyclic2d_bytes", cyclic2d_bytes},
     };
     for (size_t p = 0; p < sizeof patterns / sizeof patterns[0]; p++) {
         if (only != NULL && strcmp(only, patterns[p].name) != 0)
