@@ -437,51 +437,42 @@ fn auto_follows_interleaving_and_the_bytes_per_rank_and_server() {
     let cluster = cluster();
     cluster.client().mkdir("/auto", 0o755).unwrap();
     // One process: nothing interleaves, so ROMIO's rule picks independent I/O.
-    let out = mpirun(
-        1,
-        Some(&cluster),
-        &[("WEFT_PRINT_HINTS", "1")],
-        &[],
-        &p.patterns,
-        &["weft:/auto/", "--only", "block3d"],
-    );
-    assert_ok(&out, "auto");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("method independent (requests do not interleave"),
-        "{stderr}"
-    );
-    // Four processes on a small CYCLIC darray interleave, a few KiB per rank and
-    // server: the exchange (two_phase).
-    let out = mpirun(
-        4,
-        Some(&cluster),
-        &[("WEFT_PRINT_HINTS", "1")],
-        &[],
-        &p.patterns,
-        &["weft:/auto/", "--only", "cyclic2d"],
-    );
-    assert_ok(&out, "auto");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("write /auto/cyclic2d: method two_phase (small accesses"),
-        "{stderr}"
-    );
-    // An 8 MiB matrix: 512 KiB per rank and server, view I/O.
-    let out = mpirun(
-        4,
-        Some(&cluster),
-        &[("WEFT_PRINT_HINTS", "1")],
-        &[],
-        &p.patterns,
-        &["weft:/auto/", "--only", "cyclic2d", "--cyclic", "1024", "8"],
-    );
-    assert_ok(&out, "auto");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("write /auto/cyclic2d: method independent (views registered"),
-        "{stderr}"
-    );
+    let cases: [(usize, &[&str], &str); 3] = [
+        // One process: nothing interleaves, so ROMIO's rule picks independent I/O.
+        (
+            1,
+            &["--only", "block3d"],
+            "method independent (requests do not interleave",
+        ),
+        // Four processes on a small CYCLIC darray interleave, a few KiB per rank and
+        // server: the exchange (two_phase).
+        (
+            4,
+            &["--only", "cyclic2d"],
+            "write /auto/cyclic2d: method two_phase (small accesses",
+        ),
+        // An 8 MiB matrix: 512 KiB per rank and server, view I/O.
+        (
+            4,
+            &["--only", "cyclic2d", "--cyclic", "1024", "8"],
+            "write /auto/cyclic2d: method independent (views registered",
+        ),
+    ];
+    for (np, args, expected) in cases {
+        let mut all = vec!["weft:/auto/"];
+        all.extend_from_slice(args);
+        let out = mpirun(
+            np,
+            Some(&cluster),
+            &[("WEFT_PRINT_HINTS", "1")],
+            &[],
+            &p.patterns,
+            &all,
+        );
+        assert_ok(&out, "auto");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
 }
 
 #[test]

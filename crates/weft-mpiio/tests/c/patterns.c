@@ -196,18 +196,32 @@ static void cyclic_local(int k, const int *ps, const int *coords, long cols, lon
     *gj = (int)((lj / k) * k * ps[1] + coords[1] * k + lj % k);
 }
 
-static void cyclic2d(int memvec)
+/* This rank's CYCLIC(k) x CYCLIC(k) darray of `elem` over the n_cyclic^2 matrix: the
+ * filetype, the process grid and this rank's place in it, and its local columns. */
+static MPI_Datatype cyclic_filetype(MPI_Datatype elem, int *ps, int *coords, long *cols)
 {
-    const char *name = memvec ? "cyclic2d_mem" : "cyclic2d";
-    int n = n_cyclic, g[2] = {n, n}, ps[2] = {0, 0}, coords[2];
+    int n = n_cyclic, g[2] = {n, n};
     int distribs[2] = {MPI_DISTRIBUTE_CYCLIC, MPI_DISTRIBUTE_CYCLIC}, dargs[2] = {k_cyclic, k_cyclic};
+    ps[0] = ps[1] = 0;
     MPI_Dims_create(nprocs, 2, ps);
     coords[0] = rank / ps[1];
     coords[1] = rank % ps[1];
-    MPI_Datatype filetype, memtype;
-    MPI_Type_create_darray(nprocs, rank, 2, g, distribs, dargs, ps, MPI_ORDER_C, MPI_UINT64_T,
-                           &filetype);
+    MPI_Datatype filetype;
+    MPI_Type_create_darray(nprocs, rank, 2, g, distribs, dargs, ps, MPI_ORDER_C, elem, &filetype);
     MPI_Type_commit(&filetype);
+    /* Local columns: the global columns j with (j / k) % ps[1] == coords[1]. */
+    *cols = 0;
+    for (int j = 0; j < n; j++)
+        *cols += (j / k_cyclic) % ps[1] == coords[1];
+    return filetype;
+}
+
+static void cyclic2d(int memvec)
+{
+    const char *name = memvec ? "cyclic2d_mem" : "cyclic2d";
+    int n = n_cyclic, ps[2], coords[2];
+    long cols;
+    MPI_Datatype filetype = cyclic_filetype(MPI_UINT64_T, ps, coords, &cols), memtype;
     int size = 0;
     MPI_Type_size(filetype, &size);
     long count = size / 8;
@@ -217,10 +231,6 @@ static void cyclic2d(int memvec)
     size_t slots = (size_t)count * stride;
     uint64_t *buf = malloc(slots * 8 + 8), *back = malloc(slots * 8 + 8);
     memset(buf, 0x33, slots * 8);
-    /* Local columns: the global columns j with (j / k) % ps[1] == coords[1]. */
-    long cols = 0;
-    for (int j = 0; j < n; j++)
-        cols += (j / k_cyclic) % ps[1] == coords[1];
     for (long l = 0; l < count; l++) {
         int gi, gj;
         cyclic_local(k_cyclic, ps, coords, cols, l, &gi, &gj);
@@ -241,21 +251,12 @@ static void cyclic2d(int memvec)
 /* The same darray of 1-byte elements (the finest pieces: k bytes). */
 static void cyclic2d_bytes(void)
 {
-    int n = n_cyclic, g[2] = {n, n}, ps[2] = {0, 0}, coords[2];
-    int distribs[2] = {MPI_DISTRIBUTE_CYCLIC, MPI_DISTRIBUTE_CYCLIC}, dargs[2] = {k_cyclic, k_cyclic};
-    MPI_Dims_create(nprocs, 2, ps);
-    coords[0] = rank / ps[1];
-    coords[1] = rank % ps[1];
-    MPI_Datatype filetype;
-    MPI_Type_create_darray(nprocs, rank, 2, g, distribs, dargs, ps, MPI_ORDER_C, MPI_BYTE,
-                           &filetype);
-    MPI_Type_commit(&filetype);
+    int n = n_cyclic, ps[2], coords[2];
+    long cols;
+    MPI_Datatype filetype = cyclic_filetype(MPI_BYTE, ps, coords, &cols);
     int count = 0;
     MPI_Type_size(filetype, &count);
     unsigned char *buf = malloc((size_t)count + 1), *back = malloc((size_t)count + 1);
-    long cols = 0;
-    for (int j = 0; j < n; j++)
-        cols += (j / k_cyclic) % ps[1] == coords[1];
     for (long l = 0; l < count; l++) {
         int gi, gj;
         cyclic_local(k_cyclic, ps, coords, cols, l, &gi, &gj);
