@@ -76,10 +76,11 @@ pub struct ClusterfileArgs {
     /// block); the other sizes use the decentralised one.
     #[arg(long, default_value = "32", value_delimiter = ',', value_name = "K")]
     pub schedule_k: Vec<u64>,
-    /// Weft exchange methods on uncached files, comma separated.
+    /// Weft methods on uncached files, comma separated (`auto` shows what it picks: the
+    /// "ran" column).
     #[arg(
         long,
-        default_value = "two_phase,interleaved,independent",
+        default_value = "two_phase,interleaved,independent,auto",
         value_delimiter = ','
     )]
     pub methods: Vec<String>,
@@ -150,6 +151,9 @@ struct Row {
     runs: Vec<[f64; 3]>,
     cold_runs: Vec<f64>,
     command: String,
+    /// The methods the collective write and read ran with, as WEFT_PRINT_HINTS says
+    /// ("write/read"; what `auto` chose).
+    chosen: Option<String>,
 }
 
 impl Row {
@@ -277,9 +281,10 @@ impl Cluster {
     }
 
     /// Down and up again: the cache managers come back empty. A server restarts on
-    /// its recorded port, which a server just stopped may not have released yet (seen
-    /// with the cache role: `weft down` returned while the port was still bound), so
-    /// `up` is retried for a while; each retry starts only the servers still down.
+    /// the port recorded at its first start, an ephemeral one that may be taken
+    /// meanwhile (the local port of some connection: the restarted server then fails
+    /// with EADDRINUSE, seen here about once in fifty restarts), so `up` is retried for
+    /// a while; each retry starts only the servers still down.
     fn restart(&self) -> Result<()> {
         self.down()?;
         let mut attempt = 0;
@@ -301,6 +306,19 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.down();
     }
+}
+
+/// "write/read" methods from WEFT_PRINT_HINTS lines ("weft-mpiio: write /p: method m
+/// (why)"), if the run printed them.
+fn chosen_methods(stderr: &str) -> Option<String> {
+    let method = |phase: &str| {
+        stderr.lines().find_map(|line| {
+            let rest = line.strip_prefix("weft-mpiio: ")?.strip_prefix(phase)?;
+            let after = rest.split_once(": method ")?.1;
+            Some(after.split_whitespace().next()?.to_owned())
+        })
+    };
+    Some(format!("{}/{}", method("write ")?, method("read ")?))
 }
 
 /// Drops the kernel's page cache; false when this process may not.
@@ -342,6 +360,7 @@ impl Bench<'_> {
             Some((library, home)) => {
                 c.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
                 c.arg("-x").arg(format!("WEFT_HOME={}", home.display()));
+                c.env("WEFT_PRINT_HINTS", "1").args(["-x", "WEFT_PRINT_HINTS"]);
             }
         }
         c.arg(&self.program).arg(&run.prefix);
@@ -360,17 +379,20 @@ impl Bench<'_> {
     fn measure(&mut self, run: &Run<'_>, case: &Case, restart: &dyn Fn() -> Result<()>) -> Result<Row> {
         let mut runs = Vec::new();
         let mut command = String::new();
+        let mut chosen = None;
         for _ in 0..self.a.repeat {
-            let (t, shown): (Timing, String) = run_timed(self.command(run, case, "both"), case.only)?;
+            let (t, shown, stderr): (Timing, String, String) =
+                run_timed(self.command(run, case, "both"), case.only)?;
             runs.push([t.write_s, t.sync_s, t.read_s]);
             command = shown;
+            chosen = chosen_methods(&stderr);
         }
         let mut cold_runs = Vec::new();
         if !self.a.no_cold {
             for _ in 0..self.a.repeat {
                 restart()?;
                 self.caches_dropped = drop_caches();
-                let (t, _) = run_timed(self.command(run, case, "read"), case.only)?;
+                let (t, _, _) = run_timed(self.command(run, case, "read"), case.only)?;
                 cold_runs.push(t.read_s);
             }
         }
@@ -396,6 +418,7 @@ impl Bench<'_> {
             runs,
             cold_runs,
             command,
+            chosen,
         };
         eprintln!(
             "{}: {}: write {:.1} MiB/s, write+sync {:.1}, hot read {:.1}, cold read {}",
@@ -587,6 +610,7 @@ fn print_table(rows: &[Row]) {
         "method",
         "tier",
         "schedule",
+        "ran (w/r)",
         "write MiB/s",
         "write+sync",
         "hot read",
@@ -613,6 +637,7 @@ fn print_table(rows: &[Row]) {
             r.method.clone(),
             r.tier.label(),
             r.schedule.clone().unwrap_or_else(|| "-".into()),
+            r.chosen.clone().unwrap_or_else(|| "-".into()),
             format!("{:.1}", r.write_mib_s),
             format!("{:.1}", r.write_sync_mib_s),
             format!("{:.1}", r.hot_read_mib_s),

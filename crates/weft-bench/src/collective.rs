@@ -181,7 +181,7 @@ fn run_median(repeat: u32, only: &str, make: impl Fn() -> Command) -> Result<(f6
 /// Runs one mpirun; returns (write s, read s) from the program's --timing line, the
 /// write including its sync.
 fn run_one(command: Command, only: &str) -> Result<(f64, f64, String)> {
-    let (t, shown) = run_timed(command, only)?;
+    let (t, shown, _) = run_timed(command, only)?;
     Ok((t.write_s + t.sync_s, t.read_s, shown))
 }
 
@@ -193,9 +193,9 @@ pub(crate) struct Timing {
     pub read_s: f64,
 }
 
-/// Runs one mpirun of the patterns program; returns its --timing line for `only`, and
-/// the command as shown.
-pub(crate) fn run_timed(mut command: Command, only: &str) -> Result<(Timing, String)> {
+/// Runs one mpirun of the patterns program; returns its --timing line for `only`, the
+/// command as shown, and its standard error.
+pub(crate) fn run_timed(mut command: Command, only: &str) -> Result<(Timing, String, String)> {
     let shown = format!("{command:?}").replace('"', "");
     let out = command.output().context("running mpirun")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -213,7 +213,7 @@ pub(crate) fn run_timed(mut command: Command, only: &str) -> Result<(Timing, Str
                 read_s: w[4].parse()?,
                 sync_s: w[6].parse()?,
             };
-            return Ok((timing, shown));
+            return Ok((timing, shown, String::from_utf8_lossy(&out.stderr).into_owned()));
         }
     }
     bail!("{shown}: no timing line in\n{stdout}")

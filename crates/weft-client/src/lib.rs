@@ -6,6 +6,9 @@
 //! `File::set_partition`), registered once with each server, and `read_view` /
 //! `write_view` then move view intervals, each server gathering or scattering its own
 //! pieces; irregular accesses use offset-length lists (`write_list`, `read_list`).
+//! `write_view_scheduled` / `read_view_scheduled` choose the order in which the servers
+//! are visited ([`Schedule`]: all at once, in order, or Clusterfile's decentralised
+//! schedule for collective I/O).
 //!
 //! ```no_run
 //! let client = weft_client::Client::from_env()?;
