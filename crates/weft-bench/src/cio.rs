@@ -15,7 +15,7 @@ use clap::Args;
 use serde::Serialize;
 use weft_trace::synth::{self, Setup, Workload};
 
-use crate::collective::{compile_mpi, mpiio_library, mpirun_np};
+use crate::collective::{compile_mpi, library, mpirun_procs};
 use crate::report::{target_lines, write_json, Goal, Table};
 use crate::simulate::{self, Report, SimArgs};
 
@@ -131,7 +131,7 @@ fn record(
     traces: &Path,
     program: &Path,
 ) -> Result<(f64, u64, String)> {
-    let library = mpiio_library(run.library.as_deref())?;
+    let library = library(run.library.as_deref())?;
     let client = weft_client::Client::from_env()?;
     match client.mkdir(&run.path, 0o755) {
         Ok(_) => {}
@@ -146,7 +146,7 @@ fn record(
     }
     simulate::write_traces(traces, &[])?;
     let traces = std::fs::canonicalize(traces)?;
-    let mut c: Command = mpirun_np(procs);
+    let mut c: Command = mpirun_procs(procs);
     c.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
     if let Ok(h) = std::env::var("WEFT_HOME") {
         c.arg("-x").arg(format!("WEFT_HOME={h}"));

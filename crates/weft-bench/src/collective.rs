@@ -22,13 +22,14 @@ syncs), reads back collectively and checks every element. Prints MiB/s and ratio
 two_phase, and writes JSON and an SVG plot.\n\nNeeds a running cluster (`weft up`), mpicc and mpirun, \
 and libweft_mpiio.so next to the weft binary. Example:\n  weft bench collective --procs 4 --n 256 --k 8,32,256";
 
-const METHODS: [&str; 7] = [
+const METHODS: [&str; 8] = [
     "two_phase",
     "interleaved",
     "pipelined",
     "interleaved_pipelined",
     "stripe_aligned",
     "independent",
+    "server_directed",
     "auto",
 ];
 const PATTERN_SOURCE: &str = include_str!("../../weft-mpiio/tests/c/patterns.c");
@@ -123,14 +124,10 @@ fn cases(a: &CollectiveArgs) -> Vec<Case> {
     out
 }
 
-fn library(a: &CollectiveArgs) -> Result<PathBuf> {
-    mpiio_library(a.library.as_deref())
-}
-
-/// libweft_mpiio.so: `given`, else next to this executable.
-pub(crate) fn mpiio_library(given: Option<&Path>) -> Result<PathBuf> {
-    let path = match given {
-        Some(p) => p.to_owned(),
+/// libweft_mpiio.so: `explicit`, else next to this executable.
+pub(crate) fn library(explicit: Option<&Path>) -> Result<PathBuf> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
         None => std::env::current_exe()?
             .parent()
             .context("executable directory")?
@@ -144,7 +141,8 @@ pub(crate) fn mpiio_library(given: Option<&Path>) -> Result<PathBuf> {
     Ok(path)
 }
 
-fn compile(dir: &Path) -> Result<PathBuf> {
+/// The patterns program, compiled with mpicc into `dir`.
+pub(crate) fn compile(dir: &Path) -> Result<PathBuf> {
     compile_mpi(dir, "patterns", PATTERN_SOURCE)
 }
 
@@ -186,8 +184,24 @@ fn run_median(repeat: u32, only: &str, make: impl Fn() -> Command) -> Result<(f6
     Ok((median(&mut writes), median(&mut reads), command))
 }
 
-/// Runs one mpirun; returns (write s, read s) from the program's --timing line.
-fn run_one(mut command: Command, only: &str) -> Result<(f64, f64, String)> {
+/// Runs one mpirun; returns (write s, read s) from the program's --timing line, the
+/// write including its sync.
+fn run_one(command: Command, only: &str) -> Result<(f64, f64, String)> {
+    let (t, shown, _) = run_timed(command, only)?;
+    Ok((t.write_s + t.sync_s, t.read_s, shown))
+}
+
+/// The times of one run of the patterns program (its --timing line).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    pub write_s: f64,
+    pub sync_s: f64,
+    pub read_s: f64,
+}
+
+/// Runs one mpirun of the patterns program; returns its --timing line for `only`, the
+/// command as shown, and its standard error.
+pub(crate) fn run_timed(mut command: Command, only: &str) -> Result<(Timing, String, String)> {
     let shown = format!("{command:?}").replace('"', "");
     let out = command.output().context("running mpirun")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -199,25 +213,29 @@ fn run_one(mut command: Command, only: &str) -> Result<(f64, f64, String)> {
     }
     for line in stdout.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
-        if w.len() == 5 && w[0] == only && w[1] == "write_s" && w[3] == "read_s" {
-            return Ok((w[2].parse()?, w[4].parse()?, shown));
+        if w.len() == 7 && w[0] == only && w[1] == "write_s" && w[3] == "read_s" && w[5] == "sync_s" {
+            let timing = Timing {
+                write_s: w[2].parse()?,
+                read_s: w[4].parse()?,
+                sync_s: w[6].parse()?,
+            };
+            return Ok((timing, shown, String::from_utf8_lossy(&out.stderr).into_owned()));
         }
     }
     bail!("{shown}: no timing line in\n{stdout}")
 }
 
-fn mpirun(a: &CollectiveArgs) -> Command {
-    mpirun_np(a.procs)
-}
-
-/// mpirun for `procs` processes, oversubscribed and unbound (a benchmark host may have
-/// fewer cores), allowed as root.
-pub(crate) fn mpirun_np(procs: u32) -> Command {
+/// mpirun with `procs` processes, as root if need be, oversubscribed.
+pub(crate) fn mpirun_procs(procs: u32) -> Command {
     let mut c = Command::new("mpirun");
     c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .args(["--oversubscribe", "--bind-to", "none", "-np", &procs.to_string()]);
     c
+}
+
+fn mpirun(a: &CollectiveArgs) -> Command {
+    mpirun_procs(a.procs)
 }
 
 pub fn run(a: &CollectiveArgs) -> Result<()> {
@@ -230,7 +248,7 @@ pub fn run(a: &CollectiveArgs) -> Result<()> {
             "unknown method {m} (one of {METHODS:?})"
         );
     }
-    let library = library(a)?;
+    let library = library(a.library.as_deref())?;
     let work = tempfile::Builder::new()
         .prefix("weft-bench-collective-")
         .tempdir()?;

@@ -11,12 +11,14 @@
 
 pub mod cio;
 mod cluster;
+pub mod clusterfile;
 pub mod collective;
 pub mod concurrent;
 pub mod mount;
 pub mod noncontig;
 pub mod pack;
 mod pattern;
+mod plot;
 mod procs;
 mod report;
 pub mod simulate;
@@ -39,6 +41,9 @@ pub enum BenchCommand {
     /// MPI-IO collective methods on Weft against the MPI library's MPI-IO on local files.
     #[command(long_about = collective::LONG_ABOUT)]
     Collective(collective::CollectiveArgs),
+    /// The Clusterfile comparison: ROMIO, two_phase, server_directed DD and 2P, on clusters it starts.
+    #[command(long_about = clusterfile::LONG_ABOUT)]
+    Clusterfile(clusterfile::ClusterfileArgs),
     /// The Clusterfile 2D CYCLIC(k) benchmark: view I/O against contiguous access on Weft.
     #[command(long_about = noncontig::LONG_ABOUT)]
     Noncontig(noncontig::NoncontigArgs),
@@ -67,6 +72,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     match args.command {
         BenchCommand::Concurrent(a) => concurrent::run(&a),
         BenchCommand::Collective(a) => collective::run(&a),
+        BenchCommand::Clusterfile(a) => clusterfile::run(&a),
         BenchCommand::ConcurrentWorker(a) => concurrent::worker(&a),
         BenchCommand::Noncontig(a) => noncontig::run(&a),
         BenchCommand::Mount(a) => mount::run(&a),

@@ -6,6 +6,9 @@
 //! `File::set_partition`), registered once with each server, and `read_view` /
 //! `write_view` then move view intervals, each server gathering or scattering its own
 //! pieces; irregular accesses use offset-length lists (`write_list`, `read_list`).
+//! `write_view_scheduled` / `read_view_scheduled` choose the order in which the servers
+//! are visited ([`Schedule`]: all at once, in order, or Clusterfile's decentralised
+//! schedule for collective I/O).
 //!
 //! ```no_run
 //! let client = weft_client::Client::from_env()?;
@@ -29,7 +32,7 @@ pub use cache_route::{aligned_count, managers_of};
 pub use client::{Client, CreateOptions, FsStats, OpenOptions};
 pub use error::ClientError;
 pub use file::{File, TransferOptions};
-pub use view_io::MEMORY_STAGE_BYTES_MAX;
+pub use view_io::{Schedule, MEMORY_STAGE_BYTES_MAX};
 pub use weft_layout::view::{Datatype, Distribution, Field, Order, View, ViewError};
 pub use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, ServerId};
 pub use weft_proto::msg::REVALIDATE_STEPS_MAX;

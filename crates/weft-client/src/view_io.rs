@@ -202,8 +202,19 @@ impl File {
     }
 
     /// Writes `buf`, the view's bytes from view offset `view_offset` on, in view order;
-    /// returns the number of bytes written (all of them).
+    /// returns the number of bytes written (all of them). Every server at once.
     pub fn write_view(&self, view_offset: u64, buf: &[u8]) -> Result<usize, ClientError> {
+        self.write_view_scheduled(view_offset, buf, Schedule::AllAtOnce)
+    }
+
+    /// [`File::write_view`], visiting the servers in the order and with the concurrency
+    /// `schedule` says.
+    pub fn write_view_scheduled(
+        &self,
+        view_offset: u64,
+        buf: &[u8],
+        schedule: Schedule,
+    ) -> Result<usize, ClientError> {
         self.check_writable()?;
         let Some(file_view) = self.current_view() else {
             return self.write_at(view_offset, buf);
@@ -220,39 +231,16 @@ impl File {
             t.sent_view(true, view, view_offset, len);
         }
         let (file_start, file_end) = self.view_span(view, view_offset, len)?;
-        let chunk_bytes = self.view_chunk_bytes();
-        let inflight = self.inner.transfer.inflight_per_server.max(1);
-        self.on_servers(
-            &self.servers_between(file_start, file_end),
-            |index, connection| {
-                let slices = view
-                    .slices_on(view_offset, len, &self.layout, index)
-                    .map_err(|e| self.invalid(e))?;
-                let mut chunks = Chunks::new(slices, view_offset, chunk_bytes);
-                let mut gather = Gather::with_capacity(chunk_bytes as usize);
-                let mut window: VecDeque<PendingCall<'_>> = VecDeque::new();
-                let mut id = None;
-                loop {
-                    gather.clear();
-                    let Some((start, end)) = chunks.next(|at, n| {
-                        gather.push(buf, (at - view_offset) as usize, n as usize);
-                    }) else {
-                        break;
-                    };
-                    let request =
-                        self.view_request(&file_view, &mut id, index, connection, start..end, true)?;
-                    if window.len() >= inflight {
-                        expect_bytes(window.pop_front().expect("window is full").wait()?.0)?;
-                    }
-                    window.push_back(connection.send_parts(&request, &gather.slices(buf))?);
-                }
-                for call in window {
-                    expect_bytes(call.wait()?.0)?;
-                }
-                Ok(())
-            },
-        )
-        .map_err(|e| e.context(&self.path))?;
+        self.view_servers(file_start, file_end)?
+            .run(schedule, |index, connection| {
+                Ok(WriteShare {
+                    requests: Requests::new(self, &file_view, index, connection, view_offset, len)?,
+                    buf,
+                    gather: Gather::with_capacity(self.view_chunk_bytes() as usize),
+                    window: VecDeque::new(),
+                })
+            })
+            .map_err(|e| e.context(&self.path))?;
         self.known_size.fetch_max(file_end, Ordering::SeqCst);
         Ok(buf.len())
     }
@@ -296,8 +284,19 @@ impl File {
 
     /// Reads the view's bytes from view offset `view_offset` into `buf`, in view order;
     /// returns fewer bytes than asked only where the view runs past the end of the file.
-    /// Holes read as zeros.
+    /// Holes read as zeros. Every server at once.
     pub fn read_view(&self, view_offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
+        self.read_view_scheduled(view_offset, buf, Schedule::AllAtOnce)
+    }
+
+    /// [`File::read_view`], visiting the servers in the order and with the concurrency
+    /// `schedule` says.
+    pub fn read_view_scheduled(
+        &self,
+        view_offset: u64,
+        buf: &mut [u8],
+        schedule: Schedule,
+    ) -> Result<usize, ClientError> {
         let Some(file_view) = self.current_view() else {
             return self.read_at(view_offset, buf);
         };
@@ -311,7 +310,7 @@ impl File {
         if let Some(t) = &self.trace {
             t.sent_view(false, view, view_offset, buf.len() as u64);
         }
-        self.read_with_pattern_fallback(|| self.read_view_checked(&file_view, view_offset, buf))
+        self.read_with_pattern_fallback(|| self.read_view_checked(&file_view, view_offset, buf, schedule))
     }
 
     fn read_view_checked(
@@ -319,6 +318,7 @@ impl File {
         file_view: &Arc<FileView>,
         view_offset: u64,
         buf: &mut [u8],
+        schedule: Schedule,
     ) -> Result<usize, ClientError> {
         let view = &file_view.view;
         let (_, file_end) = self.view_span(view, view_offset, buf.len() as u64)?;
@@ -335,53 +335,32 @@ impl File {
             return Ok(0);
         }
         let (file_start, file_end) = self.view_span(view, view_offset, len)?;
-        let chunk_bytes = self.view_chunk_bytes();
-        let inflight = self.inner.transfer.inflight_per_server.max(1);
         let shared = SharedBuffer::new(&mut buf[..len as usize]);
-        self.on_servers(
-            &self.servers_between(file_start, file_end),
-            |index, connection| {
-                let slices = view
-                    .slices_on(view_offset, len, &self.layout, index)
-                    .map_err(|e| self.invalid(e))?;
-                let mut chunks = Chunks::new(slices, view_offset, chunk_bytes);
-                let mut window: VecDeque<Reply<'_>> = VecDeque::new();
-                let mut id = None;
-                // Where each slice of a request goes in `buf`, noted while cutting requests.
-                let mut places: Vec<(usize, usize)> = Vec::new();
-                let mut bytes = 0u64;
-                while let Some((start, end)) = chunks.next(|at, n| {
-                    places.push(((at - view_offset) as usize, n as usize));
-                    bytes += n;
-                }) {
-                    let request =
-                        self.view_request(file_view, &mut id, index, connection, start..end, false)?;
-                    if window.len() >= inflight {
-                        window.pop_front().expect("window is full").finish(&shared)?;
-                    }
-                    let places = std::mem::take(&mut places);
-                    let reply = if bytes >= SINK_PIECE_BYTES_MIN * places.len() as u64 {
-                        let parts = places.iter().map(|&(at, n)| shared.part(at, n)).collect();
-                        // SAFETY: the pieces of one view interval are disjoint bytes of
-                        // `buf`, each in one request of one server, and `buf` outlives every
-                        // call: each is waited for, or dropped (which waits for the reader),
-                        // before `on_servers` returns.
-                        let sink = unsafe { ReplySink::new(parts) };
-                        Reply::Sink(connection.send_into(&request, &[], sink)?, bytes)
-                    } else {
-                        Reply::Copy(connection.send(&request, &[])?, places)
-                    };
-                    window.push_back(reply);
-                    bytes = 0;
-                }
-                for reply in window {
-                    reply.finish(&shared)?;
-                }
-                Ok(())
-            },
-        )
-        .map_err(|e| e.context(&self.path))?;
+        self.view_servers(file_start, file_end)?
+            .run(schedule, |index, connection| {
+                Ok(ReadShare {
+                    requests: Requests::new(self, file_view, index, connection, view_offset, len)?,
+                    shared,
+                    window: VecDeque::new(),
+                })
+            })
+            .map_err(|e| e.context(&self.path))?;
         Ok(len as usize)
+    }
+
+    /// The servers holding bytes of file range `[file_start, file_end)`, connected.
+    fn view_servers(&self, file_start: u64, file_end: u64) -> Result<ViewServers, ClientError> {
+        let servers = self.servers_between(file_start, file_end);
+        let connections = servers
+            .iter()
+            .map(|k| self.inner.pool.get(&self.addrs[*k]).map_err(ClientError::from))
+            .collect::<Result<_, _>>()
+            .map_err(|e: ClientError| e.context(&self.path))?;
+        Ok(ViewServers {
+            servers,
+            connections,
+            servers_total: self.layout.servers.len(),
+        })
     }
 
     /// Writes `len` view bytes from view offset `view_offset`, taking them from the
@@ -537,6 +516,248 @@ impl File {
     }
 }
 
+/// The order and concurrency in which a view transfer visits the servers holding its
+/// bytes (for a cached file, its cache managers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Schedule {
+    /// Every server at once, each driven by its own thread.
+    #[default]
+    AllAtOnce,
+    /// One server after another in layout order, each server's whole share before the
+    /// next: with many processes doing the same, they all queue at server 0 first.
+    InOrder,
+    /// Clusterfile's decentralised schedule for the process numbered `rank`: one thread,
+    /// at step `j` one request (at most the transfer chunk) to server `(rank + j) mod n`
+    /// of the `n` servers of the data layout, skipping servers with nothing left. When
+    /// every process does the same, the servers are each busy with a different process
+    /// at every step, with no coordination among the processes.
+    Decentralised { rank: usize },
+}
+
+/// The order in which process `rank` first visits `servers` (ascending layout indices
+/// of a layout of `servers_total`): from server `rank mod servers_total` on, wrapping
+/// around; returns indices into `servers`.
+fn decentralised_order(servers: &[usize], servers_total: usize, rank: usize) -> Vec<usize> {
+    let n = servers_total.max(1);
+    let first = rank % n;
+    let mut order: Vec<usize> = (0..servers.len()).collect();
+    order.sort_by_key(|&k| (servers[k] % n + n - first) % n);
+    order
+}
+
+/// One server's share of a view transfer, advanced one request at a time.
+trait Share {
+    /// Sends the next request (first waiting for the oldest in flight when the window
+    /// is full); false when nothing is left to send.
+    fn step(&mut self) -> Result<bool, ClientError>;
+    /// Waits for every request still in flight.
+    fn finish(&mut self) -> Result<(), ClientError>;
+}
+
+/// The servers of one view transfer: ascending layout indices, their connections in the
+/// same order, and how many servers the layout has.
+struct ViewServers {
+    servers: Vec<usize>,
+    connections: Vec<Arc<Connection>>,
+    servers_total: usize,
+}
+
+impl ViewServers {
+    /// Runs every server's share (made by `share`) as `schedule` says; returns the
+    /// first error.
+    fn run<'c, S: Share>(
+        &'c self,
+        schedule: Schedule,
+        share: impl Fn(usize, &'c Arc<Connection>) -> Result<S, ClientError> + Sync,
+    ) -> Result<(), ClientError> {
+        let (servers, connections) = (&self.servers, &self.connections);
+        let whole = |k: usize| -> Result<(), ClientError> {
+            let mut s = share(servers[k], &connections[k])?;
+            while s.step()? {}
+            s.finish()
+        };
+        match schedule {
+            Schedule::AllAtOnce if servers.len() > 1 => std::thread::scope(|scope| {
+                let whole = &whole;
+                let handles: Vec<_> = (0..servers.len())
+                    .map(|k| scope.spawn(move || whole(k)))
+                    .collect();
+                let mut first_error = None;
+                for h in handles {
+                    if let Err(e) = h.join().expect("transfer thread panicked") {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            }),
+            Schedule::AllAtOnce | Schedule::InOrder => (0..servers.len()).try_for_each(whole),
+            Schedule::Decentralised { rank } => {
+                let mut shares: Vec<S> = decentralised_order(servers, self.servers_total, rank)
+                    .iter()
+                    .map(|&k| share(servers[k], &connections[k]))
+                    .collect::<Result<_, _>>()?;
+                let mut active: Vec<usize> = (0..shares.len()).collect();
+                while !active.is_empty() {
+                    let mut still = Vec::with_capacity(active.len());
+                    for &i in &active {
+                        if shares[i].step()? {
+                            still.push(i);
+                        }
+                    }
+                    active = still;
+                }
+                shares.iter_mut().try_for_each(|s| s.finish())
+            }
+        }
+    }
+}
+
+/// What the shares of both directions walk: one server's requests over a view
+/// interval, the view registered on its connection at the first.
+struct Requests<'a> {
+    file: &'a File,
+    file_view: &'a FileView,
+    index: usize,
+    connection: &'a Arc<Connection>,
+    view_offset: u64,
+    chunks: Chunks<'a>,
+    id: Option<ViewId>,
+    inflight: usize,
+}
+
+impl<'a> Requests<'a> {
+    fn new(
+        file: &'a File,
+        file_view: &'a FileView,
+        index: usize,
+        connection: &'a Arc<Connection>,
+        view_offset: u64,
+        len: u64,
+    ) -> Result<Requests<'a>, ClientError> {
+        let slices = file_view
+            .view
+            .slices_on(view_offset, len, &file.layout, index)
+            .map_err(|e| file.invalid(e))?;
+        let chunk_bytes = file.view_chunk_bytes();
+        Ok(Requests {
+            file,
+            file_view,
+            index,
+            connection,
+            view_offset,
+            chunks: Chunks::new(slices, view_offset, chunk_bytes),
+            id: None,
+            inflight: file.inner.transfer.inflight_per_server.max(1),
+        })
+    }
+
+    /// The next request, calling `visit(buffer offset, len)` for each slice of the
+    /// caller's buffer it moves, in order; `None` when the server has nothing more.
+    fn next(
+        &mut self,
+        write: bool,
+        mut visit: impl FnMut(usize, usize),
+    ) -> Result<Option<Request>, ClientError> {
+        let view_offset = self.view_offset;
+        let Some((start, end)) = self
+            .chunks
+            .next(|at, n| visit((at - view_offset) as usize, n as usize))
+        else {
+            return Ok(None);
+        };
+        let request = self.file.view_request(
+            self.file_view,
+            &mut self.id,
+            self.index,
+            self.connection,
+            start..end,
+            write,
+        )?;
+        Ok(Some(request))
+    }
+}
+
+/// One server's share of a `write_view`.
+struct WriteShare<'a> {
+    requests: Requests<'a>,
+    buf: &'a [u8],
+    gather: Gather,
+    window: VecDeque<PendingCall<'a>>,
+}
+
+impl Share for WriteShare<'_> {
+    fn step(&mut self) -> Result<bool, ClientError> {
+        let (buf, gather) = (self.buf, &mut self.gather);
+        gather.clear();
+        let Some(request) = self.requests.next(true, |at, n| gather.push(buf, at, n))? else {
+            return Ok(false);
+        };
+        if self.window.len() >= self.requests.inflight {
+            expect_bytes(self.window.pop_front().expect("window is full").wait()?.0)?;
+        }
+        let connection: &'_ Connection = self.requests.connection;
+        self.window
+            .push_back(connection.send_parts(&request, &self.gather.slices(buf))?);
+        Ok(true)
+    }
+
+    fn finish(&mut self) -> Result<(), ClientError> {
+        while let Some(call) = self.window.pop_front() {
+            expect_bytes(call.wait()?.0)?;
+        }
+        Ok(())
+    }
+}
+
+/// One server's share of a `read_view`.
+struct ReadShare<'a> {
+    requests: Requests<'a>,
+    shared: SharedBuffer,
+    window: VecDeque<Reply<'a>>,
+}
+
+impl Share for ReadShare<'_> {
+    fn step(&mut self) -> Result<bool, ClientError> {
+        // Where each slice of the request goes in the buffer.
+        let mut places: Vec<(usize, usize)> = Vec::new();
+        let mut bytes = 0u64;
+        let Some(request) = self.requests.next(false, |at, n| {
+            places.push((at, n));
+            bytes += n as u64;
+        })?
+        else {
+            return Ok(false);
+        };
+        if self.window.len() >= self.requests.inflight {
+            self.window
+                .pop_front()
+                .expect("window is full")
+                .finish(&self.shared)?;
+        }
+        let connection: &'_ Connection = self.requests.connection;
+        let reply = if bytes >= SINK_PIECE_BYTES_MIN * places.len() as u64 {
+            let parts = places.iter().map(|&(at, n)| self.shared.part(at, n)).collect();
+            // SAFETY: the pieces of one view interval are disjoint bytes of the caller's
+            // buffer, each in one request of one server, and the buffer outlives every
+            // call: each is waited for, or dropped (which waits for the reader), before
+            // `read_view_scheduled` returns.
+            let sink = unsafe { ReplySink::new(parts) };
+            Reply::Sink(connection.send_into(&request, &[], sink)?, bytes)
+        } else {
+            Reply::Copy(connection.send(&request, &[])?, places)
+        };
+        self.window.push_back(reply);
+        Ok(true)
+    }
+
+    fn finish(&mut self) -> Result<(), ClientError> {
+        while let Some(reply) = self.window.pop_front() {
+            reply.finish(&self.shared)?;
+        }
+        Ok(())
+    }
+}
+
 /// A read request in flight, and how its reply reaches the caller's buffer.
 enum Reply<'a> {
     /// Received straight into the pieces (this many bytes).
@@ -581,4 +802,24 @@ fn short_reply() -> ClientError {
         ErrorCode::Io,
         "io server returned a different number of bytes than its pieces of the view interval",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decentralised_order;
+
+    #[test]
+    fn each_process_starts_at_its_own_server_and_wraps_around() {
+        // Four servers, all involved: process i visits i, i+1, ... (mod 4).
+        for rank in 0..8 {
+            let order = decentralised_order(&[0, 1, 2, 3], 4, rank);
+            let expected: Vec<usize> = (0..4).map(|j| (rank + j) % 4).collect();
+            assert_eq!(order, expected, "rank {rank}");
+        }
+        // Only servers 0 and 2 hold bytes: process 1 starts at 2 (the first at or
+        // after 1), process 3 wraps to 0.
+        assert_eq!(decentralised_order(&[0, 2], 4, 1), vec![1, 0]);
+        assert_eq!(decentralised_order(&[0, 2], 4, 3), vec![0, 1]);
+        assert_eq!(decentralised_order(&[], 4, 3), Vec::<usize>::new());
+    }
 }

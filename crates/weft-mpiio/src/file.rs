@@ -86,6 +86,10 @@ struct State {
     etype_size: u64,
     /// Individual file pointer, in etypes.
     position: u64,
+    /// Whether `view` is the view set on the file handle (registered with the servers
+    /// at first use), so that requests go as view intervals; false when it could not be
+    /// set (a view too large to register): list I/O then.
+    view_on_file: bool,
     atomic: bool,
 }
 
@@ -262,7 +266,7 @@ impl MpiFile {
                     exclusive: mode & amode::EXCL != 0,
                     truncate: false,
                     layout: LayoutRequest {
-                        cache: None,
+                        cache: hints.cache,
                         stripe_size_bytes: hints.striping_unit,
                         stripe_count: hints.striping_factor,
                         first_server: None,
@@ -307,8 +311,7 @@ impl MpiFile {
         };
         let aggregators = agree(&comm, aggregators_of(&comm, &hints))?;
         if print_hints() && comm.rank() == 0 {
-            let entries: Vec<String> = hints
-                .entries(aggregators.len())
+            let entries: Vec<String> = with_cache_mode(hints.entries(aggregators.len()), &file)
                 .into_iter()
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
@@ -329,6 +332,7 @@ impl MpiFile {
                 filetype: byte,
                 etype_size: 1,
                 position,
+                view_on_file: true,
                 atomic: false,
             }),
         }))
@@ -417,7 +421,10 @@ impl MpiFile {
 
     pub fn info(&self) -> Result<Handle> {
         let state = self.state();
-        mpi::info_from(&state.hints.entries(state.aggregators.len()))
+        mpi::info_from(&with_cache_mode(
+            state.hints.entries(state.aggregators.len()),
+            &self.file,
+        ))
     }
 
     pub fn set_info(&self, info: Handle) -> Result<()> {
@@ -495,6 +502,11 @@ impl MpiFile {
         let aggregators = agree(&self.comm, aggregators_of(&self.comm, &hints))?;
         let etype = mpi::type_keep(etype)?;
         let filetype = mpi::type_keep(filetype)?;
+        // The handle's view from now on: registered with each server at its first use.
+        // One the servers would refuse (too large) leaves the whole file as the
+        // handle's view, and accesses go as offset lists.
+        self.file.clear_view();
+        let view_on_file = self.file.set_view_to(view.clone()).is_ok();
         let mut state = self.state();
         mpi::free_if_derived(state.etype);
         mpi::free_if_derived(state.filetype);
@@ -504,6 +516,7 @@ impl MpiFile {
             filetype,
             etype_size,
             position: 0,
+            view_on_file,
             hints,
             aggregators,
             atomic: state.atomic,
@@ -656,12 +669,7 @@ impl MpiFile {
             view_offset,
             memory.bytes,
         );
-        let mut request = Request::default();
-        if memory.bytes > 0 {
-            for piece in state.view.pieces(view_offset, memory.bytes)? {
-                request.pieces.push((piece.file_offset, piece.len));
-            }
-        }
+        let request = Request::new(&state.view, view_offset, memory.bytes, state.view_on_file)?;
         Ok((request, memory))
     }
 
@@ -682,23 +690,27 @@ impl MpiFile {
         let mine = [
             lo as i64,
             hi as i64,
-            request.pieces.len() as i64,
             request.bytes() as i64,
+            i64::from(request.view_on_file),
         ];
         let all = self.comm.allgather(&mine)?;
         let extents: Vec<(u64, u64)> = all.chunks(4).map(|c| (c[0] as u64, c[1] as u64)).collect();
-        let pieces_total = all.chunks(4).map(|c| c[2] as u64).sum();
-        let bytes_total = all.chunks(4).map(|c| c[3] as u64).sum();
         let ctx = Context {
             comm: &self.comm,
             file: &self.file,
             hints: &state.hints,
             aggregators: &state.aggregators,
             extents: &extents,
-            pieces_total,
-            bytes_total,
+            bytes_total: all.chunks(4).map(|c| c[2] as u64).sum(),
+            views_registered: all.chunks(4).all(|c| c[3] == 1),
         };
-        let (method, why) = auto::choose(&ctx, write);
+        // Listing the pieces costs a pass over the view: only when `auto` needs their
+        // number (a collective call: on every rank or none).
+        let pieces_total = || -> Result<u64> {
+            let counts = self.comm.allgather(&[request.pieces().len() as i64])?;
+            Ok(counts.iter().map(|&n| n as u64).sum())
+        };
+        let (method, why) = auto::choose(&ctx, write, pieces_total)?;
         if print_hints() && self.comm.rank() == 0 {
             eprintln!(
                 "weft-mpiio: {} {}: method {} ({why})",
@@ -717,6 +729,14 @@ impl MpiFile {
             }
         })
     }
+}
+
+/// Hint entries with `weft_cache` set to the file's caching mode (the hint's value
+/// only applies to a file the open created).
+fn with_cache_mode(mut entries: Vec<(String, String)>, file: &File) -> Vec<(String, String)> {
+    entries.retain(|(k, _)| k != "weft_cache");
+    entries.push(("weft_cache".into(), file.cache_mode().name().into()));
+    entries
 }
 
 /// Runs `work` on the access's data stream: the user's buffer itself when the memory

@@ -3,6 +3,8 @@
 //! set_view and set_info. Rank 0's result is broadcast so that every rank of a file
 //! runs the same collective method with the same parameters.
 
+use weft_client::CacheMode;
+
 use crate::error::{ErrorClass, MpiioError, Result};
 
 /// Largest collective buffer per aggregator (and per pipeline slot). One round moves
@@ -21,10 +23,11 @@ pub enum Method {
     InterleavedPipelined,
     StripeAligned,
     Independent,
+    ServerDirected,
 }
 
 impl Method {
-    pub const ALL: [Method; 7] = [
+    pub const ALL: [Method; 8] = [
         Method::Auto,
         Method::TwoPhase,
         Method::Interleaved,
@@ -32,6 +35,7 @@ impl Method {
         Method::InterleavedPipelined,
         Method::StripeAligned,
         Method::Independent,
+        Method::ServerDirected,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,11 +47,44 @@ impl Method {
             Method::InterleavedPipelined => "interleaved_pipelined",
             Method::StripeAligned => "stripe_aligned",
             Method::Independent => "independent",
+            Method::ServerDirected => "server_directed",
         }
     }
 
     pub fn parse(s: &str) -> Option<Method> {
         Method::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// The order in which `server_directed` visits the cache managers
+/// (`weft_cm_schedule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmSchedule {
+    /// Clusterfile's: at step j, process i sends to manager (i + j) mod n.
+    Decentralised,
+    /// Every manager at once, one thread each.
+    AllAtOnce,
+    /// Every process visits manager 0, then 1, then 2, ...
+    InOrder,
+}
+
+impl CmSchedule {
+    pub const ALL: [CmSchedule; 3] = [
+        CmSchedule::Decentralised,
+        CmSchedule::AllAtOnce,
+        CmSchedule::InOrder,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CmSchedule::Decentralised => "decentralised",
+            CmSchedule::AllAtOnce => "all_at_once",
+            CmSchedule::InOrder => "in_order",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CmSchedule> {
+        CmSchedule::ALL.into_iter().find(|m| m.name() == s)
     }
 }
 
@@ -102,6 +139,10 @@ pub struct Hints {
     /// `weft_cio_aware`: collective reads carry the processes' original pattern to the
     /// cache tier, whose replacement then uses it (see `collective::pattern`).
     pub cio_aware: bool,
+    /// `weft_cache`: the caching mode of a file this open creates; `None`: the
+    /// directory's default, else the cluster's.
+    pub cache: Option<CacheMode>,
+    pub cm_schedule: CmSchedule,
 }
 
 impl Default for Hints {
@@ -122,6 +163,8 @@ impl Default for Hints {
             pipeline_depth: 4,
             trace: None,
             cio_aware: false,
+            cache: None,
+            cm_schedule: CmSchedule::Decentralised,
         }
     }
 }
@@ -193,8 +236,19 @@ impl Hints {
             "striping_factor" => self.striping_factor = Some(number(key, value, 1, 1024)? as u32),
             "weft_cb_method" => {
                 self.method = Method::parse(value).ok_or_else(|| {
-                    bad(key, value, "expected auto, two_phase, interleaved, pipelined, interleaved_pipelined, stripe_aligned or independent")
+                    bad(key, value, "expected auto, two_phase, interleaved, pipelined, interleaved_pipelined, stripe_aligned, independent or server_directed")
                 })?
+            }
+            "weft_cache" => {
+                self.cache = Some(
+                    value
+                        .parse::<CacheMode>()
+                        .map_err(|_| bad(key, value, "expected none, cached or delegated"))?,
+                )
+            }
+            "weft_cm_schedule" => {
+                self.cm_schedule = CmSchedule::parse(value)
+                    .ok_or_else(|| bad(key, value, "expected decentralised, all_at_once or in_order"))?
             }
             "weft_pipeline_depth" => {
                 self.pipeline_depth = number(key, value, 1, PIPELINE_DEPTH_MAX as u64)? as usize
@@ -247,6 +301,10 @@ impl Hints {
             out.push(("weft_trace".into(), dir.clone()));
         }
         out.push(("weft_cio_aware".into(), self.cio_aware.to_string()));
+        if let Some(mode) = self.cache {
+            out.push(("weft_cache".into(), mode.name().into()));
+        }
+        out.push(("weft_cm_schedule".into(), self.cm_schedule.name().into()));
         out
     }
 
@@ -276,7 +334,7 @@ mod tests {
     #[test]
     fn text_round_trip_keeps_every_value() {
         let mut h = Hints::default();
-        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\nweft_trace /tmp/my traces\nweft_cio_aware true\n")
+        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nweft_cache cached\nweft_cm_schedule in_order\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\nweft_trace /tmp/my traces\nweft_cio_aware true\n")
             .unwrap();
         assert_eq!(h.trace.as_deref(), Some("/tmp/my traces"));
         assert!(h.cio_aware);
@@ -284,6 +342,8 @@ mod tests {
         assert_eq!(h.cb_nodes, Some(3));
         assert_eq!(h.method, Method::InterleavedPipelined);
         assert_eq!(h.romio_cb_write, Switch::Disable);
+        assert_eq!(h.cache, Some(CacheMode::Cached));
+        assert_eq!(h.cm_schedule, CmSchedule::InOrder);
         assert_eq!(Hints::from_text(&h.to_text()).unwrap(), h);
     }
 
@@ -307,6 +367,14 @@ mod tests {
             ErrorClass::InfoValue
         );
         h.set("weft_trace", "disable").unwrap();
+        assert_eq!(
+            h.set("weft_cache", "hot").unwrap_err().class,
+            ErrorClass::InfoValue
+        );
+        assert_eq!(
+            h.set("weft_cm_schedule", "random").unwrap_err().class,
+            ErrorClass::InfoValue
+        );
         // Unknown keys are ignored.
         h.set("some_other_key", "1").unwrap();
         assert_eq!(h, Hints::default());

@@ -2,8 +2,13 @@
 //! processes against a real cluster (4 io servers, 64 KiB stripes):
 //! - every collective method on every pattern of `c/patterns.c`, each file compared
 //!   byte for byte with the same program run on the local file system through the MPI
-//!   library's own MPI-IO (ROMIO, `--mca io romio321`);
-//! - errors agreed on every rank, nothing hanging (`c/errors.c`);
+//!   library's own MPI-IO (ROMIO, `--mca io romio321`); the same for `server_directed`
+//!   (each schedule) and the other methods on cached files, with a colocated tier and
+//!   with two separate cache managers;
+//! - errors agreed on every rank, nothing hanging (`c/errors.c`), uncached and cached;
+//! - a cached file written through one method and read through another, and coherent
+//!   across MPI-IO, the native client and `weft get` with no sync in between;
+//! - the `weft_cache` hint setting a new file's caching mode;
 //! - parallel HDF5 (`c/hdf5_rw.c`) and h5dump of the file after `weft get`;
 //! - hints from $WEFT_HINTS, WEFT_PRINT_HINTS, striping hints setting the layout;
 //! - trace capture (WEFT_TRACE): the same file bytes with and without it, and traces
@@ -19,24 +24,36 @@ use std::sync::OnceLock;
 
 use weft_testkit::{ClusterOptions, TestCluster};
 
-const PATTERNS: [&str; 8] = [
+const PATTERNS: [&str; 9] = [
     "block3d",
     "block3d_ghost",
     "cyclic2d",
     "cyclic2d_mem",
+    "cyclic2d_bytes",
     "overlap",
     "s3d",
     "indexed",
     "mixed",
 ];
-const METHODS: [&str; 7] = [
+const METHODS: [&str; 8] = [
     "two_phase",
     "interleaved",
     "pipelined",
     "interleaved_pipelined",
     "stripe_aligned",
     "independent",
+    "server_directed",
     "auto",
+];
+/// Method hints run on cached files: server_directed in each schedule, and the others
+/// that route through the tier in their own ways.
+const CACHED_RUNS: [&[&str]; 6] = [
+    &["weft_cb_method=server_directed"],
+    &["weft_cb_method=server_directed", "weft_cm_schedule=all_at_once"],
+    &["weft_cb_method=server_directed", "weft_cm_schedule=in_order"],
+    &["weft_cb_method=two_phase"],
+    &["weft_cb_method=independent"],
+    &["weft_cb_method=auto"],
 ];
 /// Seconds one mpirun may take before it counts as hung.
 const MPIRUN_TIMEOUT_S: &str = "120";
@@ -192,11 +209,21 @@ fn cluster() -> TestCluster {
     })
 }
 
-/// Every method on every pattern with `np` processes, against ROMIO on the local file
-/// system. cb_buffer_size 64 KiB makes every collective call take several rounds.
-fn methods_match_romio(np: usize) {
+/// The same cluster with a cache tier: `placement` "colocated" or a number of separate
+/// cache managers; new files are cached.
+fn cached_cluster(placement: &str) -> TestCluster {
+    TestCluster::start_with(&ClusterOptions {
+        io_servers: 4,
+        stripe_size: 64 * 1024,
+        stripe_count: 0,
+        ..ClusterOptions::cached(placement, "64M")
+    })
+}
+
+/// The patterns run through ROMIO on the local file system with `np` processes: the
+/// reference files, and the prefix of the local files of the `mixed` pattern.
+fn romio_reference(np: usize) -> (tempfile::TempDir, String) {
     let p = programs();
-    let cluster = cluster();
     let reference = tempfile::tempdir().unwrap();
     let prefix = format!("{}/", reference.path().display());
     let local_prefix = format!("{prefix}local_");
@@ -209,41 +236,91 @@ fn methods_match_romio(np: usize) {
         &[&prefix, "--local-prefix", &local_prefix],
     );
     assert_ok(&out, "reference run through ROMIO");
-    for method in METHODS {
-        let dir = format!("/np{np}_{method}");
+    (reference, local_prefix)
+}
+
+/// Panics unless the weft: file `path` holds exactly the bytes of `expected`.
+fn assert_same_bytes(cluster: &TestCluster, path: &str, expected: &[u8], what: &str) {
+    let got = weft_bytes(cluster, path);
+    assert!(
+        got == expected,
+        "{what}: the weft: file {path} ({} bytes) differs from ROMIO's ({} bytes){}",
+        got.len(),
+        expected.len(),
+        got.iter()
+            .zip(expected)
+            .position(|(a, b)| a != b)
+            .map_or(String::new(), |i| format!(" first at byte {i}"))
+    );
+}
+
+/// Every pattern with `np` processes and each of `runs` (hint lists) against ROMIO on
+/// the local file system. cb_buffer_size 64 KiB makes every collective call of the
+/// exchange methods take several rounds.
+fn runs_match_romio(cluster: &TestCluster, np: usize, runs: &[&[&str]]) {
+    let p = programs();
+    let (reference, local_prefix) = romio_reference(np);
+    for (k, hints) in runs.iter().enumerate() {
+        let dir = format!("/np{np}_{k}");
         cluster.client().mkdir(&dir, 0o755).unwrap();
         let weft_prefix = format!("weft:{dir}/");
-        let hint = format!("weft_cb_method={method}");
+        let mut args = vec![
+            &weft_prefix[..],
+            "--local-prefix",
+            &local_prefix,
+            "cb_buffer_size=65536",
+        ];
+        args.extend_from_slice(hints);
         let out = mpirun(
             np,
-            Some(&cluster),
+            Some(cluster),
             &[("WEFT_MPIIO_VERBOSE", "1")],
             &[],
             &p.patterns,
-            &[
-                &weft_prefix,
-                "--local-prefix",
-                &local_prefix,
-                &hint,
-                "cb_buffer_size=65536",
-            ],
+            &args,
         );
-        assert_ok(&out, &format!("{method} with {np} processes"));
+        assert_ok(&out, &format!("{hints:?} with {np} processes"));
         for pattern in PATTERNS {
             let expected = std::fs::read(reference.path().join(pattern)).unwrap();
-            let got = weft_bytes(&cluster, &format!("{dir}/{pattern}"));
-            assert!(
-                got == expected,
-                "{method}, {np} processes, {pattern}: the weft: file ({} bytes) differs from ROMIO's ({} bytes){}",
-                got.len(),
-                expected.len(),
-                got.iter()
-                    .zip(&expected)
-                    .position(|(a, b)| a != b)
-                    .map_or(String::new(), |i| format!(" first at byte {i}"))
-            );
+            let what = format!("{hints:?}, {np} processes, {pattern}");
+            assert_same_bytes(cluster, &format!("{dir}/{pattern}"), &expected, &what);
         }
     }
+}
+
+/// Every method on every pattern with `np` processes, against ROMIO.
+fn methods_match_romio(np: usize) {
+    let hints: Vec<String> = METHODS.iter().map(|m| format!("weft_cb_method={m}")).collect();
+    let runs: Vec<Vec<&str>> = hints.iter().map(|h| vec![h.as_str()]).collect();
+    let runs: Vec<&[&str]> = runs.iter().map(Vec::as_slice).collect();
+    runs_match_romio(&cluster(), np, &runs);
+}
+
+/// server_directed in each schedule, and the other methods, on cached files with 1, 3
+/// and 4 processes, against ROMIO.
+fn cached_methods_match_romio(placement: &str) {
+    let cluster = cached_cluster(placement);
+    for np in [1, 3, 4] {
+        runs_match_romio(&cluster, np, &CACHED_RUNS);
+    }
+    // Every file went through the tier: the managers hold (or held) its blocks.
+    let file = cluster
+        .client()
+        .open("/np4_0/cyclic2d", &Default::default())
+        .unwrap();
+    assert_eq!(file.cache_mode(), weft_client::CacheMode::Cached);
+    let status = cluster.weft(&["status"]);
+    assert_ok(&status, "weft status");
+}
+
+#[test]
+fn server_directed_matches_romio_on_a_colocated_tier() {
+    cached_methods_match_romio("colocated");
+}
+
+#[test]
+fn server_directed_matches_romio_on_two_separate_cache_managers() {
+    cached_methods_match_romio("2");
 }
 
 #[test]
@@ -266,11 +343,25 @@ fn every_method_matches_romio_with_4_processes() {
 
 #[test]
 fn errors_are_the_same_on_every_rank_and_nothing_hangs() {
+    errors_agree(&cluster(), &[]);
+}
+
+#[test]
+fn server_directed_errors_are_the_same_on_every_rank_on_a_cached_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let hints = dir.path().join("hints");
+    std::fs::write(&hints, "weft_cb_method server_directed\n").unwrap();
+    errors_agree(
+        &cached_cluster("colocated"),
+        &[("WEFT_HINTS", hints.to_str().unwrap())],
+    );
+}
+
+fn errors_agree(cluster: &TestCluster, env: &[(&str, &str)]) {
     let p = programs();
-    let cluster = cluster();
     cluster.client().mkdir("/errors", 0o755).unwrap();
     for np in [1, 4] {
-        let out = mpirun(np, Some(&cluster), &[], &[], &p.errors, &["weft:/errors/"]);
+        let out = mpirun(np, Some(cluster), env, &[], &p.errors, &["weft:/errors/"]);
         assert_ok(&out, &format!("errors with {np} processes"));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("errors OK"), "{stdout}");
@@ -354,40 +445,211 @@ fn hints_come_from_weft_hints_and_striping_sets_the_layout() {
 }
 
 #[test]
-fn auto_goes_independent_when_requests_do_not_interleave() {
+fn auto_follows_interleaving_and_the_bytes_per_rank_and_server() {
     let p = programs();
     let cluster = cluster();
     cluster.client().mkdir("/auto", 0o755).unwrap();
     // One process: nothing interleaves, so ROMIO's rule picks independent I/O.
-    let out = mpirun(
-        1,
-        Some(&cluster),
-        &[("WEFT_PRINT_HINTS", "1")],
-        &[],
-        &p.patterns,
-        &["weft:/auto/", "--only", "block3d"],
-    );
-    assert_ok(&out, "auto");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("method independent (requests do not interleave"),
-        "{stderr}"
-    );
-    // Four processes on a CYCLIC darray interleave: a collective method.
+    let cases: [(usize, &[&str], &str); 3] = [
+        // One process: nothing interleaves, so ROMIO's rule picks independent I/O.
+        (
+            1,
+            &["--only", "block3d"],
+            "method independent (requests do not interleave",
+        ),
+        // Four processes on a small CYCLIC darray interleave, a few KiB per rank and
+        // server: the exchange (two_phase).
+        (
+            4,
+            &["--only", "cyclic2d"],
+            "write /auto/cyclic2d: method two_phase (small accesses",
+        ),
+        // An 8 MiB matrix: 512 KiB per rank and server, view I/O.
+        (
+            4,
+            &["--only", "cyclic2d", "--cyclic", "1024", "8"],
+            "write /auto/cyclic2d: method independent (views registered",
+        ),
+    ];
+    for (np, args, expected) in cases {
+        let mut all = vec!["weft:/auto/"];
+        all.extend_from_slice(args);
+        let out = mpirun(
+            np,
+            Some(&cluster),
+            &[("WEFT_PRINT_HINTS", "1")],
+            &[],
+            &p.patterns,
+            &all,
+        );
+        assert_ok(&out, "auto");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_cached_file_written_through_one_method_reads_back_through_another() {
+    let p = programs();
+    let cluster = cached_cluster("2");
+    let pairs = [
+        ("server_directed", "two_phase"),
+        ("two_phase", "server_directed"),
+        ("independent", "server_directed"),
+        ("server_directed", "independent"),
+    ];
+    for (k, (write, read)) in pairs.into_iter().enumerate() {
+        let dir = format!("/pair{k}");
+        cluster.client().mkdir(&dir, 0o755).unwrap();
+        for pattern in ["cyclic2d", "block3d_ghost"] {
+            // No sync between the write and the read: the read sees the tier's blocks.
+            let out = mpirun(
+                4,
+                Some(&cluster),
+                &[("WEFT_MPIIO_VERBOSE", "1")],
+                &[],
+                &p.patterns,
+                &[
+                    &format!("weft:{dir}/"),
+                    "--only",
+                    pattern,
+                    "--no-sync",
+                    "--read-method",
+                    read,
+                    &format!("weft_cb_method={write}"),
+                ],
+            );
+            assert_ok(&out, &format!("{pattern}: written by {write}, read by {read}"));
+        }
+    }
+}
+
+#[test]
+fn a_cached_file_is_coherent_across_mpiio_the_native_client_and_weft_get_without_sync() {
+    let p = programs();
+    let cluster = cached_cluster("colocated");
+    let (reference, _) = romio_reference(4);
+    let expected = std::fs::read(reference.path().join("cyclic2d")).unwrap();
+    cluster.client().mkdir("/coherent", 0o755).unwrap();
+    // MPI-IO writes (server_directed, no sync); the native client and `weft get` read.
     let out = mpirun(
         4,
         Some(&cluster),
-        &[("WEFT_PRINT_HINTS", "1")],
+        &[],
         &[],
         &p.patterns,
-        &["weft:/auto/", "--only", "cyclic2d"],
+        &[
+            "weft:/coherent/",
+            "--only",
+            "cyclic2d",
+            "--phase",
+            "write",
+            "--no-sync",
+            "weft_cb_method=server_directed",
+        ],
     );
-    assert_ok(&out, "auto");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ok(&out, "collective write without sync");
+    assert_same_bytes(
+        &cluster,
+        "/coherent/cyclic2d",
+        &expected,
+        "native client after MPI-IO",
+    );
+    let local = tempfile::tempdir().unwrap();
+    let copy = local.path().join("cyclic2d");
+    assert_ok(
+        &cluster.weft(&["get", "/coherent/cyclic2d", copy.to_str().unwrap()]),
+        "weft get",
+    );
     assert!(
-        stderr.contains("write /auto/cyclic2d: method interleaved (few rounds"),
-        "{stderr}"
+        std::fs::read(&copy).unwrap() == expected,
+        "weft get differs from ROMIO's file"
     );
+    // The native client writes (no sync, handle kept open); MPI-IO reads and checks
+    // every element.
+    cluster.client().mkdir("/coherent2", 0o755).unwrap();
+    let file = cluster
+        .client()
+        .create("/coherent2/cyclic2d", &Default::default())
+        .unwrap();
+    assert_eq!(file.cache_mode(), weft_client::CacheMode::Cached);
+    file.write_at(0, &expected).unwrap();
+    let out = mpirun(
+        4,
+        Some(&cluster),
+        &[],
+        &[],
+        &p.patterns,
+        &[
+            "weft:/coherent2/",
+            "--only",
+            "cyclic2d",
+            "--phase",
+            "read",
+            "weft_cb_method=server_directed",
+        ],
+    );
+    assert_ok(&out, "collective read of what the native client wrote");
+    drop(file);
+}
+
+#[test]
+fn the_weft_cache_hint_sets_a_new_files_caching_mode_and_auto_follows_it() {
+    let p = programs();
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        extra: [
+            "--cache",
+            "colocated",
+            "--cache-memory",
+            "64M",
+            "--cache-default",
+            "none",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ..Default::default()
+    });
+    for (dir, hint, mode) in [
+        (
+            "/hinted",
+            Some("weft_cache=cached"),
+            weft_client::CacheMode::Cached,
+        ),
+        ("/default", None, weft_client::CacheMode::None),
+    ] {
+        cluster.client().mkdir(dir, 0o755).unwrap();
+        let prefix = format!("weft:{dir}/");
+        let mut args = vec![&prefix[..], "--only", "cyclic2d"];
+        args.extend(hint);
+        let out = mpirun(
+            4,
+            Some(&cluster),
+            &[("WEFT_PRINT_HINTS", "1")],
+            &[],
+            &p.patterns,
+            &args,
+        );
+        assert_ok(&out, &format!("patterns with {hint:?}"));
+        let file = cluster
+            .client()
+            .open(&format!("{dir}/cyclic2d"), &Default::default())
+            .unwrap();
+        assert_eq!(file.cache_mode(), mode, "{dir}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("weft_cache={}", mode.name())),
+            "{stderr}"
+        );
+        if mode == weft_client::CacheMode::Cached {
+            assert!(
+                stderr.contains("write /hinted/cyclic2d: method server_directed"),
+                "{stderr}"
+            );
+        } else {
+            assert!(!stderr.contains("method server_directed"), "{stderr}");
+        }
+    }
 }
 
 /// Runs the overlap and cyclic2d patterns (4 processes, two_phase, 64 KiB windows) into

@@ -148,7 +148,7 @@ fn setup(ctx: &Context<'_>, request: &Request, domains: &dyn Domains) -> Result<
     let mut my_lists: Vec<Vec<i64>> = vec![Vec::new(); naggs];
     let mut streams: Vec<Stream> = (0..naggs).map(|_| Stream::default()).collect();
     let mut data_at = 0u64;
-    for &(offset, len) in &request.pieces {
+    for &(offset, len) in request.pieces() {
         let mut at = offset;
         let end = offset + len;
         while at < end {

@@ -1,8 +1,10 @@
-//! Independent I/O of a request (a list of file pieces): one call for a contiguous
-//! request; Weft's list I/O for a noncontiguous one (each io server gets its pieces as
-//! one stream and sieves them itself). With romio_ds_read=enable, noncontiguous reads
-//! are sieved on the client instead, as ROMIO does (read `ind_rd_buffer_size` bytes
-//! spanning many pieces and copy the pieces out).
+//! Independent I/O of a request: one call for a contiguous request; for a
+//! noncontiguous one, view I/O (the view is registered with each server once, and each
+//! request carries only a view interval: the server gathers or scatters its own pieces),
+//! or Weft's list I/O when the view could not be registered (each server gets its
+//! pieces as one stream). With romio_ds_read=enable, noncontiguous reads are sieved on
+//! the client instead, as ROMIO does (read `ind_rd_buffer_size` bytes spanning many
+//! pieces and copy the pieces out).
 
 use weft_client::File;
 
@@ -11,42 +13,49 @@ use crate::error::Result;
 use crate::hints::{Hints, Switch};
 
 pub fn write(file: &File, request: &Request, data: &[u8]) -> Result<()> {
-    match request.pieces.as_slice() {
-        [] => Ok(()),
-        [(offset, _)] => {
-            file.write_at(*offset, data)?;
-            Ok(())
+    match request.extent() {
+        None => {}
+        Some((offset, _)) if request.is_contiguous() => {
+            file.write_at(offset, data)?;
         }
-        pieces => {
-            file.write_list(pieces, data)?;
-            Ok(())
+        Some(_) if request.view_on_file => {
+            file.write_view(request.view_offset(), data)?;
+        }
+        Some(_) => {
+            file.write_list(request.pieces(), data)?;
         }
     }
+    Ok(())
 }
 
 /// Reads the request; returns the bytes read before the end of file.
 pub fn read(file: &File, hints: &Hints, request: &Request, data: &mut [u8]) -> Result<u64> {
-    let pieces = &request.pieces;
-    match pieces.as_slice() {
-        [] => return Ok(0),
-        [(offset, len)] => {
-            let n = file.read_at(*offset, data)?;
-            data[n..*len as usize].fill(0);
+    let Some((offset, end)) = request.extent() else {
+        return Ok(0);
+    };
+    if request.is_contiguous() {
+        let n = file.read_at(offset, data)?;
+        data[n..].fill(0);
+        return Ok(n as u64);
+    }
+    if hints.romio_ds_read != Switch::Enable {
+        if request.view_on_file {
+            // A view read stops at the end of the file; what is past it reads as zeros,
+            // as in the other paths.
+            let n = file.read_view(request.view_offset(), data)?;
+            data[n..].fill(0);
             return Ok(n as u64);
         }
-        _ if hints.romio_ds_read != Switch::Enable => {
-            // List reads give zeros past the end of file; the size says where it is.
-            file.read_list(pieces, data)?;
-            let (_, end) = request.extent().unwrap_or((0, 0));
-            let size = file.size()?;
-            return Ok(if size >= end {
-                request.bytes()
-            } else {
-                request.bytes_before(size)
-            });
-        }
-        _ => {}
+        // List reads give zeros past the end of file; the size says where it is.
+        file.read_list(request.pieces(), data)?;
+        let size = file.size()?;
+        return Ok(if size >= end {
+            request.bytes()
+        } else {
+            request.bytes_before(size)
+        });
     }
+    let pieces = request.pieces();
     let window_max = hints.ind_rd_buffer_size.max(1);
     let mut buffer = Vec::new();
     let mut eof = u64::MAX;
@@ -108,21 +117,6 @@ impl Method for Independent {
     fn read(&self, ctx: &Context<'_>, request: &Request, data: &mut [u8]) -> Result<u64> {
         let n = read(ctx.file, ctx.hints, request, data)?;
         // The caller counts bytes from an end of file; express `n` as one.
-        Ok(if n == request.bytes() {
-            u64::MAX
-        } else {
-            end_after(request, n)
-        })
+        Ok(request.end_after(n))
     }
-}
-
-/// The file offset just past the first `n` bytes of the request.
-fn end_after(request: &Request, mut n: u64) -> u64 {
-    for &(offset, len) in &request.pieces {
-        if n < len {
-            return offset + n;
-        }
-        n -= len;
-    }
-    u64::MAX
 }

@@ -12,6 +12,11 @@
 //! | `interleaved_pipelined` | round robin                  | pipelined  |
 //! | `stripe_aligned`        | [`stripe_aligned`]: stripes  | sequential |
 //!
+//! Two methods exchange nothing among the processes: `independent` (every rank on its
+//! own) and [`server_directed`] (every rank sends its view interval straight to the
+//! servers of the file's data layout, its cache managers for a cached file, in the
+//! decentralised schedule's order).
+//!
 //! [`auto`] picks one per call. Each method is a [`Method`].
 
 pub mod auto;
@@ -20,40 +25,107 @@ pub mod independent;
 pub mod interleaved;
 pub mod pattern;
 pub mod pipelined;
+pub mod server_directed;
 pub mod stripe_aligned;
 pub mod two_phase;
 
-use weft_client::File;
+use std::sync::OnceLock;
+
+use weft_client::{File, View};
 
 use crate::error::Result;
 use crate::hints::Hints;
 use crate::mpi::Comm;
 
-/// One rank's part of a collective access: contiguous file pieces in increasing file
-/// order; the data stream is their concatenation, in the same order.
-#[derive(Debug, Clone, Default)]
+/// One rank's part of an access: `len` bytes of its view from view offset
+/// `view_offset`. Its contiguous file pieces (in increasing file order; the data stream
+/// is their concatenation) are listed only when a method asks for them ([`pieces`]):
+/// `server_directed` and `independent` send the view interval as is.
+///
+/// [`pieces`]: Request::pieces
+#[derive(Debug, Clone)]
 pub struct Request {
-    pub pieces: Vec<(u64, u64)>,
+    view: View,
+    view_offset: u64,
+    len: u64,
+    /// The view is the one set on the file handle, so `write_view`/`read_view` move
+    /// this request (false when the view could not be registered: list I/O then).
+    pub view_on_file: bool,
+    pieces: OnceLock<Vec<(u64, u64)>>,
 }
 
 impl Request {
+    /// `len` bytes of `view` from `view_offset`; fails if they reach past the largest
+    /// file offset.
+    pub fn new(view: &View, view_offset: u64, len: u64, view_on_file: bool) -> Result<Request> {
+        if len > 0 {
+            view.file_extent(view_offset, len)?;
+        }
+        Ok(Request {
+            view: view.clone(),
+            view_offset,
+            len,
+            view_on_file,
+            pieces: OnceLock::new(),
+        })
+    }
+
+    pub fn view_offset(&self) -> u64 {
+        self.view_offset
+    }
+
+    /// The file pieces, listed at the first call.
+    pub fn pieces(&self) -> &[(u64, u64)] {
+        self.pieces.get_or_init(|| {
+            if self.len == 0 {
+                return Vec::new();
+            }
+            self.view
+                .pieces(self.view_offset, self.len)
+                .expect("interval checked by Request::new")
+                .map(|p| (p.file_offset, p.len))
+                .collect()
+        })
+    }
+
     pub fn bytes(&self) -> u64 {
-        self.pieces.iter().map(|p| p.1).sum()
+        self.len
     }
 
     /// [first byte, end) of the request, or None when it is empty.
     pub fn extent(&self) -> Option<(u64, u64)> {
-        let first = self.pieces.iter().find(|p| p.1 > 0)?;
-        let last = self.pieces.iter().rev().find(|p| p.1 > 0)?;
-        Some((first.0, last.0 + last.1))
+        (self.len > 0).then(|| {
+            self.view
+                .file_extent(self.view_offset, self.len)
+                .expect("interval checked by Request::new")
+        })
+    }
+
+    /// Whether the request is one contiguous run of the file.
+    pub fn is_contiguous(&self) -> bool {
+        self.extent().is_none_or(|(lo, hi)| hi - lo == self.len)
     }
 
     /// Bytes of the request before file offset `eof`.
     pub fn bytes_before(&self, eof: u64) -> u64 {
-        self.pieces
-            .iter()
-            .map(|&(off, len)| eof.saturating_sub(off).min(len))
-            .sum()
+        if eof == u64::MAX {
+            return self.len;
+        }
+        self.view
+            .file_to_view(eof)
+            .saturating_sub(self.view_offset)
+            .min(self.len)
+    }
+
+    /// The file offset just past the first `n` bytes of the request (u64::MAX when
+    /// that is all of them): an end of file as [`Method::read`] returns it.
+    pub fn end_after(&self, n: u64) -> u64 {
+        if n >= self.len {
+            return u64::MAX;
+        }
+        self.view
+            .view_to_file(self.view_offset + n)
+            .expect("interval checked by Request::new")
     }
 }
 
@@ -67,9 +139,11 @@ pub struct Context<'a> {
     pub aggregators: &'a [usize],
     /// Every rank's (first byte, end) of its request; (u64::MAX, 0) when empty.
     pub extents: &'a [(u64, u64)],
-    /// Pieces and bytes of all ranks' requests together.
-    pub pieces_total: u64,
+    /// Bytes of all ranks' requests together.
     pub bytes_total: u64,
+    /// Whether every rank's request can go as a view interval (its view is the one set
+    /// on its file handle).
+    pub views_registered: bool,
 }
 
 impl Context<'_> {

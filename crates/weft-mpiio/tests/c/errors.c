@@ -101,6 +101,8 @@ int main(int argc, char **argv)
     expect_same(rc, MPI_SUCCESS, "open read-only");
     rc = MPI_File_write_at(fh, 0, buf, 1, MPI_INT, &st);
     expect_same(rc, MPI_ERR_READ_ONLY, "write on a read-only file");
+    rc = MPI_File_write_at_all(fh, rank * sizeof buf, buf, 1, MPI_INT, &st);
+    expect_same(rc, MPI_ERR_READ_ONLY, "collective write on a read-only file");
     MPI_Offset size = 0;
     MPI_File_get_size(fh, &size);
     if (size != (MPI_Offset)(nprocs * sizeof buf)) {

@@ -4,15 +4,21 @@
  * local file system (through the MPI library's own MPI-IO) must give the same bytes.
  *
  *   patterns PREFIX [--local-prefix P] [--only NAME] [--n N] [--s3d N] [--cyclic N K]
- *            [--timing] [key=value ...]
+ *            [--timing] [--phase both|write|read] [--no-sync] [--read-method M]
+ *            [key=value ...]
  *
  * PREFIX is prepended to each pattern's file name ("weft:/dir/" or "/tmp/dir/");
  * key=value pairs become MPI_Info hints at open; --n, --s3d and --cyclic set the sizes;
- * --timing prints each pattern's collective write (with sync) and read times. Patterns:
+ * --timing prints each pattern's collective write, sync and read times; --phase write
+ * only writes (and syncs), --phase read only reads and checks what an earlier
+ * --phase write left (block3d, cyclic2d, cyclic2d_bytes, s3d); --no-sync skips the sync after the
+ * collective write; --read-method M reads back through weft_cb_method M (set with
+ * MPI_File_set_info after the write). Patterns:
  *   block3d       3D block subarray of 16-byte elements (ROMIO coll_perf)
  *   block3d_ghost the same from a memory array with ghost cells (noncontiguous memory)
  *   cyclic2d      2D CYCLIC(k) darray of 8-byte elements
  *   cyclic2d_mem  the same from every other slot of memory (vector memory type)
+ *   cyclic2d_bytes the same darray of 1-byte elements
  *   overlap       overlapping tiles read collectively (rank 0 writes the matrix)
  *   s3d           a struct of four 4D arrays (S3D-IO's checkpoint)
  *   indexed       an irregular hindexed type, blocks dealt among ranks
@@ -32,7 +38,9 @@ static int n_block = 24;  /* block3d edge */
 static int n_cyclic = 96; /* cyclic2d edge */
 static int k_cyclic = 4;  /* CYCLIC(k) */
 static int n_s3d = 12;    /* s3d edge */
-static double t_write, t_read;
+static double t_write, t_sync, t_read;
+static int do_write = 1, do_read = 1, do_sync = 1;
+static const char *read_method;
 
 static void check(int rc, const char *what)
 {
@@ -68,8 +76,8 @@ static void write_then_read(const char *name, MPI_Datatype etype, MPI_Datatype f
 {
     MPI_File fh;
     MPI_Status st;
-    open_file(prefix, name, MPI_MODE_CREATE | MPI_MODE_RDWR, &fh);
-    if (prefill > 0) {
+    open_file(prefix, name, do_write ? MPI_MODE_CREATE | MPI_MODE_RDWR : MPI_MODE_RDONLY, &fh);
+    if (prefill > 0 && do_write) {
         if (rank == 0) {
             unsigned char *fill = malloc(prefill);
             memset(fill, 0xAB, prefill);
@@ -81,13 +89,31 @@ static void write_then_read(const char *name, MPI_Datatype etype, MPI_Datatype f
         check(MPI_File_sync(fh), "sync");
     }
     check(MPI_File_set_view(fh, 0, etype, filetype, "native", info), "set_view");
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    check(MPI_File_write_all(fh, buf, count, memtype, &st), "write_all");
-    check(MPI_File_sync(fh), "sync");
-    MPI_Barrier(MPI_COMM_WORLD);
-    t_write = MPI_Wtime() - t0;
+    double t0;
+    if (do_write) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+        check(MPI_File_write_all(fh, buf, count, memtype, &st), "write_all");
+        MPI_Barrier(MPI_COMM_WORLD);
+        t_write = MPI_Wtime() - t0;
+        t0 = MPI_Wtime();
+        if (do_sync)
+            check(MPI_File_sync(fh), "sync");
+        MPI_Barrier(MPI_COMM_WORLD);
+        t_sync = MPI_Wtime() - t0;
+    }
+    if (read_method != NULL) {
+        MPI_Info method;
+        MPI_Info_create(&method);
+        MPI_Info_set(method, "weft_cb_method", read_method);
+        check(MPI_File_set_info(fh, method), "set_info");
+        MPI_Info_free(&method);
+    }
     memset(back, 0xEE, buf_bytes);
+    if (!do_read) {
+        check(MPI_File_close(&fh), "close");
+        return;
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = MPI_Wtime();
     check(MPI_File_read_at_all(fh, 0, back, count, memtype, &st), "read_at_all");
@@ -150,7 +176,7 @@ static void block3d(int ghost)
         int inside = i >= h && i < h + sub[0] && j >= h && j < h + sub[1] && k >= h &&
                      k < h + sub[2];
         uint64_t want = inside ? buf[l] : 0xEEEEEEEEEEEEEEEEULL;
-        if (back[l] != want)
+        if (do_read && back[l] != want)
             mismatch(name, (long)l, back[l], want);
     }
     free(buf);
@@ -170,18 +196,32 @@ static void cyclic_local(int k, const int *ps, const int *coords, long cols, lon
     *gj = (int)((lj / k) * k * ps[1] + coords[1] * k + lj % k);
 }
 
-static void cyclic2d(int memvec)
+/* This rank's CYCLIC(k) x CYCLIC(k) darray of `elem` over the n_cyclic^2 matrix: the
+ * filetype, the process grid and this rank's place in it, and its local columns. */
+static MPI_Datatype cyclic_filetype(MPI_Datatype elem, int *ps, int *coords, long *cols)
 {
-    const char *name = memvec ? "cyclic2d_mem" : "cyclic2d";
-    int n = n_cyclic, g[2] = {n, n}, ps[2] = {0, 0}, coords[2];
+    int n = n_cyclic, g[2] = {n, n};
     int distribs[2] = {MPI_DISTRIBUTE_CYCLIC, MPI_DISTRIBUTE_CYCLIC}, dargs[2] = {k_cyclic, k_cyclic};
+    ps[0] = ps[1] = 0;
     MPI_Dims_create(nprocs, 2, ps);
     coords[0] = rank / ps[1];
     coords[1] = rank % ps[1];
-    MPI_Datatype filetype, memtype;
-    MPI_Type_create_darray(nprocs, rank, 2, g, distribs, dargs, ps, MPI_ORDER_C, MPI_UINT64_T,
-                           &filetype);
+    MPI_Datatype filetype;
+    MPI_Type_create_darray(nprocs, rank, 2, g, distribs, dargs, ps, MPI_ORDER_C, elem, &filetype);
     MPI_Type_commit(&filetype);
+    /* Local columns: the global columns j with (j / k) % ps[1] == coords[1]. */
+    *cols = 0;
+    for (int j = 0; j < n; j++)
+        *cols += (j / k_cyclic) % ps[1] == coords[1];
+    return filetype;
+}
+
+static void cyclic2d(int memvec)
+{
+    const char *name = memvec ? "cyclic2d_mem" : "cyclic2d";
+    int n = n_cyclic, ps[2], coords[2];
+    long cols;
+    MPI_Datatype filetype = cyclic_filetype(MPI_UINT64_T, ps, coords, &cols), memtype;
     int size = 0;
     MPI_Type_size(filetype, &size);
     long count = size / 8;
@@ -191,10 +231,6 @@ static void cyclic2d(int memvec)
     size_t slots = (size_t)count * stride;
     uint64_t *buf = malloc(slots * 8 + 8), *back = malloc(slots * 8 + 8);
     memset(buf, 0x33, slots * 8);
-    /* Local columns: the global columns j with (j / k) % ps[1] == coords[1]. */
-    long cols = 0;
-    for (int j = 0; j < n; j++)
-        cols += (j / k_cyclic) % ps[1] == coords[1];
     for (long l = 0; l < count; l++) {
         int gi, gj;
         cyclic_local(k_cyclic, ps, coords, cols, l, &gi, &gj);
@@ -203,12 +239,36 @@ static void cyclic2d(int memvec)
     write_then_read(name, MPI_UINT64_T, filetype, buf, back, slots * 8, 1, memtype, 0);
     for (size_t l = 0; l < slots; l++) {
         uint64_t want = l % stride == 0 ? buf[l] : 0xEEEEEEEEEEEEEEEEULL;
-        if (back[l] != want)
+        if (do_read && back[l] != want)
             mismatch(name, (long)l, back[l], want);
     }
     free(buf);
     free(back);
     MPI_Type_free(&memtype);
+    MPI_Type_free(&filetype);
+}
+
+/* The same darray of 1-byte elements (the finest pieces: k bytes). */
+static void cyclic2d_bytes(void)
+{
+    int n = n_cyclic, ps[2], coords[2];
+    long cols;
+    MPI_Datatype filetype = cyclic_filetype(MPI_BYTE, ps, coords, &cols);
+    int count = 0;
+    MPI_Type_size(filetype, &count);
+    unsigned char *buf = malloc((size_t)count + 1), *back = malloc((size_t)count + 1);
+    for (long l = 0; l < count; l++) {
+        int gi, gj;
+        cyclic_local(k_cyclic, ps, coords, cols, l, &gi, &gj);
+        buf[l] = (unsigned char)(((long)gi * n + gj) * 7 + 3);
+    }
+    write_then_read("cyclic2d_bytes", MPI_BYTE, filetype, buf, back, (size_t)count + 1, count,
+                    MPI_BYTE, 0);
+    for (long l = 0; l < count; l++)
+        if (do_read && back[l] != buf[l])
+            mismatch("cyclic2d_bytes", l, back[l], buf[l]);
+    free(buf);
+    free(back);
     MPI_Type_free(&filetype);
 }
 
@@ -287,7 +347,7 @@ static void s3d(void)
     write_then_read("s3d", MPI_UINT64_T, filetype, buf, back, total * 8, (int)total,
                     MPI_UINT64_T, 0);
     for (l = 0; l < total; l++)
-        if (back[l] != buf[l])
+        if (do_read && back[l] != buf[l])
             mismatch("s3d", l, back[l], buf[l]);
     free(buf);
     free(back);
@@ -324,7 +384,7 @@ static void indexed(void)
     write_then_read("indexed", MPI_BYTE, filetype, buf, back, bytes + 1, (int)bytes, MPI_BYTE,
                     at);
     for (l = 0; l < bytes; l++)
-        if (back[l] != buf[l])
+        if (do_read && back[l] != buf[l])
             mismatch("indexed", l, back[l], buf[l]);
     free(buf);
     free(back);
@@ -399,6 +459,14 @@ int main(int argc, char **argv)
             k_cyclic = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--timing") == 0) {
             timing = 1;
+        } else if (strcmp(argv[i], "--phase") == 0 && i + 1 < argc) {
+            const char *phase = argv[++i];
+            do_write = strcmp(phase, "read") != 0;
+            do_read = strcmp(phase, "write") != 0;
+        } else if (strcmp(argv[i], "--no-sync") == 0) {
+            do_sync = 0;
+        } else if (strcmp(argv[i], "--read-method") == 0 && i + 1 < argc) {
+            read_method = argv[++i];
         } else {
             char key[256];
             const char *eq = strchr(argv[i], '=');
@@ -418,18 +486,20 @@ int main(int argc, char **argv)
     } patterns[] = {
         {"block3d", NULL}, {"block3d_ghost", NULL}, {"cyclic2d", NULL}, {"cyclic2d_mem", NULL},
         {"overlap", overlap}, {"s3d", s3d}, {"indexed", indexed}, {"mixed", mixed},
+        {"cyclic2d_bytes", cyclic2d_bytes},
     };
     for (size_t p = 0; p < sizeof patterns / sizeof patterns[0]; p++) {
         if (only != NULL && strcmp(only, patterns[p].name) != 0)
             continue;
-        t_write = t_read = 0;
+        t_write = t_sync = t_read = 0;
         if (p == 0) block3d(0);
         else if (p == 1) block3d(1);
         else if (p == 2) cyclic2d(0);
         else if (p == 3) cyclic2d(1);
         else patterns[p].run();
         if (rank == 0 && timing)
-            printf("%s write_s %.6f read_s %.6f\n", patterns[p].name, t_write, t_read);
+            printf("%s write_s %.6f read_s %.6f sync_s %.6f\n", patterns[p].name, t_write, t_read,
+                   t_sync);
     }
     if (rank == 0)
         printf("patterns OK\n");

@@ -1,0 +1,712 @@
+//! `weft bench clusterfile`: the Clusterfile paper's collective I/O comparison in one
+//! command. It starts its own throwaway clusters (`weft up` in temporary homes: no
+//! tier, a colocated tier, and 1, 2, 4 separate cache managers), and runs the patterns
+//! program of weft-mpiio's tests (3D block, 2D CYCLIC(k) x CYCLIC(k)) under mpirun:
+//!
+//! - ROMIO (Open MPI's romio321) on the local file system, the baseline;
+//! - Weft's exchange methods (two_phase, ...) on an uncached file;
+//! - `server_directed` on a cached file, colocated tier (disk-directed, "DD") and
+//!   separate cache managers (Clusterfile's two-phase, "2P"), in each cache manager
+//!   schedule (`weft_cm_schedule`) for the patterns chosen by --schedule-k.
+//!
+//! Each configuration is measured `--repeat` times (the median counts): a run writes
+//! collectively (timed), syncs (timed), and reads back right away (the hot read: from
+//! the tier for a cached file, from the page cache otherwise); then, per repeat, the
+//! cluster is restarted (an empty tier), the kernel's caches are dropped (`echo 3 >
+//! /proc/sys/vm/drop_caches`, where permitted) and the file read again (the cold read).
+//! Prints a table and the targets, writes JSON and an SVG plot.
+
+use crate::collective::{compile, library, mpirun_procs, run_timed, Timing};
+use crate::report::{target_lines, write_json, Goal, Table, MIB};
+use anyhow::{bail, ensure, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const LONG_ABOUT: &str = "The Clusterfile paper's collective I/O comparison on this machine, \
+in one command: ROMIO on the local file system, Weft's two_phase (and the other exchange methods \
+given) on uncached files, and server_directed on cached files with a colocated cache tier \
+(disk-directed) and with 1, 2, 4 separate cache managers (Clusterfile's two-phase), for the 3D \
+block pattern and 2D CYCLIC(k) x CYCLIC(k) for each --k; write, sync, hot read (right after the \
+write) and cold read (after restarting the cluster and dropping the kernel's caches, where \
+permitted). The cache manager schedule (weft_cm_schedule) is varied for the CYCLIC sizes in \
+--schedule-k and the 3D block. Starts its own clusters (weft up in temporary homes), so no \
+cluster is needed; needs mpicc, mpirun, and libweft_mpiio.so and weft next to this executable. \
+Prints a table and the targets, and writes JSON and an SVG plot.\n\nExample:\n  weft bench \
+clusterfile --procs 4 --cyclic-n 4096 --k 8,16,32,64,128,256 --repeat 3";
+
+/// Largest edge of the 3D block array (16-byte elements: 1024 is 16 GiB).
+const N_MAX: u64 = 1024;
+/// Largest edge of the CYCLIC matrix (8-byte elements: 32768 is 8 GiB).
+const CYCLIC_N_MAX: u64 = 32768;
+/// Tries of `weft up` after `weft down` in a restart.
+const RESTART_ATTEMPTS_MAX: u32 = 20;
+const SCHEDULES: [&str; 3] = ["decentralised", "all_at_once", "in_order"];
+
+#[derive(Args, Debug, Clone)]
+pub struct ClusterfileArgs {
+    /// MPI processes.
+    #[arg(long, default_value_t = 4, value_name = "P")]
+    pub procs: u32,
+    /// io servers of each cluster.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub io_servers: u32,
+    /// Stripe size (= cache block size) of the files, K/M suffixes.
+    #[arg(long, default_value = "64K", value_parser = crate::parse_size_arg, value_name = "BYTES")]
+    pub stripe: u64,
+    /// Edge of the 3D block array (N^3 elements of 16 bytes); 0 leaves it out.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub n: u64,
+    /// Edge of the CYCLIC(k) matrix (8-byte elements).
+    #[arg(long, default_value_t = 4096, value_name = "M")]
+    pub cyclic_n: u64,
+    /// CYCLIC block sizes, comma separated.
+    #[arg(
+        long,
+        default_value = "8,16,32,64,128,256",
+        value_delimiter = ',',
+        value_name = "K"
+    )]
+    pub k: Vec<u64>,
+    /// Separate cache manager counts for server_directed 2P, comma separated.
+    #[arg(long, default_value = "1,2,4", value_delimiter = ',', value_name = "N")]
+    pub cms: Vec<u32>,
+    /// CYCLIC block sizes on which every cache manager schedule is run (and on the 3D
+    /// block); the other sizes use the decentralised one.
+    #[arg(long, default_value = "32", value_delimiter = ',', value_name = "K")]
+    pub schedule_k: Vec<u64>,
+    /// Weft methods on uncached files, comma separated (`auto` shows what it picks: the
+    /// "ran" column).
+    #[arg(
+        long,
+        default_value = "two_phase,interleaved,independent,auto",
+        value_delimiter = ','
+    )]
+    pub methods: Vec<String>,
+    /// Memory of each cache manager (must hold a file and a half).
+    #[arg(long, default_value = "1G", value_parser = crate::parse_size_arg, value_name = "BYTES")]
+    pub cache_memory: u64,
+    /// Runs of each configuration; the table shows the median.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub repeat: u32,
+    /// Skip the cold reads (they restart the cluster once per repeat).
+    #[arg(long)]
+    pub no_cold: bool,
+    /// Directory for ROMIO's files. Default: the system temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub local_dir: Option<PathBuf>,
+    /// libweft_mpiio.so. Default: next to this executable.
+    #[arg(long, value_name = "FILE")]
+    pub library: Option<PathBuf>,
+    #[arg(long, default_value = "bench-results/clusterfile.json", value_name = "FILE")]
+    pub json: PathBuf,
+    #[arg(long, default_value = "bench-results/clusterfile.svg", value_name = "FILE")]
+    pub svg: PathBuf,
+}
+
+/// Where a configuration's file lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Tier {
+    /// ROMIO on the local file system.
+    Local,
+    /// A Weft cluster without cache managers.
+    Uncached,
+    /// A cache manager in every io server (disk-directed).
+    Colocated,
+    /// This many separate cache managers (Clusterfile's two-phase).
+    Separate(u32),
+}
+
+impl Tier {
+    fn label(self) -> String {
+        match self {
+            Tier::Local => "local".into(),
+            Tier::Uncached => "uncached".into(),
+            Tier::Colocated => "DD (colocated)".into(),
+            Tier::Separate(n) => format!("2P ({n} CM)"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    pattern: String,
+    /// "romio321", or a Weft method.
+    method: String,
+    tier: Tier,
+    /// weft_cm_schedule of server_directed runs.
+    schedule: Option<String>,
+    bytes: u64,
+    write_s: f64,
+    sync_s: f64,
+    hot_read_s: f64,
+    cold_read_s: Option<f64>,
+    write_mib_s: f64,
+    write_sync_mib_s: f64,
+    hot_read_mib_s: f64,
+    cold_read_mib_s: Option<f64>,
+    /// Every run's (write, sync, hot read) seconds and cold read seconds.
+    runs: Vec<[f64; 3]>,
+    cold_runs: Vec<f64>,
+    command: String,
+    /// The methods the collective write and read ran with, as WEFT_PRINT_HINTS says
+    /// ("write/read"; what `auto` chose).
+    chosen: Option<String>,
+}
+
+impl Row {
+    fn label(&self) -> String {
+        match &self.schedule {
+            Some(s) => format!("{} {} {s}", self.method, self.tier.label()),
+            None => format!("{} {}", self.method, self.tier.label()),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    command: String,
+    procs: u32,
+    io_servers: u32,
+    stripe_bytes: u64,
+    caches_dropped: bool,
+    rows: &'a [Row],
+    goals: &'a [Goal],
+}
+
+struct Case {
+    name: String,
+    only: &'static str,
+    args: Vec<String>,
+    bytes: u64,
+    /// Whether every cache manager schedule is run on it.
+    schedules: bool,
+}
+
+fn cases(a: &ClusterfileArgs) -> Vec<Case> {
+    let mut out = Vec::new();
+    if a.n > 0 {
+        out.push(Case {
+            name: format!("block3d N={}", a.n),
+            only: "block3d",
+            args: vec!["--n".into(), a.n.to_string()],
+            bytes: a.n.pow(3) * 16,
+            schedules: true,
+        });
+    }
+    for &k in &a.k {
+        out.push(Case {
+            name: format!("cyclic k={k}"),
+            only: "cyclic2d",
+            args: vec!["--cyclic".into(), a.cyclic_n.to_string(), k.to_string()],
+            bytes: a.cyclic_n.pow(2) * 8,
+            schedules: a.schedule_k.contains(&k),
+        });
+    }
+    out
+}
+
+/// A throwaway cluster in a temporary home, stopped on drop.
+struct Cluster {
+    weft: PathBuf,
+    home: tempfile::TempDir,
+    up_args: Vec<String>,
+}
+
+impl Cluster {
+    fn start(weft: &Path, a: &ClusterfileArgs, tier: Tier) -> Result<Cluster> {
+        let home = tempfile::Builder::new().prefix("weft-bench-cf-").tempdir()?;
+        let mut up_args: Vec<String> = vec![
+            "--io".into(),
+            a.io_servers.to_string(),
+            "--stripe-size".into(),
+            a.stripe.to_string(),
+        ];
+        let cache = match tier {
+            Tier::Colocated => Some("colocated".to_owned()),
+            Tier::Separate(n) => Some(n.to_string()),
+            _ => None,
+        };
+        if let Some(c) = cache {
+            up_args.extend([
+                "--cache".into(),
+                c,
+                "--cache-memory".into(),
+                a.cache_memory.to_string(),
+            ]);
+        }
+        let cluster = Cluster {
+            weft: weft.to_path_buf(),
+            home,
+            up_args,
+        };
+        cluster.up()?;
+        Ok(cluster)
+    }
+
+    fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn weft(&self, args: &[&str]) -> Result<()> {
+        let out = Command::new(&self.weft)
+            .args(args)
+            .env("WEFT_HOME", self.home())
+            .output()
+            .context("running weft")?;
+        ensure!(
+            out.status.success(),
+            "weft {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    }
+
+    /// Starts the servers (again, with the same description, after `down`).
+    fn up(&self) -> Result<()> {
+        let mut args = vec![
+            "up".to_owned(),
+            "--home".into(),
+            self.home().display().to_string(),
+        ];
+        args.extend(self.up_args.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.weft(&args)
+    }
+
+    fn down(&self) -> Result<()> {
+        self.weft(&["down", "--home", &self.home().display().to_string()])
+    }
+
+    /// Down and up again: the cache managers come back empty. A server restarts on
+    /// the port recorded at its first start, an ephemeral one that may be taken
+    /// meanwhile (the local port of some connection: the restarted server then fails
+    /// with EADDRINUSE, seen here about once in fifty restarts), so `up` is retried for
+    /// a while; each retry starts only the servers still down.
+    fn restart(&self) -> Result<()> {
+        self.down()?;
+        let mut attempt = 0;
+        loop {
+            match self.up() {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt >= RESTART_ATTEMPTS_MAX => return Err(e),
+                Err(e) => {
+                    eprintln!("restart attempt {attempt} failed ({e}); retrying");
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.down();
+    }
+}
+
+/// "write/read" methods from WEFT_PRINT_HINTS lines ("weft-mpiio: write /p: method m
+/// (why)"), if the run printed them.
+fn chosen_methods(stderr: &str) -> Option<String> {
+    let method = |phase: &str| {
+        stderr.lines().find_map(|line| {
+            let rest = line.strip_prefix("weft-mpiio: ")?.strip_prefix(phase)?;
+            let after = rest.split_once(": method ")?.1;
+            Some(after.split_whitespace().next()?.to_owned())
+        })
+    };
+    Some(format!("{}/{}", method("write ")?, method("read ")?))
+}
+
+/// Drops the kernel's page cache; false when this process may not.
+fn drop_caches() -> bool {
+    // SAFETY: sync(2) has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// One configuration to measure: how to start mpirun on a file prefix.
+struct Run<'a> {
+    method: String,
+    tier: Tier,
+    schedule: Option<&'a str>,
+    /// The file prefix and the environment and hints of the Weft runs.
+    prefix: String,
+    weft: Option<(&'a Path, &'a Path)>,
+}
+
+struct Bench<'a> {
+    a: &'a ClusterfileArgs,
+    program: PathBuf,
+    caches_dropped: bool,
+}
+
+impl Bench<'_> {
+    fn command(&self, run: &Run<'_>, case: &Case, phase: &str) -> Command {
+        let mut c = mpirun_procs(self.a.procs);
+        match run.weft {
+            None => {
+                c.args(["--mca", "io", "romio321"]);
+            }
+            Some((library, home)) => {
+                c.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
+                c.arg("-x").arg(format!("WEFT_HOME={}", home.display()));
+                c.env("WEFT_PRINT_HINTS", "1").args(["-x", "WEFT_PRINT_HINTS"]);
+            }
+        }
+        c.arg(&self.program).arg(&run.prefix);
+        c.args(["--only", case.only, "--timing", "--phase", phase])
+            .args(&case.args);
+        if run.weft.is_some() {
+            c.arg(format!("weft_cb_method={}", run.method));
+            if let Some(s) = run.schedule {
+                c.arg(format!("weft_cm_schedule={s}"));
+            }
+        }
+        c
+    }
+
+    /// Measures `run` on `case`; `restart` empties the tier before a cold read.
+    fn measure(&mut self, run: &Run<'_>, case: &Case, restart: &dyn Fn() -> Result<()>) -> Result<Row> {
+        let mut runs = Vec::new();
+        let mut command = String::new();
+        let mut chosen = None;
+        for _ in 0..self.a.repeat {
+            let (t, shown, stderr): (Timing, String, String) =
+                run_timed(self.command(run, case, "both"), case.only)?;
+            runs.push([t.write_s, t.sync_s, t.read_s]);
+            command = shown;
+            chosen = chosen_methods(&stderr);
+        }
+        let mut cold_runs = Vec::new();
+        if !self.a.no_cold {
+            for _ in 0..self.a.repeat {
+                restart()?;
+                self.caches_dropped = drop_caches();
+                let (t, _, _) = run_timed(self.command(run, case, "read"), case.only)?;
+                cold_runs.push(t.read_s);
+            }
+        }
+        let column = |i: usize| median(&runs.iter().map(|r| r[i]).collect::<Vec<_>>());
+        let (write_s, sync_s, hot_read_s) = (column(0), column(1), column(2));
+        let cold_read_s = (!cold_runs.is_empty()).then(|| median(&cold_runs));
+        let mib = case.bytes as f64 / MIB as f64;
+        let rate = |s: f64| mib / s.max(1e-9);
+        let row = Row {
+            pattern: case.name.clone(),
+            method: run.method.clone(),
+            tier: run.tier,
+            schedule: run.schedule.map(str::to_owned),
+            bytes: case.bytes,
+            write_s,
+            sync_s,
+            hot_read_s,
+            cold_read_s,
+            write_mib_s: rate(write_s),
+            write_sync_mib_s: rate(write_s + sync_s),
+            hot_read_mib_s: rate(hot_read_s),
+            cold_read_mib_s: cold_read_s.map(rate),
+            runs,
+            cold_runs,
+            command,
+            chosen,
+        };
+        eprintln!(
+            "{}: {}: write {:.1} MiB/s, write+sync {:.1}, hot read {:.1}, cold read {}",
+            row.pattern,
+            row.label(),
+            row.write_mib_s,
+            row.write_sync_mib_s,
+            row.hot_read_mib_s,
+            row.cold_read_mib_s.map_or("-".into(), |v| format!("{v:.1}"))
+        );
+        Ok(row)
+    }
+}
+
+pub fn run(a: &ClusterfileArgs) -> Result<()> {
+    ensure!((1..=1024).contains(&a.procs), "--procs must be in 1..=1024");
+    ensure!((1..=64).contains(&a.io_servers), "--io-servers must be in 1..=64");
+    ensure!(a.n <= N_MAX, "--n must be at most {N_MAX}");
+    ensure!(
+        (1..=CYCLIC_N_MAX).contains(&a.cyclic_n),
+        "--cyclic-n must be in 1..={CYCLIC_N_MAX}"
+    );
+    ensure!((1..=100).contains(&a.repeat), "--repeat must be in 1..=100");
+    ensure!(
+        a.k.iter().all(|k| (1..=a.cyclic_n).contains(k)),
+        "every --k must be in 1..=--cyclic-n"
+    );
+    ensure!(
+        a.cms.iter().all(|n| (1..=64).contains(n)),
+        "every --cms must be in 1..=64"
+    );
+    let library = library(a.library.as_deref())?;
+    let weft = std::env::current_exe()?.with_file_name("weft");
+    ensure!(
+        weft.exists(),
+        "{} not found: build the workspace first",
+        weft.display()
+    );
+    let work = tempfile::Builder::new().prefix("weft-bench-cf-").tempdir()?;
+    let local = tempfile::Builder::new()
+        .prefix("weft-bench-cf-local-")
+        .tempdir_in(a.local_dir.clone().unwrap_or_else(std::env::temp_dir))?;
+    let mut bench = Bench {
+        a,
+        program: compile(work.path())?,
+        caches_dropped: false,
+    };
+    let cases = cases(a);
+    let mut rows: Vec<Row> = Vec::new();
+
+    // ROMIO on the local file system.
+    let romio = Run {
+        method: "romio321".into(),
+        tier: Tier::Local,
+        schedule: None,
+        prefix: format!("{}/", local.path().display()),
+        weft: None,
+    };
+    for case in &cases {
+        rows.push(bench.measure(&romio, case, &|| Ok(()))?);
+        std::fs::remove_file(local.path().join(case.only)).ok();
+    }
+
+    // Each tier in a cluster of its own.
+    let mut tiers = vec![Tier::Uncached, Tier::Colocated];
+    tiers.extend(a.cms.iter().map(|&n| Tier::Separate(n)));
+    for tier in tiers {
+        let cluster = Cluster::start(&weft, a, tier)?;
+        cluster.weft(&["mkdir", "/bench"])?;
+        let restart = || cluster.restart();
+        for case in &cases {
+            let mut runs: Vec<(String, Option<&str>)> = Vec::new();
+            match tier {
+                Tier::Uncached => runs.extend(a.methods.iter().map(|m| (m.clone(), None))),
+                _ if case.schedules => {
+                    runs.extend(SCHEDULES.iter().map(|s| ("server_directed".to_owned(), Some(*s))))
+                }
+                _ => runs.push(("server_directed".into(), Some(SCHEDULES[0]))),
+            }
+            for (method, schedule) in runs {
+                let run = Run {
+                    method,
+                    tier,
+                    schedule,
+                    prefix: "weft:/bench/".into(),
+                    weft: Some((&library, cluster.home())),
+                };
+                rows.push(bench.measure(&run, case, &restart)?);
+                // The next configuration starts from a new file.
+                cluster.weft(&["rm", &format!("/bench/{}", case.only)])?;
+            }
+        }
+    }
+
+    let goals = goals(&rows);
+    print_table(&rows);
+    print!("{}", target_lines(&goals));
+    if !a.no_cold && !bench.caches_dropped {
+        println!("note: cold reads ran WITHOUT dropping the kernel's caches (no permission to write /proc/sys/vm/drop_caches)");
+    }
+    let report = Report {
+        command: crate::report::command_line(),
+        procs: a.procs,
+        io_servers: a.io_servers,
+        stripe_bytes: a.stripe,
+        caches_dropped: bench.caches_dropped,
+        rows: &rows,
+        goals: &goals,
+    };
+    write_json(&a.json, &report)?;
+    write_svg(&a.svg, &rows)?;
+    println!("JSON: {}  plot: {}", a.json.display(), a.svg.display());
+    Ok(())
+}
+
+/// The issue's targets, from this run's rows: server_directed (decentralised) in each
+/// placement against Weft's two_phase and ROMIO on the local file system.
+fn goals(rows: &[Row]) -> Vec<Goal> {
+    let find =
+        |pattern: &str, pick: &dyn Fn(&Row) -> bool| rows.iter().find(|r| r.pattern == pattern && pick(r));
+    let mut goals = Vec::new();
+    let server_directed: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.method == "server_directed" && r.schedule.as_deref() == Some(SCHEDULES[0]))
+        .collect();
+    for sd in &server_directed {
+        let romio = find(&sd.pattern, &|r| r.tier == Tier::Local);
+        let two_phase = find(&sd.pattern, &|r| r.method == "two_phase");
+        let who = format!("{} {}", sd.pattern, sd.tier.label());
+        if sd.pattern == "cyclic k=32" {
+            for (phase, mine, base_two, base_romio) in [
+                (
+                    "write",
+                    sd.write_mib_s,
+                    two_phase.map(|r| r.write_mib_s),
+                    romio.map(|r| r.write_mib_s),
+                ),
+                (
+                    "hot read",
+                    sd.hot_read_mib_s,
+                    two_phase.map(|r| r.hot_read_mib_s),
+                    romio.map(|r| r.hot_read_mib_s),
+                ),
+            ] {
+                if let Some(b) = base_two {
+                    goals.push(Goal::new(format!("{who} {phase} vs two_phase"), 2.0, mine / b));
+                }
+                if let Some(b) = base_romio {
+                    goals.push(Goal::new(format!("{who} {phase} vs ROMIO local"), 4.0, mine / b));
+                }
+            }
+        }
+        if sd.pattern.starts_with("block3d") {
+            if let Some(r) = romio {
+                goals.push(Goal::new(
+                    format!("{who} hot read vs ROMIO local"),
+                    1.0,
+                    sd.hot_read_mib_s / r.hot_read_mib_s,
+                ));
+            }
+            // Where the tier cannot help: within 0.8x of the best uncached method.
+            let uncached = rows
+                .iter()
+                .filter(|r| r.pattern == sd.pattern && r.tier == Tier::Uncached);
+            let best_write = uncached.clone().map(|r| r.write_sync_mib_s).fold(0.0, f64::max);
+            let best_cold = uncached.filter_map(|r| r.cold_read_mib_s).fold(0.0, f64::max);
+            if best_write > 0.0 {
+                goals.push(Goal::new(
+                    format!("{who} write+sync vs the best uncached method"),
+                    0.8,
+                    sd.write_sync_mib_s / best_write,
+                ));
+            }
+            if let (Some(cold), true) = (sd.cold_read_mib_s, best_cold > 0.0) {
+                goals.push(Goal::new(
+                    format!("{who} cold read vs the best uncached method"),
+                    0.8,
+                    cold / best_cold,
+                ));
+            }
+        }
+    }
+    goals
+}
+
+fn print_table(rows: &[Row]) {
+    let mut t = Table::new(&[
+        "pattern",
+        "method",
+        "tier",
+        "schedule",
+        "ran (w/r)",
+        "write MiB/s",
+        "write+sync",
+        "hot read",
+        "cold read",
+        "write/2ph",
+        "hot/2ph",
+        "write/romio",
+        "hot/romio",
+        "cold/romio",
+    ]);
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}", a / b.max(1e-9)),
+        _ => "-".into(),
+    };
+    for r in rows {
+        let romio = rows
+            .iter()
+            .find(|x| x.pattern == r.pattern && x.tier == Tier::Local);
+        let two = rows
+            .iter()
+            .find(|x| x.pattern == r.pattern && x.method == "two_phase");
+        t.row(vec![
+            r.pattern.clone(),
+            r.method.clone(),
+            r.tier.label(),
+            r.schedule.clone().unwrap_or_else(|| "-".into()),
+            r.chosen.clone().unwrap_or_else(|| "-".into()),
+            format!("{:.1}", r.write_mib_s),
+            format!("{:.1}", r.write_sync_mib_s),
+            format!("{:.1}", r.hot_read_mib_s),
+            r.cold_read_mib_s.map_or("-".into(), |v| format!("{v:.1}")),
+            ratio(Some(r.write_mib_s), two.map(|x| x.write_mib_s)),
+            ratio(Some(r.hot_read_mib_s), two.map(|x| x.hot_read_mib_s)),
+            ratio(Some(r.write_mib_s), romio.map(|x| x.write_mib_s)),
+            ratio(Some(r.hot_read_mib_s), romio.map(|x| x.hot_read_mib_s)),
+            ratio(r.cold_read_mib_s, romio.and_then(|x| x.cold_read_mib_s)),
+        ]);
+    }
+    print!("{}", t.render());
+}
+
+/// Write, hot read and cold read MiB/s against the CYCLIC block size, one line per
+/// configuration (server_directed in the decentralised schedule only).
+fn write_svg(path: &Path, rows: &[Row]) -> Result<()> {
+    let cyclic: Vec<&Row> = rows
+        .iter()
+        .filter(|r| {
+            r.pattern.starts_with("cyclic") && r.schedule.as_deref().is_none_or(|s| s == SCHEDULES[0])
+        })
+        .collect();
+    let mut labels: Vec<String> = Vec::new();
+    for r in &cyclic {
+        if !labels.contains(&r.label()) {
+            labels.push(r.label());
+        }
+    }
+    let k_of = |r: &Row| -> f64 {
+        r.pattern
+            .trim_start_matches("cyclic k=")
+            .parse::<f64>()
+            .unwrap_or(1.0)
+    };
+    let panels: Vec<crate::plot::Panel> = [
+        ("write (MiB/s)", 0usize),
+        ("hot read (MiB/s)", 1),
+        ("cold read (MiB/s)", 2),
+    ]
+    .into_iter()
+    .map(|(title, phase)| crate::plot::Panel {
+        title: title.into(),
+        x_label: "CYCLIC(k) block size k (elements)".into(),
+        series: labels
+            .iter()
+            .map(|label| crate::plot::Series {
+                name: label.clone(),
+                points: cyclic
+                    .iter()
+                    .filter(|r| &r.label() == label)
+                    .filter_map(|r| {
+                        let y = match phase {
+                            0 => Some(r.write_mib_s),
+                            1 => Some(r.hot_read_mib_s),
+                            _ => r.cold_read_mib_s,
+                        };
+                        y.map(|y| (k_of(r), y))
+                    })
+                    .collect(),
+            })
+            .collect(),
+    })
+    .collect();
+    if panels
+        .iter()
+        .all(|p| p.series.iter().all(|s| s.points.is_empty()))
+    {
+        bail!("nothing to plot: no CYCLIC(k) rows");
+    }
+    crate::plot::log2_x_panels(path, "Collective I/O, CYCLIC(k) x CYCLIC(k)", &panels)
+}
