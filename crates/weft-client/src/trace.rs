@@ -218,6 +218,10 @@ pub struct FileTrace {
     tracer: Arc<Tracer>,
     inode: u64,
     calls: Mutex<Calls>,
+    /// The time of the last original request recorded (0: none), for an access pattern
+    /// to carry the same time as the trace (so that `weft sim` orders a call's ranks as
+    /// the cache manager did).
+    last_original_ns: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -242,6 +246,7 @@ impl FileTrace {
             tracer,
             inode,
             calls: Mutex::new(Calls::default()),
+            last_original_ns: Default::default(),
         }
     }
 
@@ -317,7 +322,7 @@ impl FileTrace {
         id
     }
 
-    fn request(&self, sent: bool, write: bool, rank: Option<u32>, shape: Shape) {
+    fn request(&self, sent: bool, write: bool, rank: Option<u32>, shape: Shape) -> u64 {
         let current = self.calls().current;
         let mut flags = 0;
         if write {
@@ -330,7 +335,9 @@ impl FileTrace {
             flags |= Flags::COLLECTIVE;
         }
         let inode = self.inode;
+        let mut at = 0;
         self.tracer.record(|e, out, time_ns| {
+            at = time_ns;
             e.request(
                 &RequestRecord {
                     time_ns,
@@ -343,12 +350,18 @@ impl FileTrace {
                 out,
             )
         });
+        at
+    }
+
+    /// When the last original request was recorded (ns since the epoch), if any.
+    pub fn last_original_ns(&self) -> Option<u64> {
+        Some(self.last_original_ns.load(std::sync::atomic::Ordering::Relaxed)).filter(|t| *t != 0)
     }
 
     /// The original request of an MPI-IO call: view bytes `[view_offset, +len)`.
     pub fn original(&self, rank: u32, write: bool, view: &View, view_offset: u64, len: u64) {
         let id = self.view_id(view);
-        self.request(
+        let at = self.request(
             false,
             write,
             Some(rank),
@@ -358,6 +371,8 @@ impl FileTrace {
                 len,
             },
         );
+        self.last_original_ns
+            .store(at, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A request sent to Weft: file ranges.
@@ -367,7 +382,7 @@ impl FileTrace {
             runs.push(offset, len);
         }
         if !runs.is_empty() {
-            self.request(true, write, None, Shape::Runs(runs.finish()));
+            let _ = self.request(true, write, None, Shape::Runs(runs.finish()));
         }
     }
 
@@ -377,7 +392,7 @@ impl FileTrace {
             return;
         }
         let id = self.view_id(view);
-        self.request(
+        let _ = self.request(
             true,
             write,
             None,

@@ -620,7 +620,15 @@ impl Inner {
         for (key, _) in &references {
             asked.insert(key.block);
         }
-        let (hits, hit_bytes) = self.tier.reference_all(&file.layout, block_size, &references)?;
+        let mut next = 0;
+        let mut counts = (0u64, 0u64);
+        while let Some(blocked) =
+            self.tier
+                .reference_all(&file.layout, block_size, &references, &mut next, &mut counts)?
+        {
+            self.unblock(blocked)?;
+        }
+        let (hits, hit_bytes) = counts;
         let c = &self.cio;
         c.references.fetch_add(references.len() as u64, Ordering::Relaxed);
         c.bytes

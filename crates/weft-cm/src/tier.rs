@@ -235,32 +235,41 @@ impl Tier {
     }
 
     /// References from the processes' original pattern (collective-I/O-aware caching),
-    /// in time order: a cached block is touched (a hit); a missing one is made room for
-    /// and admitted now (a miss: its bytes come with the aggregated request that
-    /// follows), or, when no room can be made at once, left out. Returns the hits and
-    /// their bytes.
+    /// in time order, from `references[*next]` on: a cached block is touched (a hit); a
+    /// missing one is made room for and admitted now (a miss: its bytes come with the
+    /// aggregated request that follows). Stops, returning what the store asks for,
+    /// when room needs dirty victims written back first (`*next` then names the
+    /// reference to resume with); a block that cannot be admitted at all (everything
+    /// pinned) is left out. Adds the hits and their bytes to `counts`.
     pub fn reference_all(
         &self,
         layout: &Layout,
         block_size_bytes: u64,
         references: &[(BlockKey, u64)],
-    ) -> Result<(u64, u64), WireError> {
+        next: &mut usize,
+        counts: &mut (u64, u64),
+    ) -> Result<Option<Blocked>, WireError> {
         let mut state = self.state();
-        let (mut hits, mut hit_bytes) = (0, 0);
-        for (key, bytes) in references {
+        while let Some((key, bytes)) = references.get(*next) {
             Self::check_file(&mut state, key.inode, layout, block_size_bytes)?;
             if state.cache.reference(key) {
-                hits += 1;
-                hit_bytes += bytes;
+                counts.0 += 1;
+                counts.1 += bytes;
             } else {
-                // NoSpace here (everything pinned, or victims to write back first) admits
-                // nothing: the aggregated request still serves the bytes.
-                let _ = state
-                    .cache
-                    .reserve(*key, block_size_bytes as u32, Admission::Normal);
+                match blocked(
+                    state
+                        .cache
+                        .reserve(*key, block_size_bytes as u32, Admission::Normal),
+                ) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(b)) => return Ok(Some(b)),
+                    // Everything pinned: the aggregated request still serves the bytes.
+                    Err(_) => {}
+                }
             }
+            *next += 1;
         }
-        Ok((hits, hit_bytes))
+        Ok(None)
     }
 
     /// Waits a little for a fetch or write-back to end.

@@ -227,8 +227,7 @@ pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
     let incarnation = weft_rpc::new_incarnation();
     let handler = roles::Roles::open(plan, incarnation)?;
     let roles_bits = handler.role_bits();
-    let listener =
-        TcpListener::bind(&plan.listen).with_context(|| format!("cannot listen on {}", plan.listen))?;
+    let listener = bind(&plan.listen).with_context(|| format!("cannot listen on {}", plan.listen))?;
     let limits = ServerLimits {
         workers,
         ..ServerLimits::default()
@@ -274,6 +273,23 @@ pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
     // Give the accept loop a moment before a ready file tells anyone to connect.
     std::thread::sleep(Duration::from_millis(5));
     Ok(handle.local_addr)
+}
+
+/// How long a restarted server keeps trying its recorded address while the kernel
+/// still holds it (a server restarted right after a crash; peers' old connections).
+const BIND_RETRY: Duration = Duration::from_secs(5);
+
+/// Binds `addr`; a fixed port still in use is tried again for up to `BIND_RETRY`.
+fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    let deadline = std::time::Instant::now() + BIND_RETRY;
+    loop {
+        match TcpListener::bind(addr) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
 }
 
 pub fn write_atomically(path: &std::path::Path, text: &str) -> Result<()> {

@@ -92,9 +92,16 @@ pub fn attach(
     if !hints.cio_aware || write || !file.cache_mode().uses_tier() {
         return Ok(());
     }
-    let time_ns = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    // The time the trace gave this request, when traced: `weft sim` then orders the
+    // call's ranks exactly as the cache managers do.
+    let time_ns = file
+        .trace()
+        .and_then(|t| t.last_original_ns())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
     let mine = encode(time_ns, view, view_offset, len);
     let size = comm.size();
     let lens = comm.allgather(&[mine.len() as i64])?;
