@@ -145,10 +145,12 @@ impl MetaService {
                 target,
             } => store.symlink(&cred, parent, &name, &target).map(Response::Attr),
             Request::Readlink { cred, inode } => store.readlink(&cred, inode).map(Response::Link),
-            Request::Hello { .. } | Request::ServerInfo => Err(WireError::new(
-                ErrorCode::Unsupported,
-                "hello and server info are answered by the connection layer, not the metadata service",
-            )),
+            Request::Hello { .. } | Request::Authenticate { .. } | Request::ServerInfo => {
+                Err(WireError::new(
+                    ErrorCode::Unsupported,
+                    "hello and server info are answered by the connection layer, not the metadata service",
+                ))
+            }
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
             | Request::Write { .. }
