@@ -64,6 +64,8 @@ pub enum LoopMsg {
 pub struct LoopHandle {
     pub waker: mio::Waker,
     pub inbox: Mutex<Vec<LoopMsg>>,
+    /// A `BudgetFreed` is in the inbox: releases in a burst wake the loop once.
+    pub budget_freed: std::sync::atomic::AtomicBool,
 }
 
 impl LoopHandle {
@@ -275,7 +277,12 @@ impl EventLoop {
                         self.resume(token);
                     }
                 }
-                LoopMsg::BudgetFreed => budget_freed = true,
+                LoopMsg::BudgetFreed => {
+                    self.shared.loops[self.index]
+                        .budget_freed
+                        .store(false, std::sync::atomic::Ordering::SeqCst);
+                    budget_freed = true;
+                }
                 LoopMsg::Listen(listener) => self.listen(listener),
                 LoopMsg::StopAccepting => {
                     for (_, listener) in self.listeners.drain(..) {
@@ -863,7 +870,7 @@ impl EventLoop {
         match std::mem::replace(&mut client.read, ReadState::start()) {
             ReadState::AwaitMessage { header } => {
                 let need = header.message_len as u64;
-                match self.shared.peers.try_charge(peer, need) {
+                match self.shared.peers.try_charge(peer, need, 0) {
                     Some(charged) => {
                         self.unpause(client);
                         self.start_message(client, header, charged)
@@ -899,7 +906,7 @@ impl EventLoop {
                     slot = true;
                 }
                 let need = header.data_len + self.shared.handler.reply_bytes_hint(&request);
-                match self.shared.peers.try_charge(peer, need) {
+                match self.shared.peers.try_charge(peer, need, charged) {
                     Some(more) => {
                         self.unpause(client);
                         client.read = ReadState::Data {
@@ -1099,6 +1106,9 @@ impl EventLoop {
                 Phase::Draining { until } => (now >= *until).then_some((End::Now, None)),
                 Phase::AwaitHello | Phase::AwaitAuthenticate { .. } => {
                     (now.duration_since(client.accepted_at) >= limits.handshake_timeout).then(|| {
+                        // Holding a connection without proving anything counts as a
+                        // failed handshake: a peer cannot hold slots that way for long.
+                        self.shared.peers.failed(client.conn.peer, now);
                         (
                             End::Tell(
                                 WireError::new(

@@ -239,10 +239,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Tells every loop that bytes were released.
+    /// Tells every loop that bytes were released (once until it has looked).
     fn wake_all(&self) {
         for handle in &self.loops {
-            handle.post(LoopMsg::BudgetFreed);
+            if !handle
+                .budget_freed
+                .swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                handle.post(LoopMsg::BudgetFreed);
+            }
         }
     }
 
@@ -274,6 +279,7 @@ pub fn serve(
         loops.push(LoopHandle {
             waker,
             inbox: Mutex::new(Vec::new()),
+            budget_freed: std::sync::atomic::AtomicBool::new(false),
         });
     }
     let shared = Arc::new(Shared {

@@ -149,18 +149,18 @@ impl Peers {
         }
     }
 
-    /// Charges `n` bytes to `peer` and to the server if both have room (the peer's
-    /// share is not checked for small requests), and returns what was charged. A
-    /// request larger than a whole budget is charged that budget: it runs alone rather
-    /// than never.
-    pub fn try_charge(&self, peer: PeerKey, n: u64) -> Option<u64> {
+    /// Charges `n` more bytes to `peer` and to the server if both have room (the
+    /// peer's share is not checked for small requests), and returns what was charged;
+    /// the request holds `held` bytes charged already. A request larger than a whole
+    /// budget is charged up to that budget: it runs alone rather than never.
+    pub fn try_charge(&self, peer: PeerKey, n: u64, held: u64) -> Option<u64> {
         if n == 0 {
             return Some(0);
         }
         let limits = &self.limits;
         let charge = n
-            .min(limits.data_bytes_inflight_max)
-            .min(limits.peer_data_bytes_max);
+            .min(limits.data_bytes_inflight_max.saturating_sub(held))
+            .min(limits.peer_data_bytes_max.saturating_sub(held));
         let mut inner = self.inner.lock().unwrap();
         if inner.bytes + charge > limits.data_bytes_inflight_max {
             return None;
@@ -298,23 +298,31 @@ mod tests {
             peer_data_bytes_max: 60 * big,
             ..limits()
         });
-        assert_eq!(peers.try_charge(a, 50 * big), Some(50 * big));
-        assert_eq!(peers.try_charge(a, 20 * big), None, "past the peer's share");
-        assert_eq!(peers.try_charge(a, 10 * big), Some(10 * big), "the whole share");
+        assert_eq!(peers.try_charge(a, 50 * big, 0), Some(50 * big));
+        assert_eq!(peers.try_charge(a, 20 * big, 0), None, "past the peer's share");
+        assert_eq!(
+            peers.try_charge(a, 10 * big, 0),
+            Some(10 * big),
+            "the whole share"
+        );
         // A small request is held back by the server's budget only.
-        assert_eq!(peers.try_charge(a, big), Some(big));
+        assert_eq!(peers.try_charge(a, big, 0), Some(big));
         peers.release(a, 11 * big);
-        assert_eq!(peers.try_charge(b, 50 * big), Some(50 * big));
-        assert_eq!(peers.try_charge(b, 1), None, "past the server's budget");
+        assert_eq!(peers.try_charge(b, 50 * big, 0), Some(50 * big));
+        assert_eq!(peers.try_charge(b, 1, 0), None, "past the server's budget");
         peers.release(a, 50 * big);
         // Larger than a peer's share: charged the share, when the peer holds nothing.
         assert_eq!(
-            peers.try_charge(a, 1000 * big),
+            peers.try_charge(a, 1000 * big, 0),
             None,
             "the server holds 50 of 100"
         );
         peers.release(b, 50 * big);
-        assert_eq!(peers.try_charge(a, 1000 * big), Some(60 * big));
+        assert_eq!(peers.try_charge(a, 1000 * big, 0), Some(60 * big));
+        peers.release(a, 60 * big);
+        // What the request holds already counts toward running alone.
+        assert_eq!(peers.try_charge(a, 100, 0), Some(100));
+        assert_eq!(peers.try_charge(a, 1000 * big, 100), Some(60 * big - 100));
         peers.release(a, 60 * big);
         assert_eq!(peers.totals(), (0, 0));
     }
