@@ -204,6 +204,7 @@ impl ServerHandle {
             unreachable!("bind_unix binds a Unix socket");
         };
         listener.set_nonblocking(true)?;
+        deepen_backlog(&listener);
         self.shared.loops[0].post(LoopMsg::Listen(ServerListener::Unix(
             mio::net::UnixListener::from_std(listener),
         )));
@@ -268,6 +269,7 @@ pub fn serve(
 ) -> io::Result<ServerHandle> {
     let local_addr = listener.local_addr()?;
     listener.set_nonblocking(true)?;
+    deepen_backlog(&listener);
     let (sender, receiver) = mpsc::channel::<Job>();
     let receiver = Arc::new(Mutex::new(receiver));
     let mut polls = Vec::new();
@@ -315,6 +317,16 @@ pub fn serve(
             .spawn(move || event_loop.run())?;
     }
     Ok(ServerHandle { local_addr, shared })
+}
+
+/// Most connections the kernel queues for accept. The standard library listens with
+/// 128; the ranks of a job connecting at once would overflow that, and a connection
+/// the kernel drops waits a second for its SYN to be sent again.
+const LISTEN_BACKLOG: i32 = 4096;
+
+fn deepen_backlog(listener: &impl std::os::fd::AsRawFd) {
+    // SAFETY: listen on a socket that listens already only changes its backlog.
+    unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) };
 }
 
 fn run_job(shared: &Shared, job: Job) {
