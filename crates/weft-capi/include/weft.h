@@ -335,13 +335,27 @@ extern "C" {
 /**
  * Connects to a cluster: to the metadata manager at `meta_addr` ("host:port"), or with
  * NULL to the cluster found as the `weft` tool finds it ($WEFT_META, else
- * $WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml). Returns NULL with errno set
- * (EHOSTDOWN when no cluster answers) on failure. Close with `weft_disconnect`.
+ * $WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml), proving the cluster key found
+ * as the tool finds it ($WEFT_KEY, else beside that cluster.toml). Returns NULL with
+ * errno set (EHOSTDOWN when no cluster answers, EACCES when the key is refused) on
+ * failure. Close with `weft_disconnect`.
  *
  * # Safety
  * `meta_addr` is NULL or a NUL-terminated string.
  */
 weft_client_t *weft_connect(const char *meta_addr);
+
+/**
+ * Connects as `weft_connect` does, proving the cluster key in `key_file` (the file
+ * `weft up` makes in the cluster's home, or `weft key create` makes) rather than the
+ * key found through $WEFT_KEY or beside cluster.toml; `meta_addr` is the metadata
+ * manager's "host:port". Returns NULL with errno set on failure (EACCES: the servers
+ * refuse this key, or the file is not a usable key).
+ *
+ * # Safety
+ * `meta_addr` and `key_file` are NUL-terminated strings.
+ */
+weft_client_t *weft_connect_key(const char *meta_addr, const char *key_file);
 
 /**
  * Closes a connection. Files and directories opened through it stay usable (they hold

@@ -45,8 +45,10 @@ pub struct weft_dir_t {
 
 /// Connects to a cluster: to the metadata manager at `meta_addr` ("host:port"), or with
 /// NULL to the cluster found as the `weft` tool finds it ($WEFT_META, else
-/// $WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml). Returns NULL with errno set
-/// (EHOSTDOWN when no cluster answers) on failure. Close with `weft_disconnect`.
+/// $WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml), proving the cluster key found
+/// as the tool finds it ($WEFT_KEY, else beside that cluster.toml). Returns NULL with
+/// errno set (EHOSTDOWN when no cluster answers, EACCES when the key is refused) on
+/// failure. Close with `weft_disconnect`.
 ///
 /// # Safety
 /// `meta_addr` is NULL or a NUL-terminated string.
@@ -63,6 +65,34 @@ pub unsafe extern "C" fn weft_connect(meta_addr: *const c_char) -> *mut weft_cli
             }
             Client::connect(addr)?
         };
+        Ok(Box::into_raw(Box::new(weft_client_t { client })))
+    })
+}
+
+/// Connects as `weft_connect` does, proving the cluster key in `key_file` (the file
+/// `weft up` makes in the cluster's home, or `weft key create` makes) rather than the
+/// key found through $WEFT_KEY or beside cluster.toml; `meta_addr` is the metadata
+/// manager's "host:port". Returns NULL with errno set on failure (EACCES: the servers
+/// refuse this key, or the file is not a usable key).
+///
+/// # Safety
+/// `meta_addr` and `key_file` are NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn weft_connect_key(
+    meta_addr: *const c_char,
+    key_file: *const c_char,
+) -> *mut weft_client_t {
+    pointer_call("weft_connect_key", || {
+        // SAFETY: NUL-terminated (the caller's promise).
+        let key_file = unsafe { args::string(key_file, "key_file") }?;
+        let key = weft_client::ClusterKey::load(std::path::Path::new(key_file))
+            .map_err(|e| Failure::new(libc::EACCES, e.to_string()))?;
+        // SAFETY: NUL-terminated (the caller's promise).
+        let addr = unsafe { args::string(meta_addr, "meta_addr") }?;
+        if addr.is_empty() {
+            return Err(Failure::invalid("meta_addr is empty"));
+        }
+        let client = Client::connect_with(addr, weft_client::ClientAuth::cluster(key))?;
         Ok(Box::into_raw(Box::new(weft_client_t { client })))
     })
 }

@@ -33,8 +33,9 @@ const EINVAL: c_int = -libc::EINVAL;
 /// A client connected to `cluster` through the C API.
 fn connect(cluster: &TestCluster) -> *mut weft_client_t {
     let addr = c(&cluster.meta_addr());
-    // SAFETY: a valid string.
-    let client = unsafe { weft_connect(addr.as_ptr()) };
+    let key = c(cluster.key_path().to_str().unwrap());
+    // SAFETY: valid strings.
+    let client = unsafe { weft_connect_key(addr.as_ptr(), key.as_ptr()) };
     assert!(!client.is_null(), "weft_connect: {}", last_error());
     client
 }
@@ -107,11 +108,27 @@ fn connect_failures_set_errno_and_explain() {
         assert!(weft_connect(c"\xff\xfe".as_ptr()).is_null());
         assert_eq!(errno(), libc::EINVAL);
         assert!(last_error().contains("not UTF-8"), "{}", last_error());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("cluster.key");
+    weft_client::ClusterKey::load_or_create(&key).unwrap();
+    let key = c(key.to_str().unwrap());
+    // SAFETY: valid strings.
+    unsafe {
         set_errno(0);
         // Nothing listens on port 1.
-        assert!(weft_connect(c"127.0.0.1:1".as_ptr()).is_null());
+        assert!(weft_connect_key(c"127.0.0.1:1".as_ptr(), key.as_ptr()).is_null());
         assert_eq!(errno(), libc::EHOSTDOWN);
         assert!(last_error().contains("127.0.0.1:1"), "{}", last_error());
+        // No key in the file named.
+        set_errno(0);
+        assert!(weft_connect_key(c"127.0.0.1:1".as_ptr(), c"/nonexistent/cluster.key".as_ptr()).is_null());
+        assert_eq!(errno(), libc::EACCES);
+        assert!(
+            last_error().contains("/nonexistent/cluster.key"),
+            "{}",
+            last_error()
+        );
     }
 }
 

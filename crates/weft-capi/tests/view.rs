@@ -27,8 +27,9 @@ struct Session {
 impl Session {
     fn new(cluster: &TestCluster) -> Session {
         let addr = CString::new(cluster.meta_addr()).unwrap();
-        // SAFETY: a valid string.
-        let client = unsafe { weft_connect(addr.as_ptr()) };
+        let key = CString::new(cluster.key_path().to_str().unwrap()).unwrap();
+        // SAFETY: valid strings.
+        let client = unsafe { weft_connect_key(addr.as_ptr(), key.as_ptr()) };
         assert!(!client.is_null(), "{}", last_error());
         Session { client }
     }

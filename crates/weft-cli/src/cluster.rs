@@ -1,14 +1,15 @@
 //! `weft up`, `weft down`, `weft status`: a whole cluster on this machine, as background
-//! `weftd` processes with their logs, pids and data under the cluster's home.
+//! `weftd` processes with their logs, pids and data under the cluster's home, and the
+//! cluster key there (`cluster.key`, made before any server starts).
 
 use anyhow::{bail, Context, Result};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use weft_config::{ClusterConfig, Role, ServerEntry, CLUSTER_FILE_NAME};
+use weft_config::{ClusterConfig, Role, ServerEntry, CLUSTER_FILE_NAME, KEY_FILE_NAME};
 use weft_proto::msg::{Request, Response};
-use weft_rpc::{Connection, RpcError, Timeouts};
+use weft_rpc::{ClientAuth, ClusterKey, Connection, RpcError, Timeouts};
 
 /// Most io servers `weft up` starts on one machine.
 pub const IO_SERVERS_MAX: u32 = 64;
@@ -102,6 +103,16 @@ pub fn running_pid(home: &Path, id: u32) -> Option<i32> {
         .next()
         .is_some_and(|argv0| argv0.ends_with(b"weftd"));
     is_weftd.then_some(pid)
+}
+
+/// The cluster key of `home`, made now if it has none (a home from before keys).
+fn ensure_key(home: &Path) -> Result<PathBuf> {
+    let path = home.join(KEY_FILE_NAME);
+    let (_, created) = ClusterKey::load_or_create(&path)?;
+    if created {
+        println!("created the cluster key {} (mode 0600)", path.display());
+    }
+    Ok(path)
 }
 
 fn role_names(entry: &ServerEntry) -> String {
@@ -216,6 +227,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
         std::fs::create_dir_all(home.join(dir))
             .with_context(|| format!("creating {}", home.join(dir).display()))?;
     }
+    let key = ensure_key(home)?;
     let mut started: Vec<i32> = Vec::new();
     let separate = match options.cache {
         CachePlacement::Separate(n) => n,
@@ -245,6 +257,8 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 "127.0.0.1:0".into(),
                 "--ready-file".into(),
                 ready.display().to_string(),
+                "--key".into(),
+                key.display().to_string(),
             ];
             if roles.contains(&Role::Cache) {
                 // The description is written once every server is up; the cache role
@@ -282,6 +296,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             });
         }
         let mut config = ClusterConfig {
+            key_file: None,
             cache: options.cache_settings.clone(),
             name: "weft".into(),
             stripe_size: options.stripe_size,
@@ -355,6 +370,9 @@ fn restart(home: &Path) -> Result<()> {
     let config = ClusterConfig::load(&description)?;
     std::fs::create_dir_all(run_dir(home))?;
     std::fs::create_dir_all(home.join("logs"))?;
+    if config.key_file.is_none() {
+        ensure_key(home)?;
+    }
     let down: Vec<&ServerEntry> = config
         .servers
         .iter()
@@ -466,6 +484,22 @@ pub fn status(home: &Path) -> Result<bool> {
         weft_build_info::version!(),
         weft_proto::PROTOCOL_VERSION
     );
+    let key_path = config.key_path(&description);
+    let auth = ClusterKey::load(&key_path).map(ClientAuth::cluster);
+    let network = config.network_addresses();
+    println!(
+        "security: every connection is authenticated (both ends prove the cluster key {}); {}",
+        key_path.display(),
+        if network.is_empty() {
+            "servers listen on loopback only (this machine)".to_string()
+        } else {
+            format!("servers listen on the network ({})", network.join(", "))
+        }
+    );
+    let auth = match auth {
+        Ok(a) => a,
+        Err(e) => bail!("{e}: without the key no server answers"),
+    };
     println!(
         "{:<7} {:<8} {:<22} {:<8} {:<8} {:<6} {:<20} stored",
         "server", "roles", "address", "pid", "state", "proto", "build"
@@ -476,9 +510,10 @@ pub fn status(home: &Path) -> Result<bool> {
     };
     let mut all_up = true;
     let mut mismatched = false;
+    let mut refused = false;
     for s in &config.servers {
         let pid = running_pid(home, s.id);
-        let connection = Connection::connect(&s.addr, "weft status", timeouts);
+        let connection = Connection::connect(&s.addr, "weft status", &auth, timeouts);
         let (protocol, build) = server_versions(&connection);
         let (state, stored) = match connection {
             Ok(c) if s.has(Role::Io) => match c.call(&Request::IoStatfs, &[]) {
@@ -506,6 +541,11 @@ pub fn status(home: &Path) -> Result<bool> {
                 mismatched = true;
                 ("up", "-".into())
             }
+            Err(RpcError::Authentication { .. }) => {
+                all_up = false;
+                refused = true;
+                ("refused", "-".into())
+            }
             Err(_) => {
                 all_up = false;
                 ("down", "-".into())
@@ -524,8 +564,14 @@ pub fn status(home: &Path) -> Result<bool> {
             stored
         );
         if s.has(Role::Cache) && state == "up" {
-            println!("{:<7} {}", "", cache_line(&s.addr, timeouts));
+            println!("{:<7} {}", "", cache_line(&s.addr, &auth, timeouts));
         }
+    }
+    if refused {
+        println!(
+            "refused: this server does not accept the key {} (or could not prove it holds it): it belongs to another cluster, or its key was replaced",
+            key_path.display()
+        );
     }
     if mismatched {
         println!(
@@ -537,8 +583,8 @@ pub fn status(home: &Path) -> Result<bool> {
 }
 
 /// One cache manager's state for `weft status`.
-fn cache_line(addr: &str, timeouts: Timeouts) -> String {
-    let stats = Connection::connect(addr, "weft status", timeouts)
+fn cache_line(addr: &str, auth: &ClientAuth, timeouts: Timeouts) -> String {
+    let stats = Connection::connect(addr, "weft status", auth, timeouts)
         .ok()
         .and_then(|c| match c.call(&Request::CacheStats, &[]) {
             Ok((Response::CacheStats(st), _)) => Some(st),

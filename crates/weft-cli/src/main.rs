@@ -17,7 +17,7 @@ use weft_client::{Client, LayoutRequest};
     version = weft_build_info::version!(),
     about = "Weft, a parallel file system for HPC clusters: start a cluster, store and read files.",
     after_help = "Quick start:\n  weft up                      start 1 metadata + 4 io servers on this machine\n  weft put data.bin /          store a file, striped over the io servers\n  weft ls -l /                 list it\n  weft get /data.bin copy.bin  read it back\n  weft status                  see the servers\n  weft down                    stop the cluster (data is kept)\n\n\
-Clients find the cluster through $WEFT_META=host:port (the metadata manager), else\n$WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml."
+Clients find the cluster through $WEFT_META=host:port (the metadata manager), else\n$WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml; and its key through $WEFT_KEY (a file),\nelse cluster.key beside that cluster.toml."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -74,6 +74,12 @@ impl LayoutArgs {
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
     weft_config::parse_size(s)
+}
+
+#[derive(Subcommand, Debug)]
+enum KeyAction {
+    /// Write a new key to FILE (mode 0600); refuses to overwrite one.
+    Create { file: PathBuf },
 }
 
 #[derive(Subcommand, Debug)]
@@ -223,6 +229,17 @@ getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout 
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
     },
+    /// Make a cluster key for a cluster set up by hand (`weft up` makes its own).
+    #[command(
+        long_about = "Make a cluster key: 32 random bytes, written as hex to FILE with mode 0600. Every server and \
+client of a cluster must hold the same key (servers: cluster.key beside cluster.toml, key_file there, or \
+weftd --key; clients: $WEFT_KEY, else beside cluster.toml). Copy it to every machine over a secure channel \
+and keep it readable by its owner only. An existing FILE is never overwritten."
+    )]
+    Key {
+        #[command(subcommand)]
+        action: KeyAction,
+    },
     /// Print how to run MPI programs on weft: files (LD_PRELOAD of libweft_mpiio.so,
     /// mpirun/mpiexec lines, linking, hints).
     MpiEnv,
@@ -329,6 +346,19 @@ fn run(command: Command) -> Result<()> {
             } else {
                 Ok(weft_fuse::mount_background(&options)?)
             }
+        }
+        Command::Key {
+            action: KeyAction::Create { file },
+        } => {
+            if file.exists() {
+                anyhow::bail!("{} exists; a key is never overwritten (remove it first if you mean to replace it: every server and client then needs the new one)", file.display());
+            }
+            weft_rpc::ClusterKey::load_or_create(&file)?;
+            println!(
+                "created the cluster key {} (mode 0600): copy it to every server and client machine",
+                file.display()
+            );
+            Ok(())
         }
         Command::MpiEnv => mpi_env::print(),
         Command::Umount { mountpoint, lazy } => Ok(weft_fuse::unmount(&mountpoint, lazy)?),

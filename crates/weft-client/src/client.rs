@@ -12,7 +12,7 @@ use weft_proto::{
     Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs, PathStep,
     SetAttr, Striping,
 };
-use weft_rpc::{ConnectionPool, Timeouts};
+use weft_rpc::{ClientAuth, ConnectionPool, Timeouts};
 
 pub(crate) struct Inner {
     pub pool: Arc<ConnectionPool>,
@@ -131,9 +131,17 @@ pub fn process_cred() -> Cred {
 
 impl Client {
     /// Connects to the metadata manager at `meta_addr` (`host:port`) and learns the
-    /// cluster's io servers from it.
+    /// cluster's io servers from it; the cluster key is found as
+    /// `weft_config::client_key_path` says ($WEFT_KEY, else beside the cluster.toml).
     pub fn connect(meta_addr: &str) -> Result<Client, ClientError> {
-        let pool = Arc::new(ConnectionPool::new(&client_name(), Timeouts::from_env()));
+        let path = weft_config::client_key_path()?;
+        let key = weft_rpc::ClusterKey::load(&path).map_err(|e| ClientError::Config(e.to_string()))?;
+        Client::connect_with(meta_addr, ClientAuth::cluster(key))
+    }
+
+    /// Connects as `connect` does, proving `auth` to every server.
+    pub fn connect_with(meta_addr: &str, auth: ClientAuth) -> Result<Client, ClientError> {
+        let pool = Arc::new(ConnectionPool::new(&client_name(), auth, Timeouts::from_env()));
         let cluster = match pool.call(meta_addr, &Request::GetCluster, &[])?.0 {
             Response::Cluster(c) => c,
             other => return Err(unexpected(&other)),

@@ -37,3 +37,4 @@ pub use weft_layout::view::{Datatype, Distribution, Field, Order, View, ViewErro
 pub use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, ServerId};
 pub use weft_proto::msg::REVALIDATE_STEPS_MAX;
 pub use weft_proto::{Attr, Cred, DirEntry, ErrorCode, FileKind, PathStep, SetAttr, TimeSet, Timespec};
+pub use weft_rpc::{ClientAuth, ClusterKey};

@@ -18,8 +18,8 @@ fn io_addr(cluster: &TestCluster) -> String {
     cluster.client().cluster_info().io_servers[0].addr.clone()
 }
 
-fn connect(addr: &str) -> std::sync::Arc<Connection> {
-    Connection::connect(addr, "view-misuse", Timeouts::default()).unwrap()
+fn connect(cluster: &TestCluster, addr: &str) -> std::sync::Arc<Connection> {
+    Connection::connect(addr, "view-misuse", &cluster.auth(), Timeouts::default()).unwrap()
 }
 
 fn remote(result: Result<(Response, Vec<u8>), RpcError>) -> WireError {
@@ -69,6 +69,9 @@ fn register_raw(stream: &mut TcpStream, view_bytes: &[u8]) -> Result<Response, W
 fn malformed_deep_and_oversized_views_are_refused_and_the_connection_keeps_serving() {
     let cluster = TestCluster::start();
     let mut s = TcpStream::connect(io_addr(&cluster)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    weft_rpc::auth::client_handshake(&mut s, "io", "view-misuse", &cluster.auth(), 10_000).unwrap();
     let good = View::partition(0, 8, 32).unwrap().encode();
 
     let mut bad_version = good.clone();
@@ -125,7 +128,7 @@ fn unknown_ids_and_intervals_past_the_end_are_refused() {
     let file = client.create("/f", &Default::default()).unwrap();
     let inode: InodeId = file.inode();
     let addr = io_addr(&cluster);
-    let c = connect(&addr);
+    let c = connect(&cluster, &addr);
     let read = |view, view_offset, len| Request::ReadView {
         inode,
         striping: striping(),
@@ -147,7 +150,7 @@ fn unknown_ids_and_intervals_past_the_end_are_refused() {
         other => panic!("{other:?}"),
     };
     // Views belong to their connection: another connection does not see it.
-    let other = connect(&addr);
+    let other = connect(&cluster, &addr);
     let e = remote(other.call(&read(id, 0, 10), &[]));
     assert!(e.message.contains("not registered"), "{}", e.message);
 
@@ -214,7 +217,7 @@ fn a_connection_holds_a_bounded_number_of_views_released_when_it_closes() {
         )
     };
     for round in 0..2 {
-        let c = connect(&addr);
+        let c = connect(&cluster, &addr);
         let mut ids = Vec::new();
         for n in 0..VIEWS_PER_CONNECTION_MAX as u64 {
             match register(&c, n) {

@@ -1,6 +1,7 @@
 //! The cluster description (`cluster.toml`): which servers exist, their roles,
 //! addresses and data directories, and the default layout; and how a client finds the
-//! cluster ($WEFT_META, else $WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml).
+//! cluster ($WEFT_META, else $WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml) and
+//! its key ($WEFT_KEY, else the key file beside that cluster.toml).
 //!
 //! Example:
 //! ```toml
@@ -19,6 +20,8 @@
 //! roles = ["io", "cache"]   # an io server with a colocated cache manager
 //! addr = "node1:7400"
 //!
+//! # key_file = "/etc/weft/cluster.key"   # default: cluster.key beside this file
+//!
 //! [cache]                   # optional: the cache tier's settings
 //! default = "cached"        # caching mode of new files: none, cached, delegated
 //! memory = 1073741824       # bytes of file data each cache manager holds at most
@@ -34,6 +37,8 @@ pub const SERVERS_MAX: usize = 4096;
 /// Largest cluster description file read.
 pub const CLUSTER_FILE_BYTES_MAX: u64 = 4 << 20;
 pub const CLUSTER_FILE_NAME: &str = "cluster.toml";
+/// The cluster key's file name in a cluster's home, beside `cluster.toml`.
+pub const KEY_FILE_NAME: &str = "cluster.key";
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -44,6 +49,8 @@ pub enum ConfigError {
     Invalid { path: PathBuf, reason: String },
     #[error("no Weft cluster found: set WEFT_META=host:port, or WEFT_HOME to a directory with cluster.toml (looked for {looked})")]
     NotFound { looked: String },
+    #[error("no key for the Weft cluster: set WEFT_KEY to the cluster's key file (cluster.key in the home of the cluster; looked for {looked})")]
+    NoKey { looked: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
@@ -135,6 +142,10 @@ pub struct ClusterConfig {
     pub stripe_count: u32,
     #[serde(default, skip_serializing_if = "CacheSettings::is_default")]
     pub cache: CacheSettings,
+    /// The cluster key (see `key_path`); default: `cluster.key` beside the description.
+    /// A relative path is relative to the description's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
     #[serde(rename = "server", default)]
     pub servers: Vec<ServerEntry>,
 }
@@ -300,6 +311,26 @@ impl ClusterConfig {
         }
     }
 
+    /// The cluster key's file, for the description at `description`: its `key_file`,
+    /// else `cluster.key` beside it.
+    pub fn key_path(&self, description: &Path) -> PathBuf {
+        let dir = description.parent().unwrap_or(Path::new("."));
+        match &self.key_file {
+            Some(path) => dir.join(path),
+            None => dir.join(KEY_FILE_NAME),
+        }
+    }
+
+    /// Addresses of servers that are not on this machine's loopback interface: a
+    /// cluster with any spans machines, and its servers face a network.
+    pub fn network_addresses(&self) -> Vec<&str> {
+        self.servers
+            .iter()
+            .map(|s| s.addr.as_str())
+            .filter(|a| !is_loopback_address(a))
+            .collect()
+    }
+
     /// The data directory of a server: its own setting, else under `home`.
     pub fn data_dir(&self, server: &ServerEntry, home: &Path) -> PathBuf {
         server
@@ -342,6 +373,37 @@ pub fn home_dir() -> PathBuf {
     PathBuf::from(base).join(".weft")
 }
 
+/// True when `addr` (`host:port`) names this machine's loopback interface: a
+/// 127.0.0.0/8 or ::1 address, or `localhost`. Any other name may reach a network.
+pub fn is_loopback_address(addr: &str) -> bool {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The cluster key's file for a client: $WEFT_KEY, else that of the description in
+/// `home_dir()` (its `key_file`, else `cluster.key` beside it), else `cluster.key` in
+/// `home_dir()`. A client that found the cluster through $WEFT_META alone and has no
+/// key gets an error naming WEFT_KEY.
+pub fn client_key_path() -> Result<PathBuf, ConfigError> {
+    if let Some(path) = std::env::var_os("WEFT_KEY").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
+    let home = home_dir();
+    let description = home.join(CLUSTER_FILE_NAME);
+    if description.exists() {
+        return Ok(ClusterConfig::load(&description)?.key_path(&description));
+    }
+    let path = home.join(KEY_FILE_NAME);
+    if path.exists() {
+        return Ok(path);
+    }
+    Err(ConfigError::NoKey {
+        looked: format!("{} and {}", description.display(), path.display()),
+    })
+}
+
 /// The metadata manager's address: $WEFT_META, else the meta server of
 /// `home_dir()/cluster.toml`.
 pub fn meta_address() -> Result<String, ConfigError> {
@@ -368,6 +430,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cluster.toml");
         let config = ClusterConfig {
+            key_file: Some("keys/k".into()),
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 2,
@@ -401,6 +464,8 @@ mod tests {
         };
         config.save(&path).unwrap();
         assert_eq!(ClusterConfig::load(&path).unwrap(), config);
+        assert_eq!(config.key_path(&path), dir.path().join("keys/k"));
+        assert!(config.network_addresses().is_empty());
 
         let bad = |text: &str| {
             std::fs::write(&path, text).unwrap();
@@ -420,6 +485,29 @@ mod tests {
         assert!(bad(&format!("[cache]\ndefault = \"cached\"\n{io_only}")).contains("cache role"));
         assert!(bad(&format!("[cache]\ndefault = \"sometimes\"\n{io_only}")).contains("sometimes"));
         assert!(bad(&format!("[cache]\nmemory = 5\n{io_only}")).contains("minimum"));
+    }
+
+    #[test]
+    fn loopback_addresses_are_told_from_network_ones() {
+        for addr in [
+            "127.0.0.1:7400",
+            "127.3.2.1:1",
+            "localhost:9",
+            "[::1]:7400",
+            "LOCALHOST:1",
+        ] {
+            assert!(is_loopback_address(addr), "{addr}");
+        }
+        for addr in [
+            "0.0.0.0:7400",
+            "10.1.2.3:7400",
+            "node1:7400",
+            "[::]:1",
+            "192.168.0.1:2",
+            "[fe80::1]:3",
+        ] {
+            assert!(!is_loopback_address(addr), "{addr}");
+        }
     }
 
     #[test]
@@ -444,6 +532,7 @@ mod tests {
             socket: None,
         };
         let mut config = ClusterConfig {
+            key_file: None,
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 0,

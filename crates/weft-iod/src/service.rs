@@ -401,14 +401,9 @@ impl weft_rpc::Handler for IoService {
 
     fn reply_bytes_hint(&self, request: &Request) -> u64 {
         match request {
-            Request::Read { striping, ranges, .. } => {
-                let layout = striping.layout();
-                let index = striping.server_index as usize;
-                ranges
-                    .iter()
-                    .map(|r| layout.bytes_on(index, r.offset, r.len))
-                    .fold(0u64, u64::saturating_add)
-            }
+            // Plain reads are answered from the object file (`reply_from_file`): the
+            // reply holds no memory, however slowly its reader takes it.
+            Request::Read { .. } => 0,
             // This server's share is not known before the pieces are walked; it is at
             // most the interval and at most one frame.
             Request::ReadView { len, .. } => (*len).min(DATA_BYTES_MAX),

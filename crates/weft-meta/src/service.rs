@@ -230,10 +230,12 @@ impl MetaService {
                 self.renewed(Some(session));
                 Ok(Response::Done)
             }
-            Request::Hello { .. } | Request::ServerInfo => Err(WireError::new(
-                ErrorCode::Unsupported,
-                "hello and server info are answered by the connection layer, not the metadata service",
-            )),
+            Request::Hello { .. } | Request::Authenticate { .. } | Request::ServerInfo => {
+                Err(WireError::new(
+                    ErrorCode::Unsupported,
+                    "hello and server info are answered by the connection layer, not the metadata service",
+                ))
+            }
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
             | Request::Write { .. }

@@ -857,7 +857,8 @@ fn cio_aware_caching_online_matches_the_simulator() {
         connect: std::time::Duration::from_secs(5),
         request: std::time::Duration::from_secs(10),
     };
-    let connection = weft_rpc::Connection::connect(&cluster.addr(manager), "test", timeouts).unwrap();
+    let connection =
+        weft_rpc::Connection::connect(&cluster.addr(manager), "test", &cluster.auth(), timeouts).unwrap();
     let online = match connection
         .call(&weft_proto::Request::CacheCioStats, &[])
         .unwrap()

@@ -9,6 +9,7 @@
 pub mod codec;
 pub mod error;
 pub mod frame;
+pub mod handshake;
 pub mod msg;
 pub mod pattern;
 pub mod types;

@@ -3,6 +3,7 @@
 
 use crate::codec::{DecodeError, Reader, Wire, Writer};
 use crate::error::WireError;
+use crate::handshake::{read_fixed, Identity, NONCE_BYTES, PROOF_BYTES};
 use crate::types::*;
 use weft_layout::view::View;
 use weft_layout::{InodeId, LayoutRequest, ServerId};
@@ -53,6 +54,7 @@ impl Wire for ViewId {
 pub enum Opcode {
     Hello = 1,
     ServerInfo = 2,
+    Authenticate = 3,
     GetCluster = 10,
     Resolve = 11,
     Lookup = 12,
@@ -227,9 +229,16 @@ impl Wire for CacheStats {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    /// First frame on every connection.
+    /// First frame on every connection; the server answers with a `Challenge`.
     Hello {
         client: String,
+    },
+    /// Second frame on every connection: proves the client holds the cluster key (see
+    /// `handshake`); the server answers with `Hello`, or refuses and closes.
+    Authenticate {
+        nonce: [u8; NONCE_BYTES],
+        identity: Identity,
+        proof: [u8; PROOF_BYTES],
     },
     /// The server's protocol and build versions, for `weft status`. Added after
     /// protocol version 1 shipped without a version bump: older servers answer it with
@@ -460,6 +469,7 @@ pub enum Request {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
+    /// The answer to a client's `Authenticate`: the handshake is done.
     Hello {
         server_id: ServerId,
         roles: u32,
@@ -467,6 +477,12 @@ pub enum Response {
         /// value than before knows state it kept in the server (a cache manager's dirty
         /// blocks) may be gone.
         incarnation: u64,
+        /// The server's MAC over both nonces: it holds the cluster key too.
+        proof: [u8; PROOF_BYTES],
+    },
+    /// The answer to `Hello`: the nonce the client's proof must cover.
+    Challenge {
+        nonce: [u8; NONCE_BYTES],
     },
     ServerInfo {
         protocol_version: u16,
@@ -509,6 +525,7 @@ impl Request {
         match self {
             Hello { .. } => Opcode::Hello,
             ServerInfo => Opcode::ServerInfo,
+            Authenticate { .. } => Opcode::Authenticate,
             GetCluster => Opcode::GetCluster,
             Resolve { .. } => Opcode::Resolve,
             Lookup { .. } => Opcode::Lookup,
@@ -558,6 +575,15 @@ impl Request {
         let mut w = Writer::default();
         match self {
             Hello { client } => w.str(client),
+            Authenticate {
+                nonce,
+                identity,
+                proof,
+            } => {
+                w.bytes(nonce);
+                identity.encode(&mut w);
+                w.bytes(proof);
+            }
             ServerInfo | GetCluster | IoStatfs | CacheStats | CacheCioStats => {}
             ViaCache { file, request } => {
                 file.encode(&mut w);
@@ -752,6 +778,11 @@ impl Request {
         let req = match opcode {
             1 => Request::Hello { client: r.string()? },
             2 => Request::ServerInfo,
+            3 => Request::Authenticate {
+                nonce: read_fixed(r, "nonce length")?,
+                identity: Identity::decode(r)?,
+                proof: read_fixed(r, "proof length")?,
+            },
             10 => Request::GetCluster,
             11 => Request::Resolve {
                 cred: Cred::decode(r)?,
@@ -1010,11 +1041,17 @@ impl Wire for Response {
                 server_id,
                 roles,
                 incarnation,
+                proof,
             } => {
                 w.u8(1);
                 server_id.encode(w);
                 w.u32(*roles);
                 w.u64(*incarnation);
+                w.bytes(proof);
+            }
+            Challenge { nonce } => {
+                w.u8(32);
+                w.bytes(nonce);
             }
             ServerInfo {
                 protocol_version,
@@ -1092,6 +1129,10 @@ impl Wire for Response {
                 server_id: ServerId::decode(r)?,
                 roles: r.u32()?,
                 incarnation: r.u64()?,
+                proof: read_fixed(r, "proof length")?,
+            },
+            32 => Response::Challenge {
+                nonce: read_fixed(r, "nonce length")?,
             },
             2 => Response::Cluster(ClusterInfo::decode(r)?),
             3 => Response::Attr(Attr::decode(r)?),
@@ -1182,6 +1223,11 @@ mod tests {
         };
         let reqs = vec![
             Request::Hello { client: "t".into() },
+            Request::Authenticate {
+                nonce: [1; NONCE_BYTES],
+                identity: Identity::Cluster,
+                proof: [2; PROOF_BYTES],
+            },
             Request::ServerInfo,
             Request::GetCluster,
             Request::Resolve {
@@ -1529,6 +1575,15 @@ mod tests {
                 write_back_errors: 1,
                 ..Default::default()
             })),
+            Ok(Response::Hello {
+                server_id: ServerId(3),
+                roles: 6,
+                incarnation: 11,
+                proof: [7; PROOF_BYTES],
+            }),
+            Ok(Response::Challenge {
+                nonce: [9; NONCE_BYTES],
+            }),
             Ok(Response::ServerInfo {
                 protocol_version: 1,
                 build: "0.1.0 (git 1a2b3c4)".into(),

@@ -1,5 +1,6 @@
 //! The client side: a multiplexed connection to one server, and a pool of them.
 
+use crate::auth::{client_handshake, ClientAuth};
 use crate::frame_io::{read_exact_vec, read_header, write_frame_parts, ReadFrameError};
 use crate::stream::Stream;
 use std::collections::HashMap;
@@ -31,6 +32,10 @@ pub enum RpcError {
     Remote { addr: String, error: WireError },
     #[error("{addr} speaks Weft protocol version {server_version}, this program version {PROTOCOL_VERSION}; upgrade the older side")]
     ProtocolVersion { addr: String, server_version: u16 },
+    /// The handshake failed: the server refused this client's proof, or the server
+    /// could not prove it holds the cluster key.
+    #[error("{addr} refused the connection: {reason}")]
+    Authentication { addr: String, reason: String },
 }
 
 impl RpcError {
@@ -42,6 +47,7 @@ impl RpcError {
             RpcError::Protocol { .. } => ErrorCode::Io,
             RpcError::Remote { error, .. } => error.code,
             RpcError::ProtocolVersion { .. } => ErrorCode::ProtocolVersion,
+            RpcError::Authentication { .. } => ErrorCode::PermissionDenied,
         }
     }
 
@@ -189,9 +195,15 @@ pub struct PendingCall<'a> {
 }
 
 impl Connection {
-    /// Connects, performs the version handshake and starts the reader thread.
-    pub fn connect(addr: &str, client_name: &str, timeouts: Timeouts) -> Result<Arc<Connection>, RpcError> {
-        Connection::connect_as(addr, addr, client_name, timeouts)
+    /// Connects, performs the handshake (versions, and proofs of the cluster key both
+    /// ways) and starts the reader thread.
+    pub fn connect(
+        addr: &str,
+        client_name: &str,
+        auth: &ClientAuth,
+        timeouts: Timeouts,
+    ) -> Result<Arc<Connection>, RpcError> {
+        Connection::connect_as(addr, addr, client_name, auth, timeouts)
     }
 
     /// Connects to `target`; errors name the server as `addr` (a Unix socket's server
@@ -200,59 +212,56 @@ impl Connection {
         target: &str,
         addr: &str,
         client_name: &str,
+        auth: &ClientAuth,
         timeouts: Timeouts,
     ) -> Result<Arc<Connection>, RpcError> {
         let connect_err = |reason: String| RpcError::Connect {
             addr: addr.to_owned(),
             reason,
         };
-        let stream = Stream::connect(target, timeouts.connect).map_err(|e| connect_err(e.to_string()))?;
+        let mut stream = Stream::connect(target, timeouts.connect).map_err(|e| connect_err(e.to_string()))?;
         // A server that stops reading must not block a writer forever.
         stream.set_write_timeout(Some(timeouts.request)).ok();
+        // The handshake runs before the reader thread exists, each wait bounded by the
+        // request timeout; no request can go out before it succeeded.
+        stream.set_read_timeout(Some(timeouts.request)).ok();
+        let hello = client_handshake(
+            &mut stream,
+            addr,
+            client_name,
+            auth,
+            timeouts.request.as_millis() as u64,
+        );
+        let hello = match hello {
+            Ok(h) => h,
+            Err(e) => {
+                stream.shutdown(Shutdown::Both).ok();
+                return Err(e);
+            }
+        };
+        stream.set_read_timeout(None).ok();
         let reader = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
         let control = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
         let pending = Arc::new(Mutex::new(PendingTable {
             waiters: HashMap::new(),
             broken: None,
         }));
-        let mut connection = Connection {
+        let connection = Connection {
             addr: addr.to_owned(),
             writer: Mutex::new(stream),
             control,
             pending: pending.clone(),
-            next_id: AtomicU64::new(1),
+            // Ids 1 and 2 went to the handshake; 0 is the server's id for errors that
+            // concern the whole connection.
+            next_id: AtomicU64::new(3),
             timeouts,
-            hello: (weft_layout::ServerId(0), 0, 0),
+            hello: (hello.server_id, hello.roles, hello.incarnation),
         };
         let reader_addr = addr.to_owned();
         std::thread::Builder::new()
             .name(format!("weft-rpc-{addr}"))
             .spawn(move || reader_loop(reader, reader_addr, pending))
             .map_err(|e| connect_err(e.to_string()))?;
-        // The handshake: the server answers a version mismatch with a clear error.
-        let hello = Request::Hello {
-            client: client_name.to_owned(),
-        };
-        match connection.call(&hello, &[]) {
-            Ok((
-                Response::Hello {
-                    server_id,
-                    roles,
-                    incarnation,
-                },
-                _,
-            )) => connection.hello = (server_id, roles, incarnation),
-            Ok((other, _)) => {
-                return Err(RpcError::Protocol {
-                    addr: addr.to_owned(),
-                    detail: format!("unexpected handshake reply {other:?}"),
-                })
-            }
-            Err(e) => {
-                connection.shutdown();
-                return Err(e);
-            }
-        }
         Ok(Arc::new(connection))
     }
 
@@ -500,6 +509,15 @@ fn reader_loop(mut stream: Stream, addr: String, pending: Arc<Mutex<PendingTable
                 detail: format!("undecodable response: {e}"),
             }),
         };
+        // Request id 0 is no request: the server tells why it drops the connection.
+        if header.request_id == 0 {
+            let reason = match reply {
+                Err(RpcError::Remote { error, .. }) => format!("the server dropped the connection: {error}"),
+                Err(e) => e.to_string(),
+                Ok(other) => format!("unexpected frame from server: {other:?}"),
+            };
+            break reason;
+        }
         // A waiter that timed out is gone; its late answer is read and dropped.
         let waiter = pending.lock().unwrap().waiters.remove(&header.request_id);
         let (delivery, failed) = match (waiter, reply) {
@@ -552,6 +570,7 @@ fn reader_loop(mut stream: Stream, addr: String, pending: Arc<Mutex<PendingTable
 /// restarted server is reached again without restarting the client.
 pub struct ConnectionPool {
     client_name: String,
+    auth: ClientAuth,
     timeouts: Timeouts,
     connections: Mutex<HashMap<String, Arc<Connection>>>,
     /// How errors name the server behind an address, where that differs from it.
@@ -559,9 +578,10 @@ pub struct ConnectionPool {
 }
 
 impl ConnectionPool {
-    pub fn new(client_name: &str, timeouts: Timeouts) -> ConnectionPool {
+    pub fn new(client_name: &str, auth: ClientAuth, timeouts: Timeouts) -> ConnectionPool {
         ConnectionPool {
             client_name: client_name.to_owned(),
+            auth,
             timeouts,
             connections: Mutex::new(HashMap::new()),
             labels: Mutex::new(HashMap::new()),
@@ -595,7 +615,7 @@ impl ConnectionPool {
             .get(addr)
             .cloned()
             .unwrap_or_else(|| addr.to_owned());
-        let fresh = Connection::connect_as(addr, &label, &self.client_name, self.timeouts)?;
+        let fresh = Connection::connect_as(addr, &label, &self.client_name, &self.auth, self.timeouts)?;
         let mut map = self.connections.lock().unwrap();
         match map.get(addr) {
             Some(existing) if !existing.is_broken() => Ok(existing.clone()),

@@ -1,17 +1,22 @@
-//! Weft's TCP transport: framed requests multiplexed over one connection per peer.
+//! Weft's transport: framed requests multiplexed over one authenticated connection
+//! per peer.
 //!
 //! Invariant: one connection carries many requests in flight, matched to responses by
 //! request id; no call waits longer than its timeout; a broken connection fails every
-//! call waiting on it with an error naming the peer.
+//! call waiting on it with an error naming the peer; no request is served on a
+//! connection before both ends proved they hold the cluster key.
 
+pub mod auth;
 pub mod client;
 pub mod frame_io;
 pub mod server;
 pub mod stream;
 
+pub use auth::{ClientAuth, ClusterKey, KeyError};
 pub use client::{
     CallReply, Connection, ConnectionPool, PendingCall, ReplySink, RpcError, SinkReply, Timeouts,
 };
 pub use server::{
-    new_incarnation, serve, ConnectionId, FileReply, Handler, ServerHandle, ServerIdentity, ServerLimits,
+    new_incarnation, serve, ConnectionId, FileReply, Handler, Peer, ServerHandle, ServerIdentity,
+    ServerLimits,
 };

@@ -144,17 +144,6 @@ impl Listener {
         Ok(Listener::Unix(UnixListener::bind(path)?, path.to_owned()))
     }
 
-    pub fn accept(&self) -> io::Result<Stream> {
-        Ok(match self {
-            Listener::Tcp(l) => {
-                let (stream, _) = l.accept()?;
-                stream.set_nodelay(true)?;
-                Stream::Tcp(stream)
-            }
-            Listener::Unix(l, _) => Stream::Unix(l.accept()?.0),
-        })
-    }
-
     /// The address clients use: `host:port` or `unix:/path`.
     pub fn address(&self) -> io::Result<String> {
         Ok(match self {

@@ -2,6 +2,9 @@
 //! against a scripted server on loopback that can answer short, with an error, or
 //! stall in the middle of the data.
 
+mod common;
+
+use common::{auth, key};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -9,6 +12,7 @@ use weft_layout::{InodeId, ServerId};
 use weft_proto::frame::{FrameKind, PROTOCOL_VERSION};
 use weft_proto::msg::{encode_result, Request, Response};
 use weft_proto::{ErrorCode, WireError};
+use weft_rpc::auth::{serve_handshake, ServerHello};
 use weft_rpc::frame_io::{read_exact_vec, read_header, write_frame};
 use weft_rpc::{Connection, ReplySink, RpcError, SinkReply, Timeouts};
 
@@ -32,6 +36,14 @@ fn scripted(answers: Vec<Answer>) -> String {
     let addr = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
+        let hello = ServerHello {
+            server_id: ServerId(1),
+            roles: 2,
+            incarnation: 1,
+        };
+        if serve_handshake(&mut stream, &key(), hello).is_err() {
+            return;
+        }
         let mut answers = answers.into_iter();
         loop {
             let Ok(header) = read_header(&mut stream) else {
@@ -39,7 +51,7 @@ fn scripted(answers: Vec<Answer>) -> String {
             };
             let message = read_exact_vec(&mut stream, header.message_len as u64).unwrap();
             read_exact_vec(&mut stream, header.data_len).unwrap();
-            let request = Request::decode(header.opcode, &message).unwrap();
+            Request::decode(header.opcode, &message).unwrap();
             let reply = |s: &mut TcpStream, result: Result<Response, WireError>, data: &[u8]| {
                 write_frame(
                     s,
@@ -51,15 +63,6 @@ fn scripted(answers: Vec<Answer>) -> String {
                 )
                 .unwrap()
             };
-            if matches!(request, Request::Hello { .. }) {
-                let hello = Response::Hello {
-                    server_id: ServerId(1),
-                    roles: 2,
-                    incarnation: 1,
-                };
-                reply(&mut stream, Ok(hello), &[]);
-                continue;
-            }
             match answers.next().expect("more requests than scripted") {
                 Answer::Data(n) => reply(&mut stream, Ok(Response::Bytes(n as u64)), &payload(n)),
                 Answer::Error => reply(
@@ -99,6 +102,7 @@ fn connect(addr: &str, timeout_ms: u64) -> std::sync::Arc<Connection> {
     Connection::connect(
         addr,
         "test",
+        &auth(),
         Timeouts {
             connect: t,
             request: t,

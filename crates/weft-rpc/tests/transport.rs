@@ -2,6 +2,9 @@
 //! frames, version mismatch, a dead server failing calls within the timeout, and the
 //! per-connection lifecycle handlers keep state on.
 
+mod common;
+
+use common::{auth, key, raw, timeouts};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -12,7 +15,8 @@ use weft_layout::{InodeId, ServerId};
 use weft_proto::frame::{FrameHeader, FrameKind, DATA_BYTES_MAX, FRAME_HEADER_BYTES, PROTOCOL_VERSION};
 use weft_proto::msg::{decode_result, Request, Response};
 use weft_proto::{ErrorCode, WireError};
-use weft_rpc::{serve, Connection, ConnectionId, Handler, RpcError, ServerIdentity, ServerLimits, Timeouts};
+use weft_rpc::Peer;
+use weft_rpc::{Connection, ConnectionId, Handler, RpcError, ServerLimits};
 
 /// Echoes write payloads back reversed, after a delay given by the inode number (ms).
 struct Echo;
@@ -41,33 +45,13 @@ fn start() -> std::net::SocketAddr {
 }
 
 fn start_with(handler: Arc<dyn Handler>) -> std::net::SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let handle = serve(
-        listener,
-        handler,
-        ServerIdentity {
-            server_id: ServerId(7),
-            roles: 2,
-            incarnation: 1,
-            build: "test",
-        },
-        ServerLimits::default(),
-    )
-    .unwrap();
-    handle.local_addr
-}
-
-fn timeouts(ms: u64) -> Timeouts {
-    Timeouts {
-        connect: Duration::from_millis(ms),
-        request: Duration::from_millis(ms),
-    }
+    common::start(handler, 7, ServerLimits::default()).local_addr
 }
 
 #[test]
 fn many_requests_in_flight_on_one_connection_come_back_to_their_callers() {
     let addr = start().to_string();
-    let c = Connection::connect(&addr, "test", timeouts(5000)).unwrap();
+    let c = Connection::connect(&addr, "test", &auth(), timeouts(5000)).unwrap();
     assert_eq!(c.server().0, ServerId(7));
     // Send slow requests first so that answers arrive out of order.
     let pending: Vec<_> = (0..20u64)
@@ -98,7 +82,7 @@ fn many_requests_in_flight_on_one_connection_come_back_to_their_callers() {
 #[test]
 fn handler_errors_and_panics_become_error_replies_and_the_server_keeps_serving() {
     let addr = start().to_string();
-    let c = Connection::connect(&addr, "test", timeouts(5000)).unwrap();
+    let c = Connection::connect(&addr, "test", &auth(), timeouts(5000)).unwrap();
     match c.call(&Request::GetCluster, &[]) {
         Err(RpcError::Remote { error, addr: a }) => {
             assert_eq!(error.code, ErrorCode::Unsupported);
@@ -141,10 +125,10 @@ fn read_reply(s: &mut TcpStream) -> Result<Response, WireError> {
 #[test]
 fn bad_frames_get_clear_errors_and_other_clients_are_unaffected() {
     let addr = start();
-    let good = Connection::connect(&addr.to_string(), "good", timeouts(5000)).unwrap();
+    let good = Connection::connect(&addr.to_string(), "good", &auth(), timeouts(5000)).unwrap();
 
     // Unknown opcode: an error, and the same connection keeps working.
-    let mut s = TcpStream::connect(addr).unwrap();
+    let mut s = raw(addr, &key());
     s.write_all(&raw_frame(PROTOCOL_VERSION, 999, b"", 3)).unwrap();
     s.write_all(b"xyz").unwrap();
     assert_eq!(read_reply(&mut s).unwrap_err().code, ErrorCode::UnknownOpcode);
@@ -208,7 +192,7 @@ fn a_dead_or_silent_server_fails_calls_within_the_timeout_naming_it() {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
-    match Connection::connect(&addr, "t", timeouts(2000)) {
+    match Connection::connect(&addr, "t", &auth(), timeouts(2000)) {
         Err(e @ RpcError::Connect { .. }) => assert!(e.to_string().contains(&addr)),
         Err(e) => panic!("expected a connect error, got {e}"),
         Ok(_) => panic!("connected to a closed port"),
@@ -217,7 +201,7 @@ fn a_dead_or_silent_server_fails_calls_within_the_timeout_naming_it() {
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_addr = silent.local_addr().unwrap().to_string();
     let started = Instant::now();
-    match Connection::connect(&silent_addr, "t", timeouts(300)) {
+    match Connection::connect(&silent_addr, "t", &auth(), timeouts(300)) {
         Err(e @ RpcError::TimedOut { .. }) => assert!(e.to_string().contains(&silent_addr)),
         Err(e) => panic!("expected a timeout, got {e}"),
         Ok(_) => panic!("handshake with a silent server succeeded"),
@@ -255,8 +239,9 @@ impl Handler for Counters {
         Ok((Response::Bytes(*count), Vec::new()))
     }
 
-    fn connection_opened(&self, connection: ConnectionId, peer: Option<std::net::SocketAddr>) {
-        assert!(peer.is_some_and(|p| p.ip().is_loopback()));
+    fn connection_opened(&self, connection: ConnectionId, peer: &Peer) {
+        assert!(peer.addr.is_some_and(|p| p.ip().is_loopback()));
+        assert_eq!(peer.identity, weft_proto::handshake::Identity::Cluster);
         assert!(self.live.lock().unwrap().insert(connection, 0).is_none());
         self.events.lock().unwrap().push((connection, "opened"));
     }
@@ -272,8 +257,8 @@ impl Handler for Counters {
 fn connection_state_is_separate_per_connection_and_closed_after_the_last_request() {
     let counters = Arc::new(Counters::default());
     let addr = start_with(counters.clone()).to_string();
-    let a = Connection::connect(&addr, "a", timeouts(5000)).unwrap();
-    let b = Connection::connect(&addr, "b", timeouts(5000)).unwrap();
+    let a = Connection::connect(&addr, "a", &auth(), timeouts(5000)).unwrap();
+    let b = Connection::connect(&addr, "b", &auth(), timeouts(5000)).unwrap();
     let sync = |ms| Request::Sync { inode: InodeId(ms) };
     for expected in 1..=3 {
         assert_eq!(a.call(&sync(0), &[]).unwrap().0, Response::Bytes(expected));
@@ -286,7 +271,7 @@ fn connection_state_is_separate_per_connection_and_closed_after_the_last_request
     // hear of the close only after that request ran (else the request finds no state
     // and records a "late" event).
     let raw_a = {
-        let mut s = TcpStream::connect(&addr).unwrap();
+        let mut s = raw(&addr, &key());
         s.write_all(&raw_frame(
             PROTOCOL_VERSION,
             weft_proto::Opcode::Sync as u16,
@@ -334,25 +319,13 @@ fn connection_state_is_separate_per_connection_and_closed_after_the_last_request
 
 #[test]
 fn the_same_server_answers_on_a_unix_socket_and_refuses_bad_frames_there_too() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let handle = serve(
-        listener,
-        Arc::new(Echo),
-        ServerIdentity {
-            server_id: ServerId(9),
-            roles: 2,
-            incarnation: 1,
-            build: "test",
-        },
-        ServerLimits::default(),
-    )
-    .unwrap();
+    let handle = common::start(Arc::new(Echo), 9, ServerLimits::default());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.sock");
     let address = handle.serve_unix(&path).unwrap();
     assert_eq!(address, format!("unix:{}", path.display()));
 
-    let c = Connection::connect(&address, "test", timeouts(5000)).unwrap();
+    let c = Connection::connect(&address, "test", &auth(), timeouts(5000)).unwrap();
     assert_eq!(c.server().0, ServerId(9));
     let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
     let (resp, data) = c.call(&Request::Sync { inode: InodeId(0) }, &payload).unwrap();
@@ -360,6 +333,7 @@ fn the_same_server_answers_on_a_unix_socket_and_refuses_bad_frames_there_too() {
     assert_eq!(data, payload.iter().rev().copied().collect::<Vec<u8>>());
 
     let mut raw = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    weft_rpc::auth::client_handshake(&mut raw, "unix", "raw", &auth(), 5000).unwrap();
     raw.write_all(&raw_frame(PROTOCOL_VERSION, 999, b"", 0)).unwrap();
     let mut head = [0u8; FRAME_HEADER_BYTES];
     raw.read_exact(&mut head).unwrap();
@@ -373,19 +347,8 @@ fn the_same_server_answers_on_a_unix_socket_and_refuses_bad_frames_there_too() {
 
     // A stale socket file from a crashed server is replaced on the next start.
     drop(c);
-    let again = serve(
-        TcpListener::bind("127.0.0.1:0").unwrap(),
-        Arc::new(Echo),
-        ServerIdentity {
-            server_id: ServerId(10),
-            roles: 2,
-            incarnation: 1,
-            build: "test",
-        },
-        ServerLimits::default(),
-    )
-    .unwrap();
+    let again = common::start(Arc::new(Echo), 10, ServerLimits::default());
     again.serve_unix(&path).unwrap();
-    let c = Connection::connect(&address, "test", timeouts(5000)).unwrap();
+    let c = Connection::connect(&address, "test", &auth(), timeouts(5000)).unwrap();
     assert_eq!(c.server().0, ServerId(10));
 }

@@ -2,16 +2,18 @@
 //! rank 0 is the metadata manager, the other ranks are io servers, each with a
 //! colocated cache manager unless `--mpi-cache none`; the last `--cache-ranks N` ranks
 //! are cache managers only. Ranks meet through files in the shared home directory, so
-//! weftd needs no MPI library: server ranks publish their addresses, rank 0 waits for
-//! all of them and writes `cluster.toml`.
+//! weftd needs no MPI library: rank 0 makes the cluster key (unless the home has one),
+//! the other ranks wait for it as for addresses; server ranks publish their addresses,
+//! rank 0 waits for all of them and writes `cluster.toml`.
 
-use crate::{start, write_atomically, Plan};
+use crate::{load_key, start, write_atomically, Plan};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use weft_config::{ClusterConfig, Role, ServerEntry, CLUSTER_FILE_NAME};
+use weft_config::{ClusterConfig, Role, ServerEntry, CLUSTER_FILE_NAME, KEY_FILE_NAME};
 use weft_layout::stripe::STRIPE_SIZE_BYTES_DEFAULT;
 use weft_layout::ServerId;
+use weft_rpc::{ClusterKey, ServerLimits};
 
 /// How long rank 0 waits for every io rank to publish its address.
 const RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(120);
@@ -61,7 +63,32 @@ pub struct MpiCache {
     pub cache_ranks: u32,
 }
 
-pub fn mpi(home: &Path, host: &str, workers: usize, cache: MpiCache) -> Result<()> {
+/// The cluster key in `home`: rank 0 creates it if missing (atomically, so that a
+/// rank never reads half a key); the other ranks wait for it.
+fn cluster_key(home: &Path, rank: u32) -> Result<ClusterKey> {
+    let path = home.join(KEY_FILE_NAME);
+    if rank == 0 {
+        let (key, created) = ClusterKey::load_or_create(&path)?;
+        if created {
+            eprintln!("weftd --mpi: created the cluster key {}", path.display());
+        }
+        return Ok(key);
+    }
+    let deadline = Instant::now() + RENDEZVOUS_TIMEOUT;
+    while !path.exists() {
+        if Instant::now() > deadline {
+            bail!(
+                "rank 0 did not create the cluster key {} within {:?}",
+                path.display(),
+                RENDEZVOUS_TIMEOUT
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    load_key(&path)
+}
+
+pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Result<()> {
     let rank = env_number(&["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"])
         .context("--mpi: no MPI rank in the environment (run under mpirun/mpiexec)")?;
     let size = env_number(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"])
@@ -93,6 +120,7 @@ pub fn mpi(home: &Path, host: &str, workers: usize, cache: MpiCache) -> Result<(
     };
     let meeting = home.join("mpi");
     std::fs::create_dir_all(&meeting).with_context(|| format!("creating {}", meeting.display()))?;
+    let cluster_key = cluster_key(home, rank)?;
     let key = job_key();
     let addr_file = |r: u32| meeting.join(format!("{key}-io-{r}.addr"));
     let data_dir = |r: u32| home.join("data").join(format!("server-{r}"));
@@ -112,8 +140,9 @@ pub fn mpi(home: &Path, host: &str, workers: usize, cache: MpiCache) -> Result<(
             cache_memory: None,
             cache_policy: None,
             cache_cio_unrequested: "cold".into(),
+            key: cluster_key,
         };
-        let bound = start(&plan, workers)?;
+        let bound = start(&plan, limits)?;
         write_atomically(
             &addr_file(rank),
             &format!("{host}:{}\n{}", bound.port(), socket.display()),
@@ -151,6 +180,7 @@ pub fn mpi(home: &Path, host: &str, workers: usize, cache: MpiCache) -> Result<(
         });
     }
     let mut config = ClusterConfig {
+        key_file: None,
         cache: Default::default(),
         name: format!("weft-mpi-{key}"),
         stripe_size: STRIPE_SIZE_BYTES_DEFAULT,
@@ -179,8 +209,9 @@ pub fn mpi(home: &Path, host: &str, workers: usize, cache: MpiCache) -> Result<(
         cache_memory: None,
         cache_policy: None,
         cache_cio_unrequested: "cold".into(),
+        key: cluster_key,
     };
-    let bound = start(&plan, workers)?;
+    let bound = start(&plan, limits)?;
     config.servers[0].addr = format!("{host}:{}", bound.port());
     config
         .validate()

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use weft_config::{ClusterConfig, Role, ServerEntry};
 use weft_layout::ServerId;
-use weft_rpc::{ServerIdentity, ServerLimits};
+use weft_rpc::{ClusterKey, ServerIdentity, ServerLimits};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -23,11 +23,15 @@ use weft_rpc::{ServerIdentity, ServerLimits};
 (cache role: a share of the cluster's cooperative cache; with the io role in the same process, it caches that \
 server's stripes and reaches them without a socket).\n\n\
 Most users never start weftd by hand: `weft up` starts a whole cluster on this machine.\n\n\
+Every server needs the cluster key (32 random bytes in a file only its owner may read): a connection \
+is served only once it proved it holds the same key. `weft up` and the MPI launch make one in the cluster's \
+home; `weft key create FILE` makes one for a cluster set up by hand.\n\n\
 Three ways to run it:\n\
-  weftd --config cluster.toml --id N      server N of a cluster description (one per machine)\n\
-  weftd --role io --data DIR [--listen 127.0.0.1:0] [--ready-file F]\n\
+  weftd --config cluster.toml --id N      server N of a cluster description (one per machine); the key\n\
+                                          is cluster.key beside it (or key_file, or --key)\n\
+  weftd --role io --data DIR --key FILE [--listen 127.0.0.1:0] [--ready-file F]\n\
                                           a standalone server; F receives the bound address\n\
-  weftd --role cache|io,cache --cluster-file cluster.toml --data DIR ...\n\
+  weftd --role cache|io,cache --cluster-file cluster.toml --data DIR --key FILE ...\n\
                                           a standalone cache manager (alone, or in an io server)\n\
   mpirun -np K weftd --mpi --home DIR     a job-scoped cluster: rank 0 meta, the other ranks io with a\n\
                                           colocated cache manager each (--mpi-cache none: without;\n\
@@ -44,10 +48,14 @@ struct Args {
     /// Roles when standalone: meta, io, or both ("meta,io").
     #[arg(long, value_delimiter = ',', value_name = "ROLES")]
     role: Vec<String>,
-    /// Address to listen on (default 127.0.0.1:0 standalone; with --config it overrides
-    /// the description's address). Port 0 picks a free port.
+    /// Address to listen on (default 127.0.0.1:0 standalone: this machine only; with
+    /// --config it overrides the description's address). Port 0 picks a free port.
     #[arg(long, value_name = "HOST:PORT")]
     listen: Option<String>,
+    /// The cluster key file (default with --config: the description's key_file, else
+    /// cluster.key beside it; with --mpi: cluster.key in --home, created by rank 0).
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
     /// Data directory (objects for io, the metadata database for meta).
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
@@ -97,6 +105,57 @@ struct Args {
     /// (none).
     #[arg(long, default_value = "cold", value_name = "cold|none")]
     cache_cio_unrequested: String,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// How much one server takes on (defaults: weft_rpc::ServerLimits).
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Limits")]
+struct LimitArgs {
+    /// Most connections served at once; more are told "too many connections".
+    #[arg(long, value_name = "N")]
+    connections_max: Option<usize>,
+    /// Most connections from one peer (an address; on the Unix socket, a user).
+    #[arg(long, value_name = "N")]
+    peer_connections_max: Option<usize>,
+    /// Most bytes of requests and replies held in memory (suffixes K, M, G).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
+    inflight_memory: Option<u64>,
+    /// Most bytes of requests and replies held in memory for one peer.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
+    peer_inflight_memory: Option<u64>,
+    /// Threads serving connections (each serves thousands).
+    #[arg(long, value_name = "N")]
+    event_loops: Option<usize>,
+    /// A peer whose replies cannot be written for this long is dropped.
+    #[arg(long, value_name = "MS")]
+    send_timeout_ms: Option<u64>,
+    /// A frame must arrive within this time of its first byte.
+    #[arg(long, value_name = "MS")]
+    frame_deadline_ms: Option<u64>,
+    /// A connection must complete its handshake within this time.
+    #[arg(long, value_name = "MS")]
+    handshake_timeout_ms: Option<u64>,
+}
+
+impl LimitArgs {
+    fn limits(&self, workers: usize) -> ServerLimits {
+        let d = ServerLimits::default();
+        let ms = |v: Option<u64>, default: Duration| v.map_or(default, |v| Duration::from_millis(v.max(1)));
+        ServerLimits {
+            workers,
+            connections_max: self.connections_max.unwrap_or(d.connections_max).max(1),
+            peer_connections_max: self.peer_connections_max.unwrap_or(d.peer_connections_max).max(1),
+            data_bytes_inflight_max: self.inflight_memory.unwrap_or(d.data_bytes_inflight_max).max(1),
+            peer_data_bytes_max: self.peer_inflight_memory.unwrap_or(d.peer_data_bytes_max).max(1),
+            event_loops: self.event_loops.unwrap_or(d.event_loops).max(1),
+            send_timeout: ms(self.send_timeout_ms, d.send_timeout),
+            frame_deadline: ms(self.frame_deadline_ms, d.frame_deadline),
+            handshake_timeout: ms(self.handshake_timeout_ms, d.handshake_timeout),
+            ..d
+        }
+    }
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
@@ -129,9 +188,13 @@ pub struct Plan {
     pub cache_policy: Option<String>,
     /// Cache role: `cold` or `none` (see `--cache-cio-unrequested`).
     pub cache_cio_unrequested: String,
+    /// The cluster key: clients must prove they hold it, and this server proves it to
+    /// the servers it calls.
+    pub key: ClusterKey,
 }
 
 fn run(args: Args) -> Result<()> {
+    let limits = args.limits.limits(args.workers);
     if args.mpi {
         let home = args
             .home
@@ -148,7 +211,7 @@ fn run(args: Args) -> Result<()> {
             },
             other => bail!("--mpi-cache {other:?}: expected colocated or none"),
         };
-        return launch::mpi(&home, &args.host, args.workers, cache);
+        return launch::mpi(&home, &args.host, limits, cache);
     }
     let plan = if let Some(path) = &args.config {
         let id = args
@@ -163,6 +226,17 @@ fn run(args: Args) -> Result<()> {
             .home
             .clone()
             .unwrap_or_else(|| path.parent().map(PathBuf::from).unwrap_or_default());
+        let network = config.network_addresses().join(", ");
+        let key_path = args.key.clone().unwrap_or_else(|| config.key_path(path));
+        let key = load_key(&key_path).with_context(|| {
+            if network.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "this cluster spans machines ({network}): its servers refuse to start without the key"
+                )
+            }
+        })?;
         Plan {
             id: ServerId(id),
             roles: entry.roles.clone(),
@@ -177,6 +251,7 @@ fn run(args: Args) -> Result<()> {
             cache_memory: args.cache_memory,
             cache_policy: args.cache_policy.clone(),
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
+            key,
         }
     } else {
         let roles = args
@@ -198,6 +273,10 @@ fn run(args: Args) -> Result<()> {
         if roles.contains(&Role::Meta) {
             bail!("a standalone meta server needs to know its io servers: use --config FILE --id N");
         }
+        let key_path = args
+            .key
+            .clone()
+            .context("a server needs the cluster key: give --key FILE (`weft up` makes one in its home, `weft key create FILE` one for a cluster set up by hand)")?;
         Plan {
             id: ServerId(args.id.unwrap_or(0)),
             roles,
@@ -209,9 +288,10 @@ fn run(args: Args) -> Result<()> {
             cache_memory: args.cache_memory,
             cache_policy: args.cache_policy.clone(),
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
+            key: load_key(&key_path)?,
         }
     };
-    let handle = start(&plan, args.workers)?;
+    let handle = start(&plan, limits)?;
     if let Some(path) = &args.ready_file {
         write_atomically(path, &handle.to_string())?;
     }
@@ -220,18 +300,56 @@ fn run(args: Args) -> Result<()> {
     }
 }
 
+/// Reads the cluster key, saying what to do when there is none.
+pub fn load_key(path: &std::path::Path) -> Result<ClusterKey> {
+    if !path.exists() {
+        bail!(
+            "no cluster key at {}: every server and client of a cluster proves it holds the cluster's key \
+             (`weft up` makes one in its home; for a cluster set up by hand, `weft key create {}` and copy it, \
+             mode 0600, to every machine)",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(ClusterKey::load(path)?)
+}
+
+/// Lets this process open as many descriptors as its connection limit needs, as far
+/// as the hard limit allows.
+fn raise_descriptor_limit(limits: &ServerLimits) {
+    let wanted = (limits.connections_max as u64).saturating_add(1024);
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 || rl.rlim_cur >= wanted {
+            return;
+        }
+        let target = wanted.min(rl.rlim_max);
+        if target > rl.rlim_cur {
+            rl.rlim_cur = target;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+        }
+        if target < wanted {
+            eprintln!(
+                "weftd: warning: at most {target} open files (hard limit): fewer connections than --connections-max {} can be served",
+                limits.connections_max
+            );
+        }
+    }
+}
+
 /// Opens the roles' stores, binds and starts serving; returns the bound address.
-pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
+pub fn start(plan: &Plan, limits: ServerLimits) -> Result<std::net::SocketAddr> {
     std::fs::create_dir_all(&plan.data_dir)
         .with_context(|| format!("creating data directory {}", plan.data_dir.display()))?;
     let incarnation = weft_rpc::new_incarnation();
     let handler = roles::Roles::open(plan, incarnation)?;
     let roles_bits = handler.role_bits();
     let listener = bind(&plan.listen).with_context(|| format!("cannot listen on {}", plan.listen))?;
-    let limits = ServerLimits {
-        workers,
-        ..ServerLimits::default()
-    };
+    raise_descriptor_limit(&limits);
     let handle = weft_rpc::serve(
         listener,
         Arc::new(handler),
@@ -242,6 +360,7 @@ pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
             build: weft_build_info::version!(),
         },
         limits,
+        plan.key.clone(),
     )?;
     let names: Vec<&str> = plan
         .roles
@@ -253,11 +372,16 @@ pub fn start(plan: &Plan, workers: usize) -> Result<std::net::SocketAddr> {
         })
         .collect();
     eprintln!(
-        "weftd: server {} ({}) listening on {}, data in {}",
+        "weftd: server {} ({}) listening on {}, data in {}; only clients holding the cluster key are served{}",
         plan.id,
         names.join(","),
         handle.local_addr,
-        plan.data_dir.display()
+        plan.data_dir.display(),
+        if handle.local_addr.ip().is_loopback() {
+            " (loopback: this machine only)"
+        } else {
+            " (reachable from the network)"
+        }
     );
     if let Some(path) = &plan.socket {
         // Clients fall back to TCP when the socket is missing: a failure here only

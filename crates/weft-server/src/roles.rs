@@ -14,7 +14,7 @@ use weft_layout::{InodeId, ServerId};
 use weft_meta::{MetaService, MetaStore, ObjectServers};
 use weft_proto::msg::{roles, Request, Response};
 use weft_proto::{CacheTier, ClusterInfo, ErrorCode, IoServer, WireError};
-use weft_rpc::{ConnectionId, ConnectionPool, Handler, Timeouts};
+use weft_rpc::{ClientAuth, ConnectionId, ConnectionPool, Handler, Timeouts};
 
 /// How often the manager purges objects of removed files.
 const PURGE_PERIOD: Duration = Duration::from_millis(500);
@@ -63,7 +63,11 @@ impl Roles {
                 block_size_bytes: config.cache.block_size,
             };
             let objects = Arc::new(NetObjectServers {
-                pool: ConnectionPool::new("weftd meta", Timeouts::from_env()),
+                pool: ConnectionPool::new(
+                    "weftd meta",
+                    ClientAuth::cluster(plan.key.clone()),
+                    Timeouts::from_env(),
+                ),
                 addrs: io_servers
                     .iter()
                     .chain(&cache.managers)
@@ -156,7 +160,11 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
     };
     let backing = Backing::new(
         io.map(|io| (plan.id, io.clone())),
-        ConnectionPool::new("weftd cache", Timeouts::from_env()),
+        ConnectionPool::new(
+            "weftd cache",
+            ClientAuth::cluster(plan.key.clone()),
+            Timeouts::from_env(),
+        ),
         directory,
     );
     let mut cache_config = CacheConfig::new(capacity, policy);

@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use weft_client::Client;
 use weft_config::{ClusterConfig, CLUSTER_FILE_NAME};
+use weft_rpc::{ClientAuth, ClusterKey};
 
 /// The directory holding the workspace's binaries (`target/release`), found from the
 /// running test executable (`target/release/deps/<test>`).
@@ -171,8 +172,18 @@ impl TestCluster {
             .clone()
     }
 
+    /// The cluster key's file (`weft up` made it in the home).
+    pub fn key_path(&self) -> PathBuf {
+        self.home.path().join(weft_config::KEY_FILE_NAME)
+    }
+
+    /// What a client of this cluster proves: its key.
+    pub fn auth(&self) -> ClientAuth {
+        ClientAuth::cluster(ClusterKey::load(&self.key_path()).expect("the test cluster's key"))
+    }
+
     pub fn client(&self) -> Client {
-        Client::connect(&self.meta_addr()).expect("connecting to the test cluster")
+        Client::connect_with(&self.meta_addr(), self.auth()).expect("connecting to the test cluster")
     }
 
     /// The pid of server `id`, if running.

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use weft_client::{Client, CreateOptions, ErrorCode, OpenOptions, SetAttr};
+use weft_client::{CreateOptions, ErrorCode, OpenOptions, SetAttr};
 use weft_layout::InodeId;
 use weft_proto::frame::{DATA_BYTES_MAX, MESSAGE_BYTES_MAX, PROTOCOL_VERSION};
 use weft_proto::msg::{decode_result, Request, Response};
@@ -50,7 +50,8 @@ fn frame(opcode: u16, id: u64, body: &[u8], data: &[u8]) -> Vec<u8> {
     f
 }
 
-/// A raw connection that speaks frames byte by byte.
+/// A raw connection that speaks frames byte by byte, once it did the handshake (what
+/// a client holding the cluster's key, but not using the library, could send).
 struct Raw {
     stream: TcpStream,
 }
@@ -59,9 +60,10 @@ struct Raw {
 type Reply = (u64, Result<Response, WireError>);
 
 impl Raw {
-    fn connect(addr: &str) -> Raw {
-        let stream = TcpStream::connect(addr).unwrap();
+    fn connect(cluster: &TestCluster, addr: &str) -> Raw {
+        let mut stream = TcpStream::connect(addr).unwrap();
         stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        weft_rpc::auth::client_handshake(&mut stream, addr, "bad_input", &cluster.auth(), 10_000).unwrap();
         Raw { stream }
     }
 
@@ -115,12 +117,9 @@ impl Raw {
     /// Asserts that this connection still serves a well-formed request.
     #[track_caller]
     fn still_serves(&mut self) {
-        let hello = Request::Hello {
-            client: "bad_input".into(),
-        };
-        self.send(&frame(1, 4242, &hello.encode_body(), &[]));
+        self.send(&frame(2, 4242, &Request::ServerInfo.encode_body(), &[]));
         match self.reply() {
-            Some((4242, Ok(Response::Hello { .. }))) => {}
+            Some((4242, Ok(Response::ServerInfo { .. }))) => {}
             other => panic!("the connection stopped serving: {other:?}"),
         }
     }
@@ -131,7 +130,7 @@ impl Raw {
 fn assert_serves(cluster: &TestCluster) {
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::SeqCst);
-    let client = Client::connect(&cluster.meta_addr()).expect("connecting after bad input");
+    let client = cluster.client();
     let path = format!("/probe-{n}");
     let data = pattern(n, 0, 300_000);
     let file = client.create(&path, &CreateOptions::default()).unwrap();
@@ -173,7 +172,7 @@ fn malformed_frames_get_clear_errors_and_servers_keep_serving() {
     let meta = cluster.meta_addr();
     for addr in [&io, &meta] {
         // Not the Weft magic: the stream cannot be resynchronised, so say why and close.
-        let mut c = Raw::connect(addr);
+        let mut c = Raw::connect(&cluster, addr);
         let mut bad = frame(10, 1, &[], &[]);
         bad[0] = b'X';
         c.send(&bad);
@@ -181,26 +180,26 @@ fn malformed_frames_get_clear_errors_and_servers_keep_serving() {
         c.closed();
 
         // Not a request or response kind.
-        let mut c = Raw::connect(addr);
+        let mut c = Raw::connect(&cluster, addr);
         c.send(&header(PROTOCOL_VERSION, 9, 10, 2, 0, 0));
         assert!(c.error(ErrorCode::Malformed).contains("kind"));
         c.closed();
 
         // A response sent to a server.
-        let mut c = Raw::connect(addr);
+        let mut c = Raw::connect(&cluster, addr);
         c.send(&header(PROTOCOL_VERSION, 1, 10, 3, 0, 0));
         assert!(c.error(ErrorCode::Malformed).contains("request"));
         c.closed();
 
         // Oversized: message and bulk data lengths beyond the limits, refused from the
         // header alone (nothing that large is sent or allocated).
-        let mut c = Raw::connect(addr);
+        let mut c = Raw::connect(&cluster, addr);
         c.send(&header(PROTOCOL_VERSION, 0, 42, 4, MESSAGE_BYTES_MAX + 1, 0));
         let m = c.error(ErrorCode::TooLarge);
         assert!(m.contains(&(MESSAGE_BYTES_MAX + 1).to_string()), "{m}");
         assert!(m.contains(&MESSAGE_BYTES_MAX.to_string()), "{m}");
         c.closed();
-        let mut c = Raw::connect(addr);
+        let mut c = Raw::connect(&cluster, addr);
         c.send(&header(PROTOCOL_VERSION, 0, 42, 5, 10, u64::MAX));
         let m = c.error(ErrorCode::TooLarge);
         assert!(m.contains(&DATA_BYTES_MAX.to_string()), "{m}");
@@ -208,7 +207,7 @@ fn malformed_frames_get_clear_errors_and_servers_keep_serving() {
 
         // Another protocol version: the error names both versions.
         for version in [0, PROTOCOL_VERSION + 98] {
-            let mut c = Raw::connect(addr);
+            let mut c = Raw::connect(&cluster, addr);
             let mut f = frame(1, 6, &Request::Hello { client: "old".into() }.encode_body(), &[]);
             f[4..6].copy_from_slice(&version.to_le_bytes());
             c.send(&f);
@@ -223,7 +222,7 @@ fn malformed_frames_get_clear_errors_and_servers_keep_serving() {
 
         // An unknown opcode, with and without bulk data: refused, and the connection,
         // whose framing is intact, goes on serving.
-        let mut c = Raw::connect(addr);
+        let mut c = Raw::connect(&cluster, addr);
         c.send(&frame(999, 7, &[1, 2, 3], &[]));
         assert!(c.error(ErrorCode::UnknownOpcode).contains("999"));
         c.send(&frame(0xFFFF, 8, &[], &[0xAB; 100_000]));
@@ -278,7 +277,7 @@ fn malformed_frames_get_clear_errors_and_servers_keep_serving() {
 #[test]
 fn io_requests_with_bad_ranges_and_sizes_are_refused() {
     let cluster = TestCluster::start();
-    let mut c = Raw::connect(&cluster.addr(1));
+    let mut c = Raw::connect(&cluster, &cluster.addr(1));
     // Ranges whose end overflows, or passes the largest file offset (2^62).
     for (offset, len) in [(u64::MAX - 5, 10), (1 << 62, 1), (0, u64::MAX)] {
         c.send(&frame(43, 1, &io_body(&[(0, 10), (offset, len)]), &[]));
@@ -318,7 +317,7 @@ fn io_requests_with_bad_ranges_and_sizes_are_refused() {
         striping: striping(0),
         ranges: vec![Range { offset: 0, len }],
     };
-    let mut c = Raw::connect(&cluster.addr(layout.servers[0].0));
+    let mut c = Raw::connect(&cluster, &cluster.addr(layout.servers[0].0));
     c.send(&frame(42, 6, &write(file.inode(), 100).encode_body(), &[1; 99]));
     assert!(c.error(ErrorCode::InvalidArgument).contains("99"));
     c.send(&frame(
@@ -344,7 +343,7 @@ fn io_requests_with_bad_ranges_and_sizes_are_refused() {
 #[test]
 fn the_manager_checks_names_and_paths_itself() {
     let cluster = TestCluster::start();
-    let mut c = Raw::connect(&cluster.meta_addr());
+    let mut c = Raw::connect(&cluster, &cluster.meta_addr());
     // What a client that skips the library's checks could send.
     let resolve = |path: &str| Request::Resolve {
         cred: Cred::root(),
@@ -409,16 +408,16 @@ fn truncated_and_stalled_frames_do_not_stop_other_clients() {
     let mut stalled = Vec::new();
     for addr in [cluster.addr(1), cluster.addr(2), cluster.meta_addr()] {
         // Half a header, kept open.
-        let mut c = Raw::connect(&addr);
+        let mut c = Raw::connect(&cluster, &addr);
         c.send(&frame(10, 1, &[], &[])[..10]);
         stalled.push(c);
         // A header promising a body that never comes, kept open.
-        let mut c = Raw::connect(&addr);
+        let mut c = Raw::connect(&cluster, &addr);
         c.send(&header(PROTOCOL_VERSION, 0, 11, 2, 1000, 0));
         c.send(&[0; 10]);
         stalled.push(c);
         // A write promising bulk data that never comes, kept open.
-        let mut c = Raw::connect(&addr);
+        let mut c = Raw::connect(&cluster, &addr);
         c.send(&header(
             PROTOCOL_VERSION,
             0,
@@ -430,13 +429,13 @@ fn truncated_and_stalled_frames_do_not_stop_other_clients() {
         c.send(&io_body(&[(0, 1 << 20)]));
         stalled.push(c);
         // A truncated frame, then the sender goes away.
-        let mut c = Raw::connect(&addr);
+        let mut c = Raw::connect(&cluster, &addr);
         c.send(&header(PROTOCOL_VERSION, 0, 11, 4, 100, 0));
         c.send(&[1; 20]);
         c.stream.shutdown(Shutdown::Write).unwrap();
         c.closed();
         // Random bytes.
-        let mut c = Raw::connect(&addr);
+        let mut c = Raw::connect(&cluster, &addr);
         let mut rng = common::Rng::new(7);
         c.send(&rng.bytes(64 << 10));
         // Either an error reply and a close, or (if the garbage was cut short) a close.
@@ -474,7 +473,7 @@ fn frames_that_stall_after_a_large_header_do_not_starve_writers() {
     let body = io_body(&[(0, DATA_BYTES_MAX)]);
     let stalled: Vec<Raw> = (0..17)
         .map(|k| {
-            let mut c = Raw::connect(&addr);
+            let mut c = Raw::connect(&cluster, &addr);
             c.send(&header(
                 PROTOCOL_VERSION,
                 0,

@@ -48,8 +48,9 @@ fn directory_with_10000_entries() {
         for t in 0..THREADS {
             let names = &names;
             let meta = cluster.meta_addr();
+            let auth = cluster.auth();
             scope.spawn(move || {
-                let client = Client::connect(&meta).unwrap();
+                let client = Client::connect_with(&meta, auth.clone()).unwrap();
                 let exclusive = CreateOptions {
                     exclusive: true,
                     truncate: false,
@@ -146,8 +147,9 @@ fn directory_with_10000_entries() {
         for t in 0..THREADS {
             let names = &names;
             let meta = cluster.meta_addr();
+            let auth = cluster.auth();
             scope.spawn(move || {
-                let client = Client::connect(&meta).unwrap();
+                let client = Client::connect_with(&meta, auth.clone()).unwrap();
                 for k in (t..ENTRIES).step_by(THREADS) {
                     let path = format!("/big/{}", names[k]);
                     if is_dir(k) {

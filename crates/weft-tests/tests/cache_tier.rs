@@ -372,7 +372,8 @@ fn manager_stats(cluster: &TestCluster, id: u32) -> weft_proto::msg::CacheStats 
         connect: std::time::Duration::from_secs(5),
         request: std::time::Duration::from_secs(10),
     };
-    let connection = weft_rpc::Connection::connect(&cluster.addr(id), "test", timeouts).unwrap();
+    let connection =
+        weft_rpc::Connection::connect(&cluster.addr(id), "test", &cluster.auth(), timeouts).unwrap();
     match connection.call(&weft_proto::Request::CacheStats, &[]).unwrap().0 {
         weft_proto::Response::CacheStats(stats) => stats,
         other => panic!("{other:?}"),
@@ -433,7 +434,7 @@ fn bad_requests_to_a_cache_manager_are_refused_and_change_nothing() {
         connect: std::time::Duration::from_secs(5),
         request: std::time::Duration::from_secs(10),
     };
-    let c = weft_rpc::Connection::connect(&cluster.addr(manager), "test", timeouts).unwrap();
+    let c = weft_rpc::Connection::connect(&cluster.addr(manager), "test", &cluster.auth(), timeouts).unwrap();
     let layout = file.layout().clone();
     let cached = |layout: weft_layout::Layout, incarnation: u64| CacheFile {
         inode: file.inode(),

@@ -116,9 +116,10 @@ fn concurrent_writers_to_one_file() {
             let (start, end) = (bounds[t], bounds[t + 1]);
             let barrier = barrier.clone();
             let meta = cluster.meta_addr();
+            let auth = cluster.auth();
             scope.spawn(move || {
                 // Its own client: its own connections to every server.
-                let client = Client::connect(&meta).unwrap();
+                let client = Client::connect_with(&meta, auth.clone()).unwrap();
                 barrier.wait();
                 write_region(&client, path, start, end, tag, seed.wrapping_add(t as u64));
             });
@@ -140,7 +141,7 @@ fn concurrent_writers_to_one_file() {
         );
     }
 
-    let reader = Client::connect(&cluster.meta_addr()).unwrap();
+    let reader = cluster.client();
     assert_eq!(reader.stat(path).unwrap().size, total);
     let file = reader.open(path, &OpenOptions::default()).unwrap();
     let mut back = vec![0u8; total as usize];

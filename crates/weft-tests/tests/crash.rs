@@ -111,7 +111,7 @@ fn io_server_killed_mid_writes_loses_nothing_synced() {
         );
     }
 
-    let reader = Client::connect(&cluster.meta_addr()).unwrap();
+    let reader = cluster.client();
     assert_eq!(reader.stat("/stream").unwrap().size, total);
     let back = reader.open("/stream", &OpenOptions::default()).unwrap();
     let mut buf = vec![0u8; total as usize];
@@ -390,7 +390,7 @@ fn meta_server_killed_mid_operations_keeps_every_acknowledged_one() {
     });
     cluster.restart();
 
-    let checker = Client::connect(&cluster.meta_addr()).unwrap();
+    let checker = cluster.client();
     let mut inodes = BTreeSet::new();
     let mut files = 0;
     let mut dirs = 0;

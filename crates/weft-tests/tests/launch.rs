@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_client::{Client, CreateOptions, OpenOptions};
+use weft_rpc::{ClientAuth, ClusterKey};
 use weft_testkit::bin;
 
 /// Live (not zombie) processes whose session is `session`: everything an mpirun
@@ -153,7 +154,13 @@ fn mpirun_launches_a_job_scoped_cluster_and_takes_it_down() {
         "mpirun and 3 ranks expected, found pids {ranks:?}"
     );
 
-    let client = Client::connect(&meta_addr_in(&text)).unwrap();
+    // Rank 0 made the key in the shared home, private to its owner, before any server
+    // started.
+    let key = home.path().join("cluster.key");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "the key is readable by its owner only");
+    let auth = ClientAuth::cluster(ClusterKey::load(&key).unwrap());
+    let client = Client::connect_with(&meta_addr_in(&text), auth).unwrap();
     assert_eq!(
         client.cluster_info().io_servers.len(),
         2,
@@ -246,6 +253,39 @@ fn a_hand_written_cluster_description_starts_serves_and_restarts() {
     std::fs::write(dir.path().join("cluster.toml"), &text).unwrap();
     drop(listeners);
 
+    // Without the cluster key no server starts, and the message says how to make one.
+    let out = Command::new(bin("weftd"))
+        .arg("--config")
+        .arg(dir.path().join("cluster.toml"))
+        .args(["--id", "1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no cluster key") && stderr.contains("weft key create"),
+        "{stderr}"
+    );
+    let key = dir.path().join("cluster.key");
+    let out = Command::new(bin("weft"))
+        .arg("key")
+        .arg("create")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A second create never replaces a key that servers and clients hold.
+    let before = std::fs::read(&key).unwrap();
+    let again = Command::new(bin("weft"))
+        .arg("key")
+        .arg("create")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert_eq!(std::fs::read(&key).unwrap(), before);
+    let auth = ClientAuth::cluster(ClusterKey::load(&key).unwrap());
+
     // An id the description does not list is refused with a message naming it.
     let out = Command::new(bin("weftd"))
         .arg("--config")
@@ -269,7 +309,7 @@ fn a_hand_written_cluster_description_starts_serves_and_restarts() {
             "server {id} listens where the description says"
         );
     }
-    let client = Client::connect(&addrs[0]).unwrap();
+    let client = Client::connect_with(&addrs[0], auth.clone()).unwrap();
     let io: Vec<&str> = client
         .cluster_info()
         .io_servers
@@ -281,10 +321,25 @@ fn a_hand_written_cluster_description_starts_serves_and_restarts() {
     let file = client.open("/handmade", &OpenOptions::default()).unwrap();
     assert_eq!(file.layout().stripe_size_bytes, 4096, "the description's default");
     assert_eq!(file.layout().servers.len(), 2, "the description's default");
-    // A client elsewhere needs only the manager's address.
+    // A client elsewhere needs the manager's address and the key; with the address
+    // alone it is told which variable to set.
+    let elsewhere = tempfile::tempdir().unwrap();
     let out = Command::new(bin("weft"))
         .args(["cat", "/handmade"])
         .env("WEFT_META", &addrs[0])
+        .env("HOME", elsewhere.path())
+        .env_remove("WEFT_HOME")
+        .env_remove("WEFT_KEY")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("WEFT_KEY"), "{stderr}");
+    let out = Command::new(bin("weft"))
+        .args(["cat", "/handmade"])
+        .env("WEFT_META", &addrs[0])
+        .env("WEFT_KEY", &key)
+        .env("HOME", elsewhere.path())
         .env_remove("WEFT_HOME")
         .output()
         .unwrap();
@@ -304,7 +359,7 @@ fn a_hand_written_cluster_description_starts_serves_and_restarts() {
     assert!(stopping.elapsed() < Duration::from_secs(5));
     drop(servers);
     let _servers = start_servers(dir.path(), &[1, 2, 3, 0]);
-    let client = Client::connect(&addrs[0]).unwrap();
+    let client = Client::connect_with(&addrs[0], auth.clone()).unwrap();
     let file = client.open("/handmade", &OpenOptions::default()).unwrap();
     let mut back = vec![0u8; 1 << 20];
     assert_eq!(file.read_at(0, &mut back).unwrap(), back.len());

@@ -86,9 +86,10 @@ fn readers_never_see_a_replaced_name_missing() {
     std::thread::scope(|scope| {
         for _ in 0..2 {
             let meta = cluster.meta_addr();
+            let auth = cluster.auth();
             let (done, reads) = (&done, &reads);
             scope.spawn(move || {
-                let reader = Client::connect(&meta).unwrap();
+                let reader = Client::connect_with(&meta, auth.clone()).unwrap();
                 while !done.load(Ordering::SeqCst) {
                     let file = reader
                         .open("/current", &OpenOptions::default())
@@ -188,10 +189,7 @@ fn io_on_an_unlinked_open_file_fails_with_stale() {
     let cluster = TestCluster::start();
     let client = cluster.client();
     let file = put(&client, "/doomed", &pattern(3, 0, 70_000));
-    let reader = Client::connect(&cluster.meta_addr())
-        .unwrap()
-        .open("/doomed", &OpenOptions::default())
-        .unwrap();
+    let reader = cluster.client().open("/doomed", &OpenOptions::default()).unwrap();
     client.unlink("/doomed").unwrap();
     expect_code(client.stat("/doomed"), ErrorCode::NotFound);
     expect_code(client.unlink("/doomed"), ErrorCode::NotFound);

@@ -129,7 +129,7 @@ fn every_size_and_layout_round_trips() {
                 want[offset as usize..].copy_from_slice(&data);
             }
             // From a fresh handle on a fresh connection: nothing cached by the writer.
-            let reader = Client::connect(&cluster.meta_addr()).unwrap();
+            let reader = cluster.client();
             assert_eq!(reader.stat(&path).unwrap().size, end, "{path} stat size");
             let again = reader.open(&path, &OpenOptions::default()).unwrap();
             // Asking for more than there is returns exactly the file.
@@ -200,7 +200,7 @@ fn random_writes_and_truncates_match_a_local_reference_file() {
         let want = local_read(&local, 0, size as usize);
         assert_same(&path, &weft_read(&file, 0, size as usize + 1), &want);
         // Another client sees the same bytes and the same size.
-        let other = Client::connect(&cluster.meta_addr()).unwrap();
+        let other = cluster.client();
         assert_eq!(other.stat(&path).unwrap().size, size, "{path}: stat size");
         let reopened = other.open(&path, &OpenOptions::default()).unwrap();
         assert_same(

@@ -91,7 +91,7 @@ fn a_killed_io_server_fails_calls_at_once_naming_it() {
         }),
         fails_within("sync", fast, || file.sync()),
         fails_within("stat from a new client", fast, || {
-            Client::connect(&cluster.meta_addr())?.stat("/f")
+            Client::connect_with(&cluster.meta_addr(), cluster.auth())?.stat("/f")
         }),
     ] {
         assert!(error.to_string().contains(&dead), "{error} does not name {dead}");
@@ -136,7 +136,7 @@ fn a_hung_io_server_times_out_naming_it_and_serves_again_when_resumed() {
     });
     let sync = fails_within("sync on a hung server", bound, || file.sync());
     let stat = fails_within("stat from a new client", bound + bound, || {
-        Client::connect(&cluster.meta_addr())?.stat("/f")
+        Client::connect_with(&cluster.meta_addr(), cluster.auth())?.stat("/f")
     });
     for error in [&read, &write, &sync, &stat] {
         assert!(error.to_string().contains(&hung), "{error} does not name {hung}");
@@ -165,13 +165,14 @@ fn a_killed_manager_fails_calls_at_once_naming_it() {
     let client = cluster.client();
     let file = file_over_all_servers(&client, "/f");
     let meta = cluster.meta_addr();
+    let auth = cluster.auth();
     cluster.kill9(0);
     let fast = Duration::from_secs(3);
     for error in [
         fails_within("stat", fast, || client.stat("/f")),
         fails_within("mkdir", fast, || client.mkdir("/d", 0o755)),
         fails_within("truncate", fast, || file.truncate(0)),
-        fails_within("connect", fast, || Client::connect(&meta)),
+        fails_within("connect", fast, || Client::connect_with(&meta, auth.clone())),
     ] {
         assert!(error.to_string().contains(&meta), "{error} does not name {meta}");
         assert_eq!(error.code(), ErrorCode::Unavailable, "{error}");
@@ -189,12 +190,13 @@ fn a_hung_manager_times_out_naming_it() {
     let client = cluster.client();
     client.mkdir("/d", 0o755).unwrap();
     let meta = cluster.meta_addr();
+    let auth = cluster.auth();
     hang(&cluster, 0);
     let bound = Duration::from_millis(TIMEOUT_MS) + SLACK;
     for error in [
         fails_within("stat", bound, || client.stat("/d")),
         fails_within("readdir", bound, || client.readdir("/")),
-        fails_within("connect", bound, || Client::connect(&meta)),
+        fails_within("connect", bound, || Client::connect_with(&meta, auth.clone())),
     ] {
         assert!(error.to_string().contains(&meta), "{error} does not name {meta}");
         assert_eq!(error.code(), ErrorCode::TimedOut, "{error}");
@@ -204,6 +206,6 @@ fn a_hung_manager_times_out_naming_it() {
         client.stat("/d").ok()
     });
     expect_code(client.stat("/missing"), ErrorCode::NotFound);
-    let again = Client::connect(&meta).unwrap();
+    let again = Client::connect_with(&meta, auth.clone()).unwrap();
     expect_code(again.open("/d", &OpenOptions::default()), ErrorCode::IsDirectory);
 }

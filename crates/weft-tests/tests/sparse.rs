@@ -49,7 +49,7 @@ fn sparse_file_over_4_gib() {
     file.sync().unwrap();
     let size = far + tail.len() as u64;
 
-    let other = Client::connect(&cluster.meta_addr()).unwrap();
+    let other = cluster.client();
     assert_eq!(other.stat("/sparse").unwrap().size, size);
     let view = other.open("/sparse", &OpenOptions::default()).unwrap();
     assert_eq!(view.size().unwrap(), size);

@@ -1,0 +1,1267 @@
+//! The event loop: accepts connections, runs each one's handshake, reads its frames
+//! into its own buffers and hands complete requests to the workers, and enforces the
+//! deadlines. One thread serves thousands of connections (epoll, through mio); a
+//! connection costs its buffers, never a thread.
+//!
+//! 1. Loop 0 accepts; a connection is counted against the server's and its peer's
+//!    limits or refused with the reason written to it, then given to a loop.
+//! 2. Until its handshake is done, a connection may send only `Hello` and
+//!    `Authenticate`, small and without bulk data; anything else ends it.
+//! 3. A request's bytes (message, bulk data, the reply's hint) are charged to its
+//!    peer's and the server's budgets before they are read; a connection that finds no
+//!    room, or has too many requests in flight, is not read until there is (TCP pushes
+//!    back on its sender alone).
+//! 4. Replies are written by whoever finishes them and, when the socket is full, by
+//!    the loop as it drains (`outbox`).
+//! 5. Every few hundred milliseconds the loop ends connections past a deadline: the
+//!    handshake's, a frame's (once admitted), replies not read for the send timeout,
+//!    and idleness.
+
+use super::outbox::{Body, Conn, OutFrame, OutState, ServerStream};
+use super::peers::PeerKey;
+use super::{ConnectionId, Job, Peer, Shared};
+use crate::auth::Side;
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use weft_proto::frame::{FrameHeader, FrameKind, FRAME_HEADER_BYTES, PROTOCOL_VERSION};
+use weft_proto::handshake::{Identity, HANDSHAKE_MESSAGE_BYTES_MAX, NONCE_BYTES};
+use weft_proto::msg::{encode_result, Request, Response};
+use weft_proto::{ErrorCode, Opcode, WireError};
+
+/// How often deadlines are checked.
+const TICK: Duration = Duration::from_millis(200);
+/// How long a connection that was told why it is refused is given to read that and
+/// close, before it is closed anyway.
+const DRAIN_TIME: Duration = Duration::from_secs(2);
+/// Most refused connections draining at once; past this they are closed at once.
+const DRAINING_MAX: usize = 1024;
+/// Reads go through a buffer of this size, except bulk data that is read straight
+/// into its request's buffer.
+const SCRATCH_BYTES: usize = 64 * 1024;
+/// Tokens below this are listeners; the waker has the largest.
+const FIRST_CONNECTION_TOKEN: usize = 1 << 16;
+const WAKER: mio::Token = mio::Token(usize::MAX);
+
+/// What other threads ask of a loop.
+pub enum LoopMsg {
+    /// Serve a connection accepted by loop 0.
+    Adopt(Box<Accepted>),
+    /// A connection paused for a request slot may have one now.
+    Resume(mio::Token, ConnectionId),
+    /// Bytes were released: connections waiting for them may go on.
+    BudgetFreed,
+    /// Accept on this listener too (loop 0).
+    Listen(ServerListener),
+    /// Stop accepting (loop 0).
+    StopAccepting,
+}
+
+/// A loop's mailbox.
+pub struct LoopHandle {
+    pub waker: mio::Waker,
+    pub inbox: Mutex<Vec<LoopMsg>>,
+    /// A `BudgetFreed` is in the inbox: releases in a burst wake the loop once.
+    pub budget_freed: std::sync::atomic::AtomicBool,
+}
+
+impl LoopHandle {
+    pub fn post(&self, msg: LoopMsg) {
+        self.inbox.lock().unwrap().push(msg);
+        if let Err(e) = self.waker.wake() {
+            eprintln!("weftd: cannot wake an event loop: {e}");
+        }
+    }
+}
+
+pub enum ServerListener {
+    Tcp(mio::net::TcpListener),
+    Unix(mio::net::UnixListener),
+}
+
+/// An accepted connection on its way to its loop.
+pub struct Accepted {
+    stream: ServerStream,
+    peer: PeerKey,
+    addr: Option<SocketAddr>,
+    uid: Option<u32>,
+    id: ConnectionId,
+}
+
+enum Phase {
+    AwaitHello,
+    AwaitAuthenticate {
+        server_nonce: [u8; NONCE_BYTES],
+        client: String,
+    },
+    Open,
+    /// Told why it ends; its input is read and dropped until it closes.
+    Draining {
+        until: Instant,
+    },
+}
+
+enum ReadState {
+    Header {
+        buf: [u8; FRAME_HEADER_BYTES],
+        got: usize,
+    },
+    /// Paused until the message's bytes can be charged.
+    AwaitMessage { header: FrameHeader },
+    Message {
+        header: FrameHeader,
+        buf: Vec<u8>,
+        got: usize,
+        charged: u64,
+    },
+    /// Paused until a request slot (`slot` once taken) and the bulk data's bytes.
+    AwaitData {
+        header: FrameHeader,
+        request: Box<Request>,
+        charged: u64,
+        slot: bool,
+    },
+    Data {
+        header: FrameHeader,
+        request: Box<Request>,
+        buf: Vec<u8>,
+        got: usize,
+        charged: u64,
+    },
+    /// The bulk data of a refused request, read and dropped.
+    Skip { left: u64 },
+}
+
+impl ReadState {
+    fn start() -> ReadState {
+        ReadState::Header {
+            buf: [0; FRAME_HEADER_BYTES],
+            got: 0,
+        }
+    }
+
+    /// Bytes this state holds charged.
+    fn charged(&self) -> u64 {
+        match self {
+            ReadState::Message { charged, .. }
+            | ReadState::AwaitData { charged, .. }
+            | ReadState::Data { charged, .. } => *charged,
+            _ => 0,
+        }
+    }
+
+    fn between_frames(&self) -> bool {
+        matches!(self, ReadState::Header { got: 0, .. })
+    }
+}
+
+/// Why a connection is paused.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pause {
+    /// It has `requests_inflight_max` requests in flight.
+    Inflight,
+    /// Its peer or the server has no room for `n` more bytes.
+    Budget(u64),
+}
+
+/// The loop's side of one connection.
+struct Client {
+    conn: Arc<Conn>,
+    addr: Option<SocketAddr>,
+    uid: Option<u32>,
+    /// Counted against the limits (refused connections are not).
+    counted: bool,
+    phase: Phase,
+    read: ReadState,
+    /// Bytes read while the connection was being paused, consumed first on resume.
+    stash: Vec<u8>,
+    pause: Option<Pause>,
+    /// When the frame being read must be complete (none between frames and while
+    /// paused: a wait the server imposes is not the peer's delay).
+    frame_deadline: Option<Instant>,
+    last_read: Instant,
+    accepted_at: Instant,
+}
+
+/// How a connection ends.
+enum End {
+    /// At once (the peer left, or broke the stream).
+    Now,
+    /// With an error frame telling why, then a short drain.
+    Tell(WireError, u16, u64),
+}
+
+pub struct EventLoop {
+    index: usize,
+    shared: Arc<Shared>,
+    poll: mio::Poll,
+    clients: HashMap<mio::Token, Client>,
+    listeners: Vec<(mio::Token, ServerListener)>,
+    next_token: usize,
+    scratch: Vec<u8>,
+    /// Connections waiting for bytes, oldest first.
+    waiting: VecDeque<mio::Token>,
+    /// Round robin over the loops for accepted connections (loop 0).
+    next_loop: usize,
+    draining: usize,
+    last_tick: Instant,
+    last_sweep: Instant,
+    accept_error_logged: bool,
+}
+
+impl EventLoop {
+    pub fn new(index: usize, shared: Arc<Shared>, poll: mio::Poll) -> EventLoop {
+        let now = Instant::now();
+        EventLoop {
+            index,
+            shared,
+            poll,
+            clients: HashMap::new(),
+            listeners: Vec::new(),
+            next_token: FIRST_CONNECTION_TOKEN,
+            scratch: vec![0; SCRATCH_BYTES],
+            waiting: VecDeque::new(),
+            next_loop: 0,
+            draining: 0,
+            last_tick: now,
+            last_sweep: now,
+            accept_error_logged: false,
+        }
+    }
+
+    pub fn run(mut self) {
+        let mut events = mio::Events::with_capacity(1024);
+        loop {
+            if let Err(e) = self.poll.poll(&mut events, Some(TICK)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    eprintln!("weftd: event loop {} failed: {e}", self.index);
+                    return;
+                }
+            }
+            for event in events.iter() {
+                let token = event.token();
+                if token == WAKER {
+                    continue;
+                }
+                if token.0 < FIRST_CONNECTION_TOKEN {
+                    self.accept(token);
+                    continue;
+                }
+                if event.is_writable() {
+                    self.writable(token);
+                }
+                if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    self.readable(token);
+                }
+            }
+            self.handle_inbox();
+            let now = Instant::now();
+            if now.duration_since(self.last_tick) >= TICK {
+                self.last_tick = now;
+                self.tick(now);
+            }
+        }
+    }
+
+    fn handle_inbox(&mut self) {
+        let messages = std::mem::take(&mut *self.shared.loops[self.index].inbox.lock().unwrap());
+        let mut budget_freed = false;
+        for msg in messages {
+            match msg {
+                LoopMsg::Adopt(accepted) => self.adopt(*accepted),
+                LoopMsg::Resume(token, id) => {
+                    if self.clients.get(&token).is_some_and(|c| c.conn.id == id) {
+                        self.resume(token);
+                    }
+                }
+                LoopMsg::BudgetFreed => {
+                    self.shared.loops[self.index]
+                        .budget_freed
+                        .store(false, std::sync::atomic::Ordering::SeqCst);
+                    budget_freed = true;
+                }
+                LoopMsg::Listen(listener) => self.listen(listener),
+                LoopMsg::StopAccepting => {
+                    for (_, listener) in self.listeners.drain(..) {
+                        let fd = match &listener {
+                            ServerListener::Tcp(l) => l.as_raw_fd(),
+                            ServerListener::Unix(l) => l.as_raw_fd(),
+                        };
+                        let _ = self.poll.registry().deregister(&mut mio::unix::SourceFd(&fd));
+                    }
+                }
+            }
+        }
+        if budget_freed {
+            // Oldest first; one that still finds no room keeps its place.
+            let waiting: Vec<mio::Token> = self.waiting.iter().copied().collect();
+            for token in waiting {
+                self.resume(token);
+            }
+        }
+    }
+
+    fn listen(&mut self, listener: ServerListener) {
+        let token = mio::Token(self.listeners.len());
+        let fd = match &listener {
+            ServerListener::Tcp(l) => l.as_raw_fd(),
+            ServerListener::Unix(l) => l.as_raw_fd(),
+        };
+        match self
+            .poll
+            .registry()
+            .register(&mut mio::unix::SourceFd(&fd), token, mio::Interest::READABLE)
+        {
+            Ok(()) => self.listeners.push((token, listener)),
+            Err(e) => eprintln!("weftd: cannot listen: {e}"),
+        }
+        // Connections that queued before registration are taken now.
+        self.accept(token);
+    }
+
+    /// Accepts every pending connection of a listener.
+    fn accept(&mut self, token: mio::Token) {
+        loop {
+            let Some((_, listener)) = self.listeners.iter().find(|(t, _)| *t == token) else {
+                return;
+            };
+            let accepted = match listener {
+                ServerListener::Tcp(l) => l.accept().map(|(s, addr)| {
+                    s.set_nodelay(true).ok();
+                    (ServerStream::Tcp(s), PeerKey::Ip(addr.ip()), Some(addr), None)
+                }),
+                ServerListener::Unix(l) => l.accept().map(|(s, _)| {
+                    let uid = peer_uid(s.as_raw_fd());
+                    (
+                        ServerStream::Unix(s),
+                        PeerKey::LocalUser(uid.unwrap_or(u32::MAX)),
+                        None,
+                        uid,
+                    )
+                }),
+            };
+            let (stream, peer, addr, uid) = match accepted {
+                Ok(a) => a,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors, typically: the connection waits in the
+                    // backlog; say so once rather than per attempt.
+                    if !self.accept_error_logged {
+                        eprintln!("weftd: cannot accept connections: {e}");
+                        self.accept_error_logged = true;
+                    }
+                    return;
+                }
+            };
+            self.accept_error_logged = false;
+            let now = Instant::now();
+            if let Err(reason) = self.shared.peers.admit(peer, now) {
+                self.refuse_at_accept(stream, addr, uid, reason);
+                continue;
+            }
+            let id = ConnectionId(
+                self.shared
+                    .next_connection_id
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            );
+            let accepted = Accepted {
+                stream,
+                peer,
+                addr,
+                uid,
+                id,
+            };
+            let target = self.next_loop % self.shared.loops.len();
+            self.next_loop = self.next_loop.wrapping_add(1);
+            if target == self.index {
+                self.adopt(accepted);
+            } else {
+                self.shared.loops[target].post(LoopMsg::Adopt(Box::new(accepted)));
+            }
+        }
+    }
+
+    /// Tells a connection over a limit why, and lets it read that before it closes:
+    /// a client sees "too many connections", not a reset.
+    fn refuse_at_accept(
+        &mut self,
+        stream: ServerStream,
+        addr: Option<SocketAddr>,
+        uid: Option<u32>,
+        reason: String,
+    ) {
+        let error = WireError::new(ErrorCode::Busy, reason);
+        if !write_final(&stream, &error, 0, 0) || self.draining >= DRAINING_MAX {
+            return;
+        }
+        stream.shutdown(Shutdown::Write);
+        let refused = Accepted {
+            stream,
+            peer: PeerKey::LocalUser(u32::MAX),
+            addr,
+            uid,
+            id: ConnectionId(0),
+        };
+        let phase = Phase::Draining {
+            until: Instant::now() + DRAIN_TIME,
+        };
+        if self.install(refused, OutState::refused(), false, phase).is_some() {
+            self.draining += 1;
+        }
+    }
+
+    /// Serves a connection counted against the limits: its handshake comes first.
+    fn adopt(&mut self, accepted: Accepted) {
+        let peer = accepted.peer;
+        match self.install(accepted, OutState::default(), true, Phase::AwaitHello) {
+            // Bytes that arrived before registration raise no edge: read them now.
+            Some(token) => self.readable(token),
+            None => self.shared.peers.leave(peer),
+        }
+    }
+
+    /// Registers a connection with this loop.
+    fn install(
+        &mut self,
+        accepted: Accepted,
+        state: OutState,
+        counted: bool,
+        phase: Phase,
+    ) -> Option<mio::Token> {
+        let token = mio::Token(self.next_token);
+        self.next_token += 1;
+        let conn = Arc::new(Conn {
+            id: accepted.id,
+            peer: accepted.peer,
+            stream: accepted.stream,
+            loop_index: self.index,
+            token,
+            state: Mutex::new(state),
+        });
+        let fd = conn.stream.as_raw_fd();
+        let registered = self.poll.registry().register(
+            &mut mio::unix::SourceFd(&fd),
+            token,
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        );
+        if let Err(e) = registered {
+            eprintln!("weftd: cannot serve a connection from {}: {e}", accepted.peer);
+            return None;
+        }
+        let now = Instant::now();
+        let client = Client {
+            conn,
+            addr: accepted.addr,
+            uid: accepted.uid,
+            counted,
+            phase,
+            read: ReadState::start(),
+            stash: Vec::new(),
+            pause: None,
+            frame_deadline: None,
+            last_read: now,
+            accepted_at: now,
+        };
+        self.clients.insert(token, client);
+        Some(token)
+    }
+
+    fn writable(&mut self, token: mio::Token) {
+        if let Some(client) = self.clients.get(&token) {
+            if matches!(client.phase, Phase::Draining { .. }) {
+                return;
+            }
+            client.conn.flush(&self.shared);
+        }
+    }
+
+    /// Reads what the connection sent until the socket is empty or the connection is
+    /// paused.
+    fn readable(&mut self, token: mio::Token) {
+        let Some(mut client) = self.clients.remove(&token) else {
+            return;
+        };
+        let end = self.read_client(&mut client);
+        self.clients.insert(token, client);
+        if let Some(end) = end {
+            self.end(token, end);
+        }
+    }
+
+    fn read_client(&mut self, client: &mut Client) -> Option<End> {
+        if !client.stash.is_empty() && client.pause.is_none() {
+            let stash = std::mem::take(&mut client.stash);
+            if let Err(end) = self.feed(client, &stash) {
+                return Some(end);
+            }
+        }
+        loop {
+            if client.pause.is_some() {
+                return None;
+            }
+            // Large parts are read straight into their buffers.
+            let direct = match &mut client.read {
+                ReadState::Data { buf, got, .. } | ReadState::Message { buf, got, .. }
+                    if buf.len() - *got >= SCRATCH_BYTES =>
+                {
+                    Some(client.conn.stream.read(&mut buf[*got..]))
+                }
+                _ => None,
+            };
+            let result = match direct {
+                Some(r) => r.map(|n| (n, true)),
+                None => client.conn.stream.read(&mut self.scratch).map(|n| (n, false)),
+            };
+            match result {
+                Ok((0, _)) => return Some(End::Now),
+                Ok((n, direct)) => {
+                    client.last_read = Instant::now();
+                    if matches!(client.phase, Phase::Draining { .. }) {
+                        continue;
+                    }
+                    let step = if direct {
+                        self.advance_direct(client, n)
+                    } else {
+                        let bytes = std::mem::take(&mut self.scratch);
+                        let step = self.feed(client, &bytes[..n]);
+                        self.scratch = bytes;
+                        step
+                    };
+                    if let Err(end) = step {
+                        return Some(end);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Some(End::Now),
+            }
+        }
+    }
+
+    /// `n` bytes were read straight into the current part's buffer.
+    fn advance_direct(&mut self, client: &mut Client, n: usize) -> Result<(), End> {
+        let complete = match &mut client.read {
+            ReadState::Data { buf, got, .. } | ReadState::Message { buf, got, .. } => {
+                *got += n;
+                *got == buf.len()
+            }
+            _ => unreachable!("direct reads go to a message or data buffer"),
+        };
+        if complete {
+            self.part_done(client)?;
+        }
+        Ok(())
+    }
+
+    /// Consumes `bytes` into the connection's frames; what arrives while the connection
+    /// is paused is kept for later.
+    fn feed(&mut self, client: &mut Client, mut bytes: &[u8]) -> Result<(), End> {
+        while !bytes.is_empty() {
+            if client.pause.is_some() {
+                client.stash.extend_from_slice(bytes);
+                return Ok(());
+            }
+            let complete = match &mut client.read {
+                ReadState::Header { buf, got } => {
+                    if *got == 0 {
+                        client.frame_deadline = Some(Instant::now() + self.shared.limits.frame_deadline);
+                    }
+                    let n = bytes.len().min(FRAME_HEADER_BYTES - *got);
+                    buf[*got..*got + n].copy_from_slice(&bytes[..n]);
+                    *got += n;
+                    bytes = &bytes[n..];
+                    *got == FRAME_HEADER_BYTES
+                }
+                ReadState::Message { buf, got, .. } | ReadState::Data { buf, got, .. } => {
+                    let n = bytes.len().min(buf.len() - *got);
+                    buf[*got..*got + n].copy_from_slice(&bytes[..n]);
+                    *got += n;
+                    bytes = &bytes[n..];
+                    *got == buf.len()
+                }
+                ReadState::Skip { left } => {
+                    let n = (bytes.len() as u64).min(*left);
+                    *left -= n;
+                    bytes = &bytes[n as usize..];
+                    *left == 0
+                }
+                ReadState::AwaitMessage { .. } | ReadState::AwaitData { .. } => {
+                    unreachable!("awaiting states are paused")
+                }
+            };
+            if complete {
+                self.part_done(client)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The part being read is complete: move to the next.
+    fn part_done(&mut self, client: &mut Client) -> Result<(), End> {
+        match std::mem::replace(&mut client.read, ReadState::start()) {
+            ReadState::Header { buf, .. } => self.header_done(client, &buf),
+            ReadState::Message {
+                header, buf, charged, ..
+            } => self.message_done(client, header, buf, charged),
+            ReadState::Data {
+                header,
+                request,
+                buf,
+                charged,
+                ..
+            } => {
+                self.dispatch(client, header, *request, buf, charged);
+                Ok(())
+            }
+            ReadState::Skip { .. } => {
+                client.frame_deadline = None;
+                Ok(())
+            }
+            other => {
+                client.read = other;
+                Ok(())
+            }
+        }
+    }
+
+    fn header_done(&mut self, client: &mut Client, bytes: &[u8; FRAME_HEADER_BYTES]) -> Result<(), End> {
+        // After a bad header the stream cannot be re-synchronised: say why, close.
+        let header = FrameHeader::decode(bytes).map_err(|e| End::Tell(WireError::from(e), 0, 0))?;
+        let (opcode, id) = (header.opcode, header.request_id);
+        if header.version != PROTOCOL_VERSION {
+            return Err(End::Tell(
+                WireError::new(
+                    ErrorCode::ProtocolVersion,
+                    format!(
+                        "client speaks Weft protocol version {}, this server speaks version {PROTOCOL_VERSION}; upgrade the older side",
+                        header.version
+                    ),
+                ),
+                opcode,
+                id,
+            ));
+        }
+        if header.kind != FrameKind::Request {
+            return Err(End::Tell(
+                WireError::new(ErrorCode::Malformed, "expected a request frame"),
+                opcode,
+                id,
+            ));
+        }
+        if !matches!(client.phase, Phase::Open) {
+            let expected = match client.phase {
+                Phase::AwaitHello => Opcode::Hello,
+                _ => Opcode::Authenticate,
+            };
+            if opcode != expected as u16
+                || header.data_len != 0
+                || header.message_len > HANDSHAKE_MESSAGE_BYTES_MAX
+            {
+                return Err(End::Tell(
+                    WireError::new(
+                        ErrorCode::PermissionDenied,
+                        "authenticate first: a connection starts with Hello and Authenticate (a client of this cluster, with its key)",
+                    ),
+                    opcode,
+                    id,
+                ));
+            }
+            return self.start_message(client, header, 0);
+        }
+        client.read = ReadState::AwaitMessage { header };
+        self.admit(client)
+    }
+
+    fn start_message(&mut self, client: &mut Client, header: FrameHeader, charged: u64) -> Result<(), End> {
+        client.read = ReadState::Message {
+            header,
+            buf: vec![0; header.message_len as usize],
+            got: 0,
+            charged,
+        };
+        if header.message_len == 0 {
+            return self.part_done(client);
+        }
+        Ok(())
+    }
+
+    fn message_done(
+        &mut self,
+        client: &mut Client,
+        header: FrameHeader,
+        message: Vec<u8>,
+        charged: u64,
+    ) -> Result<(), End> {
+        let decoded = Request::decode(header.opcode, &message);
+        drop(message);
+        match client.phase {
+            Phase::AwaitHello => {
+                let Ok(Request::Hello { client: name }) = decoded else {
+                    return Err(End::Tell(
+                        malformed_handshake(decoded.err()),
+                        header.opcode,
+                        header.request_id,
+                    ));
+                };
+                let server_nonce = crate::auth::nonce().map_err(|e| {
+                    End::Tell(
+                        WireError::new(ErrorCode::Internal, format!("no random bytes: {e}")),
+                        header.opcode,
+                        header.request_id,
+                    )
+                })?;
+                self.reply(client, &header, Ok(Response::Challenge { nonce: server_nonce }));
+                client.phase = Phase::AwaitAuthenticate {
+                    server_nonce,
+                    client: name,
+                };
+                client.frame_deadline = None;
+                Ok(())
+            }
+            Phase::AwaitAuthenticate { .. } => {
+                let Ok(Request::Authenticate {
+                    nonce,
+                    identity,
+                    proof,
+                }) = decoded
+                else {
+                    return Err(End::Tell(
+                        malformed_handshake(decoded.err()),
+                        header.opcode,
+                        header.request_id,
+                    ));
+                };
+                self.authenticate(client, &header, nonce, identity, proof)
+            }
+            Phase::Open => {
+                let request = match decoded {
+                    Ok(Request::Hello { .. }) | Ok(Request::Authenticate { .. }) => Err(WireError::new(
+                        ErrorCode::Malformed,
+                        "this connection is authenticated already",
+                    )),
+                    Ok(r) => Ok(r),
+                    Err(e) => Err(WireError::from(e)),
+                };
+                let request = match request {
+                    Ok(Request::ServerInfo) => Err(None),
+                    Ok(r) => Ok(r),
+                    Err(e) => Err(Some(e)),
+                };
+                match request {
+                    Ok(request) => {
+                        client.read = ReadState::AwaitData {
+                            header,
+                            request: Box::new(request),
+                            charged,
+                            slot: false,
+                        };
+                        self.admit(client)
+                    }
+                    Err(error) => {
+                        // Answered here; the frame's lengths were sound, so its data
+                        // is skipped and the connection goes on.
+                        self.release(client.conn.peer, charged);
+                        let answer = match error {
+                            None => Ok(Response::ServerInfo {
+                                protocol_version: PROTOCOL_VERSION,
+                                build: self.shared.identity.build.to_owned(),
+                            }),
+                            Some(e) => Err(e),
+                        };
+                        self.reply(client, &header, answer);
+                        if header.data_len > 0 {
+                            client.read = ReadState::Skip {
+                                left: header.data_len,
+                            };
+                        } else {
+                            client.frame_deadline = None;
+                        }
+                        Ok(())
+                    }
+                }
+            }
+            Phase::Draining { .. } => Ok(()),
+        }
+    }
+
+    fn authenticate(
+        &mut self,
+        client: &mut Client,
+        header: &FrameHeader,
+        client_nonce: [u8; NONCE_BYTES],
+        identity: Identity,
+        proof: [u8; weft_proto::handshake::PROOF_BYTES],
+    ) -> Result<(), End> {
+        let Phase::AwaitAuthenticate {
+            server_nonce,
+            client: name,
+        } = std::mem::replace(&mut client.phase, Phase::Open)
+        else {
+            unreachable!("called in the authenticate phase");
+        };
+        let key = &self.shared.key;
+        if !key.verify(Side::Client, &server_nonce, &client_nonce, &identity, &proof) {
+            let failure = self.shared.peers.failed(client.conn.peer, Instant::now());
+            let limits = &self.shared.limits;
+            if failure.failures == 1 || failure.banned_now {
+                eprintln!(
+                    "weftd: refused {} ({}): it does not hold this cluster's key{}",
+                    describe(client),
+                    name,
+                    if failure.banned_now {
+                        format!(
+                            "; {} failures: refusing it for {} s",
+                            failure.failures,
+                            limits.auth_failure_window.as_secs()
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            return Err(End::Tell(
+                WireError::new(
+                    ErrorCode::PermissionDenied,
+                    "authentication failed: this client does not hold this cluster's key (set WEFT_KEY to the cluster's key file)",
+                ),
+                header.opcode,
+                header.request_id,
+            ));
+        }
+        let server_proof = key.proof(Side::Server, &server_nonce, &client_nonce, &identity);
+        let peer = Peer {
+            addr: client.addr,
+            uid: client.uid,
+            client: name,
+            identity,
+        };
+        // The handler hears of the connection before its first request, and only of
+        // connections that proved themselves.
+        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.shared.handler.connection_opened(client.conn.id, &peer)
+        }));
+        if opened.is_err() {
+            eprintln!("weftd: the handler panicked while opening {}", client.conn.id);
+        }
+        client.conn.state.lock().unwrap().opened = true;
+        let identity = &self.shared.identity;
+        self.reply(
+            client,
+            header,
+            Ok(Response::Hello {
+                server_id: identity.server_id,
+                roles: identity.roles,
+                incarnation: identity.incarnation,
+                proof: server_proof,
+            }),
+        );
+        client.frame_deadline = None;
+        Ok(())
+    }
+
+    /// Tries to take what the paused step needs (bytes, a request slot); pauses the
+    /// connection if it cannot.
+    fn admit(&mut self, client: &mut Client) -> Result<(), End> {
+        let peer = client.conn.peer;
+        match std::mem::replace(&mut client.read, ReadState::start()) {
+            ReadState::AwaitMessage { header } => {
+                let need = header.message_len as u64;
+                match self.shared.peers.try_charge(peer, need, 0) {
+                    Some(charged) => {
+                        self.unpause(client);
+                        self.start_message(client, header, charged)
+                    }
+                    None => {
+                        client.read = ReadState::AwaitMessage { header };
+                        self.pause(client, Pause::Budget(need));
+                        Ok(())
+                    }
+                }
+            }
+            ReadState::AwaitData {
+                header,
+                request,
+                charged,
+                mut slot,
+            } => {
+                if !slot {
+                    let mut state = client.conn.state.lock().unwrap();
+                    if state.inflight >= self.shared.limits.requests_inflight_max {
+                        state.wants_resume = true;
+                        drop(state);
+                        client.read = ReadState::AwaitData {
+                            header,
+                            request,
+                            charged,
+                            slot,
+                        };
+                        self.pause(client, Pause::Inflight);
+                        return Ok(());
+                    }
+                    state.inflight += 1;
+                    slot = true;
+                }
+                let need = header.data_len + self.shared.handler.reply_bytes_hint(&request);
+                match self.shared.peers.try_charge(peer, need, charged) {
+                    Some(more) => {
+                        self.unpause(client);
+                        client.read = ReadState::Data {
+                            header,
+                            request,
+                            buf: vec![0; header.data_len as usize],
+                            got: 0,
+                            charged: charged + more,
+                        };
+                        if header.data_len == 0 {
+                            return self.part_done(client);
+                        }
+                        Ok(())
+                    }
+                    None => {
+                        client.read = ReadState::AwaitData {
+                            header,
+                            request,
+                            charged,
+                            slot,
+                        };
+                        self.pause(client, Pause::Budget(need));
+                        Ok(())
+                    }
+                }
+            }
+            other => {
+                client.read = other;
+                Ok(())
+            }
+        }
+    }
+
+    fn pause(&mut self, client: &mut Client, why: Pause) {
+        if client.pause == Some(why) {
+            return;
+        }
+        if let Some(Pause::Budget(_)) = client.pause {
+            self.stop_waiting(client);
+        }
+        if let Pause::Budget(_) = why {
+            self.shared.peers.wait_started();
+            self.waiting.push_back(client.conn.token);
+        }
+        client.pause = Some(why);
+        client.frame_deadline = None;
+    }
+
+    fn unpause(&mut self, client: &mut Client) {
+        if let Some(Pause::Budget(_)) = client.pause {
+            self.stop_waiting(client);
+        }
+        if client.pause.take().is_some() {
+            client.frame_deadline = Some(Instant::now() + self.shared.limits.frame_deadline);
+        }
+    }
+
+    fn stop_waiting(&mut self, client: &Client) {
+        self.shared.peers.wait_ended();
+        self.waiting.retain(|t| *t != client.conn.token);
+    }
+
+    /// Goes on with a paused connection, if what it waits for is there now.
+    fn resume(&mut self, token: mio::Token) {
+        let Some(mut client) = self.clients.remove(&token) else {
+            return;
+        };
+        let mut end = None;
+        if client.pause.is_some() {
+            if let Err(e) = self.admit(&mut client) {
+                end = Some(e);
+            }
+        }
+        if end.is_none() && client.pause.is_none() {
+            end = self.read_client(&mut client);
+        }
+        self.clients.insert(token, client);
+        if let Some(end) = end {
+            self.end(token, end);
+        }
+    }
+
+    fn dispatch(
+        &mut self,
+        client: &mut Client,
+        header: FrameHeader,
+        request: Request,
+        data: Vec<u8>,
+        charged: u64,
+    ) {
+        client.frame_deadline = None;
+        let job = Job {
+            conn: client.conn.clone(),
+            request,
+            data,
+            opcode: header.opcode,
+            request_id: header.request_id,
+            charged,
+        };
+        if let Err(e) = self.shared.jobs.send(job) {
+            // No workers left: the server is going down. The slot and bytes go with it.
+            let job = e.0;
+            job.conn.send(
+                &self.shared,
+                error_frame(
+                    job.opcode,
+                    job.request_id,
+                    WireError::new(ErrorCode::Unavailable, "the server is stopping"),
+                    job.charged,
+                    true,
+                ),
+            );
+        }
+    }
+
+    /// Answers a request from the loop itself (handshake, server info, refusals that
+    /// keep the connection).
+    fn reply(&self, client: &Client, header: &FrameHeader, result: Result<Response, WireError>) {
+        let head = frame_head(header.opcode, header.request_id, &encode_result(&result), 0);
+        client.conn.send(
+            &self.shared,
+            OutFrame::new(head, Body::Bytes(Vec::new()), 0, false),
+        );
+    }
+
+    fn release(&self, peer: PeerKey, n: u64) {
+        if self.shared.peers.release(peer, n) {
+            self.shared.wake_all();
+        }
+    }
+
+    /// Ends a connection, at once or after telling it why.
+    fn end(&mut self, token: mio::Token, how: End) {
+        let Some(mut client) = self.clients.remove(&token) else {
+            return;
+        };
+        if let End::Tell(error, opcode, id) = how {
+            if !matches!(client.phase, Phase::Draining { .. }) && self.draining < DRAINING_MAX {
+                // Replies not yet written are dropped: this frame is the last.
+                client.conn.close(&self.shared);
+                if write_final(&client.conn.stream, &error, opcode, id) {
+                    client.conn.stream.shutdown(Shutdown::Write);
+                    self.drop_partial(&mut client);
+                    client.phase = Phase::Draining {
+                        until: Instant::now() + DRAIN_TIME,
+                    };
+                    self.draining += 1;
+                    self.clients.insert(token, client);
+                    return;
+                }
+            }
+        }
+        self.clients.insert(token, client);
+        self.close(token);
+    }
+
+    /// Drops the frame being read: its bytes, its request slot, its wait.
+    fn drop_partial(&mut self, client: &mut Client) {
+        if let Some(Pause::Budget(_)) = client.pause {
+            self.stop_waiting(client);
+        }
+        client.pause = None;
+        client.stash = Vec::new();
+        client.frame_deadline = None;
+        let read = std::mem::replace(&mut client.read, ReadState::start());
+        self.release(client.conn.peer, read.charged());
+        if let ReadState::AwaitData { slot: true, .. } | ReadState::Data { .. } = read {
+            // The request never reached a worker: give its slot back.
+            client.conn.abandon_slot(&self.shared);
+        }
+    }
+
+    /// Forgets a connection: its socket, its partial frame, its place in the limits.
+    fn close(&mut self, token: mio::Token) {
+        let Some(mut client) = self.clients.remove(&token) else {
+            return;
+        };
+        let fd = client.conn.stream.as_raw_fd();
+        let _ = self.poll.registry().deregister(&mut mio::unix::SourceFd(&fd));
+        client.conn.stream.shutdown(Shutdown::Both);
+        client.conn.close(&self.shared);
+        self.drop_partial(&mut client);
+        if matches!(client.phase, Phase::Draining { .. }) {
+            self.draining -= 1;
+        }
+        if client.counted {
+            self.shared.peers.leave(client.conn.peer);
+        }
+    }
+
+    /// Ends connections past a deadline.
+    fn tick(&mut self, now: Instant) {
+        let limits = self.shared.limits;
+        let mut ends: Vec<(mio::Token, End, Option<String>)> = Vec::new();
+        for (token, client) in &self.clients {
+            let end = match &client.phase {
+                Phase::Draining { until } => (now >= *until).then_some((End::Now, None)),
+                Phase::AwaitHello | Phase::AwaitAuthenticate { .. } => {
+                    (now.duration_since(client.accepted_at) >= limits.handshake_timeout).then(|| {
+                        // Holding a connection without proving anything counts as a
+                        // failed handshake: a peer cannot hold slots that way for long.
+                        self.shared.peers.failed(client.conn.peer, now);
+                        (
+                            End::Tell(
+                                WireError::new(
+                                    ErrorCode::TimedOut,
+                                    format!(
+                                        "the handshake was not completed within {} s",
+                                        limits.handshake_timeout.as_secs_f64()
+                                    ),
+                                ),
+                                0,
+                                0,
+                            ),
+                            None,
+                        )
+                    })
+                }
+                Phase::Open => {
+                    let state = client.conn.state.lock().unwrap();
+                    if state
+                        .stalled_since
+                        .is_some_and(|t| now.duration_since(t) >= limits.send_timeout)
+                    {
+                        Some((
+                            End::Now,
+                            Some(format!(
+                                "its replies were not read for {} s",
+                                limits.send_timeout.as_secs_f64()
+                            )),
+                        ))
+                    } else if client.frame_deadline.is_some_and(|d| now >= d) {
+                        Some((
+                            End::Tell(
+                                WireError::new(
+                                    ErrorCode::TimedOut,
+                                    format!(
+                                        "a frame was not received within {} s",
+                                        limits.frame_deadline.as_secs_f64()
+                                    ),
+                                ),
+                                0,
+                                0,
+                            ),
+                            Some(format!(
+                                "a frame did not arrive within {} s",
+                                limits.frame_deadline.as_secs_f64()
+                            )),
+                        ))
+                    } else if client.read.between_frames()
+                        && client.pause.is_none()
+                        && state.inflight == 0
+                        && !state.has_output()
+                        && now.duration_since(client.last_read) >= limits.idle_timeout
+                    {
+                        Some((End::Now, None))
+                    } else {
+                        None
+                    }
+                }
+            };
+            if let Some((end, log)) = end {
+                ends.push((*token, end, log));
+            }
+        }
+        for (token, end, log) in ends {
+            if let (Some(log), Some(client)) = (log, self.clients.get(&token)) {
+                eprintln!(
+                    "weftd: dropped {} from {}: {log}",
+                    client.conn.id,
+                    describe(client)
+                );
+            }
+            self.end(token, end);
+        }
+        if self.index == 0 && now.duration_since(self.last_sweep) >= Duration::from_secs(10) {
+            self.last_sweep = now;
+            self.shared.peers.sweep(now);
+        }
+    }
+}
+
+impl Conn {
+    /// A request slot taken for a request that never reached a worker.
+    fn abandon_slot(&self, shared: &Shared) {
+        let frame = OutFrame::new(Vec::new(), Body::Bytes(Vec::new()), 0, true);
+        // A closed connection drops the frame and counts the slot as done.
+        self.send(shared, frame);
+    }
+}
+
+fn describe(client: &Client) -> String {
+    match (client.addr, client.uid) {
+        (Some(addr), _) => addr.to_string(),
+        (None, Some(uid)) => format!("local user {uid}"),
+        (None, None) => "a local peer".into(),
+    }
+}
+
+fn malformed_handshake(e: Option<weft_proto::DecodeError>) -> WireError {
+    match e {
+        Some(e) => {
+            let mut e = WireError::from(e);
+            e.message = format!("bad handshake: {}", e.message);
+            e
+        }
+        None => WireError::new(ErrorCode::PermissionDenied, "authenticate first"),
+    }
+}
+
+/// A frame's header and message.
+pub fn frame_head(opcode: u16, request_id: u64, message: &[u8], data_len: u64) -> Vec<u8> {
+    let header = FrameHeader {
+        version: PROTOCOL_VERSION,
+        kind: FrameKind::Response,
+        opcode,
+        request_id,
+        message_len: message.len() as u32,
+        data_len,
+    };
+    let mut head = Vec::with_capacity(FRAME_HEADER_BYTES + message.len());
+    head.extend_from_slice(&header.encode());
+    head.extend_from_slice(message);
+    head
+}
+
+pub fn error_frame(opcode: u16, request_id: u64, error: WireError, charged: u64, counted: bool) -> OutFrame {
+    let head = frame_head(opcode, request_id, &encode_result(&Err(error)), 0);
+    OutFrame::new(head, Body::Bytes(Vec::new()), charged, counted)
+}
+
+/// Writes a connection's last frame at once, without waiting: true if all of it went
+/// out (a small frame on a socket the peer reads always does).
+fn write_final(stream: &ServerStream, error: &WireError, opcode: u16, request_id: u64) -> bool {
+    let head = frame_head(opcode, request_id, &encode_result(&Err(error.clone())), 0);
+    stream.write_all_now(&head)
+}
+
+/// The user id of a Unix-socket peer, from the kernel.
+fn peer_uid(fd: std::os::fd::RawFd) -> Option<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for the kernel to fill for this option.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(cred.uid)
+}

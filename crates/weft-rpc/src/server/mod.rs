@@ -1,0 +1,378 @@
+//! The server side: the public face (the `Handler` a role implements, its limits,
+//! `serve`) and the worker pool; connections are served by event loops
+//! (`event_loop`), replies leave through each connection's queue (`outbox`), and
+//! limits per peer and in all are kept by `peers`.
+//!
+//! Threads: `event_loops` loop threads and `workers` worker threads, however many
+//! connections there are.
+
+mod event_loop;
+mod outbox;
+mod peers;
+
+pub use peers::PeerKey;
+
+use crate::auth::ClusterKey;
+use event_loop::{error_frame, frame_head, EventLoop, LoopHandle, LoopMsg, ServerListener};
+use outbox::{Body, Conn, OutFrame};
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use weft_layout::ServerId;
+use weft_proto::handshake::Identity;
+use weft_proto::msg::{encode_result, Request, Response};
+use weft_proto::{ErrorCode, WireError};
+
+/// Names one accepted connection for the life of the server process (never reused), so
+/// that a handler can keep state per connection (registered views, for one) and drop
+/// it when the connection closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnectionId(pub u64);
+
+impl std::fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "connection {}", self.0)
+    }
+}
+
+/// Serves the requests of one role (or several, dispatching by opcode).
+///
+/// Lifecycle: `connection_opened` runs once a connection proved it belongs to the
+/// cluster, before its first request is handled (the handler never hears of
+/// connections that did not); `handle` runs for each request (several of one connection may run at once,
+/// on different workers, in any order); `connection_closed` runs exactly once, after the
+/// connection's last request has been handled and answered, so state dropped there can
+/// never be recreated by a late request. Stateless handlers ignore the id and the hooks.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one request of `connection`; `data` is its bulk payload. Returns the
+    /// response and the bulk data of the reply.
+    fn handle(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: Vec<u8>,
+    ) -> Result<(Response, Vec<u8>), WireError>;
+
+    /// A connection from `peer` completed its handshake.
+    fn connection_opened(&self, _connection: ConnectionId, _peer: &Peer) {}
+
+    /// The connection is gone and none of its requests is still running: release what
+    /// was kept for it.
+    fn connection_closed(&self, _connection: ConnectionId) {}
+
+    /// Bytes of bulk data the reply to `request` will carry, charged against the
+    /// server's memory budget before the request runs.
+    fn reply_bytes_hint(&self, _request: &Request) -> u64 {
+        0
+    }
+
+    /// Answers `request` with bulk data sent straight from a local file (sendfile), if
+    /// this handler serves it that way; `None` leaves the request to `handle`.
+    fn reply_from_file(
+        &self,
+        _connection: ConnectionId,
+        _request: &Request,
+    ) -> Option<Result<(Response, FileReply), WireError>> {
+        None
+    }
+}
+
+/// Who is on the other end of a connection, as the handshake established it.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The TCP peer's address (none on the Unix socket).
+    pub addr: Option<SocketAddr>,
+    /// On the Unix socket, the connecting process's user, as the kernel tells it.
+    pub uid: Option<u32>,
+    /// The name the client gave in its `Hello`.
+    pub client: String,
+    /// The identity the client proved.
+    pub identity: Identity,
+}
+
+/// Bulk data of a reply read by the kernel from a file into the socket.
+pub struct FileReply {
+    pub file: Arc<std::fs::File>,
+    /// `(file offset, length)` runs in stream order; bytes past the file's end are
+    /// sent as zeros.
+    pub runs: Vec<(u64, u64)>,
+}
+
+impl FileReply {
+    pub fn len_bytes(&self) -> u64 {
+        self.runs.iter().map(|r| r.1).sum()
+    }
+}
+
+/// Who this server is, as told to clients in the handshake (id, roles) and on request
+/// (`ServerInfo`: build, with the protocol version).
+#[derive(Debug, Clone, Copy)]
+pub struct ServerIdentity {
+    pub server_id: ServerId,
+    pub roles: u32,
+    /// The server binary's version and git revision, "0.1.0 (git 1a2b3c4)".
+    pub build: &'static str,
+    /// Chosen anew at each start (see [`new_incarnation`]).
+    pub incarnation: u64,
+}
+
+/// A value that differs from one start of a server to the next: the time in
+/// nanoseconds mixed with the process id, never 0 (0 means "not known" on the wire).
+pub fn new_incarnation() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    (nanos ^ ((std::process::id() as u64) << 40)).max(1)
+}
+
+/// Every limit of a server in one place.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerLimits {
+    pub connections_max: usize,
+    /// Connections from one peer (one address; on the Unix socket, one user).
+    pub peer_connections_max: usize,
+    /// Requests of one connection handled at once; the connection is not read while
+    /// this many are outstanding (TCP then pushes back on that peer alone). A request
+    /// is outstanding until its reply is written.
+    pub requests_inflight_max: usize,
+    pub workers: usize,
+    /// Threads serving connections (epoll loops).
+    pub event_loops: usize,
+    /// Bytes of requests and replies held in memory by the whole server.
+    pub data_bytes_inflight_max: u64,
+    /// Bytes of requests and replies held in memory for one peer: a peer that
+    /// announces bulk data and never sends it, or never reads its replies, holds at
+    /// most this much, and others go on.
+    pub peer_data_bytes_max: u64,
+    /// A connection idle this long between frames is closed.
+    pub idle_timeout: Duration,
+    /// A frame must arrive within this time of its first byte (or of its admission, if
+    /// the server made it wait): a peer that trickles a frame is dropped.
+    pub frame_deadline: Duration,
+    /// A connection must complete its handshake within this time of its accept.
+    pub handshake_timeout: Duration,
+    /// A connection whose replies cannot be written at all for this long (its peer
+    /// does not read them) is dropped, and what it held is released.
+    pub send_timeout: Duration,
+    /// Failed handshakes a peer may have in `auth_failure_window`; at this many it is
+    /// refused until the window ends.
+    pub auth_failures_max: u32,
+    pub auth_failure_window: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            connections_max: 16_384,
+            peer_connections_max: 4096,
+            requests_inflight_max: 32,
+            workers: 16,
+            event_loops: 1,
+            data_bytes_inflight_max: 1 << 30,
+            peer_data_bytes_max: 256 << 20,
+            idle_timeout: Duration::from_secs(3600),
+            frame_deadline: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            send_timeout: Duration::from_secs(30),
+            auth_failures_max: 20,
+            auth_failure_window: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A running server; dropping it does not stop it, `stop` does.
+pub struct ServerHandle {
+    pub local_addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl ServerHandle {
+    /// Stops accepting connections (existing ones go on).
+    pub fn stop(&self) {
+        self.shared.loops[0].post(LoopMsg::StopAccepting);
+    }
+
+    /// Serves the same roles on a Unix socket too, for clients on this machine.
+    pub fn serve_unix(&self, path: &std::path::Path) -> io::Result<String> {
+        let listener = crate::stream::Listener::bind_unix(path)?;
+        let address = listener.address()?;
+        let crate::stream::Listener::Unix(listener, _) = listener else {
+            unreachable!("bind_unix binds a Unix socket");
+        };
+        listener.set_nonblocking(true)?;
+        deepen_backlog(&listener);
+        self.shared.loops[0].post(LoopMsg::Listen(ServerListener::Unix(
+            mio::net::UnixListener::from_std(listener),
+        )));
+        Ok(address)
+    }
+
+    /// Connections open now, and bytes the server holds for requests and replies.
+    pub fn load(&self) -> (usize, u64) {
+        self.shared.peers.totals()
+    }
+}
+
+/// A request read whole, on its way to a worker.
+pub(crate) struct Job {
+    conn: Arc<Conn>,
+    request: Request,
+    data: Vec<u8>,
+    opcode: u16,
+    request_id: u64,
+    /// Bytes charged for it (message, data, the reply's hint).
+    charged: u64,
+}
+
+pub(crate) struct Shared {
+    handler: Arc<dyn Handler>,
+    identity: ServerIdentity,
+    limits: ServerLimits,
+    key: ClusterKey,
+    peers: peers::Peers,
+    next_connection_id: AtomicU64,
+    jobs: mpsc::Sender<Job>,
+    loops: Vec<LoopHandle>,
+}
+
+impl Shared {
+    /// Tells every loop that bytes were released (once until it has looked).
+    fn wake_all(&self) {
+        for handle in &self.loops {
+            if !handle
+                .budget_freed
+                .swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                handle.post(LoopMsg::BudgetFreed);
+            }
+        }
+    }
+
+    /// Tells `conn`'s loop that a request slot freed.
+    fn resume(&self, conn: &Conn) {
+        self.loops[conn.loop_index].post(LoopMsg::Resume(conn.token, conn.id));
+    }
+}
+
+/// Starts serving `listener` in background threads and returns at once. Only clients
+/// that prove they hold `key` are served.
+pub fn serve(
+    listener: TcpListener,
+    handler: Arc<dyn Handler>,
+    identity: ServerIdentity,
+    limits: ServerLimits,
+    key: ClusterKey,
+) -> io::Result<ServerHandle> {
+    let local_addr = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
+    deepen_backlog(&listener);
+    let (sender, receiver) = mpsc::channel::<Job>();
+    let receiver = Arc::new(Mutex::new(receiver));
+    let mut polls = Vec::new();
+    let mut loops = Vec::new();
+    for _ in 0..limits.event_loops.max(1) {
+        let poll = mio::Poll::new()?;
+        let waker = mio::Waker::new(poll.registry(), mio::Token(usize::MAX))?;
+        polls.push(poll);
+        loops.push(LoopHandle {
+            waker,
+            inbox: Mutex::new(Vec::new()),
+            budget_freed: std::sync::atomic::AtomicBool::new(false),
+        });
+    }
+    let shared = Arc::new(Shared {
+        handler,
+        identity,
+        limits,
+        key,
+        peers: peers::Peers::new(limits),
+        next_connection_id: AtomicU64::new(1),
+        jobs: sender,
+        loops,
+    });
+    for k in 0..limits.workers.max(1) {
+        let receiver = receiver.clone();
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("weft-worker-{k}"))
+            .spawn(move || loop {
+                let job = match receiver.lock().unwrap().recv() {
+                    Ok(job) => job,
+                    Err(_) => return,
+                };
+                run_job(&shared, job);
+            })?;
+    }
+    shared.loops[0].post(LoopMsg::Listen(ServerListener::Tcp(
+        mio::net::TcpListener::from_std(listener),
+    )));
+    for (index, poll) in polls.into_iter().enumerate() {
+        let event_loop = EventLoop::new(index, shared.clone(), poll);
+        std::thread::Builder::new()
+            .name(format!("weft-loop-{index}"))
+            .spawn(move || event_loop.run())?;
+    }
+    Ok(ServerHandle { local_addr, shared })
+}
+
+/// Most connections the kernel queues for accept. The standard library listens with
+/// 128; the ranks of a job connecting at once would overflow that, and a connection
+/// the kernel drops waits a second for its SYN to be sent again.
+const LISTEN_BACKLOG: i32 = 4096;
+
+fn deepen_backlog(listener: &impl std::os::fd::AsRawFd) {
+    // SAFETY: listen on a socket that listens already only changes its backlog.
+    unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) };
+}
+
+fn run_job(shared: &Shared, job: Job) {
+    let internal = || {
+        WireError::new(
+            ErrorCode::Internal,
+            "internal error while handling the request (see server log)",
+        )
+    };
+    // A panicking handler is a bug, but it must not take the server down with it.
+    let from_file = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        shared.handler.reply_from_file(job.conn.id, &job.request)
+    }))
+    .unwrap_or_else(|_| Some(Err(internal())));
+    let result = match from_file {
+        Some(r) => r.map(|(response, file)| {
+            (
+                response,
+                Body::File {
+                    reply: file,
+                    run: 0,
+                    run_sent: 0,
+                },
+            )
+        }),
+        None => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            shared.handler.handle(job.conn.id, job.request, job.data)
+        }))
+        .unwrap_or_else(|_| Err(internal()))
+        .map(|(response, data)| (response, Body::Bytes(data))),
+    };
+    let frame = match result {
+        Ok((response, body)) => {
+            let data_len = match &body {
+                Body::Bytes(data) => data.len() as u64,
+                Body::File { reply, .. } => reply.len_bytes(),
+            };
+            let head = frame_head(
+                job.opcode,
+                job.request_id,
+                &encode_result(&Ok(response)),
+                data_len,
+            );
+            OutFrame::new(head, body, job.charged, true)
+        }
+        Err(e) => error_frame(job.opcode, job.request_id, e, job.charged, true),
+    };
+    job.conn.send(shared, frame);
+}
