@@ -90,8 +90,9 @@ impl Roles {
 fn is_io_request(request: &Request) -> bool {
     use weft_proto::Opcode::*;
     match request.opcode() {
-        AppendLock | AppendUnlock => true,
-        Revalidate => false,
+        AppendLock | AppendUnlock | ObjStat | Allocate => true,
+        Revalidate | Release | RenewSession | Link | Mknod | SetXattr | GetXattr | ListXattr
+        | RemoveXattr => false,
         other => (40..60).contains(&(other as u16)),
     }
 }
