@@ -146,6 +146,26 @@
 #define WEFT_S_IFLNK 40960
 
 /**
+ * A FIFO (named pipe).
+ */
+#define WEFT_S_IFIFO 4096
+
+/**
+ * A character device.
+ */
+#define WEFT_S_IFCHR 8192
+
+/**
+ * A block device.
+ */
+#define WEFT_S_IFBLK 24576
+
+/**
+ * A socket.
+ */
+#define WEFT_S_IFSOCK 49152
+
+/**
  * `weft_dirent_t.type` of a regular file (Linux's `DT_REG`).
  */
 #define WEFT_DT_REG 8
@@ -159,6 +179,26 @@
  * `weft_dirent_t.type` of a symbolic link (Linux's `DT_LNK`).
  */
 #define WEFT_DT_LNK 10
+
+/**
+ * `weft_dirent_t.type` of a FIFO (Linux's `DT_FIFO`).
+ */
+#define WEFT_DT_FIFO 1
+
+/**
+ * `weft_dirent_t.type` of a character device (Linux's `DT_CHR`).
+ */
+#define WEFT_DT_CHR 2
+
+/**
+ * `weft_dirent_t.type` of a block device (Linux's `DT_BLK`).
+ */
+#define WEFT_DT_BLK 6
+
+/**
+ * `weft_dirent_t.type` of a socket (Linux's `DT_SOCK`).
+ */
+#define WEFT_DT_SOCK 12
 
 /**
  * `weft_layout_t.fields`: `stripe_size_bytes` is set.
@@ -255,7 +295,8 @@ typedef struct {
    */
   uint64_t inode;
   /**
-   * Type bits (`WEFT_S_IFREG`, `WEFT_S_IFDIR`, `WEFT_S_IFLNK`) and permission bits,
+   * Type bits (`WEFT_S_IFREG`, `WEFT_S_IFDIR`, `WEFT_S_IFLNK`, `WEFT_S_IFIFO`,
+   * `WEFT_S_IFCHR`, `WEFT_S_IFBLK`, `WEFT_S_IFSOCK`) and permission bits,
    * as `st_mode` of stat(2).
    */
   uint32_t mode;
@@ -319,7 +360,8 @@ typedef struct {
 typedef struct {
   uint64_t inode;
   /**
-   * `WEFT_DT_REG`, `WEFT_DT_DIR` or `WEFT_DT_LNK`.
+   * `WEFT_DT_REG`, `WEFT_DT_DIR`, `WEFT_DT_LNK`, `WEFT_DT_FIFO`, `WEFT_DT_CHR`,
+   * `WEFT_DT_BLK` or `WEFT_DT_SOCK`.
    */
   uint32_t kind;
   /**
@@ -427,8 +469,8 @@ ssize_t weft_pread(weft_file_t *file, void *buf, size_t count, int64_t offset);
  * Writes `count` bytes from `buf` at `offset` (at the file's end, whatever `offset`
  * says, if opened `WEFT_O_APPEND`); returns `count` (a write is never partial: it
  * succeeds whole or fails). Errors: -EBADF if opened `WEFT_O_RDONLY`,
- * -EFAULT for a NULL `buf` with `count` > 0, -EINVAL for a negative offset,
- * `count` > SSIZE_MAX or a range past the largest file offset (2^62).
+ * -EFAULT for a NULL `buf` with `count` > 0, -EINVAL for a negative offset or
+ * `count` > SSIZE_MAX, -EFBIG for a range past the largest file offset (2^62).
  *
  * # Safety
  * `file` is NULL or a live file handle; `buf` is NULL or readable for `count` bytes.

@@ -52,7 +52,7 @@ pub unsafe extern "C" fn weft_opendir(client: *mut weft_client_t, path: *const c
             path: path.to_owned(),
             inode: attr.inode,
             page: VecDeque::new(),
-            after: String::new(),
+            after: weft_client::Name::default(),
             more: true,
         };
         dir.fetch_page()?;
@@ -78,7 +78,7 @@ pub unsafe extern "C" fn weft_readdir(dir: *mut weft_dir_t, entry: *mut weft_dir
         let Some(next) = dir.page.pop_front() else {
             return Ok(0);
         };
-        *entry = weft_dirent_t::new(next.inode.0, next.kind, &next.name)?;
+        *entry = weft_dirent_t::new(next.inode.0, next.kind, next.name.as_bytes())?;
         Ok(1)
     })
 }

@@ -182,8 +182,8 @@ pub unsafe extern "C" fn weft_pread(
 /// Writes `count` bytes from `buf` at `offset` (at the file's end, whatever `offset`
 /// says, if opened `WEFT_O_APPEND`); returns `count` (a write is never partial: it
 /// succeeds whole or fails). Errors: -EBADF if opened `WEFT_O_RDONLY`,
-/// -EFAULT for a NULL `buf` with `count` > 0, -EINVAL for a negative offset,
-/// `count` > SSIZE_MAX or a range past the largest file offset (2^62).
+/// -EFAULT for a NULL `buf` with `count` > 0, -EINVAL for a negative offset or
+/// `count` > SSIZE_MAX, -EFBIG for a range past the largest file offset (2^62).
 ///
 /// # Safety
 /// `file` is NULL or a live file handle; `buf` is NULL or readable for `count` bytes.

@@ -38,7 +38,7 @@ pub struct weft_dir_t {
     /// Entries fetched but not yet returned.
     pub(crate) page: VecDeque<DirEntry>,
     /// The name after which the next page starts.
-    pub(crate) after: String,
+    pub(crate) after: weft_client::Name,
     /// Whether the manager has entries after `after`.
     pub(crate) more: bool,
 }

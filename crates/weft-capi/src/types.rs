@@ -15,6 +15,14 @@ pub const WEFT_S_IFREG: u32 = 0x8000;
 pub const WEFT_S_IFDIR: u32 = 0x4000;
 /// A symbolic link.
 pub const WEFT_S_IFLNK: u32 = 0xA000;
+/// A FIFO (named pipe).
+pub const WEFT_S_IFIFO: u32 = 0x1000;
+/// A character device.
+pub const WEFT_S_IFCHR: u32 = 0x2000;
+/// A block device.
+pub const WEFT_S_IFBLK: u32 = 0x6000;
+/// A socket.
+pub const WEFT_S_IFSOCK: u32 = 0xC000;
 
 /// `weft_dirent_t.type` of a regular file (Linux's `DT_REG`).
 pub const WEFT_DT_REG: u32 = 8;
@@ -22,6 +30,14 @@ pub const WEFT_DT_REG: u32 = 8;
 pub const WEFT_DT_DIR: u32 = 4;
 /// `weft_dirent_t.type` of a symbolic link (Linux's `DT_LNK`).
 pub const WEFT_DT_LNK: u32 = 10;
+/// `weft_dirent_t.type` of a FIFO (Linux's `DT_FIFO`).
+pub const WEFT_DT_FIFO: u32 = 1;
+/// `weft_dirent_t.type` of a character device (Linux's `DT_CHR`).
+pub const WEFT_DT_CHR: u32 = 2;
+/// `weft_dirent_t.type` of a block device (Linux's `DT_BLK`).
+pub const WEFT_DT_BLK: u32 = 6;
+/// `weft_dirent_t.type` of a socket (Linux's `DT_SOCK`).
+pub const WEFT_DT_SOCK: u32 = 12;
 
 /// `weft_layout_t.fields`: `stripe_size_bytes` is set.
 pub const WEFT_LAYOUT_STRIPE_SIZE: u32 = 1;
@@ -55,7 +71,8 @@ pub struct weft_timespec_t {
 pub struct weft_stat_t {
     /// Inode number, unique in the file system and never reused.
     pub inode: u64,
-    /// Type bits (`WEFT_S_IFREG`, `WEFT_S_IFDIR`, `WEFT_S_IFLNK`) and permission bits,
+    /// Type bits (`WEFT_S_IFREG`, `WEFT_S_IFDIR`, `WEFT_S_IFLNK`, `WEFT_S_IFIFO`,
+    /// `WEFT_S_IFCHR`, `WEFT_S_IFBLK`, `WEFT_S_IFSOCK`) and permission bits,
     /// as `st_mode` of stat(2).
     pub mode: u32,
     pub uid: u32,
@@ -98,7 +115,8 @@ pub struct weft_layout_t {
 #[allow(non_camel_case_types)]
 pub struct weft_dirent_t {
     pub inode: u64,
-    /// `WEFT_DT_REG`, `WEFT_DT_DIR` or `WEFT_DT_LNK`.
+    /// `WEFT_DT_REG`, `WEFT_DT_DIR`, `WEFT_DT_LNK`, `WEFT_DT_FIFO`, `WEFT_DT_CHR`,
+    /// `WEFT_DT_BLK` or `WEFT_DT_SOCK`.
     pub kind: u32,
     /// The entry's name, NUL-terminated.
     pub name: [c_char; 256],
@@ -138,6 +156,10 @@ impl From<&Attr> for weft_stat_t {
             FileKind::File => WEFT_S_IFREG,
             FileKind::Directory => WEFT_S_IFDIR,
             FileKind::Symlink => WEFT_S_IFLNK,
+            FileKind::Fifo => WEFT_S_IFIFO,
+            FileKind::CharDevice => WEFT_S_IFCHR,
+            FileKind::BlockDevice => WEFT_S_IFBLK,
+            FileKind::Socket => WEFT_S_IFSOCK,
         };
         let (stripe_size_bytes, stripe_count) = match (&attr.kind, &attr.layout) {
             (FileKind::File, Some(l)) => (l.stripe_size_bytes, l.servers.len() as u32),
@@ -214,25 +236,32 @@ impl weft_layout_t {
 }
 
 impl weft_dirent_t {
-    pub fn new(inode: u64, kind: FileKind, name: &str) -> Outcome<weft_dirent_t> {
+    pub fn new(inode: u64, kind: FileKind, name: &[u8]) -> Outcome<weft_dirent_t> {
         let mut out = weft_dirent_t {
             inode,
             kind: match kind {
                 FileKind::File => WEFT_DT_REG,
                 FileKind::Directory => WEFT_DT_DIR,
                 FileKind::Symlink => WEFT_DT_LNK,
+                FileKind::Fifo => WEFT_DT_FIFO,
+                FileKind::CharDevice => WEFT_DT_CHR,
+                FileKind::BlockDevice => WEFT_DT_BLK,
+                FileKind::Socket => WEFT_DT_SOCK,
             },
             name: [0; 256],
         };
         // The name and its NUL must fit; the manager never stores longer names or NULs,
         // so either is a broken answer rather than something to cut.
-        if name.len() >= out.name.len() || name.contains('\0') {
+        if name.len() >= out.name.len() || name.contains(&0) {
             return Err(Failure::new(
                 libc::EIO,
-                format!("the manager returned an invalid entry name {name:?}"),
+                format!(
+                    "the manager returned an invalid entry name \"{}\"",
+                    name.escape_ascii()
+                ),
             ));
         }
-        for (to, from) in out.name.iter_mut().zip(name.bytes()) {
+        for (to, from) in out.name.iter_mut().zip(name.iter().copied()) {
             *to = from as c_char;
         }
         Ok(out)
@@ -273,7 +302,7 @@ mod tests {
             weft_layout::stripe::STRIPE_COUNT_MAX
         );
         assert_eq!(WEFT_NAME_MAX as usize, weft_client::path::NAME_BYTES_MAX);
-        let entry = weft_dirent_t::new(1, FileKind::File, "x").unwrap();
+        let entry = weft_dirent_t::new(1, FileKind::File, b"x").unwrap();
         assert_eq!(entry.name.len(), WEFT_NAME_MAX as usize + 1);
     }
 
@@ -299,10 +328,10 @@ mod tests {
     #[test]
     fn entry_names_fill_the_buffer_with_a_nul() {
         let longest = "n".repeat(WEFT_NAME_MAX as usize);
-        let e = weft_dirent_t::new(7, FileKind::Directory, &longest).unwrap();
+        let e = weft_dirent_t::new(7, FileKind::Directory, longest.as_bytes()).unwrap();
         assert_eq!(e.kind, WEFT_DT_DIR);
         assert_eq!(e.name[254], b'n' as c_char);
         assert_eq!(e.name[255], 0);
-        assert!(weft_dirent_t::new(7, FileKind::File, &"n".repeat(256)).is_err());
+        assert!(weft_dirent_t::new(7, FileKind::File, "n".repeat(256).as_bytes()).is_err());
     }
 }

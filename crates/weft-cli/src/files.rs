@@ -16,6 +16,10 @@ fn kind_char(kind: FileKind) -> char {
         FileKind::File => '-',
         FileKind::Directory => 'd',
         FileKind::Symlink => 'l',
+        FileKind::Fifo => 'p',
+        FileKind::CharDevice => 'c',
+        FileKind::BlockDevice => 'b',
+        FileKind::Socket => 's',
     }
 }
 
@@ -92,7 +96,7 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
             for chunk in entries.chunks(4096) {
                 let attrs = client.getattr_many(chunk)?;
                 for (entry, attr) in chunk.iter().zip(attrs) {
-                    writeln!(out, "{}", long_line(&attr, &entry.name))?;
+                    writeln!(out, "{}", long_line(&attr, &entry.name.to_string()))?;
                 }
             }
         } else {
@@ -146,6 +150,10 @@ pub fn stat(client: &Client, path: &str) -> Result<()> {
         FileKind::File => "regular file",
         FileKind::Directory => "directory",
         FileKind::Symlink => "symbolic link",
+        FileKind::Fifo => "fifo",
+        FileKind::CharDevice => "character special file",
+        FileKind::BlockDevice => "block special file",
+        FileKind::Socket => "socket",
     };
     println!("  File: {path}");
     println!("  Type: {kind}   Inode: {}   Links: {}", a.inode, a.nlink);
@@ -190,20 +198,35 @@ pub fn rm(client: &Client, paths: &[String], recursive: bool) -> Result<()> {
 }
 
 fn remove_tree(client: &Client, dir: &str) -> Result<()> {
-    // Iterative, so that deep trees cannot overflow the stack.
-    let mut stack = vec![(dir.to_string(), false)];
-    while let Some((path, expanded)) = stack.pop() {
-        if expanded {
-            client.rmdir(&path)?;
+    // Iterative, so that deep trees cannot overflow the stack. By inode and name, so
+    // that names which are not UTF-8 go too.
+    let top = client.resolve(dir)?.inode;
+    // (directory, its parent and name (none for the top), listed already)
+    let mut stack = vec![(top, None, false)];
+    while let Some((inode, named, listed)) = stack.pop() {
+        if listed {
+            match named {
+                Some((parent, name)) => client.rmdir_in(parent, &name)?,
+                None => client.rmdir(dir)?,
+            }
             continue;
         }
-        stack.push((path.clone(), true));
-        for e in client.readdir(&path)? {
-            let child = weft_client::path::join(&path, &e.name);
-            if e.kind == FileKind::Directory {
-                stack.push((child, false));
-            } else {
-                client.unlink(&child)?;
+        stack.push((inode, named, true));
+        let mut after = weft_client::Name::default();
+        loop {
+            let (page, more) = client.readdir_page(inode, &after, 0)?;
+            for e in &page {
+                if e.kind == FileKind::Directory {
+                    stack.push((e.inode, Some((inode, e.name.clone())), false));
+                } else {
+                    client
+                        .unlink_in(inode, &e.name)
+                        .with_context(|| format!("removing {dir}/.../{}", e.name))?;
+                }
+            }
+            match page.last() {
+                Some(last) if more => after = last.name.clone(),
+                _ => break,
             }
         }
     }

@@ -7,9 +7,9 @@ use crate::path;
 use std::collections::HashMap;
 use std::sync::Arc;
 use weft_layout::{InodeId, LayoutRequest, ServerId};
-use weft_proto::msg::{Request, Response, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
+use weft_proto::msg::{Request, Response, XattrSet, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::{
-    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs, PathStep,
+    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs, Name, PathStep,
     SetAttr, Striping,
 };
 use weft_rpc::{ClientAuth, ConnectionPool, Timeouts};
@@ -267,15 +267,17 @@ impl Client {
         Ok(attr)
     }
 
-    /// Looks a name up in a directory (without the derived size).
-    pub fn lookup(&self, parent: InodeId, name: &str) -> Result<Attr, ClientError> {
+    /// Looks a name up in a directory (without the derived size). Names are bytes, as
+    /// in POSIX: `&str` and `&[u8]` both do.
+    pub fn lookup(&self, parent: InodeId, name: impl AsRef<[u8]>) -> Result<Attr, ClientError> {
+        let name = name.as_ref();
         self.attr_of(
             Request::Lookup {
                 cred: self.cred_clone(),
                 parent,
-                name: name.to_owned(),
+                name: Name::from(name),
             },
-            name,
+            &lossy(name),
         )
     }
 
@@ -286,7 +288,7 @@ impl Client {
     /// (layouts never change), lets the size be asked of the io servers while the
     /// manager checks the path: one round trip's wait rather than two.
     pub fn revalidate(&self, steps: Vec<PathStep>, known: Option<&Attr>) -> Result<Attr, ClientError> {
-        let what = steps.last().map(|s| s.name.clone()).unwrap_or_default();
+        let what = steps.last().map(|s| s.name.to_string()).unwrap_or_default();
         let last = steps.last().map(|s| s.child);
         let meta = self.inner.pool.get(&self.inner.meta_addr)?;
         let pending = meta.send(
@@ -314,8 +316,9 @@ impl Client {
         Ok(attr)
     }
 
-    /// Fills in the size of every regular file in `attrs`, asking each io server once
-    /// per batch of files rather than once per file.
+    /// Fills in the size and allocated blocks of every regular file in `attrs`, asking
+    /// each io server once per batch of files rather than once per file, all servers
+    /// at once.
     pub fn fill_sizes(&self, attrs: &mut [Attr]) -> Result<(), ClientError> {
         let mut per_server: HashMap<ServerId, Vec<(usize, Striping)>> = HashMap::new();
         for (k, attr) in attrs.iter_mut().enumerate() {
@@ -323,6 +326,7 @@ impl Client {
                 continue;
             }
             attr.size = 0;
+            attr.blocks = 0;
             let Some(layout) = &attr.layout else { continue };
             for (index, server) in layout.servers.iter().enumerate() {
                 let striping = Striping {
@@ -335,29 +339,34 @@ impl Client {
         }
         let mut missing = vec![0usize; attrs.len()];
         let mut asked = vec![0usize; attrs.len()];
-        for (server, items) in per_server {
-            let connection = self.inner.pool.get(self.inner.io_addr(server)?)?;
-            let mut pending = Vec::new();
+        // Every server is asked before any answer is awaited: one round trip's wait.
+        let connections: Vec<_> = per_server
+            .into_iter()
+            .map(|(server, items)| Ok((self.inner.pool.get(self.inner.io_addr(server)?)?, items)))
+            .collect::<Result<_, ClientError>>()?;
+        let mut pending = Vec::new();
+        for (connection, items) in &connections {
             for batch in items.chunks(BATCH_INODES_MAX) {
-                let request = Request::Extents {
+                let request = Request::ObjStat {
                     items: batch.iter().map(|(k, s)| (attrs[*k].inode, *s)).collect(),
                 };
                 pending.push((batch, connection.send(&request, &[])?));
             }
-            for (batch, call) in pending {
-                let Response::Extents(ends) = call.wait()?.0 else {
-                    return Err(ClientError::refused(
-                        ErrorCode::Io,
-                        "io server answered extents with something else",
-                    ));
-                };
-                for ((k, _), end) in batch.iter().zip(ends) {
-                    asked[*k] += 1;
-                    if end == u64::MAX {
-                        missing[*k] += 1;
-                    } else {
-                        attrs[*k].size = attrs[*k].size.max(end);
-                    }
+        }
+        for (batch, call) in pending {
+            let Response::ObjStats(stats) = call.wait()?.0 else {
+                return Err(ClientError::refused(
+                    ErrorCode::Io,
+                    "io server answered an object stat with something else",
+                ));
+            };
+            for ((k, _), (end, allocated)) in batch.iter().zip(stats) {
+                asked[*k] += 1;
+                if end == u64::MAX {
+                    missing[*k] += 1;
+                } else {
+                    attrs[*k].size = attrs[*k].size.max(end);
+                    attrs[*k].blocks += allocated.div_ceil(512);
                 }
             }
         }
@@ -407,20 +416,21 @@ impl Client {
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
         let (parent, name) = path::split(path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
-        self.mkdir_named(parent.inode, name, mode, path)
+        self.mkdir_named(parent.inode, name.as_bytes(), mode, path)
     }
 
     /// Creates directory `name` in directory `parent`. This and the other `*_in`
     /// operations serve adapters that track inodes rather than paths (FUSE).
-    pub fn mkdir_in(&self, parent: InodeId, name: &str, mode: u32) -> Result<Attr, ClientError> {
-        self.mkdir_named(parent, name, mode, name)
+    pub fn mkdir_in(&self, parent: InodeId, name: impl AsRef<[u8]>, mode: u32) -> Result<Attr, ClientError> {
+        let name = name.as_ref();
+        self.mkdir_named(parent, name, mode, &lossy(name))
     }
 
-    fn mkdir_named(&self, parent: InodeId, name: &str, mode: u32, what: &str) -> Result<Attr, ClientError> {
+    fn mkdir_named(&self, parent: InodeId, name: &[u8], mode: u32, what: &str) -> Result<Attr, ClientError> {
         let request = Request::Mkdir {
             cred: self.cred_clone(),
             parent,
-            name: name.to_owned(),
+            name: Name::from(name),
             mode,
         };
         self.attr_of(request, what)
@@ -445,7 +455,7 @@ impl Client {
                     let request = Request::Mkdir {
                         cred: self.cred_clone(),
                         parent: current.inode,
-                        name: name.to_owned(),
+                        name: Name::from(name),
                         mode,
                     };
                     match self.attr_of(request, &so_far) {
@@ -465,30 +475,31 @@ impl Client {
     pub fn create(&self, path: &str, options: &CreateOptions) -> Result<File, ClientError> {
         let (parent, name) = path::split(path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
-        self.create_named(parent.inode, name, options, path)
+        self.create_named(parent.inode, name.as_bytes(), options, path)
     }
 
     /// Creates (or with `exclusive: false` opens) file `name` in directory `parent`.
     pub fn create_in(
         &self,
         parent: InodeId,
-        name: &str,
+        name: impl AsRef<[u8]>,
         options: &CreateOptions,
     ) -> Result<File, ClientError> {
-        self.create_named(parent, name, options, name)
+        let name = name.as_ref();
+        self.create_named(parent, name, options, &lossy(name))
     }
 
     fn create_named(
         &self,
         parent: InodeId,
-        name: &str,
+        name: &[u8],
         options: &CreateOptions,
         path: &str,
     ) -> Result<File, ClientError> {
         let request = Request::Create {
             cred: self.cred_clone(),
             parent,
-            name: name.to_owned(),
+            name: Name::from(name),
             mode: options.mode,
             layout: options.layout,
             exclusive: options.exclusive,
@@ -533,6 +544,13 @@ impl Client {
                     format!("{path}: is a symbolic link"),
                 ))
             }
+            special => {
+                // FIFOs, devices and sockets have no data in Weft: their I/O is local.
+                return Err(ClientError::refused(
+                    ErrorCode::Unsupported,
+                    format!("{path}: is a {special:?}: only regular files are read and written through Weft"),
+                ));
+            }
         }
         check_access(&self.inner.cred, &attr, if options.write { 0o6 } else { 0o4 })
             .map_err(|e| e.context(path))?;
@@ -557,13 +575,13 @@ impl Client {
     pub fn readdir_page(
         &self,
         dir: InodeId,
-        after: &str,
+        after: impl AsRef<[u8]>,
         max_entries: u32,
     ) -> Result<(Vec<DirEntry>, bool), ClientError> {
         let request = Request::Readdir {
             cred: self.cred_clone(),
             dir,
-            after: after.to_owned(),
+            after: Name::from(after.as_ref()),
             max_entries: max_entries.min(READDIR_ENTRIES_MAX),
         };
         match self.inner.meta(&request)? {
@@ -582,7 +600,7 @@ impl Client {
             ));
         }
         let mut all = Vec::new();
-        let mut after = String::new();
+        let mut after = Name::default();
         loop {
             let (page, more) = self
                 .readdir_page(dir.inode, &after, READDIR_ENTRIES_MAX)
@@ -618,7 +636,7 @@ impl Client {
                 match call
                     .wait()
                     .map_err(ClientError::from)
-                    .map_err(|e| e.context(&entry.name))?
+                    .map_err(|e| e.context(&entry.name.to_string()))?
                     .0
                 {
                     Response::Attr(a) => attrs.push(a),
@@ -633,11 +651,12 @@ impl Client {
     pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
         let (parent, name) = path::split(path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
-        self.remove_named(parent.inode, name, false, path)
+        self.remove_named(parent.inode, name.as_bytes(), false, path)
     }
 
-    pub fn unlink_in(&self, parent: InodeId, name: &str) -> Result<(), ClientError> {
-        self.remove_named(parent, name, false, name)
+    pub fn unlink_in(&self, parent: InodeId, name: impl AsRef<[u8]>) -> Result<(), ClientError> {
+        let name = name.as_ref();
+        self.remove_named(parent, name, false, &lossy(name))
     }
 
     /// Removes `name` from `parent`. If that was the last name of a file that mount
@@ -646,16 +665,17 @@ impl Client {
     pub fn unlink_keeping(
         &self,
         parent: InodeId,
-        name: &str,
+        name: impl AsRef<[u8]>,
         keep: Option<u64>,
     ) -> Result<Option<InodeId>, ClientError> {
+        let name = name.as_ref();
         let request = Request::Unlink {
             cred: self.cred_clone(),
             parent,
-            name: name.to_owned(),
+            name: Name::from(name),
             keep,
         };
-        match self.inner.meta(&request).map_err(|e| e.context(name))? {
+        match self.inner.meta(&request).map_err(|e| e.context(&lossy(name)))? {
             Response::Unlinked { kept } => Ok(kept),
             other => Err(unexpected(&other)),
         }
@@ -675,17 +695,18 @@ impl Client {
     pub fn rmdir(&self, path: &str) -> Result<(), ClientError> {
         let (parent, name) = path::split(path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
-        self.remove_named(parent.inode, name, true, path)
+        self.remove_named(parent.inode, name.as_bytes(), true, path)
     }
 
-    pub fn rmdir_in(&self, parent: InodeId, name: &str) -> Result<(), ClientError> {
-        self.remove_named(parent, name, true, name)
+    pub fn rmdir_in(&self, parent: InodeId, name: impl AsRef<[u8]>) -> Result<(), ClientError> {
+        let name = name.as_ref();
+        self.remove_named(parent, name, true, &lossy(name))
     }
 
     fn remove_named(
         &self,
         parent: InodeId,
-        name: &str,
+        name: &[u8],
         directory: bool,
         what: &str,
     ) -> Result<(), ClientError> {
@@ -695,7 +716,7 @@ impl Client {
                 .map(drop)
                 .map_err(|e| e.context(what));
         }
-        let (cred, name) = (self.cred_clone(), name.to_owned());
+        let (cred, name) = (self.cred_clone(), Name::from(name));
         self.done(Request::Rmdir { cred, parent, name }, what)
     }
 
@@ -707,18 +728,23 @@ impl Client {
         let src_parent = self.resolve(&src_dir).map_err(|e| e.context(from))?.inode;
         let dst_parent = self.resolve(&dst_dir).map_err(|e| e.context(to))?.inode;
         let what = format!("rename {from} -> {to}");
-        self.rename_named((src_parent, src_name), (dst_parent, dst_name), &what)
+        self.rename_named(
+            (src_parent, src_name.as_bytes()),
+            (dst_parent, dst_name.as_bytes()),
+            &what,
+        )
     }
 
     /// Renames `src_name` in `src_parent` to `dst_name` in `dst_parent`, as `rename`.
     pub fn rename_in(
         &self,
         src_parent: InodeId,
-        src_name: &str,
+        src_name: impl AsRef<[u8]>,
         dst_parent: InodeId,
-        dst_name: &str,
+        dst_name: impl AsRef<[u8]>,
     ) -> Result<Attr, ClientError> {
-        let what = format!("rename {src_name} -> {dst_name}");
+        let (src_name, dst_name) = (src_name.as_ref(), dst_name.as_ref());
+        let what = format!("rename {} -> {}", lossy(src_name), lossy(dst_name));
         self.rename_named((src_parent, src_name), (dst_parent, dst_name), &what)
     }
 
@@ -726,16 +752,16 @@ impl Client {
     /// `unlink_keeping` does. Returns the moved inode's attributes and the kept inode.
     pub fn rename_keeping(
         &self,
-        (src_parent, src_name): (InodeId, &str),
-        (dst_parent, dst_name): (InodeId, &str),
+        (src_parent, src_name): (InodeId, &[u8]),
+        (dst_parent, dst_name): (InodeId, &[u8]),
         keep: Option<u64>,
     ) -> Result<(Attr, Option<InodeId>), ClientError> {
         let request = Request::Rename {
             cred: self.cred_clone(),
             src_parent,
-            src_name: src_name.to_owned(),
+            src_name: Name::from(src_name),
             dst_parent,
-            dst_name: dst_name.to_owned(),
+            dst_name: Name::from(dst_name),
             keep,
         };
         match self.inner.meta(&request)? {
@@ -746,8 +772,8 @@ impl Client {
 
     fn rename_named(
         &self,
-        src: (InodeId, &str),
-        dst: (InodeId, &str),
+        src: (InodeId, &[u8]),
+        dst: (InodeId, &[u8]),
         what: &str,
     ) -> Result<Attr, ClientError> {
         self.rename_keeping(src, dst, None)
@@ -764,6 +790,11 @@ impl Client {
     }
 
     pub fn setattr_inode(&self, inode: InodeId, changes: &SetAttr) -> Result<Attr, ClientError> {
+        if let Some(size) = changes.size {
+            // Past the largest file: EFBIG, before anything changes.
+            weft_layout::stripe::check_range(size, 0)
+                .map_err(|e| ClientError::refused(ErrorCode::TooLarge, format!("inode {inode}: {e}")))?;
+        }
         let mut attr = self.attr_of(
             Request::SetAttr {
                 cred: self.cred_clone(),
@@ -811,36 +842,44 @@ impl Client {
     pub fn symlink(&self, target: &str, link_path: &str) -> Result<Attr, ClientError> {
         let (parent, name) = path::split(link_path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(link_path))?;
-        self.symlink_named(target, parent.inode, name, link_path)
+        self.symlink_named(target.as_bytes(), parent.inode, name.as_bytes(), link_path)
     }
 
-    /// Creates symbolic link `name` in directory `parent`, pointing at `target`.
-    pub fn symlink_in(&self, target: &str, parent: InodeId, name: &str) -> Result<Attr, ClientError> {
-        self.symlink_named(target, parent, name, name)
+    /// Creates symbolic link `name` in directory `parent`, pointing at `target` (bytes,
+    /// stored verbatim).
+    pub fn symlink_in(
+        &self,
+        target: impl AsRef<[u8]>,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+    ) -> Result<Attr, ClientError> {
+        let name = name.as_ref();
+        self.symlink_named(target.as_ref(), parent, name, &lossy(name))
     }
 
     fn symlink_named(
         &self,
-        target: &str,
+        target: &[u8],
         parent: InodeId,
-        name: &str,
+        name: &[u8],
         what: &str,
     ) -> Result<Attr, ClientError> {
         let request = Request::Symlink {
             cred: self.cred_clone(),
             parent,
-            name: name.to_owned(),
-            target: target.to_owned(),
+            name: Name::from(name),
+            target: Name::from(target),
         };
         self.attr_of(request, what)
     }
 
-    pub fn readlink(&self, path: &str) -> Result<String, ClientError> {
+    /// A symlink's target, as the bytes stored.
+    pub fn readlink(&self, path: &str) -> Result<Name, ClientError> {
         let attr = self.resolve(path)?;
         self.readlink_inode(attr.inode).map_err(|e| e.context(path))
     }
 
-    pub fn readlink_inode(&self, inode: InodeId) -> Result<String, ClientError> {
+    pub fn readlink_inode(&self, inode: InodeId) -> Result<Name, ClientError> {
         match self.inner.meta(&Request::Readlink {
             cred: self.cred_clone(),
             inode,
@@ -848,6 +887,109 @@ impl Client {
             Response::Link(target) => Ok(target),
             other => Err(unexpected(&other)),
         }
+    }
+
+    /// Gives non-directory `inode` another name, `name` in `parent` (link(2)).
+    pub fn link_in(
+        &self,
+        inode: InodeId,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+    ) -> Result<Attr, ClientError> {
+        let name = name.as_ref();
+        let request = Request::Link {
+            cred: self.cred_clone(),
+            inode,
+            parent,
+            name: Name::from(name),
+        };
+        self.attr_of(request, &lossy(name))
+    }
+
+    /// Makes `new_path` another name of the file at `existing` (link(2)).
+    pub fn link(&self, existing: &str, new_path: &str) -> Result<Attr, ClientError> {
+        let inode = self.resolve(existing)?.inode;
+        let (parent, name) = path::split(new_path)?;
+        let parent = self.resolve(&parent).map_err(|e| e.context(new_path))?;
+        self.link_in(inode, parent.inode, name)
+            .map_err(|e| e.context(new_path))
+    }
+
+    /// Makes a FIFO, character or block device (`rdev`), or socket `name` in `parent`
+    /// (mknod(2)): a namespace object only; its I/O never reaches Weft.
+    pub fn mknod_in(
+        &self,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        kind: FileKind,
+        mode: u32,
+        rdev: u64,
+    ) -> Result<Attr, ClientError> {
+        let name = name.as_ref();
+        let request = Request::Mknod {
+            cred: self.cred_clone(),
+            parent,
+            name: Name::from(name),
+            kind,
+            mode,
+            rdev,
+        };
+        self.attr_of(request, &lossy(name))
+    }
+
+    /// Sets extended attribute `name` (`user.*`, or `trusted.*` as root) of `inode`.
+    pub fn setxattr(
+        &self,
+        inode: InodeId,
+        name: impl AsRef<[u8]>,
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<(), ClientError> {
+        let name = name.as_ref();
+        let request = Request::SetXattr {
+            cred: self.cred_clone(),
+            inode,
+            name: Name::from(name),
+            value: value.to_vec(),
+            how,
+        };
+        self.done(request, &lossy(name))
+    }
+
+    /// The value of extended attribute `name` of `inode`; `NoData` if it is not set.
+    pub fn getxattr(&self, inode: InodeId, name: impl AsRef<[u8]>) -> Result<Vec<u8>, ClientError> {
+        let name = name.as_ref();
+        let request = Request::GetXattr {
+            cred: self.cred_clone(),
+            inode,
+            name: Name::from(name),
+        };
+        match self.inner.meta(&request).map_err(|e| e.context(&lossy(name)))? {
+            Response::Value(value) => Ok(value),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The names of `inode`'s extended attributes that this caller may see.
+    pub fn listxattr(&self, inode: InodeId) -> Result<Vec<Name>, ClientError> {
+        let request = Request::ListXattr {
+            cred: self.cred_clone(),
+            inode,
+        };
+        match self.inner.meta(&request)? {
+            Response::Names(names) => Ok(names),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    pub fn removexattr(&self, inode: InodeId, name: impl AsRef<[u8]>) -> Result<(), ClientError> {
+        let name = name.as_ref();
+        let request = Request::RemoveXattr {
+            cred: self.cred_clone(),
+            inode,
+            name: Name::from(name),
+        };
+        self.done(request, &lossy(name))
     }
 
     /// Namespace counts and every io server's space (an unreachable server is reported,
@@ -892,6 +1034,11 @@ fn check_access(cred: &Cred, attr: &Attr, want: u32) -> Result<(), ClientError> 
             "permission denied",
         ))
     }
+}
+
+/// A name for messages (not UTF-8: replacement characters).
+fn lossy(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
 }
 
 pub(crate) fn unexpected(response: &Response) -> ClientError {

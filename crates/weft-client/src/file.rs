@@ -6,7 +6,7 @@ use crate::cache_route::CacheRoute;
 use crate::client::{unexpected, Inner};
 use crate::error::ClientError;
 use crate::trace::{FileTrace, Tracer};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use weft_layout::stripe::check_range;
 use weft_layout::Layout;
@@ -67,7 +67,12 @@ pub struct File {
     pattern: std::sync::Mutex<Option<Arc<AccessPattern>>>,
     /// The managers refused a read with a pattern (they predate it): send none again.
     patterns_refused: std::sync::atomic::AtomicBool,
+    /// Whether this handle already dropped the file's setuid/setgid privileges.
+    privileges_dropped: AtomicBool,
 }
+
+const MODE_SETUID: u32 = 0o4000;
+const MODE_SETGID: u32 = 0o2000;
 
 /// One request to one server: the file range it covers.
 struct Segment {
@@ -158,6 +163,7 @@ impl File {
             trace: None,
             pattern: std::sync::Mutex::new(None),
             patterns_refused: std::sync::atomic::AtomicBool::new(false),
+            privileges_dropped: AtomicBool::new(false),
         };
         if let Some(dir) = crate::trace::env_dir() {
             if let Err(e) = file.set_trace_dir(Some(dir)) {
@@ -312,20 +318,77 @@ impl File {
         out
     }
 
+    /// A range past the largest file offset is `TooLarge` (EFBIG), as a local file
+    /// system answers a write or truncate past its largest file.
     pub(crate) fn check(&self, offset: u64, len: usize) -> Result<(), ClientError> {
         check_range(offset, len as u64)
-            .map_err(|e| ClientError::InvalidArgument(format!("{}: {e}", self.path)))
+            .map_err(|e| ClientError::refused(ErrorCode::TooLarge, format!("{}: {e}", self.path)))
     }
 
+    /// Before any write: the handle must be open for writing, and a write by an
+    /// unprivileged user drops the file's setuid/setgid privileges first.
     pub(crate) fn check_writable(&self) -> Result<(), ClientError> {
-        if self.writable {
-            Ok(())
-        } else {
-            Err(ClientError::refused(
+        if !self.writable {
+            return Err(ClientError::refused(
                 ErrorCode::PermissionDenied,
                 format!("{}: file not opened for writing", self.path),
-            ))
+            ));
         }
+        if self.inner.cred.uid != 0 && self.attr.mode & (MODE_SETUID | MODE_SETGID) != 0 {
+            self.drop_privileges()?;
+        }
+        Ok(())
+    }
+
+    /// Clears the file's setuid bit, and setgid if its group may execute, as Linux does
+    /// when an unprivileged process writes (once per handle). Writes through the handle
+    /// do this themselves for a non-root handle; a FUSE daemon calls it when the kernel
+    /// says the writer is unprivileged.
+    pub fn drop_privileges(&self) -> Result<(), ClientError> {
+        if self.privileges_dropped.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let request = Request::SetAttr {
+            cred: self.inner.cred.clone(),
+            inode: self.attr.inode,
+            changes: weft_proto::SetAttr {
+                kill_privileges: true,
+                by_handle: true,
+                ..Default::default()
+            },
+        };
+        match self.inner.meta(&request).map_err(|e| e.context(&self.path))? {
+            Response::Attr(_) => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Allocates the file's space for `[offset, offset + len)` on its io servers
+    /// (fallocate(2)): `mode` 0 (the file grows to cover the range if shorter),
+    /// `FALLOC_FL_KEEP_SIZE`, or that with `FALLOC_FL_PUNCH_HOLE` (the range then reads
+    /// as zeros and frees its blocks). Other modes are `Unsupported`.
+    pub fn allocate(&self, offset: u64, len: u64, mode: u32) -> Result<(), ClientError> {
+        self.check_writable()?;
+        if len == 0 {
+            return Err(ClientError::InvalidArgument(format!(
+                "{}: fallocate of 0 bytes",
+                self.path
+            )));
+        }
+        check_range(offset, len)
+            .map_err(|e| ClientError::refused(ErrorCode::TooLarge, format!("{}: {e}", self.path)))?;
+        self.to_io_servers(|k| Request::Allocate {
+            inode: self.attr.inode,
+            striping: self.striping(k),
+            offset,
+            len,
+            mode,
+        })
+        .map_err(|e| e.context(&self.path))?;
+        if mode == 0 {
+            self.known_size.fetch_max(offset + len, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     /// Writes `buf` at `offset`; returns the number of bytes written (all of them).
@@ -447,7 +510,12 @@ impl File {
     /// Reads into `buf` from `offset`; returns fewer bytes than asked only at the end
     /// of the file. Holes read as zeros.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
-        self.check(offset, buf.len())?;
+        // Nothing lies past the largest file offset: a read there is at the end of the
+        // file, as on a local file system.
+        let room = weft_layout::stripe::FILE_OFFSET_MAX.saturating_sub(offset);
+        let len = room.min(buf.len() as u64) as usize;
+        let buf = &mut buf[..len];
+        self.check(offset.min(weft_layout::stripe::FILE_OFFSET_MAX), buf.len())?;
         if let Some(t) = &self.trace {
             t.sent_ranges(false, [(offset, buf.len() as u64)]);
         }
@@ -659,10 +727,20 @@ impl File {
         Ok(size)
     }
 
-    /// Truncates or extends the file (the manager checks permission first).
+    /// Truncates or extends the file (ftruncate(2): the handle must be open for
+    /// writing, whatever the mode says now).
     pub fn truncate(&self, size: u64) -> Result<(), ClientError> {
+        if !self.writable {
+            return Err(ClientError::refused(
+                ErrorCode::PermissionDenied,
+                format!("{}: file not opened for writing", self.path),
+            ));
+        }
+        check_range(size, 0)
+            .map_err(|e| ClientError::refused(ErrorCode::TooLarge, format!("{}: {e}", self.path)))?;
         let changes = weft_proto::SetAttr {
             size: Some(size),
+            by_handle: true,
             ..Default::default()
         };
         let request = Request::SetAttr {
@@ -679,7 +757,8 @@ impl File {
 
     /// Sets every object's local size for a file of `size` bytes.
     pub(crate) fn truncate_objects(&self, size: u64) -> Result<(), ClientError> {
-        check_range(size, 0).map_err(|e| ClientError::InvalidArgument(format!("{}: {e}", self.path)))?;
+        check_range(size, 0)
+            .map_err(|e| ClientError::refused(ErrorCode::TooLarge, format!("{}: {e}", self.path)))?;
         // Cache managers first: once they answer, nothing they hold past `size` can be
         // written back over the truncated objects.
         self.to_cache_managers(|file| Request::CacheTruncate { file, size })

@@ -13,6 +13,24 @@ pub fn file_type(kind: FileKind) -> FileType {
         FileKind::File => FileType::RegularFile,
         FileKind::Directory => FileType::Directory,
         FileKind::Symlink => FileType::Symlink,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
+        FileKind::Socket => FileType::Socket,
+    }
+}
+
+/// The kind of a mode's file-type bits (`S_IFMT`), for mknod.
+pub fn kind_of_mode(mode: u32) -> Option<FileKind> {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG => Some(FileKind::File),
+        libc::S_IFDIR => Some(FileKind::Directory),
+        libc::S_IFLNK => Some(FileKind::Symlink),
+        libc::S_IFIFO => Some(FileKind::Fifo),
+        libc::S_IFCHR => Some(FileKind::CharDevice),
+        libc::S_IFBLK => Some(FileKind::BlockDevice),
+        libc::S_IFSOCK => Some(FileKind::Socket),
+        _ => None,
     }
 }
 
@@ -61,17 +79,20 @@ pub fn file_attr(attr: &Attr) -> FileAttr {
     FileAttr {
         ino: INodeNo(attr.inode.0),
         size,
-        blocks: size.div_ceil(512),
+        // Allocated blocks as the manager and io servers report them (a sparse file
+        // reports only what it has).
+        blocks: attr.blocks,
         atime: system_time(attr.atime),
         mtime: system_time(attr.mtime),
         ctime: system_time(attr.ctime),
         crtime: system_time(attr.ctime),
         kind: file_type(attr.kind),
         perm: (attr.mode & 0o7777) as u16,
-        nlink: attr.nlink.max(1),
+        // 0 for a file removed while open.
+        nlink: attr.nlink,
         uid: attr.uid,
         gid: attr.gid,
-        rdev: 0,
+        rdev: attr.rdev as u32,
         blksize: BLOCK_SIZE_BYTES,
         flags: 0,
     }

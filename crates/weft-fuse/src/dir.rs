@@ -3,7 +3,7 @@
 //! consecutive offsets, so that the kernel's next call continues from it without a
 //! round trip, and a call at an older offset walks the listing again from the start.
 
-use weft_client::{Client, ClientError, DirEntry, FileKind, InodeId};
+use weft_client::{Client, ClientError, DirEntry, FileKind, InodeId, Name};
 
 /// Names asked of the manager per page. A page is held per open directory.
 pub const PAGE_ENTRIES_MAX: u32 = 1024;
@@ -15,7 +15,7 @@ const FIRST_ENTRY_OFFSET: u64 = 3;
 #[derive(Debug, Clone)]
 pub struct Listed {
     pub offset: u64,
-    pub name: String,
+    pub name: Name,
     pub inode: InodeId,
     pub kind: FileKind,
 }
@@ -49,7 +49,7 @@ impl DirStream {
                 // The parent's number is not known here; the kernel fills in its own.
                 out.push(self.dot(2, "..", self.dir));
             }
-            out.extend(self.fetch(client, "", FIRST_ENTRY_OFFSET)?);
+            out.extend(self.fetch(client, &Name::default(), FIRST_ENTRY_OFFSET)?);
             return Ok(out);
         }
         if let Some(k) = self.page.iter().position(|e| e.offset == offset) {
@@ -63,7 +63,7 @@ impl DirStream {
             return self.fetch(client, &name, offset + 1);
         }
         // An offset the page no longer covers (seekdir, or a kernel retry): walk again.
-        let mut page = self.fetch(client, "", FIRST_ENTRY_OFFSET)?;
+        let mut page = self.fetch(client, &Name::default(), FIRST_ENTRY_OFFSET)?;
         loop {
             if let Some(k) = page.iter().position(|e| e.offset == offset) {
                 return Ok(page.split_off(k + 1));
@@ -88,7 +88,12 @@ impl DirStream {
     }
 
     /// The page of names after `after`, numbered from `first_offset`; becomes the page.
-    fn fetch(&mut self, client: &Client, after: &str, first_offset: u64) -> Result<Vec<Listed>, ClientError> {
+    fn fetch(
+        &mut self,
+        client: &Client,
+        after: &Name,
+        first_offset: u64,
+    ) -> Result<Vec<Listed>, ClientError> {
         let (entries, more) = client.readdir_page(self.dir, after, PAGE_ENTRIES_MAX)?;
         self.more = more;
         self.page = number(entries, first_offset);

@@ -3,7 +3,7 @@
 //! adapter keeps no inode table; it keeps open files (one `weft_client::File` per
 //! open, so the data path makes no metadata round trips) and open directory streams.
 
-use crate::attr::{file_attr, time_set};
+use crate::attr::{file_attr, kind_of_mode, time_set};
 use crate::creds::Clients;
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
@@ -18,11 +18,14 @@ use fuser::{
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
-use weft_client::{Attr, Client, ClientError, CreateOptions, ErrorCode, File, FileKind, InodeId, SetAttr};
+use weft_client::{
+    Attr, Client, ClientError, CreateOptions, ErrorCode, File, FileKind, InodeId, SetAttr, XattrSet,
+};
 
 /// Largest read or write request the kernel sends (`max_write`, and readahead).
 pub const REQUEST_BYTES_MAX: u32 = 1 << 20;
@@ -102,9 +105,9 @@ fn errno(e: &ClientError, what: &str) -> Errno {
     Errno::from_i32(n)
 }
 
-fn name_str(name: &OsStr) -> Result<&str, Errno> {
-    // Weft names are UTF-8 strings; a name that is not cannot exist there.
-    name.to_str().ok_or(Errno::EINVAL)
+/// A name as the bytes it is (Weft names, as POSIX ones, need not be UTF-8).
+fn name_bytes(name: &OsStr) -> &[u8] {
+    name.as_bytes()
 }
 
 fn inode(ino: INodeNo) -> InodeId {
@@ -228,7 +231,7 @@ impl WeftFs {
     }
 
     fn do_lookup(&self, req: &Request, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
-        let name = name_str(name).map_err(|_| Errno::ENOENT)?;
+        let name = name_bytes(name);
         let client = self.caller(req);
         let attr = client
             .lookup(inode(parent), name)
@@ -240,7 +243,7 @@ impl WeftFs {
 
     /// An entry for `attr` as `name` in `parent` goes to the kernel: its name and
     /// attributes are remembered.
-    fn entered(&self, parent: InodeId, name: &str, attr: &Attr) -> FileAttr {
+    fn entered(&self, parent: InodeId, name: &[u8], attr: &Attr) -> FileAttr {
         self.names.entered(parent, name, attr.inode);
         self.remember(attr)
     }
@@ -368,7 +371,7 @@ impl WeftFs {
         mode: u32,
         flags: i32,
     ) -> Result<(FileAttr, u64), Errno> {
-        let name = name_str(name)?;
+        let name = name_bytes(name);
         let client = self.caller(req);
         let exclusive = flags & libc::O_EXCL != 0;
         let truncate = flags & libc::O_TRUNC != 0 && !exclusive;
@@ -402,7 +405,7 @@ impl WeftFs {
         (new_parent, new_name): (INodeNo, &OsStr),
         flags: RenameFlags,
     ) -> Result<(), Errno> {
-        let (name, new_name) = (name_str(name)?, name_str(new_name)?);
+        let (name, new_name) = (name_bytes(name), name_bytes(new_name));
         let client = self.caller(req);
         if flags.contains(RenameFlags::RENAME_EXCHANGE) || flags.contains(RenameFlags::RENAME_WHITEOUT) {
             return Err(Errno::EINVAL);
@@ -490,6 +493,71 @@ impl WeftFs {
             .ok_or(Errno::NO_XATTR)
     }
 
+    /// setxattr of the layout attribute, with setxattr(2)'s create/replace flags.
+    fn set_layout_xattr_as(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<(), Errno> {
+        if how != XattrSet::Either {
+            let exists = self.xattr_value(req, ino, OsStr::new(LAYOUT_XATTR)).is_ok();
+            if how == XattrSet::Replace && !exists {
+                return Err(Errno::NO_XATTR);
+            }
+            if how == XattrSet::Create && exists {
+                return Err(Errno::EEXIST);
+            }
+        }
+        self.set_layout_xattr(req, ino, Some(value))
+    }
+
+    /// mknod(2): FIFOs, devices and sockets are namespace objects; a regular file is
+    /// created as `create` would, and not opened.
+    fn do_mknod(
+        &self,
+        req: &Request,
+        parent: InodeId,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+    ) -> Result<FileAttr, Errno> {
+        let client = self.caller(req);
+        let permissions = mode & !umask & 0o7777;
+        let attr = match kind_of_mode(mode) {
+            Some(FileKind::File) => {
+                let options = CreateOptions {
+                    mode: permissions,
+                    exclusive: true,
+                    truncate: false,
+                    ..CreateOptions::default()
+                };
+                let mut attr = client
+                    .create_in(parent, name, &options)
+                    .map_err(|e| errno(&e, "mknod"))?
+                    .attr()
+                    .clone();
+                attr.size = 0;
+                attr
+            }
+            Some(kind) if kind.is_special() => client
+                .mknod_in(parent, name, kind, permissions, rdev as u64)
+                .map_err(|e| errno(&e, "mknod"))?,
+            _ => return Err(Errno::EINVAL),
+        };
+        Ok(self.entered(parent, name, &attr))
+    }
+
+    /// `attr` with a file's size filled in (kept as it is if the servers cannot say).
+    fn with_size(&self, req: &Request, mut attr: Attr) -> Attr {
+        if attr.kind == FileKind::File {
+            let _ = self.caller(req).fill_sizes(std::slice::from_mut(&mut attr));
+        }
+        attr
+    }
+
     fn set_layout_xattr(&self, req: &Request, ino: INodeNo, value: Option<&[u8]>) -> Result<(), Errno> {
         let client = self.caller(req);
         let attr = client.getattr(inode(ino)).map_err(|e| errno(&e, "setxattr"))?;
@@ -537,6 +605,10 @@ impl Filesystem for WeftFs {
             InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
             // Lookups and creates in one directory run in parallel: the manager orders them.
             InitFlags::FUSE_PARALLEL_DIROPS,
+            // Writes, truncates and chowns by unprivileged processes drop setuid/setgid
+            // here (the manager) rather than by a chmod from the kernel, which a
+            // writer who does not own the file may not do.
+            InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ];
         for flags in wanted {
             let _ = config.add_capabilities(flags);
@@ -581,7 +653,7 @@ impl Filesystem for WeftFs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -595,6 +667,10 @@ impl Filesystem for WeftFs {
             size,
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
+            kill_privileges: false,
+            // ftruncate(2): the kernel passes the descriptor, which it checked is open
+            // for writing; the mode may deny writing by now.
+            by_handle: fh.is_some() && size.is_some(),
         };
         match self.do_setattr(req, ino, changes) {
             Ok(attr) => reply.attr(&self.ttl(), &attr),
@@ -610,7 +686,7 @@ impl Filesystem for WeftFs {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        let result = name_str(name).and_then(|name| {
+        let result = Ok(name_bytes(name)).and_then(|name| {
             self.caller(req)
                 .mkdir_in(inode(parent), name, mode & !umask & 0o7777)
                 .map(|attr| self.entered(inode(parent), name, &attr))
@@ -623,7 +699,7 @@ impl Filesystem for WeftFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let result = name_str(name).and_then(|name| {
+        let result = Ok(name_bytes(name)).and_then(|name| {
             let kept = self
                 .caller(req)
                 .unlink_keeping(inode(parent), name, self.keep())
@@ -638,7 +714,7 @@ impl Filesystem for WeftFs {
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let result = name_str(name).and_then(|name| {
+        let result = Ok(name_bytes(name)).and_then(|name| {
             self.caller(req)
                 .rmdir_in(inode(parent), name)
                 .map_err(|e| errno(&e, "rmdir"))
@@ -650,8 +726,8 @@ impl Filesystem for WeftFs {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        let result = name_str(link_name).and_then(|name| {
-            let target = target.to_str().ok_or(Errno::EINVAL)?;
+        let result = Ok(name_bytes(link_name)).and_then(|name| {
+            let target = target.as_os_str().as_bytes();
             self.caller(req)
                 .symlink_in(target, inode(parent), name)
                 .map(|attr| self.entered(inode(parent), name, &attr))
@@ -703,16 +779,24 @@ impl Filesystem for WeftFs {
     fn write(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let result = self.file(fh).and_then(|open| {
+            if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                // The writer lacks CAP_FSETID: its write drops setuid/setgid (the kernel
+                // leaves that to the file system, FUSE_HANDLE_KILLPRIV_V2).
+                open.file.drop_privileges().map_err(|e| errno(&e, "write"))?;
+                if let Some(n) = self.notifier.get() {
+                    let _ = n.inval_inode(ino, -1, 0);
+                }
+            }
             if flags.0 & libc::O_APPEND != 0 {
                 // At the true end of the file, whoever wrote last, not at the offset the
                 // kernel chose from its cached size.
@@ -788,7 +872,12 @@ impl Filesystem for WeftFs {
             Ok(entries) => {
                 for e in entries {
                     let kind = crate::attr::file_type(e.kind);
-                    if reply.add(INodeNo(e.inode.0), e.offset, kind, &e.name) {
+                    if reply.add(
+                        INodeNo(e.inode.0),
+                        e.offset,
+                        kind,
+                        OsStr::from_bytes(e.name.as_bytes()),
+                    ) {
                         break;
                     }
                 }
@@ -826,15 +915,17 @@ impl Filesystem for WeftFs {
                     }
                 }
                 let attr = dir_attr.as_ref().expect("set above");
-                if reply.add(INodeNo(e.inode.0), e.offset, &e.name, &ttl, attr, Generation(0)) {
+                let name = OsStr::from_bytes(e.name.as_bytes());
+                if reply.add(INodeNo(e.inode.0), e.offset, name, &ttl, attr, Generation(0)) {
                     break 'batches;
                 }
             }
             let named: Vec<Listed> = named.into_iter().cloned().collect();
             for (e, attr) in named.iter().zip(self.listed_attrs(&client, &named)) {
                 let Some(attr) = attr else { continue };
-                let fattr = self.entered(inode(ino), &e.name, &attr);
-                if reply.add(INodeNo(e.inode.0), e.offset, &e.name, &ttl, &fattr, Generation(0)) {
+                let fattr = self.entered(inode(ino), e.name.as_bytes(), &attr);
+                let name = OsStr::from_bytes(e.name.as_bytes());
+                if reply.add(INodeNo(e.inode.0), e.offset, name, &ttl, &fattr, Generation(0)) {
                     break 'batches;
                 }
             }
@@ -895,45 +986,119 @@ impl Filesystem for WeftFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        if name != OsStr::new(LAYOUT_XATTR) {
-            return reply.error(Errno::EOPNOTSUPP);
-        }
-        if flags & libc::XATTR_REPLACE != 0 || flags & libc::XATTR_CREATE != 0 {
-            let exists = self.xattr_value(req, ino, name).is_ok();
-            if flags & libc::XATTR_REPLACE != 0 && !exists {
-                return reply.error(Errno::NO_XATTR);
-            }
-            if flags & libc::XATTR_CREATE != 0 && exists {
-                return reply.error(Errno::EEXIST);
-            }
-        }
-        match self.set_layout_xattr(req, ino, Some(value)) {
+        let how = if flags & libc::XATTR_CREATE != 0 {
+            XattrSet::Create
+        } else if flags & libc::XATTR_REPLACE != 0 {
+            XattrSet::Replace
+        } else {
+            XattrSet::Either
+        };
+        let result = if name == OsStr::new(LAYOUT_XATTR) {
+            self.set_layout_xattr_as(req, ino, value, how)
+        } else {
+            self.caller(req)
+                .setxattr(inode(ino), name.as_bytes(), value, how)
+                .map_err(|e| errno(&e, "setxattr"))
+        };
+        match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        match self.xattr_value(req, ino, name) {
+        let value = if name == OsStr::new(LAYOUT_XATTR) {
+            self.xattr_value(req, ino, name)
+        } else {
+            self.caller(req)
+                .getxattr(inode(ino), name.as_bytes())
+                .map_err(|e| errno(&e, "getxattr"))
+        };
+        match value {
             Ok(value) => reply_xattr(&value, size, reply),
             Err(e) => reply.error(e),
         }
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let names = match self.xattr_value(req, ino, OsStr::new(LAYOUT_XATTR)) {
+        let mut names = match self.xattr_value(req, ino, OsStr::new(LAYOUT_XATTR)) {
             Ok(_) => format!("{LAYOUT_XATTR}\0").into_bytes(),
             Err(e) if e == Errno::NO_XATTR => Vec::new(),
             Err(e) => return reply.error(e),
         };
+        match self.caller(req).listxattr(inode(ino)) {
+            Ok(stored) => {
+                for name in stored {
+                    names.extend_from_slice(name.as_bytes());
+                    names.push(0);
+                }
+            }
+            Err(e) => return reply.error(errno(&e, "listxattr")),
+        }
         reply_xattr(&names, size, reply)
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        if name != OsStr::new(LAYOUT_XATTR) {
-            return reply.error(Errno::NO_XATTR);
+        let result = if name == OsStr::new(LAYOUT_XATTR) {
+            self.set_layout_xattr(req, ino, None)
+        } else {
+            self.caller(req)
+                .removexattr(inode(ino), name.as_bytes())
+                .map_err(|e| errno(&e, "removexattr"))
+        };
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
-        match self.set_layout_xattr(req, ino, None) {
+    }
+
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let name = name_bytes(newname);
+        match self.caller(req).link_in(inode(ino), inode(newparent), name) {
+            Ok(attr) => {
+                let attr = self.with_size(req, attr);
+                reply.entry(
+                    &self.ttl(),
+                    &self.entered(inode(newparent), name, &attr),
+                    Generation(0),
+                )
+            }
+            Err(e) => reply.error(errno(&e, "link")),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        match self.do_mknod(req, inode(parent), name_bytes(name), mode, umask, rdev) {
+            Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.file(fh).and_then(|open| {
+            open.file
+                .allocate(offset, length, mode as u32)
+                .map_err(|e| errno(&e, "fallocate"))
+        });
+        match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

@@ -28,7 +28,12 @@
 //! - One `weft_client::File` per open file: reads and writes go straight to the io
 //!   servers, with no metadata round trip; requests are up to 1 MiB and several FUSE
 //!   worker threads serve them, so different files (and readahead) move in parallel.
-//! - Layouts are the extended attribute `user.weft.layout`.
+//! - Layouts are the extended attribute `user.weft.layout`; other `user.*` and
+//!   `trusted.*` attributes are stored by the manager. Hard links, FIFOs, device nodes
+//!   and sockets are namespace objects; names are bytes (need not be UTF-8).
+//! - Setuid/setgid: the kernel leaves dropping them to the file system
+//!   (`FUSE_HANDLE_KILLPRIV_V2`); a write by an unprivileged process asks the manager to
+//!   drop them, as truncate and chown do themselves.
 //!
 //! - A file unlinked or replaced while open in the mount is kept by the manager,
 //!   nameless (link count 0), for this mount's session until its last descriptor closes,
@@ -37,8 +42,8 @@
 //! Known differences from a local file system: a file removed by another client (or
 //! mount) is gone for descriptors open elsewhere once its data is purged (reads fail
 //! with ESTALE), as on PVFS; `stat` may show attributes up to `attr_ttl` old after
-//! another client changed them (opens never do); hard links, special files and
-//! byte-range locks across mounts are not supported (locks are local to a mount, which is enough for MPI-IO on one node);
+//! another client changed them (opens never do); byte-range locks across mounts are not
+//! supported (locks are local to a mount, which is enough for MPI-IO on one node);
 //! rename with RENAME_NOREPLACE checks and renames in two steps.
 
 mod attr;

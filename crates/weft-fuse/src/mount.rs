@@ -155,13 +155,63 @@ fn start(client: Client, mountpoint: &Path, options: &MountOptions) -> Result<Se
     config.n_threads = Some(options.threads.clamp(1, THREADS_MAX));
     // Each worker reads its own clone of /dev/fuse, so requests do not queue on one fd.
     config.clone_fd = true;
-    let session = Session::new(fs, mountpoint, &config).map_err(|source| MountError::Mount {
+    let failed = |source| MountError::Mount {
         path: mountpoint.to_path_buf(),
         source,
-    })?;
+    };
+    // SAFETY: no preconditions.
+    let session = if unsafe { libc::geteuid() } == 0 {
+        // Mounted here rather than by fuser, which names the type plain `fuse`: the
+        // mount shows as `fuse.weft`, as fusermount3 makes it for users.
+        let fd = mount_as_root(mountpoint).map_err(failed)?;
+        Session::from_fd(fs, fd, SessionACL::All, config)
+    } else {
+        Session::new(fs, mountpoint, &config)
+    }
+    .map_err(failed)?;
     let _ = notifier.set(session.notifier());
     set_readahead(mountpoint, options.readahead_kib);
     Ok(session)
+}
+
+/// mount(2) of a FUSE file system of type `fuse.weft` on `mountpoint` as root, serving
+/// every user (`allow_other`, with the kernel checking permissions), nosuid and nodev as
+/// fusermount3 mounts. Returns the /dev/fuse descriptor the session reads.
+fn mount_as_root(mountpoint: &Path) -> std::io::Result<OwnedFd> {
+    use std::os::unix::fs::PermissionsExt;
+    let root_mode = (std::fs::metadata(mountpoint)?.permissions().mode() & libc::S_IFMT) | 0o755;
+    let device = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")?;
+    let fd: OwnedFd = device.into();
+    let data = format!(
+        "fd={},rootmode={root_mode:o},user_id=0,group_id=0,default_permissions,allow_other",
+        fd.as_raw_fd()
+    );
+    let cstring =
+        |s: &[u8]| CString::new(s).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
+    let (source, target, fs_type, data) = (
+        cstring(FS_NAME.as_bytes())?,
+        cstring(mountpoint.as_os_str().as_bytes())?,
+        cstring(format!("fuse.{FS_NAME}").as_bytes())?,
+        cstring(data.as_bytes())?,
+    );
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOATIME;
+    // SAFETY: valid C strings; the data names the open descriptor.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fs_type.as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fd)
 }
 
 /// The kernel reads ahead at most the device's `read_ahead_kb` (128 KiB by default, less
@@ -250,8 +300,8 @@ pub struct MountEntry {
 }
 
 impl MountEntry {
-    /// A Weft mount: type `fuse` with source `weft` when mounted with mount(2) as root,
-    /// `fuse.weft` when mounted through fusermount3.
+    /// A Weft mount: type `fuse.weft` (also `fuse` with source `weft`, as mounts made
+    /// before the type was named).
     pub fn is_weft(&self) -> bool {
         self.fs_type == format!("fuse.{FS_NAME}") || (self.fs_type == "fuse" && self.source == FS_NAME)
     }

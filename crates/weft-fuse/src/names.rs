@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use weft_client::{InodeId, PathStep};
+use weft_client::{InodeId, Name, PathStep};
 
 /// Inodes whose name is remembered; past this the table starts over (opens of the
 /// inodes forgotten that way check only that the inode still exists).
@@ -39,7 +39,7 @@ const RETRY_WINDOW: Duration = Duration::from_millis(500);
 
 struct Known {
     parent: InodeId,
-    name: String,
+    name: Name,
     /// Lookups the kernel holds (each entry reply adds one, `forget` takes them away).
     lookups: u64,
 }
@@ -52,7 +52,7 @@ pub struct Names {
 
 impl Names {
     /// The kernel got an entry for `child` as `name` in `parent` (one more lookup).
-    pub fn entered(&self, parent: InodeId, name: &str, child: InodeId) {
+    pub fn entered(&self, parent: InodeId, name: &[u8], child: InodeId) {
         if child == InodeId::ROOT {
             return;
         }
@@ -62,20 +62,22 @@ impl Names {
         }
         let known = table.entry(child).or_insert_with(|| Known {
             parent,
-            name: String::new(),
+            name: Name::default(),
             lookups: 0,
         });
         known.parent = parent;
-        name.clone_into(&mut known.name);
+        if known.name.as_bytes() != name {
+            known.name = Name::from(name);
+        }
         known.lookups += 1;
     }
 
     /// `child` was renamed to `name` in `parent` through this mount; the kernel moves its
     /// entry without a new lookup.
-    pub fn renamed(&self, parent: InodeId, name: &str, child: InodeId) {
+    pub fn renamed(&self, parent: InodeId, name: &[u8], child: InodeId) {
         if let Some(known) = self.lock().get_mut(&child) {
             known.parent = parent;
-            name.clone_into(&mut known.name);
+            known.name = Name::from(name);
         }
     }
 
@@ -194,26 +196,29 @@ mod tests {
     #[test]
     fn paths_are_built_from_remembered_names_up_to_the_root() {
         let names = Names::default();
-        names.entered(InodeId::ROOT, "a", InodeId(10));
-        names.entered(InodeId(10), "b", InodeId(11));
-        names.entered(InodeId(11), "f", InodeId(12));
+        names.entered(InodeId::ROOT, b"a", InodeId(10));
+        names.entered(InodeId(10), b"b\xff", InodeId(11));
+        names.entered(InodeId(11), b"f", InodeId(12));
         let path = names.path_of(InodeId(12));
-        let shown: Vec<(u64, &str, u64)> = path
+        let shown: Vec<(u64, &[u8], u64)> = path
             .iter()
-            .map(|s| (s.parent.0, s.name.as_str(), s.child.0))
+            .map(|s| (s.parent.0, s.name.as_bytes(), s.child.0))
             .collect();
-        assert_eq!(shown, [(1, "a", 10), (10, "b", 11), (11, "f", 12)]);
+        assert_eq!(
+            shown,
+            [(1, &b"a"[..], 10), (10, &b"b\xff"[..], 11), (11, &b"f"[..], 12)]
+        );
         // A rename through this mount moves the name; forgetting drops it once every
         // lookup is forgotten.
-        names.renamed(InodeId::ROOT, "g", InodeId(12));
+        names.renamed(InodeId::ROOT, b"g", InodeId(12));
         assert_eq!(names.path_of(InodeId(12))[0].name, "g");
-        names.entered(InodeId::ROOT, "g", InodeId(12));
+        names.entered(InodeId::ROOT, b"g", InodeId(12));
         names.forget(InodeId(12), 1);
         assert_eq!(names.path_of(InodeId(12)).len(), 1);
         names.forget(InodeId(12), 1);
         assert!(names.path_of(InodeId(12)).is_empty());
         // An unknown directory ends the path there.
-        names.entered(InodeId(99), "x", InodeId(13));
+        names.entered(InodeId(99), b"x", InodeId(13));
         assert_eq!(names.path_of(InodeId(13)).len(), 1);
     }
 

@@ -127,6 +127,8 @@ pub fn io_error(e: io::Error, inode: InodeId, what: &str) -> WireError {
         io::ErrorKind::StorageFull => ErrorCode::NoSpace,
         _ if e.raw_os_error() == Some(libc::ENOSPC) => ErrorCode::NoSpace,
         _ if e.raw_os_error() == Some(libc::EDQUOT) => ErrorCode::NoSpace,
+        _ if e.raw_os_error() == Some(libc::EFBIG) => ErrorCode::TooLarge,
+        _ if e.raw_os_error() == Some(libc::EOPNOTSUPP) => ErrorCode::Unsupported,
         _ => ErrorCode::Io,
     };
     WireError::new(code, format!("{what} of object for inode {inode} failed: {e}"))

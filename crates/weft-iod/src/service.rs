@@ -257,6 +257,73 @@ impl IoService {
         Ok(Response::Extents(ends))
     }
 
+    /// The logical end and the bytes allocated on disk of each object.
+    fn obj_stat(&self, items: &[(InodeId, Striping)]) -> Result<Response, WireError> {
+        use std::os::unix::fs::MetadataExt;
+        let mut stats = Vec::with_capacity(items.len());
+        for (inode, striping) in items {
+            let stat = match std::fs::metadata(self.objects.path_of(*inode)) {
+                Ok(m) => (
+                    striping
+                        .layout()
+                        .logical_end_from_local(striping.server_index as usize, m.len()),
+                    m.blocks().saturating_mul(512),
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => (u64::MAX, 0),
+                Err(e) => return Err(io_error(e, *inode, "stat")),
+            };
+            stats.push(stat);
+        }
+        Ok(Response::ObjStats(stats))
+    }
+
+    /// fallocate(2) of this server's part of `[offset, offset + len)`: one local run,
+    /// since a server's stripes of a file range sit back to back in its object.
+    fn allocate(
+        &self,
+        inode: InodeId,
+        striping: Striping,
+        (offset, len): (u64, u64),
+        mode: u32,
+    ) -> Result<Response, WireError> {
+        use std::os::fd::AsRawFd;
+        self.objects.check_writable()?;
+        let supported = [
+            0,
+            libc::FALLOC_FL_KEEP_SIZE as u32,
+            (libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE) as u32,
+        ];
+        if !supported.contains(&mode) {
+            return Err(WireError::new(
+                ErrorCode::Unsupported,
+                format!("fallocate mode {mode:#x}: only 0, KEEP_SIZE and PUNCH_HOLE|KEEP_SIZE are supported"),
+            ));
+        }
+        let layout = striping.layout();
+        let index = striping.server_index as usize;
+        let start = layout.local_size_for(index, offset);
+        let end = layout.local_size_for(index, offset + len);
+        if end == start {
+            return Ok(Response::Done);
+        }
+        let file = self.objects.get(inode)?;
+        // Alone, as truncate: a punched hole must not be undone by a sieve write-back.
+        let _alone = self.locks.of(inode).write().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: a valid descriptor; the range was checked against overflow at decode.
+        let rc = unsafe {
+            libc::fallocate(
+                file.as_raw_fd(),
+                mode as i32,
+                start as libc::off_t,
+                (end - start) as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io_error(std::io::Error::last_os_error(), inode, "fallocate"));
+        }
+        Ok(Response::Done)
+    }
+
     fn truncate(&self, inode: InodeId, striping: Striping, size: u64) -> Result<Response, WireError> {
         self.objects.check_writable()?;
         weft_layout::stripe::check_range(size, 0)
@@ -348,6 +415,14 @@ impl weft_rpc::Handler for IoService {
                 Response::Done
             }
             Request::Extents { items } => self.extents(&items)?,
+            Request::ObjStat { items } => self.obj_stat(&items)?,
+            Request::Allocate {
+                inode,
+                striping,
+                offset,
+                len,
+                mode,
+            } => self.allocate(inode, striping, (offset, len), mode)?,
             Request::Truncate {
                 inode,
                 striping,

@@ -173,7 +173,7 @@ impl MetaService {
                 layout,
                 exclusive,
             } => self
-                .create(&cred, parent, &name, mode, &layout, exclusive)
+                .create(&cred, parent, name.as_bytes(), mode, &layout, exclusive)
                 .map(Response::Attr),
             Request::Readdir {
                 cred,
@@ -236,6 +236,38 @@ impl MetaService {
                     "hello and server info are answered by the connection layer, not the metadata service",
                 ))
             }
+            Request::Link {
+                cred,
+                inode,
+                parent,
+                name,
+            } => store.link(&cred, inode, parent, &name).map(Response::Attr),
+            Request::Mknod {
+                cred,
+                parent,
+                name,
+                kind,
+                mode,
+                rdev,
+            } => store
+                .mknod(&cred, parent, &name, kind, mode, rdev)
+                .map(Response::Attr),
+            Request::SetXattr {
+                cred,
+                inode,
+                name,
+                value,
+                how,
+            } => store
+                .setxattr(&cred, inode, &name, &value, how)
+                .map(|()| Response::Done),
+            Request::GetXattr { cred, inode, name } => {
+                store.getxattr(&cred, inode, &name).map(Response::Value)
+            }
+            Request::ListXattr { cred, inode } => store.listxattr(&cred, inode).map(Response::Names),
+            Request::RemoveXattr { cred, inode, name } => {
+                store.removexattr(&cred, inode, &name).map(|()| Response::Done)
+            }
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
             | Request::Write { .. }
@@ -249,7 +281,9 @@ impl MetaService {
             | Request::WriteView { .. }
             | Request::ReadView { .. }
             | Request::AppendLock { .. }
-            | Request::AppendUnlock { .. }) => Err(WireError::new(
+            | Request::AppendUnlock { .. }
+            | Request::ObjStat { .. }
+            | Request::Allocate { .. }) => Err(WireError::new(
                 ErrorCode::Unsupported,
                 format!(
                     "this is a metadata server: {:?} goes to an io server",
@@ -283,7 +317,7 @@ impl MetaService {
         &self,
         cred: &Cred,
         parent: InodeId,
-        name: &str,
+        name: &[u8],
         mode: u32,
         layout: &LayoutRequest,
         exclusive: bool,

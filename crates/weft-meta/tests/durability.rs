@@ -74,7 +74,7 @@ fn child_process_entry() {
         }
         "creates" => {
             for i in 0.. {
-                let attr = create(&store, &root(), InodeId::ROOT, &format!("f{i}")).unwrap();
+                let attr = create(&store, &root(), InodeId::ROOT, format!("f{i}")).unwrap();
                 // Printed only after the commit returned: an acknowledgement.
                 writeln!(out, "acked f{i} {}", attr.inode.0).unwrap();
                 out.flush().unwrap();
@@ -208,7 +208,7 @@ fn reopening_keeps_the_namespace_and_never_reuses_inode_numbers() {
         assert!(entries.iter().all(|e| seen.contains(&e.inode)));
         // More than one reservation block of inode numbers per session.
         for i in 0..1100 {
-            let attr = create(&store, &root(), InodeId::ROOT, &format!("s{session}-{i}")).unwrap();
+            let attr = create(&store, &root(), InodeId::ROOT, format!("s{session}-{i}")).unwrap();
             assert!(
                 attr.inode > last_session_max,
                 "{} not above earlier sessions",

@@ -31,9 +31,9 @@ fn paging_returns_every_entry_once_in_byte_order() {
     store.mkdir(&root(), InodeId::ROOT, "before", 0o755).unwrap();
     for i in 0..ENTRIES {
         if i % 10 == 0 {
-            store.mkdir(&root(), d, &name(i), 0o755).unwrap();
+            store.mkdir(&root(), d, name(i), 0o755).unwrap();
         } else {
-            create(&store, &root(), d, &name(i)).unwrap();
+            create(&store, &root(), d, name(i)).unwrap();
         }
     }
     let after = store.mkdir(&root(), InodeId::ROOT, "after", 0o755).unwrap().inode;
@@ -76,9 +76,10 @@ fn paging_returns_every_entry_once_in_byte_order() {
                 assert_eq!(entries.len(), cap, "only the last page may be short");
             }
             for e in &entries {
-                assert_eq!(Some(&e.kind), kinds.get(&e.name), "{}", e.name);
+                let name = e.name.to_string();
+                assert_eq!(Some(&e.kind), kinds.get(&name), "{name}");
             }
-            seen.extend(entries.into_iter().map(|e| e.name));
+            seen.extend(entries.into_iter().map(|e| e.name.to_string()));
             if !more {
                 break;
             }
@@ -101,7 +102,10 @@ fn paging_returns_every_entry_once_in_byte_order() {
     // A cursor between names starts at the next one.
     let (entries, _) = store.readdir(&root(), d, "f1", 2).unwrap();
     let next: Vec<&String> = expected.iter().filter(|n| n.as_str() > "f1").take(2).collect();
-    assert_eq!(entries.iter().map(|e| &e.name).collect::<Vec<_>>(), next);
+    assert_eq!(
+        entries.iter().map(|e| e.name.to_string()).collect::<Vec<_>>(),
+        next.into_iter().cloned().collect::<Vec<_>>()
+    );
     // Past the last name: an empty final page.
     let (entries, more) = store.readdir(&root(), d, expected.last().unwrap(), 10).unwrap();
     assert!(entries.is_empty() && !more);

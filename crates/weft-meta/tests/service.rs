@@ -516,14 +516,17 @@ fn metadata_requests_map_to_store_operations() {
         .handle(Request::Readdir {
             cred: r(),
             dir: d.inode,
-            after: String::new(),
+            after: Default::default(),
             max_entries: 1,
         })
         .unwrap()
     {
         Response::Entries { entries, more } => {
             assert_eq!(
-                entries.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+                entries
+                    .iter()
+                    .map(|e| e.name.to_str().unwrap())
+                    .collect::<Vec<_>>(),
                 vec!["f"]
             );
             assert!(more);

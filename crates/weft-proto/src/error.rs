@@ -32,6 +32,13 @@ pub enum ErrorCode {
     Busy = 21,
     NotPermitted = 22,
     CrossesDirectory = 23,
+    TooManyLinks = 40,
+    /// No such extended attribute.
+    NoData = 41,
+    /// A value does not fit the buffer or range given (an xattr name too long).
+    OutOfRange = 42,
+    /// An argument too large (an xattr value past the limit).
+    ArgumentTooLarge = 43,
 }
 
 impl ErrorCode {
@@ -60,6 +67,10 @@ impl ErrorCode {
             21 => Busy,
             22 => NotPermitted,
             23 => CrossesDirectory,
+            40 => TooManyLinks,
+            41 => NoData,
+            42 => OutOfRange,
+            43 => ArgumentTooLarge,
             _ => Internal,
         }
     }
@@ -85,6 +96,10 @@ impl ErrorCode {
             Busy => libc_errno::EBUSY,
             NotPermitted => libc_errno::EPERM,
             CrossesDirectory => libc_errno::EINVAL,
+            TooManyLinks => libc_errno::EMLINK,
+            NoData => libc_errno::ENODATA,
+            OutOfRange => libc_errno::ERANGE,
+            ArgumentTooLarge => libc_errno::E2BIG,
         }
     }
 }
@@ -94,6 +109,7 @@ pub mod libc_errno {
     pub const EPERM: i32 = 1;
     pub const ENOENT: i32 = 2;
     pub const EIO: i32 = 5;
+    pub const E2BIG: i32 = 7;
     pub const EBADF: i32 = 9;
     pub const EACCES: i32 = 13;
     pub const EBUSY: i32 = 16;
@@ -103,6 +119,8 @@ pub mod libc_errno {
     pub const EINVAL: i32 = 22;
     pub const EFBIG: i32 = 27;
     pub const ENOSPC: i32 = 28;
+    pub const EMLINK: i32 = 31;
+    pub const ERANGE: i32 = 34;
     pub const ENAMETOOLONG: i32 = 36;
     pub const ENOTEMPTY: i32 = 39;
     pub const ENODATA: i32 = 61;

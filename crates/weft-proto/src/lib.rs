@@ -11,12 +11,15 @@ pub mod error;
 pub mod frame;
 pub mod handshake;
 pub mod msg;
+pub mod name;
 pub mod pattern;
 pub mod types;
 
 pub use codec::{DecodeError, Reader, Wire, Writer};
 pub use error::{ErrorCode, WireError};
 pub use frame::{FrameHeader, FrameKind, FRAME_HEADER_BYTES, PROTOCOL_VERSION};
-pub use msg::{Opcode, Request, Response, ViewId};
+
+pub use msg::{Opcode, Request, Response, ViewId, XattrSet};
+pub use name::Name;
 pub use pattern::{AccessPattern, PatternRef};
 pub use types::*;

@@ -4,6 +4,7 @@
 use crate::codec::{DecodeError, Reader, Wire, Writer};
 use crate::error::WireError;
 use crate::handshake::{read_fixed, Identity, NONCE_BYTES, PROOF_BYTES};
+use crate::name::Name;
 use crate::types::*;
 use weft_layout::view::View;
 use weft_layout::{InodeId, LayoutRequest, ServerId};
@@ -15,6 +16,11 @@ pub const RANGES_MAX: usize = 16_384;
 /// many pieces as well as at the data limit. (View requests need no such limit: the
 /// server walks them a bounded window at a time.)
 pub const PIECES_PER_REQUEST_MAX: usize = 1 << 18;
+/// Longest extended attribute name (bytes, prefix included), as Linux's XATTR_NAME_MAX.
+pub const XATTR_NAME_BYTES_MAX: usize = 255;
+/// Largest extended attribute value (bytes), as Linux's XATTR_SIZE_MAX.
+pub const XATTR_VALUE_BYTES_MAX: usize = 65_536;
+
 /// Most names in one `Revalidate` (the deepest path a mount checks in one request).
 pub const REVALIDATE_STEPS_MAX: usize = 256;
 /// Most entries a readdir page may return.
@@ -96,6 +102,14 @@ pub enum Opcode {
     RenewSession = 64,
     ViaCacheAware = 87,
     CacheCioStats = 88,
+    Link = 65,
+    Mknod = 66,
+    SetXattr = 67,
+    GetXattr = 68,
+    ListXattr = 69,
+    RemoveXattr = 70,
+    ObjStat = 71,
+    Allocate = 72,
 }
 
 /// Which roles a server process carries (bit set).
@@ -253,7 +267,7 @@ pub enum Request {
     Lookup {
         cred: Cred,
         parent: InodeId,
-        name: String,
+        name: Name,
     },
     GetAttr {
         cred: Cred,
@@ -267,13 +281,13 @@ pub enum Request {
     Mkdir {
         cred: Cred,
         parent: InodeId,
-        name: String,
+        name: Name,
         mode: u32,
     },
     Create {
         cred: Cred,
         parent: InodeId,
-        name: String,
+        name: Name,
         mode: u32,
         layout: LayoutRequest,
         exclusive: bool,
@@ -282,7 +296,7 @@ pub enum Request {
     Readdir {
         cred: Cred,
         dir: InodeId,
-        after: String,
+        after: Name,
         max_entries: u32,
     },
     /// Removes a name. `keep`: the mount session that has the file open, which keeps it
@@ -290,21 +304,21 @@ pub enum Request {
     Unlink {
         cred: Cred,
         parent: InodeId,
-        name: String,
+        name: Name,
         keep: Option<u64>,
     },
     Rmdir {
         cred: Cred,
         parent: InodeId,
-        name: String,
+        name: Name,
     },
     /// Answered with `Renamed`. `keep` as for `Unlink`, for a replaced file.
     Rename {
         cred: Cred,
         src_parent: InodeId,
-        src_name: String,
+        src_name: Name,
         dst_parent: InodeId,
-        dst_name: String,
+        dst_name: Name,
         keep: Option<u64>,
     },
     Statfs {
@@ -319,8 +333,8 @@ pub enum Request {
     Symlink {
         cred: Cred,
         parent: InodeId,
-        name: String,
-        target: String,
+        name: Name,
+        target: Name,
     },
     Readlink {
         cred: Cred,
@@ -465,6 +479,88 @@ pub enum Request {
     RenewSession {
         session: u64,
     },
+    /// A new name `name` in `parent` for non-directory `inode` (a hard link).
+    Link {
+        cred: Cred,
+        inode: InodeId,
+        parent: InodeId,
+        name: Name,
+    },
+    /// A FIFO, character or block device, or socket: a namespace object only.
+    Mknod {
+        cred: Cred,
+        parent: InodeId,
+        name: Name,
+        kind: FileKind,
+        mode: u32,
+        rdev: u64,
+    },
+    /// Sets extended attribute `name` (`user.*` or `trusted.*`) of `inode`.
+    SetXattr {
+        cred: Cred,
+        inode: InodeId,
+        name: Name,
+        value: Vec<u8>,
+        how: XattrSet,
+    },
+    /// Answered with `Value`; `NoData` when the attribute is not set.
+    GetXattr {
+        cred: Cred,
+        inode: InodeId,
+        name: Name,
+    },
+    /// Answered with `Names`: the attributes the caller may see.
+    ListXattr {
+        cred: Cred,
+        inode: InodeId,
+    },
+    RemoveXattr {
+        cred: Cred,
+        inode: InodeId,
+        name: Name,
+    },
+    /// io: the logical end and the bytes allocated on disk of each object (`u64::MAX`
+    /// end when the object is missing).
+    ObjStat {
+        items: Vec<(InodeId, Striping)>,
+    },
+    /// io: allocates this server's pieces of `[offset, offset + len)` (fallocate(2)
+    /// `mode`: 0, or `FALLOC_FL_KEEP_SIZE`, or that with `FALLOC_FL_PUNCH_HOLE`).
+    Allocate {
+        inode: InodeId,
+        striping: Striping,
+        offset: u64,
+        len: u64,
+        mode: u32,
+    },
+}
+
+/// How a `SetXattr` treats an existing attribute (setxattr(2) flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XattrSet {
+    /// Create or replace.
+    Either = 0,
+    /// Fail with `Exists` if it is set (`XATTR_CREATE`).
+    Create = 1,
+    /// Fail with `NoData` if it is not set (`XATTR_REPLACE`).
+    Replace = 2,
+}
+
+impl Wire for XattrSet {
+    fn encode(&self, w: &mut Writer) {
+        w.u8(*self as u8)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match r.u8()? {
+            0 => Ok(XattrSet::Either),
+            1 => Ok(XattrSet::Create),
+            2 => Ok(XattrSet::Replace),
+            v => Err(DecodeError::Invalid {
+                what: "xattr set mode",
+                value: v as u64,
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -497,7 +593,7 @@ pub enum Response {
     },
     Done,
     Statfs(MetaStatfs),
-    Link(String),
+    Link(Name),
     /// Bytes moved by a read or write.
     Bytes(u64),
     Extents(Vec<u64>),
@@ -517,6 +613,12 @@ pub enum Response {
         moved: Attr,
         kept: Option<InodeId>,
     },
+    /// An extended attribute's value.
+    Value(Vec<u8>),
+    /// Extended attribute names.
+    Names(Vec<Name>),
+    /// `ObjStat`: (logical end, bytes allocated) per object.
+    ObjStats(Vec<(u64, u64)>),
 }
 
 impl Request {
@@ -567,6 +669,14 @@ impl Request {
             Revalidate { .. } => Opcode::Revalidate,
             Release { .. } => Opcode::Release,
             RenewSession { .. } => Opcode::RenewSession,
+            Link { .. } => Opcode::Link,
+            Mknod { .. } => Opcode::Mknod,
+            SetXattr { .. } => Opcode::SetXattr,
+            GetXattr { .. } => Opcode::GetXattr,
+            ListXattr { .. } => Opcode::ListXattr,
+            RemoveXattr { .. } => Opcode::RemoveXattr,
+            ObjStat { .. } => Opcode::ObjStat,
+            Allocate { .. } => Opcode::Allocate,
         }
     }
 
@@ -614,7 +724,7 @@ impl Request {
             Lookup { cred, parent, name } | Rmdir { cred, parent, name } => {
                 cred.encode(&mut w);
                 parent.encode(&mut w);
-                w.str(name);
+                name.encode(&mut w);
             }
             Unlink {
                 cred,
@@ -624,7 +734,7 @@ impl Request {
             } => {
                 cred.encode(&mut w);
                 parent.encode(&mut w);
-                w.str(name);
+                name.encode(&mut w);
                 w.opt(keep);
             }
             GetAttr { cred, inode } | Readlink { cred, inode } => {
@@ -644,7 +754,7 @@ impl Request {
             } => {
                 cred.encode(&mut w);
                 parent.encode(&mut w);
-                w.str(name);
+                name.encode(&mut w);
                 w.u32(*mode);
             }
             Create {
@@ -657,7 +767,7 @@ impl Request {
             } => {
                 cred.encode(&mut w);
                 parent.encode(&mut w);
-                w.str(name);
+                name.encode(&mut w);
                 w.u32(*mode);
                 layout.encode(&mut w);
                 w.bool(*exclusive);
@@ -670,7 +780,7 @@ impl Request {
             } => {
                 cred.encode(&mut w);
                 dir.encode(&mut w);
-                w.str(after);
+                after.encode(&mut w);
                 w.u32(*max_entries);
             }
             Rename {
@@ -683,9 +793,9 @@ impl Request {
             } => {
                 cred.encode(&mut w);
                 src_parent.encode(&mut w);
-                w.str(src_name);
+                src_name.encode(&mut w);
                 dst_parent.encode(&mut w);
-                w.str(dst_name);
+                dst_name.encode(&mut w);
                 w.opt(keep);
             }
             Statfs { cred } => cred.encode(&mut w),
@@ -702,8 +812,8 @@ impl Request {
             } => {
                 cred.encode(&mut w);
                 parent.encode(&mut w);
-                w.str(name);
-                w.str(target);
+                name.encode(&mut w);
+                target.encode(&mut w);
             }
             ObjCreate { inodes } | ObjRemove { inodes } => w.seq(inodes),
             Write {
@@ -767,6 +877,68 @@ impl Request {
                 inode.encode(&mut w);
             }
             RenewSession { session } => w.u64(*session),
+            Link {
+                cred,
+                inode,
+                parent,
+                name,
+            } => {
+                cred.encode(&mut w);
+                inode.encode(&mut w);
+                parent.encode(&mut w);
+                name.encode(&mut w);
+            }
+            Mknod {
+                cred,
+                parent,
+                name,
+                kind,
+                mode,
+                rdev,
+            } => {
+                cred.encode(&mut w);
+                parent.encode(&mut w);
+                name.encode(&mut w);
+                kind.encode(&mut w);
+                w.u32(*mode);
+                w.u64(*rdev);
+            }
+            SetXattr {
+                cred,
+                inode,
+                name,
+                value,
+                how,
+            } => {
+                cred.encode(&mut w);
+                inode.encode(&mut w);
+                name.encode(&mut w);
+                w.bytes(value);
+                how.encode(&mut w);
+            }
+            GetXattr { cred, inode, name } | RemoveXattr { cred, inode, name } => {
+                cred.encode(&mut w);
+                inode.encode(&mut w);
+                name.encode(&mut w);
+            }
+            ListXattr { cred, inode } => {
+                cred.encode(&mut w);
+                inode.encode(&mut w);
+            }
+            ObjStat { items } => w.seq(items),
+            Allocate {
+                inode,
+                striping,
+                offset,
+                len,
+                mode,
+            } => {
+                inode.encode(&mut w);
+                striping.encode(&mut w);
+                w.u64(*offset);
+                w.u64(*len);
+                w.u32(*mode);
+            }
         }
         w.bytes
     }
@@ -791,7 +963,7 @@ impl Request {
             12 => Request::Lookup {
                 cred: Cred::decode(r)?,
                 parent: InodeId::decode(r)?,
-                name: r.string()?,
+                name: Name::decode(r)?,
             },
             13 => Request::GetAttr {
                 cred: Cred::decode(r)?,
@@ -805,13 +977,13 @@ impl Request {
             15 => Request::Mkdir {
                 cred: Cred::decode(r)?,
                 parent: InodeId::decode(r)?,
-                name: r.string()?,
+                name: Name::decode(r)?,
                 mode: r.u32()?,
             },
             16 => Request::Create {
                 cred: Cred::decode(r)?,
                 parent: InodeId::decode(r)?,
-                name: r.string()?,
+                name: Name::decode(r)?,
                 mode: r.u32()?,
                 layout: LayoutRequest::decode(r)?,
                 exclusive: r.bool()?,
@@ -819,26 +991,26 @@ impl Request {
             17 => Request::Readdir {
                 cred: Cred::decode(r)?,
                 dir: InodeId::decode(r)?,
-                after: r.string()?,
+                after: Name::decode(r)?,
                 max_entries: r.u32()?,
             },
             18 => Request::Unlink {
                 cred: Cred::decode(r)?,
                 parent: InodeId::decode(r)?,
-                name: r.string()?,
+                name: Name::decode(r)?,
                 keep: r.opt()?,
             },
             19 => Request::Rmdir {
                 cred: Cred::decode(r)?,
                 parent: InodeId::decode(r)?,
-                name: r.string()?,
+                name: Name::decode(r)?,
             },
             20 => Request::Rename {
                 cred: Cred::decode(r)?,
                 src_parent: InodeId::decode(r)?,
-                src_name: r.string()?,
+                src_name: Name::decode(r)?,
                 dst_parent: InodeId::decode(r)?,
-                dst_name: r.string()?,
+                dst_name: Name::decode(r)?,
                 keep: r.opt()?,
             },
             21 => Request::Statfs {
@@ -852,8 +1024,8 @@ impl Request {
             23 => Request::Symlink {
                 cred: Cred::decode(r)?,
                 parent: InodeId::decode(r)?,
-                name: r.string()?,
-                target: r.string()?,
+                name: Name::decode(r)?,
+                target: Name::decode(r)?,
             },
             24 => Request::Readlink {
                 cred: Cred::decode(r)?,
@@ -1005,6 +1177,60 @@ impl Request {
                 inode: InodeId::decode(r)?,
             },
             64 => Request::RenewSession { session: r.u64()? },
+            65 => Request::Link {
+                cred: Cred::decode(r)?,
+                inode: InodeId::decode(r)?,
+                parent: InodeId::decode(r)?,
+                name: Name::decode(r)?,
+            },
+            66 => Request::Mknod {
+                cred: Cred::decode(r)?,
+                parent: InodeId::decode(r)?,
+                name: Name::decode(r)?,
+                kind: FileKind::decode(r)?,
+                mode: r.u32()?,
+                rdev: r.u64()?,
+            },
+            67 => Request::SetXattr {
+                cred: Cred::decode(r)?,
+                inode: InodeId::decode(r)?,
+                name: Name::decode(r)?,
+                value: r.bytes_max(XATTR_VALUE_BYTES_MAX)?.to_vec(),
+                how: XattrSet::decode(r)?,
+            },
+            68 => Request::GetXattr {
+                cred: Cred::decode(r)?,
+                inode: InodeId::decode(r)?,
+                name: Name::decode(r)?,
+            },
+            69 => Request::ListXattr {
+                cred: Cred::decode(r)?,
+                inode: InodeId::decode(r)?,
+            },
+            70 => Request::RemoveXattr {
+                cred: Cred::decode(r)?,
+                inode: InodeId::decode(r)?,
+                name: Name::decode(r)?,
+            },
+            71 => Request::ObjStat {
+                items: bounded(r.seq()?, BATCH_INODES_MAX, "object batch")?,
+            },
+            72 => {
+                let allocate = Request::Allocate {
+                    inode: InodeId::decode(r)?,
+                    striping: Striping::decode(r)?,
+                    offset: r.u64()?,
+                    len: r.u64()?,
+                    mode: r.u32()?,
+                };
+                if let Request::Allocate { offset, len, .. } = allocate {
+                    weft_layout::stripe::check_range(offset, len).map_err(|_| DecodeError::Invalid {
+                        what: "allocated range end (offset + length overflows)",
+                        value: offset,
+                    })?;
+                }
+                allocate
+            }
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
@@ -1081,7 +1307,7 @@ impl Wire for Response {
             }
             Link(target) => {
                 w.u8(7);
-                w.str(target);
+                target.encode(w);
             }
             Bytes(n) => {
                 w.u8(8);
@@ -1120,6 +1346,18 @@ impl Wire for Response {
                 moved.encode(w);
                 w.opt(kept);
             }
+            Value(value) => {
+                w.u8(18);
+                w.bytes(value);
+            }
+            Names(names) => {
+                w.u8(19);
+                w.seq(names);
+            }
+            ObjStats(stats) => {
+                w.u8(20);
+                w.seq(stats);
+            }
         }
     }
 
@@ -1142,7 +1380,7 @@ impl Wire for Response {
             },
             5 => Response::Done,
             6 => Response::Statfs(MetaStatfs::decode(r)?),
-            7 => Response::Link(r.string()?),
+            7 => Response::Link(Name::decode(r)?),
             8 => Response::Bytes(r.u64()?),
             9 => Response::Extents(r.seq()?),
             10 => Response::IoStatfs(IoStatfs::decode(r)?),
@@ -1159,6 +1397,9 @@ impl Wire for Response {
                 moved: Attr::decode(r)?,
                 kept: r.opt()?,
             },
+            18 => Response::Value(r.bytes_max(XATTR_VALUE_BYTES_MAX)?.to_vec()),
+            19 => Response::Names(r.seq()?),
+            20 => Response::ObjStats(r.seq()?),
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -1412,6 +1653,51 @@ mod tests {
                 inode: InodeId(8),
             },
             Request::RenewSession { session: u64::MAX },
+            Request::Link {
+                cred: cred(),
+                inode: InodeId(9),
+                parent: InodeId(1),
+                name: Name::new(b"\xff\xfe".to_vec()),
+            },
+            Request::Mknod {
+                cred: cred(),
+                parent: InodeId(1),
+                name: "fifo".into(),
+                kind: FileKind::Fifo,
+                mode: 0o644,
+                rdev: 0,
+            },
+            Request::SetXattr {
+                cred: cred(),
+                inode: InodeId(9),
+                name: "user.x".into(),
+                value: vec![0, 1, 2],
+                how: XattrSet::Replace,
+            },
+            Request::GetXattr {
+                cred: cred(),
+                inode: InodeId(9),
+                name: "trusted.y".into(),
+            },
+            Request::ListXattr {
+                cred: cred(),
+                inode: InodeId(9),
+            },
+            Request::RemoveXattr {
+                cred: cred(),
+                inode: InodeId(9),
+                name: "user.x".into(),
+            },
+            Request::ObjStat {
+                items: vec![(InodeId(3), s)],
+            },
+            Request::Allocate {
+                inode: InodeId(3),
+                striping: s,
+                offset: 4096,
+                len: 1 << 20,
+                mode: 1,
+            },
             Request::AppendUnlock {
                 inode: InodeId(8),
                 token: 1 << 40,
@@ -1541,6 +1827,8 @@ mod tests {
                 servers: vec![ServerId(1), ServerId(2)],
             }),
             dir_layout: None,
+            rdev: 0x0801,
+            blocks: 16,
         };
         let results = vec![
             Ok(Response::Attr(attr.clone())),
@@ -1589,6 +1877,9 @@ mod tests {
                 build: "0.1.0 (git 1a2b3c4)".into(),
             }),
             Ok(Response::Token(77)),
+            Ok(Response::Value(vec![1, 2, 3])),
+            Ok(Response::Names(vec!["user.a".into(), Name::new(vec![0xff])])),
+            Ok(Response::ObjStats(vec![(10, 4096), (u64::MAX, 0)])),
             Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];
         for res in results {

@@ -1,6 +1,7 @@
 //! Value types shared by messages: credentials, attributes, layouts, directory entries.
 
 use crate::codec::{DecodeError, Reader, Wire, Writer};
+use crate::name::Name;
 use weft_layout::stripe::{STRIPE_COUNT_MAX, STRIPE_SIZE_BYTES_MAX, STRIPE_SIZE_BYTES_MIN};
 use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, ServerId};
 
@@ -100,11 +101,40 @@ impl Wire for Timespec {
     }
 }
 
+/// What an inode is. FIFOs, devices and sockets are namespace objects only: their data
+/// (if any) never reaches Weft's io servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FileKind {
     File = 1,
     Directory = 2,
     Symlink = 3,
+    Fifo = 4,
+    CharDevice = 5,
+    BlockDevice = 6,
+    Socket = 7,
+}
+
+impl FileKind {
+    pub fn from_code(code: u8) -> Option<FileKind> {
+        Some(match code {
+            1 => FileKind::File,
+            2 => FileKind::Directory,
+            3 => FileKind::Symlink,
+            4 => FileKind::Fifo,
+            5 => FileKind::CharDevice,
+            6 => FileKind::BlockDevice,
+            7 => FileKind::Socket,
+            _ => return None,
+        })
+    }
+
+    /// FIFOs, devices and sockets: made by mknod, with no data on io servers.
+    pub fn is_special(self) -> bool {
+        matches!(
+            self,
+            FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice | FileKind::Socket
+        )
+    }
 }
 
 impl Wire for FileKind {
@@ -112,15 +142,11 @@ impl Wire for FileKind {
         w.u8(*self as u8)
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        match r.u8()? {
-            1 => Ok(FileKind::File),
-            2 => Ok(FileKind::Directory),
-            3 => Ok(FileKind::Symlink),
-            v => Err(DecodeError::Invalid {
-                what: "file kind",
-                value: v as u64,
-            }),
-        }
+        let code = r.u8()?;
+        FileKind::from_code(code).ok_or(DecodeError::Invalid {
+            what: "file kind",
+            value: code as u64,
+        })
     }
 }
 
@@ -284,6 +310,11 @@ pub struct Attr {
     pub cache: CacheMode,
     /// A directory's default layout for new files.
     pub dir_layout: Option<LayoutRequest>,
+    /// Character and block devices: the device number.
+    pub rdev: u64,
+    /// 512-byte blocks allocated (`st_blocks`): for files, filled in by the client from
+    /// the io servers' allocation, like `size`.
+    pub blocks: u64,
 }
 
 impl Wire for Attr {
@@ -301,6 +332,8 @@ impl Wire for Attr {
         w.opt(&self.layout);
         self.cache.encode(w);
         w.opt(&self.dir_layout);
+        w.u64(self.rdev);
+        w.u64(self.blocks);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(Attr {
@@ -317,6 +350,8 @@ impl Wire for Attr {
             layout: r.opt()?,
             cache: CacheMode::decode(r)?,
             dir_layout: r.opt()?,
+            rdev: r.u64()?,
+            blocks: r.u64()?,
         })
     }
 }
@@ -332,6 +367,12 @@ pub struct SetAttr {
     pub size: Option<u64>,
     pub atime: Option<TimeSet>,
     pub mtime: Option<TimeSet>,
+    /// Clear setuid, and setgid if the group may execute, as a write (or truncate) by an
+    /// unprivileged process does on Linux; needs only write access, not ownership.
+    pub kill_privileges: bool,
+    /// The caller acts through a file it opened for writing: a size or time change
+    /// needs no write permission now (ftruncate(2), futimens(2)).
+    pub by_handle: bool,
 }
 
 /// A time to set: an explicit value, or the server's clock (`utimensat(UTIME_NOW)`).
@@ -371,6 +412,8 @@ impl Wire for SetAttr {
         w.opt(&self.size);
         w.opt(&self.atime);
         w.opt(&self.mtime);
+        w.bool(self.kill_privileges);
+        w.bool(self.by_handle);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(SetAttr {
@@ -380,26 +423,28 @@ impl Wire for SetAttr {
             size: r.opt()?,
             atime: r.opt()?,
             mtime: r.opt()?,
+            kill_privileges: r.bool()?,
+            by_handle: r.bool()?,
         })
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
-    pub name: String,
+    pub name: Name,
     pub inode: InodeId,
     pub kind: FileKind,
 }
 
 impl Wire for DirEntry {
     fn encode(&self, w: &mut Writer) {
-        w.str(&self.name);
+        self.name.encode(w);
         self.inode.encode(w);
         self.kind.encode(w);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(DirEntry {
-            name: r.string()?,
+            name: Name::decode(r)?,
             inode: InodeId::decode(r)?,
             kind: FileKind::decode(r)?,
         })
@@ -410,20 +455,20 @@ impl Wire for DirEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathStep {
     pub parent: InodeId,
-    pub name: String,
+    pub name: Name,
     pub child: InodeId,
 }
 
 impl Wire for PathStep {
     fn encode(&self, w: &mut Writer) {
         self.parent.encode(w);
-        w.str(&self.name);
+        self.name.encode(w);
         self.child.encode(w);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(PathStep {
             parent: InodeId::decode(r)?,
-            name: r.string()?,
+            name: Name::decode(r)?,
             child: InodeId::decode(r)?,
         })
     }

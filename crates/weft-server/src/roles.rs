@@ -184,8 +184,9 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
 fn is_io_request(request: &Request) -> bool {
     use weft_proto::Opcode::*;
     match request.opcode() {
-        AppendLock | AppendUnlock => true,
-        Revalidate => false,
+        AppendLock | AppendUnlock | ObjStat | Allocate => true,
+        Revalidate | Release | RenewSession | Link | Mknod | SetXattr | GetXattr | ListXattr
+        | RemoveXattr => false,
         other => (40..60).contains(&(other as u16)),
     }
 }

@@ -102,7 +102,7 @@ fn directory_with_10000_entries() {
         assert!(page.len() <= 777);
         pages += 1;
         if let Some(last) = page.last() {
-            after = last.name.clone();
+            after = last.name.to_string();
         }
         listed.extend(page);
         if !more {
@@ -111,7 +111,7 @@ fn directory_with_10000_entries() {
         assert!(pages < 100, "readdir does not end");
     }
     assert_eq!(pages, ENTRIES.div_ceil(777));
-    let got: Vec<(String, FileKind)> = listed.iter().map(|e| (e.name.clone(), e.kind)).collect();
+    let got: Vec<(String, FileKind)> = listed.iter().map(|e| (e.name.to_string(), e.kind)).collect();
     assert_eq!(got.len(), ENTRIES, "entries listed");
     for (k, (g, w)) in got.iter().zip(&sorted).enumerate() {
         assert_eq!(g, w, "entry {k} of the listing");

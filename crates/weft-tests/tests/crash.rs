@@ -291,13 +291,13 @@ fn walk(client: &Client, root: &str, inodes: &mut BTreeSet<u64>) -> BTreeMap<Str
         let dir = client.resolve(&abs).unwrap();
         assert_eq!(dir.kind, FileKind::Directory, "{abs}");
         let entries = client.readdir(&abs).unwrap();
-        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        let names: Vec<&str> = entries.iter().map(|e| e.name.to_str().unwrap()).collect();
         let mut sorted = names.clone();
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(names, sorted, "{abs}: readdir is sorted, without duplicates");
         for e in entries {
-            let child_rel = join(&rel, &e.name);
+            let child_rel = join(&rel, e.name.to_str().unwrap());
             let child_abs = format!("{root}/{child_rel}");
             let looked = client
                 .lookup(dir.inode, &e.name)

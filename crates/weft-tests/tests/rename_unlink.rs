@@ -141,7 +141,7 @@ fn directory_renames_and_refusals() {
         .readdir("/d2/sub")
         .unwrap()
         .into_iter()
-        .map(|e| e.name)
+        .map(|e| e.name.to_string())
         .collect();
     assert_eq!(names, ["deeper", "file"]);
 

@@ -201,7 +201,12 @@ fn clients_without_the_key_are_refused_by_every_server_and_change_nothing() {
 
     // Nothing changed: the name, the object, the cached and stored bytes.
     let fresh = Client::connect_with(&cluster.meta_addr(), cluster.auth()).unwrap();
-    let names: Vec<String> = fresh.readdir("/").unwrap().into_iter().map(|e| e.name).collect();
+    let names: Vec<String> = fresh
+        .readdir("/")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name.to_string())
+        .collect();
     assert_eq!(names, vec!["precious".to_string()]);
     let reopened = fresh.open("/precious", &Default::default()).unwrap();
     assert_eq!(reopened.inode(), inode);

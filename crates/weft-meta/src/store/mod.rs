@@ -4,13 +4,16 @@
 //!
 //! Tables, one per concern:
 //! - `inodes`: inode number -> encoded inode record (`record.rs`);
-//! - `dirents`: (parent inode, name) -> (child inode, kind), so that a directory's
-//!   entries are one contiguous key range in name (byte) order;
+//! - `names`: (parent inode, name bytes) -> (child inode, kind), so that a directory's
+//!   entries are one contiguous key range in name (byte) order (format 1 kept UTF-8
+//!   names in `dirents`, moved here when such a store is opened);
 //! - `orphans`: inode number -> encoded `Layout` of a removed file whose objects
 //!   are still on the io servers;
 //! - `kept`: inode number -> mount session, for files whose last name went while that
 //!   mount had them open: the inode lives on, nameless (links 0), until the mount
 //!   releases it (or its session lapses);
+//! - `xattrs`: (inode, attribute name) -> value, the `user.*` and `trusted.*`
+//!   extended attributes, a bounded number per inode;
 //! - `counters`: name -> u64 (format, next inode number, statfs counts).
 //!
 //! Each operation lives in its own file under `ops/`.
@@ -19,9 +22,12 @@ mod access;
 mod names;
 mod ops;
 mod record;
+mod xattrs;
 
 pub use names::{NAME_BYTES_MAX, PATH_BYTES_MAX};
 pub use ops::create::{CreateCheck, PendingCreate};
+pub use ops::link::LINKS_MAX;
+pub use xattrs::{XATTRS_PER_INODE_MAX, XATTR_BYTES_PER_INODE_MAX};
 
 use std::fmt::Display;
 use std::path::Path;
@@ -38,13 +44,17 @@ use access::{permits, MAY_EXECUTE};
 use record::InodeRecord;
 
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
-const DIRENTS: TableDefinition<(u64, &str), (u64, u8)> = TableDefinition::new("dirents");
+const DIRENTS: TableDefinition<(u64, &[u8]), (u64, u8)> = TableDefinition::new("names");
+/// Format 1's entries table, with names as UTF-8 strings.
+const DIRENTS_FORMAT_1: TableDefinition<(u64, &str), (u64, u8)> = TableDefinition::new("dirents");
 const ORPHANS: TableDefinition<u64, &[u8]> = TableDefinition::new("orphans");
 const KEPT: TableDefinition<u64, u64> = TableDefinition::new("kept");
+const XATTRS: TableDefinition<(u64, &[u8]), &[u8]> = TableDefinition::new("xattrs");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 
-/// The on-disk schema version, kept under [`COUNTER_FORMAT`].
-const STORE_FORMAT: u64 = 1;
+/// The on-disk schema version, kept under [`COUNTER_FORMAT`]. Format 1 had names as
+/// UTF-8 strings (table `dirents`); it is migrated when opened.
+const STORE_FORMAT: u64 = 2;
 const COUNTER_FORMAT: &str = "format";
 /// Every inode number below this value may have been handed out: the allocator
 /// reserves blocks by advancing it durably before using them.
@@ -115,6 +125,7 @@ impl MetaStore {
             txn.open_table(DIRENTS).map_err(redb::Error::from)?;
             txn.open_table(ORPHANS).map_err(redb::Error::from)?;
             txn.open_table(KEPT).map_err(redb::Error::from)?;
+            txn.open_table(XATTRS).map_err(redb::Error::from)?;
             let mut counters = txn.open_table(COUNTERS).map_err(redb::Error::from)?;
             let format = counters
                 .get(COUNTER_FORMAT)
@@ -122,6 +133,12 @@ impl MetaStore {
                 .map(|v| v.value());
             match format {
                 Some(STORE_FORMAT) => {}
+                Some(1) => {
+                    migrate_format_1(&txn)?;
+                    counters
+                        .insert(COUNTER_FORMAT, STORE_FORMAT)
+                        .map_err(redb::Error::from)?;
+                }
                 Some(found) => return Err(StoreError::UnknownFormat { found }),
                 None => {
                     let root = InodeRecord::new(
@@ -257,10 +274,27 @@ impl MetaStore {
             dirents: txn.open_table(DIRENTS).storage()?,
             orphans: txn.open_table(ORPHANS).storage()?,
             kept: txn.open_table(KEPT).storage()?,
+            xattrs: txn.open_table(XATTRS).storage()?,
             counters: txn.open_table(COUNTERS).storage()?,
         };
         body(&tables)
     }
+}
+
+/// Moves format 1's entries (UTF-8 names) into the byte-named table, in the caller's
+/// transaction: the move and the new format number commit together.
+fn migrate_format_1(txn: &WriteTransaction) -> Result<(), redb::Error> {
+    let mut names = txn.open_table(DIRENTS)?;
+    {
+        let old = txn.open_table(DIRENTS_FORMAT_1)?;
+        for item in old.iter()? {
+            let (key, value) = item?;
+            let (parent, name) = key.value();
+            names.insert((parent, name.as_bytes()), value.value())?;
+        }
+    }
+    txn.delete_table(DIRENTS_FORMAT_1)?;
+    Ok(())
 }
 
 /// Maps storage failures to `ErrorCode::Io`. After a failed fsync redb refuses
@@ -276,7 +310,9 @@ impl<T, E: Display> StorageResult<T> for Result<T, E> {
 }
 
 type InodeTable<'t> = Table<'t, u64, &'static [u8]>;
-type DirentTable<'t> = Table<'t, (u64, &'static str), (u64, u8)>;
+type DirentTable<'t> = Table<'t, (u64, &'static [u8]), (u64, u8)>;
+type XattrTable<'t> = Table<'t, (u64, &'static [u8]), &'static [u8]>;
+type XattrRange<'a> = redb::Range<'a, (u64, &'static [u8]), &'static [u8]>;
 
 /// The tables of a write transaction, opened once per operation.
 struct WriteTables<'t> {
@@ -284,6 +320,7 @@ struct WriteTables<'t> {
     dirents: DirentTable<'t>,
     orphans: Table<'t, u64, &'static [u8]>,
     kept: Table<'t, u64, u64>,
+    xattrs: XattrTable<'t>,
     counters: Table<'t, &'static str, u64>,
     /// One clock reading per operation, so that all times it sets agree.
     now: Timespec,
@@ -292,20 +329,23 @@ struct WriteTables<'t> {
 /// The tables of a read snapshot.
 struct ReadTables {
     inodes: ReadOnlyTable<u64, &'static [u8]>,
-    dirents: ReadOnlyTable<(u64, &'static str), (u64, u8)>,
+    dirents: ReadOnlyTable<(u64, &'static [u8]), (u64, u8)>,
     orphans: ReadOnlyTable<u64, &'static [u8]>,
     kept: ReadOnlyTable<u64, u64>,
+    xattrs: ReadOnlyTable<(u64, &'static [u8]), &'static [u8]>,
     counters: ReadOnlyTable<&'static str, u64>,
 }
 
 /// Lookups shared by read snapshots and write transactions.
 trait Namespace {
     type Inodes: ReadableTable<u64, &'static [u8]>;
-    type Dirents: ReadableTable<(u64, &'static str), (u64, u8)>;
+    type Dirents: ReadableTable<(u64, &'static [u8]), (u64, u8)>;
     type Counters: ReadableTable<&'static str, u64>;
+    type Xattrs: ReadableTable<(u64, &'static [u8]), &'static [u8]>;
     fn inodes(&self) -> &Self::Inodes;
     fn dirents(&self) -> &Self::Dirents;
     fn counters(&self) -> &Self::Counters;
+    fn xattrs(&self) -> &Self::Xattrs;
 
     /// The record of `inode`, if it exists.
     fn find_inode(&self, inode: InodeId) -> Result<Option<InodeRecord>, WireError> {
@@ -341,7 +381,7 @@ trait Namespace {
     }
 
     /// The entry `name` of `parent`, if any.
-    fn entry(&self, parent: InodeId, name: &str) -> Result<Option<(InodeId, FileKind)>, WireError> {
+    fn entry(&self, parent: InodeId, name: &[u8]) -> Result<Option<(InodeId, FileKind)>, WireError> {
         match self.dirents().get((parent.0, name)).storage()? {
             None => Ok(None),
             Some(v) => {
@@ -358,8 +398,9 @@ trait Namespace {
 
 impl Namespace for ReadTables {
     type Inodes = ReadOnlyTable<u64, &'static [u8]>;
-    type Dirents = ReadOnlyTable<(u64, &'static str), (u64, u8)>;
+    type Dirents = ReadOnlyTable<(u64, &'static [u8]), (u64, u8)>;
     type Counters = ReadOnlyTable<&'static str, u64>;
+    type Xattrs = ReadOnlyTable<(u64, &'static [u8]), &'static [u8]>;
     fn inodes(&self) -> &Self::Inodes {
         &self.inodes
     }
@@ -368,6 +409,9 @@ impl Namespace for ReadTables {
     }
     fn counters(&self) -> &Self::Counters {
         &self.counters
+    }
+    fn xattrs(&self) -> &Self::Xattrs {
+        &self.xattrs
     }
 }
 
@@ -375,6 +419,7 @@ impl<'t> Namespace for WriteTables<'t> {
     type Inodes = InodeTable<'t>;
     type Dirents = DirentTable<'t>;
     type Counters = Table<'t, &'static str, u64>;
+    type Xattrs = XattrTable<'t>;
     fn inodes(&self) -> &Self::Inodes {
         &self.inodes
     }
@@ -383,6 +428,9 @@ impl<'t> Namespace for WriteTables<'t> {
     }
     fn counters(&self) -> &Self::Counters {
         &self.counters
+    }
+    fn xattrs(&self) -> &Self::Xattrs {
+        &self.xattrs
     }
 }
 
@@ -393,6 +441,7 @@ impl<'t> WriteTables<'t> {
             dirents: txn.open_table(DIRENTS).storage()?,
             orphans: txn.open_table(ORPHANS).storage()?,
             kept: txn.open_table(KEPT).storage()?,
+            xattrs: txn.open_table(XATTRS).storage()?,
             counters: txn.open_table(COUNTERS).storage()?,
             now: Timespec::now(),
         })
@@ -405,15 +454,23 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
+    /// Removes an inode's record and its extended attributes.
     fn remove_inode(&mut self, inode: InodeId) -> Result<(), WireError> {
         self.inodes.remove(inode.0).storage()?;
+        let names: Vec<Vec<u8>> = xattr_range(&self.xattrs, inode)?
+            .map(|item| item.map(|(key, _)| key.value().1.to_vec()))
+            .collect::<Result<_, _>>()
+            .storage()?;
+        for name in names {
+            self.xattrs.remove((inode.0, name.as_slice())).storage()?;
+        }
         Ok(())
     }
 
     fn put_entry(
         &mut self,
         parent: InodeId,
-        name: &str,
+        name: &[u8],
         child: InodeId,
         kind: FileKind,
     ) -> Result<(), WireError> {
@@ -423,7 +480,36 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    fn remove_entry(&mut self, parent: InodeId, name: &str) -> Result<(), WireError> {
+    /// Stores `record` for `inode` and names it `name` in `parent`, counting the entry in
+    /// the parent (whose times move). A `new` inode is counted in the statfs counters.
+    fn add_name(
+        &mut self,
+        (parent, parent_record): (InodeId, &mut InodeRecord),
+        name: &[u8],
+        (inode, record): (InodeId, &InodeRecord),
+        new: bool,
+    ) -> Result<(), WireError> {
+        self.put_inode(inode, record)?;
+        self.put_entry(parent, name, inode, record.kind)?;
+        parent_record.entries += 1;
+        if record.is_directory() {
+            parent_record.subdirectories += 1;
+        }
+        parent_record.mtime = self.now;
+        parent_record.ctime = self.now;
+        self.put_inode(parent, parent_record)?;
+        if new {
+            let counter = if record.is_directory() {
+                COUNTER_DIRECTORIES
+            } else {
+                COUNTER_FILES
+            };
+            self.add_counter(counter, 1)?;
+        }
+        Ok(())
+    }
+
+    fn remove_entry(&mut self, parent: InodeId, name: &[u8]) -> Result<(), WireError> {
         self.dirents.remove((parent.0, name)).storage()?;
         Ok(())
     }
@@ -489,16 +575,30 @@ impl<'t> WriteTables<'t> {
     }
 }
 
-fn decode_kind(kind: u8, parent: InodeId, name: &str) -> Result<FileKind, WireError> {
-    match kind {
-        1 => Ok(FileKind::File),
-        2 => Ok(FileKind::Directory),
-        3 => Ok(FileKind::Symlink),
-        other => Err(WireError::new(
+/// The extended attributes of `inode`: one contiguous key range, in name order.
+fn xattr_range<'a, T: ReadableTable<(u64, &'static [u8]), &'static [u8]>>(
+    table: &'a T,
+    inode: InodeId,
+) -> Result<XattrRange<'a>, WireError> {
+    use std::ops::Bound;
+    let lower = Bound::Included((inode.0, &[][..]));
+    let upper = match inode.0.checked_add(1) {
+        Some(next) => Bound::Excluded((next, &[][..])),
+        None => Bound::Unbounded,
+    };
+    table.range::<(u64, &[u8])>((lower, upper)).storage()
+}
+
+fn decode_kind(kind: u8, parent: InodeId, name: &[u8]) -> Result<FileKind, WireError> {
+    FileKind::from_code(kind).ok_or_else(|| {
+        WireError::new(
             ErrorCode::Internal,
-            format!("entry {name:?} of directory {parent} has unknown kind {other}"),
-        )),
-    }
+            format!(
+                "entry {} of directory {parent} has unknown kind {kind}",
+                names::quoted(name)
+            ),
+        )
+    })
 }
 
 /// `PermissionDenied` unless `cred` may do `want` on `record`; `what` names it.

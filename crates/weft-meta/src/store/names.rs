@@ -1,4 +1,6 @@
 //! Validation of names, paths and symlink targets, with errors that name the offender.
+//! Names and targets are byte strings (POSIX): anything but '/' and NUL in a name, anything
+//! but NUL in a target.
 
 use weft_proto::{ErrorCode, WireError};
 
@@ -9,33 +11,38 @@ pub const NAME_BYTES_MAX: usize = 255;
 pub const PATH_BYTES_MAX: usize = 4096;
 
 /// Checks one directory-entry name: 1..=255 bytes, no '/', no NUL, not "." or "..".
-pub fn check_name(name: &str) -> Result<(), WireError> {
+pub fn check_name(name: &[u8]) -> Result<(), WireError> {
     if name.is_empty() {
         return Err(WireError::new(ErrorCode::InvalidArgument, "empty name"));
     }
-    if name == "." || name == ".." {
+    if name == b"." || name == b".." {
         return Err(WireError::new(
             ErrorCode::InvalidArgument,
-            format!("name {name:?} is reserved"),
+            format!("name {} is reserved", quoted(name)),
         ));
     }
     if name.len() > NAME_BYTES_MAX {
         return Err(WireError::new(
             ErrorCode::NameTooLong,
             format!(
-                "name {:?}... is {} bytes, longer than {NAME_BYTES_MAX}",
-                truncated(name),
+                "name {}... is {} bytes, longer than {NAME_BYTES_MAX}",
+                quoted(&name[..40]),
                 name.len()
             ),
         ));
     }
-    if name.contains('/') || name.contains('\0') {
+    if name.contains(&b'/') || name.contains(&0) {
         return Err(WireError::new(
             ErrorCode::InvalidArgument,
-            format!("name {name:?} contains '/' or NUL"),
+            format!("name {} contains '/' or NUL", quoted(name)),
         ));
     }
     Ok(())
+}
+
+/// A name for messages: quoted, with bytes that are not printable ASCII escaped.
+pub fn quoted(name: &[u8]) -> String {
+    format!("\"{}\"", name.escape_ascii())
 }
 
 /// Splits an absolute path into its names, checking each. "/" has none.
@@ -63,7 +70,7 @@ pub fn split_path(path: &str) -> Result<Vec<&str>, WireError> {
     // rather than guessed at (a trailing slash is an empty last component).
     rest.split('/')
         .map(|name| {
-            check_name(name)
+            check_name(name.as_bytes())
                 .map(|()| name)
                 .map_err(|e| WireError::new(e.code, format!("path {path:?}: {}", e.message)))
         })
@@ -72,7 +79,7 @@ pub fn split_path(path: &str) -> Result<Vec<&str>, WireError> {
 
 /// Checks a symlink target: 1..=4096 bytes without NUL. Its content is otherwise
 /// free, as in POSIX.
-pub fn check_target(target: &str) -> Result<(), WireError> {
+pub fn check_target(target: &[u8]) -> Result<(), WireError> {
     if target.is_empty() {
         return Err(WireError::new(ErrorCode::InvalidArgument, "empty symlink target"));
     }
@@ -85,7 +92,7 @@ pub fn check_target(target: &str) -> Result<(), WireError> {
             ),
         ));
     }
-    if target.contains('\0') {
+    if target.contains(&0) {
         return Err(WireError::new(
             ErrorCode::InvalidArgument,
             "symlink target contains NUL",
@@ -116,17 +123,26 @@ mod tests {
 
     #[test]
     fn names_are_checked() {
-        assert!(check_name("a").is_ok());
-        assert!(check_name(&"x".repeat(255)).is_ok());
-        assert!(check_name("...").is_ok());
-        assert_eq!(code(check_name("")), ErrorCode::InvalidArgument);
-        assert_eq!(code(check_name(".")), ErrorCode::InvalidArgument);
-        assert_eq!(code(check_name("..")), ErrorCode::InvalidArgument);
-        assert_eq!(code(check_name("a/b")), ErrorCode::InvalidArgument);
-        assert_eq!(code(check_name("a\0b")), ErrorCode::InvalidArgument);
-        assert_eq!(code(check_name(&"x".repeat(256))), ErrorCode::NameTooLong);
+        assert!(check_name(b"a").is_ok());
+        assert!(check_name("x".repeat(255).as_bytes()).is_ok());
+        assert!(check_name(b"...").is_ok());
+        // Names are bytes: not UTF-8 is fine.
+        assert!(check_name(b"caf\xe9 \xff\x01").is_ok());
+        assert_eq!(code(check_name(b"")), ErrorCode::InvalidArgument);
+        assert_eq!(code(check_name(b".")), ErrorCode::InvalidArgument);
+        assert_eq!(code(check_name(b"..")), ErrorCode::InvalidArgument);
+        assert_eq!(code(check_name(b"a/b")), ErrorCode::InvalidArgument);
+        assert_eq!(code(check_name(b"a\0b")), ErrorCode::InvalidArgument);
+        assert_eq!(
+            code(check_name("x".repeat(256).as_bytes())),
+            ErrorCode::NameTooLong
+        );
         // 128 two-byte characters are 256 bytes: the limit is in bytes.
-        assert_eq!(code(check_name(&"é".repeat(128))), ErrorCode::NameTooLong);
+        assert_eq!(
+            code(check_name("é".repeat(128).as_bytes())),
+            ErrorCode::NameTooLong
+        );
+        assert_eq!(quoted(b"a\xe9\n"), "\"a\\xe9\\n\"");
     }
 
     #[test]
@@ -152,9 +168,13 @@ mod tests {
 
     #[test]
     fn targets_are_checked() {
-        assert!(check_target("../anything/at all").is_ok());
-        assert_eq!(code(check_target("")), ErrorCode::InvalidArgument);
-        assert_eq!(code(check_target("a\0")), ErrorCode::InvalidArgument);
-        assert_eq!(code(check_target(&"t".repeat(4097))), ErrorCode::NameTooLong);
+        assert!(check_target(b"../anything/at all").is_ok());
+        assert!(check_target(b"\xff/\xfe").is_ok());
+        assert_eq!(code(check_target(b"")), ErrorCode::InvalidArgument);
+        assert_eq!(code(check_target(b"a\0")), ErrorCode::InvalidArgument);
+        assert_eq!(
+            code(check_target("t".repeat(4097).as_bytes())),
+            ErrorCode::NameTooLong
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! the wire [`Attr`].
 
 use weft_layout::{CacheMode, InodeId, Layout, LayoutRequest};
-use weft_proto::{Attr, DecodeError, FileKind, Reader, Timespec, Wire, Writer};
+use weft_proto::{Attr, DecodeError, FileKind, Name, Reader, Timespec, Wire, Writer};
 
 /// First byte of every encoded record; bump it (and keep a decoder for the old one)
 /// whenever the encoding changes. Format 1 had no caching mode (files are `none`) and
@@ -42,8 +42,9 @@ pub(crate) struct InodeRecord {
     pub cache: CacheMode,
     /// Directories: default layout for new files (and, copied, for new directories).
     pub dir_layout: Option<LayoutRequest>,
-    /// Symlinks: the target, stored verbatim.
-    pub target: Option<String>,
+    /// Symlinks: the target, stored verbatim (bytes; formats before 3 wrote UTF-8 here,
+    /// with the same encoding).
+    pub target: Option<Name>,
 }
 
 impl InodeRecord {
@@ -169,6 +170,7 @@ impl InodeRecord {
             FileKind::File => (self.links, 0),
             // lstat reports a symlink's size as the length of its target.
             FileKind::Symlink => (self.links, self.target.as_ref().map_or(0, |t| t.len() as u64)),
+            _ => (self.links, 0),
         };
         Attr {
             inode,
@@ -184,6 +186,10 @@ impl InodeRecord {
             layout: self.layout.clone(),
             cache: self.cache,
             dir_layout: self.dir_layout,
+            rdev: self.rdev,
+            // A directory takes a block; a file's blocks are its objects', which the
+            // client adds up; other inodes take none.
+            blocks: if self.is_directory() { 8 } else { 0 },
         }
     }
 }

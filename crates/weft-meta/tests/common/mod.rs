@@ -58,7 +58,12 @@ pub fn bob() -> Cred {
 }
 
 /// Both steps of a create (no io servers involved), expecting a new file.
-pub fn create(store: &MetaStore, cred: &Cred, parent: InodeId, name: &str) -> Result<Attr, WireError> {
+pub fn create(
+    store: &MetaStore,
+    cred: &Cred,
+    parent: InodeId,
+    name: impl AsRef<[u8]>,
+) -> Result<Attr, WireError> {
     create_with(store, cred, parent, name, 0o644, &LayoutRequest::default())
 }
 
@@ -66,13 +71,17 @@ pub fn create_with(
     store: &MetaStore,
     cred: &Cred,
     parent: InodeId,
-    name: &str,
+    name: impl AsRef<[u8]>,
     mode: u32,
     layout: &LayoutRequest,
 ) -> Result<Attr, WireError> {
+    let name = name.as_ref();
     match store.create_check(cred, parent, name, mode, layout, true)? {
         CreateCheck::New(pending) => store.create_commit(cred, pending),
-        CreateCheck::Existing(attr) => panic!("exclusive create of {name} found {attr:?}"),
+        CreateCheck::Existing(attr) => panic!(
+            "exclusive create of {} found {attr:?}",
+            String::from_utf8_lossy(name)
+        ),
     }
 }
 

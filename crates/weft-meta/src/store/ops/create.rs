@@ -3,9 +3,9 @@
 //! `create_commit` inserts the name, re-checking everything in its transaction.
 
 use super::super::access::{MAY_EXECUTE, MAY_WRITE};
-use super::super::names::check_name;
+use super::super::names::{check_name, quoted};
 use super::super::record::InodeRecord;
-use super::super::{require, MetaStore, Namespace, COUNTER_FILES};
+use super::super::{require, MetaStore, Namespace};
 use super::{child_record, exists, new_mode_and_group};
 use weft_layout::{CacheMode, InodeId, Layout, LayoutRequest};
 use weft_proto::{Attr, Cred, ErrorCode, FileKind, WireError};
@@ -27,7 +27,7 @@ pub enum CreateCheck {
 #[derive(Debug, PartialEq, Eq)]
 pub struct PendingCreate {
     parent: InodeId,
-    name: String,
+    name: Vec<u8>,
     mode: u32,
     exclusive: bool,
     inode: InodeId,
@@ -39,7 +39,7 @@ impl PendingCreate {
     pub fn parent(&self) -> InodeId {
         self.parent
     }
-    pub fn name(&self) -> &str {
+    pub fn name(&self) -> &[u8] {
         &self.name
     }
     pub fn exclusive(&self) -> bool {
@@ -73,11 +73,12 @@ impl MetaStore {
         &self,
         cred: &Cred,
         parent: InodeId,
-        name: &str,
+        name: impl AsRef<[u8]>,
         mode: u32,
         layout: &LayoutRequest,
         exclusive: bool,
     ) -> Result<CreateCheck, WireError> {
+        let name = name.as_ref();
         check_name(name)?;
         let found = self.read(|ns| {
             let parent_record = ns.directory(cred, parent, MAY_EXECUTE)?;
@@ -89,7 +90,7 @@ impl MetaStore {
                 if record.is_directory() {
                     return Err(WireError::new(
                         ErrorCode::IsDirectory,
-                        format!("{name:?} in directory {parent} is a directory"),
+                        format!("{} in directory {parent} is a directory", quoted(name)),
                     ));
                 }
                 return Ok(Lookup::Existing(record.attr(child)));
@@ -132,7 +133,7 @@ impl MetaStore {
             cache,
             ..
         } = pending;
-        let name = name.as_str();
+        let name = name.as_slice();
         self.write(|tx| {
             let mut parent_record = tx.directory(cred, parent, MAY_WRITE | MAY_EXECUTE)?;
             if tx.entry(parent, name)?.is_some() {
@@ -141,20 +142,14 @@ impl MetaStore {
             if tx.find_inode(inode)?.is_some() {
                 return Err(WireError::new(
                     ErrorCode::Internal,
-                    format!("inode {inode} allocated for {name:?} is already in use"),
+                    format!("inode {inode} allocated for {} is already in use", quoted(name)),
                 ));
             }
             let (mode, gid) = new_mode_and_group(cred, &parent_record, mode, false);
             let mut record = InodeRecord::new(FileKind::File, mode, (cred.uid, gid), parent, tx.now);
             record.layout = Some(layout);
             record.cache = cache;
-            tx.put_inode(inode, &record)?;
-            tx.put_entry(parent, name, inode, FileKind::File)?;
-            parent_record.entries += 1;
-            parent_record.mtime = tx.now;
-            parent_record.ctime = tx.now;
-            tx.put_inode(parent, &parent_record)?;
-            tx.add_counter(COUNTER_FILES, 1)?;
+            tx.add_name((parent, &mut parent_record), name, (inode, &record), true)?;
             Ok(record.attr(inode))
         })
     }

@@ -10,7 +10,8 @@ use weft_proto::{Attr, Cred, WireError};
 impl MetaStore {
     /// The attributes of entry `name` of directory `parent`; needs search
     /// permission on `parent`.
-    pub fn lookup(&self, cred: &Cred, parent: InodeId, name: &str) -> Result<Attr, WireError> {
+    pub fn lookup(&self, cred: &Cred, parent: InodeId, name: impl AsRef<[u8]>) -> Result<Attr, WireError> {
+        let name = name.as_ref();
         check_name(name)?;
         self.read(|ns| {
             ns.directory(cred, parent, MAY_EXECUTE)?;

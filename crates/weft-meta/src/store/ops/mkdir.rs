@@ -3,7 +3,7 @@
 use super::super::access::{MAY_EXECUTE, MAY_WRITE};
 use super::super::names::check_name;
 use super::super::record::InodeRecord;
-use super::super::{MetaStore, Namespace, COUNTER_DIRECTORIES};
+use super::super::{MetaStore, Namespace};
 use super::{exists, new_mode_and_group};
 use weft_layout::InodeId;
 use weft_proto::{Attr, Cred, FileKind, WireError};
@@ -13,7 +13,14 @@ impl MetaStore {
     /// The new directory copies the parent's default layout, so a subtree keeps
     /// the striping set at its top (Lustre semantics); changing the parent's
     /// default later does not reach existing subdirectories.
-    pub fn mkdir(&self, cred: &Cred, parent: InodeId, name: &str, mode: u32) -> Result<Attr, WireError> {
+    pub fn mkdir(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        mode: u32,
+    ) -> Result<Attr, WireError> {
+        let name = name.as_ref();
         check_name(name)?;
         let inode = self.allocate_inode()?;
         self.write(|tx| {
@@ -24,14 +31,7 @@ impl MetaStore {
             let (mode, gid) = new_mode_and_group(cred, &parent_record, mode, true);
             let mut record = InodeRecord::new(FileKind::Directory, mode, (cred.uid, gid), parent, tx.now);
             record.dir_layout = parent_record.dir_layout;
-            tx.put_inode(inode, &record)?;
-            tx.put_entry(parent, name, inode, FileKind::Directory)?;
-            parent_record.entries += 1;
-            parent_record.subdirectories += 1;
-            parent_record.mtime = tx.now;
-            parent_record.ctime = tx.now;
-            tx.put_inode(parent, &parent_record)?;
-            tx.add_counter(COUNTER_DIRECTORIES, 1)?;
+            tx.add_name((parent, &mut parent_record), name, (inode, &record), true)?;
             Ok(record.attr(inode))
         })
     }

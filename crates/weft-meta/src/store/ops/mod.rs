@@ -1,22 +1,29 @@
 //! One file per metadata operation, each an `impl MetaStore` block.
 
 pub mod create;
+mod getxattr;
+pub mod link;
+mod listxattr;
 mod lookup;
 mod mkdir;
+mod mknod;
 mod orphans;
 mod readdir;
 mod release;
+mod removexattr;
 mod rename;
 mod resolve;
 mod revalidate;
 mod rmdir;
 mod set_dir_layout;
 mod setattr;
+mod setxattr;
 mod statfs;
 mod symlink;
 mod unlink;
 
 use super::access::{is_root, MODE_SETGID};
+use super::names::quoted;
 use super::record::InodeRecord;
 use super::{Namespace, StorageResult};
 use weft_layout::InodeId;
@@ -46,13 +53,16 @@ fn new_mode_and_group(cred: &Cred, parent: &InodeRecord, mode: u32, directory: b
 fn child_record(
     ns: &impl Namespace,
     parent: InodeId,
-    name: &str,
+    name: &[u8],
     child: InodeId,
 ) -> Result<InodeRecord, WireError> {
     ns.find_inode(child)?.ok_or_else(|| {
         WireError::new(
             ErrorCode::Internal,
-            format!("entry {name:?} of directory {parent} points to missing inode {child}"),
+            format!(
+                "entry {} of directory {parent} points to missing inode {child}",
+                quoted(name)
+            ),
         )
     })
 }
@@ -60,7 +70,7 @@ fn child_record(
 /// Whether directory `dir` has any entry: one probe of the `dirents` range.
 fn has_entries(ns: &impl Namespace, dir: InodeId) -> Result<bool, WireError> {
     use redb::ReadableTable;
-    let lower = (dir.0, "");
+    let lower = (dir.0, &[][..]);
     let mut range = ns.dirents().range(lower..).storage()?;
     match range.next() {
         None => Ok(false),
@@ -71,26 +81,27 @@ fn has_entries(ns: &impl Namespace, dir: InodeId) -> Result<bool, WireError> {
     }
 }
 
-fn not_found(parent: InodeId, name: &str) -> WireError {
+fn not_found(parent: InodeId, name: &[u8]) -> WireError {
     WireError::new(
         ErrorCode::NotFound,
-        format!("no entry {name:?} in directory {parent}"),
+        format!("no entry {} in directory {parent}", quoted(name)),
     )
 }
 
-fn exists(parent: InodeId, name: &str) -> WireError {
+fn exists(parent: InodeId, name: &[u8]) -> WireError {
     WireError::new(
         ErrorCode::Exists,
-        format!("{name:?} already exists in directory {parent}"),
+        format!("{} already exists in directory {parent}", quoted(name)),
     )
 }
 
-fn sticky_denied(cred: &Cred, parent: InodeId, name: &str) -> WireError {
+fn sticky_denied(cred: &Cred, parent: InodeId, name: &[u8]) -> WireError {
     WireError::new(
         ErrorCode::NotPermitted,
         format!(
-            "uid {} may not remove {name:?} from sticky directory {parent}: owns neither",
-            cred.uid
+            "uid {} may not remove {} from sticky directory {parent}: owns neither",
+            cred.uid,
+            quoted(name)
         ),
     )
 }

@@ -6,7 +6,7 @@ use super::super::access::MAY_READ;
 use super::super::{decode_kind, MetaStore, Namespace, StorageResult};
 use weft_layout::InodeId;
 use weft_proto::msg::READDIR_ENTRIES_MAX;
-use weft_proto::{Cred, DirEntry, WireError};
+use weft_proto::{Cred, DirEntry, Name, WireError};
 
 impl MetaStore {
     /// Up to `max_entries` entries of `dir` with names strictly after `after`, in
@@ -18,9 +18,10 @@ impl MetaStore {
         &self,
         cred: &Cred,
         dir: InodeId,
-        after: &str,
+        after: impl AsRef<[u8]>,
         max_entries: u32,
     ) -> Result<(Vec<DirEntry>, bool), WireError> {
+        let after = after.as_ref();
         let limit = match max_entries {
             0 => READDIR_ENTRIES_MAX,
             n => n.min(READDIR_ENTRIES_MAX),
@@ -31,7 +32,7 @@ impl MetaStore {
             // Every entry of `dir` sorts before (dir + 1, ""); no inode number
             // reaches u64::MAX, but stay correct if one did.
             let upper = match dir.0.checked_add(1) {
-                Some(next) => Bound::Excluded((next, "")),
+                Some(next) => Bound::Excluded((next, &[][..])),
                 None => Bound::Unbounded,
             };
             let mut entries = Vec::with_capacity(limit.min(256));
@@ -43,7 +44,7 @@ impl MetaStore {
                 }
                 let (child, kind) = value.value();
                 entries.push(DirEntry {
-                    name: name.to_owned(),
+                    name: Name::from(name),
                     inode: InodeId(child),
                     kind: decode_kind(kind, dir, name)?,
                 });

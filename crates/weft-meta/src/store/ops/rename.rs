@@ -1,7 +1,7 @@
 //! `rename`: atomic move or replace with POSIX semantics, in one transaction.
 
 use super::super::access::{may_remove_from_sticky, MAY_EXECUTE, MAY_WRITE};
-use super::super::names::check_name;
+use super::super::names::{check_name, quoted};
 use super::super::{require, MetaStore, Namespace, COUNTER_DIRECTORIES};
 use super::{child_record, has_entries, not_found, sticky_denied};
 use weft_layout::InodeId;
@@ -26,10 +26,11 @@ impl MetaStore {
     pub fn rename(
         &self,
         cred: &Cred,
-        (src_parent, src_name): (InodeId, &str),
-        (dst_parent, dst_name): (InodeId, &str),
+        (src_parent, src_name): (InodeId, impl AsRef<[u8]>),
+        (dst_parent, dst_name): (InodeId, impl AsRef<[u8]>),
         keep: Option<u64>,
     ) -> Result<(Attr, Option<InodeId>), WireError> {
+        let (src_name, dst_name) = (src_name.as_ref(), dst_name.as_ref());
         check_name(src_name)?;
         check_name(dst_name)?;
         let same_parent = src_parent == dst_parent;
@@ -54,7 +55,7 @@ impl MetaStore {
             let moved_is_directory = moved_record.is_directory();
             if moved_is_directory && !same_parent {
                 require(cred, &moved_record, MAY_WRITE, || {
-                    format!("directory {src_name:?} (its \"..\" changes)")
+                    format!("directory {} (its \"..\" changes)", quoted(src_name))
                 })?;
                 refuse_move_into_own_subtree(tx, moved, src_name, dst_parent)?;
             }
@@ -68,22 +69,27 @@ impl MetaStore {
                             return Err(WireError::new(
                                 ErrorCode::IsDirectory,
                                 format!(
-                                "cannot replace directory {dst_name:?} in {dst_parent} with a non-directory"
-                            ),
+                                    "cannot replace directory {} in {dst_parent} with a non-directory",
+                                    quoted(dst_name)
+                                ),
                             ))
                         }
                         (true, false) => {
                             return Err(WireError::new(
                                 ErrorCode::NotDirectory,
                                 format!(
-                                "cannot replace non-directory {dst_name:?} in {dst_parent} with a directory"
-                            ),
+                                    "cannot replace non-directory {} in {dst_parent} with a directory",
+                                    quoted(dst_name)
+                                ),
                             ))
                         }
                         (true, true) if has_entries(tx, replaced)? => {
                             return Err(WireError::new(
                                 ErrorCode::NotEmpty,
-                                format!("cannot replace directory {dst_name:?} in {dst_parent}: not empty"),
+                                format!(
+                                    "cannot replace directory {} in {dst_parent}: not empty",
+                                    quoted(dst_name)
+                                ),
                             ))
                         }
                         _ => {}
@@ -146,7 +152,7 @@ impl MetaStore {
 fn refuse_move_into_own_subtree(
     ns: &impl Namespace,
     moved: InodeId,
-    moved_name: &str,
+    moved_name: &[u8],
     destination: InodeId,
 ) -> Result<(), WireError> {
     let mut at = destination;
@@ -154,7 +160,10 @@ fn refuse_move_into_own_subtree(
         if at == moved {
             return Err(WireError::new(
                 ErrorCode::InvalidArgument,
-                format!("cannot move directory {moved_name:?} (inode {moved}) into its own subtree"),
+                format!(
+                    "cannot move directory {} (inode {moved}) into its own subtree",
+                    quoted(moved_name)
+                ),
             ));
         }
         if at == InodeId::ROOT {

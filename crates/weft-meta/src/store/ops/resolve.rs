@@ -35,13 +35,13 @@ impl MetaStore {
                 require(cred, &record, MAY_EXECUTE, || {
                     format!("directory {}", shown(&walked))
                 })?;
-                let entry = ns.entry(current, name)?;
+                let entry = ns.entry(current, name.as_bytes())?;
                 walked.push('/');
                 walked.push_str(name);
                 let Some((child, _)) = entry else {
                     return Err(WireError::new(ErrorCode::NotFound, format!("{walked} not found")));
                 };
-                record = child_record(ns, current, name, child)?;
+                record = child_record(ns, current, name.as_bytes(), child)?;
                 current = child;
             }
             Ok(record.attr(current))

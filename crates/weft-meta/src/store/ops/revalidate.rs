@@ -24,7 +24,7 @@ impl MetaStore {
             ));
         }
         for step in steps {
-            check_name(&step.name)?;
+            check_name(step.name.as_bytes())?;
         }
         self.read(|ns| {
             for step in steps {
@@ -38,7 +38,7 @@ impl MetaStore {
                     )
                 };
                 let found = match ns.directory(cred, step.parent, MAY_EXECUTE) {
-                    Ok(_) => ns.entry(step.parent, &step.name)?,
+                    Ok(_) => ns.entry(step.parent, step.name.as_bytes())?,
                     Err(e) if matches!(e.code, ErrorCode::Stale | ErrorCode::NotDirectory) => {
                         return Err(stale())
                     }
@@ -49,7 +49,7 @@ impl MetaStore {
                 }
             }
             let last = steps.last().expect("checked non-empty");
-            Ok(child_record(ns, last.parent, &last.name, last.child)?.attr(last.child))
+            Ok(child_record(ns, last.parent, last.name.as_bytes(), last.child)?.attr(last.child))
         })
     }
 }

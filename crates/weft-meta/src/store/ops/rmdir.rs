@@ -1,7 +1,7 @@
 //! `rmdir`: removes an empty directory.
 
 use super::super::access::{may_remove_from_sticky, MAY_EXECUTE, MAY_WRITE};
-use super::super::names::check_name;
+use super::super::names::{check_name, quoted};
 use super::super::{MetaStore, Namespace, COUNTER_DIRECTORIES};
 use super::{child_record, has_entries, not_found, sticky_denied};
 use weft_layout::InodeId;
@@ -10,7 +10,8 @@ use weft_proto::{Cred, ErrorCode, WireError};
 impl MetaStore {
     /// Removes the empty directory `name` from `parent`; needs write and search on
     /// `parent` and obeys the sticky bit as `unlink` does.
-    pub fn rmdir(&self, cred: &Cred, parent: InodeId, name: &str) -> Result<(), WireError> {
+    pub fn rmdir(&self, cred: &Cred, parent: InodeId, name: impl AsRef<[u8]>) -> Result<(), WireError> {
+        let name = name.as_ref();
         check_name(name)?;
         self.write(|tx| {
             let mut parent_record = tx.directory(cred, parent, MAY_WRITE | MAY_EXECUTE)?;
@@ -19,7 +20,7 @@ impl MetaStore {
             if !record.is_directory() {
                 return Err(WireError::new(
                     ErrorCode::NotDirectory,
-                    format!("{name:?} in directory {parent} is not a directory"),
+                    format!("{} in directory {parent} is not a directory", quoted(name)),
                 ));
             }
             if !may_remove_from_sticky(cred, &parent_record, &record) {
@@ -28,7 +29,7 @@ impl MetaStore {
             if has_entries(tx, child)? {
                 return Err(WireError::new(
                     ErrorCode::NotEmpty,
-                    format!("directory {name:?} (inode {child}) is not empty"),
+                    format!("directory {} (inode {child}) is not empty", quoted(name)),
                 ));
             }
             tx.remove_entry(parent, name)?;

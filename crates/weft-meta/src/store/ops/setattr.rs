@@ -1,6 +1,7 @@
 //! `setattr`: chmod, chown, truncate and utimens with POSIX permission rules.
 
 use super::super::access::{is_owner_or_root, is_root, permits, MAY_WRITE, MODE_SETGID, MODE_SETUID};
+use super::super::record::InodeRecord;
 use super::super::{require, MetaStore, Namespace};
 use weft_layout::InodeId;
 use weft_proto::{Attr, Cred, ErrorCode, FileKind, SetAttr, TimeSet, WireError};
@@ -9,10 +10,15 @@ impl MetaStore {
     /// Applies `changes` to `inode` in one transaction, all permission checks
     /// against the attributes as they were before the call:
     /// - mode: owner or root; a non-root caller outside the (new) group loses setgid;
-    /// - uid: root only; gid: root, or the owner to a group he is in; a non-root
-    ///   chown clears setuid and setgid of non-directories;
-    /// - size: write permission, regular files only (the manager stores no size;
-    ///   it updates mtime and the client truncates the objects);
+    /// - uid: root only; gid: root, or the owner to a group he is in; any chown of a
+    ///   non-directory clears setuid, and setgid if the group may execute or (for a
+    ///   non-root caller) the caller is outside the group, as Linux does;
+    /// - size: write permission (or a handle open for writing, `by_handle`), regular
+    ///   files only (the manager stores no size; it updates mtime and the client
+    ///   truncates the objects); a non-root caller's truncate drops privileges;
+    /// - `kill_privileges` (a write by an unprivileged process): write permission (or
+    ///   `by_handle`); clears setuid, and setgid if the group may execute or the caller
+    ///   is outside the group;
     /// - times: `Now` needs ownership or write permission, explicit times
     ///   ownership or root.
     ///
@@ -45,11 +51,13 @@ impl MetaStore {
                             "give group {gid} (not one of his groups)"
                         )));
                     }
-                    // Otherwise a user could hand a setuid program to someone else's
-                    // name or group; directories keep setgid, which only steers
-                    // the group of new entries.
-                    if !before.is_directory() {
-                        record.mode &= !(MODE_SETUID | MODE_SETGID);
+                }
+                // Otherwise a setuid program would change hands with its privileges;
+                // directories keep setgid, which only steers the group of new entries.
+                if !before.is_directory() {
+                    record.mode &= !MODE_SETUID;
+                    if record.mode & MODE_GROUP_EXECUTE != 0 || (!is_root(cred) && !cred.in_group(gid)) {
+                        record.mode &= !MODE_SETGID;
                     }
                 }
                 record.uid = uid;
@@ -75,16 +83,28 @@ impl MetaStore {
                             format!("cannot truncate directory inode {inode}"),
                         ))
                     }
-                    FileKind::Symlink => {
+                    FileKind::File => {}
+                    other => {
                         return Err(WireError::new(
                             ErrorCode::InvalidArgument,
-                            format!("cannot truncate symlink inode {inode}"),
+                            format!("cannot truncate inode {inode}: a {other:?}, not a file"),
                         ))
                     }
-                    FileKind::File => {}
                 }
-                require(cred, &before, MAY_WRITE, || format!("file inode {inode}"))?;
+                if !changes.by_handle {
+                    require(cred, &before, MAY_WRITE, || format!("file inode {inode}"))?;
+                }
                 record.mtime = now;
+                if !is_root(cred) {
+                    drop_privileges(cred, &mut record);
+                }
+            }
+
+            if changes.kill_privileges {
+                if !changes.by_handle {
+                    require(cred, &before, MAY_WRITE, || format!("file inode {inode}"))?;
+                }
+                drop_privileges(cred, &mut record);
             }
 
             for (set, time) in [
@@ -114,11 +134,31 @@ impl MetaStore {
                 }
             }
 
-            if *changes != SetAttr::default() {
+            let asked = SetAttr {
+                by_handle: false,
+                ..changes.clone()
+            };
+            if asked != SetAttr::default() && (record != before || !changes.kill_privileges) {
                 record.ctime = now;
                 tx.put_inode(inode, &record)?;
             }
             Ok(record.attr(inode))
         })
+    }
+}
+
+/// The group-execute permission bit.
+const MODE_GROUP_EXECUTE: u32 = 0o010;
+
+/// What a write or truncate by an unprivileged process does to a file's privileges
+/// (Linux `file_remove_privs`): setuid goes, and setgid if the group may execute or the
+/// writer is not in the file's group.
+fn drop_privileges(cred: &Cred, record: &mut InodeRecord) {
+    if record.is_directory() {
+        return;
+    }
+    record.mode &= !MODE_SETUID;
+    if record.mode & MODE_GROUP_EXECUTE != 0 || !(is_root(cred) || cred.in_group(record.gid)) {
+        record.mode &= !MODE_SETGID;
     }
 }

@@ -1,7 +1,7 @@
 //! `unlink`: removes a file or symlink; a file's objects become an orphan.
 
 use super::super::access::{may_remove_from_sticky, MAY_EXECUTE, MAY_WRITE};
-use super::super::names::check_name;
+use super::super::names::{check_name, quoted};
 use super::super::{MetaStore, Namespace};
 use super::{child_record, not_found, sticky_denied};
 use weft_layout::InodeId;
@@ -18,9 +18,10 @@ impl MetaStore {
         &self,
         cred: &Cred,
         parent: InodeId,
-        name: &str,
+        name: impl AsRef<[u8]>,
         keep: Option<u64>,
     ) -> Result<Option<InodeId>, WireError> {
+        let name = name.as_ref();
         check_name(name)?;
         self.write(|tx| {
             let mut parent_record = tx.directory(cred, parent, MAY_WRITE | MAY_EXECUTE)?;
@@ -29,7 +30,7 @@ impl MetaStore {
             if record.is_directory() {
                 return Err(WireError::new(
                     ErrorCode::IsDirectory,
-                    format!("{name:?} in directory {parent} is a directory: use rmdir"),
+                    format!("{} in directory {parent} is a directory: use rmdir", quoted(name)),
                 ));
             }
             if !may_remove_from_sticky(cred, &parent_record, &record) {
