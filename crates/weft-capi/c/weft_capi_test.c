@@ -258,7 +258,7 @@ static void data_path(weft_client_t *client) {
     ERR(weft_pwrite(file, buf, 10, -1), EINVAL);
     ERR(weft_pread(file, back, (size_t)SSIZE_MAX + 1, 0), EINVAL);
     ERR(weft_pwrite(file, buf, (size_t)-1, 0), EINVAL);
-    ERR(weft_pwrite(file, buf, 10, INT64_MAX - 5), EINVAL); /* past the largest offset */
+    ERR(weft_pwrite(file, buf, 10, INT64_MAX - 5), EFBIG); /* past the largest offset, as pwrite(2) */
     ERR(weft_ftruncate(file, -1), EINVAL);
 
     /* Attributes and layout. */
