@@ -68,6 +68,17 @@ pub enum ReadMode {
     },
 }
 
+impl ReadMode {
+    /// Whether a lookup of this read references the block for the policy (a
+    /// pattern-aware read's references were applied already).
+    pub fn touch(&self) -> weft_cache::store::Touch {
+        match self {
+            ReadMode::Plain => weft_cache::store::Touch::Yes,
+            ReadMode::Aware { .. } => weft_cache::store::Touch::No,
+        }
+    }
+}
+
 /// Per file, its recent calls and their asked blocks; and the files in arrival order.
 type Recent = (HashMap<InodeId, VecDeque<(u64, Arc<Asked>)>>, VecDeque<InodeId>);
 

@@ -45,9 +45,8 @@ use weft_rpc::ConnectionId;
 
 pub use backing::{fixed_directory, Backing, Directory};
 use cio::{Asked, ReadMode};
-use tier::{Blocked, Found, Tier};
+use tier::{Blocked, Fetching, Found, Tier};
 use weft_cache::store::Snapshot;
-use weft_cache::store::Touch;
 use weft_cache::Admission;
 use weft_proto::pattern::AccessPattern;
 
@@ -403,19 +402,147 @@ impl Inner {
         let block_size = striping.stripe_size_bytes;
         let stream_len = pieces.stream_len;
         let mut out = vec![0u8; stream_len as usize];
-        pieces.for_each_block(block_size, |block, batch| {
-            let key = BlockKey::new(file.inode, block);
-            let ranges: Vec<std::ops::Range<u32>> =
-                batch.iter().map(|p| p.offset..p.offset + p.len).collect();
-            let bytes = self.block_for_read(key, &file.layout, block_size, &ranges, mode)?;
-            let bytes = bytes.as_slice();
-            for p in batch {
+        let mut batch = ReadBatch::new(block_size);
+        pieces.for_each_block(block_size, |block, run| {
+            if !batch.fits(block, run.len()) {
+                self.read_batch(file, block_size, &batch, mode, &mut out)?;
+                batch.clear();
+            }
+            batch.push(block, run);
+            Ok(())
+        })?;
+        self.read_batch(file, block_size, &batch, mode, &mut out)?;
+        Ok((Response::Bytes(stream_len), out))
+    }
+
+    /// Serves a batch of a read's blocks: looks them all up, fetches every missing one
+    /// with one list read per io server (a cold read pays one round trip per batch,
+    /// not per block), fills them, and copies each block's pieces out as soon as its
+    /// bytes are there (one snapshot held at a time: the store charges the bytes of
+    /// snapshots still held, so a batch never pins memory). A block another request is
+    /// fetching, or that memory pressure kept out, is served on its own afterwards,
+    /// when this batch holds no fetch open that the other request might wait for.
+    fn read_batch(
+        &self,
+        file: &CacheFile,
+        block_size: u64,
+        batch: &ReadBatch,
+        mode: &ReadMode,
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        let layout = &file.layout;
+        let key_of = |block: u64| BlockKey::new(file.inode, block);
+        let copy_out = |i: usize, bytes: &[u8], out: &mut [u8]| {
+            for p in &batch.pieces[batch.runs[i].1.clone()] {
                 let (at, n) = (p.offset as usize, p.len as usize);
                 out[p.stream_at..p.stream_at + n].copy_from_slice(&bytes[at..at + n]);
             }
-            Ok(())
-        })?;
-        Ok((Response::Bytes(stream_len), out))
+        };
+        let mut done = vec![false; batch.runs.len()];
+        // (run index, gaps to fetch, resident)
+        let mut fetches: Vec<(usize, Vec<std::ops::Range<u32>>, bool)> = Vec::new();
+        let abandon = |fetches: &[(usize, Vec<std::ops::Range<u32>>, bool)]| {
+            for (i, _, _) in fetches {
+                self.tier.abandon_fetch(key_of(batch.runs[*i].0));
+            }
+        };
+        for (i, (block, _)) in batch.runs.iter().enumerate() {
+            let ranges = batch.ranges(i);
+            let touch = mode.touch();
+            let found = self.tier.lookup(
+                key_of(*block),
+                layout,
+                block_size,
+                &ranges,
+                touch,
+                Fetching::Return,
+            );
+            match found {
+                Ok(Found::Hit(snapshot)) => {
+                    self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                    copy_out(i, snapshot.block(), out);
+                    done[i] = true;
+                }
+                Ok(Found::Fetch { gaps, resident }) => fetches.push((i, gaps, resident)),
+                Ok(Found::Wait) => {}
+                Err(e) => {
+                    abandon(&fetches);
+                    return Err(e);
+                }
+            }
+        }
+        if !fetches.is_empty() {
+            let file_ranges: Vec<Range> = fetches
+                .iter()
+                .flat_map(|(i, gaps, _)| {
+                    let start = batch.runs[*i].0 * block_size;
+                    gaps.iter().map(move |g| Range {
+                        offset: start + g.start as u64,
+                        len: (g.end - g.start) as u64,
+                    })
+                })
+                .collect();
+            let total: u64 = file_ranges.iter().map(|r| r.len).sum();
+            let mut fetched = vec![0u8; total as usize];
+            if let Err(e) = self.backing.read(file.inode, layout, &file_ranges, &mut fetched) {
+                abandon(&fetches);
+                return Err(e);
+            }
+            self.counters.fetched_bytes.fetch_add(total, Ordering::Relaxed);
+            let mut at = 0usize;
+            for (n, (i, gaps, resident)) in fetches.iter().enumerate() {
+                let key = key_of(batch.runs[*i].0);
+                let parts = fetched_parts(gaps, &fetched, &mut at);
+                let admission = self.admission(mode, key, *resident);
+                match self
+                    .tier
+                    .fill(key, layout, block_size, &batch.ranges(*i), &parts, admission)
+                {
+                    Ok(Ok(Some(snapshot))) => {
+                        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                        copy_out(*i, snapshot.block(), out);
+                        done[*i] = true;
+                    }
+                    Ok(Ok(None)) => {
+                        // Not admitted, and all of the block was fetched: serve it as is.
+                        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                        debug_assert_eq!(parts.len(), 1);
+                        copy_out(*i, &parts[0].1, out);
+                        done[*i] = true;
+                    }
+                    // No room now: served on its own below, which makes room first.
+                    Ok(Err(_)) => {}
+                    Err(e) => {
+                        abandon(&fetches[n + 1..]);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        for (i, (block, _)) in batch.runs.iter().enumerate() {
+            if !done[i] {
+                let bytes =
+                    self.block_for_read(key_of(*block), layout, block_size, &batch.ranges(i), mode)?;
+                copy_out(i, bytes.as_slice(), out);
+            }
+        }
+        Ok(())
+    }
+
+    /// How a block fetched for a read enters the cache: normally; for a pattern-aware
+    /// read, as the pattern decided (`None`: left out).
+    fn admission(&self, mode: &ReadMode, key: BlockKey, resident: bool) -> Option<Admission> {
+        match mode {
+            ReadMode::Plain => Some(Admission::Normal),
+            // Resident: reserved by the pattern's references (or partly valid).
+            ReadMode::Aware { .. } if resident => Some(Admission::Normal),
+            // Asked for by a process but evicted since: the policy decided already.
+            ReadMode::Aware { asked, .. } if asked.contains(key.block) => None,
+            ReadMode::Aware { unrequested, .. } => {
+                self.cio.unasked_fetched.fetch_add(1, Ordering::Relaxed);
+                *unrequested
+            }
+        }
     }
 
     /// The block's bytes with every range valid: from the cache, or fetched (only the
@@ -430,28 +557,28 @@ impl Inner {
         ranges: &[std::ops::Range<u32>],
         mode: &ReadMode,
     ) -> Result<BlockBytes, WireError> {
-        let touch = match mode {
-            ReadMode::Plain => Touch::Yes,
-            ReadMode::Aware { .. } => Touch::No,
-        };
         let mut first = true;
         loop {
-            let (gaps, resident) = match self.tier.lookup(key, layout, block_size, ranges, touch)? {
-                Found::Hit(snapshot) => {
-                    let counter = if first {
-                        &self.counters.hits
-                    } else {
-                        &self.counters.misses
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    return Ok(BlockBytes::Cached(snapshot));
-                }
-                Found::Wait => {
-                    first = false;
-                    continue;
-                }
-                Found::Fetch { gaps, resident } => (gaps, resident),
-            };
+            let (gaps, resident) =
+                match self
+                    .tier
+                    .lookup(key, layout, block_size, ranges, mode.touch(), Fetching::Wait)?
+                {
+                    Found::Hit(snapshot) => {
+                        let counter = if first {
+                            &self.counters.hits
+                        } else {
+                            &self.counters.misses
+                        };
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        return Ok(BlockBytes::Cached(snapshot));
+                    }
+                    Found::Wait => {
+                        first = false;
+                        continue;
+                    }
+                    Found::Fetch { gaps, resident } => (gaps, resident),
+                };
             let start = key.block * block_size;
             let file_ranges: Vec<Range> = gaps
                 .iter()
@@ -467,27 +594,8 @@ impl Inner {
                 return Err(e);
             }
             self.counters.fetched_bytes.fetch_add(total, Ordering::Relaxed);
-            let admission = match mode {
-                ReadMode::Plain => Some(Admission::Normal),
-                // Resident: reserved by the pattern's references (or partly valid).
-                ReadMode::Aware { .. } if resident => Some(Admission::Normal),
-                // Asked for by a process but evicted since: the policy decided already.
-                ReadMode::Aware { asked, .. } if asked.contains(key.block) => None,
-                ReadMode::Aware { unrequested, .. } => {
-                    self.cio.unasked_fetched.fetch_add(1, Ordering::Relaxed);
-                    *unrequested
-                }
-            };
-            let mut at = 0usize;
-            let parts: Vec<(u32, Vec<u8>)> = gaps
-                .iter()
-                .map(|g| {
-                    let n = (g.end - g.start) as usize;
-                    let part = (g.start, fetched[at..at + n].to_vec());
-                    at += n;
-                    part
-                })
-                .collect();
+            let admission = self.admission(mode, key, resident);
+            let parts = fetched_parts(&gaps, &fetched, &mut 0);
             match self
                 .tier
                 .fill(key, layout, block_size, ranges, &parts, admission)?
@@ -783,6 +891,76 @@ impl BlockBytes {
 /// Most pieces of one block handled under one hold of its lock: bounds the memory a
 /// request of very many small pieces takes, whatever its size.
 const PIECES_PER_BATCH_MAX: usize = 1 << 16;
+
+/// The fetched bytes of a block's `gaps`, `(offset in block, bytes)`, taken from
+/// `fetched` at `*at` on (the gaps' bytes in order), moving `*at` past them.
+fn fetched_parts(gaps: &[std::ops::Range<u32>], fetched: &[u8], at: &mut usize) -> Vec<(u32, Vec<u8>)> {
+    gaps.iter()
+        .map(|g| {
+            let len = (g.end - g.start) as usize;
+            let part = (g.start, fetched[*at..*at + len].to_vec());
+            *at += len;
+            part
+        })
+        .collect()
+}
+
+/// Most bytes of blocks one read looks up and fetches together (read-ahead across the
+/// blocks of a request: one list read per io server for all the batch's misses).
+/// Measured on cold 3D block and CYCLIC(32) reads (`weft bench clusterfile`, 64 KiB
+/// blocks): 1 MiB reads 1.3-1.8x faster than one block at a time through separate
+/// managers and the same when colocated; 4 MiB is slower for both (concurrent
+/// requests for shared blocks wait for a whole batch's fetch).
+const READ_BATCH_BYTES: u64 = 1 << 20;
+/// Most blocks in one read batch, whatever the block size.
+const READ_BATCH_BLOCKS_MAX: usize = 256;
+
+/// Consecutive runs of a read's pieces, each run inside one block and no block twice,
+/// served together by `read_batch`.
+struct ReadBatch {
+    /// (block, the run's span in `pieces`)
+    runs: Vec<(u64, std::ops::Range<usize>)>,
+    pieces: Vec<BlockPiece>,
+    blocks_max: usize,
+}
+
+impl ReadBatch {
+    fn new(block_size: u64) -> ReadBatch {
+        ReadBatch {
+            runs: Vec::new(),
+            pieces: Vec::new(),
+            blocks_max: (READ_BATCH_BYTES / block_size.max(1)).clamp(1, READ_BATCH_BLOCKS_MAX as u64)
+                as usize,
+        }
+    }
+
+    /// Whether a run of `n` pieces of `block` may join (an empty batch takes any run).
+    fn fits(&self, block: u64, n: usize) -> bool {
+        self.runs.is_empty()
+            || (self.runs.len() < self.blocks_max
+                && self.pieces.len() + n <= PIECES_PER_BATCH_MAX
+                && !self.runs.iter().any(|(b, _)| *b == block))
+    }
+
+    fn push(&mut self, block: u64, run: &[BlockPiece]) {
+        let start = self.pieces.len();
+        self.pieces.extend_from_slice(run);
+        self.runs.push((block, start..self.pieces.len()));
+    }
+
+    fn clear(&mut self) {
+        self.runs.clear();
+        self.pieces.clear();
+    }
+
+    /// Run `i`'s ranges in its block.
+    fn ranges(&self, i: usize) -> Vec<std::ops::Range<u32>> {
+        self.pieces[self.runs[i].1.clone()]
+            .iter()
+            .map(|p| p.offset..p.offset + p.len)
+            .collect()
+    }
+}
 
 /// This manager's pieces of a request, as file (offset, length) in stream order, each
 /// inside one block, with the stream's length.

@@ -50,6 +50,15 @@ pub enum Found {
     Wait,
 }
 
+/// What a lookup does when another request is fetching the block.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Fetching {
+    /// Wait a while for the fetch to settle.
+    Wait,
+    /// Return at once.
+    Return,
+}
+
 /// Why an operation needs the caller to act before it can go on.
 pub enum Blocked {
     /// Write these blocks (of these files) back, then try again.
@@ -154,6 +163,11 @@ impl Tier {
 
     /// Looks up a request's pieces in a block; with `Touch::Yes` a reference for the
     /// policy.
+    /// Looks up a request's pieces in a block; with `Touch::Yes` a reference for the
+    /// policy. When another request is fetching the block, `Found::Wait` comes after a
+    /// wait for it to settle, or at once with `Fetching::Return`: for a caller holding
+    /// fetches of its own open (a batch), which must not wait for others that may be
+    /// waiting for it.
     pub fn lookup(
         &self,
         key: BlockKey,
@@ -161,11 +175,14 @@ impl Tier {
         block_size_bytes: u64,
         ranges: &[Range<u32>],
         touch: Touch,
+        fetching: Fetching,
     ) -> Result<Found, WireError> {
         let mut state = self.state();
         Self::check_file(&mut state, key.inode, layout, block_size_bytes)?;
         if state.fetching.contains(&key) {
-            drop(self.wait(state));
+            if fetching == Fetching::Wait {
+                drop(self.wait(state));
+            }
             return Ok(Found::Wait);
         }
         let len = block_size_bytes as u32;
