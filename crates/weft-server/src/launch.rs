@@ -140,6 +140,7 @@ pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Re
             cache_memory: None,
             cache_policy: None,
             cache_cio_unrequested: "cold".into(),
+            delegate: false,
             key: cluster_key,
         };
         let bound = start(&plan, limits)?;
@@ -209,6 +210,7 @@ pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Re
         cache_memory: None,
         cache_policy: None,
         cache_cio_unrequested: "cold".into(),
+        delegate: false,
         key: cluster_key,
     };
     let bound = start(&plan, limits)?;

@@ -105,6 +105,11 @@ struct Args {
     /// (none).
     #[arg(long, default_value = "cold", value_name = "cold|none")]
     cache_cio_unrequested: String,
+    /// Cache role as a delegate (I/O delegation's write-back cache): evict fully dirty
+    /// blocks first (written whole, no fetch), then by the policy. On by default when
+    /// the description's cache mapping is `aligned`.
+    #[arg(long)]
+    delegate: bool,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -188,6 +193,8 @@ pub struct Plan {
     pub cache_policy: Option<String>,
     /// Cache role: `cold` or `none` (see `--cache-cio-unrequested`).
     pub cache_cio_unrequested: String,
+    /// Cache role: run as a delegate (see `--delegate`).
+    pub delegate: bool,
     /// The cluster key: clients must prove they hold it, and this server proves it to
     /// the servers it calls.
     pub key: ClusterKey,
@@ -251,6 +258,7 @@ fn run(args: Args) -> Result<()> {
             cache_memory: args.cache_memory,
             cache_policy: args.cache_policy.clone(),
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
+            delegate: args.delegate,
             key,
         }
     } else {
@@ -288,6 +296,7 @@ fn run(args: Args) -> Result<()> {
             cache_memory: args.cache_memory,
             cache_policy: args.cache_policy.clone(),
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
+            delegate: args.delegate,
             key: load_key(&key_path)?,
         }
     };

@@ -173,6 +173,7 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
         "none" => None,
         other => anyhow::bail!("--cache-cio-unrequested {other:?}: expected cold or none"),
     };
+    cache_config.prefer_full_dirty = plan.delegate || settings.mapping.as_deref() == Some("aligned");
     Ok(CacheService::new(
         cache_config,
         backing,

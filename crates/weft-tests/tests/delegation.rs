@@ -1,0 +1,132 @@
+//! I/O delegation end to end with persistent delegates (`weft up --cache N
+//! --cache-mapping aligned`, files `delegated`): the managers are delegates (fully dirty
+//! blocks evicted first), blocks written whole go back whole and partly dirty ones as
+//! their dirty extents without fetching the rest, and `weft status` tells full from
+//! partial write-backs per delegate.
+
+mod common;
+
+use common::{manager_stats, pattern, weft_ok};
+use weft_client::{CacheMode, Client, CreateOptions, File, LayoutRequest, OpenOptions};
+use weft_testkit::{ClusterOptions, TestCluster};
+
+const STRIPE_BYTES: u64 = 64 << 10;
+
+fn delegates(count: &str, memory: &str) -> TestCluster {
+    TestCluster::start_with(&ClusterOptions {
+        extra: [
+            "--cache",
+            count,
+            "--cache-memory",
+            memory,
+            "--cache-mapping",
+            "aligned",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ..Default::default()
+    })
+}
+
+fn create_delegated(client: &Client, path: &str) -> File {
+    client
+        .create(
+            path,
+            &CreateOptions {
+                layout: LayoutRequest {
+                    stripe_size_bytes: Some(STRIPE_BYTES),
+                    cache: Some(CacheMode::Delegated),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .unwrap()
+}
+
+/// Whole stripes and a few small unaligned pieces through two delegates with little
+/// memory (the file is four times their caches): the data reads back exactly, every
+/// whole block went back whole, the small pieces went back partial, nothing was
+/// fetched to fill a partial block (no read-modify-write), and `weft status` shows it.
+#[test]
+fn delegates_write_full_blocks_whole_and_partial_blocks_as_extents() {
+    let cluster = delegates("2", "2M");
+    let client = cluster.client();
+    let file = create_delegated(&client, "/d");
+    assert_eq!(file.cache_mode(), CacheMode::Delegated);
+
+    let whole_bytes = 16u64 << 20;
+    let mut reference = vec![0u8; (whole_bytes + 4 * STRIPE_BYTES) as usize];
+    // Whole blocks, written a stripe row (4 blocks) at a time.
+    let row = 4 * STRIPE_BYTES;
+    for offset in (0..whole_bytes).step_by(row as usize) {
+        let data = pattern(1, offset, row as usize);
+        file.write_at(offset, &data).unwrap();
+        reference[offset as usize..(offset + row) as usize].copy_from_slice(&data);
+    }
+    // Small unaligned pieces in blocks nobody wrote before, one per io server.
+    let pieces = [
+        (10u64, 100usize),
+        (STRIPE_BYTES + 3, 1000),
+        (2 * STRIPE_BYTES + 7, 1),
+        (3 * STRIPE_BYTES - 5, 9),
+    ];
+    for (at, len) in pieces {
+        let offset = whole_bytes + at;
+        let data = pattern(2, offset, len);
+        file.write_at(offset, &data).unwrap();
+        reference[offset as usize..offset as usize + len].copy_from_slice(&data);
+    }
+    file.sync().unwrap();
+    drop(file);
+
+    let managers: Vec<u32> = cluster.config().cache_managers().iter().map(|m| m.id).collect();
+    assert_eq!(managers.len(), 2);
+    let stats: Vec<_> = managers.iter().map(|&m| manager_stats(&cluster, m)).collect();
+    for s in &stats {
+        assert!(
+            s.policy.contains("fully dirty first"),
+            "an aligned manager is a delegate: {s:?}"
+        );
+        assert_eq!(s.dirty_bytes, 0, "sync leaves nothing dirty: {s:?}");
+        assert_eq!(s.write_back_errors, 0, "{s:?}");
+        assert_eq!(
+            s.fetched_bytes, 0,
+            "no block was read to fill it before a write-back: {s:?}"
+        );
+    }
+    let full: u64 = stats.iter().map(|s| s.write_backs_full).sum();
+    let partial: u64 = stats.iter().map(|s| s.write_backs - s.write_backs_full).sum();
+    let whole_blocks = whole_bytes / STRIPE_BYTES;
+    assert!(
+        full >= whole_blocks,
+        "{full} full write-backs for {whole_blocks} whole blocks"
+    );
+    assert_eq!(
+        partial,
+        pieces.len() as u64,
+        "one partial write-back per small piece: {stats:?}"
+    );
+
+    let status = weft_ok(&cluster, &["status"]);
+    let lines: Vec<&str> = status
+        .lines()
+        .filter(|l| l.contains("fully dirty first"))
+        .collect();
+    assert_eq!(lines.len(), 2, "a line per delegate:\n{status}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains(" full, ") && l.contains(" partial)")),
+        "{status}"
+    );
+
+    // Read back through a fresh client, from the io servers and the delegates.
+    let reader = cluster.client();
+    let file = reader.open("/d", &OpenOptions::default()).unwrap();
+    let mut back = vec![0u8; reference.len()];
+    let n = file.read_at(0, &mut back).unwrap();
+    assert_eq!(n, (whole_bytes + 3 * STRIPE_BYTES + 4) as usize);
+    assert!(back[..n] == reference[..n], "data through the delegates differs");
+}
