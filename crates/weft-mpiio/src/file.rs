@@ -257,6 +257,14 @@ impl MpiFile {
         let hints = shared_hints(&comm, None, info);
         let (path, client) = agree(&comm, checked)?;
         let hints = agree(&comm, hints)?;
+        // The same hints on every rank: every rank refuses alike. MPI passes on only the
+        // error class, so the reason is printed whatever WEFT_MPIIO_VERBOSE says.
+        if let Err(e) = crate::delegation::check_job_scoped(&hints) {
+            if comm.rank() == 0 {
+                eprintln!("weft-mpiio: {name}: {e}");
+            }
+            return Err(e);
+        }
         let write = mode & (amode::RDWR | amode::WRONLY) != 0;
         // Rank 0 creates, then everybody opens.
         let mut created = None;
@@ -686,6 +694,19 @@ impl MpiFile {
     }
 
     fn collective(&self, state: &State, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
+        if let Some((method, why)) = crate::delegation::direct_method(&self.file, &state.hints) {
+            // Nothing of the other ranks is needed: no allgather.
+            let ctx = Context {
+                comm: &self.comm,
+                file: &self.file,
+                hints: &state.hints,
+                aggregators: &[],
+                extents: &[],
+                bytes_total: 0,
+                views_registered: false,
+            };
+            return self.run_method(&ctx, method, why, write, request, memory);
+        }
         let (lo, hi) = request.extent().unwrap_or((u64::MAX, 0));
         let mine = [
             lo as i64,
@@ -711,6 +732,19 @@ impl MpiFile {
             Ok(counts.iter().map(|&n| n as u64).sum())
         };
         let (method, why) = auto::choose(&ctx, write, pieces_total)?;
+        self.run_method(&ctx, method, why, write, request, memory)
+    }
+
+    /// Runs the chosen collective `method` for this rank's part.
+    fn run_method(
+        &self,
+        ctx: &Context<'_>,
+        method: Box<dyn crate::collective::Method>,
+        why: &str,
+        write: bool,
+        request: &Request,
+        memory: &Memory,
+    ) -> Result<u64> {
         if print_hints() && self.comm.rank() == 0 {
             eprintln!(
                 "weft-mpiio: {} {}: method {} ({why})",
@@ -721,10 +755,10 @@ impl MpiFile {
         }
         with_data(memory, write, |data| {
             if write {
-                method.write(&ctx, request, data)?;
+                method.write(ctx, request, data)?;
                 Ok(memory.bytes)
             } else {
-                let eof = method.read(&ctx, request, data)?;
+                let eof = method.read(ctx, request, data)?;
                 Ok(request.bytes_before(eof))
             }
         })

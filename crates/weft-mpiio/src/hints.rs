@@ -143,6 +143,9 @@ pub struct Hints {
     /// directory's default, else the cluster's.
     pub cache: Option<CacheMode>,
     pub cm_schedule: CmSchedule,
+    /// `weft_delegates` (or `$WEFT_DELEGATES`): job-scoped delegates asked for (see
+    /// `delegation::check_job_scoped`).
+    pub delegates: Option<u32>,
 }
 
 impl Default for Hints {
@@ -165,6 +168,7 @@ impl Default for Hints {
             cio_aware: false,
             cache: None,
             cm_schedule: CmSchedule::Decentralised,
+            delegates: None,
         }
     }
 }
@@ -191,6 +195,11 @@ impl Hints {
         if let Ok(dir) = std::env::var("WEFT_TRACE") {
             if !dir.is_empty() {
                 hints.set("weft_trace", &dir)?;
+            }
+        }
+        if let Ok(n) = std::env::var("WEFT_DELEGATES") {
+            if !n.is_empty() {
+                hints.set("weft_delegates", &n)?;
             }
         }
         if let Ok(path) = std::env::var("WEFT_HINTS") {
@@ -260,6 +269,7 @@ impl Hints {
                     dir => Some(dir.to_owned()),
                 }
             }
+            "weft_delegates" => self.delegates = Some(number(key, value, 0, 1024)? as u32),
             "weft_cio_aware" => {
                 self.cio_aware = match value.trim() {
                     "true" | "enable" => true,
@@ -305,6 +315,9 @@ impl Hints {
             out.push(("weft_cache".into(), mode.name().into()));
         }
         out.push(("weft_cm_schedule".into(), self.cm_schedule.name().into()));
+        if let Some(n) = self.delegates {
+            out.push(("weft_delegates".into(), n.to_string()));
+        }
         out
     }
 

@@ -13,11 +13,13 @@
 //!   operations; [`datatype`]: MPI datatypes decoded into weft-layout views;
 //!   [`hints`]: ROMIO's and Weft's hints;
 //! - [`collective`]: the collective methods (two-phase family) and independent I/O;
+//!   [`delegation`]: collective calls on delegated files without an exchange;
 //! - [`trace`]: trace capture of every call's original request (hint `weft_trace`).
 
 pub mod abi;
 pub mod collective;
 pub mod datatype;
+pub mod delegation;
 pub mod entry;
 pub mod error;
 pub mod file;

@@ -906,3 +906,83 @@ fn cio_aware_caching_online_matches_the_simulator() {
         online.hits
     );
 }
+
+/// A cluster whose `count` separate cache managers are delegates (aligned mapping,
+/// small memory so that the patterns write through eviction).
+fn delegated_cluster(count: &str) -> TestCluster {
+    TestCluster::start_with(&ClusterOptions::delegates(count, "2M"))
+}
+
+/// Every pattern on delegated files (hint weft_cache=delegated at create) through 1, 2,
+/// 4 and 8 delegates for 4 io servers and through 3 (unaligned), with 4 processes,
+/// byte for byte against ROMIO on the local file system; collective calls go without
+/// an exchange, and so do independent calls (romio_cb_write/read disable).
+#[test]
+fn delegated_files_match_romio_through_1_2_4_8_and_3_delegates() {
+    for count in ["1", "2", "4", "8", "3"] {
+        let cluster = delegated_cluster(count);
+        runs_match_romio(
+            &cluster,
+            4,
+            &[
+                &["weft_cache=delegated"],
+                &[
+                    "weft_cache=delegated",
+                    "romio_cb_write=disable",
+                    "romio_cb_read=disable",
+                ],
+            ],
+        );
+        let file = cluster
+            .client()
+            .open("/np4_0/block3d", &Default::default())
+            .unwrap();
+        assert_eq!(
+            file.cache_mode(),
+            weft_client::CacheMode::Delegated,
+            "{count} delegates"
+        );
+    }
+}
+
+/// On a delegated file `auto` sends each rank straight to its delegates (said by
+/// WEFT_PRINT_HINTS); job-scoped delegates asked for by hint or by $WEFT_DELEGATES are
+/// refused at open, on every rank, naming the persistent alternative.
+#[test]
+fn delegated_collectives_skip_the_exchange_and_job_scoped_delegates_are_refused_clearly() {
+    let p = programs();
+    let cluster = delegated_cluster("2");
+    cluster.client().mkdir("/d", 0o755).unwrap();
+    let out = mpirun(
+        4,
+        Some(&cluster),
+        &[("WEFT_PRINT_HINTS", "1")],
+        &[],
+        &p.patterns,
+        &["weft:/d/", "--only", "cyclic2d", "weft_cache=delegated"],
+    );
+    assert_ok(&out, "cyclic2d on a delegated file");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("weft_cache=delegated"), "{stderr}");
+    assert!(
+        stderr.contains("write /d/cyclic2d: method server_directed (delegated file: static file domains"),
+        "{stderr}"
+    );
+    for (env, args) in [
+        (vec![], vec!["weft:/d/", "--only", "cyclic2d", "weft_delegates=2"]),
+        (
+            vec![("WEFT_DELEGATES", "2")],
+            vec!["weft:/d/", "--only", "cyclic2d"],
+        ),
+    ] {
+        let out = mpirun(4, Some(&cluster), &env, &[], &p.patterns, &args);
+        assert!(!out.status.success(), "{env:?} {args:?} ran");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("weft_delegates=2: job-scoped delegates")
+                && stderr.contains("--cache-mapping aligned")
+                && stderr.contains("--cache delegated"),
+            "{stderr}"
+        );
+    }
+}

@@ -12,23 +12,6 @@ use weft_testkit::{ClusterOptions, TestCluster};
 
 const STRIPE_BYTES: u64 = 64 << 10;
 
-fn delegates(count: &str, memory: &str) -> TestCluster {
-    TestCluster::start_with(&ClusterOptions {
-        extra: [
-            "--cache",
-            count,
-            "--cache-memory",
-            memory,
-            "--cache-mapping",
-            "aligned",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ..Default::default()
-    })
-}
-
 fn create_delegated(client: &Client, path: &str) -> File {
     client
         .create(
@@ -51,7 +34,7 @@ fn create_delegated(client: &Client, path: &str) -> File {
 /// fetched to fill a partial block (no read-modify-write), and `weft status` shows it.
 #[test]
 fn delegates_write_full_blocks_whole_and_partial_blocks_as_extents() {
-    let cluster = delegates("2", "2M");
+    let cluster = TestCluster::start_with(&ClusterOptions::delegates("2", "2M"));
     let client = cluster.client();
     let file = create_delegated(&client, "/d");
     assert_eq!(file.cache_mode(), CacheMode::Delegated);
