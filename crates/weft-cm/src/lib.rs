@@ -254,7 +254,28 @@ impl CacheService {
     pub fn stats(&self) -> CacheStats {
         self.inner.stats()
     }
+
+    /// Writes every dirty block back, file by file, until none is left or a write-back
+    /// fails (a delegate leaving with its job). Blocks written to meanwhile may stay
+    /// dirty after `WRITE_BACK_ALL_ROUNDS_MAX` rounds.
+    pub fn write_back_all(&self) -> Result<(), WireError> {
+        let inner = &self.inner;
+        for _ in 0..WRITE_BACK_ALL_ROUNDS_MAX {
+            // Older than the end of time, beyond a limit of 0: every dirty block.
+            let chosen = inner.tier.background(u64::MAX, 0, usize::MAX);
+            if chosen.is_empty() {
+                return Ok(());
+            }
+            for inode in chosen.into_keys() {
+                inner.flush(inode)?;
+            }
+        }
+        Ok(())
+    }
 }
+
+/// Rounds of [`CacheService::write_back_all`].
+const WRITE_BACK_ALL_ROUNDS_MAX: usize = 8;
 
 impl Inner {
     fn check_incarnation(&self, file: &CacheFile) -> Result<(), WireError> {
