@@ -97,6 +97,8 @@ struct State {
 pub struct MpiFile {
     comm: Comm,
     file: File,
+    /// Job-scoped delegates started for this file (hint `weft_delegates`).
+    delegates: Option<crate::spawn::JobDelegates>,
     path: String,
     amode: i32,
     errhandler: AtomicUsize,
@@ -105,7 +107,7 @@ pub struct MpiFile {
 
 /// Rank 0's hints (defaults, $WEFT_HINTS, then `info`) on every rank.
 fn shared_hints(comm: &Comm, base: Option<&Hints>, info: Handle) -> Result<Hints> {
-    let mut text = Vec::new();
+    let mut text = String::new();
     if comm.rank() == 0 {
         let mut hints = match base {
             Some(h) => h.clone(),
@@ -125,13 +127,9 @@ fn shared_hints(comm: &Comm, base: Option<&Hints>, info: Handle) -> Result<Hints
                 eprintln!("weft-mpiio: {e}; hint ignored");
             }
         }
-        text = hints.to_text().into_bytes();
+        text = hints.to_text();
     }
-    let mut len = (text.len() as u64).to_ne_bytes();
-    comm.bcast(&mut len, 0)?;
-    text.resize(u64::from_ne_bytes(len) as usize, 0);
-    comm.bcast(&mut text, 0)?;
-    Hints::from_text(&String::from_utf8_lossy(&text))
+    Hints::from_text(&comm.bcast_text(text, 0)?)
 }
 
 /// The aggregator ranks from cb_config_list ("*:N" per host) and cb_nodes.
@@ -257,14 +255,6 @@ impl MpiFile {
         let hints = shared_hints(&comm, None, info);
         let (path, client) = agree(&comm, checked)?;
         let hints = agree(&comm, hints)?;
-        // The same hints on every rank: every rank refuses alike. MPI passes on only the
-        // error class, so the reason is printed whatever WEFT_MPIIO_VERBOSE says.
-        if let Err(e) = crate::delegation::check_job_scoped(&hints) {
-            if comm.rank() == 0 {
-                eprintln!("weft-mpiio: {name}: {e}");
-            }
-            return Err(e);
-        }
         let write = mode & (amode::RDWR | amode::WRONLY) != 0;
         // Rank 0 creates, then everybody opens.
         let mut created = None;
@@ -308,6 +298,18 @@ impl MpiFile {
                 }),
         };
         let mut file = agree(&comm, opened)?;
+        // Before anything else uses the handle: its data may go to delegates of its own.
+        let delegates = crate::spawn::start(&comm, &file, &client, &hints, name)?;
+        if let Some(d) = &delegates {
+            file.use_delegates(&d.addrs).map_err(MpiioError::from)?;
+            if print_hints() && comm.rank() == 0 {
+                eprintln!(
+                    "weft-mpiio: {name}: {} job-scoped delegates: {}",
+                    d.addrs.len(),
+                    d.addrs.join(" ")
+                );
+            }
+        }
         crate::trace::attach(&comm, &hints, &mut file)?;
         // MPI_MODE_APPEND: every individual file pointer starts at the end of the file (in
         // bytes: the view at open is the whole file, etype MPI_BYTE). It positions, it
@@ -329,6 +331,7 @@ impl MpiFile {
         Ok(Box::new(MpiFile {
             comm,
             file,
+            delegates,
             path,
             amode: mode,
             errhandler: AtomicUsize::new(errhandler),
@@ -364,8 +367,11 @@ impl MpiFile {
 
     /// MPI_File_close (collective): frees the handle's resources; with
     /// MPI_MODE_DELETE_ON_CLOSE rank 0 removes the file once all ranks are done.
-    pub fn close(self: Box<Self>) -> Result<()> {
-        let done = agree(&self.comm, Ok(()));
+    pub fn close(mut self: Box<Self>) -> Result<()> {
+        let done = match self.delegates.take() {
+            Some(delegates) => self.release_delegates(delegates),
+            None => agree(&self.comm, Ok(())),
+        };
         let mut result = done;
         if result.is_ok() && self.amode & amode::DELETE_ON_CLOSE != 0 {
             let r = if self.comm.rank() == 0 {
@@ -379,6 +385,20 @@ impl MpiFile {
         mpi::free_if_derived(state.etype);
         mpi::free_if_derived(state.filetype);
         result
+    }
+
+    /// At close, job-scoped delegates: once every rank is done writing, the file is
+    /// synced (the delegates write back, the io servers fsync), then the delegates let
+    /// it go (see `spawn`).
+    fn release_delegates(&self, delegates: crate::spawn::JobDelegates) -> Result<()> {
+        let synced = self.sync();
+        if print_hints() && self.comm.rank() == 0 {
+            for line in crate::spawn::status_lines(&self.file) {
+                eprintln!("weft-mpiio: {}: {line}", self.path);
+            }
+        }
+        let released = delegates.release(&self.file, self.comm.rank());
+        agree(&self.comm, synced.and(released))
     }
 
     pub fn delete(name: &str) -> Result<()> {
