@@ -130,6 +130,18 @@ impl Case {
         }
     }
 
+    /// FLASH-IO's checkpoint: per rank r, `blocks + r % 3` blocks of 8^3 cells of 24
+    /// variables of 8 bytes, with `procs` ranks.
+    pub(crate) fn flash(blocks: u64, procs: u64) -> Case {
+        let total: u64 = (0..procs).map(|r| blocks + r % 3).sum();
+        Case {
+            name: format!("flash B={blocks}"),
+            only: "flash",
+            args: vec!["--flash".into(), blocks.to_string()],
+            bytes: total * 512 * 24 * 8,
+        }
+    }
+
     /// S3D-IO's checkpoint, 16 values of 8 bytes per point of an N^3 grid.
     pub(crate) fn s3d(n: u64) -> Case {
         Case {

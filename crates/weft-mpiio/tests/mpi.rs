@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 
 use weft_testkit::{ClusterOptions, TestCluster};
 
-const PATTERNS: [&str; 9] = [
+const PATTERNS: [&str; 10] = [
     "block3d",
     "block3d_ghost",
     "cyclic2d",
@@ -32,6 +32,7 @@ const PATTERNS: [&str; 9] = [
     "cyclic2d_bytes",
     "overlap",
     "s3d",
+    "flash",
     "indexed",
     "mixed",
 ];
