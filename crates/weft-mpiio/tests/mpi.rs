@@ -1110,12 +1110,14 @@ fn job_scoped_delegates_under_memory_pressure_match_romio() {
 /// A spawned job's delegates disappear however the job ends: close then MPI_Finalize,
 /// MPI_Finalize with the file open, MPI_Abort, and a rank killed. What the job wrote,
 /// synced (part A) or not (part B), is in the file afterwards: the delegates write
-/// back before they leave, even when their job died.
+/// back before they leave, even when their job died. And ("share") interleaved
+/// writers of one page see each other's pieces after a barrier with no sync (one
+/// replica per block), then in the file after close.
 #[test]
 fn job_scoped_delegates_end_with_their_job_however_it_ends() {
     let p = programs();
     let cluster = cluster();
-    for end in ["close", "finalize", "abort", "crash"] {
+    for end in ["close", "finalize", "abort", "crash", "share"] {
         let path = format!("/ends_{end}");
         let name = format!("weft:{path}");
         let out = mpirun(
@@ -1131,7 +1133,7 @@ fn job_scoped_delegates_end_with_their_job_however_it_ends() {
             "{end}: the job did not get to its end:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        if matches!(end, "close" | "finalize") {
+        if matches!(end, "close" | "finalize" | "share") {
             assert_ok(&out, end);
         } else {
             assert!(!out.status.success(), "{end}: mpirun succeeded");
@@ -1139,11 +1141,26 @@ fn job_scoped_delegates_end_with_their_job_however_it_ends() {
         assert_delegates_gone(&cluster, end);
         let bytes = weft_bytes(&cluster, &path);
         let part = 65536;
-        assert_eq!(bytes.len(), (1 << 20) + 4 * part, "{end}: file size");
+        let size = if end == "share" {
+            (2 << 20) + part
+        } else {
+            (1 << 20) + 4 * part
+        };
+        assert_eq!(bytes.len(), size, "{end}: file size");
         for (start, tag) in [(0usize, 0u64), (1 << 20, 1)] {
             for x in 0..4 * part {
                 let want = ((x as u64 * 7 + tag) & 0xff) as u8;
                 assert_eq!(bytes[start + x], want, "{end}: part {tag}, byte {x}");
+            }
+        }
+        if end == "share" {
+            for (k, piece) in bytes[2 << 20..].chunks(8).enumerate() {
+                let want = k as u64 * 1000 + k as u64 % 4;
+                assert_eq!(
+                    u64::from_le_bytes(piece.try_into().unwrap()),
+                    want,
+                    "share: piece {k}"
+                );
             }
         }
     }

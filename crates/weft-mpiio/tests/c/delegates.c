@@ -9,10 +9,15 @@
  *   finalize  MPI_Finalize with the file still open
  *   abort     rank 0 calls MPI_Abort
  *   crash     rank 0 kills itself (SIGKILL)
+ *   share     first, interleaved writers of one page with no sync: rank r writes
+ *             every 8-byte piece k with k % size == r (value k * 1000 + r, one
+ *             MPI_File_write_at each) at 2 MiB, then after a barrier every rank reads
+ *             the page and checks every rank's pieces; then as close
  * Byte x of a part is (x * 7 + part) & 0xff, x counted from the part's start. Prints
  * "ready" on rank 0 before ending; key=value pairs are hints (weft_delegates=N). */
 #include <mpi.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +67,28 @@ int main(int argc, char **argv)
     write_part(fh, 1);
     MPI_Barrier(MPI_COMM_WORLD);
     const char *end = argv[2];
+    if (strcmp(end, "share") == 0) {
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        const int pieces = PART_BYTES / 8;
+        for (int k = rank; k < pieces; k += size) {
+            uint64_t v = (uint64_t)k * 1000 + rank;
+            MPI_File_write_at(fh, 2 * B_OFFSET + (MPI_Offset)k * 8, &v, 1, MPI_UINT64_T,
+                              MPI_STATUS_IGNORE);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        uint64_t *page = malloc(PART_BYTES);
+        MPI_File_read_at(fh, 2 * B_OFFSET, page, pieces, MPI_UINT64_T, MPI_STATUS_IGNORE);
+        for (int k = 0; k < pieces; k++) {
+            if (page[k] != (uint64_t)k * 1000 + k % size) {
+                fprintf(stderr, "rank %d: piece %d is %llu, expected %llu\n", rank, k,
+                        (unsigned long long)page[k], (unsigned long long)k * 1000 + k % size);
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+        }
+        free(page);
+        end = "close";
+    }
     if (rank == 0) {
         printf("ready\n");
         fflush(stdout);
