@@ -2,7 +2,8 @@
 //! --cache-mapping aligned`, files `delegated`): the managers are delegates (fully dirty
 //! blocks evicted first), blocks written whole go back whole and partly dirty ones as
 //! their dirty extents without fetching the rest, and `weft status` tells full from
-//! partial write-backs per delegate.
+//! partial write-backs per delegate. And a job-scoped delegate's server side without
+//! MPI: `weftd --meta --exit-on-stdin-eof` under a handle's `use_delegates`.
 
 mod common;
 
@@ -157,4 +158,71 @@ fn a_delegate_killed_loses_nothing_synced_and_every_writer_hears_of_the_rest() {
     fresh.read_at(0, &mut back).unwrap();
     let from = (8 * STRIPE_BYTES) as usize;
     assert!(back[from..] == synced[from..], "synced data lost");
+}
+
+/// A delegate as the MPI-IO layer starts one for a job, without MPI: a standalone
+/// `weftd --role cache --delegate` that knows only the metadata manager (`--meta`) and
+/// lives while its standard input is open (`--exit-on-stdin-eof`). A handle routed
+/// through it (`File::use_delegates`) writes into it with nothing on the io servers;
+/// when its input closes it writes every dirty block back and exits 0, and the bytes
+/// are then in the file for any client.
+#[test]
+fn a_job_scoped_delegate_learns_the_io_servers_from_the_manager_and_writes_back_when_its_input_closes() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        io_servers: 4,
+        stripe_size: STRIPE_BYTES,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let mut delegate = Command::new(weft_testkit::bin("weftd"))
+        .args(["--role", "cache", "--delegate", "--exit-on-stdin-eof"])
+        .args(["--meta", &cluster.meta_addr()])
+        .arg("--key")
+        .arg(cluster.key_path())
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .arg("--ready-file")
+        .arg(&ready)
+        .args(["--cache-memory", "8M", "--id", "1073741824"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = common::wait_for(
+        "the delegate's address",
+        std::time::Duration::from_secs(20),
+        || std::fs::read_to_string(&ready).ok(),
+    );
+    let client = cluster.client();
+    let mut file = client.create("/job", &CreateOptions::default()).unwrap();
+    file.use_delegates(&[addr.trim().to_owned()]).unwrap();
+    assert_eq!(file.cache_mode(), CacheMode::Delegated);
+    // Whole stripes and an unaligned tail: 1 MiB + 1000 bytes over four io servers.
+    let data = pattern(3, 0, (1 << 20) + 1000);
+    file.write_at(0, &data).unwrap();
+    assert_eq!(
+        file.size().unwrap(),
+        data.len() as u64,
+        "the size counts the delegate's dirty end"
+    );
+    let plain = client.open("/job", &OpenOptions::default()).unwrap();
+    assert_eq!(plain.size().unwrap(), 0, "nothing reached the io servers yet");
+    drop(file);
+
+    drop(delegate.stdin.take());
+    let status = delegate.wait().unwrap();
+    let mut log = String::new();
+    delegate.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    assert!(status.success(), "the delegate exited with {status}:\n{log}");
+    assert!(log.contains("standard input closed"), "{log}");
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(plain.read_at(0, &mut back).unwrap(), data.len());
+    assert!(
+        back == data,
+        "the delegate's write-back differs from what was written"
+    );
 }
