@@ -66,7 +66,7 @@ pub struct DelegationArgs {
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub s3d_n: u64,
     /// FLASH blocks per process (process r has B + r % 3; 8^3 cells of 24 doubles).
-    #[arg(long, default_value_t = 24, value_name = "B")]
+    #[arg(long, default_value_t = 64, value_name = "B")]
     pub flash_blocks: u64,
     /// Runs of each configuration; the median counts.
     #[arg(long, default_value_t = 1, value_name = "N")]

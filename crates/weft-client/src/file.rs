@@ -709,6 +709,12 @@ impl File {
         })
     }
 
+    /// Where this handle's data requests go, in data-layout order: the file's io
+    /// servers, or its cache managers (delegates).
+    pub fn data_addrs(&self) -> &[String] {
+        &self.addrs
+    }
+
     /// Makes every cache manager of this handle forget the file's blocks, dirty ones
     /// included (call after `sync`): job-scoped delegates let a closed file go so that
     /// a later open of it by anyone reads what the io servers hold.

@@ -300,15 +300,20 @@ impl MpiFile {
         let mut file = agree(&comm, opened)?;
         // Before anything else uses the handle: its data may go to delegates of its own.
         let delegates = crate::spawn::start(&comm, &file, &client, &hints, name)?;
-        if let Some(d) = &delegates {
-            file.use_delegates(&d.addrs).map_err(MpiioError::from)?;
-            if print_hints() && comm.rank() == 0 {
-                eprintln!(
-                    "weft-mpiio: {name}: {} job-scoped delegates: {}",
-                    d.addrs.len(),
-                    d.addrs.join(" ")
-                );
+        let kind = match &delegates {
+            Some(d) => {
+                file.use_delegates(&d.addrs).map_err(MpiioError::from)?;
+                Some("job-scoped")
             }
+            None => (file.cache_mode() == weft_client::CacheMode::Delegated).then_some("persistent"),
+        };
+        if let (Some(kind), true) = (kind, print_hints() && comm.rank() == 0) {
+            let addrs = file.data_addrs();
+            eprintln!(
+                "weft-mpiio: {name}: {} {kind} delegates: {}",
+                addrs.len(),
+                addrs.join(" ")
+            );
         }
         crate::trace::attach(&comm, &hints, &mut file)?;
         // MPI_MODE_APPEND: every individual file pointer starts at the end of the file (in

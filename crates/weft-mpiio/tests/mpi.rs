@@ -949,7 +949,7 @@ fn delegated_files_match_romio_through_1_2_4_8_and_3_delegates() {
 }
 
 /// On a delegated file `auto` sends each rank straight to its delegates (said by
-/// WEFT_PRINT_HINTS), with no exchange among the processes.
+/// WEFT_PRINT_HINTS, with the delegates in use), with no exchange among the processes.
 #[test]
 fn delegated_collectives_skip_the_exchange() {
     let p = programs();
@@ -966,6 +966,10 @@ fn delegated_collectives_skip_the_exchange() {
     assert_ok(&out, "cyclic2d on a delegated file");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("weft_cache=delegated"), "{stderr}");
+    assert!(
+        stderr.contains("weft:/d/cyclic2d: 2 persistent delegates: "),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("write /d/cyclic2d: method server_directed (delegated file: static file domains"),
         "{stderr}"
