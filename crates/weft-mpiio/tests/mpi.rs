@@ -1170,9 +1170,9 @@ fn job_scoped_delegates_end_with_their_job_however_it_ends() {
     }
 }
 
-/// Where spawning cannot work (an Open MPI singleton has no slots for more
-/// processes), the open fails on a clear error naming the persistent alternative; and
-/// weft-delegate run by hand says what it is for.
+/// Where spawning cannot work (an Open MPI singleton has a slot per core, and 1024
+/// delegates do not fit), the open fails on a clear error naming the persistent
+/// alternative; and weft-delegate run by hand says what it is for.
 #[test]
 fn job_scoped_delegates_say_clearly_when_they_cannot_start() {
     let p = programs();
@@ -1182,7 +1182,7 @@ fn job_scoped_delegates_say_clearly_when_they_cannot_start() {
     singleton
         .args(["-k", "5", MPIRUN_TIMEOUT_S])
         .arg(&p.patterns)
-        .args(["weft:/s/", "--only", "block3d", "weft_delegates=2"])
+        .args(["weft:/s/", "--only", "block3d", "weft_delegates=1024"])
         .env("LD_PRELOAD", library())
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -1198,7 +1198,7 @@ fn job_scoped_delegates_say_clearly_when_they_cannot_start() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("weft_delegates=2: cannot start job-scoped delegates: MPI_Comm_spawn")
+        stderr.contains("weft_delegates=1024: cannot start job-scoped delegates: MPI_Comm_spawn")
             && stderr.contains("--cache-mapping aligned")
             && stderr.contains("--cache delegated"),
         "{stderr}"
