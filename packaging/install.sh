@@ -3,7 +3,8 @@
 # (`make install`, the Spack recipe, and `make deb`, which stages the generated files):
 #
 #   PREFIX/bin/weft, PREFIX/bin/weftd
-#   LIBDIR/libweft.so, LIBDIR/libweft_mpiio.so (when built), INCLUDEDIR/weft.h
+#   LIBDIR/libweft.so, LIBDIR/libweft_mpiio.so and PREFIX/bin/weft-delegate (when
+#   built with MPI), INCLUDEDIR/weft.h
 #   LIBDIR/pkgconfig/weft.pc, LIBDIR/cmake/Weft/WeftConfig.cmake (+ ConfigVersion)
 #
 # Usage: packaging/install.sh --prefix DIR [--destdir DIR] [--libdir DIR]
@@ -12,8 +13,8 @@
 #   --destdir               staging root: files go to DESTDIR/PREFIX/..., and name PREFIX
 #   --target-dir            where the release build is (default: $CARGO_TARGET_DIR/release,
 #                           else target/release in the repository)
-#   --no-mpiio              leave libweft_mpiio.so out even if the target directory has
-#                           one (from an earlier build with MPI)
+#   --no-mpiio              leave libweft_mpiio.so and weft-delegate out even if the
+#                           target directory has them (from an earlier build with MPI)
 #   --dev-files-only        only weft.pc and the CMake files (for make deb)
 # Build first: cargo build --release (the workspace, or weft-cli, weft-server, weft-capi
 # and, for MPI-IO, weft-mpiio).
@@ -83,6 +84,9 @@ if [ "$mpiio" = 0 ]; then
     say "MPI-IO left out (--no-mpiio)"
 elif [ -f "$target_dir/libweft_mpiio.so" ]; then
     install -m 644 "$target_dir/libweft_mpiio.so" "$destdir$libdir/"
+    # Job-scoped delegates: the library spawns it from ../bin of its own directory.
+    [ -f "$target_dir/weft-delegate" ] || die "$target_dir/weft-delegate is missing: build weft-mpiio again"
+    install -m 755 "$target_dir/weft-delegate" "$destdir$prefix/bin/"
 else
     say "no libweft_mpiio.so in $target_dir (built without MPI): MPI-IO not installed"
 fi

@@ -9,6 +9,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=MPICC");
     println!("cargo:rerun-if-changed=csrc/weft_mpiio.c");
     println!("cargo:rerun-if-changed=csrc/shim.c");
+    println!("cargo:rerun-if-changed=csrc/spawn.c");
     println!("cargo:rerun-if-changed=csrc/shim.h");
 
     let (compile, link) = mpi_flags(&mpicc);
@@ -16,6 +17,7 @@ fn main() {
     build
         .file("csrc/shim.c")
         .file("csrc/weft_mpiio.c")
+        .file("csrc/spawn.c")
         .flag_if_supported("-std=c11")
         .warnings(true)
         .extra_warnings(true)
@@ -32,13 +34,20 @@ fn main() {
     }
     build.compile("weft_mpiio_c");
 
+    // The library's link flags reach the library (and its tests) only: the
+    // weft-delegate program links the same archive (its spawn.c part) and MPI by
+    // arguments of its own.
+    let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+    println!("cargo:rustc-link-arg-bins={out}/libweft_mpiio_c.a");
     for flag in &link {
         if let Some(dir) = flag.strip_prefix("-L") {
             println!("cargo:rustc-link-search=native={dir}");
         } else if let Some(lib) = flag.strip_prefix("-l") {
             println!("cargo:rustc-link-lib=dylib={lib}");
+            println!("cargo:rustc-link-arg-bins=-l{lib}");
         } else if let Some(rpath) = flag.strip_prefix("-Wl,-rpath,") {
             println!("cargo:rustc-cdylib-link-arg=-Wl,-rpath,{rpath}");
+            println!("cargo:rustc-link-arg-bins=-Wl,-rpath,{rpath}");
         }
     }
 }

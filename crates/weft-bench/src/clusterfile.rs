@@ -209,7 +209,7 @@ fn cases(a: &ClusterfileArgs) -> Vec<Case> {
 }
 
 /// A throwaway cluster in a temporary home, stopped on drop.
-struct Cluster {
+pub(crate) struct Cluster {
     weft: PathBuf,
     home: tempfile::TempDir,
     up_args: Vec<String>,
@@ -237,6 +237,11 @@ impl Cluster {
                 a.cache_memory.to_string(),
             ]);
         }
+        Cluster::start_with(weft, home, up_args)
+    }
+
+    /// A cluster of `weft up` with `up_args` in `home`.
+    pub(crate) fn start_with(weft: &Path, home: tempfile::TempDir, up_args: Vec<String>) -> Result<Cluster> {
         let cluster = Cluster {
             weft: weft.to_path_buf(),
             home,
@@ -246,7 +251,7 @@ impl Cluster {
         Ok(cluster)
     }
 
-    fn home(&self) -> &Path {
+    pub(crate) fn home(&self) -> &Path {
         self.home.path()
     }
 

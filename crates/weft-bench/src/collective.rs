@@ -32,6 +32,28 @@ const METHODS: [&str; 8] = [
     "server_directed",
     "auto",
 ];
+/// Where the MPI benchmarks find the interposition library and keep the local files.
+#[derive(Args, Debug, Clone)]
+pub struct MpiPrograms {
+    /// Directory for the baselines' files. Default: the system temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub local_dir: Option<PathBuf>,
+    /// libweft_mpiio.so. Default: next to this executable.
+    #[arg(long, value_name = "FILE")]
+    pub library: Option<PathBuf>,
+}
+
+impl MpiPrograms {
+    /// The library, and a fresh directory (named `prefix`...) for the local files.
+    pub(crate) fn prepare(&self, prefix: &str) -> Result<(PathBuf, tempfile::TempDir)> {
+        let library = library(self.library.as_deref())?;
+        let local = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in(self.local_dir.clone().unwrap_or_else(std::env::temp_dir))?;
+        Ok((library, local))
+    }
+}
+
 const PATTERN_SOURCE: &str = include_str!("../../weft-mpiio/tests/c/patterns.c");
 /// Largest edge of the 3D block array (16-byte elements: 1024 is 16 GiB).
 const N_MAX: u64 = 1024;
@@ -68,12 +90,8 @@ pub struct CollectiveArgs {
     /// Weft directory for the files (created).
     #[arg(long, default_value = "/bench-collective", value_name = "PATH")]
     pub path: String,
-    /// Directory for the baselines' files. Default: the system temporary directory.
-    #[arg(long, value_name = "DIR")]
-    pub local_dir: Option<PathBuf>,
-    /// libweft_mpiio.so. Default: next to this executable.
-    #[arg(long, value_name = "FILE")]
-    pub library: Option<PathBuf>,
+    #[command(flatten)]
+    pub programs: MpiPrograms,
     #[arg(long, default_value = "bench-results/collective.json", value_name = "FILE")]
     pub json: PathBuf,
     #[arg(long, default_value = "bench-results/collective.svg", value_name = "FILE")]
@@ -93,20 +111,50 @@ struct Row {
     command: String,
 }
 
-struct Case {
-    name: String,
-    only: &'static str,
-    args: Vec<String>,
-    bytes: u64,
+/// One pattern of the patterns program at one size.
+pub(crate) struct Case {
+    pub name: String,
+    pub only: &'static str,
+    pub args: Vec<String>,
+    pub bytes: u64,
+}
+
+impl Case {
+    /// coll_perf's 3D block, N^3 elements of 16 bytes.
+    pub(crate) fn block3d(n: u64) -> Case {
+        Case {
+            name: format!("block3d N={n}"),
+            only: "block3d",
+            args: vec!["--n".into(), n.to_string()],
+            bytes: n.pow(3) * 16,
+        }
+    }
+
+    /// FLASH-IO's checkpoint: per rank r, `blocks + r % 3` blocks of 8^3 cells of 24
+    /// variables of 8 bytes, with `procs` ranks.
+    pub(crate) fn flash(blocks: u64, procs: u64) -> Case {
+        let total: u64 = (0..procs).map(|r| blocks + r % 3).sum();
+        Case {
+            name: format!("flash B={blocks}"),
+            only: "flash",
+            args: vec!["--flash".into(), blocks.to_string()],
+            bytes: total * 512 * 24 * 8,
+        }
+    }
+
+    /// S3D-IO's checkpoint, 16 values of 8 bytes per point of an N^3 grid.
+    pub(crate) fn s3d(n: u64) -> Case {
+        Case {
+            name: format!("s3d N={n}"),
+            only: "s3d",
+            args: vec!["--s3d".into(), n.to_string()],
+            bytes: n.pow(3) * 16 * 8,
+        }
+    }
 }
 
 fn cases(a: &CollectiveArgs) -> Vec<Case> {
-    let mut out = vec![Case {
-        name: format!("block3d N={}", a.n),
-        only: "block3d",
-        args: vec!["--n".into(), a.n.to_string()],
-        bytes: a.n.pow(3) * 16,
-    }];
+    let mut out = vec![Case::block3d(a.n)];
     for &k in &a.k {
         out.push(Case {
             name: format!("cyclic2d M={} k={k}", a.cyclic_n),
@@ -115,12 +163,7 @@ fn cases(a: &CollectiveArgs) -> Vec<Case> {
             bytes: a.cyclic_n.pow(2) * 8,
         });
     }
-    out.push(Case {
-        name: format!("s3d N={}", a.s3d_n),
-        only: "s3d",
-        args: vec!["--s3d".into(), a.s3d_n.to_string()],
-        bytes: a.s3d_n.pow(3) * 16 * 8,
-    });
+    out.push(Case::s3d(a.s3d_n));
     out
 }
 
@@ -167,7 +210,7 @@ pub(crate) fn compile_mpi(dir: &Path, name: &str, source: &str) -> Result<PathBu
 }
 
 /// Runs `make()`'s mpirun `repeat` times; returns the median write and read times.
-fn run_median(repeat: u32, only: &str, make: impl Fn() -> Command) -> Result<(f64, f64, String)> {
+pub(crate) fn run_median(repeat: u32, only: &str, make: impl Fn() -> Command) -> Result<(f64, f64, String)> {
     let mut writes = Vec::new();
     let mut reads = Vec::new();
     let mut command = String::new();
@@ -248,14 +291,11 @@ pub fn run(a: &CollectiveArgs) -> Result<()> {
             "unknown method {m} (one of {METHODS:?})"
         );
     }
-    let library = library(a.library.as_deref())?;
+    let (library, local) = a.programs.prepare("weft-bench-collective-local-")?;
     let work = tempfile::Builder::new()
         .prefix("weft-bench-collective-")
         .tempdir()?;
     let program = compile(work.path())?;
-    let local = tempfile::Builder::new()
-        .prefix("weft-bench-collective-local-")
-        .tempdir_in(a.local_dir.clone().unwrap_or_else(std::env::temp_dir))?;
     let client = weft_client::Client::from_env()?;
     match client.mkdir(&a.path, 0o755) {
         Ok(_) => {}

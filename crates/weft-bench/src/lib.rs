@@ -14,6 +14,7 @@ mod cluster;
 pub mod clusterfile;
 pub mod collective;
 pub mod concurrent;
+pub mod delegation;
 pub mod mount;
 pub mod noncontig;
 pub mod pack;
@@ -41,6 +42,10 @@ pub enum BenchCommand {
     /// MPI-IO collective methods on Weft against the MPI library's MPI-IO on local files.
     #[command(long_about = collective::LONG_ABOUT)]
     Collective(collective::CollectiveArgs),
+    /// I/O delegation: independent I/O through 1, 2, 4, 8, 3 delegates against native
+    /// collective, native independent and ROMIO on local files, on clusters it starts.
+    #[command(long_about = delegation::LONG_ABOUT)]
+    Delegation(delegation::DelegationArgs),
     /// The Clusterfile comparison: ROMIO, two_phase, server_directed DD and 2P, on clusters it starts.
     #[command(long_about = clusterfile::LONG_ABOUT)]
     Clusterfile(clusterfile::ClusterfileArgs),
@@ -72,6 +77,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     match args.command {
         BenchCommand::Concurrent(a) => concurrent::run(&a),
         BenchCommand::Collective(a) => collective::run(&a),
+        BenchCommand::Delegation(a) => delegation::run(&a),
         BenchCommand::Clusterfile(a) => clusterfile::run(&a),
         BenchCommand::ConcurrentWorker(a) => concurrent::worker(&a),
         BenchCommand::Noncontig(a) => noncontig::run(&a),

@@ -270,6 +270,11 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 if let Some(policy) = &options.cache_settings.policy {
                     args.extend(["--cache-policy".into(), policy.clone()]);
                 }
+                // Server-aligned cache managers are delegates: fully dirty blocks are
+                // evicted first.
+                if options.cache_settings.mapping.as_deref() == Some("aligned") {
+                    args.push("--delegate".into());
+                }
             }
             if let Some(socket) = socket_path(home, id) {
                 args.extend(["--socket".into(), socket.display().to_string()]);
@@ -601,7 +606,7 @@ fn cache_line(addr: &str, auth: &ClientAuth, timeouts: Timeouts) -> String {
     };
     format!(
         "cache ({}): {} of {} cached in {} blocks, {} dirty; hits {} misses {} ({hit_rate}); \
-         evictions {}; written back {} in {} blocks, {} errors; fetched {}",
+         evictions {}; written back {} in {} blocks ({} full, {} partial), {} errors; fetched {}",
         st.policy,
         human_bytes(st.cached_bytes),
         human_bytes(st.capacity_bytes),
@@ -612,6 +617,8 @@ fn cache_line(addr: &str, auth: &ClientAuth, timeouts: Timeouts) -> String {
         st.evictions,
         human_bytes(st.write_back_bytes),
         st.write_backs,
+        st.write_backs_full,
+        st.write_backs.saturating_sub(st.write_backs_full),
         st.write_back_errors,
         human_bytes(st.fetched_bytes),
     )

@@ -37,6 +37,21 @@ impl CacheRoute {
         })
     }
 
+    /// A route over `count` job-scoped delegates started for this file only: block `x`
+    /// (a stripe) to delegate `x mod count`, the delegates known by address alone.
+    pub fn job_delegates(count: usize, file_layout: &Layout) -> CacheRoute {
+        CacheRoute {
+            incarnations: (0..count).map(|_| AtomicU64::new(0)).collect(),
+            blocks: Layout {
+                stripe_size_bytes: file_layout.stripe_size_bytes,
+                servers: (0..count as u32)
+                    .map(|k| ServerId(JOB_DELEGATE_ID_BASE + k))
+                    .collect(),
+            },
+            file_layout: file_layout.clone(),
+        }
+    }
+
     /// What manager `index` needs with each request of file `inode`, sent over a
     /// connection whose handshake gave `incarnation`. The first request fixes the
     /// incarnation this handle expects; a manager that restarted since refuses later
@@ -54,6 +69,10 @@ impl CacheRoute {
         }
     }
 }
+
+/// Server id of job-scoped delegate 0 (the others follow): far above any cluster's own
+/// server ids, so logs and traces tell delegates apart; `weftd --id` of each delegate.
+pub const JOB_DELEGATE_ID_BASE: u32 = 0x4000_0000;
 
 /// The largest count not above `available` that is a factor or a multiple of
 /// `stripe_count`, so that each manager of the server-aligned mapping serves whole io

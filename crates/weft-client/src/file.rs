@@ -69,6 +69,8 @@ pub struct File {
     patterns_refused: std::sync::atomic::AtomicBool,
     /// Whether this handle already dropped the file's setuid/setgid privileges.
     privileges_dropped: AtomicBool,
+    /// Whether the handle's data goes through job-scoped delegates (`use_delegates`).
+    job_delegates: bool,
 }
 
 const MODE_SETUID: u32 = 0o4000;
@@ -164,6 +166,7 @@ impl File {
             pattern: std::sync::Mutex::new(None),
             patterns_refused: std::sync::atomic::AtomicBool::new(false),
             privileges_dropped: AtomicBool::new(false),
+            job_delegates: false,
         };
         if let Some(dir) = crate::trace::env_dir() {
             if let Err(e) = file.set_trace_dir(Some(dir)) {
@@ -222,9 +225,36 @@ impl File {
         &self.layout
     }
 
-    /// The file's caching mode.
+    /// The file's caching mode as this handle uses it: `Delegated` through job-scoped
+    /// delegates (`use_delegates`), else the file's own.
     pub fn cache_mode(&self) -> weft_layout::CacheMode {
-        self.attr.cache
+        if self.job_delegates {
+            weft_layout::CacheMode::Delegated
+        } else {
+            self.attr.cache
+        }
+    }
+
+    /// Sends this handle's data through `delegates` (addresses of cache managers started
+    /// for this file only, holding the cluster key: job-scoped delegates), block `x` of
+    /// the file (a stripe) to `delegates[x mod n]`, instead of the io servers or the
+    /// cluster's cache tier. Size, sync, truncate and close reach them as a cached
+    /// file's managers. Call before any I/O and before setting a view: requests already
+    /// made went elsewhere.
+    pub fn use_delegates(&mut self, delegates: &[String]) -> Result<(), ClientError> {
+        if delegates.is_empty() {
+            return Err(ClientError::refused(
+                ErrorCode::InvalidArgument,
+                format!("{}: no delegates given", self.path),
+            ));
+        }
+        let route = CacheRoute::job_delegates(delegates.len(), self.layout());
+        self.layout = route.blocks.clone();
+        self.addrs = delegates.to_vec();
+        self.cache = Some(route);
+        self.job_delegates = true;
+        *self.view.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
     }
 
     /// `request` (a read or write of server `index` of the data layout) as sent over
@@ -677,6 +707,39 @@ impl File {
         self.to_servers(&self.addrs, |k, c| {
             request_for(route.file(self.attr.inode, k, c.incarnation()))
         })
+    }
+
+    /// Where this handle's data requests go, in data-layout order: the file's io
+    /// servers, or its cache managers (delegates).
+    pub fn data_addrs(&self) -> &[String] {
+        &self.addrs
+    }
+
+    /// Makes every cache manager of this handle forget the file's blocks, dirty ones
+    /// included (call after `sync`): job-scoped delegates let a closed file go so that
+    /// a later open of it by anyone reads what the io servers hold.
+    pub fn drop_from_cache_managers(&self) -> Result<(), ClientError> {
+        self.to_cache_managers(|file| Request::CacheDrop {
+            inodes: vec![file.inode],
+        })
+        .map_err(|e| e.context(&self.path))?;
+        Ok(())
+    }
+
+    /// Each cache manager (or delegate) of this handle with its counters, in the order
+    /// of the data layout (nothing for a file outside the cache tier).
+    pub fn cache_manager_stats(&self) -> Result<Vec<(String, weft_proto::msg::CacheStats)>, ClientError> {
+        let answers = self
+            .to_cache_managers(|_| Request::CacheStats)
+            .map_err(|e| e.context(&self.path))?;
+        answers
+            .into_iter()
+            .zip(&self.addrs)
+            .map(|(answer, addr)| match answer {
+                Response::CacheStats(stats) => Ok((addr.clone(), stats)),
+                other => Err(unexpected(&other)),
+            })
+            .collect()
     }
 
     /// The striping of io server `index` of the file's own layout.

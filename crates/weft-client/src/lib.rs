@@ -28,7 +28,7 @@ pub mod path;
 pub mod trace;
 mod view_io;
 
-pub use cache_route::{aligned_count, managers_of};
+pub use cache_route::{aligned_count, managers_of, JOB_DELEGATE_ID_BASE};
 pub use client::{Client, CreateOptions, FsStats, OpenOptions};
 pub use error::ClientError;
 pub use file::{File, TransferOptions};

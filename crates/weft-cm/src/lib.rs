@@ -71,6 +71,9 @@ pub struct CacheConfig {
     /// no process asked for is kept: at the cold end of the policy
     /// (`Some(Admission::Cold)`, the default) or not at all (`None`).
     pub cio_unrequested: Option<Admission>,
+    /// A delegate (I/O delegation's write-back cache): evict fully dirty blocks first,
+    /// then by `policy`.
+    pub prefer_full_dirty: bool,
 }
 
 impl CacheConfig {
@@ -82,6 +85,7 @@ impl CacheConfig {
             dirty_age: Duration::from_secs(5),
             writeback_period: Duration::from_millis(100),
             cio_unrequested: Some(Admission::Cold),
+            prefer_full_dirty: false,
         }
     }
 }
@@ -134,7 +138,7 @@ impl CacheService {
     ) -> CacheService {
         let owns_views = views.is_none();
         let inner = Arc::new(Inner {
-            tier: Tier::new(config.capacity_bytes, config.policy),
+            tier: Tier::new(config.capacity_bytes, config.policy, config.prefer_full_dirty),
             counters: Counters::default(),
             cio: cio::Patterns::default(),
             backing,
@@ -249,7 +253,28 @@ impl CacheService {
     pub fn stats(&self) -> CacheStats {
         self.inner.stats()
     }
+
+    /// Writes every dirty block back, file by file, until none is left or a write-back
+    /// fails (a delegate leaving with its job). Blocks written to meanwhile may stay
+    /// dirty after `WRITE_BACK_ALL_ROUNDS_MAX` rounds.
+    pub fn write_back_all(&self) -> Result<(), WireError> {
+        let inner = &self.inner;
+        for _ in 0..WRITE_BACK_ALL_ROUNDS_MAX {
+            // Older than the end of time, beyond a limit of 0: every dirty block.
+            let chosen = inner.tier.background(u64::MAX, 0, usize::MAX);
+            if chosen.is_empty() {
+                return Ok(());
+            }
+            for inode in chosen.into_keys() {
+                inner.flush(inode)?;
+            }
+        }
+        Ok(())
+    }
 }
+
+/// Rounds of [`CacheService::write_back_all`].
+const WRITE_BACK_ALL_ROUNDS_MAX: usize = 8;
 
 impl Inner {
     fn check_incarnation(&self, file: &CacheFile) -> Result<(), WireError> {
@@ -271,7 +296,12 @@ impl Inner {
         let c = &self.counters;
         CacheStats {
             incarnation: self.incarnation,
-            policy: self.tier.policy_name().to_owned(),
+            // A delegate says so: `weft status` shows which managers are delegates.
+            policy: if self.tier.prefers_full_dirty() {
+                format!("{}, fully dirty first", self.tier.policy_name())
+            } else {
+                self.tier.policy_name().to_owned()
+            },
             capacity_bytes: st.memory_bytes_max,
             cached_bytes: st.memory_bytes,
             dirty_bytes: st.bytes_dirty,
@@ -280,6 +310,7 @@ impl Inner {
             misses: c.misses.load(Ordering::Relaxed),
             evictions: st.evictions,
             write_backs: st.write_backs,
+            write_backs_full: st.write_backs_full,
             write_back_bytes: st.write_back_bytes,
             write_back_errors: c.write_back_errors.load(Ordering::Relaxed),
             fetched_bytes: c.fetched_bytes.load(Ordering::Relaxed),

@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use weft_cache::policy::{AnyPolicy, PolicyKind};
+use weft_cache::policy::{AnyPolicy, PolicyKind, Prefer};
 use weft_cache::store::{Cache, CacheConfig, CacheStats, Lookup, Snapshot, Touch, WriteBack};
 use weft_cache::{Admission, BlockKey, BlockMap, CacheError, NoSpace};
 use weft_layout::{InodeId, Layout};
@@ -33,7 +33,9 @@ struct FileEntry {
 }
 
 struct State {
-    cache: Cache<AnyPolicy<BlockKey>>,
+    /// Wrapped in [`Prefer`]: it only acts when the tier marks fully dirty blocks
+    /// (a delegate), otherwise it is the inner policy.
+    cache: Cache<Prefer<BlockKey, AnyPolicy<BlockKey>>>,
     files: BTreeMap<InodeId, FileEntry>,
     /// Blocks being fetched: a second reader waits for the first one's fetch.
     fetching: HashSet<BlockKey>,
@@ -71,19 +73,22 @@ pub struct Tier {
     state: Mutex<State>,
     settled: Condvar,
     policy_kind: PolicyKind,
+    prefer_full_dirty: bool,
     started: Instant,
 }
 
 impl Tier {
-    pub fn new(capacity_bytes: u64, policy: PolicyKind) -> Tier {
+    /// `prefer_full_dirty`: evict fully dirty blocks first (written whole, no fetch),
+    /// then by `policy`: the delegates' write-back cache.
+    pub fn new(capacity_bytes: u64, policy: PolicyKind, prefer_full_dirty: bool) -> Tier {
         let entries = (capacity_bytes / POLICY_BLOCK_BYTES).max(16) as usize;
         Tier {
             state: Mutex::new(State {
                 cache: Cache::new(
-                    AnyPolicy::new(policy, entries),
+                    Prefer::new(AnyPolicy::new(policy, entries)),
                     CacheConfig {
                         memory_bytes_max: capacity_bytes,
-                        prefer_full_dirty: false,
+                        prefer_full_dirty,
                     },
                 ),
                 files: BTreeMap::new(),
@@ -91,6 +96,7 @@ impl Tier {
             }),
             settled: Condvar::new(),
             policy_kind: policy,
+            prefer_full_dirty,
             started: Instant::now(),
         }
     }
@@ -109,6 +115,11 @@ impl Tier {
 
     pub fn policy_name(&self) -> &'static str {
         self.policy_kind.as_str()
+    }
+
+    /// Whether fully dirty blocks are evicted first (a delegate).
+    pub fn prefers_full_dirty(&self) -> bool {
+        self.prefer_full_dirty
     }
 
     pub fn stats(&self) -> CacheStats {

@@ -115,6 +115,24 @@ int wm_info_nkeys(wm_h info, int *n);
 int wm_info_nthkey(wm_h info, int n, char *key);
 int wm_info_get(wm_h info, const char *key, int buflen, char *value, int *flag);
 
+/* ---- Job-scoped delegates (spawn.c): spawning them, their launcher's side, and the
+ * messages between the two. Each returns an MPI error code unless said otherwise. ---- */
+int wm_init(void);
+int wm_finalize(void);
+wm_h wm_comm_world(void);
+int wm_comm_get_parent(wm_h *parent, int *is_null);
+int wm_comm_remote_size(wm_h comm, int *size);
+/* hosts: NULL or "" for the MPI library's choice, else the "host" info value. */
+int wm_comm_spawn(wm_h comm, const char *command, char **argv, int maxprocs, const char *hosts,
+                  int root, wm_h *intercomm, int *errcodes);
+int wm_comm_disconnect(wm_h comm);
+int wm_send_bytes(wm_h comm, const void *buf, int len, int dest, int tag);
+/* *flag: whether a message from source with tag waits; *len: its bytes. */
+int wm_iprobe_bytes(wm_h comm, int source, int tag, int *flag, int *len);
+int wm_recv_bytes(wm_h comm, void *buf, int len, int source, int tag);
+/* The MPI library's text for an error code, NUL-terminated in len bytes. */
+void wm_error_string(int code, char *buf, int len);
+
 /* ---- The Rust half: called by weft_mpiio.c for files that are Weft's. They return
  * enum wm_error. ---- */
 int weft_mpiio_is_ours(wm_h fh);
@@ -145,5 +163,7 @@ wm_h weft_mpiio_errhandler(wm_h fh);
 void weft_mpiio_set_errhandler(wm_h fh, wm_h errhandler);
 int weft_mpiio_fint(wm_h fh);
 wm_h weft_mpiio_from_fint(int fint);
+/* Before PMPI_Finalize: stops job-scoped delegates of files still open. */
+void weft_mpiio_finalize(void);
 
 #endif

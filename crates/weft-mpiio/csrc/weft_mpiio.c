@@ -192,6 +192,15 @@ int wm_File_delete(const char *filename, MPI_Info info)
                   mpi_class(weft_mpiio_delete(filename, H(info))));
 }
 
+/* MPI_Finalize: job-scoped delegates of files the program left open are stopped first
+ * (they write back what they hold); a delegate still connected would hold up
+ * PMPI_Finalize, which waits for every connected process. */
+int wm_Finalize(void)
+{
+    weft_mpiio_finalize();
+    return PMPI_Finalize();
+}
+
 MPI_Fint wm_File_c2f(MPI_File fh)
 {
     if (!OURS(fh))

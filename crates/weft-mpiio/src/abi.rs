@@ -301,3 +301,11 @@ pub extern "C" fn weft_mpiio_from_fint(fint: c_int) -> Handle {
         .flatten()
         .unwrap_or(0)
 }
+
+#[no_mangle]
+pub extern "C" fn weft_mpiio_finalize() {
+    guard(|| {
+        crate::spawn::finalize();
+        Ok(())
+    });
+}

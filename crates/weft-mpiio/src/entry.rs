@@ -1,5 +1,6 @@
 //! The exported `MPI_File_*` symbols: one trampoline per function of MPI 3.1, each
-//! calling its C implementation `wm_File_*` in `csrc/weft_mpiio.c`.
+//! calling its C implementation `wm_File_*` in `csrc/weft_mpiio.c`; and `MPI_Finalize`,
+//! which stops job-scoped delegates before the MPI library's own.
 //!
 //! Why trampolines: rustc links a cdylib with a version script that exports only the
 //! crate's own `#[no_mangle]` items, so functions defined in C and linked in from a
@@ -96,4 +97,9 @@ trampolines! {
     MPI_File_read_ordered_end => wm_File_read_ordered_end(fh: Handle, buf: Ptr, status: Ptr) -> c_int;
     MPI_File_write_ordered_begin => wm_File_write_ordered_begin(fh: Handle, buf: Ptr, count: c_int, datatype: Handle) -> c_int;
     MPI_File_write_ordered_end => wm_File_write_ordered_end(fh: Handle, buf: Ptr, status: Ptr) -> c_int;
+}
+
+// Not MPI-IO, but job-scoped delegates must stop before the MPI library finalizes.
+trampolines! {
+    MPI_Finalize => wm_Finalize() -> c_int;
 }

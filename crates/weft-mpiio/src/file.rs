@@ -97,6 +97,8 @@ struct State {
 pub struct MpiFile {
     comm: Comm,
     file: File,
+    /// Job-scoped delegates started for this file (hint `weft_delegates`).
+    delegates: Option<crate::spawn::JobDelegates>,
     path: String,
     amode: i32,
     errhandler: AtomicUsize,
@@ -105,7 +107,7 @@ pub struct MpiFile {
 
 /// Rank 0's hints (defaults, $WEFT_HINTS, then `info`) on every rank.
 fn shared_hints(comm: &Comm, base: Option<&Hints>, info: Handle) -> Result<Hints> {
-    let mut text = Vec::new();
+    let mut text = String::new();
     if comm.rank() == 0 {
         let mut hints = match base {
             Some(h) => h.clone(),
@@ -125,13 +127,9 @@ fn shared_hints(comm: &Comm, base: Option<&Hints>, info: Handle) -> Result<Hints
                 eprintln!("weft-mpiio: {e}; hint ignored");
             }
         }
-        text = hints.to_text().into_bytes();
+        text = hints.to_text();
     }
-    let mut len = (text.len() as u64).to_ne_bytes();
-    comm.bcast(&mut len, 0)?;
-    text.resize(u64::from_ne_bytes(len) as usize, 0);
-    comm.bcast(&mut text, 0)?;
-    Hints::from_text(&String::from_utf8_lossy(&text))
+    Hints::from_text(&comm.bcast_text(text, 0)?)
 }
 
 /// The aggregator ranks from cb_config_list ("*:N" per host) and cb_nodes.
@@ -300,6 +298,23 @@ impl MpiFile {
                 }),
         };
         let mut file = agree(&comm, opened)?;
+        // Before anything else uses the handle: its data may go to delegates of its own.
+        let delegates = crate::spawn::start(&comm, &file, &client, &hints, name)?;
+        let kind = match &delegates {
+            Some(d) => {
+                file.use_delegates(&d.addrs).map_err(MpiioError::from)?;
+                Some("job-scoped")
+            }
+            None => (file.cache_mode() == weft_client::CacheMode::Delegated).then_some("persistent"),
+        };
+        if let (Some(kind), true) = (kind, print_hints() && comm.rank() == 0) {
+            let addrs = file.data_addrs();
+            eprintln!(
+                "weft-mpiio: {name}: {} {kind} delegates: {}",
+                addrs.len(),
+                addrs.join(" ")
+            );
+        }
         crate::trace::attach(&comm, &hints, &mut file)?;
         // MPI_MODE_APPEND: every individual file pointer starts at the end of the file (in
         // bytes: the view at open is the whole file, etype MPI_BYTE). It positions, it
@@ -321,6 +336,7 @@ impl MpiFile {
         Ok(Box::new(MpiFile {
             comm,
             file,
+            delegates,
             path,
             amode: mode,
             errhandler: AtomicUsize::new(errhandler),
@@ -356,8 +372,11 @@ impl MpiFile {
 
     /// MPI_File_close (collective): frees the handle's resources; with
     /// MPI_MODE_DELETE_ON_CLOSE rank 0 removes the file once all ranks are done.
-    pub fn close(self: Box<Self>) -> Result<()> {
-        let done = agree(&self.comm, Ok(()));
+    pub fn close(mut self: Box<Self>) -> Result<()> {
+        let done = match self.delegates.take() {
+            Some(delegates) => self.release_delegates(delegates),
+            None => agree(&self.comm, Ok(())),
+        };
         let mut result = done;
         if result.is_ok() && self.amode & amode::DELETE_ON_CLOSE != 0 {
             let r = if self.comm.rank() == 0 {
@@ -371,6 +390,20 @@ impl MpiFile {
         mpi::free_if_derived(state.etype);
         mpi::free_if_derived(state.filetype);
         result
+    }
+
+    /// At close, job-scoped delegates: once every rank is done writing, the file is
+    /// synced (the delegates write back, the io servers fsync), then the delegates let
+    /// it go (see `spawn`).
+    fn release_delegates(&self, delegates: crate::spawn::JobDelegates) -> Result<()> {
+        let synced = self.sync();
+        if print_hints() && self.comm.rank() == 0 {
+            for line in crate::spawn::status_lines(&self.file) {
+                eprintln!("weft-mpiio: {}: {line}", self.path);
+            }
+        }
+        let released = delegates.release(&self.file, self.comm.rank());
+        agree(&self.comm, synced.and(released))
     }
 
     pub fn delete(name: &str) -> Result<()> {
@@ -686,6 +719,19 @@ impl MpiFile {
     }
 
     fn collective(&self, state: &State, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
+        if let Some((method, why)) = crate::delegation::direct_method(&self.file, &state.hints) {
+            // Nothing of the other ranks is needed: no allgather.
+            let ctx = Context {
+                comm: &self.comm,
+                file: &self.file,
+                hints: &state.hints,
+                aggregators: &[],
+                extents: &[],
+                bytes_total: 0,
+                views_registered: false,
+            };
+            return self.run_method(&ctx, method, why, write, request, memory);
+        }
         let (lo, hi) = request.extent().unwrap_or((u64::MAX, 0));
         let mine = [
             lo as i64,
@@ -711,6 +757,19 @@ impl MpiFile {
             Ok(counts.iter().map(|&n| n as u64).sum())
         };
         let (method, why) = auto::choose(&ctx, write, pieces_total)?;
+        self.run_method(&ctx, method, why, write, request, memory)
+    }
+
+    /// Runs the chosen collective `method` for this rank's part.
+    fn run_method(
+        &self,
+        ctx: &Context<'_>,
+        method: Box<dyn crate::collective::Method>,
+        why: &str,
+        write: bool,
+        request: &Request,
+        memory: &Memory,
+    ) -> Result<u64> {
         if print_hints() && self.comm.rank() == 0 {
             eprintln!(
                 "weft-mpiio: {} {}: method {} ({why})",
@@ -721,10 +780,10 @@ impl MpiFile {
         }
         with_data(memory, write, |data| {
             if write {
-                method.write(&ctx, request, data)?;
+                method.write(ctx, request, data)?;
                 Ok(memory.bytes)
             } else {
-                let eof = method.read(&ctx, request, data)?;
+                let eof = method.read(ctx, request, data)?;
                 Ok(request.bytes_before(eof))
             }
         })

@@ -143,6 +143,18 @@ pub struct Hints {
     /// directory's default, else the cluster's.
     pub cache: Option<CacheMode>,
     pub cm_schedule: CmSchedule,
+    /// `weft_delegates` (or `$WEFT_DELEGATES`): job-scoped delegates started for the
+    /// file at open (see `spawn`); `None` or 0: none.
+    pub delegates: Option<u32>,
+    /// `weft_delegate_mapping=any`: keep the asked count of job-scoped delegates even
+    /// when it is neither a factor nor a multiple of the file's stripe count (to
+    /// measure the unaligned case); `aligned` (default) adjusts it.
+    pub delegate_mapping_any: bool,
+    /// `weft_delegate_memory`: bytes of file data each job-scoped delegate holds.
+    pub delegate_memory: Option<u64>,
+    /// `weft_delegate_hosts`: where to start them (MPI_Comm_spawn's "host" info, comma
+    /// separated); default: the MPI library's choice among the job's hosts.
+    pub delegate_hosts: Option<String>,
 }
 
 impl Default for Hints {
@@ -165,9 +177,19 @@ impl Default for Hints {
             cio_aware: false,
             cache: None,
             cm_schedule: CmSchedule::Decentralised,
+            delegates: None,
+            delegate_mapping_any: false,
+            delegate_memory: None,
+            delegate_hosts: None,
         }
     }
 }
+
+/// Most job-scoped delegates one open may start.
+pub const DELEGATES_MAX: u64 = 1024;
+/// Bounds of `weft_delegate_memory` (bytes): weftd's own bounds of a cache manager.
+const DELEGATE_MEMORY_MIN: u64 = 1 << 20;
+const DELEGATE_MEMORY_MAX: u64 = 1 << 40;
 
 fn bad(key: &str, value: &str, why: &str) -> MpiioError {
     MpiioError::new(ErrorClass::InfoValue, format!("hint {key}={value}: {why}"))
@@ -191,6 +213,11 @@ impl Hints {
         if let Ok(dir) = std::env::var("WEFT_TRACE") {
             if !dir.is_empty() {
                 hints.set("weft_trace", &dir)?;
+            }
+        }
+        if let Ok(n) = std::env::var("WEFT_DELEGATES") {
+            if !n.is_empty() {
+                hints.set("weft_delegates", &n)?;
             }
         }
         if let Ok(path) = std::env::var("WEFT_HINTS") {
@@ -260,6 +287,26 @@ impl Hints {
                     dir => Some(dir.to_owned()),
                 }
             }
+            "weft_delegates" => self.delegates = Some(number(key, value, 0, DELEGATES_MAX)? as u32),
+            "weft_delegate_mapping" => {
+                self.delegate_mapping_any = match value.trim() {
+                    "aligned" => false,
+                    "any" => true,
+                    _ => return Err(bad(key, value, "expected aligned or any")),
+                }
+            }
+            "weft_delegate_memory" => {
+                self.delegate_memory = Some(number(key, value, DELEGATE_MEMORY_MIN, DELEGATE_MEMORY_MAX)?)
+            }
+            "weft_delegate_hosts" => {
+                self.delegate_hosts = match value.trim() {
+                    "" => None,
+                    hosts if hosts.contains(char::is_whitespace) => {
+                        return Err(bad(key, value, "host names separated by commas, no spaces"))
+                    }
+                    hosts => Some(hosts.to_owned()),
+                }
+            }
             "weft_cio_aware" => {
                 self.cio_aware = match value.trim() {
                     "true" | "enable" => true,
@@ -305,6 +352,21 @@ impl Hints {
             out.push(("weft_cache".into(), mode.name().into()));
         }
         out.push(("weft_cm_schedule".into(), self.cm_schedule.name().into()));
+        if let Some(n) = self.delegates {
+            out.push(("weft_delegates".into(), n.to_string()));
+            let mapping = if self.delegate_mapping_any {
+                "any"
+            } else {
+                "aligned"
+            };
+            out.push(("weft_delegate_mapping".into(), mapping.into()));
+            if let Some(bytes) = self.delegate_memory {
+                out.push(("weft_delegate_memory".into(), bytes.to_string()));
+            }
+            if let Some(hosts) = &self.delegate_hosts {
+                out.push(("weft_delegate_hosts".into(), hosts.clone()));
+            }
+        }
         out
     }
 
@@ -334,7 +396,7 @@ mod tests {
     #[test]
     fn text_round_trip_keeps_every_value() {
         let mut h = Hints::default();
-        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nweft_cache cached\nweft_cm_schedule in_order\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\nweft_trace /tmp/my traces\nweft_cio_aware true\n")
+        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nweft_cache cached\nweft_cm_schedule in_order\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\nweft_trace /tmp/my traces\nweft_cio_aware true\nweft_delegates 3\nweft_delegate_mapping any\nweft_delegate_memory 2097152\nweft_delegate_hosts a,b\n")
             .unwrap();
         assert_eq!(h.trace.as_deref(), Some("/tmp/my traces"));
         assert!(h.cio_aware);
@@ -344,6 +406,15 @@ mod tests {
         assert_eq!(h.romio_cb_write, Switch::Disable);
         assert_eq!(h.cache, Some(CacheMode::Cached));
         assert_eq!(h.cm_schedule, CmSchedule::InOrder);
+        assert_eq!(
+            (
+                h.delegates,
+                h.delegate_mapping_any,
+                h.delegate_memory,
+                h.delegate_hosts.as_deref()
+            ),
+            (Some(3), true, Some(2 << 20), Some("a,b"))
+        );
         assert_eq!(Hints::from_text(&h.to_text()).unwrap(), h);
     }
 
@@ -375,6 +446,18 @@ mod tests {
             h.set("weft_cm_schedule", "random").unwrap_err().class,
             ErrorClass::InfoValue
         );
+        for (key, value) in [
+            ("weft_delegates", "1025"),
+            ("weft_delegate_mapping", "round_robin"),
+            ("weft_delegate_memory", "1000"),
+            ("weft_delegate_hosts", "a, b"),
+        ] {
+            assert_eq!(
+                h.set(key, value).unwrap_err().class,
+                ErrorClass::InfoValue,
+                "{key}={value}"
+            );
+        }
         // Unknown keys are ignored.
         h.set("some_other_key", "1").unwrap();
         assert_eq!(h, Hints::default());

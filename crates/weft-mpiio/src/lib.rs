@@ -13,14 +13,21 @@
 //!   operations; [`datatype`]: MPI datatypes decoded into weft-layout views;
 //!   [`hints`]: ROMIO's and Weft's hints;
 //! - [`collective`]: the collective methods (two-phase family) and independent I/O;
+//!   [`delegation`]: collective calls on delegated files without an exchange;
+//! - [`spawn`]: job-scoped delegates (hint `weft_delegates`), started with
+//!   MPI_Comm_spawn of `weft-delegate` (`src/bin/`) at open and stopped at close or
+//!   MPI_Finalize, talking over `delegate_link`;
 //! - [`trace`]: trace capture of every call's original request (hint `weft_trace`).
 
 pub mod abi;
 pub mod collective;
 pub mod datatype;
+pub mod delegate_link;
+pub mod delegation;
 pub mod entry;
 pub mod error;
 pub mod file;
 pub mod hints;
 pub mod mpi;
+pub mod spawn;
 pub mod trace;

@@ -182,8 +182,22 @@ impl Comm {
     }
 
     pub fn barrier(&self) -> Result<()> {
-        // SAFETY: no pointers.
-        check("MPI_Barrier", unsafe { ffi::wm_barrier(self.handle) })
+        barrier_of(self.handle)
+    }
+
+    /// The MPI handle, for calls made outside this type (spawning delegates).
+    pub fn handle(&self) -> Handle {
+        self.handle
+    }
+
+    /// `text` of `root` on every rank (the others pass anything).
+    pub fn bcast_text(&self, text: String, root: usize) -> Result<String> {
+        let mut bytes = text.into_bytes();
+        let mut len = (bytes.len() as u64).to_ne_bytes();
+        self.bcast(&mut len, root)?;
+        bytes.resize(u64::from_ne_bytes(len) as usize, 0);
+        self.bcast(&mut bytes, root)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     /// Gathers `send` (the same length on every rank) from every rank, rank order.
@@ -249,6 +263,12 @@ impl Comm {
             )
         })
     }
+}
+
+/// MPI_Barrier on a communicator handle.
+pub fn barrier_of(comm: Handle) -> Result<()> {
+    // SAFETY: no pointers.
+    check("MPI_Barrier", unsafe { ffi::wm_barrier(comm) })
 }
 
 impl Drop for Comm {

@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 
 use weft_testkit::{ClusterOptions, TestCluster};
 
-const PATTERNS: [&str; 9] = [
+const PATTERNS: [&str; 10] = [
     "block3d",
     "block3d_ghost",
     "cyclic2d",
@@ -32,6 +32,7 @@ const PATTERNS: [&str; 9] = [
     "cyclic2d_bytes",
     "overlap",
     "s3d",
+    "flash",
     "indexed",
     "mixed",
 ];
@@ -63,6 +64,7 @@ struct Programs {
     patterns: PathBuf,
     errors: PathBuf,
     hdf5: PathBuf,
+    delegates: PathBuf,
 }
 
 fn source(name: &str) -> PathBuf {
@@ -106,6 +108,7 @@ fn programs() -> &'static Programs {
         Programs {
             patterns: compile(dir.path(), "patterns", &[]),
             errors: compile(dir.path(), "errors", &[]),
+            delegates: compile(dir.path(), "delegates", &[]),
             hdf5: compile(
                 dir.path(),
                 "hdf5_rw",
@@ -904,5 +907,312 @@ fn cio_aware_caching_online_matches_the_simulator() {
         online.hits.abs_diff(hits) <= tolerance,
         "the manager hit {} times, the simulator predicts {hits} (tolerance {tolerance})",
         online.hits
+    );
+}
+
+/// A cluster whose `count` separate cache managers are delegates (aligned mapping,
+/// small memory so that the patterns write through eviction).
+fn delegated_cluster(count: &str) -> TestCluster {
+    TestCluster::start_with(&ClusterOptions::delegates(count, "2M"))
+}
+
+/// Every pattern on delegated files (hint weft_cache=delegated at create) through 1, 2,
+/// 4 and 8 delegates for 4 io servers and through 3 (unaligned), with 4 processes,
+/// byte for byte against ROMIO on the local file system; collective calls go without
+/// an exchange, and so do independent calls (romio_cb_write/read disable).
+#[test]
+fn delegated_files_match_romio_through_1_2_4_8_and_3_delegates() {
+    for count in ["1", "2", "4", "8", "3"] {
+        let cluster = delegated_cluster(count);
+        runs_match_romio(
+            &cluster,
+            4,
+            &[
+                &["weft_cache=delegated"],
+                &[
+                    "weft_cache=delegated",
+                    "romio_cb_write=disable",
+                    "romio_cb_read=disable",
+                ],
+            ],
+        );
+        let file = cluster
+            .client()
+            .open("/np4_0/block3d", &Default::default())
+            .unwrap();
+        assert_eq!(
+            file.cache_mode(),
+            weft_client::CacheMode::Delegated,
+            "{count} delegates"
+        );
+    }
+}
+
+/// On a delegated file `auto` sends each rank straight to its delegates (said by
+/// WEFT_PRINT_HINTS, with the delegates in use), with no exchange among the processes.
+#[test]
+fn delegated_collectives_skip_the_exchange() {
+    let p = programs();
+    let cluster = delegated_cluster("2");
+    cluster.client().mkdir("/d", 0o755).unwrap();
+    let out = mpirun(
+        4,
+        Some(&cluster),
+        &[("WEFT_PRINT_HINTS", "1")],
+        &[],
+        &p.patterns,
+        &["weft:/d/", "--only", "cyclic2d", "weft_cache=delegated"],
+    );
+    assert_ok(&out, "cyclic2d on a delegated file");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("weft_cache=delegated"), "{stderr}");
+    assert!(
+        stderr.contains("weft:/d/cyclic2d: 2 persistent delegates: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("write /d/cyclic2d: method server_directed (delegated file: static file domains"),
+        "{stderr}"
+    );
+}
+
+/// The weft-delegate processes and their weftds serving `cluster` (their command lines
+/// name its metadata manager).
+fn delegate_processes(cluster: &TestCluster) -> Vec<(i32, String)> {
+    let meta = cluster.meta_addr();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // A zombie has exited: its parent has not reaped it yet.
+        let zombie = state
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        if cmdline.contains("--delegate") && cmdline.contains(&meta) && !zombie {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+/// Waits until no delegate of `cluster` runs; panics naming those left after 30 s.
+fn assert_delegates_gone(cluster: &TestCluster, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let left = delegate_processes(cluster);
+        if left.is_empty() {
+            return;
+        }
+        if std::time::Instant::now() > deadline {
+            for (pid, _) in &left {
+                // SAFETY: kill(2) of delegates this test's job started, left behind.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+            panic!("{what}: delegates still running 30 s after the job: {left:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Every pattern through 1, 2, 4 and 8 job-scoped delegates (hint weft_delegates, 4
+/// io servers) and through 3 (weft_delegate_mapping=any: unaligned), collective and
+/// independent (romio_cb_write/read disable), with 4 processes, byte for byte against
+/// ROMIO on the local file system; the delegates are gone when the program is. One
+/// set of delegates serves all nine files of a run, one after another.
+#[test]
+fn job_scoped_delegates_match_romio_through_1_2_4_8_and_3() {
+    for count in ["1", "2", "4", "8", "3"] {
+        let cluster = cluster();
+        let delegates = format!("weft_delegates={count}");
+        let mut hints = vec![delegates.as_str(), "weft_delegate_memory=4194304"];
+        if count == "3" {
+            hints.push("weft_delegate_mapping=any");
+        }
+        let mut independent = hints.clone();
+        independent.extend(["romio_cb_write=disable", "romio_cb_read=disable"]);
+        runs_match_romio(&cluster, 4, &[&hints, &independent]);
+        assert_delegates_gone(&cluster, &format!("{count} delegates"));
+        // Nothing of a job-scoped delegate stays with the file.
+        let file = cluster
+            .client()
+            .open("/np4_0/block3d", &Default::default())
+            .unwrap();
+        assert_eq!(file.cache_mode(), weft_client::CacheMode::None);
+    }
+}
+
+/// A file four times larger than the delegates' memory (two delegates of 1 MiB, a 4
+/// MiB 3D block array): written and read back through eviction, byte for byte against
+/// ROMIO; WEFT_PRINT_HINTS shows the job's delegates, the count adjusted to the stripe
+/// count (3 asked, 2 used for 4 io servers), evictions and fully dirty blocks written
+/// back whole. $WEFT_DELEGATES asks as the hint does.
+#[test]
+fn job_scoped_delegates_under_memory_pressure_match_romio() {
+    let p = programs();
+    let cluster = cluster();
+    cluster.client().mkdir("/big", 0o755).unwrap();
+    let reference = tempfile::tempdir().unwrap();
+    let prefix = format!("{}/", reference.path().display());
+    let romio = mpirun(
+        4,
+        None,
+        &[],
+        &["--mca", "io", "romio321"],
+        &p.patterns,
+        &[&prefix, "--only", "block3d", "--n", "64"],
+    );
+    assert_ok(&romio, "block3d through ROMIO");
+    let out = mpirun(
+        4,
+        Some(&cluster),
+        &[("WEFT_PRINT_HINTS", "1"), ("WEFT_DELEGATES", "3")],
+        &[],
+        &p.patterns,
+        &[
+            "weft:/big/",
+            "--only",
+            "block3d",
+            "--n",
+            "64",
+            "weft_delegate_memory=1048576",
+            "romio_cb_write=disable",
+        ],
+    );
+    assert_ok(&out, "block3d through 2 delegates of 1 MiB");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("weft_delegates=3: starting 2"), "{stderr}");
+    assert!(
+        stderr.contains("/big/block3d: 2 job-scoped delegates: "),
+        "{stderr}"
+    );
+    let evictions: u64 = stderr
+        .lines()
+        .filter(|l| l.contains(": delegate ") && l.contains(" evictions"))
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words[words.len() - 2].parse::<u64>().unwrap()
+        })
+        .sum();
+    assert!(evictions > 0, "no evictions under pressure:\n{stderr}");
+    assert!(stderr.contains(" full, "), "{stderr}");
+    let expected = std::fs::read(reference.path().join("block3d")).unwrap();
+    assert_same_bytes(
+        &cluster,
+        "/big/block3d",
+        &expected,
+        "block3d, 2 delegates of 1 MiB",
+    );
+    assert_delegates_gone(&cluster, "memory pressure");
+}
+
+/// A spawned job's delegates disappear however the job ends: close then MPI_Finalize,
+/// MPI_Finalize with the file open, MPI_Abort, and a rank killed. What the job wrote,
+/// synced (part A) or not (part B), is in the file afterwards: the delegates write
+/// back before they leave, even when their job died. And ("share") interleaved
+/// writers of one page see each other's pieces after a barrier with no sync (one
+/// replica per block), then in the file after close.
+#[test]
+fn job_scoped_delegates_end_with_their_job_however_it_ends() {
+    let p = programs();
+    let cluster = cluster();
+    for end in ["close", "finalize", "abort", "crash", "share"] {
+        let path = format!("/ends_{end}");
+        let name = format!("weft:{path}");
+        let out = mpirun(
+            4,
+            Some(&cluster),
+            &[],
+            &[],
+            &p.delegates,
+            &[&name, end, "weft_delegates=2"],
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("ready"),
+            "{end}: the job did not get to its end:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if matches!(end, "close" | "finalize" | "share") {
+            assert_ok(&out, end);
+        } else {
+            assert!(!out.status.success(), "{end}: mpirun succeeded");
+        }
+        assert_delegates_gone(&cluster, end);
+        let bytes = weft_bytes(&cluster, &path);
+        let part = 65536;
+        let size = if end == "share" {
+            (2 << 20) + part
+        } else {
+            (1 << 20) + 4 * part
+        };
+        assert_eq!(bytes.len(), size, "{end}: file size");
+        for (start, tag) in [(0usize, 0u64), (1 << 20, 1)] {
+            for x in 0..4 * part {
+                let want = ((x as u64 * 7 + tag) & 0xff) as u8;
+                assert_eq!(bytes[start + x], want, "{end}: part {tag}, byte {x}");
+            }
+        }
+        if end == "share" {
+            for (k, piece) in bytes[2 << 20..].chunks(8).enumerate() {
+                let want = k as u64 * 1000 + k as u64 % 4;
+                assert_eq!(
+                    u64::from_le_bytes(piece.try_into().unwrap()),
+                    want,
+                    "share: piece {k}"
+                );
+            }
+        }
+    }
+}
+
+/// Where spawning cannot work (an Open MPI singleton has a slot per core, and 1024
+/// delegates do not fit), the open fails on a clear error naming the persistent
+/// alternative; and weft-delegate run by hand says what it is for.
+#[test]
+fn job_scoped_delegates_say_clearly_when_they_cannot_start() {
+    let p = programs();
+    let cluster = cluster();
+    cluster.client().mkdir("/s", 0o755).unwrap();
+    let mut singleton = Command::new("timeout");
+    singleton
+        .args(["-k", "5", MPIRUN_TIMEOUT_S])
+        .arg(&p.patterns)
+        .args(["weft:/s/", "--only", "block3d", "weft_delegates=1024"])
+        .env("LD_PRELOAD", library())
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "0");
+    for (k, v) in cluster.env() {
+        singleton.env(k, v);
+    }
+    let out = singleton.output().unwrap();
+    assert_ne!(out.status.code(), Some(124), "the singleton hung");
+    assert!(
+        !out.status.success(),
+        "a singleton started delegates without slots"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("weft_delegates=1024: cannot start job-scoped delegates: MPI_Comm_spawn")
+            && stderr.contains("--cache-mapping aligned")
+            && stderr.contains("--cache delegated"),
+        "{stderr}"
+    );
+    assert_delegates_gone(&cluster, "singleton");
+    let by_hand = Command::new(weft_testkit::bin("weft-delegate"))
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .unwrap();
+    assert_eq!(by_hand.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&by_hand.stderr).contains("not started by MPI_Comm_spawn"),
+        "{}",
+        String::from_utf8_lossy(&by_hand.stderr)
     );
 }

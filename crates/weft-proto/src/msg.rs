@@ -200,6 +200,10 @@ pub struct CacheStats {
     pub write_back_bytes: u64,
     pub write_back_errors: u64,
     pub fetched_bytes: u64,
+    /// Of `write_backs`, the blocks written whole; the rest were partly dirty and
+    /// written as their dirty extents (list I/O). Encoded last, so an older peer's
+    /// shorter answer still decodes (as 0).
+    pub write_backs_full: u64,
 }
 
 impl Wire for CacheStats {
@@ -218,6 +222,7 @@ impl Wire for CacheStats {
             self.write_back_bytes,
             self.write_back_errors,
             self.fetched_bytes,
+            self.write_backs_full,
         ] {
             w.u64(v);
         }
@@ -237,6 +242,7 @@ impl Wire for CacheStats {
             write_back_bytes: r.u64()?,
             write_back_errors: r.u64()?,
             fetched_bytes: r.u64()?,
+            write_backs_full: if r.remaining() == 0 { 0 } else { r.u64()? },
         })
     }
 }
@@ -1861,6 +1867,8 @@ mod tests {
                 policy: "arc".into(),
                 hits: 9,
                 write_back_errors: 1,
+                write_backs: 4,
+                write_backs_full: 3,
                 ..Default::default()
             })),
             Ok(Response::Hello {

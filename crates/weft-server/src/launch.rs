@@ -137,12 +137,14 @@ pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Re
             cluster: None,
             socket: Some(socket.clone()),
             cluster_file: Some(home.join(CLUSTER_FILE_NAME)),
+            meta: None,
             cache_memory: None,
             cache_policy: None,
             cache_cio_unrequested: "cold".into(),
+            delegate: false,
             key: cluster_key,
         };
-        let bound = start(&plan, limits)?;
+        let (bound, _) = start(&plan, limits)?;
         write_atomically(
             &addr_file(rank),
             &format!("{host}:{}\n{}", bound.port(), socket.display()),
@@ -206,12 +208,14 @@ pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Re
         cluster: Some(config.clone()),
         socket: None,
         cluster_file: None,
+        meta: None,
         cache_memory: None,
         cache_policy: None,
         cache_cio_unrequested: "cold".into(),
+        delegate: false,
         key: cluster_key,
     };
-    let bound = start(&plan, limits)?;
+    let (bound, _) = start(&plan, limits)?;
     config.servers[0].addr = format!("{host}:{}", bound.port());
     config
         .validate()

@@ -105,6 +105,21 @@ struct Args {
     /// (none).
     #[arg(long, default_value = "cold", value_name = "cold|none")]
     cache_cio_unrequested: String,
+    /// Cache role as a delegate (I/O delegation's write-back cache): evict fully dirty
+    /// blocks first (written whole, no fetch), then by the policy. On by default when
+    /// the description's cache mapping is `aligned`.
+    #[arg(long)]
+    delegate: bool,
+    /// Standalone cache role: learn the io servers' addresses from the metadata manager
+    /// at HOST:PORT (when first needed) instead of a description file. Job-scoped
+    /// delegates started by the MPI-IO layer use this.
+    #[arg(long, value_name = "HOST:PORT")]
+    meta: Option<String>,
+    /// Run while standard input stays open: at its end (the process that started this
+    /// server closed it or died), write every dirty cache block back and exit. Job-scoped
+    /// delegates run so under their launcher, so they never outlive their job.
+    #[arg(long)]
+    exit_on_stdin_eof: bool,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -183,11 +198,16 @@ pub struct Plan {
     /// Where the description will appear when `cluster` is not known at start (io and
     /// cache ranks of an MPI launch): the cache role reads io servers' addresses there.
     pub cluster_file: Option<PathBuf>,
+    /// Where to ask for the io servers when neither `cluster` nor `cluster_file` is
+    /// given (standalone cache role, `--meta`).
+    pub meta: Option<String>,
     /// Cache role: memory bound and replacement policy, overriding the description.
     pub cache_memory: Option<u64>,
     pub cache_policy: Option<String>,
     /// Cache role: `cold` or `none` (see `--cache-cio-unrequested`).
     pub cache_cio_unrequested: String,
+    /// Cache role: run as a delegate (see `--delegate`).
+    pub delegate: bool,
     /// The cluster key: clients must prove they hold it, and this server proves it to
     /// the servers it calls.
     pub key: ClusterKey,
@@ -248,9 +268,11 @@ fn run(args: Args) -> Result<()> {
             socket: args.socket.clone().or_else(|| entry.socket.clone()),
             cluster: Some(config),
             cluster_file: None,
+            meta: None,
             cache_memory: args.cache_memory,
             cache_policy: args.cache_policy.clone(),
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
+            delegate: args.delegate,
             key,
         }
     } else {
@@ -260,9 +282,9 @@ fn run(args: Args) -> Result<()> {
             .map(|r| match r.trim() {
                 "meta" => Ok(Role::Meta),
                 "io" => Ok(Role::Io),
-                "cache" if args.cluster_file.is_some() => Ok(Role::Cache),
+                "cache" if args.cluster_file.is_some() || args.meta.is_some() => Ok(Role::Cache),
                 "cache" => bail!(
-                    "a cache manager needs to know the io servers: use --config FILE --id N, or --cluster-file FILE"
+                    "a cache manager needs to know the io servers: use --config FILE --id N, --cluster-file FILE or --meta HOST:PORT"
                 ),
                 other => bail!("unknown role {other:?}; roles are meta, io and cache"),
             })
@@ -285,15 +307,30 @@ fn run(args: Args) -> Result<()> {
             cluster: None,
             socket: args.socket.clone(),
             cluster_file: args.cluster_file.clone(),
+            meta: args.meta.clone(),
             cache_memory: args.cache_memory,
             cache_policy: args.cache_policy.clone(),
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
+            delegate: args.delegate,
             key: load_key(&key_path)?,
         }
     };
-    let handle = start(&plan, limits)?;
+    let (address, roles) = start(&plan, limits)?;
     if let Some(path) = &args.ready_file {
-        write_atomically(path, &handle.to_string())?;
+        write_atomically(path, &address.to_string())?;
+    }
+    if args.exit_on_stdin_eof {
+        // Standard input carries nothing: its end is the signal.
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        eprintln!(
+            "weftd: server {}: standard input closed; writing dirty blocks back, then exiting",
+            plan.id
+        );
+        if let Err(e) = roles.write_back_all() {
+            eprintln!("weftd: server {}: {e}", plan.id);
+            std::process::exit(1);
+        }
+        std::process::exit(0);
     }
     loop {
         std::thread::park();
@@ -341,18 +378,19 @@ fn raise_descriptor_limit(limits: &ServerLimits) {
     }
 }
 
-/// Opens the roles' stores, binds and starts serving; returns the bound address.
-pub fn start(plan: &Plan, limits: ServerLimits) -> Result<std::net::SocketAddr> {
+/// Opens the roles' stores, binds and starts serving; returns the bound address and
+/// the roles being served.
+pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr, Arc<roles::Roles>)> {
     std::fs::create_dir_all(&plan.data_dir)
         .with_context(|| format!("creating data directory {}", plan.data_dir.display()))?;
     let incarnation = weft_rpc::new_incarnation();
-    let handler = roles::Roles::open(plan, incarnation)?;
+    let handler = Arc::new(roles::Roles::open(plan, incarnation)?);
     let roles_bits = handler.role_bits();
     let listener = bind(&plan.listen).with_context(|| format!("cannot listen on {}", plan.listen))?;
     raise_descriptor_limit(&limits);
     let handle = weft_rpc::serve(
         listener,
-        Arc::new(handler),
+        handler.clone(),
         ServerIdentity {
             server_id: plan.id,
             roles: roles_bits,
@@ -396,7 +434,7 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<std::net::SocketAddr> 
     }
     // Give the accept loop a moment before a ready file tells anyone to connect.
     std::thread::sleep(Duration::from_millis(5));
-    Ok(handle.local_addr)
+    Ok((handle.local_addr, handler))
 }
 
 /// How long a restarted server keeps trying its recorded address while the kernel

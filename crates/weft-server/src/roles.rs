@@ -92,6 +92,17 @@ impl Roles {
         Ok(Roles { meta, io, cache })
     }
 
+    /// Writes every dirty block of the cache role back to the io servers (nothing to
+    /// do without one).
+    pub fn write_back_all(&self) -> Result<()> {
+        if let Some(cache) = &self.cache {
+            cache
+                .write_back_all()
+                .map_err(|e| anyhow::anyhow!("writing dirty blocks back: {}", e.message))?;
+        }
+        Ok(())
+    }
+
     pub fn role_bits(&self) -> u32 {
         let mut bits = 0;
         if self.meta.is_some() {
@@ -154,9 +165,12 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
                 known.get()?.get(&server).cloned()
             })
         }
-        (None, None) => {
-            anyhow::bail!("the cache role needs the cluster description (to reach the io servers)")
-        }
+        (None, None) => match &plan.meta {
+            Some(meta) => meta_directory(meta.clone(), plan.key.clone()),
+            None => anyhow::bail!(
+                "the cache role needs the cluster description or the metadata manager's address (to reach the io servers)"
+            ),
+        },
     };
     let backing = Backing::new(
         io.map(|io| (plan.id, io.clone())),
@@ -173,12 +187,32 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
         "none" => None,
         other => anyhow::bail!("--cache-cio-unrequested {other:?}: expected cold or none"),
     };
+    cache_config.prefer_full_dirty = plan.delegate || settings.mapping.as_deref() == Some("aligned");
     Ok(CacheService::new(
         cache_config,
         backing,
         io.map(|io| io.views()),
         incarnation,
     ))
+}
+
+/// The io servers as the metadata manager at `meta` describes the cluster, asked when
+/// first needed and until it answers (a job-scoped delegate knows only the manager).
+fn meta_directory(meta: String, key: weft_rpc::ClusterKey) -> weft_cm::Directory {
+    let pool = ConnectionPool::new("weftd cache", ClientAuth::cluster(key), Timeouts::from_env());
+    let known = std::sync::OnceLock::<HashMap<ServerId, String>>::new();
+    Box::new(move |server: ServerId| {
+        if known.get().is_none() {
+            match pool.call(&meta, &Request::GetCluster, &[]) {
+                Ok((Response::Cluster(info), _)) => {
+                    let _ = known.set(info.io_servers.iter().map(|s| (s.id, s.addr.clone())).collect());
+                }
+                Ok(_) => eprintln!("weftd: cache: {meta} answered GetCluster with something else"),
+                Err(e) => eprintln!("weftd: cache: asking {meta} for the io servers: {e}"),
+            }
+        }
+        known.get()?.get(&server).cloned()
+    })
 }
 
 fn is_io_request(request: &Request) -> bool {

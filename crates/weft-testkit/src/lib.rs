@@ -72,6 +72,18 @@ impl ClusterOptions {
     }
 }
 
+impl ClusterOptions {
+    /// The default cluster with `count` separate cache managers on the aligned mapping
+    /// (delegates, I/O delegation) of `memory` each.
+    pub fn delegates(count: &str, memory: &str) -> ClusterOptions {
+        let mut options = ClusterOptions::cached(count, memory);
+        options
+            .extra
+            .extend(["--cache-mapping".to_string(), "aligned".to_string()]);
+        options
+    }
+}
+
 /// A running cluster in a temporary home; stopped (and its home removed) on drop.
 pub struct TestCluster {
     home: tempfile::TempDir,

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{expect_code, pattern, weft_ok, Rng};
+use common::{expect_code, manager_stats, pattern, weft_ok, Rng};
 use weft_client::{CacheMode, Client, CreateOptions, Datatype, ErrorCode, File, LayoutRequest, OpenOptions};
 use weft_testkit::{ClusterOptions, TestCluster};
 
@@ -369,20 +369,6 @@ fn caching_modes_follow_directory_defaults_and_need_a_tier() {
     let dst = local.path().join("out");
     weft_ok(&cluster, &["get", "/hot/put", dst.to_str().unwrap()]);
     assert!(std::fs::read(&dst).unwrap() == data);
-}
-
-/// What one cache manager reports (`weft status` prints the same).
-fn manager_stats(cluster: &TestCluster, id: u32) -> weft_proto::msg::CacheStats {
-    let timeouts = weft_rpc::Timeouts {
-        connect: std::time::Duration::from_secs(5),
-        request: std::time::Duration::from_secs(10),
-    };
-    let connection =
-        weft_rpc::Connection::connect(&cluster.addr(id), "test", &cluster.auth(), timeouts).unwrap();
-    match connection.call(&weft_proto::Request::CacheStats, &[]).unwrap().0 {
-        weft_proto::Response::CacheStats(stats) => stats,
-        other => panic!("{other:?}"),
-    }
 }
 
 /// Removing a cached file with dirty blocks drops them from the managers (the manager

@@ -141,6 +141,7 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
         "bin/weftd",
         "lib/libweft.so",
         "lib/libweft_mpiio.so",
+        "bin/weft-delegate",
         "include/weft.h",
         "lib/pkgconfig/weft.pc",
         "lib/cmake/Weft/WeftConfig.cmake",

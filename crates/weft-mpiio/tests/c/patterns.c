@@ -3,15 +3,16 @@
  * element; values are a function of the element's global index, so the same run on the
  * local file system (through the MPI library's own MPI-IO) must give the same bytes.
  *
- *   patterns PREFIX [--local-prefix P] [--only NAME] [--n N] [--s3d N] [--cyclic N K]
+ *   patterns PREFIX [--local-prefix P] [--only NAME] [--n N] [--s3d N] [--cyclic N K] [--flash B]
  *            [--timing] [--phase both|write|read] [--no-sync] [--read-method M]
  *            [key=value ...]
  *
  * PREFIX is prepended to each pattern's file name ("weft:/dir/" or "/tmp/dir/");
- * key=value pairs become MPI_Info hints at open; --n, --s3d and --cyclic set the sizes;
+ * key=value pairs become MPI_Info hints at open; --n, --s3d, --cyclic and --flash (blocks
+ * per rank) set the sizes;
  * --timing prints each pattern's collective write, sync and read times; --phase write
  * only writes (and syncs), --phase read only reads and checks what an earlier
- * --phase write left (block3d, cyclic2d, cyclic2d_bytes, s3d); --no-sync skips the sync after the
+ * --phase write left (block3d, cyclic2d, cyclic2d_bytes, s3d, flash); --no-sync skips the sync after the
  * collective write; --read-method M reads back through weft_cb_method M (set with
  * MPI_File_set_info after the write). Patterns:
  *   block3d       3D block subarray of 16-byte elements (ROMIO coll_perf)
@@ -21,6 +22,9 @@
  *   cyclic2d_bytes the same darray of 1-byte elements
  *   overlap       overlapping tiles read collectively (rank 0 writes the matrix)
  *   s3d           a struct of four 4D arrays (S3D-IO's checkpoint)
+ *   flash         FLASH-IO's checkpoint: 24 variables of 8x8x8-cell blocks, each rank's
+ *                 blocks one hindexed piece per variable in the file, the cells taken
+ *                 from memory with guard cells and the variables interleaved
  *   indexed       an irregular hindexed type, blocks dealt among ranks
  *   mixed         a weft: file and a local file open at once (needs --local-prefix)
  */
@@ -38,6 +42,7 @@ static int n_block = 24;  /* block3d edge */
 static int n_cyclic = 96; /* cyclic2d edge */
 static int k_cyclic = 4;  /* CYCLIC(k) */
 static int n_s3d = 12;    /* s3d edge */
+static int n_flash = 3;   /* flash blocks per rank (rank r has n_flash + r % 3) */
 static double t_write, t_sync, t_read;
 static int do_write = 1, do_read = 1, do_sync = 1;
 static const char *read_method;
@@ -356,6 +361,74 @@ static void s3d(void)
         MPI_Type_free(&arrays[a]);
 }
 
+/* FLASH-IO: rank r holds nb = n_flash + r % 3 blocks of NXB^3 interior cells with
+ * GUARD guard cells on each side, NVAR variables interleaved per cell (Fortran's
+ * unk(nvar, i, j, k, block)); the file holds variable by variable all ranks' blocks in
+ * rank order, so each rank's part is one hindexed piece per variable. */
+#define FLASH_NVAR 24
+#define FLASH_NXB 8
+#define FLASH_GUARD 2
+static void flash(void)
+{
+    const int side = FLASH_NXB + 2 * FLASH_GUARD, cells = FLASH_NXB * FLASH_NXB * FLASH_NXB;
+    int nb = n_flash + rank % 3, first = 0, total = 0;
+    for (int r = 0; r < nprocs; r++) {
+        if (r < rank)
+            first += n_flash + r % 3;
+        total += n_flash + r % 3;
+    }
+    int lens[FLASH_NVAR];
+    MPI_Aint displs[FLASH_NVAR];
+    for (int v = 0; v < FLASH_NVAR; v++) {
+        lens[v] = nb * cells;
+        displs[v] = ((MPI_Aint)v * total + first) * cells * 8;
+    }
+    MPI_Datatype filetype, vars[FLASH_NVAR], memtype;
+    MPI_Type_create_hindexed(FLASH_NVAR, lens, displs, MPI_DOUBLE, &filetype);
+    MPI_Type_commit(&filetype);
+    /* Memory: unk[nb][side][side][side][NVAR]; variable v's interior cells, block by
+     * block, then the next variable. */
+    int msize[5] = {nb, side, side, side, FLASH_NVAR}, sub[5] = {nb, FLASH_NXB, FLASH_NXB, FLASH_NXB, 1};
+    int ones[FLASH_NVAR];
+    MPI_Aint zeros[FLASH_NVAR];
+    for (int v = 0; v < FLASH_NVAR; v++) {
+        int start[5] = {0, FLASH_GUARD, FLASH_GUARD, FLASH_GUARD, v};
+        MPI_Type_create_subarray(5, msize, sub, start, MPI_ORDER_C, MPI_DOUBLE, &vars[v]);
+        ones[v] = 1;
+        zeros[v] = 0;
+    }
+    MPI_Type_create_struct(FLASH_NVAR, ones, zeros, vars, &memtype);
+    MPI_Type_commit(&memtype);
+    size_t slots = (size_t)nb * side * side * side * FLASH_NVAR;
+    double *buf = malloc(slots * 8), *back = malloc(slots * 8);
+    for (size_t l = 0; l < slots; l++) {
+        size_t v = l % FLASH_NVAR, cell = l / FLASH_NVAR;
+        int x = cell % side, y = (cell / side) % side, z = (cell / side / side) % side;
+        int b = (int)(cell / side / side / side);
+        int inside = x >= FLASH_GUARD && x < FLASH_GUARD + FLASH_NXB && y >= FLASH_GUARD &&
+                     y < FLASH_GUARD + FLASH_NXB && z >= FLASH_GUARD && z < FLASH_GUARD + FLASH_NXB;
+        long at = (((long)(first + b) * FLASH_NXB + z - FLASH_GUARD) * FLASH_NXB + y - FLASH_GUARD) *
+                      FLASH_NXB + x - FLASH_GUARD;
+        buf[l] = inside ? (double)v * 1e9 + (double)at : -1.0;
+    }
+    write_then_read("flash", MPI_DOUBLE, filetype, buf, back, slots * 8, 1, memtype, 0);
+    for (size_t l = 0; l < slots && do_read; l++) {
+        uint64_t got, want;
+        memcpy(&got, &back[l], 8);
+        memcpy(&want, &buf[l], 8);
+        if (buf[l] < 0)
+            want = 0xEEEEEEEEEEEEEEEEULL;
+        if (got != want)
+            mismatch("flash", (long)l, got, want);
+    }
+    free(buf);
+    free(back);
+    MPI_Type_free(&memtype);
+    for (int v = 0; v < FLASH_NVAR; v++)
+        MPI_Type_free(&vars[v]);
+    MPI_Type_free(&filetype);
+}
+
 static void indexed(void)
 {
     const int blocks = 3000;
@@ -454,6 +527,8 @@ int main(int argc, char **argv)
             n_block = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--s3d") == 0 && i + 1 < argc) {
             n_s3d = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--flash") == 0 && i + 1 < argc) {
+            n_flash = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--cyclic") == 0 && i + 2 < argc) {
             n_cyclic = atoi(argv[++i]);
             k_cyclic = atoi(argv[++i]);
@@ -486,7 +561,7 @@ int main(int argc, char **argv)
     } patterns[] = {
         {"block3d", NULL}, {"block3d_ghost", NULL}, {"cyclic2d", NULL}, {"cyclic2d_mem", NULL},
         {"overlap", overlap}, {"s3d", s3d}, {"indexed", indexed}, {"mixed", mixed},
-        {"cyclic2d_bytes", cyclic2d_bytes},
+        {"cyclic2d_bytes", cyclic2d_bytes}, {"flash", flash},
     };
     for (size_t p = 0; p < sizeof patterns / sizeof patterns[0]; p++) {
         if (only != NULL && strcmp(only, patterns[p].name) != 0)

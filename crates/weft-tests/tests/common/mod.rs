@@ -170,3 +170,17 @@ pub fn weft_err(cluster: &TestCluster, args: &[&str]) -> (i32, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// What one cache manager reports (`weft status` prints the same).
+pub fn manager_stats(cluster: &TestCluster, id: u32) -> weft_proto::msg::CacheStats {
+    let timeouts = weft_rpc::Timeouts {
+        connect: std::time::Duration::from_secs(5),
+        request: std::time::Duration::from_secs(10),
+    };
+    let connection =
+        weft_rpc::Connection::connect(&cluster.addr(id), "test", &cluster.auth(), timeouts).unwrap();
+    match connection.call(&weft_proto::Request::CacheStats, &[]).unwrap().0 {
+        weft_proto::Response::CacheStats(stats) => stats,
+        other => panic!("{other:?}"),
+    }
+}
