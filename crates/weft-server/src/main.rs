@@ -2,7 +2,9 @@
 //! cluster description or flags, opens each role's store, and serves.
 
 mod launch;
+mod observe;
 mod roles;
+mod status_page;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -105,6 +107,12 @@ struct Args {
     /// (none).
     #[arg(long, default_value = "cold", value_name = "cold|none")]
     cache_cio_unrequested: String,
+    /// Serve metrics (Prometheus text format) over HTTP at this address, at /metrics;
+    /// the metadata manager also serves its status page at /. Port 0 picks a free port.
+    /// Default: the description's `metrics_addr` for this server, else none. With --mpi
+    /// every rank serves one; a host left empty (":0") is the rank's --host.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -188,6 +196,8 @@ pub struct Plan {
     pub cache_policy: Option<String>,
     /// Cache role: `cold` or `none` (see `--cache-cio-unrequested`).
     pub cache_cio_unrequested: String,
+    /// Where to serve metrics over HTTP, if anywhere.
+    pub metrics_addr: Option<String>,
     /// The cluster key: clients must prove they hold it, and this server proves it to
     /// the servers it calls.
     pub key: ClusterKey,
@@ -211,7 +221,7 @@ fn run(args: Args) -> Result<()> {
             },
             other => bail!("--mpi-cache {other:?}: expected colocated or none"),
         };
-        return launch::mpi(&home, &args.host, limits, cache);
+        return launch::mpi(&home, &args.host, limits, cache, args.metrics_addr.as_deref());
     }
     let plan = if let Some(path) = &args.config {
         let id = args
@@ -251,6 +261,7 @@ fn run(args: Args) -> Result<()> {
             cache_memory: args.cache_memory,
             cache_policy: args.cache_policy.clone(),
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
+            metrics_addr: args.metrics_addr.clone().or_else(|| entry.metrics_addr.clone()),
             key,
         }
     } else {
@@ -288,6 +299,7 @@ fn run(args: Args) -> Result<()> {
             cache_memory: args.cache_memory,
             cache_policy: args.cache_policy.clone(),
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
+            metrics_addr: args.metrics_addr.clone(),
             key: load_key(&key_path)?,
         }
     };
@@ -346,13 +358,31 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<std::net::SocketAddr> 
     std::fs::create_dir_all(&plan.data_dir)
         .with_context(|| format!("creating data directory {}", plan.data_dir.display()))?;
     let incarnation = weft_rpc::new_incarnation();
-    let handler = roles::Roles::open(plan, incarnation)?;
-    let roles_bits = handler.role_bits();
+    let roles = Arc::new(roles::Roles::open(plan, incarnation)?);
+    let roles_bits = roles.role_bits();
+    let metrics = Arc::new(weft_metrics::ServerMetrics::new(
+        &weft_metrics::ServerDescription {
+            server_id: plan.id.0,
+            roles: plan
+                .roles
+                .iter()
+                .map(|r| match r {
+                    Role::Meta => weft_metrics::RoleKind::Meta,
+                    Role::Io => weft_metrics::RoleKind::Io,
+                    Role::Cache => weft_metrics::RoleKind::Cache,
+                })
+                .collect(),
+            build: weft_build_info::version!().to_owned(),
+        },
+    ));
     let listener = bind(&plan.listen).with_context(|| format!("cannot listen on {}", plan.listen))?;
     raise_descriptor_limit(&limits);
     let handle = weft_rpc::serve(
         listener,
-        Arc::new(handler),
+        Arc::new(observe::Metered {
+            roles: roles.clone(),
+            metrics: metrics.clone(),
+        }),
         ServerIdentity {
             server_id: plan.id,
             roles: roles_bits,
@@ -362,15 +392,7 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<std::net::SocketAddr> 
         limits,
         plan.key.clone(),
     )?;
-    let names: Vec<&str> = plan
-        .roles
-        .iter()
-        .map(|r| match r {
-            Role::Meta => "meta",
-            Role::Io => "io",
-            Role::Cache => "cache",
-        })
-        .collect();
+    let names: Vec<&str> = plan.roles.iter().map(|r| r.name()).collect();
     eprintln!(
         "weftd: server {} ({}) listening on {}, data in {}; only clients holding the cluster key are served{}",
         plan.id,
@@ -394,9 +416,24 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<std::net::SocketAddr> 
             ),
         }
     }
+    let local_addr = handle.local_addr;
+    observe::add_sources(&metrics, &roles, handle, limits.data_bytes_inflight_max);
+    if let Some(addr) = &plan.metrics_addr {
+        let page = match (&plan.cluster, plan.roles.contains(&Role::Meta)) {
+            (Some(config), true) => Some(Arc::new(status_page::StatusPage::new(
+                config,
+                &local_addr.to_string(),
+                plan.key.clone(),
+            ))),
+            _ => None,
+        };
+        let url = observe::serve_endpoint(addr, local_addr, metrics.clone(), page)?;
+        eprintln!("weftd: server {} serves its metrics at {url}", plan.id);
+        metrics.set_url(url);
+    }
     // Give the accept loop a moment before a ready file tells anyone to connect.
     std::thread::sleep(Duration::from_millis(5));
-    Ok(handle.local_addr)
+    Ok(local_addr)
 }
 
 /// How long a restarted server keeps trying its recorded address while the kernel
