@@ -19,7 +19,7 @@ pub const HTML: &str = r##"<!DOCTYPE html>
  #summary { color: #555; margin-bottom: 1em; }
  table { border-collapse: collapse; margin-bottom: 1.5em; }
  th, td { padding: .25em .7em; text-align: right; border-bottom: 1px solid #ddd; }
- th:first-child, td:first-child, td.roles, td.state, td.name { text-align: left; }
+ th:first-child, th:nth-child(2), td:first-child, td.roles, td.state, td.name { text-align: left; }
  th { background: #f3f3f3; }
  tr.down td { color: #a00; }
  tfoot td { font-weight: bold; }

@@ -25,6 +25,11 @@ use weft_proto::msg::Request;
 use weft_proto::{ErrorCode, Opcode};
 use weft_rpc::{ConnectionId, Peer};
 
+/// The label naming a job: not `job`, which Prometheus gives every series of a scrape
+/// target (a series' own `job` would be renamed `exported_job`); `jobid` as Lustre's
+/// jobstats exporters call it.
+pub const JOB_LABEL: &str = "jobid";
+
 /// Most jobs a role keeps usage of at once (see `attribution`).
 pub const JOBS_TRACKED_MAX: usize = 64;
 /// Most files a data role keeps usage of at once.
@@ -309,7 +314,7 @@ impl Collector for Live {
                 let files = tables.files[i].entries();
                 let names = usage_names(*role);
                 for (job, usage) in jobs {
-                    push_usage(&mut items, &names.0, "job", job.to_string(), usage);
+                    push_usage(&mut items, &names.0, JOB_LABEL, job.to_string(), usage);
                 }
                 for (inode, usage) in files {
                     push_usage(&mut items, &names.1, "inode", inode.to_string(), usage);

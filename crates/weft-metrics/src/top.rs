@@ -82,12 +82,12 @@ impl Totals {
                     }
                 }
                 "job_read_bytes_total" | "job_written_bytes_total" => {
-                    if let Some(job) = s.label("job") {
+                    if let Some(job) = s.label(crate::server::JOB_LABEL) {
                         t.jobs.entry(job.to_owned()).or_default().0 += s.value;
                     }
                 }
                 "job_requests_total" => {
-                    if let Some(job) = s.label("job") {
+                    if let Some(job) = s.label(crate::server::JOB_LABEL) {
                         t.jobs.entry(job.to_owned()).or_default().1 += s.value;
                     }
                 }
@@ -424,8 +424,8 @@ mod tests {
              weft_cache_misses_total{{policy=\"arc\"}} {misses}\n\
              weft_cache_dirty_bytes{{policy=\"arc\"}} 4096\n\
              weft_io_file_written_bytes_total{{inode=\"7\"}} {file}\n\
-             weft_io_job_written_bytes_total{{job=\"j1\"}} {file}\n\
-             weft_io_job_requests_total{{job=\"j1\"}} {requests}\n\
+             weft_io_job_written_bytes_total{{jobid=\"j1\"}} {file}\n\
+             weft_io_job_requests_total{{jobid=\"j1\"}} {requests}\n\
              weft_server_connections 3\n"
         );
         Totals::of(&parse(&text).unwrap())

@@ -113,7 +113,7 @@ fn counters_equal_a_known_workload_and_parse_with_the_reference_parser() {
 
     assert_eq!(cluster_sum(&cluster, "weft_io_written_bytes_total", &[]), total);
     assert_eq!(
-        cluster_sum(&cluster, "weft_io_job_written_bytes_total", &[("job", "job-a")]),
+        cluster_sum(&cluster, "weft_io_job_written_bytes_total", &[("jobid", "job-a")]),
         total,
         "every byte written is the job's"
     );
@@ -122,7 +122,7 @@ fn counters_equal_a_known_workload_and_parse_with_the_reference_parser() {
         cluster_sum(&cluster, "weft_meta_created_directories_total", &[]),
         2.0
     );
-    assert!(cluster_sum(&cluster, "weft_meta_job_requests_total", &[("job", "job-b")]) >= 2.0);
+    assert!(cluster_sum(&cluster, "weft_meta_job_requests_total", &[("jobid", "job-b")]) >= 2.0);
     assert_eq!(cluster_sum(&cluster, "weft_io_read_bytes_total", &[]), 0.0);
 
     for i in 0..sizes.len() {
@@ -295,9 +295,9 @@ fn the_cardinality_bound_holds_with_10000_files_and_many_jobs() {
     // The most recent job is kept, the oldest went.
     let meta = parse(&scrape(&cluster, 0)).unwrap();
     let last = format!("job{}", weft_metrics::server::JOBS_TRACKED_MAX + 5);
-    assert!(sum(&meta, "weft_meta_job_requests_total", &[("job", &last)]) > 0.0);
+    assert!(sum(&meta, "weft_meta_job_requests_total", &[("jobid", &last)]) > 0.0);
     assert_eq!(
-        sum(&meta, "weft_meta_job_requests_total", &[("job", "job0")]),
+        sum(&meta, "weft_meta_job_requests_total", &[("jobid", "job0")]),
         0.0
     );
 }
@@ -402,4 +402,158 @@ fn status_describes_the_cluster_of_weft_meta_with_metrics_urls() {
     assert_eq!(web.trim(), format!("http://{meta_metrics}/"));
     let page = weft_metrics::http::get(web.trim(), Duration::from_secs(10)).unwrap();
     assert!(String::from_utf8_lossy(&page).contains("<title>Weft status</title>"));
+}
+
+/// Loads `url` in headless Chromium (Debian's) and returns the DOM after its scripts
+/// ran for a few seconds of virtual time. Chromium runs as root in CI: --no-sandbox.
+fn browser_dom(url: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            &format!("--user-data-dir={}", profile.path().display()),
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            url,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromium (scripts/install-deps.sh installs it)");
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut dom = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut dom).unwrap();
+        dom
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "chromium failed: {status}");
+            break;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("chromium did not finish loading {url} within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    reader.join().unwrap()
+}
+
+#[test]
+fn the_status_page_shows_every_server_in_a_headless_browser() {
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        io_servers: 2,
+        ..ClusterOptions::cached("1", "64M")
+    });
+    let url = weft_with(&cluster, &[], &["status", "--web"]);
+    let dom = browser_dom(url.trim());
+    // The page's script read the view and drew one row per server, each up.
+    let config = cluster.config();
+    assert_eq!(config.servers.len(), 4, "manager, 2 io servers, 1 cache manager");
+    for server in &config.servers {
+        let row_start = dom
+            .find(&format!("<tr id=\"server-{}\"", server.id))
+            .unwrap_or_else(|| panic!("no row for server {}:\n{dom}", server.id));
+        let row = &dom[row_start..row_start + dom[row_start..].find("</tr>").unwrap()];
+        assert!(row.contains("<td class=\"state\">up</td>"), "{row}");
+        let roles: Vec<&str> = server.roles.iter().map(|r| r.name()).collect();
+        assert!(
+            row.contains(&format!("<td class=\"roles\">{}</td>", roles.join(","))),
+            "{row}"
+        );
+    }
+    assert!(dom.contains("4 of 4 servers up"), "{dom}");
+    assert!(
+        dom.contains("<div id=\"error\"></div>"),
+        "the page reports no error: {dom}"
+    );
+}
+
+#[test]
+fn the_grafana_dashboard_asks_only_for_series_the_servers_serve() {
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../dashboards/weft-grafana.json"
+        ))
+        .unwrap(),
+    )
+    .expect("the dashboard is JSON");
+    let exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .map(|t| t["expr"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+
+    // A workload that makes every kind of series appear: data through io servers and
+    // cache managers, a job, and errors (a removed file's objects are gone).
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        io_servers: 2,
+        ..ClusterOptions::cached("1", "64M")
+    });
+    let scratch = tempfile::tempdir().unwrap();
+    let local = scratch.path().join("f");
+    std::fs::write(&local, Rng::new(1).bytes(300_000)).unwrap();
+    weft_with(
+        &cluster,
+        &[("WEFT_JOB", "dash")],
+        &["put", local.to_str().unwrap(), "/cached"],
+    );
+    weft_with(
+        &cluster,
+        &[("WEFT_JOB", "dash")],
+        &["put", "--cache", "none", local.to_str().unwrap(), "/plain"],
+    );
+    weft_with(
+        &cluster,
+        &[],
+        &["get", "/plain", scratch.path().join("b").to_str().unwrap()],
+    );
+    let client = cluster.client();
+    let file = client.open("/plain", &Default::default()).unwrap();
+    client.unlink("/plain").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut buf = vec![0u8; 1000];
+    while file.read_at(0, &mut buf).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the removed file's objects were never purged"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut families = std::collections::HashSet::new();
+    for server in cluster.config().servers {
+        for line in scrape(&cluster, server.id).lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                families.insert(rest.split_whitespace().next().unwrap().to_owned());
+            }
+        }
+    }
+    let mut asked = 0;
+    for expr in &exprs {
+        for name in expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("weft_"))
+        {
+            let family = ["_total", "_bucket"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .unwrap_or(name);
+            assert!(
+                families.contains(family),
+                "{name} in {expr} is served by no server: {families:?}"
+            );
+            asked += 1;
+        }
+    }
+    assert!(asked >= 20);
 }
