@@ -657,25 +657,33 @@ impl Drop for Call<'_> {
     }
 }
 
-/// "write_view" for `Opcode::WriteView`: a bounded set of label values, made once per
-/// opcode.
+/// Names made once per value of a `u16` protocol enum, read without a lock (every
+/// request looks its operation up).
+struct Names([OnceLock<&'static str>; 256]);
+
+impl Names {
+    const fn new() -> Names {
+        Names([const { OnceLock::new() }; 256])
+    }
+
+    fn get(&self, value: u16, debug: impl FnOnce() -> String) -> &'static str {
+        match self.0.get(value as usize) {
+            // Leaked once per value: a fixed, small set.
+            Some(slot) => slot.get_or_init(|| Box::leak(snake_case(&debug()).into_boxed_str())),
+            None => "other",
+        }
+    }
+}
+
+/// "write_view" for `Opcode::WriteView`: a bounded set of label values.
 pub fn op_name(op: Opcode) -> &'static str {
-    static NAMES: OnceLock<Mutex<HashMap<u16, &'static str>>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
-    names
-        .entry(op as u16)
-        // Leaked once per opcode: a fixed, small set.
-        .or_insert_with(|| Box::leak(snake_case(&format!("{op:?}")).into_boxed_str()))
+    static NAMES: Names = Names::new();
+    NAMES.get(op as u16, || format!("{op:?}"))
 }
 
 fn code_name(code: ErrorCode) -> &'static str {
-    static NAMES: OnceLock<Mutex<HashMap<u16, &'static str>>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
-    names
-        .entry(code as u16)
-        .or_insert_with(|| Box::leak(snake_case(&format!("{code:?}")).into_boxed_str()))
+    static NAMES: Names = Names::new();
+    NAMES.get(code as u16, || format!("{code:?}"))
 }
 
 fn snake_case(camel: &str) -> String {
