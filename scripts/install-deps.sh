@@ -26,6 +26,8 @@ DEBIAN_PACKAGES=(
     libhdf5-openmpi-dev  # parallel HDF5 on top of Weft's MPI-IO
     hdf5-tools           # h5dump, h5ls for checking files written through Weft
     python3
+    python3-prometheus-client  # the reference OpenMetrics parser the metrics tests check the endpoint with
+    chromium             # a real headless browser for the status page test
     curl                 # fetches rustup when no suitable Rust is installed
     ca-certificates      # ... over https
 )

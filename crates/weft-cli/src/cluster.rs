@@ -121,15 +121,7 @@ fn role_names(entry: &ServerEntry) -> String {
 
 /// Roles as weftd's `--role` takes them: "io,cache".
 fn role_list(roles: &[Role]) -> String {
-    roles
-        .iter()
-        .map(|r| match r {
-            Role::Meta => "meta",
-            Role::Io => "io",
-            Role::Cache => "cache",
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+    roles.iter().map(|r| r.name()).collect::<Vec<_>>().join(",")
 }
 
 /// Starts one weftd in the background, detached from this terminal's session.
@@ -259,6 +251,9 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 ready.display().to_string(),
                 "--key".into(),
                 key.display().to_string(),
+                // Metrics on a free loopback port; recorded in the description below.
+                "--metrics-addr".into(),
+                METRICS_ADDR_LOCAL.into(),
             ];
             if roles.contains(&Role::Cache) {
                 // The description is written once every server is up; the cache role
@@ -289,12 +284,15 @@ pub fn up(options: &UpOptions) -> Result<()> {
             addr: "127.0.0.1:0".into(),
             data_dir: None,
             socket: None,
+            metrics_addr: Some(METRICS_ADDR_LOCAL.into()),
         }];
+        let auth = ClientAuth::cluster(ClusterKey::load(&key)?);
         for (id, pid, ready, roles) in &servers {
             let addr = wait_ready(home, *id, *pid, ready)?;
             entries.push(ServerEntry {
                 id: *id,
                 roles: roles.clone(),
+                metrics_addr: metrics_address(&addr, &auth),
                 addr,
                 data_dir: None,
                 socket: socket_path(home, *id),
@@ -325,6 +323,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
         let pid = spawn_server(home, 0, &args)?;
         started.push(pid);
         config.servers[0].addr = wait_ready(home, 0, pid, &ready)?;
+        config.servers[0].metrics_addr = metrics_address(&config.servers[0].addr, &auth);
         config.save(&description)?;
         Ok(config)
     })();
@@ -365,6 +364,35 @@ pub fn up(options: &UpOptions) -> Result<()> {
             std::fs::remove_file(&description).ok();
             Err(e.context("weft up failed; the servers it started were stopped"))
         }
+    }
+}
+
+/// Where `weft up` serves each server's metrics: a free port on loopback.
+const METRICS_ADDR_LOCAL: &str = "127.0.0.1:0";
+
+/// The `host:port` of the metrics endpoint of the server at `addr`, as it says (kept in
+/// the description, so that a restart serves at the same address).
+fn metrics_address(addr: &str, auth: &ClientAuth) -> Option<String> {
+    let url = metrics_url(addr, auth, status_timeouts()).ok()??;
+    let rest = url.strip_prefix("http://")?;
+    Some(rest.split('/').next()?.to_owned())
+}
+
+/// The server's metrics URL: `Ok(None)` when it serves none (or is older than metrics).
+fn metrics_url(addr: &str, auth: &ClientAuth, timeouts: Timeouts) -> Result<Option<String>, RpcError> {
+    let connection = Connection::connect(addr, "weft status", auth, timeouts)?;
+    match connection.call(&Request::Metrics { text: false }, &[]) {
+        Ok((Response::Metrics { url }, _)) => Ok((!url.is_empty()).then_some(url)),
+        Ok(_) => Ok(None),
+        Err(RpcError::Remote { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn status_timeouts() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(2),
+        request: Duration::from_secs(5),
     }
 }
 
@@ -445,6 +473,14 @@ pub fn down(home: &Path) -> Result<()> {
         .filter_map(|s| running_pid(home, s.id).map(|p| (s.id, p)))
         .collect();
     if running.is_empty() {
+        if answers_without_pids(home, &config, &description) {
+            bail!(
+                "the Weft cluster in {} is running but was not started by `weft up` here (no pid files: \
+                 an MPI job's `weftd --mpi`, or servers started by hand): stop it through what started it \
+                 (end the mpirun job), or stop each weftd on its machine",
+                home.display()
+            );
+        }
         println!(
             "the Weft cluster in {} is not running; nothing to stop",
             home.display()
@@ -474,24 +510,137 @@ pub fn down(home: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn status(home: &Path) -> Result<bool> {
-    let description = home.join(CLUSTER_FILE_NAME);
-    if !description.exists() {
-        bail!(
-            "no Weft cluster in {} (no {CLUSTER_FILE_NAME}); start one with `weft up`",
-            home.display()
-        );
+/// A server as `weft status` lists it.
+struct Listed {
+    id: u32,
+    roles: Vec<Role>,
+    addr: String,
+    pid: Option<i32>,
+}
+
+/// Which cluster `weft status` describes: the one a client would use.
+pub enum StatusOf {
+    /// The description in this home (`--home`, else $WEFT_HOME or ~/.weft when
+    /// $WEFT_META is not set).
+    Home(PathBuf),
+    /// The cluster of the metadata manager at this address ($WEFT_META).
+    Meta(String),
+}
+
+impl StatusOf {
+    /// `--home` if given, else $WEFT_META if set, else the default home: what `weft ls`
+    /// and `weft put` would use.
+    pub fn choose(home: Option<PathBuf>) -> StatusOf {
+        match (home, std::env::var("WEFT_META")) {
+            (Some(home), _) => StatusOf::Home(home),
+            (None, Ok(meta)) if !meta.is_empty() => StatusOf::Meta(meta),
+            (None, _) => StatusOf::Home(weft_config::home_dir()),
+        }
     }
-    let config = ClusterConfig::load(&description)?;
-    println!("cluster \"{}\" (home {})", config.name, home.display());
+}
+
+/// Prints the servers of the cluster; true when all are up. With `web`, prints the
+/// status page's URL instead.
+pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
+    let (name, key_path, network, servers, origin) = match of {
+        StatusOf::Home(home) => {
+            let description = home.join(CLUSTER_FILE_NAME);
+            if !description.exists() {
+                bail!(
+                    "no Weft cluster in {} (no {CLUSTER_FILE_NAME}); start one with `weft up`, or set WEFT_META=host:port",
+                    home.display()
+                );
+            }
+            let config = ClusterConfig::load(&description)?;
+            let servers = config
+                .servers
+                .iter()
+                .map(|s| Listed {
+                    id: s.id,
+                    roles: s.roles.clone(),
+                    addr: s.addr.clone(),
+                    pid: running_pid(home, s.id),
+                })
+                .collect();
+            (
+                config.name.clone(),
+                config.key_path(&description),
+                config
+                    .network_addresses()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect::<Vec<String>>(),
+                servers,
+                format!("home {}", home.display()),
+            )
+        }
+        StatusOf::Meta(meta) => {
+            let key_path = weft_config::client_key_path()?;
+            let auth = ClientAuth::cluster(ClusterKey::load(&key_path)?);
+            let pool = weft_rpc::ConnectionPool::new("weft status", auth, status_timeouts());
+            let (name, targets) = weft_metrics::collect::targets(&pool, meta).with_context(|| {
+                format!("asking the metadata manager at WEFT_META={meta} for its cluster")
+            })?;
+            let servers: Vec<Listed> = targets
+                .iter()
+                .map(|t| Listed {
+                    id: t.id.parse().unwrap_or(0),
+                    roles: t
+                        .roles
+                        .split(',')
+                        .filter_map(|r| match r {
+                            "meta" => Some(Role::Meta),
+                            "io" => Some(Role::Io),
+                            "cache" => Some(Role::Cache),
+                            _ => None,
+                        })
+                        .collect(),
+                    addr: t.addr.clone(),
+                    pid: None,
+                })
+                .collect();
+            let network = servers
+                .iter()
+                .filter(|s| !weft_config::is_loopback_address(&s.addr))
+                .map(|s| s.addr.clone())
+                .collect();
+            (
+                name,
+                key_path,
+                network,
+                servers,
+                format!("metadata manager at WEFT_META={meta}"),
+            )
+        }
+    };
+    let auth = match ClusterKey::load(&key_path).map(ClientAuth::cluster) {
+        Ok(a) => a,
+        Err(e) => bail!("{e}: without the key no server answers"),
+    };
+    if web {
+        let meta = servers
+            .iter()
+            .find(|s| s.roles.contains(&Role::Meta))
+            .context("the cluster has no metadata manager")?;
+        return match metrics_url(&meta.addr, &auth, status_timeouts()) {
+            Ok(Some(url)) => {
+                println!("{}", url.trim_end_matches("/metrics").to_owned() + "/");
+                Ok(true)
+            }
+            Ok(None) => bail!(
+                "the metadata manager at {} serves no status page: give it a metrics address \
+                 (`metrics_addr = \"127.0.0.1:9100\"` in its entry of cluster.toml, or weftd --metrics-addr)",
+                meta.addr
+            ),
+            Err(e) => bail!("the metadata manager at {} does not answer: {e}", meta.addr),
+        };
+    }
+    println!("cluster \"{name}\" ({origin})");
     println!(
         "this weft: {}, protocol {}",
         weft_build_info::version!(),
         weft_proto::PROTOCOL_VERSION
     );
-    let key_path = config.key_path(&description);
-    let auth = ClusterKey::load(&key_path).map(ClientAuth::cluster);
-    let network = config.network_addresses();
     println!(
         "security: every connection is authenticated (both ends prove the cluster key {}); {}",
         key_path.display(),
@@ -501,34 +650,27 @@ pub fn status(home: &Path) -> Result<bool> {
             format!("servers listen on the network ({})", network.join(", "))
         }
     );
-    let auth = match auth {
-        Ok(a) => a,
-        Err(e) => bail!("{e}: without the key no server answers"),
-    };
     println!(
         "{:<7} {:<8} {:<22} {:<8} {:<8} {:<6} {:<20} stored",
         "server", "roles", "address", "pid", "state", "proto", "build"
     );
-    let timeouts = Timeouts {
-        connect: Duration::from_secs(2),
-        request: Duration::from_secs(5),
-    };
+    let timeouts = status_timeouts();
     let mut all_up = true;
     let mut mismatched = false;
     let mut refused = false;
-    for s in &config.servers {
-        let pid = running_pid(home, s.id);
+    for s in &servers {
+        let has = |role| s.roles.contains(&role);
         let connection = Connection::connect(&s.addr, "weft status", &auth, timeouts);
         let (protocol, build) = server_versions(&connection);
-        let (state, stored) = match connection {
-            Ok(c) if s.has(Role::Io) => match c.call(&Request::IoStatfs, &[]) {
+        let (state, stored) = match &connection {
+            Ok(c) if has(Role::Io) => match c.call(&Request::IoStatfs, &[]) {
                 Ok((Response::IoStatfs(st), _)) => (
                     "up",
                     format!("{} in {} objects", human_bytes(st.bytes_stored), st.objects),
                 ),
                 _ => ("up", "?".into()),
             },
-            Ok(_) if !s.has(Role::Meta) => ("up", "-".into()),
+            Ok(_) if !has(Role::Meta) => ("up", "-".into()),
             Ok(c) => match c.call(
                 &Request::Statfs {
                     cred: weft_proto::Cred::default(),
@@ -556,11 +698,11 @@ pub fn status(home: &Path) -> Result<bool> {
                 ("down", "-".into())
             }
         };
-        let pid = pid.map_or("-".into(), |p| p.to_string());
+        let pid = s.pid.map_or("-".into(), |p| p.to_string());
         println!(
             "{:<7} {:<8} {:<22} {:<8} {:<8} {:<6} {:<20} {}",
             s.id,
-            role_names(s),
+            role_list(&s.roles),
             s.addr,
             pid,
             state,
@@ -568,8 +710,15 @@ pub fn status(home: &Path) -> Result<bool> {
             build,
             stored
         );
-        if s.has(Role::Cache) && state == "up" {
-            println!("{:<7} {}", "", cache_line(&s.addr, &auth, timeouts));
+        if state == "up" {
+            if has(Role::Cache) {
+                println!("{:<7} {}", "", cache_line(&s.addr, &auth, timeouts));
+            }
+            match metrics_url(&s.addr, &auth, timeouts) {
+                Ok(Some(url)) => println!("{:<7} metrics {url}", ""),
+                Ok(None) => println!("{:<7} metrics: none (no metrics_addr)", ""),
+                Err(_) => {}
+            }
         }
     }
     if refused {
@@ -585,6 +734,28 @@ pub fn status(home: &Path) -> Result<bool> {
         );
     }
     Ok(all_up)
+}
+
+/// True when no server of `config` has a pid file in `home` and yet its metadata
+/// manager answers: the cluster runs, started by something other than `weft up`.
+fn answers_without_pids(home: &Path, config: &ClusterConfig, description: &Path) -> bool {
+    if config.servers.iter().any(|s| pid_file(home, s.id).exists()) {
+        return false;
+    }
+    let Ok(key) = ClusterKey::load(&config.key_path(description)) else {
+        return false;
+    };
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(1),
+        request: Duration::from_secs(2),
+    };
+    Connection::connect(
+        &config.meta().addr,
+        "weft down",
+        &ClientAuth::cluster(key),
+        timeouts,
+    )
+    .is_ok()
 }
 
 /// One cache manager's state for `weft status`.

@@ -4,6 +4,7 @@ mod cluster;
 mod files;
 mod mpi_env;
 mod progress;
+mod top_cmd;
 mod trace_cmd;
 
 use anyhow::Result;
@@ -129,11 +130,19 @@ cluster that is stopped, `weft up` starts it again with its data."
         #[command(flatten)]
         home: HomeArg,
     },
-    /// List every server of the cluster: role, address, pid, state, bytes stored.
+    /// List every server of the cluster a client uses (--home, else $WEFT_META, else
+    /// $WEFT_HOME or ~/.weft): role, address, pid, state, bytes stored, metrics URL.
     Status {
         #[command(flatten)]
         home: HomeArg,
+        /// Print the URL of the status page the metadata manager serves, and nothing else.
+        #[arg(long)]
+        web: bool,
     },
+    /// A live view of the cluster: each server's throughput, operations, latency, cache
+    /// hit rate and dirty bytes, and the busiest files and jobs, from the servers'
+    /// metrics; refreshed every second.
+    Top(top_cmd::TopArgs),
     /// List a directory (default /).
     Ls {
         /// Long listing: mode, links, owner, size, time.
@@ -296,8 +305,8 @@ fn run(command: Command) -> Result<()> {
             })
         }
         Command::Down { home } => cluster::down(&home.resolve()),
-        Command::Status { home } => {
-            if !cluster::status(&home.resolve())? {
+        Command::Status { home, web } => {
+            if !cluster::status(&cluster::StatusOf::choose(home.home), web)? {
                 std::process::exit(2);
             }
             Ok(())
@@ -322,6 +331,7 @@ fn run(command: Command) -> Result<()> {
             files::layout(&connect()?, &path, set.then(|| layout.request()), clear)
         }
         Command::Df => files::df(&connect()?),
+        Command::Top(args) => top_cmd::run(args),
         Command::Bench(args) => weft_bench::run(args),
         Command::Sim(args) => weft_bench::simulate::run(&args),
         Command::Trace(args) => trace_cmd::run(args),

@@ -1052,9 +1052,30 @@ fn client_name() -> String {
     let exe = std::env::current_exe()
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-    format!(
+    let name = format!(
         "{} pid {}",
         exe.unwrap_or_else(|| "client".into()),
         std::process::id()
-    )
+    );
+    match job_id() {
+        // Servers attribute this connection's requests to the job (their metrics).
+        Some(job) => format!("{name} job {job}"),
+        None => name,
+    }
+}
+
+/// The job this process belongs to, for the servers' per-job metrics: $WEFT_JOB, else
+/// the batch system's or the MPI launcher's job id.
+fn job_id() -> Option<String> {
+    [
+        "WEFT_JOB",
+        "SLURM_JOB_ID",
+        "PBS_JOBID",
+        "PMIX_NAMESPACE",
+        "OMPI_MCA_ess_base_jobid",
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    // Servers keep 64 bytes of it; a long one must not make the handshake too large.
+    .map(|job| job.chars().take(64).collect())
 }

@@ -61,6 +61,17 @@ pub enum Role {
     Cache,
 }
 
+impl Role {
+    /// As the description, `weftd --role` and `weft status` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Meta => "meta",
+            Role::Io => "io",
+            Role::Cache => "cache",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerEntry {
@@ -75,6 +86,10 @@ pub struct ServerEntry {
     /// instead of TCP (bulk data then moves at memory speed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<PathBuf>,
+    /// `host:port` of the server's metrics endpoint (Prometheus text over HTTP, and
+    /// the status page on the metadata manager); none: no endpoint. Port 0 picks one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_addr: Option<String>,
 }
 
 impl ServerEntry {
@@ -445,6 +460,7 @@ mod tests {
                     addr: "127.0.0.1:1".into(),
                     data_dir: None,
                     socket: None,
+                    metrics_addr: None,
                 },
                 ServerEntry {
                     id: 1,
@@ -452,6 +468,7 @@ mod tests {
                     addr: "127.0.0.1:2".into(),
                     data_dir: Some("/x".into()),
                     socket: None,
+                    metrics_addr: None,
                 },
                 ServerEntry {
                     id: 2,
@@ -459,6 +476,7 @@ mod tests {
                     addr: "127.0.0.1:3".into(),
                     data_dir: None,
                     socket: None,
+                    metrics_addr: None,
                 },
             ],
         };
@@ -530,6 +548,7 @@ mod tests {
             addr: format!("h:{id}"),
             data_dir: None,
             socket: None,
+            metrics_addr: None,
         };
         let mut config = ClusterConfig {
             key_file: None,

@@ -9,12 +9,14 @@
 //! removed it, so I/O to a removed file is refused rather than recreating it.
 
 mod append;
+mod counters;
 mod objects;
 mod service;
 mod sieve;
 mod views;
 
 pub use append::{APPEND_LOCKS_MAX, APPEND_LOCK_HOLD_MAX};
+pub use counters::{io_counts, IoCounts};
 pub use objects::ObjectStore;
 pub use service::{ranges_stream_len, view_slices, IoService};
 pub use views::ViewRegistry;

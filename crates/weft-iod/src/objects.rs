@@ -103,6 +103,7 @@ impl ObjectStore {
     pub fn sync(&self, inode: InodeId) -> Result<(), WireError> {
         let file = self.get(inode)?;
         let dir = self.path_of(inode).parent().map(File::open);
+        crate::counters::COUNTERS.fsync();
         let result = file.sync_all().and_then(|()| match dir {
             Some(Ok(d)) => d.sync_all(),
             Some(Err(e)) => Err(e),

@@ -348,6 +348,7 @@ fn write_runs(
                 .map_err(|e| io_error(e, inode, "write"))?;
             continue;
         }
+        crate::counters::COUNTERS.sieve_span(true);
         let buffer = sieve_buffer(sieve, span.local_len);
         let _alone = lock.write().unwrap_or_else(|p| p.into_inner());
         read_full_at(file, buffer, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
@@ -378,6 +379,7 @@ fn read_runs(
             read_full_at(file, part, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
             continue;
         }
+        crate::counters::COUNTERS.sieve_span(false);
         let buffer = sieve_buffer(sieve, span.local_len);
         read_full_at(file, buffer, span.local_offset).map_err(|e| io_error(e, inode, "read"))?;
         let mut at = 0usize;

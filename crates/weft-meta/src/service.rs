@@ -236,6 +236,10 @@ impl MetaService {
                     "hello and server info are answered by the connection layer, not the metadata service",
                 ))
             }
+            Request::Metrics { .. } => Err(WireError::new(
+                ErrorCode::Unsupported,
+                "metrics are answered by the server process (weftd), not the metadata service",
+            )),
             Request::Link {
                 cred,
                 inode,

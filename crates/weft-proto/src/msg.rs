@@ -110,6 +110,7 @@ pub enum Opcode {
     RemoveXattr = 70,
     ObjStat = 71,
     Allocate = 72,
+    Metrics = 130,
 }
 
 /// Which roles a server process carries (bit set).
@@ -455,6 +456,13 @@ pub enum Request {
     CacheDrop {
         inodes: Vec<InodeId>,
     },
+    /// Any server: the URL of its metrics endpoint (answered with `Metrics`), and with
+    /// `text` its metrics in the Prometheus text format as the reply's bulk data, for
+    /// clients that cannot reach the endpoint (none runs, or it is firewalled). Added
+    /// within protocol version 3: an older server answers `UnknownOpcode`.
+    Metrics {
+        text: bool,
+    },
     /// io: take the append lock of `inode` (held at the server of the file's first
     /// stripe): answered with a token, or `Busy` while another client holds it. The lock
     /// goes with the connection that took it, and lapses after a bound.
@@ -625,6 +633,11 @@ pub enum Response {
     Names(Vec<Name>),
     /// `ObjStat`: (logical end, bytes allocated) per object.
     ObjStats(Vec<(u64, u64)>),
+    /// `Metrics`: the server's metrics endpoint, `http://host:port/metrics`, or empty
+    /// when it serves none.
+    Metrics {
+        url: String,
+    },
 }
 
 impl Request {
@@ -683,6 +696,7 @@ impl Request {
             RemoveXattr { .. } => Opcode::RemoveXattr,
             ObjStat { .. } => Opcode::ObjStat,
             Allocate { .. } => Opcode::Allocate,
+            Metrics { .. } => Opcode::Metrics,
         }
     }
 
@@ -723,6 +737,7 @@ impl Request {
             }
             CacheExtents { inodes } | CacheDrop { inodes } => w.seq(inodes),
             CacheClose { inode } => inode.encode(&mut w),
+            Metrics { text } => w.bool(*text),
             Resolve { cred, path } => {
                 cred.encode(&mut w);
                 w.str(path);
@@ -1163,6 +1178,7 @@ impl Request {
                 inode: InodeId::decode(r)?,
             },
             85 => Request::CacheStats,
+            130 => Request::Metrics { text: r.bool()? },
             88 => Request::CacheCioStats,
             86 => Request::CacheDrop {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
@@ -1364,6 +1380,10 @@ impl Wire for Response {
                 w.u8(20);
                 w.seq(stats);
             }
+            Metrics { url } => {
+                w.u8(55);
+                w.str(url);
+            }
         }
     }
 
@@ -1406,6 +1426,7 @@ impl Wire for Response {
             18 => Response::Value(r.bytes_max(XATTR_VALUE_BYTES_MAX)?.to_vec()),
             19 => Response::Names(r.seq()?),
             20 => Response::ObjStats(r.seq()?),
+            55 => Response::Metrics { url: r.string()? },
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -1650,6 +1671,7 @@ mod tests {
             Request::CacheClose { inode: InodeId(3) },
             Request::CacheStats,
             Request::CacheCioStats,
+            Request::Metrics { text: true },
             Request::CacheDrop {
                 inodes: vec![InodeId(5)],
             },
@@ -1888,6 +1910,9 @@ mod tests {
             Ok(Response::Value(vec![1, 2, 3])),
             Ok(Response::Names(vec!["user.a".into(), Name::new(vec![0xff])])),
             Ok(Response::ObjStats(vec![(10, 4096), (u64::MAX, 0)])),
+            Ok(Response::Metrics {
+                url: "http://127.0.0.1:9100/metrics".into(),
+            }),
             Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];
         for res in results {

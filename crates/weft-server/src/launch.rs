@@ -88,7 +88,13 @@ fn cluster_key(home: &Path, rank: u32) -> Result<ClusterKey> {
     load_key(&path)
 }
 
-pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Result<()> {
+pub fn mpi(
+    home: &Path,
+    host: &str,
+    limits: ServerLimits,
+    cache: MpiCache,
+    metrics_addr: Option<&str>,
+) -> Result<()> {
     let rank = env_number(&["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"])
         .context("--mpi: no MPI rank in the environment (run under mpirun/mpiexec)")?;
     let size = env_number(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"])
@@ -118,6 +124,11 @@ pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Re
     } else {
         host.to_owned()
     };
+    // ":0" is this rank's host, port 0.
+    let metrics_addr = metrics_addr.map(|a| match a.strip_prefix(':') {
+        Some(port) => format!("{host}:{port}"),
+        None => a.to_owned(),
+    });
     let meeting = home.join("mpi");
     std::fs::create_dir_all(&meeting).with_context(|| format!("creating {}", meeting.display()))?;
     let cluster_key = cluster_key(home, rank)?;
@@ -142,6 +153,7 @@ pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Re
             cache_policy: None,
             cache_cio_unrequested: "cold".into(),
             delegate: false,
+            metrics_addr: metrics_addr.clone(),
             key: cluster_key,
         };
         let (bound, _) = start(&plan, limits)?;
@@ -179,6 +191,7 @@ pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Re
             addr,
             data_dir: Some(data_dir(r)),
             socket,
+            metrics_addr: None,
         });
     }
     let mut config = ClusterConfig {
@@ -198,6 +211,7 @@ pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Re
             addr: format!("{host}:0"),
             data_dir: Some(data_dir(0)),
             socket: None,
+            metrics_addr: None,
         },
     );
     let plan = Plan {
@@ -213,6 +227,7 @@ pub fn mpi(home: &Path, host: &str, limits: ServerLimits, cache: MpiCache) -> Re
         cache_policy: None,
         cache_cio_unrequested: "cold".into(),
         delegate: false,
+        metrics_addr,
         key: cluster_key,
     };
     let (bound, _) = start(&plan, limits)?;

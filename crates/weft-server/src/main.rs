@@ -2,7 +2,9 @@
 //! cluster description or flags, opens each role's store, and serves.
 
 mod launch;
+mod observe;
 mod roles;
+mod status_page;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -120,6 +122,12 @@ struct Args {
     /// delegates run so under their launcher, so they never outlive their job.
     #[arg(long)]
     exit_on_stdin_eof: bool,
+    /// Serve metrics (Prometheus text format) over HTTP at this address, at /metrics;
+    /// the metadata manager also serves its status page at /. Port 0 picks a free port.
+    /// Default: the description's `metrics_addr` for this server, else none. With --mpi
+    /// every rank serves one; a host left empty (":0") is the rank's --host.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -208,6 +216,8 @@ pub struct Plan {
     pub cache_cio_unrequested: String,
     /// Cache role: run as a delegate (see `--delegate`).
     pub delegate: bool,
+    /// Where to serve metrics over HTTP, if anywhere.
+    pub metrics_addr: Option<String>,
     /// The cluster key: clients must prove they hold it, and this server proves it to
     /// the servers it calls.
     pub key: ClusterKey,
@@ -231,7 +241,7 @@ fn run(args: Args) -> Result<()> {
             },
             other => bail!("--mpi-cache {other:?}: expected colocated or none"),
         };
-        return launch::mpi(&home, &args.host, limits, cache);
+        return launch::mpi(&home, &args.host, limits, cache, args.metrics_addr.as_deref());
     }
     let plan = if let Some(path) = &args.config {
         let id = args
@@ -273,6 +283,7 @@ fn run(args: Args) -> Result<()> {
             cache_policy: args.cache_policy.clone(),
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
             delegate: args.delegate,
+            metrics_addr: args.metrics_addr.clone().or_else(|| entry.metrics_addr.clone()),
             key,
         }
     } else {
@@ -312,6 +323,7 @@ fn run(args: Args) -> Result<()> {
             cache_policy: args.cache_policy.clone(),
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
             delegate: args.delegate,
+            metrics_addr: args.metrics_addr.clone(),
             key: load_key(&key_path)?,
         }
     };
@@ -386,11 +398,29 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr,
     let incarnation = weft_rpc::new_incarnation();
     let handler = Arc::new(roles::Roles::open(plan, incarnation)?);
     let roles_bits = handler.role_bits();
+    let metrics = Arc::new(weft_metrics::ServerMetrics::new(
+        &weft_metrics::ServerDescription {
+            server_id: plan.id.0,
+            roles: plan
+                .roles
+                .iter()
+                .map(|r| match r {
+                    Role::Meta => weft_metrics::RoleKind::Meta,
+                    Role::Io => weft_metrics::RoleKind::Io,
+                    Role::Cache => weft_metrics::RoleKind::Cache,
+                })
+                .collect(),
+            build: weft_build_info::version!().to_owned(),
+        },
+    ));
     let listener = bind(&plan.listen).with_context(|| format!("cannot listen on {}", plan.listen))?;
     raise_descriptor_limit(&limits);
     let handle = weft_rpc::serve(
         listener,
-        handler.clone(),
+        Arc::new(observe::Metered {
+            roles: handler.clone(),
+            metrics: metrics.clone(),
+        }),
         ServerIdentity {
             server_id: plan.id,
             roles: roles_bits,
@@ -400,15 +430,7 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr,
         limits,
         plan.key.clone(),
     )?;
-    let names: Vec<&str> = plan
-        .roles
-        .iter()
-        .map(|r| match r {
-            Role::Meta => "meta",
-            Role::Io => "io",
-            Role::Cache => "cache",
-        })
-        .collect();
+    let names: Vec<&str> = plan.roles.iter().map(|r| r.name()).collect();
     eprintln!(
         "weftd: server {} ({}) listening on {}, data in {}; only clients holding the cluster key are served{}",
         plan.id,
@@ -432,9 +454,24 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr,
             ),
         }
     }
+    let local_addr = handle.local_addr;
+    observe::add_sources(&metrics, &handler, handle, limits.data_bytes_inflight_max);
+    if let Some(addr) = &plan.metrics_addr {
+        let page = match (&plan.cluster, plan.roles.contains(&Role::Meta)) {
+            (Some(config), true) => Some(Arc::new(status_page::StatusPage::new(
+                config,
+                &local_addr.to_string(),
+                plan.key.clone(),
+            ))),
+            _ => None,
+        };
+        let url = observe::serve_endpoint(addr, local_addr, metrics.clone(), page)?;
+        eprintln!("weftd: server {} serves its metrics at {url}", plan.id);
+        metrics.set_url(url);
+    }
     // Give the accept loop a moment before a ready file tells anyone to connect.
     std::thread::sleep(Duration::from_millis(5));
-    Ok((handle.local_addr, handler))
+    Ok((local_addr, handler))
 }
 
 /// How long a restarted server keeps trying its recorded address while the kernel

@@ -103,6 +103,22 @@ impl Roles {
         Ok(())
     }
 
+    /// The role that serves `request` (as `handle` dispatches it), for the metrics.
+    pub fn role_of(&self, request: &Request) -> weft_metrics::RoleKind {
+        if self.cache.as_ref().is_some_and(|c| c.serves(request)) {
+            weft_metrics::RoleKind::Cache
+        } else if is_io_request(request) {
+            weft_metrics::RoleKind::Io
+        } else {
+            weft_metrics::RoleKind::Meta
+        }
+    }
+
+    /// The cache role's counters, if this server has one.
+    pub fn cache_stats(&self) -> Option<weft_proto::msg::CacheStats> {
+        self.cache.as_ref().map(|c| c.stats())
+    }
+
     pub fn role_bits(&self) -> u32 {
         let mut bits = 0;
         if self.meta.is_some() {

@@ -254,7 +254,12 @@ fn the_key_is_private_status_tells_how_the_cluster_is_secured_and_nothing_listen
             );
         }
     }
-    assert_eq!(listening, config.servers.len(), "one TCP listener per server");
+    // `weft up` gives every server a metrics endpoint, on loopback too.
+    assert_eq!(
+        listening,
+        2 * config.servers.len(),
+        "two TCP listeners per server: rpc and metrics"
+    );
 
     // A key that others may read is refused, with the fix in the message.
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
