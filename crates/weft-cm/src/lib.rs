@@ -470,11 +470,10 @@ impl Inner {
             }
         };
         let mut done = vec![false; batch.runs.len()];
-        // (run index, gaps to fetch, resident)
-        let mut fetches: Vec<(usize, Vec<std::ops::Range<u32>>, bool)> = Vec::new();
-        let abandon = |fetches: &[(usize, Vec<std::ops::Range<u32>>, bool)]| {
-            for (i, _, _) in fetches {
-                self.tier.abandon_fetch(key_of(batch.runs[*i].0));
+        let mut fetches: Vec<BatchFetch> = Vec::new();
+        let abandon = |fetches: &[BatchFetch]| {
+            for f in fetches {
+                self.tier.abandon_fetch(key_of(batch.runs[f.run].0));
             }
         };
         for (i, (block, _)) in batch.runs.iter().enumerate() {
@@ -494,7 +493,12 @@ impl Inner {
                     copy_out(i, snapshot.block(), out);
                     done[i] = true;
                 }
-                Ok(Found::Fetch { gaps, resident }) => fetches.push((i, gaps, resident)),
+                Ok(Found::Fetch { gaps, resident }) => fetches.push(BatchFetch {
+                    run: i,
+                    ranges,
+                    gaps,
+                    resident,
+                }),
                 Ok(Found::Wait) => {}
                 Err(e) => {
                     abandon(&fetches);
@@ -505,9 +509,9 @@ impl Inner {
         if !fetches.is_empty() {
             let file_ranges: Vec<Range> = fetches
                 .iter()
-                .flat_map(|(i, gaps, _)| {
-                    let start = batch.runs[*i].0 * block_size;
-                    gaps.iter().map(move |g| Range {
+                .flat_map(|f| {
+                    let start = batch.runs[f.run].0 * block_size;
+                    f.gaps.iter().map(move |g| Range {
                         offset: start + g.start as u64,
                         len: (g.end - g.start) as u64,
                     })
@@ -521,25 +525,25 @@ impl Inner {
             }
             self.counters.fetched_bytes.fetch_add(total, Ordering::Relaxed);
             let mut at = 0usize;
-            for (n, (i, gaps, resident)) in fetches.iter().enumerate() {
-                let key = key_of(batch.runs[*i].0);
-                let parts = fetched_parts(gaps, &fetched, &mut at);
-                let admission = self.admission(mode, key, *resident);
+            for (n, f) in fetches.iter().enumerate() {
+                let key = key_of(batch.runs[f.run].0);
+                let parts = fetched_parts(&f.gaps, &fetched, &mut at);
+                let admission = self.admission(mode, key, f.resident);
                 match self
                     .tier
-                    .fill(key, layout, block_size, &batch.ranges(*i), &parts, admission)
+                    .fill(key, layout, block_size, &f.ranges, &parts, admission)
                 {
                     Ok(Ok(Some(snapshot))) => {
                         self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                        copy_out(*i, snapshot.block(), out);
-                        done[*i] = true;
+                        copy_out(f.run, snapshot.block(), out);
+                        done[f.run] = true;
                     }
                     Ok(Ok(None)) => {
                         // Not admitted, and all of the block was fetched: serve it as is.
                         self.counters.misses.fetch_add(1, Ordering::Relaxed);
                         debug_assert_eq!(parts.len(), 1);
-                        copy_out(*i, &parts[0].1, out);
-                        done[*i] = true;
+                        copy_out(f.run, parts[0].1, out);
+                        done[f.run] = true;
                     }
                     // No room now: served on its own below, which makes room first.
                     Ok(Err(_)) => {}
@@ -919,17 +923,30 @@ impl BlockBytes {
     }
 }
 
+/// A block of a read batch to fetch: its run, the run's ranges in the block, the
+/// block's gaps (all it lacks) and whether it is resident.
+struct BatchFetch {
+    run: usize,
+    ranges: Vec<std::ops::Range<u32>>,
+    gaps: Vec<std::ops::Range<u32>>,
+    resident: bool,
+}
+
 /// Most pieces of one block handled under one hold of its lock: bounds the memory a
 /// request of very many small pieces takes, whatever its size.
 const PIECES_PER_BATCH_MAX: usize = 1 << 16;
 
 /// The fetched bytes of a block's `gaps`, `(offset in block, bytes)`, taken from
 /// `fetched` at `*at` on (the gaps' bytes in order), moving `*at` past them.
-fn fetched_parts(gaps: &[std::ops::Range<u32>], fetched: &[u8], at: &mut usize) -> Vec<(u32, Vec<u8>)> {
+fn fetched_parts<'a>(
+    gaps: &[std::ops::Range<u32>],
+    fetched: &'a [u8],
+    at: &mut usize,
+) -> Vec<(u32, &'a [u8])> {
     gaps.iter()
         .map(|g| {
             let len = (g.end - g.start) as usize;
-            let part = (g.start, fetched[*at..*at + len].to_vec());
+            let part = (g.start, &fetched[*at..*at + len]);
             *at += len;
             part
         })

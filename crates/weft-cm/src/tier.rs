@@ -232,7 +232,7 @@ impl Tier {
         layout: &Layout,
         block_size_bytes: u64,
         ranges: &[Range<u32>],
-        fetched: &[(u32, Vec<u8>)],
+        fetched: &[(u32, &[u8])],
         admission: Option<Admission>,
     ) -> Result<Result<Option<Snapshot>, Blocked>, WireError> {
         let mut state = self.state();

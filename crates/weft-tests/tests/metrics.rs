@@ -378,14 +378,7 @@ fn status_describes_the_cluster_of_weft_meta_with_metrics_urls() {
     ];
     let text = weft_with(&a, &env, &["status"]);
     assert!(text.contains(&format!("WEFT_META={b_meta}")), "{text}");
-    let rows: Vec<&str> = text
-        .lines()
-        .filter(|l| {
-            l.split_whitespace()
-                .next()
-                .is_some_and(|w| w.parse::<u32>().is_ok())
-        })
-        .collect();
+    let rows = common::server_rows(&text);
     assert_eq!(rows.len(), 4, "B's manager and 3 io servers:\n{text}");
     for s in b.config().servers {
         let row = rows

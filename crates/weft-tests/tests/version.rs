@@ -2,6 +2,8 @@
 //! --version` and `weftd --version` name the package version and the git revision they
 //! were built from, and `weft status` shows each server's protocol version and build.
 
+mod common;
+
 use std::process::Command;
 use weft_testkit::{bin, TestCluster};
 
@@ -45,14 +47,7 @@ fn status_shows_each_servers_protocol_version_and_build() {
         .strip_prefix("weftd ")
         .expect("weftd --version starts with its name")
         .to_owned();
-    let rows: Vec<&str> = text
-        .lines()
-        .filter(|l| {
-            l.split_whitespace()
-                .next()
-                .is_some_and(|w| w.parse::<u32>().is_ok())
-        })
-        .collect();
+    let rows = common::server_rows(&text);
     assert_eq!(rows.len(), 3, "{text}");
     for row in rows {
         let columns: Vec<&str> = row.split_whitespace().collect();

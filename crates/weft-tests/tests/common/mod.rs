@@ -184,3 +184,14 @@ pub fn manager_stats(cluster: &TestCluster, id: u32) -> weft_proto::msg::CacheSt
         other => panic!("{other:?}"),
     }
 }
+
+/// The server rows of `weft status` output: the lines that start with a server id.
+pub fn server_rows(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u32>().is_ok())
+        })
+        .collect()
+}
