@@ -46,15 +46,23 @@ impl ObjectStore {
             .join(format!("{:016x}", inode.0))
     }
 
-    /// Creates an empty object; an existing one is left as it is.
+    /// Creates an empty object, exclusively: an object already there under a new
+    /// inode's number is `Exists`, never adopted, so that bytes planted under a
+    /// future inode number cannot become a new file's content. The manager removes
+    /// such an object and creates it again.
     pub fn create(&self, inode: InodeId) -> Result<(), WireError> {
-        OpenOptions::new()
+        match OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(false)
+            .create_new(true)
             .open(self.path_of(inode))
-            .map(drop)
-            .map_err(|e| io_error(e, inode, "create"))
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(WireError::new(
+                ErrorCode::Exists,
+                format!("object exists: inode {inode} already has an object on this io server"),
+            )),
+            Err(e) => Err(io_error(e, inode, "create")),
+        }
     }
 
     pub fn remove(&self, inode: InodeId) -> Result<(), WireError> {

@@ -642,6 +642,28 @@ mod tests {
         );
     }
 
+    /// An object planted under a future inode number used to be kept by the create of
+    /// that inode, so the new file served the planter's bytes.
+    #[test]
+    fn creating_an_object_that_exists_is_refused_and_leaves_it_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = created(&dir, InodeId(6));
+        let path = service.objects().path_of(InodeId(6));
+        std::fs::write(&path, b"planted").unwrap();
+        let error = service
+            .handle(
+                CONNECTION,
+                Request::ObjCreate {
+                    inodes: vec![InodeId(6)],
+                },
+                vec![],
+            )
+            .unwrap_err();
+        assert_eq!(error.code, ErrorCode::Exists);
+        assert!(error.message.contains("object exists"), "{}", error.message);
+        assert_eq!(std::fs::read(&path).unwrap(), b"planted");
+    }
+
     #[test]
     fn truncate_and_extents_agree_with_the_striping_math() {
         let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();

@@ -340,10 +340,18 @@ impl MetaService {
             let servers = &pending.layout().servers;
             let created =
                 self.on_each_server(servers, |server| self.objects.create_objects(server, &[inode]));
+            let created = self.replace_stale_objects(inode, servers, created);
             if let Some((server, error)) = first_failure(servers, created) {
                 self.discard_objects(inode, pending.layout());
+                // A stale object that could not be replaced is this server's fault,
+                // not a name that exists: never `Exists`, which clients take for a
+                // create that lost a race.
+                let code = match error.code {
+                    ErrorCode::Exists => ErrorCode::Io,
+                    code => code,
+                };
                 return Err(WireError::new(
-                    error.code,
+                    code,
                     format!(
                         "creating the object of {name:?} (inode {inode}) on io server {server}: {}",
                         error.message
@@ -370,6 +378,40 @@ impl MetaService {
                 }
             }
         }
+    }
+
+    /// Io servers create objects exclusively: an object already there for a freshly
+    /// allocated inode number was left by a bug or planted by a peer holding the
+    /// cluster key, hoping a new file would serve its bytes. Logged, removed and
+    /// created again, once per server; what still fails stays in `results`.
+    fn replace_stale_objects(
+        &self,
+        inode: InodeId,
+        servers: &[ServerId],
+        results: Vec<Result<(), WireError>>,
+    ) -> Vec<Result<(), WireError>> {
+        servers
+            .iter()
+            .zip(results)
+            .map(|(&server, result)| match result {
+                Err(error) if error.code == ErrorCode::Exists => {
+                    eprintln!(
+                        "weftd meta: io server {server} already held an object for new inode {inode} \
+                         (a bug, or planted by a peer with the cluster key); removing it and creating it afresh"
+                    );
+                    self.objects
+                        .remove_objects(server, &[inode])
+                        .and_then(|()| self.objects.create_objects(server, &[inode]))
+                        .map_err(|e| {
+                            WireError::new(
+                                e.code,
+                                format!("{}; replacing it failed: {}", error.message, e.message),
+                            )
+                        })
+                }
+                other => other,
+            })
+            .collect()
     }
 
     /// Removes the objects of a create that will not commit; on failure hands

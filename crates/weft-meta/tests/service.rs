@@ -62,12 +62,16 @@ impl ObjectServers for FakeServers {
                 format!("server {server} is down"),
             ));
         }
-        self.objects
-            .lock()
-            .unwrap()
-            .entry(server)
-            .or_default()
-            .extend(inodes);
+        let mut objects = self.objects.lock().unwrap();
+        let set = objects.entry(server).or_default();
+        // Exclusive, as on a real io server.
+        if let Some(inode) = inodes.iter().find(|i| set.contains(i)) {
+            return Err(WireError::new(
+                ErrorCode::Exists,
+                format!("object exists: inode {inode} on server {server}"),
+            ));
+        }
+        set.extend(inodes);
         Ok(())
     }
 
@@ -217,6 +221,60 @@ fn a_failed_object_create_is_undone_everywhere() {
             orphans: 0
         }
     );
+}
+
+/// Objects planted under the next inode numbers (by a bug or a peer with the key)
+/// are replaced, not adopted: the new file's objects are fresh ones. Before io servers
+/// created exclusively, the planted object became the new file's.
+#[test]
+fn planted_objects_of_a_new_inode_are_replaced() {
+    let f = fixture();
+    let wide = LayoutRequest {
+        stripe_count: Some(IO_SERVERS.len() as u32),
+        ..Default::default()
+    };
+    let first = attr(
+        f.service
+            .handle(create_request(root(), InodeId::ROOT, "first", wide, true)),
+    );
+    // The next numbers, planted on every server.
+    let planted: Vec<InodeId> = (1..4).map(|k| InodeId(first.inode.0 + k)).collect();
+    for server in IO_SERVERS {
+        f.servers
+            .objects
+            .lock()
+            .unwrap()
+            .entry(server)
+            .or_default()
+            .extend(&planted);
+    }
+    let calls = f.servers.create_calls.load(Ordering::SeqCst);
+    let second = attr(
+        f.service
+            .handle(create_request(root(), InodeId::ROOT, "second", wide, true)),
+    );
+    assert_eq!(
+        second.inode, planted[0],
+        "the allocator hands out the planted number next"
+    );
+    // Every server refused, then created afresh after removing the stale object.
+    assert_eq!(
+        f.servers.create_calls.load(Ordering::SeqCst),
+        calls + 2 * IO_SERVERS.len()
+    );
+    for server in IO_SERVERS {
+        assert!(f.servers.objects_on(server).contains(&second.inode));
+    }
+    // Where the stale object cannot be removed the create fails, clearly and not as a
+    // taken name (clients would look the name up), and nothing of it stays.
+    f.servers.remove_fails.lock().unwrap().insert(IO_SERVERS[0]);
+    let failed = f
+        .service
+        .handle(create_request(root(), InodeId::ROOT, "third", wide, false))
+        .unwrap_err();
+    assert_eq!(failed.code, ErrorCode::Unavailable, "{}", failed.message);
+    assert!(failed.message.contains("object exists"), "{}", failed.message);
+    assert!(f.service.store().lookup(&root(), InodeId::ROOT, "third").is_err());
 }
 
 #[test]
