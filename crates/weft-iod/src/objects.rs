@@ -1,7 +1,7 @@
 //! Local object files: naming, a bounded cache of open handles, and I/O errors mapped
 //! to wire error codes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,10 @@ pub struct ObjectStore {
     /// Set when an fsync failed: the page cache may have dropped data we acknowledged
     /// as written, so this server refuses writes until restarted (redb's `PreviousIo`).
     fsync_failed: AtomicBool,
+    /// Objects whose fsync failed for lack of space: the kernel may have dropped their
+    /// unwritten pages, so every later sync of them fails too, until they are removed
+    /// or truncated to nothing. Other objects keep being written once space is freed.
+    unsynced: Mutex<HashSet<InodeId>>,
 }
 
 impl ObjectStore {
@@ -33,6 +37,7 @@ impl ObjectStore {
             root,
             open: Mutex::new(HashMap::new()),
             fsync_failed: AtomicBool::new(false),
+            unsynced: Mutex::new(HashSet::new()),
         })
     }
 
@@ -67,6 +72,7 @@ impl ObjectStore {
 
     pub fn remove(&self, inode: InodeId) -> Result<(), WireError> {
         self.open.lock().unwrap().remove(&inode);
+        self.unsynced.lock().unwrap().remove(&inode);
         match std::fs::remove_file(self.path_of(inode)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -107,8 +113,22 @@ impl ObjectStore {
         }
     }
 
+    /// The object was truncated to nothing: no byte of it can have been lost since.
+    pub fn emptied(&self, inode: InodeId) {
+        self.unsynced.lock().unwrap().remove(&inode);
+    }
+
     /// Makes the object's data and its directory entry durable.
     pub fn sync(&self, inode: InodeId) -> Result<(), WireError> {
+        if self.unsynced.lock().unwrap().contains(&inode) {
+            return Err(WireError::new(
+                ErrorCode::NoSpace,
+                format!(
+                    "an earlier sync of the object for inode {inode} failed for lack of space: \
+                     bytes written before it may be lost (rewrite the file)"
+                ),
+            ));
+        }
         let file = self.get(inode)?;
         let dir = self.path_of(inode).parent().map(File::open);
         crate::counters::COUNTERS.fsync();
@@ -118,8 +138,14 @@ impl ObjectStore {
             None => Ok(()),
         });
         result.map_err(|e| {
-            self.fsync_failed.store(true, Ordering::SeqCst);
-            io_error(e, inode, "fsync")
+            let error = io_error(e, inode, "fsync");
+            if error.code == ErrorCode::NoSpace {
+                // Only this object's unwritten pages are in doubt.
+                self.unsynced.lock().unwrap().insert(inode);
+            } else {
+                self.fsync_failed.store(true, Ordering::SeqCst);
+            }
+            error
         })
     }
 }

@@ -15,6 +15,9 @@ use weft_proto::{ErrorCode, IoStatfs, Range, Striping, WireError};
 use weft_rpc::ConnectionId;
 
 pub struct IoService {
+    /// How errors name this server ("io server 3"), so that a full disk is traced to
+    /// its server, not only to an inode.
+    name: String,
     objects: ObjectStore,
     views: Arc<ViewRegistry>,
     locks: WriteLocks,
@@ -134,11 +137,28 @@ pub fn ranges_stream_len(layout: &Layout, server_index: usize, ranges: &[Range])
 impl IoService {
     pub fn open(data_dir: &Path) -> std::io::Result<IoService> {
         Ok(IoService {
+            name: "io server".to_owned(),
             objects: ObjectStore::open(data_dir)?,
             views: Arc::default(),
             locks: WriteLocks::new(),
             append_locks: AppendLocks::default(),
         })
+    }
+
+    /// Names this server in the errors of its disk ("io server 3").
+    pub fn named(mut self, name: impl Into<String>) -> IoService {
+        self.name = name.into();
+        self
+    }
+
+    /// An error of this server's disk, saying which server it is.
+    fn name_disk_error(&self, e: WireError) -> WireError {
+        match e.code {
+            ErrorCode::NoSpace | ErrorCode::Io => {
+                WireError::new(e.code, format!("{}: {}", self.name, e.message))
+            }
+            _ => e,
+        }
     }
 
     /// Views registered over all open connections.
@@ -158,6 +178,17 @@ impl IoService {
     /// Writes `data`, this server's pieces of `ranges` in file order, to the object of
     /// `inode` (a colocated cache manager writes back through this, with no socket).
     pub fn write(
+        &self,
+        inode: InodeId,
+        striping: Striping,
+        ranges: &[Range],
+        data: &[u8],
+    ) -> Result<Response, WireError> {
+        self.write_unnamed(inode, striping, ranges, data)
+            .map_err(|e| self.name_disk_error(e))
+    }
+
+    fn write_unnamed(
         &self,
         inode: InodeId,
         striping: Striping,
@@ -335,6 +366,9 @@ impl IoService {
         // Alone, so that no sieve span writes back bytes from before the truncate.
         let _alone = self.locks.of(inode).write().unwrap_or_else(|p| p.into_inner());
         file.set_len(local).map_err(|e| io_error(e, inode, "truncate"))?;
+        if local == 0 {
+            self.objects.emptied(inode);
+        }
         Ok(Response::Done)
     }
 
@@ -399,12 +433,41 @@ impl weft_rpc::Handler for IoService {
         request: Request,
         data: Vec<u8>,
     ) -> Result<(Response, Vec<u8>), WireError> {
+        self.handle_unnamed(connection, request, data)
+            .map_err(|e| self.name_disk_error(e))
+    }
+
+    fn reply_bytes_hint(&self, request: &Request) -> u64 {
+        match request {
+            // Plain reads are answered from the object file (`reply_from_file`): the
+            // reply holds no memory, however slowly its reader takes it.
+            Request::Read { .. } => 0,
+            // This server's share is not known before the pieces are walked; it is at
+            // most the interval and at most one frame.
+            Request::ReadView { len, .. } => (*len).min(DATA_BYTES_MAX),
+            _ => 0,
+        }
+    }
+
+    fn connection_closed(&self, connection: ConnectionId) {
+        self.views.close(connection);
+        self.append_locks.connection_closed(connection);
+    }
+}
+
+impl IoService {
+    fn handle_unnamed(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: Vec<u8>,
+    ) -> Result<(Response, Vec<u8>), WireError> {
         let reply = match request {
             Request::Write {
                 inode,
                 striping,
                 ranges,
-            } => self.write(inode, striping, &ranges, &data)?,
+            } => self.write_unnamed(inode, striping, &ranges, &data)?,
             Request::Read {
                 inode,
                 striping,
@@ -472,23 +535,6 @@ impl weft_rpc::Handler for IoService {
             }
         };
         Ok((reply, Vec::new()))
-    }
-
-    fn reply_bytes_hint(&self, request: &Request) -> u64 {
-        match request {
-            // Plain reads are answered from the object file (`reply_from_file`): the
-            // reply holds no memory, however slowly its reader takes it.
-            Request::Read { .. } => 0,
-            // This server's share is not known before the pieces are walked; it is at
-            // most the interval and at most one frame.
-            Request::ReadView { len, .. } => (*len).min(DATA_BYTES_MAX),
-            _ => 0,
-        }
-    }
-
-    fn connection_closed(&self, connection: ConnectionId) {
-        self.views.close(connection);
-        self.append_locks.connection_closed(connection);
     }
 }
 

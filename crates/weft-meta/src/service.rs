@@ -61,7 +61,13 @@ pub struct MetaService {
     /// that an open that found a file an instant before another client replaced it
     /// still reads it (see the mount's retried opens).
     purge_candidates: Mutex<BTreeSet<InodeId>>,
+    /// Creates whose commit failed on a disk error while the store could not say
+    /// whether it landed: their objects go if it did not (see `discard_if_uncommitted`).
+    uncertain: Mutex<Vec<(InodeId, Layout)>>,
 }
+
+/// Most failed creates remembered for the purger to settle (`MetaService::uncertain`).
+const UNCERTAIN_CREATES_MAX: usize = 4096;
 
 impl MetaService {
     /// Serves `store` for the cluster described by `cluster` (its `root` is set to
@@ -92,6 +98,7 @@ impl MetaService {
             sessions: Mutex::new(HashMap::new()),
             started: Instant::now(),
             purge_candidates: Mutex::new(BTreeSet::new()),
+            uncertain: Mutex::new(Vec::new()),
         })
     }
 
@@ -362,12 +369,10 @@ impl MetaService {
             match self.store.create_commit(cred, pending) {
                 Ok(attr) => return Ok(attr),
                 Err(error) => {
-                    if error.code == ErrorCode::Io {
-                        // The commit may have reached the disk before failing:
-                        // keep the objects rather than risk a file without them.
-                        eprintln!(
-                            "weftd meta: create of {name:?} (inode {inode}) failed to commit, keeping its objects: {error}"
-                        );
+                    if matches!(error.code, ErrorCode::Io | ErrorCode::NoSpace) {
+                        // The commit may have reached the disk before failing: its
+                        // objects go only once the store says it did not.
+                        self.discard_if_uncommitted(inode, layout);
                         return Err(error);
                     }
                     self.discard_objects(inode, &layout);
@@ -412,6 +417,41 @@ impl MetaService {
                 other => other,
             })
             .collect()
+    }
+
+    /// After a commit of `inode` failed on a disk error: removes its objects if the
+    /// store (reopened by then) does not have it, keeps them if it does, and leaves
+    /// the question to the purger while the store cannot answer. No object of a
+    /// failed create leaks, and no committed file loses its objects.
+    fn discard_if_uncommitted(&self, inode: InodeId, layout: Layout) {
+        match self.store.getattr(&Cred::root(), inode) {
+            Ok(_) => eprintln!(
+                "weftd meta: the failed commit of inode {inode} reached the store; keeping its objects"
+            ),
+            Err(e) if e.code == ErrorCode::Stale => self.discard_objects(inode, &layout),
+            Err(e) => {
+                eprintln!(
+                    "weftd meta: cannot tell whether inode {inode} committed ({e}); the purger will ask again"
+                );
+                let mut uncertain = self.uncertain.lock().unwrap_or_else(|p| p.into_inner());
+                if uncertain.len() < UNCERTAIN_CREATES_MAX {
+                    uncertain.push((inode, layout));
+                } else {
+                    eprintln!(
+                        "weftd meta: too many uncertain creates; the objects of inode {inode} may leak"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Settles the creates `discard_if_uncommitted` could not, now that the store may
+    /// answer again.
+    fn settle_uncertain_creates(&self) {
+        let pending = std::mem::take(&mut *self.uncertain.lock().unwrap_or_else(|p| p.into_inner()));
+        for (inode, layout) in pending {
+            self.discard_if_uncommitted(inode, layout);
+        }
     }
 
     /// Removes the objects of a create that will not commit; on failure hands
@@ -474,6 +514,7 @@ impl MetaService {
 
     /// A purge round; `ripe_only` skips orphans the previous such round did not see.
     fn purge_round(&self, ripe_only: bool) -> usize {
+        self.settle_uncertain_creates();
         let orphans = match self.store.orphans(PURGE_BATCH_INODES_MAX) {
             Ok(orphans) => orphans,
             Err(error) => {

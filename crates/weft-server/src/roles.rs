@@ -30,9 +30,9 @@ impl Roles {
     /// gives clients (a cache manager refuses requests of another).
     pub fn open(plan: &Plan, incarnation: u64) -> Result<Roles> {
         let io = if plan.roles.contains(&Role::Io) {
-            Some(Arc::new(IoService::open(&plan.data_dir).with_context(|| {
-                format!("opening io data in {}", plan.data_dir.display())
-            })?))
+            let io = IoService::open(&plan.data_dir)
+                .with_context(|| format!("opening io data in {}", plan.data_dir.display()))?;
+            Some(Arc::new(io.named(format!("io server {}", plan.id))))
         } else {
             None
         };

@@ -17,6 +17,12 @@
 //! - `counters`: name -> u64 (format, next inode number, statfs counts).
 //!
 //! Each operation lives in its own file under `ops/`.
+//!
+//! A failed disk write (a full disk, most often) makes redb refuse every later
+//! operation ("Previous I/O error occurred"). The store then closes the database and
+//! opens it again from what was committed, at once and, if that fails too, at the next
+//! operation after `REOPEN_RETRY`: nothing acknowledged is lost, and writes resume by
+//! themselves once space is freed.
 
 mod access;
 mod names;
@@ -29,9 +35,11 @@ pub use ops::create::{CreateCheck, PendingCreate};
 pub use ops::link::LINKS_MAX;
 pub use xattrs::{XATTRS_PER_INODE_MAX, XATTR_BYTES_PER_INODE_MAX};
 
-use std::fmt::Display;
-use std::path::Path;
-use std::sync::{Mutex, RwLock};
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
 use redb::{
     Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, Table, TableDefinition,
@@ -68,6 +76,9 @@ const COUNTER_ORPHANS: &str = "orphans";
 /// rest of a block, which is harmless: numbers are 64-bit and never reused.
 const INODE_RESERVATION_BLOCK: u64 = 1024;
 
+/// How long after a failed reopen of the database the next operation tries again.
+const REOPEN_RETRY: Duration = Duration::from_millis(500);
+
 /// Errors opening the store. Operations on an open store return [`WireError`]s.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -97,12 +108,32 @@ struct InodeReservation {
     end: u64,
 }
 
+/// Why the database is closed, and when to try opening it again.
+#[derive(Debug)]
+struct Closed {
+    cause: WireError,
+    retry_at: Instant,
+}
+
 /// The namespace of one file system. Safe to share between threads: reads run in
 /// parallel on snapshots, writes are serialised by redb.
 pub struct MetaStore {
-    db: Database,
+    path: PathBuf,
+    /// The database; `None` while closed after a disk error it could not be reopened
+    /// from. Every operation holds the read side for its whole transaction, so a
+    /// reopen (the write side) never closes the database under a live transaction.
+    db: RwLock<Option<Database>>,
+    /// Counts reopens, so that operations that failed together reopen once.
+    generation: AtomicU64,
+    closed: Mutex<Option<Closed>>,
     cluster: RwLock<ClusterLayout>,
     reservation: Mutex<InodeReservation>,
+}
+
+thread_local! {
+    /// Set by `storage()` when redb reports a disk error: the database refuses every
+    /// later operation until it is reopened.
+    static DISK_FAILED: Cell<bool> = const { Cell::new(false) };
 }
 
 impl std::fmt::Debug for MetaStore {
@@ -167,10 +198,112 @@ impl MetaStore {
         }
         txn.commit().map_err(redb::Error::from)?;
         Ok(MetaStore {
-            db,
+            path: path.to_owned(),
+            db: RwLock::new(Some(db)),
+            generation: AtomicU64::new(0),
+            closed: Mutex::new(None),
             cluster: RwLock::new(ClusterLayout::default()),
             reservation: Mutex::new(InodeReservation::default()),
         })
+    }
+
+    /// The open database, reopening it first if a disk error closed it (at most once
+    /// per `REOPEN_RETRY`), with the generation it belongs to.
+    fn database(&self) -> Result<(RwLockReadGuard<'_, Option<Database>>, u64), WireError> {
+        loop {
+            let db = self.db.read().unwrap_or_else(|p| p.into_inner());
+            if db.is_some() {
+                let generation = self.generation.load(Ordering::SeqCst);
+                return Ok((db, generation));
+            }
+            drop(db);
+            let mut db = self.db.write().unwrap_or_else(|p| p.into_inner());
+            if db.is_some() {
+                continue;
+            }
+            let mut closed = self.closed.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(c) = closed.as_ref() {
+                if Instant::now() < c.retry_at {
+                    return Err(c.cause.clone());
+                }
+            }
+            match Database::open(&self.path) {
+                Ok(opened) => {
+                    eprintln!("weftd meta: metadata store {} reopened", self.path.display());
+                    *db = Some(opened);
+                    *closed = None;
+                    self.generation.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(e) => {
+                    let cause = self.closed_error(&redb::Error::from(e));
+                    eprintln!("weftd meta: {}", cause.message);
+                    *closed = Some(Closed {
+                        cause: cause.clone(),
+                        retry_at: Instant::now() + REOPEN_RETRY,
+                    });
+                    return Err(cause);
+                }
+            }
+        }
+    }
+
+    /// The error operations get while the database cannot be reopened.
+    fn closed_error(&self, e: &redb::Error) -> WireError {
+        let code = match disk_error(e) {
+            Some(code) => code,
+            None => ErrorCode::Io,
+        };
+        WireError::new(
+            code,
+            format!(
+                "metadata store {} is closed after a disk error and could not be reopened: {e}; \
+                 retried at the next operation",
+                self.path.display()
+            ),
+        )
+    }
+
+    /// Reopens the database after an operation of `generation` hit a disk error, unless
+    /// another operation did already. Committed transactions are all there afterwards;
+    /// a commit that failed is either wholly there or wholly absent.
+    fn recover(&self, generation: u64, error: &WireError) {
+        let mut db = self.db.write().unwrap_or_else(|p| p.into_inner());
+        if self.generation.load(Ordering::SeqCst) != generation || db.is_none() {
+            return;
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        eprintln!(
+            "weftd meta: {}; closing and reopening the metadata store {}",
+            error.message,
+            self.path.display()
+        );
+        // Closing first: redb holds a lock on the file while open.
+        drop(db.take());
+        match Database::open(&self.path) {
+            Ok(opened) => *db = Some(opened),
+            Err(e) => {
+                let cause = self.closed_error(&redb::Error::from(e));
+                eprintln!("weftd meta: {}", cause.message);
+                *self.closed.lock().unwrap_or_else(|p| p.into_inner()) = Some(Closed {
+                    cause,
+                    retry_at: Instant::now() + REOPEN_RETRY,
+                });
+            }
+        }
+    }
+
+    /// Runs `op` on the database, reopening it if `op` hit a disk error.
+    fn with_database<T>(&self, op: impl FnOnce(&Database) -> Result<T, WireError>) -> Result<T, WireError> {
+        let (db, generation) = self.database()?;
+        DISK_FAILED.with(|f| f.set(false));
+        let result = op(db.as_ref().expect("database() returns an open database"));
+        drop(db);
+        if DISK_FAILED.with(|f| f.replace(false)) {
+            if let Err(error) = &result {
+                self.recover(generation, error);
+            }
+        }
+        result
     }
 
     /// Sets the io servers and cluster default layout used to resolve layouts. The
@@ -254,30 +387,34 @@ impl MetaStore {
         &self,
         body: impl FnOnce(&mut WriteTables<'_>) -> Result<T, WireError>,
     ) -> Result<T, WireError> {
-        let mut txn = self.db.begin_write().storage()?;
-        // Immediate is redb's default; stated because acknowledged operations must
-        // survive a crash, which non-durable commits do not.
-        txn.set_durability(Durability::Immediate).storage()?;
-        let out = {
-            let mut tables = WriteTables::open(&txn)?;
-            body(&mut tables)?
-        };
-        txn.commit().storage()?;
-        Ok(out)
+        self.with_database(|db| {
+            let mut txn = db.begin_write().storage()?;
+            // Immediate is redb's default; stated because acknowledged operations must
+            // survive a crash, which non-durable commits do not.
+            txn.set_durability(Durability::Immediate).storage()?;
+            let out = {
+                let mut tables = WriteTables::open(&txn)?;
+                body(&mut tables)?
+            };
+            txn.commit().storage()?;
+            Ok(out)
+        })
     }
 
     /// Runs `body` on a consistent snapshot.
     fn read<T>(&self, body: impl FnOnce(&ReadTables) -> Result<T, WireError>) -> Result<T, WireError> {
-        let txn = self.db.begin_read().storage()?;
-        let tables = ReadTables {
-            inodes: txn.open_table(INODES).storage()?,
-            dirents: txn.open_table(DIRENTS).storage()?,
-            orphans: txn.open_table(ORPHANS).storage()?,
-            kept: txn.open_table(KEPT).storage()?,
-            xattrs: txn.open_table(XATTRS).storage()?,
-            counters: txn.open_table(COUNTERS).storage()?,
-        };
-        body(&tables)
+        self.with_database(|db| {
+            let txn = db.begin_read().storage()?;
+            let tables = ReadTables {
+                inodes: txn.open_table(INODES).storage()?,
+                dirents: txn.open_table(DIRENTS).storage()?,
+                orphans: txn.open_table(ORPHANS).storage()?,
+                kept: txn.open_table(KEPT).storage()?,
+                xattrs: txn.open_table(XATTRS).storage()?,
+                counters: txn.open_table(COUNTERS).storage()?,
+            };
+            body(&tables)
+        })
     }
 }
 
@@ -297,15 +434,43 @@ fn migrate_format_1(txn: &WriteTransaction) -> Result<(), redb::Error> {
     Ok(())
 }
 
-/// Maps storage failures to `ErrorCode::Io`. After a failed fsync redb refuses
-/// further writes (`PreviousIo`), which surfaces here as well.
+/// The code of a redb error that comes from the disk (a full one is `NoSpace`), after
+/// which redb refuses every operation until the database is reopened; `None` for
+/// others.
+fn disk_error(e: &redb::Error) -> Option<ErrorCode> {
+    match e {
+        redb::Error::Io(io) => Some(match io.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => ErrorCode::NoSpace,
+            _ if io.kind() == std::io::ErrorKind::StorageFull => ErrorCode::NoSpace,
+            _ => ErrorCode::Io,
+        }),
+        redb::Error::PreviousIo | redb::Error::DatabaseClosed => Some(ErrorCode::Io),
+        _ => None,
+    }
+}
+
+/// Maps storage failures to `ErrorCode::Io` (`NoSpace` for a full disk), noting disk
+/// errors for `with_database` to reopen the database after.
 trait StorageResult<T> {
     fn storage(self) -> Result<T, WireError>;
 }
 
-impl<T, E: Display> StorageResult<T> for Result<T, E> {
+impl<T, E: Into<redb::Error>> StorageResult<T> for Result<T, E> {
     fn storage(self) -> Result<T, WireError> {
-        self.map_err(|e| WireError::new(ErrorCode::Io, format!("metadata store: {e}")))
+        self.map_err(|e| {
+            let e: redb::Error = e.into();
+            let code = disk_error(&e);
+            if code.is_some() {
+                DISK_FAILED.with(|f| f.set(true));
+            }
+            match code {
+                Some(ErrorCode::NoSpace) => WireError::new(
+                    ErrorCode::NoSpace,
+                    format!("metadata manager: no space left for its database: {e}"),
+                ),
+                _ => WireError::new(ErrorCode::Io, format!("metadata store: {e}")),
+            }
+        })
     }
 }
 
