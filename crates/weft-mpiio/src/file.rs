@@ -618,6 +618,12 @@ impl MpiFile {
         let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
         let result = if collective {
             match agree(&self.comm, prepared) {
+                // Atomic mode: each rank's part under its own locks (see `atomic`).
+                Ok((request, memory)) if state.atomic => {
+                    crate::atomic::locked(&self.file, write, &request, || {
+                        self.independent(&state, write, &request, &memory)
+                    })
+                }
                 Ok((request, memory)) => {
                     // The rank's request as a view interval (prepare checked it).
                     let etypes = if explicit { offset as u64 } else { state.position };
@@ -635,7 +641,12 @@ impl MpiFile {
                 Err(e) => Err(e),
             }
         } else {
-            prepared.and_then(|(request, memory)| self.independent(&state, write, &request, &memory))
+            prepared.and_then(|(request, memory)| match state.atomic {
+                true => crate::atomic::locked(&self.file, write, &request, || {
+                    self.independent(&state, write, &request, &memory)
+                }),
+                false => self.independent(&state, write, &request, &memory),
+            })
         };
         let result = if collective {
             agree(&self.comm, result)
