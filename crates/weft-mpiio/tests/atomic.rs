@@ -13,74 +13,13 @@
 //!
 //! Needs mpicc/mpirun (Open MPI) and the workspace's release build.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
+use std::process::Output;
+
+use support::{compile, mpirun};
 use weft_proto::msg::{Request, Response};
 use weft_testkit::{ClusterOptions, TestCluster};
-
-/// Seconds one mpirun may take before it counts as hung.
-const MPIRUN_TIMEOUT_S: &str = "180";
-
-fn compile(dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
-    let result = Command::new(std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into()))
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&out)
-        .arg(&source)
-        .output()
-        .expect("running mpicc (install openmpi-bin and libopenmpi-dev)");
-    assert!(
-        result.status.success(),
-        "mpicc {name} failed:\n{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    out
-}
-
-fn library() -> PathBuf {
-    let dir = weft_testkit::bin_dir();
-    [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "libweft_mpiio.so not found in {}: build the workspace first",
-                dir.display()
-            )
-        })
-}
-
-fn mpirun(np: usize, cluster: &TestCluster, program: &Path, args: &[&str]) -> Output {
-    let mut c = Command::new("timeout");
-    c.args([
-        "-k",
-        "5",
-        MPIRUN_TIMEOUT_S,
-        "mpirun",
-        "--oversubscribe",
-        "--bind-to",
-        "none",
-    ])
-    .args(["-np", &np.to_string()])
-    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    .arg("-x")
-    .arg(format!("LD_PRELOAD={}", library().display()));
-    for (k, v) in cluster.env() {
-        c.arg("-x").arg(format!("{k}={v}"));
-    }
-    let out = c.arg(program).args(args).output().expect("running mpirun");
-    assert_ne!(
-        out.status.code(),
-        Some(124),
-        "mpirun {} {args:?} hung:\n{}",
-        program.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 fn assert_atomic(out: &Output, what: &str) {
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -102,9 +41,15 @@ fn atomic_mode_never_mixes_overlapping_writes_nor_shows_a_partial_one() {
         stripe_count: 0,
         ..Default::default()
     });
-    let out = mpirun(4, &cluster, &program, &["writers", "weft:/writers", "40", "1"]);
+    let out = mpirun(
+        4,
+        &cluster,
+        &[],
+        &program,
+        &["writers", "weft:/writers", "40", "1"],
+    );
     assert_atomic(&out, "overlapping writers in atomic mode");
-    let out = mpirun(4, &cluster, &program, &["reader", "weft:/reader", "60", "1"]);
+    let out = mpirun(4, &cluster, &[], &program, &["reader", "weft:/reader", "60", "1"]);
     assert_atomic(&out, "a reader beside a writer in atomic mode");
 
     // Every access took its locks at the servers it touched; overlapping ones waited.
