@@ -714,6 +714,11 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
             if has(Role::Cache) {
                 println!("{:<7} {}", "", cache_line(&s.addr, &auth, timeouts));
             }
+            if has(Role::Io) {
+                if let Some(line) = lock_line(&s.addr, &auth, timeouts) {
+                    println!("{:<7} {line}", "");
+                }
+            }
             match metrics_url(&s.addr, &auth, timeouts) {
                 Ok(Some(url)) => println!("{:<7} metrics {url}", ""),
                 Ok(None) => println!("{:<7} metrics: none (no metrics_addr)", ""),
@@ -759,6 +764,19 @@ fn answers_without_pids(home: &Path, config: &ClusterConfig, description: &Path)
 }
 
 /// One cache manager's state for `weft status`.
+/// The io server's extent-lock counts (atomic mode), or None from a server older than
+/// extent locks.
+fn lock_line(addr: &str, auth: &ClientAuth, timeouts: Timeouts) -> Option<String> {
+    let connection = Connection::connect(addr, "weft status", auth, timeouts).ok()?;
+    match connection.call(&Request::LockStats, &[]) {
+        Ok((Response::LockStats(st), _)) => Some(format!(
+            "extent locks: {} requests, {} grants, {} conflicts, {} waits, {} held, {} lapsed",
+            st.requests, st.grants, st.conflicts, st.waits, st.held, st.lapsed
+        )),
+        _ => None,
+    }
+}
+
 fn cache_line(addr: &str, auth: &ClientAuth, timeouts: Timeouts) -> String {
     let stats = Connection::connect(addr, "weft status", auth, timeouts)
         .ok()

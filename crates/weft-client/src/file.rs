@@ -51,7 +51,7 @@ pub struct File {
     /// A cached file's managers; `None`: data goes straight to the io servers.
     pub(crate) cache: Option<CacheRoute>,
     /// Address of each io server of the file's own layout (`addrs` when uncached).
-    io_addrs: Vec<String>,
+    pub(crate) io_addrs: Vec<String>,
     pub(crate) path: String,
     writable: bool,
     /// The largest size this handle knows of; reads past it ask the servers again.

@@ -21,6 +21,7 @@
 mod cache_route;
 mod client;
 mod error;
+mod extent_lock;
 mod file;
 mod gather;
 mod list_io;
@@ -31,6 +32,7 @@ mod view_io;
 pub use cache_route::{aligned_count, managers_of, JOB_DELEGATE_ID_BASE};
 pub use client::{Client, CreateOptions, FsStats, OpenOptions};
 pub use error::ClientError;
+pub use extent_lock::{ranges_per_server, ExtentLock};
 pub use file::{File, TransferOptions};
 pub use view_io::{Schedule, MEMORY_STAGE_BYTES_MAX};
 pub use weft_layout::view::{Datatype, Distribution, Field, Order, View, ViewError};

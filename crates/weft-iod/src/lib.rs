@@ -10,6 +10,7 @@
 
 mod append;
 mod counters;
+mod extent_lock;
 mod objects;
 mod service;
 mod sieve;
@@ -17,6 +18,9 @@ mod views;
 
 pub use append::{APPEND_LOCKS_MAX, APPEND_LOCK_HOLD_MAX};
 pub use counters::{io_counts, IoCounts};
+pub use extent_lock::{
+    EXTENT_LOCKS_MAX, EXTENT_LOCKS_PER_CONNECTION_MAX, EXTENT_LOCK_HOLD_MAX, EXTENT_LOCK_RANGES_MAX,
+};
 pub use objects::ObjectStore;
 pub use service::{ranges_stream_len, view_slices, IoService};
 pub use views::ViewRegistry;

@@ -2,6 +2,7 @@
 //! stream in file order, sync, extents, truncate, object create/remove, statfs.
 
 use crate::append::AppendLocks;
+use crate::extent_lock::ExtentLocks;
 use crate::objects::{io_error, ObjectStore};
 use crate::sieve::{self, LocalPiece, ViewWindow, WriteLocks, SIEVE_SPAN_BYTES_MAX};
 use crate::views::ViewRegistry;
@@ -22,6 +23,7 @@ pub struct IoService {
     views: Arc<ViewRegistry>,
     locks: WriteLocks,
     append_locks: AppendLocks,
+    extent_locks: ExtentLocks,
 }
 
 /// This server's pieces of `ranges`, in request (stream) order.
@@ -142,6 +144,7 @@ impl IoService {
             views: Arc::default(),
             locks: WriteLocks::new(),
             append_locks: AppendLocks::default(),
+            extent_locks: ExtentLocks::default(),
         })
     }
 
@@ -159,6 +162,11 @@ impl IoService {
             }
             _ => e,
         }
+    }
+
+    /// The extent locks' counts, for the metrics and `LockStats`.
+    pub fn lock_stats(&self) -> weft_proto::msg::LockStats {
+        self.extent_locks.stats()
     }
 
     /// Views registered over all open connections.
@@ -452,6 +460,7 @@ impl weft_rpc::Handler for IoService {
     fn connection_closed(&self, connection: ConnectionId) {
         self.views.close(connection);
         self.append_locks.connection_closed(connection);
+        self.extent_locks.connection_closed(connection);
     }
 }
 
@@ -524,6 +533,20 @@ impl IoService {
                 self.append_locks.unlock(inode, token)?;
                 Response::Done
             }
+            Request::ExtentLock {
+                inode,
+                exclusive,
+                attempt,
+                ranges,
+            } => Response::Token(
+                self.extent_locks
+                    .lock(connection, inode, exclusive, attempt, &ranges)?,
+            ),
+            Request::ExtentUnlock { inode, token } => {
+                self.extent_locks.unlock(inode, token)?;
+                Response::Done
+            }
+            Request::LockStats => Response::LockStats(self.extent_locks.stats()),
             other => {
                 return Err(WireError::new(
                     ErrorCode::Unsupported,

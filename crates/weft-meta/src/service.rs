@@ -293,6 +293,9 @@ impl MetaService {
             | Request::ReadView { .. }
             | Request::AppendLock { .. }
             | Request::AppendUnlock { .. }
+            | Request::ExtentLock { .. }
+            | Request::ExtentUnlock { .. }
+            | Request::LockStats
             | Request::ObjStat { .. }
             | Request::Allocate { .. }) => Err(WireError::new(
                 ErrorCode::Unsupported,

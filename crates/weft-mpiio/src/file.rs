@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use weft_client::{Client, CreateOptions, File, LayoutRequest, OpenOptions};
+use weft_client::{Client, CreateOptions, File, OpenOptions};
 use weft_layout::view::{self, Datatype, View};
 
 use crate::collective::engine::agree;
@@ -263,12 +263,7 @@ impl MpiFile {
                 let options = CreateOptions {
                     exclusive: mode & amode::EXCL != 0,
                     truncate: false,
-                    layout: LayoutRequest {
-                        cache: hints.cache,
-                        stripe_size_bytes: hints.striping_unit,
-                        stripe_count: hints.striping_factor,
-                        first_server: None,
-                    },
+                    layout: hints.layout_request(client.cluster_info().io_servers.len()),
                     ..CreateOptions::default()
                 };
                 client
@@ -454,8 +449,8 @@ impl MpiFile {
 
     pub fn info(&self) -> Result<Handle> {
         let state = self.state();
-        mpi::info_from(&with_cache_mode(
-            state.hints.entries(state.aggregators.len()),
+        mpi::info_from(&with_layout(
+            with_cache_mode(state.hints.entries(state.aggregators.len()), &self.file),
             &self.file,
         ))
     }
@@ -618,6 +613,12 @@ impl MpiFile {
         let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
         let result = if collective {
             match agree(&self.comm, prepared) {
+                // Atomic mode: each rank's part under its own locks (see `atomic`).
+                Ok((request, memory)) if state.atomic => {
+                    crate::atomic::locked(&self.file, write, &request, || {
+                        self.independent(&state, write, &request, &memory)
+                    })
+                }
                 Ok((request, memory)) => {
                     // The rank's request as a view interval (prepare checked it).
                     let etypes = if explicit { offset as u64 } else { state.position };
@@ -635,7 +636,12 @@ impl MpiFile {
                 Err(e) => Err(e),
             }
         } else {
-            prepared.and_then(|(request, memory)| self.independent(&state, write, &request, &memory))
+            prepared.and_then(|(request, memory)| match state.atomic {
+                true => crate::atomic::locked(&self.file, write, &request, || {
+                    self.independent(&state, write, &request, &memory)
+                }),
+                false => self.independent(&state, write, &request, &memory),
+            })
         };
         let result = if collective {
             agree(&self.comm, result)
@@ -795,6 +801,16 @@ impl MpiFile {
 fn with_cache_mode(mut entries: Vec<(String, String)>, file: &File) -> Vec<(String, String)> {
     entries.retain(|(k, _)| k != "weft_cache");
     entries.push(("weft_cache".into(), file.cache_mode().name().into()));
+    entries
+}
+
+/// Hint entries with `striping_unit` and `striping_factor` as the file's layout has
+/// them (what was applied, whatever was asked).
+fn with_layout(mut entries: Vec<(String, String)>, file: &File) -> Vec<(String, String)> {
+    entries.retain(|(k, _)| k != "striping_unit" && k != "striping_factor");
+    let layout = file.layout();
+    entries.push(("striping_unit".into(), layout.stripe_size_bytes.to_string()));
+    entries.push(("striping_factor".into(), layout.servers.len().to_string()));
     entries
 }
 

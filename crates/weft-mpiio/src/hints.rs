@@ -3,7 +3,7 @@
 //! set_view and set_info. Rank 0's result is broadcast so that every rank of a file
 //! runs the same collective method with the same parameters.
 
-use weft_client::CacheMode;
+use weft_client::{CacheMode, LayoutRequest};
 
 use crate::error::{ErrorClass, MpiioError, Result};
 
@@ -223,9 +223,52 @@ impl Hints {
         if let Ok(path) = std::env::var("WEFT_HINTS") {
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| MpiioError::new(ErrorClass::InfoValue, format!("WEFT_HINTS={path}: {e}")))?;
-            hints.apply_text(&text)?;
+            for warning in hints.apply_hints_file(&text) {
+                eprintln!("weft-mpiio: WEFT_HINTS={path}: {warning}");
+            }
         }
         Ok(hints)
+    }
+
+    /// A hints file (`WEFT_HINTS`) by ROMIO's rules: lines of "key value", blank lines
+    /// and '#' comments skipped, the first line of a key wins over later ones, and a
+    /// value that cannot be used is ignored (its warning returned), never an error.
+    pub fn apply_hints_file(&mut self, text: &str) -> Vec<String> {
+        let mut seen = std::collections::HashSet::new();
+        let mut warnings = Vec::new();
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (key, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            if !seen.insert(key.to_owned()) {
+                warnings.push(format!(
+                    "line {}: {key} given again; the first one holds",
+                    number + 1
+                ));
+                continue;
+            }
+            if let Err(e) = self.set(key, value.trim()) {
+                warnings.push(format!("line {}: {e}; hint ignored", number + 1));
+            }
+        }
+        warnings
+    }
+
+    /// The layout the striping hints ask for, cut to what the cluster can give (MPI: a
+    /// hint that cannot be honoured is ignored): a factor beyond its `io_servers` is cut
+    /// to their number, a unit outside Weft's stripe sizes is left to the default.
+    pub fn layout_request(&self, io_servers: usize) -> LayoutRequest {
+        use weft_layout::stripe::{STRIPE_SIZE_BYTES_MAX, STRIPE_SIZE_BYTES_MIN};
+        LayoutRequest {
+            cache: self.cache,
+            stripe_size_bytes: self
+                .striping_unit
+                .filter(|u| (STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(u)),
+            stripe_count: self.striping_factor.map(|f| f.min(io_servers.max(1) as u32)),
+            first_server: None,
+        }
     }
 
     /// Lines of "key value"; blank lines and lines starting with '#' are skipped.
@@ -392,6 +435,40 @@ impl Hints {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Regression: a key given twice in a WEFT_HINTS file took its last value (ROMIO keeps
+    // the first), and one bad value made the whole file ignored.
+    #[test]
+    fn a_hints_file_keeps_the_first_of_a_key_and_skips_bad_values() {
+        let mut h = Hints::default();
+        let warnings = h.apply_hints_file(
+            "cb_nodes 2\nromio_cb_write banana\ncb_nodes 5\n# cb_buffer_size 1\nind_rd_buffer_size 4096\n",
+        );
+        assert_eq!(h.cb_nodes, Some(2));
+        assert_eq!(h.romio_cb_write, Hints::default().romio_cb_write);
+        assert_eq!(h.ind_rd_buffer_size, 4096);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("line 2"), "{warnings:?}");
+        assert!(
+            warnings[1].contains("line 3") && warnings[1].contains("first"),
+            "{warnings:?}"
+        );
+    }
+
+    // Regression: striping_factor larger than the number of io servers made
+    // MPI_File_open fail with MPI_ERR_ARG; MPI says such a hint is ignored.
+    #[test]
+    fn striping_hints_are_cut_to_what_the_cluster_has() {
+        let mut h = Hints::default();
+        h.apply_text("striping_factor 64\nstriping_unit 16\n").unwrap();
+        let r = h.layout_request(4);
+        assert_eq!(r.stripe_count, Some(4));
+        assert_eq!(r.stripe_size_bytes, None);
+        h.apply_text("striping_factor 3\nstriping_unit 1048576\n")
+            .unwrap();
+        let r = h.layout_request(4);
+        assert_eq!((r.stripe_count, r.stripe_size_bytes), (Some(3), Some(1 << 20)));
+    }
 
     #[test]
     fn text_round_trip_keeps_every_value() {

@@ -12,6 +12,7 @@
 //! - [`file`]: open files (communicator, hints, view, file pointer) and their
 //!   operations; [`datatype`]: MPI datatypes decoded into weft-layout views;
 //!   [`hints`]: ROMIO's and Weft's hints;
+//! - [`atomic`]: atomic mode, every access under extent locks;
 //! - [`collective`]: the collective methods (two-phase family) and independent I/O;
 //!   [`delegation`]: collective calls on delegated files without an exchange;
 //! - [`spawn`]: job-scoped delegates (hint `weft_delegates`), started with
@@ -20,6 +21,7 @@
 //! - [`trace`]: trace capture of every call's original request (hint `weft_trace`).
 
 pub mod abi;
+pub mod atomic;
 pub mod collective;
 pub mod datatype;
 pub mod delegate_link;

@@ -35,6 +35,10 @@ pub const VIEW_BYTES_MAX: usize = crate::frame::MESSAGE_BYTES_MAX as usize - 102
 /// per file view it uses over that connection; closing the connection releases them.
 pub const VIEWS_PER_CONNECTION_MAX: usize = 64;
 
+/// Most byte ranges one extent lock covers (a client merges the ranges of an access on
+/// one server, closest first, until they fit).
+pub const LOCK_RANGES_MAX: usize = 1024;
+
 /// A view registered on one connection to one io server (Clusterfile "view I/O"):
 /// assigned by the server, meaningful only on the connection that registered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -111,6 +115,9 @@ pub enum Opcode {
     ObjStat = 71,
     Allocate = 72,
     Metrics = 130,
+    ExtentLock = 120,
+    ExtentUnlock = 121,
+    LockStats = 122,
 }
 
 /// Which roles a server process carries (bit set).
@@ -160,6 +167,48 @@ pub struct CioStats {
     pub bytes: u64,
     pub hit_bytes: u64,
     pub unasked_fetched: u64,
+}
+
+/// An io server's extent-lock counts since it started (`LockStats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LockStats {
+    /// `ExtentLock` requests answered (granted or not).
+    pub requests: u64,
+    /// Locks granted.
+    pub grants: u64,
+    /// Requests refused because a held lock overlapped (the client tries again).
+    pub conflicts: u64,
+    /// Grants that came after at least one conflict (the client waited).
+    pub waits: u64,
+    /// Locks held now.
+    pub held: u64,
+    /// Locks taken over after their holder kept them past the hold limit.
+    pub lapsed: u64,
+}
+
+impl Wire for LockStats {
+    fn encode(&self, w: &mut Writer) {
+        for v in [
+            self.requests,
+            self.grants,
+            self.conflicts,
+            self.waits,
+            self.held,
+            self.lapsed,
+        ] {
+            w.u64(v);
+        }
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(LockStats {
+            requests: r.u64()?,
+            grants: r.u64()?,
+            conflicts: r.u64()?,
+            waits: r.u64()?,
+            held: r.u64()?,
+            lapsed: r.u64()?,
+        })
+    }
 }
 
 impl Wire for CioStats {
@@ -474,6 +523,25 @@ pub enum Request {
         inode: InodeId,
         token: u64,
     },
+    /// io: lock file byte ranges of `inode` (the ranges of an access that this server
+    /// holds), shared (`exclusive` false: readers) or exclusive (writers): answered with
+    /// a token, or `Busy` while a conflicting lock is held (never waited for on the
+    /// server). `attempt` counts the client's earlier tries of this lock (0 on the
+    /// first), for the wait count. The lock goes with the connection that took it.
+    /// Added within protocol version 3: an older server answers `UnknownOpcode`.
+    ExtentLock {
+        inode: InodeId,
+        exclusive: bool,
+        attempt: u32,
+        ranges: Vec<Range>,
+    },
+    /// io: release the extent lock taken with `token`.
+    ExtentUnlock {
+        inode: InodeId,
+        token: u64,
+    },
+    /// io: the server's extent-lock counts (answered with `LockStats`).
+    LockStats,
     /// Checks, in one snapshot, that every step's `parent` still has an entry `name`
     /// naming `child` and that the caller may search every `parent`; answers with the
     /// last child's attributes, or `Stale` when a step no longer holds (a name another
@@ -616,8 +684,10 @@ pub enum Response {
     View(ViewId),
     CacheStats(CacheStats),
     CacheCioStats(CioStats),
-    /// A lock's token (`AppendLock`).
+    /// A lock's token (`AppendLock`, `ExtentLock`).
     Token(u64),
+    /// `LockStats`: an io server's extent-lock counts.
+    LockStats(LockStats),
     /// A name went (`Unlink`); the inode kept for the session that asked, if any.
     Unlinked {
         kept: Option<InodeId>,
@@ -697,6 +767,9 @@ impl Request {
             ObjStat { .. } => Opcode::ObjStat,
             Allocate { .. } => Opcode::Allocate,
             Metrics { .. } => Opcode::Metrics,
+            ExtentLock { .. } => Opcode::ExtentLock,
+            ExtentUnlock { .. } => Opcode::ExtentUnlock,
+            LockStats => Opcode::LockStats,
         }
     }
 
@@ -738,6 +811,22 @@ impl Request {
             CacheExtents { inodes } | CacheDrop { inodes } => w.seq(inodes),
             CacheClose { inode } => inode.encode(&mut w),
             Metrics { text } => w.bool(*text),
+            ExtentLock {
+                inode,
+                exclusive,
+                attempt,
+                ranges,
+            } => {
+                inode.encode(&mut w);
+                w.bool(*exclusive);
+                w.u32(*attempt);
+                w.seq(ranges);
+            }
+            ExtentUnlock { inode, token } => {
+                inode.encode(&mut w);
+                w.u64(*token);
+            }
+            LockStats => {}
             Resolve { cred, path } => {
                 cred.encode(&mut w);
                 w.str(path);
@@ -1179,6 +1268,17 @@ impl Request {
             },
             85 => Request::CacheStats,
             130 => Request::Metrics { text: r.bool()? },
+            120 => Request::ExtentLock {
+                inode: InodeId::decode(r)?,
+                exclusive: r.bool()?,
+                attempt: r.u32()?,
+                ranges: bounded(r.seq()?, LOCK_RANGES_MAX, "locked ranges")?,
+            },
+            121 => Request::ExtentUnlock {
+                inode: InodeId::decode(r)?,
+                token: r.u64()?,
+            },
+            122 => Request::LockStats,
             88 => Request::CacheCioStats,
             86 => Request::CacheDrop {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
@@ -1384,6 +1484,10 @@ impl Wire for Response {
                 w.u8(55);
                 w.str(url);
             }
+            LockStats(stats) => {
+                w.u8(50);
+                stats.encode(w);
+            }
         }
     }
 
@@ -1427,6 +1531,7 @@ impl Wire for Response {
             19 => Response::Names(r.seq()?),
             20 => Response::ObjStats(r.seq()?),
             55 => Response::Metrics { url: r.string()? },
+            50 => Response::LockStats(LockStats::decode(r)?),
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -1676,6 +1781,17 @@ mod tests {
                 inodes: vec![InodeId(5)],
             },
             Request::AppendLock { inode: InodeId(8) },
+            Request::ExtentLock {
+                inode: InodeId(8),
+                exclusive: true,
+                attempt: 3,
+                ranges: vec![Range { offset: 0, len: 8 }, Range { offset: 64, len: 1 }],
+            },
+            Request::ExtentUnlock {
+                inode: InodeId(8),
+                token: u64::MAX,
+            },
+            Request::LockStats,
             Request::Release {
                 session: 5,
                 inode: InodeId(8),
@@ -1907,6 +2023,14 @@ mod tests {
                 build: "0.1.0 (git 1a2b3c4)".into(),
             }),
             Ok(Response::Token(77)),
+            Ok(Response::LockStats(LockStats {
+                requests: 9,
+                grants: 7,
+                conflicts: 5,
+                waits: 2,
+                held: 1,
+                lapsed: 0,
+            })),
             Ok(Response::Value(vec![1, 2, 3])),
             Ok(Response::Names(vec!["user.a".into(), Name::new(vec![0xff])])),
             Ok(Response::ObjStats(vec![(10, 4096), (u64::MAX, 0)])),

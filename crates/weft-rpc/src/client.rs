@@ -353,8 +353,15 @@ impl Connection {
         let body = request.encode_body();
         let written = {
             let mut stream = self.writer.lock().unwrap();
+            let mut bounded = DeadlineWriter {
+                deadline: std::time::Instant::now() + self.timeouts.request,
+                timeout: self.timeouts.request,
+                stream: &mut stream,
+                first: true,
+                rearmed: false,
+            };
             write_frame_parts(
-                &mut *stream,
+                &mut bounded,
                 FrameKind::Request,
                 request.opcode() as u16,
                 id,
@@ -366,6 +373,15 @@ impl Connection {
             self.pending.lock().unwrap().waiters.remove(&id);
             let reason = e.to_string();
             self.break_with(&reason);
+            // The server stopped taking data (the send timeout ran out): it is not
+            // answering, and a fresh connection would only wait as long again, so the
+            // pool must not retry (a call gives up within the timeout, not twice it).
+            if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+                return Err(RpcError::TimedOut {
+                    addr: self.addr.clone(),
+                    after_ms: self.timeouts.request.as_millis() as u64,
+                });
+            }
             return Err(RpcError::Disconnected {
                 addr: self.addr.clone(),
                 reason,
@@ -386,6 +402,56 @@ impl Connection {
 
     fn shutdown(&self) {
         self.control.shutdown(Shutdown::Both).ok();
+    }
+}
+
+/// The connection's stream, with one deadline for a whole frame: the socket's send
+/// timeout bounds each system call, and a peer that takes a little data now and then
+/// (a stopped server's last buffer space) would otherwise stretch one frame to several
+/// timeouts.
+struct DeadlineWriter<'a> {
+    stream: &'a mut Stream,
+    deadline: std::time::Instant,
+    timeout: Duration,
+    first: bool,
+    rearmed: bool,
+}
+
+impl DeadlineWriter<'_> {
+    /// Sets the send timeout to what is left before the deadline (the first call has
+    /// all of it already).
+    fn arm(&mut self) -> io::Result<()> {
+        if std::mem::take(&mut self.first) {
+            return Ok(());
+        }
+        let left = self.deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.rearmed = true;
+        self.stream.set_write_timeout(Some(left))
+    }
+}
+
+impl io::Write for DeadlineWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.arm()?;
+        self.stream.write(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.arm()?;
+        self.stream.write_vectored(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+impl Drop for DeadlineWriter<'_> {
+    fn drop(&mut self) {
+        if self.rearmed {
+            self.stream.set_write_timeout(Some(self.timeout)).ok();
+        }
     }
 }
 

@@ -132,6 +132,36 @@ pub fn add_sources(
             gauge("weft_cache_blocks", "Blocks held now", st.blocks),
         ]
     });
+    let lock_roles = roles.clone();
+    metrics.add_source(move || {
+        let Some(s) = lock_roles.lock_stats() else {
+            return Vec::new();
+        };
+        vec![
+            External::counter(
+                "weft_io_lock_requests",
+                "Extent lock requests (atomic mode), granted or not",
+                s.requests,
+            ),
+            External::counter("weft_io_lock_grants", "Extent locks granted", s.grants),
+            External::counter(
+                "weft_io_lock_conflicts",
+                "Extent lock requests refused because an overlapping lock was held (the client tries again)",
+                s.conflicts,
+            ),
+            External::counter(
+                "weft_io_lock_waits",
+                "Extent locks granted after the client had waited (at least one conflict)",
+                s.waits,
+            ),
+            External::counter(
+                "weft_io_lock_lapsed",
+                "Extent locks taken over after their holder kept them past the hold limit",
+                s.lapsed,
+            ),
+            External::gauge("weft_io_locks_held", "Extent locks held now", s.held),
+        ]
+    });
     if roles.role_bits() & weft_proto::msg::roles::IO != 0 {
         metrics.add_source(|| {
             let c = weft_iod::io_counts();

@@ -119,6 +119,11 @@ impl Roles {
         self.cache.as_ref().map(|c| c.stats())
     }
 
+    /// The io role's extent-lock counts, if this server has one.
+    pub fn lock_stats(&self) -> Option<weft_proto::msg::LockStats> {
+        self.io.as_ref().map(|io| io.lock_stats())
+    }
+
     pub fn role_bits(&self) -> u32 {
         let mut bits = 0;
         if self.meta.is_some() {
@@ -234,7 +239,7 @@ fn meta_directory(meta: String, key: weft_rpc::ClusterKey) -> weft_cm::Directory
 fn is_io_request(request: &Request) -> bool {
     use weft_proto::Opcode::*;
     match request.opcode() {
-        AppendLock | AppendUnlock | ObjStat | Allocate => true,
+        AppendLock | AppendUnlock | ObjStat | Allocate | ExtentLock | ExtentUnlock | LockStats => true,
         Revalidate | Release | RenewSession | Link | Mknod | SetXattr | GetXattr | ListXattr
         | RemoveXattr => false,
         other => (40..60).contains(&(other as u16)),
