@@ -61,6 +61,8 @@ pub struct MetaService {
     /// that an open that found a file an instant before another client replaced it
     /// still reads it (see the mount's retried opens).
     purge_candidates: Mutex<BTreeSet<InodeId>>,
+    /// MPI-IO shared file pointers (in memory).
+    shared_pointers: crate::shared_pointer::SharedPointers,
 }
 
 impl MetaService {
@@ -92,6 +94,7 @@ impl MetaService {
             sessions: Mutex::new(HashMap::new()),
             started: Instant::now(),
             purge_candidates: Mutex::new(BTreeSet::new()),
+            shared_pointers: Default::default(),
         })
     }
 
@@ -230,6 +233,15 @@ impl MetaService {
                 self.renewed(Some(session));
                 Ok(Response::Done)
             }
+            Request::SharedPointer {
+                inode,
+                open,
+                epoch,
+                op,
+            } => self
+                .shared_pointers
+                .apply(inode, open, epoch, op)
+                .map(Response::Position),
             Request::Hello { .. } | Request::Authenticate { .. } | Request::ServerInfo => {
                 Err(WireError::new(
                     ErrorCode::Unsupported,
