@@ -728,7 +728,10 @@ impl MpiFile {
         let write = flags & 1 != 0;
         let explicit = flags & 4 != 0;
         let mut state = self.state();
-        let (request, memory) = self.prepare(&state, write, explicit, offset, buf, count, datatype)?;
+        crate::trace::begin(&self.file, false, self.comm.rank());
+        let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
+        crate::trace::end(&self.file);
+        let (request, memory) = prepared?;
         if !explicit {
             state.position += memory.bytes / state.etype_size;
         }

@@ -136,6 +136,12 @@ struct FilePtr(*const MpiFile);
 // to run beside the calling thread's (weft-client's File is Sync).
 unsafe impl Send for FilePtr {}
 
+// The worker uses a file's weft-client handle beside the calling thread.
+const _: fn() = || {
+    fn sync<T: Sync>() {}
+    sync::<weft_client::File>();
+};
+
 /// Starts a nonblocking independent access on `file` (handle `fh`).
 pub fn start(
     fh: Handle,

@@ -214,24 +214,38 @@ pub fn start(
 /// read/write_ordered (collective): rank order, one prefix sum.
 pub fn ordered(f: &MpiFile, write: bool, buf: *mut u8, count: i32, datatype: Handle) -> Result<u64> {
     let comm = f.comm();
-    let mine = etypes(f, count, datatype);
-    let n = *mine.as_ref().unwrap_or(&0);
+    // A bad count or type is agreed on by the access below; it counts 0 here.
+    let n = etypes(f, count, datatype).unwrap_or(0);
     let before = exscan_sum(comm, n as i64)? as u64;
     let last = comm.size() - 1;
+    // The last rank knows the total; it moves the pointer and tells everybody where
+    // the call starts (u64::MAX: it could not, and every rank fails alike).
     let mut base = [0u8; 8];
-    let taken = if comm.rank() == last {
-        key_of(f)
-            .and_then(|k| call(f, k, SharedOp::FetchAdd(before + n)))
-            .map(|b| base = b.to_le_bytes())
-    } else {
-        Ok(())
-    };
+    if comm.rank() == last {
+        let taken = key_of(f).and_then(|k| call(f, k, SharedOp::FetchAdd(before + n)));
+        base = match &taken {
+            Ok(b) => b.to_le_bytes(),
+            Err(e) => {
+                crate::file::report(e);
+                u64::MAX.to_le_bytes()
+            }
+        };
+    }
     comm.bcast(&mut base, last)?;
-    let checked = crate::collective::engine::agree(comm, mine.and(taken));
-    checked?;
-    let offset = u64::from_le_bytes(base) + before;
-    let offset = i64::try_from(offset)
-        .map_err(|_| MpiioError::new(ErrorClass::Io, "shared file pointer overflows"))?;
+    let base = u64::from_le_bytes(base);
+    if base == u64::MAX {
+        return Err(MpiioError::new(
+            ErrorClass::Io,
+            format!(
+                "{}: the ordered call could not move the shared file pointer",
+                f.path()
+            ),
+        ));
+    }
+    let offset = base
+        .checked_add(before)
+        .and_then(|o| i64::try_from(o).ok())
+        .ok_or_else(|| MpiioError::new(ErrorClass::Io, "shared file pointer overflows"))?;
     f.io(
         EXPLICIT | COLLECTIVE | if write { WRITE } else { 0 },
         offset,
