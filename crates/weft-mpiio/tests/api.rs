@@ -10,7 +10,9 @@
 //!   nothing;
 //! - `fortran/rw.f90`: a Fortran program (Open MPI's bindings reach the C library
 //!   through the `PMPI_File_*` names) on a weft: file and, with the library preloaded,
-//!   on a local file (the pass-through).
+//!   on a local file (the pass-through);
+//! - the metadata manager killed and restarted under an open file: its shared pointer
+//!   is gone, and the next shared access fails clearly on every rank.
 //!
 //! Needs mpicc, mpif90 and mpirun (Open MPI: openmpi-bin, libopenmpi-dev, gfortran;
 //! scripts/install-deps.sh) and the workspace's release build.
@@ -288,4 +290,68 @@ fn a_fortran_program_reaches_weft_through_the_pmpi_names() {
             "the passed-through local file",
         );
     }
+}
+
+#[test]
+fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing() {
+    let p = programs();
+    let cluster = cluster();
+    let markers = tempfile::tempdir().unwrap();
+    cluster.client().mkdir("/lost", 0o755).unwrap();
+    let np = 3;
+    let mut c = Command::new("timeout");
+    c.args([
+        "-k",
+        "5",
+        MPIRUN_TIMEOUT_S,
+        "mpirun",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .args(["-np", &np.to_string()])
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .arg("-x")
+    .arg(format!("LD_PRELOAD={}", library().display()));
+    for (k, v) in cluster.env() {
+        c.arg("-x").arg(format!("{k}={v}"));
+    }
+    c.args(["-x", "WEFT_MPIIO_VERBOSE=1"])
+        .arg(&p.api)
+        .args(["weft:/lost/", "--lost", markers.path().to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().expect("running mpirun");
+    let ready = markers.path().join("ready");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program never got ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // The metadata manager (server 0) crashes and comes back without the pointer.
+    cluster.kill9(0);
+    cluster.restart();
+    std::fs::write(markers.path().join("go"), b"").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out, "the program around the restart");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("lost: MPI_ERR_IO on every rank"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("/lost/lost: shared file pointer") && stderr.contains("restarted"),
+        "the error does not say what happened:\n{stderr}"
+    );
+    // Only the records of before the restart: nothing written at a forgotten offset.
+    let bytes = weft_bytes(&cluster, "/lost/lost");
+    assert_eq!(bytes.len(), np * RECORD_BYTES);
+    let mut firsts: Vec<i32> = bytes
+        .chunks(RECORD_BYTES)
+        .map(|r| i32::from_ne_bytes(r[..4].try_into().unwrap()))
+        .collect();
+    firsts.sort_unstable();
+    assert_eq!(firsts, (0..np as i32).map(|r| r * 1000).collect::<Vec<_>>());
 }

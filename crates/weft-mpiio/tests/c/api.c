@@ -7,11 +7,16 @@
  * compares the files byte for byte (except "append", whose record order depends on
  * timing: each record must be there exactly once) and rank 0's output lines.
  *
- *   api PREFIX [--no-icoll] */
+ *   api PREFIX [--no-icoll]
+ *   api PREFIX --lost DIR
+ *     The shared pointer lost with a metadata manager restart: one write_shared each,
+ *     then rank 0 creates DIR/ready and waits for DIR/go (the test restarts the manager
+ *     in between); the next write_shared must fail with MPI_ERR_IO on every rank. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define N 4096   /* ints per access */
 #define B 16     /* ints per block of the interleaved view */
@@ -358,6 +363,45 @@ static void shared(void)
     OK(MPI_File_close(&fh));
 }
 
+static void lost(const char *dir)
+{
+    MPI_File fh = open_file("lost", MPI_MODE_CREATE | MPI_MODE_RDWR);
+    int rec[RECORD];
+    MPI_Status st;
+    for (int i = 0; i < RECORD; i++)
+        rec[i] = rank * 1000;
+    OK(MPI_File_write_shared(fh, rec, RECORD, MPI_INT, &st));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/ready", dir);
+        fclose(fopen(path, "w"));
+        snprintf(path, sizeof path, "%s/go", dir);
+        for (int waited = 0;; waited++) {
+            FILE *f = fopen(path, "r");
+            if (f != NULL) {
+                fclose(f);
+                break;
+            }
+            CHECK(waited < 600, "no %s after 60 s", path);
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < RECORD; i++)
+        rec[i] = rank * 1000 + 1;
+    int rc = MPI_File_write_shared(fh, rec, RECORD, MPI_INT, &st);
+    int class = -1;
+    MPI_Error_class(rc, &class);
+    CHECK(class == MPI_ERR_IO, "write_shared after the restart: class %d, expected MPI_ERR_IO", class);
+    int all_io = 0, mine = class == MPI_ERR_IO;
+    MPI_Allreduce(&mine, &all_io, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0 && all_io)
+        printf("lost: MPI_ERR_IO on every rank\n");
+    MPI_File_close(&fh);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -371,6 +415,11 @@ int main(int argc, char **argv)
     weft = strncmp(prefix, "weft:", 5) == 0;
     icoll = !(argc > 2 && strcmp(argv[2], "--no-icoll") == 0);
     MPI_File_set_errhandler(MPI_FILE_NULL, MPI_ERRORS_RETURN);
+    if (argc > 3 && strcmp(argv[2], "--lost") == 0) {
+        lost(argv[3]);
+        MPI_Finalize();
+        return 0;
+    }
     nonblocking();
     split();
     shared();
