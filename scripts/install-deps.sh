@@ -22,6 +22,7 @@ DEBIAN_PACKAGES=(
     attr                 # getfattr / setfattr for the xattr tests
     openmpi-bin          # mpirun, mpicc
     libopenmpi-dev
+    gfortran             # mpif90: the Fortran MPI-IO test program (PMPI_File_* path)
     openssh-client       # Open MPI's launcher refuses to start, even on one host, without an rsh agent
     libhdf5-openmpi-dev  # parallel HDF5 on top of Weft's MPI-IO
     hdf5-tools           # h5dump, h5ls for checking files written through Weft

@@ -11,6 +11,10 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/shim.c");
     println!("cargo:rerun-if-changed=csrc/spawn.c");
     println!("cargo:rerun-if-changed=csrc/shim.h");
+    println!("cargo:rerun-if-changed=csrc/real.c");
+    println!("cargo:rerun-if-changed=csrc/requests.c");
+    println!("cargo:rerun-if-changed=csrc/requests.h");
+    println!("cargo:rerun-if-changed=csrc/real.h");
 
     let (compile, link) = mpi_flags(&mpicc);
     let mut build = cc::Build::new();
@@ -18,6 +22,8 @@ fn main() {
         .file("csrc/shim.c")
         .file("csrc/weft_mpiio.c")
         .file("csrc/spawn.c")
+        .file("csrc/real.c")
+        .file("csrc/requests.c")
         .flag_if_supported("-std=c11")
         .warnings(true)
         .extra_warnings(true)

@@ -16,6 +16,7 @@ pub mod collective;
 pub mod concurrent;
 pub mod delegation;
 pub mod mount;
+pub mod mpiio_api;
 pub mod noncontig;
 pub mod pack;
 mod pattern;
@@ -61,6 +62,10 @@ pub enum BenchCommand {
     Cio(cio::CioArgs),
     /// Run one workload of `weft bench cio` on the cluster and keep its traces.
     CioRecord(cio::CioRecordArgs),
+    /// Nonblocking writes overlapped with computation, and write_ordered against
+    /// write_at_all, on Weft (MPI-IO).
+    #[command(long_about = mpiio_api::LONG_ABOUT)]
+    MpiioApi(mpiio_api::MpiioApiArgs),
     /// Pack/unpack and piece iteration of the view engine, against memcpy.
     #[command(long_about = pack::LONG_ABOUT)]
     Pack(pack::PackArgs),
@@ -83,6 +88,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Noncontig(a) => noncontig::run(&a),
         BenchCommand::Mount(a) => mount::run(&a),
         BenchCommand::Pack(a) => pack::run(&a),
+        BenchCommand::MpiioApi(a) => mpiio_api::run(&a),
         BenchCommand::Cio(a) => cio::run(&a),
         BenchCommand::CioRecord(a) => cio::run_record(&a),
         BenchCommand::NoncontigWorker(a) => noncontig::worker(&a),

@@ -26,6 +26,7 @@ mod file;
 mod gather;
 mod list_io;
 pub mod path;
+mod shared_pointer;
 pub mod trace;
 mod view_io;
 

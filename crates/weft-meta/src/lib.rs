@@ -6,6 +6,7 @@
 //! [`service::ObjectServers`] trait.
 
 pub mod service;
+pub mod shared_pointer;
 pub mod store;
 
 pub use service::{MetaService, ObjectServers, PurgerHandle};

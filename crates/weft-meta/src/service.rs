@@ -64,6 +64,8 @@ pub struct MetaService {
     /// Creates whose commit failed on a disk error while the store could not say
     /// whether it landed: their objects go if it did not (see `discard_if_uncommitted`).
     uncertain: Mutex<Vec<(InodeId, Layout)>>,
+    /// MPI-IO shared file pointers (in memory).
+    shared_pointers: crate::shared_pointer::SharedPointers,
 }
 
 /// Most failed creates remembered for the purger to settle (`MetaService::uncertain`).
@@ -99,6 +101,7 @@ impl MetaService {
             started: Instant::now(),
             purge_candidates: Mutex::new(BTreeSet::new()),
             uncertain: Mutex::new(Vec::new()),
+            shared_pointers: Default::default(),
         })
     }
 
@@ -237,6 +240,15 @@ impl MetaService {
                 self.renewed(Some(session));
                 Ok(Response::Done)
             }
+            Request::SharedPointer {
+                inode,
+                open,
+                epoch,
+                op,
+            } => self
+                .shared_pointers
+                .apply(inode, open, epoch, op)
+                .map(Response::Position),
             Request::Hello { .. } | Request::Authenticate { .. } | Request::ServerInfo => {
                 Err(WireError::new(
                     ErrorCode::Unsupported,

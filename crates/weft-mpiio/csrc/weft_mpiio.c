@@ -1,15 +1,18 @@
 /* The MPI_File_* entry points of libweft_mpiio.so (reached through the Rust
  * trampolines in src/entry.rs, see there why). A file whose name starts with "weft:"
  * becomes a Weft file, a pointer to the Rust half's own struct; every call on any
- * other file passes through to the MPI library's PMPI_File_*. Calls on a Weft file
- * that Weft does not implement fail with MPI_ERR_UNSUPPORTED_OPERATION and a message,
- * so a Weft handle never reaches the MPI library. */
+ * other file passes through to the MPI library's PMPI_File_* (reached through REAL(),
+ * real.h: this library defines the PMPI_File_* names too), so a Weft handle never
+ * reaches the MPI library. Nonblocking, split collective and shared file pointer calls
+ * are in requests.c. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "real.h"
+#include "requests.h"
 #include "shim.h"
 
 #define OURS(fh) ((fh) != MPI_FILE_NULL && weft_mpiio_is_ours((wm_h)(fh)))
@@ -121,7 +124,7 @@ static int invoke(MPI_Errhandler eh, MPI_File fh, int code)
 static MPI_Errhandler null_file_errhandler(void)
 {
     MPI_Errhandler eh = MPI_ERRORS_RETURN;
-    PMPI_File_get_errhandler(MPI_FILE_NULL, &eh);
+    REAL(PMPI_File_get_errhandler)(MPI_FILE_NULL, &eh);
     return eh;
 }
 
@@ -131,13 +134,6 @@ static int fail(MPI_File fh, int werr)
         return MPI_SUCCESS;
     MPI_Errhandler eh = (MPI_Errhandler)weft_mpiio_errhandler(H(fh));
     return invoke(eh, fh, mpi_class(werr));
-}
-
-static int unsupported(MPI_File fh, const char *what)
-{
-    fprintf(stderr, "weft-mpiio: %s is not supported on weft: files (MPI_ERR_UNSUPPORTED_OPERATION)\n",
-            what);
-    return fail(fh, WM_ERR_UNSUPPORTED_OPERATION);
 }
 
 static void set_status(MPI_Status *status, int64_t bytes)
@@ -161,7 +157,7 @@ static int io(MPI_File fh, int flags, MPI_Offset offset, void *buf, int count,
 int wm_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
 {
     if (!is_weft_name(filename))
-        return PMPI_File_open(comm, filename, amode, info, fh);
+        return REAL(PMPI_File_open)(comm, filename, amode, info, fh);
     MPI_Errhandler eh = null_file_errhandler();
     wm_h out = 0;
     int e = weft_mpiio_open(H(comm), filename, amode_to_wm(amode), H(info), H(eh), &out);
@@ -176,7 +172,7 @@ int wm_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, 
 int wm_File_close(MPI_File *fh)
 {
     if (fh == NULL || !OURS(*fh))
-        return PMPI_File_close(fh);
+        return REAL(PMPI_File_close)(fh);
     MPI_File f = *fh;
     MPI_Errhandler eh = (MPI_Errhandler)weft_mpiio_errhandler(H(f));
     int e = weft_mpiio_close(H(f));
@@ -187,7 +183,7 @@ int wm_File_close(MPI_File *fh)
 int wm_File_delete(const char *filename, MPI_Info info)
 {
     if (!is_weft_name(filename))
-        return PMPI_File_delete(filename, info);
+        return REAL(PMPI_File_delete)(filename, info);
     return invoke(null_file_errhandler(), MPI_FILE_NULL,
                   mpi_class(weft_mpiio_delete(filename, H(info))));
 }
@@ -198,13 +194,13 @@ int wm_File_delete(const char *filename, MPI_Info info)
 int wm_Finalize(void)
 {
     weft_mpiio_finalize();
-    return PMPI_Finalize();
+    return REAL(PMPI_Finalize)();
 }
 
 MPI_Fint wm_File_c2f(MPI_File fh)
 {
     if (!OURS(fh))
-        return PMPI_File_c2f(fh);
+        return REAL(PMPI_File_c2f)(fh);
     return (MPI_Fint)weft_mpiio_fint(H(fh));
 }
 
@@ -213,20 +209,20 @@ MPI_File wm_File_f2c(MPI_Fint f)
     wm_h ours = weft_mpiio_from_fint((int)f);
     if (ours != 0)
         return (MPI_File)ours;
-    return PMPI_File_f2c(f);
+    return REAL(PMPI_File_f2c)(f);
 }
 
 int wm_File_call_errhandler(MPI_File fh, int errorcode)
 {
     if (!OURS(fh))
-        return PMPI_File_call_errhandler(fh, errorcode);
+        return REAL(PMPI_File_call_errhandler)(fh, errorcode);
     invoke((MPI_Errhandler)weft_mpiio_errhandler(H(fh)), fh, errorcode);
     return MPI_SUCCESS;
 }
 
 int wm_File_create_errhandler(MPI_File_errhandler_function *function, MPI_Errhandler *errhandler)
 {
-    int rc = PMPI_File_create_errhandler(function, errhandler);
+    int rc = REAL(PMPI_File_create_errhandler)(function, errhandler);
     if (rc == MPI_SUCCESS) {
         pthread_mutex_lock(&user_errhandler_lock);
         if (user_errhandler_count < USER_ERRHANDLERS_MAX) {
@@ -245,7 +241,7 @@ int wm_File_create_errhandler(MPI_File_errhandler_function *function, MPI_Errhan
 int wm_File_set_errhandler(MPI_File fh, MPI_Errhandler errhandler)
 {
     if (!OURS(fh))
-        return PMPI_File_set_errhandler(fh, errhandler);
+        return REAL(PMPI_File_set_errhandler)(fh, errhandler);
     weft_mpiio_set_errhandler(H(fh), H(errhandler));
     return MPI_SUCCESS;
 }
@@ -253,7 +249,7 @@ int wm_File_set_errhandler(MPI_File fh, MPI_Errhandler errhandler)
 int wm_File_get_errhandler(MPI_File fh, MPI_Errhandler *errhandler)
 {
     if (!OURS(fh))
-        return PMPI_File_get_errhandler(fh, errhandler);
+        return REAL(PMPI_File_get_errhandler)(fh, errhandler);
     *errhandler = (MPI_Errhandler)weft_mpiio_errhandler(H(fh));
     return MPI_SUCCESS;
 }
@@ -263,21 +259,21 @@ int wm_File_get_errhandler(MPI_File fh, MPI_Errhandler *errhandler)
 int wm_File_set_size(MPI_File fh, MPI_Offset size)
 {
     if (!OURS(fh))
-        return PMPI_File_set_size(fh, size);
+        return REAL(PMPI_File_set_size)(fh, size);
     return fail(fh, weft_mpiio_set_size(H(fh), (int64_t)size));
 }
 
 int wm_File_preallocate(MPI_File fh, MPI_Offset size)
 {
     if (!OURS(fh))
-        return PMPI_File_preallocate(fh, size);
+        return REAL(PMPI_File_preallocate)(fh, size);
     return fail(fh, weft_mpiio_preallocate(H(fh), (int64_t)size));
 }
 
 int wm_File_get_size(MPI_File fh, MPI_Offset *size)
 {
     if (!OURS(fh))
-        return PMPI_File_get_size(fh, size);
+        return REAL(PMPI_File_get_size)(fh, size);
     int64_t s = 0;
     int e = weft_mpiio_get_size(H(fh), &s);
     *size = (MPI_Offset)s;
@@ -287,7 +283,7 @@ int wm_File_get_size(MPI_File fh, MPI_Offset *size)
 int wm_File_get_group(MPI_File fh, MPI_Group *group)
 {
     if (!OURS(fh))
-        return PMPI_File_get_group(fh, group);
+        return REAL(PMPI_File_get_group)(fh, group);
     wm_h g = 0;
     int e = weft_mpiio_get_group(H(fh), &g);
     *group = (MPI_Group)g;
@@ -297,7 +293,7 @@ int wm_File_get_group(MPI_File fh, MPI_Group *group)
 int wm_File_get_amode(MPI_File fh, int *amode)
 {
     if (!OURS(fh))
-        return PMPI_File_get_amode(fh, amode);
+        return REAL(PMPI_File_get_amode)(fh, amode);
     int m = 0;
     int e = weft_mpiio_get_amode(H(fh), &m);
     *amode = amode_from_wm(m);
@@ -307,14 +303,14 @@ int wm_File_get_amode(MPI_File fh, int *amode)
 int wm_File_set_info(MPI_File fh, MPI_Info info)
 {
     if (!OURS(fh))
-        return PMPI_File_set_info(fh, info);
+        return REAL(PMPI_File_set_info)(fh, info);
     return fail(fh, weft_mpiio_set_info(H(fh), H(info)));
 }
 
 int wm_File_get_info(MPI_File fh, MPI_Info *info_used)
 {
     if (!OURS(fh))
-        return PMPI_File_get_info(fh, info_used);
+        return REAL(PMPI_File_get_info)(fh, info_used);
     wm_h i = 0;
     int e = weft_mpiio_get_info(H(fh), &i);
     *info_used = (MPI_Info)i;
@@ -324,21 +320,21 @@ int wm_File_get_info(MPI_File fh, MPI_Info *info_used)
 int wm_File_set_atomicity(MPI_File fh, int flag)
 {
     if (!OURS(fh))
-        return PMPI_File_set_atomicity(fh, flag);
+        return REAL(PMPI_File_set_atomicity)(fh, flag);
     return fail(fh, weft_mpiio_set_atomicity(H(fh), flag));
 }
 
 int wm_File_get_atomicity(MPI_File fh, int *flag)
 {
     if (!OURS(fh))
-        return PMPI_File_get_atomicity(fh, flag);
+        return REAL(PMPI_File_get_atomicity)(fh, flag);
     return fail(fh, weft_mpiio_get_atomicity(H(fh), flag));
 }
 
 int wm_File_sync(MPI_File fh)
 {
     if (!OURS(fh))
-        return PMPI_File_sync(fh);
+        return REAL(PMPI_File_sync)(fh);
     return fail(fh, weft_mpiio_sync(H(fh)));
 }
 
@@ -348,7 +344,7 @@ int wm_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datat
                      const char *datarep, MPI_Info info)
 {
     if (!OURS(fh))
-        return PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+        return REAL(PMPI_File_set_view)(fh, disp, etype, filetype, datarep, info);
     return fail(fh, weft_mpiio_set_view(H(fh), (int64_t)disp, H(etype), H(filetype), datarep,
                                         H(info)));
 }
@@ -357,7 +353,7 @@ int wm_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Dat
                      char *datarep)
 {
     if (!OURS(fh))
-        return PMPI_File_get_view(fh, disp, etype, filetype, datarep);
+        return REAL(PMPI_File_get_view)(fh, disp, etype, filetype, datarep);
     int64_t d = 0;
     wm_h e_type = 0, f_type = 0;
     int e = weft_mpiio_get_view(H(fh), &d, &e_type, &f_type, datarep);
@@ -370,7 +366,7 @@ int wm_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Dat
 int wm_File_get_type_extent(MPI_File fh, MPI_Datatype datatype, MPI_Aint *extent)
 {
     if (!OURS(fh))
-        return PMPI_File_get_type_extent(fh, datatype, extent);
+        return REAL(PMPI_File_get_type_extent)(fh, datatype, extent);
     int64_t x = 0;
     int e = weft_mpiio_get_type_extent(H(fh), H(datatype), &x);
     *extent = (MPI_Aint)x;
@@ -388,14 +384,14 @@ static int whence_to_wm(int whence)
 int wm_File_seek(MPI_File fh, MPI_Offset offset, int whence)
 {
     if (!OURS(fh))
-        return PMPI_File_seek(fh, offset, whence);
+        return REAL(PMPI_File_seek)(fh, offset, whence);
     return fail(fh, weft_mpiio_seek(H(fh), (int64_t)offset, whence_to_wm(whence)));
 }
 
 int wm_File_get_position(MPI_File fh, MPI_Offset *offset)
 {
     if (!OURS(fh))
-        return PMPI_File_get_position(fh, offset);
+        return REAL(PMPI_File_get_position)(fh, offset);
     int64_t o = 0;
     int e = weft_mpiio_get_position(H(fh), &o);
     *offset = (MPI_Offset)o;
@@ -405,7 +401,7 @@ int wm_File_get_position(MPI_File fh, MPI_Offset *offset)
 int wm_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offset *disp)
 {
     if (!OURS(fh))
-        return PMPI_File_get_byte_offset(fh, offset, disp);
+        return REAL(PMPI_File_get_byte_offset)(fh, offset, disp);
     int64_t d = 0;
     int e = weft_mpiio_get_byte_offset(H(fh), (int64_t)offset, &d);
     *disp = (MPI_Offset)d;
@@ -418,7 +414,7 @@ int wm_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Da
                     MPI_Status *status)
 {
     if (!OURS(fh))
-        return PMPI_File_read_at(fh, offset, buf, count, datatype, status);
+        return REAL(PMPI_File_read_at)(fh, offset, buf, count, datatype, status);
     return io(fh, WM_IO_EXPLICIT_OFFSET, offset, buf, count, datatype, status);
 }
 
@@ -426,7 +422,7 @@ int wm_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
                         MPI_Datatype datatype, MPI_Status *status)
 {
     if (!OURS(fh))
-        return PMPI_File_read_at_all(fh, offset, buf, count, datatype, status);
+        return REAL(PMPI_File_read_at_all)(fh, offset, buf, count, datatype, status);
     return io(fh, WM_IO_EXPLICIT_OFFSET | WM_IO_COLLECTIVE, offset, buf, count, datatype, status);
 }
 
@@ -434,7 +430,7 @@ int wm_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
                      MPI_Datatype datatype, MPI_Status *status)
 {
     if (!OURS(fh))
-        return PMPI_File_write_at(fh, offset, buf, count, datatype, status);
+        return REAL(PMPI_File_write_at)(fh, offset, buf, count, datatype, status);
     return io(fh, WM_IO_EXPLICIT_OFFSET | WM_IO_WRITE, offset, (void *)buf, count, datatype,
               status);
 }
@@ -443,7 +439,7 @@ int wm_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int co
                          MPI_Datatype datatype, MPI_Status *status)
 {
     if (!OURS(fh))
-        return PMPI_File_write_at_all(fh, offset, buf, count, datatype, status);
+        return REAL(PMPI_File_write_at_all)(fh, offset, buf, count, datatype, status);
     return io(fh, WM_IO_EXPLICIT_OFFSET | WM_IO_WRITE | WM_IO_COLLECTIVE, offset, (void *)buf,
               count, datatype, status);
 }
@@ -451,7 +447,7 @@ int wm_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int co
 int wm_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status)
 {
     if (!OURS(fh))
-        return PMPI_File_read(fh, buf, count, datatype, status);
+        return REAL(PMPI_File_read)(fh, buf, count, datatype, status);
     return io(fh, 0, 0, buf, count, datatype, status);
 }
 
@@ -459,7 +455,7 @@ int wm_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
                      MPI_Status *status)
 {
     if (!OURS(fh))
-        return PMPI_File_read_all(fh, buf, count, datatype, status);
+        return REAL(PMPI_File_read_all)(fh, buf, count, datatype, status);
     return io(fh, WM_IO_COLLECTIVE, 0, buf, count, datatype, status);
 }
 
@@ -467,7 +463,7 @@ int wm_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype
                   MPI_Status *status)
 {
     if (!OURS(fh))
-        return PMPI_File_write(fh, buf, count, datatype, status);
+        return REAL(PMPI_File_write)(fh, buf, count, datatype, status);
     return io(fh, WM_IO_WRITE, 0, (void *)buf, count, datatype, status);
 }
 
@@ -475,171 +471,19 @@ int wm_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype data
                       MPI_Status *status)
 {
     if (!OURS(fh))
-        return PMPI_File_write_all(fh, buf, count, datatype, status);
+        return REAL(PMPI_File_write_all)(fh, buf, count, datatype, status);
     return io(fh, WM_IO_WRITE | WM_IO_COLLECTIVE, 0, (void *)buf, count, datatype, status);
 }
 
-/* ---- Not implemented on Weft files: nonblocking, split collective, shared file
- * pointer ---- */
+/* ---- For requests.c: nonblocking, split collective and shared file pointer calls
+ * live there. ---- */
 
-#define UNSUPPORTED(call, fh, ...)                                                        \
-    do {                                                                                  \
-        if (!OURS(fh))                                                                    \
-            return P##call(fh, __VA_ARGS__);                                              \
-        return unsupported(fh, #call);                                                    \
-    } while (0)
-
-int wm_File_iread_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype,
-                     MPI_Request *request)
+int wm_fail(MPI_File fh, int werr)
 {
-    UNSUPPORTED(MPI_File_iread_at, fh, offset, buf, count, datatype, request);
+    return fail(fh, werr);
 }
 
-int wm_File_iwrite_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
-                      MPI_Datatype datatype, MPI_Request *request)
+int wm_mpi_class(int werr)
 {
-    UNSUPPORTED(MPI_File_iwrite_at, fh, offset, buf, count, datatype, request);
-}
-
-int wm_File_iread_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
-                         MPI_Datatype datatype, MPI_Request *request)
-{
-    UNSUPPORTED(MPI_File_iread_at_all, fh, offset, buf, count, datatype, request);
-}
-
-int wm_File_iwrite_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count,
-                          MPI_Datatype datatype, MPI_Request *request)
-{
-    UNSUPPORTED(MPI_File_iwrite_at_all, fh, offset, buf, count, datatype, request);
-}
-
-int wm_File_iread(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Request *request)
-{
-    UNSUPPORTED(MPI_File_iread, fh, buf, count, datatype, request);
-}
-
-int wm_File_iwrite(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
-                   MPI_Request *request)
-{
-    UNSUPPORTED(MPI_File_iwrite, fh, buf, count, datatype, request);
-}
-
-int wm_File_iread_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
-                      MPI_Request *request)
-{
-    UNSUPPORTED(MPI_File_iread_all, fh, buf, count, datatype, request);
-}
-
-int wm_File_iwrite_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
-                       MPI_Request *request)
-{
-    UNSUPPORTED(MPI_File_iwrite_all, fh, buf, count, datatype, request);
-}
-
-int wm_File_read_shared(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
-                        MPI_Status *status)
-{
-    UNSUPPORTED(MPI_File_read_shared, fh, buf, count, datatype, status);
-}
-
-int wm_File_write_shared(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
-                         MPI_Status *status)
-{
-    UNSUPPORTED(MPI_File_write_shared, fh, buf, count, datatype, status);
-}
-
-int wm_File_iread_shared(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
-                         MPI_Request *request)
-{
-    UNSUPPORTED(MPI_File_iread_shared, fh, buf, count, datatype, request);
-}
-
-int wm_File_iwrite_shared(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
-                          MPI_Request *request)
-{
-    UNSUPPORTED(MPI_File_iwrite_shared, fh, buf, count, datatype, request);
-}
-
-int wm_File_read_ordered(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
-                         MPI_Status *status)
-{
-    UNSUPPORTED(MPI_File_read_ordered, fh, buf, count, datatype, status);
-}
-
-int wm_File_write_ordered(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
-                          MPI_Status *status)
-{
-    UNSUPPORTED(MPI_File_write_ordered, fh, buf, count, datatype, status);
-}
-
-int wm_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence)
-{
-    UNSUPPORTED(MPI_File_seek_shared, fh, offset, whence);
-}
-
-int wm_File_get_position_shared(MPI_File fh, MPI_Offset *offset)
-{
-    UNSUPPORTED(MPI_File_get_position_shared, fh, offset);
-}
-
-int wm_File_read_at_all_begin(MPI_File fh, MPI_Offset offset, void *buf, int count,
-                              MPI_Datatype datatype)
-{
-    UNSUPPORTED(MPI_File_read_at_all_begin, fh, offset, buf, count, datatype);
-}
-
-int wm_File_read_at_all_end(MPI_File fh, void *buf, MPI_Status *status)
-{
-    UNSUPPORTED(MPI_File_read_at_all_end, fh, buf, status);
-}
-
-int wm_File_write_at_all_begin(MPI_File fh, MPI_Offset offset, const void *buf, int count,
-                               MPI_Datatype datatype)
-{
-    UNSUPPORTED(MPI_File_write_at_all_begin, fh, offset, buf, count, datatype);
-}
-
-int wm_File_write_at_all_end(MPI_File fh, const void *buf, MPI_Status *status)
-{
-    UNSUPPORTED(MPI_File_write_at_all_end, fh, buf, status);
-}
-
-int wm_File_read_all_begin(MPI_File fh, void *buf, int count, MPI_Datatype datatype)
-{
-    UNSUPPORTED(MPI_File_read_all_begin, fh, buf, count, datatype);
-}
-
-int wm_File_read_all_end(MPI_File fh, void *buf, MPI_Status *status)
-{
-    UNSUPPORTED(MPI_File_read_all_end, fh, buf, status);
-}
-
-int wm_File_write_all_begin(MPI_File fh, const void *buf, int count, MPI_Datatype datatype)
-{
-    UNSUPPORTED(MPI_File_write_all_begin, fh, buf, count, datatype);
-}
-
-int wm_File_write_all_end(MPI_File fh, const void *buf, MPI_Status *status)
-{
-    UNSUPPORTED(MPI_File_write_all_end, fh, buf, status);
-}
-
-int wm_File_read_ordered_begin(MPI_File fh, void *buf, int count, MPI_Datatype datatype)
-{
-    UNSUPPORTED(MPI_File_read_ordered_begin, fh, buf, count, datatype);
-}
-
-int wm_File_read_ordered_end(MPI_File fh, void *buf, MPI_Status *status)
-{
-    UNSUPPORTED(MPI_File_read_ordered_end, fh, buf, status);
-}
-
-int wm_File_write_ordered_begin(MPI_File fh, const void *buf, int count, MPI_Datatype datatype)
-{
-    UNSUPPORTED(MPI_File_write_ordered_begin, fh, buf, count, datatype);
-}
-
-int wm_File_write_ordered_end(MPI_File fh, const void *buf, MPI_Status *status)
-{
-    UNSUPPORTED(MPI_File_write_ordered_end, fh, buf, status);
+    return mpi_class(werr);
 }

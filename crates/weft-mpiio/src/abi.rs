@@ -52,7 +52,7 @@ fn register(file: Box<MpiFile>) -> Result<usize> {
 }
 
 /// The file behind a handle the C side checked with `weft_mpiio_is_ours`.
-fn file<'a>(fh: Handle) -> Result<&'a MpiFile> {
+pub(crate) fn file<'a>(fh: Handle) -> Result<&'a MpiFile> {
     if !registry().slot_of.contains_key(&fh) {
         return Err(MpiioError::new(ErrorClass::BadFile, "not an open weft: file"));
     }
@@ -63,7 +63,7 @@ fn file<'a>(fh: Handle) -> Result<&'a MpiFile> {
 
 /// Runs `f`, turning errors into classes (reported when verbose) and panics into
 /// MPI_ERR_INTERN.
-fn guard(f: impl FnOnce() -> Result<()>) -> c_int {
+pub(crate) fn guard(f: impl FnOnce() -> Result<()>) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => {
@@ -87,7 +87,7 @@ fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
         .map_err(|_| MpiioError::new(ErrorClass::Arg, format!("{what} is not UTF-8")))
 }
 
-fn out<T>(p: *mut T, value: T) -> Result<()> {
+pub(crate) fn out<T>(p: *mut T, value: T) -> Result<()> {
     if p.is_null() {
         return Err(MpiioError::new(ErrorClass::Arg, "NULL output argument"));
     }
@@ -122,6 +122,7 @@ pub extern "C" fn weft_mpiio_open(
     guard(|| {
         let name = text(name, "file name")?;
         let file = MpiFile::open(comm, name, amode, info, errhandler)?;
+        crate::shared::opened(&file)?;
         out(fh, register(file)?)
     })
 }
@@ -129,7 +130,11 @@ pub extern "C" fn weft_mpiio_open(
 #[no_mangle]
 pub extern "C" fn weft_mpiio_close(fh: Handle) -> c_int {
     guard(|| {
-        file(fh)?;
+        // Queued nonblocking I/O finishes first (MPI requires the program to have
+        // completed its requests; their I/O must not outlive the file).
+        crate::nonblocking::close(fh);
+        crate::requests::forget_split(fh);
+        let shared = crate::shared::closing(file(fh)?);
         {
             let mut r = registry();
             if let Some(slot) = r.slot_of.remove(&fh) {
@@ -138,7 +143,9 @@ pub extern "C" fn weft_mpiio_close(fh: Handle) -> c_int {
         }
         // SAFETY: the pointer came from Box::into_raw and is no longer registered.
         let file = unsafe { Box::from_raw(fh as *mut MpiFile) };
-        file.close()
+        let closed = file.close();
+        crate::shared::drop_pointer(shared);
+        closed
     })
 }
 
@@ -208,7 +215,12 @@ pub extern "C" fn weft_mpiio_set_view(
 ) -> c_int {
     guard(|| {
         let datarep = text(datarep, "data representation")?;
-        file(fh)?.set_view(disp, etype, filetype, datarep, info)
+        // Queued nonblocking I/O of this rank used the old view.
+        crate::nonblocking::drain(fh);
+        let f = file(fh)?;
+        f.set_view(disp, etype, filetype, datarep, info)?;
+        crate::shared::view_changed(f);
+        Ok(())
     })
 }
 
@@ -264,7 +276,9 @@ pub extern "C" fn weft_mpiio_io(
     bytes: *mut i64,
 ) -> c_int {
     guard(|| {
-        let n = file(fh)?.io(flags, offset, buf.cast(), count, datatype)?;
+        let f = file(fh)?;
+        crate::shared::check_individual(f)?;
+        let n = f.io(flags, offset, buf.cast(), count, datatype)?;
         out(bytes, n as i64)
     })
 }

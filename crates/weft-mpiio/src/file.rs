@@ -30,7 +30,7 @@ pub mod amode {
 /// The process's connection to the cluster, made at the first open.
 static CLIENT: Mutex<Option<Client>> = Mutex::new(None);
 
-fn client() -> Result<Client> {
+pub(crate) fn client() -> Result<Client> {
     let mut c = CLIENT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(client) = c.as_ref() {
         return Ok(client.clone());
@@ -163,6 +163,21 @@ fn aggregators_of(comm: &Comm, hints: &Hints) -> Result<Vec<usize>> {
     Ok(ranks)
 }
 
+/// A nonblocking access prepared by [`MpiFile::prepare_nonblocking`].
+pub(crate) struct Prepared {
+    hints: Hints,
+    /// Atomic mode when the access was started: it runs under extent locks.
+    atomic: bool,
+    write: bool,
+    request: Request,
+    memory: Memory,
+}
+
+// SAFETY: `Prepared` holds a pointer into the caller's buffer, which MPI forbids the
+// program to touch until the request completes; the buffer is used by one thread at a
+// time (the file's worker) and not after completion.
+unsafe impl Send for Prepared {}
+
 /// The memory side of an access: `count` copies of a datatype from a buffer.
 struct Memory {
     /// The type shifted so its data starts at 0 of `region`.
@@ -242,12 +257,6 @@ impl MpiFile {
                 return Err(MpiioError::new(
                     ErrorClass::Amode,
                     "MPI_MODE_RDONLY with MPI_MODE_CREATE or MPI_MODE_EXCL",
-                ));
-            }
-            if mode & amode::SEQUENTIAL != 0 {
-                return Err(MpiioError::new(
-                    ErrorClass::UnsupportedOperation,
-                    "MPI_MODE_SEQUENTIAL (shared file pointers) is not supported on weft: files",
                 ));
             }
             Ok((weft_path(name)?, client()?))
@@ -616,7 +625,7 @@ impl MpiFile {
                 // Atomic mode: each rank's part under its own locks (see `atomic`).
                 Ok((request, memory)) if state.atomic => {
                     crate::atomic::locked(&self.file, write, &request, || {
-                        self.independent(&state, write, &request, &memory)
+                        self.independent(&state.hints, write, &request, &memory)
                     })
                 }
                 Ok((request, memory)) => {
@@ -638,9 +647,9 @@ impl MpiFile {
         } else {
             prepared.and_then(|(request, memory)| match state.atomic {
                 true => crate::atomic::locked(&self.file, write, &request, || {
-                    self.independent(&state, write, &request, &memory)
+                    self.independent(&state.hints, write, &request, &memory)
                 }),
-                false => self.independent(&state, write, &request, &memory),
+                false => self.independent(&state.hints, write, &request, &memory),
             })
         };
         let result = if collective {
@@ -712,14 +721,79 @@ impl MpiFile {
         Ok((request, memory))
     }
 
-    fn independent(&self, state: &State, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
+    /// A nonblocking independent access (`MPI_File_iread*`/`iwrite*`), prepared on
+    /// the calling thread (datatypes decoded, arguments checked, the individual file
+    /// pointer moved past the data requested, as MPI says for nonblocking calls);
+    /// [`MpiFile::run_prepared`] then does its Weft I/O on any thread, without MPI.
+    pub(crate) fn prepare_nonblocking(
+        &self,
+        flags: i32,
+        offset: i64,
+        buf: *mut u8,
+        count: i32,
+        datatype: Handle,
+    ) -> Result<Prepared> {
+        let write = flags & 1 != 0;
+        let explicit = flags & 4 != 0;
+        let mut state = self.state();
+        crate::trace::begin(&self.file, false, self.comm.rank());
+        let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
+        crate::trace::end(&self.file);
+        let (request, memory) = prepared?;
+        if !explicit {
+            state.position += memory.bytes / state.etype_size;
+        }
+        Ok(Prepared {
+            hints: state.hints.clone(),
+            atomic: state.atomic,
+            write,
+            request,
+            memory,
+        })
+    }
+
+    /// Does the I/O of a prepared access; returns the bytes transferred.
+    pub(crate) fn run_prepared(&self, p: &Prepared) -> Result<u64> {
+        match p.atomic {
+            true => crate::atomic::locked(&self.file, p.write, &p.request, || {
+                self.independent(&p.hints, p.write, &p.request, &p.memory)
+            }),
+            false => self.independent(&p.hints, p.write, &p.request, &p.memory),
+        }
+    }
+
+    /// The size of the view's etype in bytes.
+    pub(crate) fn etype_size(&self) -> u64 {
+        self.state().etype_size
+    }
+
+    /// The view's size in etypes of the file's current size (MPI_SEEK_END).
+    pub(crate) fn size_in_etypes(&self) -> Result<u64> {
+        let size = self.file.size()?;
+        let state = self.state();
+        Ok(state.view.file_to_view(size) / state.etype_size)
+    }
+
+    pub(crate) fn comm(&self) -> &Comm {
+        &self.comm
+    }
+
+    pub(crate) fn weft_file(&self) -> &File {
+        &self.file
+    }
+
+    pub(crate) fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn independent(&self, hints: &Hints, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
         use crate::collective::independent;
         with_data(memory, write, |data| {
             if write {
                 independent::write(&self.file, request, data)?;
                 Ok(memory.bytes)
             } else {
-                independent::read(&self.file, &state.hints, request, data)
+                independent::read(&self.file, hints, request, data)
             }
         })
     }

@@ -18,7 +18,11 @@
 //! - [`spawn`]: job-scoped delegates (hint `weft_delegates`), started with
 //!   MPI_Comm_spawn of `weft-delegate` (`src/bin/`) at open and stopped at close or
 //!   MPI_Finalize, talking over `delegate_link`;
-//! - [`trace`]: trace capture of every call's original request (hint `weft_trace`).
+//! - [`trace`]: trace capture of every call's original request (hint `weft_trace`);
+//! - [`nonblocking`]: nonblocking calls as generalized requests, each file's I/O
+//!   thread, and the interposed request completion calls (`csrc/requests.c`);
+//!   [`requests`]: their C functions and the split collectives; [`shared`]: shared
+//!   file pointers, held by the metadata manager.
 
 pub mod abi;
 pub mod atomic;
@@ -31,5 +35,8 @@ pub mod error;
 pub mod file;
 pub mod hints;
 pub mod mpi;
+pub mod nonblocking;
+pub mod requests;
+pub mod shared;
 pub mod spawn;
 pub mod trace;

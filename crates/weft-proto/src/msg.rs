@@ -114,6 +114,7 @@ pub enum Opcode {
     RemoveXattr = 70,
     ObjStat = 71,
     Allocate = 72,
+    SharedPointer = 125,
     Metrics = 130,
     ExtentLock = 120,
     ExtentUnlock = 121,
@@ -615,6 +616,61 @@ pub enum Request {
         len: u64,
         mode: u32,
     },
+    /// meta: an MPI-IO shared file pointer, one per collective open (`open`, a random
+    /// id) of `inode`, held in the manager's memory; answered with `Position`, the
+    /// pointer's value before `op`. A request of a newer view `epoch` than the
+    /// pointer's first resets it to 0 (`MPI_File_set_view`). `NotFound` when the
+    /// pointer is not there (never created, dropped, or the manager restarted).
+    SharedPointer {
+        inode: InodeId,
+        open: u64,
+        epoch: u64,
+        op: SharedOp,
+    },
+}
+
+/// What a `SharedPointer` request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedOp {
+    /// Creates the pointer at 0 (an open).
+    Create,
+    /// Reads it.
+    Get,
+    /// Adds to it atomically (an access of that many etypes).
+    FetchAdd(u64),
+    /// Sets it (`MPI_File_seek_shared`).
+    Set(u64),
+    /// Forgets it (the close).
+    Drop,
+}
+
+impl Wire for SharedOp {
+    fn encode(&self, w: &mut Writer) {
+        let (tag, value) = match *self {
+            SharedOp::Create => (0, 0),
+            SharedOp::Get => (1, 0),
+            SharedOp::FetchAdd(n) => (2, n),
+            SharedOp::Set(n) => (3, n),
+            SharedOp::Drop => (4, 0),
+        };
+        w.u8(tag);
+        w.u64(value);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let tag = r.u8()?;
+        let value = r.u64()?;
+        match tag {
+            0 => Ok(SharedOp::Create),
+            1 => Ok(SharedOp::Get),
+            2 => Ok(SharedOp::FetchAdd(value)),
+            3 => Ok(SharedOp::Set(value)),
+            4 => Ok(SharedOp::Drop),
+            v => Err(DecodeError::Invalid {
+                what: "shared pointer operation",
+                value: v as u64,
+            }),
+        }
+    }
 }
 
 /// How a `SetXattr` treats an existing attribute (setxattr(2) flags).
@@ -708,6 +764,8 @@ pub enum Response {
     Metrics {
         url: String,
     },
+    /// `SharedPointer`: the pointer's value before the operation.
+    Position(u64),
 }
 
 impl Request {
@@ -766,6 +824,7 @@ impl Request {
             RemoveXattr { .. } => Opcode::RemoveXattr,
             ObjStat { .. } => Opcode::ObjStat,
             Allocate { .. } => Opcode::Allocate,
+            SharedPointer { .. } => Opcode::SharedPointer,
             Metrics { .. } => Opcode::Metrics,
             ExtentLock { .. } => Opcode::ExtentLock,
             ExtentUnlock { .. } => Opcode::ExtentUnlock,
@@ -1036,6 +1095,17 @@ impl Request {
                 inode.encode(&mut w);
             }
             ObjStat { items } => w.seq(items),
+            SharedPointer {
+                inode,
+                open,
+                epoch,
+                op,
+            } => {
+                inode.encode(&mut w);
+                w.u64(*open);
+                w.u64(*epoch);
+                op.encode(&mut w);
+            }
             Allocate {
                 inode,
                 striping,
@@ -1353,6 +1423,12 @@ impl Request {
                 }
                 allocate
             }
+            125 => Request::SharedPointer {
+                inode: InodeId::decode(r)?,
+                open: r.u64()?,
+                epoch: r.u64()?,
+                op: SharedOp::decode(r)?,
+            },
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
@@ -1488,6 +1564,10 @@ impl Wire for Response {
                 w.u8(50);
                 stats.encode(w);
             }
+            Position(value) => {
+                w.u8(53);
+                w.u64(*value);
+            }
         }
     }
 
@@ -1532,6 +1612,7 @@ impl Wire for Response {
             20 => Response::ObjStats(r.seq()?),
             55 => Response::Metrics { url: r.string()? },
             50 => Response::LockStats(LockStats::decode(r)?),
+            53 => Response::Position(r.u64()?),
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -1846,6 +1927,18 @@ mod tests {
                 inode: InodeId(8),
                 token: 1 << 40,
             },
+            Request::SharedPointer {
+                inode: InodeId(9),
+                open: u64::MAX,
+                epoch: 2,
+                op: SharedOp::FetchAdd(1 << 33),
+            },
+            Request::SharedPointer {
+                inode: InodeId(9),
+                open: 5,
+                epoch: 0,
+                op: SharedOp::Drop,
+            },
             Request::Revalidate {
                 cred: cred(),
                 steps: vec![
@@ -2031,6 +2124,7 @@ mod tests {
                 held: 1,
                 lapsed: 0,
             })),
+            Ok(Response::Position(1 << 50)),
             Ok(Response::Value(vec![1, 2, 3])),
             Ok(Response::Names(vec!["user.a".into(), Name::new(vec![0xff])])),
             Ok(Response::ObjStats(vec![(10, 4096), (u64::MAX, 0)])),

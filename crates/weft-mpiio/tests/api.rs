@@ -1,0 +1,357 @@
+//! The MPI-IO calls beyond blocking access, through libweft_mpiio.so under mpirun with
+//! 1, 3 and 4 processes against a real cluster (4 io servers, 64 KiB stripes), each
+//! file compared byte for byte with the same program on the local file system through
+//! ROMIO (`--mca io romio321`):
+//! - `c/api.c`: nonblocking calls completed by MPI_Wait, Waitall, Test, Testany and
+//!   Waitsome, split collectives and their misuse errors, shared file pointers
+//!   (ordered calls, seek_shared, get_position_shared, read/write_shared,
+//!   iwrite_shared) and MPI_MODE_SEQUENTIAL, over contiguous and noncontiguous views
+//!   and memory types; processes appending with write_shared lose and duplicate
+//!   nothing;
+//! - `fortran/rw.f90`: a Fortran program (Open MPI's bindings reach the C library
+//!   through the `PMPI_File_*` names) on a weft: file and, with the library preloaded,
+//!   on a local file (the pass-through);
+//! - the metadata manager killed and restarted under an open file: its shared pointer
+//!   is gone, and the next shared access fails clearly on every rank.
+//!
+//! Needs mpicc, mpif90 and mpirun (Open MPI: openmpi-bin, libopenmpi-dev, gfortran;
+//! scripts/install-deps.sh) and the workspace's release build.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use weft_testkit::{ClusterOptions, TestCluster};
+
+/// Seconds one mpirun may take before it counts as hung.
+const MPIRUN_TIMEOUT_S: &str = "120";
+/// Files of `c/api.c` whose bytes do not depend on timing.
+const API_FILES: [&str; 4] = ["nb", "split", "ordered", "seq"];
+/// Records each rank appends to "append" (c/api.c: APPENDS + IAPPENDS), of 16 ints.
+const APPENDED: usize = 60;
+const RECORD_BYTES: usize = 64;
+
+struct Programs {
+    _dir: tempfile::TempDir,
+    api: PathBuf,
+    fortran: PathBuf,
+}
+
+fn build(compiler: &str, env: &str, dir: &Path, name: &str, source: &str) -> PathBuf {
+    let out = dir.join(name);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(source);
+    let result = Command::new(std::env::var(env).unwrap_or_else(|_| compiler.into()))
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("running {compiler} (install openmpi-bin, libopenmpi-dev, gfortran): {e}")
+        });
+    assert!(
+        result.status.success(),
+        "{compiler} {name} failed:\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out
+}
+
+fn programs() -> &'static Programs {
+    static PROGRAMS: OnceLock<Programs> = OnceLock::new();
+    PROGRAMS.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("weft-mpiio-api-")
+            .tempdir()
+            .unwrap();
+        Programs {
+            api: build("mpicc", "MPICC", dir.path(), "api", "c/api.c"),
+            fortran: build("mpif90", "MPIF90", dir.path(), "rw", "fortran/rw.f90"),
+            _dir: dir,
+        }
+    })
+}
+
+fn library() -> PathBuf {
+    let dir = weft_testkit::bin_dir();
+    for candidate in [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")] {
+        if candidate.exists() {
+            return candidate;
+        }
+    }
+    panic!(
+        "libweft_mpiio.so not found in {}: build the workspace first",
+        dir.display()
+    );
+}
+
+/// mpirun of `program` with `np` processes; with a cluster, LD_PRELOAD and WEFT_HOME
+/// go to every rank.
+fn mpirun(
+    np: usize,
+    cluster: Option<&TestCluster>,
+    mpi_args: &[&str],
+    program: &Path,
+    args: &[&str],
+) -> Output {
+    let mut c = Command::new("timeout");
+    c.args([
+        "-k",
+        "5",
+        MPIRUN_TIMEOUT_S,
+        "mpirun",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .args(["-np", &np.to_string()])
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .args(mpi_args);
+    if let Some(cluster) = cluster {
+        c.arg("-x").arg(format!("LD_PRELOAD={}", library().display()));
+        for (k, v) in cluster.env() {
+            c.arg("-x").arg(format!("{k}={v}"));
+        }
+        c.args(["-x", "WEFT_MPIIO_VERBOSE=1"]);
+    }
+    c.arg(program).args(args);
+    let out = c.output().expect("running mpirun");
+    assert_ne!(
+        out.status.code(),
+        Some(124),
+        "mpirun {} {args:?} hung (killed after {MPIRUN_TIMEOUT_S} s):\n{}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn weft_bytes(cluster: &TestCluster, path: &str) -> Vec<u8> {
+    let file = cluster
+        .client()
+        .open(path, &weft_client::OpenOptions::default())
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut bytes = vec![0u8; file.size().unwrap() as usize];
+    let n = file.read_at(0, &mut bytes).unwrap();
+    bytes.truncate(n);
+    bytes
+}
+
+fn assert_same(got: &[u8], expected: &[u8], what: &str) {
+    assert!(
+        got == expected,
+        "{what}: the weft: file ({} bytes) differs from ROMIO's ({} bytes){}",
+        got.len(),
+        expected.len(),
+        got.iter()
+            .zip(expected)
+            .position(|(a, b)| a != b)
+            .map_or(String::new(), |i| format!(" first at byte {i}"))
+    );
+}
+
+fn cluster() -> TestCluster {
+    TestCluster::start_with(&ClusterOptions {
+        io_servers: 4,
+        stripe_size: 64 * 1024,
+        stripe_count: 0,
+        ..Default::default()
+    })
+}
+
+/// Every record of "append" exactly once: `np` ranks × APPENDED records, each 16
+/// copies of rank * 1000 + k.
+fn assert_appended_once(bytes: &[u8], np: usize, what: &str) {
+    assert_eq!(
+        bytes.len(),
+        np * APPENDED * RECORD_BYTES,
+        "{what}: append file size"
+    );
+    let mut seen = vec![0u32; np * APPENDED];
+    for record in bytes.chunks(RECORD_BYTES) {
+        let ints: Vec<i32> = record
+            .chunks(4)
+            .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        assert!(
+            ints.iter().all(|&v| v == ints[0]),
+            "{what}: a torn record {ints:?}"
+        );
+        let (rank, k) = ((ints[0] / 1000) as usize, (ints[0] % 1000) as usize);
+        assert!(
+            rank < np && k < APPENDED,
+            "{what}: a record that nobody wrote: {}",
+            ints[0]
+        );
+        seen[rank * APPENDED + k] += 1;
+    }
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "{what}: records lost or duplicated: {seen:?}"
+    );
+}
+
+fn api_matches_romio(np: usize) {
+    let p = programs();
+    let cluster = cluster();
+    let reference = tempfile::tempdir().unwrap();
+    let prefix = format!("{}/", reference.path().display());
+    let local = mpirun(
+        np,
+        None,
+        &["--mca", "io", "romio321"],
+        &p.api,
+        &[&prefix, "--no-icoll"],
+    );
+    assert_ok(&local, &format!("api.c through ROMIO with {np} processes"));
+    let dir = format!("/api{np}");
+    cluster.client().mkdir(&dir, 0o755).unwrap();
+    let weft = mpirun(np, Some(&cluster), &[], &p.api, &[&format!("weft:{dir}/")]);
+    assert_ok(&weft, &format!("api.c on weft: with {np} processes"));
+    assert_eq!(
+        String::from_utf8_lossy(&weft.stdout),
+        String::from_utf8_lossy(&local.stdout),
+        "rank 0's output (shared file pointer positions) differs from ROMIO's"
+    );
+    for name in API_FILES {
+        let expected = std::fs::read(reference.path().join(name)).unwrap();
+        let got = weft_bytes(&cluster, &format!("{dir}/{name}"));
+        assert_same(&got, &expected, &format!("{name} with {np} processes"));
+    }
+    assert_appended_once(
+        &weft_bytes(&cluster, &format!("{dir}/append")),
+        np,
+        &format!("weft:, {np} processes"),
+    );
+    let local_append = std::fs::read(reference.path().join("append")).unwrap();
+    assert_appended_once(&local_append, np, &format!("ROMIO, {np} processes"));
+}
+
+#[test]
+fn nonblocking_split_and_shared_pointer_calls_match_romio_with_1_process() {
+    api_matches_romio(1);
+}
+
+#[test]
+fn nonblocking_split_and_shared_pointer_calls_match_romio_with_3_processes() {
+    api_matches_romio(3);
+}
+
+#[test]
+fn nonblocking_split_and_shared_pointer_calls_match_romio_with_4_processes() {
+    api_matches_romio(4);
+}
+
+#[test]
+fn a_fortran_program_reaches_weft_through_the_pmpi_names() {
+    let p = programs();
+    let cluster = cluster();
+    for np in [1, 3, 4] {
+        let reference = tempfile::tempdir().unwrap();
+        let local = reference.path().join("rw");
+        let out = mpirun(
+            np,
+            None,
+            &["--mca", "io", "romio321"],
+            &p.fortran,
+            &[local.to_str().unwrap()],
+        );
+        assert_ok(&out, &format!("rw.f90 through ROMIO with {np} processes"));
+        let expected = std::fs::read(&local).unwrap();
+        let path = format!("/rw{np}");
+        let out = mpirun(np, Some(&cluster), &[], &p.fortran, &[&format!("weft:{path}")]);
+        assert_ok(&out, &format!("rw.f90 on weft: with {np} processes"));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("fortran mpi-io ok"));
+        assert_same(
+            &weft_bytes(&cluster, &path),
+            &expected,
+            &format!("rw.f90 with {np} processes"),
+        );
+        // With the library preloaded, a local file still goes to the MPI library.
+        let passed = reference.path().join("passed");
+        let out = mpirun(np, Some(&cluster), &[], &p.fortran, &[passed.to_str().unwrap()]);
+        assert_ok(
+            &out,
+            &format!("rw.f90 on a local file, preloaded, with {np} processes"),
+        );
+        assert_same(
+            &std::fs::read(&passed).unwrap(),
+            &expected,
+            "the passed-through local file",
+        );
+    }
+}
+
+#[test]
+fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing() {
+    let p = programs();
+    let cluster = cluster();
+    let markers = tempfile::tempdir().unwrap();
+    cluster.client().mkdir("/lost", 0o755).unwrap();
+    let np = 3;
+    let mut c = Command::new("timeout");
+    c.args([
+        "-k",
+        "5",
+        MPIRUN_TIMEOUT_S,
+        "mpirun",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .args(["-np", &np.to_string()])
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .arg("-x")
+    .arg(format!("LD_PRELOAD={}", library().display()));
+    for (k, v) in cluster.env() {
+        c.arg("-x").arg(format!("{k}={v}"));
+    }
+    c.args(["-x", "WEFT_MPIIO_VERBOSE=1"])
+        .arg(&p.api)
+        .args(["weft:/lost/", "--lost", markers.path().to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().expect("running mpirun");
+    let ready = markers.path().join("ready");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program never got ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // The metadata manager (server 0) crashes and comes back without the pointer.
+    cluster.kill9(0);
+    cluster.restart();
+    std::fs::write(markers.path().join("go"), b"").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out, "the program around the restart");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("lost: MPI_ERR_IO on every rank"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("/lost/lost: shared file pointer") && stderr.contains("restarted"),
+        "the error does not say what happened:\n{stderr}"
+    );
+    // Only the records of before the restart: nothing written at a forgotten offset.
+    let bytes = weft_bytes(&cluster, "/lost/lost");
+    assert_eq!(bytes.len(), np * RECORD_BYTES);
+    let mut firsts: Vec<i32> = bytes
+        .chunks(RECORD_BYTES)
+        .map(|r| i32::from_ne_bytes(r[..4].try_into().unwrap()))
+        .collect();
+    firsts.sort_unstable();
+    assert_eq!(firsts, (0..np as i32).map(|r| r * 1000).collect::<Vec<_>>());
+}
