@@ -15,6 +15,7 @@ pub mod clusterfile;
 pub mod collective;
 pub mod concurrent;
 pub mod delegation;
+pub mod meta;
 pub mod mount;
 pub mod mpiio_api;
 pub mod noncontig;
@@ -53,6 +54,9 @@ pub enum BenchCommand {
     /// The Clusterfile 2D CYCLIC(k) benchmark: view I/O against contiguous access on Weft.
     #[command(long_about = noncontig::LONG_ABOUT)]
     Noncontig(noncontig::NoncontigArgs),
+    /// Metadata operations (mdtest style): native client, mount and a local directory.
+    #[command(long_about = meta::LONG_ABOUT)]
+    Meta(meta::MetaArgs),
     /// Sequential write and read through a FUSE mount, against the native client.
     #[command(long_about = mount::LONG_ABOUT)]
     Mount(mount::MountArgs),
@@ -72,6 +76,9 @@ pub enum BenchCommand {
     /// One client process of `weft bench concurrent` (started by it, not by hand).
     #[command(hide = true)]
     ConcurrentWorker(concurrent::WorkerArgs),
+    /// One client process of `weft bench meta` (started by it, not by hand).
+    #[command(hide = true)]
+    MetaWorker(meta::WorkerArgs),
     /// One client process of `weft bench noncontig` (started by it, not by hand).
     #[command(hide = true)]
     NoncontigWorker(noncontig::WorkerArgs),
@@ -87,6 +94,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::ConcurrentWorker(a) => concurrent::worker(&a),
         BenchCommand::Noncontig(a) => noncontig::run(&a),
         BenchCommand::Mount(a) => mount::run(&a),
+        BenchCommand::Meta(a) => meta::run(&a),
+        BenchCommand::MetaWorker(a) => meta::worker(&a),
         BenchCommand::Pack(a) => pack::run(&a),
         BenchCommand::MpiioApi(a) => mpiio_api::run(&a),
         BenchCommand::Cio(a) => cio::run(&a),

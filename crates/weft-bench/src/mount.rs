@@ -567,7 +567,7 @@ impl std::ops::DerefMut for PageBuf {
 /// The mount the benchmark reads and writes through. One it started itself (a `weft
 /// mount --foreground` child on a temporary directory) is unmounted and its process
 /// ended when the guard is finished or dropped, on every path out of the benchmark.
-struct MountGuard {
+pub(crate) struct MountGuard {
     path: PathBuf,
     started: Option<Started>,
 }
@@ -580,7 +580,7 @@ struct Started {
 }
 
 impl MountGuard {
-    fn existing(dir: &Path) -> Result<MountGuard> {
+    pub(crate) fn existing(dir: &Path) -> Result<MountGuard> {
         let path = std::path::absolute(dir).with_context(|| format!("resolving {}", dir.display()))?;
         ensure!(
             weft_fuse::is_weft_mount(&path)
@@ -594,7 +594,7 @@ impl MountGuard {
 
     /// Mounts the cluster (found as every client finds it, from the environment this
     /// process inherited) on a new temporary directory and waits until it is mounted.
-    fn start() -> Result<MountGuard> {
+    pub(crate) fn start() -> Result<MountGuard> {
         let dir = tempfile::Builder::new()
             .prefix("weft-bench-mount-")
             .tempdir()
@@ -661,16 +661,16 @@ impl MountGuard {
         }
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
-    fn owned(&self) -> bool {
+    pub(crate) fn owned(&self) -> bool {
         self.started.is_some()
     }
 
     /// Unmounts a mount the benchmark started and checks that its daemon ended cleanly.
-    fn finish(mut self) -> Result<()> {
+    pub(crate) fn finish(mut self) -> Result<()> {
         let Some(mut started) = self.started.take() else {
             return Ok(());
         };

@@ -454,3 +454,120 @@ fn meta_server_killed_mid_operations_keeps_every_acknowledged_one() {
         .unwrap();
     assert_eq!(&buf, b"still here");
 }
+
+/// Group commit under a crash: 8 clients (8 connections) create files in one directory
+/// as fast as they can, so that the manager commits their creates in shared
+/// transactions; kill -9 of the manager in the middle. After the restart every
+/// acknowledged create is there, nothing else is there but at most the one create each
+/// client had in flight, and every entry is a whole file (attributes, objects, size 0).
+#[test]
+fn manager_killed_during_a_create_storm_from_8_clients_keeps_every_acknowledged_create() {
+    const CLIENTS: usize = 8;
+    let cluster = TestCluster::start();
+    cluster.client().mkdir("/storm", 0o755).unwrap();
+    let acknowledged = AtomicUsize::new(0);
+    let create = CreateOptions {
+        exclusive: true,
+        truncate: false,
+        ..CreateOptions::default()
+    };
+    // Per client: the names acknowledged, and the one in flight when the manager died.
+    let results: Vec<(Vec<String>, String)> = std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let (client, acknowledged, create) = (cluster.client(), &acknowledged, &create);
+                scope.spawn(move || {
+                    let dir = client.resolve("/storm").unwrap().inode;
+                    let mut done = Vec::new();
+                    for k in 0.. {
+                        let name = format!("c{c}.{k}");
+                        match client.create_in(dir, &name, create) {
+                            Ok(_) => {
+                                done.push(name);
+                                acknowledged.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Err(e) => {
+                                let addr = client.meta_addr();
+                                assert!(
+                                    e.to_string().contains(addr),
+                                    "error does not name the manager {addr}: {e}"
+                                );
+                                return (done, name);
+                            }
+                        }
+                        assert!(k < 1_000_000, "the manager was never killed");
+                    }
+                    unreachable!()
+                })
+            })
+            .collect();
+        wait_for("creates before the crash", Duration::from_secs(60), || {
+            (acknowledged.load(Ordering::SeqCst) >= 600).then_some(())
+        });
+        cluster.kill9(0);
+        clients.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    cluster.restart();
+
+    let checker = cluster.client();
+    let entries = checker.readdir("/storm").unwrap();
+    let listed: BTreeSet<String> = entries
+        .iter()
+        .map(|e| e.name.to_str().unwrap().to_owned())
+        .collect();
+    let mut acked_total = 0;
+    for (c, (done, in_flight)) in results.iter().enumerate() {
+        acked_total += done.len();
+        for name in done {
+            assert!(
+                listed.contains(name),
+                "client {c}'s acknowledged create of {name} is lost"
+            );
+        }
+        eprintln!(
+            "client {c}: {} creates acknowledged; in flight at the crash: {in_flight} ({})",
+            done.len(),
+            if listed.contains(in_flight) {
+                "done"
+            } else {
+                "not done"
+            }
+        );
+    }
+    let allowed: BTreeSet<&String> = results
+        .iter()
+        .flat_map(|(done, in_flight)| done.iter().chain([in_flight]))
+        .collect();
+    for name in &listed {
+        assert!(
+            allowed.contains(name),
+            "/storm/{name} was never created by anyone"
+        );
+    }
+    assert!(acked_total >= 600);
+    // No half-made entry: every one has attributes and objects, and reads as empty.
+    let mut attrs = checker.getattr_many(&entries).unwrap();
+    checker.fill_sizes(&mut attrs).unwrap();
+    for (entry, attr) in entries.iter().zip(&attrs) {
+        assert_eq!(
+            (attr.inode, attr.kind, attr.size),
+            (entry.inode, FileKind::File, 0),
+            "/storm/{}",
+            entry.name
+        );
+        let file = checker
+            .open(&format!("/storm/{}", entry.name), &OpenOptions::default())
+            .unwrap();
+        assert_eq!(
+            file.read_at(0, &mut [0u8; 16]).unwrap(),
+            0,
+            "/storm/{}",
+            entry.name
+        );
+    }
+    assert_eq!(
+        checker.statfs().unwrap().meta.files as usize,
+        listed.len(),
+        "file count"
+    );
+}

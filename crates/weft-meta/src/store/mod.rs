@@ -1,6 +1,8 @@
 //! `MetaStore`: the durable namespace (directories, inodes, attributes, layouts) on
-//! redb. One write transaction per mutating operation, committed with immediate
-//! durability: an acknowledged operation survives a crash of the server.
+//! redb. Mutating operations run in write transactions committed with immediate
+//! durability, concurrent ones sharing one transaction (group commit, `group.rs`); an
+//! operation is acknowledged only after its transaction is durable, so an acknowledged
+//! operation survives a crash of the server.
 //!
 //! Tables, one per concern:
 //! - `inodes`: inode number -> encoded inode record (`record.rs`);
@@ -25,6 +27,7 @@
 //! themselves once space is freed.
 
 mod access;
+mod group;
 mod names;
 mod ops;
 mod record;
@@ -128,6 +131,7 @@ pub struct MetaStore {
     closed: Mutex<Option<Closed>>,
     cluster: RwLock<ClusterLayout>,
     reservation: Mutex<InodeReservation>,
+    group: group::GroupCommit,
 }
 
 thread_local! {
@@ -204,6 +208,7 @@ impl MetaStore {
             closed: Mutex::new(None),
             cluster: RwLock::new(ClusterLayout::default()),
             reservation: Mutex::new(InodeReservation::default()),
+            group: group::GroupCommit::default(),
         })
     }
 
@@ -322,6 +327,12 @@ impl MetaStore {
         Ok(())
     }
 
+    /// Write transactions committed so far and the operations they held: concurrent
+    /// operations share transactions (group commit), so the second can exceed the first.
+    pub fn group_commits(&self) -> (u64, u64) {
+        self.group.committed()
+    }
+
     pub fn cluster(&self) -> ClusterLayout {
         self.cluster.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -380,25 +391,19 @@ impl MetaStore {
         Ok(inode)
     }
 
-    /// Runs `body` in one write transaction and commits it durably if `body`
-    /// succeeds; on error nothing is written. Bodies check everything before their
-    /// first write, so an error never leaves a half-done operation behind anyway.
+    /// Runs `body` in a write transaction and returns once that transaction is durably
+    /// committed; on error nothing of `body` is written. Concurrent callers share
+    /// transactions (group commit, see `group.rs`): one commit, one fsync, for every
+    /// operation that arrived while the previous group was committing. Bodies check
+    /// everything before their first write, so a refusal leaves the group's transaction
+    /// as it found it; a storage or internal error fails the whole group.
     fn write<T>(
         &self,
         body: impl FnOnce(&mut WriteTables<'_>) -> Result<T, WireError>,
     ) -> Result<T, WireError> {
-        self.with_database(|db| {
-            let mut txn = db.begin_write().storage()?;
-            // Immediate is redb's default; stated because acknowledged operations must
-            // survive a crash, which non-durable commits do not.
-            txn.set_durability(Durability::Immediate).storage()?;
-            let out = {
-                let mut tables = WriteTables::open(&txn)?;
-                body(&mut tables)?
-            };
-            txn.commit().storage()?;
-            Ok(out)
-        })
+        // Group commit inside the reopen guard: a group's transaction belongs to the
+        // database it began on, and a reopen waits until every member has its outcome.
+        self.with_database(|db| self.group.write(db, body))
     }
 
     /// Runs `body` on a consistent snapshot.
