@@ -17,8 +17,9 @@
 //! Prints a table and the targets, writes JSON and an SVG plot.
 
 use crate::collective::{compile, library, mpirun_procs, run_timed, Timing};
-use crate::report::{target_lines, write_json, Goal, Table, MIB};
-use anyhow::{bail, ensure, Context, Result};
+use crate::plot::{Figure, Panel, XAxis};
+use crate::report::{target_lines, write_results, Goal, Table, MIB};
+use anyhow::{ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -533,9 +534,7 @@ pub fn run(a: &ClusterfileArgs) -> Result<()> {
         rows: &rows,
         goals: &goals,
     };
-    write_json(&a.json, &report)?;
-    write_svg(&a.svg, &rows)?;
-    println!("JSON: {}  plot: {}", a.json.display(), a.svg.display());
+    write_results(&a.json, &a.svg, &report, &figure(&rows))?;
     Ok(())
 }
 
@@ -658,8 +657,9 @@ fn print_table(rows: &[Row]) {
 }
 
 /// Write, hot read and cold read MiB/s against the CYCLIC block size, one line per
-/// configuration (server_directed in the decentralised schedule only).
-fn write_svg(path: &Path, rows: &[Row]) -> Result<()> {
+/// configuration (server_directed in the decentralised schedule only, ROMIO on local
+/// files the baseline); the other patterns' write+sync MiB/s as bars.
+fn figure(rows: &[Row]) -> Figure {
     let cyclic: Vec<&Row> = rows
         .iter()
         .filter(|r| {
@@ -678,15 +678,17 @@ fn write_svg(path: &Path, rows: &[Row]) -> Result<()> {
             .parse::<f64>()
             .unwrap_or(1.0)
     };
-    let panels: Vec<crate::plot::Panel> = [
+    let mut panels: Vec<Panel> = [
         ("write (MiB/s)", 0usize),
         ("hot read (MiB/s)", 1),
         ("cold read (MiB/s)", 2),
     ]
     .into_iter()
-    .map(|(title, phase)| crate::plot::Panel {
+    .map(|(title, phase)| Panel {
         title: title.into(),
         x_label: "CYCLIC(k) block size k (elements)".into(),
+        y_label: "MiB/s".into(),
+        x_axis: XAxis::Log2,
         series: labels
             .iter()
             .map(|label| crate::plot::Series {
@@ -707,11 +709,20 @@ fn write_svg(path: &Path, rows: &[Row]) -> Result<()> {
             .collect(),
     })
     .collect();
-    if panels
-        .iter()
-        .all(|p| p.series.iter().all(|s| s.points.is_empty()))
-    {
-        bail!("nothing to plot: no CYCLIC(k) rows");
+    let mut others = Panel::bars(
+        "other patterns, write+sync (MiB/s)",
+        "pattern",
+        "MiB/s",
+        Vec::new(),
+    );
+    for r in rows.iter().filter(|r| {
+        !r.pattern.starts_with("cyclic") && r.schedule.as_deref().is_none_or(|s| s == SCHEDULES[0])
+    }) {
+        others.bar(&r.label(), &r.pattern, r.write_sync_mib_s);
     }
-    crate::plot::log2_x_panels(path, "Collective I/O, CYCLIC(k) x CYCLIC(k)", &panels)
+    panels.push(others);
+    Figure {
+        title: "Collective I/O, CYCLIC(k) x CYCLIC(k)".into(),
+        panels,
+    }
 }

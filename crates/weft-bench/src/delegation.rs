@@ -17,8 +17,8 @@ use std::process::Command;
 
 use crate::clusterfile::Cluster;
 use crate::collective::{compile, mpirun_procs, run_median, Case, MpiPrograms};
-use crate::plot::{log2_x_panels, Panel, Series};
-use crate::report::{write_json, Table, MIB};
+use crate::plot::{Figure, Panel, Series, XAxis};
+use crate::report::{write_results, Table, MIB};
 
 pub const LONG_ABOUT: &str = "I/O delegation: the coll_perf 3D block, the S3D-IO checkpoint and \
 the FLASH-IO checkpoint written (with sync) and read back by --procs processes with independent \
@@ -212,13 +212,15 @@ pub fn run(a: &DelegationArgs) -> Result<()> {
         }
     }
     print_table(&rows);
-    write_json(&a.json, &rows)?;
-    write_svg(&a.svg, &rows)?;
+    let results = serde_json::json!({
+        "benchmark": "delegation",
+        "command_line": crate::report::command_line(),
+        "procs": a.procs,
+        "rows": rows,
+    });
+    write_results(&a.json, &a.svg, &results, &figure(&rows))?;
     println!(
-        "JSON: {}  plot: {}  (times are the write+sync and read phases; job-scoped delegates are \
-         spawned at open, outside them)",
-        a.json.display(),
-        a.svg.display()
+        "(times are the write+sync and read phases; job-scoped delegates are spawned at open, outside them)"
     );
     Ok(())
 }
@@ -271,7 +273,7 @@ fn print_table(rows: &[Row]) {
 
 /// Write and read rate against the delegates used, per pattern; the baselines as
 /// flat lines over the same range.
-fn write_svg(path: &std::path::Path, rows: &[Row]) -> Result<()> {
+fn figure(rows: &[Row]) -> Figure {
     let mut patterns: Vec<&str> = Vec::new();
     for r in rows {
         if !patterns.contains(&r.pattern.as_str()) {
@@ -321,9 +323,14 @@ fn write_svg(path: &std::path::Path, rows: &[Row]) -> Result<()> {
             panels.push(Panel {
                 title: format!("{pattern} {phase} (MiB/s)"),
                 x_label: "delegates used".into(),
+                y_label: "MiB/s".into(),
+                x_axis: XAxis::Log2,
                 series,
             });
         }
     }
-    log2_x_panels(path, "I/O delegation", &panels)
+    Figure {
+        title: "I/O delegation".into(),
+        panels,
+    }
 }

@@ -5,7 +5,8 @@
 use crate::cluster;
 use crate::pattern;
 use crate::report::{
-    command_line, host_cpus, mib_per_s, summarise, summary_text, unix_now_s, write_json, Goal, MIB,
+    command_line, host_cpus, mib_per_s, summarise, summary_text, svg_next_to, unix_now_s, write_results,
+    Goal, MIB,
 };
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use clap::Args;
@@ -350,8 +351,14 @@ pub fn run(args: &MountArgs) -> Result<()> {
         notes: vec![NOTE_CACHE, NOTE_CHECK],
     };
     print!("{}", render(&results));
-    write_json(&args.json, &results)?;
-    println!("JSON: {}", args.json.display());
+    let figure = crate::report::phase_bars(
+        &format!("weft bench mount ({} bytes, baseline native)", results.size_bytes),
+        results
+            .summary
+            .iter()
+            .map(|s| (s.method.name(), s.phase.name(), s.mib_per_s)),
+    );
+    write_results(&args.json, &svg_next_to(&args.json), &results, &figure)?;
     Ok(())
 }
 

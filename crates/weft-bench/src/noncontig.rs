@@ -6,9 +6,11 @@
 //! P-th of the file), the reference the view figures are compared with.
 
 use crate::cluster;
+use crate::plot::{Figure, Panel, XAxis};
 use crate::procs::Workers;
 use crate::report::{
-    command_line, host_cpus, mib_per_s, trimmed_mean, unix_now_s, write_json, Goal, Table, MIB,
+    command_line, host_cpus, mib_per_s, svg_next_to, trimmed_mean, unix_now_s, write_results, Goal, Table,
+    MIB,
 };
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
@@ -631,9 +633,50 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
         goals,
         notes: vec![NOTE_CACHE],
     };
-    write_json(&args.json, &results)?;
-    eprintln!("noncontig: results written to {}", args.json.display());
+    let figure = figure(
+        &format!("weft bench noncontig: {procs} processes, {side} x {side} bytes"),
+        &results.summary,
+    );
+    write_results(&args.json, &svg_next_to(&args.json), &results, &figure)?;
     Ok(())
+}
+
+/// Write and read MiB/s against k for the CYCLIC(k) x CYCLIC(k) view, the contiguous
+/// access (the baseline) as a flat line over the same k.
+fn figure(title: &str, summary: &[Summary]) -> Figure {
+    let ks = || {
+        summary.iter().filter_map(|s| match s.access {
+            Access::Cyclic(k) => Some(k as f64),
+            Access::Contiguous => None,
+        })
+    };
+    let (lo, hi) = (ks().fold(f64::INFINITY, f64::min), ks().fold(0f64, f64::max));
+    let mut figure = Figure::new(title);
+    for (phase, rate) in [
+        ("write", (|s: &Summary| s.write_mib_per_s) as fn(&Summary) -> f64),
+        ("read", |s: &Summary| s.read_mib_per_s),
+    ] {
+        let mut panel = Panel::lines(
+            format!("{phase} (MiB/s)"),
+            "CYCLIC(k) block size k (bytes)",
+            "MiB/s",
+            XAxis::Log2,
+        );
+        for s in summary {
+            match s.access {
+                Access::Cyclic(k) => panel.point("CYCLIC(k) view", k as f64, rate(s)),
+                Access::Contiguous if lo <= hi => {
+                    panel.point("contiguous (baseline)", lo, rate(s));
+                    if hi > lo {
+                        panel.point("contiguous (baseline)", hi, rate(s));
+                    }
+                }
+                Access::Contiguous => {}
+            }
+        }
+        figure.panels.push(panel);
+    }
+    figure
 }
 
 fn one_run(

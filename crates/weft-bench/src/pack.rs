@@ -4,7 +4,8 @@
 //! CYCLIC(8) x CYCLIC(8) darray over a 256 MiB matrix on a 2 x 2 process grid; server
 //! iteration (`pieces_on`) is compared with splitting and filtering every view piece.
 
-use crate::report::{command_line, write_json, Goal, Table};
+use crate::plot::{Figure, Panel, XAxis};
+use crate::report::{command_line, svg_next_to, write_results, Goal, Table};
 use anyhow::{ensure, Result};
 use clap::Args;
 use serde::Serialize;
@@ -368,7 +369,37 @@ pub fn run(args: &PackArgs) -> Result<()> {
         server: server_rows,
         goals,
     };
-    write_json(&args.json, &results)?;
-    eprintln!("pack: results written to {}", args.json.display());
+    let figure = figure(&results);
+    write_results(&args.json, &svg_next_to(&args.json), &results, &figure)?;
     Ok(())
+}
+
+/// Pack and unpack GiB/s against the piece size with memcpy (the baseline), and the
+/// two ways of finding a server's pieces per case.
+fn figure(results: &Results) -> Figure {
+    let mut moves = Panel::lines(
+        "pack and unpack (GiB/s)",
+        "piece size (bytes)",
+        "GiB/s",
+        XAxis::Log2,
+    );
+    for f in &results.pack {
+        let x = f.piece_bytes as f64;
+        moves.point("pack", x, f.pack_gib_s);
+        moves.point("unpack", x, f.unpack_gib_s);
+        moves.point("memcpy (baseline)", x, f.memcpy_gib_s);
+    }
+    let mut server = Panel::bars("a server's pieces (ms)", "case", "ms", Vec::new());
+    for f in &results.server {
+        server.bar("pieces_on", f.case, f.pieces_on_s * 1e3);
+        server.bar("split and filter (reference)", f.case, f.filter_s * 1e3);
+    }
+    Figure {
+        title: format!(
+            "weft bench pack: {} MiB moved, best of {}",
+            results.moved_bytes >> 20,
+            results.repetitions
+        ),
+        panels: vec![moves, server],
+    }
 }

@@ -1,5 +1,8 @@
 //! `weft bench concurrent` end to end on a small real cluster: not timed, only that the
-//! benchmark runs its worker processes, moves and verifies every byte, and reports it.
+//! benchmark runs its worker processes, moves and verifies every byte, and reports it,
+//! and draws its figure next to its JSON.
+
+mod common;
 
 use serde_json::Value;
 use weft_testkit::TestCluster;
@@ -64,6 +67,35 @@ fn the_concurrent_benchmark_moves_and_verifies_every_byte_and_writes_json() {
             ("weft", "read"),
         ]
     );
+
+    // The SVG next to the JSON draws the summary: one bar per method and phase.
+    let plot = common::svg_check::assert_draws(&json, &json.with_extension("svg"));
+    assert!(stdout.contains("concurrent.svg"), "{stdout}");
+    let panel = &plot["panels"][0];
+    assert_eq!(
+        panel["x_axis"]["categories"],
+        serde_json::json!(["write", "write+sync", "read"])
+    );
+    for s in results["summary"].as_array().unwrap() {
+        let phase = ["write", "write+sync", "read"]
+            .iter()
+            .position(|p| s["phase"] == *p)
+            .unwrap();
+        let series = panel["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == s["method"])
+            .unwrap_or_else(|| panic!("no series for {s}"));
+        assert!(
+            series["points"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p[0].as_f64() == Some(phase as f64) && p[1] == s["mib_per_s"]),
+            "{s} not plotted: {series}"
+        );
+    }
 
     // Without --keep both files are gone.
     let stat = cluster.weft(&["stat", "/bench.dat"]);
