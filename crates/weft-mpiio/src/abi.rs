@@ -121,8 +121,10 @@ pub extern "C" fn weft_mpiio_open(
 ) -> c_int {
     guard(|| {
         let name = text(name, "file name")?;
-        let file = MpiFile::open(comm, name, amode, info, errhandler)?;
-        out(fh, register(file)?)
+        let opened = crate::profile::open(name, || {
+            register(MpiFile::open(comm, name, amode, info, errhandler)?)
+        })?;
+        out(fh, opened)
     })
 }
 
@@ -138,7 +140,7 @@ pub extern "C" fn weft_mpiio_close(fh: Handle) -> c_int {
         }
         // SAFETY: the pointer came from Box::into_raw and is no longer registered.
         let file = unsafe { Box::from_raw(fh as *mut MpiFile) };
-        file.close()
+        crate::profile::close(fh, || file.close())
     })
 }
 
@@ -149,7 +151,7 @@ pub extern "C" fn weft_mpiio_delete(name: *const c_char, _info: Handle) -> c_int
 
 #[no_mangle]
 pub extern "C" fn weft_mpiio_sync(fh: Handle) -> c_int {
-    guard(|| file(fh)?.sync())
+    guard(|| crate::profile::call(fh, "MPI_File_sync", || file(fh)?.sync()))
 }
 
 #[no_mangle]
@@ -159,12 +161,12 @@ pub extern "C" fn weft_mpiio_get_size(fh: Handle, size: *mut i64) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn weft_mpiio_set_size(fh: Handle, size: i64) -> c_int {
-    guard(|| file(fh)?.set_size(size, false))
+    guard(|| crate::profile::call(fh, "MPI_File_set_size", || file(fh)?.set_size(size, false)))
 }
 
 #[no_mangle]
 pub extern "C" fn weft_mpiio_preallocate(fh: Handle, size: i64) -> c_int {
-    guard(|| file(fh)?.set_size(size, true))
+    guard(|| crate::profile::call(fh, "MPI_File_preallocate", || file(fh)?.set_size(size, true)))
 }
 
 #[no_mangle]
@@ -208,7 +210,9 @@ pub extern "C" fn weft_mpiio_set_view(
 ) -> c_int {
     guard(|| {
         let datarep = text(datarep, "data representation")?;
-        file(fh)?.set_view(disp, etype, filetype, datarep, info)
+        crate::profile::call(fh, "MPI_File_set_view", || {
+            file(fh)?.set_view(disp, etype, filetype, datarep, info)
+        })
     })
 }
 
@@ -232,7 +236,7 @@ pub extern "C" fn weft_mpiio_get_view(
 
 #[no_mangle]
 pub extern "C" fn weft_mpiio_seek(fh: Handle, offset: i64, whence: c_int) -> c_int {
-    guard(|| file(fh)?.seek(offset, whence))
+    guard(|| crate::profile::call(fh, "MPI_File_seek", || file(fh)?.seek(offset, whence)))
 }
 
 #[no_mangle]
@@ -264,7 +268,9 @@ pub extern "C" fn weft_mpiio_io(
     bytes: *mut i64,
 ) -> c_int {
     guard(|| {
-        let n = file(fh)?.io(flags, offset, buf.cast(), count, datatype)?;
+        let n = crate::profile::io(fh, flags, || {
+            file(fh)?.io(flags, offset, buf.cast(), count, datatype)
+        })?;
         out(bytes, n as i64)
     })
 }
@@ -305,6 +311,7 @@ pub extern "C" fn weft_mpiio_from_fint(fint: c_int) -> Handle {
 #[no_mangle]
 pub extern "C" fn weft_mpiio_finalize() {
     guard(|| {
+        crate::profile::finalize();
         crate::spawn::finalize();
         Ok(())
     });

@@ -17,7 +17,8 @@
 //! - [`spawn`]: job-scoped delegates (hint `weft_delegates`), started with
 //!   MPI_Comm_spawn of `weft-delegate` (`src/bin/`) at open and stopped at close or
 //!   MPI_Finalize, talking over `delegate_link`;
-//! - [`trace`]: trace capture of every call's original request (hint `weft_trace`).
+//! - [`trace`]: trace capture of every call's original request (hint `weft_trace`);
+//!   [`profile`]: the per-file MPI-IO profile written at MPI_Finalize (`WEFT_PROFILE`).
 
 pub mod abi;
 pub mod collective;
@@ -29,5 +30,6 @@ pub mod error;
 pub mod file;
 pub mod hints;
 pub mod mpi;
+pub mod profile;
 pub mod spawn;
 pub mod trace;
