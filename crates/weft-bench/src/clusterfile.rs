@@ -726,3 +726,66 @@ fn figure(rows: &[Row]) -> Figure {
         panels,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pattern: &str, method: &str, tier: Tier, schedule: Option<&str>, mib_s: f64) -> Row {
+        Row {
+            pattern: pattern.into(),
+            method: method.into(),
+            tier,
+            schedule: schedule.map(String::from),
+            bytes: 1 << 20,
+            write_s: 1.0,
+            sync_s: 1.0,
+            hot_read_s: 1.0,
+            cold_read_s: None,
+            write_mib_s: mib_s,
+            write_sync_mib_s: mib_s / 2.0,
+            hot_read_mib_s: mib_s * 2.0,
+            cold_read_mib_s: None,
+            runs: Vec::new(),
+            cold_runs: Vec::new(),
+            command: String::new(),
+            chosen: None,
+        }
+    }
+
+    #[test]
+    fn the_figure_plots_bandwidth_against_k_per_configuration_and_the_other_patterns_as_bars() {
+        let mut rows = Vec::new();
+        for (k, v) in [(4, 10.0), (16, 40.0)] {
+            let pattern = format!("cyclic k={k}");
+            rows.push(row(&pattern, "romio321", Tier::Local, None, v));
+            rows.push(row(
+                &pattern,
+                "server_directed",
+                Tier::Separate(2),
+                Some(SCHEDULES[0]),
+                v * 3.0,
+            ));
+            rows.push(row(
+                &pattern,
+                "server_directed",
+                Tier::Separate(2),
+                Some(SCHEDULES[1]),
+                1.0,
+            ));
+        }
+        rows[1].cold_read_mib_s = Some(7.0);
+        rows.push(row("block3d N=16", "two_phase", Tier::Uncached, None, 5.0));
+        let f = figure(&rows);
+        let names: Vec<&str> = f.panels[0].series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["romio321 local", "server_directed 2P (2 CM) decentralised"]
+        );
+        assert_eq!(f.panels[0].series[1].points, [(4.0, 30.0), (16.0, 120.0)]);
+        assert_eq!(f.panels[1].series[0].points, [(4.0, 20.0), (16.0, 80.0)]);
+        assert_eq!(f.panels[2].series[1].points, [(4.0, 7.0)]);
+        assert_eq!(f.panels[3].series[0].points, [(0.0, 2.5)]);
+        crate::plot::assert_draws(&f);
+    }
+}

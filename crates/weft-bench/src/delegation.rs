@@ -334,3 +334,39 @@ fn figure(rows: &[Row]) -> Figure {
         panels,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(config: &str, used: u32, w: f64) -> Row {
+        Row {
+            pattern: "flash B=4".into(),
+            config: config.into(),
+            delegates_used: used,
+            bytes: 1 << 20,
+            write_mib_s: w,
+            read_mib_s: w * 2.0,
+            command: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_figure_plots_bandwidth_against_delegates_with_the_baselines_flat() {
+        let rows = vec![
+            row("romio local", 0, 50.0),
+            row("native independent", 0, 20.0),
+            row("job delegates 4", 4, 80.0),
+            row("job delegates 1", 1, 30.0),
+            row("persistent delegates 2", 2, 60.0),
+        ];
+        let f = figure(&rows);
+        assert_eq!(f.panels.len(), 2);
+        let read = &f.panels[1];
+        assert_eq!(read.series[0].points, [(1.0, 60.0), (4.0, 160.0)]);
+        assert_eq!(read.series[1].points, [(2.0, 120.0)]);
+        assert_eq!(read.series[2].name, "romio local");
+        assert_eq!(read.series[2].points, [(1.0, 100.0), (4.0, 100.0)]);
+        crate::plot::assert_draws(&f);
+    }
+}

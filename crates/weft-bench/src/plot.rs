@@ -507,6 +507,19 @@ pub fn draw(path: &Path, figure: &Figure) -> Result<()> {
 #[path = "../tests/common/svg_check.rs"]
 mod svg_check;
 
+/// Draws `figure` into a temporary file and checks the SVG against it; the benchmarks'
+/// unit tests call it on the figures they build.
+#[cfg(test)]
+pub(crate) fn assert_draws(figure: &Figure) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("figure.svg");
+    draw(&path, figure).unwrap();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    if let Err(e) = svg_check::check(&svg, &serde_json::to_value(figure).unwrap()) {
+        panic!("the SVG of {:?} is wrong: {e}", figure.title);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -465,3 +465,40 @@ pub fn run(args: &SimArgs) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod figure_tests {
+    use super::*;
+
+    fn row(policy: &str, stream: &str, unrequested: Option<&str>, mib: u64, hit_rate: f64) -> Row {
+        Row {
+            policy: policy.into(),
+            stream: stream.into(),
+            unrequested: unrequested.map(String::from),
+            cache_bytes: mib << 20,
+            cache_fraction: 0.5,
+            capacity_blocks_per_manager: 1,
+            hit_rate,
+            byte_hit_rate: hit_rate,
+            references: 10,
+            hits: 5,
+            misses: 5,
+            unasked_blocks_fetched: 0,
+        }
+    }
+
+    #[test]
+    fn the_figure_plots_hit_rate_against_cache_size_per_series() {
+        let rows = vec![
+            row("lru", "aggregated", None, 1, 0.1),
+            row("lru", "aggregated", None, 4, 0.3),
+            row("arc", "original", Some("cold"), 1, 0.2),
+            row("arc", "original", Some("cold"), 4, 0.6),
+        ];
+        let f = figure("t", &rows);
+        let names: Vec<&str> = f.panels[0].series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["lru aggregated", "arc original (cold)"]);
+        assert_eq!(f.panels[0].series[1].points, [(1.0, 0.2), (4.0, 0.6)]);
+        crate::plot::assert_draws(&f);
+    }
+}

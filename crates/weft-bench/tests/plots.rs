@@ -172,3 +172,109 @@ fn plot_refuses_bad_files_naming_them() {
     }
     assert!(!dir.path().join("old.svg").exists());
 }
+
+/// The value `key` of the first of `rows` that `pick` accepts.
+fn row_value(rows: &[Value], pick: impl Fn(&Value) -> bool, key: &str) -> f64 {
+    rows.iter()
+        .find(|r| pick(r))
+        .unwrap_or_else(|| panic!("no row for {key}"))[key]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn noncontig_plots_bandwidth_against_k_with_the_contiguous_baseline() {
+    let cluster = weft_testkit::TestCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("noncontig.json");
+    let out = cluster
+        .command("weft")
+        .args([
+            "bench",
+            "noncontig",
+            "--procs",
+            "4",
+            "--matrix-mib",
+            "1",
+            "--k",
+            "8,64",
+        ])
+        .args(["--repeat", "1", "--stripe-size", "64K", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    ok(&out);
+    let plot = assert_draws(&json, &json.with_extension("svg"));
+    let results: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let summary = results["summary"].as_array().unwrap();
+    for (panel, key) in [(0, "write_mib_per_s"), (1, "read_mib_per_s")] {
+        let cyclic = series(&plot, panel, "CYCLIC(k) view");
+        let ks: Vec<f64> = cyclic.iter().map(|p| p[0].as_f64().unwrap()).collect();
+        assert_eq!(ks, [8.0, 64.0]);
+        for p in cyclic {
+            let k = p[0].as_f64().unwrap();
+            let expected = row_value(summary, |r| r["access"]["cyclic"].as_f64() == Some(k), key);
+            assert_eq!(p[1].as_f64().unwrap(), expected, "{key} at k={k}");
+        }
+        let baseline = series(&plot, panel, "contiguous (baseline)");
+        let contiguous = row_value(summary, |r| r["access"] == "contiguous", key);
+        assert!(baseline.iter().all(|p| p[1].as_f64() == Some(contiguous)));
+        assert_eq!(baseline.len(), 2, "a flat line over the k measured");
+    }
+}
+
+#[test]
+fn collective_plots_every_method_and_baseline_per_pattern() {
+    let cluster = weft_testkit::TestCluster::start();
+    cluster.weft(&["mkdir", "/bc"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("collective.json");
+    let out = cluster
+        .command("weft")
+        .args([
+            "bench",
+            "collective",
+            "--procs",
+            "2",
+            "--n",
+            "16",
+            "--cyclic-n",
+            "64",
+            "--k",
+            "4,16",
+        ])
+        .args([
+            "--s3d-n",
+            "8",
+            "--methods",
+            "two_phase,independent",
+            "--baselines",
+            "romio321",
+        ])
+        .args(["--path", "/bc", "--json"])
+        .arg(&json)
+        .arg("--svg")
+        .arg(dir.path().join("c.svg"))
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .unwrap();
+    ok(&out);
+    let plot = assert_draws(&json, &dir.path().join("c.svg"));
+    let results: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = results["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4 * 3, "4 patterns x (2 methods + 1 baseline)");
+    let categories = plot["panels"][0]["x_axis"]["categories"].as_array().unwrap();
+    assert_eq!(categories.len(), 4);
+    for (panel, key) in [(0, "write_mib_s"), (1, "read_mib_s")] {
+        for method in ["romio321", "two_phase", "independent"] {
+            let points = series(&plot, panel, method);
+            assert_eq!(points.len(), 4, "{method}");
+            for p in points {
+                let pattern = &categories[p[0].as_f64().unwrap() as usize];
+                let expected = row_value(rows, |r| r["method"] == method && r["pattern"] == *pattern, key);
+                assert_eq!(p[1].as_f64().unwrap(), expected, "{method} {pattern} {key}");
+            }
+        }
+    }
+}
