@@ -33,7 +33,7 @@ for --synthetic-procs processes without running them, and simulates each trace s
 against cache size (nine sizes from 1/16 to 2x the data touched) for LRU, LFU, FIFO, ARC and S3-FIFO, \
 fed the aggregated requests and the processes' original ones. Prints per trace set the hit rates and each \
 series' mean against aggregated LRU, a summary, and the target (CIO-aware ARC >= +60% over aggregated LRU \
-on the tile workload); writes the traces, JSON and one SVG plot per trace set under --out.\n\nNeeds a \
+on the tile workload); writes the traces, JSON, one SVG plot per trace set and cio.svg (mean hit rates) under --out.\n\nNeeds a \
 running cluster (`weft up`), mpicc and mpirun, and libweft_mpiio.so next to the weft binary (--no-run: \
 the generated traces only). Example:\n  weft bench cio --procs 4 --synthetic-procs 32";
 

@@ -26,7 +26,7 @@ start together (a barrier through pipes). In the same run the same processes do 
 pwrite/pread on one shared local file, the baseline. Every process checks the data it read back; \
 a mismatch fails the benchmark.\n\nEach configuration runs --repeat times; with 3 or more runs the \
 lowest and highest are dropped and the rest averaged (as PVFS did). Prints a table and writes every \
-timing to --json.\n\nNeeds a running cluster (`weft up`). Example:\n  weft bench concurrent --procs 4 \
+timing to --json, and a plot of the summary next to it (.svg).\n\nNeeds a running cluster (`weft up`). Example:\n  weft bench concurrent --procs 4 \
 --block-mib 256";
 
 /// More client processes than this is a typo, not a benchmark.
@@ -66,7 +66,8 @@ pub struct ConcurrentArgs {
     /// Io servers to stripe over (0 = all). Default: the cluster's.
     #[arg(long, value_name = "N")]
     pub stripe_count: Option<u32>,
-    /// Where to write the JSON results (the directory is created).
+    /// Where to write the JSON results (the directory is created); the SVG plot goes
+    /// next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/concurrent.json", value_name = "FILE")]
     pub json: PathBuf,
     /// Keep the Weft file and the local file afterwards.
@@ -347,7 +348,8 @@ struct Results {
 const NOTE_CACHE: &str = "reads on both sides are likely served from the page cache (the local \
 file's, and the io servers' object files'): dropping caches needs root, so both sides are equal";
 
-/// Runs the benchmark: prints the table on stdout, progress on stderr, JSON to --json.
+/// Runs the benchmark: prints the table on stdout, progress on stderr, JSON to --json, the
+/// plot next to it.
 pub fn run(args: &ConcurrentArgs) -> Result<()> {
     let procs = args.procs;
     ensure!(

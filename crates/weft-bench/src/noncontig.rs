@@ -28,7 +28,8 @@ carry only (view id, interval), and each server gathers or scatters its own piec
 file is created afresh; phases start together (a barrier through pipes); bandwidth = matrix bytes / \
 slowest process's time. In the same run the same processes write and read the same bytes \
 contiguously (process r the r-th P-th of the file): the reference. Every process checks what it \
-reads back, and unless --no-verify the whole file is checked after each write phase.\n\nTargets: \
+reads back, and unless --no-verify the whole file is checked after each write phase. Writes JSON \
+to --json and a plot of MiB/s against k next to it (.svg).\n\nTargets: \
 view I/O at k >= 32 at least 0.5x the contiguous reference, at k = 8 at least 0.2x.\n\nNeeds a \
 running cluster (`weft up`). Example:\n  weft bench noncontig --procs 4 --matrix-mib 256";
 
@@ -64,7 +65,8 @@ pub struct NoncontigArgs {
     /// Skip checking the whole file after each write phase.
     #[arg(long)]
     pub no_verify: bool,
-    /// Where to write the JSON results (the directory is created).
+    /// Where to write the JSON results (the directory is created); the SVG plot goes
+    /// next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/noncontig.json", value_name = "FILE")]
     pub json: PathBuf,
 }
@@ -439,7 +441,8 @@ struct Results {
 const NOTE_CACHE: &str = "no sync: writes and reads go to and from the io servers' page cache, \
 as the paper's buffer-cache columns did; both sides of every ratio are measured alike";
 
-/// Runs the benchmark: prints the table on stdout, progress on stderr, JSON to --json.
+/// Runs the benchmark: prints the table on stdout, progress on stderr, JSON to --json, the
+/// plot next to it.
 pub fn run(args: &NoncontigArgs) -> Result<()> {
     let procs = args.procs;
     ensure!(

@@ -21,7 +21,7 @@ memory and a contiguous buffer, against a plain memcpy of the same bytes measure
 (best round of each). Piece iteration walks rank 0's share of a CYCLIC(8) x CYCLIC(8) darray over a \
 256 MiB matrix (2 x 2 grid); server iteration finds server 0's pieces with pieces_on and, as the \
 reference, by splitting and filtering every view piece.\n\nTarget: pack and unpack of 32-byte pieces \
-at least 0.3x memcpy. Example:\n  weft bench pack";
+at least 0.3x memcpy. Writes JSON to --json and a plot next to it (.svg). Example:\n  weft bench pack";
 
 const MOVED_BYTES: usize = 64 << 20;
 const GIB: f64 = (1u64 << 30) as f64;
@@ -33,7 +33,8 @@ pub struct PackArgs {
     /// jobs on the machine).
     #[arg(long, default_value_t = 7, value_name = "N")]
     pub repetitions: u32,
-    /// Where to write the JSON results (the directory is created).
+    /// Where to write the JSON results (the directory is created); the SVG plot goes
+    /// next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/pack.json", value_name = "FILE")]
     pub json: PathBuf,
 }
@@ -227,7 +228,8 @@ struct Results {
     goals: Vec<Goal>,
 }
 
-/// Runs the benchmark: prints the tables on stdout, JSON to --json.
+/// Runs the benchmark: prints the tables on stdout, JSON to --json, the
+/// plot next to it.
 pub fn run(args: &PackArgs) -> Result<()> {
     let repetitions = args.repetitions;
     ensure!(
