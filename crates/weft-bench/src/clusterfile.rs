@@ -658,7 +658,8 @@ fn print_table(rows: &[Row]) {
 
 /// Write, hot read and cold read MiB/s against the CYCLIC block size, one line per
 /// configuration (server_directed in the decentralised schedule only, ROMIO on local
-/// files the baseline); the other patterns' write+sync MiB/s as bars.
+/// files the baseline); the other patterns' write+sync MiB/s as bars; write and hot
+/// read against the number of separate cache managers.
 fn figure(rows: &[Row]) -> Figure {
     let cyclic: Vec<&Row> = rows
         .iter()
@@ -721,6 +722,26 @@ fn figure(rows: &[Row]) -> Figure {
         others.bar(&r.label(), &r.pattern, r.write_sync_mib_s);
     }
     panels.push(others);
+    // Clusterfile's two-phase against the number of separate cache managers.
+    for (title, rate) in [
+        (
+            "2P write vs cache managers (MiB/s)",
+            (|r: &Row| r.write_mib_s) as fn(&Row) -> f64,
+        ),
+        ("2P hot read vs cache managers (MiB/s)", |r: &Row| {
+            r.hot_read_mib_s
+        }),
+    ] {
+        let mut panel = Panel::lines(title, "separate cache managers", "MiB/s", XAxis::Log2);
+        for r in rows {
+            if let Tier::Separate(n) = r.tier {
+                if r.schedule.as_deref().is_none_or(|s| s == SCHEDULES[0]) {
+                    panel.point(&format!("{} {}", r.method, r.pattern), f64::from(n), rate(r));
+                }
+            }
+        }
+        panels.push(panel);
+    }
     Figure {
         title: "Collective I/O, CYCLIC(k) x CYCLIC(k)".into(),
         panels,
@@ -776,6 +797,13 @@ mod tests {
         }
         rows[1].cold_read_mib_s = Some(7.0);
         rows.push(row("block3d N=16", "two_phase", Tier::Uncached, None, 5.0));
+        rows.push(row(
+            "block3d N=16",
+            "server_directed",
+            Tier::Separate(4),
+            Some(SCHEDULES[0]),
+            8.0,
+        ));
         let f = figure(&rows);
         let names: Vec<&str> = f.panels[0].series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
@@ -786,6 +814,20 @@ mod tests {
         assert_eq!(f.panels[1].series[0].points, [(4.0, 20.0), (16.0, 80.0)]);
         assert_eq!(f.panels[2].series[1].points, [(4.0, 7.0)]);
         assert_eq!(f.panels[3].series[0].points, [(0.0, 2.5)]);
+        assert_eq!(f.panels[3].series[1].points, [(0.0, 4.0)]);
+        let by_cms: Vec<(&str, &[(f64, f64)])> = f.panels[4]
+            .series
+            .iter()
+            .map(|s| (s.name.as_str(), &s.points[..]))
+            .collect();
+        assert_eq!(
+            by_cms,
+            [
+                ("server_directed cyclic k=4", &[(2.0, 30.0)][..]),
+                ("server_directed cyclic k=16", &[(2.0, 120.0)][..]),
+                ("server_directed block3d N=16", &[(4.0, 8.0)][..]),
+            ]
+        );
         crate::plot::assert_draws(&f);
     }
 }

@@ -121,3 +121,54 @@ fn the_benchmark_fails_clearly_without_a_cluster() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("weft up"), "{stderr}");
 }
+
+#[test]
+fn a_sweep_of_process_counts_plots_bandwidth_against_the_processes() {
+    let cluster = TestCluster::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let json = scratch.path().join("sweep.json");
+    let out = cluster
+        .command("weft")
+        .args(["bench", "concurrent", "--procs", "1,2", "--block-mib", "2"])
+        .args(["--repeat", "1", "--stripe-size", "64K", "--json"])
+        .arg(&json)
+        .arg("--local-dir")
+        .arg(scratch.path())
+        .output()
+        .expect("running weft bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "weft bench failed:\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let sweep = results["sweep"].as_array().unwrap();
+    let procs: Vec<u64> = sweep.iter().map(|r| r["procs"].as_u64().unwrap()).collect();
+    assert_eq!(procs, [1, 2]);
+    assert_eq!(sweep[1]["total_bytes"], 2 * 2 * MIB);
+    let plot = common::svg_check::assert_draws(&json, &json.with_extension("svg"));
+    let titles: Vec<&str> = plot["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["write (MiB/s)", "write+sync (MiB/s)", "read (MiB/s)"]);
+    for (panel, phase) in ["write", "write+sync", "read"].iter().enumerate() {
+        for series in plot["panels"][panel]["series"].as_array().unwrap() {
+            let points = series["points"].as_array().unwrap();
+            for (point, results) in points.iter().zip(sweep) {
+                assert_eq!(point[0], results["procs"].as_f64().unwrap());
+                let row = results["summary"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|s| s["method"] == series["name"] && s["phase"] == *phase)
+                    .unwrap();
+                assert_eq!(point[1], row["mib_per_s"], "{phase} {}", series["name"]);
+            }
+            assert_eq!(points.len(), 2);
+        }
+    }
+}
