@@ -280,3 +280,47 @@ fn the_profile_goes_to_the_working_directory_only_when_asked_for() {
     );
     assert!(stderr.contains("weft:/p2/a: 2 processes"), "{stderr}");
 }
+
+/// Job-scoped delegates are separate MPI processes (spawned at open, stopped at close):
+/// with them the profile is the same, and nothing waits at MPI_Finalize.
+#[test]
+fn the_profile_of_a_job_with_job_scoped_delegates_counts_the_same() {
+    let cluster = cluster();
+    cluster.weft(&["mkdir", "/pd"]);
+    let out_dir = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let out = run(
+        2,
+        &cluster,
+        cwd.path(),
+        &[
+            ("WEFT_PROFILE", out_dir.path().to_str().unwrap()),
+            ("WEFT_PRINT_HINTS", "1"),
+        ],
+        &[
+            "weft:/pd/",
+            cwd.path().to_str().unwrap(),
+            "weft_delegates=2",
+            "weft_delegate_memory=4194304",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    // The delegates ran: WEFT_PRINT_HINTS names them at the open.
+    assert!(stderr.contains("delegates"), "{stderr}");
+    let found = profiles(out_dir.path());
+    assert_eq!(found.len(), 1, "{found:?}");
+    let job: Value = serde_json::from_slice(&std::fs::read(&found[0]).unwrap()).unwrap();
+    assert_eq!(job["processes"], 2);
+    let a = &job["files"][0];
+    assert_eq!(a["file"], "weft:/pd/a");
+    assert_eq!(a["calls"]["MPI_File_write_at_all"]["count"], 6);
+    assert_eq!(a["bytes_written"], 2 * 3100);
+    assert_eq!(a["bytes_read"], 2 * 1000);
+    let methods = a["methods"].as_object().unwrap();
+    assert_eq!(
+        methods.values().map(|n| n.as_u64().unwrap()).sum::<u64>(),
+        6,
+        "{methods:?}"
+    );
+}
