@@ -16,7 +16,8 @@ use serde::Serialize;
 use weft_trace::synth::{self, Setup, Workload};
 
 use crate::collective::{compile_mpi, library, mpirun_procs};
-use crate::report::{target_lines, write_json, Goal, Table};
+use crate::plot::{Figure, Panel};
+use crate::report::{target_lines, write_results, Goal, Table};
 use crate::simulate::{self, Report, SimArgs};
 
 const PROGRAM_SOURCE: &str = include_str!("../c/cio_workloads.c");
@@ -32,7 +33,7 @@ for --synthetic-procs processes without running them, and simulates each trace s
 against cache size (nine sizes from 1/16 to 2x the data touched) for LRU, LFU, FIFO, ARC and S3-FIFO, \
 fed the aggregated requests and the processes' original ones. Prints per trace set the hit rates and each \
 series' mean against aggregated LRU, a summary, and the target (CIO-aware ARC >= +60% over aggregated LRU \
-on the tile workload); writes the traces, JSON and one SVG plot per trace set under --out.\n\nNeeds a \
+on the tile workload); writes the traces, JSON, one SVG plot per trace set and cio.svg (mean hit rates) under --out.\n\nNeeds a \
 running cluster (`weft up`), mpicc and mpirun, and libweft_mpiio.so next to the weft binary (--no-run: \
 the generated traces only). Example:\n  weft bench cio --procs 4 --synthetic-procs 32";
 
@@ -374,18 +375,55 @@ pub fn run(a: &CioArgs) -> Result<()> {
     print!("{}", t.render());
     print!("{}", target_lines(&goals));
     println!("note: the online target (the cache tier with CIO-aware ARC reading the tile workload >= 1.3x faster than aggregated LRU at half the data) needs the cache managers to apply the attached pattern; not measured here");
-    let json = a.out.join("cio.json");
-    write_json(
-        &json,
+    let figure = summary_figure(&sets);
+    write_results(
+        &a.out.join("cio.json"),
+        &a.out.join("cio.svg"),
         &Output {
             command: crate::report::command_line(),
             sets,
             goals,
         },
+        &figure,
     )?;
-    println!("JSON: {}  plots: {}/*.svg", json.display(), a.out.display());
+    println!(
+        "hit rate vs cache size per trace set: {}/<set>.svg",
+        a.out.display()
+    );
     Ok(())
 }
+
+/// Mean hit rate over the cache sizes per trace set: aggregated LRU (the baseline) and
+/// the collective-I/O-aware policies.
+fn summary_figure(sets: &[TraceSet]) -> Figure {
+    let mut panel = Panel::bars(
+        "mean hit rate over the cache sizes",
+        "trace set",
+        "hit rate",
+        Vec::new(),
+    );
+    for s in sets {
+        let set = format!("{} p{} {}", s.workload, s.procs, s.source);
+        for (label, series) in SUMMARY_SERIES {
+            if let Some(x) = s.report.summary.iter().find(|x| x.series == series) {
+                panel.bar(label, &set, x.mean_hit_rate);
+            }
+        }
+    }
+    Figure {
+        title: "weft bench cio: collective-I/O-aware caching".into(),
+        panels: vec![panel],
+    }
+}
+
+/// The series of the summary, as labelled in its table and figure.
+const SUMMARY_SERIES: [(&str, &str); 5] = [
+    ("agg LRU", "lru aggregated"),
+    ("CIO LRU", "lru original (cold)"),
+    ("CIO LFU", "lfu original (cold)"),
+    ("CIO ARC", "arc original (cold)"),
+    ("CIO S3-FIFO", "s3fifo original (cold)"),
+];
 
 /// `weft bench cio-record`: one workload on the cluster, traced.
 pub fn run_record(a: &CioRecordArgs) -> Result<()> {

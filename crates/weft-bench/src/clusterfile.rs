@@ -17,8 +17,9 @@
 //! Prints a table and the targets, writes JSON and an SVG plot.
 
 use crate::collective::{compile, library, mpirun_procs, run_timed, Timing};
-use crate::report::{target_lines, write_json, Goal, Table, MIB};
-use anyhow::{bail, ensure, Context, Result};
+use crate::plot::{Figure, Panel, XAxis};
+use crate::report::{target_lines, write_results, Goal, Table, MIB};
+use anyhow::{ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -533,9 +534,7 @@ pub fn run(a: &ClusterfileArgs) -> Result<()> {
         rows: &rows,
         goals: &goals,
     };
-    write_json(&a.json, &report)?;
-    write_svg(&a.svg, &rows)?;
-    println!("JSON: {}  plot: {}", a.json.display(), a.svg.display());
+    write_results(&a.json, &a.svg, &report, &figure(&rows))?;
     Ok(())
 }
 
@@ -658,8 +657,10 @@ fn print_table(rows: &[Row]) {
 }
 
 /// Write, hot read and cold read MiB/s against the CYCLIC block size, one line per
-/// configuration (server_directed in the decentralised schedule only).
-fn write_svg(path: &Path, rows: &[Row]) -> Result<()> {
+/// configuration (server_directed in the decentralised schedule only, ROMIO on local
+/// files the baseline); the other patterns' write+sync MiB/s as bars; write and hot
+/// read against the number of separate cache managers.
+fn figure(rows: &[Row]) -> Figure {
     let cyclic: Vec<&Row> = rows
         .iter()
         .filter(|r| {
@@ -678,15 +679,17 @@ fn write_svg(path: &Path, rows: &[Row]) -> Result<()> {
             .parse::<f64>()
             .unwrap_or(1.0)
     };
-    let panels: Vec<crate::plot::Panel> = [
+    let mut panels: Vec<Panel> = [
         ("write (MiB/s)", 0usize),
         ("hot read (MiB/s)", 1),
         ("cold read (MiB/s)", 2),
     ]
     .into_iter()
-    .map(|(title, phase)| crate::plot::Panel {
+    .map(|(title, phase)| Panel {
         title: title.into(),
         x_label: "CYCLIC(k) block size k (elements)".into(),
+        y_label: "MiB/s".into(),
+        x_axis: XAxis::Log2,
         series: labels
             .iter()
             .map(|label| crate::plot::Series {
@@ -707,11 +710,124 @@ fn write_svg(path: &Path, rows: &[Row]) -> Result<()> {
             .collect(),
     })
     .collect();
-    if panels
-        .iter()
-        .all(|p| p.series.iter().all(|s| s.points.is_empty()))
-    {
-        bail!("nothing to plot: no CYCLIC(k) rows");
+    let mut others = Panel::bars(
+        "other patterns, write+sync (MiB/s)",
+        "pattern",
+        "MiB/s",
+        Vec::new(),
+    );
+    for r in rows.iter().filter(|r| {
+        !r.pattern.starts_with("cyclic") && r.schedule.as_deref().is_none_or(|s| s == SCHEDULES[0])
+    }) {
+        others.bar(&r.label(), &r.pattern, r.write_sync_mib_s);
     }
-    crate::plot::log2_x_panels(path, "Collective I/O, CYCLIC(k) x CYCLIC(k)", &panels)
+    panels.push(others);
+    // Clusterfile's two-phase against the number of separate cache managers.
+    for (title, rate) in [
+        (
+            "2P write vs cache managers (MiB/s)",
+            (|r: &Row| r.write_mib_s) as fn(&Row) -> f64,
+        ),
+        ("2P hot read vs cache managers (MiB/s)", |r: &Row| {
+            r.hot_read_mib_s
+        }),
+    ] {
+        let mut panel = Panel::lines(title, "separate cache managers", "MiB/s", XAxis::Log2);
+        for r in rows {
+            if let Tier::Separate(n) = r.tier {
+                if r.schedule.as_deref().is_none_or(|s| s == SCHEDULES[0]) {
+                    panel.point(&format!("{} {}", r.method, r.pattern), f64::from(n), rate(r));
+                }
+            }
+        }
+        panels.push(panel);
+    }
+    Figure {
+        title: "Collective I/O, CYCLIC(k) x CYCLIC(k)".into(),
+        panels,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pattern: &str, method: &str, tier: Tier, schedule: Option<&str>, mib_s: f64) -> Row {
+        Row {
+            pattern: pattern.into(),
+            method: method.into(),
+            tier,
+            schedule: schedule.map(String::from),
+            bytes: 1 << 20,
+            write_s: 1.0,
+            sync_s: 1.0,
+            hot_read_s: 1.0,
+            cold_read_s: None,
+            write_mib_s: mib_s,
+            write_sync_mib_s: mib_s / 2.0,
+            hot_read_mib_s: mib_s * 2.0,
+            cold_read_mib_s: None,
+            runs: Vec::new(),
+            cold_runs: Vec::new(),
+            command: String::new(),
+            chosen: None,
+        }
+    }
+
+    #[test]
+    fn the_figure_plots_bandwidth_against_k_per_configuration_and_the_other_patterns_as_bars() {
+        let mut rows = Vec::new();
+        for (k, v) in [(4, 10.0), (16, 40.0)] {
+            let pattern = format!("cyclic k={k}");
+            rows.push(row(&pattern, "romio321", Tier::Local, None, v));
+            rows.push(row(
+                &pattern,
+                "server_directed",
+                Tier::Separate(2),
+                Some(SCHEDULES[0]),
+                v * 3.0,
+            ));
+            rows.push(row(
+                &pattern,
+                "server_directed",
+                Tier::Separate(2),
+                Some(SCHEDULES[1]),
+                1.0,
+            ));
+        }
+        rows[1].cold_read_mib_s = Some(7.0);
+        rows.push(row("block3d N=16", "two_phase", Tier::Uncached, None, 5.0));
+        rows.push(row(
+            "block3d N=16",
+            "server_directed",
+            Tier::Separate(4),
+            Some(SCHEDULES[0]),
+            8.0,
+        ));
+        let f = figure(&rows);
+        let names: Vec<&str> = f.panels[0].series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["romio321 local", "server_directed 2P (2 CM) decentralised"]
+        );
+        assert_eq!(f.panels[0].series[1].points, [(4.0, 30.0), (16.0, 120.0)]);
+        assert_eq!(f.panels[1].series[0].points, [(4.0, 20.0), (16.0, 80.0)]);
+        assert_eq!(f.panels[2].series[1].points, [(4.0, 7.0)]);
+        assert_eq!(f.panels[3].series[0].points, [(0.0, 2.5)]);
+        assert_eq!(f.panels[3].series[1].points, [(0.0, 4.0)]);
+        let by_cms: Vec<(&str, &[(f64, f64)])> = f.panels[4]
+            .series
+            .iter()
+            .map(|s| (s.name.as_str(), &s.points[..]))
+            .collect();
+        assert_eq!(
+            by_cms,
+            [
+                ("server_directed cyclic k=4", &[(2.0, 30.0)][..]),
+                ("server_directed cyclic k=16", &[(2.0, 120.0)][..]),
+                ("server_directed block3d N=16", &[(4.0, 8.0)][..]),
+            ]
+        );
+        crate::plot::assert_draws(&f);
+    }
 }

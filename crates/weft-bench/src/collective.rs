@@ -6,7 +6,8 @@
 //! collectively (with MPI_File_sync), reads back collectively and checks the data.
 //! This crate does not link MPI: it runs mpirun.
 
-use crate::report::{write_json, Table, MIB};
+use crate::plot::{Figure, Panel};
+use crate::report::{command_line, write_results, Table, MIB};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -334,9 +335,13 @@ pub fn run(a: &CollectiveArgs) -> Result<()> {
         }
     }
     print_table(&rows);
-    write_json(&a.json, &rows)?;
-    write_svg(&a.svg, &rows)?;
-    println!("JSON: {}  plot: {}", a.json.display(), a.svg.display());
+    let results = serde_json::json!({
+        "benchmark": "collective",
+        "command_line": command_line(),
+        "procs": a.procs,
+        "rows": rows,
+    });
+    write_results(&a.json, &a.svg, &results, &figure(a, &rows))?;
     Ok(())
 }
 
@@ -384,79 +389,17 @@ fn print_table(rows: &[Row]) {
     print!("{}", t.render());
 }
 
-/// A grouped bar chart: one group per pattern, write and read bars per method.
-fn write_svg(path: &Path, rows: &[Row]) -> Result<()> {
-    let mut patterns: Vec<&str> = Vec::new();
-    let mut methods: Vec<&str> = Vec::new();
+/// Write and read MiB/s as grouped bars: one group per pattern, one bar per method
+/// (the MPI library's own MPI-IO on local files, the baseline, among them).
+fn figure(a: &CollectiveArgs, rows: &[Row]) -> Figure {
+    let mut write = Panel::bars("write (MiB/s)", "pattern", "MiB/s", Vec::new());
+    let mut read = Panel::bars("read (MiB/s)", "pattern", "MiB/s", Vec::new());
     for r in rows {
-        if !patterns.contains(&r.pattern.as_str()) {
-            patterns.push(&r.pattern);
-        }
-        if !methods.contains(&r.method.as_str()) {
-            methods.push(&r.method);
-        }
+        write.bar(&r.method, &r.pattern, r.write_mib_s);
+        read.bar(&r.method, &r.pattern, r.read_mib_s);
     }
-    let max = rows
-        .iter()
-        .map(|r| r.write_mib_s.max(r.read_mib_s))
-        .fold(1.0f64, f64::max);
-    let bar = 9.0;
-    let group = methods.len() as f64 * 2.0 * bar + 30.0;
-    let (left, top, height) = (60.0, 30.0, 300.0);
-    let width = left + group * patterns.len() as f64 + 200.0;
-    let colors = [
-        "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
-    ];
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">\n",
-        top + height + 60.0
-    );
-    svg += &format!(
-        "<text x=\"{left}\" y=\"18\">MiB/s, write (solid) and read (light), by pattern and method</text>\n"
-    );
-    for i in 0..=4 {
-        let v = max * i as f64 / 4.0;
-        let y = top + height - height * i as f64 / 4.0;
-        svg += &format!("<line x1=\"{left}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"#ddd\"/><text x=\"5\" y=\"{y}\">{v:.0}</text>\n", width - 200.0);
+    Figure {
+        title: format!("weft bench collective: {} processes", a.procs),
+        panels: vec![write, read],
     }
-    for (p, pattern) in patterns.iter().enumerate() {
-        let x0 = left + group * p as f64 + 10.0;
-        for (m, method) in methods.iter().enumerate() {
-            let Some(r) = rows.iter().find(|r| r.pattern == *pattern && r.method == *method) else {
-                continue;
-            };
-            let color = colors[m % colors.len()];
-            for (k, v) in [r.write_mib_s, r.read_mib_s].into_iter().enumerate() {
-                let h = height * v / max;
-                let x = x0 + (m as f64 * 2.0 + k as f64) * bar;
-                let opacity = if k == 0 { 1.0 } else { 0.5 };
-                svg += &format!(
-                    "<rect x=\"{x}\" y=\"{}\" width=\"{}\" height=\"{h}\" fill=\"{color}\" fill-opacity=\"{opacity}\"><title>{method} {}: {v:.1} MiB/s</title></rect>\n",
-                    top + height - h,
-                    bar - 1.0,
-                    if k == 0 { "write" } else { "read" }
-                );
-            }
-        }
-        svg += &format!(
-            "<text x=\"{x0}\" y=\"{}\">{pattern}</text>\n",
-            top + height + 15.0
-        );
-    }
-    for (m, method) in methods.iter().enumerate() {
-        let y = top + 15.0 * m as f64;
-        let x = width - 190.0;
-        svg += &format!(
-            "<rect x=\"{x}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{method}</text>\n",
-            y - 9.0,
-            colors[m % colors.len()],
-            x + 15.0,
-            y
-        );
-    }
-    svg += "</svg>\n";
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
 }

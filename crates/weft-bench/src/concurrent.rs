@@ -5,9 +5,11 @@
 
 use crate::cluster;
 use crate::pattern;
+use crate::plot::{Figure, Panel, XAxis};
 use crate::procs::{self, Workers};
 use crate::report::{
-    command_line, host_cpus, mib_per_s, summarise, summary_text, unix_now_s, write_json, Goal, MIB,
+    command_line, host_cpus, mib_per_s, summarise, summary_text, svg_next_to, unix_now_s, write_results,
+    Goal, MIB,
 };
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
@@ -25,7 +27,7 @@ start together (a barrier through pipes). In the same run the same processes do 
 pwrite/pread on one shared local file, the baseline. Every process checks the data it read back; \
 a mismatch fails the benchmark.\n\nEach configuration runs --repeat times; with 3 or more runs the \
 lowest and highest are dropped and the rest averaged (as PVFS did). Prints a table and writes every \
-timing to --json.\n\nNeeds a running cluster (`weft up`). Example:\n  weft bench concurrent --procs 4 \
+timing to --json, and a plot of the summary next to it (.svg).\n\nNeeds a running cluster (`weft up`). Example:\n  weft bench concurrent --procs 4 \
 --block-mib 256";
 
 /// More client processes than this is a typo, not a benchmark.
@@ -36,9 +38,10 @@ pub const REPEAT_MAX: u32 = 100;
 
 #[derive(Args, Debug, Clone)]
 pub struct ConcurrentArgs {
-    /// Client processes.
-    #[arg(long, default_value_t = 4, value_name = "P")]
-    pub procs: u32,
+    /// Client processes; several (comma separated) run the benchmark once for each and
+    /// plot bandwidth against the number of processes.
+    #[arg(long, default_value = "4", value_delimiter = ',', value_name = "P,...")]
+    pub procs: Vec<u32>,
     /// MiB each process writes and reads. Default: 1024 / P (1 GiB in all).
     #[arg(long, value_name = "B")]
     pub block_mib: Option<u64>,
@@ -65,7 +68,8 @@ pub struct ConcurrentArgs {
     /// Io servers to stripe over (0 = all). Default: the cluster's.
     #[arg(long, value_name = "N")]
     pub stripe_count: Option<u32>,
-    /// Where to write the JSON results (the directory is created).
+    /// Where to write the JSON results (the directory is created); the SVG plot goes
+    /// next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/concurrent.json", value_name = "FILE")]
     pub json: PathBuf,
     /// Keep the Weft file and the local file afterwards.
@@ -346,9 +350,70 @@ struct Results {
 const NOTE_CACHE: &str = "reads on both sides are likely served from the page cache (the local \
 file's, and the io servers' object files'): dropping caches needs root, so both sides are equal";
 
-/// Runs the benchmark: prints the table on stdout, progress on stderr, JSON to --json.
+/// Most process counts of one sweep.
+pub const SWEEP_MAX: usize = 16;
+
+/// Runs the benchmark for each process count: prints the tables on stdout, progress on
+/// stderr, JSON to --json and the plot next to it: bars per method and phase for one
+/// count, bandwidth against the process count for several (the JSON's `sweep` then
+/// holds one result per count).
 pub fn run(args: &ConcurrentArgs) -> Result<()> {
-    let procs = args.procs;
+    ensure!(
+        (1..=SWEEP_MAX).contains(&args.procs.len()),
+        "--procs: 1 to {SWEEP_MAX} process counts"
+    );
+    let mut all = Vec::new();
+    for &procs in &args.procs {
+        all.push(measure(args, procs)?);
+    }
+    let svg = svg_next_to(&args.json);
+    if let [results] = &all[..] {
+        let figure = crate::report::phase_bars(
+            &format!(
+                "weft bench concurrent: {} processes, {} bytes, baseline local",
+                results.procs, results.total_bytes
+            ),
+            results
+                .summary
+                .iter()
+                .map(|s| (s.method.name(), s.phase.name(), s.mib_per_s)),
+        );
+        return write_results(&args.json, &svg, results, &figure);
+    }
+    let figure = sweep_figure(&all);
+    let sweep = serde_json::json!({
+        "benchmark": "concurrent",
+        "command_line": command_line(),
+        "procs": args.procs,
+        "sweep": all,
+    });
+    write_results(&args.json, &svg, &sweep, &figure)
+}
+
+/// MiB/s against the number of processes, a panel per phase, a line per method.
+fn sweep_figure(all: &[Results]) -> Figure {
+    let mut panels: Vec<Panel> = Vec::new();
+    for results in all {
+        for s in &results.summary {
+            let title = format!("{} (MiB/s)", s.phase.name());
+            let at = match panels.iter().position(|p| p.title == title) {
+                Some(i) => i,
+                None => {
+                    panels.push(Panel::lines(title, "client processes", "MiB/s", XAxis::Log2));
+                    panels.len() - 1
+                }
+            };
+            panels[at].point(s.method.name(), f64::from(results.procs), s.mib_per_s);
+        }
+    }
+    Figure {
+        title: "weft bench concurrent: bandwidth against the number of processes (baseline local)".into(),
+        panels,
+    }
+}
+
+/// One process count: measures, prints the table, returns the results.
+fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
     ensure!(
         (1..=PROCS_MAX).contains(&procs),
         "--procs must be 1 to {PROCS_MAX}"
@@ -514,9 +579,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         notes: vec![NOTE_CACHE],
     };
     print!("{}", render(&results));
-    write_json(&args.json, &results)?;
-    println!("JSON: {}", args.json.display());
-    Ok(())
+    Ok(results)
 }
 
 /// One method's write phase and read phase, with the file reset first.

@@ -17,8 +17,8 @@ use std::process::Command;
 
 use crate::clusterfile::Cluster;
 use crate::collective::{compile, mpirun_procs, run_median, Case, MpiPrograms};
-use crate::plot::{log2_x_panels, Panel, Series};
-use crate::report::{write_json, Table, MIB};
+use crate::plot::{Figure, Panel, Series, XAxis};
+use crate::report::{write_results, Table, MIB};
 
 pub const LONG_ABOUT: &str = "I/O delegation: the coll_perf 3D block, the S3D-IO checkpoint and \
 the FLASH-IO checkpoint written (with sync) and read back by --procs processes with independent \
@@ -212,13 +212,15 @@ pub fn run(a: &DelegationArgs) -> Result<()> {
         }
     }
     print_table(&rows);
-    write_json(&a.json, &rows)?;
-    write_svg(&a.svg, &rows)?;
+    let results = serde_json::json!({
+        "benchmark": "delegation",
+        "command_line": crate::report::command_line(),
+        "procs": a.procs,
+        "rows": rows,
+    });
+    write_results(&a.json, &a.svg, &results, &figure(&rows))?;
     println!(
-        "JSON: {}  plot: {}  (times are the write+sync and read phases; job-scoped delegates are \
-         spawned at open, outside them)",
-        a.json.display(),
-        a.svg.display()
+        "(times are the write+sync and read phases; job-scoped delegates are spawned at open, outside them)"
     );
     Ok(())
 }
@@ -271,7 +273,7 @@ fn print_table(rows: &[Row]) {
 
 /// Write and read rate against the delegates used, per pattern; the baselines as
 /// flat lines over the same range.
-fn write_svg(path: &std::path::Path, rows: &[Row]) -> Result<()> {
+fn figure(rows: &[Row]) -> Figure {
     let mut patterns: Vec<&str> = Vec::new();
     for r in rows {
         if !patterns.contains(&r.pattern.as_str()) {
@@ -321,9 +323,50 @@ fn write_svg(path: &std::path::Path, rows: &[Row]) -> Result<()> {
             panels.push(Panel {
                 title: format!("{pattern} {phase} (MiB/s)"),
                 x_label: "delegates used".into(),
+                y_label: "MiB/s".into(),
+                x_axis: XAxis::Log2,
                 series,
             });
         }
     }
-    log2_x_panels(path, "I/O delegation", &panels)
+    Figure {
+        title: "I/O delegation".into(),
+        panels,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(config: &str, used: u32, w: f64) -> Row {
+        Row {
+            pattern: "flash B=4".into(),
+            config: config.into(),
+            delegates_used: used,
+            bytes: 1 << 20,
+            write_mib_s: w,
+            read_mib_s: w * 2.0,
+            command: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_figure_plots_bandwidth_against_delegates_with_the_baselines_flat() {
+        let rows = vec![
+            row("romio local", 0, 50.0),
+            row("native independent", 0, 20.0),
+            row("job delegates 4", 4, 80.0),
+            row("job delegates 1", 1, 30.0),
+            row("persistent delegates 2", 2, 60.0),
+        ];
+        let f = figure(&rows);
+        assert_eq!(f.panels.len(), 2);
+        let read = &f.panels[1];
+        assert_eq!(read.series[0].points, [(1.0, 60.0), (4.0, 160.0)]);
+        assert_eq!(read.series[1].points, [(2.0, 120.0)]);
+        assert_eq!(read.series[2].name, "romio local");
+        assert_eq!(read.series[2].points, [(1.0, 100.0), (4.0, 100.0)]);
+        crate::plot::assert_draws(&f);
+    }
 }

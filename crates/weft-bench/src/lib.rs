@@ -1,5 +1,7 @@
 //! `weft bench`: benchmark programs, one module per benchmark, each comparing Weft
-//! with a baseline measured in the same run and printing a table plus JSON.
+//! with a baseline measured in the same run and printing a table; each saves its
+//! results as JSON and its figure as SVG next to it through one function
+//! (`report::write_results`), and `weft bench plot` redraws or overlays saved results.
 //!
 //! This crate is the body of the `weft bench` command rather than a library for
 //! others, so it reports errors with `anyhow` as binaries do.
@@ -21,7 +23,7 @@ pub mod mpiio_api;
 pub mod noncontig;
 pub mod pack;
 mod pattern;
-mod plot;
+pub mod plot;
 mod procs;
 mod report;
 pub mod simulate;
@@ -73,6 +75,9 @@ pub enum BenchCommand {
     /// Pack/unpack and piece iteration of the view engine, against memcpy.
     #[command(long_about = pack::LONG_ABOUT)]
     Pack(pack::PackArgs),
+    /// Redraws a saved result's plot from its JSON, or overlays several for comparison.
+    #[command(long_about = plot::LONG_ABOUT)]
+    Plot(plot::PlotArgs),
     /// One client process of `weft bench concurrent` (started by it, not by hand).
     #[command(hide = true)]
     ConcurrentWorker(concurrent::WorkerArgs),
@@ -100,6 +105,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::MpiioApi(a) => mpiio_api::run(&a),
         BenchCommand::Cio(a) => cio::run(&a),
         BenchCommand::CioRecord(a) => cio::run_record(&a),
+        BenchCommand::Plot(a) => plot::run(&a),
         BenchCommand::NoncontigWorker(a) => noncontig::worker(&a),
     }
 }

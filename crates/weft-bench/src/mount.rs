@@ -5,7 +5,8 @@
 use crate::cluster;
 use crate::pattern;
 use crate::report::{
-    command_line, host_cpus, mib_per_s, summarise, summary_text, unix_now_s, write_json, Goal, MIB,
+    command_line, host_cpus, mib_per_s, summarise, summary_text, svg_next_to, unix_now_s, write_results,
+    Goal, MIB,
 };
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use clap::Args;
@@ -25,7 +26,7 @@ sync). The order of the two alternates from run to run. Both sides check every b
 back; a mismatch fails the benchmark.\n\nWithout --mountpoint the benchmark mounts the cluster \
 itself on a temporary directory (`weft mount --foreground` as a child process) and unmounts it at \
 the end, also on failure. Each method runs --repeat times; with 3 or more runs the lowest and \
-highest are dropped and the rest averaged. Prints a table and writes every timing to --json.\n\n\
+highest are dropped and the rest averaged. Prints a table, writes every timing to --json and a plot of the summary next to it (.svg).\n\n\
 Needs a running cluster (`weft up`) and FUSE (/dev/fuse). Example:\n  weft bench mount --size 1G \
 --repeat 3";
 
@@ -63,7 +64,8 @@ pub struct MountArgs {
     /// Io servers to stripe over (0 = all). Default: the cluster's.
     #[arg(long, value_name = "N")]
     pub stripe_count: Option<u32>,
-    /// Where to write the JSON results (the directory is created).
+    /// Where to write the JSON results (the directory is created); the SVG plot goes
+    /// next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/mount.json", value_name = "FILE")]
     pub json: PathBuf,
     /// Keep the Weft file afterwards.
@@ -216,7 +218,8 @@ do cross FUSE";
 const NOTE_CHECK: &str = "both read phases include checking every byte, in a second thread that \
 overlaps the next read";
 
-/// Runs the benchmark: prints the table on stdout, progress on stderr, JSON to --json.
+/// Runs the benchmark: prints the table on stdout, progress on stderr, JSON to --json, the
+/// plot next to it.
 pub fn run(args: &MountArgs) -> Result<()> {
     ensure!(
         args.size > 0 && args.size.is_multiple_of(MIB) && args.size <= SIZE_MAX_BYTES,
@@ -350,8 +353,14 @@ pub fn run(args: &MountArgs) -> Result<()> {
         notes: vec![NOTE_CACHE, NOTE_CHECK],
     };
     print!("{}", render(&results));
-    write_json(&args.json, &results)?;
-    println!("JSON: {}", args.json.display());
+    let figure = crate::report::phase_bars(
+        &format!("weft bench mount ({} bytes, baseline native)", results.size_bytes),
+        results
+            .summary
+            .iter()
+            .map(|s| (s.method.name(), s.phase.name(), s.mib_per_s)),
+    );
+    write_results(&args.json, &svg_next_to(&args.json), &results, &figure)?;
     Ok(())
 }
 

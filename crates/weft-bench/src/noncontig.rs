@@ -6,9 +6,11 @@
 //! P-th of the file), the reference the view figures are compared with.
 
 use crate::cluster;
+use crate::plot::{Figure, Panel, XAxis};
 use crate::procs::Workers;
 use crate::report::{
-    command_line, host_cpus, mib_per_s, trimmed_mean, unix_now_s, write_json, Goal, Table, MIB,
+    command_line, host_cpus, mib_per_s, svg_next_to, trimmed_mean, unix_now_s, write_results, Goal, Table,
+    MIB,
 };
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
@@ -26,7 +28,8 @@ carry only (view id, interval), and each server gathers or scatters its own piec
 file is created afresh; phases start together (a barrier through pipes); bandwidth = matrix bytes / \
 slowest process's time. In the same run the same processes write and read the same bytes \
 contiguously (process r the r-th P-th of the file): the reference. Every process checks what it \
-reads back, and unless --no-verify the whole file is checked after each write phase.\n\nTargets: \
+reads back, and unless --no-verify the whole file is checked after each write phase. Writes JSON \
+to --json and a plot of MiB/s against k next to it (.svg).\n\nTargets: \
 view I/O at k >= 32 at least 0.5x the contiguous reference, at k = 8 at least 0.2x.\n\nNeeds a \
 running cluster (`weft up`). Example:\n  weft bench noncontig --procs 4 --matrix-mib 256";
 
@@ -62,7 +65,8 @@ pub struct NoncontigArgs {
     /// Skip checking the whole file after each write phase.
     #[arg(long)]
     pub no_verify: bool,
-    /// Where to write the JSON results (the directory is created).
+    /// Where to write the JSON results (the directory is created); the SVG plot goes
+    /// next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/noncontig.json", value_name = "FILE")]
     pub json: PathBuf,
 }
@@ -437,7 +441,8 @@ struct Results {
 const NOTE_CACHE: &str = "no sync: writes and reads go to and from the io servers' page cache, \
 as the paper's buffer-cache columns did; both sides of every ratio are measured alike";
 
-/// Runs the benchmark: prints the table on stdout, progress on stderr, JSON to --json.
+/// Runs the benchmark: prints the table on stdout, progress on stderr, JSON to --json, the
+/// plot next to it.
 pub fn run(args: &NoncontigArgs) -> Result<()> {
     let procs = args.procs;
     ensure!(
@@ -631,9 +636,50 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
         goals,
         notes: vec![NOTE_CACHE],
     };
-    write_json(&args.json, &results)?;
-    eprintln!("noncontig: results written to {}", args.json.display());
+    let figure = figure(
+        &format!("weft bench noncontig: {procs} processes, {side} x {side} bytes"),
+        &results.summary,
+    );
+    write_results(&args.json, &svg_next_to(&args.json), &results, &figure)?;
     Ok(())
+}
+
+/// Write and read MiB/s against k for the CYCLIC(k) x CYCLIC(k) view, the contiguous
+/// access (the baseline) as a flat line over the same k.
+fn figure(title: &str, summary: &[Summary]) -> Figure {
+    let ks = || {
+        summary.iter().filter_map(|s| match s.access {
+            Access::Cyclic(k) => Some(k as f64),
+            Access::Contiguous => None,
+        })
+    };
+    let (lo, hi) = (ks().fold(f64::INFINITY, f64::min), ks().fold(0f64, f64::max));
+    let mut figure = Figure::new(title);
+    for (phase, rate) in [
+        ("write", (|s: &Summary| s.write_mib_per_s) as fn(&Summary) -> f64),
+        ("read", |s: &Summary| s.read_mib_per_s),
+    ] {
+        let mut panel = Panel::lines(
+            format!("{phase} (MiB/s)"),
+            "CYCLIC(k) block size k (bytes)",
+            "MiB/s",
+            XAxis::Log2,
+        );
+        for s in summary {
+            match s.access {
+                Access::Cyclic(k) => panel.point("CYCLIC(k) view", k as f64, rate(s)),
+                Access::Contiguous if lo <= hi => {
+                    panel.point("contiguous (baseline)", lo, rate(s));
+                    if hi > lo {
+                        panel.point("contiguous (baseline)", hi, rate(s));
+                    }
+                }
+                Access::Contiguous => {}
+            }
+        }
+        figure.panels.push(panel);
+    }
+    figure
 }
 
 fn one_run(

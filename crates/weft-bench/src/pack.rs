@@ -4,7 +4,8 @@
 //! CYCLIC(8) x CYCLIC(8) darray over a 256 MiB matrix on a 2 x 2 process grid; server
 //! iteration (`pieces_on`) is compared with splitting and filtering every view piece.
 
-use crate::report::{command_line, write_json, Goal, Table};
+use crate::plot::{Figure, Panel, XAxis};
+use crate::report::{command_line, svg_next_to, write_results, Goal, Table};
 use anyhow::{ensure, Result};
 use clap::Args;
 use serde::Serialize;
@@ -20,7 +21,7 @@ memory and a contiguous buffer, against a plain memcpy of the same bytes measure
 (best round of each). Piece iteration walks rank 0's share of a CYCLIC(8) x CYCLIC(8) darray over a \
 256 MiB matrix (2 x 2 grid); server iteration finds server 0's pieces with pieces_on and, as the \
 reference, by splitting and filtering every view piece.\n\nTarget: pack and unpack of 32-byte pieces \
-at least 0.3x memcpy. Example:\n  weft bench pack";
+at least 0.3x memcpy. Writes JSON to --json and a plot next to it (.svg). Example:\n  weft bench pack";
 
 const MOVED_BYTES: usize = 64 << 20;
 const GIB: f64 = (1u64 << 30) as f64;
@@ -32,7 +33,8 @@ pub struct PackArgs {
     /// jobs on the machine).
     #[arg(long, default_value_t = 7, value_name = "N")]
     pub repetitions: u32,
-    /// Where to write the JSON results (the directory is created).
+    /// Where to write the JSON results (the directory is created); the SVG plot goes
+    /// next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/pack.json", value_name = "FILE")]
     pub json: PathBuf,
 }
@@ -226,7 +228,8 @@ struct Results {
     goals: Vec<Goal>,
 }
 
-/// Runs the benchmark: prints the tables on stdout, JSON to --json.
+/// Runs the benchmark: prints the tables on stdout, JSON to --json, the
+/// plot next to it.
 pub fn run(args: &PackArgs) -> Result<()> {
     let repetitions = args.repetitions;
     ensure!(
@@ -368,7 +371,37 @@ pub fn run(args: &PackArgs) -> Result<()> {
         server: server_rows,
         goals,
     };
-    write_json(&args.json, &results)?;
-    eprintln!("pack: results written to {}", args.json.display());
+    let figure = figure(&results);
+    write_results(&args.json, &svg_next_to(&args.json), &results, &figure)?;
     Ok(())
+}
+
+/// Pack and unpack GiB/s against the piece size with memcpy (the baseline), and the
+/// two ways of finding a server's pieces per case.
+fn figure(results: &Results) -> Figure {
+    let mut moves = Panel::lines(
+        "pack and unpack (GiB/s)",
+        "piece size (bytes)",
+        "GiB/s",
+        XAxis::Log2,
+    );
+    for f in &results.pack {
+        let x = f.piece_bytes as f64;
+        moves.point("pack", x, f.pack_gib_s);
+        moves.point("unpack", x, f.unpack_gib_s);
+        moves.point("memcpy (baseline)", x, f.memcpy_gib_s);
+    }
+    let mut server = Panel::bars("a server's pieces (ms)", "case", "ms", Vec::new());
+    for f in &results.server {
+        server.bar("pieces_on", f.case, f.pieces_on_s * 1e3);
+        server.bar("split and filter (reference)", f.case, f.filter_s * 1e3);
+    }
+    Figure {
+        title: format!(
+            "weft bench pack: {} MiB moved, best of {}",
+            results.moved_bytes >> 20,
+            results.repetitions
+        ),
+        panels: vec![moves, server],
+    }
 }

@@ -1,9 +1,10 @@
 //! Shared reporting: bandwidth arithmetic, the PVFS way of summarising repeats, text
 //! tables, targets, the facts every result file records, and JSON files.
 
-use anyhow::{Context, Result};
+use crate::plot::Figure;
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub const MIB: u64 = 1 << 20;
 
@@ -214,6 +215,40 @@ pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     }
     let text = serde_json::to_string_pretty(value)?;
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// The one way a benchmark saves its results: `results` (a JSON object) as pretty JSON
+/// at `json` with `figure` added under `"plot"` (so that `weft bench plot` can redraw
+/// it), then `figure` drawn as SVG at `svg`; prints where both went.
+pub fn write_results(json: &Path, svg: &Path, results: &impl Serialize, figure: &Figure) -> Result<()> {
+    let mut value = serde_json::to_value(results)?;
+    let serde_json::Value::Object(map) = &mut value else {
+        bail!("results for {} are not a JSON object", json.display());
+    };
+    map.insert("plot".into(), serde_json::to_value(figure)?);
+    write_json(json, &value)?;
+    crate::plot::draw(svg, figure)?;
+    println!("JSON: {}  plot: {}", json.display(), svg.display());
+    Ok(())
+}
+
+/// The figure of a benchmark against a baseline: MiB/s as grouped bars, one group per
+/// phase and one bar per method (the baseline among them); `rows` are (method, phase,
+/// MiB/s).
+pub fn phase_bars<'a>(title: &str, rows: impl IntoIterator<Item = (&'a str, &'a str, f64)>) -> Figure {
+    let mut panel = crate::plot::Panel::bars("throughput per method and phase", "phase", "MiB/s", Vec::new());
+    for (method, phase, mib_per_s) in rows {
+        panel.bar(method, phase, mib_per_s);
+    }
+    Figure {
+        title: title.to_owned(),
+        panels: vec![panel],
+    }
+}
+
+/// The SVG path of a benchmark that has no `--svg`: next to its JSON, `.svg` for `.json`.
+pub fn svg_next_to(json: &Path) -> PathBuf {
+    json.with_extension("svg")
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use weft_cache::PolicyKind;
 use weft_trace::refs::{self, Ops, RefOptions, Refs};
 use weft_trace::sim::{self, MappingKind, SimConfig, Stream, Unrequested};
 
+use crate::plot::{Figure, Panel, XAxis};
 use crate::report::Table;
 
 /// Largest trace file read (whole, into memory).
@@ -418,83 +419,31 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-/// Hit rate against cache size, one line per series: aggregated streams thin with
-/// crosses, original ones thick with dots, a colour per policy.
-pub fn write_svg(path: &Path, title: &str, rows: &[Row]) -> Result<()> {
-    use plotters::prelude::*;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let mut series: Vec<String> = Vec::new();
+/// Hit rate against cache size (MiB, logarithmic), one line per series (policy,
+/// stream and admission of unasked blocks); aggregated LRU is the seed's baseline.
+pub fn figure(title: &str, rows: &[Row]) -> Figure {
+    let mut panel = Panel::lines(
+        "hit rate vs cache size",
+        "cache size (MiB)",
+        "hit rate",
+        XAxis::Log2,
+    );
     for r in rows {
-        if !series.contains(&r.series()) {
-            series.push(r.series());
-        }
+        panel.point(
+            &r.series(),
+            r.cache_bytes as f64 / (1u64 << 20) as f64,
+            r.hit_rate,
+        );
     }
-    let x_min = rows.iter().map(|r| r.cache_bytes).min().unwrap_or(1) as f64 / (1u64 << 20) as f64;
-    let x_max = rows.iter().map(|r| r.cache_bytes).max().unwrap_or(1) as f64 / (1u64 << 20) as f64;
-    let (x_min, x_max) = (x_min * 0.9, (x_max * 1.1).max(x_min * 1.2));
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    let draw =
-        |e: DrawingAreaErrorKind<std::io::Error>| anyhow::anyhow!("plotting {}: {e:?}", path.display());
-    root.fill(&WHITE).map_err(draw)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d((x_min..x_max).log_scale(), 0f64..1f64)
-        .map_err(draw)?;
-    chart
-        .configure_mesh()
-        .x_desc("cache size (MiB, log scale)")
-        .y_desc("hit rate")
-        .draw()
-        .map_err(draw)?;
-    let policy_names = ["lru", "lfu", "fifo", "arc", "s3fifo"];
-    for name in &series {
-        let points: Vec<(f64, f64)> = rows
-            .iter()
-            .filter(|r| &r.series() == name)
-            .map(|r| (r.cache_bytes as f64 / (1u64 << 20) as f64, r.hit_rate))
-            .collect();
-        let policy = name.split(' ').next().unwrap_or("");
-        let index = policy_names.iter().position(|p| *p == policy).unwrap_or(5);
-        let mut color = Palette99::pick(index).to_rgba();
-        if name.contains("(none)") {
-            color = color.mix(0.55);
-        }
-        let original = name.contains("original");
-        let width = if original { 2 } else { 1 };
-        let style = ShapeStyle {
-            color,
-            filled: original,
-            stroke_width: width,
-        };
-        chart
-            .draw_series(LineSeries::new(points.clone(), style))
-            .map_err(draw)?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-        if original {
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 3, style)))
-                .map_err(draw)?;
-        } else {
-            chart
-                .draw_series(points.iter().map(|&p| Cross::new(p, 3, style)))
-                .map_err(draw)?;
-        }
+    Figure {
+        title: title.to_owned(),
+        panels: vec![panel],
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(draw)?;
-    root.present().map_err(draw)?;
-    Ok(())
+}
+
+/// Draws [`figure`] into `path`.
+pub fn write_svg(path: &Path, title: &str, rows: &[Row]) -> Result<()> {
+    crate::plot::draw(path, &figure(title, rows))
 }
 
 /// `weft sim`.
@@ -515,4 +464,41 @@ pub fn run(args: &SimArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod figure_tests {
+    use super::*;
+
+    fn row(policy: &str, stream: &str, unrequested: Option<&str>, mib: u64, hit_rate: f64) -> Row {
+        Row {
+            policy: policy.into(),
+            stream: stream.into(),
+            unrequested: unrequested.map(String::from),
+            cache_bytes: mib << 20,
+            cache_fraction: 0.5,
+            capacity_blocks_per_manager: 1,
+            hit_rate,
+            byte_hit_rate: hit_rate,
+            references: 10,
+            hits: 5,
+            misses: 5,
+            unasked_blocks_fetched: 0,
+        }
+    }
+
+    #[test]
+    fn the_figure_plots_hit_rate_against_cache_size_per_series() {
+        let rows = vec![
+            row("lru", "aggregated", None, 1, 0.1),
+            row("lru", "aggregated", None, 4, 0.3),
+            row("arc", "original", Some("cold"), 1, 0.2),
+            row("arc", "original", Some("cold"), 4, 0.6),
+        ];
+        let f = figure("t", &rows);
+        let names: Vec<&str> = f.panels[0].series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["lru aggregated", "arc original (cold)"]);
+        assert_eq!(f.panels[0].series[1].points, [(1.0, 0.2), (4.0, 0.6)]);
+        crate::plot::assert_draws(&f);
+    }
 }

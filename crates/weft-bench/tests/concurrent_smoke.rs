@@ -1,5 +1,8 @@
 //! `weft bench concurrent` end to end on a small real cluster: not timed, only that the
-//! benchmark runs its worker processes, moves and verifies every byte, and reports it.
+//! benchmark runs its worker processes, moves and verifies every byte, and reports it,
+//! and draws its figure next to its JSON.
+
+mod common;
 
 use serde_json::Value;
 use weft_testkit::TestCluster;
@@ -65,6 +68,35 @@ fn the_concurrent_benchmark_moves_and_verifies_every_byte_and_writes_json() {
         ]
     );
 
+    // The SVG next to the JSON draws the summary: one bar per method and phase.
+    let plot = common::svg_check::assert_draws(&json, &json.with_extension("svg"));
+    assert!(stdout.contains("concurrent.svg"), "{stdout}");
+    let panel = &plot["panels"][0];
+    assert_eq!(
+        panel["x_axis"]["categories"],
+        serde_json::json!(["write", "write+sync", "read"])
+    );
+    for s in results["summary"].as_array().unwrap() {
+        let phase = ["write", "write+sync", "read"]
+            .iter()
+            .position(|p| s["phase"] == *p)
+            .unwrap();
+        let series = panel["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == s["method"])
+            .unwrap_or_else(|| panic!("no series for {s}"));
+        assert!(
+            series["points"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p[0].as_f64() == Some(phase as f64) && p[1] == s["mib_per_s"]),
+            "{s} not plotted: {series}"
+        );
+    }
+
     // Without --keep both files are gone.
     let stat = cluster.weft(&["stat", "/bench.dat"]);
     assert!(!stat.status.success(), "the Weft file was left behind");
@@ -88,4 +120,55 @@ fn the_benchmark_fails_clearly_without_a_cluster() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("weft up"), "{stderr}");
+}
+
+#[test]
+fn a_sweep_of_process_counts_plots_bandwidth_against_the_processes() {
+    let cluster = TestCluster::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let json = scratch.path().join("sweep.json");
+    let out = cluster
+        .command("weft")
+        .args(["bench", "concurrent", "--procs", "1,2", "--block-mib", "2"])
+        .args(["--repeat", "1", "--stripe-size", "64K", "--json"])
+        .arg(&json)
+        .arg("--local-dir")
+        .arg(scratch.path())
+        .output()
+        .expect("running weft bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "weft bench failed:\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let sweep = results["sweep"].as_array().unwrap();
+    let procs: Vec<u64> = sweep.iter().map(|r| r["procs"].as_u64().unwrap()).collect();
+    assert_eq!(procs, [1, 2]);
+    assert_eq!(sweep[1]["total_bytes"], 2 * 2 * MIB);
+    let plot = common::svg_check::assert_draws(&json, &json.with_extension("svg"));
+    let titles: Vec<&str> = plot["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["write (MiB/s)", "write+sync (MiB/s)", "read (MiB/s)"]);
+    for (panel, phase) in ["write", "write+sync", "read"].iter().enumerate() {
+        for series in plot["panels"][panel]["series"].as_array().unwrap() {
+            let points = series["points"].as_array().unwrap();
+            for (point, results) in points.iter().zip(sweep) {
+                assert_eq!(point[0], results["procs"].as_f64().unwrap());
+                let row = results["summary"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|s| s["method"] == series["name"] && s["phase"] == *phase)
+                    .unwrap();
+                assert_eq!(point[1], row["mib_per_s"], "{phase} {}", series["name"]);
+            }
+            assert_eq!(points.len(), 2);
+        }
+    }
 }

@@ -2,6 +2,8 @@
 //! timed, only that the benchmark mounts, moves and verifies every byte both ways,
 //! reports it, and leaves no mount, daemon or file behind.
 
+mod common;
+
 use serde_json::Value;
 use std::path::Path;
 use weft_testkit::TestCluster;
@@ -41,6 +43,9 @@ fn the_mount_benchmark_moves_and_verifies_every_byte_and_unmounts() {
     assert!(stdout.contains("target: mount read vs native"), "{stdout}");
 
     let results: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // Its figure drawn next to the JSON: native and mount per phase.
+    let plot = common::svg_check::assert_draws(&json, &json.with_extension("svg"));
+    assert_eq!(plot["panels"][0]["series"].as_array().unwrap().len(), 2);
     let size = 40 * MIB;
     assert_eq!(results["size_bytes"], size);
     assert_eq!(results["stripe_size_bytes"], 64 * 1024);

@@ -121,9 +121,12 @@ pub extern "C" fn weft_mpiio_open(
 ) -> c_int {
     guard(|| {
         let name = text(name, "file name")?;
-        let file = MpiFile::open(comm, name, amode, info, errhandler)?;
-        crate::shared::opened(&file)?;
-        out(fh, register(file)?)
+        let opened = crate::profile::open(name, || {
+            let file = MpiFile::open(comm, name, amode, info, errhandler)?;
+            crate::shared::opened(&file)?;
+            register(file)
+        })?;
+        out(fh, opened)
     })
 }
 
@@ -143,9 +146,11 @@ pub extern "C" fn weft_mpiio_close(fh: Handle) -> c_int {
         }
         // SAFETY: the pointer came from Box::into_raw and is no longer registered.
         let file = unsafe { Box::from_raw(fh as *mut MpiFile) };
-        let closed = file.close();
-        crate::shared::drop_pointer(shared);
-        closed
+        crate::profile::close(fh, || {
+            let closed = file.close();
+            crate::shared::drop_pointer(shared);
+            closed
+        })
     })
 }
 
@@ -156,7 +161,7 @@ pub extern "C" fn weft_mpiio_delete(name: *const c_char, _info: Handle) -> c_int
 
 #[no_mangle]
 pub extern "C" fn weft_mpiio_sync(fh: Handle) -> c_int {
-    guard(|| file(fh)?.sync())
+    guard(|| crate::profile::call(fh, "MPI_File_sync", || file(fh)?.sync()))
 }
 
 #[no_mangle]
@@ -166,12 +171,12 @@ pub extern "C" fn weft_mpiio_get_size(fh: Handle, size: *mut i64) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn weft_mpiio_set_size(fh: Handle, size: i64) -> c_int {
-    guard(|| file(fh)?.set_size(size, false))
+    guard(|| crate::profile::call(fh, "MPI_File_set_size", || file(fh)?.set_size(size, false)))
 }
 
 #[no_mangle]
 pub extern "C" fn weft_mpiio_preallocate(fh: Handle, size: i64) -> c_int {
-    guard(|| file(fh)?.set_size(size, true))
+    guard(|| crate::profile::call(fh, "MPI_File_preallocate", || file(fh)?.set_size(size, true)))
 }
 
 #[no_mangle]
@@ -217,10 +222,12 @@ pub extern "C" fn weft_mpiio_set_view(
         let datarep = text(datarep, "data representation")?;
         // Queued nonblocking I/O of this rank used the old view.
         crate::nonblocking::drain(fh);
-        let f = file(fh)?;
-        f.set_view(disp, etype, filetype, datarep, info)?;
-        crate::shared::view_changed(f);
-        Ok(())
+        crate::profile::call(fh, "MPI_File_set_view", || {
+            let f = file(fh)?;
+            f.set_view(disp, etype, filetype, datarep, info)?;
+            crate::shared::view_changed(f);
+            Ok(())
+        })
     })
 }
 
@@ -244,7 +251,7 @@ pub extern "C" fn weft_mpiio_get_view(
 
 #[no_mangle]
 pub extern "C" fn weft_mpiio_seek(fh: Handle, offset: i64, whence: c_int) -> c_int {
-    guard(|| file(fh)?.seek(offset, whence))
+    guard(|| crate::profile::call(fh, "MPI_File_seek", || file(fh)?.seek(offset, whence)))
 }
 
 #[no_mangle]
@@ -276,9 +283,11 @@ pub extern "C" fn weft_mpiio_io(
     bytes: *mut i64,
 ) -> c_int {
     guard(|| {
-        let f = file(fh)?;
-        crate::shared::check_individual(f)?;
-        let n = f.io(flags, offset, buf.cast(), count, datatype)?;
+        let n = crate::profile::io(fh, flags, || {
+            let f = file(fh)?;
+            crate::shared::check_individual(f)?;
+            f.io(flags, offset, buf.cast(), count, datatype)
+        })?;
         out(bytes, n as i64)
     })
 }
@@ -319,6 +328,7 @@ pub extern "C" fn weft_mpiio_from_fint(fint: c_int) -> Handle {
 #[no_mangle]
 pub extern "C" fn weft_mpiio_finalize() {
     guard(|| {
+        crate::profile::finalize();
         crate::spawn::finalize();
         Ok(())
     });

@@ -858,6 +858,7 @@ impl MpiFile {
                 method.name()
             );
         }
+        crate::profile::method(method.name());
         with_data(memory, write, |data| {
             if write {
                 method.write(ctx, request, data)?;

@@ -22,7 +22,8 @@
 //! - [`nonblocking`]: nonblocking calls as generalized requests, each file's I/O
 //!   thread, and the interposed request completion calls (`csrc/requests.c`);
 //!   [`requests`]: their C functions and the split collectives; [`shared`]: shared
-//!   file pointers, held by the metadata manager.
+//!   file pointers, held by the metadata manager;
+//! - [`profile`]: the per-file MPI-IO profile written at MPI_Finalize (`WEFT_PROFILE`).
 
 pub mod abi;
 pub mod atomic;
@@ -36,6 +37,7 @@ pub mod file;
 pub mod hints;
 pub mod mpi;
 pub mod nonblocking;
+pub mod profile;
 pub mod requests;
 pub mod shared;
 pub mod spawn;
