@@ -183,6 +183,9 @@ pub const SERIES_MAX: usize = 256;
 pub const POINTS_MAX: usize = 4096;
 
 const PANEL_WIDTH_PX: u32 = 480;
+const PANEL_WIDTH_MAX_PX: u32 = 4000;
+const LEGEND_TOP_PX: u32 = 50;
+const LEGEND_LINE_PX: u32 = 20;
 const LEGEND_WIDTH_PX: u32 = 340;
 const HEIGHT_PX: u32 = 460;
 
@@ -251,12 +254,28 @@ impl Panel {
     }
 }
 
+/// A panel's width: the usual one, wider for categories whose labels would not fit.
+fn panel_width(panel: &Panel) -> u32 {
+    match &panel.x_axis {
+        XAxis::Categories(c) => {
+            let label = c.iter().map(|l| l.chars().count()).max().unwrap_or(0) as u32;
+            (100 + c.len() as u32 * (7 * label + 16)).clamp(PANEL_WIDTH_PX, PANEL_WIDTH_MAX_PX)
+        }
+        _ => PANEL_WIDTH_PX,
+    }
+}
+
 impl Figure {
     pub fn new(title: impl Into<String>) -> Figure {
         Figure {
             title: title.into(),
             panels: Vec::new(),
         }
+    }
+
+    /// Whether any panel has a point to draw.
+    pub fn has_points(&self) -> bool {
+        self.panels.iter().any(Panel::has_points)
     }
 
     /// Checks what a figure read from a file may hold: bounded sizes, finite values,
@@ -366,25 +385,30 @@ pub fn draw(path: &Path, figure: &Figure) -> Result<()> {
     if panels.is_empty() {
         bail!("{}: nothing to plot (no panel has a point)", path.display());
     }
-    let width = PANEL_WIDTH_PX * panels.len() as u32 + LEGEND_WIDTH_PX;
-    let root = SVGBackend::new(path, (width, HEIGHT_PX)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let root = root
-        .titled(&figure.title, ("sans-serif", 20))
-        .map_err(|e| err(&e))?;
-    let (charts, legend) = root.split_horizontally(width - LEGEND_WIDTH_PX);
     let mut names: Vec<&str> = Vec::new();
     for series in panels.iter().flat_map(|p| &p.series) {
         if !series.points.is_empty() && !names.contains(&series.name.as_str()) {
             names.push(&series.name);
         }
     }
+    // Room for every category's label and every legend line.
+    let widths: Vec<u32> = panels.iter().map(|p| panel_width(p)).collect();
+    let charts_width: u32 = widths.iter().sum();
+    let width = charts_width + LEGEND_WIDTH_PX;
+    let height = HEIGHT_PX.max(LEGEND_TOP_PX + LEGEND_LINE_PX * names.len() as u32 + 20);
+    let root = SVGBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let root = root
+        .titled(&figure.title, ("sans-serif", 20))
+        .map_err(|e| err(&e))?;
+    let (charts, legend) = root.split_horizontally(charts_width);
+    let charts = charts.shrink((0, 0), (charts_width, HEIGHT_PX - 30));
     let color_of = |name: &str| {
         let i = names.iter().position(|n| *n == name).unwrap_or(0);
         Palette99::pick(i).to_rgba()
     };
     for (i, name) in names.iter().enumerate() {
-        let y = 50 + 20 * i as i32;
+        let y = (LEGEND_TOP_PX + LEGEND_LINE_PX * i as u32) as i32;
         let color = color_of(name);
         legend
             .draw(&PathElement::new(vec![(10, y), (34, y)], color.stroke_width(3)))
@@ -393,7 +417,13 @@ pub fn draw(path: &Path, figure: &Figure) -> Result<()> {
             .draw(&Text::new(name.to_string(), (40, y - 7), ("sans-serif", 12)))
             .map_err(|e| err(&e))?;
     }
-    let areas = charts.split_evenly((1, panels.len()));
+    let mut areas = Vec::new();
+    let mut rest = charts;
+    for w in &widths {
+        let (area, right) = rest.split_horizontally(*w);
+        areas.push(area);
+        rest = right;
+    }
     for (area, panel) in areas.iter().zip(&panels) {
         let y_max = panel
             .series

@@ -219,7 +219,8 @@ pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
 
 /// The one way a benchmark saves its results: `results` (a JSON object) as pretty JSON
 /// at `json` with `figure` added under `"plot"` (so that `weft bench plot` can redraw
-/// it), then `figure` drawn as SVG at `svg`; prints where both went.
+/// it), then `figure` drawn as SVG at `svg` (unless it has no point: a run that
+/// measured nothing); prints where both went.
 pub fn write_results(json: &Path, svg: &Path, results: &impl Serialize, figure: &Figure) -> Result<()> {
     let mut value = serde_json::to_value(results)?;
     let serde_json::Value::Object(map) = &mut value else {
@@ -227,6 +228,10 @@ pub fn write_results(json: &Path, svg: &Path, results: &impl Serialize, figure: 
     };
     map.insert("plot".into(), serde_json::to_value(figure)?);
     write_json(json, &value)?;
+    if !figure.has_points() {
+        println!("JSON: {}  (no plot: nothing was measured)", json.display());
+        return Ok(());
+    }
     crate::plot::draw(svg, figure)?;
     println!("JSON: {}  plot: {}", json.display(), svg.display());
     Ok(())
@@ -315,6 +320,27 @@ mod tests {
              target: weft read vs local >= 0.50x: met (0.50x)\n\
              note: a note\n"
         );
+    }
+
+    #[test]
+    fn results_are_saved_with_their_figure_and_its_svg() {
+        let dir = tempfile::tempdir().unwrap();
+        let (json, svg) = (dir.path().join("r/x.json"), dir.path().join("r/x.svg"));
+        let figure = phase_bars("t", [("local", "read", 2.0), ("weft", "read", 1.0)]);
+        write_results(&json, &svg, &serde_json::json!({"benchmark": "x"}), &figure).unwrap();
+        let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(saved["benchmark"], "x");
+        let back: Figure = serde_json::from_value(saved["plot"].clone()).unwrap();
+        assert_eq!(back, figure);
+        assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+
+        // Nothing measured: the JSON without a drawing; a result that is not an object:
+        // an error.
+        std::fs::remove_file(&svg).unwrap();
+        write_results(&json, &svg, &serde_json::json!({}), &Figure::new("empty")).unwrap();
+        assert!(json.exists() && !svg.exists());
+        let e = write_results(&json, &svg, &[1, 2], &figure).unwrap_err();
+        assert!(e.to_string().contains("not a JSON object"), "{e}");
     }
 
     #[test]
