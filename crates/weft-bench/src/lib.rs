@@ -11,6 +11,7 @@
 //! through their standard input and output (see `procs`). Any binary that embeds
 //! [`BenchArgs`] under a `bench` subcommand therefore works as its own worker.
 
+pub mod atomic;
 pub mod cio;
 mod cluster;
 pub mod clusterfile;
@@ -46,6 +47,9 @@ pub enum BenchCommand {
     /// MPI-IO collective methods on Weft against the MPI library's MPI-IO on local files.
     #[command(long_about = collective::LONG_ABOUT)]
     Collective(collective::CollectiveArgs),
+    /// MPI-IO's atomic mode against non-atomic runs of the 3D block, with lock counts.
+    #[command(long_about = atomic::LONG_ABOUT)]
+    Atomic(atomic::AtomicArgs),
     /// I/O delegation: independent I/O through 1, 2, 4, 8, 3 delegates against native
     /// collective, native independent and ROMIO on local files, on clusters it starts.
     #[command(long_about = delegation::LONG_ABOUT)]
@@ -95,6 +99,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Concurrent(a) => concurrent::run(&a),
         BenchCommand::Collective(a) => collective::run(&a),
         BenchCommand::Delegation(a) => delegation::run(&a),
+        BenchCommand::Atomic(a) => atomic::run(&a),
         BenchCommand::Clusterfile(a) => clusterfile::run(&a),
         BenchCommand::ConcurrentWorker(a) => concurrent::worker(&a),
         BenchCommand::Noncontig(a) => noncontig::run(&a),

@@ -12,7 +12,7 @@
 use crate::error::ClientError;
 use crate::file::File;
 use std::time::{Duration, Instant};
-use weft_proto::msg::{Request, Response, LOCK_RANGES_MAX};
+use weft_proto::msg::{LockStats, Request, Response, LOCK_RANGES_MAX};
 use weft_proto::{ErrorCode, Range};
 
 const RETRY_PAUSE_MIN: Duration = Duration::from_micros(50);
@@ -169,6 +169,26 @@ impl File {
             std::thread::sleep(sleep.min(deadline.saturating_duration_since(Instant::now())));
             pause = (pause * 2).min(RETRY_PAUSE_MAX);
         }
+    }
+}
+
+impl crate::Client {
+    /// Each io server's extent-lock counts since it started: (address, counts), in the
+    /// cluster description's order.
+    pub fn lock_stats(&self) -> Result<Vec<(String, LockStats)>, ClientError> {
+        self.inner
+            .cluster
+            .io_servers
+            .iter()
+            .map(|s| {
+                let addr = self.inner.io_addr(s.id)?;
+                match self.inner.pool.call(addr, &Request::LockStats, &[]) {
+                    Ok((Response::LockStats(st), _)) => Ok((addr.to_owned(), st)),
+                    Ok((other, _)) => Err(crate::client::unexpected(&other)),
+                    Err(e) => Err(ClientError::from(e)),
+                }
+            })
+            .collect()
     }
 }
 

@@ -38,6 +38,7 @@ pub use file::{File, TransferOptions};
 pub use view_io::{Schedule, MEMORY_STAGE_BYTES_MAX};
 pub use weft_layout::view::{Datatype, Distribution, Field, Order, View, ViewError};
 pub use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, ServerId};
+pub use weft_proto::msg::LockStats;
 pub use weft_proto::msg::REVALIDATE_STEPS_MAX;
 pub use weft_proto::{
     Attr, Cred, DirEntry, ErrorCode, FileKind, Name, PathStep, SetAttr, TimeSet, Timespec, XattrSet,

@@ -11,7 +11,11 @@
 //!    took it: when the connection closes (the client ended or died) its locks go.
 //! 4. A lock held past [`EXTENT_LOCK_HOLD_MAX`] (a wedged client) may be taken over; its
 //!    holder's unlock is then answered `Stale`, so the client learns it was not atomic.
-//! 5. The table is bounded: locks per connection, locks and ranges in all.
+//! 5. A writer refused for a conflict leaves a reservation of its ranges for a moment
+//!    ([`WRITER_RESERVATION`], renewed by each retry): new shared locks overlapping it
+//!    are refused meanwhile, so that a stream of readers cannot starve the writer.
+//!    Writers ignore reservations (two waiting writers must not hold each other off).
+//! 6. The table is bounded: locks per connection, locks and ranges in all, reservations.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +38,18 @@ pub const EXTENT_LOCK_RANGES_MAX: usize = 1 << 20;
 /// until the server restarts.
 pub const EXTENT_LOCK_HOLD_MAX: Duration = Duration::from_secs(600);
 
+/// How long a refused writer's reservation holds readers back without a retry: many
+/// times the clients' longest pause between retries (5 ms).
+pub const WRITER_RESERVATION: Duration = Duration::from_millis(50);
+/// Most writer reservations kept on one server.
+const RESERVATIONS_MAX: usize = 4096;
+
+struct Reservation {
+    connection: ConnectionId,
+    ranges: Vec<(u64, u64)>,
+    until: Instant,
+}
+
 struct Held {
     token: u64,
     connection: ConnectionId,
@@ -52,12 +68,30 @@ impl Held {
 #[derive(Default)]
 struct Table {
     files: HashMap<InodeId, Vec<Held>>,
+    reservations: HashMap<InodeId, Vec<Reservation>>,
     per_connection: HashMap<ConnectionId, usize>,
     locks: usize,
     ranges: usize,
 }
 
 impl Table {
+    /// Reserves `ranges` for a writer of `connection` until `until` (renewing its
+    /// reservation if it has one), unless the server keeps too many already.
+    fn reserve(&mut self, inode: InodeId, connection: ConnectionId, ranges: &[(u64, u64)], until: Instant) {
+        let count: usize = self.reservations.values().map(Vec::len).sum();
+        let list = self.reservations.entry(inode).or_default();
+        if let Some(r) = list.iter_mut().find(|r| r.connection == connection) {
+            r.until = until;
+            r.ranges = ranges.to_vec();
+        } else if count < RESERVATIONS_MAX {
+            list.push(Reservation {
+                connection,
+                ranges: ranges.to_vec(),
+                until,
+            });
+        }
+    }
+
     fn remove_where(&mut self, inode: InodeId, mut gone: impl FnMut(&Held) -> bool) -> usize {
         let Some(list) = self.files.get_mut(&inode) else {
             return 0;
@@ -181,18 +215,46 @@ impl ExtentLocks {
         if lapsed > 0 {
             self.lapsed.fetch_add(lapsed as u64, Ordering::Relaxed);
         }
+        let now = Instant::now();
+        if let Some(list) = table.reservations.get_mut(&inode) {
+            list.retain(|r| r.until > now && !(exclusive && r.connection == connection));
+            if list.is_empty() {
+                table.reservations.remove(&inode);
+            }
+        }
+        if !exclusive {
+            let reserved = table.reservations.get(&inode).is_some_and(|list| {
+                list.iter()
+                    .any(|r| r.connection != connection && overlap(&r.ranges, &ranges))
+            });
+            if reserved {
+                self.conflicts.fetch_add(1, Ordering::Relaxed);
+                return Err(WireError::new(
+                    ErrorCode::Busy,
+                    format!("bytes of inode {inode} are reserved by a waiting writer"),
+                ));
+            }
+        }
         if let Some(list) = table.files.get(&inode) {
             if let Some(h) = list
                 .iter()
                 .find(|h| (exclusive || h.exclusive) && overlap(&h.ranges, &ranges))
             {
+                let token = h.token;
+                let held_exclusive = h.exclusive;
                 self.conflicts.fetch_add(1, Ordering::Relaxed);
+                if exclusive {
+                    table.reserve(inode, connection, &ranges, now + WRITER_RESERVATION);
+                }
                 return Err(WireError::new(
                     ErrorCode::Busy,
                     format!(
-                        "bytes of inode {inode} are locked ({} lock {})",
-                        if h.exclusive { "an exclusive" } else { "a shared" },
-                        h.token
+                        "bytes of inode {inode} are locked ({} lock {token})",
+                        if held_exclusive {
+                            "an exclusive"
+                        } else {
+                            "a shared"
+                        },
                     ),
                 ));
             }
@@ -251,9 +313,6 @@ impl ExtentLocks {
     /// Releases every lock taken on `connection`.
     pub fn connection_closed(&self, connection: ConnectionId) {
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
-        if !table.per_connection.contains_key(&connection) {
-            return;
-        }
         let inodes: Vec<InodeId> = table
             .files
             .iter()
@@ -263,6 +322,10 @@ impl ExtentLocks {
         for inode in inodes {
             table.remove_where(inode, |h| h.connection == connection);
         }
+        table.reservations.retain(|_, list| {
+            list.retain(|r| r.connection != connection);
+            !list.is_empty()
+        });
     }
 
     pub fn stats(&self) -> LockStats {
@@ -322,6 +385,43 @@ mod tests {
         assert_eq!(locks.stats().held, 0);
         assert_eq!(locks.unlock(file, gap).unwrap_err().code, ErrorCode::Stale);
         locks.lock(a, InodeId(8), true, 0, &[r(0, 1)]).unwrap();
+    }
+
+    #[test]
+    fn a_waiting_writer_holds_new_readers_back_until_it_is_in() {
+        let locks = ExtentLocks::default();
+        let (reader, writer, late) = (ConnectionId(1), ConnectionId(2), ConnectionId(3));
+        let file = InodeId(7);
+        let first = locks.lock(reader, file, false, 0, &[r(0, 100)]).unwrap();
+        // The writer is refused and reserves its bytes: a new reader of them waits,
+        // one of other bytes does not, nor does the reader's own connection.
+        assert_eq!(
+            locks.lock(writer, file, true, 0, &[r(50, 10)]).unwrap_err().code,
+            ErrorCode::Busy
+        );
+        assert_eq!(
+            locks.lock(late, file, false, 0, &[r(55, 1)]).unwrap_err().code,
+            ErrorCode::Busy
+        );
+        locks.lock(late, file, false, 0, &[r(60, 40)]).unwrap();
+        // Another writer is not held back by the reservation (only by held locks).
+        locks.lock(late, file, true, 0, &[r(200, 1)]).unwrap();
+        locks.unlock(file, first).unwrap();
+        let w = locks.lock(writer, file, true, 1, &[r(50, 10)]).unwrap();
+        locks.unlock(file, w).unwrap();
+        // Granted: the reservation is gone.
+        locks.lock(late, file, false, 0, &[r(55, 1)]).unwrap();
+        // A reservation lapses without retries.
+        let held = locks.lock(reader, InodeId(8), false, 0, &[r(0, 1)]).unwrap();
+        assert!(locks.lock(writer, InodeId(8), true, 0, &[r(0, 1)]).is_err());
+        std::thread::sleep(WRITER_RESERVATION + Duration::from_millis(10));
+        locks.lock(late, InodeId(8), false, 0, &[r(0, 1)]).unwrap();
+        // A closed connection's reservations go with it.
+        locks.unlock(InodeId(8), held).unwrap();
+        assert!(locks.lock(late, InodeId(9), true, 0, &[r(0, 1)]).is_ok());
+        assert!(locks.lock(writer, InodeId(9), true, 0, &[r(0, 1)]).is_err());
+        locks.connection_closed(writer);
+        locks.lock(reader, InodeId(9), false, 0, &[r(5, 1)]).unwrap();
     }
 
     #[test]

@@ -7,9 +7,12 @@
 //! never a mix.
 //!
 //! A collective access in atomic mode runs as each rank's independent access under its
-//! own locks (MPI gives collective accesses the same semantics, and ROMIO does the same):
-//! with the exchange methods an aggregator would write other ranks' bytes, and ranks of
-//! one call whose accesses overlap would wait for each other's locks inside the call.
+//! own locks (MPI gives collective accesses the same semantics): with the exchange
+//! methods an aggregator would write other ranks' bytes, and ranks of one call whose
+//! accesses overlap would wait for each other's locks inside the call. (ROMIO keeps
+//! two-phase in atomic mode, orders overlapping data by rank at the aggregators and
+//! locks each aggregator's file domain with fcntl; that needs the exchange to know
+//! about atomicity, this needs nothing of it, at the price of the exchange's gains.)
 
 use crate::collective::Request;
 use crate::error::{ErrorClass, MpiioError, Result};

@@ -4,7 +4,7 @@
  * local file system (through the MPI library's own MPI-IO) must give the same bytes.
  *
  *   patterns PREFIX [--local-prefix P] [--only NAME] [--n N] [--s3d N] [--cyclic N K] [--flash B]
- *            [--timing] [--phase both|write|read] [--no-sync] [--read-method M]
+ *            [--timing] [--phase both|write|read] [--no-sync] [--read-method M] [--atomic]
  *            [key=value ...]
  *
  * PREFIX is prepended to each pattern's file name ("weft:/dir/" or "/tmp/dir/");
@@ -14,7 +14,8 @@
  * only writes (and syncs), --phase read only reads and checks what an earlier
  * --phase write left (block3d, cyclic2d, cyclic2d_bytes, s3d, flash); --no-sync skips the sync after the
  * collective write; --read-method M reads back through weft_cb_method M (set with
- * MPI_File_set_info after the write). Patterns:
+ * MPI_File_set_info after the write); --atomic sets atomic mode on every file opened.
+ * Patterns:
  *   block3d       3D block subarray of 16-byte elements (ROMIO coll_perf)
  *   block3d_ghost the same from a memory array with ghost cells (noncontiguous memory)
  *   cyclic2d      2D CYCLIC(k) darray of 8-byte elements
@@ -46,6 +47,7 @@ static int n_flash = 3;   /* flash blocks per rank (rank r has n_flash + r % 3) 
 static double t_write, t_sync, t_read;
 static int do_write = 1, do_read = 1, do_sync = 1;
 static const char *read_method;
+static int atomic;
 
 static void check(int rc, const char *what)
 {
@@ -70,6 +72,8 @@ static void open_file(const char *pre, const char *name, int amode, MPI_File *fh
     char path[4096];
     snprintf(path, sizeof path, "%s%s", pre, name);
     check(MPI_File_open(MPI_COMM_WORLD, path, amode, info, fh), path);
+    if (atomic)
+        check(MPI_File_set_atomicity(*fh, 1), "MPI_File_set_atomicity");
 }
 
 /* Collective write then read back of count items of memtype from buf through a view.
@@ -540,6 +544,8 @@ int main(int argc, char **argv)
             do_read = strcmp(phase, "write") != 0;
         } else if (strcmp(argv[i], "--no-sync") == 0) {
             do_sync = 0;
+        } else if (strcmp(argv[i], "--atomic") == 0) {
+            atomic = 1;
         } else if (strcmp(argv[i], "--read-method") == 0 && i + 1 < argc) {
             read_method = argv[++i];
         } else {
