@@ -8,7 +8,8 @@
 //!   iwrite_shared) and MPI_MODE_SEQUENTIAL, over contiguous and noncontiguous views
 //!   and memory types; processes appending with write_shared lose and duplicate
 //!   nothing;
-//! - `fortran/rw.f90`: a Fortran program (Open MPI's bindings reach the C library
+//! - `fortran/rw.f90` (`use mpi`) and `fortran/rw_f08.f90` (`use mpi_f08`): Fortran
+//!   programs (Open MPI's bindings reach the C library
 //!   through the `PMPI_File_*` names) on a weft: file and, with the library preloaded,
 //!   on a local file (the pass-through);
 //! - the metadata manager killed and restarted under an open file: its shared pointer
@@ -35,6 +36,7 @@ struct Programs {
     _dir: tempfile::TempDir,
     api: PathBuf,
     fortran: PathBuf,
+    fortran_f08: PathBuf,
 }
 
 fn build(compiler: &str, env: &str, dir: &Path, name: &str, source: &str) -> PathBuf {
@@ -66,6 +68,7 @@ fn programs() -> &'static Programs {
         Programs {
             api: build("mpicc", "MPICC", dir.path(), "api", "c/api.c"),
             fortran: build("mpif90", "MPIF90", dir.path(), "rw", "fortran/rw.f90"),
+            fortran_f08: build("mpif90", "MPIF90", dir.path(), "rw_f08", "fortran/rw_f08.f90"),
             _dir: dir,
         }
     })
