@@ -292,6 +292,32 @@ fn a_fortran_program_reaches_weft_through_the_pmpi_names() {
             &expected,
             "the passed-through local file",
         );
+
+        // The mpi_f08 bindings, with shared file pointer calls.
+        let local = reference.path().join("rw_f08");
+        let out = mpirun(
+            np,
+            None,
+            &["--mca", "io", "romio321"],
+            &p.fortran_f08,
+            &[local.to_str().unwrap()],
+        );
+        assert_ok(&out, &format!("rw_f08.f90 through ROMIO with {np} processes"));
+        let path = format!("/rw_f08_{np}");
+        let out = mpirun(
+            np,
+            Some(&cluster),
+            &[],
+            &p.fortran_f08,
+            &[&format!("weft:{path}")],
+        );
+        assert_ok(&out, &format!("rw_f08.f90 on weft: with {np} processes"));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("fortran mpi_f08 mpi-io ok"));
+        assert_same(
+            &weft_bytes(&cluster, &path),
+            &std::fs::read(&local).unwrap(),
+            &format!("rw_f08.f90 with {np} processes"),
+        );
     }
 }
 
