@@ -218,6 +218,7 @@ pub extern "C" fn weft_mpiio_set_view(
         // Queued nonblocking I/O of this rank used the old view.
         crate::nonblocking::drain(fh);
         let f = file(fh)?;
+        let disp = crate::shared::displacement(f, disp)?;
         f.set_view(disp, etype, filetype, datarep, info)?;
         crate::shared::view_changed(f);
         Ok(())

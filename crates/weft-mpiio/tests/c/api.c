@@ -360,6 +360,16 @@ static void shared(void)
     OK(MPI_File_write_ordered(fh, buf, N / 8, MPI_INT, &st));
     CHECK(MPI_File_write_at(fh, 0, buf, 1, MPI_INT, &st) != MPI_SUCCESS,
           "write_at under MPI_MODE_SEQUENTIAL succeeded");
+    /* A view from where the shared pointer is (MPI_DISPLACEMENT_CURRENT). Contiguous:
+     * ROMIO leaves garbage in the holes of a write-only file's view. */
+    OK(MPI_File_set_view(fh, MPI_DISPLACEMENT_CURRENT, MPI_INT, MPI_INT, "native", MPI_INFO_NULL));
+    if (weft) { /* ROMIO refuses get_position_shared under MPI_MODE_SEQUENTIAL */
+        OK(MPI_File_get_position_shared(fh, &pos));
+        CHECK(pos == 0, "shared position %lld after set_view", (long long)pos);
+    }
+    fill(buf, N, 42);
+    OK(MPI_File_write_ordered(fh, buf, 30 + rank * 3, MPI_INT, &st));
+    check_count(&st, 30 + rank * 3, "write_ordered after MPI_DISPLACEMENT_CURRENT");
     OK(MPI_File_close(&fh));
 }
 
