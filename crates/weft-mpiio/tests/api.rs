@@ -13,7 +13,10 @@
 //!   through the `PMPI_File_*` names) on a weft: file and, with the library preloaded,
 //!   on a local file (the pass-through);
 //! - the metadata manager killed and restarted under an open file: its shared pointer
-//!   is gone, and the next shared access fails clearly on every rank.
+//!   is gone, and the next shared access fails clearly on every rank;
+//! - an io server killed under nonblocking writes: `MPI_Wait` returns `MPI_ERR_IO`
+//!   through the file's error handler, `MPI_Waitall` `MPI_ERR_IN_STATUS` with
+//!   `MPI_ERR_IO` in the statuses, and nothing aborts.
 //!
 //! Needs mpicc, mpif90 and mpirun (Open MPI: openmpi-bin, libopenmpi-dev, gfortran;
 //! scripts/install-deps.sh) and the workspace's release build.
@@ -321,13 +324,12 @@ fn a_fortran_program_reaches_weft_through_the_pmpi_names() {
     }
 }
 
-#[test]
-fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing() {
+/// Runs `api weft:/DIR/ MODE MARKERS` with `np` processes, doing `between` once the
+/// program is ready (DIR/ready) and letting it go on after (DIR/go).
+fn with_handshake(cluster: &TestCluster, np: usize, dir: &str, mode: &str, between: impl FnOnce()) -> Output {
     let p = programs();
-    let cluster = cluster();
     let markers = tempfile::tempdir().unwrap();
-    cluster.client().mkdir("/lost", 0o755).unwrap();
-    let np = 3;
+    cluster.client().mkdir(dir, 0o755).unwrap();
     let mut c = Command::new("timeout");
     c.args([
         "-k",
@@ -348,7 +350,7 @@ fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing()
     }
     c.args(["-x", "WEFT_MPIIO_VERBOSE=1"])
         .arg(&p.api)
-        .args(["weft:/lost/", "--lost", markers.path().to_str().unwrap()])
+        .args([&format!("weft:{dir}/"), mode, markers.path().to_str().unwrap()])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = c.spawn().expect("running mpirun");
@@ -361,11 +363,20 @@ fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing()
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // The metadata manager (server 0) crashes and comes back without the pointer.
-    cluster.kill9(0);
-    cluster.restart();
+    between();
     std::fs::write(markers.path().join("go"), b"").unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing() {
+    let cluster = cluster();
+    let np = 3;
+    // The metadata manager (server 0) crashes and comes back without the pointer.
+    let out = with_handshake(&cluster, np, "/lost", "--lost", || {
+        cluster.kill9(0);
+        cluster.restart();
+    });
     assert_ok(&out, "the program around the restart");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("lost: MPI_ERR_IO on every rank"), "{stdout}");
@@ -383,4 +394,18 @@ fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing()
         .collect();
     firsts.sort_unstable();
     assert_eq!(firsts, (0..np as i32).map(|r| r * 1000).collect::<Vec<_>>());
+}
+
+#[test]
+fn background_io_errors_reach_mpi_wait_and_waitall_without_aborting() {
+    let cluster = cluster();
+    // An io server dies after the open; the nonblocking writes span every server.
+    let out = with_handshake(&cluster, 2, "/ioerr", "--ioerr", || cluster.kill9(1));
+    assert_ok(&out, "the program around the io server's death");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("ioerr: MPI_ERR_IO through MPI_Wait and MPI_Waitall"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
