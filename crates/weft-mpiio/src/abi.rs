@@ -224,6 +224,7 @@ pub extern "C" fn weft_mpiio_set_view(
         crate::nonblocking::drain(fh);
         crate::profile::call(fh, "MPI_File_set_view", || {
             let f = file(fh)?;
+            let disp = crate::shared::displacement(f, disp)?;
             f.set_view(disp, etype, filetype, datarep, info)?;
             crate::shared::view_changed(f);
             Ok(())

@@ -506,7 +506,7 @@ impl MpiFile {
             if disp == i64::from(mpi::constant(Constant::DisplacementCurrent)) {
                 return Err(MpiioError::new(
                     ErrorClass::UnsupportedOperation,
-                    "MPI_DISPLACEMENT_CURRENT needs shared file pointers",
+                    "MPI_DISPLACEMENT_CURRENT is only valid on a file opened with MPI_MODE_SEQUENTIAL",
                 ));
             }
             let disp = u64::try_from(disp)

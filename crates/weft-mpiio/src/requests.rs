@@ -164,6 +164,9 @@ pub extern "C" fn weft_mpiio_split_begin(
             ));
         }
         let write = kind % 2 == 1;
+        if kind < 4 {
+            crate::shared::check_individual(f)?;
+        }
         let result = match kind {
             0..=3 => {
                 let mut flags = 2 | i32::from(write);

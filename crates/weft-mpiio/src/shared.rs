@@ -298,3 +298,33 @@ pub fn check_individual(f: &MpiFile) -> Result<()> {
     }
     Ok(())
 }
+
+/// `MPI_File_set_view`'s displacement: under `MPI_MODE_SEQUENTIAL`,
+/// `MPI_DISPLACEMENT_CURRENT` is where the shared file pointer is, in bytes (collective:
+/// rank 0 asks, every rank learns it); any other value is returned as it is.
+pub fn displacement(f: &MpiFile, disp: i64) -> Result<i64> {
+    let current = i64::from(mpi::constant(mpi::Constant::DisplacementCurrent));
+    if disp != current || f.amode() & crate::file::amode::SEQUENTIAL == 0 {
+        return Ok(disp);
+    }
+    let comm = f.comm();
+    // Every rank's earlier shared accesses are over.
+    comm.barrier()?;
+    let mut bytes = [0u8; 8];
+    let r = if comm.rank() == 0 {
+        key_of(f)
+            .and_then(|k| call(f, k, SharedOp::Get))
+            .and_then(|pos| {
+                let pos = i64::try_from(pos)
+                    .map_err(|_| MpiioError::new(ErrorClass::Io, "shared file pointer overflows"))?;
+                f.byte_offset(pos)
+            })
+            .map(|b| bytes = b.to_le_bytes())
+    } else {
+        Ok(())
+    };
+    crate::collective::engine::agree(comm, r)?;
+    comm.bcast(&mut bytes, 0)?;
+    i64::try_from(u64::from_le_bytes(bytes))
+        .map_err(|_| MpiioError::new(ErrorClass::Arg, "displacement overflows"))
+}

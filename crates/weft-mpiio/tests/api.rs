@@ -8,11 +8,15 @@
 //!   iwrite_shared) and MPI_MODE_SEQUENTIAL, over contiguous and noncontiguous views
 //!   and memory types; processes appending with write_shared lose and duplicate
 //!   nothing;
-//! - `fortran/rw.f90`: a Fortran program (Open MPI's bindings reach the C library
+//! - `fortran/rw.f90` (`use mpi`) and `fortran/rw_f08.f90` (`use mpi_f08`): Fortran
+//!   programs (Open MPI's bindings reach the C library
 //!   through the `PMPI_File_*` names) on a weft: file and, with the library preloaded,
 //!   on a local file (the pass-through);
 //! - the metadata manager killed and restarted under an open file: its shared pointer
-//!   is gone, and the next shared access fails clearly on every rank.
+//!   is gone, and the next shared access fails clearly on every rank;
+//! - an io server killed under nonblocking writes: `MPI_Wait` returns `MPI_ERR_IO`
+//!   through the file's error handler, `MPI_Waitall` `MPI_ERR_IN_STATUS` with
+//!   `MPI_ERR_IO` in the statuses, and nothing aborts.
 //!
 //! Needs mpicc, mpif90 and mpirun (Open MPI: openmpi-bin, libopenmpi-dev, gfortran;
 //! scripts/install-deps.sh) and the workspace's release build.
@@ -35,6 +39,7 @@ struct Programs {
     _dir: tempfile::TempDir,
     api: PathBuf,
     fortran: PathBuf,
+    fortran_f08: PathBuf,
 }
 
 fn build(compiler: &str, env: &str, dir: &Path, name: &str, source: &str) -> PathBuf {
@@ -66,6 +71,7 @@ fn programs() -> &'static Programs {
         Programs {
             api: build("mpicc", "MPICC", dir.path(), "api", "c/api.c"),
             fortran: build("mpif90", "MPIF90", dir.path(), "rw", "fortran/rw.f90"),
+            fortran_f08: build("mpif90", "MPIF90", dir.path(), "rw_f08", "fortran/rw_f08.f90"),
             _dir: dir,
         }
     })
@@ -289,16 +295,41 @@ fn a_fortran_program_reaches_weft_through_the_pmpi_names() {
             &expected,
             "the passed-through local file",
         );
+
+        // The mpi_f08 bindings, with shared file pointer calls.
+        let local = reference.path().join("rw_f08");
+        let out = mpirun(
+            np,
+            None,
+            &["--mca", "io", "romio321"],
+            &p.fortran_f08,
+            &[local.to_str().unwrap()],
+        );
+        assert_ok(&out, &format!("rw_f08.f90 through ROMIO with {np} processes"));
+        let path = format!("/rw_f08_{np}");
+        let out = mpirun(
+            np,
+            Some(&cluster),
+            &[],
+            &p.fortran_f08,
+            &[&format!("weft:{path}")],
+        );
+        assert_ok(&out, &format!("rw_f08.f90 on weft: with {np} processes"));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("fortran mpi_f08 mpi-io ok"));
+        assert_same(
+            &weft_bytes(&cluster, &path),
+            &std::fs::read(&local).unwrap(),
+            &format!("rw_f08.f90 with {np} processes"),
+        );
     }
 }
 
-#[test]
-fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing() {
+/// Runs `api weft:/DIR/ MODE MARKERS` with `np` processes, doing `between` once the
+/// program is ready (DIR/ready) and letting it go on after (DIR/go).
+fn with_handshake(cluster: &TestCluster, np: usize, dir: &str, mode: &str, between: impl FnOnce()) -> Output {
     let p = programs();
-    let cluster = cluster();
     let markers = tempfile::tempdir().unwrap();
-    cluster.client().mkdir("/lost", 0o755).unwrap();
-    let np = 3;
+    cluster.client().mkdir(dir, 0o755).unwrap();
     let mut c = Command::new("timeout");
     c.args([
         "-k",
@@ -319,7 +350,7 @@ fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing()
     }
     c.args(["-x", "WEFT_MPIIO_VERBOSE=1"])
         .arg(&p.api)
-        .args(["weft:/lost/", "--lost", markers.path().to_str().unwrap()])
+        .args([&format!("weft:{dir}/"), mode, markers.path().to_str().unwrap()])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = c.spawn().expect("running mpirun");
@@ -332,11 +363,20 @@ fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing()
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // The metadata manager (server 0) crashes and comes back without the pointer.
-    cluster.kill9(0);
-    cluster.restart();
+    between();
     std::fs::write(markers.path().join("go"), b"").unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing() {
+    let cluster = cluster();
+    let np = 3;
+    // The metadata manager (server 0) crashes and comes back without the pointer.
+    let out = with_handshake(&cluster, np, "/lost", "--lost", || {
+        cluster.kill9(0);
+        cluster.restart();
+    });
     assert_ok(&out, "the program around the restart");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("lost: MPI_ERR_IO on every rank"), "{stdout}");
@@ -354,4 +394,18 @@ fn a_shared_pointer_lost_in_a_manager_restart_fails_clearly_and_writes_nothing()
         .collect();
     firsts.sort_unstable();
     assert_eq!(firsts, (0..np as i32).map(|r| r * 1000).collect::<Vec<_>>());
+}
+
+#[test]
+fn background_io_errors_reach_mpi_wait_and_waitall_without_aborting() {
+    let cluster = cluster();
+    // An io server dies after the open; the nonblocking writes span every server.
+    let out = with_handshake(&cluster, 2, "/ioerr", "--ioerr", || cluster.kill9(1));
+    assert_ok(&out, "the program around the io server's death");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("ioerr: MPI_ERR_IO through MPI_Wait and MPI_Waitall"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

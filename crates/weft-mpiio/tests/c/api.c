@@ -11,7 +11,12 @@
  *   api PREFIX --lost DIR
  *     The shared pointer lost with a metadata manager restart: one write_shared each,
  *     then rank 0 creates DIR/ready and waits for DIR/go (the test restarts the manager
- *     in between); the next write_shared must fail with MPI_ERR_IO on every rank. */
+ *     in between); the next write_shared must fail with MPI_ERR_IO on every rank.
+ *   api PREFIX --ioerr DIR
+ *     Background I/O failing: the same handshake (the test kills an io server in
+ *     between), then iwrite_at + MPI_Wait must return MPI_ERR_IO through the file's
+ *     error handler (MPI_ERRORS_RETURN), and iwrite_at + MPI_Waitall MPI_ERR_IN_STATUS
+ *     with MPI_ERR_IO in the statuses; nothing aborts. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,17 +365,22 @@ static void shared(void)
     OK(MPI_File_write_ordered(fh, buf, N / 8, MPI_INT, &st));
     CHECK(MPI_File_write_at(fh, 0, buf, 1, MPI_INT, &st) != MPI_SUCCESS,
           "write_at under MPI_MODE_SEQUENTIAL succeeded");
+    /* A view from where the shared pointer is (MPI_DISPLACEMENT_CURRENT). Contiguous:
+     * ROMIO leaves garbage in the holes of a write-only file's view. */
+    OK(MPI_File_set_view(fh, MPI_DISPLACEMENT_CURRENT, MPI_INT, MPI_INT, "native", MPI_INFO_NULL));
+    if (weft) { /* ROMIO refuses get_position_shared under MPI_MODE_SEQUENTIAL */
+        OK(MPI_File_get_position_shared(fh, &pos));
+        CHECK(pos == 0, "shared position %lld after set_view", (long long)pos);
+    }
+    fill(buf, N, 42);
+    OK(MPI_File_write_ordered(fh, buf, 30 + rank * 3, MPI_INT, &st));
+    check_count(&st, 30 + rank * 3, "write_ordered after MPI_DISPLACEMENT_CURRENT");
     OK(MPI_File_close(&fh));
 }
 
-static void lost(const char *dir)
+/* Rank 0 creates DIR/ready and waits (at most 60 s) for DIR/go; then a barrier. */
+static void handshake(const char *dir)
 {
-    MPI_File fh = open_file("lost", MPI_MODE_CREATE | MPI_MODE_RDWR);
-    int rec[RECORD];
-    MPI_Status st;
-    for (int i = 0; i < RECORD; i++)
-        rec[i] = rank * 1000;
-    OK(MPI_File_write_shared(fh, rec, RECORD, MPI_INT, &st));
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
         char path[4096];
@@ -389,6 +399,50 @@ static void lost(const char *dir)
         }
     }
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static int error_class(int rc)
+{
+    int class = -1;
+    MPI_Error_class(rc, &class);
+    return class;
+}
+
+static void ioerr(const char *dir)
+{
+    MPI_File fh = open_file("ioerr", MPI_MODE_CREATE | MPI_MODE_RDWR);
+    static char buf[2][1 << 20];
+    handshake(dir);
+    MPI_Offset at = (MPI_Offset)rank * 2 * sizeof buf[0];
+    MPI_Request req[2];
+    MPI_Status st[2];
+    OK(MPI_File_iwrite_at(fh, at, buf[0], sizeof buf[0], MPI_BYTE, &req[0]));
+    int rc = MPI_Wait(&req[0], &st[0]);
+    CHECK(error_class(rc) == MPI_ERR_IO, "MPI_Wait of a failed write: class %d", error_class(rc));
+    CHECK(req[0] == MPI_REQUEST_NULL, "MPI_Wait left the request");
+    OK(MPI_File_iwrite_at(fh, at, buf[0], sizeof buf[0], MPI_BYTE, &req[0]));
+    OK(MPI_File_iwrite_at(fh, at + sizeof buf[0], buf[1], sizeof buf[1], MPI_BYTE, &req[1]));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    rc = MPI_Waitall(2, req, st);
+    CHECK(rc == MPI_ERR_IN_STATUS, "MPI_Waitall of failed writes: %d", rc);
+    for (int k = 0; k < 2; k++)
+        CHECK(error_class(st[k].MPI_ERROR) == MPI_ERR_IO, "status %d: class %d", k,
+              error_class(st[k].MPI_ERROR));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("ioerr: MPI_ERR_IO through MPI_Wait and MPI_Waitall\n");
+    MPI_File_close(&fh);
+}
+
+static void lost(const char *dir)
+{
+    MPI_File fh = open_file("lost", MPI_MODE_CREATE | MPI_MODE_RDWR);
+    int rec[RECORD];
+    MPI_Status st;
+    for (int i = 0; i < RECORD; i++)
+        rec[i] = rank * 1000;
+    OK(MPI_File_write_shared(fh, rec, RECORD, MPI_INT, &st));
+    handshake(dir);
     for (int i = 0; i < RECORD; i++)
         rec[i] = rank * 1000 + 1;
     int rc = MPI_File_write_shared(fh, rec, RECORD, MPI_INT, &st);
@@ -417,6 +471,11 @@ int main(int argc, char **argv)
     MPI_File_set_errhandler(MPI_FILE_NULL, MPI_ERRORS_RETURN);
     if (argc > 3 && strcmp(argv[2], "--lost") == 0) {
         lost(argv[3]);
+        MPI_Finalize();
+        return 0;
+    }
+    if (argc > 3 && strcmp(argv[2], "--ioerr") == 0) {
+        ioerr(argv[3]);
         MPI_Finalize();
         return 0;
     }
