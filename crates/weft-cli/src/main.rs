@@ -1,8 +1,21 @@
 //! `weft`: start and stop a local cluster, move files in and out, inspect layouts.
 
+/// `println!` that ends the program as a closed pipe ends GNU tools (`weft stat | head`:
+/// quietly, by SIGPIPE) instead of panicking; shadows std's in every module below.
+macro_rules! println {
+    () => {
+        $crate::output::line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::line(format_args!($($arg)*))
+    };
+}
+
 mod cluster;
+mod escape;
 mod files;
 mod mpi_env;
+mod output;
 mod progress;
 mod top_cmd;
 mod trace_cmd;
@@ -264,6 +277,9 @@ and keep it readable by its owner only. An existing FILE is never overwritten."
 fn main() {
     let cli = Cli::parse();
     if let Err(e) = run(cli.command) {
+        if e.chain().any(output::is_broken_pipe) {
+            output::die_of_broken_pipe();
+        }
         eprintln!("weft: {e:#}");
         std::process::exit(1);
     }
