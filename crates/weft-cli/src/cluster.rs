@@ -54,6 +54,8 @@ pub struct UpOptions {
     pub cache: CachePlacement,
     /// The description's `[cache]` section (memory, policy, mapping, default mode).
     pub cache_settings: weft_config::CacheSettings,
+    /// Whose identity requests act with (the description's `identity`).
+    pub identity: weft_config::IdentityMode,
 }
 
 fn run_dir(home: &Path) -> PathBuf {
@@ -300,6 +302,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
         }
         let mut config = ClusterConfig {
             key_file: None,
+            identity: options.identity,
             cache: options.cache_settings.clone(),
             name: "weft".into(),
             stripe_size: options.stripe_size,
@@ -542,7 +545,7 @@ impl StatusOf {
 /// Prints the servers of the cluster; true when all are up. With `web`, prints the
 /// status page's URL instead.
 pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
-    let (name, key_path, network, servers, origin) = match of {
+    let (name, key_path, network, servers, origin, identity) = match of {
         StatusOf::Home(home) => {
             let description = home.join(CLUSTER_FILE_NAME);
             if !description.exists() {
@@ -572,6 +575,7 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
                     .collect::<Vec<String>>(),
                 servers,
                 format!("home {}", home.display()),
+                Some(config.identity),
             )
         }
         StatusOf::Meta(meta) => {
@@ -610,6 +614,7 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
                 network,
                 servers,
                 format!("metadata manager at WEFT_META={meta}"),
+                None,
             )
         }
     };
@@ -650,6 +655,19 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
             format!("servers listen on the network ({})", network.join(", "))
         }
     );
+    match identity {
+        Some(weft_config::IdentityMode::Owner) => {
+            use std::os::unix::fs::MetadataExt;
+            let owner = std::fs::metadata(&key_path).map_or("?".into(), |m| m.uid().to_string());
+            println!(
+                "identity: owner (every request acts as uid {owner}, the key's owner, whatever it claims)"
+            )
+        }
+        Some(weft_config::IdentityMode::Claimed) => println!(
+            "identity: claimed (requests act as the uid and groups they claim: every holder of the key is trusted with any identity)"
+        ),
+        None => {}
+    }
     println!(
         "{:<7} {:<8} {:<22} {:<8} {:<8} {:<6} {:<20} stored",
         "server", "roles", "address", "pid", "state", "proto", "build"

@@ -1,6 +1,7 @@
 //! File commands: ls, stat, mkdir, rm, mv, put, get, cat, layout, df.
 
 use crate::cluster::human_bytes;
+use crate::escape;
 use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use std::io::{Read, Write};
@@ -63,6 +64,23 @@ fn long_line(attr: &Attr, name: &str) -> String {
     )
 }
 
+/// The line of an entry whose attributes could not be had, as GNU ls marks one.
+fn unknown_line(kind: FileKind, name: &str) -> String {
+    format!(
+        "{}????????? {:>3} {:>5} {:>5} {:>12} {:>16} {}",
+        kind_char(kind),
+        "?",
+        "?",
+        "?",
+        "?",
+        "?",
+        name
+    )
+}
+
+/// Lists `paths`. An entry whose attributes or objects are missing is listed marked
+/// with `?` and reported on standard error, and the listing goes on; the command then
+/// fails at the end, as GNU ls does.
 pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
     let paths = if paths.is_empty() {
         vec!["/".to_string()]
@@ -70,6 +88,7 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
         paths.to_vec()
     };
     let several = paths.len() > 1;
+    let mut problems = 0;
     for (k, path) in paths.iter().enumerate() {
         let attr = client.stat(path)?;
         if attr.kind != FileKind::Directory {
@@ -94,9 +113,21 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
         let mut out = out.lock();
         if long {
             for chunk in entries.chunks(4096) {
-                let attrs = client.getattr_many(chunk)?;
+                let attrs = client.getattr_each(chunk)?;
                 for (entry, attr) in chunk.iter().zip(attrs) {
-                    writeln!(out, "{}", long_line(&attr, &entry.name.to_string()))?;
+                    let name = escape::name(entry.name.as_bytes());
+                    match attr {
+                        Ok(attr) => writeln!(out, "{}", long_line(&attr, &name))?,
+                        Err(e) => {
+                            writeln!(out, "{}", unknown_line(entry.kind, &name))?;
+                            out.flush()?;
+                            eprintln!(
+                                "weft: cannot access {}: {e}",
+                                weft_client::path::join(path, &name)
+                            );
+                            problems += 1;
+                        }
+                    }
                 }
             }
         } else {
@@ -104,11 +135,14 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
                 writeln!(
                     out,
                     "{}{}",
-                    e.name,
+                    escape::name(e.name.as_bytes()),
                     if e.kind == FileKind::Directory { "/" } else { "" }
                 )?;
             }
         }
+    }
+    if problems > 0 {
+        bail!("{problems} entries listed without their attributes (marked ?)");
     }
     Ok(())
 }
@@ -248,15 +282,94 @@ fn target_path(client: &Client, local: &str, path: &str) -> Result<String> {
     }
 }
 
+/// The process's umask, without changing it (from /proc; else set and restored).
+fn umask() -> u32 {
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        if let Some(mask) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        {
+            return mask;
+        }
+    }
+    // SAFETY: umask has no preconditions; the old mask is put back at once.
+    unsafe {
+        let mask = libc::umask(0o022);
+        libc::umask(mask);
+        mask as u32
+    }
+}
+
+/// Set by SIGINT, SIGTERM and SIGHUP while `put` copies, so that it removes its
+/// temporary file before it goes.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn note_interrupt(_signal: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Copies local file `local` to `path`, as cp does: the new file has the source's
+/// permission bits under the umask. The bytes go to a hidden temporary name in the
+/// target's directory, renamed over the target once all are written and synced (as
+/// rsync does), so that a failed or interrupted put never leaves a partial file under
+/// the target name; the temporary file is removed on failure and on SIGINT/SIGTERM.
 pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> Result<()> {
-    let mut input = std::fs::File::open(local).with_context(|| format!("cannot open {local}"))?;
-    let total = input.metadata().map(|m| m.len()).unwrap_or(0);
+    use std::os::unix::fs::PermissionsExt;
+    let input = std::fs::File::open(local).with_context(|| format!("cannot open {local}"))?;
+    let metadata = input.metadata().with_context(|| format!("cannot stat {local}"))?;
     let target = target_path(client, local, path)?;
+    let (dir, name) = weft_client::path::split(&target)?;
+    let temporary = weft_client::path::join(
+        &dir,
+        &format!(
+            ".{name}.weft-put-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        ),
+    );
     let options = CreateOptions {
         layout,
-        ..CreateOptions::default()
+        mode: metadata.permissions().mode() & 0o777 & !umask(),
+        exclusive: true,
+        truncate: false,
     };
-    let file = client.create(&target, &options)?;
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { libc::signal(signal, note_interrupt as *const () as libc::sighandler_t) };
+    }
+    let file = client.create(&temporary, &options)?;
+    let copied = copy_in(input, metadata.len(), &file, &target, local).and_then(|()| {
+        drop(file);
+        client
+            .rename(&temporary, &target)
+            .with_context(|| format!("renaming {temporary} to {target}"))?;
+        Ok(())
+    });
+    if let Err(e) = copied {
+        if let Err(removing) = client.unlink(&temporary) {
+            eprintln!("weft: removing {temporary}: {removing}");
+        }
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            eprintln!("weft: put {target}: interrupted; nothing was written under that name");
+            std::process::exit(130);
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Streams `input` into `file`, then syncs it.
+fn copy_in(
+    mut input: std::fs::File,
+    total: u64,
+    file: &weft_client::File,
+    target: &str,
+    local: &str,
+) -> Result<()> {
     let mut progress = Progress::new(&format!("put {target}"), total);
     // A reader thread fills the next block while the previous one is being written.
     let (sender, receiver) = mpsc::sync_channel::<std::io::Result<Vec<u8>>>(2);
@@ -284,16 +397,20 @@ pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> R
     });
     let mut offset = 0u64;
     for block in receiver {
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            bail!("interrupted");
+        }
         let block = block.with_context(|| format!("reading {local}"))?;
         if block.is_empty() {
             break;
         }
-        file.write_at(offset, &block)?;
+        file.write_at(offset, &block)
+            .with_context(|| format!("writing {target}"))?;
         offset += block.len() as u64;
         progress.set(offset);
     }
     reader.join().ok();
-    file.sync()?;
+    file.sync().with_context(|| format!("writing {target}"))?;
     progress.finish(offset);
     Ok(())
 }

@@ -1,8 +1,21 @@
 //! `weft`: start and stop a local cluster, move files in and out, inspect layouts.
 
+/// `println!` that ends the program as a closed pipe ends GNU tools (`weft stat | head`:
+/// quietly, by SIGPIPE) instead of panicking; shadows std's in every module below.
+macro_rules! println {
+    () => {
+        $crate::output::line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::line(format_args!($($arg)*))
+    };
+}
+
 mod cluster;
+mod escape;
 mod files;
 mod mpi_env;
+mod output;
 mod progress;
 mod top_cmd;
 mod trace_cmd;
@@ -108,6 +121,13 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// number N of separate cache managers (Clusterfile's two-phase placement).
         #[arg(long, default_value = "none", value_name = "none|colocated|N")]
         cache: cluster::CachePlacement,
+        /// Whose identity requests act with: owner (every request acts as the user
+        /// who owns the cluster key, whatever it claims) or claimed (as the uid and
+        /// groups it claims: every holder of the key is trusted with any identity;
+        /// only for clients that are all trusted, such as a root mount serving
+        /// several local users).
+        #[arg(long, default_value = "owner", value_name = "owner|claimed")]
+        identity: weft_config::IdentityMode,
         /// Memory of each cache manager (K, M, G suffixes), default 512M.
         #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
         cache_memory: Option<u64>,
@@ -264,6 +284,9 @@ and keep it readable by its owner only. An existing FILE is never overwritten."
 fn main() {
     let cli = Cli::parse();
     if let Err(e) = run(cli.command) {
+        if e.chain().any(output::is_broken_pipe) {
+            output::die_of_broken_pipe();
+        }
         eprintln!("weft: {e:#}");
         std::process::exit(1);
     }
@@ -285,6 +308,7 @@ fn run(command: Command) -> Result<()> {
             cache_policy,
             cache_mapping,
             cache_default,
+            identity,
         } => {
             if let Some(p) = &cache_policy {
                 p.parse::<weft_cache::PolicyKind>()?;
@@ -302,6 +326,7 @@ fn run(command: Command) -> Result<()> {
                     memory: cache_memory,
                     policy: cache_policy,
                 },
+                identity,
             })
         }
         Command::Down { home } => cluster::down(&home.resolve()),

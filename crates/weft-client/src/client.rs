@@ -5,7 +5,7 @@ use crate::error::ClientError;
 use crate::file::{File, TransferOptions};
 use crate::path;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use weft_layout::{InodeId, LayoutRequest, ServerId};
 use weft_proto::msg::{Request, Response, XattrSet, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::{
@@ -18,30 +18,52 @@ pub(crate) struct Inner {
     pub pool: Arc<ConnectionPool>,
     pub meta_addr: String,
     pub cluster: ClusterInfo,
-    pub io_addrs: HashMap<ServerId, String>,
+    pub io_addrs: HashMap<ServerId, Arc<ServerAddress>>,
     /// Addresses of the cache managers.
-    pub cache_addrs: HashMap<ServerId, String>,
+    pub cache_addrs: HashMap<ServerId, Arc<ServerAddress>>,
     pub cred: Cred,
     pub transfer: TransferOptions,
 }
 
-impl Inner {
-    pub fn io_addr(&self, server: ServerId) -> Result<&str, ClientError> {
-        self.io_addrs.get(&server).map(String::as_str).ok_or_else(|| {
-            ClientError::refused(
-                ErrorCode::Unavailable,
-                format!("io server {server} is not in the cluster description"),
-            )
+/// Where to reach a server, chosen when it is first used (see `io_address`): a client
+/// pays for no server it does not use, and a hung one costs one timeout, not two.
+pub(crate) struct ServerAddress {
+    server: IoServer,
+    chosen: OnceLock<String>,
+}
+
+impl ServerAddress {
+    fn new(server: &IoServer) -> Arc<ServerAddress> {
+        Arc::new(ServerAddress {
+            server: server.clone(),
+            chosen: OnceLock::new(),
         })
     }
 
+    fn get(&self, pool: &ConnectionPool) -> &str {
+        self.chosen.get_or_init(|| io_address(pool, &self.server))
+    }
+}
+
+impl Inner {
+    pub fn io_addr(&self, server: ServerId) -> Result<&str, ClientError> {
+        match self.io_addrs.get(&server) {
+            Some(address) => Ok(address.get(&self.pool)),
+            None => Err(ClientError::refused(
+                ErrorCode::Unavailable,
+                format!("io server {server} is not in the cluster description"),
+            )),
+        }
+    }
+
     pub fn cache_addr(&self, server: ServerId) -> Result<&str, ClientError> {
-        self.cache_addrs.get(&server).map(String::as_str).ok_or_else(|| {
-            ClientError::refused(
+        match self.cache_addrs.get(&server) {
+            Some(address) => Ok(address.get(&self.pool)),
+            None => Err(ClientError::refused(
                 ErrorCode::Unavailable,
                 format!("cache manager {server} is not in the cluster description"),
-            )
-        })
+            )),
+        }
     }
 
     pub fn meta(&self, request: &Request) -> Result<Response, ClientError> {
@@ -110,8 +132,23 @@ fn io_address(pool: &ConnectionPool, server: &weft_proto::IoServer) -> String {
     pool.set_label(&local, &format!("{} (via {local})", server.addr));
     match pool.get(&local) {
         Ok(connection) if connection.server().0 == server.id => local,
+        // The server took the connection and did not answer: it is there, hung, and
+        // would not answer over TCP either. Its TCP address fails at once for a while,
+        // so that the caller waits one timeout, not two.
+        Err(e @ weft_rpc::RpcError::TimedOut { .. }) => {
+            pool.note_unresponsive(&server.addr, e);
+            server.addr.clone()
+        }
         _ => server.addr.clone(),
     }
+}
+
+/// A file none of whose io servers holds an object.
+fn no_objects(inode: InodeId) -> ClientError {
+    ClientError::refused(
+        ErrorCode::Stale,
+        format!("inode {inode} has no data objects on its io servers (removed?)"),
+    )
 }
 
 /// The calling process's credentials.
@@ -149,13 +186,13 @@ impl Client {
         let io_addrs = cluster
             .io_servers
             .iter()
-            .map(|s| (s.id, io_address(&pool, s)))
+            .map(|s| (s.id, ServerAddress::new(s)))
             .collect();
         let cache_addrs = cluster
             .cache
             .managers
             .iter()
-            .map(|s| (s.id, io_address(&pool, s)))
+            .map(|s| (s.id, ServerAddress::new(s)))
             .collect();
         Ok(Client {
             inner: Arc::new(Inner {
@@ -320,6 +357,16 @@ impl Client {
     /// each io server once per batch of files rather than once per file, all servers
     /// at once.
     pub fn fill_sizes(&self, attrs: &mut [Attr]) -> Result<(), ClientError> {
+        let without = self.fill_sizes_marking(attrs)?;
+        match attrs.iter().zip(without).find(|(_, without)| *without) {
+            Some((attr, _)) => Err(no_objects(attr.inode)),
+            None => Ok(()),
+        }
+    }
+
+    /// `fill_sizes`, telling which files have no object on any of their io servers
+    /// rather than failing for them.
+    fn fill_sizes_marking(&self, attrs: &mut [Attr]) -> Result<Vec<bool>, ClientError> {
         let mut per_server: HashMap<ServerId, Vec<(usize, Striping)>> = HashMap::new();
         for (k, attr) in attrs.iter_mut().enumerate() {
             if attr.kind != FileKind::File {
@@ -371,18 +418,9 @@ impl Client {
             }
         }
         self.add_cached_ends(attrs)?;
-        for (k, attr) in attrs.iter().enumerate() {
-            if asked[k] > 0 && missing[k] == asked[k] {
-                return Err(ClientError::refused(
-                    ErrorCode::Stale,
-                    format!(
-                        "inode {} has no data objects on its io servers (removed?)",
-                        attr.inode
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        Ok((0..attrs.len())
+            .map(|k| asked[k] > 0 && missing[k] == asked[k])
+            .collect())
     }
 
     /// Cached files' sizes also count what their cache managers hold unwritten: asks
@@ -646,6 +684,54 @@ impl Client {
         }
         self.fill_sizes(&mut attrs)?;
         Ok(attrs)
+    }
+
+    /// Attributes (with sizes) of many entries of one directory, each with its own
+    /// outcome: an entry removed meanwhile, or a file whose objects are gone, is an
+    /// error of that entry alone (a listing goes on). Fails as a whole only when a
+    /// server cannot be reached.
+    pub fn getattr_each(&self, entries: &[DirEntry]) -> Result<Vec<Result<Attr, ClientError>>, ClientError> {
+        let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+        let mut found = Vec::with_capacity(entries.len());
+        for chunk in entries.chunks(256) {
+            let pending: Vec<_> = chunk
+                .iter()
+                .map(|e| {
+                    meta.send(
+                        &Request::GetAttr {
+                            cred: self.cred_clone(),
+                            inode: e.inode,
+                        },
+                        &[],
+                    )
+                })
+                .collect::<Result<_, _>>()?;
+            for call in pending {
+                found.push(match call.wait() {
+                    Ok((Response::Attr(a), _)) => Ok(a),
+                    Ok((other, _)) => return Err(unexpected(&other)),
+                    Err(e @ weft_rpc::RpcError::Remote { .. }) => Err(ClientError::from(e)),
+                    Err(e) => return Err(e.into()),
+                });
+            }
+        }
+        let mut attrs: Vec<Attr> = found.iter().filter_map(|a| a.as_ref().ok().cloned()).collect();
+        let without = self.fill_sizes_marking(&mut attrs)?;
+        let mut sized = attrs.into_iter().zip(without);
+        Ok(found
+            .into_iter()
+            .zip(entries)
+            .map(|(attr, entry)| {
+                if let Err(e) = attr {
+                    return Err(e.context(&entry.name.to_string()));
+                }
+                let (attr, without) = sized.next().expect("one sized attr per attr found");
+                if without {
+                    return Err(no_objects(attr.inode).context(&entry.name.to_string()));
+                }
+                Ok(attr)
+            })
+            .collect())
     }
 
     pub fn unlink(&self, path: &str) -> Result<(), ClientError> {

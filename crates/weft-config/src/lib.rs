@@ -144,6 +144,44 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+/// Whose identity metadata requests act with (`identity` in the description).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum IdentityMode {
+    /// Every request acts as the user who owns the cluster key, whatever it claims:
+    /// holding the key is being that user (a cluster of one user, as `weft up`'s).
+    #[default]
+    Owner,
+    /// Requests act as the uid and groups they claim (NFS's AUTH_SYS): every holder
+    /// of the key is trusted with any identity. Only for a key shared by clients that
+    /// are all trusted (a root-run mount serving several local users).
+    Claimed,
+}
+
+impl IdentityMode {
+    fn is_default(&self) -> bool {
+        *self == IdentityMode::default()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IdentityMode::Owner => "owner",
+            IdentityMode::Claimed => "claimed",
+        }
+    }
+}
+
+impl std::str::FromStr for IdentityMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<IdentityMode, String> {
+        match s {
+            "owner" => Ok(IdentityMode::Owner),
+            "claimed" => Ok(IdentityMode::Claimed),
+            other => Err(format!("identity mode {other:?}: owner or claimed")),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
@@ -161,6 +199,9 @@ pub struct ClusterConfig {
     /// A relative path is relative to the description's directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_file: Option<PathBuf>,
+    /// Whose identity requests act with; default `owner`.
+    #[serde(default, skip_serializing_if = "IdentityMode::is_default")]
+    pub identity: IdentityMode,
     #[serde(rename = "server", default)]
     pub servers: Vec<ServerEntry>,
 }
@@ -446,6 +487,7 @@ mod tests {
         let path = dir.path().join("cluster.toml");
         let config = ClusterConfig {
             key_file: Some("keys/k".into()),
+            identity: IdentityMode::Claimed,
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 2,
@@ -552,6 +594,7 @@ mod tests {
         };
         let mut config = ClusterConfig {
             key_file: None,
+            identity: IdentityMode::Owner,
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 0,

@@ -5,7 +5,7 @@ mod common;
 
 use common::{sh, sh_as_nobody, Mount};
 use std::os::unix::fs::MetadataExt;
-use weft_testkit::TestCluster;
+use weft_testkit::{ClusterOptions, TestCluster};
 
 const NOBODY: u32 = 65534;
 
@@ -21,7 +21,7 @@ fn a_user_cannot_write_another_users_file() {
         0,
         "this test runs as root (as in CI) to act as nobody"
     );
-    let cluster = TestCluster::start();
+    let cluster = TestCluster::start_with(&ClusterOptions::claimed_identity());
     let mount = Mount::new(&cluster);
     let root = mount.path();
     sh(
@@ -88,7 +88,7 @@ fn a_user_cannot_write_another_users_file() {
 
 #[test]
 fn supplementary_groups_reach_the_manager() {
-    let cluster = TestCluster::start();
+    let cluster = TestCluster::start_with(&ClusterOptions::claimed_identity());
     let mount = Mount::new(&cluster);
     let root = mount.path();
     sh(root, "mkdir team && chown 0:4242 team && chmod 0770 team");

@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use weft_testkit::TestCluster;
+use weft_testkit::{ClusterOptions, TestCluster};
 
 /// A local directory and a directory in the mount, for running one case on both.
 struct Both {
@@ -31,7 +31,9 @@ impl Both {
             0,
             "these tests run as root (as in CI)"
         );
-        let cluster = TestCluster::start();
+        // nobody acts through root's mount as itself: the cluster trusts the mount's
+        // claims.
+        let cluster = TestCluster::start_with(&ClusterOptions::claimed_identity());
         let mount = Mount::new(&cluster);
         let local = tempfile::Builder::new()
             .prefix("weft-posix-local-")

@@ -771,6 +771,35 @@ pub enum Response {
 }
 
 impl Request {
+    /// The credential a metadata request claims, to be replaced by the one the server
+    /// verified (a cluster in `owner` mode acts as the key's owner whatever is claimed);
+    /// `None` for requests that carry none.
+    pub fn cred_mut(&mut self) -> Option<&mut Cred> {
+        match self {
+            Request::Resolve { cred, .. }
+            | Request::Lookup { cred, .. }
+            | Request::GetAttr { cred, .. }
+            | Request::SetAttr { cred, .. }
+            | Request::Mkdir { cred, .. }
+            | Request::Create { cred, .. }
+            | Request::Readdir { cred, .. }
+            | Request::Unlink { cred, .. }
+            | Request::Rmdir { cred, .. }
+            | Request::Rename { cred, .. }
+            | Request::Statfs { cred, .. }
+            | Request::SetDirLayout { cred, .. }
+            | Request::Symlink { cred, .. }
+            | Request::Readlink { cred, .. }
+            | Request::Revalidate { cred, .. }
+            | Request::Link { cred, .. }
+            | Request::Mknod { cred, .. }
+            | Request::SetXattr { cred, .. }
+            | Request::GetXattr { cred, .. }
+            | Request::ListXattr { cred, .. }
+            | Request::RemoveXattr { cred, .. } => Some(cred),
+            _ => None,
+        }
+    }
     pub fn opcode(&self) -> Opcode {
         use Request::*;
         match self {
@@ -1957,7 +1986,11 @@ mod tests {
                 ],
             },
         ];
-        for req in reqs {
+        for mut req in reqs {
+            // Every request that claims a credential lets the server replace it (owner
+            // mode): one that carried a claim past `cred_mut` would be believed.
+            let claims = format!("{req:?}").contains("cred: Cred");
+            assert_eq!(req.cred_mut().is_some(), claims, "{req:?}");
             let body = req.encode_body();
             assert_eq!(Request::decode(req.opcode() as u16, &body).unwrap(), req);
             // Every strict prefix of a body is rejected, never panics.

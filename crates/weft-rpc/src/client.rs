@@ -9,7 +9,7 @@ use std::net::Shutdown;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use weft_proto::frame::{FrameKind, PROTOCOL_VERSION};
 use weft_proto::msg::{decode_result, Request, Response};
 use weft_proto::{ErrorCode, WireError};
@@ -641,6 +641,9 @@ pub struct ConnectionPool {
     connections: Mutex<HashMap<String, Arc<Connection>>>,
     /// How errors name the server behind an address, where that differs from it.
     labels: Mutex<HashMap<String, String>>,
+    /// Addresses of servers found hung (they took a connection and did not answer),
+    /// with the error and when: `get` fails at once with it for a request timeout.
+    unresponsive: Mutex<HashMap<String, (RpcError, Instant)>>,
 }
 
 impl ConnectionPool {
@@ -651,7 +654,18 @@ impl ConnectionPool {
             timeouts,
             connections: Mutex::new(HashMap::new()),
             labels: Mutex::new(HashMap::new()),
+            unresponsive: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The server at `addr` was found hung with `error` by another way of reaching it
+    /// (its Unix socket): calls to `addr` fail at once with that error until a request
+    /// timeout has passed, rather than waiting a second timeout for the same server.
+    pub fn note_unresponsive(&self, addr: &str, error: RpcError) {
+        self.unresponsive
+            .lock()
+            .unwrap()
+            .insert(addr.to_owned(), (error, Instant::now()));
     }
 
     /// Errors of connections to `addr` will name the server as `label`.
@@ -671,6 +685,15 @@ impl ConnectionPool {
         if let Some(c) = self.connections.lock().unwrap().get(addr) {
             if !c.is_broken() {
                 return Ok(c.clone());
+            }
+        }
+        {
+            let mut unresponsive = self.unresponsive.lock().unwrap();
+            if let Some((error, at)) = unresponsive.get(addr) {
+                if at.elapsed() < self.timeouts.request {
+                    return Err(error.clone());
+                }
+                unresponsive.remove(addr);
             }
         }
         // Connect without holding the lock: a dead server must not stall calls to others.

@@ -155,6 +155,7 @@ pub fn mpi(
             delegate: false,
             metrics_addr: metrics_addr.clone(),
             key: cluster_key,
+            key_path: home.join(KEY_FILE_NAME),
         };
         let (bound, _) = start(&plan, limits)?;
         write_atomically(
@@ -196,6 +197,7 @@ pub fn mpi(
     }
     let mut config = ClusterConfig {
         key_file: None,
+        identity: Default::default(),
         cache: Default::default(),
         name: format!("weft-mpi-{key}"),
         stripe_size: STRIPE_SIZE_BYTES_DEFAULT,
@@ -229,6 +231,7 @@ pub fn mpi(
         delegate: false,
         metrics_addr,
         key: cluster_key,
+        key_path: home.join(KEY_FILE_NAME),
     };
     let (bound, _) = start(&plan, limits)?;
     config.servers[0].addr = format!("{host}:{}", bound.port());

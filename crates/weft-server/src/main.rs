@@ -1,6 +1,7 @@
 //! `weftd`: one server binary carrying the meta and/or io roles. Thin: it reads the
 //! cluster description or flags, opens each role's store, and serves.
 
+mod identity;
 mod launch;
 mod observe;
 mod roles;
@@ -221,6 +222,8 @@ pub struct Plan {
     /// The cluster key: clients must prove they hold it, and this server proves it to
     /// the servers it calls.
     pub key: ClusterKey,
+    /// Its file: in `owner` mode the manager acts as the user who owns it.
+    pub key_path: PathBuf,
 }
 
 fn run(args: Args) -> Result<()> {
@@ -285,6 +288,7 @@ fn run(args: Args) -> Result<()> {
             delegate: args.delegate,
             metrics_addr: args.metrics_addr.clone().or_else(|| entry.metrics_addr.clone()),
             key,
+            key_path,
         }
     } else {
         let roles = args
@@ -325,6 +329,7 @@ fn run(args: Args) -> Result<()> {
             delegate: args.delegate,
             metrics_addr: args.metrics_addr.clone(),
             key: load_key(&key_path)?,
+            key_path,
         }
     };
     let (address, roles) = start(&plan, limits)?;
@@ -443,6 +448,12 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr,
             " (reachable from the network)"
         }
     );
+    if let Some(owner) = handler.owner() {
+        eprintln!(
+            "weftd: server {}: identity owner: every metadata request acts as uid {} gid {} (the cluster key's owner), whatever it claims",
+            plan.id, owner.uid, owner.gid
+        );
+    }
     if let Some(path) = &plan.socket {
         // Clients fall back to TCP when the socket is missing: a failure here only
         // costs local clients speed.

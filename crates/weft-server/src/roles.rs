@@ -21,6 +21,9 @@ const PURGE_PERIOD: Duration = Duration::from_millis(500);
 
 pub struct Roles {
     meta: Option<Arc<MetaService>>,
+    /// In `owner` mode, the key owner's credential, which replaces whatever credential
+    /// a metadata request claims.
+    owner: Option<weft_proto::Cred>,
     io: Option<Arc<IoService>>,
     cache: Option<CacheService>,
 }
@@ -41,11 +44,15 @@ impl Roles {
         } else {
             None
         };
+        let mut owner = None;
         let meta = if plan.roles.contains(&Role::Meta) {
             let config = plan
                 .cluster
                 .as_ref()
                 .context("the meta role needs the cluster description")?;
+            if config.identity == weft_config::IdentityMode::Owner {
+                owner = Some(crate::identity::key_owner(&plan.key_path)?);
+            }
             let db = plan.data_dir.join("meta.redb");
             // The file system's root belongs to whoever created it.
             let owner = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -89,7 +96,17 @@ impl Roles {
         } else {
             None
         };
-        Ok(Roles { meta, io, cache })
+        Ok(Roles {
+            meta,
+            owner,
+            io,
+            cache,
+        })
+    }
+
+    /// The credential every metadata request acts with, in `owner` mode.
+    pub fn owner(&self) -> Option<&weft_proto::Cred> {
+        self.owner.as_ref()
     }
 
     /// Writes every dirty block of the cache role back to the io servers (nothing to
@@ -258,7 +275,13 @@ impl Handler for Roles {
         }
         match (is_io_request(&request), &self.meta, &self.io) {
             (true, _, Some(io)) => io.handle(connection, request, data),
-            (false, Some(meta), _) => meta.handle(request).map(|r| (r, Vec::new())),
+            (false, Some(meta), _) => {
+                let mut request = request;
+                if let (Some(owner), Some(claimed)) = (&self.owner, request.cred_mut()) {
+                    claimed.clone_from(owner);
+                }
+                meta.handle(request).map(|r| (r, Vec::new()))
+            }
             (true, _, None) => Err(WireError::new(
                 ErrorCode::Unsupported,
                 "this server has no io role",

@@ -73,6 +73,16 @@ impl ClusterOptions {
 }
 
 impl ClusterOptions {
+    /// The default cluster in `claimed` identity mode: requests act as the uid they
+    /// claim, as a root mount serving several local users needs (in the default
+    /// `owner` mode every request acts as the key's owner).
+    pub fn claimed_identity() -> ClusterOptions {
+        ClusterOptions {
+            extra: vec!["--identity".into(), "claimed".into()],
+            ..Default::default()
+        }
+    }
+
     /// The default cluster with `count` separate cache managers on the aligned mapping
     /// (delegates, I/O delegation) of `memory` each.
     pub fn delegates(count: &str, memory: &str) -> ClusterOptions {

@@ -195,3 +195,259 @@ fn file_commands_work_end_to_end() {
     let df = weft_ok(&cluster, &["df"]);
     assert!(df.contains("0 files, 1 directories, 0 removed"), "{df}");
 }
+
+/// `sh -c SCRIPT` with this cluster's environment; `$WEFT` is the `weft` program.
+fn shell(cluster: &TestCluster, script: &str) -> std::process::Command {
+    let mut c = std::process::Command::new("sh");
+    c.args(["-c", script])
+        .envs(cluster.env())
+        .env("WEFT", weft_testkit::bin("weft"));
+    c
+}
+
+/// Names in the root, hidden ones (a put's temporary file) too.
+fn root_names(cluster: &TestCluster) -> Vec<String> {
+    cluster
+        .client()
+        .readdir("/")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name.to_string())
+        .collect()
+}
+
+/// `weft put` gave every file mode 0644 whatever the source's, and a failed or
+/// interrupted put left a file of the full size, partly zeros, under the target name.
+#[test]
+fn put_keeps_the_source_mode_under_the_umask_and_never_leaves_a_partial_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    let scratch = tempfile::tempdir().unwrap();
+    let private = scratch.path().join("private");
+    std::fs::write(&private, b"secret").unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let tool = scratch.path().join("tool");
+    std::fs::write(&tool, b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o775)).unwrap();
+    for (local, umask, target, mode) in [
+        (&private, "022", "/private", 0o600),
+        (&tool, "022", "/tool", 0o755),
+        (&tool, "027", "/tool-027", 0o750),
+    ] {
+        let out = shell(
+            &cluster,
+            &format!("umask {umask}; exec \"$WEFT\" put \"$0\" {target}"),
+        )
+        .arg(local)
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let attr = client.stat(target).unwrap();
+        assert_eq!(attr.mode & 0o7777, mode, "{target} put under umask {umask}");
+    }
+
+    // An interrupted put over an existing file: the old file stays whole under the
+    // name, and no temporary file remains.
+    let old = Rng::new(3).bytes(100_000);
+    let old_local = scratch.path().join("old");
+    std::fs::write(&old_local, &old).unwrap();
+    weft_ok(&cluster, &["put", old_local.to_str().unwrap(), "/target"]);
+    let fifo = scratch.path().join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let put = cluster
+        .command("weft")
+        .args(["put", fifo.to_str().unwrap(), "/target"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    // More than one 16 MiB copy block: the first is written to Weft before the signal.
+    let chunk = vec![0xAB; 1 << 20];
+    for _ in 0..20 {
+        std::io::Write::write_all(&mut writer, &chunk).unwrap();
+    }
+    common::wait_for(
+        "the put's temporary file",
+        std::time::Duration::from_secs(20),
+        || {
+            root_names(&cluster)
+                .iter()
+                .any(|n| n.starts_with(".target.weft-put-"))
+                .then_some(())
+        },
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: signalling the weft this test started.
+    unsafe { libc::kill(put.id() as i32, libc::SIGINT) };
+    // The copy notices at its next block.
+    let _ = std::io::Write::write_all(&mut writer, &chunk);
+    drop(writer);
+    let out = put.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(read_file(&client, "/target"), old, "the old /target changed");
+    let names = root_names(&cluster);
+    assert!(
+        !names.iter().any(|n| n.contains("weft-put")),
+        "a temporary file remained: {names:?}"
+    );
+
+    // A put that fails (its source cannot be read) leaves nothing either.
+    let (_, err) = weft_err(&cluster, &["put", scratch.path().to_str().unwrap(), "/failed"]);
+    assert!(err.contains("reading"), "{err}");
+    let names = root_names(&cluster);
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains("failed") || n.contains("weft-put")),
+        "{names:?}"
+    );
+}
+
+fn read_file(client: &weft_client::Client, path: &str) -> Vec<u8> {
+    let file = client.open(path, &Default::default()).unwrap();
+    let mut buf = vec![0u8; file.size().unwrap() as usize];
+    assert_eq!(file.read_at(0, &mut buf).unwrap(), buf.len());
+    buf
+}
+
+/// With an io server stopped, `weft` gave up after twice `WEFT_TIMEOUT_MS`: it waited
+/// once on the server's Unix socket and once more on its TCP address.
+#[test]
+fn a_stopped_io_server_costs_one_timeout() {
+    const TIMEOUT_MS: u64 = 1500;
+    let cluster = TestCluster::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let local = scratch.path().join("data.bin");
+    std::fs::write(&local, Rng::new(4).bytes(1 << 20)).unwrap();
+    weft_ok(&cluster, &["put", local.to_str().unwrap(), "/over-all"]);
+    common::hang(&cluster, 1);
+    for args in [
+        vec!["cat", "/over-all"],
+        vec!["ls", "-l", "/"],
+        vec!["put", local.to_str().unwrap(), "/new"],
+    ] {
+        let started = std::time::Instant::now();
+        let out = cluster
+            .command("weft")
+            .args(&args)
+            .env("WEFT_TIMEOUT_MS", TIMEOUT_MS.to_string())
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "weft {args:?} succeeded with a stopped io server"
+        );
+        assert!(
+            err.contains(&format!("within {TIMEOUT_MS} ms")),
+            "weft {args:?}: {err}"
+        );
+        assert!(
+            took.as_millis() < (TIMEOUT_MS * 3 / 2) as u128,
+            "weft {args:?} gave up after {took:?}, more than one timeout of {TIMEOUT_MS} ms: {err}"
+        );
+    }
+}
+
+/// One file whose objects were gone made `weft ls -l` of its whole directory fail.
+#[test]
+fn ls_lists_a_file_without_objects_marked_and_carries_on() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    for name in ["a", "broken", "c"] {
+        let file = client.create(&format!("/{name}"), &Default::default()).unwrap();
+        file.write_at(0, b"content").unwrap();
+    }
+    let broken = client.stat("/broken").unwrap();
+    for server in broken.layout.as_ref().unwrap().servers.iter() {
+        std::fs::remove_file(common::object_path(&cluster, *server, broken.inode)).unwrap();
+    }
+    let out = cluster.weft(&["ls", "-l", "/"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    for (line, name) in lines.iter().zip(["a", "broken", "c"]) {
+        assert!(line.ends_with(&format!(" {name}")), "{stdout}");
+        let marked = line.starts_with("-?????????");
+        assert_eq!(marked, name == "broken", "{line}");
+        if name != "broken" {
+            assert!(line.split_whitespace().any(|c| c == "7"), "{line}");
+        }
+    }
+    assert!(
+        stderr.contains("cannot access /broken") && stderr.contains("no data objects"),
+        "{stderr}"
+    );
+}
+
+/// `weft stat | head` panicked ("failed printing to stdout") on the closed pipe.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly_as_by_sigpipe() {
+    use std::os::unix::process::ExitStatusExt;
+    let cluster = TestCluster::start();
+    weft_ok(&cluster, &["mkdir", "/d"]);
+    for args in [
+        vec!["stat", "/d"],
+        vec!["ls", "/"],
+        vec!["ls", "-l", "/"],
+        vec!["layout", "/d"],
+        vec!["df"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = cluster
+            .command("weft")
+            .args(&args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "weft {args:?}: {err}");
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "weft {args:?}: {:?} {err}",
+            out.status
+        );
+        assert!(err.is_empty(), "weft {args:?}: {err}");
+    }
+}
+
+/// `weft ls` printed names holding newlines or bidirectional controls raw: a name
+/// could pass for two entries or reorder the line on a terminal.
+#[test]
+fn ls_escapes_names_with_control_and_bidi_characters_as_gnu_ls_does() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    let root = weft_client::InodeId::ROOT;
+    for name in [
+        &b"plain"[..],
+        b"two\nlines",
+        "evil\u{202E}txt.exe".as_bytes(),
+        b"\x1b[2Jclear",
+        b"not\xffutf8",
+    ] {
+        client.create_in(root, name, &Default::default()).unwrap();
+    }
+    let listed = weft_ok(&cluster, &["ls", "/"]);
+    let expected = [
+        "$'\\033''[2Jclear'",
+        "'evil'$'\\342\\200\\256''txt.exe'",
+        "'not'$'\\377''utf8'",
+        "plain",
+        "'two'$'\\n''lines'",
+    ];
+    assert_eq!(listed.lines().collect::<Vec<_>>(), expected, "{listed}");
+    let long = weft_ok(&cluster, &["ls", "-l", "/"]);
+    assert_eq!(long.lines().count(), expected.len(), "{long}");
+    for (line, name) in long.lines().zip(expected) {
+        assert!(line.ends_with(&format!(" {name}")), "{line}");
+    }
+}

@@ -157,6 +157,32 @@ fn full_disks_give_clear_errors_keep_reads_going_and_recover_without_a_restart()
             "{path} while io server 1 is full"
         );
     }
+    // `weft put` onto the full server says which server is full, and leaves no file.
+    let local = cluster.home().join("big.bin");
+    std::fs::write(&local, pattern(5, 12 << 20)).unwrap();
+    let out = cluster
+        .command("weft")
+        .args(["put", "--stripe-count", "1", "--first-server", "0"])
+        .arg(&local)
+        .arg("/put-on-full")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a put onto a full io server succeeded");
+    assert!(
+        err.contains("/put-on-full") && err.contains("io server 1") && err.contains("No space left"),
+        "{err}"
+    );
+    let names: Vec<String> = client
+        .readdir("/")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name.to_string())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.contains("put-on-full")),
+        "a failed put left {names:?}"
+    );
     // The other io server takes writes.
     let elsewhere = client.create("/on-io-2", &on(2)).unwrap();
     elsewhere.write_at(0, &pattern(9, 100_000)).unwrap();

@@ -48,25 +48,6 @@ fn fails_within<T>(
     error
 }
 
-/// Stops server `id` (SIGSTOP) and waits until every thread of it is stopped: the
-/// signal is delivered asynchronously, and a thread already running could still
-/// answer a request.
-fn hang(cluster: &TestCluster, id: u32) {
-    let pid = cluster.pid(id).expect("server running");
-    cluster.signal(id, libc::SIGSTOP);
-    common::wait_for("the server to stop", Duration::from_secs(10), || {
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-        tasks
-            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
-            .all(|stat| {
-                stat.rsplit(')')
-                    .next()
-                    .is_some_and(|rest| rest.trim_start().starts_with(['T', 't']))
-            })
-            .then_some(())
-    });
-}
-
 fn file_over_all_servers(client: &Client, path: &str) -> File {
     let file = client.create(path, &Default::default()).unwrap();
     assert_eq!(file.layout().servers.len(), 4);
@@ -125,7 +106,7 @@ fn a_hung_io_server_times_out_naming_it_and_serves_again_when_resumed() {
     let client = cluster.client();
     let file = file_over_all_servers(&client, "/f");
     let hung = cluster.addr(2);
-    hang(&cluster, 2);
+    common::hang(&cluster, 2);
     let bound = Duration::from_millis(TIMEOUT_MS) + SLACK;
     let mut buf = vec![0u8; 1 << 20];
     let read = fails_within("read from a hung server", bound, || file.read_at(0, &mut buf));
@@ -191,7 +172,7 @@ fn a_hung_manager_times_out_naming_it() {
     client.mkdir("/d", 0o755).unwrap();
     let meta = cluster.meta_addr();
     let auth = cluster.auth();
-    hang(&cluster, 0);
+    common::hang(&cluster, 0);
     let bound = Duration::from_millis(TIMEOUT_MS) + SLACK;
     for error in [
         fails_within("stat", bound, || client.stat("/d")),

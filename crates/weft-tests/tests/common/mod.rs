@@ -195,3 +195,22 @@ pub fn server_rows(text: &str) -> Vec<&str> {
         })
         .collect()
 }
+
+/// Stops server `id` (SIGSTOP) and waits until every thread of it is stopped: the
+/// signal is delivered asynchronously, and a thread already running could still
+/// answer a request.
+pub fn hang(cluster: &TestCluster, id: u32) {
+    let pid = cluster.pid(id).expect("server running");
+    cluster.signal(id, libc::SIGSTOP);
+    wait_for("the server to stop", Duration::from_secs(10), || {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+        tasks
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+            .all(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .is_some_and(|rest| rest.trim_start().starts_with(['T', 't']))
+            })
+            .then_some(())
+    });
+}
