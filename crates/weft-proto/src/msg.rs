@@ -110,6 +110,7 @@ pub enum Opcode {
     RemoveXattr = 70,
     ObjStat = 71,
     Allocate = 72,
+    ObjPrecreate = 73,
     Metrics = 130,
 }
 
@@ -349,6 +350,13 @@ pub enum Request {
     },
     /// io: create empty objects for new files.
     ObjCreate {
+        inodes: Vec<InodeId>,
+    },
+    /// io: create empty objects for fresh inode numbers, each one exclusively (an
+    /// existing object is never taken over: the whole request then fails and none of its
+    /// new objects is left), and make them durable before answering (added within
+    /// version 3; the manager's pool of precreated objects).
+    ObjPrecreate {
         inodes: Vec<InodeId>,
     },
     /// io: delete objects of removed files (missing ones are fine).
@@ -664,6 +672,7 @@ impl Request {
             Readlink { .. } => Opcode::Readlink,
             ObjCreate { .. } => Opcode::ObjCreate,
             ObjRemove { .. } => Opcode::ObjRemove,
+            ObjPrecreate { .. } => Opcode::ObjPrecreate,
             Write { .. } => Opcode::Write,
             Read { .. } => Opcode::Read,
             Sync { .. } => Opcode::Sync,
@@ -836,7 +845,7 @@ impl Request {
                 name.encode(&mut w);
                 target.encode(&mut w);
             }
-            ObjCreate { inodes } | ObjRemove { inodes } => w.seq(inodes),
+            ObjCreate { inodes } | ObjRemove { inodes } | ObjPrecreate { inodes } => w.seq(inodes),
             Write {
                 inode,
                 striping,
@@ -1056,6 +1065,9 @@ impl Request {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
             },
             41 => Request::ObjRemove {
+                inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
+            },
+            73 => Request::ObjPrecreate {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
             },
             42 | 43 => {
@@ -1586,6 +1598,9 @@ mod tests {
                 inodes: vec![InodeId(1), InodeId(2)],
             },
             Request::ObjRemove { inodes: vec![] },
+            Request::ObjPrecreate {
+                inodes: vec![InodeId(7), InodeId(9)],
+            },
             Request::Write {
                 inode: InodeId(3),
                 striping: s,
