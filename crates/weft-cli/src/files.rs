@@ -89,17 +89,28 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
             }
             println!("{path}:");
         }
-        let entries = client.readdir(path)?;
         let out = std::io::stdout();
         let mut out = out.lock();
         if long {
-            for chunk in entries.chunks(4096) {
-                let attrs = client.getattr_many(chunk)?;
-                for (entry, attr) in chunk.iter().zip(attrs) {
-                    writeln!(out, "{}", long_line(&attr, &entry.name.to_string()))?;
+            // One round trip to the manager per page (readdir-plus), one to each io
+            // server for the page's sizes; a file removed meanwhile is left out.
+            let dir = client.resolve(path)?;
+            if dir.kind != FileKind::Directory {
+                anyhow::bail!("{path}: not a directory");
+            }
+            let mut after = weft_client::Name::default();
+            loop {
+                let (page, more) = client.readdir_plus_page(dir.inode, &after, 0)?;
+                for (name, attr) in &page {
+                    writeln!(out, "{}", long_line(attr, &name.to_string()))?;
+                }
+                match page.last() {
+                    Some((last, _)) if more => after = last.clone(),
+                    _ => break,
                 }
             }
         } else {
+            let entries = client.readdir(path)?;
             for e in entries {
                 writeln!(
                     out,

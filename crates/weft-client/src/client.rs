@@ -320,6 +320,26 @@ impl Client {
     /// each io server once per batch of files rather than once per file, all servers
     /// at once.
     pub fn fill_sizes(&self, attrs: &mut [Attr]) -> Result<(), ClientError> {
+        let missing = self.sizes(attrs)?;
+        if let Some(k) = missing.iter().position(|m| *m) {
+            return Err(ClientError::refused(
+                ErrorCode::Stale,
+                format!(
+                    "inode {} has no data objects on its io servers (removed?)",
+                    attrs[k].inode
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `fill_sizes`, answering for each file whether its objects are gone from every
+    /// one of its servers (removed since its attributes were read) rather than failing.
+    pub fn fill_sizes_or_gone(&self, attrs: &mut [Attr]) -> Result<Vec<bool>, ClientError> {
+        self.sizes(attrs)
+    }
+
+    fn sizes(&self, attrs: &mut [Attr]) -> Result<Vec<bool>, ClientError> {
         let mut per_server: HashMap<ServerId, Vec<(usize, Striping)>> = HashMap::new();
         for (k, attr) in attrs.iter_mut().enumerate() {
             if attr.kind != FileKind::File {
@@ -371,18 +391,9 @@ impl Client {
             }
         }
         self.add_cached_ends(attrs)?;
-        for (k, attr) in attrs.iter().enumerate() {
-            if asked[k] > 0 && missing[k] == asked[k] {
-                return Err(ClientError::refused(
-                    ErrorCode::Stale,
-                    format!(
-                        "inode {} has no data objects on its io servers (removed?)",
-                        attr.inode
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        Ok((0..attrs.len())
+            .map(|k| asked[k] > 0 && missing[k] == asked[k])
+            .collect())
     }
 
     /// Cached files' sizes also count what their cache managers hold unwritten: asks
@@ -588,6 +599,79 @@ impl Client {
             Response::Entries { entries, more } => Ok((entries, more)),
             other => Err(unexpected(&other)),
         }
+    }
+
+    /// One page of a directory with every entry's attributes, file sizes included: one
+    /// round trip to the manager, then one to each io server involved (`ls -l`). Files
+    /// removed since the manager listed them are left out. Against a manager without
+    /// `ReaddirPlus`, a plain page and the attributes one by one (pipelined).
+    pub fn readdir_plus_page(
+        &self,
+        dir: InodeId,
+        after: impl AsRef<[u8]>,
+        max_entries: u32,
+    ) -> Result<(Vec<(Name, Attr)>, bool), ClientError> {
+        let (entries, more) = self.readdir_attrs_page(dir, after, max_entries)?;
+        let (names, mut attrs): (Vec<Name>, Vec<Attr>) = entries.into_iter().unzip();
+        let gone = self.sizes(&mut attrs)?;
+        let entries = names
+            .into_iter()
+            .zip(attrs)
+            .zip(gone)
+            .filter(|(_, gone)| !gone)
+            .map(|(entry, _)| entry)
+            .collect();
+        Ok((entries, more))
+    }
+
+    /// `readdir_plus_page` without the sizes (the manager's attributes only; files' sizes
+    /// are 0 until `fill_sizes_or_gone`).
+    pub fn readdir_attrs_page(
+        &self,
+        dir: InodeId,
+        after: impl AsRef<[u8]>,
+        max_entries: u32,
+    ) -> Result<(Vec<(Name, Attr)>, bool), ClientError> {
+        let request = Request::ReaddirPlus {
+            cred: self.cred_clone(),
+            dir,
+            after: Name::from(after.as_ref()),
+            max_entries: max_entries.min(READDIR_ENTRIES_MAX),
+        };
+        let (names, attrs, more): (Vec<Name>, Vec<Attr>, bool) = match self.inner.meta(&request) {
+            Ok(Response::EntriesPlus { entries, more }) => {
+                let (names, attrs) = entries.into_iter().unzip();
+                (names, attrs, more)
+            }
+            Ok(other) => return Err(unexpected(&other)),
+            Err(e) if matches!(e.code(), ErrorCode::UnknownOpcode | ErrorCode::Unsupported) => {
+                let (entries, more) = self.readdir_page(dir, after, max_entries)?;
+                let names = entries.iter().map(|e| e.name.clone()).collect();
+                let mut attrs = Vec::with_capacity(entries.len());
+                let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+                let pending: Vec<_> = entries
+                    .iter()
+                    .map(|e| {
+                        meta.send(
+                            &Request::GetAttr {
+                                cred: self.cred_clone(),
+                                inode: e.inode,
+                            },
+                            &[],
+                        )
+                    })
+                    .collect::<Result<_, _>>()?;
+                for call in pending {
+                    match call.wait()?.0 {
+                        Response::Attr(a) => attrs.push(a),
+                        other => return Err(unexpected(&other)),
+                    }
+                }
+                (names, attrs, more)
+            }
+            Err(e) => return Err(e),
+        };
+        Ok((names.into_iter().zip(attrs).collect(), more))
     }
 
     /// Every entry of a directory, in name order, fetched page by page.

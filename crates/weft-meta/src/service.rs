@@ -216,6 +216,14 @@ impl MetaService {
             } => store
                 .readdir(&cred, dir, &after, max_entries)
                 .map(|(entries, more)| Response::Entries { entries, more }),
+            Request::ReaddirPlus {
+                cred,
+                dir,
+                after,
+                max_entries,
+            } => store
+                .readdir_plus(&cred, dir, &after, max_entries)
+                .map(|(entries, more)| Response::EntriesPlus { entries, more }),
             Request::Unlink {
                 cred,
                 parent,

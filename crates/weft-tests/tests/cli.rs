@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::{io_server_ids, weft_err, weft_ok, Rng};
-use weft_client::FileKind;
+use common::{io_server_ids, object_path, weft_err, weft_ok, Rng};
+use weft_client::{CreateOptions, FileKind};
 use weft_testkit::TestCluster;
 
 /// `weft status` rows as (server id, state).
@@ -194,4 +194,36 @@ fn file_commands_work_end_to_end() {
     common::wait_orphans_purged(&client);
     let df = weft_ok(&cluster, &["df"]);
     assert!(df.contains("0 files, 1 directories, 0 removed"), "{df}");
+}
+
+/// `weft ls -l` goes by readdir-plus pages (attributes with the names, sizes from the io
+/// servers per page) and lists a directory whole even when one of its files has lost its
+/// objects (removed between the listing and the sizes, or damaged): that file is left
+/// out, the rest keep their true sizes.
+#[test]
+fn ls_long_lists_true_sizes_and_survives_a_file_without_objects() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/l", 0o755).unwrap();
+    for k in 0..5u64 {
+        let file = client
+            .create(&format!("/l/f{k}"), &CreateOptions::default())
+            .unwrap();
+        file.write_at(0, &vec![7u8; (k * 100_000) as usize]).unwrap();
+    }
+    let l = client.resolve("/l").unwrap().inode;
+    let (page, more) = client.readdir_plus_page(l, b"", 0).unwrap();
+    assert!(!more);
+    let sizes: Vec<(String, u64)> = page.iter().map(|(n, a)| (n.to_string(), a.size)).collect();
+    let expected: Vec<(String, u64)> = (0..5u64).map(|k| (format!("f{k}"), k * 100_000)).collect();
+    assert_eq!(sizes, expected);
+    // f2's objects vanish from every io server.
+    let gone = client.stat("/l/f2").unwrap();
+    for server in &gone.layout.as_ref().unwrap().servers {
+        let _ = std::fs::remove_file(object_path(&cluster, *server, gone.inode));
+    }
+    let long = weft_ok(&cluster, &["ls", "-l", "/l"]);
+    let names: Vec<&str> = long.lines().filter_map(|l| l.split_whitespace().last()).collect();
+    assert_eq!(names, ["f0", "f1", "f3", "f4"], "{long}");
+    assert!(long.contains("400000"), "{long}");
 }
