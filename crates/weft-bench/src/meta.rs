@@ -540,18 +540,25 @@ fn native_phase(
             let mut after = Name::default();
             let mut listed = 0u64;
             loop {
-                let (page, more) = client.readdir_page(dir, &after, NATIVE_PAGE_ENTRIES)?;
-                if let Some(last) = page.last() {
-                    after = last.name.clone();
-                }
-                if phase == Phase::LsL {
-                    let attrs = client.getattr_many(&page)?;
+                let (count, more) = if phase == Phase::LsL {
+                    // Names and attributes, sizes included: readdir-plus.
+                    let (page, more) = client.readdir_plus_page(dir, &after, NATIVE_PAGE_ENTRIES)?;
                     ensure!(
-                        attrs.iter().all(|a| a.kind == FileKind::File),
-                        "{dir_path}: an entry is not a file"
+                        page.iter().all(|(_, a)| a.kind == FileKind::File && a.size == 0),
+                        "{dir_path}: an entry is not an empty file"
                     );
-                }
-                listed += page.len() as u64;
+                    if let Some((last, _)) = page.last() {
+                        after = last.clone();
+                    }
+                    (page.len(), more)
+                } else {
+                    let (page, more) = client.readdir_page(dir, &after, NATIVE_PAGE_ENTRIES)?;
+                    if let Some(last) = page.last() {
+                        after = last.name.clone();
+                    }
+                    (page.len(), more)
+                };
+                listed += count as u64;
                 if !more {
                     break;
                 }

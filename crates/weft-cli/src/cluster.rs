@@ -49,6 +49,8 @@ impl std::str::FromStr for CachePlacement {
 pub struct UpOptions {
     pub home: PathBuf,
     pub io_servers: u32,
+    /// The description's `precreate` (objects per refill of the manager's pool).
+    pub precreate: Option<u32>,
     pub stripe_size: u64,
     pub stripe_count: u32,
     pub cache: CachePlacement,
@@ -307,6 +309,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             name: "weft".into(),
             stripe_size: options.stripe_size,
             stripe_count: options.stripe_count,
+            precreate: options.precreate,
             servers: entries,
         };
         config.validate().map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -108,29 +108,43 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
             }
             println!("{path}:");
         }
-        let entries = client.readdir(path)?;
         let out = std::io::stdout();
         let mut out = out.lock();
         if long {
-            for chunk in entries.chunks(4096) {
-                let attrs = client.getattr_each(chunk)?;
-                for (entry, attr) in chunk.iter().zip(attrs) {
-                    let name = escape::name(entry.name.as_bytes());
-                    match attr {
-                        Ok(attr) => writeln!(out, "{}", long_line(&attr, &name))?,
-                        Err(e) => {
-                            writeln!(out, "{}", unknown_line(entry.kind, &name))?;
-                            out.flush()?;
-                            eprintln!(
-                                "weft: cannot access {}: {e}",
-                                weft_client::path::join(path, &name)
-                            );
-                            problems += 1;
-                        }
+            // One round trip to the manager per page (readdir-plus), one to each io
+            // server for the page's sizes. A file whose objects are gone (removed
+            // meanwhile, or lost) is listed marked and reported, as GNU ls does.
+            let dir = client.resolve(path)?;
+            if dir.kind != FileKind::Directory {
+                anyhow::bail!("{path}: not a directory");
+            }
+            let mut after = weft_client::Name::default();
+            loop {
+                let (page, more) = client.readdir_attrs_page(dir.inode, &after, 0)?;
+                let (names, mut attrs): (Vec<_>, Vec<_>) = page.into_iter().unzip();
+                let gone = client.fill_sizes_or_gone(&mut attrs)?;
+                for ((name, attr), gone) in names.iter().zip(&attrs).zip(gone) {
+                    let shown = escape::name(name.as_bytes());
+                    if gone {
+                        writeln!(out, "{}", unknown_line(attr.kind, &shown))?;
+                        out.flush()?;
+                        eprintln!(
+                            "weft: cannot access {}: inode {} has no data objects on its io servers (removed?)",
+                            weft_client::path::join(path, &shown),
+                            attr.inode
+                        );
+                        problems += 1;
+                    } else {
+                        writeln!(out, "{}", long_line(attr, &shown))?;
                     }
+                }
+                match names.last() {
+                    Some(last) if more => after = last.clone(),
+                    _ => break,
                 }
             }
         } else {
+            let entries = client.readdir(path)?;
             for e in entries {
                 writeln!(
                     out,

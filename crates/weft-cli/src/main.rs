@@ -110,6 +110,11 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// Number of io servers.
         #[arg(long = "io", default_value_t = 4, value_name = "N")]
         io_servers: u32,
+        /// Objects the metadata manager precreates on the io servers per refill of its
+        /// pool, so that creates need no round trip to them (0: create each file's
+        /// objects at its create). Default: the manager's (128).
+        #[arg(long, value_name = "N")]
+        precreate: Option<u32>,
         /// Default stripe size of new files (K, M, G suffixes accepted).
         #[arg(long, default_value = "64K", value_name = "BYTES", value_parser = parse_size_arg)]
         stripe_size: u64,
@@ -301,6 +306,7 @@ fn run(command: Command) -> Result<()> {
         Command::Up {
             home,
             io_servers,
+            precreate,
             stripe_size,
             stripe_count,
             cache,
@@ -316,6 +322,7 @@ fn run(command: Command) -> Result<()> {
             cluster::up(&cluster::UpOptions {
                 home: home.resolve(),
                 io_servers,
+                precreate,
                 stripe_size,
                 stripe_count,
                 cache,

@@ -357,16 +357,21 @@ impl Client {
     /// each io server once per batch of files rather than once per file, all servers
     /// at once.
     pub fn fill_sizes(&self, attrs: &mut [Attr]) -> Result<(), ClientError> {
-        let without = self.fill_sizes_marking(attrs)?;
-        match attrs.iter().zip(without).find(|(_, without)| *without) {
+        let missing = self.sizes(attrs)?;
+        match attrs.iter().zip(missing).find(|(_, missing)| *missing) {
             Some((attr, _)) => Err(no_objects(attr.inode)),
             None => Ok(()),
         }
     }
 
-    /// `fill_sizes`, telling which files have no object on any of their io servers
-    /// rather than failing for them.
-    fn fill_sizes_marking(&self, attrs: &mut [Attr]) -> Result<Vec<bool>, ClientError> {
+    /// `fill_sizes`, answering for each file whether its objects are gone from every
+    /// one of its servers (removed since its attributes were read, or lost) rather
+    /// than failing.
+    pub fn fill_sizes_or_gone(&self, attrs: &mut [Attr]) -> Result<Vec<bool>, ClientError> {
+        self.sizes(attrs)
+    }
+
+    fn sizes(&self, attrs: &mut [Attr]) -> Result<Vec<bool>, ClientError> {
         let mut per_server: HashMap<ServerId, Vec<(usize, Striping)>> = HashMap::new();
         for (k, attr) in attrs.iter_mut().enumerate() {
             if attr.kind != FileKind::File {
@@ -628,6 +633,79 @@ impl Client {
         }
     }
 
+    /// One page of a directory with every entry's attributes, file sizes included: one
+    /// round trip to the manager, then one to each io server involved (`ls -l`). Files
+    /// removed since the manager listed them are left out. Against a manager without
+    /// `ReaddirPlus`, a plain page and the attributes one by one (pipelined).
+    pub fn readdir_plus_page(
+        &self,
+        dir: InodeId,
+        after: impl AsRef<[u8]>,
+        max_entries: u32,
+    ) -> Result<(Vec<(Name, Attr)>, bool), ClientError> {
+        let (entries, more) = self.readdir_attrs_page(dir, after, max_entries)?;
+        let (names, mut attrs): (Vec<Name>, Vec<Attr>) = entries.into_iter().unzip();
+        let gone = self.sizes(&mut attrs)?;
+        let entries = names
+            .into_iter()
+            .zip(attrs)
+            .zip(gone)
+            .filter(|(_, gone)| !gone)
+            .map(|(entry, _)| entry)
+            .collect();
+        Ok((entries, more))
+    }
+
+    /// `readdir_plus_page` without the sizes (the manager's attributes only; files' sizes
+    /// are 0 until `fill_sizes_or_gone`).
+    pub fn readdir_attrs_page(
+        &self,
+        dir: InodeId,
+        after: impl AsRef<[u8]>,
+        max_entries: u32,
+    ) -> Result<(Vec<(Name, Attr)>, bool), ClientError> {
+        let request = Request::ReaddirPlus {
+            cred: self.cred_clone(),
+            dir,
+            after: Name::from(after.as_ref()),
+            max_entries: max_entries.min(READDIR_ENTRIES_MAX),
+        };
+        let (names, attrs, more): (Vec<Name>, Vec<Attr>, bool) = match self.inner.meta(&request) {
+            Ok(Response::EntriesPlus { entries, more }) => {
+                let (names, attrs) = entries.into_iter().unzip();
+                (names, attrs, more)
+            }
+            Ok(other) => return Err(unexpected(&other)),
+            Err(e) if matches!(e.code(), ErrorCode::UnknownOpcode | ErrorCode::Unsupported) => {
+                let (entries, more) = self.readdir_page(dir, after, max_entries)?;
+                let names = entries.iter().map(|e| e.name.clone()).collect();
+                let mut attrs = Vec::with_capacity(entries.len());
+                let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+                let pending: Vec<_> = entries
+                    .iter()
+                    .map(|e| {
+                        meta.send(
+                            &Request::GetAttr {
+                                cred: self.cred_clone(),
+                                inode: e.inode,
+                            },
+                            &[],
+                        )
+                    })
+                    .collect::<Result<_, _>>()?;
+                for call in pending {
+                    match call.wait()?.0 {
+                        Response::Attr(a) => attrs.push(a),
+                        other => return Err(unexpected(&other)),
+                    }
+                }
+                (names, attrs, more)
+            }
+            Err(e) => return Err(e),
+        };
+        Ok((names.into_iter().zip(attrs).collect(), more))
+    }
+
     /// Every entry of a directory, in name order, fetched page by page.
     pub fn readdir(&self, path: &str) -> Result<Vec<DirEntry>, ClientError> {
         let dir = self.resolve(path)?;
@@ -716,7 +794,7 @@ impl Client {
             }
         }
         let mut attrs: Vec<Attr> = found.iter().filter_map(|a| a.as_ref().ok().cloned()).collect();
-        let without = self.fill_sizes_marking(&mut attrs)?;
+        let without = self.sizes(&mut attrs)?;
         let mut sized = attrs.into_iter().zip(without);
         Ok(found
             .into_iter()

@@ -195,6 +195,10 @@ pub struct ClusterConfig {
     pub stripe_count: u32,
     #[serde(default, skip_serializing_if = "CacheSettings::is_default")]
     pub cache: CacheSettings,
+    /// Objects the metadata manager precreates on the io servers per refill of its pool
+    /// (0: none, each create makes its objects); default: the manager's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precreate: Option<u32>,
     /// The cluster key (see `key_path`); default: `cluster.key` beside the description.
     /// A relative path is relative to the description's directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -491,6 +495,7 @@ mod tests {
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 2,
+            precreate: None,
             cache: CacheSettings {
                 memory: Some(64 << 20),
                 ..Default::default()
@@ -598,6 +603,7 @@ mod tests {
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 0,
+            precreate: None,
             cache: CacheSettings::default(),
             servers: vec![
                 server(0, &[Role::Meta]),

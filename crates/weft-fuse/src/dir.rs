@@ -2,8 +2,10 @@
 //! directory keeps the last page fetched from the manager, whose entries carry
 //! consecutive offsets, so that the kernel's next call continues from it without a
 //! round trip, and a call at an older offset walks the listing again from the start.
+//! Pages come with the manager's attributes of every entry (readdir-plus), so that the
+//! kernel's readdirplus needs only the io servers' sizes on top.
 
-use weft_client::{Client, ClientError, DirEntry, FileKind, InodeId, Name};
+use weft_client::{Attr, Client, ClientError, FileKind, InodeId, Name};
 
 /// Names asked of the manager per page. A page is held per open directory.
 pub const PAGE_ENTRIES_MAX: u32 = 1024;
@@ -18,6 +20,9 @@ pub struct Listed {
     pub name: Name,
     pub inode: InodeId,
     pub kind: FileKind,
+    /// The manager's attributes when the page was fetched (sizes not filled in); none
+    /// for "." and "..".
+    pub attr: Option<Attr>,
 }
 
 pub struct DirStream {
@@ -84,6 +89,7 @@ impl DirStream {
             name: name.into(),
             inode,
             kind: FileKind::Directory,
+            attr: None,
         }
     }
 
@@ -94,22 +100,23 @@ impl DirStream {
         after: &Name,
         first_offset: u64,
     ) -> Result<Vec<Listed>, ClientError> {
-        let (entries, more) = client.readdir_page(self.dir, after, PAGE_ENTRIES_MAX)?;
+        let (entries, more) = client.readdir_attrs_page(self.dir, after, PAGE_ENTRIES_MAX)?;
         self.more = more;
         self.page = number(entries, first_offset);
         Ok(self.page.clone())
     }
 }
 
-fn number(entries: Vec<DirEntry>, first_offset: u64) -> Vec<Listed> {
+fn number(entries: Vec<(Name, Attr)>, first_offset: u64) -> Vec<Listed> {
     entries
         .into_iter()
         .zip(first_offset..)
-        .map(|(e, offset)| Listed {
+        .map(|((name, attr), offset)| Listed {
             offset,
-            name: e.name,
-            inode: e.inode,
-            kind: e.kind,
+            name,
+            inode: attr.inode,
+            kind: attr.kind,
+            attr: Some(attr),
         })
         .collect()
 }

@@ -463,19 +463,20 @@ impl WeftFs {
         stream.after(&client, offset).map_err(|e| errno(&e, "readdir"))
     }
 
-    /// Attributes of listed entries; entries removed since the listing are left out.
+    /// Attributes of listed entries, from the listing's page with sizes asked of the io
+    /// servers (one request per server for the batch); files removed since the listing
+    /// are left out.
     fn listed_attrs(&self, client: &Client, entries: &[Listed]) -> Vec<Option<Attr>> {
-        let dir_entries: Vec<weft_client::DirEntry> = entries
-            .iter()
-            .map(|e| weft_client::DirEntry {
-                name: e.name.clone(),
-                inode: e.inode,
-                kind: e.kind,
-            })
-            .collect();
-        match client.getattr_many(&dir_entries) {
-            Ok(attrs) => attrs.into_iter().map(Some).collect(),
-            // One of them went away meanwhile: ask one by one.
+        let mut attrs: Vec<Attr> = entries.iter().filter_map(|e| e.attr.clone()).collect();
+        if attrs.len() != entries.len() {
+            return entries.iter().map(|e| client.getattr(e.inode).ok()).collect();
+        }
+        match client.fill_sizes_or_gone(&mut attrs) {
+            Ok(gone) => attrs
+                .into_iter()
+                .zip(gone)
+                .map(|(a, gone)| (!gone).then_some(a))
+                .collect(),
             Err(_) => entries.iter().map(|e| client.getattr(e.inode).ok()).collect(),
         }
     }

@@ -70,6 +70,71 @@ impl ObjectStore {
         }
     }
 
+    /// Creates empty objects for fresh inode numbers, each exclusively: an object that
+    /// exists already is never taken over (whose data would it hold?). On any failure the
+    /// objects this call made are removed again and the error names the inode. Made
+    /// durable with one `syncfs` of the data directory's file system before returning:
+    /// the manager names these objects in its namespace only afterwards, so a power cut
+    /// never leaves a file whose objects are gone.
+    pub fn precreate(&self, inodes: &[InodeId]) -> Result<(), WireError> {
+        let mut made = Vec::with_capacity(inodes.len());
+        let mut failure = None;
+        for &inode in inodes {
+            let created = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(self.path_of(inode));
+            match created {
+                Ok(_) => made.push(inode),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    failure = Some(WireError::new(
+                        ErrorCode::Exists,
+                        format!(
+                            "inode {inode} already has an object on this io server; it is not taken over"
+                        ),
+                    ));
+                    break;
+                }
+                Err(e) => {
+                    failure = Some(io_error(e, inode, "precreate"));
+                    break;
+                }
+            }
+        }
+        if failure.is_none() {
+            failure = self.sync_file_system().err();
+        }
+        match failure {
+            None => Ok(()),
+            Some(error) => {
+                for inode in made {
+                    let _ = std::fs::remove_file(self.path_of(inode));
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Makes everything written to the data directory's file system durable (one
+    /// `syncfs`: new objects and their directory entries).
+    fn sync_file_system(&self) -> Result<(), WireError> {
+        let fail = |e: io::Error| {
+            self.fsync_failed.store(true, Ordering::SeqCst);
+            WireError::new(
+                ErrorCode::Io,
+                format!("syncfs of {} failed: {e}", self.root.display()),
+            )
+        };
+        let dir = File::open(&self.root)
+            .map_err(|e| WireError::new(ErrorCode::Io, format!("opening {}: {e}", self.root.display())))?;
+        crate::counters::COUNTERS.fsync();
+        // SAFETY: syncfs takes a valid descriptor, which `dir` holds open.
+        if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) } != 0 {
+            return Err(fail(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
     pub fn remove(&self, inode: InodeId) -> Result<(), WireError> {
         self.open.lock().unwrap().remove(&inode);
         self.unsynced.lock().unwrap().remove(&inode);

@@ -504,6 +504,11 @@ impl IoService {
                 inodes.iter().try_for_each(|i| self.objects.create(*i))?;
                 Response::Done
             }
+            Request::ObjPrecreate { inodes } => {
+                self.objects.check_writable()?;
+                self.objects.precreate(&inodes)?;
+                Response::Done
+            }
             Request::ObjRemove { inodes } => {
                 inodes.iter().try_for_each(|i| self.objects.remove(*i))?;
                 Response::Done
@@ -655,6 +660,36 @@ mod tests {
             };
             assert_eq!(rebuilt[x], expected, "byte {x}");
         }
+    }
+
+    /// Precreation never takes over an object: a batch naming an existing one fails as a
+    /// whole, leaves the existing object's data alone and none of the batch's new ones.
+    #[test]
+    fn precreate_is_exclusive_and_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = IoService::open(dir.path()).unwrap();
+        let precreate =
+            |inodes: Vec<InodeId>| service.handle(CONNECTION, Request::ObjPrecreate { inodes }, vec![]);
+        precreate(vec![InodeId(1), InodeId(2)]).unwrap();
+        let write = Request::Write {
+            inode: InodeId(2),
+            striping: striping(0),
+            ranges: vec![Range { offset: 0, len: 4 }],
+        };
+        service.handle(CONNECTION, write, b"data".to_vec()).unwrap();
+        let error = precreate(vec![InodeId(3), InodeId(2), InodeId(4)]).unwrap_err();
+        assert_eq!(error.code, ErrorCode::Exists);
+        assert!(error.message.contains("inode 2"), "{}", error.message);
+        assert!(
+            !service.objects.path_of(InodeId(3)).exists(),
+            "the batch's new object stayed"
+        );
+        assert!(!service.objects.path_of(InodeId(4)).exists());
+        assert_eq!(
+            std::fs::read(service.objects.path_of(InodeId(2))).unwrap(),
+            b"data"
+        );
+        assert!(service.objects.path_of(InodeId(1)).exists());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -21,6 +22,13 @@ use crate::store::{ClusterLayout, CreateCheck, MetaStore};
 pub trait ObjectServers: Send + Sync {
     /// Create empty objects for `inodes` on io server `server` (one batched request).
     fn create_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError>;
+    /// Create empty objects for fresh `inodes` on io server `server`, each exclusively
+    /// (never taking over an existing object; on failure none of the request's new ones
+    /// is left), durable before the call returns. Doubles may create them as
+    /// `create_objects` does.
+    fn precreate_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
+        self.create_objects(server, inodes)
+    }
     /// Remove the objects of `inodes` from io server `server`; missing objects are
     /// not an error.
     fn remove_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError>;
@@ -36,6 +44,13 @@ pub trait ObjectServers: Send + Sync {
 pub const PURGE_BATCH_INODES_MAX: usize = BATCH_INODES_MAX;
 /// Most threads talking to io servers at once for one create or purge round.
 pub const OBJECT_CALLS_PARALLEL_MAX: usize = 16;
+/// Inode numbers whose objects one pool refill precreates on every server of a set:
+/// one round trip per server and one fsync per server and at the manager for this many
+/// creates.
+pub const PRECREATE_BATCH: usize = 128;
+/// Server sets with a pool of their own; files of other sets have their objects made
+/// one create at a time.
+pub const PRECREATE_POOLS_MAX: usize = 16;
 /// How often a non-exclusive create retries after losing a race for its name
 /// to another create (each retry finds the winner's file and returns it).
 const CREATE_ATTEMPTS_MAX: usize = 4;
@@ -66,6 +81,14 @@ pub struct MetaService {
     uncertain: Mutex<Vec<(InodeId, Layout)>>,
     /// MPI-IO shared file pointers (in memory).
     shared_pointers: crate::shared_pointer::SharedPointers,
+    /// Precreated inode numbers ready for creates, by the (sorted) set of io servers
+    /// holding their objects; every one is in the store's precreated table too.
+    precreated: Mutex<HashMap<Vec<ServerId>, Vec<InodeId>>>,
+    /// Held while refilling a pool, so that creates that find it empty wait for one
+    /// refill rather than each starting one.
+    refilling: Mutex<()>,
+    /// Numbers per refill (`PRECREATE_BATCH` unless set; 0: no pool).
+    precreate_batch: AtomicUsize,
 }
 
 /// Most failed creates remembered for the purger to settle (`MetaService::uncertain`).
@@ -102,7 +125,17 @@ impl MetaService {
             purge_candidates: Mutex::new(BTreeSet::new()),
             uncertain: Mutex::new(Vec::new()),
             shared_pointers: Default::default(),
+            precreated: Mutex::new(HashMap::new()),
+            refilling: Mutex::new(()),
+            precreate_batch: AtomicUsize::new(PRECREATE_BATCH),
         })
+    }
+
+    /// Objects to precreate per refill of a pool, at most `BATCH_INODES_MAX`; 0 turns
+    /// the pools off (every create makes its objects; numbers already pooled are used).
+    pub fn set_precreate_batch(&self, batch: usize) {
+        self.precreate_batch
+            .store(batch.min(BATCH_INODES_MAX), Ordering::Relaxed);
     }
 
     pub fn store(&self) -> &MetaStore {
@@ -193,6 +226,14 @@ impl MetaService {
             } => store
                 .readdir(&cred, dir, &after, max_entries)
                 .map(|(entries, more)| Response::Entries { entries, more }),
+            Request::ReaddirPlus {
+                cred,
+                dir,
+                after,
+                max_entries,
+            } => store
+                .readdir_plus(&cred, dir, &after, max_entries)
+                .map(|(entries, more)| Response::EntriesPlus { entries, more }),
             Request::Unlink {
                 cred,
                 parent,
@@ -293,6 +334,7 @@ impl MetaService {
             }
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
+            | Request::ObjPrecreate { .. }
             | Request::Write { .. }
             | Request::Read { .. }
             | Request::Sync { .. }
@@ -334,10 +376,13 @@ impl MetaService {
         }
     }
 
-    /// Creates a file: check, create its objects on every server of its layout
-    /// (in parallel threads, at most `OBJECT_CALLS_PARALLEL_MAX` at once), commit.
-    /// Objects of a create that does not commit are removed again, or left to the
-    /// purger if that fails. A crash between the objects and the commit leaks
+    /// Creates a file: check, take a precreated inode number for the layout's servers
+    /// (its objects exist and are durable: no round trip to the io servers, see
+    /// `take_precreated`) or, for a server set without a pool, create its objects now
+    /// (in parallel threads, at most `OBJECT_CALLS_PARALLEL_MAX` at once), then commit.
+    /// Objects of a create that does not commit go back to the pool, or are removed
+    /// again, or left to the purger if that fails. A crash before the commit leaves
+    /// precreated objects, which the next start hands to the purger, or (without a pool)
     /// empty objects with a never-reused inode number (harmless, not reclaimed).
     pub fn create(
         &self,
@@ -351,34 +396,49 @@ impl MetaService {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let pending = match self
+            let mut pending = match self
                 .store
                 .create_check(cred, parent, name, mode, layout, exclusive)?
             {
                 CreateCheck::Existing(attr) => return Ok(attr),
                 CreateCheck::New(pending) => pending,
             };
+            let pooled = match self.take_precreated(pending.layout()) {
+                Ok(Some(inode)) => {
+                    pending = pending.use_precreated(inode);
+                    true
+                }
+                Ok(None) => false,
+                Err(error) => {
+                    return Err(WireError::new(
+                        error.code,
+                        format!("creating {}: {}", String::from_utf8_lossy(name), error.message),
+                    ))
+                }
+            };
             let inode = pending.inode();
-            let servers = &pending.layout().servers;
-            let created =
-                self.on_each_server(servers, |server| self.objects.create_objects(server, &[inode]));
-            let created = self.replace_stale_objects(inode, servers, created);
-            if let Some((server, error)) = first_failure(servers, created) {
-                self.discard_objects(inode, pending.layout());
-                // A stale object that could not be replaced is this server's fault,
-                // not a name that exists: never `Exists`, which clients take for a
-                // create that lost a race.
-                let code = match error.code {
-                    ErrorCode::Exists => ErrorCode::Io,
-                    code => code,
-                };
-                return Err(WireError::new(
-                    code,
-                    format!(
-                        "creating the object of {name:?} (inode {inode}) on io server {server}: {}",
-                        error.message
-                    ),
-                ));
+            if !pooled {
+                let servers = &pending.layout().servers;
+                let created =
+                    self.on_each_server(servers, |server| self.objects.precreate_objects(server, &[inode]));
+                let created = self.replace_stale_objects(inode, servers, created);
+                if let Some((server, error)) = first_failure(servers, created) {
+                    self.discard_objects(inode, pending.layout());
+                    // A stale object that could not be replaced is this server's fault,
+                    // not a name that exists: never `Exists`, which clients take for a
+                    // create that lost a race.
+                    let code = match error.code {
+                        ErrorCode::Exists => ErrorCode::Io,
+                        code => code,
+                    };
+                    return Err(WireError::new(
+                        code,
+                        format!(
+                            "creating the object of {name:?} (inode {inode}) on io server {server}: {}",
+                            error.message
+                        ),
+                    ));
+                }
             }
             let layout = pending.layout().clone();
             match self.store.create_commit(cred, pending) {
@@ -390,7 +450,12 @@ impl MetaService {
                         self.discard_if_uncommitted(inode, layout);
                         return Err(error);
                     }
-                    self.discard_objects(inode, &layout);
+                    if pooled {
+                        // Still in the precreated table: back to the pool.
+                        self.return_precreated(&layout, inode);
+                    } else {
+                        self.discard_objects(inode, &layout);
+                    }
                     let lost_race = error.code == ErrorCode::Exists && !exclusive;
                     if !lost_race || attempt == CREATE_ATTEMPTS_MAX {
                         return Err(error);
@@ -421,7 +486,7 @@ impl MetaService {
                     );
                     self.objects
                         .remove_objects(server, &[inode])
-                        .and_then(|()| self.objects.create_objects(server, &[inode]))
+                        .and_then(|()| self.objects.precreate_objects(server, &[inode]))
                         .map_err(|e| {
                             WireError::new(
                                 e.code,
@@ -467,6 +532,91 @@ impl MetaService {
         for (inode, layout) in pending {
             self.discard_if_uncommitted(inode, layout);
         }
+    }
+
+    /// A precreated inode number for a file of `layout`, refilling its server set's
+    /// pool when empty (one request per server for `PRECREATE_BATCH` numbers). `None`
+    /// when the set has no pool and cannot get one (`PRECREATE_POOLS_MAX`).
+    fn take_precreated(&self, layout: &Layout) -> Result<Option<InodeId>, WireError> {
+        let batch = self.precreate_batch.load(Ordering::Relaxed);
+        let mut servers = layout.servers.clone();
+        servers.sort_unstable();
+        let pop = || -> Option<Option<InodeId>> {
+            let mut pools = self.precreated.lock().unwrap_or_else(|p| p.into_inner());
+            if !pools.contains_key(&servers) && pools.len() >= PRECREATE_POOLS_MAX {
+                return Some(None);
+            }
+            pools.get_mut(&servers).and_then(|pool| pool.pop()).map(Some)
+        };
+        if let Some(found) = pop() {
+            return Ok(found);
+        }
+        if batch == 0 {
+            return Ok(None);
+        }
+        let _refill = self.refilling.lock().unwrap_or_else(|p| p.into_inner());
+        // Another create may have refilled it while this one waited.
+        if let Some(found) = pop() {
+            return Ok(found);
+        }
+        let mut fresh = match self.refill(layout, &servers, batch) {
+            Ok(fresh) => fresh,
+            // An object already under one of the batch's fresh numbers (a bug, or planted
+            // by a peer holding the cluster key): the batch went to the purger, which
+            // removes that object too; this create makes its own objects instead.
+            Err(error) if error.code == ErrorCode::Exists => {
+                eprintln!(
+                    "weftd meta: {} (a bug, or planted by a peer with the cluster key); \
+                     the batch goes to the purger and this create makes its own objects",
+                    error.message
+                );
+                return Ok(None);
+            }
+            Err(error) => return Err(error),
+        };
+        let taken = fresh.pop();
+        self.precreated
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(servers)
+            .or_default()
+            .extend(fresh);
+        Ok(taken)
+    }
+
+    /// Precreates `PRECREATE_BATCH` objects on every server of `servers`: the numbers
+    /// are recorded in the store first (a crash then hands them to the purger at the
+    /// next start), the objects made (durable) after; only then may creates use them.
+    fn refill(&self, layout: &Layout, servers: &[ServerId], batch: usize) -> Result<Vec<InodeId>, WireError> {
+        let inodes = self.store.allocate_inodes(batch)?;
+        let pool_layout = Layout {
+            servers: servers.to_vec(),
+            ..layout.clone()
+        };
+        self.store.add_precreated(&inodes, &pool_layout)?;
+        let results = self.on_each_server(servers, |server| self.objects.precreate_objects(server, &inodes));
+        if let Some((server, error)) = first_failure(servers, results) {
+            if let Err(e) = self.store.orphan_precreated(&inodes) {
+                eprintln!("weftd meta: handing {} unused precreated inodes to the purger failed (they go at the next start): {e}", inodes.len());
+            }
+            return Err(WireError::new(
+                error.code,
+                format!("precreating objects on io server {server}: {}", error.message),
+            ));
+        }
+        Ok(inodes)
+    }
+
+    /// Puts a precreated number a create did not use back into its pool.
+    fn return_precreated(&self, layout: &Layout, inode: InodeId) {
+        let mut servers = layout.servers.clone();
+        servers.sort_unstable();
+        self.precreated
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(servers)
+            .or_default()
+            .push(inode);
     }
 
     /// Removes the objects of a create that will not commit; on failure hands

@@ -1,5 +1,5 @@
 //! `MetaService` with a fake `ObjectServers`: request mapping, create with object
-//! creation and undo, races, and the orphan purger.
+//! creation and undo, races, the orphan purger, and the pool of precreated objects.
 
 mod common;
 
@@ -124,6 +124,8 @@ fn fixture_with(io_servers: &[ServerId]) -> Fixture {
     let store = open(dir.path());
     let servers = Arc::new(FakeServers::default());
     let service = Arc::new(MetaService::new(store, cluster_info(io_servers), servers.clone()).unwrap());
+    // These tests follow each create's own objects; the pool has tests of its own.
+    service.set_precreate_batch(0);
     *servers.service.lock().unwrap() = Arc::downgrade(&service);
     Fixture {
         _dir: dir,
@@ -849,4 +851,106 @@ fn the_cluster_description_is_checked() {
         .err()
         .expect("impossible default refused");
     assert_eq!(error.code, ErrorCode::InvalidLayout);
+}
+
+/// The pool: one refill precreates a batch on every server of the layout's set (one
+/// call per server); the creates it serves make no object calls; every file's objects
+/// exist; a restart hands the unused numbers to the purger, which removes their objects.
+#[test]
+fn creates_take_precreated_objects_and_a_restart_purges_the_unused_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = Arc::new(FakeServers::default());
+    let service =
+        Arc::new(MetaService::new(open(dir.path()), cluster_info(&IO_SERVERS), servers.clone()).unwrap());
+    service.set_precreate_batch(8);
+    let all = LayoutRequest {
+        stripe_count: Some(4),
+        ..Default::default()
+    };
+    let mut files = Vec::new();
+    for k in 0..10 {
+        let name = format!("f{k}");
+        files.push(attr(service.handle(create_request(
+            root(),
+            InodeId::ROOT,
+            &name,
+            all,
+            true,
+        ))));
+    }
+    // 10 creates from batches of 8: two refills, 4 servers each.
+    assert_eq!(servers.create_calls.load(Ordering::SeqCst), 2 * 4);
+    for file in &files {
+        let layout = file.layout.as_ref().unwrap();
+        for server in &layout.servers {
+            assert!(
+                servers.objects_on(*server).contains(&file.inode),
+                "{} on {server}",
+                file.inode
+            );
+        }
+    }
+    // 16 numbers precreated on every server, 10 used, 6 waiting in the pool.
+    for server in IO_SERVERS {
+        assert_eq!(servers.objects_on(server).len(), 16);
+    }
+    assert_eq!(service.store().precreated_count().unwrap(), 6);
+    // A create that loses to an existing name puts its number back: no refill.
+    let error = service
+        .handle(create_request(root(), InodeId::ROOT, "f0", all, true))
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::Exists);
+    assert_eq!(service.store().precreated_count().unwrap(), 6);
+    drop(service);
+
+    // Restart: the pool was in memory; its numbers become orphans and are purged.
+    let service =
+        Arc::new(MetaService::new(open(dir.path()), cluster_info(&IO_SERVERS), servers.clone()).unwrap());
+    assert_eq!(service.store().precreated_count().unwrap(), 0);
+    assert_eq!(counts_of(&service).orphans, 6);
+    assert_eq!(service.purge_orphans_once(), 6);
+    let live: BTreeSet<InodeId> = files.iter().map(|f| f.inode).collect();
+    for server in IO_SERVERS {
+        assert_eq!(
+            servers.objects_on(server),
+            live,
+            "only the files' objects stay on {server}"
+        );
+    }
+}
+
+/// A refill that fails on one server fails the create with that server named, leaves no
+/// file, and hands the batch to the purger (whose objects go from the other servers).
+#[test]
+fn a_failed_refill_fails_the_create_and_leaves_its_objects_to_the_purger() {
+    let f = fixture();
+    f.service.set_precreate_batch(4);
+    f.servers.create_fails.lock().unwrap().insert(ServerId(12));
+    let all = LayoutRequest {
+        stripe_count: Some(4),
+        ..Default::default()
+    };
+    let error = f
+        .service
+        .handle(create_request(root(), InodeId::ROOT, "f", all, true))
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::Unavailable);
+    assert!(error.message.contains("12"), "{}", error.message);
+    assert_eq!(
+        code(f.service.store().lookup(&root(), InodeId::ROOT, "f")),
+        ErrorCode::NotFound
+    );
+    assert_eq!(counts(&f).orphans, 4);
+    assert_eq!(f.service.purge_orphans_once(), 4);
+    assert!(f.servers.all_objects().is_empty());
+    // The server is back: the next create refills and succeeds.
+    f.servers.create_fails.lock().unwrap().clear();
+    attr(
+        f.service
+            .handle(create_request(root(), InodeId::ROOT, "f", all, true)),
+    );
+}
+
+fn counts_of(service: &MetaService) -> MetaStatfs {
+    service.store().statfs(&root()).unwrap()
 }

@@ -117,6 +117,8 @@ pub enum Opcode {
     ObjStat = 71,
     Allocate = 72,
     SharedPointer = 125,
+    ObjPrecreate = 73,
+    ReaddirPlus = 74,
     Metrics = 130,
     ExtentLock = 120,
     ExtentUnlock = 121,
@@ -358,6 +360,15 @@ pub enum Request {
         after: Name,
         max_entries: u32,
     },
+    /// `Readdir` with every entry's attributes (without file sizes, which the io
+    /// servers know): `ls -l` in one round trip per page (added within version 3).
+    /// A page may hold fewer than `max_entries` to stay within the message limit.
+    ReaddirPlus {
+        cred: Cred,
+        dir: InodeId,
+        after: Name,
+        max_entries: u32,
+    },
     /// Removes a name. `keep`: the mount session that has the file open, which keeps it
     /// alive, nameless, if this was its last name (until `Release`).
     Unlink {
@@ -401,6 +412,13 @@ pub enum Request {
     },
     /// io: create empty objects for new files.
     ObjCreate {
+        inodes: Vec<InodeId>,
+    },
+    /// io: create empty objects for fresh inode numbers, each one exclusively (an
+    /// existing object is never taken over: the whole request then fails and none of its
+    /// new objects is left), and make them durable before answering (added within
+    /// version 3; the manager's pool of precreated objects).
+    ObjPrecreate {
         inodes: Vec<InodeId>,
     },
     /// io: delete objects of removed files (missing ones are fine).
@@ -731,6 +749,11 @@ pub enum Response {
         entries: Vec<DirEntry>,
         more: bool,
     },
+    /// `ReaddirPlus`: names with their inodes' attributes.
+    EntriesPlus {
+        entries: Vec<(Name, Attr)>,
+        more: bool,
+    },
     Done,
     Statfs(MetaStatfs),
     Link(Name),
@@ -814,6 +837,7 @@ impl Request {
             Mkdir { .. } => Opcode::Mkdir,
             Create { .. } => Opcode::Create,
             Readdir { .. } => Opcode::Readdir,
+            ReaddirPlus { .. } => Opcode::ReaddirPlus,
             Unlink { .. } => Opcode::Unlink,
             Rmdir { .. } => Opcode::Rmdir,
             Rename { .. } => Opcode::Rename,
@@ -823,6 +847,7 @@ impl Request {
             Readlink { .. } => Opcode::Readlink,
             ObjCreate { .. } => Opcode::ObjCreate,
             ObjRemove { .. } => Opcode::ObjRemove,
+            ObjPrecreate { .. } => Opcode::ObjPrecreate,
             Write { .. } => Opcode::Write,
             Read { .. } => Opcode::Read,
             Sync { .. } => Opcode::Sync,
@@ -977,6 +1002,12 @@ impl Request {
                 dir,
                 after,
                 max_entries,
+            }
+            | ReaddirPlus {
+                cred,
+                dir,
+                after,
+                max_entries,
             } => {
                 cred.encode(&mut w);
                 dir.encode(&mut w);
@@ -1015,7 +1046,7 @@ impl Request {
                 name.encode(&mut w);
                 target.encode(&mut w);
             }
-            ObjCreate { inodes } | ObjRemove { inodes } => w.seq(inodes),
+            ObjCreate { inodes } | ObjRemove { inodes } | ObjPrecreate { inodes } => w.seq(inodes),
             Write {
                 inode,
                 striping,
@@ -1205,6 +1236,12 @@ impl Request {
                 after: Name::decode(r)?,
                 max_entries: r.u32()?,
             },
+            74 => Request::ReaddirPlus {
+                cred: Cred::decode(r)?,
+                dir: InodeId::decode(r)?,
+                after: Name::decode(r)?,
+                max_entries: r.u32()?,
+            },
             18 => Request::Unlink {
                 cred: Cred::decode(r)?,
                 parent: InodeId::decode(r)?,
@@ -1246,6 +1283,9 @@ impl Request {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
             },
             41 => Request::ObjRemove {
+                inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
+            },
+            73 => Request::ObjPrecreate {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
             },
             42 | 43 => {
@@ -1529,6 +1569,11 @@ impl Wire for Response {
                 w.seq(entries);
                 w.bool(*more);
             }
+            EntriesPlus { entries, more } => {
+                w.u8(21);
+                w.seq(entries);
+                w.bool(*more);
+            }
             Done => w.u8(5),
             Statfs(s) => {
                 w.u8(6);
@@ -1616,6 +1661,10 @@ impl Wire for Response {
             2 => Response::Cluster(ClusterInfo::decode(r)?),
             3 => Response::Attr(Attr::decode(r)?),
             4 => Response::Entries {
+                entries: r.seq()?,
+                more: r.bool()?,
+            },
+            21 => Response::EntriesPlus {
                 entries: r.seq()?,
                 more: r.bool()?,
             },
@@ -1764,6 +1813,12 @@ mod tests {
                 after: "m".into(),
                 max_entries: 100,
             },
+            Request::ReaddirPlus {
+                cred: cred(),
+                dir: InodeId(1),
+                after: "z".into(),
+                max_entries: 7,
+            },
             Request::Unlink {
                 cred: cred(),
                 parent: InodeId(1),
@@ -1803,6 +1858,9 @@ mod tests {
                 inodes: vec![InodeId(1), InodeId(2)],
             },
             Request::ObjRemove { inodes: vec![] },
+            Request::ObjPrecreate {
+                inodes: vec![InodeId(7), InodeId(9)],
+            },
             Request::Write {
                 inode: InodeId(3),
                 striping: s,
@@ -2106,6 +2164,10 @@ mod tests {
             Ok(Response::Attr(attr.clone())),
             Ok(Response::Unlinked {
                 kept: Some(InodeId(3)),
+            }),
+            Ok(Response::EntriesPlus {
+                entries: vec![("f".into(), attr.clone())],
+                more: false,
             }),
             Ok(Response::Renamed {
                 moved: attr,

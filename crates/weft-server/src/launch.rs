@@ -202,6 +202,7 @@ pub fn mpi(
         name: format!("weft-mpi-{key}"),
         stripe_size: STRIPE_SIZE_BYTES_DEFAULT,
         stripe_count: 0,
+        precreate: None,
         servers,
     };
     // The manager binds first; its address goes into the description afterwards.

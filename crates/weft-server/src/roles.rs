@@ -91,6 +91,9 @@ impl Roles {
             let service =
                 Arc::new(MetaService::new(store, cluster, objects).map_err(|e| anyhow::anyhow!("{e}"))?);
             // The purger runs for the life of the process.
+            if let Some(batch) = config.precreate {
+                service.set_precreate_batch(batch as usize);
+            }
             std::mem::forget(service.spawn_purger(PURGE_PERIOD));
             Some(service)
         } else {
@@ -256,7 +259,8 @@ fn meta_directory(meta: String, key: weft_rpc::ClusterKey) -> weft_cm::Directory
 fn is_io_request(request: &Request) -> bool {
     use weft_proto::Opcode::*;
     match request.opcode() {
-        AppendLock | AppendUnlock | ObjStat | Allocate | ExtentLock | ExtentUnlock | LockStats => true,
+        AppendLock | AppendUnlock | ObjStat | Allocate | ObjPrecreate | ExtentLock | ExtentUnlock
+        | LockStats => true,
         Revalidate | Release | RenewSession | Link | Mknod | SetXattr | GetXattr | ListXattr
         | RemoveXattr => false,
         other => (40..60).contains(&(other as u16)),
@@ -345,6 +349,14 @@ impl ObjectServers for NetObjectServers {
         self.call(
             server,
             Request::ObjCreate {
+                inodes: inodes.to_vec(),
+            },
+        )
+    }
+    fn precreate_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
+        self.call(
+            server,
+            Request::ObjPrecreate {
                 inodes: inodes.to_vec(),
             },
         )

@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::{io_server_ids, weft_err, weft_ok, Rng};
-use weft_client::FileKind;
+use common::{io_server_ids, object_path, weft_err, weft_ok, Rng};
+use weft_client::{CreateOptions, FileKind};
 use weft_testkit::TestCluster;
 
 /// `weft status` rows as (server id, state).
@@ -450,4 +450,40 @@ fn ls_escapes_names_with_control_and_bidi_characters_as_gnu_ls_does() {
     for (line, name) in long.lines().zip(expected) {
         assert!(line.ends_with(&format!(" {name}")), "{line}");
     }
+}
+
+/// `weft ls -l` goes by readdir-plus pages (attributes with the names, sizes from the io
+/// servers per page) and lists a directory whole even when one of its files has lost its
+/// objects (removed between the listing and the sizes, or damaged): that file is listed
+/// marked and reported, the rest keep their true sizes.
+#[test]
+fn ls_long_lists_true_sizes_and_survives_a_file_without_objects() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/l", 0o755).unwrap();
+    for k in 0..5u64 {
+        let file = client
+            .create(&format!("/l/f{k}"), &CreateOptions::default())
+            .unwrap();
+        file.write_at(0, &vec![7u8; (k * 100_000) as usize]).unwrap();
+    }
+    let l = client.resolve("/l").unwrap().inode;
+    let (page, more) = client.readdir_plus_page(l, b"", 0).unwrap();
+    assert!(!more);
+    let sizes: Vec<(String, u64)> = page.iter().map(|(n, a)| (n.to_string(), a.size)).collect();
+    let expected: Vec<(String, u64)> = (0..5u64).map(|k| (format!("f{k}"), k * 100_000)).collect();
+    assert_eq!(sizes, expected);
+    // f2's objects vanish from every io server.
+    let gone = client.stat("/l/f2").unwrap();
+    for server in &gone.layout.as_ref().unwrap().servers {
+        let _ = std::fs::remove_file(object_path(&cluster, *server, gone.inode));
+    }
+    let out = cluster.weft(&["ls", "-l", "/l"]);
+    let long = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{long}");
+    let names: Vec<&str> = long.lines().filter_map(|l| l.split_whitespace().last()).collect();
+    assert_eq!(names, ["f0", "f1", "f2", "f3", "f4"], "{long}");
+    let marked: Vec<bool> = long.lines().map(|l| l.starts_with("-?????????")).collect();
+    assert_eq!(marked, [false, false, true, false, false], "{long}");
+    assert!(long.contains("400000"), "{long}");
 }

@@ -6,9 +6,10 @@
 //! 2. Callers arriving meanwhile wait; once the transaction is open they join it one at
 //!    a time, each running its own operation's body in it under the group's lock.
 //! 3. A body that refuses (not found, exists, permission...) wrote nothing (bodies check
-//!    before their first write) and returns at once, outside the group; a body failing
-//!    with a storage or internal error may have written part of its work, so the whole
-//!    group is aborted and every member gets that error.
+//!    before their first write) but may rest on what earlier members wrote, so it waits
+//!    for the group like them; a body failing with a storage or internal error may have
+//!    written part of its work, so the whole group is aborted and every member gets that
+//!    error.
 //! 4. When every waiter has joined, the leader closes the group and commits it; callers
 //!    arriving from then on form the next group, which fills while this one's fsync runs.
 //! 5. Every member waits for its group's outcome and returns its own result with it.
@@ -146,7 +147,10 @@ impl GroupCommit {
                 ))
             }),
         };
-        let member = match &result {
+        // A refusal waits for the group too: it may rest on what earlier members wrote
+        // (a name one of them made), which nobody may act on before it is durable (a
+        // create that lost its name to another retries and must then find it).
+        let waits = match &result {
             Ok(_) => {
                 group.members += 1;
                 true
@@ -155,7 +159,7 @@ impl GroupCommit {
                 group.failed.get_or_insert_with(|| error.clone());
                 false
             }
-            Err(_) => false,
+            Err(_) => true,
         };
         self.changed.notify_all();
 
@@ -187,11 +191,15 @@ impl GroupCommit {
         } else {
             drop(state);
         }
-        if !member {
+        if !waits {
             return result;
         }
-        outcome.wait()?;
-        result
+        let committed = outcome.wait();
+        match result {
+            Ok(value) => committed.map(|()| value),
+            // A refusal stands whatever became of the group (it wrote nothing).
+            Err(refusal) => Err(refusal),
+        }
     }
 }
 

@@ -16,6 +16,8 @@
 //!   releases it (or its session lapses);
 //! - `xattrs`: (inode, attribute name) -> value, the `user.*` and `trusted.*`
 //!   extended attributes, a bounded number per inode;
+//! - `precreated`: inode number -> encoded `Layout` whose servers hold durable empty
+//!   objects for a file not created yet (the manager's pool, `ops/precreated.rs`);
 //! - `counters`: name -> u64 (format, next inode number, statfs counts).
 //!
 //! Each operation lives in its own file under `ops/`.
@@ -62,6 +64,7 @@ const ORPHANS: TableDefinition<u64, &[u8]> = TableDefinition::new("orphans");
 const KEPT: TableDefinition<u64, u64> = TableDefinition::new("kept");
 const XATTRS: TableDefinition<(u64, &[u8]), &[u8]> = TableDefinition::new("xattrs");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+const PRECREATED: TableDefinition<u64, &[u8]> = TableDefinition::new("precreated");
 
 /// The on-disk schema version, kept under [`COUNTER_FORMAT`]. Format 1 had names as
 /// UTF-8 strings (table `dirents`); it is migrated when opened.
@@ -90,6 +93,8 @@ pub enum StoreError {
     Database(#[from] redb::Error),
     #[error("metadata database has format {found}, this build reads format {STORE_FORMAT}")]
     UnknownFormat { found: u64 },
+    #[error("metadata database: handing precreated objects to the purger: {0}")]
+    Precreated(String),
 }
 
 /// What the store needs to know of the cluster to resolve layouts.
@@ -161,6 +166,7 @@ impl MetaStore {
             txn.open_table(ORPHANS).map_err(redb::Error::from)?;
             txn.open_table(KEPT).map_err(redb::Error::from)?;
             txn.open_table(XATTRS).map_err(redb::Error::from)?;
+            txn.open_table(PRECREATED).map_err(redb::Error::from)?;
             let mut counters = txn.open_table(COUNTERS).map_err(redb::Error::from)?;
             let format = counters
                 .get(COUNTER_FORMAT)
@@ -201,7 +207,7 @@ impl MetaStore {
             }
         }
         txn.commit().map_err(redb::Error::from)?;
-        Ok(MetaStore {
+        let store = MetaStore {
             path: path.to_owned(),
             db: RwLock::new(Some(db)),
             generation: AtomicU64::new(0),
@@ -209,7 +215,12 @@ impl MetaStore {
             cluster: RwLock::new(ClusterLayout::default()),
             reservation: Mutex::new(InodeReservation::default()),
             group: group::GroupCommit::default(),
-        })
+        };
+        // The pool of precreated objects lived in the last process's memory: purge them.
+        store
+            .write(|tx| tx.precreated_to_orphans(None))
+            .map_err(|e| StoreError::Precreated(e.to_string()))?;
+        Ok(store)
     }
 
     /// The open database, reopening it first if a disk error closed it (at most once
@@ -417,6 +428,7 @@ impl MetaStore {
                 kept: txn.open_table(KEPT).storage()?,
                 xattrs: txn.open_table(XATTRS).storage()?,
                 counters: txn.open_table(COUNTERS).storage()?,
+                precreated: txn.open_table(PRECREATED).storage()?,
             };
             body(&tables)
         })
@@ -492,6 +504,7 @@ struct WriteTables<'t> {
     kept: Table<'t, u64, u64>,
     xattrs: XattrTable<'t>,
     counters: Table<'t, &'static str, u64>,
+    precreated: Table<'t, u64, &'static [u8]>,
     /// One clock reading per operation, so that all times it sets agree.
     now: Timespec,
 }
@@ -504,6 +517,7 @@ struct ReadTables {
     kept: ReadOnlyTable<u64, u64>,
     xattrs: ReadOnlyTable<(u64, &'static [u8]), &'static [u8]>,
     counters: ReadOnlyTable<&'static str, u64>,
+    precreated: ReadOnlyTable<u64, &'static [u8]>,
 }
 
 /// Lookups shared by read snapshots and write transactions.
@@ -613,6 +627,7 @@ impl<'t> WriteTables<'t> {
             kept: txn.open_table(KEPT).storage()?,
             xattrs: txn.open_table(XATTRS).storage()?,
             counters: txn.open_table(COUNTERS).storage()?,
+            precreated: txn.open_table(PRECREATED).storage()?,
             now: Timespec::now(),
         })
     }

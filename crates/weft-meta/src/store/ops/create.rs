@@ -1,6 +1,7 @@
 //! File creation in two steps: `create_check` resolves the layout and reserves an
-//! inode number, the service creates the objects on the io servers, then
-//! `create_commit` inserts the name, re-checking everything in its transaction.
+//! inode number, the service creates the objects on the io servers (or swaps in a
+//! precreated number whose objects exist), then `create_commit` inserts the name,
+//! re-checking everything in its transaction.
 
 use super::super::access::{MAY_EXECUTE, MAY_WRITE};
 use super::super::names::{check_name, quoted};
@@ -33,9 +34,21 @@ pub struct PendingCreate {
     inode: InodeId,
     layout: Layout,
     cache: CacheMode,
+    /// `inode` is a precreated number (its objects exist): the commit takes it from the
+    /// precreated table.
+    precreated: bool,
 }
 
 impl PendingCreate {
+    /// Uses precreated `inode` (objects on every server of the layout, durable) instead
+    /// of the number `create_check` allocated, which is dropped unused. The commit fails
+    /// unless `inode` is in the precreated table, and takes it out of it.
+    pub fn use_precreated(mut self, inode: InodeId) -> PendingCreate {
+        self.inode = inode;
+        self.precreated = true;
+        self
+    }
+
     pub fn parent(&self) -> InodeId {
         self.parent
     }
@@ -116,6 +129,7 @@ impl MetaStore {
             inode,
             layout,
             cache,
+            precreated: false,
         }))
     }
 
@@ -131,6 +145,7 @@ impl MetaStore {
             inode,
             layout,
             cache,
+            precreated,
             ..
         } = pending;
         let name = name.as_slice();
@@ -144,6 +159,9 @@ impl MetaStore {
                     ErrorCode::Internal,
                     format!("inode {inode} allocated for {} is already in use", quoted(name)),
                 ));
+            }
+            if precreated {
+                tx.take_precreated(inode)?;
             }
             let (mode, gid) = new_mode_and_group(cred, &parent_record, mode, false);
             let mut record = InodeRecord::new(FileKind::File, mode, (cred.uid, gid), parent, tx.now);

@@ -8,6 +8,7 @@ mod lookup;
 mod mkdir;
 mod mknod;
 mod orphans;
+mod precreated;
 mod readdir;
 mod release;
 mod removexattr;
