@@ -12,8 +12,12 @@ use weft_proto::{Range, Striping};
 use weft_rpc::{Connection, Timeouts};
 use weft_testkit::{ClusterOptions, TestCluster};
 
-const PLANTED: u64 = 40;
-const PLANTED_BYTES: u64 = 256 * 1024;
+/// More than the manager's pool holds (128 per refill), so that creates run through
+/// the rest of the pool and into numbers planted ahead of it.
+const PLANTED: u64 = 400;
+const PLANTED_BYTES: u64 = 16 * 1024;
+/// Creates tried before the test gives up finding a planted number handed out.
+const CREATES_MAX: u64 = 1000;
 
 #[test]
 fn objects_planted_for_future_inodes_are_never_served_as_a_new_files_content() {
@@ -37,8 +41,8 @@ fn objects_planted_for_future_inodes_are_never_served_as_a_new_files_content() {
     let next = seed.inode().0 + 1;
     let layout = seed.layout().clone();
 
-    // The planter: a raw client with the key, writing 256 KiB of 0xEE into objects for
-    // the next 40 inode numbers on every io server.
+    // The planter: a raw client with the key, writing 16 KiB of 0xEE into objects for
+    // the next 400 inode numbers on every io server.
     let timeouts = Timeouts {
         connect: Duration::from_secs(5),
         request: Duration::from_secs(20),
@@ -75,7 +79,10 @@ fn objects_planted_for_future_inodes_are_never_served_as_a_new_files_content() {
 
     // Files created now get the planted numbers, and none of the planted bytes.
     let mut hit = 0;
-    for k in 0..PLANTED {
+    for k in 0..CREATES_MAX {
+        if hit >= 10 {
+            break;
+        }
         let path = format!("/victim-{k}");
         let file = client.create(&path, &wide).unwrap();
         if (next..next + PLANTED).contains(&file.inode().0) {
@@ -97,15 +104,12 @@ fn objects_planted_for_future_inodes_are_never_served_as_a_new_files_content() {
         let reopened = client.open(&path, &Default::default()).unwrap();
         assert_eq!(reopened.size().unwrap(), 4, "{path}");
     }
-    assert_eq!(
-        hit, PLANTED,
-        "the test planted the numbers the manager handed out"
+    assert!(
+        hit > 0,
+        "no create got a planted number: the test planted the wrong numbers"
     );
 
     // The manager said what it found.
     let log = std::fs::read_to_string(cluster.home().join("logs/server-0.log")).unwrap();
-    assert!(
-        log.contains("already held an object for new inode") && log.contains("planted"),
-        "{log}"
-    );
+    assert!(log.contains("planted by a peer with the cluster key"), "{log}");
 }
