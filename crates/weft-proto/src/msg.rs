@@ -806,6 +806,7 @@ impl Request {
             | Request::Mkdir { cred, .. }
             | Request::Create { cred, .. }
             | Request::Readdir { cred, .. }
+            | Request::ReaddirPlus { cred, .. }
             | Request::Unlink { cred, .. }
             | Request::Rmdir { cred, .. }
             | Request::Rename { cred, .. }
