@@ -304,6 +304,61 @@ impl Client {
         Ok(attr)
     }
 
+    /// Attributes of an inode with the derived size, in one round trip's wait when the
+    /// caller knows the inode's layout from before (`known`: layouts never change): the
+    /// io servers are asked for the size while the manager answers.
+    pub fn getattr_sized(&self, inode: InodeId, known: Option<&Attr>) -> Result<Attr, ClientError> {
+        let request = Request::GetAttr {
+            cred: self.cred_clone(),
+            inode,
+        };
+        self.attr_sized(request, &format!("inode {inode}"), known)
+    }
+
+    /// `lookup` with the derived size; `guess`, the attributes of the inode the name led
+    /// to before, lets the size be asked while the manager looks the name up (used only
+    /// if the name still leads to that inode).
+    pub fn lookup_sized(
+        &self,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        guess: Option<&Attr>,
+    ) -> Result<Attr, ClientError> {
+        let name = name.as_ref();
+        let request = Request::Lookup {
+            cred: self.cred_clone(),
+            parent,
+            name: Name::from(name),
+        };
+        self.attr_sized(request, &lossy(name), guess)
+    }
+
+    /// Sends `request` (answered with attributes) and, while it travels, fills in the size
+    /// of `known`; that size is used if the answer is the same file (inode and layout),
+    /// else the size is asked afresh.
+    fn attr_sized(&self, request: Request, what: &str, known: Option<&Attr>) -> Result<Attr, ClientError> {
+        let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+        let pending = meta.send(&request, &[])?;
+        let early = known.filter(|a| a.kind == FileKind::File).map(|a| {
+            let mut sized = a.clone();
+            self.fill_sizes(std::slice::from_mut(&mut sized)).map(|()| sized)
+        });
+        let mut attr = match pending.wait().map_err(|e| ClientError::from(e).context(what))?.0 {
+            Response::Attr(a) => a,
+            other => return Err(unexpected(&other)),
+        };
+        if attr.kind == FileKind::File {
+            match early {
+                Some(Ok(sized)) if sized.inode == attr.inode && sized.layout == attr.layout => {
+                    attr.size = sized.size;
+                    attr.blocks = sized.blocks;
+                }
+                _ => self.fill_sizes(std::slice::from_mut(&mut attr))?,
+            }
+        }
+        Ok(attr)
+    }
+
     /// Looks a name up in a directory (without the derived size). Names are bytes, as
     /// in POSIX: `&str` and `&[u8]` both do.
     pub fn lookup(&self, parent: InodeId, name: impl AsRef<[u8]>) -> Result<Attr, ClientError> {

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 use weft_client::{
-    Attr, Client, ClientError, CreateOptions, ErrorCode, File, FileKind, InodeId, SetAttr, XattrSet,
+    Attr, Client, ClientError, CreateOptions, ErrorCode, File, FileKind, InodeId, Name, SetAttr, XattrSet,
 };
 
 /// Largest read or write request the kernel sends (`max_write`, and readahead).
@@ -75,6 +75,10 @@ pub struct WeftFs {
     dirs: Mutex<HashMap<u64, Arc<Mutex<DirStream>>>>,
     next_handle: AtomicU64,
     attrs: Mutex<HashMap<InodeId, Attr>>,
+    /// The inode each (directory, name) last led to here: a lookup asks the io servers
+    /// for that inode's size while the manager looks the name up (a guess, used only
+    /// when the manager confirms the same inode). Starts over when full.
+    last_found: Mutex<HashMap<(InodeId, Name), InodeId>>,
     open_inodes: Arc<OpenInodes>,
     /// This mount's session with the manager, for files it keeps open after their
     /// last name went (see `kept`).
@@ -123,6 +127,7 @@ impl WeftFs {
             dirs: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             attrs: Mutex::new(HashMap::new()),
+            last_found: Mutex::new(HashMap::new()),
             open_inodes: Arc::new(OpenInodes::default()),
             session: kept::new_session(),
             names: Names::default(),
@@ -222,20 +227,17 @@ impl WeftFs {
         }
     }
 
-    /// Attributes of a looked-up entry, with a file's size derived from its servers.
-    fn entry_attr(&self, client: &Client, mut attr: Attr) -> Result<Attr, ClientError> {
-        if attr.kind == FileKind::File {
-            client.fill_sizes(std::slice::from_mut(&mut attr))?;
-        }
-        Ok(attr)
-    }
-
     fn do_lookup(&self, req: &Request, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
         let name = name_bytes(name);
         let client = self.caller(req);
+        let guess = self
+            .last_found
+            .lock()
+            .expect("lookup table poisoned")
+            .get(&(inode(parent), Name::from(name)))
+            .and_then(|ino| self.remembered(*ino));
         let attr = client
-            .lookup(inode(parent), name)
-            .and_then(|a| self.entry_attr(&client, a))
+            .lookup_sized(inode(parent), name, guess.as_ref())
             .map_err(|e| errno(&e, "lookup"))?;
         self.retries.looked_up(req.pid(), attr.inode);
         Ok(self.entered(inode(parent), name, &attr))
@@ -245,6 +247,13 @@ impl WeftFs {
     /// attributes are remembered.
     fn entered(&self, parent: InodeId, name: &[u8], attr: &Attr) -> FileAttr {
         self.names.entered(parent, name, attr.inode);
+        if attr.kind == FileKind::File {
+            let mut found = self.last_found.lock().expect("lookup table poisoned");
+            if found.len() >= ATTRS_CACHED_MAX {
+                found.clear();
+            }
+            found.insert((parent, Name::from(name)), attr.inode);
+        }
         self.remember(attr)
     }
 
@@ -279,7 +288,7 @@ impl WeftFs {
     /// ESTALE, on which the kernel looks the path up again.
     fn do_getattr(&self, req: &Request, ino: InodeId, fh: Option<FileHandle>) -> Result<FileAttr, Errno> {
         let client = self.caller(req);
-        match client.getattr(ino) {
+        match client.getattr_sized(ino, self.remembered(ino).as_ref()) {
             Ok(attr) => Ok(self.remember(&attr)),
             Err(e) if e.code() == ErrorCode::Stale => {
                 let held = fh.is_some() || self.retries.expects(req.pid(), ino);

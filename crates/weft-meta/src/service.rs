@@ -595,8 +595,17 @@ impl MetaService {
         };
         self.store.add_precreated(&inodes, &pool_layout)?;
         let results = self.on_each_server(servers, |server| self.objects.precreate_objects(server, &inodes));
+        let made = Layout {
+            servers: servers
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| r.is_ok())
+                .map(|(s, _)| *s)
+                .collect(),
+            ..pool_layout.clone()
+        };
         if let Some((server, error)) = first_failure(servers, results) {
-            if let Err(e) = self.store.orphan_precreated(&inodes) {
+            if let Err(e) = self.store.orphan_precreated(&inodes, &made) {
                 eprintln!("weftd meta: handing {} unused precreated inodes to the purger failed (they go at the next start): {e}", inodes.len());
             }
             return Err(WireError::new(

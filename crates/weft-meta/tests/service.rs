@@ -941,7 +941,19 @@ fn a_failed_refill_fails_the_create_and_leaves_its_objects_to_the_purger() {
         ErrorCode::NotFound
     );
     assert_eq!(counts(&f).orphans, 4);
+    // The purger removes them only where they were made: an object of such a number on
+    // the server that refused was never made for the pool and stays.
+    f.servers
+        .objects
+        .lock()
+        .unwrap()
+        .entry(ServerId(12))
+        .or_default()
+        .extend((2..10_000).map(InodeId));
+    let stranger: BTreeSet<InodeId> = f.servers.objects_on(ServerId(12));
     assert_eq!(f.service.purge_orphans_once(), 4);
+    assert_eq!(f.servers.objects_on(ServerId(12)), stranger);
+    f.servers.objects.lock().unwrap().remove(&ServerId(12));
     assert!(f.servers.all_objects().is_empty());
     // The server is back: the next create refills and succeeds.
     f.servers.create_fails.lock().unwrap().clear();

@@ -487,3 +487,30 @@ fn ls_long_lists_true_sizes_and_survives_a_file_without_objects() {
     assert_eq!(marked, [false, false, true, false, false], "{long}");
     assert!(long.contains("400000"), "{long}");
 }
+
+/// A lookup that asks the io servers for a guessed inode's size while the manager looks
+/// the name up uses that size only for the same inode: a name replaced meanwhile gets the
+/// new file's size, and a guess that is right gets the size as it is now.
+#[test]
+fn sized_lookups_and_getattrs_never_take_a_guess_for_another_file() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    let root = client.resolve("/").unwrap().inode;
+    let old = client.create("/f", &CreateOptions::default()).unwrap();
+    old.write_at(0, &[1u8; 10]).unwrap();
+    let guess = client.stat("/f").unwrap();
+    assert_eq!(guess.size, 10);
+    // Right guess, file grown since.
+    old.write_at(10, &[2u8; 90]).unwrap();
+    let found = client.lookup_sized(root, "f", Some(&guess)).unwrap();
+    assert_eq!((found.inode, found.size), (guess.inode, 100));
+    assert_eq!(client.getattr_sized(guess.inode, Some(&guess)).unwrap().size, 100);
+    // Wrong guess: the name now leads to another file.
+    let new = client.create("/g", &CreateOptions::default()).unwrap();
+    new.write_at(0, &[3u8; 7]).unwrap();
+    client.rename("/g", "/f").unwrap();
+    let found = client.lookup_sized(root, "f", Some(&guess)).unwrap();
+    assert_eq!((found.inode, found.size), (new.inode(), 7));
+    // A guess that is not a file, or none: the size is asked after the answer.
+    assert_eq!(client.lookup_sized(root, "f", None).unwrap().size, 7);
+}

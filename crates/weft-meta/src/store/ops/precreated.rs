@@ -38,8 +38,16 @@ impl MetaStore {
     }
 
     /// Hands precreated `inodes` to the purger (their objects could not all be made).
-    pub fn orphan_precreated(&self, inodes: &[InodeId]) -> Result<u64, WireError> {
-        self.write(|tx| tx.precreated_to_orphans(Some(inodes)))
+    /// `made`: the servers that made them; a server that refused made none and may hold
+    /// an object of that number that was never made for this pool, which the purger must
+    /// leave alone.
+    pub fn orphan_precreated(&self, inodes: &[InodeId], made: &Layout) -> Result<u64, WireError> {
+        // No server made any: nothing to purge, the numbers are simply dropped.
+        let made = match made.servers.is_empty() {
+            true => Vec::new(),
+            false => made.to_bytes(),
+        };
+        self.write(|tx| tx.precreated_to_orphans(Some((inodes, &made))))
     }
 
     /// How many numbers are precreated and unused.
@@ -61,11 +69,12 @@ impl WriteTables<'_> {
         }
     }
 
-    /// Moves precreated numbers (`only` these, else all) to the orphans: their objects
-    /// are purged.
+    /// Moves precreated numbers to the orphans: their objects are purged. `only`: just
+    /// these numbers, with the encoded layout of the servers that made their objects
+    /// (else all, with the layouts recorded).
     pub(in crate::store) fn precreated_to_orphans(
         &mut self,
-        only: Option<&[InodeId]>,
+        only: Option<(&[InodeId], &[u8])>,
     ) -> Result<u64, WireError> {
         let all: Vec<(u64, Vec<u8>)> = match only {
             None => self
@@ -75,11 +84,11 @@ impl WriteTables<'_> {
                 .map(|item| item.map(|(k, v)| (k.value(), v.value().to_vec())))
                 .collect::<Result<_, _>>()
                 .storage()?,
-            Some(inodes) => {
+            Some((inodes, made)) => {
                 let mut found = Vec::new();
                 for inode in inodes {
-                    if let Some(v) = self.precreated.get(inode.0).storage()? {
-                        found.push((inode.0, v.value().to_vec()));
+                    if self.precreated.get(inode.0).storage()?.is_some() {
+                        found.push((inode.0, made.to_vec()));
                     }
                 }
                 found
@@ -87,6 +96,10 @@ impl WriteTables<'_> {
         };
         let mut moved = 0;
         for (inode, layout) in &all {
+            if layout.is_empty() {
+                self.precreated.remove(*inode).storage()?;
+                continue;
+            }
             // Checked so that a damaged record is found here rather than by the purger.
             Layout::from_bytes(layout).map_err(|e| {
                 WireError::new(
