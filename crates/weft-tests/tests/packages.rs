@@ -19,7 +19,13 @@ use weft_testkit::{ClusterOptions, TestCluster};
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Seconds an MPI run or a C test program may take before it counts as hung.
 const RUN_TIMEOUT_S: &str = "120";
-const PACKAGES: [&str; 4] = ["weft", "libweft", "libweft-dev", "weft-mpiio-openmpi"];
+const PACKAGES: [&str; 5] = [
+    "weft",
+    "libweft",
+    "libweft-dev",
+    "weft-mpiio-openmpi",
+    "weft-mpiio-mpich",
+];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -121,6 +127,12 @@ fn packages_declare_what_they_need() {
         "weft-mpiio-openmpi: {}",
         depends("weft-mpiio-openmpi")
     );
+    // MPICH's runtime (libmpich.so.12), for the MPICH build beside it.
+    assert!(
+        depends("weft-mpiio-mpich").contains("libmpich12"),
+        "weft-mpiio-mpich: {}",
+        depends("weft-mpiio-mpich")
+    );
     // The header belongs to exactly this library: Cargo.toml of weft-capi names the
     // version by hand, and this fails when it falls behind the workspace's.
     assert_eq!(depends("libweft-dev"), format!("libweft (= {VERSION}-1)"));
@@ -142,6 +154,8 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
         "lib/libweft.so",
         "lib/libweft_mpiio.so",
         "bin/weft-delegate",
+        "lib/libweft_mpiio_mpich.so",
+        "bin/weft-delegate-mpich",
         "include/weft.h",
         "lib/pkgconfig/weft.pc",
         "lib/cmake/Weft/WeftConfig.cmake",
