@@ -111,7 +111,7 @@ pub fn print(flag: Option<&str>) -> anyhow::Result<()> {
     let mpi_name = mpi.name();
     println!(
         "# MPI-IO on Weft for {mpi_name} (chosen by {why}; `weft mpi-env --mpi openmpi|mpich`):
-# files named weft:/path go to Weft, every other file to
+# files named weft:/path, and files inside a Weft mount, go to Weft; every other file to
 # the MPI library. Unmodified programs need only LD_PRELOAD (and WEFT_HOME when the
 # cluster is not in ~/.weft). The library must match the MPI the program was built with.
 export LD_PRELOAD={lib}

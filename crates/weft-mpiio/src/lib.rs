@@ -23,6 +23,7 @@
 //!   thread, and the interposed request completion calls (`csrc/requests.c`);
 //!   [`requests`]: their C functions and the split collectives; [`shared`]: shared
 //!   file pointers, held by the metadata manager;
+//! - [`mount`]: paths inside a Weft mount (`fuse.weft`) served natively, as `weft:`;
 //! - [`profile`]: the per-file MPI-IO profile written at MPI_Finalize (`WEFT_PROFILE`).
 
 pub mod abi;
@@ -35,6 +36,7 @@ pub mod entry;
 pub mod error;
 pub mod file;
 pub mod hints;
+pub mod mount;
 pub mod mpi;
 pub mod nonblocking;
 pub mod profile;
