@@ -8,6 +8,8 @@
 //! - `c/api.c` (nonblocking calls, split collectives, shared file pointers, ordered
 //!   calls, MPI_MODE_SEQUENTIAL) with 1, 3 and 4 processes; MPICH's ROMIO has the
 //!   nonblocking collectives, so the reference runs them too;
+//! - `c/datarep.c`: `internal` served as native, `external32` refused with
+//!   MPI_ERR_UNSUPPORTED_DATAREP on every rank, the file as the other writes left it;
 //! - the library is the one `weft mpi-env --mpi mpich` names.
 //!
 //! Needs Debian's mpich and libmpich-dev (scripts/install-deps.sh) and the workspace's
@@ -50,6 +52,7 @@ struct Programs {
     _dir: tempfile::TempDir,
     patterns: PathBuf,
     api: PathBuf,
+    datarep: PathBuf,
 }
 
 fn mpicc() -> String {
@@ -88,6 +91,7 @@ fn programs() -> &'static Programs {
         Programs {
             patterns: compile(dir.path(), "patterns"),
             api: compile(dir.path(), "api"),
+            datarep: compile(dir.path(), "datarep"),
             _dir: dir,
         }
     })
@@ -345,4 +349,27 @@ fn api_calls_match_mpich_romio_with_3_processes() {
 #[test]
 fn api_calls_match_mpich_romio_with_4_processes() {
     api_matches_romio(4);
+}
+
+#[test]
+fn data_representations_under_mpich() {
+    let p = programs();
+    let cluster = cluster();
+    let out = mpirun(3, Some(&cluster), &p.datarep, &["weft:/"]);
+    assert_ok(&out, "datarep.c on weft: under MPICH");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "set_view internal: ok",
+        "set_view no_such_representation: unsupported",
+        "set_view external32: unsupported",
+        "get_view after external32: ok native disp 0",
+        "values ok",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no line {line:?} in:\n{stdout}"
+        );
+    }
+    // Both rows of 3 ranks × 64 ints: nothing lost to the refused set_views.
+    assert_eq!(weft_bytes(&cluster, "/datarep").len(), 2 * 3 * 64 * 4);
 }

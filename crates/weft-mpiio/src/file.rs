@@ -528,12 +528,7 @@ impl MpiFile {
         info: Handle,
     ) -> Result<()> {
         let checked = (|| -> Result<(View, u64)> {
-            if datarep != "native" && datarep != "internal" {
-                return Err(MpiioError::new(
-                    ErrorClass::UnsupportedDatarep,
-                    format!("data representation {datarep:?}: weft: files support \"native\""),
-                ));
-            }
+            crate::datarep::check(datarep)?;
             if disp == i64::from(mpi::constant(Constant::DisplacementCurrent)) {
                 return Err(MpiioError::new(
                     ErrorClass::UnsupportedOperation,

@@ -11,7 +11,7 @@
 //! - [`abi`]: the Rust functions the C half calls, and the registry of open files;
 //! - [`file`]: open files (communicator, hints, view, file pointer) and their
 //!   operations; [`datatype`]: MPI datatypes decoded into weft-layout views;
-//!   [`hints`]: ROMIO's and Weft's hints;
+//!   [`hints`]: ROMIO's and Weft's hints; [`datarep`]: the data representations served;
 //! - [`atomic`]: atomic mode, every access under extent locks;
 //! - [`collective`]: the collective methods (two-phase family) and independent I/O;
 //!   [`delegation`]: collective calls on delegated files without an exchange;
@@ -29,6 +29,7 @@
 pub mod abi;
 pub mod atomic;
 pub mod collective;
+pub mod datarep;
 pub mod datatype;
 pub mod delegate_link;
 pub mod delegation;
