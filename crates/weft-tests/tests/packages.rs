@@ -195,6 +195,21 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
         "weft get returned other bytes than put stored"
     );
 
+    // The installed weft names each installed MPI-IO library for its MPI.
+    for (mpi, lib) in [
+        ("openmpi", "libweft_mpiio.so"),
+        ("mpich", "libweft_mpiio_mpich.so"),
+    ] {
+        let env = weft_ok(&cluster, &["mpi-env", "--mpi", mpi]);
+        let expected = format!(
+            "export LD_PRELOAD={}",
+            usr.join("lib").join(lib).canonicalize().unwrap().display()
+        );
+        assert!(
+            env.lines().any(|l| l == expected),
+            "weft mpi-env --mpi {mpi}:\n{env}"
+        );
+    }
     mpi_io_through_the_installed_library(&cluster, &usr, scratch.path());
     c_programs_built_against_the_installed_library(&cluster, &usr, scratch.path());
 
