@@ -10,6 +10,8 @@
 //!   nonblocking collectives, so the reference runs them too;
 //! - `c/datarep.c`: `internal` served as native, `external32` refused with
 //!   MPI_ERR_UNSUPPORTED_DATAREP on every rank, the file as the other writes left it;
+//! - `c/atomic.c`: atomic mode's overlapping writers never mix, a reader never sees a
+//!   partial write (extent locks), as under Open MPI;
 //! - the library is the one `weft mpi-env --mpi mpich` names.
 //!
 //! Needs Debian's mpich and libmpich-dev (scripts/install-deps.sh) and the workspace's
@@ -53,6 +55,7 @@ struct Programs {
     patterns: PathBuf,
     api: PathBuf,
     datarep: PathBuf,
+    atomic: PathBuf,
 }
 
 fn mpicc() -> String {
@@ -92,6 +95,7 @@ fn programs() -> &'static Programs {
             patterns: compile(dir.path(), "patterns"),
             api: compile(dir.path(), "api"),
             datarep: compile(dir.path(), "datarep"),
+            atomic: compile(dir.path(), "atomic"),
             _dir: dir,
         }
     })
@@ -372,4 +376,24 @@ fn data_representations_under_mpich() {
     }
     // Both rows of 3 ranks × 64 ints: nothing lost to the refused set_views.
     assert_eq!(weft_bytes(&cluster, "/datarep").len(), 2 * 3 * 64 * 4);
+}
+
+#[test]
+fn atomic_mode_never_mixes_nor_tears_under_mpich() {
+    let p = programs();
+    let cluster = cluster();
+    for (mode, rounds) in [("writers", "40"), ("reader", "60")] {
+        let out = mpirun(
+            4,
+            Some(&cluster),
+            &p.atomic,
+            &[mode, &format!("weft:/{mode}"), rounds, "1"],
+        );
+        assert_ok(&out, &format!("atomic.c {mode} under MPICH"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("atomic OK"),
+            "atomic.c {mode} under MPICH:\n{stdout}"
+        );
+    }
 }

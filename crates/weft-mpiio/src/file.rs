@@ -57,7 +57,7 @@ pub(crate) fn client_for_mount(cluster: &crate::mount::MountCluster) -> Result<C
             Err(_) => crate::mount::connect(cluster)?,
         },
     };
-    if client.meta_addr() != cluster.meta_addr {
+    if !crate::mount::same_manager(client.meta_addr(), &cluster.meta_addr) {
         return Err(MpiioError::new(
             ErrorClass::Io,
             format!(

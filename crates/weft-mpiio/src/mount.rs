@@ -6,7 +6,8 @@
 //!
 //! The mount says how to reach its cluster in its read-only `user.weft.cluster`
 //! attribute (weft-fuse: "meta=HOST:PORT\nkey=PATH\n"). The process's one client serves
-//! the file when it reaches that metadata manager: the client of the environment
+//! the file when it reaches that metadata manager (the same address, or one resolving
+//! to the same socket address): the client of the environment
 //! (WEFT_HOME / WEFT_META), else, when the environment names no cluster, one connected
 //! with the mount's address and key. A mount of another cluster than the environment's,
 //! or one whose cluster cannot be reached, is left to the MPI library's own MPI-IO (POSIX
@@ -73,6 +74,20 @@ fn claim(name: &str) -> bool {
             false
         }
     }
+}
+
+/// Whether two `host:port` addresses name the same metadata manager: equal, or
+/// resolving to a common socket address (`localhost:7000` and `127.0.0.1:7000`).
+pub fn same_manager(a: &str, b: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    if a == b {
+        return true;
+    }
+    let resolve = |s: &str| -> Vec<std::net::SocketAddr> {
+        s.to_socket_addrs().map(|i| i.collect()).unwrap_or_default()
+    };
+    let (ra, rb) = (resolve(a), resolve(b));
+    ra.iter().any(|x| rb.contains(x))
 }
 
 /// A client of the mount's cluster, proving the mount's key.
@@ -267,6 +282,14 @@ mod tests {
         assert!(has_prefix("weft:/a"));
         assert!(!has_prefix("/a/b:c"));
         assert!(!has_prefix("b"));
+    }
+
+    #[test]
+    fn managers_are_the_same_by_name_or_by_address() {
+        assert!(same_manager("127.0.0.1:7000", "127.0.0.1:7000"));
+        assert!(same_manager("localhost:7000", "127.0.0.1:7000"));
+        assert!(!same_manager("127.0.0.1:7000", "127.0.0.1:7001"));
+        assert!(!same_manager("no such host:1", "127.0.0.1:1"));
     }
 
     #[test]
