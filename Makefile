@@ -9,7 +9,7 @@
 #   make deps         install what building and testing need (scripts/install-deps.sh)
 #   make build        cargo build --release --workspace, then the C test programs
 #   make lint         rustfmt and clippy, as CI runs them
-#   make deb          Debian packages weft, libweft, libweft-dev, weft-mpiio-openmpi in
+#   make deb          Debian packages weft, libweft, libweft-dev, weft-mpiio-openmpi/-mpich in
 #                     target/debian/ (mk/packaging.mk; packaging/README.md)
 #   make install      into PREFIX (default /usr/local; DESTDIR for staging): binaries,
 #                     libraries, weft.h, weft.pc, CMake files (packaging/install.sh)

@@ -1,10 +1,10 @@
 # Installing Weft the way sites do (see packaging/README.md):
 #
 #   make install [PREFIX=/usr/local] [DESTDIR=]  bin/weft, bin/weftd, lib/libweft.so,
-#                       lib/libweft_mpiio.so, include/weft.h, lib/pkgconfig/weft.pc,
+#                       lib/libweft_mpiio.so (and _mpich), include/weft.h, lib/pkgconfig/weft.pc,
 #                       lib/cmake/Weft/ (packaging/install.sh; the Spack recipe uses it too)
-#   make deb            the Debian packages weft, libweft, libweft-dev and
-#                       weft-mpiio-openmpi in target/debian/ (cargo-deb, from crates.io;
+#   make deb            the Debian packages weft, libweft, libweft-dev,
+#                       weft-mpiio-openmpi and weft-mpiio-mpich in target/debian/ (cargo-deb, from crates.io;
 #                       installed by `scripts/install-deps.sh deb`)
 
 PREFIX ?= /usr/local
@@ -33,4 +33,5 @@ deb-packages:
 	$(CARGO) deb --no-build --strip --quiet -p weft-capi -o $(DEB_DIR)
 	$(CARGO) deb --no-build --quiet -p weft-capi --variant dev -o $(DEB_DIR)
 	$(CARGO) deb --no-build --strip --quiet -p weft-mpiio -o $(DEB_DIR)
+	$(CARGO) deb --no-build --strip --quiet -p weft-mpiio-mpich -o $(DEB_DIR)
 	ls -l $(DEB_DIR)

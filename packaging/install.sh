@@ -90,4 +90,10 @@ elif [ -f "$target_dir/libweft_mpiio.so" ]; then
 else
     say "no libweft_mpiio.so in $target_dir (built without MPI): MPI-IO not installed"
 fi
+# The MPICH build (crates/weft-mpiio-mpich), when there is one.
+if [ "$mpiio" = 1 ] && [ -f "$target_dir/libweft_mpiio_mpich.so" ]; then
+    install -m 644 "$target_dir/libweft_mpiio_mpich.so" "$destdir$libdir/"
+    [ -f "$target_dir/weft-delegate-mpich" ] || die "$target_dir/weft-delegate-mpich is missing: build weft-mpiio-mpich again"
+    install -m 755 "$target_dir/weft-delegate-mpich" "$destdir$prefix/bin/"
+fi
 say "Weft $version installed in $destdir$prefix"

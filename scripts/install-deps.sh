@@ -24,7 +24,10 @@ DEBIAN_PACKAGES=(
     libopenmpi-dev
     gfortran             # mpif90: the Fortran MPI-IO test program (PMPI_File_* path)
     openssh-client       # Open MPI's launcher refuses to start, even on one host, without an rsh agent
+    mpich                # mpicc.mpich, mpirun.mpich: libweft_mpiio_mpich.so (crates/weft-mpiio-mpich) and its tests
+    libmpich-dev
     libhdf5-openmpi-dev  # parallel HDF5 on top of Weft's MPI-IO
+    libpnetcdf-dev       # PnetCDF (built with Open MPI) on a mount path and on weft: (weft-fuse's mpiio_native test)
     hdf5-tools           # h5dump, h5ls for checking files written through Weft
     python3
     python3-prometheus-client  # the reference OpenMetrics parser the metrics tests check the endpoint with
@@ -32,7 +35,10 @@ DEBIAN_PACKAGES=(
     curl                 # fetches rustup when no suitable Rust is installed
     ca-certificates      # ... over https
 )
-# Not mpich: it competes with Open MPI for the mpicc/mpirun alternatives.
+# MPICH and Open MPI both provide the mpicc/mpirun alternatives (Debian's `mpi` and
+# `mpirun`); Open MPI's have the higher priority and stay the default (keep_openmpi_default
+# puts them back if they were changed by hand). Builds and tests that want one MPI
+# name it: mpicc.openmpi / mpirun.openmpi, mpicc.mpich / mpirun.mpich.
 
 RUST_VERSION_MIN=1.90  # keep equal to rust-version in the workspace Cargo.toml
 # rustup's installer script (what https://sh.rustup.rs serves), from the Rust project.
@@ -66,6 +72,24 @@ install_debian_packages() {
     "${sudo[@]}" apt-get update -q
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
         apt-get install -y -q -o Dpkg::Use-Pty=0 "${missing[@]}" </dev/null
+}
+
+# The mpicc/mpirun alternatives back to Open MPI if something set them to MPICH.
+keep_openmpi_default() {
+    command -v update-alternatives >/dev/null || return 0
+    local pair group link target
+    for pair in mpi:/usr/bin/mpicc mpirun:/usr/bin/mpirun; do
+        group=${pair%%:*} link=${pair#*:}
+        target=$link.openmpi
+        [ -e "$target" ] || continue
+        [ "$(readlink -f "$link")" = "$(readlink -f "$target")" ] && continue
+        if [ "$(id -u)" -ne 0 ]; then
+            say "warning: $link is not Open MPI's; run: sudo update-alternatives --set $group $target"
+            continue
+        fi
+        say "update-alternatives: $group back to Open MPI ($target)"
+        update-alternatives --quiet --set "$group" "$target"
+    done
 }
 
 # Why the Rust on PATH will not do, or nothing when it will.
@@ -148,6 +172,7 @@ install_cargo_deb() {
 }
 
 install_debian_packages
+keep_openmpi_default
 ensure_rust
 install_cargo_fuzz
 case "${1:-}" in

@@ -1,29 +1,46 @@
 //! Compiles the C half of the interposer (csrc/) with the MPI compiler wrapper and links
-//! the MPI library. The wrapper is $MPICC, else `mpicc`; its link flags come from
-//! `--showme:link` (Open MPI) or `-link_info` (MPICH), whichever it answers.
+//! the MPI library. Two packages run this script on the same sources:
+//! - weft-mpiio (libweft_mpiio.so, Open MPI): the wrapper is $MPICC, else
+//!   `mpicc.openmpi` when it is on PATH (Debian's name, whatever the mpicc alternative
+//!   points to), else `mpicc`;
+//! - weft-mpiio-mpich (libweft_mpiio_mpich.so): $MPICC_MPICH, else `mpicc.mpich`.
+//!
+//! The link flags come from `--showme:link` (Open MPI) or `-link_info` (MPICH),
+//! whichever the wrapper answers. The C half is all that sees mpi.h: Rust handles MPI
+//! objects as opaque integers (csrc/shim.h), so compiling it against the other
+//! implementation's mpi.h is the whole port.
 
+use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let mpicc = std::env::var("MPICC").unwrap_or_else(|_| "mpicc".to_owned());
-    println!("cargo:rerun-if-env-changed=MPICC");
-    println!("cargo:rerun-if-changed=csrc/weft_mpiio.c");
-    println!("cargo:rerun-if-changed=csrc/shim.c");
-    println!("cargo:rerun-if-changed=csrc/spawn.c");
-    println!("cargo:rerun-if-changed=csrc/shim.h");
-    println!("cargo:rerun-if-changed=csrc/real.c");
-    println!("cargo:rerun-if-changed=csrc/requests.c");
-    println!("cargo:rerun-if-changed=csrc/requests.h");
-    println!("cargo:rerun-if-changed=csrc/real.h");
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let mpich = std::env::var("CARGO_PKG_NAME").as_deref() == Ok("weft-mpiio-mpich");
+    let (mpicc, csrc) = if mpich {
+        println!("cargo:rerun-if-env-changed=MPICC_MPICH");
+        let mpicc = std::env::var("MPICC_MPICH").unwrap_or_else(|_| "mpicc.mpich".to_owned());
+        (mpicc, manifest.join("../weft-mpiio/csrc"))
+    } else {
+        println!("cargo:rerun-if-env-changed=MPICC");
+        let mpicc = std::env::var("MPICC").unwrap_or_else(|_| {
+            if on_path("mpicc.openmpi") {
+                "mpicc.openmpi"
+            } else {
+                "mpicc"
+            }
+            .to_owned()
+        });
+        (mpicc, manifest.join("csrc"))
+    };
+    let sources = ["shim.c", "weft_mpiio.c", "spawn.c", "real.c", "requests.c"];
+    for name in sources.iter().chain(&["shim.h", "real.h", "requests.h"]) {
+        println!("cargo:rerun-if-changed={}", csrc.join(name).display());
+    }
 
     let (compile, link) = mpi_flags(&mpicc);
     let mut build = cc::Build::new();
     build
-        .file("csrc/shim.c")
-        .file("csrc/weft_mpiio.c")
-        .file("csrc/spawn.c")
-        .file("csrc/real.c")
-        .file("csrc/requests.c")
+        .files(sources.iter().map(|name| csrc.join(name)))
         .flag_if_supported("-std=c11")
         .warnings(true)
         .extra_warnings(true)
@@ -58,6 +75,11 @@ fn main() {
     }
 }
 
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
 /// (compile flags, link flags) of the MPI wrapper.
 fn mpi_flags(mpicc: &str) -> (Vec<String>, Vec<String>) {
     let words = |args: &[&str]| -> Option<Vec<String>> {
@@ -80,5 +102,18 @@ fn mpi_flags(mpicc: &str) -> (Vec<String>, Vec<String>) {
     if let (Some(c), Some(l)) = (words(&["-compile_info"]), words(&["-link_info"])) {
         return (c.into_iter().skip(1).collect(), l.into_iter().skip(1).collect());
     }
-    panic!("{mpicc} answers neither --showme:link (Open MPI) nor -link_info (MPICH): set MPICC to the MPI C compiler wrapper");
+    panic!(
+        "{mpicc} answers neither --showme:link (Open MPI) nor -link_info (MPICH): set {} to the MPI C \
+         compiler wrapper (Debian: {})",
+        if std::env::var("CARGO_PKG_NAME").as_deref() == Ok("weft-mpiio-mpich") {
+            "MPICC_MPICH"
+        } else {
+            "MPICC"
+        },
+        if std::env::var("CARGO_PKG_NAME").as_deref() == Ok("weft-mpiio-mpich") {
+            "apt-get install mpich libmpich-dev"
+        } else {
+            "apt-get install openmpi-bin libopenmpi-dev"
+        }
+    );
 }

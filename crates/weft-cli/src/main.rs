@@ -274,9 +274,14 @@ and keep it readable by its owner only. An existing FILE is never overwritten."
         #[command(subcommand)]
         action: KeyAction,
     },
-    /// Print how to run MPI programs on weft: files (LD_PRELOAD of libweft_mpiio.so,
-    /// mpirun/mpiexec lines, linking, hints).
-    MpiEnv,
+    /// Print how to run MPI programs on weft: files (LD_PRELOAD of libweft_mpiio.so for
+    /// Open MPI or libweft_mpiio_mpich.so for MPICH, mpirun/mpiexec lines, linking, hints).
+    MpiEnv {
+        /// The MPI the programs use: `openmpi` or `mpich`. Default: $WEFT_MPI, else the
+        /// implementation of the `mpiexec` on PATH, else openmpi.
+        #[arg(long, value_name = "openmpi|mpich")]
+        mpi: Option<String>,
+    },
     /// Unmount a Weft mount.
     Umount {
         mountpoint: PathBuf,
@@ -402,7 +407,7 @@ fn run(command: Command) -> Result<()> {
             );
             Ok(())
         }
-        Command::MpiEnv => mpi_env::print(),
+        Command::MpiEnv { mpi } => mpi_env::print(mpi.as_deref()),
         Command::Umount { mountpoint, lazy } => Ok(weft_fuse::unmount(&mountpoint, lazy)?),
     }
 }

@@ -8,7 +8,7 @@ use crate::creds::Clients;
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
 use crate::names::{Names, Retries};
-use crate::xattr::{self, LAYOUT_XATTR};
+use crate::xattr::{self, CLUSTER_XATTR, LAYOUT_XATTR};
 use fuser::{
     Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
@@ -69,6 +69,8 @@ struct OpenFile {
 }
 
 pub struct WeftFs {
+    /// The value of `user.weft.cluster` (xattr::CLUSTER_XATTR).
+    cluster_xattr: Vec<u8>,
     clients: Clients,
     cache: CacheOptions,
     files: RwLock<HashMap<u64, Arc<OpenFile>>>,
@@ -121,6 +123,7 @@ fn inode(ino: INodeNo) -> InodeId {
 impl WeftFs {
     pub fn new(client: Client, cache: CacheOptions, notifier: Arc<OnceLock<Notifier>>) -> WeftFs {
         WeftFs {
+            cluster_xattr: xattr::cluster_value(client.meta_addr()),
             clients: Clients::new(client),
             cache,
             files: RwLock::new(HashMap::new()),
@@ -1003,7 +1006,9 @@ impl Filesystem for WeftFs {
         } else {
             XattrSet::Either
         };
-        let result = if name == OsStr::new(LAYOUT_XATTR) {
+        let result = if name == OsStr::new(CLUSTER_XATTR) {
+            Err(Errno::EPERM)
+        } else if name == OsStr::new(LAYOUT_XATTR) {
             self.set_layout_xattr_as(req, ino, value, how)
         } else {
             self.caller(req)
@@ -1017,7 +1022,9 @@ impl Filesystem for WeftFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let value = if name == OsStr::new(LAYOUT_XATTR) {
+        let value = if name == OsStr::new(CLUSTER_XATTR) {
+            Ok(self.cluster_xattr.clone())
+        } else if name == OsStr::new(LAYOUT_XATTR) {
             self.xattr_value(req, ino, name)
         } else {
             self.caller(req)
@@ -1049,7 +1056,9 @@ impl Filesystem for WeftFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let result = if name == OsStr::new(LAYOUT_XATTR) {
+        let result = if name == OsStr::new(CLUSTER_XATTR) {
+            Err(Errno::EPERM)
+        } else if name == OsStr::new(LAYOUT_XATTR) {
             self.set_layout_xattr(req, ino, None)
         } else {
             self.caller(req)

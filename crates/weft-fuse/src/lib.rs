@@ -30,7 +30,9 @@
 //!   worker threads serve them, so different files (and readahead) move in parallel.
 //! - Layouts are the extended attribute `user.weft.layout`; other `user.*` and
 //!   `trusted.*` attributes are stored by the manager. Hard links, FIFOs, device nodes
-//!   and sockets are namespace objects; names are bytes (need not be UTF-8).
+//!   and sockets are namespace objects; names are bytes (need not be UTF-8). The
+//!   read-only `user.weft.cluster` (every inode; not listed) says how the mount
+//!   reaches its cluster, for MPI-IO (weft-mpiio) to serve paths in the mount natively.
 //! - Setuid/setgid: the kernel leaves dropping them to the file system
 //!   (`FUSE_HANDLE_KILLPRIV_V2`); a write by an unprivileged process asks the manager to
 //!   drop them, as truncate and chown do themselves.
@@ -59,7 +61,7 @@ pub use fs::{CacheOptions, REQUEST_BYTES_MAX};
 pub use mount::{
     is_weft_mount, mount_background, mount_entry, mount_foreground, unmount, MountEntry, FS_NAME, THREADS_MAX,
 };
-pub use xattr::LAYOUT_XATTR;
+pub use xattr::{CLUSTER_XATTR, LAYOUT_XATTR};
 
 use std::path::PathBuf;
 use std::time::Duration;

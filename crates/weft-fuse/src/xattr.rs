@@ -7,6 +7,22 @@ use weft_client::{Attr, LayoutRequest};
 
 pub const LAYOUT_XATTR: &str = "user.weft.layout";
 
+/// Read-only, on every inode of a mount: how to reach the cluster the mount serves,
+/// "meta=HOST:PORT\nkey=PATH\n" (the key file the mount's client proved itself with;
+/// empty when it had none). MPI-IO (libweft_mpiio) reads it to serve a path inside the
+/// mount natively. Not listed by listxattr, so copies do not carry it along.
+pub const CLUSTER_XATTR: &str = "user.weft.cluster";
+
+/// The value of [`CLUSTER_XATTR`] for a mount of the cluster at `meta_addr`.
+pub fn cluster_value(meta_addr: &str) -> Vec<u8> {
+    let key = weft_config::client_key_path()
+        .ok()
+        .and_then(|p| p.canonicalize().ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    format!("meta={meta_addr}\nkey={key}\n").into_bytes()
+}
+
 /// The attribute's value for `attr`, or `None` when it has none (a directory without a
 /// default layout, a symbolic link).
 pub fn format(attr: &Attr) -> Option<String> {

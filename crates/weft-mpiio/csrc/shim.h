@@ -136,6 +136,8 @@ void wm_error_string(int code, char *buf, int len);
 /* ---- The Rust half: called by weft_mpiio.c for files that are Weft's. They return
  * enum wm_error. ---- */
 int weft_mpiio_is_ours(wm_h fh);
+/* 1: `name` (not weft:) is inside a Weft mount whose cluster this process serves. */
+int weft_mpiio_in_mount(const char *name);
 int weft_mpiio_open(wm_h comm, const char *name, int amode, wm_h info, wm_h errhandler,
                     wm_h *fh);
 int weft_mpiio_close(wm_h fh);

@@ -18,9 +18,10 @@
 #define OURS(fh) ((fh) != MPI_FILE_NULL && weft_mpiio_is_ours((wm_h)(fh)))
 #define H(x) ((wm_h)(x))
 
+/* "weft:/path", or a path inside a Weft mount (src/mount.rs): one file, one path. */
 static int is_weft_name(const char *name)
 {
-    return name != NULL && strncmp(name, "weft:", 5) == 0;
+    return name != NULL && (strncmp(name, "weft:", 5) == 0 || weft_mpiio_in_mount(name));
 }
 
 static int mpi_class(int e)

@@ -45,8 +45,39 @@ pub(crate) fn client() -> Result<Client> {
     Ok(client)
 }
 
-/// The Weft path of an MPI file name "weft:/path".
+/// The process's client when it reaches the cluster of a Weft mount (src/mount.rs):
+/// the environment's, else, when the environment names no cluster, one made from the
+/// mount's address and key.
+pub(crate) fn client_for_mount(cluster: &crate::mount::MountCluster) -> Result<Client> {
+    let mut c = CLIENT.lock().unwrap_or_else(|e| e.into_inner());
+    let client = match c.as_ref() {
+        Some(client) => client.clone(),
+        None => match Client::from_env() {
+            Ok(client) => client,
+            Err(_) => crate::mount::connect(cluster)?,
+        },
+    };
+    if !crate::mount::same_manager(client.meta_addr(), &cluster.meta_addr) {
+        return Err(MpiioError::new(
+            ErrorClass::Io,
+            format!(
+                "the mount serves the cluster at {} and this process uses the one at {} (WEFT_HOME / WEFT_META)",
+                cluster.meta_addr,
+                client.meta_addr()
+            ),
+        ));
+    }
+    *c = Some(client.clone());
+    Ok(client)
+}
+
+/// The Weft path of an MPI file name "weft:/path", or of a path inside a Weft mount.
 pub fn weft_path(name: &str) -> Result<String> {
+    if !name.starts_with("weft:") {
+        if let Some(mounted) = crate::mount::resolve(name) {
+            return Ok(mounted.path);
+        }
+    }
     let rest = name.strip_prefix("weft:").unwrap_or(name);
     if rest.is_empty() {
         return Err(MpiioError::new(
@@ -497,12 +528,7 @@ impl MpiFile {
         info: Handle,
     ) -> Result<()> {
         let checked = (|| -> Result<(View, u64)> {
-            if datarep != "native" && datarep != "internal" {
-                return Err(MpiioError::new(
-                    ErrorClass::UnsupportedDatarep,
-                    format!("data representation {datarep:?}: weft: files support \"native\""),
-                ));
-            }
+            crate::datarep::check(datarep)?;
             if disp == i64::from(mpi::constant(Constant::DisplacementCurrent)) {
                 return Err(MpiioError::new(
                     ErrorClass::UnsupportedOperation,

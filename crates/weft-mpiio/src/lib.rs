@@ -11,7 +11,7 @@
 //! - [`abi`]: the Rust functions the C half calls, and the registry of open files;
 //! - [`file`]: open files (communicator, hints, view, file pointer) and their
 //!   operations; [`datatype`]: MPI datatypes decoded into weft-layout views;
-//!   [`hints`]: ROMIO's and Weft's hints;
+//!   [`hints`]: ROMIO's and Weft's hints; [`datarep`]: the data representations served;
 //! - [`atomic`]: atomic mode, every access under extent locks;
 //! - [`collective`]: the collective methods (two-phase family) and independent I/O;
 //!   [`delegation`]: collective calls on delegated files without an exchange;
@@ -23,11 +23,13 @@
 //!   thread, and the interposed request completion calls (`csrc/requests.c`);
 //!   [`requests`]: their C functions and the split collectives; [`shared`]: shared
 //!   file pointers, held by the metadata manager;
+//! - [`mount`]: paths inside a Weft mount (`fuse.weft`) served natively, as `weft:`;
 //! - [`profile`]: the per-file MPI-IO profile written at MPI_Finalize (`WEFT_PROFILE`).
 
 pub mod abi;
 pub mod atomic;
 pub mod collective;
+pub mod datarep;
 pub mod datatype;
 pub mod delegate_link;
 pub mod delegation;
@@ -35,6 +37,7 @@ pub mod entry;
 pub mod error;
 pub mod file;
 pub mod hints;
+pub mod mount;
 pub mod mpi;
 pub mod nonblocking;
 pub mod profile;

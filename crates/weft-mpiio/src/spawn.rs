@@ -272,7 +272,12 @@ fn launcher() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("WEFT_DELEGATE_PROGRAM").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(path));
     }
-    let name = "weft-delegate";
+    // The MPICH build of this library (package weft-mpiio-mpich) spawns the MPICH build.
+    let name = if env!("CARGO_PKG_NAME") == "weft-mpiio-mpich" {
+        "weft-delegate-mpich"
+    } else {
+        "weft-delegate"
+    };
     let mut candidates = Vec::new();
     if let Some(dir) = library_dir() {
         candidates.push(dir.join(name));

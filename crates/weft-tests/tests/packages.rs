@@ -19,7 +19,13 @@ use weft_testkit::{ClusterOptions, TestCluster};
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Seconds an MPI run or a C test program may take before it counts as hung.
 const RUN_TIMEOUT_S: &str = "120";
-const PACKAGES: [&str; 4] = ["weft", "libweft", "libweft-dev", "weft-mpiio-openmpi"];
+const PACKAGES: [&str; 5] = [
+    "weft",
+    "libweft",
+    "libweft-dev",
+    "weft-mpiio-openmpi",
+    "weft-mpiio-mpich",
+];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -121,6 +127,12 @@ fn packages_declare_what_they_need() {
         "weft-mpiio-openmpi: {}",
         depends("weft-mpiio-openmpi")
     );
+    // MPICH's runtime (libmpich.so.12), for the MPICH build beside it.
+    assert!(
+        depends("weft-mpiio-mpich").contains("libmpich12"),
+        "weft-mpiio-mpich: {}",
+        depends("weft-mpiio-mpich")
+    );
     // The header belongs to exactly this library: Cargo.toml of weft-capi names the
     // version by hand, and this fails when it falls behind the workspace's.
     assert_eq!(depends("libweft-dev"), format!("libweft (= {VERSION}-1)"));
@@ -142,6 +154,8 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
         "lib/libweft.so",
         "lib/libweft_mpiio.so",
         "bin/weft-delegate",
+        "lib/libweft_mpiio_mpich.so",
+        "bin/weft-delegate-mpich",
         "include/weft.h",
         "lib/pkgconfig/weft.pc",
         "lib/cmake/Weft/WeftConfig.cmake",
@@ -181,6 +195,21 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
         "weft get returned other bytes than put stored"
     );
 
+    // The installed weft names each installed MPI-IO library for its MPI.
+    for (mpi, lib) in [
+        ("openmpi", "libweft_mpiio.so"),
+        ("mpich", "libweft_mpiio_mpich.so"),
+    ] {
+        let env = weft_ok(&cluster, &["mpi-env", "--mpi", mpi]);
+        let expected = format!(
+            "export LD_PRELOAD={}",
+            usr.join("lib").join(lib).canonicalize().unwrap().display()
+        );
+        assert!(
+            env.lines().any(|l| l == expected),
+            "weft mpi-env --mpi {mpi}:\n{env}"
+        );
+    }
     mpi_io_through_the_installed_library(&cluster, &usr, scratch.path());
     c_programs_built_against_the_installed_library(&cluster, &usr, scratch.path());
 
