@@ -28,6 +28,7 @@ DEBIAN_PACKAGES=(
     libmpich-dev
     libhdf5-openmpi-dev  # parallel HDF5 on top of Weft's MPI-IO
     libpnetcdf-dev       # PnetCDF (built with Open MPI) on a mount path and on weft: (weft-fuse's mpiio_native test)
+    munge                # munged, munge, unmunge, mungekey: `identity = "munge"` and its test (crates/weft-tests/tests/munge.rs)
     hdf5-tools           # h5dump, h5ls for checking files written through Weft
     python3
     python3-prometheus-client  # the reference OpenMetrics parser the metrics tests check the endpoint with

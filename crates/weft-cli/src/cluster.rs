@@ -305,6 +305,8 @@ pub fn up(options: &UpOptions) -> Result<()> {
         let mut config = ClusterConfig {
             key_file: None,
             identity: options.identity,
+            munge_trusted_uids: Vec::new(),
+            munge_socket: None,
             cache: options.cache_settings.clone(),
             name: "weft".into(),
             stripe_size: options.stripe_size,
@@ -548,6 +550,7 @@ impl StatusOf {
 /// Prints the servers of the cluster; true when all are up. With `web`, prints the
 /// status page's URL instead.
 pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
+    let mut trusted: Vec<u32> = Vec::new();
     let (name, key_path, network, servers, origin, identity) = match of {
         StatusOf::Home(home) => {
             let description = home.join(CLUSTER_FILE_NAME);
@@ -558,6 +561,7 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
                 );
             }
             let config = ClusterConfig::load(&description)?;
+            trusted.clone_from(&config.munge_trusted_uids);
             let servers = config
                 .servers
                 .iter()
@@ -668,6 +672,14 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
         }
         Some(weft_config::IdentityMode::Claimed) => println!(
             "identity: claimed (requests act as the uid and groups they claim: every holder of the key is trusted with any identity)"
+        ),
+        Some(weft_config::IdentityMode::Munge) => println!(
+            "identity: munge (every connection proves its uid and gid with a MUNGE credential; requests act as them, whatever they claim{})",
+            if trusted.is_empty() {
+                String::new()
+            } else {
+                format!("; uids {trusted:?} are trusted to act for others")
+            }
         ),
         None => {}
     }

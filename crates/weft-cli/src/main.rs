@@ -130,8 +130,9 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// who owns the cluster key, whatever it claims) or claimed (as the uid and
         /// groups it claims: every holder of the key is trusted with any identity;
         /// only for clients that are all trusted, such as a root mount serving
-        /// several local users).
-        #[arg(long, default_value = "owner", value_name = "owner|claimed")]
+        /// several local users) or munge (each connection brings a MUNGE credential
+        /// and its requests act as the uid and gid it vouches for; needs munged).
+        #[arg(long, default_value = "owner", value_name = "owner|claimed|munge")]
         identity: weft_config::IdentityMode,
         /// Memory of each cache manager (K, M, G suffixes), default 512M.
         #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]

@@ -156,6 +156,12 @@ pub enum IdentityMode {
     /// of the key is trusted with any identity. Only for a key shared by clients that
     /// are all trusted (a root-run mount serving several local users).
     Claimed,
+    /// Each connection to the metadata manager carries a MUNGE credential, which the
+    /// manager decodes with `unmunge`; its requests act as the uid and gid it vouches
+    /// for (groups from the manager's group database), whatever they claim. Only a
+    /// connection whose MUNGE uid is in `munge_trusted_uids` (a FUSE daemon run by
+    /// root) acts with the credentials its requests claim.
+    Munge,
 }
 
 impl IdentityMode {
@@ -167,6 +173,7 @@ impl IdentityMode {
         match self {
             IdentityMode::Owner => "owner",
             IdentityMode::Claimed => "claimed",
+            IdentityMode::Munge => "munge",
         }
     }
 }
@@ -177,7 +184,8 @@ impl std::str::FromStr for IdentityMode {
         match s {
             "owner" => Ok(IdentityMode::Owner),
             "claimed" => Ok(IdentityMode::Claimed),
-            other => Err(format!("identity mode {other:?}: owner or claimed")),
+            "munge" => Ok(IdentityMode::Munge),
+            other => Err(format!("identity mode {other:?}: owner, claimed or munge")),
         }
     }
 }
@@ -206,6 +214,15 @@ pub struct ClusterConfig {
     /// Whose identity requests act with; default `owner`.
     #[serde(default, skip_serializing_if = "IdentityMode::is_default")]
     pub identity: IdentityMode,
+    /// In `munge` mode, the uids (as MUNGE vouches for them) whose connections may act
+    /// with the credentials their requests claim: a FUSE daemon run by root acting for
+    /// the calling user needs `munge_trusted_uids = [0]`. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub munge_trusted_uids: Vec<u32>,
+    /// In `munge` mode, the munged socket the manager decodes credentials with;
+    /// default: `WEFT_MUNGE_SOCKET` in weftd's environment, else munge's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub munge_socket: Option<PathBuf>,
     #[serde(rename = "server", default)]
     pub servers: Vec<ServerEntry>,
 }
@@ -492,6 +509,8 @@ mod tests {
         let config = ClusterConfig {
             key_file: Some("keys/k".into()),
             identity: IdentityMode::Claimed,
+            munge_trusted_uids: vec![0],
+            munge_socket: None,
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 2,
@@ -600,6 +619,8 @@ mod tests {
         let mut config = ClusterConfig {
             key_file: None,
             identity: IdentityMode::Owner,
+            munge_trusted_uids: Vec::new(),
+            munge_socket: None,
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 0,

@@ -25,14 +25,16 @@ pub const HANDSHAKE_MESSAGE_BYTES_MAX: u32 = 16 * 1024;
 /// Who a connection acts for, as the client claims it in the handshake; the client's
 /// proof covers it, so it cannot be changed in transit.
 ///
-/// Only `Cluster` exists today: the holder of the cluster key, whose requests carry
-/// their own credentials. Verified user identities (the owner of the key; a MUNGE
-/// credential decoded by the server) are further kinds with their own numbers; a
-/// server that does not know a kind refuses the handshake with a clear error.
+/// `Cluster` is the holder of the cluster key, whose requests carry their own
+/// credentials; `Munge` carries a MUNGE credential the metadata manager decodes (in
+/// `munge` identity mode) to learn the connection's uid and gid. A server that does
+/// not know a kind refuses the handshake with a clear error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Identity {
     /// A member of the cluster: proven by the key alone.
     Cluster,
+    /// A MUNGE credential (the text `munge -n` prints), never empty.
+    Munge(Vec<u8>),
 }
 
 impl Identity {
@@ -40,6 +42,7 @@ impl Identity {
     pub fn kind(&self) -> u8 {
         match self {
             Identity::Cluster => 0,
+            Identity::Munge(_) => 1,
         }
     }
 
@@ -47,6 +50,7 @@ impl Identity {
     pub fn credential(&self) -> &[u8] {
         match self {
             Identity::Cluster => &[],
+            Identity::Munge(credential) => credential,
         }
     }
 }
@@ -64,6 +68,11 @@ impl Wire for Identity {
             0 => Err(DecodeError::Invalid {
                 what: "cluster identity credential length",
                 value: credential.len() as u64,
+            }),
+            1 if !credential.is_empty() => Ok(Identity::Munge(credential.to_vec())),
+            1 => Err(DecodeError::Invalid {
+                what: "munge identity credential length",
+                value: 0,
             }),
             k => Err(DecodeError::Invalid {
                 what: "identity kind",
@@ -107,6 +116,16 @@ mod tests {
         let mut w = Writer::default();
         w.u8(0);
         w.bytes(b"x");
+        assert!(Identity::decode(&mut Reader::new(&w.bytes)).is_err());
+        // A munge identity round-trips and must carry a credential.
+        let munge = Identity::Munge(b"MUNGE:abc:".to_vec());
+        assert_eq!(
+            Identity::decode(&mut Reader::new(&munge.to_bytes())).unwrap(),
+            munge
+        );
+        let mut w = Writer::default();
+        w.u8(1);
+        w.bytes(b"");
         assert!(Identity::decode(&mut Reader::new(&w.bytes)).is_err());
     }
 

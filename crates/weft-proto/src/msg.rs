@@ -738,6 +738,11 @@ pub enum Response {
     Challenge {
         nonce: [u8; NONCE_BYTES],
     },
+    /// The answer to `Hello` from a metadata manager in `munge` identity mode: as
+    /// `Challenge`, and the client should claim an `Identity::Munge` for the connection.
+    MungeChallenge {
+        nonce: [u8; NONCE_BYTES],
+    },
     ServerInfo {
         protocol_version: u16,
         /// The server binary's version and git revision, "0.1.0 (git 1a2b3c4)".
@@ -1549,6 +1554,10 @@ impl Wire for Response {
                 w.u8(32);
                 w.bytes(nonce);
             }
+            MungeChallenge { nonce } => {
+                w.u8(41);
+                w.bytes(nonce);
+            }
             ServerInfo {
                 protocol_version,
                 build,
@@ -1657,6 +1666,9 @@ impl Wire for Response {
                 proof: read_fixed(r, "proof length")?,
             },
             32 => Response::Challenge {
+                nonce: read_fixed(r, "nonce length")?,
+            },
+            41 => Response::MungeChallenge {
                 nonce: read_fixed(r, "nonce length")?,
             },
             2 => Response::Cluster(ClusterInfo::decode(r)?),
@@ -2205,6 +2217,9 @@ mod tests {
                 roles: 6,
                 incarnation: 11,
                 proof: [7; PROOF_BYTES],
+            }),
+            Ok(Response::MungeChallenge {
+                nonce: [4; NONCE_BYTES],
             }),
             Ok(Response::Challenge {
                 nonce: [9; NONCE_BYTES],

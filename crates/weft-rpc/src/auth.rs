@@ -244,6 +244,33 @@ impl ClientAuth {
     }
 }
 
+/// The munged socket to use: `WEFT_MUNGE_SOCKET` if set, else munge's default.
+pub fn munge_socket() -> Option<std::path::PathBuf> {
+    std::env::var_os("WEFT_MUNGE_SOCKET")
+        .filter(|s| !s.is_empty())
+        .map(Into::into)
+}
+
+/// A fresh MUNGE credential for this process's uid and gid, from the `munge` command;
+/// `None` when munge is missing or munged does not answer.
+pub fn munge_credential() -> Option<Vec<u8>> {
+    let mut command = std::process::Command::new("munge");
+    command.arg("-n");
+    if let Some(socket) = munge_socket() {
+        command.arg("--socket").arg(socket);
+    }
+    let out = command
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let credential = out.stdout.trim_ascii().to_vec();
+    (out.status.success()
+        && !credential.is_empty()
+        && credential.len() <= weft_proto::handshake::CREDENTIAL_BYTES_MAX)
+        .then_some(credential)
+}
+
 /// What the server told of itself at the end of a handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerHello {
@@ -266,8 +293,21 @@ pub fn client_handshake<S: Read + Write>(
     let hello = Request::Hello {
         client: client_name.to_owned(),
     };
-    let server_nonce = match exchange(stream, addr, wait_ms, 1, &hello)? {
-        Response::Challenge { nonce } => nonce,
+    let (server_nonce, identity) = match exchange(stream, addr, wait_ms, 1, &hello)? {
+        Response::Challenge { nonce } => (nonce, auth.identity.clone()),
+        // A manager in munge mode: a client that claims no identity of its own gets a
+        // fresh MUNGE credential for this connection. Without one (munged not running)
+        // it carries on as a plain member; the manager then refuses its metadata
+        // requests with an error that says so.
+        Response::MungeChallenge { nonce } => match &auth.identity {
+            Identity::Cluster => (
+                nonce,
+                munge_credential()
+                    .map(Identity::Munge)
+                    .unwrap_or(Identity::Cluster),
+            ),
+            claimed => (nonce, claimed.clone()),
+        },
         other => return Err(unexpected(addr, &other)),
     };
     let client_nonce = nonce().map_err(|e| RpcError::Connect {
@@ -276,10 +316,10 @@ pub fn client_handshake<S: Read + Write>(
     })?;
     let authenticate = Request::Authenticate {
         nonce: client_nonce,
-        identity: auth.identity.clone(),
+        identity: identity.clone(),
         proof: auth
             .key
-            .proof(Side::Client, &server_nonce, &client_nonce, &auth.identity),
+            .proof(Side::Client, &server_nonce, &client_nonce, &identity),
     };
     match exchange(stream, addr, wait_ms, 2, &authenticate)? {
         Response::Hello {
@@ -290,7 +330,7 @@ pub fn client_handshake<S: Read + Write>(
         } => {
             if !auth
                 .key
-                .verify(Side::Server, &server_nonce, &client_nonce, &auth.identity, &proof)
+                .verify(Side::Server, &server_nonce, &client_nonce, &identity, &proof)
             {
                 return Err(RpcError::Authentication {
                     addr: addr.to_owned(),
@@ -458,7 +498,7 @@ fn read_request<S: Read>(stream: &mut S) -> io::Result<(u64, Request)> {
 
 fn reply<S: Write>(stream: &mut S, id: u64, response: Response) -> io::Result<()> {
     let opcode = match response {
-        Response::Challenge { .. } => weft_proto::Opcode::Hello,
+        Response::Challenge { .. } | Response::MungeChallenge { .. } => weft_proto::Opcode::Hello,
         _ => weft_proto::Opcode::Authenticate,
     };
     let body = weft_proto::msg::encode_result(&Ok(response));

@@ -12,7 +12,7 @@ pub mod frame_io;
 pub mod server;
 pub mod stream;
 
-pub use auth::{ClientAuth, ClusterKey, KeyError};
+pub use auth::{munge_credential, munge_socket, ClientAuth, ClusterKey, KeyError};
 pub use client::{
     CallReply, Connection, ConnectionPool, PendingCall, ReplySink, RpcError, SinkReply, Timeouts,
 };

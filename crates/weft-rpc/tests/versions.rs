@@ -48,6 +48,7 @@ fn a_server_tells_its_protocol_version_and_build() {
             roles: 2,
             build: "9.8.7 (git f00ba47)",
             incarnation: 1,
+            munge: false,
         },
         ServerLimits::default(),
         key(),

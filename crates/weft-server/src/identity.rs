@@ -57,3 +57,144 @@ fn lookup(uid: u32) -> Option<Cred> {
         Some(Cred { uid, gid, groups })
     }
 }
+
+/// Credentials remembered against replay, at most.
+const MUNGE_SEEN_MAX: usize = 65_536;
+
+/// `munge` mode: decodes each connection's MUNGE credential with `unmunge` and
+/// remembers the credentials it accepted until their TTL runs out, refusing a replay.
+pub struct Munge {
+    socket: Option<std::path::PathBuf>,
+    trusted_uids: Vec<u32>,
+    /// Credential text -> when its TTL ends.
+    seen: std::sync::Mutex<std::collections::HashMap<Vec<u8>, std::time::Instant>>,
+}
+
+/// What a connection's MUNGE credential established.
+#[derive(Debug, Clone)]
+pub enum Verified {
+    /// Requests act as this user, whatever they claim.
+    As(Cred),
+    /// A trusted uid (a root FUSE daemon): requests act with what they claim.
+    Trusted,
+    /// No valid credential: metadata requests are refused with this reason.
+    Refused(String),
+}
+
+/// The message for a connection that brought no credential.
+pub const MUNGE_REQUIRED: &str = "munge credential required: is munged running? (this cluster's metadata manager acts only with MUNGE-verified identities; set WEFT_MUNGE_SOCKET if munged listens elsewhere)";
+
+impl Munge {
+    pub fn new(socket: Option<std::path::PathBuf>, trusted_uids: Vec<u32>) -> Munge {
+        Munge {
+            socket,
+            trusted_uids,
+            seen: Default::default(),
+        }
+    }
+
+    /// Decodes `credential` and says whom the connection's requests act as.
+    pub fn verify(&self, credential: &[u8]) -> Verified {
+        let now = std::time::Instant::now();
+        {
+            let mut seen = self.seen.lock().unwrap();
+            seen.retain(|_, until| *until > now);
+            if seen.contains_key(credential) {
+                return Verified::Refused(
+                    "munge credential refused: it was already used (replayed credential)".into(),
+                );
+            }
+            if seen.len() >= MUNGE_SEEN_MAX {
+                return Verified::Refused(format!(
+                    "munge credential refused: {MUNGE_SEEN_MAX} credentials within their TTL already; retry later"
+                ));
+            }
+        }
+        let decoded = match self.unmunge(credential) {
+            Ok(d) => d,
+            Err(reason) => return Verified::Refused(format!("munge credential refused: {reason}")),
+        };
+        {
+            let mut seen = self.seen.lock().unwrap();
+            if seen.contains_key(credential) {
+                return Verified::Refused(
+                    "munge credential refused: it was already used (replayed credential)".into(),
+                );
+            }
+            let ttl = std::time::Duration::from_secs(decoded.ttl_s.clamp(1, 24 * 3600));
+            seen.insert(credential.to_vec(), now + ttl);
+        }
+        if self.trusted_uids.contains(&decoded.uid) {
+            return Verified::Trusted;
+        }
+        Verified::As(with_groups(decoded.uid, decoded.gid))
+    }
+
+    fn unmunge(&self, credential: &[u8]) -> std::result::Result<Decoded, String> {
+        use std::io::Write;
+        let mut command = std::process::Command::new("unmunge");
+        if let Some(socket) = &self.socket {
+            command.arg("--socket").arg(socket);
+        }
+        let mut child = command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run unmunge on the metadata manager: {e}"))?;
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        let written = stdin.write_all(credential);
+        drop(stdin);
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("unmunge failed: {e}"))?;
+        written.map_err(|e| format!("writing to unmunge: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_owned())
+        };
+        if !out.status.success() {
+            let why =
+                field("STATUS:").unwrap_or_else(|| String::from_utf8_lossy(&out.stderr).trim().to_owned());
+            return Err(format!("unmunge: {why}"));
+        }
+        // "root (0)": the number in parentheses (or the whole value, if numeric).
+        let number = |name: &str| -> std::result::Result<u32, String> {
+            let v = field(name).ok_or_else(|| format!("unmunge printed no {name} line"))?;
+            let n = match (v.rfind('('), v.rfind(')')) {
+                (Some(a), Some(b)) if a < b => &v[a + 1..b],
+                _ => v.as_str(),
+            };
+            n.trim()
+                .parse()
+                .map_err(|_| format!("unmunge printed {name} {v:?}"))
+        };
+        Ok(Decoded {
+            uid: number("UID:")?,
+            gid: number("GID:")?,
+            ttl_s: field("TTL:").and_then(|v| v.parse().ok()).unwrap_or(300),
+        })
+    }
+}
+
+struct Decoded {
+    uid: u32,
+    gid: u32,
+    ttl_s: u64,
+}
+
+/// `uid` acting with primary group `gid` and its supplementary groups from this host's
+/// group database (MUNGE carries only uid and gid).
+fn with_groups(uid: u32, gid: u32) -> Cred {
+    let mut groups = lookup(uid)
+        .filter(|c| c.gid == gid || c.groups.contains(&gid))
+        .map(|c| c.groups)
+        .unwrap_or_default();
+    if !groups.contains(&gid) {
+        groups.insert(0, gid);
+    }
+    groups.truncate(GROUPS_MAX);
+    Cred { uid, gid, groups }
+}

@@ -198,6 +198,8 @@ pub fn mpi(
     let mut config = ClusterConfig {
         key_file: None,
         identity: Default::default(),
+        munge_trusted_uids: Vec::new(),
+        munge_socket: None,
         cache: Default::default(),
         name: format!("weft-mpi-{key}"),
         stripe_size: STRIPE_SIZE_BYTES_DEFAULT,

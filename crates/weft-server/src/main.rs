@@ -431,6 +431,7 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr,
             roles: roles_bits,
             incarnation,
             build: weft_build_info::version!(),
+            munge: handler.munge(),
         },
         limits,
         plan.key.clone(),
@@ -452,6 +453,12 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr,
         eprintln!(
             "weftd: server {}: identity owner: every metadata request acts as uid {} gid {} (the cluster key's owner), whatever it claims",
             plan.id, owner.uid, owner.gid
+        );
+    }
+    if handler.munge() {
+        eprintln!(
+            "weftd: server {}: identity munge: every metadata request acts as the uid and gid its connection's MUNGE credential vouches for",
+            plan.id
         );
     }
     if let Some(path) = &plan.socket {

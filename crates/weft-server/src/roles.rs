@@ -24,6 +24,10 @@ pub struct Roles {
     /// In `owner` mode, the key owner's credential, which replaces whatever credential
     /// a metadata request claims.
     owner: Option<weft_proto::Cred>,
+    /// In `munge` mode, the credential decoder and, per open connection, the identity
+    /// it claimed and (once its first metadata request asked) what that proved.
+    munge: Option<crate::identity::Munge>,
+    connections: std::sync::Mutex<HashMap<ConnectionId, Arc<MungeConnection>>>,
     io: Option<Arc<IoService>>,
     cache: Option<CacheService>,
 }
@@ -45,6 +49,7 @@ impl Roles {
             None
         };
         let mut owner = None;
+        let mut munge = None;
         let meta = if plan.roles.contains(&Role::Meta) {
             let config = plan
                 .cluster
@@ -52,6 +57,13 @@ impl Roles {
                 .context("the meta role needs the cluster description")?;
             if config.identity == weft_config::IdentityMode::Owner {
                 owner = Some(crate::identity::key_owner(&plan.key_path)?);
+            }
+            if config.identity == weft_config::IdentityMode::Munge {
+                let socket = config.munge_socket.clone().or_else(weft_rpc::munge_socket);
+                munge = Some(crate::identity::Munge::new(
+                    socket,
+                    config.munge_trusted_uids.clone(),
+                ));
             }
             let db = plan.data_dir.join("meta.redb");
             // The file system's root belongs to whoever created it.
@@ -102,6 +114,8 @@ impl Roles {
         Ok(Roles {
             meta,
             owner,
+            munge,
+            connections: Default::default(),
             io,
             cache,
         })
@@ -110,6 +124,42 @@ impl Roles {
     /// The credential every metadata request acts with, in `owner` mode.
     pub fn owner(&self) -> Option<&weft_proto::Cred> {
         self.owner.as_ref()
+    }
+
+    /// Whether this server is a metadata manager in `munge` mode.
+    pub fn munge(&self) -> bool {
+        self.munge.is_some()
+    }
+
+    /// In `munge` mode, the credential `request` acts with on `connection`: the one its
+    /// MUNGE credential vouches for (a trusted uid keeps what it claims). The
+    /// credential is decoded at the connection's first request that carries one.
+    fn munge_identity(&self, connection: ConnectionId, request: &mut Request) -> Result<(), WireError> {
+        let Some(munge) = &self.munge else {
+            return Ok(());
+        };
+        let Some(claimed) = request.cred_mut() else {
+            return Ok(());
+        };
+        let state = self.connections.lock().unwrap().get(&connection).cloned();
+        let Some(state) = state else {
+            return Err(WireError::new(
+                ErrorCode::PermissionDenied,
+                crate::identity::MUNGE_REQUIRED,
+            ));
+        };
+        let verified = state.verified.get_or_init(|| match &state.identity {
+            weft_proto::handshake::Identity::Munge(credential) => munge.verify(credential),
+            _ => crate::identity::Verified::Refused(crate::identity::MUNGE_REQUIRED.into()),
+        });
+        match verified {
+            crate::identity::Verified::As(cred) => claimed.clone_from(cred),
+            crate::identity::Verified::Trusted => {}
+            crate::identity::Verified::Refused(reason) => {
+                return Err(WireError::new(ErrorCode::PermissionDenied, reason.clone()))
+            }
+        }
+        Ok(())
     }
 
     /// Writes every dirty block of the cache role back to the io servers (nothing to
@@ -284,6 +334,7 @@ impl Handler for Roles {
                 if let (Some(owner), Some(claimed)) = (&self.owner, request.cred_mut()) {
                     claimed.clone_from(owner);
                 }
+                self.munge_identity(connection, &mut request)?;
                 meta.handle(request).map(|r| (r, Vec::new()))
             }
             (true, _, None) => Err(WireError::new(
@@ -312,7 +363,20 @@ impl Handler for Roles {
         self.io.as_ref()?.reply_from_file(connection, request)
     }
 
+    fn connection_opened(&self, connection: ConnectionId, peer: &weft_rpc::Peer) {
+        if self.munge.is_some() {
+            self.connections.lock().unwrap().insert(
+                connection,
+                Arc::new(MungeConnection {
+                    identity: peer.identity.clone(),
+                    verified: Default::default(),
+                }),
+            );
+        }
+    }
+
     fn connection_closed(&self, connection: ConnectionId) {
+        self.connections.lock().unwrap().remove(&connection);
         if let Some(io) = &self.io {
             io.connection_closed(connection);
         }
@@ -320,6 +384,12 @@ impl Handler for Roles {
             cache.connection_closed(connection);
         }
     }
+}
+
+/// A connection of a manager in `munge` mode.
+struct MungeConnection {
+    identity: weft_proto::handshake::Identity,
+    verified: std::sync::OnceLock<crate::identity::Verified>,
 }
 
 /// The manager's calls to io servers, over the same transport as clients use.

@@ -714,7 +714,12 @@ impl EventLoop {
                         header.request_id,
                     )
                 })?;
-                self.reply(client, &header, Ok(Response::Challenge { nonce: server_nonce }));
+                let challenge = if self.shared.identity.munge {
+                    Response::MungeChallenge { nonce: server_nonce }
+                } else {
+                    Response::Challenge { nonce: server_nonce }
+                };
+                self.reply(client, &header, Ok(challenge));
                 client.phase = Phase::AwaitAuthenticate {
                     server_nonce,
                     client: name,

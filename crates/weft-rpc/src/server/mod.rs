@@ -117,6 +117,9 @@ pub struct ServerIdentity {
     pub build: &'static str,
     /// Chosen anew at each start (see [`new_incarnation`]).
     pub incarnation: u64,
+    /// Ask clients for a MUNGE credential in the handshake (`MungeChallenge`): a
+    /// metadata manager in `munge` identity mode.
+    pub munge: bool,
 }
 
 /// A value that differs from one start of a server to the next: the time in

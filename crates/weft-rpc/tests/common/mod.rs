@@ -39,6 +39,7 @@ pub fn identity(id: u32) -> ServerIdentity {
         roles: 2,
         incarnation: 1,
         build: "test",
+        munge: false,
     }
 }
 

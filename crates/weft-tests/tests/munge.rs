@@ -1,0 +1,315 @@
+//! `munge` identity mode: every connection to the metadata manager brings a MUNGE
+//! credential, and its requests act as the uid and gid that credential vouches for,
+//! whatever they claim. The test starts its own munged with its own key (it runs as
+//! root, as CI does), a cluster in munge mode, and `weft` processes as two users that
+//! are not root. Each user reads the 0600 file it wrote (in its 0700 directory) and is
+//! refused the other's; a
+//! client whose credential says one user and whose requests claim the other is served
+//! as the first; a credential used twice is refused; without munged a client gets an
+//! error that says so.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use weft_client::{Client, ClientAuth, ClusterKey, Cred, ErrorCode, SetAttr};
+use weft_proto::handshake::Identity;
+use weft_testkit::{ClusterOptions, TestCluster};
+
+const ALICE: u32 = 4101;
+const BOB: u32 = 4102;
+
+/// A munged of the test's own, on a socket in a temporary directory; stopped on drop
+/// (also when the test fails).
+struct Munged {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl Munged {
+    fn start() -> Munged {
+        let dir = tempfile::Builder::new().prefix("weft-munge-").tempdir().unwrap();
+        // Others must reach the socket; munged refuses a socket directory others may write.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let key = dir.path().join("munge.key");
+        let made = Command::new("mungekey")
+            .arg("-c")
+            .arg("-k")
+            .arg(&key)
+            .output()
+            .expect("running mungekey (install Debian's munge package: scripts/install-deps.sh)");
+        assert!(made.status.success(), "mungekey: {made:?}");
+        let child = Command::new("munged")
+            .arg(format!("--key-file={}", key.display()))
+            .arg(format!("--socket={}", dir.path().join("socket").display()))
+            .arg(format!("--pid-file={}", dir.path().join("munged.pid").display()))
+            .arg(format!("--log-file={}", dir.path().join("munged.log").display()))
+            .arg(format!(
+                "--seed-file={}",
+                dir.path().join("munged.seed").display()
+            ))
+            .arg("--foreground")
+            .arg("--force")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting munged");
+        let munged = Munged {
+            child: Some(child),
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !munged.socket().exists() {
+            assert!(Instant::now() < deadline, "munged did not create its socket");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        munged
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("socket")
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(self.socket());
+    }
+}
+
+impl Drop for Munged {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A user's view of the cluster: its own copy of the cluster key (holding the key is
+/// membership of the cluster; MUNGE says which user).
+struct User {
+    uid: u32,
+    key: PathBuf,
+}
+
+impl User {
+    fn new(uid: u32, cluster: &TestCluster, dir: &Path) -> User {
+        let key = dir.join(format!("key-{uid}"));
+        std::fs::copy(cluster.key_path(), &key).unwrap();
+        std::os::unix::fs::chown(&key, Some(uid), Some(uid)).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        User { uid, key }
+    }
+
+    /// Runs `weft args` as this user (uid and gid `uid`, no supplementary groups).
+    fn weft(&self, cluster: &TestCluster, munge_socket: &Path, args: &[&str]) -> Output {
+        self.run(cluster, munge_socket, weft_testkit::bin("weft").as_os_str(), args)
+    }
+
+    fn run(
+        &self,
+        cluster: &TestCluster,
+        munge_socket: &Path,
+        program: &std::ffi::OsStr,
+        args: &[&str],
+    ) -> Output {
+        Command::new("setpriv")
+            .arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.uid))
+            .arg("--clear-groups")
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", "/nonexistent")
+            .env("WEFT_META", cluster.meta_addr())
+            .env("WEFT_KEY", &self.key)
+            .env("WEFT_MUNGE_SOCKET", munge_socket)
+            .output()
+            .expect("running setpriv")
+    }
+
+    /// A MUNGE credential for this user.
+    fn credential(&self, cluster: &TestCluster, munge_socket: &Path) -> Vec<u8> {
+        let socket = munge_socket.display().to_string();
+        let out = self.run(
+            cluster,
+            munge_socket,
+            "munge".as_ref(),
+            &["-n", "--socket", &socket],
+        );
+        assert!(out.status.success(), "munge -n as uid {}: {out:?}", self.uid);
+        out.stdout.trim_ascii().to_vec()
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[track_caller]
+fn denied(out: &Output, what: &str) {
+    assert!(!out.status.success(), "{what}: served:\n{}", text(out));
+    let stderr = String::from_utf8_lossy(&out.stderr).to_lowercase();
+    assert!(
+        stderr.contains("permission denied"),
+        "{what}: not EACCES:\n{}",
+        text(out)
+    );
+}
+
+#[test]
+fn munge_identities_are_verified_per_connection() {
+    let mut munged = Munged::start();
+    // weftd (started by `weft up` from this process) and this process's own clients
+    // use the test's munged.
+    std::env::set_var("WEFT_MUNGE_SOCKET", munged.socket());
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        extra: vec!["--identity".into(), "munge".into()],
+        ..Default::default()
+    });
+    let status = cluster.weft(&["status"]);
+    let status_text = String::from_utf8_lossy(&status.stdout);
+    assert!(status_text.contains("identity: munge"), "{}", text(&status));
+    let log = std::fs::read_to_string(cluster.home().join("logs/server-0.log")).unwrap();
+    assert!(log.contains("identity munge"), "{log}");
+
+    // Root (its MUNGE credential says uid 0) makes a directory everyone may write.
+    let root = cluster.client();
+    root.mkdir("/shared", 0o777).unwrap();
+
+    let files = tempfile::Builder::new()
+        .prefix("weft-munge-users-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = munged.socket();
+    let users = [
+        User::new(ALICE, &cluster, files.path()),
+        User::new(BOB, &cluster, files.path()),
+    ];
+    for user in &users {
+        let local = files.path().join(format!("local-{}", user.uid));
+        std::fs::write(&local, format!("secret of uid {}\n", user.uid)).unwrap();
+        std::os::unix::fs::chown(&local, Some(user.uid), Some(user.uid)).unwrap();
+        std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // A private directory (0700), given to the user by root (whose credential
+        // says uid 0), to hold the user's 0600 file.
+        let dir = format!("/shared/{}", user.uid);
+        root.mkdir(&dir, 0o700).unwrap();
+        root.setattr(
+            &dir,
+            &SetAttr {
+                uid: Some(user.uid),
+                gid: Some(user.uid),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let attr = root.stat(&dir).unwrap();
+        assert_eq!(
+            (attr.uid, attr.gid, attr.mode & 0o7777),
+            (user.uid, user.uid, 0o700)
+        );
+        let remote = format!("{dir}/secret");
+        let out = user.weft(&cluster, &socket, &["put", local.to_str().unwrap(), &remote]);
+        assert!(out.status.success(), "put as {}:\n{}", user.uid, text(&out));
+        // The file belongs to the user MUNGE vouched for, with the mode asked for.
+        let attr = root.stat(&remote).unwrap();
+        assert_eq!(
+            (attr.uid, attr.gid, attr.mode & 0o7777),
+            (user.uid, user.uid, 0o600)
+        );
+    }
+    for user in &users {
+        for owner in &users {
+            let remote = format!("/shared/{}/secret", owner.uid);
+            let out = user.weft(&cluster, &socket, &["cat", &remote]);
+            if owner.uid == user.uid {
+                assert!(
+                    out.status.success(),
+                    "uid {} reading its own file:\n{}",
+                    user.uid,
+                    text(&out)
+                );
+                assert_eq!(
+                    String::from_utf8_lossy(&out.stdout),
+                    format!("secret of uid {}\n", user.uid)
+                );
+            } else {
+                // The manager refuses to resolve through the other's 0700 directory.
+                denied(&out, &format!("uid {} reading {remote}", user.uid));
+                let out = user.weft(&cluster, &socket, &["ls", &format!("/shared/{}", owner.uid)]);
+                denied(&out, &format!("uid {} listing the other's directory", user.uid));
+            }
+        }
+    }
+
+    // A client whose credential says Bob and whose requests claim Alice (and root)
+    // acts as Bob.
+    let bob_credential = users[1].credential(&cluster, &socket);
+    let key = ClusterKey::load(&cluster.key_path()).unwrap();
+    let forged = ClientAuth {
+        key: std::sync::Arc::new(key),
+        identity: Identity::Munge(bob_credential.clone()),
+    };
+    let forger = Client::connect_with(&cluster.meta_addr(), forged.clone())
+        .unwrap()
+        .with_cred(Cred {
+            uid: ALICE,
+            gid: ALICE,
+            groups: vec![ALICE, 0],
+        });
+    let err = forger
+        .readdir(&format!("/shared/{ALICE}"))
+        .expect_err("a claimed uid was believed");
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
+    let err = forger
+        .stat(&format!("/shared/{ALICE}/secret"))
+        .expect_err("a claimed uid was believed");
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
+    // What Bob may do it does as Bob: resolving through Bob's 0700 directory, which the
+    // claimed Alice could not.
+    assert_eq!(forger.stat(&format!("/shared/{BOB}/secret")).unwrap().uid, BOB);
+    let made = forger.mkdir("/shared/by-forger", 0o755);
+    assert!(made.is_ok(), "{made:?}");
+    assert_eq!(root.stat("/shared/by-forger").unwrap().uid, BOB);
+
+    // The same credential on another connection is a replay.
+    let replayed = Client::connect_with(&cluster.meta_addr(), forged).unwrap();
+    let err = replayed
+        .stat(&format!("/shared/{BOB}/secret"))
+        .expect_err("a replayed credential was accepted");
+    assert!(err.to_string().contains("replayed"), "{err}");
+
+    // A credential made with another key than munged's does not decode.
+    let garbage = Client::connect_with(
+        &cluster.meta_addr(),
+        ClientAuth {
+            key: std::sync::Arc::new(ClusterKey::load(&cluster.key_path()).unwrap()),
+            identity: Identity::Munge(b"MUNGE:not-a-credential:".to_vec()),
+        },
+    )
+    .unwrap();
+    let err = garbage
+        .stat("/shared")
+        .expect_err("a bad credential was accepted");
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
+    assert!(err.to_string().contains("munge credential refused"), "{err}");
+
+    // Without munged a client cannot get a credential and is told why.
+    munged.stop();
+    let out = users[0].weft(&cluster, &socket, &["cat", &format!("/shared/{ALICE}/secret")]);
+    assert!(!out.status.success(), "served without munged:\n{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("munge credential required: is munged running?"),
+        "{}",
+        text(&out)
+    );
+}
