@@ -3,7 +3,9 @@
 //! crate does no cryptography, as it does no I/O).
 //!
 //! The exchange (every connection, before any other request):
-//! 1. client `Hello { client }`; server `Challenge { nonce: server nonce }`;
+//! 1. client `Hello { client }`; server `Challenge { nonce: server nonce }` (or
+//!    `MungeChallenge`, from a metadata manager in `munge` identity mode: the client
+//!    should claim an `Identity::Munge` for the connection);
 //! 2. client `Authenticate { nonce: client nonce, identity, proof }`, the proof a MAC
 //!    under the cluster key over both nonces and the identity; the server checks it and
 //!    answers `Hello { server_id, roles, incarnation, proof }`, its own MAC over both

@@ -5,8 +5,9 @@
 //! are not root. Each user reads the 0600 file it wrote (in its 0700 directory) and is
 //! refused the other's; a
 //! client whose credential says one user and whose requests claim the other is served
-//! as the first; a credential used twice is refused; without munged a client gets an
-//! error that says so.
+//! as the first; a credential used twice is refused; a uid the cluster trusts
+//! (`munge_trusted_uids`, root's FUSE daemon) acts with what it claims and no other
+//! does; without munged a client gets an error that says so.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -302,6 +303,54 @@ fn munge_identities_are_verified_per_connection() {
         .expect_err("a bad credential was accepted");
     assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
     assert!(err.to_string().contains("munge credential refused"), "{err}");
+
+    // Trusting root's uid (a FUSE daemon run by root acting for the calling user):
+    // root's connections act with the credentials their requests claim, here Alice's,
+    // so Alice's directory opens and Bob's does not, even to root.
+    let out = cluster.weft(&["down"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let description = cluster.home().join(weft_config::CLUSTER_FILE_NAME);
+    let mut config = cluster.config();
+    config.munge_trusted_uids = vec![0];
+    config.save(&description).unwrap();
+    cluster.restart();
+    let status = cluster.weft(&["status"]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("uids [0] are trusted"),
+        "{}",
+        text(&status)
+    );
+    let for_alice = cluster.client().with_cred(Cred {
+        uid: ALICE,
+        gid: ALICE,
+        groups: vec![ALICE],
+    });
+    assert_eq!(
+        for_alice.stat(&format!("/shared/{ALICE}/secret")).unwrap().uid,
+        ALICE
+    );
+    let err = for_alice
+        .readdir(&format!("/shared/{BOB}"))
+        .expect_err("a trusted connection acted as root, not as the uid it claimed");
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
+    // Bob is not trusted: what he claims is still ignored.
+    let forger = Client::connect_with(
+        &cluster.meta_addr(),
+        ClientAuth {
+            key: std::sync::Arc::new(ClusterKey::load(&cluster.key_path()).unwrap()),
+            identity: Identity::Munge(users[1].credential(&cluster, &socket)),
+        },
+    )
+    .unwrap()
+    .with_cred(Cred {
+        uid: 0,
+        gid: 0,
+        groups: vec![0],
+    });
+    let err = forger
+        .readdir(&format!("/shared/{ALICE}"))
+        .expect_err("an untrusted uid's claim was believed");
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
 
     // Without munged a client cannot get a credential and is told why.
     munged.stop();
