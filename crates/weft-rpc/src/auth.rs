@@ -259,11 +259,29 @@ pub fn munge_credential() -> Option<Vec<u8>> {
     if let Some(socket) = munge_socket() {
         command.arg("--socket").arg(socket);
     }
-    let out = command
+    let mut child = command
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
-        .output()
+        .spawn()
         .ok()?;
+    // A munged that does not answer delays the connection at most this long.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(2))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    // A credential is a few hundred bytes: the pipe held it while munge exited.
+    let out = child.wait_with_output().ok()?;
     let credential = out.stdout.trim_ascii().to_vec();
     (out.status.success()
         && !credential.is_empty()

@@ -58,6 +58,9 @@ fn lookup(uid: u32) -> Option<Cred> {
     }
 }
 
+/// Longest wait for `unmunge` to decode a credential.
+const UNMUNGE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Credentials remembered against replay, at most.
 const MUNGE_SEEN_MAX: usize = 65_536;
 
@@ -145,6 +148,25 @@ impl Munge {
         let mut stdin = child.stdin.take().expect("piped stdin");
         let written = stdin.write_all(credential);
         drop(stdin);
+        // munged that does not answer costs a worker at most this long.
+        let deadline = std::time::Instant::now() + UNMUNGE_WAIT;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(2))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "unmunge did not answer within {} s (is munged running on the metadata manager's host?)",
+                        UNMUNGE_WAIT.as_secs()
+                    ));
+                }
+            }
+        }
+        // The output is a few hundred bytes: the pipe held it while unmunge exited.
         let out = child
             .wait_with_output()
             .map_err(|e| format!("unmunge failed: {e}"))?;
