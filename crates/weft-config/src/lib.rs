@@ -595,6 +595,24 @@ mod tests {
     }
 
     #[test]
+    fn munge_mode_and_its_settings_parse() {
+        let config: ClusterConfig = toml::from_str(
+            "identity = \"munge\"\nmunge_trusted_uids = [0]\nmunge_socket = \"/run/m.sock\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.identity, IdentityMode::Munge);
+        assert_eq!(config.munge_trusted_uids, vec![0]);
+        assert_eq!(config.munge_socket, Some(PathBuf::from("/run/m.sock")));
+        assert_eq!("munge".parse::<IdentityMode>(), Ok(IdentityMode::Munge));
+        assert_eq!(IdentityMode::Munge.name(), "munge");
+        assert!("mung".parse::<IdentityMode>().unwrap_err().contains("munge"));
+        // Unset, neither is written back.
+        let plain: ClusterConfig = toml::from_str("").unwrap();
+        assert!(plain.munge_trusted_uids.is_empty() && plain.munge_socket.is_none());
+        assert!(!toml::to_string(&plain).unwrap().contains("munge"));
+    }
+
+    #[test]
     fn sizes_parse_with_binary_units() {
         assert_eq!(parse_size("65536"), Ok(65536));
         assert_eq!(parse_size("64K"), Ok(64 << 10));
