@@ -219,15 +219,26 @@ pub fn stat(client: &Client, path: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn mkdir(client: &Client, paths: &[String], parents: bool) -> Result<()> {
+/// Makes directories as mkdir(1) does: mode `mode` if given (as `-m`, not masked),
+/// else 0777 under the umask.
+pub fn mkdir(client: &Client, paths: &[String], parents: bool, mode: Option<u32>) -> Result<()> {
+    let mode = mode.unwrap_or(0o777 & !umask());
     for p in paths {
         if parents {
-            client.mkdir_all(p, 0o755)?;
+            client.mkdir_all(p, mode)?;
         } else {
-            client.mkdir(p, 0o755)?;
+            client.mkdir(p, mode)?;
         }
     }
     Ok(())
+}
+
+/// An octal mode for `weft mkdir -m` (at most 07777).
+pub fn parse_mode(text: &str) -> Result<u32, String> {
+    match u32::from_str_radix(text, 8) {
+        Ok(mode) if mode <= 0o7777 => Ok(mode),
+        _ => Err(format!("{text:?} is not an octal mode (0 to 7777, e.g. 750)")),
+    }
 }
 
 pub fn rm(client: &Client, paths: &[String], recursive: bool) -> Result<()> {

@@ -183,6 +183,10 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// Create missing parents; existing directories are fine.
         #[arg(short = 'p')]
         parents: bool,
+        /// Permission bits in octal (e.g. 750), not masked by the umask; default 777
+        /// under the umask, as mkdir(1).
+        #[arg(short = 'm', long, value_name = "MODE", value_parser = files::parse_mode)]
+        mode: Option<u32>,
         #[arg(required = true)]
         paths: Vec<String>,
     },
@@ -351,7 +355,7 @@ fn run(command: Command) -> Result<()> {
         }
         Command::Ls { long, paths } => files::ls(&connect()?, &paths, long),
         Command::Stat { path } => files::stat(&connect()?, &path),
-        Command::Mkdir { parents, paths } => files::mkdir(&connect()?, &paths, parents),
+        Command::Mkdir { parents, paths, mode } => files::mkdir(&connect()?, &paths, parents, mode),
         Command::Rm { recursive, paths } => files::rm(&connect()?, &paths, recursive),
         Command::Mv { from, to } => files::mv(&connect()?, &from, &to),
         Command::Put { local, path, layout } => files::put(&connect()?, &local, &path, layout.request()),

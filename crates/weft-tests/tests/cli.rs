@@ -514,3 +514,26 @@ fn sized_lookups_and_getattrs_never_take_a_guess_for_another_file() {
     // A guess that is not a file, or none: the size is asked after the answer.
     assert_eq!(client.lookup_sized(root, "f", None).unwrap().size, 7);
 }
+
+/// `weft mkdir` made every directory 0755 whatever the umask (a private directory made
+/// under umask 077 was open to all); now 0777 under the umask, or `-m MODE`, as mkdir(1).
+#[test]
+fn mkdir_honours_the_umask_and_takes_a_mode() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    for (script, path, mode) in [
+        ("umask 077; exec \"$WEFT\" mkdir /private", "/private", 0o700),
+        ("umask 022; exec \"$WEFT\" mkdir -p /a/b", "/a/b", 0o755),
+        ("umask 077; exec \"$WEFT\" mkdir -m 750 /shared", "/shared", 0o750),
+    ] {
+        let out = shell(&cluster, script).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(client.stat(path).unwrap().mode & 0o7777, mode, "{script}");
+    }
+    let (_, err) = weft_err(&cluster, &["mkdir", "-m", "999", "/bad"]);
+    assert!(err.contains("not an octal mode"), "{err}");
+}
