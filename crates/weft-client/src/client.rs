@@ -819,54 +819,6 @@ impl Client {
         Ok(attrs)
     }
 
-    /// Attributes (with sizes) of many entries of one directory, each with its own
-    /// outcome: an entry removed meanwhile, or a file whose objects are gone, is an
-    /// error of that entry alone (a listing goes on). Fails as a whole only when a
-    /// server cannot be reached.
-    pub fn getattr_each(&self, entries: &[DirEntry]) -> Result<Vec<Result<Attr, ClientError>>, ClientError> {
-        let meta = self.inner.pool.get(&self.inner.meta_addr)?;
-        let mut found = Vec::with_capacity(entries.len());
-        for chunk in entries.chunks(256) {
-            let pending: Vec<_> = chunk
-                .iter()
-                .map(|e| {
-                    meta.send(
-                        &Request::GetAttr {
-                            cred: self.cred_clone(),
-                            inode: e.inode,
-                        },
-                        &[],
-                    )
-                })
-                .collect::<Result<_, _>>()?;
-            for call in pending {
-                found.push(match call.wait() {
-                    Ok((Response::Attr(a), _)) => Ok(a),
-                    Ok((other, _)) => return Err(unexpected(&other)),
-                    Err(e @ weft_rpc::RpcError::Remote { .. }) => Err(ClientError::from(e)),
-                    Err(e) => return Err(e.into()),
-                });
-            }
-        }
-        let mut attrs: Vec<Attr> = found.iter().filter_map(|a| a.as_ref().ok().cloned()).collect();
-        let without = self.sizes(&mut attrs)?;
-        let mut sized = attrs.into_iter().zip(without);
-        Ok(found
-            .into_iter()
-            .zip(entries)
-            .map(|(attr, entry)| {
-                if let Err(e) = attr {
-                    return Err(e.context(&entry.name.to_string()));
-                }
-                let (attr, without) = sized.next().expect("one sized attr per attr found");
-                if without {
-                    return Err(no_objects(attr.inode).context(&entry.name.to_string()));
-                }
-                Ok(attr)
-            })
-            .collect())
-    }
-
     pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
         let (parent, name) = path::split(path)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
