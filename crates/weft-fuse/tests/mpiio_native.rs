@@ -20,6 +20,7 @@ mod common;
 use common::Mount;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use weft_testkit::mpi::{assert_ok, assert_same, library, weft_bytes as native_bytes};
 use weft_testkit::TestCluster;
 
 const RANKS: usize = 3;
@@ -52,19 +53,6 @@ fn compile(dir: &Path, source: &Path, name: &str, libs: &[&str]) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     binary
-}
-
-fn library() -> PathBuf {
-    let dir = weft_testkit::bin_dir();
-    [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "libweft_mpiio.so not found in {}: build the workspace first",
-                dir.display()
-            )
-        })
 }
 
 /// mpirun.openmpi of `program`; with `preload`, libweft_mpiio.so and `env` go to every
@@ -118,46 +106,12 @@ fn mpirun(
     out
 }
 
-fn assert_ok(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The library reported the effective hints of `name`: it served the file itself.
 fn assert_native(out: &Output, name: &str, what: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(&format!("weft-mpiio: {name}: hints ")),
         "{what}: {name} was not served by libweft_mpiio (no hint report):\n{stderr}"
-    );
-}
-
-fn native_bytes(cluster: &TestCluster, path: &str) -> Vec<u8> {
-    let file = cluster
-        .client()
-        .open(path, &weft_client::OpenOptions::default())
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut bytes = vec![0u8; file.size().unwrap() as usize];
-    let n = file.read_at(0, &mut bytes).unwrap();
-    bytes.truncate(n);
-    bytes
-}
-
-fn assert_same(got: &[u8], expected: &[u8], what: &str) {
-    assert!(
-        got == expected,
-        "{what}: {} bytes differ from the local reference's {}{}",
-        got.len(),
-        expected.len(),
-        got.iter()
-            .zip(expected)
-            .position(|(a, b)| a != b)
-            .map_or(String::new(), |i| format!(" (first at byte {i})"))
     );
 }
 

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use weft_testkit::mpi::{assert_ok, assert_same, weft_bytes};
 use weft_testkit::{ClusterOptions, TestCluster};
 
 /// Seconds one mpirun may take before it counts as hung.
@@ -160,40 +161,6 @@ fn mpirun(np: usize, cluster: Option<&TestCluster>, program: &Path, args: &[&str
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-fn assert_ok(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn weft_bytes(cluster: &TestCluster, path: &str) -> Vec<u8> {
-    let file = cluster
-        .client()
-        .open(path, &weft_client::OpenOptions::default())
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut bytes = vec![0u8; file.size().unwrap() as usize];
-    let n = file.read_at(0, &mut bytes).unwrap();
-    bytes.truncate(n);
-    bytes
-}
-
-fn assert_same(got: &[u8], expected: &[u8], what: &str) {
-    assert!(
-        got == expected,
-        "{what}: the weft: file ({} bytes) differs from MPICH's ROMIO ({} bytes){}",
-        got.len(),
-        expected.len(),
-        got.iter()
-            .zip(expected)
-            .position(|(a, b)| a != b)
-            .map_or(String::new(), |i| format!(" first at byte {i}"))
-    );
 }
 
 fn cluster() -> TestCluster {

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use weft_testkit::mpi::{assert_ok, assert_same, library, weft_bytes};
 use weft_testkit::{ClusterOptions, TestCluster};
 
 /// Seconds one mpirun may take before it counts as hung.
@@ -77,19 +78,6 @@ fn programs() -> &'static Programs {
     })
 }
 
-fn library() -> PathBuf {
-    let dir = weft_testkit::bin_dir();
-    for candidate in [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")] {
-        if candidate.exists() {
-            return candidate;
-        }
-    }
-    panic!(
-        "libweft_mpiio.so not found in {}: build the workspace first",
-        dir.display()
-    );
-}
-
 /// mpirun of `program` with `np` processes; with a cluster, LD_PRELOAD and WEFT_HOME
 /// go to every rank.
 fn mpirun(
@@ -130,40 +118,6 @@ fn mpirun(
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-fn assert_ok(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn weft_bytes(cluster: &TestCluster, path: &str) -> Vec<u8> {
-    let file = cluster
-        .client()
-        .open(path, &weft_client::OpenOptions::default())
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut bytes = vec![0u8; file.size().unwrap() as usize];
-    let n = file.read_at(0, &mut bytes).unwrap();
-    bytes.truncate(n);
-    bytes
-}
-
-fn assert_same(got: &[u8], expected: &[u8], what: &str) {
-    assert!(
-        got == expected,
-        "{what}: the weft: file ({} bytes) differs from ROMIO's ({} bytes){}",
-        got.len(),
-        expected.len(),
-        got.iter()
-            .zip(expected)
-            .position(|(a, b)| a != b)
-            .map_or(String::new(), |i| format!(" first at byte {i}"))
-    );
 }
 
 fn cluster() -> TestCluster {

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use weft_testkit::mpi::{assert_ok, library, weft_bytes};
 use weft_testkit::{ClusterOptions, TestCluster};
 
 const PATTERNS: [&str; 10] = [
@@ -123,20 +124,6 @@ fn programs() -> &'static Programs {
     })
 }
 
-/// libweft_mpiio.so of this build.
-fn library() -> PathBuf {
-    let dir = weft_testkit::bin_dir();
-    for candidate in [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")] {
-        if candidate.exists() {
-            return candidate;
-        }
-    }
-    panic!(
-        "libweft_mpiio.so not found in {}: build the workspace first",
-        dir.display()
-    );
-}
-
 /// mpirun of `program` with `np` processes; with a cluster, LD_PRELOAD and WEFT_HOME
 /// are passed to every rank.
 fn mpirun(
@@ -180,27 +167,6 @@ fn mpirun(
         );
     }
     out
-}
-
-fn assert_ok(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn weft_bytes(cluster: &TestCluster, path: &str) -> Vec<u8> {
-    let file = cluster
-        .client()
-        .open(path, &weft_client::OpenOptions::default())
-        .unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut bytes = vec![0u8; file.size().unwrap() as usize];
-    let n = file.read_at(0, &mut bytes).unwrap();
-    bytes.truncate(n);
-    bytes
 }
 
 fn cluster() -> TestCluster {

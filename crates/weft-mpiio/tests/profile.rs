@@ -7,6 +7,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use weft_testkit::mpi::library;
 use weft_testkit::{ClusterOptions, TestCluster};
 
 const MPIRUN_TIMEOUT_S: &str = "120";
@@ -26,19 +27,6 @@ fn program(dir: &Path) -> PathBuf {
         String::from_utf8_lossy(&result.stderr)
     );
     out
-}
-
-fn library() -> PathBuf {
-    let dir = weft_testkit::bin_dir();
-    [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "libweft_mpiio.so not found in {}: build the workspace first",
-                dir.display()
-            )
-        })
 }
 
 /// mpirun of the profile program with `np` processes in `cwd`, the cluster's

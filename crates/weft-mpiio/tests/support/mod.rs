@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
+pub use weft_testkit::mpi::library;
 use weft_testkit::TestCluster;
 
 /// Seconds one mpirun may take before it counts as hung.
@@ -24,19 +25,6 @@ pub fn compile(dir: &Path, name: &str) -> PathBuf {
         String::from_utf8_lossy(&result.stderr)
     );
     out
-}
-
-pub fn library() -> PathBuf {
-    let dir = weft_testkit::bin_dir();
-    [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "libweft_mpiio.so not found in {}: build the workspace first",
-                dir.display()
-            )
-        })
 }
 
 /// The mpirun command for `program` with `np` ranks, the cluster's environment and

@@ -1,0 +1,59 @@
+//! What the MPI-IO tests of several crates share: the library of this build, and checks
+//! of a run's outcome and of a file's bytes against a reference run's.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use crate::TestCluster;
+
+/// libweft_mpiio.so (the Open MPI build) of this build.
+pub fn library() -> PathBuf {
+    let dir = crate::bin_dir();
+    [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "libweft_mpiio.so not found in {}: build the workspace first",
+                dir.display()
+            )
+        })
+}
+
+/// Fails with the run's output unless it succeeded.
+pub fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The whole file `path` of `cluster`, read through the native client.
+pub fn weft_bytes(cluster: &TestCluster, path: &str) -> Vec<u8> {
+    let file = cluster
+        .client()
+        .open(path, &weft_client::OpenOptions::default())
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut bytes = vec![0u8; file.size().unwrap() as usize];
+    let n = file.read_at(0, &mut bytes).unwrap();
+    bytes.truncate(n);
+    bytes
+}
+
+/// Fails, saying where they first differ, unless the bytes of a file on Weft equal the
+/// reference run's (ROMIO on a local file).
+pub fn assert_same(got: &[u8], expected: &[u8], what: &str) {
+    assert!(
+        got == expected,
+        "{what}: the weft: file ({} bytes) differs from the reference ({} bytes){}",
+        got.len(),
+        expected.len(),
+        got.iter()
+            .zip(expected)
+            .position(|(a, b)| a != b)
+            .map_or(String::new(), |i| format!(" first at byte {i}"))
+    );
+}
