@@ -134,20 +134,8 @@ fn mpirun(
     program: &Path,
     args: &[&str],
 ) -> Output {
-    let mut c = Command::new("timeout");
-    c.args([
-        "-k",
-        "5",
-        MPIRUN_TIMEOUT_S,
-        "mpirun",
-        "--oversubscribe",
-        "--bind-to",
-        "none",
-    ])
-    .args(["-np", &np.to_string()])
-    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    .args(mpi_args);
+    let mut c = weft_testkit::mpi::mpirun_command(np, MPIRUN_TIMEOUT_S);
+    c.args(mpi_args);
     if let Some(cluster) = cluster {
         c.arg("-x").arg(format!("LD_PRELOAD={}", library().display()));
         for (k, v) in cluster.env() {

@@ -34,21 +34,8 @@ fn program(dir: &Path) -> PathBuf {
 fn run(np: usize, cluster: &TestCluster, cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
     let work = tempfile::tempdir().unwrap();
     let program = program(work.path());
-    let mut c = Command::new("timeout");
-    c.args([
-        "-k",
-        "5",
-        MPIRUN_TIMEOUT_S,
-        "mpirun",
-        "--oversubscribe",
-        "--bind-to",
-        "none",
-    ])
-    .args(["-np", &np.to_string()])
-    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    .env_remove("WEFT_PROFILE")
-    .current_dir(cwd);
+    let mut c = weft_testkit::mpi::mpirun_command(np, MPIRUN_TIMEOUT_S);
+    c.env_remove("WEFT_PROFILE").current_dir(cwd);
     c.arg("-x").arg(format!("LD_PRELOAD={}", library().display()));
     for (k, v) in cluster.env() {
         c.arg("-x").arg(format!("{k}={v}"));

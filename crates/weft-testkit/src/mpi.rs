@@ -2,7 +2,7 @@
 //! of a run's outcome and of a file's bytes against a reference run's.
 
 use std::path::PathBuf;
-use std::process::Output;
+use std::process::{Command, Output};
 
 use crate::TestCluster;
 
@@ -56,4 +56,23 @@ pub fn assert_same(got: &[u8], expected: &[u8], what: &str) {
             .position(|(a, b)| a != b)
             .map_or(String::new(), |i| format!(" first at byte {i}"))
     );
+}
+
+/// Open MPI's `mpirun -np NP` (oversubscribed, unbound: CI has 2 cores; allowed to run
+/// as root), killed after `timeout_s` seconds by timeout(1), which then exits 124.
+pub fn mpirun_command(np: usize, timeout_s: &str) -> Command {
+    let mut c = Command::new("timeout");
+    c.args([
+        "-k",
+        "5",
+        timeout_s,
+        "mpirun",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .args(["-np", &np.to_string()])
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    c
 }

@@ -36,21 +36,8 @@ pub fn command(
     program: &Path,
     args: &[&str],
 ) -> Command {
-    let mut c = Command::new("timeout");
-    c.args([
-        "-k",
-        "5",
-        MPIRUN_TIMEOUT_S,
-        "mpirun",
-        "--oversubscribe",
-        "--bind-to",
-        "none",
-    ])
-    .args(["-np", &np.to_string()])
-    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    .arg("-x")
-    .arg(format!("LD_PRELOAD={}", library().display()));
+    let mut c = weft_testkit::mpi::mpirun_command(np, MPIRUN_TIMEOUT_S);
+    c.arg("-x").arg(format!("LD_PRELOAD={}", library().display()));
     for (k, v) in cluster.env() {
         c.arg("-x").arg(format!("{k}={v}"));
     }
