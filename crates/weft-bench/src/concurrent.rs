@@ -75,6 +75,12 @@ pub struct ConcurrentArgs {
     /// Keep the Weft file and the local file afterwards.
     #[arg(long)]
     pub keep: bool,
+    /// Rewrite both files in place each run instead of truncating them first, after
+    /// one unmeasured run that fills them: measures the transport and the servers
+    /// rather than the page cache's cost of new pages (which swings tenfold from run
+    /// to run on a virtual machine, for the local file too).
+    #[arg(long)]
+    pub rewrite: bool,
 }
 
 /// Arguments of one worker process (given by the parent).
@@ -337,6 +343,8 @@ struct Results {
     repeat: u32,
     repeat_summary: &'static str,
     sync: bool,
+    /// The files were rewritten in place each run (`--rewrite`), not truncated.
+    rewrite: bool,
     weft_path: String,
     stripe_size_bytes: u64,
     stripe_count: usize,
@@ -476,6 +484,12 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
         a
     })?;
 
+    if args.rewrite {
+        for method in [Method::Weft, Method::Local] {
+            one_run(&client, &mut workers, method, u32::MAX, args, &local_path, total)?;
+        }
+        eprintln!("concurrent: files filled (unmeasured); every run rewrites them in place");
+    }
     let mut runs = Vec::new();
     for run in 0..args.repeat {
         // Alternating the order keeps either method from always running on a warmer
@@ -569,6 +583,7 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
         repeat: args.repeat,
         repeat_summary: "mean of the runs left after dropping the lowest and highest (3 or more runs)",
         sync,
+        rewrite: args.rewrite,
         weft_path: args.path.clone(),
         stripe_size_bytes: layout.stripe_size_bytes,
         stripe_count: layout.servers.len(),
@@ -582,7 +597,8 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
     Ok(results)
 }
 
-/// One method's write phase and read phase, with the file reset first.
+/// One method's write phase and read phase, with the file reset first (unless
+/// `--rewrite`: then written over in place).
 fn one_run(
     client: &Client,
     workers: &mut Workers,
@@ -598,13 +614,17 @@ fn one_run(
                 &args.path,
                 &OpenOptions {
                     write: true,
-                    truncate: true,
+                    truncate: !args.rewrite,
                     ..Default::default()
                 },
             )?;
         }
         Method::Local => {
-            std::fs::File::create(local_path)
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(!args.rewrite)
+                .open(local_path)
                 .with_context(|| format!("creating {}", local_path.display()))?;
         }
     }
@@ -669,12 +689,13 @@ fn default_local_dir() -> PathBuf {
 
 fn render(r: &Results) -> String {
     let mut out = format!(
-        "\nConcurrent read/write (PVFS): {} processes x {} MiB = {} MiB in one shared file\n\
+        "\nConcurrent read/write (PVFS): {} processes x {} MiB = {} MiB in one shared file{}\n\
          weft: {} striped {} KiB x {} of {} io servers; local: {}\n\
          {} run(s) of each; {}\n\n",
         r.procs,
         r.block_bytes / MIB,
         r.total_bytes / MIB,
+        if r.rewrite { ", rewritten in place" } else { "" },
         r.weft_path,
         r.stripe_size_bytes / 1024,
         r.stripe_count,

@@ -118,10 +118,13 @@ pub struct FsStats {
 }
 
 /// The address to reach an io server by: its Unix socket when this machine has it and
-/// the server behind it is the one expected (same id), else TCP. `WEFT_TRANSPORT=tcp`
-/// forces TCP.
+/// the server behind it is the one expected (same id), else TCP. Over the socket, bulk
+/// data moves through a shared segment where one can be had (`weft_rpc::shm`).
+/// `WEFT_TRANSPORT=tcp` forces TCP; `unix` the socket without a segment; `shm` the
+/// segment (a server on this machine that cannot have one is an error, not TCP).
 fn io_address(pool: &ConnectionPool, server: &weft_proto::IoServer) -> String {
-    let tcp_only = std::env::var("WEFT_TRANSPORT").is_ok_and(|v| v == "tcp");
+    let transport = weft_rpc::shm::Transport::from_env();
+    let tcp_only = transport == weft_rpc::shm::Transport::Tcp;
     let Some(path) = server.socket.as_deref().filter(|_| !tcp_only) else {
         return server.addr.clone();
     };
@@ -139,6 +142,8 @@ fn io_address(pool: &ConnectionPool, server: &weft_proto::IoServer) -> String {
             pool.note_unresponsive(&server.addr, e);
             server.addr.clone()
         }
+        // Forced shared memory that cannot be had: calls fail with the reason.
+        Err(_) if transport == weft_rpc::shm::Transport::Shm => local,
         _ => server.addr.clone(),
     }
 }

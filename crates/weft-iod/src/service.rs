@@ -441,6 +441,18 @@ impl weft_rpc::Handler for IoService {
         request: Request,
         data: Vec<u8>,
     ) -> Result<(Response, Vec<u8>), WireError> {
+        self.handle_unnamed(connection, request, &data)
+            .map_err(|e| self.name_disk_error(e))
+    }
+
+    /// Writes whose data lies in a client's shared segment (`weft_rpc::shm`) go from
+    /// there to the object, with no copy in between.
+    fn handle_borrowed(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: &[u8],
+    ) -> Result<(Response, Vec<u8>), WireError> {
         self.handle_unnamed(connection, request, data)
             .map_err(|e| self.name_disk_error(e))
     }
@@ -469,14 +481,14 @@ impl IoService {
         &self,
         connection: ConnectionId,
         request: Request,
-        data: Vec<u8>,
+        data: &[u8],
     ) -> Result<(Response, Vec<u8>), WireError> {
         let reply = match request {
             Request::Write {
                 inode,
                 striping,
                 ranges,
-            } => self.write_unnamed(inode, striping, &ranges, &data)?,
+            } => self.write_unnamed(inode, striping, &ranges, data)?,
             Request::Read {
                 inode,
                 striping,
@@ -525,7 +537,7 @@ impl IoService {
                 view,
                 view_offset,
                 len,
-            } => self.write_view(connection, inode, striping, view, view_offset, len, &data)?,
+            } => self.write_view(connection, inode, striping, view, view_offset, len, data)?,
             Request::ReadView {
                 inode,
                 striping,

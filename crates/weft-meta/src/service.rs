@@ -350,6 +350,8 @@ impl MetaService {
             | Request::ExtentLock { .. }
             | Request::ExtentUnlock { .. }
             | Request::LockStats
+            | Request::ShmAttach { .. }
+            | Request::ShmCall { .. }
             | Request::ObjStat { .. }
             | Request::Allocate { .. }) => Err(WireError::new(
                 ErrorCode::Unsupported,

@@ -123,6 +123,8 @@ pub enum Opcode {
     ExtentLock = 120,
     ExtentUnlock = 121,
     LockStats = 122,
+    ShmAttach = 140,
+    ShmCall = 141,
 }
 
 /// Which roles a server process carries (bit set).
@@ -563,6 +565,24 @@ pub enum Request {
     },
     /// io: the server's extent-lock counts (answered with `LockStats`).
     LockStats,
+    /// Shared-memory transport (Unix socket only): the client passes, with this
+    /// frame's header bytes (SCM_RIGHTS), a sealed memfd of `bytes` bytes that both
+    /// sides map; later `ShmCall`s move their bulk data through it. Answered `Done`, or
+    /// refused (the client then sends its data over the socket).
+    ShmAttach {
+        bytes: u64,
+    },
+    /// Shared-memory transport: `request` with its bulk data in the connection's
+    /// segment instead of the frame. `[offset, offset + len)` of the segment is this
+    /// call's region; its first `data_len` bytes are the request's bulk data, and the
+    /// reply's bulk data is written from the region's start when it fits (answered
+    /// `ShmPlaced`), else travels in the reply frame as usual.
+    ShmCall {
+        offset: u64,
+        len: u64,
+        data_len: u64,
+        request: Box<Request>,
+    },
     /// Checks, in one snapshot, that every step's `parent` still has an entry `name`
     /// naming `child` and that the caller may search every `parent`; answers with the
     /// last child's attributes, or `Stale` when a step no longer holds (a name another
@@ -796,6 +816,12 @@ pub enum Response {
     },
     /// `SharedPointer`: the pointer's value before the operation.
     Position(u64),
+    /// `ShmCall`: the inner request's answer; its bulk data, `data_len` bytes, is at
+    /// the start of the call's region of the shared segment.
+    ShmPlaced {
+        data_len: u64,
+        response: Box<Response>,
+    },
 }
 
 impl Request {
@@ -891,6 +917,8 @@ impl Request {
             ExtentLock { .. } => Opcode::ExtentLock,
             ExtentUnlock { .. } => Opcode::ExtentUnlock,
             LockStats => Opcode::LockStats,
+            ShmAttach { .. } => Opcode::ShmAttach,
+            ShmCall { .. } => Opcode::ShmCall,
         }
     }
 
@@ -948,6 +976,13 @@ impl Request {
                 w.u64(*token);
             }
             LockStats => {}
+            ShmAttach { bytes } => w.u64(*bytes),
+            ShmCall {
+                offset,
+                len,
+                data_len,
+                request,
+            } => return Request::encode_shm_call(*offset, *len, *data_len, request),
             Resolve { cred, path } => {
                 cred.encode(&mut w);
                 w.str(path);
@@ -1192,6 +1227,18 @@ impl Request {
     }
 
     /// Decodes a request body for `opcode`; the whole body must be consumed.
+    /// The body of a `ShmCall` carrying `request`, without building the call (the
+    /// client wraps its requests this way, without cloning them).
+    pub fn encode_shm_call(offset: u64, len: u64, data_len: u64, request: &Request) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u64(offset);
+        w.u64(len);
+        w.u64(data_len);
+        w.u16(request.opcode() as u16);
+        w.bytes.extend_from_slice(&request.encode_body());
+        w.bytes
+    }
+
     pub fn decode(opcode: u16, body: &[u8]) -> Result<Request, DecodeError> {
         let mut r = Reader::new(body);
         let r = &mut r;
@@ -1426,6 +1473,39 @@ impl Request {
                 token: r.u64()?,
             },
             122 => Request::LockStats,
+            140 => Request::ShmAttach { bytes: r.u64()? },
+            141 => {
+                let offset = r.u64()?;
+                let len = r.u64()?;
+                let data_len = r.u64()?;
+                if offset.checked_add(len).is_none() || data_len > len {
+                    return Err(DecodeError::Invalid {
+                        what: "shared-memory region (data longer than the region, or past 2^64)",
+                        value: data_len,
+                    });
+                }
+                let inner = r.u16()?;
+                if [
+                    Opcode::Hello,
+                    Opcode::Authenticate,
+                    Opcode::ShmAttach,
+                    Opcode::ShmCall,
+                ]
+                .iter()
+                .any(|o| *o as u16 == inner)
+                {
+                    return Err(DecodeError::Invalid {
+                        what: "request through shared memory (not a handshake or shared-memory request)",
+                        value: inner as u64,
+                    });
+                }
+                Request::ShmCall {
+                    offset,
+                    len,
+                    data_len,
+                    request: Box::new(Request::decode(inner, r.take_rest())?),
+                }
+            }
             88 => Request::CacheCioStats,
             86 => Request::CacheDrop {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
@@ -1654,11 +1734,23 @@ impl Wire for Response {
                 w.u8(53);
                 w.u64(*value);
             }
+            ShmPlaced { data_len, response } => {
+                w.u8(60);
+                w.u64(*data_len);
+                response.encode(w);
+            }
         }
     }
 
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(match r.u8()? {
+        let tag = r.u8()?;
+        Response::decode_tagged(tag, r)
+    }
+}
+
+impl Response {
+    fn decode_tagged(tag: u8, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(match tag {
             1 => Response::Hello {
                 server_id: ServerId::decode(r)?,
                 roles: r.u32()?,
@@ -1706,6 +1798,21 @@ impl Wire for Response {
             55 => Response::Metrics { url: r.string()? },
             50 => Response::LockStats(LockStats::decode(r)?),
             53 => Response::Position(r.u64()?),
+            60 => {
+                let data_len = r.u64()?;
+                // Refused before recursing: nesting must not grow the stack.
+                let inner = r.u8()?;
+                if inner == 60 {
+                    return Err(DecodeError::Invalid {
+                        what: "response tag inside ShmPlaced",
+                        value: 60,
+                    });
+                }
+                Response::ShmPlaced {
+                    data_len,
+                    response: Box::new(Response::decode_tagged(inner, r)?),
+                }
+            }
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -1964,6 +2071,17 @@ mod tests {
                 inodes: vec![InodeId(5)],
             },
             Request::AppendLock { inode: InodeId(8) },
+            Request::ShmAttach { bytes: 16 << 20 },
+            Request::ShmCall {
+                offset: 4096,
+                len: 8192,
+                data_len: 100,
+                request: Box::new(Request::Write {
+                    inode: InodeId(3),
+                    striping: s,
+                    ranges: vec![Range { offset: 0, len: 100 }],
+                }),
+            },
             Request::ExtentLock {
                 inode: InodeId(8),
                 exclusive: true,
@@ -2238,6 +2356,10 @@ mod tests {
                 lapsed: 0,
             })),
             Ok(Response::Position(1 << 50)),
+            Ok(Response::ShmPlaced {
+                data_len: 4096,
+                response: Box::new(Response::Bytes(4096)),
+            }),
             Ok(Response::Value(vec![1, 2, 3])),
             Ok(Response::Names(vec!["user.a".into(), Name::new(vec![0xff])])),
             Ok(Response::ObjStats(vec![(10, 4096), (u64::MAX, 0)])),
@@ -2367,5 +2489,71 @@ mod tests {
         let mut w = Writer::default();
         w.u32(u32::MAX);
         assert!(Request::decode(Opcode::ObjCreate as u16, &w.bytes).is_err());
+    }
+
+    fn shm_call_body(offset: u64, len: u64, data_len: u64, inner: &Request) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u64(offset);
+        w.u64(len);
+        w.u64(data_len);
+        w.u16(inner.opcode() as u16);
+        w.bytes.extend_from_slice(&inner.encode_body());
+        w.bytes
+    }
+
+    #[test]
+    fn hostile_shared_memory_descriptors_are_refused() {
+        let sync = Request::Sync { inode: InodeId(1) };
+        // Data longer than its region; a region past 2^64.
+        assert!(Request::decode(141, &shm_call_body(0, 10, 11, &sync)).is_err());
+        assert!(Request::decode(141, &shm_call_body(u64::MAX, 2, 0, &sync)).is_err());
+        // Nested shared-memory calls and handshakes inside one.
+        let nested = Request::ShmCall {
+            offset: 0,
+            len: 1,
+            data_len: 0,
+            request: Box::new(sync.clone()),
+        };
+        assert!(Request::decode(141, &shm_call_body(0, 1, 0, &nested)).is_err());
+        assert!(Request::decode(141, &shm_call_body(0, 1, 0, &Request::ShmAttach { bytes: 1 })).is_err());
+        let hello = Request::Hello { client: "x".into() };
+        assert!(Request::decode(141, &shm_call_body(0, 1, 0, &hello)).is_err());
+        // A deep nest of ShmPlaced answers is refused without recursing.
+        let mut body = vec![0u8];
+        for _ in 0..100_000 {
+            body.push(60);
+            body.extend_from_slice(&0u64.to_le_bytes());
+        }
+        body.push(5);
+        assert!(decode_result(&body).is_err());
+        // A sound one decodes.
+        assert!(Request::decode(141, &shm_call_body(8, 16, 16, &sync)).is_ok());
+    }
+
+    proptest::proptest! {
+        /// Any segment descriptor decodes to exactly what was sent, or is refused: the
+        /// decoder never yields a region whose data overruns it or that wraps.
+        #[test]
+        fn shm_descriptors_decode_only_when_sound(
+            offset in proptest::prelude::any::<u64>(),
+            len in proptest::prelude::any::<u64>(),
+            data_len in proptest::prelude::any::<u64>(),
+            trailing in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..16),
+        ) {
+            let inner = Request::Sync { inode: InodeId(7) };
+            let mut body = shm_call_body(offset, len, data_len, &inner);
+            match Request::decode(141, &body) {
+                Ok(Request::ShmCall { offset: o, len: l, data_len: d, request }) => {
+                    proptest::prop_assert!(o.checked_add(l).is_some() && d <= l);
+                    proptest::prop_assert_eq!((o, l, d), (offset, len, data_len));
+                    proptest::prop_assert_eq!(*request, inner);
+                }
+                Ok(other) => proptest::prop_assert!(false, "decoded as {:?}", other),
+                Err(_) => proptest::prop_assert!(offset.checked_add(len).is_none() || data_len > len),
+            }
+            body.extend_from_slice(&trailing);
+            let _ = Request::decode(141, &body);
+            let _ = decode_result(&body);
+        }
     }
 }

@@ -2,7 +2,8 @@
 
 use crate::auth::{client_handshake, ClientAuth};
 use crate::frame_io::{read_exact_vec, read_header, write_frame_parts, ReadFrameError};
-use crate::stream::Stream;
+use crate::shm::{ClientSegment, Lease, Mapping, Transport, SHM_PAYLOAD_MIN};
+use crate::stream::{Stream, UNIX_PREFIX};
 use std::collections::HashMap;
 use std::io::{self, IoSliceMut, Read};
 use std::net::Shutdown;
@@ -100,6 +101,8 @@ struct Waiter {
     sender: SyncSender<Result<Delivery, RpcError>>,
     /// Where the reply's bulk data goes, if it has the expected length.
     sink: Option<ReplySink>,
+    /// The call's region of the shared segment (a `ShmCall`).
+    lease: Option<Lease>,
 }
 
 /// Slices of a caller's memory that a reply's bulk data is read into directly, in
@@ -169,6 +172,26 @@ struct PendingTable {
     waiters: HashMap<u64, Waiter>,
     /// Set once the connection broke; every later call fails with it.
     broken: Option<String>,
+    /// The shared segment, while the connection is sound.
+    segment: Option<Arc<ClientSegment>>,
+    /// Regions of calls given up on (timed out, dropped) that the server may still
+    /// write into: held until their answer comes or the connection ends.
+    late: HashMap<u64, Lease>,
+}
+
+impl PendingTable {
+    /// Forgets the waiter of call `id`, if it is still there, keeping its region held.
+    fn forget(&mut self, id: u64) -> bool {
+        match self.waiters.remove(&id) {
+            Some(mut waiter) => {
+                if let Some(lease) = waiter.lease.take() {
+                    self.late.insert(id, lease);
+                }
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// One TCP connection to a server, shared by many threads, with many requests in
@@ -239,21 +262,39 @@ impl Connection {
                 return Err(e);
             }
         };
+        // On a Unix socket, a shared segment for bulk data unless told otherwise.
+        let transport = Transport::from_env();
+        let segment = if target.starts_with(UNIX_PREFIX) && transport != Transport::Unix {
+            match attach_segment(&mut stream) {
+                Ok(segment) => Some(segment),
+                Err(reason) if transport == Transport::Shm => {
+                    stream.shutdown(Shutdown::Both).ok();
+                    return Err(connect_err(format!(
+                        "no shared-memory transport (WEFT_TRANSPORT=shm): {reason}"
+                    )));
+                }
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
         stream.set_read_timeout(None).ok();
         let reader = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
         let control = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
         let pending = Arc::new(Mutex::new(PendingTable {
             waiters: HashMap::new(),
             broken: None,
+            segment,
+            late: HashMap::new(),
         }));
         let connection = Connection {
             addr: addr.to_owned(),
             writer: Mutex::new(stream),
             control,
             pending: pending.clone(),
-            // Ids 1 and 2 went to the handshake; 0 is the server's id for errors that
-            // concern the whole connection.
-            next_id: AtomicU64::new(3),
+            // Ids 1 and 2 went to the handshake, 3 to the segment's attach; 0 is the
+            // server's id for errors that concern the whole connection.
+            next_id: AtomicU64::new(4),
             timeouts,
             hello: (hello.server_id, hello.roles, hello.incarnation),
         };
@@ -305,6 +346,17 @@ impl Connection {
         self.pending.lock().unwrap().broken.is_some()
     }
 
+    /// The transport this connection moves bulk data by: "shm", "unix" or "tcp".
+    pub fn transport(&self) -> &'static str {
+        if self.pending.lock().unwrap().segment.is_some() {
+            "shm"
+        } else if matches!(self.control, Stream::Unix(_)) {
+            "unix"
+        } else {
+            "tcp"
+        }
+    }
+
     /// Sends a request and waits for its answer.
     pub fn call(&self, request: &Request, data: &[u8]) -> Result<CallReply, RpcError> {
         self.send(request, data)?.wait()
@@ -340,7 +392,9 @@ impl Connection {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let has_sink = sink.is_some();
         let (sender, receiver) = mpsc::sync_channel(1);
-        {
+        let data_len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        let reply_len = sink.as_ref().map_or(0, |s| s.total);
+        let lease = {
             let mut table = self.pending.lock().unwrap();
             if let Some(reason) = &table.broken {
                 return Err(RpcError::Disconnected {
@@ -348,9 +402,42 @@ impl Connection {
                     reason: reason.clone(),
                 });
             }
-            table.waiters.insert(id, Waiter { sender, sink });
+            // Bulk data through the shared segment when there is room; else the socket.
+            let lease = table
+                .segment
+                .as_ref()
+                .filter(|_| data_len.max(reply_len) >= SHM_PAYLOAD_MIN)
+                .and_then(|segment| segment.lease(data_len.max(reply_len)));
+            table.waiters.insert(
+                id,
+                Waiter {
+                    sender,
+                    sink,
+                    lease: None,
+                },
+            );
+            lease
+        };
+        let (opcode, body, parts) = match &lease {
+            Some(lease) => {
+                let region = lease.region();
+                let mut at = 0;
+                for part in parts {
+                    region.write_at(at, part);
+                    at += part.len() as u64;
+                }
+                let body = Request::encode_shm_call(region.offset(), region.len(), data_len, request);
+                (weft_proto::Opcode::ShmCall as u16, body, &[][..])
+            }
+            None => (request.opcode() as u16, request.encode_body(), parts),
+        };
+        if let Some(lease) = lease {
+            match self.pending.lock().unwrap().waiters.get_mut(&id) {
+                Some(waiter) => waiter.lease = Some(lease),
+                // The connection broke meanwhile; the write below fails.
+                None => drop(lease),
+            }
         }
-        let body = request.encode_body();
         let written = {
             let mut stream = self.writer.lock().unwrap();
             let mut bounded = DeadlineWriter {
@@ -360,17 +447,10 @@ impl Connection {
                 first: true,
                 rearmed: false,
             };
-            write_frame_parts(
-                &mut bounded,
-                FrameKind::Request,
-                request.opcode() as u16,
-                id,
-                &body,
-                parts,
-            )
+            write_frame_parts(&mut bounded, FrameKind::Request, opcode, id, &body, parts)
         };
         if let Err(e) = written {
-            self.pending.lock().unwrap().waiters.remove(&id);
+            self.pending.lock().unwrap().forget(id);
             let reason = e.to_string();
             self.break_with(&reason);
             // The server stopped taking data (the send timeout ran out): it is not
@@ -488,7 +568,7 @@ impl PendingCall<'_> {
         match outcome {
             Ok(reply) => reply,
             Err(RecvTimeoutError::Timeout) => {
-                if c.pending.lock().unwrap().waiters.remove(&self.id).is_some() {
+                if c.pending.lock().unwrap().forget(self.id) {
                     self.sink_outstanding = false;
                 }
                 // Otherwise the reader holds the sink: dropping `self` waits for it.
@@ -520,7 +600,7 @@ impl Drop for PendingCall<'_> {
             return;
         }
         let c = self.connection;
-        if c.pending.lock().unwrap().waiters.remove(&self.id).is_some() {
+        if c.pending.lock().unwrap().forget(self.id) {
             // The reader never took the sink; it will skip the late answer.
             return;
         }
@@ -538,6 +618,9 @@ fn fail_all(pending: &Mutex<PendingTable>, addr: &str, reason: &str) {
     if table.broken.is_none() {
         table.broken = Some(reason.to_owned());
     }
+    // The segment goes with the connection: unmapped once the last call lets go.
+    table.segment = None;
+    table.late.clear();
     for (_, waiter) in table.waiters.drain() {
         let _ = waiter.sender.try_send(Err(RpcError::Disconnected {
             addr: addr.to_owned(),
@@ -584,13 +667,34 @@ fn reader_loop(mut stream: Stream, addr: String, pending: Arc<Mutex<PendingTable
             };
             break reason;
         }
-        // A waiter that timed out is gone; its late answer is read and dropped.
-        let waiter = pending.lock().unwrap().waiters.remove(&header.request_id);
+        // A waiter that timed out is gone; its late answer is read and dropped (and
+        // its region freed).
+        let waiter = {
+            let mut table = pending.lock().unwrap();
+            table.late.remove(&header.request_id);
+            table.waiters.remove(&header.request_id)
+        };
+        let (waiter, reply) = match reply {
+            Ok(Response::ShmPlaced { data_len, response }) => {
+                if header.data_len != 0 {
+                    break "bad frame from server: a shared-memory reply with data in the frame".to_owned();
+                }
+                if let Some(waiter) = waiter {
+                    let _ =
+                        waiter
+                            .sender
+                            .try_send(placed(&addr, *response, data_len, waiter.lease, waiter.sink));
+                }
+                continue;
+            }
+            other => (waiter, other),
+        };
         let (delivery, failed) = match (waiter, reply) {
             (
                 Some(Waiter {
                     sender,
                     sink: Some(mut sink),
+                    ..
                 }),
                 Ok(response),
             ) if sink.total == header.data_len => match sink.fill(&mut stream) {
@@ -630,6 +734,79 @@ fn reader_loop(mut stream: Stream, addr: String, pending: Arc<Mutex<PendingTable
         }
     };
     fail_all(&pending, &addr, &reason);
+}
+
+/// The answer to a `ShmCall` whose reply data the server put at the start of the
+/// call's region: copied into the sink when it has that length, else into a vector.
+fn placed(
+    addr: &str,
+    response: Response,
+    data_len: u64,
+    lease: Option<Lease>,
+    sink: Option<ReplySink>,
+) -> Result<Delivery, RpcError> {
+    let Some(lease) = lease.filter(|l| data_len <= l.region().len()) else {
+        return Err(RpcError::Protocol {
+            addr: addr.to_owned(),
+            detail: format!(
+                "a shared-memory reply of {data_len} bytes to a call without a region that large"
+            ),
+        });
+    };
+    let region = lease.region();
+    match sink {
+        Some(sink) if sink.total == data_len => {
+            // SAFETY: the sink's parts are ours to write until the call is answered
+            // (contract of `ReplySink::new`); their total fits the region (checked).
+            unsafe { region.read_into_parts(&sink.parts) };
+            Ok(Delivery { response, data: None })
+        }
+        _ => {
+            let mut data = vec![0u8; data_len as usize];
+            region.read_at(0, &mut data);
+            Ok(Delivery {
+                response,
+                data: Some(data),
+            })
+        }
+    }
+}
+
+/// Makes a shared segment and attaches it to the server on a fresh Unix-socket
+/// connection (request id 3, before the reader thread runs): the memfd travels with
+/// the frame's bytes.
+fn attach_segment(stream: &mut Stream) -> Result<Arc<ClientSegment>, String> {
+    use std::os::fd::AsRawFd;
+    let bytes = crate::shm::segment_bytes_from_env();
+    let map = Mapping::create(bytes).map_err(|e| format!("cannot make a shared segment: {e}"))?;
+    let request = Request::ShmAttach { bytes };
+    let mut frame = Vec::new();
+    write_frame_parts(
+        &mut frame,
+        FrameKind::Request,
+        request.opcode() as u16,
+        3,
+        &request.encode_body(),
+        &[],
+    )
+    .map_err(|e| e.to_string())?;
+    crate::shm::send_with_fd(stream.as_raw_fd(), &frame, map.fd())
+        .map_err(|e| format!("cannot pass the shared segment: {e}"))?;
+    let header = read_header(stream).map_err(|e| format!("no answer to the segment's attach: {e:?}"))?;
+    let message = read_exact_vec(stream, header.message_len as u64).map_err(|e| e.to_string())?;
+    read_exact_vec(stream, header.data_len.min(1 << 20)).map_err(|e| e.to_string())?;
+    if header.request_id != 3 {
+        return Err(format!(
+            "answer to request {} while attaching the segment",
+            header.request_id
+        ));
+    }
+    match decode_result(&message) {
+        Ok(Ok(Response::Done)) => Ok(ClientSegment::new(map)),
+        Ok(Ok(other)) => Err(format!("unexpected answer to the segment's attach: {other:?}")),
+        Ok(Err(e)) => Err(format!("the server refused the segment: {e}")),
+        Err(e) => Err(format!("undecodable answer to the segment's attach: {e}")),
+    }
 }
 
 /// Connections by address, created on first use and replaced when broken, so that a

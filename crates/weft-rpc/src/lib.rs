@@ -10,6 +10,7 @@ pub mod auth;
 pub mod client;
 pub mod frame_io;
 pub mod server;
+pub mod shm;
 pub mod stream;
 
 pub use auth::{munge_credential, munge_socket, ClientAuth, ClusterKey, KeyError};

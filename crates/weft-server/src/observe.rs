@@ -49,6 +49,25 @@ impl Handler for Metered {
         result
     }
 
+    fn handle_borrowed(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: &[u8],
+    ) -> Result<(Response, Vec<u8>), WireError> {
+        if matches!(request, Request::Metrics { .. }) {
+            return self.handle(connection, request, data.to_vec());
+        }
+        let role = self.roles.role_of(&request);
+        let call = self.metrics.begin(role, connection, &request, data.len() as u64);
+        let result = self.roles.handle_borrowed(connection, request, data);
+        call.finish(
+            result.as_ref().map(|(_, d)| d.len() as u64).map_err(|e| e.code),
+            false,
+        );
+        result
+    }
+
     fn connection_opened(&self, connection: ConnectionId, peer: &Peer) {
         self.metrics.connection_opened(connection, peer);
         self.roles.connection_opened(connection, peer);

@@ -348,6 +348,19 @@ impl Handler for Roles {
         }
     }
 
+    fn handle_borrowed(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: &[u8],
+    ) -> Result<(Response, Vec<u8>), WireError> {
+        let cached = self.cache.as_ref().is_some_and(|c| c.serves(&request));
+        match &self.io {
+            Some(io) if !cached && is_io_request(&request) => io.handle_borrowed(connection, request, data),
+            _ => self.handle(connection, request, data.to_vec()),
+        }
+    }
+
     fn reply_bytes_hint(&self, request: &Request) -> u64 {
         if let Some(cache) = self.cache.as_ref().filter(|c| c.serves(request)) {
             return cache.reply_bytes_hint(request);

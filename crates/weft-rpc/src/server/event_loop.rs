@@ -21,6 +21,7 @@ use super::outbox::{Body, Conn, OutFrame, OutState, ServerStream};
 use super::peers::PeerKey;
 use super::{ConnectionId, Job, Peer, Shared};
 use crate::auth::Side;
+use crate::shm::SEGMENT_BYTES_MAX;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{Shutdown, SocketAddr};
@@ -441,6 +442,7 @@ impl EventLoop {
             loop_index: self.index,
             token,
             state: Mutex::new(state),
+            shm: Default::default(),
         });
         let fd = conn.stream.as_raw_fd();
         let registered = self.poll.registry().register(
@@ -508,13 +510,13 @@ impl EventLoop {
                 ReadState::Data { buf, got, .. } | ReadState::Message { buf, got, .. }
                     if buf.len() - *got >= SCRATCH_BYTES =>
                 {
-                    Some(client.conn.stream.read(&mut buf[*got..]))
+                    Some(client.conn.read(&mut buf[*got..]))
                 }
                 _ => None,
             };
             let result = match direct {
                 Some(r) => r.map(|n| (n, true)),
-                None => client.conn.stream.read(&mut self.scratch).map(|n| (n, false)),
+                None => client.conn.read(&mut self.scratch).map(|n| (n, false)),
             };
             match result {
                 Ok((0, _)) => return Some(End::Now),
@@ -753,8 +755,18 @@ impl EventLoop {
                 };
                 let request = match request {
                     Ok(Request::ServerInfo) => Err(None),
+                    Ok(Request::ShmAttach { bytes }) => {
+                        match client.conn.shm.attach(bytes, SEGMENT_BYTES_MAX) {
+                            Ok(()) => Err(Some(Ok(Response::Done))),
+                            Err(e) => Err(Some(Err(e))),
+                        }
+                    }
+                    Ok(Request::ShmCall { .. }) if header.data_len > 0 => Err(Some(Err(WireError::new(
+                        ErrorCode::Malformed,
+                        "a shared-memory call carries its data in the segment, not the frame",
+                    )))),
                     Ok(r) => Ok(r),
-                    Err(e) => Err(Some(e)),
+                    Err(e) => Err(Some(Err(e))),
                 };
                 match request {
                     Ok(request) => {
@@ -775,7 +787,7 @@ impl EventLoop {
                                 protocol_version: PROTOCOL_VERSION,
                                 build: self.shared.identity.build.to_owned(),
                             }),
-                            Some(e) => Err(e),
+                            Some(answer) => answer,
                         };
                         self.reply(client, &header, answer);
                         if header.data_len > 0 {
@@ -910,7 +922,7 @@ impl EventLoop {
                     state.inflight += 1;
                     slot = true;
                 }
-                let need = header.data_len + self.shared.handler.reply_bytes_hint(&request);
+                let need = header.data_len + charge_hint(&*self.shared.handler, &request);
                 match self.shared.peers.try_charge(peer, need, charged) {
                     Some(more) => {
                         self.unpause(client);
@@ -1219,6 +1231,16 @@ fn malformed_handshake(e: Option<weft_proto::DecodeError>) -> WireError {
             e
         }
         None => WireError::new(ErrorCode::PermissionDenied, "authenticate first"),
+    }
+}
+
+/// Bytes a request's reply may hold in memory, charged before it runs. A shared-memory
+/// call's reply goes into the client's segment, but a handler without a direct path
+/// copies its data through a buffer of up to the region's size.
+fn charge_hint(handler: &dyn super::Handler, request: &Request) -> u64 {
+    match request {
+        Request::ShmCall { len, .. } => (*len).min(SEGMENT_BYTES_MAX),
+        other => handler.reply_bytes_hint(other),
     }
 }
 

@@ -69,6 +69,19 @@ pub trait Handler: Send + Sync + 'static {
         0
     }
 
+    /// Handles a request whose bulk data is borrowed from a client's shared segment
+    /// (`ShmCall`) rather than owned. A handler that can use the bytes where they are
+    /// (writing them to a file) overrides this; the default copies them and calls
+    /// `handle`. The peer may change the bytes meanwhile: use them as data only.
+    fn handle_borrowed(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: &[u8],
+    ) -> Result<(Response, Vec<u8>), WireError> {
+        self.handle(connection, request, data.to_vec())
+    }
+
     /// Answers `request` with bulk data sent straight from a local file (sendfile), if
     /// this handler serves it that way; `None` leaves the request to `handle`.
     fn reply_from_file(
@@ -332,13 +345,99 @@ fn deepen_backlog(listener: &impl std::os::fd::AsRawFd) {
     unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) };
 }
 
-fn run_job(shared: &Shared, job: Job) {
-    let internal = || {
-        WireError::new(
-            ErrorCode::Internal,
-            "internal error while handling the request (see server log)",
-        )
+fn internal() -> WireError {
+    WireError::new(
+        ErrorCode::Internal,
+        "internal error while handling the request (see server log)",
+    )
+}
+
+/// Serves a `ShmCall`: the request's bulk data is read from, and the reply's written
+/// to, its region of the connection's segment. A reply that does not fit the region
+/// goes in the frame.
+fn run_shm_call(shared: &Shared, conn: &Conn, request: Request) -> Result<(Response, Body), WireError> {
+    let Request::ShmCall {
+        offset,
+        len,
+        data_len,
+        request,
+    } = request
+    else {
+        unreachable!("called for shared-memory calls");
     };
+    let segment = conn.shm.segment().ok_or_else(|| {
+        WireError::new(
+            ErrorCode::InvalidArgument,
+            "this connection has no shared segment (send ShmAttach first)",
+        )
+    })?;
+    let region = crate::shm::Region::new(segment, offset, len)?;
+    let handler = &shared.handler;
+    let guarded = |f: &mut dyn FnMut() -> Result<(Response, Body), WireError>| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Err(internal()))
+    };
+    if data_len == 0 {
+        let from_file = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            handler.reply_from_file(conn.id, &request)
+        }))
+        .unwrap_or_else(|_| Some(Err(internal())));
+        if let Some(result) = from_file {
+            let (response, file) = result?;
+            let n = file.len_bytes();
+            if n > region.len() {
+                return Ok((
+                    response,
+                    Body::File {
+                        reply: file,
+                        run: 0,
+                        run_sent: 0,
+                    },
+                ));
+            }
+            region.fill_from_file(&file.file, &file.runs).map_err(|e| {
+                WireError::new(ErrorCode::Io, format!("reading into the shared segment: {e}"))
+            })?;
+            return Ok((
+                Response::ShmPlaced {
+                    data_len: n,
+                    response: Box::new(response),
+                },
+                Body::Bytes(Vec::new()),
+            ));
+        }
+    }
+    let mut request = Some(*request);
+    guarded(&mut || {
+        let request = request.take().expect("runs once");
+        let (response, data) = handler.handle_borrowed(conn.id, request, region.bytes(data_len))?;
+        if region.write_at(0, &data) {
+            Ok((
+                Response::ShmPlaced {
+                    data_len: data.len() as u64,
+                    response: Box::new(response),
+                },
+                Body::Bytes(Vec::new()),
+            ))
+        } else {
+            Ok((response, Body::Bytes(data)))
+        }
+    })
+}
+
+fn run_job(shared: &Shared, job: Job) {
+    if matches!(job.request, Request::ShmCall { .. }) {
+        let Job {
+            conn,
+            request,
+            opcode,
+            request_id,
+            charged,
+            ..
+        } = job;
+        let result = run_shm_call(shared, &conn, request);
+        finish_job(shared, &conn, opcode, request_id, charged, result);
+        return;
+    }
     // A panicking handler is a bug, but it must not take the server down with it.
     let from_file = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         shared.handler.reply_from_file(job.conn.id, &job.request)
@@ -361,21 +460,27 @@ fn run_job(shared: &Shared, job: Job) {
         .unwrap_or_else(|_| Err(internal()))
         .map(|(response, data)| (response, Body::Bytes(data))),
     };
+    finish_job(shared, &job.conn, job.opcode, job.request_id, job.charged, result);
+}
+
+fn finish_job(
+    shared: &Shared,
+    conn: &Conn,
+    opcode: u16,
+    request_id: u64,
+    charged: u64,
+    result: Result<(Response, Body), WireError>,
+) {
     let frame = match result {
         Ok((response, body)) => {
             let data_len = match &body {
                 Body::Bytes(data) => data.len() as u64,
                 Body::File { reply, .. } => reply.len_bytes(),
             };
-            let head = frame_head(
-                job.opcode,
-                job.request_id,
-                &encode_result(&Ok(response)),
-                data_len,
-            );
-            OutFrame::new(head, body, job.charged, true)
+            let head = frame_head(opcode, request_id, &encode_result(&Ok(response)), data_len);
+            OutFrame::new(head, body, charged, true)
         }
-        Err(e) => error_frame(job.opcode, job.request_id, e, job.charged, true),
+        Err(e) => error_frame(opcode, request_id, e, charged, true),
     };
-    job.conn.send(shared, frame);
+    conn.send(shared, frame);
 }

@@ -188,6 +188,19 @@ pub struct Conn {
     pub loop_index: usize,
     pub token: mio::Token,
     pub state: Mutex<OutState>,
+    /// Its shared-memory segment (Unix socket only), unmapped when it is dropped.
+    pub shm: crate::shm::ConnShm,
+}
+
+impl Conn {
+    /// Reads what the peer sent; on the Unix socket, descriptors passed with the bytes
+    /// are kept (the last one) for a `ShmAttach`.
+    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match &self.stream {
+            ServerStream::Tcp(_) => self.stream.read(buf),
+            ServerStream::Unix(s) => crate::shm::recv_with_fds(s.as_raw_fd(), buf, |fd| self.shm.passed(fd)),
+        }
+    }
 }
 
 #[derive(Default)]

@@ -1,0 +1,693 @@
+//! The shared-memory transport for clients on a server's machine.
+//!
+//! Over a Unix-socket connection the client creates a memfd, seals it against
+//! shrinking and growing, maps it, and passes it to the server with the `ShmAttach`
+//! frame (SCM_RIGHTS). From then on a request with bulk data travels as a `ShmCall`:
+//! the socket carries only the small message naming a region of the segment, and the
+//! server writes to and reads from its objects straight from and into that region
+//! (pwrite/pread on the mapping; no buffer in between).
+//!
+//! Invariants:
+//! - Memory is bounded per connection: one segment of at most `SEGMENT_BYTES_MAX`
+//!   (`WEFT_SHM_BYTES`, default `SEGMENT_BYTES_DEFAULT`), mapped once by each side.
+//! - Nothing outlives the connection: a memfd has no name and vanishes with its last
+//!   descriptor and mapping. Each side drops its mapping when the connection ends
+//!   (the server when the connection closes and its last request is done, the client
+//!   when the connection breaks and its last call let go), so a side killed with
+//!   SIGKILL leaves no segment behind in the survivor.
+//! - A hostile client cannot crash the server or reach its memory: the server maps a
+//!   descriptor only if it is a tmpfs memfd of the announced size sealed against
+//!   shrinking (truncation under a mapping is what raises SIGBUS), and every region a
+//!   request names is checked against the segment's bounds before it is touched. The
+//!   bytes themselves may change under the server while it looks at them: it only
+//!   copies them (to a file or a reply), never decides anything on them.
+//! - A call whose region cannot be had (segment full, payload larger than the
+//!   segment) goes over the socket as before; a client that cannot create, map or
+//!   attach a segment uses the socket alone.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Mutex};
+use weft_proto::{ErrorCode, WireError};
+
+/// Default size of a client's segment on one connection: room for the client's four
+/// 4 MiB requests in flight per server.
+pub const SEGMENT_BYTES_DEFAULT: u64 = 16 << 20;
+/// Largest segment a server maps for one connection.
+pub const SEGMENT_BYTES_MAX: u64 = 256 << 20;
+/// Payloads smaller than this ride in the frame: a region costs more than it saves.
+pub const SHM_PAYLOAD_MIN: u64 = 16 * 1024;
+/// Regions are handed out in units of this many bytes.
+const UNIT: u64 = 4096;
+/// `statfs` type of tmpfs/shmem, where ordinary memfds live (hugetlbfs ones could
+/// fault with SIGBUS when huge pages run out).
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// Which transport a client uses to reach an io server on its machine
+/// (`WEFT_TRANSPORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Shared memory over the Unix socket where it can be had, else the socket alone,
+    /// else TCP (unset).
+    Auto,
+    /// Shared memory over the Unix socket; a connection that cannot have a segment
+    /// fails with the reason.
+    Shm,
+    /// The Unix socket without a segment.
+    Unix,
+    /// TCP, even to a server on this machine.
+    Tcp,
+}
+
+impl Transport {
+    /// `WEFT_TRANSPORT`: `shm`, `unix` or `tcp`; unset or anything else is `Auto`.
+    pub fn from_env() -> Transport {
+        match std::env::var("WEFT_TRANSPORT").as_deref() {
+            Ok("shm") => Transport::Shm,
+            Ok("unix") => Transport::Unix,
+            Ok("tcp") => Transport::Tcp,
+            _ => Transport::Auto,
+        }
+    }
+}
+
+/// The segment size a client asks for: `WEFT_SHM_BYTES`, else the default.
+pub fn segment_bytes_from_env() -> u64 {
+    std::env::var("WEFT_SHM_BYTES")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(SEGMENT_BYTES_DEFAULT)
+}
+
+/// A memfd mapped shared, read-write; unmapped and closed when dropped.
+pub struct Mapping {
+    base: *mut u8,
+    len: usize,
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is plain memory valid for its whole life; every access goes
+// through raw-pointer copies bounded by `len`, from whichever thread.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are the mapping made in `map`; nobody uses it any more
+        // (whoever could holds an `Arc` to this).
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mapping({} bytes, fd {})", self.len, self.fd.as_raw_fd())
+    }
+}
+
+fn last_error(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+impl Mapping {
+    /// A new sealed memfd of `bytes` bytes, mapped (the client's side).
+    pub fn create(bytes: u64) -> io::Result<Mapping> {
+        if bytes == 0 || bytes > SEGMENT_BYTES_MAX {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("segment of {bytes} bytes (1 to {SEGMENT_BYTES_MAX})"),
+            ));
+        }
+        // SAFETY: a NUL-terminated name and flags; the result is checked.
+        let raw =
+            unsafe { libc::memfd_create(c"weft-shm".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        if raw < 0 {
+            return Err(last_error("memfd_create"));
+        }
+        // SAFETY: `raw` is a descriptor we just created and own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: plain calls on our descriptor.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), bytes as libc::off_t) } != 0 {
+            return Err(last_error("ftruncate of the segment"));
+        }
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: as above.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(last_error("sealing the segment"));
+        }
+        Mapping::map(fd, bytes as usize)
+    }
+
+    /// Maps a descriptor a peer passed, if it is a tmpfs memfd of exactly `bytes`
+    /// (at most `max`) bytes sealed against shrinking (the server's side). The error
+    /// says what is wrong with it.
+    pub fn adopt(fd: OwnedFd, bytes: u64, max: u64) -> Result<Mapping, String> {
+        if bytes == 0 || bytes > max {
+            return Err(format!(
+                "a shared segment of {bytes} bytes is refused (this server maps 1 to {max})"
+            ));
+        }
+        let raw = fd.as_raw_fd();
+        // SAFETY: `st` is valid for fstat to fill.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(raw, &mut st) } != 0 {
+            return Err(format!(
+                "cannot stat the shared segment: {}",
+                io::Error::last_os_error()
+            ));
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err("the shared segment is not a memory file".into());
+        }
+        // SAFETY: as above, for fstatfs.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatfs(raw, &mut fs) } != 0 || fs.f_type as i64 != TMPFS_MAGIC {
+            return Err("the shared segment is not an ordinary memfd (tmpfs)".into());
+        }
+        // SAFETY: F_GET_SEALS only reads the descriptor's seals.
+        let seals = unsafe { libc::fcntl(raw, libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            return Err("the shared segment is not sealed against shrinking (F_SEAL_SHRINK)".into());
+        }
+        // Sealed: the size read now can no longer go down.
+        if st.st_size as u64 != bytes {
+            return Err(format!(
+                "the shared segment has {} bytes, not the {bytes} announced",
+                st.st_size
+            ));
+        }
+        Mapping::map(fd, bytes as usize).map_err(|e| format!("cannot map the shared segment: {e}"))
+    }
+
+    fn map(fd: OwnedFd, len: usize) -> io::Result<Mapping> {
+        // SAFETY: a fresh shared mapping of our descriptor; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(last_error("mmap of the segment"));
+        }
+        Ok(Mapping {
+            base: base.cast(),
+            len,
+            fd,
+        })
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// `[offset, offset + len)` if it lies within the mapping.
+    fn check(&self, offset: u64, len: u64) -> Option<(usize, usize)> {
+        let end = offset.checked_add(len)?;
+        (end <= self.len as u64).then_some((offset as usize, len as usize))
+    }
+}
+
+/// A region of a mapping that one call uses, checked against its bounds.
+#[derive(Clone)]
+pub struct Region {
+    map: Arc<Mapping>,
+    offset: usize,
+    len: usize,
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Region({}+{})", self.offset, self.len)
+    }
+}
+
+impl Region {
+    /// The region `[offset, offset + len)` of `map`, or an error naming the bounds.
+    pub fn new(map: Arc<Mapping>, offset: u64, len: u64) -> Result<Region, WireError> {
+        match map.check(offset, len) {
+            Some((offset, len)) => Ok(Region { map, offset, len }),
+            None => Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "shared-memory region {offset}+{len} lies outside the connection's {}-byte segment",
+                    map.len
+                ),
+            )),
+        }
+    }
+
+    pub fn offset(&self) -> u64 {
+        self.offset as u64
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn ptr(&self, at: usize) -> *mut u8 {
+        debug_assert!(at <= self.len);
+        // SAFETY: within the mapping (checked in `new`, and `at <= len`).
+        unsafe { self.map.base.add(self.offset + at) }
+    }
+
+    /// The first `n` bytes as a slice, for data that is only copied (to a file or a
+    /// buffer). The peer may change them meanwhile; that changes only what is copied.
+    pub fn bytes(&self, n: u64) -> &[u8] {
+        let n = (n as usize).min(self.len);
+        // SAFETY: mapped and within bounds for as long as `self` (holding the mapping)
+        // lives; the memory is plain bytes, valid whatever the peer writes to it.
+        unsafe { std::slice::from_raw_parts(self.ptr(0), n) }
+    }
+
+    /// Copies `src` in at `at`; false if it does not fit.
+    pub fn write_at(&self, at: u64, src: &[u8]) -> bool {
+        let Some(end) = at.checked_add(src.len() as u64) else {
+            return false;
+        };
+        if end > self.len as u64 {
+            return false;
+        }
+        // SAFETY: bounds checked above; `src` is our memory, not the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr(at as usize), src.len()) };
+        true
+    }
+
+    /// Copies `dst.len()` bytes out from `at`; false if the region is shorter.
+    pub fn read_at(&self, at: u64, dst: &mut [u8]) -> bool {
+        let Some(end) = at.checked_add(dst.len() as u64) else {
+            return false;
+        };
+        if end > self.len as u64 {
+            return false;
+        }
+        // SAFETY: bounds checked above.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr(at as usize), dst.as_mut_ptr(), dst.len()) };
+        true
+    }
+
+    /// Copies out into `parts` (address, length), in order, from the region's start.
+    ///
+    /// # Safety
+    /// Every part must be valid for writes of its length and not aliased meanwhile.
+    pub unsafe fn read_into_parts(&self, parts: &[(*mut u8, usize)]) -> bool {
+        let total: usize = parts.iter().map(|p| p.1).sum();
+        if total > self.len {
+            return false;
+        }
+        let mut at = 0;
+        for &(dst, len) in parts {
+            // SAFETY: the source is within bounds (total checked); the caller vouches
+            // for the destination.
+            unsafe { std::ptr::copy_nonoverlapping(self.ptr(at), dst, len) };
+            at += len;
+        }
+        true
+    }
+
+    /// Fills the region from its start with `runs` of `file` (offset, length), bytes
+    /// past the file's end as zeros: the server's read, straight into shared memory.
+    pub fn fill_from_file(&self, file: &std::fs::File, runs: &[(u64, u64)]) -> io::Result<u64> {
+        let total: u64 = runs.iter().map(|r| r.1).sum();
+        if total > self.len as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "reply larger than its shared-memory region",
+            ));
+        }
+        let mut at = 0usize;
+        for &(offset, len) in runs {
+            let mut done = 0u64;
+            while done < len {
+                let want = (len - done).min(1 << 30) as usize;
+                // SAFETY: `at + want <= total <= len` of the region (checked above).
+                let n = unsafe {
+                    libc::pread(
+                        file.as_raw_fd(),
+                        self.ptr(at).cast(),
+                        want,
+                        (offset + done) as libc::off_t,
+                    )
+                };
+                if n < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() == io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    return Err(e);
+                }
+                if n == 0 {
+                    // Past the end: the rest of the run reads as zeros.
+                    let rest = (len - done) as usize;
+                    // SAFETY: within bounds as above.
+                    unsafe { std::ptr::write_bytes(self.ptr(at), 0, rest) };
+                    at += rest;
+                    break;
+                }
+                done += n as u64;
+                at += n as usize;
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// A client's segment and which of its bytes calls hold.
+pub struct ClientSegment {
+    map: Arc<Mapping>,
+    /// Free runs `(offset, len)` in units, sorted by offset and never adjacent.
+    free: Mutex<Vec<(u64, u64)>>,
+}
+
+impl ClientSegment {
+    pub fn new(map: Mapping) -> Arc<ClientSegment> {
+        let units = map.len() / UNIT;
+        Arc::new(ClientSegment {
+            map: Arc::new(map),
+            free: Mutex::new(vec![(0, units)]),
+        })
+    }
+
+    pub fn mapping(&self) -> &Mapping {
+        &self.map
+    }
+
+    /// A region of at least `bytes` bytes, if one is free now (first fit).
+    pub fn lease(self: &Arc<ClientSegment>, bytes: u64) -> Option<Lease> {
+        let units = bytes.div_ceil(UNIT).max(1);
+        let mut free = self.free.lock().unwrap();
+        let k = free.iter().position(|r| r.1 >= units)?;
+        let start = free[k].0;
+        if free[k].1 == units {
+            free.remove(k);
+        } else {
+            free[k].0 += units;
+            free[k].1 -= units;
+        }
+        drop(free);
+        let region = Region::new(self.map.clone(), start * UNIT, units * UNIT).ok()?;
+        Some(Lease {
+            segment: self.clone(),
+            region,
+        })
+    }
+
+    fn give_back(&self, offset: u64, len: u64) {
+        let (start, units) = (offset / UNIT, len / UNIT);
+        let mut free = self.free.lock().unwrap();
+        let k = free.partition_point(|r| r.0 < start);
+        free.insert(k, (start, units));
+        // Merge with the next, then the previous.
+        if k + 1 < free.len() && free[k].0 + free[k].1 == free[k + 1].0 {
+            free[k].1 += free[k + 1].1;
+            free.remove(k + 1);
+        }
+        if k > 0 && free[k - 1].0 + free[k - 1].1 == free[k].0 {
+            free[k - 1].1 += free[k].1;
+            free.remove(k);
+        }
+    }
+
+    /// Bytes free now (for tests).
+    pub fn free_bytes(&self) -> u64 {
+        self.free.lock().unwrap().iter().map(|r| r.1 * UNIT).sum()
+    }
+}
+
+/// A region held by one call until its answer came (or the connection ended); the
+/// server may write into it until then, so it is not handed out again before.
+pub struct Lease {
+    segment: Arc<ClientSegment>,
+    region: Region,
+}
+
+impl Lease {
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.segment.give_back(self.region.offset(), self.region.len());
+    }
+}
+
+/// Writes all of `bytes` to a Unix socket, the first byte carrying `fd` (SCM_RIGHTS).
+pub fn send_with_fd(socket: RawFd, bytes: &[u8], fd: RawFd) -> io::Result<()> {
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: msghdr is plain data; every pointer in it refers to live locals.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: the control buffer has room for one header with one descriptor.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+    }
+    let sent = loop {
+        // SAFETY: `msg` is fully set up above.
+        let n = unsafe { libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut rest = &bytes[sent..];
+    while !rest.is_empty() {
+        // SAFETY: plain send of our bytes.
+        let n = unsafe { libc::send(socket, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        rest = &rest[n as usize..];
+    }
+    Ok(())
+}
+
+/// Most descriptors taken from one read; more are closed by the kernel.
+const FDS_PER_READ: usize = 4;
+
+/// Reads from a Unix socket like `read`, also taking descriptors passed with the
+/// bytes (close-on-exec); they are handed to `keep`.
+pub fn recv_with_fds(socket: RawFd, buf: &mut [u8], mut keep: impl FnMut(OwnedFd)) -> io::Result<usize> {
+    let space = unsafe { libc::CMSG_SPACE((FDS_PER_READ * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let mut control = [0u64; 16];
+    debug_assert!(space <= std::mem::size_of_val(&control));
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data; its pointers refer to live locals.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: the buffers described by `msg` are valid for the kernel to fill.
+    let n = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if msg.msg_controllen > 0 {
+        // SAFETY: walking the control messages the kernel wrote, within `msg`.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                    let data = libc::CMSG_DATA(cmsg);
+                    let bytes = (*cmsg).cmsg_len as usize - (data as usize - cmsg as usize);
+                    for k in 0..bytes / std::mem::size_of::<RawFd>() {
+                        let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(k));
+                        keep(OwnedFd::from_raw_fd(fd));
+                    }
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+    }
+    Ok(n as usize)
+}
+
+/// A server connection's shared-memory state: a descriptor passed and not yet
+/// attached, and the attached segment.
+#[derive(Default)]
+pub struct ConnShm {
+    passed: Mutex<Option<OwnedFd>>,
+    segment: Mutex<Option<Arc<Mapping>>>,
+}
+
+impl ConnShm {
+    /// Keeps the last descriptor passed (at most one: an earlier one is closed).
+    pub fn passed(&self, fd: OwnedFd) {
+        *self.passed.lock().unwrap() = Some(fd);
+    }
+
+    /// Attaches the passed descriptor as the connection's segment of `bytes` bytes.
+    pub fn attach(&self, bytes: u64, max: u64) -> Result<(), WireError> {
+        let refuse = |m: String| WireError::new(ErrorCode::InvalidArgument, m);
+        let mut segment = self.segment.lock().unwrap();
+        if segment.is_some() {
+            return Err(refuse("this connection has a shared segment already".into()));
+        }
+        let Some(fd) = self.passed.lock().unwrap().take() else {
+            return Err(refuse(
+                "ShmAttach came without a descriptor (pass the memfd with SCM_RIGHTS on the Unix socket)"
+                    .into(),
+            ));
+        };
+        *segment = Some(Arc::new(Mapping::adopt(fd, bytes, max).map_err(refuse)?));
+        Ok(())
+    }
+
+    pub fn segment(&self) -> Option<Arc<Mapping>> {
+        self.segment.lock().unwrap().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Seek, Write};
+
+    fn memfd(seals: i32, size: u64) -> OwnedFd {
+        let raw = unsafe { libc::memfd_create(c"t".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        assert!(raw >= 0);
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        assert_eq!(unsafe { libc::ftruncate(raw, size as libc::off_t) }, 0);
+        if seals != 0 {
+            assert_eq!(unsafe { libc::fcntl(raw, libc::F_ADD_SEALS, seals) }, 0);
+        }
+        fd
+    }
+
+    #[test]
+    fn the_server_maps_only_sealed_memfds_of_the_announced_size() {
+        let ok = memfd(libc::F_SEAL_SHRINK, 1 << 20);
+        assert!(Mapping::adopt(ok, 1 << 20, SEGMENT_BYTES_MAX).is_ok());
+        let unsealed = memfd(0, 1 << 20);
+        let e = Mapping::adopt(unsealed, 1 << 20, SEGMENT_BYTES_MAX).unwrap_err();
+        assert!(e.contains("F_SEAL_SHRINK"), "{e}");
+        let short = memfd(libc::F_SEAL_SHRINK, 4096);
+        let e = Mapping::adopt(short, 1 << 20, SEGMENT_BYTES_MAX).unwrap_err();
+        assert!(e.contains("not the 1048576 announced"), "{e}");
+        let big = memfd(libc::F_SEAL_SHRINK, 1 << 20);
+        assert!(Mapping::adopt(big, 1 << 20, 4096)
+            .unwrap_err()
+            .contains("refused"));
+        // A regular file cannot be sealed: refused.
+        let file = tempfile::tempfile().unwrap();
+        file.set_len(4096).unwrap();
+        let e = Mapping::adopt(file.into(), 4096, SEGMENT_BYTES_MAX).unwrap_err();
+        assert!(e.contains("memfd") || e.contains("sealed"), "{e}");
+        // Nor is a pipe.
+        let mut fds = [0; 2];
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        assert!(Mapping::adopt(r, 4096, SEGMENT_BYTES_MAX).is_err());
+        drop(w);
+        // A sealed segment cannot be truncated under the mapping.
+        let m = Mapping::create(1 << 16).unwrap();
+        assert_ne!(unsafe { libc::ftruncate(m.fd(), 0) }, 0);
+    }
+
+    #[test]
+    fn regions_outside_the_segment_are_refused() {
+        let map = Arc::new(Mapping::create(1 << 16).unwrap());
+        assert!(Region::new(map.clone(), 0, 1 << 16).is_ok());
+        assert!(Region::new(map.clone(), 1, 1 << 16).is_err());
+        assert!(Region::new(map.clone(), u64::MAX, 2).is_err());
+        assert!(Region::new(map.clone(), 1 << 16, 0).is_ok());
+        let r = Region::new(map, 100, 10).unwrap();
+        assert!(r.write_at(0, &[1; 10]));
+        assert!(!r.write_at(1, &[1; 10]));
+        assert!(!r.write_at(u64::MAX, &[1]));
+        let mut out = [0u8; 11];
+        assert!(!r.read_at(0, &mut out));
+        assert!(r.read_at(0, &mut out[..10]));
+        assert_eq!(out[..10], [1; 10]);
+    }
+
+    #[test]
+    fn reads_from_a_file_fill_holes_and_the_tail_with_zeros() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"abcdef").unwrap();
+        file.rewind().unwrap();
+        let map = Arc::new(Mapping::create(1 << 16).unwrap());
+        let r = Region::new(map, 4096, 16).unwrap();
+        assert!(r.write_at(0, &[9; 16]));
+        assert_eq!(r.fill_from_file(&file, &[(4, 4), (0, 2)]).unwrap(), 6);
+        assert_eq!(&r.bytes(16)[..6], b"ef\0\0ab");
+        assert!(r.fill_from_file(&file, &[(0, 17)]).is_err());
+    }
+
+    #[test]
+    fn leases_come_back_and_merge() {
+        let seg = ClientSegment::new(Mapping::create(64 * UNIT).unwrap());
+        let a = seg.lease(10 * UNIT).unwrap();
+        let b = seg.lease(1).unwrap();
+        let c = seg.lease(53 * UNIT).unwrap();
+        assert!(seg.lease(1).is_none());
+        assert_eq!((a.region().offset(), b.region().offset()), (0, 10 * UNIT));
+        drop(b);
+        assert!(seg.lease(2 * UNIT).is_none());
+        drop(a);
+        assert!(seg.lease(11 * UNIT).is_some());
+        drop(c);
+        assert_eq!(seg.free_bytes(), 64 * UNIT);
+        assert!(seg.lease(64 * UNIT).is_some());
+    }
+
+    #[test]
+    fn descriptors_pass_over_a_unix_socket() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let m = Mapping::create(1 << 16).unwrap();
+        send_with_fd(a.as_raw_fd(), b"hello", m.fd()).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 16];
+        let n = recv_with_fds(b.as_raw_fd(), &mut buf, |fd| got.push(fd)).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        assert_eq!(got.len(), 1);
+        let peer = Mapping::adopt(got.pop().unwrap(), 1 << 16, SEGMENT_BYTES_MAX).unwrap();
+        let (mr, pr) = (
+            Region::new(Arc::new(m), 0, 8).unwrap(),
+            Region::new(Arc::new(peer), 0, 8).unwrap(),
+        );
+        assert!(mr.write_at(0, b"shared!!"));
+        assert_eq!(pr.bytes(8), b"shared!!");
+    }
+}
