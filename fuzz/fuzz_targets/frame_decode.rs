@@ -4,10 +4,13 @@
 //! two bytes as an opcode with everything after them as that request's body, and the same
 //! body as a response. The body starts at byte 2 rather than after the header so that
 //! short inputs reach the message decoders too: they need no valid header in front.
+//! Whatever decodes as a shared-memory call (opcode 141) must name a region that does
+//! not wrap and holds its data, and its inner request must be no handshake or
+//! shared-memory request: the server trusts the decoder for that much.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weft_proto::msg::{decode_result, Request};
+use weft_proto::msg::{decode_result, Request, Response};
 use weft_proto::{FrameHeader, FRAME_HEADER_BYTES};
 
 fuzz_target!(|data: &[u8]| {
@@ -17,6 +20,27 @@ fuzz_target!(|data: &[u8]| {
     let Some(([opcode_low, opcode_high], body)) = data.split_first_chunk::<2>() else {
         return;
     };
-    let _ = Request::decode(u16::from_le_bytes([*opcode_low, *opcode_high]), body);
-    let _ = decode_result(body);
+    let opcode = u16::from_le_bytes([*opcode_low, *opcode_high]);
+    let decoded = Request::decode(opcode, body);
+    if let Ok(Request::ShmCall {
+        offset,
+        len,
+        data_len,
+        request,
+    }) = &decoded
+    {
+        assert!(offset.checked_add(*len).is_some() && data_len <= len);
+        assert!(!matches!(
+            **request,
+            Request::ShmCall { .. }
+                | Request::ShmAttach { .. }
+                | Request::Hello { .. }
+                | Request::Authenticate { .. }
+        ));
+    }
+    // The descriptor body on its own, whatever the opcode bytes said.
+    let _ = Request::decode(141, body);
+    if let Ok(Ok(Response::ShmPlaced { response, .. })) = decode_result(body) {
+        assert!(!matches!(*response, Response::ShmPlaced { .. }));
+    }
 });

@@ -168,7 +168,7 @@ impl Mapping {
         // SAFETY: F_GET_SEALS only reads the descriptor's seals.
         let seals = unsafe { libc::fcntl(raw, libc::F_GET_SEALS) };
         if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
-            return Err("the shared segment is not sealed against shrinking (F_SEAL_SHRINK)".into());
+            return Err("the shared segment is not a memfd sealed against shrinking (F_SEAL_SHRINK)".into());
         }
         // Sealed: the size read now can no longer go down.
         if st.st_size as u64 != bytes {
