@@ -58,6 +58,10 @@ pub struct UpOptions {
     pub cache_settings: weft_config::CacheSettings,
     /// Whose identity requests act with (the description's `identity`).
     pub identity: weft_config::IdentityMode,
+    /// The description's `capabilities` (off only for measuring their cost).
+    pub capabilities: bool,
+    /// The description's `capability_lifetime_ms`.
+    pub capability_lifetime_ms: Option<u64>,
 }
 
 fn run_dir(home: &Path) -> PathBuf {
@@ -275,6 +279,9 @@ pub fn up(options: &UpOptions) -> Result<()> {
                     args.push("--delegate".into());
                 }
             }
+            if !options.capabilities {
+                args.push("--insecure-no-capabilities".into());
+            }
             if let Some(socket) = socket_path(home, id) {
                 args.extend(["--socket".into(), socket.display().to_string()]);
             }
@@ -307,6 +314,8 @@ pub fn up(options: &UpOptions) -> Result<()> {
             identity: options.identity,
             munge_trusted_uids: Vec::new(),
             munge_socket: None,
+            capabilities: options.capabilities,
+            capability_lifetime_ms: options.capability_lifetime_ms,
             cache: options.cache_settings.clone(),
             name: "weft".into(),
             stripe_size: options.stripe_size,

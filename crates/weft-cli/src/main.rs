@@ -134,6 +134,16 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// and its requests act as the uid and gid it vouches for; needs munged).
         #[arg(long, default_value = "owner", value_name = "owner|claimed|munge")]
         identity: weft_config::IdentityMode,
+        /// For benchmarks only: io servers and cache managers serve every holder of
+        /// the key by inode number, without the capabilities the manager issues after
+        /// its permission checks (to measure what capabilities cost).
+        #[arg(long)]
+        insecure_no_capabilities: bool,
+        /// How long a capability the manager issues is valid (milliseconds, 1000 to
+        /// 3600000): the longest a chmod or chown takes to reach an io server that
+        /// missed its revocation. Default 60000.
+        #[arg(long, value_name = "MS")]
+        capability_lifetime_ms: Option<u64>,
         /// Memory of each cache manager (K, M, G suffixes), default 512M.
         #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
         cache_memory: Option<u64>,
@@ -325,6 +335,8 @@ fn run(command: Command) -> Result<()> {
             cache_mapping,
             cache_default,
             identity,
+            insecure_no_capabilities,
+            capability_lifetime_ms,
         } => {
             if let Some(p) = &cache_policy {
                 p.parse::<weft_cache::PolicyKind>()?;
@@ -344,6 +356,8 @@ fn run(command: Command) -> Result<()> {
                     policy: cache_policy,
                 },
                 identity,
+                capabilities: !insecure_no_capabilities,
+                capability_lifetime_ms,
             })
         }
         Command::Down { home } => cluster::down(&home.resolve()),

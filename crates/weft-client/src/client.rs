@@ -184,6 +184,11 @@ impl Client {
     /// Connects as `connect` does, proving `auth` to every server.
     pub fn connect_with(meta_addr: &str, auth: ClientAuth) -> Result<Client, ClientError> {
         let pool = Arc::new(ConnectionPool::new(&client_name(), auth, Timeouts::from_env()));
+        pool.set_capability_source(Arc::new(crate::capability::ManagerGrants::new(
+            Arc::downgrade(&pool),
+            meta_addr,
+            process_cred(),
+        )));
         let cluster = match pool.call(meta_addr, &Request::GetCluster, &[])?.0 {
             Response::Cluster(c) => c,
             other => return Err(unexpected(&other)),

@@ -648,7 +648,7 @@ impl File {
     {
         let run = |index: usize| -> Result<(), ClientError> {
             let connection = self.inner.pool.get(&self.addrs[index])?;
-            work(index, &connection)
+            retry_if_revoked(|| work(index, &connection))
         };
         match servers {
             [] => return Ok(()),
@@ -673,6 +673,14 @@ impl File {
         &self,
         addrs: &[String],
         request_for: impl Fn(usize, &Connection) -> Request,
+    ) -> Result<Vec<Response>, ClientError> {
+        retry_if_revoked(|| self.to_servers_once(addrs, &request_for))
+    }
+
+    fn to_servers_once(
+        &self,
+        addrs: &[String],
+        request_for: &impl Fn(usize, &Connection) -> Request,
     ) -> Result<Vec<Response>, ClientError> {
         let connections: Vec<Arc<Connection>> = addrs
             .iter()
@@ -857,6 +865,17 @@ impl File {
                 .map_err(|e| e.context(&self.path))?;
         }
         Ok(())
+    }
+}
+
+/// Runs `work` once more if a server refused it for want of a capability (one revoked
+/// by a chmod since it was presented): the connection then presents a fresh one, which
+/// the manager grants only if the caller still has the permission. Data requests are
+/// idempotent (the same bytes to the same places), so repeating them is safe.
+pub(crate) fn retry_if_revoked<T>(work: impl Fn() -> Result<T, ClientError>) -> Result<T, ClientError> {
+    match work() {
+        Err(e) if e.code() == ErrorCode::CapabilityRequired => work(),
+        other => other,
     }
 }
 

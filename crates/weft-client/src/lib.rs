@@ -19,6 +19,7 @@
 //! ```
 
 mod cache_route;
+mod capability;
 mod client;
 mod error;
 mod extent_lock;

@@ -223,8 +223,27 @@ pub struct ClusterConfig {
     /// default: `WEFT_MUNGE_SOCKET` in weftd's environment, else munge's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub munge_socket: Option<PathBuf>,
+    /// Whether io servers and cache managers serve a file's data only to connections
+    /// that present a capability from the manager (default `true`). `false` is for
+    /// measuring what capabilities cost (`weft up --insecure-no-capabilities`): every
+    /// holder of the key may then read and write every file by inode number.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub capabilities: bool,
+    /// How long a capability the manager issues is valid, in milliseconds (default
+    /// 60000): the bound on how long a chmod or chown reaches a server that missed its
+    /// revocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability_lifetime_ms: Option<u64>,
     #[serde(rename = "server", default)]
     pub servers: Vec<ServerEntry>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl CacheSettings {
@@ -295,6 +314,13 @@ impl ClusterConfig {
             }
             if !s.addr.contains(':') {
                 return Err(format!("server {} address {:?} must be host:port", s.id, s.addr));
+            }
+        }
+        if let Some(ms) = self.capability_lifetime_ms {
+            if !(1_000..=3_600_000).contains(&ms) {
+                return Err(format!(
+                    "capability_lifetime_ms = {ms}: expected 1000 to 3600000 (1 s to an hour)"
+                ));
             }
         }
         self.cache_default_mode()?;
@@ -511,6 +537,8 @@ mod tests {
             identity: IdentityMode::Claimed,
             munge_trusted_uids: vec![0],
             munge_socket: None,
+            capabilities: true,
+            capability_lifetime_ms: None,
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 2,
@@ -639,6 +667,8 @@ mod tests {
             identity: IdentityMode::Owner,
             munge_trusted_uids: Vec::new(),
             munge_socket: None,
+            capabilities: true,
+            capability_lifetime_ms: None,
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 0,

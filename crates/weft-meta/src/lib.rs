@@ -9,7 +9,7 @@ pub mod service;
 pub mod shared_pointer;
 pub mod store;
 
-pub use service::{MetaService, ObjectServers, PurgerHandle};
+pub use service::{CapabilityIssuer, MetaService, ObjectServers, PurgerHandle};
 pub use store::{
     ClusterLayout, CreateCheck, MetaStore, PendingCreate, StoreError, LINKS_MAX, XATTRS_PER_INODE_MAX,
     XATTR_BYTES_PER_INODE_MAX,

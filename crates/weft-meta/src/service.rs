@@ -89,6 +89,18 @@ pub struct MetaService {
     refilling: Mutex<()>,
     /// Numbers per refill (`PRECREATE_BATCH` unless set; 0: no pool).
     precreate_batch: AtomicUsize,
+    /// Grants capabilities (none: the cluster asks for none, see `GrantCapability`).
+    capabilities: std::sync::OnceLock<Arc<dyn CapabilityIssuer>>,
+}
+
+/// Signs the capabilities the manager grants and tells the servers of revocations
+/// (the server process provides it: the key and the network are its).
+pub trait CapabilityIssuer: Send + Sync {
+    /// A capability of `rights` on `inode`, signed.
+    fn issue(&self, inode: InodeId, rights: u8) -> weft_proto::Capability;
+    /// Capabilities of `inodes` issued until now must be refused (their permissions
+    /// changed). Must not block on the servers.
+    fn revoke(&self, inodes: &[InodeId]);
 }
 
 /// Most failed creates remembered for the purger to settle (`MetaService::uncertain`).
@@ -128,6 +140,7 @@ impl MetaService {
             precreated: Mutex::new(HashMap::new()),
             refilling: Mutex::new(()),
             precreate_batch: AtomicUsize::new(PRECREATE_BATCH),
+            capabilities: Default::default(),
         })
     }
 
@@ -136,6 +149,32 @@ impl MetaService {
     pub fn set_precreate_batch(&self, batch: usize) {
         self.precreate_batch
             .store(batch.min(BATCH_INODES_MAX), Ordering::Relaxed);
+    }
+
+    /// Grants capabilities with `issuer` (set once; without one, `GrantCapability`
+    /// answers that the cluster asks for none).
+    pub fn set_capability_issuer(&self, issuer: Arc<dyn CapabilityIssuer>) {
+        let _ = self.capabilities.set(issuer);
+    }
+
+    /// `GrantCapability`: the permission check of an open, then a signed capability.
+    fn grant_capability(&self, cred: &Cred, inode: InodeId, rights: u8) -> Result<Response, WireError> {
+        use weft_proto::capability::rights::{READ, WRITE};
+        let Some(issuer) = self.capabilities.get() else {
+            return Err(WireError::new(
+                ErrorCode::Unsupported,
+                "this cluster's io servers ask for no capabilities",
+            ));
+        };
+        let mut want = 0;
+        if rights & READ != 0 {
+            want |= crate::store::MAY_READ;
+        }
+        if rights & WRITE != 0 {
+            want |= crate::store::MAY_WRITE;
+        }
+        self.store.may_access_data(cred, inode, want)?;
+        Ok(Response::Capability(issuer.issue(inode, rights)))
     }
 
     pub fn store(&self) -> &MetaStore {
@@ -200,8 +239,17 @@ impl MetaService {
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
             Request::GetAttr { cred, inode } => store.getattr(&cred, inode).map(Response::Attr),
             Request::SetAttr { cred, inode, changes } => {
-                store.setattr(&cred, inode, &changes).map(Response::Attr)
+                let attr = store.setattr(&cred, inode, &changes)?;
+                // A chmod or chown may take rights away: capabilities issued before it
+                // go (their holders ask again, and are checked again).
+                if changes.mode.is_some() || changes.uid.is_some() || changes.gid.is_some() {
+                    if let Some(issuer) = self.capabilities.get() {
+                        issuer.revoke(&[inode]);
+                    }
+                }
+                Ok(Response::Attr(attr))
             }
+            Request::GrantCapability { cred, inode, rights } => self.grant_capability(&cred, inode, rights),
             Request::Mkdir {
                 cred,
                 parent,
@@ -353,7 +401,9 @@ impl MetaService {
             | Request::ShmAttach { .. }
             | Request::ShmCall { .. }
             | Request::ObjStat { .. }
-            | Request::Allocate { .. }) => Err(WireError::new(
+            | Request::Allocate { .. }
+            | Request::PresentCapability { .. }
+            | Request::RevokeCapabilities { .. }) => Err(WireError::new(
                 ErrorCode::Unsupported,
                 format!(
                     "this is a metadata server: {:?} goes to an io server",

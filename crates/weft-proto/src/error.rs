@@ -39,6 +39,10 @@ pub enum ErrorCode {
     OutOfRange = 42,
     /// An argument too large (an xattr value past the limit).
     ArgumentTooLarge = 43,
+    /// An io server or cache manager has no valid capability for the object and the
+    /// operation on this connection (none presented, or it expired or was revoked):
+    /// ask the metadata manager for one and present it.
+    CapabilityRequired = 44,
 }
 
 impl ErrorCode {
@@ -71,6 +75,7 @@ impl ErrorCode {
             41 => NoData,
             42 => OutOfRange,
             43 => ArgumentTooLarge,
+            44 => CapabilityRequired,
             _ => Internal,
         }
     }
@@ -83,7 +88,7 @@ impl ErrorCode {
             NotDirectory => libc_errno::ENOTDIR,
             IsDirectory => libc_errno::EISDIR,
             NotEmpty => libc_errno::ENOTEMPTY,
-            PermissionDenied => libc_errno::EACCES,
+            PermissionDenied | CapabilityRequired => libc_errno::EACCES,
             InvalidArgument | InvalidLayout | Malformed | UnknownOpcode => libc_errno::EINVAL,
             NameTooLong => libc_errno::ENAMETOOLONG,
             NoSpace => libc_errno::ENOSPC,

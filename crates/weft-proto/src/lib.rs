@@ -6,6 +6,7 @@
 //! A frame is a fixed 32-byte [`FrameHeader`], then `header_len` bytes of encoded
 //! message, then `data_len` bytes of bulk data that travel raw (never re-encoded).
 
+pub mod capability;
 pub mod codec;
 pub mod error;
 pub mod frame;
@@ -15,6 +16,7 @@ pub mod name;
 pub mod pattern;
 pub mod types;
 
+pub use capability::{Capability, Need};
 pub use codec::{DecodeError, Reader, Wire, Writer};
 pub use error::{ErrorCode, WireError};
 pub use frame::{FrameHeader, FrameKind, FRAME_HEADER_BYTES, PROTOCOL_VERSION};

@@ -1,6 +1,7 @@
 //! Requests and responses. A request's opcode travels in the frame header; its body
 //! is the encoded message; bulk data (write payloads, read results) follows raw.
 
+use crate::capability::{self, Capability};
 use crate::codec::{DecodeError, Reader, Wire, Writer};
 use crate::error::WireError;
 use crate::handshake::{read_fixed, Identity, NONCE_BYTES, PROOF_BYTES};
@@ -125,6 +126,9 @@ pub enum Opcode {
     LockStats = 122,
     ShmAttach = 140,
     ShmCall = 141,
+    PresentCapability = 100,
+    GrantCapability = 101,
+    RevokeCapabilities = 102,
 }
 
 /// Which roles a server process carries (bit set).
@@ -667,6 +671,27 @@ pub enum Request {
         epoch: u64,
         op: SharedOp,
     },
+    /// io, cache: the capability for the requests that follow on this connection
+    /// (see `capability`); answered with `Done`, or refused when forged or expired.
+    /// `reset`: first forget the capabilities presented before on this connection (a
+    /// client that keeps a bounded set starts it over).
+    PresentCapability {
+        cap: Capability,
+        reset: bool,
+    },
+    /// meta: a capability for `rights` (`capability::rights::READ`, `WRITE`, or both)
+    /// on the data of file `inode`, after the same permission check as an open;
+    /// answered with `Capability`.
+    GrantCapability {
+        cred: Cred,
+        inode: InodeId,
+        rights: u8,
+    },
+    /// io, cache (servers only): capabilities of these inodes issued until now are
+    /// void (a chmod or chown took rights away); their holders must ask again.
+    RevokeCapabilities {
+        inodes: Vec<InodeId>,
+    },
 }
 
 /// What a `SharedPointer` request does.
@@ -822,6 +847,8 @@ pub enum Response {
         data_len: u64,
         response: Box<Response>,
     },
+    /// `GrantCapability`: the capability.
+    Capability(Capability),
 }
 
 impl Request {
@@ -851,7 +878,8 @@ impl Request {
             | Request::SetXattr { cred, .. }
             | Request::GetXattr { cred, .. }
             | Request::ListXattr { cred, .. }
-            | Request::RemoveXattr { cred, .. } => Some(cred),
+            | Request::RemoveXattr { cred, .. }
+            | Request::GrantCapability { cred, .. } => Some(cred),
             _ => None,
         }
     }
@@ -919,6 +947,9 @@ impl Request {
             LockStats => Opcode::LockStats,
             ShmAttach { .. } => Opcode::ShmAttach,
             ShmCall { .. } => Opcode::ShmCall,
+            PresentCapability { .. } => Opcode::PresentCapability,
+            GrantCapability { .. } => Opcode::GrantCapability,
+            RevokeCapabilities { .. } => Opcode::RevokeCapabilities,
         }
     }
 
@@ -1222,6 +1253,16 @@ impl Request {
                 w.u64(*len);
                 w.u32(*mode);
             }
+            PresentCapability { cap, reset } => {
+                cap.encode(&mut w);
+                w.bool(*reset);
+            }
+            GrantCapability { cred, inode, rights } => {
+                cred.encode(&mut w);
+                inode.encode(&mut w);
+                w.u8(*rights);
+            }
+            RevokeCapabilities { inodes } => w.seq(inodes),
         }
         w.bytes
     }
@@ -1586,6 +1627,27 @@ impl Request {
                 epoch: r.u64()?,
                 op: SharedOp::decode(r)?,
             },
+            100 => Request::PresentCapability {
+                cap: Capability::decode(r)?,
+                reset: r.bool()?,
+            },
+            101 => Request::GrantCapability {
+                cred: Cred::decode(r)?,
+                inode: InodeId::decode(r)?,
+                rights: {
+                    let rights = r.u8()?;
+                    if rights == 0 || rights & !(capability::rights::READ | capability::rights::WRITE) != 0 {
+                        return Err(DecodeError::Invalid {
+                            what: "requested capability rights (read, write or both)",
+                            value: rights as u64,
+                        });
+                    }
+                    rights
+                },
+            },
+            102 => Request::RevokeCapabilities {
+                inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
+            },
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
@@ -1738,6 +1800,9 @@ impl Wire for Response {
                 w.u8(60);
                 w.u64(*data_len);
                 response.encode(w);
+            Capability(cap) => {
+                w.u8(40);
+                cap.encode(w);
             }
         }
     }
@@ -1813,6 +1878,7 @@ impl Response {
                     response: Box::new(Response::decode_tagged(inner, r)?),
                 }
             }
+            40 => Response::Capability(Capability::decode(r)?),
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -1859,6 +1925,55 @@ pub fn decode_result(body: &[u8]) -> Result<Result<Response, WireError>, DecodeE
 mod tests {
     use super::*;
     use weft_layout::Layout;
+
+    fn test_capability() -> Capability {
+        Capability {
+            inode: InodeId(77),
+            rights: capability::rights::WRITE,
+            issued_ms: 1,
+            expiry_ms: u64::MAX,
+            mac: std::array::from_fn(|i| i as u8),
+        }
+    }
+
+    #[test]
+    fn capabilities_with_unknown_rights_or_short_macs_are_refused() {
+        let mut cap = test_capability();
+        for rights in [0u8, 8, 0x80, 0xff] {
+            cap.rights = rights;
+            let body = Request::PresentCapability {
+                cap: cap.clone(),
+                reset: false,
+            }
+            .encode_body();
+            assert!(
+                Request::decode(Opcode::PresentCapability as u16, &body).is_err(),
+                "{rights}"
+            );
+        }
+        // A client may ask for read and write only, never for a server's rights.
+        for rights in [0u8, capability::rights::SERVER, 0x10] {
+            let body = Request::GrantCapability {
+                cred: cred(),
+                inode: InodeId(3),
+                rights,
+            }
+            .encode_body();
+            assert!(
+                Request::decode(Opcode::GrantCapability as u16, &body).is_err(),
+                "{rights}"
+            );
+        }
+        // A MAC of another length.
+        let mut w = Writer::default();
+        InodeId(1).encode(&mut w);
+        w.u8(capability::rights::READ);
+        w.u64(0);
+        w.u64(1);
+        w.bytes(&[0u8; 31]);
+        w.bool(false);
+        assert!(Request::decode(Opcode::PresentCapability as u16, &w.bytes).is_err());
+    }
 
     fn cred() -> Cred {
         Cred {
@@ -2098,6 +2213,18 @@ mod tests {
                 inode: InodeId(8),
             },
             Request::RenewSession { session: u64::MAX },
+            Request::PresentCapability {
+                cap: test_capability(),
+                reset: true,
+            },
+            Request::GrantCapability {
+                cred: cred(),
+                inode: InodeId(9),
+                rights: capability::rights::READ | capability::rights::WRITE,
+            },
+            Request::RevokeCapabilities {
+                inodes: vec![InodeId(9), InodeId(u64::MAX)],
+            },
             Request::Link {
                 cred: cred(),
                 inode: InodeId(9),
@@ -2360,6 +2487,7 @@ mod tests {
                 data_len: 4096,
                 response: Box::new(Response::Bytes(4096)),
             }),
+            Ok(Response::Capability(test_capability())),
             Ok(Response::Value(vec![1, 2, 3])),
             Ok(Response::Names(vec!["user.a".into(), Name::new(vec![0xff])])),
             Ok(Response::ObjStats(vec![(10, 4096), (u64::MAX, 0)])),

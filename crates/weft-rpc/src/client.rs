@@ -1,6 +1,7 @@
 //! The client side: a multiplexed connection to one server, and a pool of them.
 
 use crate::auth::{client_handshake, ClientAuth};
+use crate::capability::{CapabilitySource, PresentedHere};
 use crate::frame_io::{read_exact_vec, read_header, write_frame_parts, ReadFrameError};
 use crate::shm::{ClientSegment, Lease, Mapping, Transport, SHM_PAYLOAD_MIN};
 use crate::stream::{Stream, UNIX_PREFIX};
@@ -205,6 +206,11 @@ pub struct Connection {
     next_id: AtomicU64,
     timeouts: Timeouts,
     hello: (weft_layout::ServerId, u32, u64),
+    /// Where this connection's data requests get their capabilities (none: they are
+    /// sent without, as a raw client's).
+    capabilities: std::sync::OnceLock<Arc<dyn CapabilitySource>>,
+    /// What this connection presented to the server.
+    presented: Mutex<PresentedHere>,
 }
 
 /// A request sent and not yet answered.
@@ -215,6 +221,9 @@ pub struct PendingCall<'a> {
     /// The call has a sink and has not been answered yet: dropping it must make sure
     /// the reader thread is done with the sink's memory.
     sink_outstanding: bool,
+    /// The inode whose capability the request relied on: forgotten when the server
+    /// refuses it, so that the next request presents a fresh one.
+    capability_of: Option<weft_layout::InodeId>,
 }
 
 impl Connection {
@@ -297,6 +306,8 @@ impl Connection {
             next_id: AtomicU64::new(4),
             timeouts,
             hello: (hello.server_id, hello.roles, hello.incarnation),
+            capabilities: Default::default(),
+            presented: Default::default(),
         };
         let reader_addr = addr.to_owned();
         std::thread::Builder::new()
@@ -383,7 +394,98 @@ impl Connection {
         self.send_with(request, &[data], Some(sink))
     }
 
+    /// Data requests on this connection get their capabilities from `source` (once;
+    /// later calls change nothing).
+    pub fn set_capability_source(&self, source: Arc<dyn CapabilitySource>) {
+        let _ = self.capabilities.set(source);
+    }
+
     fn send_with(
+        &self,
+        request: &Request,
+        parts: &[&[u8]],
+        sink: Option<ReplySink>,
+    ) -> Result<PendingCall<'_>, RpcError> {
+        let capability_of = self.ensure_capability(request)?;
+        let mut pending = self.send_raw(request, parts, sink)?;
+        pending.capability_of = capability_of;
+        Ok(pending)
+    }
+
+    /// Presents the capability `request` needs, unless this connection did already
+    /// (and it is not close to expiry); returns the inode it is for.
+    fn ensure_capability(&self, request: &Request) -> Result<Option<weft_layout::InodeId>, RpcError> {
+        use weft_proto::capability::{need, rights, Need};
+        let Some(source) = self.capabilities.get() else {
+            return Ok(None);
+        };
+        let (inode, wanted) = match need(request) {
+            Need::None => return Ok(None),
+            Need::Server => (weft_layout::InodeId(0), rights::SERVER),
+            Need::Inode { inode, rights } => (inode, rights),
+        };
+        let rights_in_order = [rights::READ, rights::WRITE, rights::SERVER];
+        let now = crate::capability::now_ms();
+        {
+            let presented = self.presented.lock().unwrap();
+            if presented.covers((weft_layout::InodeId(0), rights::SERVER), now)
+                || rights_in_order
+                    .iter()
+                    .any(|r| wanted & r != 0 && presented.covers((inode, *r), now))
+            {
+                return Ok(Some(inode));
+            }
+        }
+        // A cached capability refused as revoked is forgotten and asked for again, once.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let mut got = Err(None);
+            for right in rights_in_order.iter().filter(|r| wanted & **r != 0) {
+                match source.capability(inode, *right) {
+                    Ok(cap) => {
+                        got = Ok(cap);
+                        break;
+                    }
+                    Err(e) => got = Err(Some(e)),
+                }
+            }
+            let cap = match got {
+                Ok(Some(cap)) => cap,
+                // The cluster asks for none.
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(e.expect("some right was wanted")),
+            };
+            let reset = self.presented.lock().unwrap().full();
+            let present = Request::PresentCapability {
+                cap: cap.clone(),
+                reset,
+            };
+            match self.send_raw(&present, &[], None)?.wait() {
+                Ok(_) => {
+                    self.presented.lock().unwrap().record(&cap);
+                    return Ok(Some(inode));
+                }
+                Err(RpcError::Remote { error, .. })
+                    if error.code == ErrorCode::CapabilityRequired && attempts < 2 =>
+                {
+                    source.forget(inode);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The server refused a request for want of a capability for `inode`: the next
+    /// request presents a fresh one.
+    fn capability_refused(&self, inode: weft_layout::InodeId) {
+        self.presented.lock().unwrap().forget(inode);
+        if let Some(source) = self.capabilities.get() {
+            source.forget(inode);
+        }
+    }
+
+    fn send_raw(
         &self,
         request: &Request,
         parts: &[&[u8]],
@@ -472,6 +574,7 @@ impl Connection {
             id,
             receiver,
             sink_outstanding: has_sink,
+            capability_of: None,
         })
     }
 
@@ -558,7 +661,19 @@ impl PendingCall<'_> {
         })
     }
 
-    fn wait_delivery(mut self) -> Result<Delivery, RpcError> {
+    fn wait_delivery(self) -> Result<Delivery, RpcError> {
+        let c = self.connection;
+        let inode = self.capability_of;
+        let delivery = self.wait_delivery_raw();
+        if let (Some(inode), Err(RpcError::Remote { error, .. })) = (inode, &delivery) {
+            if error.code == ErrorCode::CapabilityRequired {
+                c.capability_refused(inode);
+            }
+        }
+        delivery
+    }
+
+    fn wait_delivery_raw(mut self) -> Result<Delivery, RpcError> {
         let c = self.connection;
         let outcome = self.receiver.recv_timeout(c.timeouts.request);
         if !matches!(outcome, Err(RecvTimeoutError::Timeout)) {
@@ -821,6 +936,8 @@ pub struct ConnectionPool {
     /// Addresses of servers found hung (they took a connection and did not answer),
     /// with the error and when: `get` fails at once with it for a request timeout.
     unresponsive: Mutex<HashMap<String, (RpcError, Instant)>>,
+    /// Given to every connection the pool makes.
+    capabilities: std::sync::RwLock<Option<Arc<dyn CapabilitySource>>>,
 }
 
 impl ConnectionPool {
@@ -832,7 +949,14 @@ impl ConnectionPool {
             connections: Mutex::new(HashMap::new()),
             labels: Mutex::new(HashMap::new()),
             unresponsive: Mutex::new(HashMap::new()),
+            capabilities: Default::default(),
         }
+    }
+
+    /// Data requests on this pool's connections (made from now on) get their
+    /// capabilities from `source`.
+    pub fn set_capability_source(&self, source: Arc<dyn CapabilitySource>) {
+        *self.capabilities.write().unwrap() = Some(source);
     }
 
     /// The server at `addr` was found hung with `error` by another way of reaching it
@@ -882,6 +1006,9 @@ impl ConnectionPool {
             .cloned()
             .unwrap_or_else(|| addr.to_owned());
         let fresh = Connection::connect_as(addr, &label, &self.client_name, &self.auth, self.timeouts)?;
+        if let Some(source) = self.capabilities.read().unwrap().clone() {
+            fresh.set_capability_source(source);
+        }
         let mut map = self.connections.lock().unwrap();
         match map.get(addr) {
             Some(existing) if !existing.is_broken() => Ok(existing.clone()),
@@ -894,11 +1021,18 @@ impl ConnectionPool {
 
     /// Calls `addr`, retrying once on a fresh connection if the old one had broken
     /// before the request went out (a server restarted since the last call).
+    /// A request refused for want of a capability (revoked since it was presented) is
+    /// sent once more with a fresh one.
     pub fn call(&self, addr: &str, request: &Request, data: &[u8]) -> Result<CallReply, RpcError> {
         let connection = self.get(addr)?;
         let sent = connection.send(request, data);
         match sent {
-            Ok(pending) => pending.wait(),
+            Ok(pending) => match pending.wait() {
+                Err(RpcError::Remote { error, .. }) if error.code == ErrorCode::CapabilityRequired => {
+                    connection.call(request, data)
+                }
+                other => other,
+            },
             Err(e) if e.is_transport() => self.get(addr)?.call(request, data),
             Err(e) => Err(e),
         }

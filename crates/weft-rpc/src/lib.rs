@@ -7,6 +7,7 @@
 //! connection before both ends proved they hold the cluster key.
 
 pub mod auth;
+pub mod capability;
 pub mod client;
 pub mod frame_io;
 pub mod server;
@@ -14,6 +15,7 @@ pub mod shm;
 pub mod stream;
 
 pub use auth::{munge_credential, munge_socket, ClientAuth, ClusterKey, KeyError};
+pub use capability::{CapabilityKey, CapabilitySource, Gate, ServerCapabilities};
 pub use client::{
     CallReply, Connection, ConnectionPool, PendingCall, ReplySink, RpcError, SinkReply, Timeouts,
 };

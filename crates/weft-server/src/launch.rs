@@ -156,6 +156,7 @@ pub fn mpi(
             metrics_addr: metrics_addr.clone(),
             key: cluster_key,
             key_path: home.join(KEY_FILE_NAME),
+            capabilities: true,
         };
         let (bound, _) = start(&plan, limits)?;
         write_atomically(
@@ -200,6 +201,8 @@ pub fn mpi(
         identity: Default::default(),
         munge_trusted_uids: Vec::new(),
         munge_socket: None,
+        capabilities: true,
+        capability_lifetime_ms: None,
         cache: Default::default(),
         name: format!("weft-mpi-{key}"),
         stripe_size: STRIPE_SIZE_BYTES_DEFAULT,
@@ -235,6 +238,7 @@ pub fn mpi(
         metrics_addr,
         key: cluster_key,
         key_path: home.join(KEY_FILE_NAME),
+        capabilities: true,
     };
     let (bound, _) = start(&plan, limits)?;
     config.servers[0].addr = format!("{host}:{}", bound.port());

@@ -1,6 +1,7 @@
 //! `weftd`: one server binary carrying the meta and/or io roles. Thin: it reads the
 //! cluster description or flags, opens each role's store, and serves.
 
+mod capability;
 mod identity;
 mod launch;
 mod observe;
@@ -108,6 +109,10 @@ struct Args {
     /// (none).
     #[arg(long, default_value = "cold", value_name = "cold|none")]
     cache_cio_unrequested: String,
+    /// For benchmarks only: the io and cache roles serve every holder of the key by
+    /// inode number, asking for no capability (to measure what capabilities cost).
+    #[arg(long)]
+    insecure_no_capabilities: bool,
     /// Cache role as a delegate (I/O delegation's write-back cache): evict fully dirty
     /// blocks first (written whole, no fetch), then by the policy. On by default when
     /// the description's cache mapping is `aligned`.
@@ -224,6 +229,9 @@ pub struct Plan {
     pub key: ClusterKey,
     /// Its file: in `owner` mode the manager acts as the user who owns it.
     pub key_path: PathBuf,
+    /// Whether the io and cache roles ask for capabilities (off only with
+    /// `--insecure-no-capabilities` or `capabilities = false`, for benchmarks).
+    pub capabilities: bool,
 }
 
 fn run(args: Args) -> Result<()> {
@@ -270,6 +278,7 @@ fn run(args: Args) -> Result<()> {
                 )
             }
         })?;
+        let config_capabilities = config.capabilities;
         Plan {
             id: ServerId(id),
             roles: entry.roles.clone(),
@@ -289,6 +298,7 @@ fn run(args: Args) -> Result<()> {
             metrics_addr: args.metrics_addr.clone().or_else(|| entry.metrics_addr.clone()),
             key,
             key_path,
+            capabilities: !args.insecure_no_capabilities && config_capabilities,
         }
     } else {
         let roles = args
@@ -330,6 +340,7 @@ fn run(args: Args) -> Result<()> {
             metrics_addr: args.metrics_addr.clone(),
             key: load_key(&key_path)?,
             key_path,
+            capabilities: !args.insecure_no_capabilities,
         }
     };
     let (address, roles) = start(&plan, limits)?;

@@ -30,6 +30,8 @@ pub struct Roles {
     connections: std::sync::Mutex<HashMap<ConnectionId, Arc<MungeConnection>>>,
     io: Option<Arc<IoService>>,
     cache: Option<CacheService>,
+    /// With an io or cache role: which connections may touch which objects.
+    gate: Option<weft_rpc::Gate>,
 }
 
 impl Roles {
@@ -82,17 +84,14 @@ impl Roles {
                 block_size_bytes: config.cache.block_size,
             };
             let objects = Arc::new(NetObjectServers {
-                pool: ConnectionPool::new(
-                    "weftd meta",
-                    ClientAuth::cluster(plan.key.clone()),
-                    Timeouts::from_env(),
-                ),
+                pool: server_pool("weftd meta", &plan.key),
                 addrs: io_servers
                     .iter()
                     .chain(&cache.managers)
                     .map(|s| (s.id, s.addr.clone()))
                     .collect(),
             });
+            let object_addrs = objects.addrs.clone();
             let cluster = ClusterInfo {
                 cache,
                 name: config.name.clone(),
@@ -102,6 +101,17 @@ impl Roles {
             };
             let service =
                 Arc::new(MetaService::new(store, cluster, objects).map_err(|e| anyhow::anyhow!("{e}"))?);
+            if plan.capabilities {
+                let addrs = object_addrs;
+                service.set_capability_issuer(Arc::new(crate::capability::Issuer::start(
+                    weft_rpc::CapabilityKey::new(&plan.key),
+                    config
+                        .capability_lifetime_ms
+                        .unwrap_or(weft_rpc::capability::LIFETIME_DEFAULT_MS),
+                    Arc::new(server_pool("weftd meta", &plan.key)),
+                    addrs,
+                )));
+            }
             // The purger runs for the life of the process.
             if let Some(batch) = config.precreate {
                 service.set_precreate_batch(batch as usize);
@@ -111,6 +121,12 @@ impl Roles {
         } else {
             None
         };
+        let gate = (io.is_some() || cache.is_some()).then(|| {
+            weft_rpc::Gate::new(
+                plan.capabilities.then(|| weft_rpc::CapabilityKey::new(&plan.key)),
+                format!("server {}", plan.id),
+            )
+        });
         Ok(Roles {
             meta,
             owner,
@@ -118,6 +134,7 @@ impl Roles {
             connections: Default::default(),
             io,
             cache,
+            gate,
         })
     }
 
@@ -265,11 +282,7 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
     };
     let backing = Backing::new(
         io.map(|io| (plan.id, io.clone())),
-        ConnectionPool::new(
-            "weftd cache",
-            ClientAuth::cluster(plan.key.clone()),
-            Timeouts::from_env(),
-        ),
+        server_pool("weftd cache", &plan.key),
         directory,
     );
     let mut cache_config = CacheConfig::new(capacity, policy);
@@ -306,6 +319,14 @@ fn meta_directory(meta: String, key: weft_rpc::ClusterKey) -> weft_cm::Directory
     })
 }
 
+/// A pool for a server's own calls to io servers and cache managers: its data
+/// requests present the server's own capability.
+fn server_pool(name: &str, key: &weft_rpc::ClusterKey) -> ConnectionPool {
+    let pool = ConnectionPool::new(name, ClientAuth::cluster(key.clone()), Timeouts::from_env());
+    pool.set_capability_source(Arc::new(weft_rpc::ServerCapabilities::new(key)));
+    pool
+}
+
 fn is_io_request(request: &Request) -> bool {
     use weft_proto::Opcode::*;
     match request.opcode() {
@@ -324,6 +345,20 @@ impl Handler for Roles {
         request: Request,
         data: Vec<u8>,
     ) -> Result<(Response, Vec<u8>), WireError> {
+        if let Some(gate) = &self.gate {
+            match &request {
+                Request::PresentCapability { cap, reset } => {
+                    gate.present(connection, cap, *reset)?;
+                    return Ok((Response::Done, Vec::new()));
+                }
+                Request::RevokeCapabilities { inodes } => {
+                    gate.check(connection, &request)?;
+                    gate.revoke(inodes);
+                    return Ok((Response::Done, Vec::new()));
+                }
+                _ => gate.check(connection, &request)?,
+            }
+        }
         if let Some(cache) = self.cache.as_ref().filter(|c| c.serves(&request)) {
             return cache.handle(connection, request, data);
         }
@@ -373,7 +408,13 @@ impl Handler for Roles {
         connection: ConnectionId,
         request: &Request,
     ) -> Option<Result<(Response, weft_rpc::FileReply), WireError>> {
-        self.io.as_ref()?.reply_from_file(connection, request)
+        let io = self.io.as_ref()?;
+        if let (Some(gate), Request::Read { .. }) = (&self.gate, request) {
+            if let Err(e) = gate.check(connection, request) {
+                return Some(Err(e));
+            }
+        }
+        io.reply_from_file(connection, request)
     }
 
     fn connection_opened(&self, connection: ConnectionId, peer: &weft_rpc::Peer) {
@@ -390,6 +431,9 @@ impl Handler for Roles {
 
     fn connection_closed(&self, connection: ConnectionId) {
         self.connections.lock().unwrap().remove(&connection);
+        if let Some(gate) = &self.gate {
+            gate.connection_closed(connection);
+        }
         if let Some(io) = &self.io {
             io.connection_closed(connection);
         }

@@ -206,6 +206,22 @@ impl TestCluster {
         ClientAuth::cluster(ClusterKey::load(&self.key_path()).expect("the test cluster's key"))
     }
 
+    /// A raw connection to `addr` that presents a server capability (made from the
+    /// key, as every server makes its own) for the data requests it sends: for tests
+    /// that talk to io servers and cache managers as a server would.
+    pub fn server_connection(
+        &self,
+        addr: &str,
+        timeouts: weft_rpc::Timeouts,
+    ) -> std::sync::Arc<weft_rpc::Connection> {
+        let key = ClusterKey::load(&self.key_path()).expect("the test cluster's key");
+        let connection =
+            weft_rpc::Connection::connect(addr, "test server", &ClientAuth::cluster(key.clone()), timeouts)
+                .expect("connecting to a test server");
+        connection.set_capability_source(std::sync::Arc::new(weft_rpc::ServerCapabilities::new(&key)));
+        connection
+    }
+
     pub fn client(&self) -> Client {
         Client::connect_with(&self.meta_addr(), self.auth()).expect("connecting to the test cluster")
     }

@@ -425,7 +425,8 @@ fn bad_requests_to_a_cache_manager_are_refused_and_change_nothing() {
         connect: std::time::Duration::from_secs(5),
         request: std::time::Duration::from_secs(10),
     };
-    let c = weft_rpc::Connection::connect(&cluster.addr(manager), "test", &cluster.auth(), timeouts).unwrap();
+    // As a server would: this test is about bad requests, not missing capabilities.
+    let c = cluster.server_connection(&cluster.addr(manager), timeouts);
     let layout = file.layout().clone();
     let cached = |layout: weft_layout::Layout, incarnation: u64| CacheFile {
         inode: file.inode(),

@@ -72,6 +72,10 @@ fn start_server(key: &Path) -> Server {
         .args(["--peer-inflight-memory", &PEER_INFLIGHT_MEMORY.to_string()])
         // The attackers stay for the whole test; their deadlines are tested elsewhere.
         .args(["--send-timeout-ms", "600000", "--frame-deadline-ms", "600000"])
+        // No capabilities: the unread readers must get their 512 KiB replies (not a
+        // short refusal) for the server to have something to stall on. Capabilities
+        // are tested in capabilities.rs.
+        .arg("--insecure-no-capabilities")
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)

@@ -9,7 +9,7 @@ use std::time::Duration;
 use weft_client::{CreateOptions, InodeId, LayoutRequest};
 use weft_proto::msg::Request;
 use weft_proto::{Range, Striping};
-use weft_rpc::{Connection, Timeouts};
+use weft_rpc::Timeouts;
 use weft_testkit::{ClusterOptions, TestCluster};
 
 /// More than the manager's pool holds (128 per refill), so that creates run through
@@ -48,8 +48,10 @@ fn objects_planted_for_future_inodes_are_never_served_as_a_new_files_content() {
         request: Duration::from_secs(20),
     };
     for (index, server) in layout.servers.iter().enumerate() {
-        let planter =
-            Connection::connect(&cluster.addr(server.0), "planter", &cluster.auth(), timeouts).unwrap();
+        // Holding the key, the planter can make itself a server capability (see the
+        // README: capabilities protect files from clients that are not key holders'
+        // equals only through the manager); planting must fail even so.
+        let planter = cluster.server_connection(&cluster.addr(server.0), timeouts);
         for inode in (next..next + PLANTED).map(InodeId) {
             planter
                 .call(&Request::ObjCreate { inodes: vec![inode] }, &[])

@@ -35,6 +35,7 @@ mod ops;
 mod record;
 mod xattrs;
 
+pub use access::{MAY_READ, MAY_WRITE};
 pub use names::{NAME_BYTES_MAX, PATH_BYTES_MAX};
 pub use ops::create::{CreateCheck, PendingCreate};
 pub use ops::link::LINKS_MAX;

@@ -26,3 +26,26 @@ impl MetaStore {
         self.read(|ns| Ok(ns.inode(inode)?.attr(inode)))
     }
 }
+
+impl MetaStore {
+    /// Whether `cred` may have a capability for `want` (`MAY_READ`, `MAY_WRITE` or
+    /// both) on the data of regular file `inode`: the permission an open checks. The
+    /// owner (and root) may have either whatever the mode says, as they may chmod the
+    /// file anyway: a file created read-only is still written through the descriptor
+    /// that created it (cp, weft put).
+    pub fn may_access_data(&self, cred: &Cred, inode: InodeId, want: u32) -> Result<(), WireError> {
+        self.read(|ns| {
+            let record = ns.inode(inode)?;
+            if record.kind != weft_proto::FileKind::File {
+                return Err(WireError::new(
+                    weft_proto::ErrorCode::InvalidArgument,
+                    format!("inode {inode} is not a regular file: it has no data to grant access to"),
+                ));
+            }
+            if super::super::access::is_owner_or_root(cred, &record) {
+                return Ok(());
+            }
+            super::super::require(cred, &record, want, || format!("inode {inode}"))
+        })
+    }
+}

@@ -1,0 +1,430 @@
+//! Capabilities (see `weft_proto::capability`): their MAC, the servers' gate that
+//! serves a data request only on a connection that presented a valid capability for
+//! its object and operation, and the client side that presents them.
+//!
+//! The MAC key is `ClusterKey::derive(CAPABILITY_LABEL)`: every server of the cluster
+//! derives it from the key it already holds, and a capability made for one cluster or
+//! one purpose never verifies for another.
+//!
+//! Server side (`Gate`): `PresentCapability` verifies the MAC once (constant time) and
+//! remembers, for that connection, until when it may read or write which inode; every
+//! later request is checked against that memory (a hash lookup, no MAC). A capability
+//! is refused once it expired, and once a revocation (`RevokeCapabilities`, sent by
+//! the manager after a chmod or chown) covers the time it was issued.
+//!
+//! Client side: a `CapabilitySource` gives capabilities (a client asks the manager,
+//! which checks permission as for an open; a server makes its own server
+//! capability), and each `Connection` presents what its requests need before the first
+//! of them, renewing ahead of expiry, so a long-lived open file never sees one expire.
+
+use crate::auth::ClusterKey;
+use crate::server::ConnectionId;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use weft_layout::InodeId;
+use weft_proto::capability::{need, rights, Capability, Need};
+use weft_proto::msg::Request;
+use weft_proto::{ErrorCode, WireError};
+
+/// The label of the capability MAC key.
+pub const CAPABILITY_LABEL: &str = "weft capability v1";
+/// Longest lifetime a server honours (issue to expiry): bounds how long a revocation
+/// must be remembered.
+pub const LIFETIME_MAX_MS: u64 = 3_600_000;
+/// Default lifetime of the capabilities a manager issues, and so the longest a chmod
+/// or chown that takes rights away could take to reach a server that missed its
+/// revocation (a restarted or unreachable one).
+pub const LIFETIME_DEFAULT_MS: u64 = 60_000;
+/// Most capabilities remembered per connection (a client presenting more starts over
+/// with `reset`).
+pub const PER_CONNECTION_MAX: usize = 1024;
+/// Most revoked inodes a server remembers; past that it voids every capability issued
+/// before the newest revocation it forgets (its holders ask again).
+const REVOKED_MAX: usize = 65_536;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Milliseconds since the Unix epoch. Servers and manager compare capability times
+/// with their clocks: a cluster's hosts keep time in step (NTP), as Kerberos assumes.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The key capabilities are signed with.
+#[derive(Clone)]
+pub struct CapabilityKey {
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for CapabilityKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CapabilityKey(..)")
+    }
+}
+
+impl CapabilityKey {
+    pub fn new(cluster: &ClusterKey) -> CapabilityKey {
+        CapabilityKey {
+            key: cluster.derive(CAPABILITY_LABEL),
+        }
+    }
+
+    fn mac(&self, cap: &Capability) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(&self.key).expect("HMAC takes keys of any length");
+        mac.update(&cap.signed_bytes());
+        mac
+    }
+
+    /// A capability of `rights` on `inode`, issued now, valid for `lifetime_ms`.
+    pub fn issue(&self, inode: InodeId, rights: u8, lifetime_ms: u64) -> Capability {
+        let issued_ms = now_ms();
+        let mut cap = Capability {
+            inode,
+            rights,
+            issued_ms,
+            expiry_ms: issued_ms.saturating_add(lifetime_ms.min(LIFETIME_MAX_MS)),
+            mac: [0; 32],
+        };
+        cap.mac = self.mac(&cap).finalize().into_bytes().into();
+        cap
+    }
+
+    /// A server's own capability (any inode, any operation).
+    pub fn server(&self) -> Capability {
+        self.issue(InodeId(0), rights::SERVER, LIFETIME_DEFAULT_MS)
+    }
+
+    /// Whether `cap`'s MAC is ours (constant time).
+    pub fn verifies(&self, cap: &Capability) -> bool {
+        self.mac(cap).verify_slice(&cap.mac).is_ok()
+    }
+}
+
+/// What one connection presented: per (inode, right) the capability's issue and
+/// expiry times.
+#[derive(Default)]
+struct Presented {
+    /// The revocation epoch the entries were last checked against.
+    epoch: u64,
+    server: Option<(u64, u64)>,
+    entries: HashMap<(InodeId, u8), (u64, u64)>,
+}
+
+#[derive(Default)]
+struct Revocations {
+    /// Inode to the time of its last revocation: capabilities issued at or before it
+    /// are void.
+    inodes: HashMap<InodeId, u64>,
+    /// Capabilities (of any inode) issued at or before this are void.
+    all_before: u64,
+}
+
+impl Revocations {
+    fn voids(&self, inode: InodeId, issued_ms: u64) -> bool {
+        issued_ms <= self.all_before || self.inodes.get(&inode).is_some_and(|at| issued_ms <= *at)
+    }
+}
+
+/// Which connections may touch which objects: the io servers' and cache managers'
+/// side of capabilities.
+pub struct Gate {
+    /// `None`: capabilities are off (a cluster started for benchmarking without them).
+    key: Option<CapabilityKey>,
+    /// How refusals name this server ("io server 3").
+    name: String,
+    shards: Vec<Mutex<HashMap<ConnectionId, Presented>>>,
+    revocations: Mutex<Revocations>,
+    /// Bumped by each revocation, so that connections recheck what they remember.
+    epoch: AtomicU64,
+}
+
+const SHARDS: usize = 64;
+
+impl Gate {
+    pub fn new(key: Option<CapabilityKey>, name: impl Into<String>) -> Gate {
+        Gate {
+            key,
+            name: name.into(),
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            revocations: Mutex::default(),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether capabilities are checked at all.
+    pub fn enforced(&self) -> bool {
+        self.key.is_some()
+    }
+
+    fn shard(&self, connection: ConnectionId) -> &Mutex<HashMap<ConnectionId, Presented>> {
+        &self.shards[(connection.0 as usize) % SHARDS]
+    }
+
+    /// Serves `PresentCapability`.
+    pub fn present(&self, connection: ConnectionId, cap: &Capability, reset: bool) -> Result<(), WireError> {
+        let Some(key) = &self.key else {
+            return Ok(());
+        };
+        if !key.verifies(cap) {
+            return Err(WireError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "{}: the capability for inode {} does not verify (forged, altered, or made with another cluster's key)",
+                    self.name, cap.inode
+                ),
+            ));
+        }
+        let now = now_ms();
+        if cap.expiry_ms <= now {
+            return Err(WireError::new(
+                ErrorCode::CapabilityRequired,
+                format!(
+                    "{}: the {} capability for inode {} expired {} ms ago; ask the metadata manager for a new one",
+                    self.name,
+                    rights::describe(cap.rights),
+                    cap.inode,
+                    now - cap.expiry_ms
+                ),
+            ));
+        }
+        if cap.expiry_ms.saturating_sub(cap.issued_ms) > LIFETIME_MAX_MS {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{}: a capability may live at most {LIFETIME_MAX_MS} ms",
+                    self.name
+                ),
+            ));
+        }
+        if cap.rights & rights::SERVER == 0
+            && self.revocations.lock().unwrap().voids(cap.inode, cap.issued_ms)
+        {
+            return Err(revoked(&self.name, cap.inode));
+        }
+        let mut shard = self.shard(connection).lock().unwrap();
+        let presented = shard.entry(connection).or_default();
+        if reset {
+            presented.entries.clear();
+        }
+        if cap.rights & rights::SERVER != 0 {
+            presented.server = Some((cap.issued_ms, cap.expiry_ms));
+            return Ok(());
+        }
+        if presented.entries.len() + 2 > PER_CONNECTION_MAX {
+            presented.entries.retain(|_, (_, expiry)| *expiry > now);
+            if presented.entries.len() + 2 > PER_CONNECTION_MAX {
+                return Err(WireError::new(
+                    ErrorCode::TooLarge,
+                    format!(
+                        "{}: a connection may hold at most {PER_CONNECTION_MAX} capabilities; present with reset",
+                        self.name
+                    ),
+                ));
+            }
+        }
+        for right in [rights::READ, rights::WRITE] {
+            if cap.rights & right != 0 {
+                presented
+                    .entries
+                    .insert((cap.inode, right), (cap.issued_ms, cap.expiry_ms));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `connection` may have `request` served: refuses with a clear error
+    /// when it presented no valid capability for the request's object and operation.
+    pub fn check(&self, connection: ConnectionId, request: &Request) -> Result<(), WireError> {
+        if self.key.is_none() {
+            return Ok(());
+        }
+        let need = need(request);
+        if need == Need::None {
+            return Ok(());
+        }
+        let now = now_ms();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let mut shard = self.shard(connection).lock().unwrap();
+        let presented = shard.entry(connection).or_default();
+        if presented.epoch != epoch {
+            let revocations = self.revocations.lock().unwrap();
+            presented
+                .entries
+                .retain(|(inode, _), (issued, _)| !revocations.voids(*inode, *issued));
+            presented.epoch = epoch;
+        }
+        if presented.server.is_some_and(|(_, expiry)| expiry > now) {
+            return Ok(());
+        }
+        let (inode, wanted) = match need {
+            Need::Inode { inode, rights } => (inode, rights),
+            _ => {
+                return Err(WireError::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "{}: {:?} is for servers only (it needs a server capability)",
+                        self.name,
+                        request.opcode()
+                    ),
+                ))
+            }
+        };
+        let mut expired = None;
+        for right in [rights::READ, rights::WRITE] {
+            if wanted & right == 0 {
+                continue;
+            }
+            match presented.entries.get(&(inode, right)) {
+                Some((_, expiry)) if *expiry > now => return Ok(()),
+                Some((_, expiry)) => expired = Some(*expiry),
+                None => {}
+            }
+        }
+        let what = match wanted {
+            rights::READ => "read",
+            rights::WRITE => "write",
+            _ => "read or write",
+        };
+        Err(WireError::new(
+            ErrorCode::CapabilityRequired,
+            match expired {
+                Some(expiry) => format!(
+                    "{}: the {what} capability for inode {inode} on this connection expired {} ms ago; ask the metadata manager for a new one",
+                    self.name,
+                    now.saturating_sub(expiry)
+                ),
+                None => format!(
+                    "{}: no valid {what} capability for inode {inode} on this connection (none presented, or it was revoked): {:?} refused",
+                    self.name,
+                    request.opcode()
+                ),
+            },
+        ))
+    }
+
+    /// Serves `RevokeCapabilities`: capabilities of `inodes` issued until now are void.
+    pub fn revoke(&self, inodes: &[InodeId]) {
+        let now = now_ms();
+        let mut revocations = self.revocations.lock().unwrap();
+        if revocations.inodes.len() + inodes.len() > REVOKED_MAX {
+            // Revocations older than any capability's lifetime cover nothing live.
+            revocations
+                .inodes
+                .retain(|_, at| now.saturating_sub(*at) <= LIFETIME_MAX_MS);
+            if revocations.inodes.len() + inodes.len() > REVOKED_MAX {
+                revocations.all_before = now;
+                revocations.inodes.clear();
+            }
+        }
+        for inode in inodes {
+            revocations.inodes.insert(*inode, now);
+        }
+        drop(revocations);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn connection_closed(&self, connection: ConnectionId) {
+        self.shard(connection).lock().unwrap().remove(&connection);
+    }
+}
+
+fn revoked(name: &str, inode: InodeId) -> WireError {
+    WireError::new(
+        ErrorCode::CapabilityRequired,
+        format!("{name}: capabilities for inode {inode} were revoked (its permissions changed); ask the metadata manager for a new one"),
+    )
+}
+
+/// Where a client's connections get the capabilities their requests need.
+pub trait CapabilitySource: Send + Sync {
+    /// A capability of `rights` (`READ` or `WRITE`) on `inode`, or `None` when the
+    /// cluster asks for none (started for benchmarking without them). A server's
+    /// source answers with its server capability whatever is asked.
+    fn capability(&self, inode: InodeId, rights: u8) -> Result<Option<Capability>, crate::RpcError>;
+    /// `cap` was refused (revoked): do not hand it out again.
+    fn forget(&self, _cap_inode: InodeId) {}
+}
+
+/// A server's source: its own server capability, made from the key.
+pub struct ServerCapabilities {
+    key: CapabilityKey,
+    current: Mutex<Option<Capability>>,
+}
+
+impl ServerCapabilities {
+    pub fn new(cluster: &ClusterKey) -> ServerCapabilities {
+        ServerCapabilities {
+            key: CapabilityKey::new(cluster),
+            current: Mutex::new(None),
+        }
+    }
+}
+
+impl CapabilitySource for ServerCapabilities {
+    fn capability(&self, _inode: InodeId, _rights: u8) -> Result<Option<Capability>, crate::RpcError> {
+        let mut current = self.current.lock().unwrap();
+        match &*current {
+            Some(cap) if !renew_due(cap, now_ms()) => Ok(Some(cap.clone())),
+            _ => {
+                let cap = self.key.server();
+                *current = Some(cap.clone());
+                Ok(Some(cap))
+            }
+        }
+    }
+}
+
+/// Whether `cap` is close enough to its expiry to be renewed before use: within a
+/// quarter of its lifetime (at least 2 s), so that a request sent with it reaches the
+/// server before it expires.
+pub fn renew_due(cap: &Capability, now: u64) -> bool {
+    let lifetime = cap.expiry_ms.saturating_sub(cap.issued_ms);
+    let margin = (lifetime / 4).max(2_000).min(lifetime / 2);
+    now.saturating_add(margin) >= cap.expiry_ms
+}
+
+/// A client connection's memory of what it presented (bounded like the server's).
+#[derive(Default)]
+pub(crate) struct PresentedHere {
+    entries: HashMap<(InodeId, u8), Capability>,
+}
+
+impl PresentedHere {
+    /// The capability presented for `(inode, right)` still good for a while.
+    pub(crate) fn covers(&self, key: (InodeId, u8), now: u64) -> bool {
+        self.entries.get(&key).is_some_and(|cap| !renew_due(cap, now))
+    }
+
+    /// Records `cap` as presented; `true` when the set was full and started over
+    /// (the server must be told to forget too).
+    pub(crate) fn record(&mut self, cap: &Capability) -> bool {
+        let reset = self.entries.len() + 2 > PER_CONNECTION_MAX;
+        if reset {
+            self.entries.clear();
+        }
+        if cap.rights & rights::SERVER != 0 {
+            self.entries.insert((InodeId(0), rights::SERVER), cap.clone());
+        }
+        for right in [rights::READ, rights::WRITE] {
+            if cap.rights & right != 0 {
+                self.entries.insert((cap.inode, right), cap.clone());
+            }
+        }
+        reset
+    }
+
+    /// Whether recording one more would start over.
+    pub(crate) fn full(&self) -> bool {
+        self.entries.len() + 2 > PER_CONNECTION_MAX
+    }
+
+    pub(crate) fn forget(&mut self, inode: InodeId) {
+        self.entries.retain(|(i, _), _| *i != inode);
+    }
+}
