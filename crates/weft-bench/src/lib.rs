@@ -22,6 +22,7 @@ pub mod meta;
 pub mod mount;
 pub mod mpiio_api;
 pub mod noncontig;
+pub mod open_close;
 pub mod pack;
 mod pattern;
 pub mod plot;
@@ -76,6 +77,10 @@ pub enum BenchCommand {
     /// write_at_all, on Weft (MPI-IO).
     #[command(long_about = mpiio_api::LONG_ABOUT)]
     MpiioApi(mpiio_api::MpiioApiArgs),
+    /// MPI-IO open + access + close cycles on Weft against the MPI library's MPI-IO on a
+    /// local directory (the fixed cost per open), and a fresh file's first write.
+    #[command(long_about = open_close::LONG_ABOUT)]
+    OpenClose(open_close::OpenCloseArgs),
     /// Pack/unpack and piece iteration of the view engine, against memcpy.
     #[command(long_about = pack::LONG_ABOUT)]
     Pack(pack::PackArgs),
@@ -108,6 +113,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::MetaWorker(a) => meta::worker(&a),
         BenchCommand::Pack(a) => pack::run(&a),
         BenchCommand::MpiioApi(a) => mpiio_api::run(&a),
+        BenchCommand::OpenClose(a) => open_close::run(&a),
         BenchCommand::Cio(a) => cio::run(&a),
         BenchCommand::CioRecord(a) => cio::run_record(&a),
         BenchCommand::Plot(a) => plot::run(&a),

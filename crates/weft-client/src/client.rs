@@ -669,6 +669,29 @@ impl Client {
         Ok(file)
     }
 
+    /// Opens, without asking the manager, the file another process of the same job
+    /// opened: `handoff` is that handle's [`File::handoff`]. The kind and this process's
+    /// permission for what `write` asks are checked here, as [`Client::open`] checks
+    /// them; the path walk and the create were done once, by the process that opened.
+    /// A collective open (MPI-IO) costs the manager one request instead of one per
+    /// process this way.
+    pub fn open_handoff(&self, handoff: &[u8], path: &str, write: bool) -> Result<File, ClientError> {
+        let attr = Handoff::decode(handoff).map_err(|e| {
+            ClientError::refused(
+                ErrorCode::InvalidArgument,
+                format!("{path}: a damaged open handoff: {e}"),
+            )
+        })?;
+        if attr.kind != FileKind::File {
+            return Err(ClientError::refused(
+                ErrorCode::InvalidArgument,
+                format!("{path}: the open handoff is not of a regular file"),
+            ));
+        }
+        check_access(&self.inner.cred, &attr, if write { 0o6 } else { 0o4 }).map_err(|e| e.context(path))?;
+        File::new(self.inner.clone(), attr, path.to_owned(), write)
+    }
+
     /// Opens a file known by its attributes (for adapters that track inodes).
     pub fn open_attr(&self, attr: Attr, writable: bool) -> Result<File, ClientError> {
         File::new(
@@ -1220,6 +1243,31 @@ fn check_access(cred: &Cred, attr: &Attr, want: u32) -> Result<(), ClientError> 
 /// A name for messages (not UTF-8: replacement characters).
 fn lossy(name: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
+}
+
+/// What [`File::handoff`] carries: the manager's answer to the open (its attributes,
+/// layout included), versioned so that a handoff between mismatched builds fails
+/// clearly. Whatever else a manager's open answer grants a handle belongs here too.
+pub(crate) struct Handoff;
+
+impl Handoff {
+    const VERSION: u8 = 1;
+
+    pub(crate) fn encode(attr: &Attr) -> Vec<u8> {
+        use weft_proto::Wire;
+        let mut out = vec![Handoff::VERSION];
+        out.extend_from_slice(&attr.to_bytes());
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Attr, String> {
+        use weft_proto::Wire;
+        match bytes.split_first() {
+            Some((&Handoff::VERSION, rest)) => Attr::from_bytes(rest).map_err(|e| e.to_string()),
+            Some((v, _)) => Err(format!("version {v}, this build reads {}", Handoff::VERSION)),
+            None => Err("empty".into()),
+        }
+    }
 }
 
 pub(crate) fn unexpected(response: &Response) -> ClientError {

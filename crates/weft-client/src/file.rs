@@ -1,9 +1,11 @@
 //! Open files and the data path: a request is cut into segments of whole stripe rows,
-//! each server gets its pieces of each segment as one request, and every server is
-//! driven by its own thread with a window of requests in flight.
+//! each server gets its pieces of each segment as one request, and every server has a
+//! window of requests in flight, all driven from the calling thread (a large call: from
+//! a bounded number of threads, see `drive`).
 
 use crate::cache_route::CacheRoute;
 use crate::client::{unexpected, Inner};
+use crate::drive::Pipeline;
 use crate::error::ClientError;
 use crate::trace::{FileTrace, Tracer};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -316,6 +318,12 @@ impl File {
         &self.path
     }
 
+    /// What another process of the same job needs to open this file without asking
+    /// the manager ([`crate::Client::open_handoff`]): a few hundred bytes to broadcast.
+    pub fn handoff(&self) -> Vec<u8> {
+        crate::client::Handoff::encode(&self.attr)
+    }
+
     /// The manager's attributes as of open (size not filled in).
     pub fn attr(&self) -> &Attr {
         &self.attr
@@ -431,43 +439,47 @@ impl File {
         if buf.is_empty() {
             return Ok(0);
         }
-        let segments = self.segments(offset, buf.len() as u64);
-        self.for_each_server(offset, buf.len() as u64, |index, connection| {
-            let mut window: std::collections::VecDeque<PendingCall<'_>> = Default::default();
-            for segment in &segments {
-                let mut parts: Vec<&[u8]> = Vec::new();
-                for piece in self
-                    .layout
-                    .pieces_on(index, segment.offset, segment.len)
-                    .expect("range checked")
-                {
-                    let at = (piece.file_offset - offset) as usize;
-                    parts.push(&buf[at..at + piece.len as usize]);
+        let len = buf.len() as u64;
+        let segments = self.segments(offset, len);
+        let servers = self.servers_holding(offset, len);
+        let connections = self.connections_of(&servers)?;
+        let inflight = self.inner.transfer.inflight_per_server;
+        crate::drive::drive(servers.len(), len, |i| {
+            let (index, connection) = (servers[i], &connections[i]);
+            let mut left = segments.iter();
+            let next = move || -> Result<Option<(PendingCall<'_>, ())>, ClientError> {
+                for segment in left.by_ref() {
+                    let parts: Vec<&[u8]> = self
+                        .layout
+                        .pieces_on(index, segment.offset, segment.len)
+                        .expect("range checked")
+                        .map(|piece| {
+                            let at = (piece.file_offset - offset) as usize;
+                            &buf[at..at + piece.len as usize]
+                        })
+                        .collect();
+                    if parts.is_empty() {
+                        continue;
+                    }
+                    let request = self.data_request(
+                        index,
+                        connection,
+                        Request::Write {
+                            inode: self.attr.inode,
+                            striping: self.striping(index),
+                            ranges: vec![Range {
+                                offset: segment.offset,
+                                len: segment.len,
+                            }],
+                        },
+                    );
+                    return Ok(Some((connection.send_parts(&request, &parts)?, ())));
                 }
-                if parts.is_empty() {
-                    continue;
-                }
-                let request = self.data_request(
-                    index,
-                    connection,
-                    Request::Write {
-                        inode: self.attr.inode,
-                        striping: self.striping(index),
-                        ranges: vec![Range {
-                            offset: segment.offset,
-                            len: segment.len,
-                        }],
-                    },
-                );
-                if window.len() >= self.inner.transfer.inflight_per_server {
-                    expect_bytes(window.pop_front().unwrap().wait()?.0)?;
-                }
-                window.push_back(connection.send_parts(&request, &parts)?);
-            }
-            for call in window {
-                expect_bytes(call.wait()?.0)?;
-            }
-            Ok(())
+                Ok(None)
+            };
+            Ok(Pipeline::new(inflight, next, |call: PendingCall<'_>, ()| {
+                expect_bytes(call.wait()?.0)
+            }))
         })
         .map_err(|e| e.context(&self.path))?;
         self.known_size
@@ -566,10 +578,14 @@ impl File {
             base: buf.as_mut_ptr(),
             len: len as usize,
         };
-        self.for_each_server(offset, len, |index, connection| {
+        let servers = self.servers_holding(offset, len);
+        let connections = self.connections_of(&servers)?;
+        let inflight = self.inner.transfer.inflight_per_server;
+        crate::drive::drive(servers.len(), len, |i| {
+            let (index, connection) = (servers[i], &connections[i]);
             // Replies are received straight into `buf` (a sink over this server's
             // pieces of the segment): no staging vector, no second copy.
-            let sink = |segment: &Segment| -> ReplySink {
+            let sink = move |segment: &Segment| -> ReplySink {
                 let parts = self
                     .layout
                     .pieces_on(index, segment.offset, segment.len)
@@ -578,10 +594,10 @@ impl File {
                     .collect();
                 // SAFETY: pieces of different servers and segments are disjoint parts of
                 // `buf`, which outlives every call: each is waited for or dropped
-                // (dropping waits for the reader) before `for_each_server` returns.
+                // (dropping waits for the reader) before `drive` returns.
                 unsafe { ReplySink::new(parts) }
             };
-            let finish = |call: PendingCall<'_>, segment: &Segment| -> Result<(), ClientError> {
+            let finish = move |call: PendingCall<'_>, segment: &Segment| -> Result<(), ClientError> {
                 let expected = self.layout.bytes_on(index, segment.offset, segment.len);
                 match call.wait_sink()? {
                     SinkReply::Filled(Response::Bytes(n)) if n == expected => Ok(()),
@@ -596,75 +612,51 @@ impl File {
                     )),
                 }
             };
-            let mut window: std::collections::VecDeque<(PendingCall<'_>, &Segment)> = Default::default();
-            for segment in &segments {
-                if self.layout.bytes_on(index, segment.offset, segment.len) == 0 {
-                    continue;
+            let mut left = segments.iter();
+            let next = move || -> Result<Option<(PendingCall<'_>, &Segment)>, ClientError> {
+                for segment in left.by_ref() {
+                    if self.layout.bytes_on(index, segment.offset, segment.len) == 0 {
+                        continue;
+                    }
+                    let request = self.data_request(
+                        index,
+                        connection,
+                        Request::Read {
+                            inode: self.attr.inode,
+                            striping: self.striping(index),
+                            ranges: vec![Range {
+                                offset: segment.offset,
+                                len: segment.len,
+                            }],
+                        },
+                    );
+                    return Ok(Some((
+                        connection.send_into(&request, &[], sink(segment))?,
+                        segment,
+                    )));
                 }
-                let request = self.data_request(
-                    index,
-                    connection,
-                    Request::Read {
-                        inode: self.attr.inode,
-                        striping: self.striping(index),
-                        ranges: vec![Range {
-                            offset: segment.offset,
-                            len: segment.len,
-                        }],
-                    },
-                );
-                if window.len() >= self.inner.transfer.inflight_per_server {
-                    let (call, seg) = window.pop_front().unwrap();
-                    finish(call, seg)?;
-                }
-                window.push_back((connection.send_into(&request, &[], sink(segment))?, segment));
-            }
-            for (call, seg) in window {
-                finish(call, seg)?;
-            }
-            Ok(())
+                Ok(None)
+            };
+            Ok(Pipeline::new(inflight, next, finish))
         })
         .map_err(|e| e.context(&self.path))?;
         Ok(len as usize)
     }
 
-    /// Runs `work` for every server holding bytes of `[offset, offset + len)`, each on
-    /// its own thread when there are several, and returns the first error.
-    fn for_each_server<F>(&self, offset: u64, len: u64, work: F) -> Result<(), ClientError>
-    where
-        F: Fn(usize, &Arc<Connection>) -> Result<(), ClientError> + Sync,
-    {
-        let servers: Vec<usize> = (0..self.layout.servers.len())
+    /// The servers (layout indices) holding bytes of `[offset, offset + len)`.
+    fn servers_holding(&self, offset: u64, len: u64) -> Vec<usize> {
+        (0..self.layout.servers.len())
             .filter(|k| self.layout.bytes_on(*k, offset, len) > 0)
-            .collect();
-        self.on_servers(&servers, work)
+            .collect()
     }
 
-    /// Runs `work` for each of `servers` (layout indices), each on its own thread when
-    /// there are several, and returns the first error.
-    pub(crate) fn on_servers<F>(&self, servers: &[usize], work: F) -> Result<(), ClientError>
-    where
-        F: Fn(usize, &Arc<Connection>) -> Result<(), ClientError> + Sync,
-    {
-        let run = |index: usize| -> Result<(), ClientError> {
-            let connection = self.inner.pool.get(&self.addrs[index])?;
-            retry_if_revoked(|| work(index, &connection))
-        };
-        match servers {
-            [] => return Ok(()),
-            [only] => return run(*only),
-            _ => {}
-        }
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = servers.iter().map(|k| scope.spawn(move || run(*k))).collect();
-            let mut first_error = None;
-            for h in handles {
-                if let Err(e) = h.join().expect("transfer thread panicked") {
-                    first_error.get_or_insert(e);
-                }
-            }
-            first_error.map_or(Ok(()), Err)
-        })
+    /// The connections of `servers` (layout indices), in the same order.
+    pub(crate) fn connections_of(&self, servers: &[usize]) -> Result<Vec<Arc<Connection>>, ClientError> {
+        servers
+            .iter()
+            .map(|k| self.inner.pool.get(&self.addrs[*k]).map_err(ClientError::from))
+            .collect::<Result<_, _>>()
+            .map_err(|e: ClientError| e.context(&self.path))
     }
 
     /// Sends one request to each of `addrs` at once (the file's io servers, or its cache

@@ -21,6 +21,7 @@
 mod cache_route;
 mod capability;
 mod client;
+mod drive;
 mod error;
 mod extent_lock;
 mod file;
@@ -33,6 +34,7 @@ mod view_io;
 
 pub use cache_route::{aligned_count, managers_of, JOB_DELEGATE_ID_BASE};
 pub use client::{Client, CreateOptions, FsStats, OpenOptions};
+pub use drive::{transfer_threads_started, THREADED_CALL_BYTES_MIN, TRANSFER_THREADS_MAX};
 pub use error::ClientError;
 pub use extent_lock::{ranges_per_server, ExtentLock};
 pub use file::{File, TransferOptions};

@@ -3,10 +3,10 @@
 //! order, cut into requests bounded by the frame's data limit and by `RANGES_MAX`; the
 //! bulk data is the server's pieces of those ranges in order (PVFS I/O stream).
 
+use crate::drive::Pipeline;
 use crate::error::ClientError;
 use crate::file::{expect_bytes, File, SharedBuffer};
 use crate::gather::Gather;
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use weft_layout::stripe::check_range;
 use weft_layout::Layout;
@@ -104,14 +104,16 @@ impl File {
         }
         let chunk_bytes = self.list_chunk_bytes();
         let inflight = self.inner.transfer.inflight_per_server.max(1);
-        self.on_servers(&self.servers_of_list(ranges), |index, connection| {
+        let servers = self.servers_of_list(ranges);
+        let connections = self.connections_of(&servers)?;
+        crate::drive::drive(servers.len(), buf.len() as u64, |i| {
+            let (index, connection) = (servers[i], &connections[i]);
             let mut chunks = self.list_chunks(index, ranges, &starts, chunk_bytes);
             let mut gather = Gather::with_capacity(chunk_bytes as usize);
-            let mut window: VecDeque<PendingCall<'_>> = VecDeque::new();
-            loop {
+            let next = move || -> Result<Option<(PendingCall<'_>, ())>, ClientError> {
                 gather.clear();
                 let Some(sent) = chunks.next(|at, n| gather.push(buf, at as usize, n as usize)) else {
-                    break;
+                    return Ok(None);
                 };
                 let request = self.data_request(
                     index,
@@ -122,15 +124,11 @@ impl File {
                         ranges: sent.iter().map(|s| s.range).collect(),
                     },
                 );
-                if window.len() >= inflight {
-                    expect_bytes(window.pop_front().expect("window is full").wait()?.0)?;
-                }
-                window.push_back(connection.send_parts(&request, &gather.slices(buf))?);
-            }
-            for call in window {
-                expect_bytes(call.wait()?.0)?;
-            }
-            Ok(())
+                Ok(Some((connection.send_parts(&request, &gather.slices(buf))?, ())))
+            };
+            Ok(Pipeline::new(inflight, next, |call: PendingCall<'_>, ()| {
+                expect_bytes(call.wait()?.0)
+            }))
         })
         .map_err(|e| e.context(&self.path))?;
         self.known_size.fetch_max(end, Ordering::SeqCst);
@@ -161,10 +159,14 @@ impl File {
         let inflight = self.inner.transfer.inflight_per_server.max(1);
         let total = buf.len();
         let shared = SharedBuffer::new(buf);
-        self.on_servers(&self.servers_of_list(ranges), |index, connection| {
-            let scatter = |sent: &[SentRange], data: Vec<u8>| -> Result<(), ClientError> {
+        let servers = self.servers_of_list(ranges);
+        let connections = self.connections_of(&servers)?;
+        crate::drive::drive(servers.len(), total as u64, |i| {
+            let (index, connection) = (servers[i], &connections[i]);
+            let scatter = move |call: PendingCall<'_>, sent: Vec<SentRange>| -> Result<(), ClientError> {
+                let data = call.wait()?.1;
                 let mut at = 0usize;
-                for s in sent {
+                for s in &sent {
                     let pieces = self
                         .layout
                         .pieces_on(index, s.range.offset, s.range.len)
@@ -184,8 +186,10 @@ impl File {
                 Ok(())
             };
             let mut chunks = self.list_chunks(index, ranges, starts, chunk_bytes);
-            let mut window: VecDeque<(PendingCall<'_>, Vec<SentRange>)> = VecDeque::new();
-            while let Some(sent) = chunks.next(|_, _| {}) {
+            let next = move || -> Result<Option<(PendingCall<'_>, Vec<SentRange>)>, ClientError> {
+                let Some(sent) = chunks.next(|_, _| {}) else {
+                    return Ok(None);
+                };
                 let request = self.data_request(
                     index,
                     connection,
@@ -195,16 +199,9 @@ impl File {
                         ranges: sent.iter().map(|s| s.range).collect(),
                     },
                 );
-                if window.len() >= inflight {
-                    let (call, sent) = window.pop_front().expect("window is full");
-                    scatter(&sent, call.wait()?.1)?;
-                }
-                window.push_back((connection.send(&request, &[])?, sent));
-            }
-            for (call, sent) in window {
-                scatter(&sent, call.wait()?.1)?;
-            }
-            Ok(())
+                Ok(Some((connection.send(&request, &[])?, sent)))
+            };
+            Ok(Pipeline::new(inflight, next, scatter))
         })
         .map_err(|e| e.context(&self.path))?;
         Ok(total)

@@ -12,6 +12,7 @@
 //! `read_view_into` take them from (or put them into) a noncontiguous memory layout
 //! described by a datatype.
 
+use crate::drive::Share;
 use crate::error::ClientError;
 use crate::file::{expect_bytes, File, SharedBuffer};
 use crate::gather::Gather;
@@ -232,7 +233,7 @@ impl File {
         }
         let (file_start, file_end) = self.view_span(view, view_offset, len)?;
         self.view_servers(file_start, file_end)?
-            .run(schedule, |index, connection| {
+            .run(schedule, len, |index, connection| {
                 Ok(WriteShare {
                     requests: Requests::new(self, &file_view, index, connection, view_offset, len)?,
                     buf,
@@ -337,7 +338,7 @@ impl File {
         let (file_start, file_end) = self.view_span(view, view_offset, len)?;
         let shared = SharedBuffer::new(&mut buf[..len as usize]);
         self.view_servers(file_start, file_end)?
-            .run(schedule, |index, connection| {
+            .run(schedule, len, |index, connection| {
                 Ok(ReadShare {
                     requests: Requests::new(self, file_view, index, connection, view_offset, len)?,
                     shared,
@@ -520,7 +521,9 @@ impl File {
 /// bytes (for a cached file, its cache managers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Schedule {
-    /// Every server at once, each driven by its own thread.
+    /// Every server at once: each with its window of requests in flight, stepped in
+    /// turn by the calling thread (by at most `TRANSFER_THREADS_MAX` threads for a
+    /// large transfer).
     #[default]
     AllAtOnce,
     /// One server after another in layout order, each server's whole share before the
@@ -545,15 +548,6 @@ fn decentralised_order(servers: &[usize], servers_total: usize, rank: usize) -> 
     order
 }
 
-/// One server's share of a view transfer, advanced one request at a time.
-trait Share {
-    /// Sends the next request (first waiting for the oldest in flight when the window
-    /// is full); false when nothing is left to send.
-    fn step(&mut self) -> Result<bool, ClientError>;
-    /// Waits for every request still in flight.
-    fn finish(&mut self) -> Result<(), ClientError>;
-}
-
 /// The servers of one view transfer: ascending layout indices, their connections in the
 /// same order, and how many servers the layout has.
 struct ViewServers {
@@ -568,6 +562,7 @@ impl ViewServers {
     fn run<'c, S: Share>(
         &'c self,
         schedule: Schedule,
+        bytes: u64,
         share: impl Fn(usize, &'c Arc<Connection>) -> Result<S, ClientError> + Sync,
     ) -> Result<(), ClientError> {
         let (servers, connections) = (&self.servers, &self.connections);
@@ -577,20 +572,12 @@ impl ViewServers {
             s.finish()
         };
         match schedule {
-            Schedule::AllAtOnce if servers.len() > 1 => std::thread::scope(|scope| {
-                let whole = &whole;
-                let handles: Vec<_> = (0..servers.len())
-                    .map(|k| scope.spawn(move || whole(k)))
-                    .collect();
-                let mut first_error = None;
-                for h in handles {
-                    if let Err(e) = h.join().expect("transfer thread panicked") {
-                        first_error.get_or_insert(e);
-                    }
-                }
-                first_error.map_or(Ok(()), Err)
-            }),
-            Schedule::AllAtOnce | Schedule::InOrder => (0..servers.len()).try_for_each(whole),
+            // Every server at once: stepped in turn from this thread, or from a
+            // bounded number of threads for a large transfer (see `drive`).
+            Schedule::AllAtOnce => {
+                crate::drive::drive(servers.len(), bytes, |k| share(servers[k], &connections[k]))
+            }
+            Schedule::InOrder => (0..servers.len()).try_for_each(whole),
             Schedule::Decentralised { rank } => {
                 let mut shares: Vec<S> = decentralised_order(servers, self.servers_total, rank)
                     .iter()

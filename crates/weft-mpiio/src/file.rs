@@ -131,6 +131,8 @@ pub struct MpiFile {
     /// Job-scoped delegates started for this file (hint `weft_delegates`).
     delegates: Option<crate::spawn::JobDelegates>,
     path: String,
+    /// The id of this open's shared file pointer at the manager (see `shared`).
+    shared_open: u64,
     amode: i32,
     errhandler: AtomicUsize,
     state: Mutex<State>,
@@ -140,27 +142,132 @@ pub struct MpiFile {
 fn shared_hints(comm: &Comm, base: Option<&Hints>, info: Handle) -> Result<Hints> {
     let mut text = String::new();
     if comm.rank() == 0 {
-        let mut hints = match base {
-            Some(h) => h.clone(),
-            None => Hints::from_env().unwrap_or_else(|e| {
-                eprintln!("weft-mpiio: {e}; using the default hints");
-                Hints::default()
-            }),
-        };
-        // Rank 0 must reach the broadcasts whatever happens: an unreadable info object
-        // is a warning, not an early return.
-        let entries = mpi::info_entries(info).unwrap_or_else(|e| {
-            eprintln!("weft-mpiio: reading the info object: {e}; its hints are ignored");
-            Vec::new()
-        });
-        for (k, v) in entries {
-            if let Err(e) = hints.set(&k, &v) {
-                eprintln!("weft-mpiio: {e}; hint ignored");
-            }
-        }
-        text = hints.to_text();
+        text = root_hints(base, info).to_text();
     }
     Hints::from_text(&comm.bcast_text(text, 0)?)
+}
+
+/// The hints of rank 0: `base` (or the defaults and $WEFT_HINTS), then `info`. Rank 0
+/// must reach the broadcast that follows whatever happens: an unreadable info object or
+/// hint is a warning, not an error.
+fn root_hints(base: Option<&Hints>, info: Handle) -> Hints {
+    let mut hints = match base {
+        Some(h) => h.clone(),
+        None => Hints::from_env().unwrap_or_else(|e| {
+            eprintln!("weft-mpiio: {e}; using the default hints");
+            Hints::default()
+        }),
+    };
+    let entries = mpi::info_entries(info).unwrap_or_else(|e| {
+        eprintln!("weft-mpiio: reading the info object: {e}; its hints are ignored");
+        Vec::new()
+    });
+    for (k, v) in entries {
+        if let Err(e) = hints.set(&k, &v) {
+            eprintln!("weft-mpiio: {e}; hint ignored");
+        }
+    }
+    hints
+}
+
+/// Rank 0's part of a collective open: creates (MPI_MODE_CREATE) or opens the file and
+/// makes the open's shared file pointer at the manager; returns the handle and the
+/// pointer's id.
+fn root_open(
+    client: &Client,
+    path: &str,
+    name: &str,
+    mode: i32,
+    write: bool,
+    hints: &Hints,
+) -> Result<(File, u64)> {
+    let file = if mode & amode::CREATE != 0 {
+        let options = CreateOptions {
+            exclusive: mode & amode::EXCL != 0,
+            truncate: false,
+            layout: hints.layout_request(client.cluster_info().io_servers.len()),
+            ..CreateOptions::default()
+        };
+        client.create(path, &options).map_err(MpiioError::from)?
+    } else {
+        client
+            .open(
+                path,
+                &OpenOptions {
+                    write,
+                    create: None,
+                    truncate: false,
+                },
+            )
+            .map_err(|e| {
+                let mut e = MpiioError::from(e);
+                e.message = format!("{name}: {}", e.message);
+                e
+            })?
+    };
+    let shared = crate::shared::create_pointer(client, &file, path)?;
+    Ok((file, shared))
+}
+
+/// What rank 0 broadcasts at open: its error (class and message), or the hints, the
+/// shared file pointer's id and the handle's handoff (`File::handoff`).
+struct OpenOutcome;
+
+impl OpenOutcome {
+    fn encode_ok(hints: &Hints, shared: u64, handoff: &[u8]) -> Vec<u8> {
+        let text = hints.to_text();
+        let mut out = vec![0u8];
+        out.extend_from_slice(&shared.to_le_bytes());
+        out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(handoff);
+        out
+    }
+
+    fn encode_err(e: &MpiioError) -> Vec<u8> {
+        let mut out = vec![1u8];
+        out.extend_from_slice(&(e.class as i32).to_le_bytes());
+        out.extend_from_slice(e.message.as_bytes());
+        out
+    }
+
+    /// `Err` for a blob that does not parse; `Ok(Err)` for rank 0's error.
+    #[allow(clippy::type_complexity)]
+    fn decode(blob: &[u8]) -> Result<Result<(Hints, u64, Vec<u8>)>> {
+        let bad = || MpiioError::new(ErrorClass::Intern, "a damaged open broadcast from rank 0");
+        let (&tag, rest) = blob.split_first().ok_or_else(bad)?;
+        let u64_at = |b: &[u8], at: usize| -> Result<u64> {
+            b.get(at..at + 8)
+                .map(|s| u64::from_le_bytes(s.try_into().expect("8 bytes")))
+                .ok_or_else(bad)
+        };
+        match tag {
+            0 => {
+                let shared = u64_at(rest, 0)?;
+                let len = usize::try_from(u64_at(rest, 8)?).map_err(|_| bad())?;
+                let text = rest
+                    .get(16..16usize.checked_add(len).ok_or_else(bad)?)
+                    .ok_or_else(bad)?;
+                let hints = Hints::from_text(&String::from_utf8_lossy(text))?;
+                Ok(Ok((hints, shared, rest[16 + len..].to_vec())))
+            }
+            1 => {
+                let class = rest.get(..4).ok_or_else(bad)?;
+                let class = i32::from_le_bytes(class.try_into().expect("4 bytes"));
+                Ok(Err(MpiioError::new(
+                    ErrorClass::from_code(class).unwrap_or(ErrorClass::Other),
+                    String::from_utf8_lossy(&rest[4..]).into_owned(),
+                )))
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// Whether cb_config_list asks for aggregators per host (`*:N`), which needs the
+/// ranks' host names.
+fn per_host_aggregators(hints: &Hints) -> bool {
+    hints.cb_config_list.trim().starts_with("*:")
 }
 
 /// The aggregator ranks from cb_config_list ("*:N" per host) and cb_nodes.
@@ -292,47 +399,45 @@ impl MpiFile {
             }
             Ok((weft_path(name)?, client()?))
         })();
-        let hints = shared_hints(&comm, None, info);
-        let (path, client) = agree(&comm, checked)?;
-        let hints = agree(&comm, hints)?;
         let write = mode & (amode::RDWR | amode::WRONLY) != 0;
-        // Rank 0 creates, then everybody opens.
-        let mut created = None;
-        if mode & amode::CREATE != 0 {
-            let r = if comm.rank() == 0 {
-                let options = CreateOptions {
-                    exclusive: mode & amode::EXCL != 0,
-                    truncate: false,
-                    layout: hints.layout_request(client.cluster_info().io_servers.len()),
-                    ..CreateOptions::default()
-                };
-                client
-                    .create(&path, &options)
-                    .map(|f| created = Some(f))
-                    .map_err(MpiioError::from)
-            } else {
-                Ok(())
+        // Rank 0 alone asks the manager (creates or opens the file, makes the shared
+        // file pointer) and broadcasts what it got, hints included: one broadcast and
+        // one agreement in all, whatever the number of processes, where every rank
+        // asking the manager cost a round trip each and five collective rounds.
+        let mut root_file = None;
+        let outcome = if comm.rank() == 0 {
+            let hints = root_hints(None, info);
+            let opened = checked
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|(path, client)| root_open(client, path, name, mode, write, &hints));
+            let blob = match opened {
+                Ok((file, shared)) => {
+                    let blob = OpenOutcome::encode_ok(&hints, shared, &file.handoff());
+                    root_file = Some(file);
+                    blob
+                }
+                Err(e) => OpenOutcome::encode_err(&e),
             };
-            agree(&comm, r)?;
+            comm.bcast_bytes(blob, 0)
+        } else {
+            comm.bcast_bytes(Vec::new(), 0)
         }
-        let opened = match created {
-            Some(f) => Ok(f),
-            None => client
-                .open(
-                    &path,
-                    &OpenOptions {
-                        write,
-                        create: None,
-                        truncate: false,
-                    },
-                )
-                .map_err(|e| {
+        .and_then(|blob| OpenOutcome::decode(&blob));
+        let opened = outcome.and_then(|outcome| {
+            let (hints, shared, handoff) = outcome?;
+            let (path, client) = checked?;
+            let file = match root_file.take() {
+                Some(file) => file,
+                None => client.open_handoff(&handoff, &path, write).map_err(|e| {
                     let mut e = MpiioError::from(e);
                     e.message = format!("{name}: {}", e.message);
                     e
-                }),
-        };
-        let mut file = agree(&comm, opened)?;
+                })?,
+            };
+            Ok((path, client, hints, shared, file))
+        });
+        let (path, client, hints, shared_open, mut file) = agree(&comm, opened)?;
         // Before anything else uses the handle: its data may go to delegates of its own.
         let delegates = crate::spawn::start(&comm, &file, &client, &hints, name)?;
         let kind = match &delegates {
@@ -359,7 +464,13 @@ impl MpiFile {
         } else {
             0
         };
-        let aggregators = agree(&comm, aggregators_of(&comm, &hints))?;
+        // Without a per-host cb_config_list the aggregators are worked out locally from
+        // hints every rank holds alike: nothing to agree on.
+        let aggregators = if per_host_aggregators(&hints) {
+            agree(&comm, aggregators_of(&comm, &hints))?
+        } else {
+            aggregators_of(&comm, &hints)?
+        };
         if print_hints() && comm.rank() == 0 {
             let entries: Vec<String> = with_cache_mode(hints.entries(aggregators.len()), &file)
                 .into_iter()
@@ -373,6 +484,7 @@ impl MpiFile {
             file,
             delegates,
             path,
+            shared_open,
             amode: mode,
             errhandler: AtomicUsize::new(errhandler),
             state: Mutex::new(State {
@@ -802,6 +914,10 @@ impl MpiFile {
 
     pub(crate) fn comm(&self) -> &Comm {
         &self.comm
+    }
+
+    pub(crate) fn shared_open(&self) -> u64 {
+        self.shared_open
     }
 
     pub(crate) fn weft_file(&self) -> &File {

@@ -192,6 +192,33 @@ impl Comm {
         self.handle
     }
 
+    /// `bytes` of `root` on every rank (the others pass anything): one broadcast when
+    /// they fit in [`BCAST_INLINE_BYTES`] with their length, two otherwise.
+    pub fn bcast_bytes(&self, bytes: Vec<u8>, root: usize) -> Result<Vec<u8>> {
+        let mut first = vec![0u8; BCAST_INLINE_BYTES];
+        if self.rank == root {
+            first[..8].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+            let inline = bytes.len().min(BCAST_INLINE_BYTES - 8);
+            first[8..8 + inline].copy_from_slice(&bytes[..inline]);
+        }
+        self.bcast(&mut first, root)?;
+        let len = u64::from_le_bytes(first[..8].try_into().expect("8 bytes")) as usize;
+        if len <= BCAST_INLINE_BYTES - 8 {
+            first.truncate(8 + len);
+            first.drain(..8);
+            return Ok(first);
+        }
+        let mut rest = if self.rank == root {
+            bytes[BCAST_INLINE_BYTES - 8..].to_vec()
+        } else {
+            vec![0u8; len - (BCAST_INLINE_BYTES - 8)]
+        };
+        self.bcast(&mut rest, root)?;
+        let mut out = first.split_off(8);
+        out.extend_from_slice(&rest);
+        Ok(out)
+    }
+
     /// `text` of `root` on every rank (the others pass anything).
     pub fn bcast_text(&self, text: String, root: usize) -> Result<String> {
         let mut bytes = text.into_bytes();
@@ -271,6 +298,9 @@ impl Comm {
 }
 
 /// MPI_Barrier on a communicator handle.
+/// What [`Comm::bcast_bytes`] sends in its first (and usually only) broadcast.
+pub const BCAST_INLINE_BYTES: usize = 4096;
+
 pub fn barrier_of(comm: Handle) -> Result<()> {
     let _span = crate::profile::span(crate::profile::Phase::Waiting);
     // SAFETY: no pointers.

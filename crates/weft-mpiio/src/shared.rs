@@ -97,29 +97,30 @@ fn call(f: &MpiFile, key: Key, op: SharedOp) -> Result<u64> {
         })
 }
 
-/// At open (collective): rank 0 draws the open's id and creates its pointer (0) at
-/// the manager; every rank learns the id.
-pub fn opened(f: &MpiFile) -> Result<()> {
-    let comm = f.comm();
-    let mut id = [0u8; 8];
-    let created = if comm.rank() == 0 {
-        let open = draw_id();
-        id = open.to_le_bytes();
-        call(f, Key { open, epoch: 0 }, SharedOp::Create).map(|_| ())
-    } else {
-        Ok(())
-    };
-    let created = crate::collective::engine::agree(comm, created);
-    comm.bcast(&mut id, 0)?;
-    created?;
+/// At open, on rank 0 only: draws the open's id and creates its pointer (0) at the
+/// manager; the open broadcasts the id with the rest of what rank 0 learnt.
+pub fn create_pointer(client: &weft_client::Client, file: &weft_client::File, path: &str) -> Result<u64> {
+    let open = draw_id();
+    client
+        .shared_pointer(file.inode(), open, 0, SharedOp::Create)
+        .map_err(|e| {
+            let mut e = MpiioError::from(e);
+            e.message = format!("{path}: shared file pointer: {}", e.message);
+            e
+        })?;
+    Ok(open)
+}
+
+/// At open, on every rank: remembers the open's pointer (its id came with the open's
+/// broadcast; nothing is communicated here).
+pub fn opened(f: &MpiFile) {
     keys().insert(
         f as *const MpiFile as usize,
         Key {
-            open: u64::from_le_bytes(id),
+            open: f.shared_open(),
             epoch: 0,
         },
     );
-    Ok(())
 }
 
 /// After a view change (collective): the pointer starts again at 0.

@@ -1,0 +1,173 @@
+//! How one call drives the servers it touches: each server's part is a [`Share`], a
+//! sequence of requests with a window in flight, advanced one request at a time; the
+//! calling thread steps every share in turn, so a call over many servers keeps them all
+//! busy without a thread each. Replies are received by the connections' reader threads
+//! (into the caller's buffer for reads), so one thread sending is enough for small and
+//! middling calls; a large call (at least [`THREADED_CALL_BYTES_MIN`]) spreads its
+//! shares over at most [`TRANSFER_THREADS_MAX`] threads, the calling one included,
+//! however many servers the file is striped over.
+
+use crate::error::ClientError;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use weft_rpc::PendingCall;
+
+/// Most threads a call drives its servers from, the calling thread included.
+pub const TRANSFER_THREADS_MAX: usize = 4;
+
+/// Bytes from which a call over several servers uses helper threads: below, sending is
+/// shorter than starting a thread.
+pub const THREADED_CALL_BYTES_MIN: u64 = 16 << 20;
+
+/// Helper threads started by calls so far in this process (tests and diagnostics).
+static HELPERS_STARTED: AtomicU64 = AtomicU64::new(0);
+
+/// Helper threads data calls started so far in this process (the calling threads not
+/// counted): tests check that small calls start none and large ones a bounded number.
+pub fn transfer_threads_started() -> u64 {
+    HELPERS_STARTED.load(Ordering::Relaxed)
+}
+
+/// One server's part of a call, advanced one request at a time.
+pub(crate) trait Share {
+    /// Sends the next request (first waiting for the oldest in flight when the window
+    /// is full); false when nothing is left to send.
+    fn step(&mut self) -> Result<bool, ClientError>;
+    /// Waits for every request still in flight.
+    fn finish(&mut self) -> Result<(), ClientError>;
+}
+
+/// Threads for a call of `bytes` over `shares` servers.
+fn threads_for(shares: usize, bytes: u64) -> usize {
+    if shares <= 1 || bytes < THREADED_CALL_BYTES_MIN {
+        return 1;
+    }
+    let by_size = (bytes / THREADED_CALL_BYTES_MIN) as usize + 1;
+    shares.min(TRANSFER_THREADS_MAX).min(by_size).max(1)
+}
+
+/// Runs the `count` shares `make` builds (share `i` for `i` in `0..count`) for a call
+/// of `bytes`: all from the calling thread, or for a large call spread over at most
+/// [`TRANSFER_THREADS_MAX`] threads (share `i` on thread `i mod threads`). Returns the
+/// first error. A call a server refused for want of a capability (one revoked since
+/// its connection presented it) runs once more, see [`crate::file::retry_if_revoked`].
+pub(crate) fn drive<'s, S: Share>(
+    count: usize,
+    bytes: u64,
+    make: impl Fn(usize) -> Result<S, ClientError> + Sync + 's,
+) -> Result<(), ClientError> {
+    crate::file::retry_if_revoked(|| drive_once(count, bytes, &make))
+}
+
+fn drive_once<'s, S: Share>(
+    count: usize,
+    bytes: u64,
+    make: &(impl Fn(usize) -> Result<S, ClientError> + Sync + 's),
+) -> Result<(), ClientError> {
+    let threads = threads_for(count, bytes);
+    if threads <= 1 {
+        return drive_group((0..count).collect(), make);
+    }
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads)
+            .map(|t| {
+                HELPERS_STARTED.fetch_add(1, Ordering::Relaxed);
+                scope.spawn(move || drive_group((t..count).step_by(threads).collect(), make))
+            })
+            .collect();
+        let mut first_error = drive_group((0..count).step_by(threads).collect(), make).err();
+        for h in helpers {
+            if let Err(e) = h.join().expect("transfer thread panicked") {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    })
+}
+
+/// Steps the shares `indices` round robin from this thread until every one has sent
+/// all its requests, then waits for what is in flight.
+fn drive_group<S: Share>(
+    indices: Vec<usize>,
+    make: &(impl Fn(usize) -> Result<S, ClientError> + Sync),
+) -> Result<(), ClientError> {
+    let mut shares: Vec<S> = indices.into_iter().map(make).collect::<Result<_, _>>()?;
+    let mut active: Vec<usize> = (0..shares.len()).collect();
+    while !active.is_empty() {
+        let mut still = Vec::with_capacity(active.len());
+        for &i in &active {
+            if shares[i].step()? {
+                still.push(i);
+            }
+        }
+        active = still;
+    }
+    shares.iter_mut().try_for_each(|s| s.finish())
+}
+
+/// A [`Share`] made of a sequence of requests: `next` sends the next one (or says
+/// there is none) and returns its pending call with what `done` needs to check its
+/// reply; at most `inflight` are in flight.
+pub(crate) struct Pipeline<'c, T, N, D> {
+    next: N,
+    done: D,
+    window: VecDeque<(PendingCall<'c>, T)>,
+    inflight: usize,
+}
+
+impl<'c, T, N, D> Pipeline<'c, T, N, D>
+where
+    N: FnMut() -> Result<Option<(PendingCall<'c>, T)>, ClientError>,
+    D: FnMut(PendingCall<'c>, T) -> Result<(), ClientError>,
+{
+    pub(crate) fn new(inflight: usize, next: N, done: D) -> Self {
+        Pipeline {
+            next,
+            done,
+            window: VecDeque::new(),
+            inflight: inflight.max(1),
+        }
+    }
+}
+
+impl<'c, T, N, D> Share for Pipeline<'c, T, N, D>
+where
+    N: FnMut() -> Result<Option<(PendingCall<'c>, T)>, ClientError>,
+    D: FnMut(PendingCall<'c>, T) -> Result<(), ClientError>,
+{
+    fn step(&mut self) -> Result<bool, ClientError> {
+        if self.window.len() >= self.inflight {
+            let (call, what) = self.window.pop_front().expect("the window is full");
+            (self.done)(call, what)?;
+        }
+        match (self.next)()? {
+            Some(sent) => {
+                self.window.push_back(sent);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), ClientError> {
+        while let Some((call, what)) = self.window.pop_front() {
+            (self.done)(call, what)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_calls_stay_on_the_calling_thread_and_large_ones_are_bounded() {
+        assert_eq!(threads_for(1, u64::MAX), 1);
+        assert_eq!(threads_for(500, 1 << 20), 1);
+        assert_eq!(threads_for(500, THREADED_CALL_BYTES_MIN - 1), 1);
+        assert_eq!(threads_for(500, THREADED_CALL_BYTES_MIN), 2);
+        assert_eq!(threads_for(500, u64::MAX), TRANSFER_THREADS_MAX);
+        assert_eq!(threads_for(3, u64::MAX), 3);
+    }
+}

@@ -1,0 +1,173 @@
+//! What opens, closes and small calls cost a process in resources: many open/close
+//! cycles in one process reuse its connections (no growth in sockets or threads), and a
+//! call over a file striped across many io servers drives them from a bounded number of
+//! threads (small calls from the calling thread alone), with the data intact.
+
+use std::sync::Mutex;
+use weft_client::{
+    transfer_threads_started, CreateOptions, LayoutRequest, OpenOptions, TRANSFER_THREADS_MAX,
+};
+use weft_testkit::{ClusterOptions, TestCluster};
+
+/// The tests count this process's threads and descriptors: one at a time.
+static ALONE: Mutex<()> = Mutex::new(());
+
+fn threads_now() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .count()
+}
+
+fn descriptors_now() -> usize {
+    std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd").count()
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| (i.wrapping_mul(31) ^ seed.wrapping_mul(131) ^ (i >> 9)) as u8)
+        .collect()
+}
+
+#[test]
+fn many_opens_and_closes_in_one_process_grow_neither_connections_nor_threads() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/cycles", 0o755).unwrap();
+    // Striped over all 4 servers: every cycle touches every server.
+    let cycle = |i: u64| {
+        let path = format!("/cycles/f{}", i % 8);
+        let data = pattern(i, 256 * 1024);
+        let f = client
+            .create(&path, &CreateOptions::default())
+            .unwrap_or_else(|e| panic!("create {path}: {e}"));
+        f.write_at(0, &data).unwrap();
+        f.close().unwrap();
+        let f = client
+            .open(
+                &path,
+                &OpenOptions {
+                    write: false,
+                    ..OpenOptions::default()
+                },
+            )
+            .unwrap();
+        let mut back = vec![0u8; data.len()];
+        assert_eq!(f.read_at(0, &mut back).unwrap(), data.len());
+        assert!(back == data, "cycle {i}: {path} read back differs");
+        // A handle another process would get by handoff reads the same.
+        let handed = client.open_handoff(&f.handoff(), &path, false).unwrap();
+        let mut again = vec![0u8; data.len()];
+        assert_eq!(handed.read_at(0, &mut again).unwrap(), data.len());
+        assert!(
+            again == data,
+            "cycle {i}: the handed-off handle reads other bytes"
+        );
+        f.close().unwrap();
+        handed.close().unwrap();
+    };
+    // The first cycle makes the connections the later ones reuse.
+    cycle(0);
+    let (threads, descriptors, helpers) = (threads_now(), descriptors_now(), transfer_threads_started());
+    for i in 1..300 {
+        cycle(i);
+    }
+    let (threads_after, descriptors_after) = (threads_now(), descriptors_now());
+    assert!(
+        threads_after <= threads + 1,
+        "300 open/write/read/close cycles grew the process from {threads} to {threads_after} threads"
+    );
+    assert!(
+        descriptors_after <= descriptors + 1,
+        "300 open/write/read/close cycles grew the process from {descriptors} to {descriptors_after} descriptors"
+    );
+    assert_eq!(
+        transfer_threads_started(),
+        helpers,
+        "calls of 256 KiB over 4 servers started helper threads: they are driven from the calling thread"
+    );
+}
+
+#[test]
+fn a_call_over_many_io_servers_uses_a_bounded_number_of_threads() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    const SERVERS: u32 = 16;
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        io_servers: SERVERS,
+        ..ClusterOptions::default()
+    });
+    let client = cluster.client();
+    let f = client
+        .create(
+            "/wide",
+            &CreateOptions {
+                layout: LayoutRequest {
+                    stripe_size_bytes: Some(64 * 1024),
+                    stripe_count: Some(SERVERS),
+                    ..LayoutRequest::default()
+                },
+                ..CreateOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(f.layout().servers.len(), SERVERS as usize);
+    // Connections first (a reader thread each), so that what follows counts only the
+    // calls' own threads.
+    let small = pattern(1, 64 * 1024 * SERVERS as usize);
+    f.write_at(0, &small).unwrap();
+    let baseline = threads_now();
+
+    // A small call over all 16 servers: no helper thread at all.
+    let helpers = transfer_threads_started();
+    f.write_at(0, &small).unwrap();
+    let mut back = vec![0u8; small.len()];
+    assert_eq!(f.read_at(0, &mut back).unwrap(), small.len());
+    assert!(
+        back == small,
+        "the small striped read differs from what was written"
+    );
+    assert_eq!(
+        transfer_threads_started(),
+        helpers,
+        "a 1 MiB call over 16 servers started helper threads"
+    );
+
+    // A large call: at most TRANSFER_THREADS_MAX - 1 helpers each, never one per server.
+    // A sampler watches the thread count while it runs.
+    let big = pattern(2, 64 << 20);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let peak = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(threads_now());
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            peak
+        });
+        let helpers = transfer_threads_started();
+        f.write_at(0, &big).unwrap();
+        let mut back = vec![0u8; big.len()];
+        assert_eq!(f.read_at(0, &mut back).unwrap(), big.len());
+        assert!(
+            back == big,
+            "the 64 MiB striped read differs from what was written"
+        );
+        let started = transfer_threads_started() - helpers;
+        assert!(
+            started <= 2 * (TRANSFER_THREADS_MAX as u64 - 1),
+            "a 64 MiB write and read over {SERVERS} servers started {started} helper threads"
+        );
+        assert!(
+            started > 0,
+            "a 64 MiB call used no helper thread: the bound is not exercised"
+        );
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        sampler.join().unwrap()
+    });
+    // The sampler itself is one thread more than the baseline.
+    assert!(
+        peak <= baseline + 1 + TRANSFER_THREADS_MAX,
+        "{peak} threads at once during a call over {SERVERS} servers (baseline {baseline})"
+    );
+}
