@@ -63,6 +63,9 @@ const SESSIONS_MAX: usize = 65_536;
 /// Kept files looked at per purge round for lapsed sessions.
 const KEPT_SCAN_MAX: usize = 4096;
 
+/// A background refill asked for: a layout of the set, and the set (sorted).
+type RefillAsk = (Layout, Vec<ServerId>);
+
 /// The metadata role of a server.
 pub struct MetaService {
     store: MetaStore,
@@ -91,6 +94,11 @@ pub struct MetaService {
     precreate_batch: AtomicUsize,
     /// Grants capabilities (none: the cluster asks for none, see `GrantCapability`).
     capabilities: std::sync::OnceLock<Arc<dyn CapabilityIssuer>>,
+    /// The background refiller (`spawn_refiller`), if started: asked to refill a
+    /// server set's pool once it runs low, so that creates seldom wait for a refill.
+    refiller: Mutex<Option<mpsc::SyncSender<RefillAsk>>>,
+    /// Server sets a background refill was asked for and has not finished.
+    refills_asked: Mutex<BTreeSet<Vec<ServerId>>>,
 }
 
 /// Signs the capabilities the manager grants and tells the servers of revocations
@@ -141,6 +149,8 @@ impl MetaService {
             refilling: Mutex::new(()),
             precreate_batch: AtomicUsize::new(PRECREATE_BATCH),
             capabilities: Default::default(),
+            refiller: Mutex::new(None),
+            refills_asked: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -601,6 +611,9 @@ impl MetaService {
             pools.get_mut(&servers).and_then(|pool| pool.pop()).map(Some)
         };
         if let Some(found) = pop() {
+            if found.is_some() {
+                self.refill_if_low(layout, &servers, batch);
+            }
             return Ok(found);
         }
         if batch == 0 {
@@ -634,6 +647,87 @@ impl MetaService {
             .or_default()
             .extend(fresh);
         Ok(taken)
+    }
+
+    /// Asks the background refiller, if there is one, to refill the pool of `servers` once
+    /// it holds `batch / 2` numbers or fewer (one request per set at a time).
+    fn refill_if_low(&self, layout: &Layout, servers: &[ServerId], batch: usize) {
+        let left = self
+            .precreated
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(servers)
+            .map_or(0, Vec::len);
+        if batch == 0 || left > batch / 2 {
+            return;
+        }
+        let refiller = self.refiller.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(refiller) = refiller.as_ref() else {
+            return;
+        };
+        let mut asked = self.refills_asked.lock().unwrap_or_else(|p| p.into_inner());
+        if asked.contains(servers) {
+            return;
+        }
+        // A full queue (more sets running low at once than it holds): the next create
+        // of that set asks again, or refills itself when the pool is empty.
+        if refiller.try_send((layout.clone(), servers.to_vec())).is_ok() {
+            asked.insert(servers.to_vec());
+        }
+    }
+
+    /// One background refill (`spawn_refiller`): skipped if the pool was refilled
+    /// meanwhile; a failure is logged (the next create that finds the pool empty
+    /// refills itself and reports it).
+    fn refill_in_background(&self, layout: &Layout, servers: &[ServerId]) {
+        let batch = self.precreate_batch.load(Ordering::Relaxed);
+        let _refill = self.refilling.lock().unwrap_or_else(|p| p.into_inner());
+        let left = self
+            .precreated
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(servers)
+            .map_or(0, Vec::len);
+        if batch > 0 && left <= batch / 2 {
+            match self.refill(layout, servers, batch) {
+                Ok(fresh) => self
+                    .precreated
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(servers.to_vec())
+                    .or_default()
+                    .extend(fresh),
+                Err(error) => eprintln!(
+                    "weftd meta: refilling the pool of precreated objects on io servers {servers:?}: {error}"
+                ),
+            }
+        }
+        self.refills_asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(servers);
+    }
+
+    /// Starts the background refiller: a pool that runs down to half a batch is refilled
+    /// by this thread while creates go on taking from it, as Lustre's precreate threads
+    /// keep ahead of creates. Without it (tests), a create that finds the pool empty
+    /// refills it. The thread ends when the service is dropped.
+    pub fn spawn_refiller(self: &Arc<Self>) {
+        let service: Weak<MetaService> = Arc::downgrade(self);
+        let (ask, asked) = mpsc::sync_channel::<RefillAsk>(PRECREATE_POOLS_MAX);
+        *self.refiller.lock().unwrap_or_else(|p| p.into_inner()) = Some(ask);
+        std::thread::Builder::new()
+            .name("weft-meta-refiller".into())
+            .spawn(move || {
+                // Ends when the service (holding the sender) is dropped.
+                while let Ok((layout, servers)) = asked.recv() {
+                    let Some(service) = service.upgrade() else {
+                        return;
+                    };
+                    service.refill_in_background(&layout, &servers);
+                }
+            })
+            .expect("spawning the precreate refiller thread");
     }
 
     /// Precreates `PRECREATE_BATCH` objects on every server of `servers`: the numbers

@@ -919,6 +919,46 @@ fn creates_take_precreated_objects_and_a_restart_purges_the_unused_ones() {
     }
 }
 
+/// With the background refiller, a pool that runs down to half a batch is refilled
+/// while it still has numbers: the creates never find it empty, and the pool holds more
+/// than half a batch again without any further create.
+#[test]
+fn the_refiller_tops_the_pool_up_before_it_runs_dry() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = Arc::new(FakeServers::default());
+    let service =
+        Arc::new(MetaService::new(open(dir.path()), cluster_info(&IO_SERVERS), servers.clone()).unwrap());
+    service.set_precreate_batch(8);
+    service.spawn_refiller();
+    let all = LayoutRequest {
+        stripe_count: Some(4),
+        ..Default::default()
+    };
+    let create =
+        |k: usize| attr(service.handle(create_request(root(), InodeId::ROOT, &format!("f{k}"), all, true)));
+    // The first create refills itself (the pool is empty): 8 numbers, 7 left.
+    create(0);
+    assert_eq!(servers.create_calls.load(Ordering::SeqCst), 4);
+    // Down to 4 left (half a batch): the refiller is asked for another batch.
+    for k in 1..4 {
+        create(k);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while service.store().precreated_count().unwrap() <= 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pool was not refilled in the background"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(servers.create_calls.load(Ordering::SeqCst), 2 * 4);
+    assert_eq!(service.store().precreated_count().unwrap(), 12);
+    // Every file made so far and every pooled number has its objects.
+    for server in IO_SERVERS {
+        assert_eq!(servers.objects_on(server).len(), 16);
+    }
+}
+
 /// A refill that fails on one server fails the create with that server named, leaves no
 /// file, and hands the batch to the purger (whose objects go from the other servers).
 #[test]

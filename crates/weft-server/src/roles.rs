@@ -117,6 +117,7 @@ impl Roles {
                 service.set_precreate_batch(batch as usize);
             }
             std::mem::forget(service.spawn_purger(PURGE_PERIOD));
+            service.spawn_refiller();
             Some(service)
         } else {
             None

@@ -10,17 +10,32 @@
 //!    for the group like them; a body failing with a storage or internal error may have
 //!    written part of its work, so the whole group is aborted and every member gets that
 //!    error.
-//! 4. When every waiter has joined, the leader closes the group and commits it; callers
+//! 4. When every waiter has joined, and as many members as the previous group had (or
+//!    the gathering time ran out), the leader closes the group and commits it; callers
 //!    arriving from then on form the next group, which fills while this one's fsync runs.
 //! 5. Every member waits for its group's outcome and returns its own result with it.
+//!
+//! Why the leader gathers (step 4): a commit costs one flush of the disk, whatever it
+//! holds (measured on the 2-core VM: 4.2 ms p50 under load for 1 page or 40 pages,
+//! 0.5 ms when quiet), so throughput is group size over flush time. Clients answered
+//! together come back together, a little apart: without gathering, the first to come
+//! back found no commit running and committed alone while the others waited for it,
+//! and groups of 4 synchronous clients alternated 1 and 3 (2.3 operations per commit
+//! measured). The leader now waits for as many members as the last group had, for at
+//! most half the recent commit time (`GATHER_MAX` at most); a single client (the last
+//! group had 1) never waits.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use redb::{Database, Durability, WriteTransaction};
 use weft_proto::{ErrorCode, WireError};
 
 use super::{StorageResult, WriteTables};
+
+/// Longest a leader waits for the members it expects (see the module comment).
+const GATHER_MAX: Duration = Duration::from_millis(2);
 
 /// See the module comment.
 #[derive(Default)]
@@ -41,12 +56,26 @@ struct State {
     /// Groups committed and operations in them (for tests and figures).
     groups_committed: u64,
     operations_committed: u64,
+    /// Operations that joined the last group closed (members and refusals): how many a
+    /// leader waits for.
+    expected: u64,
+    /// Recent commit time, microseconds (moving average): bounds how long a leader
+    /// waits for them.
+    commit_us: u64,
+}
+
+impl State {
+    fn gather_time(&self) -> Duration {
+        Duration::from_micros(self.commit_us / 2).min(GATHER_MAX)
+    }
 }
 
 struct OpenGroup {
     txn: WriteTransaction,
     outcome: Arc<Outcome>,
     members: u64,
+    /// Operations that ran their body in it (members and refusals).
+    joined: u64,
     /// A member failed in a way that may have left writes in the transaction.
     failed: Option<WireError>,
 }
@@ -114,6 +143,7 @@ impl GroupCommit {
                             txn,
                             outcome: Arc::default(),
                             members: 0,
+                            joined: 0,
                             failed: None,
                         })
                     }
@@ -134,6 +164,7 @@ impl GroupCommit {
         // Join: run the body in the open transaction.
         let group = state.open.as_mut().expect("a group is open");
         let outcome = Arc::clone(&group.outcome);
+        group.joined += 1;
         let result = match &group.failed {
             Some(error) => Err(error.clone()),
             None => catch_unwind(AssertUnwindSafe(|| {
@@ -164,12 +195,29 @@ impl GroupCommit {
         self.changed.notify_all();
 
         if leader {
-            // Close once everyone who waited for this transaction has joined.
-            while state.waiting > 0 {
-                state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+            // Close once everyone who waited for this transaction has joined, and as many
+            // as joined the last group have (or the gathering time is up).
+            let deadline = Instant::now() + state.gather_time();
+            loop {
+                let joined = state.open.as_ref().map_or(0, |g| g.joined);
+                if state.waiting > 0 {
+                    state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+                    continue;
+                }
+                let now = Instant::now();
+                if joined >= state.expected || now >= deadline {
+                    break;
+                }
+                state = self
+                    .changed
+                    .wait_timeout(state, deadline - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
             }
             let group = state.open.take().expect("the leader's group is open");
+            state.expected = group.joined;
             drop(state);
+            let started = Instant::now();
             let members = group.members;
             let committed = match group.failed {
                 Some(error) => {
@@ -183,9 +231,11 @@ impl GroupCommit {
                 None => group.txn.commit().storage(),
             };
             if committed.is_ok() && members > 0 {
+                let took = started.elapsed().as_micros().min(u64::MAX as u128) as u64;
                 let mut state = self.lock();
                 state.groups_committed += 1;
                 state.operations_committed += members;
+                state.commit_us = (state.commit_us * 7 + took) / 8;
             }
             group.outcome.set(committed);
         } else {
