@@ -693,13 +693,18 @@ impl Client {
     }
 
     /// Opens a file known by its attributes (for adapters that track inodes).
+    /// `attr.size` is taken as the size the io servers gave just now (as `getattr_sized`
+    /// and `revalidate` fill it in): reads within it need not ask them again.
     pub fn open_attr(&self, attr: Attr, writable: bool) -> Result<File, ClientError> {
-        File::new(
+        let size = attr.size;
+        let file = File::new(
             self.inner.clone(),
             attr.clone(),
             format!("inode {}", attr.inode),
             writable,
-        )
+        )?;
+        file.known_size.store(size, std::sync::atomic::Ordering::SeqCst);
+        Ok(file)
     }
 
     /// One page of a directory: up to `max_entries` names strictly after `after`.

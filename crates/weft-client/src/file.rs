@@ -363,6 +363,16 @@ impl File {
             .map_err(|e| ClientError::refused(ErrorCode::TooLarge, format!("{}: {e}", self.path)))
     }
 
+    /// What `write_at(offset, buf)` with `len` bytes would check before sending: the
+    /// handle is open for writing, the range ends within the largest file (else
+    /// `TooLarge`), and an unprivileged writer has dropped the file's setuid/setgid
+    /// privileges. For adapters that accept a write now and send it later (the FUSE
+    /// mount's write-behind), so that its errors come with the write.
+    pub fn check_write(&self, offset: u64, len: usize) -> Result<(), ClientError> {
+        self.check_writable()?;
+        self.check(offset, len)
+    }
+
     /// Before any write: the handle must be open for writing, and a write by an
     /// unprivileged user drops the file's setuid/setgid privileges first.
     pub(crate) fn check_writable(&self) -> Result<(), ClientError> {

@@ -4,6 +4,7 @@
 //! open, so the data path makes no metadata round trips) and open directory streams.
 
 use crate::attr::{file_attr, kind_of_mode, time_set};
+use crate::behind::{WriteBehind, SMALL_WRITE_BYTES};
 use crate::creds::Clients;
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
@@ -64,8 +65,8 @@ impl Default for CacheOptions {
     }
 }
 
-struct OpenFile {
-    file: File,
+pub(crate) struct OpenFile {
+    pub(crate) file: File,
 }
 
 pub struct WeftFs {
@@ -90,6 +91,8 @@ pub struct WeftFs {
     retries: Retries,
     /// Set once the session exists: tells the kernel to drop cached attributes.
     notifier: Arc<OnceLock<Notifier>>,
+    /// Small writes not yet sent to the io servers (see `behind`).
+    behind: WriteBehind,
 }
 
 thread_local! {
@@ -136,6 +139,7 @@ impl WeftFs {
             names: Names::default(),
             retries: Retries::default(),
             notifier,
+            behind: WriteBehind::default(),
         }
     }
 
@@ -171,6 +175,18 @@ impl WeftFs {
 
     /// Remembers an inode's attributes for `open` and answers with the kernel's form.
     fn remember(&self, attr: &Attr) -> FileAttr {
+        let with_kept;
+        let attr = match self.behind.end(attr.inode) {
+            // Bytes written here and not yet sent count in the size (see `behind`).
+            end if end > attr.size && attr.kind == FileKind::File => {
+                with_kept = Attr {
+                    size: end,
+                    ..attr.clone()
+                };
+                &with_kept
+            }
+            _ => attr,
+        };
         if attr.kind == FileKind::File {
             let mut table = self.attrs.lock().expect("attribute table poisoned");
             if table.len() >= ATTRS_CACHED_MAX {
@@ -274,6 +290,8 @@ impl WeftFs {
     }
 
     fn do_setattr(&self, req: &Request, ino: INodeNo, changes: SetAttr) -> Result<FileAttr, Errno> {
+        // Kept writes land before a truncate (or a time set) that came after them.
+        self.behind.send(inode(ino))?;
         let client = self.caller(req);
         let attr = if changes == SetAttr::default() {
             client.getattr(inode(ino))
@@ -318,6 +336,9 @@ impl WeftFs {
     /// afresh. A name that no longer leads to the inode is answered ESTALE, on which the
     /// kernel looks the whole path up again and retries once; that retry is trusted.
     fn do_open(&self, req: &Request, ino: INodeNo, flags: OpenFlags) -> Result<(u64, FopenFlags), Errno> {
+        // What another descriptor here wrote is on the io servers before this open reads
+        // the size (close-to-open holds between descriptors of one mount too).
+        self.behind.send(inode(ino))?;
         let client = self.caller(req);
         let told = self.remembered(inode(ino));
         let attr = match told
@@ -443,11 +464,16 @@ impl WeftFs {
         Ok(())
     }
 
-    fn do_read(&self, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
+    fn do_read(&self, ino: INodeNo, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
         let open = match self.file(fh) {
             Ok(f) => f,
             Err(e) => return reply.error(e),
         };
+        // Reads see this mount's kept writes (the kernel asks only for what its page
+        // cache lacks, so this is rare).
+        if let Err(e) = self.behind.send(inode(ino)) {
+            return reply.error(e);
+        }
         let size = size.min(REQUEST_BYTES_MAX) as usize;
         READ_BUFFER.with(|buffer| {
             let mut buffer = buffer.borrow_mut();
@@ -631,6 +657,7 @@ impl Filesystem for WeftFs {
     }
 
     fn destroy(&mut self) {
+        self.behind.send_all();
         let base = self.clients.base();
         for inode in self.open_inodes.drain_kept() {
             kept::release(&base, self.session, inode);
@@ -778,7 +805,7 @@ impl Filesystem for WeftFs {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -786,7 +813,7 @@ impl Filesystem for WeftFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.do_read(fh, offset, size, reply)
+        self.do_read(ino, fh, offset, size, reply)
     }
 
     fn write(
@@ -812,9 +839,20 @@ impl Filesystem for WeftFs {
             }
             if flags.0 & libc::O_APPEND != 0 {
                 // At the true end of the file, whoever wrote last, not at the offset the
-                // kernel chose from its cached size.
+                // kernel chose from its cached size; after what this mount wrote before.
+                self.behind.send(inode(ino))?;
                 open.file.append(data).map(|_| data.len())
+            } else if data.len() < SMALL_WRITE_BYTES {
+                // Kept, and sent with the file's other small writes (see `behind`).
+                open.file
+                    .check_write(offset, data.len())
+                    .map_err(|e| errno(&e, "write"))?;
+                return self
+                    .behind
+                    .write(inode(ino), &open, offset, data)
+                    .map(|()| data.len());
             } else {
+                self.behind.send(inode(ino))?;
                 open.file.write_at(offset, data)
             }
             .map_err(|e| errno(&e, "write"))
@@ -825,18 +863,12 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn flush(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _lock_owner: LockOwner,
-        reply: ReplyEmpty,
-    ) {
-        // Writes go to the io servers before they are acknowledged: by close, every byte
-        // is on its server, and the next getattr anywhere sees the new size.
-        match self.file(fh) {
-            Ok(_) => reply.ok(),
+    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        // Kept writes go to the io servers now: by close, every byte is on its server
+        // and the next getattr anywhere sees the new size. A failure to send them is
+        // close's error, as on NFS.
+        match self.file(fh).and_then(|_| self.behind.send(inode(ino))) {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
@@ -844,13 +876,17 @@ impl Filesystem for WeftFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // Normally sent by flush already; a descriptor dropped without one (mmap) sends
+        // here, before a kept file may be released. Nobody is left to tell of a failure
+        // but the log.
+        let _ = self.behind.send(inode(ino));
         let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
         if let Some(open) = closed {
             if let Some(inode) = self.open_inodes.closed(open.file.inode()) {
@@ -860,10 +896,11 @@ impl Filesystem for WeftFs {
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        let result = self
-            .file(fh)
-            .and_then(|open| open.file.sync().map_err(|e| errno(&e, "fsync")));
+    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let result = self.file(fh).and_then(|open| {
+            self.behind.send(inode(ino))?;
+            open.file.sync().map_err(|e| errno(&e, "fsync"))
+        });
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -1105,7 +1142,7 @@ impl Filesystem for WeftFs {
     fn fallocate(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
@@ -1113,6 +1150,8 @@ impl Filesystem for WeftFs {
         reply: ReplyEmpty,
     ) {
         let result = self.file(fh).and_then(|open| {
+            // A hole punched after kept writes must not be filled by them later.
+            self.behind.send(inode(ino))?;
             open.file
                 .allocate(offset, length, mode as u32)
                 .map_err(|e| errno(&e, "fallocate"))

@@ -12,10 +12,17 @@
 //!   gid, while the kernel knows the caller's full credentials (groups, capabilities)
 //!   and checks them at every open, which is the only gate in front of the data since
 //!   io servers check nothing. A root mount allows other users (`allow_other`).
-//! - Data is written through: a write is on its io servers before it is acknowledged,
-//!   so close needs no flush and a size asked right after close is right. The kernel
-//!   caches pages while a file is open; each open starts with an empty page cache for
-//!   the file. Attributes and names are cached for `attr_ttl` (1 s by default).
+//! - Data is written through the kernel's page cache (no FUSE writeback cache: under it
+//!   the kernel trusts its own file size over the io servers', so another client's
+//!   appends would go unseen). Writes of 128 KiB or more are on their io servers when
+//!   acknowledged; smaller ones are kept by the daemon and sent together, one list
+//!   write per io server, by close, fsync, a read, truncate, append or open of the file
+//!   in this mount, or past a per-file or per-mount bound (see `behind`), so a random
+//!   4 KiB writer pays one kernel round trip per call rather than two. A size asked
+//!   right after close is right everywhere; before it, this mount's answers count the
+//!   kept bytes. The kernel caches pages while a file is open; each open starts with an
+//!   empty page cache for the file. Attributes and names are cached for `attr_ttl` (1 s
+//!   by default).
 //! - Close-to-open consistency across clients: an open checks with the manager, in one
 //!   round trip, that the names the kernel found the file by still lead to it, and reads
 //!   its attributes and size afresh (dropping the kernel's cached ones if they changed).
@@ -49,6 +56,7 @@
 //! rename with RENAME_NOREPLACE checks and renames in two steps.
 
 mod attr;
+mod behind;
 mod creds;
 mod dir;
 mod fs;

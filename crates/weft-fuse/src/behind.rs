@@ -1,0 +1,350 @@
+//! Write-behind of small writes. The kernel sends every write of a page-cached file to
+//! the daemon as it happens (the mount does not use FUSE's writeback cache, under which
+//! the kernel trusts its own file size over the io servers' and another client's
+//! appends would go unseen). A small write sent on to its io server at once pays a
+//! second round trip per call; instead, writes below [`SMALL_WRITE_BYTES`] are kept
+//! here, per inode, merged, and sent as one list write (one request per io server)
+//! when the file is closed, synced, read, truncated, appended to or reopened in this
+//! mount, or when the inode holds [`INODE_BYTES_MAX`] or [`INODE_EXTENTS_MAX`]. The
+//! attributes the mount answers with count the kept bytes (the size is at least their
+//! end), so the kernel never shrinks a file it just wrote.
+//!
+//! What this gives up, as NFS's close-to-open caching does: another client sees the
+//! bytes once the writer closes or syncs the file (not at each write), and a write's
+//! I/O error is reported by the close, fsync or later call that sends it. A daemon
+//! killed with kept bytes loses them, as a crash loses a local file system's page
+//! cache.
+
+use crate::fs::OpenFile;
+use fuser::Errno;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use weft_client::{ClientError, InodeId};
+
+/// Writes shorter than this are kept; longer ones go to the io servers at once (after
+/// what is kept for the inode).
+pub const SMALL_WRITE_BYTES: usize = 128 << 10;
+
+/// Bytes kept for one inode before they are sent.
+pub const INODE_BYTES_MAX: usize = 8 << 20;
+
+/// Separate extents kept for one inode before they are sent (each is a range of the
+/// list write).
+pub const INODE_EXTENTS_MAX: usize = 4096;
+
+/// Bytes kept for the whole mount: past this, a write sends its inode's bytes.
+pub const MOUNT_BYTES_MAX: usize = 256 << 20;
+
+/// Bytes kept for one inode: disjoint, non-adjacent extents by offset.
+#[derive(Default)]
+pub(crate) struct Extents {
+    map: BTreeMap<u64, Vec<u8>>,
+    bytes: usize,
+}
+
+impl Extents {
+    /// Adds `data` at `offset`, over whatever is kept there, merging with the extents
+    /// it overlaps or touches. Returns the change in bytes kept.
+    pub(crate) fn insert(&mut self, offset: u64, data: &[u8]) -> isize {
+        let before = self.bytes as isize;
+        let end = offset + data.len() as u64;
+        // Extents that overlap or touch [offset, end): starting at or before `end`, and
+        // ending at or after `offset`.
+        let touching: Vec<u64> = self
+            .map
+            .range(..=end)
+            .rev()
+            .take_while(|(start, bytes)| **start + bytes.len() as u64 >= offset)
+            .map(|(start, _)| *start)
+            .collect();
+        let mut new_start = offset;
+        let mut new_end = end;
+        for start in &touching {
+            let len = self.map[start].len() as u64;
+            new_start = new_start.min(*start);
+            new_end = new_end.max(start + len);
+        }
+        // The extent that starts first grows in place when it starts at or before the
+        // write (a sequential writer's appends cost only their own bytes); otherwise the
+        // write starts the new extent.
+        let mut merged = match touching.last() {
+            Some(first) if *first == new_start => {
+                let old = self.map.remove(first).expect("listed above");
+                self.bytes -= old.len();
+                old
+            }
+            _ => Vec::new(),
+        };
+        merged.resize((new_end - new_start) as usize, 0);
+        for start in touching {
+            let Some(old) = self.map.remove(&start) else {
+                continue; // the first one, taken above
+            };
+            self.bytes -= old.len();
+            let at = (start - new_start) as usize;
+            merged[at..at + old.len()].copy_from_slice(&old);
+        }
+        let at = (offset - new_start) as usize;
+        merged[at..at + data.len()].copy_from_slice(data);
+        self.bytes += merged.len();
+        self.map.insert(new_start, merged);
+        self.bytes as isize - before
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// The end of the last extent (0 when empty).
+    pub(crate) fn end(&self) -> u64 {
+        self.map
+            .last_key_value()
+            .map_or(0, |(start, bytes)| start + bytes.len() as u64)
+    }
+
+    /// The extents as list-write ranges and their bytes in the same order; empties
+    /// this.
+    pub(crate) fn take(&mut self) -> (Vec<(u64, u64)>, Vec<u8>) {
+        let mut ranges = Vec::with_capacity(self.map.len());
+        let mut data = Vec::with_capacity(self.bytes);
+        for (start, bytes) in std::mem::take(&mut self.map) {
+            ranges.push((start, bytes.len() as u64));
+            data.extend_from_slice(&bytes);
+        }
+        self.bytes = 0;
+        (ranges, data)
+    }
+}
+
+/// What is kept for one inode, and the open file it was written through (sent through
+/// it: it is open for writing).
+struct Kept {
+    writer: Arc<OpenFile>,
+    extents: Extents,
+    /// Taken out of the table (everything sent): a writer that found it there just
+    /// before must start a new one.
+    retired: bool,
+}
+
+/// The write-behind of one mount.
+#[derive(Default)]
+pub(crate) struct WriteBehind {
+    inodes: Mutex<HashMap<InodeId, Arc<Mutex<Kept>>>>,
+    /// Bytes kept over all inodes.
+    total: AtomicUsize,
+    /// Inodes with bytes kept (lets the common case skip the table's lock).
+    dirty_inodes: AtomicUsize,
+}
+
+fn errno_of(e: &ClientError) -> Errno {
+    eprintln!("weft-fuse: sending kept writes: {e}");
+    Errno::from_i32(e.errno())
+}
+
+impl WriteBehind {
+    /// Keeps a small write (`data.len() < SMALL_WRITE_BYTES`) to `inode` made through
+    /// `open`; sends the inode's kept bytes if that passes a limit.
+    pub(crate) fn write(
+        &self,
+        inode: InodeId,
+        open: &Arc<OpenFile>,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), Errno> {
+        debug_assert!(data.len() < SMALL_WRITE_BYTES);
+        loop {
+            let entry = {
+                let mut table = self.inodes.lock().expect("write-behind table poisoned");
+                table
+                    .entry(inode)
+                    .or_insert_with(|| {
+                        Arc::new(Mutex::new(Kept {
+                            writer: open.clone(),
+                            extents: Extents::default(),
+                            retired: false,
+                        }))
+                    })
+                    .clone()
+            };
+            let mut kept = entry.lock().expect("kept writes poisoned");
+            if kept.retired {
+                continue;
+            }
+            if kept.extents.bytes() == 0 {
+                // New, or sent meanwhile: this handle is the writer now.
+                kept.writer = open.clone();
+                self.dirty_inodes.fetch_add(1, Ordering::Relaxed);
+            }
+            let grown = kept.extents.insert(offset, data);
+            let total = if grown >= 0 {
+                self.total.fetch_add(grown as usize, Ordering::Relaxed) + grown as usize
+            } else {
+                self.total.fetch_sub(grown.unsigned_abs(), Ordering::Relaxed) - grown.unsigned_abs()
+            };
+            if kept.extents.bytes() >= INODE_BYTES_MAX
+                || kept.extents.len() >= INODE_EXTENTS_MAX
+                || total >= MOUNT_BYTES_MAX
+            {
+                let sent = self.send_locked(&mut kept);
+                self.retire(inode, &entry, &mut kept);
+                return sent;
+            }
+            return Ok(());
+        }
+    }
+
+    /// Sends what is kept for `inode`, if anything. On failure the kept bytes are
+    /// dropped (they may be partly written) and the error is returned.
+    pub(crate) fn send(&self, inode: InodeId) -> Result<(), Errno> {
+        if self.dirty_inodes.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        let entry = self
+            .inodes
+            .lock()
+            .expect("write-behind table poisoned")
+            .get(&inode)
+            .cloned();
+        let Some(entry) = entry else { return Ok(()) };
+        let mut kept = entry.lock().expect("kept writes poisoned");
+        let sent = self.send_locked(&mut kept);
+        self.retire(inode, &entry, &mut kept);
+        sent
+    }
+
+    /// Everything in `entry` is sent: it (and the writer's open file it holds) leaves
+    /// the table, and a writer that found it there just before starts another. Called
+    /// with the entry locked (the table's lock is taken inside it, never the reverse).
+    fn retire(&self, inode: InodeId, entry: &Arc<Mutex<Kept>>, kept: &mut Kept) {
+        let mut table = self.inodes.lock().expect("write-behind table poisoned");
+        if table
+            .get(&inode)
+            .is_some_and(|current| Arc::ptr_eq(current, entry))
+        {
+            table.remove(&inode);
+        }
+        kept.retired = true;
+    }
+
+    fn send_locked(&self, kept: &mut Kept) -> Result<(), Errno> {
+        if kept.extents.bytes() == 0 {
+            return Ok(());
+        }
+        let (ranges, data) = kept.extents.take();
+        self.total.fetch_sub(data.len(), Ordering::Relaxed);
+        self.dirty_inodes.fetch_sub(1, Ordering::Relaxed);
+        kept.writer
+            .file
+            .write_list(&ranges, &data)
+            .map(|_| ())
+            .map_err(|e| errno_of(&e))
+    }
+
+    /// The end of the bytes kept for `inode` (0: none): the size the mount reports is at
+    /// least this.
+    pub(crate) fn end(&self, inode: InodeId) -> u64 {
+        if self.dirty_inodes.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let entry = self
+            .inodes
+            .lock()
+            .expect("write-behind table poisoned")
+            .get(&inode)
+            .cloned();
+        entry.map_or(0, |e| e.lock().expect("kept writes poisoned").extents.end())
+    }
+
+    /// Sends everything kept (the mount is ending). Failures are logged.
+    pub(crate) fn send_all(&self) {
+        let inodes: Vec<InodeId> = self
+            .inodes
+            .lock()
+            .expect("write-behind table poisoned")
+            .keys()
+            .copied()
+            .collect();
+        for inode in inodes {
+            let _ = self.send(inode);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contents(e: &mut Extents) -> Vec<(u64, Vec<u8>)> {
+        let (ranges, data) = e.take();
+        let mut at = 0usize;
+        ranges
+            .into_iter()
+            .map(|(off, len)| {
+                let bytes = data[at..at + len as usize].to_vec();
+                at += len as usize;
+                (off, bytes)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn writes_merge_and_later_bytes_win() {
+        let mut e = Extents::default();
+        assert_eq!(e.insert(100, b"aaaa"), 4);
+        assert_eq!(e.insert(10, b"bb"), 2);
+        // Touches the end of [100, 104): merged into one extent.
+        assert_eq!(e.insert(104, b"cc"), 2);
+        // Overlaps both ends of [100, 106) partly and replaces the middle.
+        assert_eq!(e.insert(99, b"dddd"), 1);
+        assert_eq!((e.len(), e.bytes(), e.end()), (2, 9, 106));
+        assert_eq!(
+            contents(&mut e),
+            vec![(10, b"bb".to_vec()), (99, b"ddddacc".to_vec())]
+        );
+        assert_eq!((e.len(), e.bytes(), e.end()), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_write_spanning_several_extents_joins_them() {
+        let mut e = Extents::default();
+        e.insert(0, b"xx");
+        e.insert(4, b"yy");
+        e.insert(8, b"zz");
+        e.insert(12, b"ww");
+        assert_eq!(e.len(), 4);
+        assert_eq!(e.insert(1, b"123456789"), 10 - 6);
+        assert_eq!(
+            contents(&mut e),
+            vec![(0, b"x123456789".to_vec()), (12, b"ww".to_vec())]
+        );
+    }
+
+    #[test]
+    fn random_writes_read_back_as_a_plain_buffer_would() {
+        let mut e = Extents::default();
+        let mut model = vec![0u8; 4096];
+        let mut written = vec![false; 4096];
+        let mut seed = 12345u64;
+        for round in 0..2000u64 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let offset = (seed >> 33) % 4000;
+            let len = 1 + (seed >> 20) % 90;
+            let len = len.min(4096 - offset);
+            let data: Vec<u8> = (0..len).map(|k| (round as u8).wrapping_add(k as u8)).collect();
+            e.insert(offset, &data);
+            model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
+            written[offset as usize..(offset + len) as usize].fill(true);
+        }
+        assert_eq!(e.bytes(), written.iter().filter(|w| **w).count());
+        for (offset, bytes) in contents(&mut e) {
+            assert_eq!(&model[offset as usize..offset as usize + bytes.len()], &bytes[..]);
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Small writes through a mount, which the daemon keeps and sends together (see the
+//! crate's `behind` module): what they promise. Every byte is where a local file would
+//! have it, for this mount while the file is open (reads through another descriptor,
+//! fstat, truncate, append) and for every other client once it is closed or synced.
+
+mod common;
+
+use common::{pattern, read_all, Mount};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use weft_testkit::TestCluster;
+
+/// A small deterministic generator, so the offsets are the same on every run.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+/// The file as the native client reads it (another client of the cluster).
+fn native_bytes(cluster: &TestCluster, path: &str) -> Vec<u8> {
+    let client = cluster.client();
+    let file = client.open(path, &Default::default()).unwrap();
+    let size = file.size().unwrap();
+    let mut bytes = vec![0u8; size as usize];
+    assert_eq!(file.read_at(0, &mut bytes).unwrap(), bytes.len());
+    bytes
+}
+
+/// Random small writes (1 byte to 9 KiB, overlapping, some past the end) through a
+/// mount land exactly as in a local file, seen by the native client and by a second
+/// mount once the file is closed; a reader in the same mount sees them before.
+#[test]
+fn random_small_writes_match_a_local_file_everywhere() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    let local_path = a.scratch().join("local");
+    let local = std::fs::File::create(&local_path).unwrap();
+    let weft = std::fs::File::create(a.join("f")).unwrap();
+    let mut rng = Lcg(7);
+    for k in 0..3000u64 {
+        let offset = rng.next() % (3 << 20);
+        let len = 1 + (rng.next() % (9 << 10)) as usize;
+        let data = pattern(k, len);
+        local.write_all_at(&data, offset).unwrap();
+        weft.write_all_at(&data, offset).unwrap();
+        if k == 1500 {
+            // While the file is open: its size here counts what was written, and a
+            // second descriptor (with an empty page cache: a fresh open) reads it all.
+            let expected = std::fs::read(&local_path).unwrap();
+            assert_eq!(weft.metadata().unwrap().len(), expected.len() as u64);
+            assert_eq!(read_all(&a.join("f")), expected, "second descriptor, same mount");
+        }
+    }
+    let expected = std::fs::read(&local_path).unwrap();
+    assert_eq!(weft.metadata().unwrap().len(), expected.len() as u64);
+    drop(weft);
+    assert_eq!(
+        native_bytes(&cluster, "/f"),
+        expected,
+        "native client after close"
+    );
+    assert_eq!(read_all(&b.join("f")), expected, "second mount after close");
+    assert_eq!(read_all(&a.join("f")), expected, "same mount after close");
+}
+
+/// fsync sends the kept writes: another client sees them while the writer keeps the
+/// file open.
+#[test]
+fn fsync_makes_small_writes_visible_to_other_clients() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let mut f = std::fs::File::create(a.join("synced")).unwrap();
+    f.write_all(b"hello ").unwrap();
+    f.write_all(b"world").unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(native_bytes(&cluster, "/synced"), b"hello world");
+    f.write_all_at(b"W", 6).unwrap();
+    f.sync_data().unwrap();
+    assert_eq!(native_bytes(&cluster, "/synced"), b"hello World");
+}
+
+/// Kept writes land before what follows them in this mount: a truncate, an append, a
+/// large write over them, and a hole punched over them.
+#[test]
+fn later_operations_are_ordered_after_kept_writes() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let path = a.join("ordered");
+
+    // Small writes, then ftruncate below their end: the tail is gone, not written back.
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(&pattern(1, 10_000)).unwrap();
+    f.set_len(4_000).unwrap();
+    f.write_all_at(b"end", 3_997).unwrap();
+    drop(f);
+    let mut expected = pattern(1, 4_000);
+    expected[3_997..].copy_from_slice(b"end");
+    assert_eq!(native_bytes(&cluster, "/ordered"), expected);
+
+    // A small write, then an O_APPEND write by another descriptor: after it.
+    let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.seek(SeekFrom::End(0)).unwrap();
+    f.write_all(b"+small").unwrap();
+    let mut appender = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    appender.write_all(b"+append").unwrap();
+    drop((f, appender));
+    expected.extend_from_slice(b"+small+append");
+    assert_eq!(native_bytes(&cluster, "/ordered"), expected);
+
+    // A small write, then a large one over it: the large one wins.
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(b"xxxx", 100).unwrap();
+    let large = pattern(2, 256 << 10);
+    f.write_all_at(&large, 0).unwrap();
+    drop(f);
+    expected.resize(large.len().max(expected.len()), 0);
+    expected[..large.len()].copy_from_slice(&large);
+    assert_eq!(native_bytes(&cluster, "/ordered"), expected);
+    assert_eq!(read_all(&path), expected);
+
+    // Reading back through the same descriptor after dropping the page cache.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    f.write_all_at(b"12345", 70_000).unwrap();
+    expected[70_000..70_005].copy_from_slice(b"12345");
+    // SAFETY: a valid descriptor; drops the file's cached pages, so the read goes to
+    // the daemon.
+    unsafe {
+        libc::posix_fadvise(
+            std::os::fd::AsRawFd::as_raw_fd(&f),
+            0,
+            0,
+            libc::POSIX_FADV_DONTNEED,
+        )
+    };
+    let mut back = vec![0u8; 10];
+    f.seek(SeekFrom::Start(69_998)).unwrap();
+    f.read_exact(&mut back).unwrap();
+    assert_eq!(back, expected[69_998..70_008]);
+    drop(f);
+    assert_eq!(native_bytes(&cluster, "/ordered"), expected);
+}
+
+/// A sequential writer in small calls (as cp or tar with a small buffer) writes many
+/// more bytes than one file's bound: sent in pieces, every byte right.
+#[test]
+fn a_sequential_small_writer_past_the_bounds_loses_nothing() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let data = pattern(9, 20 << 20);
+    let mut f = std::fs::File::create(a.join("seq")).unwrap();
+    for chunk in data.chunks(4096 + 123) {
+        f.write_all(chunk).unwrap();
+    }
+    drop(f);
+    assert_eq!(native_bytes(&cluster, "/seq"), data);
+}
