@@ -242,13 +242,20 @@ impl Cluster {
     }
 
     /// A cluster of `weft up` with `up_args` in `home`.
-    pub(crate) fn start_with(weft: &Path, home: tempfile::TempDir, up_args: Vec<String>) -> Result<Cluster> {
+    /// In the emulated network asked with `weft bench --emulate-network`, if it was.
+    pub(crate) fn start_with(
+        weft: &Path,
+        home: tempfile::TempDir,
+        mut up_args: Vec<String>,
+    ) -> Result<Cluster> {
+        up_args.extend(crate::regime::up_args());
         let cluster = Cluster {
             weft: weft.to_path_buf(),
             home,
             up_args,
         };
         cluster.up()?;
+        crate::regime::record(cluster.home())?;
         Ok(cluster)
     }
 

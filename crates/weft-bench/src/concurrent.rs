@@ -714,5 +714,29 @@ fn render(r: &Results) -> String {
         )
     });
     out.push_str(&summary_text("local", rows, &r.goals, &r.notes));
+    if let Some(emu) = crate::regime::emulation() {
+        // The file's servers' links bound a contiguous transfer, as on a cluster.
+        let links = emu.rate_bits as f64 / 8.0 * r.stripe_count as f64 / MIB as f64;
+        out.push_str(&format!(
+            "emulated links: {} x {} = {links:.1} MiB/s each direction\n",
+            r.stripe_count,
+            weft_config::netemu::rate_text(emu.rate_bits)
+        ));
+        for s in r.summary.iter().filter(|s| s.method == Method::Weft) {
+            out.push_str(&format!(
+                "weft {} vs the links: {:.2}x (target >= {LINKS_TARGET:.2}x: {})\n",
+                s.phase.name(),
+                s.mib_per_s / links,
+                if s.mib_per_s / links >= LINKS_TARGET {
+                    "met"
+                } else {
+                    "MISSED"
+                }
+            ));
+        }
+    }
     out
 }
+
+/// What a contiguous transfer should reach of the emulated links' total rate.
+const LINKS_TARGET: f64 = 0.85;

@@ -27,6 +27,7 @@ pub mod pack;
 mod pattern;
 pub mod plot;
 mod procs;
+pub mod regime;
 mod report;
 pub mod simulate;
 
@@ -38,6 +39,15 @@ use clap::{Args, Subcommand};
 pub struct BenchArgs {
     #[command(subcommand)]
     pub command: BenchCommand,
+    /// Measure in a cluster-like regime: the benchmark's cluster is started with `weft
+    /// up --emulate-network RATE[,LATENCY]` (each server in its own network namespace
+    /// behind a link shaped to RATE each direction; LATENCY where the kernel has netem),
+    /// clients over TCP. Benchmarks that start their own clusters start them so; the
+    /// others get a throwaway one of 4 io servers instead of the running cluster.
+    /// Needs root and iproute2. The regime measured is printed and saved in the JSON
+    /// either way (a cluster started by `weft up --emulate-network` is recognised).
+    #[arg(long, global = true, value_name = "RATE[,LATENCY]")]
+    pub emulate_network: Option<weft_config::netemu::NetworkSpec>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -100,6 +110,32 @@ pub enum BenchCommand {
 
 /// Runs a benchmark (or, in a worker process, a worker).
 pub fn run(args: BenchArgs) -> Result<()> {
+    let _emulated = match (&args.emulate_network, &args.command) {
+        (None, _) => None,
+        (Some(_), BenchCommand::Pack(_) | BenchCommand::Plot(_)) => {
+            anyhow::bail!("--emulate-network: this benchmark uses no cluster, so no network to emulate")
+        }
+        (
+            Some(_),
+            BenchCommand::ConcurrentWorker(_)
+            | BenchCommand::MetaWorker(_)
+            | BenchCommand::NoncontigWorker(_),
+        ) => None,
+        (Some(spec), command) => {
+            regime::ask(&spec_text(spec));
+            match command {
+                BenchCommand::Clusterfile(_) | BenchCommand::Delegation(_) => None,
+                _ => Some(regime::start_cluster()?),
+            }
+        }
+    };
+    let is_worker = matches!(
+        args.command,
+        BenchCommand::ConcurrentWorker(_) | BenchCommand::MetaWorker(_) | BenchCommand::NoncontigWorker(_)
+    );
+    if !is_worker && !matches!(args.command, BenchCommand::Plot(_) | BenchCommand::Pack(_)) {
+        eprintln!("regime: {}", regime::describe());
+    }
     match args.command {
         BenchCommand::Concurrent(a) => concurrent::run(&a),
         BenchCommand::Collective(a) => collective::run(&a),
@@ -119,6 +155,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::Plot(a) => plot::run(&a),
         BenchCommand::NoncontigWorker(a) => noncontig::worker(&a),
     }
+}
+
+/// `--emulate-network` again as `weft up` takes it.
+fn spec_text(spec: &weft_config::netemu::NetworkSpec) -> String {
+    format!("{}bit,{}us", spec.rate_bits, spec.latency_us)
 }
 
 fn parse_size_arg(s: &str) -> std::result::Result<u64, String> {

@@ -227,6 +227,7 @@ pub fn write_results(json: &Path, svg: &Path, results: &impl Serialize, figure: 
         bail!("results for {} are not a JSON object", json.display());
     };
     map.insert("plot".into(), serde_json::to_value(figure)?);
+    map.insert("regime".into(), crate::regime::json());
     write_json(json, &value)?;
     if !figure.has_points() {
         println!("JSON: {}  (no plot: nothing was measured)", json.display());

@@ -62,6 +62,8 @@ pub struct UpOptions {
     pub capabilities: bool,
     /// The description's `capability_lifetime_ms`.
     pub capability_lifetime_ms: Option<u64>,
+    /// Each server in its own network namespace behind a shaped link (see `netemu`).
+    pub network: Option<weft_config::netemu::NetworkSpec>,
 }
 
 fn run_dir(home: &Path) -> PathBuf {
@@ -132,8 +134,9 @@ fn role_list(roles: &[Role]) -> String {
     roles.iter().map(|r| r.name()).collect::<Vec<_>>().join(",")
 }
 
-/// Starts one weftd in the background, detached from this terminal's session.
-fn spawn_server(home: &Path, id: u32, args: &[String]) -> Result<i32> {
+/// Starts one weftd in the background, detached from this terminal's session, in the
+/// network namespace `netns` if given.
+fn spawn_server(home: &Path, id: u32, args: &[String], netns: Option<&std::fs::File>) -> Result<i32> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -145,11 +148,18 @@ fn spawn_server(home: &Path, id: u32, args: &[String]) -> Result<i32> {
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
-    // SAFETY: setsid is async-signal-safe; it detaches the server from our terminal so
-    // that Ctrl-C in this shell does not stop the cluster.
+    let netns_fd = netns.map(std::os::unix::io::AsRawFd::as_raw_fd);
+    // SAFETY: setsid and setns are async-signal-safe; setsid detaches the server from
+    // our terminal so that Ctrl-C in this shell does not stop the cluster; the
+    // namespace's descriptor stays open in the child until exec.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             libc::setsid();
+            if let Some(fd) = netns_fd {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
@@ -206,6 +216,17 @@ pub fn up(options: &UpOptions) -> Result<()> {
     let home = &options.home;
     let description = home.join(CLUSTER_FILE_NAME);
     if description.exists() {
+        if options.network.is_some()
+            && weft_config::netemu::NetworkEmulation::load(home)
+                .map_err(anyhow::Error::msg)?
+                .is_none()
+        {
+            bail!(
+                "{} already holds a cluster on this machine's loopback: --emulate-network applies to a new \
+                 cluster (another --home), not to a restart",
+                home.display()
+            );
+        }
         return restart(home);
     }
     if options.io_servers == 0 || options.io_servers > IO_SERVERS_MAX {
@@ -233,6 +254,26 @@ pub fn up(options: &UpOptions) -> Result<()> {
         CachePlacement::Separate(n) => n,
         _ => 0,
     };
+    // The emulated network first: without it nothing starts.
+    let (network, mut network_lock) = match options.network {
+        Some(spec) => {
+            let ids: Vec<u32> = (0..=options.io_servers + separate).collect();
+            let (emu, lock) = crate::netemu::create(home, spec, &ids, options.io_servers)?;
+            (Some(emu), Some(lock))
+        }
+        None => (None, None),
+    };
+    // Where server `id` listens, and the namespace it runs in.
+    let listen = |id: u32| match &network {
+        Some(emu) => format!("{}:0", crate::netemu::address(emu, id)),
+        None => "127.0.0.1:0".to_owned(),
+    };
+    let namespace = |id: u32| -> Result<Option<std::fs::File>> {
+        network
+            .as_ref()
+            .map(|emu| crate::netemu::namespace_file(emu, id))
+            .transpose()
+    };
     let result = (|| -> Result<ClusterConfig> {
         let mut servers = Vec::new();
         for id in 1..=options.io_servers + separate {
@@ -254,14 +295,14 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 "--data".into(),
                 data.display().to_string(),
                 "--listen".into(),
-                "127.0.0.1:0".into(),
+                listen(id),
                 "--ready-file".into(),
                 ready.display().to_string(),
                 "--key".into(),
                 key.display().to_string(),
-                // Metrics on a free loopback port; recorded in the description below.
+                // Metrics on a free port of its address; recorded in the description below.
                 "--metrics-addr".into(),
-                METRICS_ADDR_LOCAL.into(),
+                listen(id),
             ];
             if roles.contains(&Role::Cache) {
                 // The description is written once every server is up; the cache role
@@ -282,20 +323,22 @@ pub fn up(options: &UpOptions) -> Result<()> {
             if !options.capabilities {
                 args.push("--insecure-no-capabilities".into());
             }
-            if let Some(socket) = socket_path(home, id) {
+            // Behind an emulated network, clients must take it: no Unix socket.
+            let socket = socket_path(home, id).filter(|_| network.is_none());
+            if let Some(socket) = &socket {
                 args.extend(["--socket".into(), socket.display().to_string()]);
             }
-            let pid = spawn_server(home, id, &args)?;
+            let pid = spawn_server(home, id, &args, namespace(id)?.as_ref())?;
             started.push(pid);
             servers.push((id, pid, ready, roles));
         }
         let mut entries = vec![ServerEntry {
             id: 0,
             roles: vec![Role::Meta],
-            addr: "127.0.0.1:0".into(),
+            addr: listen(0),
             data_dir: None,
             socket: None,
-            metrics_addr: Some(METRICS_ADDR_LOCAL.into()),
+            metrics_addr: Some(listen(0)),
         }];
         let auth = ClientAuth::cluster(ClusterKey::load(&key)?);
         for (id, pid, ready, roles) in &servers {
@@ -306,7 +349,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 metrics_addr: metrics_address(&addr, &auth),
                 addr,
                 data_dir: None,
-                socket: socket_path(home, *id),
+                socket: socket_path(home, *id).filter(|_| network.is_none()),
             });
         }
         let mut config = ClusterConfig {
@@ -333,11 +376,11 @@ pub fn up(options: &UpOptions) -> Result<()> {
             "--id".into(),
             "0".into(),
             "--listen".into(),
-            "127.0.0.1:0".into(),
+            listen(0),
             "--ready-file".into(),
             ready.display().to_string(),
         ];
-        let pid = spawn_server(home, 0, &args)?;
+        let pid = spawn_server(home, 0, &args, namespace(0)?.as_ref())?;
         started.push(pid);
         config.servers[0].addr = wait_ready(home, 0, pid, &ready)?;
         config.servers[0].metrics_addr = metrics_address(&config.servers[0].addr, &auth);
@@ -346,7 +389,11 @@ pub fn up(options: &UpOptions) -> Result<()> {
     })();
     match result {
         Ok(config) => {
+            drop(network_lock);
             println!("Weft cluster \"{}\" is up (home {})", config.name, home.display());
+            if let Some(emu) = &network {
+                println!("{}", emu.describe());
+            }
             print_servers(home, &config);
             let count = if config.stripe_count == 0 {
                 config.io_servers().count() as u32
@@ -374,18 +421,28 @@ pub fn up(options: &UpOptions) -> Result<()> {
             Ok(())
         }
         Err(e) => {
-            for pid in started {
+            for &pid in &started {
                 // SAFETY: signalling processes we started.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
             std::fs::remove_file(&description).ok();
+            if let Some(emu) = &network {
+                // The namespaces go only once their servers are gone.
+                for pid in &started {
+                    // SAFETY: signal 0 only checks that the process exists.
+                    while !is_zombie(*pid) && unsafe { libc::kill(*pid, 0) } == 0 {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+                if let Err(removing) = crate::netemu::remove(emu, network_lock.take()) {
+                    eprintln!("weft: {removing:#}");
+                }
+                std::fs::remove_file(home.join(weft_config::netemu::NETEMU_FILE_NAME)).ok();
+            }
             Err(e.context("weft up failed; the servers it started were stopped"))
         }
     }
 }
-
-/// Where `weft up` serves each server's metrics: a free port on loopback.
-const METRICS_ADDR_LOCAL: &str = "127.0.0.1:0";
 
 /// The `host:port` of the metrics endpoint of the server at `addr`, as it says (kept in
 /// the description, so that a restart serves at the same address).
@@ -435,6 +492,15 @@ fn restart(home: &Path) -> Result<()> {
             config.meta().addr
         );
     }
+    // An emulated network: what is missing of it is made again first.
+    let mut network = weft_config::netemu::NetworkEmulation::load(home).map_err(anyhow::Error::msg)?;
+    let _network_lock = match &mut network {
+        Some(emu) => {
+            let ids: Vec<u32> = down.iter().map(|s| s.id).collect();
+            Some(crate::netemu::ensure(home, emu, &ids)?)
+        }
+        None => None,
+    };
     // io servers first, so that the manager's first requests find them.
     let mut order = down.clone();
     order.sort_by_key(|s| s.has(Role::Meta));
@@ -449,7 +515,11 @@ fn restart(home: &Path) -> Result<()> {
             "--ready-file".into(),
             ready.display().to_string(),
         ];
-        let pid = spawn_server(home, entry.id, &args)?;
+        let netns = match &network {
+            Some(emu) => Some(crate::netemu::namespace_file(emu, entry.id)?),
+            None => None,
+        };
+        let pid = spawn_server(home, entry.id, &args, netns.as_ref())?;
         wait_ready(home, entry.id, pid, &ready)?;
     }
     println!(
@@ -458,6 +528,9 @@ fn restart(home: &Path) -> Result<()> {
         description.display(),
         down.len()
     );
+    if let Some(emu) = &network {
+        println!("{}", emu.describe());
+    }
     print_servers(home, &config);
     Ok(())
 }
@@ -502,7 +575,7 @@ pub fn down(home: &Path) -> Result<()> {
             "the Weft cluster in {} is not running; nothing to stop",
             home.display()
         );
-        return Ok(());
+        return remove_network(home);
     }
     for (_, pid) in &running {
         // SAFETY: signalling weftd processes recorded in our pid files.
@@ -524,6 +597,33 @@ pub fn down(home: &Path) -> Result<()> {
         running.len(),
         home.display()
     );
+    remove_network(home)
+}
+
+/// Removes the emulated network of the cluster in `home`, if it has one (its record
+/// stays, so that `weft up` makes it again).
+fn remove_network(home: &Path) -> Result<()> {
+    let Some(emu) = weft_config::netemu::NetworkEmulation::load(home).map_err(anyhow::Error::msg)? else {
+        return Ok(());
+    };
+    crate::netemu::remove(&emu, None)?;
+    println!(
+        "removed the emulated network weft-{} (namespaces, links and their tc disciplines)",
+        emu.cluster_id
+    );
+    Ok(())
+}
+
+/// `weft down --stale-networks`: removes the emulated networks whose servers are all gone.
+pub fn down_stale_networks() -> Result<()> {
+    let removed = crate::netemu::sweep()?;
+    if removed.is_empty() {
+        println!("no stale emulated network");
+    } else {
+        for id in removed {
+            println!("removed the stale emulated network weft-{id}");
+        }
+    }
     Ok(())
 }
 
@@ -657,6 +757,11 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
         };
     }
     println!("cluster \"{name}\" ({origin})");
+    if let StatusOf::Home(home) = of {
+        if let Ok(Some(emu)) = weft_config::netemu::NetworkEmulation::load(home) {
+            println!("{}", emu.describe());
+        }
+    }
     println!(
         "this weft: {}, protocol {}",
         weft_build_info::version!(),

@@ -15,6 +15,7 @@ mod cluster;
 mod escape;
 mod files;
 mod mpi_env;
+mod netemu;
 mod output;
 mod progress;
 mod top_cmd;
@@ -160,11 +161,22 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// none, cached, delegated. Default: cached when there is a cache tier.
         #[arg(long, value_name = "MODE")]
         cache_default: Option<weft_layout::CacheMode>,
+        /// A cluster-like network: every server in its own network namespace behind a
+        /// veth link shaped with tc to RATE in each direction (tbf), with LATENCY of
+        /// one-way delay where the kernel has tc's netem (said when it has not); clients
+        /// reach the servers over TCP. E.g. 1gbit,50us. Needs root and iproute2; `weft
+        /// down` removes the namespaces and links.
+        #[arg(long, value_name = "RATE[,LATENCY]")]
+        emulate_network: Option<weft_config::netemu::NetworkSpec>,
     },
-    /// Stop the local cluster (its data is kept).
+    /// Stop the local cluster (its data is kept), and remove its emulated network if any.
     Down {
         #[command(flatten)]
         home: HomeArg,
+        /// Instead: remove every emulated network (weft-* namespaces and links) whose
+        /// servers are all gone, left by a killed `weft up` or test.
+        #[arg(long)]
+        stale_networks: bool,
     },
     /// List every server of the cluster a client uses (--home, else $WEFT_META, else
     /// $WEFT_HOME or ~/.weft): role, address, pid, state, bytes stored, metrics URL.
@@ -337,6 +349,7 @@ fn run(command: Command) -> Result<()> {
             identity,
             insecure_no_capabilities,
             capability_lifetime_ms,
+            emulate_network,
         } => {
             if let Some(p) = &cache_policy {
                 p.parse::<weft_cache::PolicyKind>()?;
@@ -358,9 +371,13 @@ fn run(command: Command) -> Result<()> {
                 identity,
                 capabilities: !insecure_no_capabilities,
                 capability_lifetime_ms,
+                network: emulate_network,
             })
         }
-        Command::Down { home } => cluster::down(&home.resolve()),
+        Command::Down {
+            stale_networks: true, ..
+        } => cluster::down_stale_networks(),
+        Command::Down { home, .. } => cluster::down(&home.resolve()),
         Command::Status { home, web } => {
             if !cluster::status(&cluster::StatusOf::choose(home.home), web)? {
                 std::process::exit(2);

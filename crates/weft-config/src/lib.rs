@@ -27,6 +27,8 @@
 //! memory = 1073741824       # bytes of file data each cache manager holds at most
 //! ```
 
+pub mod netemu;
+
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use weft_layout::stripe::STRIPE_SIZE_BYTES_DEFAULT;
