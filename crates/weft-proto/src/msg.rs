@@ -1800,6 +1800,7 @@ impl Wire for Response {
                 w.u8(60);
                 w.u64(*data_len);
                 response.encode(w);
+            }
             Capability(cap) => {
                 w.u8(40);
                 cap.encode(w);
