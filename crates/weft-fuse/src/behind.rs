@@ -36,7 +36,10 @@ pub const INODE_EXTENTS_MAX: usize = 4096;
 /// Bytes kept for the whole mount: past this, a write sends its inode's bytes.
 pub const MOUNT_BYTES_MAX: usize = 256 << 20;
 
-/// Bytes kept for one inode: disjoint, non-adjacent extents by offset.
+/// Bytes kept for one inode: disjoint extents by offset. A write over kept bytes
+/// overwrites them in place and adds extents only for the bytes it newly covers (a
+/// write that starts where an extent ends extends it), so no write copies more than
+/// its own bytes, however large the extents around it have grown.
 #[derive(Default)]
 pub(crate) struct Extents {
     map: BTreeMap<u64, Vec<u8>>,
@@ -44,52 +47,49 @@ pub(crate) struct Extents {
 }
 
 impl Extents {
-    /// Adds `data` at `offset`, over whatever is kept there, merging with the extents
-    /// it overlaps or touches. Returns the change in bytes kept.
+    /// Puts `data` at `offset`, over whatever is kept there. Returns the change in
+    /// bytes kept.
     pub(crate) fn insert(&mut self, offset: u64, data: &[u8]) -> isize {
         let before = self.bytes as isize;
         let end = offset + data.len() as u64;
-        // Extents that overlap or touch [offset, end): starting at or before `end`, and
-        // ending at or after `offset`.
-        let touching: Vec<u64> = self
-            .map
-            .range(..=end)
-            .rev()
-            .take_while(|(start, bytes)| **start + bytes.len() as u64 >= offset)
-            .map(|(start, _)| *start)
-            .collect();
-        let mut new_start = offset;
-        let mut new_end = end;
-        for start in &touching {
-            let len = self.map[start].len() as u64;
-            new_start = new_start.min(*start);
-            new_end = new_end.max(start + len);
-        }
-        // The extent that starts first grows in place when it starts at or before the
-        // write (a sequential writer's appends cost only their own bytes); otherwise the
-        // write starts the new extent.
-        let mut merged = match touching.last() {
-            Some(first) if *first == new_start => {
-                let old = self.map.remove(first).expect("listed above");
-                self.bytes -= old.len();
-                old
+        let part = |from: u64, to: u64| &data[(from - offset) as usize..(to - offset) as usize];
+        // Bytes of the write before `at` are placed.
+        let mut at = offset;
+        if let Some((&start, bytes)) = self.map.range_mut(..offset).next_back() {
+            let stop = start + bytes.len() as u64;
+            if stop > offset {
+                let upto = stop.min(end);
+                bytes[(offset - start) as usize..(upto - start) as usize].copy_from_slice(part(offset, upto));
+                at = upto;
             }
-            _ => Vec::new(),
-        };
-        merged.resize((new_end - new_start) as usize, 0);
-        for start in touching {
-            let Some(old) = self.map.remove(&start) else {
-                continue; // the first one, taken above
-            };
-            self.bytes -= old.len();
-            let at = (start - new_start) as usize;
-            merged[at..at + old.len()].copy_from_slice(&old);
         }
-        let at = (offset - new_start) as usize;
-        merged[at..at + data.len()].copy_from_slice(data);
-        self.bytes += merged.len();
-        self.map.insert(new_start, merged);
+        let inside: Vec<u64> = self.map.range(at..end).map(|(start, _)| *start).collect();
+        for start in inside {
+            if start > at {
+                self.place_new(at, part(at, start));
+            }
+            let bytes = self.map.get_mut(&start).expect("listed above");
+            let upto = (start + bytes.len() as u64).min(end);
+            bytes[..(upto - start) as usize].copy_from_slice(part(start, upto));
+            at = upto;
+        }
+        if at < end {
+            self.place_new(at, part(at, end));
+        }
         self.bytes as isize - before
+    }
+
+    /// Keeps `bytes` at `at`, where nothing is kept: appended to the extent that ends
+    /// there, if one does.
+    fn place_new(&mut self, at: u64, bytes: &[u8]) {
+        self.bytes += bytes.len();
+        if let Some((&start, before)) = self.map.range_mut(..at).next_back() {
+            if start + before.len() as u64 == at {
+                before.extend_from_slice(bytes);
+                return;
+            }
+        }
+        self.map.insert(at, bytes.to_vec());
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -107,13 +107,17 @@ impl Extents {
             .map_or(0, |(start, bytes)| start + bytes.len() as u64)
     }
 
-    /// The extents as list-write ranges and their bytes in the same order; empties
-    /// this.
+    /// The extents as list-write ranges (adjacent ones joined) and their bytes in the
+    /// same order; empties this.
     pub(crate) fn take(&mut self) -> (Vec<(u64, u64)>, Vec<u8>) {
         let mut ranges = Vec::with_capacity(self.map.len());
         let mut data = Vec::with_capacity(self.bytes);
         for (start, bytes) in std::mem::take(&mut self.map) {
-            ranges.push((start, bytes.len() as u64));
+            match ranges.last_mut() {
+                // Adjacent extents are one range.
+                Some((last, len)) if *last + *len == start => *len += bytes.len() as u64,
+                _ => ranges.push((start, bytes.len() as u64)),
+            }
             data.extend_from_slice(&bytes);
         }
         self.bytes = 0;
@@ -301,7 +305,7 @@ mod tests {
         assert_eq!(e.insert(104, b"cc"), 2);
         // Overlaps both ends of [100, 106) partly and replaces the middle.
         assert_eq!(e.insert(99, b"dddd"), 1);
-        assert_eq!((e.len(), e.bytes(), e.end()), (2, 9, 106));
+        assert_eq!((e.len(), e.bytes(), e.end()), (3, 9, 106));
         assert_eq!(
             contents(&mut e),
             vec![(10, b"bb".to_vec()), (99, b"ddddacc".to_vec())]
