@@ -6,8 +6,9 @@
 //! here, per inode, merged, and sent as one list write (one request per io server)
 //! when the file is closed, synced, read, truncated, appended to or reopened in this
 //! mount, or when the inode holds [`INODE_BYTES_MAX`] or [`INODE_EXTENTS_MAX`]. The
-//! attributes the mount answers with count the kept bytes (the size is at least their
-//! end), so the kernel never shrinks a file it just wrote.
+//! attributes the mount answers with count the kept bytes, and those sent while the file
+//! is open here (the size is at least their end), so the kernel never shrinks a file it
+//! just wrote.
 //!
 //! What this gives up, as NFS's close-to-open caching does: another client sees the
 //! bytes once the writer closes or syncs the file (not at each write), and a write's
@@ -143,6 +144,12 @@ pub(crate) struct WriteBehind {
     total: AtomicUsize,
     /// Inodes with bytes kept (lets the common case skip the table's lock).
     dirty_inodes: AtomicUsize,
+    /// The end of what this mount sent of each inode open here: the size it reports
+    /// stays at least that, so that a size the io servers gave before a send finished
+    /// (a getattr racing a close in another process) cannot shrink the file in the
+    /// kernel. Forgotten at the inode's last close here and lowered by a truncate here;
+    /// so bounded by the open inodes.
+    sent_ends: Mutex<HashMap<InodeId, u64>>,
 }
 
 fn errno_of(e: &ClientError) -> Errno {
@@ -161,6 +168,9 @@ impl WriteBehind {
         data: &[u8],
     ) -> Result<(), Errno> {
         debug_assert!(data.len() < SMALL_WRITE_BYTES);
+        if data.is_empty() {
+            return Ok(());
+        }
         loop {
             let entry = {
                 let mut table = self.inodes.lock().expect("write-behind table poisoned");
@@ -239,6 +249,13 @@ impl WriteBehind {
         if kept.extents.bytes() == 0 {
             return Ok(());
         }
+        let end = kept.extents.end();
+        self.sent_ends
+            .lock()
+            .expect("sent ends poisoned")
+            .entry(kept.writer.file.inode())
+            .and_modify(|e| *e = (*e).max(end))
+            .or_insert(end);
         let (ranges, data) = kept.extents.take();
         self.total.fetch_sub(data.len(), Ordering::Relaxed);
         self.dirty_inodes.fetch_sub(1, Ordering::Relaxed);
@@ -249,11 +266,18 @@ impl WriteBehind {
             .map_err(|e| errno_of(&e))
     }
 
-    /// The end of the bytes kept for `inode` (0: none): the size the mount reports is at
-    /// least this.
+    /// The end of the bytes kept for `inode`, or sent while it is open here (0: none):
+    /// the size the mount reports is at least this.
     pub(crate) fn end(&self, inode: InodeId) -> u64 {
+        let sent = self
+            .sent_ends
+            .lock()
+            .expect("sent ends poisoned")
+            .get(&inode)
+            .copied()
+            .unwrap_or(0);
         if self.dirty_inodes.load(Ordering::Relaxed) == 0 {
-            return 0;
+            return sent;
         }
         let entry = self
             .inodes
@@ -261,7 +285,21 @@ impl WriteBehind {
             .expect("write-behind table poisoned")
             .get(&inode)
             .cloned();
-        entry.map_or(0, |e| e.lock().expect("kept writes poisoned").extents.end())
+        let kept = entry.map_or(0, |e| e.lock().expect("kept writes poisoned").extents.end());
+        kept.max(sent)
+    }
+
+    /// The file was truncated (or extended) to `size` through this mount, after its kept
+    /// bytes were sent.
+    pub(crate) fn truncated(&self, inode: InodeId, size: u64) {
+        if let Some(end) = self.sent_ends.lock().expect("sent ends poisoned").get_mut(&inode) {
+            *end = (*end).min(size);
+        }
+    }
+
+    /// The inode's last descriptor in this mount closed (after its bytes were sent).
+    pub(crate) fn forget(&self, inode: InodeId) {
+        self.sent_ends.lock().expect("sent ends poisoned").remove(&inode);
     }
 
     /// Sends everything kept (the mount is ending). Failures are logged.

@@ -33,7 +33,7 @@
 //!   under the file's append lock (see `weft_client::File::append`) whatever offset the
 //!   kernel chose from its cached size, and such files bypass the page cache.
 //! - One `weft_client::File` per open file: reads and writes go straight to the io
-//!   servers, with no metadata round trip; requests are up to 1 MiB and several FUSE
+//!   servers, with no metadata round trip; requests are up to 4 MiB and several FUSE
 //!   worker threads serve them, so different files (and readahead) move in parallel.
 //! - Layouts are the extended attribute `user.weft.layout`; other `user.*` and
 //!   `trusted.*` attributes are stored by the manager. Hard links, FIFOs, device nodes
@@ -75,7 +75,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use weft_client::ClientError;
 
-/// Readahead of a mount: sixteen 1 MiB requests in flight for a sequential reader.
+/// Readahead of a mount: four 4 MiB requests in flight for a sequential reader.
 pub const READAHEAD_KIB_DEFAULT: u32 = 16384;
 
 /// What `weft mount` was asked for.
