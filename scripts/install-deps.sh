@@ -30,6 +30,7 @@ DEBIAN_PACKAGES=(
     libpnetcdf-dev       # PnetCDF (built with Open MPI) on a mount path and on weft: (weft-fuse's mpiio_native test)
     munge                # munged, munge, unmunge, mungekey: `identity = "munge"` and its test (crates/weft-tests/tests/munge.rs)
     hdf5-tools           # h5dump, h5ls for checking files written through Weft
+    fio                  # scripts/bench-small-io.sh: random 4 KiB reads and writes through a mount (benchmark only)
     python3
     python3-prometheus-client  # the reference OpenMetrics parser the metrics tests check the endpoint with
     chromium             # a real headless browser for the status page test

@@ -4,8 +4,8 @@ use fuser::{FileAttr, FileType, INodeNo, TimeOrNow};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weft_client::{Attr, FileKind, TimeSet, Timespec};
 
-/// `st_blksize` of every file: the largest request the mount passes on (1 MiB), so that
-/// tools that size their buffers by it (cp, cat) send whole requests.
+/// `st_blksize` of every file: 1 MiB (requests may be up to `REQUEST_BYTES_MAX`), so that
+/// tools that size their buffers by it (cp, cat) send large requests.
 pub const BLOCK_SIZE_BYTES: u32 = 1 << 20;
 
 pub fn file_type(kind: FileKind) -> FileType {

@@ -6,8 +6,9 @@
 //! here, per inode, merged, and sent as one list write (one request per io server)
 //! when the file is closed, synced, read, truncated, appended to or reopened in this
 //! mount, or when the inode holds [`INODE_BYTES_MAX`] or [`INODE_EXTENTS_MAX`]. The
-//! attributes the mount answers with count the kept bytes (the size is at least their
-//! end), so the kernel never shrinks a file it just wrote.
+//! attributes the mount answers with count the kept bytes, and those sent while the file
+//! is open here (the size is at least their end), so the kernel never shrinks a file it
+//! just wrote.
 //!
 //! What this gives up, as NFS's close-to-open caching does: another client sees the
 //! bytes once the writer closes or syncs the file (not at each write), and a write's
@@ -36,7 +37,10 @@ pub const INODE_EXTENTS_MAX: usize = 4096;
 /// Bytes kept for the whole mount: past this, a write sends its inode's bytes.
 pub const MOUNT_BYTES_MAX: usize = 256 << 20;
 
-/// Bytes kept for one inode: disjoint, non-adjacent extents by offset.
+/// Bytes kept for one inode: disjoint extents by offset. A write over kept bytes
+/// overwrites them in place and adds extents only for the bytes it newly covers (a
+/// write that starts where an extent ends extends it), so no write copies more than
+/// its own bytes, however large the extents around it have grown.
 #[derive(Default)]
 pub(crate) struct Extents {
     map: BTreeMap<u64, Vec<u8>>,
@@ -44,52 +48,49 @@ pub(crate) struct Extents {
 }
 
 impl Extents {
-    /// Adds `data` at `offset`, over whatever is kept there, merging with the extents
-    /// it overlaps or touches. Returns the change in bytes kept.
+    /// Puts `data` at `offset`, over whatever is kept there. Returns the change in
+    /// bytes kept.
     pub(crate) fn insert(&mut self, offset: u64, data: &[u8]) -> isize {
         let before = self.bytes as isize;
         let end = offset + data.len() as u64;
-        // Extents that overlap or touch [offset, end): starting at or before `end`, and
-        // ending at or after `offset`.
-        let touching: Vec<u64> = self
-            .map
-            .range(..=end)
-            .rev()
-            .take_while(|(start, bytes)| **start + bytes.len() as u64 >= offset)
-            .map(|(start, _)| *start)
-            .collect();
-        let mut new_start = offset;
-        let mut new_end = end;
-        for start in &touching {
-            let len = self.map[start].len() as u64;
-            new_start = new_start.min(*start);
-            new_end = new_end.max(start + len);
-        }
-        // The extent that starts first grows in place when it starts at or before the
-        // write (a sequential writer's appends cost only their own bytes); otherwise the
-        // write starts the new extent.
-        let mut merged = match touching.last() {
-            Some(first) if *first == new_start => {
-                let old = self.map.remove(first).expect("listed above");
-                self.bytes -= old.len();
-                old
+        let part = |from: u64, to: u64| &data[(from - offset) as usize..(to - offset) as usize];
+        // Bytes of the write before `at` are placed.
+        let mut at = offset;
+        if let Some((&start, bytes)) = self.map.range_mut(..offset).next_back() {
+            let stop = start + bytes.len() as u64;
+            if stop > offset {
+                let upto = stop.min(end);
+                bytes[(offset - start) as usize..(upto - start) as usize].copy_from_slice(part(offset, upto));
+                at = upto;
             }
-            _ => Vec::new(),
-        };
-        merged.resize((new_end - new_start) as usize, 0);
-        for start in touching {
-            let Some(old) = self.map.remove(&start) else {
-                continue; // the first one, taken above
-            };
-            self.bytes -= old.len();
-            let at = (start - new_start) as usize;
-            merged[at..at + old.len()].copy_from_slice(&old);
         }
-        let at = (offset - new_start) as usize;
-        merged[at..at + data.len()].copy_from_slice(data);
-        self.bytes += merged.len();
-        self.map.insert(new_start, merged);
+        let inside: Vec<u64> = self.map.range(at..end).map(|(start, _)| *start).collect();
+        for start in inside {
+            if start > at {
+                self.place_new(at, part(at, start));
+            }
+            let bytes = self.map.get_mut(&start).expect("listed above");
+            let upto = (start + bytes.len() as u64).min(end);
+            bytes[..(upto - start) as usize].copy_from_slice(part(start, upto));
+            at = upto;
+        }
+        if at < end {
+            self.place_new(at, part(at, end));
+        }
         self.bytes as isize - before
+    }
+
+    /// Keeps `bytes` at `at`, where nothing is kept: appended to the extent that ends
+    /// there, if one does.
+    fn place_new(&mut self, at: u64, bytes: &[u8]) {
+        self.bytes += bytes.len();
+        if let Some((&start, before)) = self.map.range_mut(..at).next_back() {
+            if start + before.len() as u64 == at {
+                before.extend_from_slice(bytes);
+                return;
+            }
+        }
+        self.map.insert(at, bytes.to_vec());
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -107,13 +108,17 @@ impl Extents {
             .map_or(0, |(start, bytes)| start + bytes.len() as u64)
     }
 
-    /// The extents as list-write ranges and their bytes in the same order; empties
-    /// this.
+    /// The extents as list-write ranges (adjacent ones joined) and their bytes in the
+    /// same order; empties this.
     pub(crate) fn take(&mut self) -> (Vec<(u64, u64)>, Vec<u8>) {
         let mut ranges = Vec::with_capacity(self.map.len());
         let mut data = Vec::with_capacity(self.bytes);
         for (start, bytes) in std::mem::take(&mut self.map) {
-            ranges.push((start, bytes.len() as u64));
+            match ranges.last_mut() {
+                // Adjacent extents are one range.
+                Some((last, len)) if *last + *len == start => *len += bytes.len() as u64,
+                _ => ranges.push((start, bytes.len() as u64)),
+            }
             data.extend_from_slice(&bytes);
         }
         self.bytes = 0;
@@ -139,6 +144,12 @@ pub(crate) struct WriteBehind {
     total: AtomicUsize,
     /// Inodes with bytes kept (lets the common case skip the table's lock).
     dirty_inodes: AtomicUsize,
+    /// The end of what this mount sent of each inode open here: the size it reports
+    /// stays at least that, so that a size the io servers gave before a send finished
+    /// (a getattr racing a close in another process) cannot shrink the file in the
+    /// kernel. Forgotten at the inode's last close here and lowered by a truncate here;
+    /// so bounded by the open inodes.
+    sent_ends: Mutex<HashMap<InodeId, u64>>,
 }
 
 fn errno_of(e: &ClientError) -> Errno {
@@ -157,6 +168,9 @@ impl WriteBehind {
         data: &[u8],
     ) -> Result<(), Errno> {
         debug_assert!(data.len() < SMALL_WRITE_BYTES);
+        if data.is_empty() {
+            return Ok(());
+        }
         loop {
             let entry = {
                 let mut table = self.inodes.lock().expect("write-behind table poisoned");
@@ -235,6 +249,13 @@ impl WriteBehind {
         if kept.extents.bytes() == 0 {
             return Ok(());
         }
+        let end = kept.extents.end();
+        self.sent_ends
+            .lock()
+            .expect("sent ends poisoned")
+            .entry(kept.writer.file.inode())
+            .and_modify(|e| *e = (*e).max(end))
+            .or_insert(end);
         let (ranges, data) = kept.extents.take();
         self.total.fetch_sub(data.len(), Ordering::Relaxed);
         self.dirty_inodes.fetch_sub(1, Ordering::Relaxed);
@@ -245,11 +266,18 @@ impl WriteBehind {
             .map_err(|e| errno_of(&e))
     }
 
-    /// The end of the bytes kept for `inode` (0: none): the size the mount reports is at
-    /// least this.
+    /// The end of the bytes kept for `inode`, or sent while it is open here (0: none):
+    /// the size the mount reports is at least this.
     pub(crate) fn end(&self, inode: InodeId) -> u64 {
+        let sent = self
+            .sent_ends
+            .lock()
+            .expect("sent ends poisoned")
+            .get(&inode)
+            .copied()
+            .unwrap_or(0);
         if self.dirty_inodes.load(Ordering::Relaxed) == 0 {
-            return 0;
+            return sent;
         }
         let entry = self
             .inodes
@@ -257,7 +285,21 @@ impl WriteBehind {
             .expect("write-behind table poisoned")
             .get(&inode)
             .cloned();
-        entry.map_or(0, |e| e.lock().expect("kept writes poisoned").extents.end())
+        let kept = entry.map_or(0, |e| e.lock().expect("kept writes poisoned").extents.end());
+        kept.max(sent)
+    }
+
+    /// The file was truncated (or extended) to `size` through this mount, after its kept
+    /// bytes were sent.
+    pub(crate) fn truncated(&self, inode: InodeId, size: u64) {
+        if let Some(end) = self.sent_ends.lock().expect("sent ends poisoned").get_mut(&inode) {
+            *end = (*end).min(size);
+        }
+    }
+
+    /// The inode's last descriptor in this mount closed (after its bytes were sent).
+    pub(crate) fn forget(&self, inode: InodeId) {
+        self.sent_ends.lock().expect("sent ends poisoned").remove(&inode);
     }
 
     /// Sends everything kept (the mount is ending). Failures are logged.
@@ -301,7 +343,7 @@ mod tests {
         assert_eq!(e.insert(104, b"cc"), 2);
         // Overlaps both ends of [100, 106) partly and replaces the middle.
         assert_eq!(e.insert(99, b"dddd"), 1);
-        assert_eq!((e.len(), e.bytes(), e.end()), (2, 9, 106));
+        assert_eq!((e.len(), e.bytes(), e.end()), (3, 9, 106));
         assert_eq!(
             contents(&mut e),
             vec![(10, b"bb".to_vec()), (99, b"ddddacc".to_vec())]

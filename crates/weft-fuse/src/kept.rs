@@ -61,6 +61,11 @@ impl OpenInodes {
         table.remove(&inode).filter(|e| e.kept).map(|_| inode)
     }
 
+    /// Whether a descriptor of this mount has `inode` open.
+    pub fn is_open(&self, inode: InodeId) -> bool {
+        self.lock().contains_key(&inode)
+    }
+
     pub fn any_open(&self) -> bool {
         !self.lock().is_empty()
     }

@@ -32,9 +32,10 @@
 //! - O_APPEND writes go to the file's true end, whoever wrote last: the daemon appends
 //!   under the file's append lock (see `weft_client::File::append`) whatever offset the
 //!   kernel chose from its cached size, and such files bypass the page cache.
-//! - One `weft_client::File` per open file: reads and writes go straight to the io
-//!   servers, with no metadata round trip; requests are up to 1 MiB and several FUSE
-//!   worker threads serve them, so different files (and readahead) move in parallel.
+//! - One `weft_client::File` per open file: reads and writes go to the io servers
+//!   (small writes a little later, see above) with no metadata round trip; requests
+//!   are up to 4 MiB and several FUSE worker threads serve them, so different files
+//!   (and readahead) move in parallel.
 //! - Layouts are the extended attribute `user.weft.layout`; other `user.*` and
 //!   `trusted.*` attributes are stored by the manager. Hard links, FIFOs, device nodes
 //!   and sockets are namespace objects; names are bytes (need not be UTF-8). The
@@ -75,7 +76,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use weft_client::ClientError;
 
-/// Readahead of a mount: sixteen 1 MiB requests in flight for a sequential reader.
+/// Readahead of a mount: four 4 MiB requests in flight for a sequential reader.
 pub const READAHEAD_KIB_DEFAULT: u32 = 16384;
 
 /// What `weft mount` was asked for.

@@ -159,6 +159,7 @@ fn start(client: Client, mountpoint: &Path, options: &MountOptions) -> Result<Se
         path: mountpoint.to_path_buf(),
         source,
     };
+    raise_request_pages_limit();
     // SAFETY: no preconditions.
     let session = if unsafe { libc::geteuid() } == 0 {
         // Mounted here rather than by fuser, which names the type plain `fuse`: the
@@ -214,9 +215,37 @@ fn mount_as_root(mountpoint: &Path) -> std::io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// Linux 6.13 and later cap a FUSE request at `fs.fuse.max_pages_limit` pages (256 by
+/// default, 1 MiB), read when a connection starts: as root, raise it (never lower it) so
+/// that this mount's requests may be `REQUEST_BYTES_MAX`. It only lets a FUSE file
+/// system ask for more; others keep what they ask for. Older kernels (no such knob) keep
+/// 1 MiB requests.
+fn raise_request_pages_limit() {
+    const KNOB: &str = "/proc/sys/fs/fuse/max_pages_limit";
+    let wanted = crate::fs::REQUEST_BYTES_MAX as u64 / 4096;
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let Ok(current) = std::fs::read_to_string(KNOB) else {
+        return;
+    };
+    match current.trim().parse::<u64>() {
+        Ok(limit) if limit >= wanted => {}
+        _ => {
+            if let Err(e) = std::fs::write(KNOB, wanted.to_string()) {
+                eprintln!(
+                    "weft-fuse: cannot raise {KNOB} to {wanted} ({e}); requests stay at most {} KiB",
+                    current.trim().parse::<u64>().unwrap_or(256) * 4
+                );
+            }
+        }
+    }
+}
+
 /// The kernel reads ahead at most the device's `read_ahead_kb` (128 KiB by default, less
 /// than FUSE's `max_readahead`), so a sequential read would be cut into 128 KiB requests
-/// one or two at a time. Raising it keeps several 1 MiB requests in flight, which
+/// one or two at a time. Raising it keeps several large requests in flight, which
 /// triples sequential read bandwidth. Only root may; a user's mount keeps the default.
 fn set_readahead(mountpoint: &Path, kib: u32) {
     // Not stat(2) on the mountpoint: that would wait for this daemon to answer.
