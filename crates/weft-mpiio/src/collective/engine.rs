@@ -798,6 +798,13 @@ impl RoundCounts {
 /// the window and packing it: no window buffer and no copy, for a few more requests.
 const DIRECT_PIECE_BYTES_MIN: u64 = 32 << 10;
 
+/// Whether `plan`'s pieces average [`DIRECT_PIECE_BYTES_MIN`] or more.
+fn pieces_are_large(plan: &RoundPlan) -> bool {
+    let pieces: usize = plan.per_rank.iter().map(Vec::len).sum();
+    let bytes: u64 = plan.per_rank.iter().flatten().map(|p| p.1).sum();
+    pieces > 0 && bytes / pieces as u64 >= DIRECT_PIECE_BYTES_MIN
+}
+
 /// The file segments of window positions `[at, at + len)`: (file offset, length).
 fn window_segments(window: &Window, mut at: u64, mut len: u64, out: &mut impl FnMut(u64, u64)) {
     let mut base = 0u64;
@@ -817,7 +824,8 @@ fn window_segments(window: &Window, mut at: u64, mut len: u64, out: &mut impl Fn
 
 /// Reads `plan`'s pieces straight where they go: each other rank's into `send` at its
 /// displacement (rank order, its stream order), this rank's own into `data` along the
-/// runs `own` of its stream. Returns the end of file if a read came up short.
+/// runs `own` of its stream (with `me` out of range, every rank's go into `send`).
+/// Returns the end of file if a read came up short.
 fn read_pieces_direct(
     file: &File,
     plan: &RoundPlan,
@@ -875,6 +883,45 @@ fn read_pieces_direct(
     Ok(eof.into_inner())
 }
 
+/// One round's exchange of a read on this rank: sends `send` as `(counts,
+/// displacements)` say and receives `take[r]` bytes from each rank r into its data,
+/// straight when each aggregator's bytes are one run of it (else through `received`).
+#[allow(clippy::too_many_arguments)]
+fn exchange_read_round(
+    comm: &Comm,
+    s: &mut Setup,
+    errors: &mut FirstError,
+    data: &mut [u8],
+    send: &[u8],
+    (scounts, sdispls): (&[i32], &[i32]),
+    take: &[u64],
+    received: &mut Vec<u8>,
+) -> Result<()> {
+    let rcounts: Vec<i32> = take.iter().map(|&n| to_i32(n)).collect::<Result<_>>()?;
+    let spans = take_spans(s, take, errors);
+    match SendPlan::new(take, &spans)? {
+        // Every aggregator's bytes are one run of my data: receive into it.
+        SendPlan::Direct { base, end, displs } => {
+            comm.alltoallv(send, scounts, sdispls, &mut data[base..end], &rcounts, &displs)?;
+        }
+        SendPlan::Copy { displs, total } => {
+            if received.len() < total {
+                received.resize(total, 0);
+            }
+            comm.alltoallv(send, scounts, sdispls, &mut received[..total], &rcounts, &displs)?;
+            let mut from = 0usize;
+            for (_, list) in &spans {
+                for &(at, len) in list {
+                    data[at as usize..(at + len) as usize]
+                        .copy_from_slice(&received[from..from + len as usize]);
+                    from += len as usize;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Collective read into `data` (the request's stream); returns the agreed end of file
 /// (u64::MAX when no read came up short).
 ///
@@ -882,8 +929,10 @@ fn read_pieces_direct(
 /// and every rank receives straight into its data when each aggregator's bytes are one
 /// run of it. With the sequential executor and pieces of `DIRECT_PIECE_BYTES_MIN` or
 /// more, the aggregator reads each rank's pieces straight into the send buffer and its
-/// own straight into its data (no window buffer, no packing, no exchange with itself).
-/// Buffers live across rounds; the rounds' counts come in batches (`RoundCounts`).
+/// own straight into its data (no window buffer, no packing, no exchange with itself);
+/// with the pipelined executor its I/O thread reads every rank's large pieces straight
+/// into the send buffer's layout, a round ahead. Buffers live across rounds; the
+/// rounds' counts come in batches (`RoundCounts`).
 pub fn read(
     ctx: &Context<'_>,
     request: &Request,
@@ -905,7 +954,8 @@ pub fn read(
     let mut counts = RoundCounts::default();
     std::thread::scope(|scope| -> Result<()> {
         // The pipelined executor's I/O thread reads windows ahead, up to `depth`.
-        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<(Result<u64>, Vec<u8>)>(depth);
+        // (end of file or error, buffer, whether the buffer is the send buffer already)
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<(Result<u64>, Vec<u8>, bool)>(depth);
         let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
         let io_thread = (depth > 0 && !plans.is_empty()).then(|| {
             let file = ctx.file;
@@ -913,8 +963,28 @@ pub fn read(
             scope.spawn(move || {
                 for plan in plans.iter() {
                     let mut buffer = spare_rx.try_recv().unwrap_or_default();
-                    let r = read_window(file, plan, &mut buffer);
-                    if ready_tx.send((r, buffer)).is_err() {
+                    // Large pieces are read straight into the send buffer's layout
+                    // (every rank's, this one's too): no window and no packing.
+                    let give: Vec<u64> = (0..size).map(|r| plan.bytes_for(r)).collect();
+                    let (r, packed) = match layout_of(&give) {
+                        Ok((_, sdispls, total)) if pieces_are_large(plan) => {
+                            if buffer.len() < total {
+                                buffer.resize(total, 0);
+                            }
+                            let r = read_pieces_direct(
+                                file,
+                                plan,
+                                usize::MAX,
+                                &mut buffer[..total],
+                                &sdispls,
+                                &mut [],
+                                &[],
+                            );
+                            (r, true)
+                        }
+                        _ => (read_window(file, plan, &mut buffer), false),
+                    };
+                    if ready_tx.send((r, buffer, packed)).is_err() {
                         break;
                     }
                 }
@@ -928,12 +998,7 @@ pub fn read(
         for m in 0..s.rounds {
             let plan = plans.get(m);
             let recv_counts: Vec<u64> = counts.of_round(comm, &s, &plans, m)?.to_vec();
-            let direct = depth == 0
-                && plan.is_some_and(|p| {
-                    let pieces: usize = p.per_rank.iter().map(Vec::len).sum();
-                    let bytes: u64 = (0..size).map(|r| p.bytes_for(r)).sum();
-                    pieces > 0 && bytes / pieces as u64 >= DIRECT_PIECE_BYTES_MIN
-                });
+            let direct = depth == 0 && plan.is_some_and(pieces_are_large);
             let mut give: Vec<u64> = (0..size).map(|r| plan.map_or(0, |p| p.bytes_for(r))).collect();
             let mut take = recv_counts.clone();
             if direct {
@@ -958,7 +1023,7 @@ pub fn read(
                     }
                 }
             } else if let Some(plan) = plan {
-                let (r, b) = if depth > 0 {
+                let (r, b, packed) = if depth > 0 {
                     // A dead I/O thread must not make this rank leave the exchange:
                     // carry on with zeros and report the error at the end.
                     ready_rx.recv().unwrap_or_else(|_| {
@@ -969,6 +1034,7 @@ pub fn read(
                                 "the I/O thread stopped early",
                             )),
                             vec![0; bytes],
+                            false,
                         )
                     })
                 } else {
@@ -978,10 +1044,25 @@ pub fn read(
                     } else {
                         Ok(u64::MAX)
                     };
-                    (r, b)
+                    (r, b, false)
                 };
                 if let Some(e) = errors.keep(r) {
                     eof = eof.min(e);
+                }
+                if packed {
+                    // The I/O thread laid the bytes out as the exchange sends them.
+                    exchange_read_round(
+                        comm,
+                        &mut s,
+                        &mut errors,
+                        data,
+                        &b[..stotal],
+                        (&scounts, &sdispls),
+                        &take,
+                        &mut received,
+                    )?;
+                    let _ = spare_tx.send(b);
+                    continue;
                 }
                 let mut at = 0usize;
                 for list in &plan.per_rank {
@@ -997,43 +1078,16 @@ pub fn read(
                     window_buffer = b;
                 }
             }
-            let scounts_i: Vec<i32> = scounts;
-            let rcounts: Vec<i32> = take.iter().map(|&n| to_i32(n)).collect::<Result<_>>()?;
-            let spans = take_spans(&mut s, &take, &mut errors);
-            match SendPlan::new(&take, &spans)? {
-                // Every aggregator's bytes are one run of my data: receive into it.
-                SendPlan::Direct { base, end, displs } => {
-                    comm.alltoallv(
-                        &send[..stotal],
-                        &scounts_i,
-                        &sdispls,
-                        &mut data[base..end],
-                        &rcounts,
-                        &displs,
-                    )?;
-                }
-                SendPlan::Copy { displs, total } => {
-                    if received.len() < total {
-                        received.resize(total, 0);
-                    }
-                    comm.alltoallv(
-                        &send[..stotal],
-                        &scounts_i,
-                        &sdispls,
-                        &mut received[..total],
-                        &rcounts,
-                        &displs,
-                    )?;
-                    let mut from = 0usize;
-                    for (_, list) in &spans {
-                        for &(at, len) in list {
-                            data[at as usize..(at + len) as usize]
-                                .copy_from_slice(&received[from..from + len as usize]);
-                            from += len as usize;
-                        }
-                    }
-                }
-            }
+            exchange_read_round(
+                comm,
+                &mut s,
+                &mut errors,
+                data,
+                &send[..stotal],
+                (&scounts, &sdispls),
+                &take,
+                &mut received,
+            )?;
         }
         if let Some(t) = io_thread {
             if t.join().is_err() {
