@@ -231,7 +231,17 @@ fn with_emulate_network_the_benchmark_runs_behind_shaped_links_and_says_so() {
     assert_eq!(regime["io_servers"], 4, "{regime}");
     assert!(stderr.contains("regime: emulated network"), "{stderr}");
     // The table compares with the links' total rate, and the bytes were verified.
-    assert!(stdout.contains("weft read vs the links:"), "{stdout}");
+    assert!(stdout.contains("weft read vs the emulated links"), "{stdout}");
+    let goals: Vec<&str> = results["goals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["what"].as_str().unwrap())
+        .collect();
+    assert!(
+        goals.len() == 2 && goals.iter().all(|g| g.contains("vs the emulated links")),
+        "{goals:?}"
+    );
     for run in results["runs"].as_array().unwrap() {
         assert_eq!(run["bytes_verified"], 2 * 8 * MIB, "{run}");
     }
