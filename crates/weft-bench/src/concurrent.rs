@@ -564,12 +564,25 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
             .expect("weft row")
     };
     let mut goals = Vec::new();
-    if sync {
-        let r = ratio(Phase::WriteSync);
-        goals.push(Goal::new("weft write+sync vs local", 0.7, r));
+    if let Some(emu) = crate::regime::emulation() {
+        // Behind emulated links the file's servers' links bound a contiguous transfer,
+        // as on a cluster: that is the baseline, not this machine's page cache.
+        let links = emu.rate_bits as f64 / 8.0 * layout.servers.len() as f64 / MIB as f64;
+        for s in summary.iter().filter(|s| s.method == Method::Weft) {
+            goals.push(Goal::new(
+                format!("weft {} vs the emulated links ({links:.1} MiB/s)", s.phase.name()),
+                LINKS_TARGET,
+                s.mib_per_s / links,
+            ));
+        }
+    } else {
+        if sync {
+            let r = ratio(Phase::WriteSync);
+            goals.push(Goal::new("weft write+sync vs local", 0.7, r));
+        }
+        let r = ratio(Phase::Read);
+        goals.push(Goal::new("weft read vs local", 0.5, r));
     }
-    let r = ratio(Phase::Read);
-    goals.push(Goal::new("weft read vs local", 0.5, r));
 
     let results = Results {
         benchmark: "concurrent",
@@ -718,22 +731,10 @@ fn render(r: &Results) -> String {
         // The file's servers' links bound a contiguous transfer, as on a cluster.
         let links = emu.rate_bits as f64 / 8.0 * r.stripe_count as f64 / MIB as f64;
         out.push_str(&format!(
-            "emulated links: {} x {} = {links:.1} MiB/s each direction\n",
+            "emulated links: {} x {} = {links:.1} MiB/s each direction (the targets' baseline)\n",
             r.stripe_count,
             weft_config::netemu::rate_text(emu.rate_bits)
         ));
-        for s in r.summary.iter().filter(|s| s.method == Method::Weft) {
-            out.push_str(&format!(
-                "weft {} vs the links: {:.2}x (target >= {LINKS_TARGET:.2}x: {})\n",
-                s.phase.name(),
-                s.mib_per_s / links,
-                if s.mib_per_s / links >= LINKS_TARGET {
-                    "met"
-                } else {
-                    "MISSED"
-                }
-            ));
-        }
     }
     out
 }

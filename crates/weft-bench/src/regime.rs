@@ -83,6 +83,7 @@ pub fn json() -> serde_json::Value {
     match emulation() {
         Some(e) => serde_json::json!({
             "kind": "emulated-network",
+            "cluster_id": e.cluster_id,
             "rate_bits_per_s": e.rate_bits,
             "latency_us": e.latency_us,
             "latency_applied": e.latency_applied,

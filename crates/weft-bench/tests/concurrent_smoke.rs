@@ -30,6 +30,9 @@ fn the_concurrent_benchmark_moves_and_verifies_every_byte_and_writes_json() {
     assert!(stdout.contains("weft    read"), "no table:\n{stdout}");
 
     let results: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // The regime measured is said and recorded: a cluster on this machine's loopback.
+    assert_eq!(results["regime"]["kind"], "local", "{}", results["regime"]);
+    assert!(stderr.contains("regime: local"), "{stderr}");
     let total = 2 * 4 * MIB;
     assert_eq!(results["total_bytes"], total);
     assert_eq!(results["block_bytes"], 4 * MIB);
@@ -170,5 +173,93 @@ fn a_sweep_of_process_counts_plots_bandwidth_against_the_processes() {
             }
             assert_eq!(points.len(), 2);
         }
+    }
+}
+
+/// Why `--emulate-network` cannot run here (not root, no iproute2), if it cannot.
+fn cannot_emulate() -> Option<String> {
+    for program in ["ip", "tc"] {
+        if std::process::Command::new(program).arg("-V").output().is_err() {
+            return Some(format!("`{program}` not found (iproute2 is not installed)"));
+        }
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    let needed = (1u64 << 12) | (1u64 << 21);
+    (effective & needed != needed).then(|| "not root: CAP_NET_ADMIN and CAP_SYS_ADMIN are needed".into())
+}
+
+#[test]
+fn with_emulate_network_the_benchmark_runs_behind_shaped_links_and_says_so() {
+    if let Some(why) = cannot_emulate() {
+        eprintln!("SKIPPED with_emulate_network_the_benchmark_runs_behind_shaped_links_and_says_so (not run, not passed): {why}");
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let json = scratch.path().join("concurrent.json");
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .args([
+            "bench",
+            "--emulate-network",
+            "400mbit",
+            "concurrent",
+            "--procs",
+            "2",
+            "--block-mib",
+            "8",
+        ])
+        .args(["--repeat", "1", "--no-sync"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--local-dir")
+        .arg(scratch.path())
+        .env_remove("WEFT_META")
+        .env("WEFT_HOME", scratch.path().join("no-cluster-here"))
+        .output()
+        .expect("running weft bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "weft bench failed:\n{stdout}{stderr}");
+    let results: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let regime = &results["regime"];
+    assert_eq!(regime["kind"], "emulated-network", "{regime}");
+    assert_eq!(regime["rate_bits_per_s"], 400_000_000u64, "{regime}");
+    assert_eq!(regime["io_servers"], 4, "{regime}");
+    assert!(stderr.contains("regime: emulated network"), "{stderr}");
+    // The table compares with the links' total rate, and the bytes were verified.
+    assert!(stdout.contains("weft read vs the emulated links"), "{stdout}");
+    let goals: Vec<&str> = results["goals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["what"].as_str().unwrap())
+        .collect();
+    assert!(
+        goals.len() == 2 && goals.iter().all(|g| g.contains("vs the emulated links")),
+        "{goals:?}"
+    );
+    for run in results["runs"].as_array().unwrap() {
+        assert_eq!(run["bytes_verified"], 2 * 8 * MIB, "{run}");
+    }
+    // The throwaway cluster and its network are gone.
+    let id = regime["cluster_id"]
+        .as_str()
+        .expect("the regime names its cluster id");
+    let listed = |args: &[&str]| {
+        let out = std::process::Command::new("ip").args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for (what, text) in [
+        ("namespaces", listed(&["netns", "list"])),
+        ("links", listed(&["-o", "link", "show"])),
+    ] {
+        assert!(
+            !text.contains(&format!("weft-{id}")),
+            "{what} of weft-{id} left:\n{text}"
+        );
     }
 }

@@ -8,9 +8,11 @@
 //!    received, and plans every round: which bytes of each rank land where in the
 //!    window buffer;
 //! 3. rounds, as many as the busiest aggregator has windows: aggregators tell every
-//!    rank how many bytes they exchange this round (Alltoall), the data moves
-//!    (Alltoallv), and the aggregator writes its window (reading it first where the
-//!    received data leaves holes: read-modify-write) or, for reads, read it before.
+//!    rank how many bytes they exchange in each round (one Alltoallv for up to 64
+//!    rounds: `RoundCounts`), the data moves (Alltoallv), and the aggregator writes
+//!    its window (reading it first where the received data leaves holes:
+//!    read-modify-write) or, for reads, reads it before: with large pieces straight
+//!    into the send buffer and its own pieces into its own data ([`read`]).
 //!
 //! A rank consumes its stream for each aggregator in file order, so a count per round
 //! is all it needs to know. The I/O of a window needs no MPI: the pipelined executor
@@ -644,14 +646,14 @@ pub fn write(
         let mut window_buffer = Vec::new();
         let mut spare_local: Option<Vec<u8>> = None;
         let plans = std::mem::take(&mut s.plans);
+        let mut counts = RoundCounts::default();
         for m in 0..s.rounds {
             let plan = plans.get(m);
             let want: Vec<i64> = (0..size)
                 .map(|r| plan.map_or(0, |p| p.bytes_for(r)) as i64)
                 .collect();
-            let send_n = comm.alltoall(&want)?;
-            // What each aggregator asked of me, as spans of my data.
-            let send_counts: Vec<u64> = send_n.iter().map(|&n| n as u64).collect();
+            // What each aggregator asks of me, as spans of my data.
+            let send_counts: Vec<u64> = counts.of_round(comm, &s, &plans, m)?.to_vec();
             let spans = take_spans(&mut s, &send_counts, &mut errors);
             let send_plan = SendPlan::new(&send_counts, &spans)?;
             let copied;
@@ -727,8 +729,210 @@ pub fn write(
     errors.0.map_or(Ok(()), Err)
 }
 
+/// Rounds whose byte counts one exchange tells every rank: the counts of a round are
+/// known to its aggregator from the plan, so they go out in batches rather than in an
+/// Alltoall per round (a collective per round costs a scheduling of every process).
+const COUNT_ROUNDS_PER_EXCHANGE: usize = 64;
+
+/// The bytes each aggregator moves with this rank, round by round, learnt a batch of
+/// rounds at a time.
+#[derive(Default)]
+struct RoundCounts {
+    /// First round held.
+    first: usize,
+    /// Rounds held.
+    held: usize,
+    /// `[round - first][rank]`: bytes rank (an aggregator) moves with this rank.
+    counts: Vec<u64>,
+}
+
+impl RoundCounts {
+    /// Bytes each rank moves with this one in round `m`; the first round of a batch
+    /// exchanges the batch (every rank calls this for every round, in order).
+    fn of_round(&mut self, comm: &Comm, s: &Setup, plans: &[RoundPlan], m: usize) -> Result<&[u64]> {
+        let size = comm.size();
+        if m >= self.first + self.held {
+            let batch = COUNT_ROUNDS_PER_EXCHANGE.min(s.rounds - m);
+            let aggregating = s.aggregator_of_rank[comm.rank()].is_some();
+            let mut send = Vec::new();
+            let (mut scounts, mut sdispls) = (vec![0i32; size], vec![0i32; size]);
+            for r in 0..size {
+                sdispls[r] = to_i32(send.len() as u64)?;
+                if aggregating {
+                    for k in m..m + batch {
+                        let n = plans.get(k).map_or(0, |p| p.bytes_for(r)) as i64;
+                        send.extend_from_slice(&n.to_ne_bytes());
+                    }
+                }
+                scounts[r] = to_i32(send.len() as u64)? - sdispls[r];
+            }
+            let from: Vec<u64> = (0..size)
+                .map(|r| {
+                    if s.aggregator_of_rank[r].is_some() {
+                        batch as u64 * 8
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let (rcounts, rdispls, rtotal) = layout_of(&from)?;
+            let mut recv = vec![0u8; rtotal];
+            comm.alltoallv(&send, &scounts, &sdispls, &mut recv, &rcounts, &rdispls)?;
+            self.counts.clear();
+            self.counts.resize(batch * size, 0);
+            for r in 0..size {
+                let mine = &recv[rdispls[r] as usize..][..rcounts[r] as usize];
+                for (k, v) in mine.chunks_exact(8).enumerate() {
+                    self.counts[k * size + r] = i64::from_ne_bytes(v.try_into().unwrap()) as u64;
+                }
+            }
+            self.first = m;
+            self.held = batch;
+        }
+        Ok(&self.counts[(m - self.first) * size..][..size])
+    }
+}
+
+/// Average bytes per piece from which an aggregator reads each rank's pieces straight
+/// into the exchange's send buffer (and its own into its own data) instead of reading
+/// the window and packing it: no window buffer and no copy, for a few more requests.
+const DIRECT_PIECE_BYTES_MIN: u64 = 32 << 10;
+
+/// Whether `plan`'s pieces average [`DIRECT_PIECE_BYTES_MIN`] or more.
+fn pieces_are_large(plan: &RoundPlan) -> bool {
+    let pieces: usize = plan.per_rank.iter().map(Vec::len).sum();
+    let bytes: u64 = plan.per_rank.iter().flatten().map(|p| p.1).sum();
+    pieces > 0 && bytes / pieces as u64 >= DIRECT_PIECE_BYTES_MIN
+}
+
+/// The file segments of window positions `[at, at + len)`: (file offset, length).
+fn window_segments(window: &Window, mut at: u64, mut len: u64, out: &mut impl FnMut(u64, u64)) {
+    let mut base = 0u64;
+    for &(start, n) in &window.ranges {
+        if len == 0 {
+            return;
+        }
+        if at < base + n {
+            let step = (base + n - at).min(len);
+            out(start + (at - base), step);
+            at += step;
+            len -= step;
+        }
+        base += n;
+    }
+}
+
+/// Reads `plan`'s pieces straight where they go: each other rank's into `send` at its
+/// displacement (rank order, its stream order), this rank's own into `data` along the
+/// runs `own` of its stream (with `me` out of range, every rank's go into `send`).
+/// Returns the end of file if a read came up short.
+fn read_pieces_direct(
+    file: &File,
+    plan: &RoundPlan,
+    me: usize,
+    send: &mut [u8],
+    sdispls: &[i32],
+    data: &mut [u8],
+    own: &[(u64, u64)],
+) -> Result<u64> {
+    let Some(window) = &plan.window else {
+        return Ok(u64::MAX);
+    };
+    let eof = AtomicU64::new(u64::MAX);
+    let mut items: Vec<(u64, u64, u64)> = Vec::new();
+    for (r, list) in plan.per_rank.iter().enumerate() {
+        if r == me {
+            continue;
+        }
+        let mut pos = sdispls[r] as u64;
+        for &(at, len) in list {
+            window_segments(window, at, len, &mut |offset, n| {
+                items.push((offset, pos, n));
+                pos += n;
+            });
+        }
+    }
+    for_each_range(send, &mut items, |offset, slice| {
+        read_range(file, offset, slice, &eof)
+    })?;
+    // My own bytes: file segments in stream order, laid along my data runs.
+    let mut mine: Vec<(u64, u64, u64)> = Vec::new();
+    let mut runs = own.iter().copied();
+    let mut run = runs.next();
+    for &(at, len) in plan.per_rank.get(me).map_or(&[][..], |v| &v[..]) {
+        window_segments(window, at, len, &mut |mut offset, mut n| {
+            while n > 0 {
+                let Some((data_at, left)) = run.as_mut() else {
+                    return;
+                };
+                let step = n.min(*left);
+                mine.push((offset, *data_at, step));
+                *data_at += step;
+                *left -= step;
+                offset += step;
+                n -= step;
+                if *left == 0 {
+                    run = runs.next();
+                }
+            }
+        });
+    }
+    for_each_range(data, &mut mine, |offset, slice| {
+        read_range(file, offset, slice, &eof)
+    })?;
+    Ok(eof.into_inner())
+}
+
+/// One round's exchange of a read on this rank: sends `send` as `(counts,
+/// displacements)` say and receives `take[r]` bytes from each rank r into its data,
+/// straight when each aggregator's bytes are one run of it (else through `received`).
+#[allow(clippy::too_many_arguments)]
+fn exchange_read_round(
+    comm: &Comm,
+    s: &mut Setup,
+    errors: &mut FirstError,
+    data: &mut [u8],
+    send: &[u8],
+    (scounts, sdispls): (&[i32], &[i32]),
+    take: &[u64],
+    received: &mut Vec<u8>,
+) -> Result<()> {
+    let rcounts: Vec<i32> = take.iter().map(|&n| to_i32(n)).collect::<Result<_>>()?;
+    let spans = take_spans(s, take, errors);
+    match SendPlan::new(take, &spans)? {
+        // Every aggregator's bytes are one run of my data: receive into it.
+        SendPlan::Direct { base, end, displs } => {
+            comm.alltoallv(send, scounts, sdispls, &mut data[base..end], &rcounts, &displs)?;
+        }
+        SendPlan::Copy { displs, total } => {
+            if received.len() < total {
+                received.resize(total, 0);
+            }
+            comm.alltoallv(send, scounts, sdispls, &mut received[..total], &rcounts, &displs)?;
+            let mut from = 0usize;
+            for (_, list) in &spans {
+                for &(at, len) in list {
+                    data[at as usize..(at + len) as usize]
+                        .copy_from_slice(&received[from..from + len as usize]);
+                    from += len as usize;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Collective read into `data` (the request's stream); returns the agreed end of file
 /// (u64::MAX when no read came up short).
+///
+/// Each round: the aggregator reads its window, gives every rank its bytes (Alltoallv)
+/// and every rank receives straight into its data when each aggregator's bytes are one
+/// run of it. With the sequential executor and pieces of `DIRECT_PIECE_BYTES_MIN` or
+/// more, the aggregator reads each rank's pieces straight into the send buffer and its
+/// own straight into its data (no window buffer, no packing, no exchange with itself);
+/// with the pipelined executor its I/O thread reads every rank's large pieces straight
+/// into the send buffer's layout, a round ahead. Buffers live across rounds; the
+/// rounds' counts come in batches (`RoundCounts`).
 pub fn read(
     ctx: &Context<'_>,
     request: &Request,
@@ -739,6 +943,7 @@ pub fn read(
     let mut s = setup(ctx, request, domains)?;
     let comm = ctx.comm;
     let size = comm.size();
+    let me = comm.rank();
     let mut errors = FirstError(s.error.take());
     let mut eof = u64::MAX;
     let depth = match executor {
@@ -746,9 +951,11 @@ pub fn read(
         Executor::Pipelined { depth } => depth.max(1),
     };
     let plans = Arc::new(std::mem::take(&mut s.plans));
+    let mut counts = RoundCounts::default();
     std::thread::scope(|scope| -> Result<()> {
         // The pipelined executor's I/O thread reads windows ahead, up to `depth`.
-        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<(Result<u64>, Vec<u8>)>(depth);
+        // (end of file or error, buffer, whether the buffer is the send buffer already)
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<(Result<u64>, Vec<u8>, bool)>(depth);
         let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
         let io_thread = (depth > 0 && !plans.is_empty()).then(|| {
             let file = ctx.file;
@@ -756,19 +963,67 @@ pub fn read(
             scope.spawn(move || {
                 for plan in plans.iter() {
                     let mut buffer = spare_rx.try_recv().unwrap_or_default();
-                    let r = read_window(file, plan, &mut buffer);
-                    if ready_tx.send((r, buffer)).is_err() {
+                    // Large pieces are read straight into the send buffer's layout
+                    // (every rank's, this one's too): no window and no packing.
+                    let give: Vec<u64> = (0..size).map(|r| plan.bytes_for(r)).collect();
+                    let (r, packed) = match layout_of(&give) {
+                        Ok((_, sdispls, total)) if pieces_are_large(plan) => {
+                            if buffer.len() < total {
+                                buffer.resize(total, 0);
+                            }
+                            let r = read_pieces_direct(
+                                file,
+                                plan,
+                                usize::MAX,
+                                &mut buffer[..total],
+                                &sdispls,
+                                &mut [],
+                                &[],
+                            );
+                            (r, true)
+                        }
+                        _ => (read_window(file, plan, &mut buffer), false),
+                    };
+                    if ready_tx.send((r, buffer, packed)).is_err() {
                         break;
                     }
                 }
             })
         });
+        // Kept across rounds (grown, never shrunk): no allocation and no page faults
+        // per round.
         let mut window_buffer = Vec::new();
+        let mut send: Vec<u8> = Vec::new();
+        let mut received: Vec<u8> = Vec::new();
         for m in 0..s.rounds {
             let plan = plans.get(m);
-            let mut buffer = None;
-            if let Some(plan) = plan {
-                let (r, b) = if depth > 0 {
+            let recv_counts: Vec<u64> = counts.of_round(comm, &s, &plans, m)?.to_vec();
+            let direct = depth == 0 && plan.is_some_and(pieces_are_large);
+            let mut give: Vec<u64> = (0..size).map(|r| plan.map_or(0, |p| p.bytes_for(r))).collect();
+            let mut take = recv_counts.clone();
+            if direct {
+                // My own bytes never enter the exchange.
+                give[me] = 0;
+                take[me] = 0;
+            }
+            let (scounts, sdispls, stotal) = layout_of(&give)?;
+            if send.len() < stotal {
+                send.resize(stotal, 0);
+            }
+            if direct {
+                let plan = plan.expect("direct rounds have a plan");
+                let a = s.aggregator_of_rank[me].expect("a rank with a plan aggregates");
+                let mut own: Vec<(u64, u64)> = Vec::new();
+                let result = s.streams[a].take(recv_counts[me], |at, len| own.push((at, len)));
+                errors.keep(result);
+                if errors.0.is_none() {
+                    let r = read_pieces_direct(ctx.file, plan, me, &mut send[..stotal], &sdispls, data, &own);
+                    if let Some(e) = errors.keep(r) {
+                        eof = eof.min(e);
+                    }
+                }
+            } else if let Some(plan) = plan {
+                let (r, b, packed) = if depth > 0 {
                     // A dead I/O thread must not make this rank leave the exchange:
                     // carry on with zeros and report the error at the end.
                     ready_rx.recv().unwrap_or_else(|_| {
@@ -779,6 +1034,7 @@ pub fn read(
                                 "the I/O thread stopped early",
                             )),
                             vec![0; bytes],
+                            false,
                         )
                     })
                 } else {
@@ -788,56 +1044,50 @@ pub fn read(
                     } else {
                         Ok(u64::MAX)
                     };
-                    (r, b)
+                    (r, b, false)
                 };
                 if let Some(e) = errors.keep(r) {
                     eof = eof.min(e);
                 }
-                buffer = Some(b);
-            }
-            let give: Vec<i64> = (0..size)
-                .map(|r| plan.map_or(0, |p| p.bytes_for(r)) as i64)
-                .collect();
-            let recv_n = comm.alltoall(&give)?;
-            let send_counts: Vec<u64> = give.iter().map(|&n| n as u64).collect();
-            let (scounts, sdispls, stotal) = layout_of(&send_counts)?;
-            let mut send = Vec::with_capacity(stotal);
-            if let (Some(plan), Some(b)) = (plan, &buffer) {
+                if packed {
+                    // The I/O thread laid the bytes out as the exchange sends them.
+                    exchange_read_round(
+                        comm,
+                        &mut s,
+                        &mut errors,
+                        data,
+                        &b[..stotal],
+                        (&scounts, &sdispls),
+                        &take,
+                        &mut received,
+                    )?;
+                    let _ = spare_tx.send(b);
+                    continue;
+                }
+                let mut at = 0usize;
                 for list in &plan.per_rank {
-                    for &(at, len) in list {
-                        send.extend_from_slice(&b[at as usize..(at + len) as usize]);
+                    for &(from, len) in list {
+                        let len = len as usize;
+                        send[at..at + len].copy_from_slice(&b[from as usize..][..len]);
+                        at += len;
                     }
                 }
-            }
-            send.resize(stotal, 0);
-            if let Some(b) = buffer {
                 if depth > 0 {
                     let _ = spare_tx.send(b);
                 } else {
                     window_buffer = b;
                 }
             }
-            let recv_counts: Vec<u64> = recv_n.iter().map(|&n| n as u64).collect();
-            let rcounts: Vec<i32> = recv_counts.iter().map(|&n| to_i32(n)).collect::<Result<_>>()?;
-            let spans = take_spans(&mut s, &recv_counts, &mut errors);
-            match SendPlan::new(&recv_counts, &spans)? {
-                // Every aggregator's bytes are one run of my data: receive into it.
-                SendPlan::Direct { base, end, displs } => {
-                    comm.alltoallv(&send, &scounts, &sdispls, &mut data[base..end], &rcounts, &displs)?;
-                }
-                SendPlan::Copy { displs, total } => {
-                    let mut received = vec![0u8; total];
-                    comm.alltoallv(&send, &scounts, &sdispls, &mut received, &rcounts, &displs)?;
-                    let mut from = 0usize;
-                    for (_, list) in &spans {
-                        for &(at, len) in list {
-                            data[at as usize..(at + len) as usize]
-                                .copy_from_slice(&received[from..from + len as usize]);
-                            from += len as usize;
-                        }
-                    }
-                }
-            }
+            exchange_read_round(
+                comm,
+                &mut s,
+                &mut errors,
+                data,
+                &send[..stotal],
+                (&scounts, &sdispls),
+                &take,
+                &mut received,
+            )?;
         }
         if let Some(t) = io_thread {
             if t.join().is_err() {
@@ -957,6 +1207,23 @@ mod tests {
             check_plans(&StripeDomains::new(64, 4, 2, 200), 2, &requests);
             check_plans(&StripeDomains::new(32, 2, 4, 64), 4, &requests);
         }
+    }
+
+    #[test]
+    fn window_positions_map_to_file_segments_across_ranges() {
+        let window = Window {
+            ranges: vec![(100, 10), (500, 5), (900, 20)],
+        };
+        let mut got = Vec::new();
+        window_segments(&window, 8, 10, &mut |offset, len| got.push((offset, len)));
+        // 2 bytes at the end of the first range, all of the second, 3 of the third.
+        assert_eq!(got, vec![(108, 2), (500, 5), (900, 3)]);
+        got.clear();
+        window_segments(&window, 16, 4, &mut |offset, len| got.push((offset, len)));
+        assert_eq!(got, vec![(901, 4)]);
+        got.clear();
+        window_segments(&window, 0, 0, &mut |offset, len| got.push((offset, len)));
+        assert!(got.is_empty());
     }
 
     #[test]
