@@ -27,6 +27,9 @@ pub struct Listed {
     pub attr: Option<Attr>,
 }
 
+/// Sized attributes of a page's entries by offset; `None`: removed since the page was read.
+pub type SizedPage = std::collections::HashMap<u64, Option<Attr>>;
+
 pub struct DirStream {
     dir: InodeId,
     /// The last page, with consecutive offsets.
@@ -35,7 +38,7 @@ pub struct DirStream {
     more: bool,
     /// The page's attributes with sizes filled in, by offset (`None`: the file's objects
     /// are gone, it was removed since the page was read), once `size_page` ran for it.
-    sized: Option<std::collections::HashMap<u64, Option<Attr>>>,
+    sized: Option<SizedPage>,
 }
 
 impl DirStream {
@@ -51,10 +54,7 @@ impl DirStream {
     /// The attributes of the page's entries with their sizes (one request per io server
     /// for the whole page, made once per page), by offset; `None` for a file removed
     /// since the page was read. Call after `after`, whose entries are on the page.
-    pub fn size_page(
-        &mut self,
-        client: &Client,
-    ) -> Result<&std::collections::HashMap<u64, Option<Attr>>, ClientError> {
+    pub fn size_page(&mut self, client: &Client) -> Result<&SizedPage, ClientError> {
         if self.sized.is_none() {
             let (offsets, mut attrs): (Vec<u64>, Vec<Attr>) = self
                 .page

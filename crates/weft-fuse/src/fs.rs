@@ -478,13 +478,12 @@ impl WeftFs {
     /// Entries after `offset` of open directory `fh`, with the sized attributes of its
     /// page (`DirStream::size_page`: one request per io server per page), or `None` if
     /// the sizes could not be had that way (then `listed_attrs` asks per batch).
-    #[allow(clippy::type_complexity)]
     fn listing_sized(
         &self,
         client: &Client,
         fh: FileHandle,
         offset: u64,
-    ) -> Result<(Vec<Listed>, Option<HashMap<u64, Option<Attr>>>), Errno> {
+    ) -> Result<(Vec<Listed>, Option<crate::dir::SizedPage>), Errno> {
         let stream = self
             .dirs
             .lock()
