@@ -3,7 +3,9 @@
 //! consecutive offsets, so that the kernel's next call continues from it without a
 //! round trip, and a call at an older offset walks the listing again from the start.
 //! Pages come with the manager's attributes of every entry (readdir-plus), so that the
-//! kernel's readdirplus needs only the io servers' sizes on top.
+//! kernel's readdirplus needs only the io servers' sizes on top: asked once per page
+//! (one request per io server for all of the page's files, `size_page`), not per
+//! kernel call (a call holds some 25 entries).
 
 use weft_client::{Attr, Client, ClientError, FileKind, InodeId, Name};
 
@@ -25,12 +27,18 @@ pub struct Listed {
     pub attr: Option<Attr>,
 }
 
+/// Sized attributes of a page's entries by offset; `None`: removed since the page was read.
+pub type SizedPage = std::collections::HashMap<u64, Option<Attr>>;
+
 pub struct DirStream {
     dir: InodeId,
     /// The last page, with consecutive offsets.
     page: Vec<Listed>,
     /// Whether the manager has entries after the page.
     more: bool,
+    /// The page's attributes with sizes filled in, by offset (`None`: the file's objects
+    /// are gone, it was removed since the page was read), once `size_page` ran for it.
+    sized: Option<SizedPage>,
 }
 
 impl DirStream {
@@ -39,7 +47,30 @@ impl DirStream {
             dir,
             page: Vec::new(),
             more: true,
+            sized: None,
         }
+    }
+
+    /// The attributes of the page's entries with their sizes (one request per io server
+    /// for the whole page, made once per page), by offset; `None` for a file removed
+    /// since the page was read. Call after `after`, whose entries are on the page.
+    pub fn size_page(&mut self, client: &Client) -> Result<&SizedPage, ClientError> {
+        if self.sized.is_none() {
+            let (offsets, mut attrs): (Vec<u64>, Vec<Attr>) = self
+                .page
+                .iter()
+                .filter_map(|e| e.attr.clone().map(|a| (e.offset, a)))
+                .unzip();
+            let gone = client.fill_sizes_or_gone(&mut attrs)?;
+            self.sized = Some(
+                offsets
+                    .into_iter()
+                    .zip(attrs.into_iter().zip(gone))
+                    .map(|(offset, (attr, gone))| (offset, (!gone).then_some(attr)))
+                    .collect(),
+            );
+        }
+        Ok(self.sized.as_ref().expect("set above"))
     }
 
     /// Up to a page of entries following `offset` (0: from the start), in order.
@@ -103,6 +134,7 @@ impl DirStream {
         let (entries, more) = client.readdir_attrs_page(self.dir, after, PAGE_ENTRIES_MAX)?;
         self.more = more;
         self.page = number(entries, first_offset);
+        self.sized = None;
         Ok(self.page.clone())
     }
 }

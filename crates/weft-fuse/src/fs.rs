@@ -508,6 +508,33 @@ impl WeftFs {
         stream.after(&client, offset).map_err(|e| errno(&e, "readdir"))
     }
 
+    /// Entries after `offset` of open directory `fh`, with the sized attributes of its
+    /// page (`DirStream::size_page`: one request per io server per page), or `None` if
+    /// the sizes could not be had that way (then `listed_attrs` asks per batch).
+    fn listing_sized(
+        &self,
+        client: &Client,
+        fh: FileHandle,
+        offset: u64,
+    ) -> Result<(Vec<Listed>, Option<crate::dir::SizedPage>), Errno> {
+        let stream = self
+            .dirs
+            .lock()
+            .expect("directory table poisoned")
+            .get(&fh.0)
+            .cloned()
+            .ok_or(Errno::EBADF)?;
+        let mut stream = stream.lock().expect("directory stream poisoned");
+        let entries = stream.after(client, offset).map_err(|e| errno(&e, "readdir"))?;
+        let sized = stream.size_page(client).ok().map(|page| {
+            entries
+                .iter()
+                .filter_map(|e| page.get(&e.offset).map(|a| (e.offset, a.clone())))
+                .collect()
+        });
+        Ok((entries, sized))
+    }
+
     /// Attributes of listed entries, from the listing's page with sizes asked of the io
     /// servers (one request per server for the batch); files removed since the listing
     /// are left out.
@@ -955,11 +982,11 @@ impl Filesystem for WeftFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let entries = match self.listing(req, fh, offset) {
-            Ok(entries) => entries,
+        let client = self.caller(req);
+        let (entries, sized) = match self.listing_sized(&client, fh, offset) {
+            Ok(listed) => listed,
             Err(e) => return reply.error(e),
         };
-        let client = self.caller(req);
         let ttl = self.ttl();
         let mut dir_attr = None;
         'batches: for batch in entries.chunks(READDIRPLUS_BATCH) {
@@ -981,7 +1008,14 @@ impl Filesystem for WeftFs {
                 }
             }
             let named: Vec<Listed> = named.into_iter().cloned().collect();
-            for (e, attr) in named.iter().zip(self.listed_attrs(&client, &named)) {
+            let attrs = match &sized {
+                Some(sized) => named
+                    .iter()
+                    .map(|e| sized.get(&e.offset).cloned().flatten())
+                    .collect(),
+                None => self.listed_attrs(&client, &named),
+            };
+            for (e, attr) in named.iter().zip(attrs) {
                 let Some(attr) = attr else { continue };
                 let fattr = self.entered(inode(ino), e.name.as_bytes(), &attr);
                 let name = OsStr::from_bytes(e.name.as_bytes());

@@ -291,6 +291,61 @@ fn large_directories_list_completely() {
     );
 }
 
+/// `ls -l` sizes come from the io servers once per page of the listing (1,024 entries),
+/// not once per kernel call: every file of a directory of several pages shows its true
+/// size, and a listing after files changed and went on another client shows the new
+/// sizes and no removed file.
+#[test]
+fn ls_long_shows_true_sizes_across_listing_pages_and_after_changes_elsewhere() {
+    const FILES: usize = 2100;
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/sized", 0o755).unwrap();
+    let size_of = |k: usize, round: usize| (k * 37 + round * 1000) % 5000;
+    let write_all = |round: usize| {
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let client = client.clone();
+                s.spawn(move || {
+                    for k in (t..FILES).step_by(4) {
+                        let path = format!("/sized/f{k:05}");
+                        let options = weft_client::CreateOptions {
+                            truncate: true,
+                            ..Default::default()
+                        };
+                        let file = client.create(&path, &options).unwrap();
+                        file.write_at(0, &vec![b'x'; size_of(k, round)]).unwrap();
+                    }
+                });
+            }
+        });
+    };
+    let listed = |mount: &Mount| -> Vec<(String, usize)> {
+        sh(&mount.join("sized"), "ls -ln")
+            .lines()
+            .filter(|l| l.starts_with('-'))
+            .map(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                (fields[8].to_owned(), fields[4].parse().unwrap())
+            })
+            .collect()
+    };
+    write_all(0);
+    let mount = Mount::new(&cluster);
+    let expected: Vec<(String, usize)> = (0..FILES).map(|k| (format!("f{k:05}"), size_of(k, 0))).collect();
+    assert_eq!(listed(&mount), expected);
+    // Other sizes, and every tenth file removed, by the native client.
+    write_all(1);
+    for k in (0..FILES).step_by(10) {
+        client.unlink(&format!("/sized/f{k:05}")).unwrap();
+    }
+    let expected: Vec<(String, usize)> = (0..FILES)
+        .filter(|k| k % 10 != 0)
+        .map(|k| (format!("f{k:05}"), size_of(k, 1)))
+        .collect();
+    assert_eq!(listed(&mount), expected);
+}
+
 #[test]
 fn statfs_shows_the_cluster() {
     let cluster = TestCluster::start();

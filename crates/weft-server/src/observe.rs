@@ -181,6 +181,24 @@ pub fn add_sources(
             External::gauge("weft_io_locks_held", "Extent locks held now", s.held),
         ]
     });
+    let meta_roles = roles.clone();
+    metrics.add_source(move || {
+        let Some((commits, operations)) = meta_roles.group_commits() else {
+            return Vec::new();
+        };
+        vec![
+            External::counter(
+                "weft_meta_commits",
+                "Durable commits of the metadata store (one disk flush each; group commit)",
+                commits,
+            ),
+            External::counter(
+                "weft_meta_committed_operations",
+                "Metadata operations in those commits (operations per commit: the group size)",
+                operations,
+            ),
+        ]
+    });
     if roles.role_bits() & weft_proto::msg::roles::IO != 0 {
         metrics.add_source(|| {
             let c = weft_iod::io_counts();

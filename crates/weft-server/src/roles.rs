@@ -207,6 +207,12 @@ impl Roles {
         self.cache.as_ref().map(|c| c.stats())
     }
 
+    /// The metadata role's group commits so far: (commits, operations in them), if this
+    /// server has one.
+    pub fn group_commits(&self) -> Option<(u64, u64)> {
+        self.meta.as_ref().map(|m| m.store().group_commits())
+    }
+
     /// The io role's extent-lock counts, if this server has one.
     pub fn lock_stats(&self) -> Option<weft_proto::msg::LockStats> {
         self.io.as_ref().map(|io| io.lock_stats())

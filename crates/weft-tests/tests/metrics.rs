@@ -122,6 +122,15 @@ fn counters_equal_a_known_workload_and_parse_with_the_reference_parser() {
         cluster_sum(&cluster, "weft_meta_created_directories_total", &[]),
         2.0
     );
+    // Group commit: the 5 creates and 2 mkdirs (one client, one at a time) are among
+    // the committed operations, each commit holds at least one.
+    let commits = cluster_sum(&cluster, "weft_meta_commits_total", &[]);
+    let committed = cluster_sum(&cluster, "weft_meta_committed_operations_total", &[]);
+    assert!(committed >= files + 2.0, "{committed} operations committed");
+    assert!(
+        commits >= 1.0 && commits <= committed,
+        "{commits} commits of {committed}"
+    );
     assert!(cluster_sum(&cluster, "weft_meta_job_requests_total", &[("jobid", "job-b")]) >= 2.0);
     assert_eq!(cluster_sum(&cluster, "weft_io_read_bytes_total", &[]), 0.0);
 
