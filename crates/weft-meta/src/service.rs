@@ -697,6 +697,14 @@ impl MetaService {
                     .entry(servers.to_vec())
                     .or_default()
                     .extend(fresh),
+                // An object already under a fresh number: a bug, or planted by a peer
+                // holding the cluster key. The batch went to the purger (which removes
+                // that object too); creates make their own objects until a refill works.
+                Err(error) if error.code == ErrorCode::Exists => eprintln!(
+                    "weftd meta: refilling the pool of precreated objects on io servers {servers:?}: \
+                     {} (a bug, or planted by a peer with the cluster key); the batch goes to the purger",
+                    error.message
+                ),
                 Err(error) => eprintln!(
                     "weftd meta: refilling the pool of precreated objects on io servers {servers:?}: {error}"
                 ),

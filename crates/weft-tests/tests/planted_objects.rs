@@ -106,12 +106,11 @@ fn objects_planted_for_future_inodes_are_never_served_as_a_new_files_content() {
         let reopened = client.open(&path, &Default::default()).unwrap();
         assert_eq!(reopened.size().unwrap(), 4, "{path}");
     }
-    assert!(
-        hit > 0,
-        "no create got a planted number: the test planted the wrong numbers"
-    );
-
-    // The manager said what it found.
+    // The manager said what it found: a create met a planted object (and made its
+    // own), or a pool refill did (its whole batch went to the purger, so no create got
+    // a planted number). Either way the planted numbers were reached: the test planted
+    // the right ones.
     let log = std::fs::read_to_string(cluster.home().join("logs/server-0.log")).unwrap();
     assert!(log.contains("planted by a peer with the cluster key"), "{log}");
+    eprintln!("{hit} creates got planted numbers");
 }
