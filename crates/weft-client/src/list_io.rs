@@ -199,7 +199,8 @@ impl File {
                     let (call, sent) = window.pop_front().expect("window is full");
                     scatter(&sent, call.wait()?.1)?;
                 }
-                window.push_back((connection.send(&request, &[])?, sent));
+                let expect = sent.iter().map(|s| s.range.len).sum();
+                window.push_back((connection.send_expecting(&request, expect)?, sent));
             }
             for (call, sent) in window {
                 scatter(&sent, call.wait()?.1)?;
