@@ -199,7 +199,8 @@ impl File {
                         ranges: sent.iter().map(|s| s.range).collect(),
                     },
                 );
-                Ok(Some((connection.send(&request, &[])?, sent)))
+                let expect = sent.iter().map(|s| s.range.len).sum();
+                Ok(Some((connection.send_expecting(&request, expect)?, sent)))
             };
             Ok(Pipeline::new(inflight, next, scatter))
         })

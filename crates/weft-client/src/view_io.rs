@@ -731,7 +731,7 @@ impl Share for ReadShare<'_> {
             let sink = unsafe { ReplySink::new(parts) };
             Reply::Sink(connection.send_into(&request, &[], sink)?, bytes)
         } else {
-            Reply::Copy(connection.send(&request, &[])?, places)
+            Reply::Copy(connection.send_expecting(&request, bytes)?, places)
         };
         self.window.push_back(reply);
         Ok(true)

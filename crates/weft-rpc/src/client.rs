@@ -380,7 +380,14 @@ impl Connection {
 
     /// Like `send`, with bulk data given as parts that travel back to back.
     pub fn send_parts(&self, request: &Request, parts: &[&[u8]]) -> Result<PendingCall<'_>, RpcError> {
-        self.send_with(request, parts, None)
+        self.send_with(request, parts, None, 0)
+    }
+
+    /// Like `send`, for a reply expected to carry `reply_len` bytes of bulk data: over
+    /// a shared segment, the call leases room for it (a reply of another length still
+    /// arrives whole).
+    pub fn send_expecting(&self, request: &Request, reply_len: u64) -> Result<PendingCall<'_>, RpcError> {
+        self.send_with(request, &[], None, reply_len)
     }
 
     /// Like `send`, with the reply's bulk data read straight into `sink` when it has
@@ -391,7 +398,7 @@ impl Connection {
         data: &[u8],
         sink: ReplySink,
     ) -> Result<PendingCall<'_>, RpcError> {
-        self.send_with(request, &[data], Some(sink))
+        self.send_with(request, &[data], Some(sink), 0)
     }
 
     /// Data requests on this connection get their capabilities from `source` (once;
@@ -405,6 +412,7 @@ impl Connection {
         request: &Request,
         parts: &[&[u8]],
         sink: Option<ReplySink>,
+        reply_len: u64,
     ) -> Result<PendingCall<'_>, RpcError> {
         let capability_of = self.ensure_capability(request)?;
         let mut pending = self.send_raw(request, parts, sink)?;
@@ -495,7 +503,7 @@ impl Connection {
         let has_sink = sink.is_some();
         let (sender, receiver) = mpsc::sync_channel(1);
         let data_len: u64 = parts.iter().map(|p| p.len() as u64).sum();
-        let reply_len = sink.as_ref().map_or(0, |s| s.total);
+        let reply_len = sink.as_ref().map_or(reply_len, |s| s.total);
         let lease = {
             let mut table = self.pending.lock().unwrap();
             if let Some(reason) = &table.broken {

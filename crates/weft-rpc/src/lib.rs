@@ -1,5 +1,6 @@
 //! Weft's transport: framed requests multiplexed over one authenticated connection
-//! per peer.
+//! per peer (TCP, or a Unix socket on the server's machine, whose bulk data moves
+//! through a segment of shared memory where one can be had: `shm`).
 //!
 //! Invariant: one connection carries many requests in flight, matched to responses by
 //! request id; no call waits longer than its timeout; a broken connection fails every

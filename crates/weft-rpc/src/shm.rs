@@ -149,6 +149,19 @@ impl Mapping {
             ));
         }
         let raw = fd.as_raw_fd();
+        // Seals first: F_GET_SEALS is answered by the kernel alone and fails on anything
+        // but shmem and hugetlbfs files, so no filesystem a client controls (a FUSE
+        // file's getattr could stall this thread) is asked anything.
+        // SAFETY: F_GET_SEALS only reads the descriptor's seals.
+        let seals = unsafe { libc::fcntl(raw, libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            return Err("the shared segment is not a memfd sealed against shrinking (F_SEAL_SHRINK)".into());
+        }
+        // SAFETY: `fs` is valid for fstatfs to fill.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatfs(raw, &mut fs) } != 0 || fs.f_type as i64 != TMPFS_MAGIC {
+            return Err("the shared segment is not an ordinary memfd (tmpfs)".into());
+        }
         // SAFETY: `st` is valid for fstat to fill.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(raw, &mut st) } != 0 {
@@ -159,16 +172,6 @@ impl Mapping {
         }
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err("the shared segment is not a memory file".into());
-        }
-        // SAFETY: as above, for fstatfs.
-        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstatfs(raw, &mut fs) } != 0 || fs.f_type as i64 != TMPFS_MAGIC {
-            return Err("the shared segment is not an ordinary memfd (tmpfs)".into());
-        }
-        // SAFETY: F_GET_SEALS only reads the descriptor's seals.
-        let seals = unsafe { libc::fcntl(raw, libc::F_GET_SEALS) };
-        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
-            return Err("the shared segment is not a memfd sealed against shrinking (F_SEAL_SHRINK)".into());
         }
         // Sealed: the size read now can no longer go down.
         if st.st_size as u64 != bytes {

@@ -92,6 +92,16 @@ fn round_trips(client: &Client, path: &str) {
             );
         }
     }
+    // List I/O: scattered, disjoint ranges (within and across stripes and servers).
+    let ranges: Vec<(u64, u64)> = (0..300u64)
+        .map(|k| (k * 130_001 + (k % 7) * 4093, 1 + (k * 7919) % 60_000))
+        .collect();
+    let total: u64 = ranges.iter().map(|r| r.1).sum();
+    let data = pattern(total as usize, 99);
+    assert_eq!(file.write_list(&ranges, &data).unwrap(), total as usize);
+    let mut back = vec![0xAAu8; total as usize];
+    assert_eq!(file.read_list(&ranges, &mut back).unwrap(), total as usize);
+    assert!(back == data, "{path}: list I/O read back differently");
     // A hole between two writes reads as zeros; a read past the end stops there.
     let far = 200u64 << 20;
     file.write_at(far, b"end").unwrap();
