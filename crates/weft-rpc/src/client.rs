@@ -415,7 +415,7 @@ impl Connection {
         reply_len: u64,
     ) -> Result<PendingCall<'_>, RpcError> {
         let capability_of = self.ensure_capability(request)?;
-        let mut pending = self.send_raw(request, parts, sink)?;
+        let mut pending = self.send_raw(request, parts, sink, reply_len)?;
         pending.capability_of = capability_of;
         Ok(pending)
     }
@@ -469,7 +469,7 @@ impl Connection {
                 cap: cap.clone(),
                 reset,
             };
-            match self.send_raw(&present, &[], None)?.wait() {
+            match self.send_raw(&present, &[], None, 0)?.wait() {
                 Ok(_) => {
                     self.presented.lock().unwrap().record(&cap);
                     return Ok(Some(inode));
@@ -498,6 +498,7 @@ impl Connection {
         request: &Request,
         parts: &[&[u8]],
         sink: Option<ReplySink>,
+        reply_len: u64,
     ) -> Result<PendingCall<'_>, RpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let has_sink = sink.is_some();
