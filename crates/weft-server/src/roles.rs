@@ -102,6 +102,7 @@ impl Roles {
             };
             let service =
                 Arc::new(MetaService::new(store, cluster, objects).map_err(|e| anyhow::anyhow!("{e}"))?);
+            service.set_incarnation(incarnation);
             // The purger runs for the life of the process.
             if let Some(batch) = config.precreate {
                 service.set_precreate_batch(batch as usize);
