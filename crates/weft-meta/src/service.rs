@@ -117,6 +117,12 @@ const UNCERTAIN_CREATES_MAX: usize = 4096;
 impl MetaService {
     /// Serves `store` for the cluster described by `cluster` (its `root` is set to
     /// the store's root), creating and removing objects through `objects`.
+    /// The incarnation this server's handshake gives clients (shared file pointers made
+    /// lazily check it: see `SharedPointerSince`).
+    pub fn set_incarnation(&self, incarnation: u64) {
+        self.shared_pointers.set_incarnation(incarnation);
+    }
+
     pub fn new(
         store: MetaStore,
         mut cluster: ClusterInfo,
@@ -347,6 +353,16 @@ impl MetaService {
             } => self
                 .shared_pointers
                 .apply(inode, open, epoch, op)
+                .map(Response::Position),
+            Request::SharedPointerSince {
+                inode,
+                open,
+                epoch,
+                incarnation,
+                op,
+            } => self
+                .shared_pointers
+                .apply_since(inode, open, epoch, incarnation, op)
                 .map(Response::Position),
             Request::Hello { .. } | Request::Authenticate { .. } | Request::ServerInfo => {
                 Err(WireError::new(

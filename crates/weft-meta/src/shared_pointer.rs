@@ -25,13 +25,92 @@ struct Pointer {
     used: Instant,
 }
 
+/// Pointers let go to make room that a lazy request ([`SharedPointers::apply_since`])
+/// must not make again at 0: the most remembered (oldest forgotten first).
+pub const EVICTED_MAX: usize = 65_536;
+
 /// The manager's shared file pointers, by (inode, open id).
 #[derive(Default)]
 pub struct SharedPointers {
     pointers: Mutex<HashMap<(InodeId, u64), Pointer>>,
+    /// The keys of pointers let go to make room, oldest first (bounded by `EVICTED_MAX`).
+    evicted: Mutex<std::collections::VecDeque<(InodeId, u64)>>,
+    /// The incarnation clients see in this server's handshake (`set_incarnation`).
+    incarnation: std::sync::atomic::AtomicU64,
 }
 
 impl SharedPointers {
+    /// The incarnation of this server's handshake: a lazy request naming another one
+    /// comes from an open the manager's earlier life saw.
+    pub fn set_incarnation(&self, incarnation: u64) {
+        self.incarnation
+            .store(incarnation, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `apply` for an open that made no pointer (`SharedPointerSince`): a missing
+    /// pointer is made at 0 first, if `incarnation` is this manager's and the pointer
+    /// was never let go to make room; otherwise `NotFound`, as `apply` answers.
+    pub fn apply_since(
+        &self,
+        inode: InodeId,
+        open: u64,
+        epoch: u64,
+        incarnation: u64,
+        op: SharedOp,
+    ) -> Result<u64, WireError> {
+        if !matches!(op, SharedOp::Create | SharedOp::Drop) {
+            let key = (inode, open);
+            let missing = !self
+                .pointers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&key);
+            let ours = incarnation == self.incarnation.load(std::sync::atomic::Ordering::Relaxed);
+            let evicted = || {
+                self.evicted
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&key)
+            };
+            if missing && ours && !evicted() {
+                self.create_if_missing(key, epoch);
+            }
+        }
+        self.apply(inode, open, epoch, op)
+    }
+
+    fn create_if_missing(&self, key: (InodeId, u64), epoch: u64) {
+        let mut all = self.pointers.lock().unwrap_or_else(|e| e.into_inner());
+        if all.contains_key(&key) {
+            return;
+        }
+        self.make_room(&mut all, key);
+        all.insert(
+            key,
+            Pointer {
+                value: 0,
+                epoch,
+                used: Instant::now(),
+            },
+        );
+    }
+
+    /// Lets the pointer used longest ago go when `key` is new and the table is full.
+    fn make_room(&self, all: &mut HashMap<(InodeId, u64), Pointer>, key: (InodeId, u64)) {
+        if all.contains_key(&key) || all.len() < POINTERS_MAX {
+            return;
+        }
+        let oldest = all.iter().min_by_key(|(_, p)| p.used).map(|(k, _)| *k);
+        if let Some(k) = oldest {
+            all.remove(&k);
+            let mut evicted = self.evicted.lock().unwrap_or_else(|e| e.into_inner());
+            if evicted.len() >= EVICTED_MAX {
+                evicted.pop_front();
+            }
+            evicted.push_back(k);
+        }
+    }
+
     /// Applies `op` to the pointer of (`inode`, `open`) in view `epoch`; returns its
     /// value before.
     pub fn apply(&self, inode: InodeId, open: u64, epoch: u64, op: SharedOp) -> Result<u64, WireError> {
@@ -40,12 +119,7 @@ impl SharedPointers {
         let now = Instant::now();
         match op {
             SharedOp::Create => {
-                if !all.contains_key(&key) && all.len() >= POINTERS_MAX {
-                    let oldest = all.iter().min_by_key(|(_, p)| p.used).map(|(k, _)| *k);
-                    if let Some(k) = oldest {
-                        all.remove(&k);
-                    }
-                }
+                self.make_room(&mut all, key);
                 all.insert(
                     key,
                     Pointer {
@@ -122,6 +196,39 @@ mod tests {
             s.apply(i, 1, 1, SharedOp::Get).unwrap_err().code,
             ErrorCode::NotFound
         );
+    }
+
+    #[test]
+    fn a_lazy_pointer_is_made_once_by_its_manager_and_never_after_a_restart() {
+        let s = SharedPointers::default();
+        s.set_incarnation(42);
+        let i = InodeId(3);
+        // The first request of an open that made no pointer makes it at 0.
+        assert_eq!(s.apply_since(i, 1, 0, 42, SharedOp::FetchAdd(4)).unwrap(), 0);
+        assert_eq!(s.apply_since(i, 1, 0, 42, SharedOp::FetchAdd(4)).unwrap(), 4);
+        assert_eq!(s.apply_since(i, 1, 0, 42, SharedOp::Get).unwrap(), 8);
+        // An open another life of the manager saw: lost, never made again at 0.
+        let lost = s.apply_since(i, 2, 0, 41, SharedOp::FetchAdd(1)).unwrap_err();
+        assert_eq!(lost.code, ErrorCode::NotFound);
+        // Dropped at close: a later lazy Drop is harmless.
+        s.apply_since(i, 1, 0, 42, SharedOp::Drop).unwrap();
+        assert_eq!(
+            s.apply(i, 1, 0, SharedOp::Get).unwrap_err().code,
+            ErrorCode::NotFound
+        );
+    }
+
+    #[test]
+    fn a_pointer_let_go_to_make_room_is_not_made_again_at_zero() {
+        let s = SharedPointers::default();
+        s.set_incarnation(7);
+        let first = InodeId(1);
+        s.apply_since(first, 1, 0, 7, SharedOp::FetchAdd(10)).unwrap();
+        for k in 0..POINTERS_MAX as u64 {
+            s.apply(InodeId(100 + k), 1, 0, SharedOp::Create).unwrap();
+        }
+        let e = s.apply_since(first, 1, 0, 7, SharedOp::FetchAdd(1)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::NotFound, "an evicted pointer came back at 0");
     }
 
     #[test]

@@ -26,6 +26,53 @@ int wm_comm_free(wm_h comm)
     return MPI_Comm_free(&c);
 }
 
+/* The duplicates the opens of a communicator share (mpi.rs, Comm::dup_for_file): kept
+ * on the communicator as an attribute, so a communicator freed and another made at the
+ * same handle never finds the old one; freeing it hands the duplicate back to Rust. */
+static int wm_dup_keyval = MPI_KEYVAL_INVALID;
+
+extern void weft_mpiio_cached_dup_gone(wm_h dup);
+
+static int wm_dup_deleted(MPI_Comm comm, int keyval, void *value, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)extra;
+    weft_mpiio_cached_dup_gone((wm_h)value);
+    return MPI_SUCCESS;
+}
+
+int wm_comm_cached_dup(wm_h comm, wm_h *dup, int *found)
+{
+    int rc, flag = 0;
+    void *value = NULL;
+    *found = 0;
+    *dup = 0;
+    if (wm_dup_keyval == MPI_KEYVAL_INVALID) {
+        rc = MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, wm_dup_deleted, &wm_dup_keyval, NULL);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    rc = MPI_Comm_get_attr(COMM(comm), wm_dup_keyval, &value, &flag);
+    if (rc == MPI_SUCCESS && flag) {
+        *found = 1;
+        *dup = (wm_h)value;
+    }
+    return rc;
+}
+
+int wm_comm_keep_dup(wm_h comm, wm_h dup)
+{
+    return MPI_Comm_set_attr(COMM(comm), wm_dup_keyval, (void *)dup);
+}
+
+int wm_thread_multiple(void)
+{
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    return provided == MPI_THREAD_MULTIPLE;
+}
+
 int wm_comm_group(wm_h comm, wm_h *group)
 {
     MPI_Group g;

@@ -90,6 +90,12 @@ int wm_comm_rank(wm_h comm, int *rank);
 int wm_comm_size(wm_h comm, int *size);
 int wm_comm_dup(wm_h comm, wm_h *out);
 int wm_comm_free(wm_h comm);
+/* The duplicate of comm kept on it as an attribute (*found 0: none yet), and keeping
+ * one; when comm is freed, weft_mpiio_cached_dup_gone (Rust) gets the duplicate. */
+int wm_comm_cached_dup(wm_h comm, wm_h *dup, int *found);
+int wm_comm_keep_dup(wm_h comm, wm_h dup);
+/* 1 if MPI runs at MPI_THREAD_MULTIPLE. */
+int wm_thread_multiple(void);
 int wm_comm_group(wm_h comm, wm_h *group);
 /* In place over n values; op 0: max, 1: min, 2: sum. */
 int wm_allreduce_i64(wm_h comm, int64_t *values, int n, int op);

@@ -148,8 +148,9 @@ pub extern "C" fn weft_mpiio_close(fh: Handle) -> c_int {
         let file = unsafe { Box::from_raw(fh as *mut MpiFile) };
         crate::profile::close(fh, || {
             let closed = file.close();
-            crate::shared::drop_pointer(shared);
-            closed
+            let used = closed.as_ref().is_ok_and(|used| *used);
+            crate::shared::drop_pointer(shared, used);
+            closed.map(|_| ())
         })
     })
 }

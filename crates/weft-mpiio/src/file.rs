@@ -131,8 +131,10 @@ pub struct MpiFile {
     /// Job-scoped delegates started for this file (hint `weft_delegates`).
     delegates: Option<crate::spawn::JobDelegates>,
     path: String,
-    /// The id of this open's shared file pointer at the manager (see `shared`).
-    shared_open: u64,
+    /// This open's shared file pointer at the manager (see `shared`).
+    shared_id: crate::shared::SharedId,
+    /// Whether this rank used the shared file pointer (the manager made it then).
+    shared_used: std::sync::atomic::AtomicBool,
     amode: i32,
     errhandler: AtomicUsize,
     state: Mutex<State>,
@@ -180,7 +182,7 @@ fn root_open(
     mode: i32,
     write: bool,
     hints: &Hints,
-) -> Result<(File, u64)> {
+) -> Result<(File, crate::shared::SharedId)> {
     let file = if mode & amode::CREATE != 0 {
         let options = CreateOptions {
             exclusive: mode & amode::EXCL != 0,
@@ -205,7 +207,7 @@ fn root_open(
                 e
             })?
     };
-    let shared = crate::shared::create_pointer(client, &file, path)?;
+    let shared = crate::shared::new_pointer(client, path)?;
     Ok((file, shared))
 }
 
@@ -214,10 +216,11 @@ fn root_open(
 struct OpenOutcome;
 
 impl OpenOutcome {
-    fn encode_ok(hints: &Hints, shared: u64, handoff: &[u8]) -> Vec<u8> {
+    fn encode_ok(hints: &Hints, shared: crate::shared::SharedId, handoff: &[u8]) -> Vec<u8> {
         let text = hints.to_text();
         let mut out = vec![0u8];
-        out.extend_from_slice(&shared.to_le_bytes());
+        out.extend_from_slice(&shared.open.to_le_bytes());
+        out.extend_from_slice(&shared.incarnation.to_le_bytes());
         out.extend_from_slice(&(text.len() as u64).to_le_bytes());
         out.extend_from_slice(text.as_bytes());
         out.extend_from_slice(handoff);
@@ -233,7 +236,7 @@ impl OpenOutcome {
 
     /// `Err` for a blob that does not parse; `Ok(Err)` for rank 0's error.
     #[allow(clippy::type_complexity)]
-    fn decode(blob: &[u8]) -> Result<Result<(Hints, u64, Vec<u8>)>> {
+    fn decode(blob: &[u8]) -> Result<Result<(Hints, crate::shared::SharedId, Vec<u8>)>> {
         let bad = || MpiioError::new(ErrorClass::Intern, "a damaged open broadcast from rank 0");
         let (&tag, rest) = blob.split_first().ok_or_else(bad)?;
         let u64_at = |b: &[u8], at: usize| -> Result<u64> {
@@ -243,13 +246,16 @@ impl OpenOutcome {
         };
         match tag {
             0 => {
-                let shared = u64_at(rest, 0)?;
-                let len = usize::try_from(u64_at(rest, 8)?).map_err(|_| bad())?;
+                let shared = crate::shared::SharedId {
+                    open: u64_at(rest, 0)?,
+                    incarnation: u64_at(rest, 8)?,
+                };
+                let len = usize::try_from(u64_at(rest, 16)?).map_err(|_| bad())?;
                 let text = rest
-                    .get(16..16usize.checked_add(len).ok_or_else(bad)?)
+                    .get(24..24usize.checked_add(len).ok_or_else(bad)?)
                     .ok_or_else(bad)?;
                 let hints = Hints::from_text(&String::from_utf8_lossy(text))?;
-                Ok(Ok((hints, shared, rest[16 + len..].to_vec())))
+                Ok(Ok((hints, shared, rest[24 + len..].to_vec())))
             }
             1 => {
                 let class = rest.get(..4).ok_or_else(bad)?;
@@ -262,6 +268,22 @@ impl OpenOutcome {
             _ => Err(bad()),
         }
     }
+}
+
+/// `agree` over `local`, and whether `flag` is set on any rank, in one allreduce.
+fn agree_and_any(comm: &Comm, local: Result<()>, flag: bool) -> Result<(Result<()>, bool)> {
+    let mine = local.as_ref().err().map_or(0, |e| e.class as i64);
+    let mut v = [mine, i64::from(flag)];
+    comm.allreduce(&mut v, mpi::Op::Max)?;
+    let outcome = match (v[0], local) {
+        (0, local) => local,
+        (worst, Err(e)) if e.class as i64 == worst => Err(e),
+        (worst, _) => Err(MpiioError::new(
+            ErrorClass::from_code(worst as i32).unwrap_or(ErrorClass::Other),
+            "the collective call failed on another rank",
+        )),
+    };
+    Ok((outcome, v[1] != 0))
 }
 
 /// Whether cb_config_list asks for aggregators per host (`*:N`), which needs the
@@ -382,7 +404,7 @@ impl MpiFile {
         info: Handle,
         errhandler: Handle,
     ) -> Result<Box<MpiFile>> {
-        let comm = Comm::dup(comm)?;
+        let comm = Comm::dup_for_file(comm)?;
         let checked = (|| -> Result<(String, Client)> {
             let access = mode & (amode::RDONLY | amode::RDWR | amode::WRONLY);
             if access.count_ones() != 1 {
@@ -437,7 +459,7 @@ impl MpiFile {
             };
             Ok((path, client, hints, shared, file))
         });
-        let (path, client, hints, shared_open, mut file) = agree(&comm, opened)?;
+        let (path, client, hints, shared_id, mut file) = agree(&comm, opened)?;
         // Before anything else uses the handle: its data may go to delegates of its own.
         let delegates = crate::spawn::start(&comm, &file, &client, &hints, name)?;
         let kind = match &delegates {
@@ -484,7 +506,8 @@ impl MpiFile {
             file,
             delegates,
             path,
-            shared_open,
+            shared_id,
+            shared_used: Default::default(),
             amode: mode,
             errhandler: AtomicUsize::new(errhandler),
             state: Mutex::new(State {
@@ -519,10 +542,17 @@ impl MpiFile {
 
     /// MPI_File_close (collective): frees the handle's resources; with
     /// MPI_MODE_DELETE_ON_CLOSE rank 0 removes the file once all ranks are done.
-    pub fn close(mut self: Box<Self>) -> Result<()> {
-        let done = match self.delegates.take() {
-            Some(delegates) => self.release_delegates(delegates),
-            None => agree(&self.comm, Ok(())),
+    pub fn close(mut self: Box<Self>) -> Result<bool> {
+        let used = self.shared_used.load(Ordering::Relaxed);
+        // One allreduce agrees on the outcome and on whether any rank used the shared
+        // file pointer (rank 0 then drops it: see `shared::drop_pointer`).
+        let (done, any_used) = match self.delegates.take() {
+            Some(delegates) => {
+                let done = self.release_delegates(delegates);
+                let any = self.comm.allreduce_one(i64::from(used), mpi::Op::Max)?;
+                (done, any != 0)
+            }
+            None => agree_and_any(&self.comm, Ok(()), used)?,
         };
         let mut result = done;
         if result.is_ok() && self.amode & amode::DELETE_ON_CLOSE != 0 {
@@ -536,7 +566,7 @@ impl MpiFile {
         let state = self.state();
         mpi::free_if_derived(state.etype);
         mpi::free_if_derived(state.filetype);
-        result
+        result.map(|()| any_used)
     }
 
     /// At close, job-scoped delegates: once every rank is done writing, the file is
@@ -916,8 +946,13 @@ impl MpiFile {
         &self.comm
     }
 
-    pub(crate) fn shared_open(&self) -> u64 {
-        self.shared_open
+    pub(crate) fn shared_id(&self) -> crate::shared::SharedId {
+        self.shared_id
+    }
+
+    /// Notes that this rank used the shared file pointer (see `close`).
+    pub(crate) fn shared_pointer_used(&self) {
+        self.shared_used.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn weft_file(&self) -> &File {

@@ -16,6 +16,9 @@ mod ffi {
         pub fn wm_comm_size(comm: Handle, size: *mut c_int) -> c_int;
         pub fn wm_comm_dup(comm: Handle, out: *mut Handle) -> c_int;
         pub fn wm_comm_free(comm: Handle) -> c_int;
+        pub fn wm_comm_cached_dup(comm: Handle, dup: *mut Handle, found: *mut c_int) -> c_int;
+        pub fn wm_comm_keep_dup(comm: Handle, dup: Handle) -> c_int;
+        pub fn wm_thread_multiple() -> c_int;
         pub fn wm_comm_group(comm: Handle, group: *mut Handle) -> c_int;
         pub fn wm_allreduce_i64(comm: Handle, values: *mut i64, n: c_int, op: c_int) -> c_int;
         pub fn wm_bcast(comm: Handle, buf: *mut c_void, len: i64, root: c_int) -> c_int;
@@ -112,6 +115,47 @@ pub struct Comm {
     handle: Handle,
     rank: usize,
     size: usize,
+    /// The duplicate kept on the application's communicator (`dup_for_file`): given
+    /// back, not freed, when the file closes.
+    kept: bool,
+}
+
+/// The kept duplicates ([`Comm::dup_for_file`]) by handle: whether an open file uses
+/// it, and whether its communicator was freed meanwhile (it is freed at that file's
+/// close).
+#[derive(Default)]
+struct Kept {
+    in_use: bool,
+    orphaned: bool,
+}
+
+static KEPT: std::sync::Mutex<Option<std::collections::HashMap<Handle, Kept>>> = std::sync::Mutex::new(None);
+
+fn kept() -> std::sync::MutexGuard<'static, Option<std::collections::HashMap<Handle, Kept>>> {
+    KEPT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Called by `csrc/shim.c` when a communicator holding a kept duplicate is freed.
+#[no_mangle]
+pub extern "C" fn weft_mpiio_cached_dup_gone(dup: Handle) {
+    let free = {
+        let mut all = kept();
+        let map = all.get_or_insert_with(Default::default);
+        match map.get_mut(&dup) {
+            Some(k) if k.in_use => {
+                k.orphaned = true;
+                false
+            }
+            _ => {
+                map.remove(&dup);
+                true
+            }
+        }
+    };
+    if free {
+        // SAFETY: the duplicate was made by `dup_for_file` and no file uses it.
+        unsafe { ffi::wm_comm_free(dup) };
+    }
 }
 
 impl Comm {
@@ -129,6 +173,71 @@ impl Comm {
             handle,
             rank: rank as usize,
             size: size as usize,
+            kept: false,
+        })
+    }
+
+    /// The communicator of a file opened on `comm`: the duplicate kept on `comm` by an
+    /// earlier open when no open file uses it now (no communication: a program that
+    /// opens and closes many files pays one `MPI_Comm_dup` in all), else a fresh
+    /// duplicate (collective), kept on `comm` if none was. The choice is the same on
+    /// every rank: opens and closes of one communicator's files are collective and
+    /// come in the same order everywhere. Under `MPI_THREAD_MULTIPLE`, where two files
+    /// of one communicator may run collectives at once from different threads, every
+    /// file gets its own duplicate.
+    pub fn dup_for_file(comm: Handle) -> Result<Comm> {
+        // SAFETY: no pointers.
+        if unsafe { ffi::wm_thread_multiple() } != 0 {
+            return Comm::dup(comm);
+        }
+        let (mut dup, mut found) = (0, 0);
+        // SAFETY: out-pointers to locals.
+        check("MPI_Comm_get_attr", unsafe {
+            ffi::wm_comm_cached_dup(comm, &mut dup, &mut found)
+        })?;
+        if found != 0 {
+            let free = {
+                let mut all = kept();
+                let k = all.get_or_insert_with(Default::default).entry(dup).or_default();
+                let free = !k.in_use;
+                k.in_use = true;
+                free
+            };
+            if free {
+                let mut c = Comm::of(dup)?;
+                c.kept = true;
+                return Ok(c);
+            }
+            return Comm::dup(comm);
+        }
+        let mut c = Comm::dup(comm)?;
+        // SAFETY: a valid communicator and duplicate.
+        if unsafe { ffi::wm_comm_keep_dup(comm, c.handle) } == 0 {
+            kept().get_or_insert_with(Default::default).insert(
+                c.handle,
+                Kept {
+                    in_use: true,
+                    orphaned: false,
+                },
+            );
+            c.kept = true;
+        }
+        Ok(c)
+    }
+
+    /// Rank and size of `handle`, without duplicating it.
+    fn of(handle: Handle) -> Result<Comm> {
+        let (mut rank, mut size) = (0, 0);
+        // SAFETY: out-pointers to locals.
+        unsafe {
+            check("MPI_Comm_rank", ffi::wm_comm_rank(handle, &mut rank))?;
+            check("MPI_Comm_size", ffi::wm_comm_size(handle, &mut size))?;
+        }
+        Ok(Comm {
+            handle,
+            rank: rank as usize,
+            size: size as usize,
+            kept: false,
         })
     }
 
@@ -309,6 +418,27 @@ pub fn barrier_of(comm: Handle) -> Result<()> {
 
 impl Drop for Comm {
     fn drop(&mut self) {
+        if self.kept {
+            let free = {
+                let mut all = kept();
+                let map = all.get_or_insert_with(Default::default);
+                match map.get_mut(&self.handle) {
+                    Some(k) if !k.orphaned => {
+                        k.in_use = false;
+                        false
+                    }
+                    _ => {
+                        map.remove(&self.handle);
+                        true
+                    }
+                }
+            };
+            if free {
+                // SAFETY: the kept duplicate's communicator is gone and no file uses it.
+                unsafe { ffi::wm_comm_free(self.handle) };
+            }
+            return;
+        }
         // SAFETY: the communicator was duplicated by `dup` and is freed once.
         unsafe { ffi::wm_comm_free(self.handle) };
     }

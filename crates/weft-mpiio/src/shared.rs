@@ -49,6 +49,8 @@ fn exscan_sum(comm: &mpi::Comm, value: i64) -> Result<i64> {
 struct Key {
     open: u64,
     epoch: u64,
+    /// The manager's incarnation at the open: it makes the pointer at the first use.
+    incarnation: u64,
 }
 
 static KEYS: LazyLock<Mutex<HashMap<usize, Key>>> = LazyLock::new(Default::default);
@@ -85,8 +87,9 @@ fn draw_id() -> u64 {
 
 fn call(f: &MpiFile, key: Key, op: SharedOp) -> Result<u64> {
     let client = crate::file::client()?;
+    f.shared_pointer_used();
     client
-        .shared_pointer(f.weft_file().inode(), key.open, key.epoch, op)
+        .shared_pointer_since(f.weft_file().inode(), key.open, key.epoch, key.incarnation, op)
         .map_err(|e| {
             let mut e = MpiioError::from(e);
             e.message = format!("{}: shared file pointer: {}", f.path(), e.message);
@@ -97,28 +100,40 @@ fn call(f: &MpiFile, key: Key, op: SharedOp) -> Result<u64> {
         })
 }
 
-/// At open, on rank 0 only: draws the open's id and creates its pointer (0) at the
-/// manager; the open broadcasts the id with the rest of what rank 0 learnt.
-pub fn create_pointer(client: &weft_client::Client, file: &weft_client::File, path: &str) -> Result<u64> {
-    let open = draw_id();
-    client
-        .shared_pointer(file.inode(), open, 0, SharedOp::Create)
-        .map_err(|e| {
-            let mut e = MpiioError::from(e);
-            e.message = format!("{path}: shared file pointer: {}", e.message);
-            e
-        })?;
-    Ok(open)
+/// At open, on rank 0 only: draws the open's id and notes the manager's incarnation.
+/// The open broadcasts both with the rest of what rank 0 learnt; the manager makes the
+/// pointer (at 0) at its first use, so an open whose program never uses it costs the
+/// manager nothing (the lazy request refuses a pointer a restart lost).
+pub fn new_pointer(client: &weft_client::Client, path: &str) -> Result<SharedId> {
+    let incarnation = client.meta_incarnation().map_err(|e| {
+        let mut e = MpiioError::from(e);
+        e.message = format!("{path}: shared file pointer: {}", e.message);
+        e
+    })?;
+    Ok(SharedId {
+        open: draw_id(),
+        incarnation,
+    })
+}
+
+/// One open's shared file pointer at the manager: the open's id and the manager's
+/// incarnation at the open.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedId {
+    pub open: u64,
+    pub incarnation: u64,
 }
 
 /// At open, on every rank: remembers the open's pointer (its id came with the open's
 /// broadcast; nothing is communicated here).
 pub fn opened(f: &MpiFile) {
+    let id = f.shared_id();
     keys().insert(
         f as *const MpiFile as usize,
         Key {
-            open: f.shared_open(),
+            open: id.open,
             epoch: 0,
+            incarnation: id.incarnation,
         },
     );
 }
@@ -137,9 +152,10 @@ pub fn closing(f: &MpiFile) -> Option<(weft_layout::InodeId, u64, bool)> {
     Some((f.weft_file().inode(), key.open, f.comm().rank() == 0))
 }
 
-/// After close (every rank is past its last shared access): rank 0 drops the pointer.
-pub fn drop_pointer(closed: Option<(weft_layout::InodeId, u64, bool)>) {
-    if let Some((inode, open, true)) = closed {
+/// After close (every rank is past its last shared access): rank 0 drops the pointer,
+/// if any rank used it (`used`, agreed at close): one never used was never made.
+pub fn drop_pointer(closed: Option<(weft_layout::InodeId, u64, bool)>, used: bool) {
+    if let (Some((inode, open, true)), true) = (closed, used) {
         if let Ok(client) = crate::file::client() {
             let _ = client.shared_pointer(inode, open, 0, SharedOp::Drop);
         }

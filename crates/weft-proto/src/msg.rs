@@ -118,6 +118,7 @@ pub enum Opcode {
     ObjStat = 71,
     Allocate = 72,
     SharedPointer = 125,
+    SharedPointerSince = 150,
     ObjPrecreate = 73,
     ReaddirPlus = 74,
     Metrics = 130,
@@ -692,6 +693,18 @@ pub enum Request {
     RevokeCapabilities {
         inodes: Vec<InodeId>,
     },
+    /// meta: `SharedPointer` of an open that made no pointer: one missing is made (at 0)
+    /// by the first request, provided the manager is still the one the open saw (its
+    /// handshake's `incarnation`); after a restart, or for a pointer the manager let go
+    /// to make room, `NotFound` as for `SharedPointer`. Saves a collective open its
+    /// round trip to make a pointer most programs never use.
+    SharedPointerSince {
+        inode: InodeId,
+        open: u64,
+        epoch: u64,
+        incarnation: u64,
+        op: SharedOp,
+    },
 }
 
 /// What a `SharedPointer` request does.
@@ -941,6 +954,7 @@ impl Request {
             ObjStat { .. } => Opcode::ObjStat,
             Allocate { .. } => Opcode::Allocate,
             SharedPointer { .. } => Opcode::SharedPointer,
+            SharedPointerSince { .. } => Opcode::SharedPointerSince,
             Metrics { .. } => Opcode::Metrics,
             ExtentLock { .. } => Opcode::ExtentLock,
             ExtentUnlock { .. } => Opcode::ExtentUnlock,
@@ -1229,6 +1243,19 @@ impl Request {
                 inode.encode(&mut w);
             }
             ObjStat { items } => w.seq(items),
+            SharedPointerSince {
+                inode,
+                open,
+                epoch,
+                incarnation,
+                op,
+            } => {
+                inode.encode(&mut w);
+                w.u64(*open);
+                w.u64(*epoch);
+                w.u64(*incarnation);
+                op.encode(&mut w);
+            }
             SharedPointer {
                 inode,
                 open,
@@ -1647,6 +1674,13 @@ impl Request {
             },
             102 => Request::RevokeCapabilities {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
+            },
+            150 => Request::SharedPointerSince {
+                inode: InodeId::decode(r)?,
+                open: r.u64()?,
+                epoch: r.u64()?,
+                incarnation: r.u64()?,
+                op: SharedOp::decode(r)?,
             },
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
@@ -2286,6 +2320,13 @@ mod tests {
                 open: 5,
                 epoch: 0,
                 op: SharedOp::Drop,
+            },
+            Request::SharedPointerSince {
+                inode: InodeId(9),
+                open: 5,
+                epoch: 1,
+                incarnation: u64::MAX - 3,
+                op: SharedOp::Set(77),
             },
             Request::Revalidate {
                 cred: cred(),

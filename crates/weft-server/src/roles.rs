@@ -112,6 +112,7 @@ impl Roles {
                     addrs,
                 )));
             }
+            service.set_incarnation(incarnation);
             // The purger runs for the life of the process.
             if let Some(batch) = config.precreate {
                 service.set_precreate_batch(batch as usize);

@@ -171,3 +171,85 @@ fn a_call_over_many_io_servers_uses_a_bounded_number_of_threads() {
         "{peak} threads at once during a call over {SERVERS} servers (baseline {baseline})"
     );
 }
+
+/// Requests the metadata manager served so far, all operations together.
+fn manager_requests(cluster: &TestCluster) -> f64 {
+    let config = cluster.config();
+    let addr = config
+        .server(0)
+        .and_then(|s| s.metrics_addr.clone())
+        .expect("weft up recorded no metrics address for the manager");
+    let body = weft_metrics::http::get(
+        &format!("http://{addr}/metrics"),
+        std::time::Duration::from_secs(10),
+    )
+    .unwrap_or_else(|e| panic!("scraping the manager: {e}"));
+    let text = String::from_utf8(body).expect("metrics are UTF-8");
+    weft_metrics::parse::parse(&text)
+        .unwrap()
+        .iter()
+        .filter(|s| s.name == "weft_meta_requests_total")
+        .map(|s| s.value)
+        .sum()
+}
+
+/// `weft bench open-close`'s program: open/write/close, open/read/close (verified) and
+/// open/rewrite/close cycles, one file per cycle.
+const OPEN_CLOSE_C: &str = include_str!("../../weft-bench/c/open_close.c");
+
+#[test]
+fn a_collective_mpi_io_open_asks_the_manager_once_not_once_per_process() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    const NP: usize = 4;
+    const CYCLES: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("open_close.c");
+    std::fs::write(&source, OPEN_CLOSE_C).unwrap();
+    let program = dir.path().join("open_close");
+    let built = std::process::Command::new(std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into()))
+        .args(["-O2", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .output()
+        .expect("running mpicc");
+    assert!(
+        built.status.success(),
+        "mpicc: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let cluster = TestCluster::start();
+    cluster.client().mkdir("/o", 0o755).unwrap();
+    let before = manager_requests(&cluster);
+    let mut c = weft_testkit::mpi::mpirun_command(NP, "120");
+    c.arg("-x")
+        .arg(format!("LD_PRELOAD={}", weft_testkit::mpi::library().display()));
+    for (k, v) in cluster.env() {
+        c.arg("-x").arg(format!("{k}={v}"));
+    }
+    let out = c
+        .arg(&program)
+        .args(["weft:/o/cycle", &CYCLES.to_string(), "64"])
+        .output()
+        .expect("running mpirun");
+    weft_testkit::mpi::assert_ok(&out, "open_close under mpirun");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("cycle create_s"),
+        "no timing line:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let served = manager_requests(&cluster) - before;
+    // 3 x CYCLES collective opens: a create (the parent's resolve and the create) or a
+    // resolve each, by rank 0 alone; CYCLES deletes by rank 0; each process's first
+    // contact. Every rank asking the manager at every open would be 4 x 60 at least.
+    let opens = 3 * CYCLES;
+    let bound = (opens * 2 + CYCLES * 3 + NP * 4) as f64;
+    assert!(
+        served <= bound,
+        "{opens} collective opens by {NP} processes cost the manager {served} requests (at most {bound} expected: \
+         rank 0 asks once per open and broadcasts)"
+    );
+    assert!(
+        served >= opens as f64,
+        "the manager counted only {served} requests for {opens} opens"
+    );
+}
