@@ -81,9 +81,9 @@ impl CapabilityKey {
         mac
     }
 
-    /// A capability of `rights` on `inode`, issued now, valid for `lifetime_ms`.
-    pub fn issue(&self, inode: InodeId, rights: u8, lifetime_ms: u64) -> Capability {
-        let issued_ms = now_ms();
+    /// A capability of `rights` on `inode`, issued at `issued_ms`, valid for
+    /// `lifetime_ms` from then.
+    pub fn issue(&self, inode: InodeId, rights: u8, issued_ms: u64, lifetime_ms: u64) -> Capability {
         let mut cap = Capability {
             inode,
             rights,
@@ -97,7 +97,7 @@ impl CapabilityKey {
 
     /// A server's own capability (any inode, any operation).
     pub fn server(&self) -> Capability {
-        self.issue(InodeId(0), rights::SERVER, LIFETIME_DEFAULT_MS)
+        self.issue(InodeId(0), rights::SERVER, now_ms(), LIFETIME_DEFAULT_MS)
     }
 
     /// Whether `cap`'s MAC is ours (constant time).
@@ -308,8 +308,9 @@ impl Gate {
         ))
     }
 
-    /// Serves `RevokeCapabilities`: capabilities of `inodes` issued until now are void.
-    pub fn revoke(&self, inodes: &[InodeId]) {
+    /// Serves `RevokeCapabilities`: capabilities of `inodes` issued at or before
+    /// `at_ms` are void.
+    pub fn revoke(&self, inodes: &[InodeId], at_ms: u64) {
         let now = now_ms();
         let mut revocations = self.revocations.lock().unwrap();
         if revocations.inodes.len() + inodes.len() > REVOKED_MAX {
@@ -318,12 +319,13 @@ impl Gate {
                 .inodes
                 .retain(|_, at| now.saturating_sub(*at) <= LIFETIME_MAX_MS);
             if revocations.inodes.len() + inodes.len() > REVOKED_MAX {
-                revocations.all_before = now;
+                revocations.all_before = revocations.all_before.max(at_ms);
                 revocations.inodes.clear();
             }
         }
         for inode in inodes {
-            revocations.inodes.insert(*inode, now);
+            let at = revocations.inodes.entry(*inode).or_insert(at_ms);
+            *at = (*at).max(at_ms);
         }
         drop(revocations);
         self.epoch.fetch_add(1, Ordering::AcqRel);
@@ -426,5 +428,134 @@ impl PresentedHere {
 
     pub(crate) fn forget(&mut self, inode: InodeId) {
         self.entries.retain(|(i, _), _| *i != inode);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::{Range, Striping};
+
+    fn read(inode: u64) -> Request {
+        Request::Read {
+            inode: InodeId(inode),
+            striping: Striping {
+                stripe_size_bytes: 65536,
+                stripe_count: 1,
+                server_index: 0,
+            },
+            ranges: vec![Range { offset: 0, len: 1 }],
+        }
+    }
+
+    fn truncate(inode: u64) -> Request {
+        Request::Truncate {
+            inode: InodeId(inode),
+            striping: Striping {
+                stripe_size_bytes: 65536,
+                stripe_count: 1,
+                server_index: 0,
+            },
+            size: 0,
+        }
+    }
+
+    fn gate() -> (Gate, CapabilityKey) {
+        let key = CapabilityKey::new(&ClusterKey::generate().unwrap());
+        (Gate::new(Some(key.clone()), "io server 1"), key)
+    }
+
+    const A: ConnectionId = ConnectionId(1);
+    const B: ConnectionId = ConnectionId(2);
+
+    #[test]
+    fn a_presented_capability_serves_its_connection_inode_and_right_only() {
+        let (gate, key) = gate();
+        let cap = key.issue(InodeId(7), rights::READ, now_ms(), 60_000);
+        assert_eq!(
+            gate.check(A, &read(7)).unwrap_err().code,
+            ErrorCode::CapabilityRequired
+        );
+        gate.present(A, &cap, false).unwrap();
+        gate.check(A, &read(7)).unwrap();
+        assert!(gate.check(A, &read(8)).is_err(), "another inode");
+        assert!(gate.check(A, &truncate(7)).is_err(), "another right");
+        assert!(gate.check(B, &read(7)).is_err(), "another connection");
+        // Statistics and sizes need none; object removal needs a server's.
+        gate.check(A, &Request::IoStatfs).unwrap();
+        let remove = Request::ObjRemove {
+            inodes: vec![InodeId(7)],
+        };
+        assert_eq!(
+            gate.check(A, &remove).unwrap_err().code,
+            ErrorCode::PermissionDenied
+        );
+        gate.present(B, &key.server(), false).unwrap();
+        gate.check(B, &remove).unwrap();
+        gate.check(B, &truncate(9)).unwrap();
+        gate.connection_closed(A);
+        assert!(gate.check(A, &read(7)).is_err(), "closing forgets");
+    }
+
+    #[test]
+    fn other_keys_expiry_and_revocation_are_refused() {
+        let (gate, key) = gate();
+        let other = CapabilityKey::new(&ClusterKey::generate().unwrap());
+        let forged = other.issue(InodeId(7), rights::READ, now_ms(), 60_000);
+        assert_eq!(
+            gate.present(A, &forged, false).unwrap_err().code,
+            ErrorCode::PermissionDenied
+        );
+        let old = key.issue(InodeId(7), rights::READ, now_ms() - 10_000, 5_000);
+        assert_eq!(
+            gate.present(A, &old, false).unwrap_err().code,
+            ErrorCode::CapabilityRequired
+        );
+        let long = key.issue(InodeId(7), rights::READ, now_ms(), LIFETIME_MAX_MS);
+        let mut longer = long.clone();
+        longer.expiry_ms += 1;
+        assert!(gate.present(A, &longer, false).is_err());
+        // Revocation: voids what was issued at or before it, on every connection.
+        let issued = now_ms();
+        let cap = key.issue(InodeId(7), rights::READ | rights::WRITE, issued, 60_000);
+        gate.present(A, &cap, false).unwrap();
+        gate.present(B, &cap, false).unwrap();
+        gate.check(B, &truncate(7)).unwrap();
+        gate.revoke(&[InodeId(7)], issued);
+        assert!(gate.check(A, &read(7)).unwrap_err().message.contains("inode 7"));
+        assert!(gate.check(B, &truncate(7)).is_err());
+        assert!(gate
+            .present(A, &cap, false)
+            .unwrap_err()
+            .message
+            .contains("revoked"));
+        let renewed = key.issue(InodeId(7), rights::READ, issued + 1, 60_000);
+        gate.present(A, &renewed, false).unwrap();
+        gate.check(A, &read(7)).unwrap();
+    }
+
+    #[test]
+    fn a_connection_holds_a_bounded_number_and_reset_starts_over() {
+        let (gate, key) = gate();
+        let now = now_ms();
+        let mut refused = None;
+        for inode in 0..PER_CONNECTION_MAX as u64 {
+            if let Err(e) = gate.present(A, &key.issue(InodeId(inode), rights::READ, now, 60_000), false) {
+                refused = Some(e);
+                break;
+            }
+        }
+        assert_eq!(refused.expect("bounded").code, ErrorCode::TooLarge);
+        let fresh = key.issue(InodeId(1 << 40), rights::READ, now, 60_000);
+        gate.present(A, &fresh, true).unwrap();
+        gate.check(A, &read(1 << 40)).unwrap();
+        assert!(gate.check(A, &read(0)).is_err(), "reset forgot the rest");
+    }
+
+    #[test]
+    fn an_unenforcing_gate_serves_everything() {
+        let gate = Gate::new(None, "io server 1");
+        gate.check(A, &truncate(3)).unwrap();
+        assert!(!gate.enforced());
     }
 }

@@ -351,9 +351,9 @@ impl Handler for Roles {
                     gate.present(connection, cap, *reset)?;
                     return Ok((Response::Done, Vec::new()));
                 }
-                Request::RevokeCapabilities { inodes } => {
+                Request::RevokeCapabilities { inodes, at_ms } => {
                     gate.check(connection, &request)?;
-                    gate.revoke(inodes);
+                    gate.revoke(inodes, *at_ms);
                     return Ok((Response::Done, Vec::new()));
                 }
                 _ => gate.check(connection, &request)?,
