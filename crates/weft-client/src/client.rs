@@ -187,7 +187,7 @@ impl Client {
     /// daemon checks each user's permission itself at open.
     pub fn connect_as(meta_addr: &str, auth: ClientAuth, cred: Cred) -> Result<Client, ClientError> {
         let pool = Arc::new(ConnectionPool::new(&client_name(), auth, Timeouts::from_env()));
-        pool.set_capability_source(Arc::new(crate::capability::ManagerGrants::new(
+        pool.set_capability_source(Arc::new(weft_rpc::capability::ManagerGrants::new(
             Arc::downgrade(&pool),
             meta_addr,
             cred.clone(),

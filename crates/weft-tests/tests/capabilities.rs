@@ -382,6 +382,19 @@ fn forged_and_altered_capabilities_are_refused() {
         assert_eq!(e.code, ErrorCode::PermissionDenied, "{}", e.message);
         assert!(e.message.contains("does not verify"), "{}", e.message);
     }
+    // A key holder who derives a capability key from the cluster key, as the servers
+    // would without their own key (`weft up` makes capability.key, servers only).
+    let cluster_key = weft_rpc::ClusterKey::load(&cluster.key_path()).unwrap();
+    let derived = weft_rpc::CapabilityKey::new(&cluster_key).issue(
+        file.inode(),
+        READ | WRITE,
+        weft_rpc::capability::now_ms(),
+        60_000,
+    );
+    let e = refused(present(&io, &derived));
+    assert_eq!(e.code, ErrorCode::PermissionDenied, "{}", e.message);
+    let server = weft_rpc::CapabilityKey::new(&cluster_key).server();
+    assert_eq!(refused(present(&io, &server)).code, ErrorCode::PermissionDenied);
     // None of them let anything through; the genuine one does.
     capability_required(io.call(&read(file.inode(), whole(&file), 4096), &[]));
     present(&io, &genuine).unwrap();
