@@ -165,6 +165,10 @@ pub fn need(request: &Request) -> Need {
                 other => other,
             }
         }
+        // One file's blocks, dropped after a sync by a client of job delegates: either
+        // right (nothing dirty is left to lose). Several at once: the manager's
+        // removal of files.
+        Request::CacheDrop { inodes } if inodes.len() == 1 => Need::on(inodes[0], READ | WRITE),
         Request::ObjCreate { .. }
         | Request::ObjPrecreate { .. }
         | Request::ObjRemove { .. }

@@ -438,7 +438,7 @@ impl PresentedHere {
 /// (a long-lived open file never sees its capability expire), and asked again when a
 /// server refused one as revoked (the manager checks permission again).
 mod grants {
-    use super::{now_ms, renew_due, CapabilitySource};
+    use super::{now_ms, renew_due, rights, CapabilitySource};
     use crate::{ConnectionPool, RpcError};
     use std::collections::HashMap;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -490,6 +490,15 @@ mod grants {
         fn capability(&self, inode: InodeId, rights: u8) -> Result<Option<Capability>, RpcError> {
             if self.off.load(Ordering::Relaxed) {
                 return Ok(None);
+            }
+            if rights & (rights::READ | rights::WRITE) == 0 {
+                return Err(RpcError::Remote {
+                    addr: self.meta_addr.clone(),
+                    error: weft_proto::WireError::new(
+                        ErrorCode::PermissionDenied,
+                        "this operation is for servers only: no client is granted a server capability",
+                    ),
+                });
             }
             if let Some(cap) = self.kept.lock().unwrap().get(&(inode, rights)) {
                 if !renew_due(cap, now_ms()) {

@@ -319,6 +319,15 @@ fn requests_without_a_capability_are_refused_for_every_operation_class_and_chang
             &cache,
             Request::CacheDrop { inodes: vec![inode] },
             vec![],
+            ErrorCode::CapabilityRequired,
+        ),
+        (
+            "cache drop of removed files",
+            &cache,
+            Request::CacheDrop {
+                inodes: vec![inode, next],
+            },
+            vec![],
             ErrorCode::PermissionDenied,
         ),
     ];
