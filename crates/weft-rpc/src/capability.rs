@@ -219,13 +219,9 @@ impl Gate {
         if presented.entries.len() + 2 > PER_CONNECTION_MAX {
             presented.entries.retain(|_, (_, expiry)| *expiry > now);
             if presented.entries.len() + 2 > PER_CONNECTION_MAX {
-                return Err(WireError::new(
-                    ErrorCode::TooLarge,
-                    format!(
-                        "{}: a connection may hold at most {PER_CONNECTION_MAX} capabilities; present with reset",
-                        self.name
-                    ),
-                ));
+                // Start over: a request relying on a forgotten one is refused with
+                // `CapabilityRequired`, and its client presents it again.
+                presented.entries.clear();
             }
         }
         for right in [rights::READ, rights::WRITE] {
@@ -652,7 +648,7 @@ mod tests {
     }
 
     #[test]
-    fn a_connection_holds_a_bounded_number_and_reset_starts_over() {
+    fn a_connection_holds_a_bounded_number_and_starts_over_past_it() {
         let (gate, key) = gate();
         let now = now_ms();
         let mut refused = None;
@@ -662,11 +658,19 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(refused.expect("bounded").code, ErrorCode::TooLarge);
+        assert!(refused.is_none(), "{refused:?}");
+        // Past the bound a connection starts over: memory stays bounded, and what was
+        // forgotten is refused (its client presents it again).
         let fresh = key.issue(InodeId(1 << 40), rights::READ, now, 60_000);
-        gate.present(A, &fresh, true).unwrap();
+        gate.present(A, &fresh, false).unwrap();
         gate.check(A, &read(1 << 40)).unwrap();
-        assert!(gate.check(A, &read(0)).is_err(), "reset forgot the rest");
+        assert!(gate.check(A, &read(0)).is_err(), "the rest was forgotten");
+        let shard = gate.shard(A).lock().unwrap();
+        assert!(shard[&A].entries.len() <= PER_CONNECTION_MAX);
+        drop(shard);
+        let other = key.issue(InodeId(1 << 41), rights::READ, now, 60_000);
+        gate.present(A, &other, true).unwrap();
+        assert!(gate.check(A, &read(1 << 40)).is_err(), "reset forgot the rest");
     }
 
     #[test]
