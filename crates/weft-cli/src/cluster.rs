@@ -249,6 +249,10 @@ pub fn up(options: &UpOptions) -> Result<()> {
             .with_context(|| format!("creating {}", home.join(dir).display()))?;
     }
     let key = ensure_key(home)?;
+    // The servers' own key for capabilities: clients never read it, so holding the
+    // cluster key is not enough to make one.
+    let capability_key = home.join(weft_config::CAPABILITY_KEY_FILE_NAME);
+    ClusterKey::load_or_create(&capability_key)?;
     let mut started: Vec<i32> = Vec::new();
     let separate = match options.cache {
         CachePlacement::Separate(n) => n,
@@ -323,6 +327,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             if !options.capabilities {
                 args.push("--insecure-no-capabilities".into());
             }
+            args.extend(["--capability-key".into(), capability_key.display().to_string()]);
             // Behind an emulated network, clients must take it: no Unix socket.
             let socket = socket_path(home, id).filter(|_| network.is_none());
             if let Some(socket) = &socket {
@@ -359,6 +364,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             munge_socket: None,
             capabilities: options.capabilities,
             capability_lifetime_ms: options.capability_lifetime_ms,
+            capability_key_file: Some(weft_config::CAPABILITY_KEY_FILE_NAME.into()),
             cache: options.cache_settings.clone(),
             name: "weft".into(),
             stripe_size: options.stripe_size,
@@ -660,6 +666,7 @@ impl StatusOf {
 /// status page's URL instead.
 pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
     let mut trusted: Vec<u32> = Vec::new();
+    let mut capabilities: Option<String> = None;
     let (name, key_path, network, servers, origin, identity) = match of {
         StatusOf::Home(home) => {
             let description = home.join(CLUSTER_FILE_NAME);
@@ -671,6 +678,21 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
             }
             let config = ClusterConfig::load(&description)?;
             trusted.clone_from(&config.munge_trusted_uids);
+            capabilities = Some(if !config.capabilities {
+                "capabilities: OFF (--insecure-no-capabilities: every key holder may read and write every file by inode number)".into()
+            } else {
+                format!(
+                    "capabilities: io servers and cache managers serve a file's bytes only with a capability the manager grants after its permission check ({} s lifetime; chmod/chown revoke at once), signed with {}",
+                    config
+                        .capability_lifetime_ms
+                        .unwrap_or(weft_rpc::capability::LIFETIME_DEFAULT_MS)
+                        / 1000,
+                    match config.capability_key_path(&description) {
+                        Some(path) => format!("the servers-only key {}", path.display()),
+                        None => "a key derived from the cluster key (every key holder can make capabilities)".into(),
+                    }
+                )
+            });
             let servers = config
                 .servers
                 .iter()
@@ -776,6 +798,9 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
             format!("servers listen on the network ({})", network.join(", "))
         }
     );
+    if let Some(line) = &capabilities {
+        println!("{line}");
+    }
     match identity {
         Some(weft_config::IdentityMode::Owner) => {
             use std::os::unix::fs::MetadataExt;

@@ -183,11 +183,19 @@ impl Client {
 
     /// Connects as `connect` does, proving `auth` to every server.
     pub fn connect_with(meta_addr: &str, auth: ClientAuth) -> Result<Client, ClientError> {
+        Client::connect_as(meta_addr, auth, process_cred())
+    }
+
+    /// Connects as `connect_with` does, acting as `cred` (where the cluster believes a
+    /// claimed identity), capabilities included. `with_cred` instead shares this
+    /// client's connections and the capabilities granted to its credential: a FUSE
+    /// daemon checks each user's permission itself at open.
+    pub fn connect_as(meta_addr: &str, auth: ClientAuth, cred: Cred) -> Result<Client, ClientError> {
         let pool = Arc::new(ConnectionPool::new(&client_name(), auth, Timeouts::from_env()));
-        pool.set_capability_source(Arc::new(crate::capability::ManagerGrants::new(
+        pool.set_capability_source(Arc::new(weft_rpc::capability::ManagerGrants::new(
             Arc::downgrade(&pool),
             meta_addr,
-            process_cred(),
+            cred.clone(),
         )));
         let cluster = match pool.call(meta_addr, &Request::GetCluster, &[])?.0 {
             Response::Cluster(c) => c,
@@ -211,7 +219,7 @@ impl Client {
                 cluster,
                 io_addrs,
                 cache_addrs,
-                cred: process_cred(),
+                cred,
                 transfer: TransferOptions::default(),
             }),
         })

@@ -693,11 +693,23 @@ impl File {
             .enumerate()
             .map(|(k, c)| c.send(&request_for(k, c), &[]))
             .collect::<Result<_, _>>()?;
+        // Every answer is waited for, even after an error: a server's refusal for want
+        // of a capability must be seen (its connection then presents a fresh one when
+        // the request is repeated).
         let mut out = Vec::with_capacity(pending.len());
+        let mut first_error = None;
         for call in pending {
-            out.push(call.wait()?.0);
+            match call.wait() {
+                Ok((response, _)) => out.push(response),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
         }
-        Ok(out)
+        match first_error {
+            Some(e) => Err(e.into()),
+            None => Ok(out),
+        }
     }
 
     /// Sends one request to every io server of the file at once.

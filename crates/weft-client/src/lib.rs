@@ -19,7 +19,6 @@
 //! ```
 
 mod cache_route;
-mod capability;
 mod client;
 mod drive;
 mod error;

@@ -41,6 +41,9 @@ pub const CLUSTER_FILE_BYTES_MAX: u64 = 4 << 20;
 pub const CLUSTER_FILE_NAME: &str = "cluster.toml";
 /// The cluster key's file name in a cluster's home, beside `cluster.toml`.
 pub const KEY_FILE_NAME: &str = "cluster.key";
+/// The servers-only key capabilities are signed with, beside the description (`weft
+/// up` makes one; clients never read it).
+pub const CAPABILITY_KEY_FILE_NAME: &str = "capability.key";
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -236,6 +239,12 @@ pub struct ClusterConfig {
     /// revocation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capability_lifetime_ms: Option<u64>,
+    /// The servers' own key that capabilities are signed with, relative to the
+    /// description's directory; copied to server machines only. Without one,
+    /// capabilities are signed with a key derived from the cluster key, which every
+    /// client holds: a key holder who derives it can make its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability_key_file: Option<PathBuf>,
     #[serde(rename = "server", default)]
     pub servers: Vec<ServerEntry>,
 }
@@ -426,6 +435,12 @@ impl ClusterConfig {
         }
     }
 
+    /// The servers-only capability key's file, if the description names one.
+    pub fn capability_key_path(&self, description: &Path) -> Option<PathBuf> {
+        let dir = description.parent().unwrap_or(Path::new("."));
+        self.capability_key_file.as_ref().map(|p| dir.join(p))
+    }
+
     /// Addresses of servers that are not on this machine's loopback interface: a
     /// cluster with any spans machines, and its servers face a network.
     pub fn network_addresses(&self) -> Vec<&str> {
@@ -541,6 +556,7 @@ mod tests {
             munge_socket: None,
             capabilities: true,
             capability_lifetime_ms: None,
+            capability_key_file: None,
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 2,
@@ -671,6 +687,7 @@ mod tests {
             munge_socket: None,
             capabilities: true,
             capability_lifetime_ms: None,
+            capability_key_file: None,
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 0,

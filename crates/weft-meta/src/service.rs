@@ -104,8 +104,12 @@ pub struct MetaService {
 /// Signs the capabilities the manager grants and tells the servers of revocations
 /// (the server process provides it: the key and the network are its).
 pub trait CapabilityIssuer: Send + Sync {
-    /// A capability of `rights` on `inode`, signed.
-    fn issue(&self, inode: InodeId, rights: u8) -> weft_proto::Capability;
+    /// The issue time of a capability whose permission check starts now: later than
+    /// every revocation so far, so that a capability checked after a chmod survives
+    /// its revocation and one checked before does not.
+    fn issue_time(&self) -> u64;
+    /// A capability of `rights` on `inode` issued at `issued_ms`, signed.
+    fn issue(&self, inode: InodeId, rights: u8, issued_ms: u64) -> weft_proto::Capability;
     /// Capabilities of `inodes` issued until now must be refused (their permissions
     /// changed). Must not block on the servers.
     fn revoke(&self, inodes: &[InodeId]);
@@ -189,8 +193,9 @@ impl MetaService {
         if rights & WRITE != 0 {
             want |= crate::store::MAY_WRITE;
         }
+        let issued = issuer.issue_time();
         self.store.may_access_data(cred, inode, want)?;
-        Ok(Response::Capability(issuer.issue(inode, rights)))
+        Ok(Response::Capability(issuer.issue(inode, rights, issued)))
     }
 
     pub fn store(&self) -> &MetaStore {

@@ -9,6 +9,17 @@
 //! (`Request::PresentCapability`); the server verifies it once and remembers it for the
 //! connection until it expires, so the data path pays one MAC per connection, inode and
 //! right, not one per request.
+//!
+//! What they protect: a file's bytes (read, write, truncate, allocate, append, locks,
+//! and the same through cache managers) from every client the manager would not let
+//! open the file, and objects from creation and removal by anyone but a server. Sizes
+//! are not protected (an attribute; see `need`).
+//!
+//! Lifetime and revocation: a capability lives `capability_lifetime_ms` (60 s by
+//! default, at most `weft_rpc::capability::LIFETIME_MAX_MS`); clients renew it ahead of
+//! expiry. A chmod or chown sends `RevokeCapabilities` to every io server and cache
+//! manager at once; one that missed it honours old capabilities until they expire, so
+//! the lifetime bounds how long a permission change takes to reach every server.
 
 use crate::codec::{DecodeError, Reader, Wire, Writer};
 use crate::handshake::read_fixed;
@@ -154,6 +165,10 @@ pub fn need(request: &Request) -> Need {
                 other => other,
             }
         }
+        // One file's blocks, dropped after a sync by a client of job delegates: either
+        // right (nothing dirty is left to lose). Several at once: the manager's
+        // removal of files.
+        Request::CacheDrop { inodes } if inodes.len() == 1 => Need::on(inodes[0], READ | WRITE),
         Request::ObjCreate { .. }
         | Request::ObjPrecreate { .. }
         | Request::ObjRemove { .. }

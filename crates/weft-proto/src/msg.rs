@@ -688,10 +688,12 @@ pub enum Request {
         inode: InodeId,
         rights: u8,
     },
-    /// io, cache (servers only): capabilities of these inodes issued until now are
-    /// void (a chmod or chown took rights away); their holders must ask again.
+    /// io, cache (servers only): capabilities of these inodes issued at or before
+    /// `at_ms` (the manager's clock, after the chmod or chown that took rights away)
+    /// are void; their holders must ask again.
     RevokeCapabilities {
         inodes: Vec<InodeId>,
+        at_ms: u64,
     },
     /// meta: `SharedPointer` of an open that made no pointer: one missing is made (at 0)
     /// by the first request, provided the manager is still the one the open saw (its
@@ -1289,7 +1291,10 @@ impl Request {
                 inode.encode(&mut w);
                 w.u8(*rights);
             }
-            RevokeCapabilities { inodes } => w.seq(inodes),
+            RevokeCapabilities { inodes, at_ms } => {
+                w.seq(inodes);
+                w.u64(*at_ms);
+            }
         }
         w.bytes
     }
@@ -1674,6 +1679,7 @@ impl Request {
             },
             102 => Request::RevokeCapabilities {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
+                at_ms: r.u64()?,
             },
             150 => Request::SharedPointerSince {
                 inode: InodeId::decode(r)?,
@@ -2259,6 +2265,7 @@ mod tests {
             },
             Request::RevokeCapabilities {
                 inodes: vec![InodeId(9), InodeId(u64::MAX)],
+                at_ms: 1 << 41,
             },
             Request::Link {
                 cred: cred(),

@@ -81,9 +81,9 @@ impl CapabilityKey {
         mac
     }
 
-    /// A capability of `rights` on `inode`, issued now, valid for `lifetime_ms`.
-    pub fn issue(&self, inode: InodeId, rights: u8, lifetime_ms: u64) -> Capability {
-        let issued_ms = now_ms();
+    /// A capability of `rights` on `inode`, issued at `issued_ms`, valid for
+    /// `lifetime_ms` from then.
+    pub fn issue(&self, inode: InodeId, rights: u8, issued_ms: u64, lifetime_ms: u64) -> Capability {
         let mut cap = Capability {
             inode,
             rights,
@@ -97,7 +97,7 @@ impl CapabilityKey {
 
     /// A server's own capability (any inode, any operation).
     pub fn server(&self) -> Capability {
-        self.issue(InodeId(0), rights::SERVER, LIFETIME_DEFAULT_MS)
+        self.issue(InodeId(0), rights::SERVER, now_ms(), LIFETIME_DEFAULT_MS)
     }
 
     /// Whether `cap`'s MAC is ours (constant time).
@@ -219,13 +219,9 @@ impl Gate {
         if presented.entries.len() + 2 > PER_CONNECTION_MAX {
             presented.entries.retain(|_, (_, expiry)| *expiry > now);
             if presented.entries.len() + 2 > PER_CONNECTION_MAX {
-                return Err(WireError::new(
-                    ErrorCode::TooLarge,
-                    format!(
-                        "{}: a connection may hold at most {PER_CONNECTION_MAX} capabilities; present with reset",
-                        self.name
-                    ),
-                ));
+                // Start over: a request relying on a forgotten one is refused with
+                // `CapabilityRequired`, and its client presents it again.
+                presented.entries.clear();
             }
         }
         for right in [rights::READ, rights::WRITE] {
@@ -308,8 +304,9 @@ impl Gate {
         ))
     }
 
-    /// Serves `RevokeCapabilities`: capabilities of `inodes` issued until now are void.
-    pub fn revoke(&self, inodes: &[InodeId]) {
+    /// Serves `RevokeCapabilities`: capabilities of `inodes` issued at or before
+    /// `at_ms` are void.
+    pub fn revoke(&self, inodes: &[InodeId], at_ms: u64) {
         let now = now_ms();
         let mut revocations = self.revocations.lock().unwrap();
         if revocations.inodes.len() + inodes.len() > REVOKED_MAX {
@@ -318,12 +315,13 @@ impl Gate {
                 .inodes
                 .retain(|_, at| now.saturating_sub(*at) <= LIFETIME_MAX_MS);
             if revocations.inodes.len() + inodes.len() > REVOKED_MAX {
-                revocations.all_before = now;
+                revocations.all_before = revocations.all_before.max(at_ms);
                 revocations.inodes.clear();
             }
         }
         for inode in inodes {
-            revocations.inodes.insert(*inode, now);
+            let at = revocations.inodes.entry(*inode).or_insert(at_ms);
+            *at = (*at).max(at_ms);
         }
         drop(revocations);
         self.epoch.fetch_add(1, Ordering::AcqRel);
@@ -358,9 +356,9 @@ pub struct ServerCapabilities {
 }
 
 impl ServerCapabilities {
-    pub fn new(cluster: &ClusterKey) -> ServerCapabilities {
+    pub fn new(key: CapabilityKey) -> ServerCapabilities {
         ServerCapabilities {
-            key: CapabilityKey::new(cluster),
+            key,
             current: Mutex::new(None),
         }
     }
@@ -426,5 +424,259 @@ impl PresentedHere {
 
     pub(crate) fn forget(&mut self, inode: InodeId) {
         self.entries.retain(|(i, _), _| *i != inode);
+    }
+}
+
+/// Where a client's connections get their capabilities: the metadata manager, which
+/// grants one after the permission check of an open (`GrantCapability`). Kept per
+/// inode and right until close to expiry, so that the manager is asked once per file,
+/// right and lifetime, however many io servers the file spans; renewed transparently
+/// (a long-lived open file never sees its capability expire), and asked again when a
+/// server refused one as revoked (the manager checks permission again).
+mod grants {
+    use super::{now_ms, renew_due, rights, CapabilitySource};
+    use crate::{ConnectionPool, RpcError};
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Mutex, Weak};
+    use weft_layout::InodeId;
+    use weft_proto::msg::{Request, Response};
+    use weft_proto::{Capability, Cred, ErrorCode};
+
+    /// Most capabilities kept; past this the oldest are forgotten (and asked for again
+    /// when next needed).
+    const KEPT_MAX: usize = 4096;
+
+    /// A client's source: the metadata manager at `meta_addr`, asked as `cred`.
+    pub struct ManagerGrants {
+        pool: Weak<ConnectionPool>,
+        /// A pool of its own, when it has one (see `with_own_pool`).
+        _own: Option<std::sync::Arc<ConnectionPool>>,
+        meta_addr: String,
+        cred: Cred,
+        kept: Mutex<HashMap<(InodeId, u8), Capability>>,
+        /// The manager said the cluster asks for no capabilities.
+        off: AtomicBool,
+    }
+
+    impl ManagerGrants {
+        pub fn new(pool: Weak<ConnectionPool>, meta_addr: &str, cred: Cred) -> ManagerGrants {
+            ManagerGrants {
+                pool,
+                _own: None,
+                meta_addr: meta_addr.to_owned(),
+                cred,
+                kept: Mutex::default(),
+                off: AtomicBool::new(false),
+            }
+        }
+    }
+
+    impl ManagerGrants {
+        /// Asks the manager over a pool of its own (for connections of another pool).
+        pub fn with_own_pool(pool: ConnectionPool, meta_addr: &str, cred: Cred) -> ManagerGrants {
+            let pool = std::sync::Arc::new(pool);
+            let mut grants = ManagerGrants::new(std::sync::Arc::downgrade(&pool), meta_addr, cred);
+            grants._own = Some(pool);
+            grants
+        }
+    }
+
+    impl CapabilitySource for ManagerGrants {
+        fn capability(&self, inode: InodeId, rights: u8) -> Result<Option<Capability>, RpcError> {
+            if self.off.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            if rights & (rights::READ | rights::WRITE) == 0 {
+                return Err(RpcError::Remote {
+                    addr: self.meta_addr.clone(),
+                    error: weft_proto::WireError::new(
+                        ErrorCode::PermissionDenied,
+                        "this operation is for servers only: no client is granted a server capability",
+                    ),
+                });
+            }
+            if let Some(cap) = self.kept.lock().unwrap().get(&(inode, rights)) {
+                if !renew_due(cap, now_ms()) {
+                    return Ok(Some(cap.clone()));
+                }
+            }
+            let Some(pool) = self.pool.upgrade() else {
+                return Err(RpcError::Disconnected {
+                    addr: self.meta_addr.clone(),
+                    reason: "the client was dropped".into(),
+                });
+            };
+            let request = Request::GrantCapability {
+                cred: self.cred.clone(),
+                inode,
+                rights,
+            };
+            match pool.call(&self.meta_addr, &request, &[]) {
+                Ok((Response::Capability(cap), _)) => {
+                    let mut kept = self.kept.lock().unwrap();
+                    if kept.len() >= KEPT_MAX {
+                        let now = now_ms();
+                        kept.retain(|_, c| !renew_due(c, now));
+                        if kept.len() >= KEPT_MAX {
+                            kept.clear();
+                        }
+                    }
+                    kept.insert((inode, rights), cap.clone());
+                    Ok(Some(cap))
+                }
+                Ok((other, _)) => Err(RpcError::Protocol {
+                    addr: self.meta_addr.clone(),
+                    detail: format!("unexpected reply to a capability request: {other:?}"),
+                }),
+                Err(RpcError::Remote { error, .. }) if error.code == ErrorCode::Unsupported => {
+                    self.off.store(true, Ordering::Relaxed);
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            }
+        }
+
+        fn forget(&self, inode: InodeId) {
+            self.kept.lock().unwrap().retain(|(i, _), _| *i != inode);
+        }
+    }
+}
+pub use grants::ManagerGrants;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::{Range, Striping};
+
+    fn read(inode: u64) -> Request {
+        Request::Read {
+            inode: InodeId(inode),
+            striping: Striping {
+                stripe_size_bytes: 65536,
+                stripe_count: 1,
+                server_index: 0,
+            },
+            ranges: vec![Range { offset: 0, len: 1 }],
+        }
+    }
+
+    fn truncate(inode: u64) -> Request {
+        Request::Truncate {
+            inode: InodeId(inode),
+            striping: Striping {
+                stripe_size_bytes: 65536,
+                stripe_count: 1,
+                server_index: 0,
+            },
+            size: 0,
+        }
+    }
+
+    fn gate() -> (Gate, CapabilityKey) {
+        let key = CapabilityKey::new(&ClusterKey::generate().unwrap());
+        (Gate::new(Some(key.clone()), "io server 1"), key)
+    }
+
+    const A: ConnectionId = ConnectionId(1);
+    const B: ConnectionId = ConnectionId(2);
+
+    #[test]
+    fn a_presented_capability_serves_its_connection_inode_and_right_only() {
+        let (gate, key) = gate();
+        let cap = key.issue(InodeId(7), rights::READ, now_ms(), 60_000);
+        assert_eq!(
+            gate.check(A, &read(7)).unwrap_err().code,
+            ErrorCode::CapabilityRequired
+        );
+        gate.present(A, &cap, false).unwrap();
+        gate.check(A, &read(7)).unwrap();
+        assert!(gate.check(A, &read(8)).is_err(), "another inode");
+        assert!(gate.check(A, &truncate(7)).is_err(), "another right");
+        assert!(gate.check(B, &read(7)).is_err(), "another connection");
+        // Statistics and sizes need none; object removal needs a server's.
+        gate.check(A, &Request::IoStatfs).unwrap();
+        let remove = Request::ObjRemove {
+            inodes: vec![InodeId(7)],
+        };
+        assert_eq!(
+            gate.check(A, &remove).unwrap_err().code,
+            ErrorCode::PermissionDenied
+        );
+        gate.present(B, &key.server(), false).unwrap();
+        gate.check(B, &remove).unwrap();
+        gate.check(B, &truncate(9)).unwrap();
+        gate.connection_closed(A);
+        assert!(gate.check(A, &read(7)).is_err(), "closing forgets");
+    }
+
+    #[test]
+    fn other_keys_expiry_and_revocation_are_refused() {
+        let (gate, key) = gate();
+        let other = CapabilityKey::new(&ClusterKey::generate().unwrap());
+        let forged = other.issue(InodeId(7), rights::READ, now_ms(), 60_000);
+        assert_eq!(
+            gate.present(A, &forged, false).unwrap_err().code,
+            ErrorCode::PermissionDenied
+        );
+        let old = key.issue(InodeId(7), rights::READ, now_ms() - 10_000, 5_000);
+        assert_eq!(
+            gate.present(A, &old, false).unwrap_err().code,
+            ErrorCode::CapabilityRequired
+        );
+        let long = key.issue(InodeId(7), rights::READ, now_ms(), LIFETIME_MAX_MS);
+        let mut longer = long.clone();
+        longer.expiry_ms += 1;
+        assert!(gate.present(A, &longer, false).is_err());
+        // Revocation: voids what was issued at or before it, on every connection.
+        let issued = now_ms();
+        let cap = key.issue(InodeId(7), rights::READ | rights::WRITE, issued, 60_000);
+        gate.present(A, &cap, false).unwrap();
+        gate.present(B, &cap, false).unwrap();
+        gate.check(B, &truncate(7)).unwrap();
+        gate.revoke(&[InodeId(7)], issued);
+        assert!(gate.check(A, &read(7)).unwrap_err().message.contains("inode 7"));
+        assert!(gate.check(B, &truncate(7)).is_err());
+        assert!(gate
+            .present(A, &cap, false)
+            .unwrap_err()
+            .message
+            .contains("revoked"));
+        let renewed = key.issue(InodeId(7), rights::READ, issued + 1, 60_000);
+        gate.present(A, &renewed, false).unwrap();
+        gate.check(A, &read(7)).unwrap();
+    }
+
+    #[test]
+    fn a_connection_holds_a_bounded_number_and_starts_over_past_it() {
+        let (gate, key) = gate();
+        let now = now_ms();
+        let mut refused = None;
+        for inode in 0..PER_CONNECTION_MAX as u64 {
+            if let Err(e) = gate.present(A, &key.issue(InodeId(inode), rights::READ, now, 60_000), false) {
+                refused = Some(e);
+                break;
+            }
+        }
+        assert!(refused.is_none(), "{refused:?}");
+        // Past the bound a connection starts over: memory stays bounded, and what was
+        // forgotten is refused (its client presents it again).
+        let fresh = key.issue(InodeId(1 << 40), rights::READ, now, 60_000);
+        gate.present(A, &fresh, false).unwrap();
+        gate.check(A, &read(1 << 40)).unwrap();
+        assert!(gate.check(A, &read(0)).is_err(), "the rest was forgotten");
+        let shard = gate.shard(A).lock().unwrap();
+        assert!(shard[&A].entries.len() <= PER_CONNECTION_MAX);
+        drop(shard);
+        let other = key.issue(InodeId(1 << 41), rights::READ, now, 60_000);
+        gate.present(A, &other, true).unwrap();
+        assert!(gate.check(A, &read(1 << 40)).is_err(), "reset forgot the rest");
+    }
+
+    #[test]
+    fn an_unenforcing_gate_serves_everything() {
+        let gate = Gate::new(None, "io server 1");
+        gate.check(A, &truncate(3)).unwrap();
+        assert!(!gate.enforced());
     }
 }

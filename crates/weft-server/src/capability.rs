@@ -17,7 +17,9 @@ const REVOCATIONS_QUEUED_MAX: usize = 1024;
 pub struct Issuer {
     key: CapabilityKey,
     lifetime_ms: u64,
-    revocations: mpsc::SyncSender<Vec<InodeId>>,
+    revocations: mpsc::SyncSender<(Vec<InodeId>, u64)>,
+    /// The time of the latest revocation (ms).
+    last_revocation: std::sync::Mutex<u64>,
 }
 
 impl Issuer {
@@ -30,19 +32,21 @@ impl Issuer {
         pool: Arc<ConnectionPool>,
         addrs: HashMap<ServerId, String>,
     ) -> Issuer {
-        let (sender, receiver) = mpsc::sync_channel::<Vec<InodeId>>(REVOCATIONS_QUEUED_MAX);
+        let (sender, receiver) = mpsc::sync_channel::<(Vec<InodeId>, u64)>(REVOCATIONS_QUEUED_MAX);
         std::thread::Builder::new()
             .name("weftd-revoke".into())
             .spawn(move || {
-                while let Ok(mut inodes) = receiver.recv() {
-                    // Whatever queued meanwhile goes in the same request.
-                    while let Ok(more) = receiver.try_recv() {
+                while let Ok((mut inodes, mut at_ms)) = receiver.recv() {
+                    // Whatever queued meanwhile goes in the same request, at the
+                    // latest time (revoking a little more is harmless).
+                    while let Ok((more, at)) = receiver.try_recv() {
                         if inodes.len() + more.len() > weft_proto::msg::BATCH_INODES_MAX {
-                            send(&pool, &addrs, std::mem::take(&mut inodes));
+                            send(&pool, &addrs, std::mem::take(&mut inodes), at_ms);
                         }
                         inodes.extend(more);
+                        at_ms = at_ms.max(at);
                     }
-                    send(&pool, &addrs, inodes);
+                    send(&pool, &addrs, inodes, at_ms);
                 }
             })
             .expect("spawning the revocation thread");
@@ -50,15 +54,16 @@ impl Issuer {
             key,
             lifetime_ms,
             revocations: sender,
+            last_revocation: std::sync::Mutex::new(0),
         }
     }
 }
 
-fn send(pool: &ConnectionPool, addrs: &HashMap<ServerId, String>, inodes: Vec<InodeId>) {
+fn send(pool: &ConnectionPool, addrs: &HashMap<ServerId, String>, inodes: Vec<InodeId>, at_ms: u64) {
     if inodes.is_empty() {
         return;
     }
-    let request = Request::RevokeCapabilities { inodes };
+    let request = Request::RevokeCapabilities { inodes, at_ms };
     for (server, addr) in addrs {
         if let Err(e) = pool.call(addr, &request, &[]) {
             // That server honours the old capabilities until they expire.
@@ -68,12 +73,22 @@ fn send(pool: &ConnectionPool, addrs: &HashMap<ServerId, String>, inodes: Vec<In
 }
 
 impl CapabilityIssuer for Issuer {
-    fn issue(&self, inode: InodeId, rights: u8) -> weft_proto::Capability {
-        self.key.issue(inode, rights, self.lifetime_ms)
+    fn issue_time(&self) -> u64 {
+        let last = *self.last_revocation.lock().unwrap();
+        weft_rpc::capability::now_ms().max(last + 1)
+    }
+
+    fn issue(&self, inode: InodeId, rights: u8, issued_ms: u64) -> weft_proto::Capability {
+        self.key.issue(inode, rights, issued_ms, self.lifetime_ms)
     }
 
     fn revoke(&self, inodes: &[InodeId]) {
-        if self.revocations.try_send(inodes.to_vec()).is_err() {
+        let at_ms = {
+            let mut last = self.last_revocation.lock().unwrap();
+            *last = weft_rpc::capability::now_ms().max(*last + 1);
+            *last
+        };
+        if self.revocations.try_send((inodes.to_vec(), at_ms)).is_err() {
             eprintln!(
                 "weftd meta: {} revocations queued; inodes {inodes:?} keep their capabilities until they expire",
                 REVOCATIONS_QUEUED_MAX

@@ -154,9 +154,11 @@ pub fn mpi(
             cache_cio_unrequested: "cold".into(),
             delegate: false,
             metrics_addr: metrics_addr.clone(),
+            capability_key: weft_rpc::CapabilityKey::new(&cluster_key),
             key: cluster_key,
             key_path: home.join(KEY_FILE_NAME),
             capabilities: true,
+            acts_for_user: false,
         };
         let (bound, _) = start(&plan, limits)?;
         write_atomically(
@@ -203,6 +205,7 @@ pub fn mpi(
         munge_socket: None,
         capabilities: true,
         capability_lifetime_ms: None,
+        capability_key_file: None,
         cache: Default::default(),
         name: format!("weft-mpi-{key}"),
         stripe_size: STRIPE_SIZE_BYTES_DEFAULT,
@@ -236,9 +239,11 @@ pub fn mpi(
         cache_cio_unrequested: "cold".into(),
         delegate: false,
         metrics_addr,
+        capability_key: weft_rpc::CapabilityKey::new(&cluster_key),
         key: cluster_key,
         key_path: home.join(KEY_FILE_NAME),
         capabilities: true,
+        acts_for_user: false,
     };
     let (bound, _) = start(&plan, limits)?;
     config.servers[0].addr = format!("{host}:{}", bound.port());

@@ -56,6 +56,11 @@ struct Args {
     /// --config it overrides the description's address). Port 0 picks a free port.
     #[arg(long, value_name = "HOST:PORT")]
     listen: Option<String>,
+    /// The servers-only key capabilities are signed with (default with --config: the
+    /// description's capability_key_file; without one, a key derived from the cluster
+    /// key, which clients hold too).
+    #[arg(long, value_name = "FILE")]
+    capability_key: Option<PathBuf>,
     /// The cluster key file (default with --config: the description's key_file, else
     /// cluster.key beside it; with --mpi: cluster.key in --home, created by rank 0).
     #[arg(long, value_name = "FILE")]
@@ -232,6 +237,12 @@ pub struct Plan {
     /// Whether the io and cache roles ask for capabilities (off only with
     /// `--insecure-no-capabilities` or `capabilities = false`, for benchmarks).
     pub capabilities: bool,
+    /// What capabilities are signed with.
+    pub capability_key: weft_rpc::CapabilityKey,
+    /// A job's delegate (a cache role started by the job with `--meta` and no
+    /// capability key): it holds no servers' key, so it checks no capabilities and
+    /// asks the manager for them as the user it runs as, for what it writes back.
+    pub acts_for_user: bool,
 }
 
 fn run(args: Args) -> Result<()> {
@@ -279,6 +290,12 @@ fn run(args: Args) -> Result<()> {
             }
         })?;
         let config_capabilities = config.capabilities;
+        let capability_key = capability_key(
+            args.capability_key
+                .clone()
+                .or_else(|| config.capability_key_path(path)),
+            &key,
+        )?;
         Plan {
             id: ServerId(id),
             roles: entry.roles.clone(),
@@ -299,6 +316,8 @@ fn run(args: Args) -> Result<()> {
             key,
             key_path,
             capabilities: !args.insecure_no_capabilities && config_capabilities,
+            capability_key,
+            acts_for_user: false,
         }
     } else {
         let roles = args
@@ -324,6 +343,7 @@ fn run(args: Args) -> Result<()> {
             .key
             .clone()
             .context("a server needs the cluster key: give --key FILE (`weft up` makes one in its home, `weft key create FILE` one for a cluster set up by hand)")?;
+        let key = load_key(&key_path)?;
         Plan {
             id: ServerId(args.id.unwrap_or(0)),
             roles,
@@ -338,9 +358,13 @@ fn run(args: Args) -> Result<()> {
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
             delegate: args.delegate,
             metrics_addr: args.metrics_addr.clone(),
-            key: load_key(&key_path)?,
+            capability_key: capability_key(args.capability_key.clone(), &key)?,
+            key,
             key_path,
             capabilities: !args.insecure_no_capabilities,
+            acts_for_user: args.capability_key.is_none()
+                && args.meta.is_some()
+                && args.cluster_file.is_none(),
         }
     };
     let (address, roles) = start(&plan, limits)?;
@@ -363,6 +387,18 @@ fn run(args: Args) -> Result<()> {
     loop {
         std::thread::park();
     }
+}
+
+/// The key capabilities are signed with: the servers-only key in `path`, else one
+/// derived from the cluster key.
+fn capability_key(path: Option<PathBuf>, key: &ClusterKey) -> Result<weft_rpc::CapabilityKey> {
+    Ok(match path {
+        Some(path) => weft_rpc::CapabilityKey::new(
+            &ClusterKey::load(&path)
+                .with_context(|| format!("reading the capability key {}", path.display()))?,
+        ),
+        None => weft_rpc::CapabilityKey::new(key),
+    })
 }
 
 /// Reads the cluster key, saying what to do when there is none.

@@ -84,7 +84,7 @@ impl Roles {
                 block_size_bytes: config.cache.block_size,
             };
             let objects = Arc::new(NetObjectServers {
-                pool: server_pool("weftd meta", &plan.key),
+                pool: server_pool("weftd meta", plan),
                 addrs: io_servers
                     .iter()
                     .chain(&cache.managers)
@@ -104,11 +104,11 @@ impl Roles {
             if plan.capabilities {
                 let addrs = object_addrs;
                 service.set_capability_issuer(Arc::new(crate::capability::Issuer::start(
-                    weft_rpc::CapabilityKey::new(&plan.key),
+                    plan.capability_key.clone(),
                     config
                         .capability_lifetime_ms
                         .unwrap_or(weft_rpc::capability::LIFETIME_DEFAULT_MS),
-                    Arc::new(server_pool("weftd meta", &plan.key)),
+                    Arc::new(server_pool("weftd meta", plan)),
                     addrs,
                 )));
             }
@@ -125,7 +125,7 @@ impl Roles {
         };
         let gate = (io.is_some() || cache.is_some()).then(|| {
             weft_rpc::Gate::new(
-                plan.capabilities.then(|| weft_rpc::CapabilityKey::new(&plan.key)),
+                (plan.capabilities && !plan.acts_for_user).then(|| plan.capability_key.clone()),
                 format!("server {}", plan.id),
             )
         });
@@ -288,11 +288,11 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
             ),
         },
     };
-    let backing = Backing::new(
-        io.map(|io| (plan.id, io.clone())),
-        server_pool("weftd cache", &plan.key),
-        directory,
-    );
+    let pool = match (&plan.meta, plan.acts_for_user) {
+        (Some(meta), true) => user_pool(meta, plan),
+        _ => server_pool("weftd cache", plan),
+    };
+    let backing = Backing::new(io.map(|io| (plan.id, io.clone())), pool, directory);
     let mut cache_config = CacheConfig::new(capacity, policy);
     cache_config.cio_unrequested = match plan.cache_cio_unrequested.as_str() {
         "cold" => Some(weft_cache::Admission::Cold),
@@ -329,9 +329,41 @@ fn meta_directory(meta: String, key: weft_rpc::ClusterKey) -> weft_cm::Directory
 
 /// A pool for a server's own calls to io servers and cache managers: its data
 /// requests present the server's own capability.
-fn server_pool(name: &str, key: &weft_rpc::ClusterKey) -> ConnectionPool {
-    let pool = ConnectionPool::new(name, ClientAuth::cluster(key.clone()), Timeouts::from_env());
-    pool.set_capability_source(Arc::new(weft_rpc::ServerCapabilities::new(key)));
+fn server_pool(name: &str, plan: &Plan) -> ConnectionPool {
+    let pool = ConnectionPool::new(name, ClientAuth::cluster(plan.key.clone()), Timeouts::from_env());
+    pool.set_capability_source(Arc::new(weft_rpc::ServerCapabilities::new(
+        plan.capability_key.clone(),
+    )));
+    pool
+}
+
+/// A job's delegate's pool: its writes back present capabilities the manager grants
+/// the user the delegate runs as (it holds no servers' key).
+fn user_pool(meta: &str, plan: &Plan) -> ConnectionPool {
+    let new_pool = || {
+        ConnectionPool::new(
+            "weftd delegate",
+            ClientAuth::cluster(plan.key.clone()),
+            Timeouts::from_env(),
+        )
+    };
+    let pool = new_pool();
+    // SAFETY: no preconditions; getgroups writes at most `n` entries.
+    let cred = unsafe {
+        let mut groups = vec![0 as libc::gid_t; 64];
+        let n = libc::getgroups(groups.len() as i32, groups.as_mut_ptr());
+        groups.truncate(n.max(0) as usize);
+        weft_proto::Cred {
+            uid: libc::geteuid(),
+            gid: libc::getegid(),
+            groups,
+        }
+    };
+    pool.set_capability_source(Arc::new(weft_rpc::capability::ManagerGrants::with_own_pool(
+        new_pool(),
+        meta,
+        cred,
+    )));
     pool
 }
 
@@ -359,9 +391,9 @@ impl Handler for Roles {
                     gate.present(connection, cap, *reset)?;
                     return Ok((Response::Done, Vec::new()));
                 }
-                Request::RevokeCapabilities { inodes } => {
+                Request::RevokeCapabilities { inodes, at_ms } => {
                     gate.check(connection, &request)?;
-                    gate.revoke(inodes);
+                    gate.revoke(inodes, *at_ms);
                     return Ok((Response::Done, Vec::new()));
                 }
                 _ => gate.check(connection, &request)?,

@@ -218,7 +218,12 @@ impl TestCluster {
         let connection =
             weft_rpc::Connection::connect(addr, "test server", &ClientAuth::cluster(key.clone()), timeouts)
                 .expect("connecting to a test server");
-        connection.set_capability_source(std::sync::Arc::new(weft_rpc::ServerCapabilities::new(&key)));
+        // The servers' own capability key when the home has one (`weft up` makes it).
+        let signing = match ClusterKey::load(&self.home.path().join(weft_config::CAPABILITY_KEY_FILE_NAME)) {
+            Ok(servers_only) => weft_rpc::CapabilityKey::new(&servers_only),
+            Err(_) => weft_rpc::CapabilityKey::new(&key),
+        };
+        connection.set_capability_source(std::sync::Arc::new(weft_rpc::ServerCapabilities::new(signing)));
         connection
     }
 

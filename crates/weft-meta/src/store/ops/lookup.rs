@@ -32,10 +32,28 @@ impl MetaStore {
     /// both) on the data of regular file `inode`: the permission an open checks. The
     /// owner (and root) may have either whatever the mode says, as they may chmod the
     /// file anyway: a file created read-only is still written through the descriptor
-    /// that created it (cp, weft put).
+    /// that created it (cp, weft put). A removed file whose objects wait for the purge
+    /// may still be read (by whoever holds its number) until they go.
     pub fn may_access_data(&self, cred: &Cred, inode: InodeId, want: u32) -> Result<(), WireError> {
         self.read(|ns| {
-            let record = ns.inode(inode)?;
+            let Some(record) = ns.find_inode(inode)? else {
+                // Removed, its objects not yet purged: an open that found the file an
+                // instant before another client replaced it still reads it (as the
+                // purger's grace round intends), until the purge.
+                let orphan = ns.orphans.get(inode.0).map_err(|e| {
+                    WireError::new(
+                        weft_proto::ErrorCode::Io,
+                        format!("reading the orphans table: {e}"),
+                    )
+                })?;
+                if orphan.is_some() && want == super::super::access::MAY_READ {
+                    return Ok(());
+                }
+                return Err(WireError::new(
+                    weft_proto::ErrorCode::Stale,
+                    format!("inode {inode} does not exist"),
+                ));
+            };
             if record.kind != weft_proto::FileKind::File {
                 return Err(WireError::new(
                     weft_proto::ErrorCode::InvalidArgument,
