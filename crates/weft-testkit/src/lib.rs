@@ -206,6 +206,18 @@ impl TestCluster {
         ClientAuth::cluster(ClusterKey::load(&self.key_path()).expect("the test cluster's key"))
     }
 
+    /// What a server presents: a capability source making the servers' own capability
+    /// (from `capability.key` when the home has one, else from the cluster key), for
+    /// tests that talk to io servers as a server would.
+    pub fn server_capabilities(&self) -> std::sync::Arc<weft_rpc::ServerCapabilities> {
+        let key = ClusterKey::load(&self.key_path()).expect("the test cluster's key");
+        let signing = match ClusterKey::load(&self.home.path().join(weft_config::CAPABILITY_KEY_FILE_NAME)) {
+            Ok(servers_only) => weft_rpc::CapabilityKey::new(&servers_only),
+            Err(_) => weft_rpc::CapabilityKey::new(&key),
+        };
+        std::sync::Arc::new(weft_rpc::ServerCapabilities::new(signing))
+    }
+
     /// A raw connection to `addr` that presents a server capability (made from the
     /// key, as every server makes its own) for the data requests it sends: for tests
     /// that talk to io servers and cache managers as a server would.

@@ -274,10 +274,25 @@ fn malformed_frames_get_clear_errors_and_servers_keep_serving() {
     }
 }
 
+/// Presents a server capability on `c`, as a server would: the io tests here are about
+/// bad ranges and payloads, not missing capabilities (see capabilities.rs).
+fn present_server_capability(c: &mut Raw, cluster: &TestCluster) {
+    let cap = weft_rpc::CapabilitySource::capability(&*cluster.server_capabilities(), InodeId(0), 0)
+        .unwrap()
+        .unwrap();
+    let present = Request::PresentCapability { cap, reset: false }.encode_body();
+    c.send(&frame(100, 99, &present, &[]));
+    assert!(
+        matches!(c.reply(), Some((99, Ok(Response::Done)))),
+        "the server capability was refused"
+    );
+}
+
 #[test]
 fn io_requests_with_bad_ranges_and_sizes_are_refused() {
     let cluster = TestCluster::start();
     let mut c = Raw::connect(&cluster, &cluster.addr(1));
+    present_server_capability(&mut c, &cluster);
     // Ranges whose end overflows, or passes the largest file offset (2^62).
     for (offset, len) in [(u64::MAX - 5, 10), (1 << 62, 1), (0, u64::MAX)] {
         c.send(&frame(43, 1, &io_body(&[(0, 10), (offset, len)]), &[]));
@@ -318,6 +333,7 @@ fn io_requests_with_bad_ranges_and_sizes_are_refused() {
         ranges: vec![Range { offset: 0, len }],
     };
     let mut c = Raw::connect(&cluster, &cluster.addr(layout.servers[0].0));
+    present_server_capability(&mut c, &cluster);
     c.send(&frame(42, 6, &write(file.inode(), 100).encode_body(), &[1; 99]));
     assert!(c.error(ErrorCode::InvalidArgument).contains("99"));
     c.send(&frame(

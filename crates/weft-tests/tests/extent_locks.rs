@@ -164,6 +164,8 @@ fn shared_locks_share_and_keep_writers_out_across_clients() {
     // The protocol directly: a writer of bytes between the readers' ranges is granted;
     // one overlapping a reader's is answered Busy, never parked.
     let pool = weft_rpc::ConnectionPool::new("test", cluster.auth(), Default::default());
+    // Locks taken as a server would (this test is about conflicts, not capabilities).
+    pool.set_capability_source(cluster.server_capabilities());
     let server0 = &a.cluster_info().io_servers[0].addr;
     let inode = fa.inode();
     let lock = |offset, len| {

@@ -145,6 +145,10 @@ fn a_killed_manager_fails_calls_at_once_naming_it() {
     let cluster = init();
     let client = cluster.client();
     let file = file_over_all_servers(&client, "/f");
+    // Read and written once, so that the handle holds its capabilities (granted by the
+    // manager, valid for their lifetime without it).
+    file.write_at(0, b"before").unwrap();
+    file.read_at(0, &mut [0u8; 6]).unwrap();
     let meta = cluster.meta_addr();
     let auth = cluster.auth();
     cluster.kill9(0);
@@ -158,7 +162,8 @@ fn a_killed_manager_fails_calls_at_once_naming_it() {
         assert!(error.to_string().contains(&meta), "{error} does not name {meta}");
         assert_eq!(error.code(), ErrorCode::Unavailable, "{error}");
     }
-    // The manager is not on the data path: an open file still reads and writes.
+    // The manager is not on the data path: an open file that holds its capabilities
+    // still reads and writes (until they expire).
     file.write_at(5, b"data path").unwrap();
     let mut buf = [0u8; 9];
     file.read_at(5, &mut buf).unwrap();
