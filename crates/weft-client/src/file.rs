@@ -882,16 +882,28 @@ impl File {
     }
 }
 
-/// Runs `work` once more if a server refused it for want of a capability (one revoked
+/// Runs `work` again if a server refused it for want of a capability (one revoked
 /// by a chmod since it was presented): the connection then presents a fresh one, which
 /// the manager grants only if the caller still has the permission. Data requests are
 /// idempotent (the same bytes to the same places), so repeating them is safe.
+///
+/// Up to [`CAPABILITY_RETRIES`] times: a server that forgets a connection's capabilities
+/// to stay within its bound (`weft_rpc::capability::PER_CONNECTION_MAX`) may do so again
+/// while threads sharing the connection present theirs, so one retry can meet a second
+/// forgetting.
 pub(crate) fn retry_if_revoked<T>(work: impl Fn() -> Result<T, ClientError>) -> Result<T, ClientError> {
-    match work() {
-        Err(e) if e.code() == ErrorCode::CapabilityRequired => work(),
-        other => other,
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match work() {
+            Err(e) if e.code() == ErrorCode::CapabilityRequired && tries <= CAPABILITY_RETRIES => {}
+            other => return other,
+        }
     }
 }
+
+/// How many times a request refused for want of a capability is repeated.
+const CAPABILITY_RETRIES: usize = 3;
 
 fn striping_of(layout: &Layout, server_index: usize) -> Striping {
     Striping {

@@ -173,7 +173,19 @@ fn a_call_over_many_io_servers_uses_a_bounded_number_of_threads() {
 }
 
 /// Requests the metadata manager served so far, all operations together.
+/// Requests the metadata manager served, apart from capability grants (counted by
+/// `capability_grants`).
 fn manager_requests(cluster: &TestCluster) -> f64 {
+    manager_requests_where(cluster, |op| op != Some("grant_capability"))
+}
+
+/// Capability grants the metadata manager served: each process asks once per file and
+/// right at its first read or write of the file (the open's handoff carries none yet).
+fn capability_grants(cluster: &TestCluster) -> f64 {
+    manager_requests_where(cluster, |op| op == Some("grant_capability"))
+}
+
+fn manager_requests_where(cluster: &TestCluster, counted: impl Fn(Option<&str>) -> bool) -> f64 {
     let config = cluster.config();
     let addr = config
         .server(0)
@@ -188,7 +200,7 @@ fn manager_requests(cluster: &TestCluster) -> f64 {
     weft_metrics::parse::parse(&text)
         .unwrap()
         .iter()
-        .filter(|s| s.name == "weft_meta_requests_total")
+        .filter(|s| s.name == "weft_meta_requests_total" && counted(s.label("op")))
         .map(|s| s.value)
         .sum()
 }
@@ -220,6 +232,7 @@ fn a_collective_mpi_io_open_asks_the_manager_once_not_once_per_process() {
     let cluster = TestCluster::start();
     cluster.client().mkdir("/o", 0o755).unwrap();
     let before = manager_requests(&cluster);
+    let grants_before = capability_grants(&cluster);
     let mut c = weft_testkit::mpi::mpirun_command(NP, "120");
     c.arg("-x")
         .arg(format!("LD_PRELOAD={}", weft_testkit::mpi::library().display()));
@@ -238,6 +251,7 @@ fn a_collective_mpi_io_open_asks_the_manager_once_not_once_per_process() {
         String::from_utf8_lossy(&out.stdout)
     );
     let served = manager_requests(&cluster) - before;
+    let grants = capability_grants(&cluster) - grants_before;
     // 3 x CYCLES collective opens: a create (the parent's resolve and the create) or a
     // resolve each, by rank 0 alone; CYCLES deletes by rank 0; each process's first
     // contact. Every rank asking the manager at every open would be 4 x 60 at least.
@@ -251,5 +265,11 @@ fn a_collective_mpi_io_open_asks_the_manager_once_not_once_per_process() {
     assert!(
         served >= opens as f64,
         "the manager counted only {served} requests for {opens} opens"
+    );
+    // Capabilities: at most one grant per process, file and right (each cycle's file
+    // is new; the create and rewrite cycles write, the read cycle reads).
+    assert!(
+        grants <= (opens * NP) as f64,
+        "{opens} opens by {NP} processes asked for {grants} capabilities (at most one per process and file expected)"
     );
 }
