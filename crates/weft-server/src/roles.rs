@@ -431,7 +431,13 @@ impl Handler for Roles {
     ) -> Result<(Response, Vec<u8>), WireError> {
         let cached = self.cache.as_ref().is_some_and(|c| c.serves(&request));
         match &self.io {
-            Some(io) if !cached && is_io_request(&request) => io.handle_borrowed(connection, request, data),
+            Some(io) if !cached && is_io_request(&request) => {
+                // The shared-memory path: the same capability gate as `handle`.
+                if let Some(gate) = &self.gate {
+                    gate.check(connection, &request)?;
+                }
+                io.handle_borrowed(connection, request, data)
+            }
             _ => self.handle(connection, request, data.to_vec()),
         }
     }

@@ -497,6 +497,41 @@ fn hostile_segment_descriptors_are_refused_and_the_server_stays_up() {
     body.extend_from_slice(&nested);
     refused(raw.call_raw(141, &body), "request through shared memory");
 
+    // A write through the segment needs a capability, as one over the socket does: this
+    // connection presented none, so it changes nothing.
+    let client = cluster.client();
+    let victim = pattern(256 << 10, 7);
+    let file = client.create("/victim", &CreateOptions::default()).unwrap();
+    file.write_at(0, &victim).unwrap();
+    let layout = file.layout().clone();
+    let index = layout
+        .servers
+        .iter()
+        .position(|s| s.0 == server.id)
+        .expect("a new file is striped over every io server");
+    let forged = Request::Write {
+        inode: file.inode(),
+        striping: Striping {
+            stripe_size_bytes: layout.stripe_size_bytes,
+            stripe_count: layout.servers.len() as u32,
+            server_index: index as u32,
+        },
+        ranges: vec![Range {
+            offset: index as u64 * layout.stripe_size_bytes as u64,
+            len: 4096,
+        }],
+    };
+    let e = refused(raw.call_raw(141, &call(0, 4096, 4096, &forged)), "capability");
+    assert_eq!(e.code, ErrorCode::CapabilityRequired, "{e}");
+    let mut back = vec![0u8; victim.len()];
+    file.read_at(0, &mut back).unwrap();
+    assert!(
+        back == victim,
+        "a write through shared memory without a capability changed the file"
+    );
+    drop(file);
+    drop(client);
+
     // The server is up, still serves this connection, and a normal client too.
     assert!(raw.call(&Request::ServerInfo).is_ok());
     assert!(cluster.pid(server.id).is_some(), "the io server died");
