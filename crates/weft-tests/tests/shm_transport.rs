@@ -517,7 +517,7 @@ fn hostile_segment_descriptors_are_refused_and_the_server_stays_up() {
             server_index: index as u32,
         },
         ranges: vec![Range {
-            offset: index as u64 * layout.stripe_size_bytes as u64,
+            offset: index as u64 * layout.stripe_size_bytes,
             len: 4096,
         }],
     };
