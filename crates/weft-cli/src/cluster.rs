@@ -64,6 +64,75 @@ pub struct UpOptions {
     pub capability_lifetime_ms: Option<u64>,
     /// Each server in its own network namespace behind a shaped link (see `netemu`).
     pub network: Option<weft_config::netemu::NetworkSpec>,
+    /// The options given on the command line (long names, `io-servers` for `--io`):
+    /// on an existing cluster, those that would shape it differently are refused.
+    pub given: Vec<String>,
+}
+
+/// The options of `weft up` that shape a new cluster and whose value differs from
+/// the existing description's, as `--flag (asked X, cluster has Y)`: a restart cannot
+/// apply them, and ignoring one silently (`--insecure-no-capabilities`, `--identity
+/// munge`) would leave a user believing their cluster is what they asked for.
+fn unappliable(options: &UpOptions, config: &ClusterConfig) -> Vec<String> {
+    let io = config.servers.iter().filter(|s| s.has(Role::Io)).count() as u32;
+    let cache_only = config
+        .servers
+        .iter()
+        .filter(|s| s.has(Role::Cache) && !s.has(Role::Io))
+        .count() as u32;
+    let placement = if cache_only > 0 {
+        CachePlacement::Separate(cache_only)
+    } else if config
+        .servers
+        .iter()
+        .any(|s| s.has(Role::Io) && s.has(Role::Cache))
+    {
+        CachePlacement::Colocated
+    } else {
+        CachePlacement::None
+    };
+    let show = |p: &CachePlacement| match p {
+        CachePlacement::None => "none".to_owned(),
+        CachePlacement::Colocated => "colocated".to_owned(),
+        CachePlacement::Separate(n) => n.to_string(),
+    };
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "default".into());
+    let num = |v: Option<u64>| v.map_or_else(|| "default".into(), |n| n.to_string());
+    let mut out = Vec::new();
+    for flag in &options.given {
+        let (asked, has) = match flag.as_str() {
+            "io-servers" => (options.io_servers.to_string(), io.to_string()),
+            "precreate" => (
+                num(options.precreate.map(u64::from)),
+                num(config.precreate.map(u64::from)),
+            ),
+            "stripe-size" => (options.stripe_size.to_string(), config.stripe_size.to_string()),
+            "stripe-count" => (options.stripe_count.to_string(), config.stripe_count.to_string()),
+            "cache" => (show(&options.cache), show(&placement)),
+            "cache-memory" => (num(options.cache_settings.memory), num(config.cache.memory)),
+            "cache-policy" => (opt(&options.cache_settings.policy), opt(&config.cache.policy)),
+            "cache-mapping" => (opt(&options.cache_settings.mapping), opt(&config.cache.mapping)),
+            "cache-default" => (opt(&options.cache_settings.default), opt(&config.cache.default)),
+            "identity" => (
+                format!("{:?}", options.identity).to_lowercase(),
+                format!("{:?}", config.identity).to_lowercase(),
+            ),
+            "insecure-no-capabilities" => (
+                format!("capabilities {}", if options.capabilities { "on" } else { "off" }),
+                format!("capabilities {}", if config.capabilities { "on" } else { "off" }),
+            ),
+            "capability-lifetime-ms" => (
+                num(options.capability_lifetime_ms),
+                num(config.capability_lifetime_ms),
+            ),
+            _ => continue,
+        };
+        if asked != has {
+            let name = if flag == "io-servers" { "io" } else { flag.as_str() };
+            out.push(format!("--{name} (asked {asked}, the cluster has {has})"));
+        }
+    }
+    out
 }
 
 fn run_dir(home: &Path) -> PathBuf {
@@ -225,6 +294,17 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 "{} already holds a cluster on this machine's loopback: --emulate-network applies to a new \
                  cluster (another --home), not to a restart",
                 home.display()
+            );
+        }
+        let config = ClusterConfig::load(&description)?;
+        let refused = unappliable(options, &config);
+        if !refused.is_empty() {
+            bail!(
+                "{} already holds a cluster, and `weft up` there restarts it as it was made; it cannot apply {}. \
+                 For a cluster with these settings use another --home, or stop this one (`weft down`) and remove \
+                 its home (its files go with it)",
+                home.display(),
+                refused.join(", ")
             );
         }
         return restart(home);
@@ -497,6 +577,24 @@ fn restart(home: &Path) -> Result<()> {
             home.display(),
             config.meta().addr
         );
+    }
+    // A home made before the servers had a key of their own signs capabilities with a
+    // key derived from the cluster key, which every client holds. When every server
+    // starts anew, they can take their own key without disturbing anyone's
+    // capabilities (none outlives its servers' restart by more than its lifetime, and
+    // clients renew refused ones).
+    if down.len() == config.servers.len() && config.key_file.is_none() && config.capability_key_file.is_none()
+    {
+        let path = home.join(weft_config::CAPABILITY_KEY_FILE_NAME);
+        ClusterKey::load_or_create(&path)?;
+        let mut upgraded = config.clone();
+        upgraded.capability_key_file = Some(weft_config::CAPABILITY_KEY_FILE_NAME.into());
+        upgraded.save(&description)?;
+        println!(
+            "weft up: this cluster's servers now sign capabilities with their own key ({}), which clients do not hold",
+            path.display()
+        );
+        return restart(home);
     }
     // An emulated network: what is missing of it is made again first.
     let mut network = weft_config::netemu::NetworkEmulation::load(home).map_err(anyhow::Error::msg)?;

@@ -22,7 +22,7 @@ mod top_cmd;
 mod trace_cmd;
 
 use anyhow::Result;
-use clap::{Args as ClapArgs, Parser, Subcommand};
+use clap::{Args as ClapArgs, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use weft_client::{Client, LayoutRequest};
 
@@ -319,8 +319,10 @@ and keep it readable by its owner only. An existing FILE is never overwritten."
 }
 
 fn main() {
-    let cli = Cli::parse();
-    if let Err(e) = run(cli.command) {
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let given = given_flags(&matches);
+    if let Err(e) = run(cli.command, &given) {
         if e.chain().any(output::is_broken_pipe) {
             output::die_of_broken_pipe();
         }
@@ -329,11 +331,24 @@ fn main() {
     }
 }
 
+/// The options of the subcommand that were given on the command line (not defaults),
+/// by their long names: `weft up` on an existing cluster refuses the ones it cannot
+/// apply rather than ignoring them.
+fn given_flags(matches: &clap::ArgMatches) -> Vec<String> {
+    let Some((_, sub)) = matches.subcommand() else {
+        return Vec::new();
+    };
+    sub.ids()
+        .filter(|id| sub.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| id.as_str().replace('_', "-"))
+        .collect()
+}
+
 fn connect() -> Result<Client> {
     Ok(Client::from_env()?)
 }
 
-fn run(command: Command) -> Result<()> {
+fn run(command: Command, given: &[String]) -> Result<()> {
     match command {
         Command::Up {
             home,
@@ -372,6 +387,7 @@ fn run(command: Command) -> Result<()> {
                 capabilities: !insecure_no_capabilities,
                 capability_lifetime_ms,
                 network: emulate_network,
+                given: given.to_vec(),
             })
         }
         Command::Down {

@@ -71,6 +71,67 @@ fn cluster_management_says_clearly_what_it_did() {
     weft_ok(&cluster, &["get", "/kept.bin", back.to_str().unwrap()]);
     assert!(std::fs::read(&back).unwrap() == data, "data after down and up");
 
+    // Settings that shape a new cluster are refused on an existing one, naming each,
+    // rather than ignored; the same settings as the cluster's are no obstacle.
+    weft_ok(&cluster, &["down"]);
+    let (code, err) = weft_err(
+        &cluster,
+        &[
+            "up",
+            "--io",
+            "2",
+            "--insecure-no-capabilities",
+            "--identity",
+            "owner",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("--io (asked 2, the cluster has 4)"), "{err}");
+    assert!(
+        err.contains("--insecure-no-capabilities (asked capabilities off"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("--identity"),
+        "the cluster has this identity: {err}"
+    );
+    assert!(
+        states(&String::from_utf8_lossy(&cluster.weft(&["status"]).stdout))
+            .iter()
+            .all(|(_, s)| s == "down"),
+        "a refused up starts nothing"
+    );
+    let restarted = weft_ok(&cluster, &["up", "--io", "4", "--identity", "owner"]);
+    assert!(restarted.contains("restarted"), "{restarted}");
+
+    // A home from before the servers had their own capability key gets one when the
+    // whole cluster starts again; its files stay readable.
+    weft_ok(&cluster, &["down"]);
+    let description = cluster.home().join("cluster.toml");
+    let text = std::fs::read_to_string(&description).unwrap();
+    let old: String = text
+        .lines()
+        .filter(|l| !l.starts_with("capability_key_file"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(old, text, "the description names its capability key:\n{text}");
+    std::fs::write(&description, old).unwrap();
+    std::fs::remove_file(cluster.home().join("capability.key")).unwrap();
+    let upgraded = weft_ok(&cluster, &["up"]);
+    assert!(upgraded.contains("their own key"), "{upgraded}");
+    assert!(cluster.home().join("capability.key").exists());
+    assert!(std::fs::read_to_string(&description)
+        .unwrap()
+        .contains("capability_key_file"));
+    let status = weft_ok(&cluster, &["status"]);
+    assert!(!status.contains("derived from the cluster key"), "{status}");
+    std::fs::remove_file(&back).unwrap();
+    weft_ok(&cluster, &["get", "/kept.bin", back.to_str().unwrap()]);
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "data after the key upgrade"
+    );
+
     // A home without a cluster.
     let empty = tempfile::tempdir().unwrap();
     let out = cluster
