@@ -14,6 +14,9 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 step "weft up: 1 metadata manager + 4 io servers with a cache manager each, on 127.0.0.1 (home $HOME_DIR)"
 if weft status --home "$HOME_DIR" >/dev/null 2>&1; then
     echo "a cluster is already running there; using it"
+elif [ -f "$HOME_DIR/cluster.toml" ]; then
+    echo "a stopped cluster is there; starting it again as it was made"
+    weft up --home "$HOME_DIR"
 else
     weft up --home "$HOME_DIR" --cache colocated --cache-memory 512M
 fi
