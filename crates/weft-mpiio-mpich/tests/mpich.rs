@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use weft_testkit::mpi::{assert_ok, assert_same, weft_bytes};
+use weft_testkit::mpi::{assert_appended_once, assert_ok, assert_same, weft_bytes};
 use weft_testkit::{ClusterOptions, TestCluster};
 
 /// Seconds one mpirun may take before it counts as hung.
@@ -47,9 +47,6 @@ const METHODS: [&str; 5] = [
 ];
 /// Files of `c/api.c` whose bytes do not depend on timing.
 const API_FILES: [&str; 4] = ["nb", "split", "ordered", "seq"];
-/// Records each rank appends to "append" (c/api.c), of 64 bytes.
-const APPENDED: usize = 60;
-const RECORD_BYTES: usize = 64;
 
 struct Programs {
     _dir: tempfile::TempDir,
@@ -210,38 +207,6 @@ fn patterns_match_romio(np: usize, methods: &[&str]) {
             assert_same(&got, &expected, &format!("{pattern}, {method}, {np} processes"));
         }
     }
-}
-
-/// Every record of "append" exactly once: `np` ranks × APPENDED records, each 16
-/// copies of rank * 1000 + k.
-fn assert_appended_once(bytes: &[u8], np: usize, what: &str) {
-    assert_eq!(
-        bytes.len(),
-        np * APPENDED * RECORD_BYTES,
-        "{what}: append file size"
-    );
-    let mut seen = vec![0u32; np * APPENDED];
-    for record in bytes.chunks(RECORD_BYTES) {
-        let ints: Vec<i32> = record
-            .chunks(4)
-            .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
-            .collect();
-        assert!(
-            ints.iter().all(|&v| v == ints[0]),
-            "{what}: a torn record {ints:?}"
-        );
-        let (rank, k) = ((ints[0] / 1000) as usize, (ints[0] % 1000) as usize);
-        assert!(
-            rank < np && k < APPENDED,
-            "{what}: a record that nobody wrote: {}",
-            ints[0]
-        );
-        seen[rank * APPENDED + k] += 1;
-    }
-    assert!(
-        seen.iter().all(|&n| n == 1),
-        "{what}: records lost or duplicated: {seen:?}"
-    );
 }
 
 fn api_matches_romio(np: usize) {

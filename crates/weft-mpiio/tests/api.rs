@@ -25,16 +25,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use weft_testkit::mpi::{assert_ok, assert_same, library, weft_bytes};
+use weft_testkit::mpi::{assert_appended_once, assert_ok, assert_same, library, weft_bytes, RECORD_BYTES};
 use weft_testkit::{ClusterOptions, TestCluster};
 
 /// Seconds one mpirun may take before it counts as hung.
 const MPIRUN_TIMEOUT_S: &str = "120";
 /// Files of `c/api.c` whose bytes do not depend on timing.
 const API_FILES: [&str; 4] = ["nb", "split", "ordered", "seq"];
-/// Records each rank appends to "append" (c/api.c: APPENDS + IAPPENDS), of 16 ints.
-const APPENDED: usize = 60;
-const RECORD_BYTES: usize = 64;
 
 struct Programs {
     _dir: tempfile::TempDir,
@@ -115,38 +112,6 @@ fn cluster() -> TestCluster {
         stripe_count: 0,
         ..Default::default()
     })
-}
-
-/// Every record of "append" exactly once: `np` ranks × APPENDED records, each 16
-/// copies of rank * 1000 + k.
-fn assert_appended_once(bytes: &[u8], np: usize, what: &str) {
-    assert_eq!(
-        bytes.len(),
-        np * APPENDED * RECORD_BYTES,
-        "{what}: append file size"
-    );
-    let mut seen = vec![0u32; np * APPENDED];
-    for record in bytes.chunks(RECORD_BYTES) {
-        let ints: Vec<i32> = record
-            .chunks(4)
-            .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
-            .collect();
-        assert!(
-            ints.iter().all(|&v| v == ints[0]),
-            "{what}: a torn record {ints:?}"
-        );
-        let (rank, k) = ((ints[0] / 1000) as usize, (ints[0] % 1000) as usize);
-        assert!(
-            rank < np && k < APPENDED,
-            "{what}: a record that nobody wrote: {}",
-            ints[0]
-        );
-        seen[rank * APPENDED + k] += 1;
-    }
-    assert!(
-        seen.iter().all(|&n| n == 1),
-        "{what}: records lost or duplicated: {seen:?}"
-    );
 }
 
 fn api_matches_romio(np: usize) {

@@ -76,3 +76,41 @@ pub fn mpirun_command(np: usize, timeout_s: &str) -> Command {
     .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     c
 }
+
+/// Records each rank appends in the api test programs.
+pub const APPENDED: usize = 60;
+/// Bytes of one appended record.
+pub const RECORD_BYTES: usize = 64;
+
+/// Every record of the api test programs' "append" file exactly once: `np` ranks ×
+/// [`APPENDED`] records of [`RECORD_BYTES`], each 16 copies of rank * 1000 + k (the
+/// programs for Open MPI and for MPICH write the same).
+pub fn assert_appended_once(bytes: &[u8], np: usize, what: &str) {
+    assert_eq!(
+        bytes.len(),
+        np * APPENDED * RECORD_BYTES,
+        "{what}: append file size"
+    );
+    let mut seen = vec![0u32; np * APPENDED];
+    for record in bytes.chunks(RECORD_BYTES) {
+        let ints: Vec<i32> = record
+            .chunks(4)
+            .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        assert!(
+            ints.iter().all(|&v| v == ints[0]),
+            "{what}: a torn record {ints:?}"
+        );
+        let (rank, k) = ((ints[0] / 1000) as usize, (ints[0] % 1000) as usize);
+        assert!(
+            rank < np && k < APPENDED,
+            "{what}: a record that nobody wrote: {}",
+            ints[0]
+        );
+        seen[rank * APPENDED + k] += 1;
+    }
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "{what}: records lost or duplicated: {seen:?}"
+    );
+}
