@@ -56,30 +56,13 @@ struct Programs {
     atomic: PathBuf,
 }
 
-fn mpicc() -> String {
-    std::env::var("MPICC_MPICH").unwrap_or_else(|_| "mpicc.mpich".into())
-}
-
 fn mpirun_program() -> String {
     std::env::var("MPIRUN_MPICH").unwrap_or_else(|_| "mpirun.mpich".into())
 }
 
 fn compile(dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../weft-mpiio/tests/c/{name}.c"));
-    let result = Command::new(mpicc())
-        .args(["-O2", "-o"])
-        .arg(&out)
-        .arg(&source)
-        .output()
-        .unwrap_or_else(|e| panic!("running {} (install mpich and libmpich-dev): {e}", mpicc()));
-    assert!(
-        result.status.success(),
-        "{} {name} failed:\n{}",
-        mpicc(),
-        String::from_utf8_lossy(&result.stderr)
-    );
-    out
+    weft_testkit::mpi::compile("mpicc.mpich", "MPICC_MPICH", dir, name, &source, &[])
 }
 
 fn programs() -> &'static Programs {

@@ -22,7 +22,7 @@
 //! scripts/install-deps.sh) and the workspace's release build.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use weft_testkit::mpi::{assert_appended_once, assert_ok, assert_same, library, weft_bytes, RECORD_BYTES};
@@ -41,22 +41,8 @@ struct Programs {
 }
 
 fn build(compiler: &str, env: &str, dir: &Path, name: &str, source: &str) -> PathBuf {
-    let out = dir.join(name);
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(source);
-    let result = Command::new(std::env::var(env).unwrap_or_else(|_| compiler.into()))
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&out)
-        .arg(&source)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("running {compiler} (install openmpi-bin, libopenmpi-dev, gfortran): {e}")
-        });
-    assert!(
-        result.status.success(),
-        "{compiler} {name} failed:\n{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    out
+    weft_testkit::mpi::compile(compiler, env, dir, name, &source, &[])
 }
 
 fn programs() -> &'static Programs {

@@ -83,20 +83,7 @@ fn compile_at(dir: &Path, name: &str, relative: &str) -> PathBuf {
 }
 
 fn compile_source(dir: &Path, name: &str, source: &Path, extra: &[&str]) -> PathBuf {
-    let out = dir.join(name);
-    let result = Command::new(std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into()))
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&out)
-        .arg(source)
-        .args(extra)
-        .output()
-        .expect("running mpicc (install openmpi-bin and libopenmpi-dev)");
-    assert!(
-        result.status.success(),
-        "mpicc {name} failed:\n{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    out
+    weft_testkit::mpi::compile("mpicc", "MPICC", dir, name, source, extra)
 }
 
 fn programs() -> &'static Programs {

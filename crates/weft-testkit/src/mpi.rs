@@ -1,7 +1,7 @@
 //! What the MPI-IO tests of several crates share: the library of this build, and checks
 //! of a run's outcome and of a file's bytes against a reference run's.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::TestCluster;
@@ -18,6 +18,31 @@ pub fn library() -> PathBuf {
                 dir.display()
             )
         })
+}
+
+/// Compiles `source` into `dir/name` with the compiler `$env` names, else `compiler`
+/// (mpicc, mpif90, mpicc.mpich), -O2 -Wall and `extra` after the source; a compiler
+/// that is missing or fails stops the test with its messages and what to install.
+pub fn compile(compiler: &str, env: &str, dir: &Path, name: &str, source: &Path, extra: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let program = std::env::var(env).unwrap_or_else(|_| compiler.into());
+    let result = Command::new(&program)
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&out)
+        .arg(source)
+        .args(extra)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "running {program} (install openmpi-bin, libopenmpi-dev, gfortran; mpich, libmpich-dev): {e}"
+            )
+        });
+    assert!(
+        result.status.success(),
+        "{program} {name} failed:\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out
 }
 
 /// Fails with the run's output unless it succeeded.

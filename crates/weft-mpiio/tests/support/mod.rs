@@ -11,20 +11,8 @@ use weft_testkit::TestCluster;
 pub const MPIRUN_TIMEOUT_S: &str = "180";
 
 pub fn compile(dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
-    let result = Command::new(std::env::var("MPICC").unwrap_or_else(|_| "mpicc".into()))
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&out)
-        .arg(&source)
-        .output()
-        .expect("running mpicc (install openmpi-bin and libopenmpi-dev)");
-    assert!(
-        result.status.success(),
-        "mpicc {name} failed:\n{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    out
+    weft_testkit::mpi::compile("mpicc", "MPICC", dir, name, &source, &[])
 }
 
 /// The mpirun command for `program` with `np` ranks, the cluster's environment and
