@@ -6,36 +6,8 @@
 use std::sync::Arc;
 use weft_client::{Datatype, Field, Order};
 
-/// SplitMix64: reproducible runs without a dependency; failures print the seed.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[lo, hi]`.
-    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next_u64() % (hi - lo + 1)
-    }
-
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.between(1, 100) <= percent
-    }
-
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next_u64() as u8).collect()
-    }
-}
+#[allow(unused_imports)] // not every test uses it
+pub use weft_testkit::Rng;
 
 /// A datatype as a user writes it; both the engine type and the model come from it.
 #[derive(Debug, Clone)]

@@ -7,54 +7,8 @@ use std::time::{Duration, Instant};
 use weft_client::{Client, ClientError, ErrorCode, InodeId, ServerId};
 use weft_testkit::TestCluster;
 
-/// A small seeded generator (SplitMix64): reproducible runs without a dependency.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, n)`; `n` must be positive.
-    pub fn below(&mut self, n: u64) -> u64 {
-        assert!(n > 0);
-        self.next_u64() % n
-    }
-
-    /// Uniform in `[lo, hi]`.
-    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut v = vec![0u8; n];
-        self.fill(&mut v);
-        v
-    }
-
-    pub fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let x = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&x[..chunk.len()]);
-        }
-    }
-
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for k in (1..items.len()).rev() {
-            let j = self.below(k as u64 + 1) as usize;
-            items.swap(k, j);
-        }
-    }
-}
+#[allow(unused_imports)] // not every test uses it
+pub use weft_testkit::Rng;
 
 /// The seed of this run: `WEFT_TEST_SEED` if set, else from the clock. Printed with
 /// the test's name so that a failure can be replayed.
