@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 use weft_layout::{InodeId, LayoutRequest, ServerId};
 use weft_proto::msg::{Request, Response, XattrSet, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::{
-    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs, Name, PathStep,
-    SetAttr, Striping,
+    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs, Name, ObjStamped,
+    PathStep, SetAttr, Striping,
 };
 use weft_rpc::{ClientAuth, ConnectionPool, Timeouts};
 
@@ -426,7 +426,61 @@ impl Client {
         Ok(attr)
     }
 
-    /// Fills in the size and allocated blocks of every regular file in `attrs`, asking
+    /// `revalidate` that also tells what the file's data was (see `DataStamp`), from the
+    /// same requests to the io servers. Same round trips as `revalidate`.
+    pub fn revalidate_stamped(
+        &self,
+        steps: Vec<PathStep>,
+        known: Option<&Attr>,
+    ) -> Result<(Attr, Option<DataStamp>), ClientError> {
+        let what = steps.last().map(|s| s.name.to_string()).unwrap_or_default();
+        let last = steps.last().map(|s| s.child);
+        let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+        let pending = meta.send(
+            &Request::Revalidate {
+                cred: self.cred_clone(),
+                steps,
+            },
+            &[],
+        )?;
+        let early = known
+            .filter(|a| Some(a.inode) == last && a.kind == FileKind::File)
+            .map(|a| self.attr_stamped(a.clone()));
+        let attr = match pending.wait().map_err(|e| ClientError::from(e).context(&what))?.0 {
+            Response::Attr(a) => a,
+            other => return Err(unexpected(&other)),
+        };
+        match early {
+            Some(Ok((sized, stamp))) if sized.layout == attr.layout && attr.kind == FileKind::File => {
+                let stamp = stamp.filter(|_| !attr.cache.uses_tier());
+                Ok((
+                    Attr {
+                        size: sized.size,
+                        ..attr
+                    },
+                    stamp,
+                ))
+            }
+            // The path holds, so a failed size is a real failure; ask once more.
+            _ => self.attr_stamped(attr),
+        }
+    }
+
+    /// An inode's attributes with its size and `DataStamp` filled in (the rest as given).
+    pub fn attr_stamped(&self, mut attr: Attr) -> Result<(Attr, Option<DataStamp>), ClientError> {
+        if attr.kind != FileKind::File {
+            return Ok((attr, None));
+        }
+        let mut stamp = [None];
+        let missing = self.sizes_stamped(std::slice::from_mut(&mut attr), Some(&mut stamp))?;
+        if missing[0] {
+            return Err(no_objects(attr.inode));
+        }
+        let [stamp] = stamp;
+        Ok((attr, stamp))
+    }
+
+    /// Fills in the size and allocated blocks of every regular file in `attrs`, asking    /// Fills in the size and allocated blocks of every regular file in `attrs`, asking
     /// each io server once per batch of files rather than once per file, all servers
     /// at once.
     pub fn fill_sizes(&self, attrs: &mut [Attr]) -> Result<(), ClientError> {
@@ -445,6 +499,16 @@ impl Client {
     }
 
     fn sizes(&self, attrs: &mut [Attr]) -> Result<Vec<bool>, ClientError> {
+        self.sizes_stamped(attrs, None)
+    }
+
+    /// `sizes`; with `stamps` (one per attr), also each file's `DataStamp` (`None` for
+    /// files whose stamp cannot be had).
+    fn sizes_stamped(
+        &self,
+        attrs: &mut [Attr],
+        stamps: Option<&mut [Option<DataStamp>]>,
+    ) -> Result<Vec<bool>, ClientError> {
         let mut per_server: HashMap<ServerId, Vec<(usize, Striping)>> = HashMap::new();
         for (k, attr) in attrs.iter_mut().enumerate() {
             if attr.kind != FileKind::File {
@@ -462,6 +526,9 @@ impl Client {
                 per_server.entry(*server).or_default().push((k, striping));
             }
         }
+        // Per file, (server index, stamp) of each object; a file with any object
+        // unstamped gets none.
+        let mut objects: Vec<Option<Vec<(u32, u64)>>> = vec![Some(Vec::new()); attrs.len()];
         let mut missing = vec![0usize; attrs.len()];
         let mut asked = vec![0usize; attrs.len()];
         // Every server is asked before any answer is awaited: one round trip's wait.
@@ -472,30 +539,65 @@ impl Client {
         let mut pending = Vec::new();
         for (connection, items) in &connections {
             for batch in items.chunks(BATCH_INODES_MAX) {
-                let request = Request::ObjStat {
-                    items: batch.iter().map(|(k, s)| (attrs[*k].inode, *s)).collect(),
+                let items: Vec<_> = batch.iter().map(|(k, s)| (attrs[*k].inode, *s)).collect();
+                let request = if stamps.is_some() {
+                    Request::ObjStamp { items }
+                } else {
+                    Request::ObjStat { items }
                 };
-                pending.push((batch, connection.send(&request, &[])?));
+                pending.push((batch, connection, connection.send(&request, &[])?));
             }
         }
-        for (batch, call) in pending {
-            let Response::ObjStats(stats) = call.wait()?.0 else {
-                return Err(ClientError::refused(
-                    ErrorCode::Io,
-                    "io server answered an object stat with something else",
-                ));
+        for (batch, connection, call) in pending {
+            let answers: Vec<ObjStamped> = match call.wait() {
+                Ok((Response::ObjStamps(stamped), _)) => stamped,
+                Ok((Response::ObjStats(stats), _)) => unstamped(stats),
+                // A server from before `ObjStamp` (or one whose roles do not route it):
+                // sizes without stamps.
+                Err(weft_rpc::RpcError::Remote { error, .. })
+                    if matches!(error.code, ErrorCode::UnknownOpcode | ErrorCode::Unsupported) =>
+                {
+                    let request = Request::ObjStat {
+                        items: batch.iter().map(|(k, s)| (attrs[*k].inode, *s)).collect(),
+                    };
+                    match connection.call(&request, &[])?.0 {
+                        Response::ObjStats(stats) => unstamped(stats),
+                        _ => return Err(not_a_stat()),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+                Ok(_) => return Err(not_a_stat()),
             };
-            for ((k, _), (end, allocated)) in batch.iter().zip(stats) {
+            for ((k, striping), stamped) in batch.iter().zip(answers) {
                 asked[*k] += 1;
-                if end == u64::MAX {
+                if stamped.end == u64::MAX {
                     missing[*k] += 1;
                 } else {
-                    attrs[*k].size = attrs[*k].size.max(end);
-                    attrs[*k].blocks += allocated.div_ceil(512);
+                    attrs[*k].size = attrs[*k].size.max(stamped.end);
+                    attrs[*k].blocks += stamped.allocated.div_ceil(512);
+                }
+                let file = &mut objects[*k];
+                match (file.as_mut(), stamped.stamp) {
+                    (Some(_), ObjStamped::UNSETTLED) | (None, _) => *file = None,
+                    (Some(list), stamp) => list.push((striping.server_index, stamp)),
                 }
             }
         }
         self.add_cached_ends(attrs)?;
+        if let Some(stamps) = stamps {
+            for (k, object_stamps) in objects.into_iter().enumerate() {
+                let attr = &attrs[k];
+                // Data held by a cache manager changes without its objects changing.
+                let trusted = attr.kind == FileKind::File && attr.layout.is_some() && !attr.cache.uses_tier();
+                stamps[k] = object_stamps.filter(|_| trusted).map(|mut list| {
+                    list.sort_unstable();
+                    DataStamp {
+                        inode: attr.inode,
+                        objects: list.into_iter().map(|(_, stamp)| stamp).collect(),
+                    }
+                });
+            }
+        }
         Ok((0..attrs.len())
             .map(|k| asked[k] > 0 && missing[k] == asked[k])
             .collect())
@@ -1320,4 +1422,34 @@ fn job_id() -> Option<String> {
     .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     // Servers keep 64 bytes of it; a long one must not make the handshake too large.
     .map(|job| job.chars().take(64).collect())
+}
+
+/// A file's data as its io servers last changed it: the change stamps of its objects
+/// (`ObjStamped`, each object's ctime on its server). Two equal stamps of one file, taken
+/// at two moments, mean no write, truncate or allocation by any client touched its
+/// objects between them. Not to be had (`None` where it is returned) while an object
+/// changed within the last `ObjStamped::SETTLE_NS`, from servers that predate it, and
+/// for files whose data a cache manager holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataStamp {
+    inode: InodeId,
+    objects: Vec<u64>,
+}
+
+fn unstamped(stats: Vec<(u64, u64)>) -> Vec<ObjStamped> {
+    stats
+        .into_iter()
+        .map(|(end, allocated)| ObjStamped {
+            end,
+            allocated,
+            stamp: ObjStamped::UNSETTLED,
+        })
+        .collect()
+}
+
+fn not_a_stat() -> ClientError {
+    ClientError::refused(
+        ErrorCode::Io,
+        "io server answered an object stat with something else",
+    )
 }

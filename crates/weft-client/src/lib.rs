@@ -32,7 +32,7 @@ pub mod trace;
 mod view_io;
 
 pub use cache_route::{aligned_count, managers_of, JOB_DELEGATE_ID_BASE};
-pub use client::{Client, CreateOptions, FsStats, OpenOptions};
+pub use client::{Client, CreateOptions, DataStamp, FsStats, OpenOptions};
 pub use drive::{transfer_threads_started, THREADED_CALL_BYTES_MIN, TRANSFER_THREADS_MAX};
 pub use error::ClientError;
 pub use extent_lock::{ranges_per_server, ExtentLock};
@@ -43,6 +43,7 @@ pub use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, S
 pub use weft_proto::msg::LockStats;
 pub use weft_proto::msg::REVALIDATE_STEPS_MAX;
 pub use weft_proto::{
-    Attr, Cred, DirEntry, ErrorCode, FileKind, Name, PathStep, SetAttr, TimeSet, Timespec, XattrSet,
+    Attr, Cred, DirEntry, ErrorCode, FileKind, Name, ObjStamped, PathStep, SetAttr, TimeSet, Timespec,
+    XattrSet,
 };
 pub use weft_rpc::{ClientAuth, ClusterKey};

@@ -155,6 +155,8 @@ impl CacheService {
     pub fn serves(&self, request: &Request) -> bool {
         match request {
             Request::RegisterView { .. } | Request::ReleaseView { .. } => self.owns_views,
+            // An io request numbered past the cache range.
+            Request::ObjStamp { .. } => false,
             r => (r.opcode() as u16) >= 80,
         }
     }

@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 use weft_client::{
-    Attr, Client, ClientError, CreateOptions, ErrorCode, File, FileKind, InodeId, Name, SetAttr, XattrSet,
+    Attr, Client, ClientError, CreateOptions, DataStamp, ErrorCode, File, FileKind, InodeId, Name, SetAttr,
+    XattrSet,
 };
 
 /// Largest read or write request the kernel sends (`max_write`, and readahead): 4 MiB,
@@ -97,6 +98,10 @@ pub struct WeftFs {
     notifier: Arc<OnceLock<Notifier>>,
     /// Small writes not yet sent to the io servers (see `behind`).
     behind: WriteBehind,
+    /// What each file's data was (`DataStamp`) when it was last opened here: an open
+    /// that finds the same stamp again lets the kernel keep the file's cached pages.
+    /// Starts over when full.
+    stamps: Mutex<HashMap<InodeId, DataStamp>>,
 }
 
 thread_local! {
@@ -144,6 +149,7 @@ impl WeftFs {
             retries: Retries::default(),
             notifier,
             behind: WriteBehind::default(),
+            stamps: Mutex::new(HashMap::new()),
         }
     }
 
@@ -283,14 +289,40 @@ impl WeftFs {
     /// The attributes an open must go by: the name the kernel found the inode by is
     /// checked with the manager (one round trip, the size asked of the io servers at the
     /// same time). `Stale` when the name no longer leads there.
-    fn current_attr(&self, client: &Client, ino: InodeId, told: Option<&Attr>) -> Result<Attr, ClientError> {
+    /// With them, what the file's data is (`DataStamp`, if it can be said), from the
+    /// same requests to the io servers.
+    fn current_attr(
+        &self,
+        client: &Client,
+        ino: InodeId,
+        told: Option<&Attr>,
+    ) -> Result<(Attr, Option<DataStamp>), ClientError> {
         let path = self.names.path_of(ino);
         if path.is_empty() {
             // Not known by name (the table started over): at least the inode must exist.
-            client.getattr(ino)
+            let attr = client.getattr(ino)?;
+            client.attr_stamped(attr)
         } else {
-            client.revalidate(path, told)
+            client.revalidate_stamped(path, told)
         }
+    }
+
+    /// Whether the kernel may keep the pages it cached of `ino`: only if its data is
+    /// provably what it was at the previous open here (`DataStamp`s equal; every
+    /// write, truncate or allocation by any client, this mount included, changes the
+    /// stamp). Remembers `now` for the next open.
+    fn data_unchanged(&self, ino: InodeId, now: Option<DataStamp>) -> bool {
+        let mut stamps = self.stamps.lock().expect("stamp table poisoned");
+        let before = match now {
+            Some(now) => {
+                if stamps.len() >= ATTRS_CACHED_MAX && !stamps.contains_key(&ino) {
+                    stamps.clear();
+                }
+                stamps.insert(ino, now.clone()).map(|before| before == now)
+            }
+            None => stamps.remove(&ino).map(|_| false),
+        };
+        before.unwrap_or(false)
     }
 
     fn do_setattr(&self, req: &Request, ino: INodeNo, changes: SetAttr) -> Result<FileAttr, Errno> {
@@ -348,19 +380,20 @@ impl WeftFs {
         self.behind.send(inode(ino))?;
         let client = self.caller(req);
         let told = self.remembered(inode(ino));
-        let attr = match told
+        let (attr, stamp) = match told
             .clone()
             .filter(|_| self.retries.trusts(req.pid(), inode(ino)))
         {
-            // Found by the retried walk a moment ago, within this very open.
-            Some(attr) => attr,
+            // Found by the retried walk a moment ago, within this very open (its data
+            // is not vouched for: the cached pages go).
+            Some(attr) => (attr, None),
             None => match self.current_attr(&client, inode(ino), told.as_ref()) {
                 // A file kept nameless for some mount's open descriptors is not opened anew.
-                Ok(attr) if attr.kind == FileKind::File && attr.nlink == 0 => {
+                Ok((attr, _)) if attr.kind == FileKind::File && attr.nlink == 0 => {
                     self.retries.refused(req.pid());
                     return Err(Errno::ESTALE);
                 }
-                Ok(attr) => attr,
+                Ok(found) => found,
                 Err(e) if e.code() == ErrorCode::Stale || e.code() == ErrorCode::NotFound => {
                     self.retries.refused(req.pid());
                     return Err(Errno::ESTALE);
@@ -375,6 +408,10 @@ impl WeftFs {
             (t.size, t.mtime, t.ctime, t.mode, t.uid, t.gid)
                 != (attr.size, attr.mtime, attr.ctime, attr.mode, attr.uid, attr.gid)
         });
+        // Close-to-open: the pages the kernel holds of the file stay only if no byte of
+        // it changed since the previous open here (another client's same-size rewrite
+        // changes no attribute, but does change the stamp).
+        let keep = self.data_unchanged(inode(ino), stamp) && !changed;
         self.remember(&attr);
         let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
         let file = client.open_attr(attr, writable).map_err(|e| errno(&e, "open"))?;
@@ -386,15 +423,17 @@ impl WeftFs {
                 let _ = n.inval_inode(ino, -1, 0);
             }
         }
-        Ok((self.add_file(file)?, self.open_flags(flags.0)))
+        Ok((self.add_file(file)?, self.open_flags(flags.0, keep)))
     }
 
-    /// How the kernel is to treat an open file. O_APPEND files bypass the page cache: the
-    /// daemon writes each append at the file's true end, which need not be the offset
-    /// the kernel chose from its cached size, so cached pages would sit at wrong offsets.
-    fn open_flags(&self, flags: i32) -> FopenFlags {
+    /// How the kernel is to treat an open file: `keep`, whether the pages it has cached
+    /// of the file are still right (else they are dropped at this open). O_APPEND files
+    /// bypass the page cache: the daemon writes each append at the file's true end,
+    /// which need not be the offset the kernel chose from its cached size, so cached
+    /// pages would sit at wrong offsets.
+    fn open_flags(&self, flags: i32, keep: bool) -> FopenFlags {
         let mut out = FopenFlags::empty();
-        if self.cache.keep_cache {
+        if self.cache.keep_cache || keep {
             out |= FopenFlags::FOPEN_KEEP_CACHE;
         }
         if flags & libc::O_APPEND != 0 {
@@ -1222,7 +1261,7 @@ impl Filesystem for WeftFs {
                 &attr,
                 Generation(0),
                 FileHandle(fh),
-                self.open_flags(flags),
+                self.open_flags(flags, false),
             ),
             Err(e) => reply.error(e),
         }

@@ -20,9 +20,11 @@
 //!   in this mount, or past a per-file or per-mount bound (see `behind`), so a random
 //!   4 KiB writer pays one kernel round trip per call rather than two. A size asked
 //!   right after close is right everywhere; before it, this mount's answers count the
-//!   kept bytes. The kernel caches pages while a file is open; each open starts with an
-//!   empty page cache for the file. Attributes and names are cached for `attr_ttl` (1 s
-//!   by default).
+//!   kept bytes. The kernel caches pages while a file is open; an open keeps them only
+//!   if the file's data provably did not change since the previous open here (its
+//!   objects' change stamps on the io servers, `weft_client::DataStamp`, are the same
+//!   and settled), else it starts with an empty page cache for the file. Attributes and
+//!   names are cached for `attr_ttl` (1 s by default).
 //! - Close-to-open consistency across clients: an open checks with the manager, in one
 //!   round trip, that the names the kernel found the file by still lead to it, and reads
 //!   its attributes and size afresh (dropping the kernel's cached ones if they changed).

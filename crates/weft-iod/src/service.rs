@@ -12,7 +12,7 @@ use weft_layout::view::View;
 use weft_layout::{InodeId, Layout};
 use weft_proto::frame::DATA_BYTES_MAX;
 use weft_proto::msg::{Request, Response, ViewId, PIECES_PER_REQUEST_MAX};
-use weft_proto::{ErrorCode, IoStatfs, Range, Striping, WireError};
+use weft_proto::{ErrorCode, IoStatfs, ObjStamped, Range, Striping, WireError};
 use weft_rpc::ConnectionId;
 
 pub struct IoService {
@@ -316,6 +316,48 @@ impl IoService {
         Ok(Response::ObjStats(stats))
     }
 
+    /// `obj_stat` with each object's change stamp (`ObjStamped`): its ctime, unless
+    /// that is less than `ObjStamped::SETTLE_NS` before now (then `UNSETTLED`).
+    fn obj_stamp(&self, items: &[(InodeId, Striping)]) -> Result<Response, WireError> {
+        use std::os::unix::fs::MetadataExt;
+        let mut stamps = Vec::with_capacity(items.len());
+        for (inode, striping) in items {
+            let stamped = match std::fs::metadata(self.objects.path_of(*inode)) {
+                Ok(m) => {
+                    // Read after the stat: a change between the two only makes the
+                    // stamp look older than it is to the settle check, never newer.
+                    let now = unix_now_ns();
+                    let ctime = (m.ctime().max(0) as u64)
+                        .saturating_mul(1_000_000_000)
+                        .saturating_add(m.ctime_nsec().max(0) as u64);
+                    let settled = now
+                        .checked_sub(ctime)
+                        .is_some_and(|age| age >= ObjStamped::SETTLE_NS);
+                    ObjStamped {
+                        end: striping
+                            .layout()
+                            .logical_end_from_local(striping.server_index as usize, m.len()),
+                        allocated: m.blocks().saturating_mul(512),
+                        // ABSENT and UNSETTLED are never a real ctime (1970, 2554).
+                        stamp: if settled {
+                            ctime.clamp(ObjStamped::ABSENT + 1, ObjStamped::UNSETTLED - 1)
+                        } else {
+                            ObjStamped::UNSETTLED
+                        },
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => ObjStamped {
+                    end: u64::MAX,
+                    allocated: 0,
+                    stamp: ObjStamped::ABSENT,
+                },
+                Err(e) => return Err(io_error(e, *inode, "stat")),
+            };
+            stamps.push(stamped);
+        }
+        Ok(Response::ObjStamps(stamps))
+    }
+
     /// fallocate(2) of this server's part of `[offset, offset + len)`: one local run,
     /// since a server's stripes of a file range sit back to back in its object.
     fn allocate(
@@ -500,6 +542,7 @@ impl IoService {
             }
             Request::Extents { items } => self.extents(&items)?,
             Request::ObjStat { items } => self.obj_stat(&items)?,
+            Request::ObjStamp { items } => self.obj_stamp(&items)?,
             Request::Allocate {
                 inode,
                 striping,
@@ -578,6 +621,13 @@ impl IoService {
     }
 }
 
+/// Wall-clock time in nanoseconds since 1970 (0 before it).
+fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -610,6 +660,56 @@ mod tests {
         .unwrap();
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].local_offset, 476);
+    }
+
+    /// Change stamps: absent objects stay ABSENT, a fresh change is UNSETTLED, a settled
+    /// object keeps its stamp until a same-size rewrite, after which it settles at
+    /// another value.
+    #[test]
+    fn stamps_change_with_every_write_and_are_withheld_until_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = IoService::open(dir.path()).unwrap();
+        let (inode, other) = (InodeId(5), InodeId(6));
+        let stamp = |inode| {
+            let items = vec![(inode, striping(0))];
+            match service
+                .handle(CONNECTION, Request::ObjStamp { items }, vec![])
+                .unwrap()
+                .0
+            {
+                Response::ObjStamps(s) => s[0],
+                other => panic!("{other:?}"),
+            }
+        };
+        let write = |byte: u8| {
+            let write = Request::Write {
+                inode,
+                striping: striping(0),
+                ranges: vec![Range { offset: 10, len: 100 }],
+            };
+            service.handle(CONNECTION, write, vec![byte; 100]).unwrap();
+        };
+        service
+            .handle(CONNECTION, Request::ObjCreate { inodes: vec![inode] }, vec![])
+            .unwrap();
+        assert_eq!(stamp(other).stamp, ObjStamped::ABSENT);
+        assert_eq!(stamp(other).end, u64::MAX);
+        write(1);
+        assert_eq!(stamp(inode).stamp, ObjStamped::UNSETTLED);
+        assert_eq!(stamp(inode).end, 110);
+        let settle = std::time::Duration::from_nanos(ObjStamped::SETTLE_NS + 100_000_000);
+        std::thread::sleep(settle);
+        let first = stamp(inode).stamp;
+        assert_ne!(first, ObjStamped::UNSETTLED);
+        assert_ne!(first, ObjStamped::ABSENT);
+        assert_eq!(stamp(inode).stamp, first, "unchanged objects keep their stamp");
+        write(2);
+        assert_eq!(stamp(inode).stamp, ObjStamped::UNSETTLED);
+        std::thread::sleep(settle);
+        let second = stamp(inode).stamp;
+        assert_ne!(second, ObjStamped::UNSETTLED);
+        assert_ne!(second, first, "a same-size rewrite changes the stamp");
+        assert_eq!(stamp(inode).end, 110);
     }
 
     #[test]

@@ -432,6 +432,7 @@ impl MetaService {
             | Request::ShmAttach { .. }
             | Request::ShmCall { .. }
             | Request::ObjStat { .. }
+            | Request::ObjStamp { .. }
             | Request::Allocate { .. }
             | Request::PresentCapability { .. }
             | Request::RevokeCapabilities { .. }) => Err(WireError::new(

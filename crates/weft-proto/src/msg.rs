@@ -116,6 +116,7 @@ pub enum Opcode {
     ListXattr = 69,
     RemoveXattr = 70,
     ObjStat = 71,
+    ObjStamp = 151,
     Allocate = 72,
     SharedPointer = 125,
     SharedPointerSince = 150,
@@ -652,6 +653,12 @@ pub enum Request {
     ObjStat {
         items: Vec<(InodeId, Striping)>,
     },
+    /// io: `ObjStat` with each object's change stamp (see `ObjStamped`), by which a
+    /// client tells whether data it cached is still what the object holds. Answered
+    /// `ObjStamps`; servers before it answer `UnknownOpcode`.
+    ObjStamp {
+        items: Vec<(InodeId, Striping)>,
+    },
     /// io: allocates this server's pieces of `[offset, offset + len)` (fallocate(2)
     /// `mode`: 0, or `FALLOC_FL_KEEP_SIZE`, or that with `FALLOC_FL_PUNCH_HOLE`).
     Allocate {
@@ -849,6 +856,8 @@ pub enum Response {
     Names(Vec<Name>),
     /// `ObjStat`: (logical end, bytes allocated) per object.
     ObjStats(Vec<(u64, u64)>),
+    /// `ObjStamp`: per object.
+    ObjStamps(Vec<ObjStamped>),
     /// `Metrics`: the server's metrics endpoint, `http://host:port/metrics`, or empty
     /// when it serves none.
     Metrics {
@@ -954,6 +963,7 @@ impl Request {
             ListXattr { .. } => Opcode::ListXattr,
             RemoveXattr { .. } => Opcode::RemoveXattr,
             ObjStat { .. } => Opcode::ObjStat,
+            ObjStamp { .. } => Opcode::ObjStamp,
             Allocate { .. } => Opcode::Allocate,
             SharedPointer { .. } => Opcode::SharedPointer,
             SharedPointerSince { .. } => Opcode::SharedPointerSince,
@@ -1244,7 +1254,7 @@ impl Request {
                 cred.encode(&mut w);
                 inode.encode(&mut w);
             }
-            ObjStat { items } => w.seq(items),
+            ObjStat { items } | ObjStamp { items } => w.seq(items),
             SharedPointerSince {
                 inode,
                 open,
@@ -1637,6 +1647,9 @@ impl Request {
             71 => Request::ObjStat {
                 items: bounded(r.seq()?, BATCH_INODES_MAX, "object batch")?,
             },
+            151 => Request::ObjStamp {
+                items: bounded(r.seq()?, BATCH_INODES_MAX, "object batch")?,
+            },
             72 => {
                 let allocate = Request::Allocate {
                     inode: InodeId::decode(r)?,
@@ -1824,6 +1837,10 @@ impl Wire for Response {
                 w.u8(20);
                 w.seq(stats);
             }
+            ObjStamps(stamps) => {
+                w.u8(65);
+                w.seq(stamps);
+            }
             Metrics { url } => {
                 w.u8(55);
                 w.str(url);
@@ -1901,6 +1918,7 @@ impl Response {
             18 => Response::Value(r.bytes_max(XATTR_VALUE_BYTES_MAX)?.to_vec()),
             19 => Response::Names(r.seq()?),
             20 => Response::ObjStats(r.seq()?),
+            65 => Response::ObjStamps(r.seq()?),
             55 => Response::Metrics { url: r.string()? },
             50 => Response::LockStats(LockStats::decode(r)?),
             53 => Response::Position(r.u64()?),
@@ -2305,6 +2323,9 @@ mod tests {
             Request::ObjStat {
                 items: vec![(InodeId(3), s)],
             },
+            Request::ObjStamp {
+                items: vec![(InodeId(3), s), (InodeId(4), s)],
+            },
             Request::Allocate {
                 inode: InodeId(3),
                 striping: s,
@@ -2540,6 +2561,18 @@ mod tests {
             Ok(Response::Value(vec![1, 2, 3])),
             Ok(Response::Names(vec!["user.a".into(), Name::new(vec![0xff])])),
             Ok(Response::ObjStats(vec![(10, 4096), (u64::MAX, 0)])),
+            Ok(Response::ObjStamps(vec![
+                ObjStamped {
+                    end: 10,
+                    allocated: 4096,
+                    stamp: ObjStamped::UNSETTLED,
+                },
+                ObjStamped {
+                    end: u64::MAX,
+                    allocated: 0,
+                    stamp: ObjStamped::ABSENT,
+                },
+            ])),
             Ok(Response::Metrics {
                 url: "http://127.0.0.1:9100/metrics".into(),
             }),

@@ -243,6 +243,50 @@ impl Wire for LayoutRequest {
     }
 }
 
+/// One object's size and change stamp (`ObjStamp`).
+///
+/// The stamp is the object file's ctime on its server, in nanoseconds, and changes with
+/// every write, truncate or allocation of the object there, whoever makes it: a
+/// client that cached the object's data when the stamp was S may keep it while the
+/// stamp is still S. Timestamps come from a coarse clock, so a write just after a
+/// stamp was read could leave it as it was; the server therefore answers `UNSETTLED`
+/// for an object changed less than `SETTLE_NS` ago by its clock (or in its future),
+/// which a client never takes as unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjStamped {
+    /// Logical end of the file as this object says, `u64::MAX` when it is missing.
+    pub end: u64,
+    /// Bytes allocated on disk.
+    pub allocated: u64,
+    pub stamp: u64,
+}
+
+impl ObjStamped {
+    /// The object does not exist (a stable state: creating it sets a stamp).
+    pub const ABSENT: u64 = 0;
+    /// Changed too recently to compare.
+    pub const UNSETTLED: u64 = u64::MAX;
+    /// How long after its last change an object's stamp is trusted: far above any
+    /// kernel's timestamp granularity (a tick, 10 ms at most), and above the time a
+    /// write takes between setting the time and copying its data.
+    pub const SETTLE_NS: u64 = 1_000_000_000;
+}
+
+impl Wire for ObjStamped {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.end);
+        w.u64(self.allocated);
+        w.u64(self.stamp);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ObjStamped {
+            end: r.u64()?,
+            allocated: r.u64()?,
+            stamp: r.u64()?,
+        })
+    }
+}
+
 /// The striping parameters an io server needs to place a request: the file's stripe
 /// size and count, and which of the file's servers it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

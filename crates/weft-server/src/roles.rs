@@ -370,8 +370,8 @@ fn user_pool(meta: &str, plan: &Plan) -> ConnectionPool {
 fn is_io_request(request: &Request) -> bool {
     use weft_proto::Opcode::*;
     match request.opcode() {
-        AppendLock | AppendUnlock | ObjStat | Allocate | ObjPrecreate | ExtentLock | ExtentUnlock
-        | LockStats => true,
+        AppendLock | AppendUnlock | ObjStat | ObjStamp | Allocate | ObjPrecreate | ExtentLock
+        | ExtentUnlock | LockStats => true,
         Revalidate | Release | RenewSession | Link | Mknod | SetXattr | GetXattr | ListXattr
         | RemoveXattr => false,
         other => (40..60).contains(&(other as u16)),
