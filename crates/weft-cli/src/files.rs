@@ -51,6 +51,28 @@ fn time_string(secs: i64) -> String {
     )
 }
 
+/// A time as stat(1) shows it: to the nanosecond, with the zone's offset.
+fn full_time_string(t: weft_client::Timespec) -> String {
+    // SAFETY: localtime_r writes into the struct we own.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let secs = t.secs as libc::time_t;
+    unsafe { libc::localtime_r(&secs, &mut tm) };
+    let offset = tm.tm_gmtoff / 60;
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:09} {}{:02}{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        t.nanos,
+        if offset < 0 { '-' } else { '+' },
+        offset.abs() / 60,
+        offset.abs() % 60
+    )
+}
+
 fn long_line(attr: &Attr, name: &str) -> String {
     format!(
         "{} {:>3} {:>5} {:>5} {:>12} {} {}",
@@ -213,8 +235,8 @@ pub fn stat(client: &Client, path: &str) -> Result<()> {
         a.uid,
         a.gid
     );
-    println!("Modify: {}.{:09}", time_string(a.mtime.secs), a.mtime.nanos);
-    println!("Change: {}.{:09}", time_string(a.ctime.secs), a.ctime.nanos);
+    println!("Modify: {}", full_time_string(a.mtime));
+    println!("Change: {}", full_time_string(a.ctime));
     println!("Layout: {}", describe_layout(&a));
     Ok(())
 }

@@ -358,7 +358,7 @@ impl Client {
         let meta = self.inner.pool.get(&self.inner.meta_addr)?;
         let pending = meta.send(&request, &[])?;
         let early = known.filter(|a| a.kind == FileKind::File).map(|a| {
-            let mut sized = a.clone();
+            let mut sized = objects_only(a);
             self.fill_sizes(std::slice::from_mut(&mut sized)).map(|()| sized)
         });
         let mut attr = match pending.wait().map_err(|e| ClientError::from(e).context(what))?.0 {
@@ -368,8 +368,7 @@ impl Client {
         if attr.kind == FileKind::File {
             match early {
                 Some(Ok(sized)) if sized.inode == attr.inode && sized.layout == attr.layout => {
-                    attr.size = sized.size;
-                    attr.blocks = sized.blocks;
+                    take_sized(&mut attr, &sized);
                 }
                 _ => self.fill_sizes(std::slice::from_mut(&mut attr))?,
             }
@@ -411,7 +410,7 @@ impl Client {
         let early = known
             .filter(|a| Some(a.inode) == last && a.kind == FileKind::File)
             .map(|a| {
-                let mut sized = a.clone();
+                let mut sized = objects_only(a);
                 self.fill_sizes(std::slice::from_mut(&mut sized)).map(|()| sized)
             });
         let mut attr = match pending.wait().map_err(|e| ClientError::from(e).context(&what))?.0 {
@@ -419,7 +418,7 @@ impl Client {
             other => return Err(unexpected(&other)),
         };
         match early {
-            Some(Ok(sized)) if sized.layout == attr.layout => attr.size = sized.size,
+            Some(Ok(sized)) if sized.layout == attr.layout => take_sized(&mut attr, &sized),
             // The path holds, so a failed size is a real failure; ask once more.
             _ => self.fill_sizes(std::slice::from_mut(&mut attr))?,
         }
@@ -445,7 +444,7 @@ impl Client {
         )?;
         let early = known
             .filter(|a| Some(a.inode) == last && a.kind == FileKind::File)
-            .map(|a| self.attr_stamped(a.clone()));
+            .map(|a| self.attr_stamped(objects_only(a)));
         let attr = match pending.wait().map_err(|e| ClientError::from(e).context(&what))?.0 {
             Response::Attr(a) => a,
             other => return Err(unexpected(&other)),
@@ -453,13 +452,9 @@ impl Client {
         match early {
             Some(Ok((sized, stamp))) if sized.layout == attr.layout && attr.kind == FileKind::File => {
                 let stamp = stamp.filter(|_| !attr.cache.uses_tier());
-                Ok((
-                    Attr {
-                        size: sized.size,
-                        ..attr
-                    },
-                    stamp,
-                ))
+                let mut attr = attr;
+                take_sized(&mut attr, &sized);
+                Ok((attr, stamp))
             }
             // The path holds, so a failed size is a real failure; ask once more.
             _ => self.attr_stamped(attr),
@@ -540,11 +535,8 @@ impl Client {
         for (connection, items) in &connections {
             for batch in items.chunks(BATCH_INODES_MAX) {
                 let items: Vec<_> = batch.iter().map(|(k, s)| (attrs[*k].inode, *s)).collect();
-                let request = if stamps.is_some() {
-                    Request::ObjStamp { items }
-                } else {
-                    Request::ObjStat { items }
-                };
+                // Always the stamped stat: it also carries each object's mtime.
+                let request = Request::ObjStamp { items };
                 pending.push((batch, connection, connection.send(&request, &[])?));
             }
         }
@@ -573,8 +565,13 @@ impl Client {
                 if stamped.end == u64::MAX {
                     missing[*k] += 1;
                 } else {
-                    attrs[*k].size = attrs[*k].size.max(stamped.end);
-                    attrs[*k].blocks += stamped.allocated.div_ceil(512);
+                    let attr = &mut attrs[*k];
+                    attr.size = attr.size.max(stamped.end);
+                    attr.blocks += stamped.allocated.div_ceil(512);
+                    // Writes change only the objects: their latest time is the file's
+                    // modification (and change) time when later than the manager's.
+                    attr.mtime = attr.mtime.max(stamped.mtime);
+                    attr.ctime = attr.ctime.max(stamped.mtime);
                 }
                 let file = &mut objects[*k];
                 match (file.as_mut(), stamped.stamp) {
@@ -1436,6 +1433,25 @@ pub struct DataStamp {
     objects: Vec<u64>,
 }
 
+/// `known` with no times of its own, for asking the io servers about its objects while
+/// the manager answers: what the size query then adds is the objects' latest time only.
+fn objects_only(known: &Attr) -> Attr {
+    Attr {
+        mtime: weft_proto::Timespec::default(),
+        ctime: weft_proto::Timespec::default(),
+        ..known.clone()
+    }
+}
+
+/// The manager's answer `attr` completed with what the io servers said of the same
+/// file's objects (`objects_only`): size, blocks, and the later of their times.
+fn take_sized(attr: &mut Attr, sized: &Attr) {
+    attr.size = sized.size;
+    attr.blocks = sized.blocks;
+    attr.mtime = attr.mtime.max(sized.mtime);
+    attr.ctime = attr.ctime.max(sized.mtime);
+}
+
 fn unstamped(stats: Vec<(u64, u64)>) -> Vec<ObjStamped> {
     stats
         .into_iter()
@@ -1443,6 +1459,7 @@ fn unstamped(stats: Vec<(u64, u64)>) -> Vec<ObjStamped> {
             end,
             allocated,
             stamp: ObjStamped::UNSETTLED,
+            mtime: Default::default(),
         })
         .collect()
 }

@@ -156,7 +156,7 @@ impl CacheService {
         match request {
             Request::RegisterView { .. } | Request::ReleaseView { .. } => self.owns_views,
             // An io request numbered past the cache range.
-            Request::ObjStamp { .. } => false,
+            Request::ObjStamp { .. } | Request::ObjTimes { .. } => false,
             r => (r.opcode() as u16) >= 80,
         }
     }

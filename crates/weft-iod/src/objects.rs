@@ -70,6 +70,24 @@ impl ObjectStore {
         }
     }
 
+    /// Sets the modification time of the object of `inode` when it exists (a missing
+    /// object has no time to show; its file's time is the manager's).
+    pub fn set_mtime(&self, inode: InodeId, mtime: weft_proto::Timespec) -> Result<(), WireError> {
+        let when = if mtime.secs >= 0 {
+            std::time::UNIX_EPOCH + std::time::Duration::new(mtime.secs as u64, mtime.nanos)
+        } else {
+            std::time::UNIX_EPOCH - std::time::Duration::from_secs(mtime.secs.unsigned_abs())
+                + std::time::Duration::from_nanos(u64::from(mtime.nanos))
+        };
+        match OpenOptions::new().write(true).open(self.path_of(inode)) {
+            Ok(file) => file
+                .set_times(std::fs::FileTimes::new().set_modified(when))
+                .map_err(|e| io_error(e, inode, "set the time of")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error(e, inode, "set the time of")),
+        }
+    }
+
     /// Creates empty objects for fresh inode numbers, each exclusively: an object that
     /// exists already is never taken over (whose data would it hold?). On any failure the
     /// objects this call made are removed again and the error names the inode. Made

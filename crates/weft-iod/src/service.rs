@@ -344,12 +344,17 @@ impl IoService {
                         } else {
                             ObjStamped::UNSETTLED
                         },
+                        mtime: weft_proto::Timespec {
+                            secs: m.mtime(),
+                            nanos: m.mtime_nsec().clamp(0, 999_999_999) as u32,
+                        },
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => ObjStamped {
                     end: u64::MAX,
                     allocated: 0,
                     stamp: ObjStamped::ABSENT,
+                    mtime: weft_proto::Timespec::default(),
                 },
                 Err(e) => return Err(io_error(e, *inode, "stat")),
             };
@@ -557,6 +562,12 @@ impl IoService {
             } => self.truncate(inode, striping, size)?,
             Request::ObjCreate { inodes } => {
                 inodes.iter().try_for_each(|i| self.objects.create(*i))?;
+                Response::Done
+            }
+            Request::ObjTimes { inodes, mtime } => {
+                inodes
+                    .iter()
+                    .try_for_each(|i| self.objects.set_mtime(*i, mtime))?;
                 Response::Done
             }
             Request::ObjPrecreate { inodes } => {

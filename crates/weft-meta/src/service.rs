@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
 use weft_proto::msg::BATCH_INODES_MAX;
-use weft_proto::{Attr, ClusterInfo, Cred, ErrorCode, Request, Response, WireError};
+use weft_proto::{Attr, ClusterInfo, Cred, ErrorCode, Request, Response, TimeSet, Timespec, WireError};
 
 use crate::store::{ClusterLayout, CreateCheck, MetaStore};
 
@@ -36,6 +36,11 @@ pub trait ObjectServers: Send + Sync {
     /// (dirty ones too: there is nothing to write them back to). Best effort: a
     /// manager that misses it drops them when their write-back finds no object.
     fn drop_cached(&self, _manager: ServerId, _inodes: &[InodeId]) -> Result<(), WireError> {
+        Ok(())
+    }
+    /// Set the modification time of the objects of `inodes` on io server `server` (an
+    /// explicitly set time: a file's time is the latest of its objects' and its own).
+    fn set_mtime(&self, _server: ServerId, _inodes: &[InodeId], _mtime: Timespec) -> Result<(), WireError> {
         Ok(())
     }
 }
@@ -261,6 +266,26 @@ impl MetaService {
             Request::GetAttr { cred, inode } => store.getattr(&cred, inode).map(Response::Attr),
             Request::SetAttr { cred, inode, changes } => {
                 let attr = store.setattr(&cred, inode, &changes)?;
+                if let (Some(TimeSet::At(mtime)), Some(layout)) = (changes.mtime, &attr.layout) {
+                    // The objects' own times are later than the one set (they were
+                    // written before): set theirs too, or a stat would show theirs.
+                    for (server, result) in
+                        layout
+                            .servers
+                            .iter()
+                            .zip(self.on_each_server(&layout.servers, |server| {
+                                self.objects.set_mtime(server, &[inode], mtime)
+                            }))
+                    {
+                        if let Err(e) = result {
+                            eprintln!(
+                                "weftd meta: setting the time of inode {inode}'s object on io server {server}: {}; \
+                                 a stat may show the object's later time",
+                                e.message
+                            );
+                        }
+                    }
+                }
                 // A chmod or chown may take rights away: capabilities issued before it
                 // go (their holders ask again, and are checked again).
                 if changes.mode.is_some() || changes.uid.is_some() || changes.gid.is_some() {
@@ -433,6 +458,7 @@ impl MetaService {
             | Request::ShmCall { .. }
             | Request::ObjStat { .. }
             | Request::ObjStamp { .. }
+            | Request::ObjTimes { .. }
             | Request::Allocate { .. }
             | Request::PresentCapability { .. }
             | Request::RevokeCapabilities { .. }) => Err(WireError::new(

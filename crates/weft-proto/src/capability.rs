@@ -170,6 +170,7 @@ pub fn need(request: &Request) -> Need {
         // removal of files.
         Request::CacheDrop { inodes } if inodes.len() == 1 => Need::on(inodes[0], READ | WRITE),
         Request::ObjCreate { .. }
+        | Request::ObjTimes { .. }
         | Request::ObjPrecreate { .. }
         | Request::ObjRemove { .. }
         | Request::CacheDrop { .. }

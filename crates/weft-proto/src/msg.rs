@@ -117,6 +117,7 @@ pub enum Opcode {
     RemoveXattr = 70,
     ObjStat = 71,
     ObjStamp = 151,
+    ObjTimes = 160,
     Allocate = 72,
     SharedPointer = 125,
     SharedPointerSince = 150,
@@ -417,6 +418,13 @@ pub enum Request {
     Readlink {
         cred: Cred,
         inode: InodeId,
+    },
+    /// io (from the manager, with a server capability): set the modification time of
+    /// these objects that exist, so that an explicitly set time (utimensat, `touch -d`,
+    /// tar and cp -p restoring times) is what a stat shows, not an object's later one.
+    ObjTimes {
+        inodes: Vec<InodeId>,
+        mtime: Timespec,
     },
     /// io: create empty objects for new files.
     ObjCreate {
@@ -964,6 +972,7 @@ impl Request {
             RemoveXattr { .. } => Opcode::RemoveXattr,
             ObjStat { .. } => Opcode::ObjStat,
             ObjStamp { .. } => Opcode::ObjStamp,
+            ObjTimes { .. } => Opcode::ObjTimes,
             Allocate { .. } => Opcode::Allocate,
             SharedPointer { .. } => Opcode::SharedPointer,
             SharedPointerSince { .. } => Opcode::SharedPointerSince,
@@ -1145,6 +1154,10 @@ impl Request {
                 target.encode(&mut w);
             }
             ObjCreate { inodes } | ObjRemove { inodes } | ObjPrecreate { inodes } => w.seq(inodes),
+            ObjTimes { inodes, mtime } => {
+                w.seq(inodes);
+                mtime.encode(&mut w);
+            }
             Write {
                 inode,
                 striping,
@@ -1649,6 +1662,10 @@ impl Request {
             },
             151 => Request::ObjStamp {
                 items: bounded(r.seq()?, BATCH_INODES_MAX, "object batch")?,
+            },
+            160 => Request::ObjTimes {
+                inodes: bounded(r.seq()?, BATCH_INODES_MAX, "object batch")?,
+                mtime: Timespec::decode(r)?,
             },
             72 => {
                 let allocate = Request::Allocate {
@@ -2326,6 +2343,13 @@ mod tests {
             Request::ObjStamp {
                 items: vec![(InodeId(3), s), (InodeId(4), s)],
             },
+            Request::ObjTimes {
+                inodes: vec![InodeId(3), InodeId(9)],
+                mtime: Timespec {
+                    secs: 978_307_200,
+                    nanos: 5,
+                },
+            },
             Request::Allocate {
                 inode: InodeId(3),
                 striping: s,
@@ -2566,11 +2590,16 @@ mod tests {
                     end: 10,
                     allocated: 4096,
                     stamp: ObjStamped::UNSETTLED,
+                    mtime: Timespec {
+                        secs: 1_700_000_000,
+                        nanos: 999_999_999,
+                    },
                 },
                 ObjStamped {
                     end: u64::MAX,
                     allocated: 0,
                     stamp: ObjStamped::ABSENT,
+                    mtime: Timespec::default(),
                 },
             ])),
             Ok(Response::Metrics {

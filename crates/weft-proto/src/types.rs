@@ -259,6 +259,10 @@ pub struct ObjStamped {
     /// Bytes allocated on disk.
     pub allocated: u64,
     pub stamp: u64,
+    /// When the object's data last changed (its mtime; zero when it is missing). Writes
+    /// reach only the io servers, so a file's modification time is the latest of its
+    /// objects' and the manager's (which creates, truncates and explicit times set).
+    pub mtime: Timespec,
 }
 
 impl ObjStamped {
@@ -277,12 +281,14 @@ impl Wire for ObjStamped {
         w.u64(self.end);
         w.u64(self.allocated);
         w.u64(self.stamp);
+        self.mtime.encode(w);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(ObjStamped {
             end: r.u64()?,
             allocated: r.u64()?,
             stamp: r.u64()?,
+            mtime: Timespec::decode(r)?,
         })
     }
 }

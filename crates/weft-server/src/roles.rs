@@ -370,7 +370,7 @@ fn user_pool(meta: &str, plan: &Plan) -> ConnectionPool {
 fn is_io_request(request: &Request) -> bool {
     use weft_proto::Opcode::*;
     match request.opcode() {
-        AppendLock | AppendUnlock | ObjStat | ObjStamp | Allocate | ObjPrecreate | ExtentLock
+        AppendLock | AppendUnlock | ObjStat | ObjStamp | ObjTimes | Allocate | ObjPrecreate | ExtentLock
         | ExtentUnlock | LockStats => true,
         Revalidate | Release | RenewSession | Link | Mknod | SetXattr | GetXattr | ListXattr
         | RemoveXattr => false,
@@ -539,6 +539,20 @@ impl ObjectServers for NetObjectServers {
             server,
             Request::ObjRemove {
                 inodes: inodes.to_vec(),
+            },
+        )
+    }
+    fn set_mtime(
+        &self,
+        server: ServerId,
+        inodes: &[InodeId],
+        mtime: weft_proto::Timespec,
+    ) -> Result<(), WireError> {
+        self.call(
+            server,
+            Request::ObjTimes {
+                inodes: inodes.to_vec(),
+                mtime,
             },
         )
     }

@@ -247,6 +247,18 @@ fn requests_without_a_capability_are_refused_for_every_operation_class_and_chang
             vec![],
             ErrorCode::PermissionDenied,
         ),
+        // Setting an object's time (what a stat shows) is the manager's, after its
+        // permission check of a utimensat.
+        (
+            "set times",
+            &io,
+            Request::ObjTimes {
+                inodes: vec![inode],
+                mtime: weft_proto::Timespec::default(),
+            },
+            vec![],
+            ErrorCode::PermissionDenied,
+        ),
         // Planting an object for the next inode number is a server's operation too.
         (
             "create",
