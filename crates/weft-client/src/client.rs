@@ -262,6 +262,23 @@ impl Client {
         &self.inner.cred
     }
 
+    /// Per io server, how this client reaches it and moves bulk data: "shm", "unix"
+    /// or "tcp" (connecting if not yet connected), or the error that stops it.
+    pub fn io_transports(&self) -> Vec<(ServerId, Result<&'static str, ClientError>)> {
+        self.inner
+            .cluster
+            .io_servers
+            .iter()
+            .map(|s| {
+                let transport = self
+                    .inner
+                    .io_addr(s.id)
+                    .and_then(|addr| Ok(self.inner.pool.get(addr)?.transport()));
+                (s.id, transport)
+            })
+            .collect()
+    }
+
     pub fn cluster_info(&self) -> &ClusterInfo {
         &self.inner.cluster
     }
