@@ -73,10 +73,39 @@ struct ClusterReport {
 struct Side {
     mode: Mode,
     /// Stops the servers when dropped (after the workers and the client).
-    _cluster: Cluster,
+    cluster: Cluster,
     client: Client,
-    workers: Workers,
+    /// None between cycles with --fresh-workers.
+    workers: Option<Workers>,
     report: ClusterReport,
+}
+
+/// How the worker processes are started.
+struct WorkerSpec {
+    procs: u32,
+    block_bytes: u64,
+    path: String,
+    /// Required by the worker, never touched here.
+    unused_local: std::path::PathBuf,
+    /// New processes for every cycle (--fresh-workers).
+    fresh: bool,
+}
+
+impl WorkerSpec {
+    fn spawn(&self, home: &Path) -> Result<Workers> {
+        Workers::spawn_in("concurrent-worker", self.procs, Some(home), |rank| {
+            vec![
+                OsString::from("--rank"),
+                rank.to_string().into(),
+                "--block-bytes".into(),
+                self.block_bytes.to_string().into(),
+                "--path".into(),
+                self.path.clone().into(),
+                "--local-path".into(),
+                self.unused_local.clone().into(),
+            ]
+        })
+    }
 }
 
 /// One side's cycle: per phase, MiB/s and every process's time.
@@ -123,6 +152,9 @@ struct Results {
     total_bytes: u64,
     pairs: u32,
     io_servers: u32,
+    /// New worker processes every cycle (--fresh-workers): each cycle's first write
+    /// and first read include the capability grants and presents.
+    fresh_workers: bool,
     stripe_size_bytes: u64,
     stripe_count: usize,
     /// WEFT_TRANSPORT as set for this run ("auto" when unset).
@@ -187,6 +219,13 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
     let scratch = tempfile::Builder::new().prefix("weft-bench-capcmp-").tempdir()?;
     let unused_local = scratch.path().join("unused.dat");
 
+    let spec = WorkerSpec {
+        procs,
+        block_bytes,
+        path: args.path.clone(),
+        unused_local,
+        fresh: args.fresh_workers,
+    };
     let mut sides = Vec::new();
     let mut layout = None;
     for mode in [Mode::On, Mode::Off] {
@@ -204,19 +243,11 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
             .with_context(|| format!("probing the cluster with {}", mode.name()))?;
         let file_layout = crate::cluster::recreate(&client, &args.path, &create)?;
         layout.get_or_insert(file_layout);
-        let workers = Workers::spawn_in("concurrent-worker", procs, Some(cluster.home()), |rank| {
-            let a: Vec<OsString> = vec![
-                "--rank".into(),
-                rank.to_string().into(),
-                "--block-bytes".into(),
-                block_bytes.to_string().into(),
-                "--path".into(),
-                args.path.clone().into(),
-                "--local-path".into(),
-                unused_local.clone().into(),
-            ];
-            a
-        })?;
+        let workers = if spec.fresh {
+            None
+        } else {
+            Some(spec.spawn(cluster.home())?)
+        };
         let report = ClusterReport {
             mode,
             home: cluster.home().display().to_string(),
@@ -228,7 +259,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         };
         sides.push(Side {
             mode,
-            _cluster: cluster,
+            cluster,
             client,
             workers,
             report,
@@ -255,7 +286,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
 
     let mut warmup = Vec::new();
     for side in &mut sides {
-        warmup.push(cycle(side, &args.path, args.pairs, total)?);
+        warmup.push(cycle(side, &spec, args.pairs, total)?);
         side.report.transports = side
             .client
             .io_transports()
@@ -277,7 +308,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         let mut off = None;
         for mode in order {
             let side = sides.iter_mut().find(|s| s.mode == mode).expect("both modes");
-            let c = cycle(side, &args.path, pair, total)?;
+            let c = cycle(side, &spec, pair, total)?;
             match mode {
                 Mode::On => on = Some(c),
                 Mode::Off => off = Some(c),
@@ -313,7 +344,9 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
 
     let mut sides_reports = Vec::new();
     for side in sides {
-        side.workers.finish()?;
+        if let Some(workers) = side.workers {
+            workers.finish()?;
+        }
         side.client.unlink(&args.path)?;
         sides_reports.push(side.report);
         // The cluster stops here (`Cluster`'s drop).
@@ -360,6 +393,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         total_bytes: total,
         pairs: args.pairs,
         io_servers: args.io_servers,
+        fresh_workers: args.fresh_workers,
         stripe_size_bytes: layout.stripe_size_bytes,
         stripe_count: layout.servers.len(),
         transport_asked: std::env::var("WEFT_TRANSPORT").unwrap_or_else(|_| "auto".into()),
@@ -457,9 +491,14 @@ fn status_lines(weft: &Path, home: &Path) -> Vec<String> {
     }
 }
 
-/// One cycle on one side: the file emptied, then the four phases.
-fn cycle(side: &mut Side, path: &str, run: u32, total: u64) -> Result<Cycle> {
+/// One cycle on one side: the file emptied, then the four phases (in new worker
+/// processes with --fresh-workers).
+fn cycle(side: &mut Side, spec: &WorkerSpec, run: u32, total: u64) -> Result<Cycle> {
     let name = side.mode.name();
+    let path = spec.path.as_str();
+    if side.workers.is_none() {
+        side.workers = Some(spec.spawn(side.cluster.home())?);
+    }
     side.client.open(
         path,
         &OpenOptions {
@@ -468,7 +507,7 @@ fn cycle(side: &mut Side, path: &str, run: u32, total: u64) -> Result<Cycle> {
             ..Default::default()
         },
     )?;
-    let w = &mut side.workers;
+    let w = side.workers.as_mut().expect("spawned above");
     let mut ns = Vec::new();
     let mut bytes_verified = 0;
     for (phase, seed_run) in [
@@ -500,6 +539,9 @@ fn cycle(side: &mut Side, path: &str, run: u32, total: u64) -> Result<Cycle> {
         ns.push(read.into_iter().map(|(t, _)| t).collect());
     }
     w.step("close")?;
+    if spec.fresh {
+        side.workers.take().expect("spawned above").finish()?;
+    }
     let mib_per_s = ns
         .iter()
         .map(|per_process| mib_per_s(total, per_process.iter().copied().max().unwrap_or(1)))
@@ -566,6 +608,13 @@ fn render(r: &Results) -> String {
         ));
     }
     out.push_str(&format!("authentication: {}\n\n", r.authentication));
+    if r.fresh_workers {
+        out.push_str(
+            "worker processes: new for every cycle (their first capability grants and presents are timed)\n",
+        );
+    } else {
+        out.push_str("worker processes: the same for every cycle (capabilities granted and presented once, in the warm-up)\n");
+    }
     let mut table = Table::new(&[
         "phase",
         "on MiB/s",

@@ -96,6 +96,12 @@ pub struct ConcurrentArgs {
     /// Io servers of each cluster --compare-capabilities starts.
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub io_servers: u32,
+    /// With --compare-capabilities: new worker processes for every cycle, so that each
+    /// cycle's first write and first read pay the capability grants and presents
+    /// (connections are made before the timed phases). Without it the same processes
+    /// serve every cycle and hold their capabilities from the warm-up on.
+    #[arg(long)]
+    pub fresh_workers: bool,
 }
 
 /// Arguments of one worker process (given by the parent).

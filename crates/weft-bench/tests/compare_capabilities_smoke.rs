@@ -151,3 +151,41 @@ fn comparing_capabilities_refuses_options_that_do_not_apply() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--pairs must be 1 to"), "{stderr}");
 }
+
+#[test]
+fn comparing_capabilities_with_fresh_workers_runs_new_processes_every_cycle() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json = scratch.path().join("fresh.json");
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .args(["bench", "concurrent", "--compare-capabilities", "--fresh-workers"])
+        .args([
+            "--procs",
+            "1",
+            "--block-mib",
+            "1",
+            "--pairs",
+            "1",
+            "--io-servers",
+            "1",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .env_remove("WEFT_HOME")
+        .env_remove("WEFT_META")
+        .env_remove("WEFT_KEY")
+        .output()
+        .expect("running weft bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "weft bench failed:\n{stdout}{stderr}");
+    assert!(
+        stdout.contains("worker processes: new for every cycle"),
+        "{stdout}"
+    );
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["fresh_workers"], true);
+    let pair = &r["rounds"][0];
+    for side in ["on", "off"] {
+        assert_eq!(pair[side]["bytes_verified"], 2 * MIB, "{pair}");
+    }
+}
