@@ -3,8 +3,9 @@
 //! `weft up` makes it (authenticated connections and capabilities) and one started
 //! with `--insecure-no-capabilities`; the same P worker processes' workload (first
 //! write into an emptied file, read back, rewrite in place, read back, every read
-//! verified) runs on each in turn, the order alternating from pair to pair, so that
-//! both sides share the machine's state of the moment. Each phase is reported as the
+//! verified) runs on each in turn, phase by phase (each phase on one cluster, then at
+//! once on the other), the order alternating from pair to pair, so that both sides of
+//! a phase share the machine's state of the moment. Each phase is reported as the
 //! median of the per-pair ratios (on / off) with its spread.
 //!
 //! Before measuring, both clusters are shown to differ: an io server of the first
@@ -284,9 +285,8 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         crate::regime::describe()
     );
 
-    let mut warmup = Vec::new();
+    let warmup = cycles(&mut sides, [Mode::On, Mode::Off], &spec, args.pairs, total)?;
     for side in &mut sides {
-        warmup.push(cycle(side, &spec, args.pairs, total)?);
         side.report.transports = side
             .client
             .io_transports()
@@ -304,17 +304,12 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         } else {
             [Mode::Off, Mode::On]
         };
-        let mut on = None;
-        let mut off = None;
-        for mode in order {
-            let side = sides.iter_mut().find(|s| s.mode == mode).expect("both modes");
-            let c = cycle(side, &spec, pair, total)?;
-            match mode {
-                Mode::On => on = Some(c),
-                Mode::Off => off = Some(c),
-            }
+        let mut ran = cycles(&mut sides, order, &spec, pair, total)?;
+        if order[0] == Mode::Off {
+            ran.reverse();
         }
-        let (on, off) = (on.expect("ran"), off.expect("ran"));
+        let off = ran.pop().expect("two cycles");
+        let on = ran.pop().expect("two cycles");
         let ratios: Vec<f64> = on
             .mib_per_s
             .iter()
@@ -414,8 +409,8 @@ const NOTE_PHASES: &str = "write: into the emptied file (new object pages); read
 writes other data over it in place; reread: reads that back. Every read is compared with what was written; \
 no sync";
 const NOTE_RATIO: &str =
-    "each pair runs the same cycle on both clusters back to back (the order alternates); \
-the ratio of a pair is capabilities-on MiB/s over capabilities-off MiB/s; the figure is the median of the \
+    "each pair runs the same cycle on both clusters, step by step: every phase runs on one cluster, then at \
+once on the other (the order alternates from pair to pair); the ratio of a pair is capabilities-on MiB/s over capabilities-off MiB/s; the figure is the median of the \
 pairs' ratios, [q1, q3] its spread";
 
 /// A client of the cluster in `home`, found as a worker finds it.
@@ -491,67 +486,121 @@ fn status_lines(weft: &Path, home: &Path) -> Vec<String> {
     }
 }
 
-/// One cycle on one side: the file emptied, then the four phases (in new worker
-/// processes with --fresh-workers).
-fn cycle(side: &mut Side, spec: &WorkerSpec, run: u32, total: u64) -> Result<Cycle> {
+/// Steps of one cycle on one side: the file emptied, then the four phases, each
+/// opened untimed first; a pair runs each step on both sides back to back, so that
+/// the two sides of a phase are seconds-of-load apart only by one phase's time.
+const STEPS: usize = 10;
+
+/// One side's cycle in progress.
+struct InCycle {
+    ns: Vec<Vec<u64>>,
+    bytes_verified: u64,
+}
+
+/// Step `k` of cycle `run` on `side` (new worker processes with --fresh-workers).
+fn cycle_step(
+    side: &mut Side,
+    spec: &WorkerSpec,
+    k: usize,
+    run: u32,
+    total: u64,
+    acc: &mut InCycle,
+) -> Result<()> {
     let name = side.mode.name();
     let path = spec.path.as_str();
-    if side.workers.is_none() {
-        side.workers = Some(spec.spawn(side.cluster.home())?);
+    let seed_run = |again: bool| run.wrapping_mul(2).wrapping_add(u32::from(again));
+    match k {
+        0 => {
+            if side.workers.is_none() {
+                side.workers = Some(spec.spawn(side.cluster.home())?);
+            }
+            side.client.open(
+                path,
+                &OpenOptions {
+                    write: true,
+                    truncate: true,
+                    ..Default::default()
+                },
+            )?;
+        }
+        1 | 5 => {
+            let w = side.workers.as_mut().expect("spawned at step 0");
+            w.step(&format!("open-write weft {}", seed_run(k == 5)))?;
+        }
+        2 | 6 => {
+            let w = side.workers.as_mut().expect("spawned at step 0");
+            let (written, _) = w.step("write")?;
+            acc.ns
+                .push(first_numbers(&written)?.into_iter().map(|(t, _)| t).collect());
+            let size = side.client.stat(path)?.size;
+            ensure!(
+                size == total,
+                "{name}: the file holds {size} bytes after a write phase, expected {total}"
+            );
+        }
+        3 | 7 => {
+            side.workers
+                .as_mut()
+                .expect("spawned at step 0")
+                .step("open-read weft")?;
+        }
+        4 | 8 => {
+            let (read, _) = side.workers.as_mut().expect("spawned at step 0").step("read")?;
+            let read = first_numbers(&read)?;
+            let verified: u64 = read.iter().map(|r| r.1).sum();
+            ensure!(
+                verified == total,
+                "{name}: processes verified {verified} bytes, expected {total}"
+            );
+            acc.bytes_verified += verified;
+            acc.ns.push(read.into_iter().map(|(t, _)| t).collect());
+        }
+        9 => {
+            side.workers.as_mut().expect("spawned at step 0").step("close")?;
+            if spec.fresh {
+                side.workers.take().expect("spawned at step 0").finish()?;
+            }
+        }
+        _ => bail!("no cycle step {k}"),
     }
-    side.client.open(
-        path,
-        &OpenOptions {
-            write: true,
-            truncate: true,
-            ..Default::default()
-        },
-    )?;
-    let w = side.workers.as_mut().expect("spawned above");
-    let mut ns = Vec::new();
-    let mut bytes_verified = 0;
-    for (phase, seed_run) in [
-        ("first", run.wrapping_mul(2)),
-        ("again", run.wrapping_mul(2).wrapping_add(1)),
-    ] {
-        w.step(&format!("open-write weft {seed_run}"))?;
-        let (written, _) = w.step("write")?;
-        let size = side.client.stat(path)?.size;
-        ensure!(
-            size == total,
-            "{name}: the file holds {size} bytes after the {phase} write, expected {total}"
-        );
-        w.step("open-read weft")?;
-        let (read, _) = w.step("read")?;
-        ns.push(
-            first_numbers(&written)?
-                .into_iter()
-                .map(|(t, _)| t)
-                .collect::<Vec<u64>>(),
-        );
-        let read = first_numbers(&read)?;
-        let verified: u64 = read.iter().map(|r| r.1).sum();
-        ensure!(
-            verified == total,
-            "{name}: processes verified {verified} bytes, expected {total}"
-        );
-        bytes_verified += verified;
-        ns.push(read.into_iter().map(|(t, _)| t).collect());
-    }
-    w.step("close")?;
-    if spec.fresh {
-        side.workers.take().expect("spawned above").finish()?;
-    }
-    let mib_per_s = ns
+    Ok(())
+}
+
+/// One cycle on each side in `order`, step by step (see `STEPS`).
+fn cycles(
+    sides: &mut [Side],
+    order: [Mode; 2],
+    spec: &WorkerSpec,
+    run: u32,
+    total: u64,
+) -> Result<Vec<Cycle>> {
+    let mut acc: Vec<InCycle> = order
         .iter()
-        .map(|per_process| mib_per_s(total, per_process.iter().copied().max().unwrap_or(1)))
+        .map(|_| InCycle {
+            ns: Vec::new(),
+            bytes_verified: 0,
+        })
         .collect();
-    Ok(Cycle {
-        mode: side.mode,
-        mib_per_s,
-        ns,
-        bytes_verified,
-    })
+    for k in 0..STEPS {
+        for (i, mode) in order.iter().enumerate() {
+            let side = sides.iter_mut().find(|s| s.mode == *mode).expect("both modes");
+            cycle_step(side, spec, k, run, total, &mut acc[i])?;
+        }
+    }
+    Ok(order
+        .iter()
+        .zip(acc)
+        .map(|(mode, a)| Cycle {
+            mode: *mode,
+            mib_per_s: a
+                .ns
+                .iter()
+                .map(|per_process| mib_per_s(total, per_process.iter().copied().max().unwrap_or(1)))
+                .collect(),
+            ns: a.ns,
+            bytes_verified: a.bytes_verified,
+        })
+        .collect())
 }
 
 fn first_numbers(replies: &[String]) -> Result<Vec<(u64, u64)>> {

@@ -85,7 +85,7 @@ pub struct ConcurrentArgs {
     /// two clusters side by side, one as `weft up` makes it and one with
     /// `--insecure-no-capabilities`, show that they differ (a read without a
     /// capability is refused by one and served by the other), run the same workload on
-    /// each in turn for --pairs pairs (first write, read, rewrite, reread, every read
+    /// each in turn for --pairs pairs, phase by phase (first write, read, rewrite, reread, every read
     /// verified; the order alternates) and report per phase the median of the pairs'
     /// on/off ratios with its spread. Needs no running cluster.
     #[arg(long)]
