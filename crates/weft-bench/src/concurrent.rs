@@ -81,6 +81,27 @@ pub struct ConcurrentArgs {
     /// to run on a virtual machine, for the local file too).
     #[arg(long)]
     pub rewrite: bool,
+    /// Measure what capabilities cost instead of comparing with a local file: start
+    /// two clusters side by side, one as `weft up` makes it and one with
+    /// `--insecure-no-capabilities`, show that they differ (a read without a
+    /// capability is refused by one and served by the other), run the same workload on
+    /// each in turn for --pairs pairs, phase by phase (first write, read, rewrite, reread, every read
+    /// verified; the order alternates) and report per phase the median of the pairs'
+    /// on/off ratios with its spread. Needs no running cluster.
+    #[arg(long)]
+    pub compare_capabilities: bool,
+    /// Pairs of cycles with --compare-capabilities.
+    #[arg(long, default_value_t = 9, value_name = "N")]
+    pub pairs: u32,
+    /// Io servers of each cluster --compare-capabilities starts.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub io_servers: u32,
+    /// With --compare-capabilities: new worker processes for every cycle, so that each
+    /// cycle's first write and first read pay the capability grants and presents
+    /// (connections are made before the timed phases). Without it the same processes
+    /// serve every cycle and hold their capabilities from the warm-up on.
+    #[arg(long)]
+    pub fresh_workers: bool,
 }
 
 /// Arguments of one worker process (given by the parent).
@@ -366,6 +387,9 @@ pub const SWEEP_MAX: usize = 16;
 /// count, bandwidth against the process count for several (the JSON's `sweep` then
 /// holds one result per count).
 pub fn run(args: &ConcurrentArgs) -> Result<()> {
+    if args.compare_capabilities {
+        return crate::capcompare::run(args);
+    }
     ensure!(
         (1..=SWEEP_MAX).contains(&args.procs.len()),
         "--procs: 1 to {SWEEP_MAX} process counts"

@@ -12,6 +12,7 @@
 //! [`BenchArgs`] under a `bench` subcommand therefore works as its own worker.
 
 pub mod atomic;
+pub mod capcompare;
 pub mod cio;
 mod cluster;
 pub mod clusterfile;

@@ -28,10 +28,28 @@ impl Workers {
     /// Starts `procs` workers as `<this exe> bench <subcommand> <args_for(rank)>` and
     /// waits for each one's first `ok` (it is set up and connected).
     pub fn spawn(subcommand: &str, procs: u32, args_for: impl Fn(u32) -> Vec<OsString>) -> Result<Workers> {
+        Workers::spawn_in(subcommand, procs, None, args_for)
+    }
+
+    /// As `spawn`, the workers finding their cluster in `home` (WEFT_HOME, and no
+    /// WEFT_META) when one is given, else as the environment says.
+    pub fn spawn_in(
+        subcommand: &str,
+        procs: u32,
+        home: Option<&std::path::Path>,
+        args_for: impl Fn(u32) -> Vec<OsString>,
+    ) -> Result<Workers> {
         let exe = std::env::current_exe().context("finding the running executable")?;
         let mut workers = Workers { workers: Vec::new() };
         for rank in 0..procs {
-            let mut child = Command::new(&exe)
+            let mut command = Command::new(&exe);
+            if let Some(home) = home {
+                command
+                    .env("WEFT_HOME", home)
+                    .env_remove("WEFT_META")
+                    .env_remove("WEFT_KEY");
+            }
+            let mut child = command
                 .arg("bench")
                 .arg(subcommand)
                 .args(args_for(rank))

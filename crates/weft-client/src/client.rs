@@ -262,6 +262,23 @@ impl Client {
         &self.inner.cred
     }
 
+    /// Per io server, how this client reaches it and moves bulk data: "shm", "unix"
+    /// or "tcp" (connecting if not yet connected), or the error that stops it.
+    pub fn io_transports(&self) -> Vec<(ServerId, Result<&'static str, ClientError>)> {
+        self.inner
+            .cluster
+            .io_servers
+            .iter()
+            .map(|s| {
+                let transport = self
+                    .inner
+                    .io_addr(s.id)
+                    .and_then(|addr| Ok(self.inner.pool.get(addr)?.transport()));
+                (s.id, transport)
+            })
+            .collect()
+    }
+
     pub fn cluster_info(&self) -> &ClusterInfo {
         &self.inner.cluster
     }
@@ -781,9 +798,10 @@ impl Client {
     /// permission for what `write` asks are checked here, as [`Client::open`] checks
     /// them; the path walk and the create were done once, by the process that opened.
     /// A collective open (MPI-IO) costs the manager one request instead of one per
-    /// process this way.
+    /// process this way. A handoff from [`File::handoff_with_capability`] also spares
+    /// this process the manager's capability grant, when it is the same user's.
     pub fn open_handoff(&self, handoff: &[u8], path: &str, write: bool) -> Result<File, ClientError> {
-        let attr = Handoff::decode(handoff).map_err(|e| {
+        let Handed { attr, capability } = Handoff::decode(handoff).map_err(|e| {
             ClientError::refused(
                 ErrorCode::InvalidArgument,
                 format!("{path}: a damaged open handoff: {e}"),
@@ -796,6 +814,18 @@ impl Client {
             ));
         }
         check_access(&self.inner.cred, &attr, if write { 0o6 } else { 0o4 }).map_err(|e| e.context(path))?;
+        // The maker's capability serves this process too when it is the same user's
+        // and covers the access asked for; a server that refuses it (revoked, expired)
+        // makes the connection forget it and ask the manager.
+        if let Some((uid, cap)) = capability {
+            use weft_proto::capability::rights::{READ, WRITE};
+            let wanted = if write { WRITE } else { READ };
+            if uid == self.inner.cred.uid && cap.rights & wanted != 0 {
+                if let Some(source) = self.inner.pool.capability_source() {
+                    source.adopt(&cap);
+                }
+            }
+        }
         File::new(self.inner.clone(), attr, path.to_owned(), write)
     }
 
@@ -1362,21 +1392,70 @@ fn lossy(name: &[u8]) -> String {
 /// clearly. Whatever else a manager's open answer grants a handle belongs here too.
 pub(crate) struct Handoff;
 
-impl Handoff {
-    const VERSION: u8 = 1;
+/// What a handoff carries.
+pub(crate) struct Handed {
+    pub attr: Attr,
+    /// The capability of the process that made it, and its uid.
+    pub capability: Option<(u32, weft_proto::Capability)>,
+}
 
-    pub(crate) fn encode(attr: &Attr) -> Vec<u8> {
+impl Handoff {
+    /// The attributes alone.
+    const VERSION: u8 = 1;
+    /// The attributes' length, the attributes, then optionally the uid and capability.
+    const VERSION_CAPABLE: u8 = 2;
+
+    pub(crate) fn encode(attr: &Attr, capability: Option<&(u32, weft_proto::Capability)>) -> Vec<u8> {
         use weft_proto::Wire;
-        let mut out = vec![Handoff::VERSION];
-        out.extend_from_slice(&attr.to_bytes());
+        let attr = attr.to_bytes();
+        let Some((uid, cap)) = capability else {
+            let mut out = vec![Handoff::VERSION];
+            out.extend_from_slice(&attr);
+            return out;
+        };
+        let mut out = vec![Handoff::VERSION_CAPABLE];
+        out.extend_from_slice(&(attr.len() as u64).to_le_bytes());
+        out.extend_from_slice(&attr);
+        out.extend_from_slice(&uid.to_le_bytes());
+        out.extend_from_slice(&cap.to_bytes());
         out
     }
 
-    fn decode(bytes: &[u8]) -> Result<Attr, String> {
+    fn decode(bytes: &[u8]) -> Result<Handed, String> {
         use weft_proto::Wire;
         match bytes.split_first() {
-            Some((&Handoff::VERSION, rest)) => Attr::from_bytes(rest).map_err(|e| e.to_string()),
-            Some((v, _)) => Err(format!("version {v}, this build reads {}", Handoff::VERSION)),
+            Some((&Handoff::VERSION, rest)) => Ok(Handed {
+                attr: Attr::from_bytes(rest).map_err(|e| e.to_string())?,
+                capability: None,
+            }),
+            Some((&Handoff::VERSION_CAPABLE, rest)) => {
+                let short = || "truncated".to_owned();
+                let len = rest.get(..8).ok_or_else(short)?;
+                let len = usize::try_from(u64::from_le_bytes(len.try_into().expect("8 bytes")))
+                    .map_err(|_| short())?;
+                let attr_end = len.checked_add(8).ok_or_else(short)?;
+                let attr = rest.get(8..attr_end).ok_or_else(short)?;
+                let attr = Attr::from_bytes(attr).map_err(|e| e.to_string())?;
+                let uid = rest.get(attr_end..attr_end + 4).ok_or_else(short)?;
+                let uid = u32::from_le_bytes(uid.try_into().expect("4 bytes"));
+                let cap = weft_proto::Capability::from_bytes(&rest[attr_end + 4..])
+                    .map_err(|e| format!("its capability: {e}"))?;
+                if cap.inode != attr.inode {
+                    return Err(format!(
+                        "its capability is for inode {}, the file is inode {}",
+                        cap.inode, attr.inode
+                    ));
+                }
+                Ok(Handed {
+                    attr,
+                    capability: Some((uid, cap)),
+                })
+            }
+            Some((v, _)) => Err(format!(
+                "version {v}, this build reads {} and {}",
+                Handoff::VERSION,
+                Handoff::VERSION_CAPABLE
+            )),
             None => Err("empty".into()),
         }
     }

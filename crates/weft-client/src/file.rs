@@ -321,7 +321,27 @@ impl File {
     /// What another process of the same job needs to open this file without asking
     /// the manager ([`crate::Client::open_handoff`]): a few hundred bytes to broadcast.
     pub fn handoff(&self) -> Vec<u8> {
-        crate::client::Handoff::encode(&self.attr)
+        crate::client::Handoff::encode(&self.attr, None)
+    }
+
+    /// `handoff` with this handle's capability (read, or read and write for a writable
+    /// handle; granted now if not held yet): a process of the same user that opens
+    /// from it needs no capability round trip to the manager before its first read or
+    /// write. Without one (capabilities off, or the grant failed: the other process
+    /// then asks itself) it is `handoff`.
+    pub fn handoff_with_capability(&self) -> Vec<u8> {
+        let right = if self.writable {
+            weft_proto::capability::rights::WRITE
+        } else {
+            weft_proto::capability::rights::READ
+        };
+        let cap = self
+            .inner
+            .pool
+            .capability_source()
+            .and_then(|source| source.capability(self.attr.inode, right).ok().flatten());
+        let from = cap.map(|cap| (self.inner.cred.uid, cap));
+        crate::client::Handoff::encode(&self.attr, from.as_ref())
     }
 
     /// The manager's attributes as of open (size not filled in).

@@ -435,7 +435,9 @@ impl MpiFile {
                 .and_then(|(path, client)| root_open(client, path, name, mode, write, &hints));
             let blob = match opened {
                 Ok((file, shared)) => {
-                    let blob = OpenOutcome::encode_ok(&hints, shared, &file.handoff());
+                    // With rank 0's capability: the other ranks (the same user's) need
+                    // no grant of their own from the manager before their first I/O.
+                    let blob = OpenOutcome::encode_ok(&hints, shared, &file.handoff_with_capability());
                     root_file = Some(file);
                     blob
                 }

@@ -347,6 +347,11 @@ pub trait CapabilitySource: Send + Sync {
     fn capability(&self, inode: InodeId, rights: u8) -> Result<Option<Capability>, crate::RpcError>;
     /// `cap` was refused (revoked): do not hand it out again.
     fn forget(&self, _cap_inode: InodeId) {}
+    /// Keeps `cap`, granted to another process of the same user for the same file
+    /// (an MPI job's rank 0 at a collective open), to hand out as if granted here: a
+    /// source that asks a manager is spared the round trip. Refused or expired, it is
+    /// forgotten and asked for as usual.
+    fn adopt(&self, _cap: &Capability) {}
 }
 
 /// A server's source: its own server capability, made from the key.
@@ -436,9 +441,9 @@ impl PresentedHere {
 mod grants {
     use super::{now_ms, renew_due, rights, CapabilitySource};
     use crate::{ConnectionPool, RpcError};
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Mutex, Weak};
+    use std::sync::{Condvar, Mutex, Weak};
     use weft_layout::InodeId;
     use weft_proto::msg::{Request, Response};
     use weft_proto::{Capability, Cred, ErrorCode};
@@ -454,7 +459,14 @@ mod grants {
         _own: Option<std::sync::Arc<ConnectionPool>>,
         meta_addr: String,
         cred: Cred,
+        /// Per inode and single right (`READ` or `WRITE`); a capability of both rights
+        /// is kept under both.
         kept: Mutex<HashMap<(InodeId, u8), Capability>>,
+        /// The (inode, right)s some thread is asking the manager for: the others wait
+        /// for its answer rather than ask too (a file's first write reaches all its io
+        /// servers at once, each connection wanting the same capability).
+        asking: Mutex<HashSet<(InodeId, u8)>>,
+        answered: Condvar,
         /// The manager said the cluster asks for no capabilities.
         off: AtomicBool,
     }
@@ -467,12 +479,12 @@ mod grants {
                 meta_addr: meta_addr.to_owned(),
                 cred,
                 kept: Mutex::default(),
+                asking: Mutex::default(),
+                answered: Condvar::new(),
                 off: AtomicBool::new(false),
             }
         }
-    }
 
-    impl ManagerGrants {
         /// Asks the manager over a pool of its own (for connections of another pool).
         pub fn with_own_pool(pool: ConnectionPool, meta_addr: &str, cred: Cred) -> ManagerGrants {
             let pool = std::sync::Arc::new(pool);
@@ -480,27 +492,30 @@ mod grants {
             grants._own = Some(pool);
             grants
         }
-    }
 
-    impl CapabilitySource for ManagerGrants {
-        fn capability(&self, inode: InodeId, rights: u8) -> Result<Option<Capability>, RpcError> {
-            if self.off.load(Ordering::Relaxed) {
-                return Ok(None);
-            }
-            if rights & (rights::READ | rights::WRITE) == 0 {
-                return Err(RpcError::Remote {
-                    addr: self.meta_addr.clone(),
-                    error: weft_proto::WireError::new(
-                        ErrorCode::PermissionDenied,
-                        "this operation is for servers only: no client is granted a server capability",
-                    ),
-                });
-            }
-            if let Some(cap) = self.kept.lock().unwrap().get(&(inode, rights)) {
-                if !renew_due(cap, now_ms()) {
-                    return Ok(Some(cap.clone()));
+        /// The kept capability for `key`, unless it is due for renewal.
+        fn fresh(&self, key: (InodeId, u8)) -> Option<Capability> {
+            let kept = self.kept.lock().unwrap();
+            kept.get(&key).filter(|cap| !renew_due(cap, now_ms())).cloned()
+        }
+
+        fn keep(&self, cap: &Capability) {
+            let mut kept = self.kept.lock().unwrap();
+            if kept.len() + 2 > KEPT_MAX {
+                let now = now_ms();
+                kept.retain(|_, c| !renew_due(c, now));
+                if kept.len() + 2 > KEPT_MAX {
+                    kept.clear();
                 }
             }
+            for right in [rights::READ, rights::WRITE] {
+                if cap.rights & right != 0 {
+                    kept.insert((cap.inode, right), cap.clone());
+                }
+            }
+        }
+
+        fn grant(&self, inode: InodeId, rights: u8) -> Result<Capability, RpcError> {
             let Some(pool) = self.pool.upgrade() else {
                 return Err(RpcError::Disconnected {
                     addr: self.meta_addr.clone(),
@@ -512,28 +527,98 @@ mod grants {
                 inode,
                 rights,
             };
-            match pool.call(&self.meta_addr, &request, &[]) {
-                Ok((Response::Capability(cap), _)) => {
-                    let mut kept = self.kept.lock().unwrap();
-                    if kept.len() >= KEPT_MAX {
-                        let now = now_ms();
-                        kept.retain(|_, c| !renew_due(c, now));
-                        if kept.len() >= KEPT_MAX {
-                            kept.clear();
-                        }
-                    }
-                    kept.insert((inode, rights), cap.clone());
-                    Ok(Some(cap))
-                }
-                Ok((other, _)) => Err(RpcError::Protocol {
+            match pool.call(&self.meta_addr, &request, &[])? {
+                (Response::Capability(cap), _) => Ok(cap),
+                (other, _) => Err(RpcError::Protocol {
                     addr: self.meta_addr.clone(),
                     detail: format!("unexpected reply to a capability request: {other:?}"),
                 }),
+            }
+        }
+
+        /// Asks the manager for `right`. A writer asks for reading too, so that reading
+        /// back what it wrote (the usual next step) costs no second grant and no second
+        /// present at each io server; where the user may write but not read, it gets
+        /// the write right alone.
+        fn ask(&self, inode: InodeId, right: u8) -> Result<Option<Capability>, RpcError> {
+            let first = if right == rights::WRITE {
+                rights::READ | rights::WRITE
+            } else {
+                right
+            };
+            let granted = match self.grant(inode, first) {
+                Err(RpcError::Remote { error, .. })
+                    if first != right && error.code == ErrorCode::PermissionDenied =>
+                {
+                    self.grant(inode, right)
+                }
+                other => other,
+            };
+            match granted {
+                Ok(cap) => {
+                    self.keep(&cap);
+                    Ok(Some(cap))
+                }
                 Err(RpcError::Remote { error, .. }) if error.code == ErrorCode::Unsupported => {
                     self.off.store(true, Ordering::Relaxed);
                     Ok(None)
                 }
                 Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Marks `key` as asked for while alive; wakes the waiters when dropped.
+    struct Asking<'a> {
+        grants: &'a ManagerGrants,
+        key: (InodeId, u8),
+    }
+
+    impl Drop for Asking<'_> {
+        fn drop(&mut self) {
+            self.grants.asking.lock().unwrap().remove(&self.key);
+            self.grants.answered.notify_all();
+        }
+    }
+
+    impl CapabilitySource for ManagerGrants {
+        fn capability(&self, inode: InodeId, rights: u8) -> Result<Option<Capability>, RpcError> {
+            if self.off.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            if rights != rights::READ && rights != rights::WRITE {
+                return Err(RpcError::Remote {
+                    addr: self.meta_addr.clone(),
+                    error: weft_proto::WireError::new(
+                        ErrorCode::PermissionDenied,
+                        "this operation is for servers only: no client is granted a server capability",
+                    ),
+                });
+            }
+            let key = (inode, rights);
+            let _asking = loop {
+                if let Some(cap) = self.fresh(key) {
+                    return Ok(Some(cap));
+                }
+                if self.off.load(Ordering::Relaxed) {
+                    return Ok(None);
+                }
+                let mut asking = self.asking.lock().unwrap();
+                if asking.insert(key) {
+                    break Asking { grants: self, key };
+                }
+                // Another thread is asking for the same: its answer is kept (or, if it
+                // failed, this thread asks in turn).
+                while asking.contains(&key) {
+                    asking = self.answered.wait(asking).unwrap();
+                }
+            };
+            self.ask(inode, rights)
+        }
+
+        fn adopt(&self, cap: &Capability) {
+            if cap.rights & (rights::READ | rights::WRITE) != 0 && !renew_due(cap, now_ms()) {
+                self.keep(cap);
             }
         }
 

@@ -968,6 +968,11 @@ impl ConnectionPool {
         *self.capabilities.write().unwrap() = Some(source);
     }
 
+    /// Where this pool's data requests get their capabilities, if anywhere.
+    pub fn capability_source(&self) -> Option<Arc<dyn CapabilitySource>> {
+        self.capabilities.read().unwrap().clone()
+    }
+
     /// The server at `addr` was found hung with `error` by another way of reaching it
     /// (its Unix socket): calls to `addr` fail at once with that error until a request
     /// timeout has passed, rather than waiting a second timeout for the same server.

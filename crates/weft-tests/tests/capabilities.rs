@@ -629,3 +629,140 @@ fn unlinking_a_file_ends_what_old_capabilities_can_do() {
         "the object came back"
     );
 }
+
+/// A collective open's handoff (`File::handoff_with_capability`) carries the opener's
+/// capability: another process of the same user that opens from it reads and writes
+/// without a grant of its own, shown by doing so with the manager killed, where a
+/// process given the plain handoff cannot (it must ask the manager). One whose carried
+/// capability was revoked since (a chmod) asks the manager and goes on.
+#[test]
+fn a_handoff_carries_the_capability_and_a_revoked_one_is_asked_for_again() {
+    let cluster = TestCluster::start();
+    let opener = cluster.client();
+    let data = pattern(7, 0, 256 << 10);
+
+    // Revoked after the handoff: the receiver's present is refused, it asks anew.
+    let revoked = make(&opener, "/revoked", 0o644, &data);
+    let handoff = revoked.handoff_with_capability();
+    opener
+        .setattr(
+            "/revoked",
+            &SetAttr {
+                mode: Some(0o664),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let receiver = cluster.client();
+    let file = receiver.open_handoff(&handoff, "/revoked", true).unwrap();
+    let new = pattern(8, 0, data.len());
+    file.write_at(0, &new).unwrap();
+    let mut back = vec![0u8; new.len()];
+    assert_eq!(file.read_at(0, &mut back).unwrap(), new.len());
+    assert!(
+        back == new,
+        "the receiver of a revoked capability read back other bytes"
+    );
+
+    // The manager gone: only the receiver of the capability can touch the data.
+    let carried = make(&opener, "/carried", 0o644, &data);
+    let with_cap = carried.handoff_with_capability();
+    let plain = carried.handoff();
+    assert!(with_cap.len() > plain.len(), "no capability in the handoff");
+    let receiver = cluster.client();
+    let control = cluster.client();
+    cluster.kill9(0);
+    let file = receiver.open_handoff(&with_cap, "/carried", true).unwrap();
+    let new = pattern(9, 0, data.len());
+    file.write_at(0, &new).unwrap();
+    let mut back = vec![0u8; new.len()];
+    assert_eq!(file.read_at(0, &mut back).unwrap(), new.len());
+    assert!(back == new, "the receiver read back other bytes");
+    let without = control.open_handoff(&plain, "/carried", true).unwrap();
+    let e = without
+        .write_at(0, &data)
+        .expect_err("a process without the capability wrote with the manager gone");
+    assert!(
+        e.to_string().contains("127.0.0.1"),
+        "the error names no server: {e}"
+    );
+}
+
+/// A damaged capable handoff is refused with a clear error, not adopted.
+#[test]
+fn a_handoff_whose_capability_names_another_inode_is_refused() {
+    let cluster = TestCluster::start_with(&one_server());
+    let client = cluster.client();
+    let data = pattern(3, 0, 4096);
+    let a = make(&client, "/a", 0o644, &data);
+    let b = make(&client, "/b", 0o644, &data);
+    let (ha, hb) = (a.handoff_with_capability(), b.handoff_with_capability());
+    // Version, attributes' length, attributes, uid, capability: give a's attributes
+    // b's capability.
+    let head = |plain: &[u8]| 1 + 8 + (plain.len() - 1) + 4;
+    let mut spliced = ha[..head(&a.handoff())].to_vec();
+    spliced.extend_from_slice(&hb[head(&b.handoff())..]);
+    let e = client
+        .open_handoff(&spliced, "/a", true)
+        .err()
+        .expect("a spliced handoff was accepted");
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("its capability is for inode"), "{e}");
+    // Each genuine one opens.
+    assert!(client.open_handoff(&ha, "/a", true).is_ok());
+    let truncated = &ha[..ha.len() - 3];
+    assert!(client.open_handoff(truncated, "/a", true).is_err());
+}
+
+/// A writer is granted reading too where the user may read, so reading back what it
+/// wrote needs no second grant (shown with the manager killed after the write); a user
+/// who may write a file but not read it still writes (the grant falls back to the
+/// write right alone) and still cannot read.
+#[test]
+fn a_writers_grant_covers_reading_back_and_write_only_users_still_write() {
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        io_servers: 2,
+        ..ClusterOptions::claimed_identity()
+    });
+    let owner = cluster.client();
+    let data = pattern(11, 0, 192 << 10);
+
+    // Write-only for others: 0622.
+    make(&owner, "/drop-box", 0o622, &data);
+    let other = Cred {
+        uid: 4343,
+        gid: 4343,
+        groups: vec![],
+    };
+    let writer = Client::connect_as(&cluster.meta_addr(), cluster.auth(), other.clone()).unwrap();
+    // The manager refuses this user both rights at once and grants writing alone.
+    let meta = raw(&cluster, &cluster.meta_addr());
+    let inode = owner.stat("/drop-box").unwrap().inode;
+    let both = grant(&meta, &other, inode, READ | WRITE).unwrap_err();
+    assert_eq!(both.code, ErrorCode::PermissionDenied, "{}", both.message);
+    grant(&meta, &other, inode, WRITE).expect("write alone is granted");
+    // A write-only handle (as FUSE opens for O_WRONLY): its client asks for both,
+    // is refused, and asks for writing alone.
+    let file = writer
+        .open_attr(writer.resolve("/drop-box").unwrap(), true)
+        .unwrap();
+    let new = pattern(12, 0, data.len());
+    file.write_at(0, &new).unwrap();
+    assert_eq!(checksum(&owner, "/drop-box", new.len()), {
+        new.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ *b as u64).wrapping_mul(0x100_0000_01b3)
+        })
+    });
+
+    let mut back = vec![0u8; 16];
+    let e = file.read_at(0, &mut back).expect_err("a write-only user read");
+    assert_eq!(e.code(), ErrorCode::PermissionDenied, "{e}");
+
+    // The owner writes, the manager dies, the owner reads back on the same handle.
+    let file = owner.create("/mine", &CreateOptions::default()).unwrap();
+    file.write_at(0, &data).unwrap();
+    cluster.kill9(0);
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(file.read_at(0, &mut back).unwrap(), data.len());
+    assert!(back == data, "read back other bytes");
+}

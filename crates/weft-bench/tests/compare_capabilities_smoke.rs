@@ -1,0 +1,191 @@
+//! `weft bench concurrent --compare-capabilities` end to end, tiny: not timed, only that
+//! it starts two clusters that really differ (one refuses a read without a capability,
+//! the other serves it; `weft status` says so), alternates the verified workload
+//! between them pair after pair, reports per phase the median of the pairs' ratios,
+//! draws it, and stops both clusters.
+
+mod common;
+
+use serde_json::Value;
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn comparing_capabilities_runs_two_clusters_that_differ_and_reports_ratios_per_pair() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json = scratch.path().join("cap.json");
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .args(["bench", "concurrent", "--compare-capabilities"])
+        .args([
+            "--procs",
+            "2",
+            "--block-mib",
+            "2",
+            "--pairs",
+            "2",
+            "--io-servers",
+            "2",
+        ])
+        .args(["--stripe-size", "64K", "--no-sync"])
+        .arg("--json")
+        .arg(&json)
+        .env_remove("WEFT_HOME")
+        .env_remove("WEFT_META")
+        .env_remove("WEFT_KEY")
+        .output()
+        .expect("running weft bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "weft bench failed:\n{stdout}{stderr}");
+
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["regime"]["kind"], "local", "{}", r["regime"]);
+    let total = 2 * 2 * MIB;
+    assert_eq!(r["total_bytes"], total);
+    assert_eq!(r["pairs"], 2);
+
+    // The two clusters differ in mode, shown by their servers and by `weft status`.
+    let clusters = r["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 2);
+    let (on, off) = (&clusters[0], &clusters[1]);
+    assert_eq!(on["mode"], "on");
+    assert_eq!(off["mode"], "off");
+    assert_eq!(on["capability_less_read_refused"], true, "{on}");
+    assert!(
+        on["capability_less_read"]
+            .as_str()
+            .unwrap()
+            .contains("no valid read capability"),
+        "{on}"
+    );
+    assert_eq!(off["capability_less_read_refused"], false, "{off}");
+    let status_line = |c: &Value| {
+        c["status"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap().to_owned())
+            .find(|l| l.starts_with("capabilities:"))
+            .unwrap_or_else(|| panic!("no capabilities line: {c}"))
+    };
+    assert!(status_line(on).contains("only with a capability"), "{on}");
+    assert!(status_line(off).starts_with("capabilities: OFF"), "{off}");
+    for c in clusters {
+        assert!(
+            c["status"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l.as_str().unwrap().starts_with("security:")),
+            "authentication not reported: {c}"
+        );
+        let transports = c["transports"].as_array().unwrap();
+        assert_eq!(transports.len(), 2, "one transport per io server: {c}");
+        // The clusters were stopped and their homes removed.
+        let home = std::path::Path::new(c["home"].as_str().unwrap());
+        assert!(!home.exists(), "{} left behind", home.display());
+    }
+
+    // Every pair ran both sides, in alternating order, and verified every byte read.
+    let rounds = r["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2);
+    assert_eq!(rounds[0]["order"], serde_json::json!(["on", "off"]));
+    assert_eq!(rounds[1]["order"], serde_json::json!(["off", "on"]));
+    for pair in rounds {
+        for side in ["on", "off"] {
+            let cycle = &pair[side];
+            assert_eq!(cycle["mode"], side);
+            assert_eq!(cycle["bytes_verified"], 2 * total, "{cycle}");
+            let ns = cycle["ns"].as_array().unwrap();
+            assert_eq!(ns.len(), 4, "four phases: {cycle}");
+            assert!(ns.iter().all(|p| p.as_array().unwrap().len() == 2), "{cycle}");
+        }
+        let ratios = pair["ratios"].as_array().unwrap();
+        for (i, ratio) in ratios.iter().enumerate() {
+            let expected =
+                pair["on"]["mib_per_s"][i].as_f64().unwrap() / pair["off"]["mib_per_s"][i].as_f64().unwrap();
+            assert!((ratio.as_f64().unwrap() - expected).abs() < 1e-9, "{pair}");
+        }
+    }
+
+    // Per phase: the median of the pairs' ratios (two pairs: their mean), and goals.
+    let summary = r["summary"].as_array().unwrap();
+    let phases: Vec<&str> = summary.iter().map(|s| s["phase"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["write", "read", "rewrite", "reread"]);
+    for (i, s) in summary.iter().enumerate() {
+        let a = rounds[0]["ratios"][i].as_f64().unwrap();
+        let b = rounds[1]["ratios"][i].as_f64().unwrap();
+        assert!(
+            (s["ratio_median"].as_f64().unwrap() - (a + b) / 2.0).abs() < 1e-9,
+            "{s}"
+        );
+        assert!(s["ratio_min"].as_f64().unwrap() <= s["ratio_max"].as_f64().unwrap());
+    }
+    assert_eq!(r["goals"].as_array().unwrap().len(), 4);
+    assert!(
+        stdout.contains("target: write: capabilities on / off"),
+        "{stdout}"
+    );
+
+    // The plot: median bars per side and phase, and the per-pair ratios.
+    let plot = common::svg_check::assert_draws(&json, &json.with_extension("svg"));
+    assert_eq!(plot["panels"].as_array().unwrap().len(), 2, "{plot}");
+}
+
+#[test]
+fn comparing_capabilities_refuses_options_that_do_not_apply() {
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .args([
+            "bench",
+            "concurrent",
+            "--compare-capabilities",
+            "--procs",
+            "1",
+            "--block-mib",
+            "1",
+        ])
+        .args(["--pairs", "0"])
+        .output()
+        .expect("running weft bench");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--pairs must be 1 to"), "{stderr}");
+}
+
+#[test]
+fn comparing_capabilities_with_fresh_workers_runs_new_processes_every_cycle() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json = scratch.path().join("fresh.json");
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .args(["bench", "concurrent", "--compare-capabilities", "--fresh-workers"])
+        .args([
+            "--procs",
+            "1",
+            "--block-mib",
+            "1",
+            "--pairs",
+            "1",
+            "--io-servers",
+            "1",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .env_remove("WEFT_HOME")
+        .env_remove("WEFT_META")
+        .env_remove("WEFT_KEY")
+        .output()
+        .expect("running weft bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "weft bench failed:\n{stdout}{stderr}");
+    assert!(
+        stdout.contains("worker processes: new for every cycle"),
+        "{stdout}"
+    );
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["fresh_workers"], true);
+    let pair = &r["rounds"][0];
+    for side in ["on", "off"] {
+        assert_eq!(pair[side]["bytes_verified"], 2 * MIB, "{pair}");
+    }
+}
