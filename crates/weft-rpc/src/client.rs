@@ -532,6 +532,9 @@ impl Connection {
         let (opcode, body, parts) = match &lease {
             Some(lease) => {
                 let region = lease.region();
+                // One madvise for the region's pages this process never touched, rather
+                // than a fault per page in the copy below or in the reply's copy out.
+                region.populate(region.len(), true);
                 let mut at = 0;
                 for part in parts {
                     region.write_at(at, part);

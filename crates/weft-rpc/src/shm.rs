@@ -27,6 +27,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use weft_proto::{ErrorCode, WireError};
 
@@ -79,11 +80,19 @@ pub fn segment_bytes_from_env() -> u64 {
         .unwrap_or(SEGMENT_BYTES_DEFAULT)
 }
 
+/// Pages of a mapping whose page-table entries are populated together (see
+/// [`Region::populate`]).
+const PAGE: usize = 4096;
+
 /// A memfd mapped shared, read-write; unmapped and closed when dropped.
 pub struct Mapping {
     base: *mut u8,
     len: usize,
-    fd: OwnedFd,
+    /// Always `Some` until dropped (taken then, to be closed with the unmapping).
+    fd: Option<OwnedFd>,
+    /// One bit per page of this side's mapping: set once the page's entry was
+    /// populated (`Region::populate`), so each page is populated once, not per call.
+    populated: Box<[AtomicU64]>,
 }
 
 // SAFETY: the mapping is plain memory valid for its whole life; every access goes
@@ -91,17 +100,61 @@ pub struct Mapping {
 unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
+/// Mappings from this size up are unmapped and closed by the reaper thread.
+const REAP_BYTES_MIN: usize = 1 << 20;
+
+/// Unmapping a segment whose peer is gone frees its pages (16 MiB zeroed shmem by
+/// default), which took milliseconds and 13% of an io server's time in a benchmark of
+/// short-lived writers, on its event loop thread, where every other connection waited.
+/// One thread per process does it instead; a mapping handed to it is no longer used by
+/// anyone. What waits there is memory already counted while it was mapped.
+fn reap(base: usize, len: usize, fd: OwnedFd) {
+    type Reaped = (usize, usize, OwnedFd);
+    static REAPER: std::sync::OnceLock<Option<Mutex<std::sync::mpsc::Sender<Reaped>>>> =
+        std::sync::OnceLock::new();
+    let unmap = |(base, len, fd): Reaped| {
+        // SAFETY: `base`/`len` are a mapping made in `Mapping::map` that nobody uses.
+        unsafe { libc::munmap(base as *mut libc::c_void, len) };
+        drop(fd);
+    };
+    let reaper = REAPER.get_or_init(|| {
+        let (sender, receiver) = std::sync::mpsc::channel::<Reaped>();
+        std::thread::Builder::new()
+            .name("weft-shm-reaper".into())
+            .spawn(move || receiver.into_iter().for_each(unmap))
+            .ok()
+            .map(|_| Mutex::new(sender))
+    });
+    let item = (base, len, fd);
+    match reaper {
+        Some(sender) => {
+            if let Err(returned) = sender.lock().unwrap().send(item) {
+                unmap(returned.0);
+            }
+        }
+        None => unmap(item),
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: `base`/`len` are the mapping made in `map`; nobody uses it any more
-        // (whoever could holds an `Arc` to this).
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        let fd = self
+            .fd
+            .take()
+            .expect("a mapping holds its descriptor until dropped");
+        if self.len >= REAP_BYTES_MIN {
+            reap(self.base as usize, self.len, fd);
+        } else {
+            // SAFETY: `base`/`len` are the mapping made in `map`; nobody uses it any
+            // more (whoever could holds an `Arc` to this).
+            unsafe { libc::munmap(self.base.cast(), self.len) };
+        }
     }
 }
 
 impl std::fmt::Debug for Mapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Mapping({} bytes, fd {})", self.len, self.fd.as_raw_fd())
+        write!(f, "Mapping({} bytes, fd {})", self.len, self.fd())
     }
 }
 
@@ -198,10 +251,12 @@ impl Mapping {
         if base == libc::MAP_FAILED {
             return Err(last_error("mmap of the segment"));
         }
+        let pages = len.div_ceil(PAGE);
         Ok(Mapping {
             base: base.cast(),
             len,
-            fd,
+            fd: Some(fd),
+            populated: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 
@@ -214,7 +269,62 @@ impl Mapping {
     }
 
     pub fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.fd.as_ref().map_or(-1, |fd| fd.as_raw_fd())
+    }
+
+    /// Populates this side's page-table entries for the pages of `[offset, offset +
+    /// len)` (within bounds) not populated before, one `madvise` per run of them
+    /// (`MADV_POPULATE_WRITE` when the server is about to write there, else
+    /// `_READ`). Why: a fresh mapping has no entries, and the kernel copies from a
+    /// source buffer into a *new* page-cache folio with page faults disabled; the first
+    /// unmapped source page makes the copy short, and ext4 then zeroes the new folio,
+    /// throws the copy away, halves its chunk (smaller folios for the rest of that
+    /// write) and faults the page in: most of a fresh file's write went there. Pages
+    /// populated once stay so (the segment is shmem, never reclaimed without swap; if
+    /// it were, the copy would only be slower, never wrong). A kernel without
+    /// `MADV_POPULATE_*` (before 5.14) refuses it, and the copy takes its faults.
+    fn populate(&self, offset: usize, len: usize, write: bool) {
+        if len == 0 || offset >= self.len {
+            return;
+        }
+        let first = offset / PAGE;
+        let end = (offset + len).min(self.len).div_ceil(PAGE);
+        let is_set =
+            |page: usize| self.populated[page / 64].load(Ordering::Relaxed) & (1 << (page % 64)) != 0;
+        let mut page = first;
+        while page < end {
+            if is_set(page) {
+                page += 1;
+                continue;
+            }
+            let run_start = page;
+            while page < end && !is_set(page) {
+                page += 1;
+            }
+            let start = run_start * PAGE;
+            let bytes = (page * PAGE).min(self.len) - start;
+            let advice = if write {
+                libc::MADV_POPULATE_WRITE
+            } else {
+                libc::MADV_POPULATE_READ
+            };
+            // SAFETY: a page-aligned range within our mapping; populating changes no
+            // byte of it.
+            let done = unsafe { libc::madvise(self.base.add(start).cast(), bytes, advice) } == 0;
+            if done {
+                for p in run_start..page {
+                    self.populated[p / 64].fetch_or(1 << (p % 64), Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Pages of this mapping populated so far (tests).
+    pub fn pages_populated(&self) -> usize {
+        self.populated
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones() as usize)
+            .sum()
     }
 
     /// `[offset, offset + len)` if it lies within the mapping.
@@ -269,6 +379,14 @@ impl Region {
         debug_assert!(at <= self.len);
         // SAFETY: within the mapping (checked in `new`, and `at <= len`).
         unsafe { self.map.base.add(self.offset + at) }
+    }
+
+    /// Populates this side's page-table entries for the first `n` bytes (once per
+    /// page; see `Mapping::populate`): before handing them to a kernel copy that takes
+    /// no page faults (pwrite into new page-cache pages), or, with `write`, before a
+    /// read fills them.
+    pub fn populate(&self, n: u64, write: bool) {
+        self.map.populate(self.offset, (n as usize).min(self.len), write);
     }
 
     /// The first `n` bytes as a slice, for data that is only copied (to a file or a
@@ -596,6 +714,103 @@ mod tests {
             assert_eq!(unsafe { libc::fcntl(raw, libc::F_ADD_SEALS, seals) }, 0);
         }
         fd
+    }
+
+    /// Whether this process's page-table entry for the page at `addr` is present
+    /// (bit 63 of /proc/self/pagemap, readable by any process for itself).
+    fn page_present(addr: *const u8) -> bool {
+        use std::os::unix::fs::FileExt;
+        let pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut entry = [0u8; 8];
+        pagemap
+            .read_exact_at(&mut entry, (addr as u64 / PAGE as u64) * 8)
+            .unwrap();
+        u64::from_le_bytes(entry) >> 63 == 1
+    }
+
+    #[test]
+    fn a_dropped_segment_is_unmapped_and_closed_off_the_dropping_thread() {
+        let maps_hold = |base: usize| {
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+            maps.lines().any(|l| l.starts_with(&format!("{base:x}-")))
+        };
+        // The descriptor still names a segment (not closed, or reused by another).
+        let fd_is_segment = |fd: RawFd| {
+            std::fs::read_link(format!("/proc/self/fd/{fd}"))
+                .map(|t| t.to_string_lossy().contains("weft-shm"))
+                .unwrap_or(false)
+        };
+        let big = Mapping::create(4 << 20).unwrap();
+        let (base, fd) = (big.base as usize, big.fd());
+        assert!(maps_hold(base) && fd_is_segment(fd));
+        drop(big);
+        let started = std::time::Instant::now();
+        while maps_hold(base) || fd_is_segment(fd) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the reaper never unmapped/closed the segment"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let threads: Vec<String> = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .collect();
+        assert!(
+            threads.iter().any(|t| t.trim() == "weft-shm-reaper"),
+            "no reaper thread: {threads:?}"
+        );
+        // A small mapping goes at once, on the dropping thread.
+        let small = Mapping::create(64 << 10).unwrap();
+        let base = small.base as usize;
+        drop(small);
+        assert!(!maps_hold(base), "a small mapping outlived its drop");
+    }
+
+    #[test]
+    fn a_region_is_populated_in_the_servers_mapping_once_and_only_where_it_lies() {
+        let client = Mapping::create(1 << 20).unwrap();
+        let dup = unsafe { libc::dup(client.fd()) };
+        let server = Arc::new(
+            Mapping::adopt(unsafe { OwnedFd::from_raw_fd(dup) }, 1 << 20, SEGMENT_BYTES_MAX).unwrap(),
+        );
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let writer = Region::new(Arc::new(client), 12_345, 10_000).unwrap();
+        assert!(writer.write_at(0, &data));
+
+        let region = Region::new(server.clone(), 12_345, 10_000).unwrap();
+        // The server never touched its mapping: no entry yet for the region's pages.
+        let first_page = unsafe { server.base.add(3 * PAGE) };
+        assert!(
+            !page_present(first_page),
+            "the fresh mapping already has an entry"
+        );
+        assert_eq!(server.pages_populated(), 0);
+
+        region.populate(10_000, false);
+        // Bytes 12,345..22,345 lie in pages 3, 4 and 5.
+        assert_eq!(server.pages_populated(), 3);
+        for page in 3..6 {
+            assert!(
+                page_present(unsafe { server.base.add(page * PAGE) }),
+                "page {page} not populated"
+            );
+        }
+        assert!(
+            !page_present(unsafe { server.base.add(6 * PAGE) }),
+            "page 6 was populated too"
+        );
+        assert_eq!(region.bytes(10_000), &data[..], "populating changed the bytes");
+
+        // Populated pages are not asked for again; a longer `n` is clipped to the region.
+        region.populate(10_000, false);
+        region.populate(u64::MAX, true);
+        assert_eq!(server.pages_populated(), 3);
+        // A region at the segment's end, for writing into.
+        let last = Region::new(server.clone(), (1 << 20) - 100, 100).unwrap();
+        last.populate(100, true);
+        assert_eq!(server.pages_populated(), 4);
+        assert!(page_present(unsafe { server.base.add((1 << 20) - PAGE) }));
     }
 
     #[test]

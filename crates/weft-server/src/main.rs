@@ -196,7 +196,36 @@ fn parse_size_arg(s: &str) -> Result<u64, String> {
     weft_config::parse_size(s)
 }
 
+/// Requests' bulk data up to this size is allocated from malloc's heaps, not mapped
+/// afresh (glibc's largest allowed value on 64-bit).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MALLOC_MMAP_THRESHOLD: libc::c_int = 32 << 20;
+/// Freed heap memory up to this much at a heap's top is kept for the next requests.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MALLOC_TRIM_THRESHOLD: libc::c_int = 256 << 20;
+
+/// Keeps the memory of requests' bulk data for the next requests instead of handing it
+/// back to the kernel after each one. With glibc's defaults a 4 MiB request buffer
+/// (received over TCP, then written to an object) came from a fresh mapping or a heap
+/// that was trimmed (`MADV_DONTNEED`) when the previous one was freed, so receiving it
+/// took a page fault (and a page zeroed) on about one page in four: 49,000 faults per
+/// 768 MiB rewritten through 4 io servers, against 1,000 with these settings. What is
+/// kept is at most what was in use at once, which the server's byte budget
+/// (`data_bytes_inflight_max`) bounds.
+fn keep_freed_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called before any thread starts.
+    unsafe {
+        if libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD) != 1
+            || libc::mallopt(libc::M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD) != 1
+        {
+            eprintln!("weftd: note: malloc refused the buffer-keeping settings; going on with its defaults");
+        }
+    }
+}
+
 fn main() {
+    keep_freed_buffers();
     let args = Args::parse();
     if let Err(e) = run(args) {
         eprintln!("weftd: error: {e:#}");

@@ -394,6 +394,7 @@ fn run_shm_call(shared: &Shared, conn: &Conn, request: Request) -> Result<(Respo
                     },
                 ));
             }
+            region.populate(n, true);
             region.fill_from_file(&file.file, &file.runs).map_err(|e| {
                 WireError::new(ErrorCode::Io, format!("reading into the shared segment: {e}"))
             })?;
@@ -409,6 +410,7 @@ fn run_shm_call(shared: &Shared, conn: &Conn, request: Request) -> Result<(Respo
     let mut request = Some(*request);
     guarded(&mut || {
         let request = request.take().expect("runs once");
+        region.populate(data_len, false);
         let (response, data) = handler.handle_borrowed(conn.id, request, region.bytes(data_len))?;
         if region.write_at(0, &data) {
             Ok((
