@@ -99,9 +99,21 @@ pub struct WeftFs {
     /// Small writes not yet sent to the io servers (see `behind`).
     behind: WriteBehind,
     /// What each file's data was (`DataStamp`) when it was last opened here: an open
-    /// that finds the same stamp again lets the kernel keep the file's cached pages.
-    /// Starts over when full.
-    stamps: Mutex<HashMap<InodeId, DataStamp>>,
+    /// that finds the same stamp again, settled, lets the kernel keep the file's cached
+    /// pages. Starts over when full.
+    stamps: Mutex<HashMap<InodeId, Seen>>,
+}
+
+/// A file's data as an open here found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    /// Found by open `fh`, which did not keep the kernel's pages: the kernel drops them
+    /// as that open completes, after the daemon answered it, so until then they may
+    /// still be older than the stamp and no other open may keep them. The first read
+    /// or flush of `fh` shows that the open completed.
+    Pending { stamp: DataStamp, fh: u64 },
+    /// Every page the kernel holds of the file was read after the stamp was taken.
+    Settled(DataStamp),
 }
 
 thread_local! {
@@ -307,22 +319,38 @@ impl WeftFs {
         }
     }
 
-    /// Whether the kernel may keep the pages it cached of `ino`: only if its data is
-    /// provably what it was at the previous open here (`DataStamp`s equal; every
-    /// write, truncate or allocation by any client, this mount included, changes the
-    /// stamp). Remembers `now` for the next open.
-    fn data_unchanged(&self, ino: InodeId, now: Option<DataStamp>) -> bool {
+    /// Whether the kernel may keep the pages it cached of `ino` at open `fh`: only if its
+    /// data provably is what it was when they were read (the same `DataStamp` as a
+    /// settled open here before; every write, truncate or allocation by any client,
+    /// this mount included, changes the stamp), and `may_keep` (the attributes are as
+    /// the kernel was told). Remembers what this open found.
+    fn keeps_pages(&self, ino: InodeId, now: Option<DataStamp>, fh: u64, may_keep: bool) -> bool {
         let mut stamps = self.stamps.lock().expect("stamp table poisoned");
-        let before = match now {
-            Some(now) => {
-                if stamps.len() >= ATTRS_CACHED_MAX && !stamps.contains_key(&ino) {
-                    stamps.clear();
-                }
-                stamps.insert(ino, now.clone()).map(|before| before == now)
-            }
-            None => stamps.remove(&ino).map(|_| false),
+        let Some(now) = now else {
+            stamps.remove(&ino);
+            return false;
         };
-        before.unwrap_or(false)
+        let keep = may_keep && stamps.get(&ino) == Some(&Seen::Settled(now.clone()));
+        if !keep {
+            if stamps.len() >= ATTRS_CACHED_MAX && !stamps.contains_key(&ino) {
+                stamps.clear();
+            }
+            stamps.insert(ino, Seen::Pending { stamp: now, fh });
+        }
+        keep
+    }
+
+    /// A read or flush of open `fh` of `ino` came: that open has completed in the
+    /// kernel (see `Seen::Pending`).
+    fn open_completed(&self, ino: InodeId, fh: FileHandle) {
+        let mut stamps = self.stamps.lock().expect("stamp table poisoned");
+        if let Some(seen) = stamps.get_mut(&ino) {
+            if let Seen::Pending { stamp, fh: pending } = seen {
+                if *pending == fh.0 {
+                    *seen = Seen::Settled(stamp.clone());
+                }
+            }
+        }
     }
 
     fn do_setattr(&self, req: &Request, ino: INodeNo, changes: SetAttr) -> Result<FileAttr, Errno> {
@@ -408,10 +436,6 @@ impl WeftFs {
             (t.size, t.mtime, t.ctime, t.mode, t.uid, t.gid)
                 != (attr.size, attr.mtime, attr.ctime, attr.mode, attr.uid, attr.gid)
         });
-        // Close-to-open: the pages the kernel holds of the file stay only if no byte of
-        // it changed since the previous open here (another client's same-size rewrite
-        // changes no attribute, but does change the stamp).
-        let keep = self.data_unchanged(inode(ino), stamp) && !changed;
         self.remember(&attr);
         let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
         let file = client.open_attr(attr, writable).map_err(|e| errno(&e, "open"))?;
@@ -423,7 +447,12 @@ impl WeftFs {
                 let _ = n.inval_inode(ino, -1, 0);
             }
         }
-        Ok((self.add_file(file)?, self.open_flags(flags.0, keep)))
+        let fh = self.add_file(file)?;
+        // Close-to-open: the pages the kernel holds of the file stay only if no byte of
+        // it changed since they were read (another client's same-size rewrite changes no
+        // attribute, but does change the stamp); see `keeps_pages`.
+        let keep = self.keeps_pages(inode(ino), stamp, fh, !changed);
+        Ok((fh, self.open_flags(flags.0, keep)))
     }
 
     /// How the kernel is to treat an open file: `keep`, whether the pages it has cached
@@ -515,6 +544,7 @@ impl WeftFs {
             Ok(f) => f,
             Err(e) => return reply.error(e),
         };
+        self.open_completed(inode(ino), fh);
         // Reads see this mount's kept writes (the kernel asks only for what its page
         // cache lacks, so this is rare).
         if let Err(e) = self.behind.send(inode(ino)) {
@@ -940,6 +970,7 @@ impl Filesystem for WeftFs {
         // Kept writes go to the io servers now: by close, every byte is on its server
         // and the next getattr anywhere sees the new size. A failure to send them is
         // close's error, as on NFS.
+        self.open_completed(inode(ino), fh);
         match self.file(fh).and_then(|_| self.behind.send(inode(ino))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),

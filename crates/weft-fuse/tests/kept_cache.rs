@@ -260,3 +260,65 @@ fn truncated_and_sparse_files_read_correctly_with_kept_pages() {
     assert_eq!(file.read_at(0, &mut native).unwrap(), want.len());
     assert!(native == want, "the native client reads the mount's sparse file");
 }
+
+/// Readers opening and reading the file over and over in parallel, through two mounts,
+/// while the native client rewrites it in place (same size) generation after
+/// generation, sometimes pausing long enough for the stamps to settle (so that opens
+/// keep pages): an open that starts after a generation was closed never reads any page
+/// of an older one.
+#[test]
+fn concurrent_opens_never_read_pages_older_than_the_last_close() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    const BYTES: usize = 256 * 1024;
+    const GENERATIONS: u64 = 8;
+    let cluster = TestCluster::start();
+    let mounts = [Mount::new(&cluster), Mount::new(&cluster)];
+    let client = cluster.client();
+    let generation = |g: u64| -> Vec<u8> {
+        let mut data = vec![0u8; BYTES];
+        for page in data.chunks_mut(PAGE) {
+            page[..8].copy_from_slice(&g.to_le_bytes());
+        }
+        data
+    };
+    native_write(&client, "/g", 0, &generation(0));
+    let closed = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let opens = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for k in 0..4 {
+            let (closed, done, opens) = (&closed, &done, &opens);
+            let path = mounts[k % 2].join("g");
+            scope.spawn(move || {
+                while !done.load(Ordering::SeqCst) {
+                    let at_least = closed.load(Ordering::SeqCst);
+                    let data = read_all(&path);
+                    opens.fetch_add(1, Ordering::Relaxed);
+                    assert_eq!(data.len(), BYTES);
+                    for (p, page) in data.chunks(PAGE).enumerate() {
+                        let g = u64::from_le_bytes(page[..8].try_into().unwrap());
+                        assert!(
+                            g >= at_least,
+                            "reader {k}: page {p} of generation {g}, opened after generation {at_least} was closed"
+                        );
+                    }
+                }
+            });
+        }
+        for g in 1..=GENERATIONS {
+            native_write(&client, "/g", 0, &generation(g));
+            closed.store(g, Ordering::SeqCst);
+            // Every other generation stays long enough for opens to keep its pages.
+            if g % 2 == 0 {
+                settle();
+            } else {
+                std::thread::sleep(Duration::from_millis(150));
+            }
+        }
+        done.store(true, Ordering::SeqCst);
+    });
+    assert!(
+        opens.load(Ordering::Relaxed) >= 4 * GENERATIONS,
+        "the readers ran"
+    );
+}

@@ -140,7 +140,7 @@ impl Need {
 
 /// What `request` needs before an io server or a cache manager serves it.
 ///
-/// Sizes (`Extents`, `ObjStat`, `CacheExtents`) need none: a file's size is an
+/// Sizes (`Extents`, `ObjStat`, `ObjStamp`, `CacheExtents`) need none: a file's size is an
 /// attribute, and the manager shows attributes by inode to every key holder. Unlocks
 /// need none: a token only releases what its own connection took.
 pub fn need(request: &Request) -> Need {
