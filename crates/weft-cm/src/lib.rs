@@ -151,13 +151,17 @@ impl CacheService {
         CacheService { inner, owns_views }
     }
 
+    /// Opcodes of the cache role's own requests (`ViaCache` 80 to `CacheCioStats` 88,
+    /// room to 99).
+    const CACHE_OPCODES: std::ops::Range<u16> = 80..100;
+
     /// Whether `request` is for this role.
     pub fn serves(&self, request: &Request) -> bool {
         match request {
             Request::RegisterView { .. } | Request::ReleaseView { .. } => self.owns_views,
-            // An io request numbered past the cache range.
-            Request::ObjStamp { .. } | Request::ObjTimes { .. } => false,
-            r => (r.opcode() as u16) >= 80,
+            // The cache range only: a server that is also an io server gets its io
+            // requests numbered past it (locks, stamps, times) to the io role.
+            r => Self::CACHE_OPCODES.contains(&(r.opcode() as u16)),
         }
     }
 

@@ -213,3 +213,23 @@ fn shared_locks_share_and_keep_writers_out_across_clients() {
     // Both readers gone: the writer gets in.
     assert!(matches!(lock(0, 1 << 30).unwrap().0, Response::Token(_)));
 }
+
+/// On servers that are io servers and cache managers at once (`--cache colocated`),
+/// the io requests numbered past the cache range (extent locks, their counts, object
+/// stamps) reach the io role; the cache role once claimed them and refused them as
+/// "not a cache manager operation", so MPI-IO's atomic mode failed on such clusters.
+#[test]
+fn extent_locks_work_on_servers_that_are_also_cache_managers() {
+    let cluster = TestCluster::start_with(&weft_testkit::ClusterOptions::cached("colocated", "64M"));
+    let (a, b) = (cluster.client(), cluster.client());
+    let path = "/colocated";
+    a.create(path, &CreateOptions::default()).unwrap();
+    let fa = a.open(path, &OpenOptions::default()).unwrap();
+    let fb = b.open(path, &OpenOptions::default()).unwrap();
+    let held = fa.lock_extents(&[(0, 1 << 20)], true).unwrap();
+    assert_eq!(held.servers(), 4);
+    held.release().unwrap();
+    fb.lock_extents(&[(4096, 1)], true).unwrap().release().unwrap();
+    let stats = lock_stats(&cluster, &a);
+    assert!(stats.iter().map(|s| s.grants).sum::<u64>() >= 5, "{stats:?}");
+}
