@@ -153,6 +153,9 @@ struct Results {
     total_bytes: u64,
     pairs: u32,
     io_servers: u32,
+    /// --control-both-off: both clusters run without capabilities; "on" is only the
+    /// first cluster's place, and the ratios show the setup's own bias.
+    control_both_off: bool,
     /// New worker processes every cycle (--fresh-workers): each cycle's first write
     /// and first read include the capability grants and presents.
     fresh_workers: bool,
@@ -231,7 +234,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
     let mut layout = None;
     for mode in [Mode::On, Mode::Off] {
         let mut up_args = vec!["--io".to_owned(), args.io_servers.to_string()];
-        if mode == Mode::Off {
+        if mode == Mode::Off || args.control_both_off {
             up_args.push("--insecure-no-capabilities".into());
         }
         let home = tempfile::Builder::new()
@@ -267,9 +270,14 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         });
     }
     let layout = layout.expect("two clusters");
-    // The comparison means something only if the two really differ.
+    // The comparison means something only if the two really differ (and the control
+    // only if neither checks).
     ensure!(
-        sides[0].report.capability_less_read_refused && !sides[1].report.capability_less_read_refused,
+        if args.control_both_off {
+            !sides[0].report.capability_less_read_refused && !sides[1].report.capability_less_read_refused
+        } else {
+            sides[0].report.capability_less_read_refused && !sides[1].report.capability_less_read_refused
+        },
         "the two clusters do not differ in mode: without a capability, the one with capabilities \
          answered {:?} and the one without answered {:?}",
         sides[0].report.capability_less_read,
@@ -388,6 +396,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         total_bytes: total,
         pairs: args.pairs,
         io_servers: args.io_servers,
+        control_both_off: args.control_both_off,
         fresh_workers: args.fresh_workers,
         stripe_size_bytes: layout.stripe_size_bytes,
         stripe_count: layout.servers.len(),
@@ -657,6 +666,12 @@ fn render(r: &Results) -> String {
         ));
     }
     out.push_str(&format!("authentication: {}\n\n", r.authentication));
+    if r.control_both_off {
+        out.push_str(
+            "CONTROL: both clusters run without capabilities; \"on\" is the first cluster's place only, \
+             so the ratios show the comparison's own bias\n",
+        );
+    }
     if r.fresh_workers {
         out.push_str(
             "worker processes: new for every cycle (their first capability grants and presents are timed)\n",

@@ -102,6 +102,11 @@ pub struct ConcurrentArgs {
     /// serve every cycle and hold their capabilities from the warm-up on.
     #[arg(long)]
     pub fresh_workers: bool,
+    /// With --compare-capabilities: a control run, both clusters without
+    /// capabilities (checked: both serve a capability-less read); the "on" side is
+    /// then only the first cluster's place, and the ratios show the method's own bias.
+    #[arg(long)]
+    pub control_both_off: bool,
 }
 
 /// Arguments of one worker process (given by the parent).

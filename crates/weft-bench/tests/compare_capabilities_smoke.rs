@@ -189,3 +189,45 @@ fn comparing_capabilities_with_fresh_workers_runs_new_processes_every_cycle() {
         assert_eq!(pair[side]["bytes_verified"], 2 * MIB, "{pair}");
     }
 }
+
+#[test]
+fn the_control_runs_both_clusters_without_capabilities_and_says_so() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json = scratch.path().join("control.json");
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .args([
+            "bench",
+            "concurrent",
+            "--compare-capabilities",
+            "--control-both-off",
+        ])
+        .args([
+            "--procs",
+            "1",
+            "--block-mib",
+            "1",
+            "--pairs",
+            "1",
+            "--io-servers",
+            "1",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .env_remove("WEFT_HOME")
+        .env_remove("WEFT_META")
+        .env_remove("WEFT_KEY")
+        .output()
+        .expect("running weft bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "weft bench failed:\n{stdout}{stderr}");
+    assert!(
+        stdout.contains("CONTROL: both clusters run without capabilities"),
+        "{stdout}"
+    );
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["control_both_off"], true);
+    for c in r["clusters"].as_array().unwrap() {
+        assert_eq!(c["capability_less_read_refused"], false, "{c}");
+    }
+}
