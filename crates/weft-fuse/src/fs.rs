@@ -9,6 +9,7 @@ use crate::creds::Clients;
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
 use crate::names::{Names, Retries};
+use crate::recent::{Recent, Ticket};
 use crate::xattr::{self, CLUSTER_XATTR, LAYOUT_XATTR};
 use fuser::{
     Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -97,6 +98,8 @@ pub struct WeftFs {
     notifier: Arc<OnceLock<Notifier>>,
     /// Small writes not yet sent to the io servers (see `behind`).
     behind: WriteBehind,
+    /// Directories listed to answer a run of lookups (see `recent`).
+    recent: Recent,
 }
 
 thread_local! {
@@ -144,6 +147,7 @@ impl WeftFs {
             retries: Retries::default(),
             notifier,
             behind: WriteBehind::default(),
+            recent: Recent::new(cache.attr_ttl),
         }
     }
 
@@ -250,8 +254,24 @@ impl WeftFs {
         }
     }
 
-    fn do_lookup(&self, req: &Request, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
+    /// The entry for `name` in `parent`, how long the kernel may keep it, and a listing
+    /// of `parent` to fetch once the kernel is answered (see `recent`).
+    fn do_lookup(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+    ) -> Result<(FileAttr, Duration, Option<Ticket>), Errno> {
         let name = name_bytes(name);
+        if !self.retries.retrying(req.pid()) {
+            if let Some((attr, left)) = self.recent.get(inode(parent), name) {
+                // What is open here may have changed here since the listing.
+                if !self.open_inodes.is_open(attr.inode) {
+                    self.retries.looked_up(req.pid(), attr.inode);
+                    return Ok((self.entered(inode(parent), name, &attr), left, None));
+                }
+            }
+        }
         let client = self.caller(req);
         let guess = self
             .last_found
@@ -263,7 +283,8 @@ impl WeftFs {
             .lookup_sized(inode(parent), name, guess.as_ref())
             .map_err(|e| errno(&e, "lookup"))?;
         self.retries.looked_up(req.pid(), attr.inode);
-        Ok(self.entered(inode(parent), name, &attr))
+        let ticket = self.recent.looked_up(inode(parent));
+        Ok((self.entered(inode(parent), name, &attr), self.ttl(), ticket))
     }
 
     /// An entry for `attr` as `name` in `parent` goes to the kernel: its name and
@@ -303,7 +324,9 @@ impl WeftFs {
         let attr = if changes == SetAttr::default() {
             client.getattr(inode(ino))
         } else {
-            client.setattr_inode(inode(ino), &changes)
+            let set = client.setattr_inode(inode(ino), &changes);
+            self.recent.inode_changed(inode(ino));
+            set
         }
         .map_err(|e| errno(&e, "setattr"))?;
         Ok(self.remember(&attr))
@@ -377,6 +400,9 @@ impl WeftFs {
         });
         self.remember(&attr);
         let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
+        if writable {
+            self.recent.inode_changed(inode(ino));
+        }
         let file = client.open_attr(attr, writable).map_err(|e| errno(&e, "open"))?;
         if changed {
             // The kernel's cached attributes (the size above all, which bounds reads) are
@@ -421,9 +447,9 @@ impl WeftFs {
             truncate,
             ..CreateOptions::default()
         };
-        let file = client
-            .create_in(inode(parent), name, &options)
-            .map_err(|e| errno(&e, "create"))?;
+        let file = client.create_in(inode(parent), name, &options);
+        self.recent.dir_changed(inode(parent));
+        let file = file.map_err(|e| errno(&e, "create"))?;
         let mut attr = file.attr().clone();
         if exclusive || truncate {
             attr.size = 0;
@@ -463,10 +489,13 @@ impl WeftFs {
             return Ok(());
         }
         // A replaced target that is open here stays readable by its descriptors.
-        let (moved, kept) = client
-            .rename_keeping((inode(parent), name), (inode(new_parent), new_name), self.keep())
-            .map_err(|e| errno(&e, "rename"))?;
+        let renamed =
+            client.rename_keeping((inode(parent), name), (inode(new_parent), new_name), self.keep());
+        self.recent.dir_changed(inode(parent));
+        self.recent.dir_changed(inode(new_parent));
+        let (moved, kept) = renamed.map_err(|e| errno(&e, "rename"))?;
         self.names.renamed(inode(new_parent), new_name, moved.inode);
+        self.recent.inode_changed(moved.inode);
         self.kept_by_manager(kept);
         Ok(())
     }
@@ -704,7 +733,12 @@ impl Filesystem for WeftFs {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.do_lookup(req, parent, name) {
-            Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
+            Ok((attr, ttl, ticket)) => {
+                reply.entry(&ttl, &attr, Generation(0));
+                if let Some(ticket) = ticket {
+                    self.recent.fetch(&self.caller(req), ticket);
+                }
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -766,6 +800,7 @@ impl Filesystem for WeftFs {
                 .map(|attr| self.entered(inode(parent), name, &attr))
                 .map_err(|e| errno(&e, "mkdir"))
         });
+        self.recent.dir_changed(inode(parent));
         match result {
             Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
             Err(e) => reply.error(e),
@@ -781,6 +816,7 @@ impl Filesystem for WeftFs {
             self.kept_by_manager(kept);
             Ok(())
         });
+        self.recent.dir_changed(inode(parent));
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -793,6 +829,7 @@ impl Filesystem for WeftFs {
                 .rmdir_in(inode(parent), name)
                 .map_err(|e| errno(&e, "rmdir"))
         });
+        self.recent.dir_changed(inode(parent));
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -807,6 +844,7 @@ impl Filesystem for WeftFs {
                 .map(|attr| self.entered(inode(parent), name, &attr))
                 .map_err(|e| errno(&e, "symlink"))
         });
+        self.recent.dir_changed(inode(parent));
         match result {
             Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
             Err(e) => reply.error(e),
@@ -901,7 +939,9 @@ impl Filesystem for WeftFs {
         // Kept writes go to the io servers now: by close, every byte is on its server
         // and the next getattr anywhere sees the new size. A failure to send them is
         // close's error, as on NFS.
-        match self.file(fh).and_then(|_| self.behind.send(inode(ino))) {
+        let sent = self.file(fh).and_then(|_| self.behind.send(inode(ino)));
+        self.recent.inode_changed(inode(ino));
+        match sent {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -921,6 +961,7 @@ impl Filesystem for WeftFs {
         // here, before a kept file may be released. Nobody is left to tell of a failure
         // but the log.
         let _ = self.behind.send(inode(ino));
+        self.recent.inode_changed(inode(ino));
         let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
         if let Some(open) = closed {
             if let Some(inode) = self.open_inodes.closed(open.file.inode()) {
@@ -1096,6 +1137,7 @@ impl Filesystem for WeftFs {
                 .setxattr(inode(ino), name.as_bytes(), value, how)
                 .map_err(|e| errno(&e, "setxattr"))
         };
+        self.recent.inode_changed(inode(ino));
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -1146,6 +1188,7 @@ impl Filesystem for WeftFs {
                 .removexattr(inode(ino), name.as_bytes())
                 .map_err(|e| errno(&e, "removexattr"))
         };
+        self.recent.inode_changed(inode(ino));
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -1154,7 +1197,10 @@ impl Filesystem for WeftFs {
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let name = name_bytes(newname);
-        match self.caller(req).link_in(inode(ino), inode(newparent), name) {
+        let linked = self.caller(req).link_in(inode(ino), inode(newparent), name);
+        self.recent.dir_changed(inode(newparent));
+        self.recent.inode_changed(inode(ino));
+        match linked {
             Ok(attr) => {
                 let attr = self.with_size(req, attr);
                 reply.entry(
@@ -1177,7 +1223,9 @@ impl Filesystem for WeftFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        match self.do_mknod(req, inode(parent), name_bytes(name), mode, umask, rdev) {
+        let made = self.do_mknod(req, inode(parent), name_bytes(name), mode, umask, rdev);
+        self.recent.dir_changed(inode(parent));
+        match made {
             Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
             Err(e) => reply.error(e),
         }

@@ -22,7 +22,9 @@
 //!   right after close is right everywhere; before it, this mount's answers count the
 //!   kept bytes. The kernel caches pages while a file is open; each open starts with an
 //!   empty page cache for the file. Attributes and names are cached for `attr_ttl` (1 s
-//!   by default).
+//!   by default). A run of lookups in one directory is answered from a listing of it
+//!   that is younger than `attr_ttl`, never older answers than the kernel's own cache
+//!   would give (see `recent`).
 //! - Close-to-open consistency across clients: an open checks with the manager, in one
 //!   round trip, that the names the kernel found the file by still lead to it, and reads
 //!   its attributes and size afresh (dropping the kernel's cached ones if they changed).
@@ -64,6 +66,7 @@ mod fs;
 mod kept;
 mod mount;
 mod names;
+mod recent;
 mod xattr;
 
 pub use fs::{CacheOptions, REQUEST_BYTES_MAX};
