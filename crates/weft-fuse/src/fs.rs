@@ -6,6 +6,7 @@
 use crate::attr::{file_attr, kind_of_mode, time_set};
 use crate::behind::{WriteBehind, SMALL_WRITE_BYTES};
 use crate::creds::Clients;
+use crate::deferred::{Caller, Deferred};
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
 use crate::names::{Names, Retries};
@@ -100,6 +101,8 @@ pub struct WeftFs {
     behind: WriteBehind,
     /// Directories listed to answer a run of lookups (see `recent`).
     recent: Recent,
+    /// Attribute changes of files created here and open, sent at close (see `deferred`).
+    deferred: Deferred,
 }
 
 thread_local! {
@@ -148,6 +151,7 @@ impl WeftFs {
             notifier,
             behind: WriteBehind::default(),
             recent: Recent::new(cache.attr_ttl),
+            deferred: Deferred::default(),
         }
     }
 
@@ -183,18 +187,14 @@ impl WeftFs {
 
     /// Remembers an inode's attributes for `open` and answers with the kernel's form.
     fn remember(&self, attr: &Attr) -> FileAttr {
-        let with_kept;
-        let attr = match self.behind.end(attr.inode) {
+        let mut with_kept = attr.clone();
+        // Changes kept here and not yet sent show (see `deferred`).
+        self.deferred.overlay(&mut with_kept);
+        if attr.kind == FileKind::File {
             // Bytes written here and not yet sent count in the size (see `behind`).
-            end if end > attr.size && attr.kind == FileKind::File => {
-                with_kept = Attr {
-                    size: end,
-                    ..attr.clone()
-                };
-                &with_kept
-            }
-            _ => attr,
-        };
+            with_kept.size = with_kept.size.max(self.behind.end(attr.inode));
+        }
+        let attr = &with_kept;
         if attr.kind == FileKind::File {
             let mut table = self.attrs.lock().expect("attribute table poisoned");
             if table.len() >= ATTRS_CACHED_MAX {
@@ -315,7 +315,23 @@ impl WeftFs {
     }
 
     fn do_setattr(&self, req: &Request, ino: INodeNo, changes: SetAttr) -> Result<FileAttr, Errno> {
-        // Kept writes land before a truncate (or a time set) that came after them.
+        if self.open_inodes.is_open(inode(ino)) {
+            if let Some(current) = self.remembered(inode(ino)) {
+                let caller = Caller {
+                    uid: req.uid(),
+                    gid: req.gid(),
+                    client: self.caller(req),
+                };
+                if self.deferred.keep(inode(ino), &current, &caller, &changes) {
+                    // Sent at close; this mount shows it from now on.
+                    self.recent.inode_changed(inode(ino));
+                    return Ok(self.remember(&current));
+                }
+            }
+        }
+        // Kept changes land before this one, kept writes before a truncate (or a time
+        // set) that came after them.
+        self.deferred.send(inode(ino))?;
         self.behind.send(inode(ino))?;
         if let Some(size) = changes.size {
             self.behind.truncated(inode(ino), size);
@@ -367,8 +383,10 @@ impl WeftFs {
     /// kernel looks the whole path up again and retries once; that retry is trusted.
     fn do_open(&self, req: &Request, ino: INodeNo, flags: OpenFlags) -> Result<(u64, FopenFlags), Errno> {
         // What another descriptor here wrote is on the io servers before this open reads
-        // the size (close-to-open holds between descriptors of one mount too).
+        // the size (close-to-open holds between descriptors of one mount too), and the
+        // attributes kept here are the manager's.
         self.behind.send(inode(ino))?;
+        self.deferred.send(inode(ino))?;
         let client = self.caller(req);
         let told = self.remembered(inode(ino));
         let attr = match told
@@ -461,6 +479,10 @@ impl WeftFs {
         }
         let fattr = self.entered(inode(parent), name, &attr);
         let fh = self.add_file(file)?;
+        if exclusive {
+            // New, and open here (see `deferred`).
+            self.deferred.created(attr.inode);
+        }
         Ok((fattr, fh))
     }
 
@@ -721,6 +743,7 @@ impl Filesystem for WeftFs {
 
     fn destroy(&mut self) {
         self.behind.send_all();
+        self.deferred.send_all();
         let base = self.clients.base();
         for inode in self.open_inodes.drain_kept() {
             kept::release(&base, self.session, inode);
@@ -939,7 +962,10 @@ impl Filesystem for WeftFs {
         // Kept writes go to the io servers now: by close, every byte is on its server
         // and the next getattr anywhere sees the new size. A failure to send them is
         // close's error, as on NFS.
-        let sent = self.file(fh).and_then(|_| self.behind.send(inode(ino)));
+        let sent = self
+            .file(fh)
+            .and_then(|_| self.behind.send(inode(ino)))
+            .and_then(|()| self.deferred.send(inode(ino)));
         self.recent.inode_changed(inode(ino));
         match sent {
             Ok(()) => reply.ok(),
@@ -961,6 +987,7 @@ impl Filesystem for WeftFs {
         // here, before a kept file may be released. Nobody is left to tell of a failure
         // but the log.
         let _ = self.behind.send(inode(ino));
+        let _ = self.deferred.send(inode(ino));
         self.recent.inode_changed(inode(ino));
         let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
         if let Some(open) = closed {
@@ -969,6 +996,7 @@ impl Filesystem for WeftFs {
             }
             if !self.open_inodes.is_open(open.file.inode()) {
                 self.behind.forget(open.file.inode());
+                self.deferred.closed(open.file.inode());
             }
         }
         reply.ok();
@@ -977,6 +1005,7 @@ impl Filesystem for WeftFs {
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         let result = self.file(fh).and_then(|open| {
             self.behind.send(inode(ino))?;
+            self.deferred.send(inode(ino))?;
             open.file.sync().map_err(|e| errno(&e, "fsync"))
         });
         match result {
