@@ -301,6 +301,15 @@ impl WeftFs {
         self.remember(attr)
     }
 
+    /// Sends what is kept of `ino`: its writes to the io servers, then its attribute
+    /// changes to the manager. Not both at once: a change of mode or owner makes the
+    /// manager revoke the file's write capabilities on the io servers, which would
+    /// refuse writes still on their way (EACCES at close).
+    fn send_kept(&self, ino: InodeId) -> Result<(), Errno> {
+        self.behind.send(ino)?;
+        self.deferred.send(ino)
+    }
+
     /// The attributes an open must go by: the name the kernel found the inode by is
     /// checked with the manager (one round trip, the size asked of the io servers at the
     /// same time). `Stale` when the name no longer leads there.
@@ -962,10 +971,7 @@ impl Filesystem for WeftFs {
         // Kept writes go to the io servers now: by close, every byte is on its server
         // and the next getattr anywhere sees the new size. A failure to send them is
         // close's error, as on NFS.
-        let sent = self
-            .file(fh)
-            .and_then(|_| self.behind.send(inode(ino)))
-            .and_then(|()| self.deferred.send(inode(ino)));
+        let sent = self.file(fh).and_then(|_| self.send_kept(inode(ino)));
         self.recent.inode_changed(inode(ino));
         match sent {
             Ok(()) => reply.ok(),

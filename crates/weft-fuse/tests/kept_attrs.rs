@@ -115,7 +115,9 @@ fn tar_extracts_with_one_setattr_per_file_and_the_same_attributes_as_locally() {
         std::fs::create_dir_all(tree.join(format!("d{d}"))).unwrap();
         for f in 0..25 {
             let path = tree.join(format!("d{d}/f{f}"));
-            std::fs::write(&path, vec![b'x'; 100 * f]).unwrap();
+            // Some large enough to be sent in several requests at close.
+            let len = if f % 5 == 4 { 300_000 * (f + 1) } else { 100 * f };
+            std::fs::write(&path, common::pattern(f as u64, len)).unwrap();
             std::fs::set_permissions(&path, Permissions::from_mode(0o600 + (f as u32 % 8) * 0o10)).unwrap();
             std::os::unix::fs::chown(&path, Some(1000 + f as u32), Some(2000 + d)).unwrap();
         }
@@ -129,6 +131,7 @@ fn tar_extracts_with_one_setattr_per_file_and_the_same_attributes_as_locally() {
         scratch,
         &format!("mkdir {0}/x && tar xf tree.tar -C {0}/x", mount.path().display()),
     );
+    sh(scratch, &format!("diff -r local {}/x", mount.path().display()));
     let set_attrs = cluster_set_attrs(&cluster) - before;
     assert!(
         set_attrs <= 100.0 + 3.0 * 5.0 + 3.0,
