@@ -62,6 +62,10 @@ struct Dir {
     generation: u64,
     /// Not listed again before this (too big, or listing it failed).
     too_big_until: Option<Instant>,
+    /// When this mount last changed its names: a directory this mount is busy changing
+    /// (mdtest's unlink phase, rm -r) is not listed, as every change would throw the
+    /// listing away.
+    changed_here: Option<Instant>,
 }
 
 struct Listing {
@@ -132,7 +136,12 @@ impl Recent {
             d.lookups = 0;
         }
         d.lookups += 1;
-        if d.lookups < BUSY_LOOKUPS || d.fetching || d.too_big_until.is_some_and(|t| now < t) {
+        if d.lookups < BUSY_LOOKUPS
+            || d.fetching
+            || d.too_big_until.is_some_and(|t| now < t)
+            || d.changed_here
+                .is_some_and(|t| now.duration_since(t) < BUSY_WINDOW)
+        {
             return None;
         }
         let fresh = d
@@ -202,6 +211,7 @@ impl Recent {
         if let Some(d) = table.dirs.get_mut(&dir) {
             d.generation += 1;
             d.listing = None;
+            d.changed_here = Some(Instant::now());
         }
         // Its own times and link count changed too.
         drop_inode(&mut table, dir);
@@ -373,6 +383,22 @@ mod tests {
             recent.get(dir, b"f43").is_none(),
             "a directory changed here still answered"
         );
+    }
+
+    #[test]
+    fn a_directory_this_mount_keeps_changing_is_not_listed_until_it_rests() {
+        let recent = Recent::new(TTL);
+        let dir = InodeId(2);
+        // Known (a lookup), then changed here: lookups between changes list nothing.
+        assert!(recent.looked_up(dir).is_none());
+        for _ in 0..4 {
+            recent.dir_changed(dir);
+            for _ in 0..BUSY_LOOKUPS {
+                assert!(recent.looked_up(dir).is_none(), "listed while being changed here");
+            }
+        }
+        std::thread::sleep(BUSY_WINDOW + Duration::from_millis(50));
+        busy(&recent, dir);
     }
 
     #[test]
