@@ -60,7 +60,7 @@ fn the_mount_benchmark_moves_and_verifies_every_byte_and_unmounts() {
     for run in runs {
         assert_eq!(run["size_after_write"], size, "{run}");
         assert_eq!(run["bytes_verified"], size, "{run}");
-        for key in ["write_ns", "sync_ns", "read_ns"] {
+        for key in ["write_ns", "sync_ns", "read_ns", "reread_ns"] {
             assert!(run[key].as_u64().unwrap() > 0, "{key}: {run}");
         }
     }
@@ -75,8 +75,10 @@ fn the_mount_benchmark_moves_and_verifies_every_byte_and_unmounts() {
         [
             ("native", "write+sync"),
             ("native", "read"),
+            ("native", "re-read"),
             ("mount", "write+sync"),
             ("mount", "read"),
+            ("mount", "re-read"),
         ]
     );
 

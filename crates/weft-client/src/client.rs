@@ -1157,6 +1157,24 @@ impl Client {
         Ok(attr)
     }
 
+    /// `setattr_inode` of changes that leave the size alone (mode, owner, times), answered
+    /// with the manager's attributes only: the size is not asked of the io servers.
+    pub fn setattr_unsized(&self, inode: InodeId, changes: &SetAttr) -> Result<Attr, ClientError> {
+        if changes.size.is_some() {
+            return Err(ClientError::InvalidArgument(format!(
+                "inode {inode}: a size change needs setattr_inode"
+            )));
+        }
+        self.attr_of(
+            Request::SetAttr {
+                cred: self.cred_clone(),
+                inode,
+                changes: changes.clone(),
+            },
+            &format!("inode {inode}"),
+        )
+    }
+
     /// Sets (or with `None` clears) the default layout of new files in a directory.
     pub fn set_dir_layout(&self, path: &str, layout: Option<LayoutRequest>) -> Result<Attr, ClientError> {
         let dir = self.resolve(path)?;

@@ -6,9 +6,11 @@
 use crate::attr::{file_attr, kind_of_mode, time_set};
 use crate::behind::{WriteBehind, SMALL_WRITE_BYTES};
 use crate::creds::Clients;
+use crate::deferred::{Caller, Deferred};
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
 use crate::names::{Names, Retries};
+use crate::recent::{Recent, Ticket};
 use crate::xattr::{self, CLUSTER_XATTR, LAYOUT_XATTR};
 use fuser::{
     Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -102,6 +104,10 @@ pub struct WeftFs {
     /// that finds the same stamp again, settled, lets the kernel keep the file's cached
     /// pages. Starts over when full.
     stamps: Mutex<HashMap<InodeId, Seen>>,
+    /// Directories listed to answer a run of lookups (see `recent`).
+    recent: Recent,
+    /// Attribute changes of files created here and open, sent at close (see `deferred`).
+    deferred: Deferred,
 }
 
 /// A file's data as an open here found it.
@@ -162,6 +168,8 @@ impl WeftFs {
             notifier,
             behind: WriteBehind::default(),
             stamps: Mutex::new(HashMap::new()),
+            recent: Recent::new(cache.attr_ttl),
+            deferred: Deferred::default(),
         }
     }
 
@@ -197,18 +205,14 @@ impl WeftFs {
 
     /// Remembers an inode's attributes for `open` and answers with the kernel's form.
     fn remember(&self, attr: &Attr) -> FileAttr {
-        let with_kept;
-        let attr = match self.behind.end(attr.inode) {
+        let mut with_kept = attr.clone();
+        // Changes kept here and not yet sent show (see `deferred`).
+        self.deferred.overlay(&mut with_kept);
+        if attr.kind == FileKind::File {
             // Bytes written here and not yet sent count in the size (see `behind`).
-            end if end > attr.size && attr.kind == FileKind::File => {
-                with_kept = Attr {
-                    size: end,
-                    ..attr.clone()
-                };
-                &with_kept
-            }
-            _ => attr,
-        };
+            with_kept.size = with_kept.size.max(self.behind.end(attr.inode));
+        }
+        let attr = &with_kept;
         if attr.kind == FileKind::File {
             let mut table = self.attrs.lock().expect("attribute table poisoned");
             if table.len() >= ATTRS_CACHED_MAX {
@@ -268,8 +272,24 @@ impl WeftFs {
         }
     }
 
-    fn do_lookup(&self, req: &Request, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
+    /// The entry for `name` in `parent`, how long the kernel may keep it, and a listing
+    /// of `parent` to fetch once the kernel is answered (see `recent`).
+    fn do_lookup(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+    ) -> Result<(FileAttr, Duration, Option<Ticket>), Errno> {
         let name = name_bytes(name);
+        if !self.retries.retrying(req.pid()) {
+            if let Some((attr, left)) = self.recent.get(inode(parent), name) {
+                // What is open here may have changed here since the listing.
+                if !self.open_inodes.is_open(attr.inode) {
+                    self.retries.looked_up(req.pid(), attr.inode);
+                    return Ok((self.entered(inode(parent), name, &attr), left, None));
+                }
+            }
+        }
         let client = self.caller(req);
         let guess = self
             .last_found
@@ -281,7 +301,8 @@ impl WeftFs {
             .lookup_sized(inode(parent), name, guess.as_ref())
             .map_err(|e| errno(&e, "lookup"))?;
         self.retries.looked_up(req.pid(), attr.inode);
-        Ok(self.entered(inode(parent), name, &attr))
+        let ticket = self.recent.looked_up(inode(parent));
+        Ok((self.entered(inode(parent), name, &attr), self.ttl(), ticket))
     }
 
     /// An entry for `attr` as `name` in `parent` goes to the kernel: its name and
@@ -296,6 +317,15 @@ impl WeftFs {
             found.insert((parent, Name::from(name)), attr.inode);
         }
         self.remember(attr)
+    }
+
+    /// Sends what is kept of `ino`: its writes to the io servers, then its attribute
+    /// changes to the manager. Not both at once: a change of mode or owner makes the
+    /// manager revoke the file's write capabilities on the io servers, which would
+    /// refuse writes still on their way (EACCES at close).
+    fn send_kept(&self, ino: InodeId) -> Result<(), Errno> {
+        self.behind.send(ino)?;
+        self.deferred.send(ino)
     }
 
     /// The attributes an open must go by: the name the kernel found the inode by is
@@ -354,7 +384,23 @@ impl WeftFs {
     }
 
     fn do_setattr(&self, req: &Request, ino: INodeNo, changes: SetAttr) -> Result<FileAttr, Errno> {
-        // Kept writes land before a truncate (or a time set) that came after them.
+        if self.open_inodes.is_open(inode(ino)) {
+            if let Some(current) = self.remembered(inode(ino)) {
+                let caller = Caller {
+                    uid: req.uid(),
+                    gid: req.gid(),
+                    client: self.caller(req),
+                };
+                if self.deferred.keep(inode(ino), &current, &caller, &changes) {
+                    // Sent at close; this mount shows it from now on.
+                    self.recent.inode_changed(inode(ino));
+                    return Ok(self.remember(&current));
+                }
+            }
+        }
+        // Kept changes land before this one, kept writes before a truncate (or a time
+        // set) that came after them.
+        self.deferred.send(inode(ino))?;
         self.behind.send(inode(ino))?;
         if let Some(size) = changes.size {
             self.behind.truncated(inode(ino), size);
@@ -363,7 +409,9 @@ impl WeftFs {
         let attr = if changes == SetAttr::default() {
             client.getattr(inode(ino))
         } else {
-            client.setattr_inode(inode(ino), &changes)
+            let set = client.setattr_inode(inode(ino), &changes);
+            self.recent.inode_changed(inode(ino));
+            set
         }
         .map_err(|e| errno(&e, "setattr"))?;
         Ok(self.remember(&attr))
@@ -404,8 +452,10 @@ impl WeftFs {
     /// kernel looks the whole path up again and retries once; that retry is trusted.
     fn do_open(&self, req: &Request, ino: INodeNo, flags: OpenFlags) -> Result<(u64, FopenFlags), Errno> {
         // What another descriptor here wrote is on the io servers before this open reads
-        // the size (close-to-open holds between descriptors of one mount too).
+        // the size (close-to-open holds between descriptors of one mount too), and the
+        // attributes kept here are the manager's.
         self.behind.send(inode(ino))?;
+        self.deferred.send(inode(ino))?;
         let client = self.caller(req);
         let told = self.remembered(inode(ino));
         let (attr, stamp) = match told
@@ -438,6 +488,9 @@ impl WeftFs {
         });
         self.remember(&attr);
         let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
+        if writable {
+            self.recent.inode_changed(inode(ino));
+        }
         let file = client.open_attr(attr, writable).map_err(|e| errno(&e, "open"))?;
         if changed {
             // The kernel's cached attributes (the size above all, which bounds reads) are
@@ -489,9 +542,9 @@ impl WeftFs {
             truncate,
             ..CreateOptions::default()
         };
-        let file = client
-            .create_in(inode(parent), name, &options)
-            .map_err(|e| errno(&e, "create"))?;
+        let file = client.create_in(inode(parent), name, &options);
+        self.recent.dir_changed(inode(parent));
+        let file = file.map_err(|e| errno(&e, "create"))?;
         let mut attr = file.attr().clone();
         if exclusive || truncate {
             attr.size = 0;
@@ -503,6 +556,10 @@ impl WeftFs {
         }
         let fattr = self.entered(inode(parent), name, &attr);
         let fh = self.add_file(file)?;
+        if exclusive {
+            // New, and open here (see `deferred`).
+            self.deferred.created(attr.inode);
+        }
         Ok((fattr, fh))
     }
 
@@ -531,10 +588,13 @@ impl WeftFs {
             return Ok(());
         }
         // A replaced target that is open here stays readable by its descriptors.
-        let (moved, kept) = client
-            .rename_keeping((inode(parent), name), (inode(new_parent), new_name), self.keep())
-            .map_err(|e| errno(&e, "rename"))?;
+        let renamed =
+            client.rename_keeping((inode(parent), name), (inode(new_parent), new_name), self.keep());
+        self.recent.dir_changed(inode(parent));
+        self.recent.dir_changed(inode(new_parent));
+        let (moved, kept) = renamed.map_err(|e| errno(&e, "rename"))?;
         self.names.renamed(inode(new_parent), new_name, moved.inode);
+        self.recent.inode_changed(moved.inode);
         self.kept_by_manager(kept);
         Ok(())
     }
@@ -761,6 +821,7 @@ impl Filesystem for WeftFs {
 
     fn destroy(&mut self) {
         self.behind.send_all();
+        self.deferred.send_all();
         let base = self.clients.base();
         for inode in self.open_inodes.drain_kept() {
             kept::release(&base, self.session, inode);
@@ -773,7 +834,12 @@ impl Filesystem for WeftFs {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.do_lookup(req, parent, name) {
-            Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
+            Ok((attr, ttl, ticket)) => {
+                reply.entry(&ttl, &attr, Generation(0));
+                if let Some(ticket) = ticket {
+                    self.recent.fetch(&self.caller(req), ticket);
+                }
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -835,6 +901,7 @@ impl Filesystem for WeftFs {
                 .map(|attr| self.entered(inode(parent), name, &attr))
                 .map_err(|e| errno(&e, "mkdir"))
         });
+        self.recent.dir_changed(inode(parent));
         match result {
             Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
             Err(e) => reply.error(e),
@@ -850,6 +917,7 @@ impl Filesystem for WeftFs {
             self.kept_by_manager(kept);
             Ok(())
         });
+        self.recent.dir_changed(inode(parent));
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -862,6 +930,7 @@ impl Filesystem for WeftFs {
                 .rmdir_in(inode(parent), name)
                 .map_err(|e| errno(&e, "rmdir"))
         });
+        self.recent.dir_changed(inode(parent));
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -876,6 +945,7 @@ impl Filesystem for WeftFs {
                 .map(|attr| self.entered(inode(parent), name, &attr))
                 .map_err(|e| errno(&e, "symlink"))
         });
+        self.recent.dir_changed(inode(parent));
         match result {
             Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
             Err(e) => reply.error(e),
@@ -971,7 +1041,9 @@ impl Filesystem for WeftFs {
         // and the next getattr anywhere sees the new size. A failure to send them is
         // close's error, as on NFS.
         self.open_completed(inode(ino), fh);
-        match self.file(fh).and_then(|_| self.behind.send(inode(ino))) {
+        let sent = self.file(fh).and_then(|_| self.send_kept(inode(ino)));
+        self.recent.inode_changed(inode(ino));
+        match sent {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -991,6 +1063,8 @@ impl Filesystem for WeftFs {
         // here, before a kept file may be released. Nobody is left to tell of a failure
         // but the log.
         let _ = self.behind.send(inode(ino));
+        let _ = self.deferred.send(inode(ino));
+        self.recent.inode_changed(inode(ino));
         let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
         if let Some(open) = closed {
             if let Some(inode) = self.open_inodes.closed(open.file.inode()) {
@@ -998,6 +1072,7 @@ impl Filesystem for WeftFs {
             }
             if !self.open_inodes.is_open(open.file.inode()) {
                 self.behind.forget(open.file.inode());
+                self.deferred.closed(open.file.inode());
             }
         }
         reply.ok();
@@ -1006,6 +1081,7 @@ impl Filesystem for WeftFs {
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         let result = self.file(fh).and_then(|open| {
             self.behind.send(inode(ino))?;
+            self.deferred.send(inode(ino))?;
             open.file.sync().map_err(|e| errno(&e, "fsync"))
         });
         match result {
@@ -1166,6 +1242,7 @@ impl Filesystem for WeftFs {
                 .setxattr(inode(ino), name.as_bytes(), value, how)
                 .map_err(|e| errno(&e, "setxattr"))
         };
+        self.recent.inode_changed(inode(ino));
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -1216,6 +1293,7 @@ impl Filesystem for WeftFs {
                 .removexattr(inode(ino), name.as_bytes())
                 .map_err(|e| errno(&e, "removexattr"))
         };
+        self.recent.inode_changed(inode(ino));
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -1224,7 +1302,10 @@ impl Filesystem for WeftFs {
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let name = name_bytes(newname);
-        match self.caller(req).link_in(inode(ino), inode(newparent), name) {
+        let linked = self.caller(req).link_in(inode(ino), inode(newparent), name);
+        self.recent.dir_changed(inode(newparent));
+        self.recent.inode_changed(inode(ino));
+        match linked {
             Ok(attr) => {
                 let attr = self.with_size(req, attr);
                 reply.entry(
@@ -1247,7 +1328,9 @@ impl Filesystem for WeftFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        match self.do_mknod(req, inode(parent), name_bytes(name), mode, umask, rdev) {
+        let made = self.do_mknod(req, inode(parent), name_bytes(name), mode, umask, rdev);
+        self.recent.dir_changed(inode(parent));
+        match made {
             Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
             Err(e) => reply.error(e),
         }

@@ -24,7 +24,11 @@
 //!   if the file's data provably did not change since the previous open here (its
 //!   objects' change stamps on the io servers, `weft_client::DataStamp`, are the same
 //!   and settled), else it starts with an empty page cache for the file. Attributes and
-//!   names are cached for `attr_ttl` (1 s by default).
+//!   names are cached for `attr_ttl` (1 s by default). A run of lookups in one directory
+//!   is answered from a listing of it that is younger than `attr_ttl`, never older
+//!   answers than the kernel's own cache would give (see `recent`). Mode, owner and time
+//!   changes of a file this mount created and holds open are sent together at its close
+//!   (see `deferred`).
 //! - Close-to-open consistency across clients: an open checks with the manager, in one
 //!   round trip, that the names the kernel found the file by still lead to it, and reads
 //!   its attributes and size afresh (dropping the kernel's cached ones if they changed).
@@ -61,11 +65,13 @@
 mod attr;
 mod behind;
 mod creds;
+mod deferred;
 mod dir;
 mod fs;
 mod kept;
 mod mount;
 mod names;
+mod recent;
 mod xattr;
 
 pub use fs::{CacheOptions, REQUEST_BYTES_MAX};

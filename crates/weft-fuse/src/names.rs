@@ -163,6 +163,13 @@ impl Retries {
         }
     }
 
+    /// Whether thread `pid` was just answered ESTALE and is retrying its walk (its
+    /// lookups must then ask the manager, see `recent`).
+    pub fn retrying(&self, pid: u32) -> bool {
+        let table = self.lock();
+        !table.is_empty() && table.get(&pid).is_some_and(|r| r.since.elapsed() < RETRY_WINDOW)
+    }
+
     /// Whether thread `pid` is retrying a walk (it was just answered ESTALE) and found
     /// `inode` since: the kernel may ask its attributes before it opens it.
     pub fn expects(&self, pid: u32, inode: InodeId) -> bool {

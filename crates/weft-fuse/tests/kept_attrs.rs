@@ -1,0 +1,170 @@
+//! Attribute changes of a file the mount created and holds open are kept and sent as
+//! one request at its close (weft-fuse `deferred`): what every observer sees is what a
+//! local file system shows for the same calls, in this mount at once, elsewhere from
+//! the close; and `tar x` pays one manager setattr per file rather than three.
+
+mod common;
+
+use common::{sh, Mount};
+use std::fs::{File, OpenOptions, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{fchown, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+use weft_testkit::TestCluster;
+
+/// (mode, uid, gid, mtime seconds, size) of a path.
+fn attrs_of(path: &Path) -> (u32, u32, u32, i64, u64) {
+    let m = std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("stat {}: {e}", path.display()));
+    (m.mode() & 0o7777, m.uid(), m.gid(), m.mtime(), m.size())
+}
+
+fn fattrs(file: &File) -> (u32, u32, u32, i64, u64) {
+    let m = file.metadata().unwrap();
+    (m.mode() & 0o7777, m.uid(), m.gid(), m.mtime(), m.size())
+}
+
+/// A sequence of changes through one descriptor of a file it creates, as tar and cp -p
+/// make them (and a few orders they do not), checked while open; returns the descriptor.
+fn make(dir: &Path, name: &str, steps: &[&str]) -> (File, (u32, u32, u32, i64, u64)) {
+    let path = dir.join(name);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+    file.write_all(b"some bytes").unwrap();
+    let old = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    for step in steps {
+        match *step {
+            "times" => file
+                .set_times(std::fs::FileTimes::new().set_modified(old))
+                .unwrap(),
+            "now" => file.set_modified(SystemTime::now()).unwrap(),
+            "chown" => fchown(&file, Some(1234), Some(4321)).unwrap(),
+            "chgrp" => fchown(&file, None, Some(99)).unwrap(),
+            "chmod" => file.set_permissions(Permissions::from_mode(0o6755)).unwrap(),
+            "chmod2" => file.set_permissions(Permissions::from_mode(0o640)).unwrap(),
+            other => panic!("unknown step {other}"),
+        }
+    }
+    let seen = fattrs(&file);
+    // The path shows what the descriptor shows.
+    assert_eq!(
+        attrs_of(&path),
+        seen,
+        "{name}: path and descriptor differ while open"
+    );
+    (file, seen)
+}
+
+#[test]
+fn kept_changes_show_at_once_here_and_everywhere_after_close_as_on_a_local_file_system() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let other = Mount::new(&cluster);
+    let local = mount.scratch().join("local");
+    std::fs::create_dir(&local).unwrap();
+    let cases: &[&[&str]] = &[
+        &["times", "chown", "chmod"],
+        &["chmod", "chown"],
+        &["chmod", "times", "chgrp", "chmod2"],
+        &["chown", "chmod", "now"],
+        &["now", "times"],
+        &["chmod2"],
+    ];
+    let client = cluster.client();
+    for (k, steps) in cases.iter().enumerate() {
+        let name = format!("f{k}");
+        let (local_file, want) = make(&local, &name, steps);
+        let (file, seen) = make(mount.path(), &name, steps);
+        let now_ish = |a: (u32, u32, u32, i64, u64)| (a.0, a.1, a.2, a.4);
+        if steps.last() == Some(&"now") {
+            assert_eq!(now_ish(seen), now_ish(want), "{steps:?}: open, through the mount");
+        } else {
+            assert_eq!(seen, want, "{steps:?}: open, through the mount");
+        }
+        drop(local_file);
+        drop(file);
+        // After close: the same for the other mount and the native client.
+        let there = attrs_of(&other.join(&name));
+        assert_eq!(
+            there,
+            attrs_of(&mount.join(&name)),
+            "{steps:?}: the other mount after close"
+        );
+        let native = client.stat(&format!("/{name}")).unwrap();
+        assert_eq!(
+            (native.mode, native.uid, native.gid, native.mtime.secs),
+            (there.0, there.1, there.2, there.3),
+            "{steps:?}: the native client after close"
+        );
+        if steps.last() != Some(&"now") {
+            assert_eq!(there, want, "{steps:?}: after close");
+        }
+    }
+}
+
+#[test]
+fn tar_extracts_with_one_setattr_per_file_and_the_same_attributes_as_locally() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let scratch = mount.scratch();
+    let tree = scratch.join("tree");
+    for d in 0..4 {
+        std::fs::create_dir_all(tree.join(format!("d{d}"))).unwrap();
+        for f in 0..25 {
+            let path = tree.join(format!("d{d}/f{f}"));
+            // Some large enough to be sent in several requests at close.
+            let len = if f % 5 == 4 { 300_000 * (f + 1) } else { 100 * f };
+            std::fs::write(&path, common::pattern(f as u64, len)).unwrap();
+            std::fs::set_permissions(&path, Permissions::from_mode(0o600 + (f as u32 % 8) * 0o10)).unwrap();
+            std::os::unix::fs::chown(&path, Some(1000 + f as u32), Some(2000 + d)).unwrap();
+        }
+    }
+    sh(
+        scratch,
+        "tar cf tree.tar -C tree . && mkdir local && tar xf tree.tar -C local",
+    );
+    let before = cluster_set_attrs(&cluster);
+    sh(
+        scratch,
+        &format!("mkdir {0}/x && tar xf tree.tar -C {0}/x", mount.path().display()),
+    );
+    sh(scratch, &format!("diff -r local {}/x", mount.path().display()));
+    let set_attrs = cluster_set_attrs(&cluster) - before;
+    assert!(
+        set_attrs <= 100.0 + 3.0 * 5.0 + 3.0,
+        "{set_attrs} manager setattrs to extract 100 files and 5 directories"
+    );
+    // The other mount (and so the manager) shows what a local extraction shows.
+    let other = Mount::new(&cluster);
+    for d in 0..4 {
+        for f in 0..25 {
+            let rel = format!("d{d}/f{f}");
+            assert_eq!(
+                attrs_of(&other.join(&format!("x/{rel}"))),
+                attrs_of(&scratch.join(format!("local/{rel}"))),
+                "{rel}"
+            );
+        }
+    }
+}
+
+/// The manager's set_attr requests so far.
+fn cluster_set_attrs(cluster: &TestCluster) -> f64 {
+    let config = cluster.config();
+    let addr = config
+        .server(0)
+        .and_then(|s| s.metrics_addr.clone())
+        .expect("weft up recorded no metrics address for the manager");
+    let body = weft_metrics::http::get(&format!("http://{addr}/metrics"), Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("scraping the manager: {e}"));
+    let text = String::from_utf8(body).expect("metrics are UTF-8");
+    weft_metrics::parse::parse(&text)
+        .unwrap()
+        .iter()
+        .filter(|s| s.name == "weft_meta_requests_total" && s.label("op") == Some("set_attr"))
+        .map(|s| s.value)
+        .sum()
+}

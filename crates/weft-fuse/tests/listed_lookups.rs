@@ -1,0 +1,152 @@
+//! Lookups answered from a recent listing of their directory (weft-fuse `recent`): a
+//! run of stats after the attribute timeout costs the manager a few requests, not one
+//! per file, and still never shows attributes older than the timeout, nor opens a file
+//! another client removed or replaced (issue 8 item 1's guarantees).
+
+mod common;
+
+use common::Mount;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::Duration;
+use weft_client::{CreateOptions, OpenOptions, SetAttr};
+use weft_testkit::TestCluster;
+
+const FILES: usize = 300;
+
+/// Lookups the manager has answered so far.
+fn manager_lookups(cluster: &TestCluster) -> f64 {
+    let config = cluster.config();
+    let addr = config
+        .server(0)
+        .and_then(|s| s.metrics_addr.clone())
+        .expect("weft up recorded no metrics address for the manager");
+    let body = weft_metrics::http::get(&format!("http://{addr}/metrics"), Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("scraping the manager: {e}"));
+    let text = String::from_utf8(body).expect("metrics are UTF-8");
+    let samples = weft_metrics::parse::parse(&text).unwrap();
+    // No series until the first lookup.
+    samples
+        .iter()
+        .filter(|s| s.name == "weft_meta_requests_total" && s.label("op") == Some("lookup"))
+        .map(|s| s.value)
+        .sum()
+}
+
+fn name(k: usize) -> String {
+    format!("f{k:03}")
+}
+
+/// Stats every file of the directory through the mount, the way `ls`-less programs
+/// (mdtest, make) do: one path at a time. Sizes and modes as seen.
+fn stat_all(mount: &Mount) -> Vec<Option<(u64, u32, u64)>> {
+    (0..FILES + 1)
+        .map(
+            |k| match std::fs::metadata(mount.join(&format!("d/{}", name(k)))) {
+                Ok(m) => Some((m.len(), m.permissions().mode() & 0o7777, m.ino())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => panic!("stat {}: {e}", name(k)),
+            },
+        )
+        .collect()
+}
+
+#[test]
+fn stats_after_the_timeout_cost_few_lookups_and_never_show_more_than_the_timeout_old() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/d", 0o755).unwrap();
+    let mut inodes = Vec::new();
+    for k in 0..FILES {
+        let file = client
+            .create(&format!("/d/{}", name(k)), &CreateOptions::default())
+            .unwrap();
+        file.write_at(0, &vec![b'a'; k]).unwrap();
+        inodes.push(file.inode().0);
+    }
+    let mount = Mount::new(&cluster);
+
+    // First sight: a few names are looked up one by one, then the directory is listed.
+    let before = manager_lookups(&cluster);
+    let seen = stat_all(&mount);
+    let lookups = manager_lookups(&cluster) - before;
+    for k in 0..FILES {
+        assert_eq!(seen[k], Some((k as u64, 0o644, inodes[k])), "{}", name(k));
+    }
+    assert_eq!(seen[FILES], None);
+    assert!(
+        lookups < (FILES / 3) as f64,
+        "{lookups} manager lookups for {FILES} stats in one directory"
+    );
+
+    // Another client changes five names while the listing is fresh.
+    let mode = |m| SetAttr {
+        mode: Some(m),
+        ..SetAttr::default()
+    };
+    client.setattr(&format!("/d/{}", name(5)), &mode(0o600)).unwrap();
+    client
+        .open(
+            &format!("/d/{}", name(6)),
+            &OpenOptions {
+                write: true,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap()
+        .write_at(0, &[b'b'; 1000])
+        .unwrap();
+    client.unlink(&format!("/d/{}", name(7))).unwrap();
+    let replacement = client.create("/d/new", &CreateOptions::default()).unwrap();
+    replacement.write_at(0, b"replaced").unwrap();
+    client.rename("/d/new", &format!("/d/{}", name(8))).unwrap();
+    client
+        .create(&format!("/d/{}", name(FILES)), &CreateOptions::default())
+        .unwrap();
+
+    // Opens never see the old names, fresh listing or not; a name new since the listing is
+    // found.
+    assert_eq!(
+        std::fs::read(mount.join(&format!("d/{}", name(8)))).unwrap(),
+        b"replaced"
+    );
+    let gone = std::fs::read(mount.join(&format!("d/{}", name(7))));
+    assert_eq!(
+        gone.as_ref().map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::NotFound),
+        "an open found a file removed elsewhere: {gone:?}"
+    );
+    assert_eq!(
+        std::fs::read(mount.join(&format!("d/{}", name(9)))).unwrap(),
+        vec![b'a'; 9]
+    );
+    assert!(mount.join(&format!("d/{}", name(FILES))).exists());
+
+    // Once the timeout has passed, every stat shows every change, whether the kernel asks
+    // the manager or a new listing answers.
+    std::thread::sleep(Duration::from_millis(1100));
+    for round in 0..2 {
+        let seen = stat_all(&mount);
+        for k in 0..FILES {
+            let expected = match k {
+                5 => Some((5, 0o600, inodes[5])),
+                6 => Some((1000, 0o644, inodes[6])),
+                7 => None,
+                8 => Some((8, 0o644, replacement.inode().0)),
+                _ => Some((k as u64, 0o644, inodes[k])),
+            };
+            assert_eq!(seen[k], expected, "round {round}: {}", name(k));
+        }
+        assert!(seen[FILES].is_some(), "round {round}: a new file not seen");
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+
+    // And so do the mount's own changes, at once.
+    let own = mount.join(&format!("d/{}", name(10)));
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::write(mount.join(&format!("d/{}", name(11))), b"xyz").unwrap();
+    std::fs::remove_file(mount.join(&format!("d/{}", name(12)))).unwrap();
+    let seen = stat_all(&mount);
+    assert_eq!(seen[10], Some((10, 0o640, inodes[10])));
+    assert_eq!(seen[11], Some((3, 0o644, inodes[11])));
+    assert_eq!(seen[12], None);
+}
