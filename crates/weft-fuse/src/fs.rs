@@ -398,10 +398,10 @@ impl WeftFs {
                 }
             }
         }
-        // Kept changes land before this one, kept writes before a truncate (or a time
-        // set) that came after them.
-        self.deferred.send(inode(ino))?;
-        self.behind.send(inode(ino))?;
+        // Kept writes land before this change (a truncate or a time set that came after
+        // them; the objects' times are the file's), kept attribute changes after the
+        // writes and before this one.
+        self.send_kept(inode(ino))?;
         if let Some(size) = changes.size {
             self.behind.truncated(inode(ino), size);
         }
