@@ -126,13 +126,13 @@ fn tar_extracts_with_one_setattr_per_file_and_the_same_attributes_as_locally() {
         scratch,
         "tar cf tree.tar -C tree . && mkdir local && tar xf tree.tar -C local",
     );
-    let before = cluster_set_attrs(&cluster);
+    let before = cluster.manager_requests("set_attr");
     sh(
         scratch,
         &format!("mkdir {0}/x && tar xf tree.tar -C {0}/x", mount.path().display()),
     );
     sh(scratch, &format!("diff -r local {}/x", mount.path().display()));
-    let set_attrs = cluster_set_attrs(&cluster) - before;
+    let set_attrs = cluster.manager_requests("set_attr") - before;
     assert!(
         set_attrs <= 100.0 + 3.0 * 5.0 + 3.0,
         "{set_attrs} manager setattrs to extract 100 files and 5 directories"
@@ -149,22 +149,4 @@ fn tar_extracts_with_one_setattr_per_file_and_the_same_attributes_as_locally() {
             );
         }
     }
-}
-
-/// The manager's set_attr requests so far.
-fn cluster_set_attrs(cluster: &TestCluster) -> f64 {
-    let config = cluster.config();
-    let addr = config
-        .server(0)
-        .and_then(|s| s.metrics_addr.clone())
-        .expect("weft up recorded no metrics address for the manager");
-    let body = weft_metrics::http::get(&format!("http://{addr}/metrics"), Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("scraping the manager: {e}"));
-    let text = String::from_utf8(body).expect("metrics are UTF-8");
-    weft_metrics::parse::parse(&text)
-        .unwrap()
-        .iter()
-        .filter(|s| s.name == "weft_meta_requests_total" && s.label("op") == Some("set_attr"))
-        .map(|s| s.value)
-        .sum()
 }

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{pattern, read_all, Mount};
+use common::{native_write, pattern, read_all, Mount};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
@@ -47,17 +47,6 @@ fn resident_pages(path: &Path, len: usize) -> usize {
         assert_eq!(rc, 0, "mincore {}", path.display());
         vec.iter().filter(|b| *b & 1 == 1).count()
     }
-}
-
-fn native_write(client: &weft_client::Client, path: &str, offset: u64, data: &[u8]) {
-    let options = OpenOptions {
-        write: true,
-        create: Some(Default::default()),
-        ..Default::default()
-    };
-    let file = client.open(path, &options).unwrap();
-    assert_eq!(file.write_at(offset, data).unwrap(), data.len());
-    file.close().unwrap();
 }
 
 fn native_size(client: &weft_client::Client, path: &str) -> u64 {

@@ -13,25 +13,6 @@ use weft_testkit::TestCluster;
 
 const FILES: usize = 300;
 
-/// Lookups the manager has answered so far.
-fn manager_lookups(cluster: &TestCluster) -> f64 {
-    let config = cluster.config();
-    let addr = config
-        .server(0)
-        .and_then(|s| s.metrics_addr.clone())
-        .expect("weft up recorded no metrics address for the manager");
-    let body = weft_metrics::http::get(&format!("http://{addr}/metrics"), Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("scraping the manager: {e}"));
-    let text = String::from_utf8(body).expect("metrics are UTF-8");
-    let samples = weft_metrics::parse::parse(&text).unwrap();
-    // No series until the first lookup.
-    samples
-        .iter()
-        .filter(|s| s.name == "weft_meta_requests_total" && s.label("op") == Some("lookup"))
-        .map(|s| s.value)
-        .sum()
-}
-
 fn name(k: usize) -> String {
     format!("f{k:03}")
 }
@@ -66,9 +47,9 @@ fn stats_after_the_timeout_cost_few_lookups_and_never_show_more_than_the_timeout
     let mount = Mount::new(&cluster);
 
     // First sight: a few names are looked up one by one, then the directory is listed.
-    let before = manager_lookups(&cluster);
+    let before = cluster.manager_requests("lookup");
     let seen = stat_all(&mount);
-    let lookups = manager_lookups(&cluster) - before;
+    let lookups = cluster.manager_requests("lookup") - before;
     for k in 0..FILES {
         assert_eq!(seen[k], Some((k as u64, 0o644, inodes[k])), "{}", name(k));
     }

@@ -7,22 +7,11 @@
 
 mod common;
 
-use common::{pattern, sh, Mount};
+use common::{native_write, pattern, sh, Mount};
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
-use weft_client::{Client, OpenOptions, SetAttr, TimeSet, Timespec};
+use weft_client::{SetAttr, TimeSet, Timespec};
 use weft_testkit::TestCluster;
-
-fn native_write(client: &Client, path: &str, offset: u64, data: &[u8]) {
-    let options = OpenOptions {
-        write: true,
-        create: Some(Default::default()),
-        ..Default::default()
-    };
-    let file = client.open(path, &options).unwrap();
-    assert_eq!(file.write_at(offset, data).unwrap(), data.len());
-    file.close().unwrap();
-}
 
 fn mount_mtime(path: &std::path::Path) -> Timespec {
     let m = std::fs::metadata(path).unwrap();

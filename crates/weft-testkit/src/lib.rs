@@ -278,6 +278,31 @@ impl TestCluster {
         unsafe { libc::kill(pid, signal) };
     }
 
+    /// Requests the metadata manager has served whose operation label (`op`, snake
+    /// case: "lookup", "set_attr", "grant_capability") `counted` accepts, from its
+    /// metrics endpoint (none until the first such request).
+    pub fn manager_requests_where(&self, counted: impl Fn(Option<&str>) -> bool) -> f64 {
+        let config = self.config();
+        let addr = config
+            .server(0)
+            .and_then(|s| s.metrics_addr.clone())
+            .expect("weft up recorded no metrics address for the manager");
+        let body = weft_metrics::http::get(&format!("http://{addr}/metrics"), Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("scraping the manager: {e}"));
+        let text = String::from_utf8(body).expect("metrics are UTF-8");
+        weft_metrics::parse::parse(&text)
+            .unwrap()
+            .iter()
+            .filter(|s| s.name == "weft_meta_requests_total" && counted(s.label("op")))
+            .map(|s| s.value)
+            .sum()
+    }
+
+    /// Requests of operation `op` the metadata manager has served.
+    pub fn manager_requests(&self, op: &str) -> f64 {
+        self.manager_requests_where(|o| o == Some(op))
+    }
+
     /// Starts every stopped server again at its address and with its data.
     pub fn restart(&self) {
         let out = self.weft(&["up"]);

@@ -176,33 +176,13 @@ fn a_call_over_many_io_servers_uses_a_bounded_number_of_threads() {
 /// Requests the metadata manager served, apart from capability grants (counted by
 /// `capability_grants`).
 fn manager_requests(cluster: &TestCluster) -> f64 {
-    manager_requests_where(cluster, |op| op != Some("grant_capability"))
+    cluster.manager_requests_where(|op| op != Some("grant_capability"))
 }
 
 /// Capability grants the metadata manager served: each process asks once per file and
 /// right at its first read or write of the file (the open's handoff carries none yet).
 fn capability_grants(cluster: &TestCluster) -> f64 {
-    manager_requests_where(cluster, |op| op == Some("grant_capability"))
-}
-
-fn manager_requests_where(cluster: &TestCluster, counted: impl Fn(Option<&str>) -> bool) -> f64 {
-    let config = cluster.config();
-    let addr = config
-        .server(0)
-        .and_then(|s| s.metrics_addr.clone())
-        .expect("weft up recorded no metrics address for the manager");
-    let body = weft_metrics::http::get(
-        &format!("http://{addr}/metrics"),
-        std::time::Duration::from_secs(10),
-    )
-    .unwrap_or_else(|e| panic!("scraping the manager: {e}"));
-    let text = String::from_utf8(body).expect("metrics are UTF-8");
-    weft_metrics::parse::parse(&text)
-        .unwrap()
-        .iter()
-        .filter(|s| s.name == "weft_meta_requests_total" && counted(s.label("op")))
-        .map(|s| s.value)
-        .sum()
+    cluster.manager_requests_where(|op| op == Some("grant_capability"))
 }
 
 /// `weft bench open-close`'s program: open/write/close, open/read/close (verified) and

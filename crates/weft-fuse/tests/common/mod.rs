@@ -200,3 +200,16 @@ pub fn read_all(path: &Path) -> Vec<u8> {
     f.read_to_end(&mut v).unwrap();
     v
 }
+
+/// Writes `data` at `offset` of `path` through the native client (creating the file),
+/// closed before it returns.
+pub fn native_write(client: &weft_client::Client, path: &str, offset: u64, data: &[u8]) {
+    let options = weft_client::OpenOptions {
+        write: true,
+        create: Some(Default::default()),
+        ..Default::default()
+    };
+    let file = client.open(path, &options).unwrap();
+    assert_eq!(file.write_at(offset, data).unwrap(), data.len());
+    file.close().unwrap();
+}
