@@ -696,11 +696,7 @@ fn render(r: &Results) -> String {
             format!("{:.3}", s.ratio_median),
             format!("[{:.3}, {:.3}]", s.ratio_q1, s.ratio_q3),
             format!("[{:.3}, {:.3}]", s.ratio_min, s.ratio_max),
-            s.per_pair_ratios
-                .iter()
-                .map(|x| format!("{x:.2}"))
-                .collect::<Vec<_>>()
-                .join(" "),
+            per_pair_column(&s.per_pair_ratios),
         ]);
     }
     out.push_str(&table.render());
@@ -710,6 +706,27 @@ fn render(r: &Results) -> String {
         out.push_str(&format!("note: {n}\n"));
     }
     out
+}
+
+/// Pairs whose ratios the table lists one by one; past it, the first ones and a pointer
+/// to the JSON and plot, which hold all.
+const PAIRS_LISTED_MAX: usize = 12;
+
+fn per_pair_column(ratios: &[f64]) -> String {
+    let listed: Vec<String> = ratios
+        .iter()
+        .take(PAIRS_LISTED_MAX)
+        .map(|x| format!("{x:.2}"))
+        .collect();
+    if ratios.len() > PAIRS_LISTED_MAX {
+        format!(
+            "{} ... ({} more: --json)",
+            listed.join(" "),
+            ratios.len() - PAIRS_LISTED_MAX
+        )
+    } else {
+        listed.join(" ")
+    }
 }
 
 /// Median MiB/s per phase and side as bars; every pair's ratio per phase as lines.
