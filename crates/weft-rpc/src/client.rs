@@ -699,6 +699,10 @@ impl PendingCall<'_> {
                     self.sink_outstanding = false;
                 }
                 // Otherwise the reader holds the sink: dropping `self` waits for it.
+                // The request may still be done later (a hung server resumes): the
+                // connection goes, so that the server sees it closed and drops such a
+                // write rather than doing it after a newer one sent elsewhere.
+                c.break_with("no answer within the request timeout");
                 Err(RpcError::TimedOut {
                     addr: c.addr.clone(),
                     after_ms: c.timeouts.request.as_millis() as u64,

@@ -426,7 +426,55 @@ fn run_shm_call(shared: &Shared, conn: &Conn, request: Request) -> Result<(Respo
     })
 }
 
+/// Whether `request` changes a file's bytes or size at an io server (directly, inside a
+/// shared-memory call, or through a cache manager).
+fn changes_data(request: &Request) -> bool {
+    match request {
+        Request::Write { .. }
+        | Request::WriteView { .. }
+        | Request::Truncate { .. }
+        | Request::Allocate { .. }
+        | Request::CacheTruncate { .. } => true,
+        Request::ShmCall { request, .. }
+        | Request::ViaCache { request, .. }
+        | Request::ViaCacheAware { request, .. } => changes_data(request),
+        _ => false,
+    }
+}
+
+/// Whether the peer of `conn` has closed its end (its FIN is here), whether or not the
+/// event loop has read up to it yet.
+fn peer_hung_up(conn: &Conn) -> bool {
+    let mut fd = libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(&conn.stream),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of a descriptor this connection owns, no waiting.
+    let n = unsafe { libc::poll(&mut fd, 1, 0) };
+    n > 0 && fd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
 fn run_job(shared: &Shared, job: Job) {
+    // A client closes a connection whose request got no answer in time (this server was
+    // stopped or hung): it told its caller the write failed and may since have written
+    // the same bytes anew on another connection. Doing the old write now, after the new
+    // one, would put stale bytes over newer ones.
+    if changes_data(&job.request) && peer_hung_up(&job.conn) {
+        let error = WireError::new(
+            ErrorCode::Unavailable,
+            "the client closed the connection before this write was done; not done",
+        );
+        finish_job(
+            shared,
+            &job.conn,
+            job.opcode,
+            job.request_id,
+            job.charged,
+            Err(error),
+        );
+        return;
+    }
     if matches!(job.request, Request::ShmCall { .. }) {
         let Job {
             conn,
