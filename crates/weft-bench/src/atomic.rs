@@ -89,11 +89,7 @@ pub fn run(a: &AtomicArgs) -> Result<()> {
     let work = tempfile::Builder::new().prefix("weft-bench-atomic-").tempdir()?;
     let program = compile(work.path())?;
     let client = weft_client::Client::from_env()?;
-    match client.mkdir(&a.path, 0o755) {
-        Ok(_) => {}
-        Err(e) if e.code() == weft_client::ErrorCode::Exists => {}
-        Err(e) => return Err(e.into()),
-    }
+    crate::report::make_dir(&client, &a.path)?;
     let home = std::env::var("WEFT_HOME").ok();
     let mut rows = Vec::new();
     for &n in &a.n {

@@ -25,7 +25,7 @@ use serde::Serialize;
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
-use weft_client::{Client, ClientAuth, ClusterKey, CreateOptions, LayoutRequest, OpenOptions};
+use weft_client::{Client, ClientAuth, ClusterKey, CreateOptions, OpenOptions};
 use weft_proto::msg::Request;
 use weft_proto::{ErrorCode, Range, Striping};
 use weft_rpc::RpcError;
@@ -209,16 +209,7 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
     let block_bytes = block_mib * MIB;
     let total = block_bytes * u64::from(procs);
     let weft = std::env::current_exe().context("finding the weft executable")?;
-    let create = CreateOptions {
-        layout: LayoutRequest {
-            cache: None,
-            stripe_size_bytes: args.stripe_size,
-            stripe_count: args.stripe_count,
-            first_server: None,
-        },
-        exclusive: true,
-        ..Default::default()
-    };
+    let create = crate::cluster::striped(args.stripe_size, args.stripe_count);
     // Workers never touch their local file here; the argument is required.
     let scratch = tempfile::Builder::new().prefix("weft-bench-capcmp-").tempdir()?;
     let unused_local = scratch.path().join("unused.dat");
@@ -539,8 +530,12 @@ fn cycle_step(
         2 | 6 => {
             let w = side.workers.as_mut().expect("spawned at step 0");
             let (written, _) = w.step("write")?;
-            acc.ns
-                .push(first_numbers(&written)?.into_iter().map(|(t, _)| t).collect());
+            acc.ns.push(
+                crate::concurrent::worker_numbers(&written)?
+                    .into_iter()
+                    .map(|(t, _)| t)
+                    .collect(),
+            );
             let size = side.client.stat(path)?.size;
             ensure!(
                 size == total,
@@ -555,7 +550,7 @@ fn cycle_step(
         }
         4 | 8 => {
             let (read, _) = side.workers.as_mut().expect("spawned at step 0").step("read")?;
-            let read = first_numbers(&read)?;
+            let read = crate::concurrent::worker_numbers(&read)?;
             let verified: u64 = read.iter().map(|r| r.1).sum();
             ensure!(
                 verified == total,
@@ -610,19 +605,6 @@ fn cycles(
             bytes_verified: a.bytes_verified,
         })
         .collect())
-}
-
-fn first_numbers(replies: &[String]) -> Result<Vec<(u64, u64)>> {
-    replies
-        .iter()
-        .map(|line| {
-            let mut it = line.split_whitespace().map(str::parse::<u64>);
-            match (it.next(), it.next()) {
-                (Some(Ok(a)), Some(Ok(b))) => Ok((a, b)),
-                _ => bail!("malformed worker answer {line:?}"),
-            }
-        })
-        .collect()
 }
 
 fn sorted(values: &[f64]) -> Vec<f64> {

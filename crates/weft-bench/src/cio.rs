@@ -134,11 +134,7 @@ fn record(
 ) -> Result<(f64, u64, String)> {
     let library = library(run.library.as_deref())?;
     let client = weft_client::Client::from_env()?;
-    match client.mkdir(&run.path, 0o755) {
-        Ok(_) => {}
-        Err(e) if e.code() == weft_client::ErrorCode::Exists => {}
-        Err(e) => return Err(e.into()),
-    }
+    crate::report::make_dir(&client, &run.path)?;
     let file = format!("{}/{}", run.path.trim_end_matches('/'), workload.name());
     match client.unlink(&file) {
         Ok(_) => {}
@@ -156,15 +152,7 @@ fn record(
     c.arg(program).arg(format!("weft:{file}"));
     c.args(workload.program_args());
     c.arg("weft_cb_method=two_phase").args(&run.hints);
-    let shown = format!("{c:?}").replace('"', "");
-    let out = c.output().context("running mpirun")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        bail!(
-            "{shown} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let crate::report::Ran { stdout, shown, .. } = crate::report::run_program(c)?;
     for line in stdout.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
         if w.len() == 6 && w[0] == "cio" && w[2] == "read_s" && w[4] == "bytes" {

@@ -2,7 +2,10 @@
 //! benchmark measures.
 
 use anyhow::{Context, Result};
-use weft_client::{Client, CreateOptions, ErrorCode, Layout};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, Once};
+use weft_client::{Client, CreateOptions, ErrorCode, Layout, LayoutRequest};
 
 /// A client of the cluster named by the environment (`WEFT_HOME`, ...).
 pub fn connect() -> Result<Client> {
@@ -17,4 +20,108 @@ pub fn recreate(client: &Client, path: &str, create: &CreateOptions) -> Result<L
         _ => {}
     }
     Ok(client.create(path, create)?.layout().clone())
+}
+
+/// An exclusive create of a file striped as the benchmark's options ask (a size or count
+/// of `None` leaves the cluster's default).
+pub fn striped(stripe_size_bytes: Option<u64>, stripe_count: Option<u32>) -> CreateOptions {
+    CreateOptions {
+        layout: LayoutRequest {
+            cache: None,
+            stripe_size_bytes,
+            stripe_count,
+            first_server: None,
+        },
+        exclusive: true,
+        ..Default::default()
+    }
+}
+
+/// Clusters a benchmark started and has not stopped yet (the `weft` executable and the
+/// home), so that an interrupted benchmark stops them too.
+static STARTED: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+/// The write end of the pipe on which the signal handler passes the signal's number.
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+/// Records a cluster this benchmark started in `home`. From the first one on, SIGINT,
+/// SIGTERM and SIGHUP make the benchmark stop every recorded cluster (`weft down`),
+/// remove its home and exit with 128 + the signal's number, instead of dying at once
+/// and leaving the servers running.
+pub(crate) fn started(weft: &Path, home: &Path) {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(stop_clusters_on_signals);
+    lock_started().push((weft.to_path_buf(), home.to_path_buf()));
+}
+
+/// The cluster in `home` is stopped (or about to be, by its owner).
+pub(crate) fn stopped(home: &Path) {
+    lock_started().retain(|(_, h)| h != home);
+}
+
+fn lock_started() -> std::sync::MutexGuard<'static, Vec<(PathBuf, PathBuf)>> {
+    STARTED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    let byte = signal as u8;
+    // SAFETY: write(2) is async-signal-safe; the byte lives on this frame.
+    unsafe {
+        libc::write(
+            SIGNAL_PIPE.load(Ordering::Relaxed),
+            (&byte as *const u8).cast(),
+            1,
+        )
+    };
+}
+
+/// A thread waits on a pipe the handlers write to and does the stopping there (running
+/// `weft down` is nothing a signal handler may do).
+fn stop_clusters_on_signals() {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 returns.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        eprintln!(
+            "weft bench: no pipe for signals ({}); an interrupted run leaves its clusters running",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    SIGNAL_PIPE.store(fds[1], Ordering::Relaxed);
+    let read_end = fds[0];
+    let spawned = std::thread::Builder::new()
+        .name("weft-bench-signals".into())
+        .spawn(move || {
+            let mut byte = 0u8;
+            // SAFETY: reads one byte into `byte` from the pipe this thread owns.
+            while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } != 1 {}
+            let signal = i32::from(byte);
+            let clusters = std::mem::take(&mut *lock_started());
+            eprintln!(
+                "weft bench: interrupted (signal {signal}); stopping the {} cluster(s) it started",
+                clusters.len()
+            );
+            for (weft, home) in clusters {
+                let _ = std::process::Command::new(&weft)
+                    .args(["down", "--home"])
+                    .arg(&home)
+                    .stdout(std::process::Stdio::null())
+                    .status();
+                let _ = std::fs::remove_dir_all(&home);
+            }
+            std::process::exit(128 + signal);
+        });
+    if spawned.is_err() {
+        eprintln!("weft bench: no thread for signals; an interrupted run leaves its clusters running");
+        return;
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installs a handler that only calls write(2); sigaction is zeroed
+        // otherwise (no flags, empty mask).
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
 }

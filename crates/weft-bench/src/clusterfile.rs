@@ -18,7 +18,7 @@
 
 use crate::collective::{compile, library, mpirun_procs, run_timed, Timing};
 use crate::plot::{Figure, Panel, XAxis};
-use crate::report::{target_lines, write_results, Goal, Table, MIB};
+use crate::report::{median, target_lines, write_results, Goal, Table, MIB};
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -254,6 +254,7 @@ impl Cluster {
             home,
             up_args,
         };
+        crate::cluster::started(&cluster.weft, cluster.home());
         cluster.up()?;
         crate::regime::record(cluster.home())?;
         Ok(cluster)
@@ -318,6 +319,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.down();
+        crate::cluster::stopped(self.home());
     }
 }
 
@@ -339,12 +341,6 @@ fn drop_caches() -> bool {
     // SAFETY: sync(2) has no preconditions.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// One configuration to measure: how to start mpirun on a file prefix.

@@ -245,16 +245,12 @@ pub(crate) struct Timing {
 
 /// Runs one mpirun of the patterns program; returns its --timing line for `only`, the
 /// command as shown, and its standard error.
-pub(crate) fn run_timed(mut command: Command, only: &str) -> Result<(Timing, String, String)> {
-    let shown = format!("{command:?}").replace('"', "");
-    let out = command.output().context("running mpirun")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        bail!(
-            "{shown} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+pub(crate) fn run_timed(command: Command, only: &str) -> Result<(Timing, String, String)> {
+    let crate::report::Ran {
+        stdout,
+        stderr,
+        shown,
+    } = crate::report::run_program(command)?;
     for line in stdout.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
         if w.len() == 7 && w[0] == only && w[1] == "write_s" && w[3] == "read_s" && w[5] == "sync_s" {
@@ -263,7 +259,7 @@ pub(crate) fn run_timed(mut command: Command, only: &str) -> Result<(Timing, Str
                 read_s: w[4].parse()?,
                 sync_s: w[6].parse()?,
             };
-            return Ok((timing, shown, String::from_utf8_lossy(&out.stderr).into_owned()));
+            return Ok((timing, shown, stderr));
         }
     }
     bail!("{shown}: no timing line in\n{stdout}")
@@ -298,11 +294,7 @@ pub fn run(a: &CollectiveArgs) -> Result<()> {
         .tempdir()?;
     let program = compile(work.path())?;
     let client = weft_client::Client::from_env()?;
-    match client.mkdir(&a.path, 0o755) {
-        Ok(_) => {}
-        Err(e) if e.code() == weft_client::ErrorCode::Exists => {}
-        Err(e) => return Err(e.into()),
-    }
+    crate::report::make_dir(&client, &a.path)?;
     let home = std::env::var("WEFT_HOME").ok();
     let mut rows: Vec<Row> = Vec::new();
     for case in cases(a) {

@@ -18,7 +18,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use weft_client::{Client, CreateOptions, LayoutRequest, OpenOptions};
+use weft_client::{Client, OpenOptions};
 
 pub const LONG_ABOUT: &str = "PVFS's concurrent read/write test. P client processes (separate \
 processes, started by this command) each write one contiguous block of B MiB into disjoint regions of \
@@ -469,16 +469,7 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
     let total = block_bytes * u64::from(procs);
 
     let client = cluster::connect()?;
-    let create = CreateOptions {
-        layout: LayoutRequest {
-            cache: None,
-            stripe_size_bytes: args.stripe_size,
-            stripe_count: args.stripe_count,
-            first_server: None,
-        },
-        exclusive: true,
-        ..Default::default()
-    };
+    let create = crate::cluster::striped(args.stripe_size, args.stripe_count);
     // A fresh file, so that the layout asked for is the one measured.
     let layout = cluster::recreate(&client, &args.path, &create)?;
 
@@ -685,20 +676,8 @@ fn one_run(
     let (read, read_wall) = workers.step("read")?;
     workers.step("close")?;
 
-    let numbers = |replies: &[String]| -> Result<Vec<(u64, u64)>> {
-        replies
-            .iter()
-            .map(|line| {
-                let mut it = line.split_whitespace().map(str::parse::<u64>);
-                match (it.next(), it.next()) {
-                    (Some(Ok(a)), Some(Ok(b))) => Ok((a, b)),
-                    _ => bail!("malformed worker answer {line:?}"),
-                }
-            })
-            .collect()
-    };
-    let written = numbers(&written)?;
-    let read = numbers(&read)?;
+    let written = worker_numbers(&written)?;
+    let read = worker_numbers(&read)?;
     let bytes_verified: u64 = read.iter().map(|r| r.1).sum();
     ensure!(
         bytes_verified == total,
@@ -770,3 +749,17 @@ fn render(r: &Results) -> String {
 
 /// What a contiguous transfer should reach of the emulated links' total rate.
 const LINKS_TARGET: f64 = 0.85;
+
+/// The first two numbers of each worker's answer to a step (nanoseconds and bytes).
+pub(crate) fn worker_numbers(replies: &[String]) -> Result<Vec<(u64, u64)>> {
+    replies
+        .iter()
+        .map(|line| {
+            let mut it = line.split_whitespace().map(str::parse::<u64>);
+            match (it.next(), it.next()) {
+                (Some(Ok(a)), Some(Ok(b))) => Ok((a, b)),
+                _ => bail!("malformed worker answer {line:?}"),
+            }
+        })
+        .collect()
+}

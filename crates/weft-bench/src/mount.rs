@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use weft_client::{Client, CreateOptions, LayoutRequest, OpenOptions};
+use weft_client::{Client, OpenOptions};
 
 pub const LONG_ABOUT: &str = "Sequential write and read of one large file through a Weft FUSE mount, \
 dd style (1 MiB read and write calls, the write ending with fsync), against the native client on \
@@ -254,16 +254,7 @@ pub fn run(args: &MountArgs) -> Result<()> {
     };
     let mounted_path = mount.path().join(args.path.trim_start_matches('/'));
 
-    let create = CreateOptions {
-        layout: LayoutRequest {
-            cache: None,
-            stripe_size_bytes: args.stripe_size,
-            stripe_count: args.stripe_count,
-            first_server: None,
-        },
-        exclusive: true,
-        ..Default::default()
-    };
+    let create = crate::cluster::striped(args.stripe_size, args.stripe_count);
     // A fresh file, so that the layout asked for is the one measured.
     let layout = cluster::recreate(&client, &args.path, &create)?;
     // The mount must show the file the native client created: the same cluster.

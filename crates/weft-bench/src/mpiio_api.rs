@@ -8,14 +8,14 @@
 //!   same offsets (the ordered call's price: one `MPI_Exscan` and one fetch-and-add at
 //!   the metadata manager per call).
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Result};
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::Command;
 
 use crate::collective::{compile_mpi, mpirun_procs, MpiPrograms};
-use crate::report::{target_lines, write_json, Goal, Table};
+use crate::report::{median, target_lines, write_json, Goal, Table};
 
 pub const LONG_ABOUT: &str = "Nonblocking writes overlapped with computation and write_ordered \
 against write_at_all, on Weft. Overlap: each of --procs processes writes --mib MiB of its own \
@@ -92,23 +92,9 @@ struct Report {
     goals: Vec<Goal>,
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
 /// Runs `command`; returns the numbers of each stdout line starting with `tag`.
-fn lines(mut command: Command, tag: &str) -> Result<Vec<Vec<f64>>> {
-    let shown = format!("{command:?}").replace('"', "");
-    let out = command.output().context("running mpirun")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        bail!(
-            "{shown} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+fn lines(command: Command, tag: &str) -> Result<Vec<Vec<f64>>> {
+    let crate::report::Ran { stdout, shown, .. } = crate::report::run_program(command)?;
     let rows: Vec<Vec<f64>> = stdout
         .lines()
         .filter(|l| l.starts_with(tag))
@@ -159,11 +145,7 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
         .tempdir()?;
     let program = compile_mpi(work.path(), "mpiio_api", SOURCE)?;
     let client = weft_client::Client::from_env()?;
-    match client.mkdir(&a.path, 0o755) {
-        Ok(_) => {}
-        Err(e) if e.code() == weft_client::ErrorCode::Exists => {}
-        Err(e) => return Err(e.into()),
-    }
+    crate::report::make_dir(&client, &a.path)?;
     let home = std::env::var("WEFT_HOME").ok();
     let weft = |args: &[String]| {
         let mut c = mpirun_procs(a.procs);

@@ -7,14 +7,14 @@
 //! with the Weft runs, and the medians are compared. With `--cycles 1 --kib 65536` it
 //! measures the first write of a fresh file against rewriting it.
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::Command;
 
 use crate::collective::{compile_mpi, mpirun_procs, MpiPrograms};
-use crate::report::{target_lines, write_json, Goal, Table};
+use crate::report::{median, target_lines, write_json, Goal, Table};
 
 pub const LONG_ABOUT: &str = "The fixed cost of MPI-IO open/close cycles on Weft against the MPI \
 library's MPI-IO on a local directory, in the same run. Each of --procs processes runs three \
@@ -82,23 +82,9 @@ struct Report {
     goals: Vec<Goal>,
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
 /// Runs `command`; returns its `cycle` line's seconds per cycle and the command shown.
-fn run_one(mut command: Command) -> Result<([f64; 3], String)> {
-    let shown = format!("{command:?}").replace('"', "");
-    let out = command.output().context("running mpirun")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        bail!(
-            "{shown} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+fn run_one(command: Command) -> Result<([f64; 3], String)> {
+    let crate::report::Ran { stdout, shown, .. } = crate::report::run_program(command)?;
     for line in stdout.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
         if w.len() == 7 && w[0] == "cycle" && w[1] == "create_s" && w[3] == "read_s" && w[5] == "rewrite_s" {
@@ -135,11 +121,7 @@ pub fn run(a: &OpenCloseArgs) -> Result<()> {
         .tempdir()?;
     let program = compile_mpi(work.path(), "open_close", SOURCE)?;
     let client = weft_client::Client::from_env()?;
-    match client.mkdir(&a.path, 0o755) {
-        Ok(_) => {}
-        Err(e) if e.code() == weft_client::ErrorCode::Exists => {}
-        Err(e) => return Err(e.into()),
-    }
+    crate::report::make_dir(&client, &a.path)?;
     let home = std::env::var("WEFT_HOME").ok();
     let dir = a.path.trim_end_matches('/');
     let args = |prefix: String| vec![prefix, a.cycles.to_string(), a.kib.to_string()];

@@ -23,6 +23,53 @@ pub fn trimmed_mean(values: &[f64]) -> f64 {
     kept.iter().sum::<f64>() / kept.len() as f64
 }
 
+/// The middle value of `v` (the upper of the two middle ones for an even count), 0 for
+/// none.
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// What a benchmark program that ran to a successful end printed.
+pub struct Ran {
+    pub stdout: String,
+    pub stderr: String,
+    /// The command line as reports show it.
+    pub shown: String,
+}
+
+/// Runs a benchmark program (mpirun ...) to its end, or fails with both of its outputs
+/// if it did not succeed.
+pub fn run_program(mut command: std::process::Command) -> Result<Ran> {
+    let shown = format!("{command:?}").replace('"', "");
+    let out = command
+        .output()
+        .with_context(|| format!("running {}", command.get_program().to_string_lossy()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        bail!(
+            "{shown} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    Ok(Ran {
+        stdout,
+        stderr,
+        shown,
+    })
+}
+
+/// Makes the benchmark's directory `path` in Weft unless it exists.
+pub fn make_dir(client: &weft_client::Client, path: &str) -> Result<()> {
+    match client.mkdir(path, 0o755) {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == weft_client::ErrorCode::Exists => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A text table with a header row; columns are padded to their widest cell, text
 /// aligned left and numbers right.
 pub struct Table {

@@ -231,3 +231,79 @@ fn the_control_runs_both_clusters_without_capabilities_and_says_so() {
         assert_eq!(c["capability_less_read_refused"], false, "{c}");
     }
 }
+
+/// The weftd processes whose command line names a path under `dir`.
+fn servers_under(dir: &std::path::Path) -> Vec<u32> {
+    let dir = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            cmdline
+                .split('\0')
+                .next()
+                .is_some_and(|exe| exe.ends_with("weftd"))
+                && cmdline.contains(&dir)
+        })
+        .collect()
+}
+
+#[test]
+fn an_interrupted_comparison_stops_the_clusters_it_started() {
+    // The benchmark's cluster homes go to its temporary directory: this test's own.
+    let scratch = tempfile::tempdir().unwrap();
+    let mut bench = std::process::Command::new(weft_testkit::bin("weft"))
+        .args(["bench", "concurrent", "--compare-capabilities"])
+        .args([
+            "--procs",
+            "2",
+            "--block-mib",
+            "8",
+            "--pairs",
+            "50",
+            "--io-servers",
+            "2",
+        ])
+        .arg("--json")
+        .arg(scratch.path().join("cap.json"))
+        .env("TMPDIR", scratch.path())
+        .env_remove("WEFT_HOME")
+        .env_remove("WEFT_META")
+        .env_remove("WEFT_KEY")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running weft bench");
+    // Both clusters run (2 io servers and a manager each) before it is interrupted.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while servers_under(scratch.path()).len() < 6 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the benchmark never had both clusters up: {:?}",
+            servers_under(scratch.path())
+        );
+        assert!(
+            bench.try_wait().unwrap().is_none(),
+            "the benchmark ended before it was interrupted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(bench.id() as i32, libc::SIGTERM) };
+    let out = bench.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let left = servers_under(scratch.path());
+    // Never leave servers behind, whatever the outcome.
+    for &pid in &left {
+        // SAFETY: killing a server process this test's benchmark started.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    assert!(
+        left.is_empty(),
+        "servers left running after SIGTERM: {left:?}\n{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert!(stderr.contains("interrupted (signal 15)"), "{stderr}");
+}
