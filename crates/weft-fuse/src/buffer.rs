@@ -37,7 +37,9 @@ impl ReadBuffer {
             )
         };
         if raw == libc::MAP_FAILED {
-            std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(span, 4096).expect("valid layout"));
+            std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align(span, 4096).expect("valid layout"),
+            );
         }
         let start = raw as usize;
         let aligned = start.next_multiple_of(HUGE_PAGE_BYTES);
