@@ -21,8 +21,9 @@ pub(crate) struct ReadBuffer {
 impl ReadBuffer {
     const LEN: usize = (REQUEST_BYTES_MAX as usize).div_ceil(HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES;
 
-    /// Maps the buffer. Aborts like an allocation failure when there is no memory.
-    pub(crate) fn new() -> ReadBuffer {
+    /// Maps the buffer; fails when the kernel refuses the mapping (no memory, or the
+    /// process's mapping limits).
+    pub(crate) fn new() -> std::io::Result<ReadBuffer> {
         // Map one huge page more than needed, keep an aligned window, give back the rest.
         let span = Self::LEN + HUGE_PAGE_BYTES;
         // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
@@ -37,9 +38,7 @@ impl ReadBuffer {
             )
         };
         if raw == libc::MAP_FAILED {
-            std::alloc::handle_alloc_error(
-                std::alloc::Layout::from_size_align(span, 4096).expect("valid layout"),
-            );
+            return Err(std::io::Error::last_os_error());
         }
         let start = raw as usize;
         let aligned = start.next_multiple_of(HUGE_PAGE_BYTES);
@@ -56,9 +55,9 @@ impl ReadBuffer {
             // Best effort: refused where huge pages are off ("never") or unsupported.
             libc::madvise(aligned as *mut libc::c_void, Self::LEN, libc::MADV_HUGEPAGE);
         }
-        ReadBuffer {
+        Ok(ReadBuffer {
             base: aligned as *mut u8,
-        }
+        })
     }
 
     /// The whole buffer (at least `REQUEST_BYTES_MAX` bytes; zeros until written).
@@ -74,6 +73,35 @@ impl Drop for ReadBuffer {
         // SAFETY: the window `new` mapped, no longer borrowed.
         unsafe {
             libc::munmap(self.base as *mut libc::c_void, Self::LEN);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_huge_page_aligned_zeroed_writable_and_independent() {
+        let mut a = ReadBuffer::new().unwrap();
+        let mut b = ReadBuffer::new().unwrap();
+        for buffer in [&mut a, &mut b] {
+            let bytes = buffer.bytes();
+            assert!(bytes.len() >= REQUEST_BYTES_MAX as usize);
+            assert_eq!(bytes.len() % HUGE_PAGE_BYTES, 0);
+            assert_eq!(bytes.as_ptr() as usize % HUGE_PAGE_BYTES, 0);
+            assert!(bytes.iter().all(|&x| x == 0));
+        }
+        a.bytes().fill(0xa5);
+        let last = b.bytes().len() - 1;
+        b.bytes()[last] = 7;
+        assert!(a.bytes().iter().all(|&x| x == 0xa5));
+        assert_eq!(b.bytes().iter().filter(|&&x| x != 0).count(), 1);
+        drop(a);
+        // Mapping and unmapping many does not run out (nothing leaks).
+        for _ in 0..200 {
+            let mut c = ReadBuffer::new().unwrap();
+            c.bytes()[0] = 1;
         }
     }
 }

@@ -614,8 +614,16 @@ impl WeftFs {
         let size = size.min(REQUEST_BYTES_MAX) as usize;
         READ_BUFFER.with(|buffer| {
             let mut buffer = buffer.borrow_mut();
-            let buffer = buffer.get_or_insert_with(ReadBuffer::new);
-            let bytes = buffer.bytes();
+            if buffer.is_none() {
+                match ReadBuffer::new() {
+                    Ok(made) => *buffer = Some(made),
+                    Err(e) => {
+                        eprintln!("weft-fuse: read: cannot map this worker's read buffer: {e}");
+                        return reply.error(Errno::ENOMEM);
+                    }
+                }
+            }
+            let bytes = buffer.as_mut().expect("made above").bytes();
             match open.file.read_at(offset, &mut bytes[..size]) {
                 Ok(n) => reply.data(&bytes[..n]),
                 Err(e) => reply.error(errno(&e, "read")),
