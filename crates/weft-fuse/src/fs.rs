@@ -5,6 +5,7 @@
 
 use crate::attr::{file_attr, kind_of_mode, time_set};
 use crate::behind::{WriteBehind, SMALL_WRITE_BYTES};
+use crate::buffer::ReadBuffer;
 use crate::creds::Clients;
 use crate::deferred::{Caller, Deferred};
 use crate::dir::{DirStream, Listed};
@@ -123,8 +124,8 @@ enum Seen {
 }
 
 thread_local! {
-    /// Each FUSE worker thread's read buffer, reused across requests.
-    static READ_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Each FUSE worker thread's read buffer, reused across requests (see `ReadBuffer`).
+    static READ_BUFFER: RefCell<Option<ReadBuffer>> = const { RefCell::new(None) };
 }
 
 fn errno(e: &ClientError, what: &str) -> Errno {
@@ -613,11 +614,18 @@ impl WeftFs {
         let size = size.min(REQUEST_BYTES_MAX) as usize;
         READ_BUFFER.with(|buffer| {
             let mut buffer = buffer.borrow_mut();
-            if buffer.len() < size {
-                buffer.resize(size, 0);
+            if buffer.is_none() {
+                match ReadBuffer::new() {
+                    Ok(made) => *buffer = Some(made),
+                    Err(e) => {
+                        eprintln!("weft-fuse: read: cannot map this worker's read buffer: {e}");
+                        return reply.error(Errno::ENOMEM);
+                    }
+                }
             }
-            match open.file.read_at(offset, &mut buffer[..size]) {
-                Ok(n) => reply.data(&buffer[..n]),
+            let bytes = buffer.as_mut().expect("made above").bytes();
+            match open.file.read_at(offset, &mut bytes[..size]) {
+                Ok(n) => reply.data(&bytes[..n]),
                 Err(e) => reply.error(errno(&e, "read")),
             }
         })

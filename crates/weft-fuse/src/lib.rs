@@ -64,6 +64,7 @@
 
 mod attr;
 mod behind;
+mod buffer;
 mod creds;
 mod deferred;
 mod dir;
