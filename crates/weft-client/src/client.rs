@@ -414,32 +414,7 @@ impl Client {
     /// (layouts never change), lets the size be asked of the io servers while the
     /// manager checks the path: one round trip's wait rather than two.
     pub fn revalidate(&self, steps: Vec<PathStep>, known: Option<&Attr>) -> Result<Attr, ClientError> {
-        let what = steps.last().map(|s| s.name.to_string()).unwrap_or_default();
-        let last = steps.last().map(|s| s.child);
-        let meta = self.inner.pool.get(&self.inner.meta_addr)?;
-        let pending = meta.send(
-            &Request::Revalidate {
-                cred: self.cred_clone(),
-                steps,
-            },
-            &[],
-        )?;
-        let early = known
-            .filter(|a| Some(a.inode) == last && a.kind == FileKind::File)
-            .map(|a| {
-                let mut sized = objects_only(a);
-                self.fill_sizes(std::slice::from_mut(&mut sized)).map(|()| sized)
-            });
-        let mut attr = match pending.wait().map_err(|e| ClientError::from(e).context(&what))?.0 {
-            Response::Attr(a) => a,
-            other => return Err(unexpected(&other)),
-        };
-        match early {
-            Some(Ok(sized)) if sized.layout == attr.layout => take_sized(&mut attr, &sized),
-            // The path holds, so a failed size is a real failure; ask once more.
-            _ => self.fill_sizes(std::slice::from_mut(&mut attr))?,
-        }
-        Ok(attr)
+        self.revalidate_stamped(steps, known).map(|(attr, _)| attr)
     }
 
     /// `revalidate` that also tells what the file's data was (see `DataStamp`), from the
