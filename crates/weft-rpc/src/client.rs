@@ -115,6 +115,9 @@ struct Waiter {
     waiting: bool,
     /// A `Lead` was sent to it and not acted on yet.
     promoted: bool,
+    /// Its reply is expected to be large (`BIG_REPLY_BYTES`): its thread never reads
+    /// the connection, the watcher does (see `Connection`).
+    big: bool,
     /// Where the reply's bulk data goes, if it has the expected length.
     sink: Option<ReplySink>,
     /// The call's region of the shared segment (a `ShmCall`).
@@ -196,12 +199,19 @@ struct PendingTable {
     /// A thread reads the connection now (holds `Connection::reader`): a waiting
     /// call's, or the watcher's. At most one; see `PendingCall::wait`.
     leader: bool,
+    /// Waiters with `big` set.
+    big: usize,
+    /// The connection was dropped: the watcher ends.
+    stopped: bool,
+    /// Wakes the watcher (a large reply expected, the leader left while one is, or
+    /// the connection dropped).
+    watch: Arc<std::sync::Condvar>,
 }
 
 impl PendingTable {
     /// Forgets the waiter of call `id`, if it is still there, keeping its region held.
     fn forget(&mut self, id: u64) -> bool {
-        match self.waiters.remove(&id) {
+        match self.take(id) {
             Some(mut waiter) => {
                 if let Some(lease) = waiter.lease.take() {
                     self.late.insert(id, lease);
@@ -212,13 +222,26 @@ impl PendingTable {
         }
     }
 
+    /// Removes the waiter of call `id`.
+    fn take(&mut self, id: u64) -> Option<Waiter> {
+        let waiter = self.waiters.remove(&id);
+        if waiter.as_ref().is_some_and(|w| w.big) {
+            self.big -= 1;
+        }
+        waiter
+    }
+
     /// Nobody reads the connection: asks one waiting call's thread to (unless one was
-    /// asked already and has not acted yet).
+    /// asked already and has not acted yet); the watcher, if a large reply is due.
     fn promote_next(&mut self) {
         if self.leader || self.broken.is_some() || self.waiters.values().any(|w| w.promoted) {
             return;
         }
-        if let Some(waiter) = self.waiters.values_mut().find(|w| w.waiting) {
+        if self.big > 0 {
+            self.watch.notify_one();
+            return;
+        }
+        if let Some(waiter) = self.waiters.values_mut().find(|w| w.waiting && !w.big) {
             waiter.promoted = true;
             let _ = waiter.sender.try_send(Notice::Lead);
         }
@@ -232,15 +255,16 @@ impl PendingTable {
 /// call's thread reads the connection, handing each reply to the call it answers,
 /// until its own arrives; then it asks another waiting call's thread to go on. A call
 /// alone on the connection thus reads its own reply, with no thread in between. A
-/// watcher thread reads replies nobody waits for yet (every `WATCH_BUSY`) and notices
-/// a server that closed the connection while nobody waited (every `WATCH_IDLE`).
+/// watcher thread reads replies nobody waits for yet (every `WATCH_BUSY`), notices
+/// a server that closed the connection while nobody waited (every `WATCH_IDLE`), and
+/// reads the connection while a large reply (`BIG_REPLY_BYTES`) is due: a thread that
+/// waits on several connections in turn then has its large replies received in
+/// parallel, as it did with a reader thread per connection.
 pub struct Connection {
     addr: String,
     writer: Mutex<Stream>,
     /// The reading side, held by the leader (`PendingTable::leader`) only.
     reader: Arc<Mutex<Stream>>,
-    /// Set (and signalled) when the connection is dropped: the watcher ends.
-    watch_stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
     /// Shuts the socket down without waiting for the writer lock.
     control: Stream,
     pending: Arc<Mutex<PendingTable>>,
@@ -337,14 +361,15 @@ impl Connection {
             segment,
             late: HashMap::new(),
             leader: false,
+            big: 0,
+            stopped: false,
+            watch: Default::default(),
         }));
         let reader = Arc::new(Mutex::new(reader));
-        let watch_stop: Arc<(Mutex<bool>, std::sync::Condvar)> = Default::default();
         let connection = Connection {
             addr: addr.to_owned(),
             writer: Mutex::new(stream),
             reader: reader.clone(),
-            watch_stop: watch_stop.clone(),
             control,
             pending: pending.clone(),
             // Ids 1 and 2 went to the handshake, 3 to the segment's attach; 0 is the
@@ -359,7 +384,7 @@ impl Connection {
         let request_timeout = timeouts.request;
         std::thread::Builder::new()
             .name(format!("weft-rpc-{addr}"))
-            .spawn(move || watch(&reader, &pending, &watch_stop, &watch_addr, request_timeout))
+            .spawn(move || watch(&reader, &pending, &watch_addr, request_timeout))
             .map_err(|e| connect_err(e.to_string()))?;
         Ok(Arc::new(connection))
     }
@@ -581,12 +606,20 @@ impl Connection {
                 .as_ref()
                 .filter(|_| data_len.max(reply_len) >= SHM_PAYLOAD_MIN)
                 .and_then(|segment| segment.lease(data_len.max(reply_len)));
+            let big = reply_len >= BIG_REPLY_BYTES;
+            if big {
+                table.big += 1;
+                if !table.leader {
+                    table.watch.notify_one();
+                }
+            }
             table.waiters.insert(
                 id,
                 Waiter {
                     sender,
                     waiting: false,
                     promoted: false,
+                    big,
                     sink,
                     lease: None,
                 },
@@ -754,9 +787,9 @@ impl Drop for Connection {
             "the connection was closed by this client",
         );
         self.shutdown();
-        let (stopped, wake) = &*self.watch_stop;
-        *stopped.lock().unwrap() = true;
-        wake.notify_all();
+        let mut table = self.pending.lock().unwrap();
+        table.stopped = true;
+        table.watch.notify_all();
     }
 }
 
@@ -801,10 +834,11 @@ impl PendingCall<'_> {
                     Some(waiter) => {
                         waiter.waiting = true;
                         waiter.promoted = false;
-                        if vacant {
+                        let lead = vacant && !waiter.big;
+                        if lead {
                             table.leader = true;
                         }
-                        vacant
+                        lead
                     }
                     None => {
                         // We may have been asked to lead: pass it on.
@@ -903,6 +937,7 @@ fn fail_all(pending: &Mutex<PendingTable>, addr: &str, reason: &str) {
     // The segment goes with the connection: unmapped once the last call lets go.
     table.segment = None;
     table.late.clear();
+    table.big = 0;
     for (_, waiter) in table.waiters.drain() {
         let _ = waiter.sender.try_send(Notice::Reply(Err(RpcError::Disconnected {
             addr: addr.to_owned(),
@@ -950,7 +985,7 @@ fn read_frame(stream: &mut Stream, addr: &str, pending: &Mutex<PendingTable>) ->
     let waiter = {
         let mut table = pending.lock().unwrap();
         table.late.remove(&header.request_id);
-        table.waiters.remove(&header.request_id)
+        table.take(header.request_id)
     };
     let (waiter, reply) = match reply {
         Ok(Response::ShmPlaced { data_len, response }) => {
@@ -1063,43 +1098,60 @@ const WATCH_BUSY: Duration = Duration::from_millis(50);
 /// closed it (`is_broken` also looks, at once).
 const WATCH_IDLE: Duration = Duration::from_millis(500);
 
-/// The watcher thread of a connection: reads what nobody else does, until the
-/// connection ends.
-fn watch(
-    reader: &Mutex<Stream>,
-    pending: &Mutex<PendingTable>,
-    stop: &(Mutex<bool>, std::sync::Condvar),
-    addr: &str,
-    timeout: Duration,
-) {
+/// Replies expected to be at least this large are read by the watcher rather than by
+/// their callers' threads (`Connection`).
+pub const BIG_REPLY_BYTES: u64 = 256 * 1024;
+
+/// The watcher thread of a connection: reads what nobody else does, and the connection
+/// whenever a large reply is due, until the connection ends.
+fn watch(reader: &Mutex<Stream>, pending: &Mutex<PendingTable>, addr: &str, timeout: Duration) {
     // Open as long as `reader` is (this thread holds it).
     let fd = std::os::fd::AsRawFd::as_raw_fd(&*reader.lock().unwrap());
     loop {
-        let period = {
-            let table = pending.lock().unwrap();
-            if table.broken.is_some() {
-                return;
-            }
-            if table.waiters.is_empty() {
-                WATCH_IDLE
-            } else {
-                WATCH_BUSY
-            }
+        let table = pending.lock().unwrap();
+        let period = if table.waiters.is_empty() {
+            WATCH_IDLE
+        } else {
+            WATCH_BUSY
         };
-        let (stopped, wake) = stop;
-        let stopped = wake
-            .wait_timeout_while(stopped.lock().unwrap(), period, |stopped| !*stopped)
-            .unwrap()
-            .0;
-        if *stopped {
+        let wake = table.watch.clone();
+        let (mut table, _) = wake
+            .wait_timeout_while(table, period, |t| {
+                !(t.stopped || t.broken.is_some() || (t.big > 0 && !t.leader))
+            })
+            .unwrap();
+        if table.stopped || table.broken.is_some() {
             return;
         }
-        drop(stopped);
-        let idle = {
-            let table = pending.lock().unwrap();
-            !table.leader && table.broken.is_none()
-        };
-        if idle && ready(fd, libc::POLLIN | libc::POLLRDHUP) {
+        if table.leader {
+            continue;
+        }
+        if table.big > 0 {
+            // Read until no large reply is due. The callers' own deadlines end a
+            // stalled wait (they break the connection); the margin lets them, so that
+            // they fail with their timeout rather than with this read's.
+            table.leader = true;
+            drop(table);
+            let mut stream = reader.lock().unwrap();
+            stream
+                .set_read_timeout(Some(timeout + Duration::from_secs(1)))
+                .ok();
+            loop {
+                if let Err(reason) = read_frame(&mut stream, addr, pending) {
+                    fail_all(pending, addr, &reason);
+                    stream.shutdown(Shutdown::Both).ok();
+                    break;
+                }
+                if pending.lock().unwrap().big == 0 {
+                    break;
+                }
+            }
+            drop(stream);
+            step_down(pending);
+            continue;
+        }
+        drop(table);
+        if ready(fd, libc::POLLIN | libc::POLLRDHUP) {
             read_ready(reader, pending, addr, timeout);
         }
     }

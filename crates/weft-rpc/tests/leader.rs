@@ -258,3 +258,77 @@ fn replies_nobody_waits_for_are_read_and_a_closed_idle_connection_is_noticed() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn large_replies_read_by_the_watcher_mix_with_small_calls_read_by_their_callers() {
+    let (addr, _) = start();
+    let conns: Vec<_> = (0..3)
+        .map(|_| Connection::connect(&addr, "test", &auth(), timeouts(20_000)).unwrap())
+        .collect();
+    std::thread::scope(|s| {
+        // One thread sends a large read on every connection, then waits for each in
+        // turn (as the client's data path does), into sinks and into vectors.
+        let conns_big = &conns;
+        s.spawn(move || {
+            for round in 0..20u64 {
+                let size = weft_rpc::BIG_REPLY_BYTES + round * 4099;
+                let mut bufs: Vec<Vec<u8>> = conns_big.iter().map(|_| vec![0u8; size as usize]).collect();
+                let mut calls = Vec::new();
+                for (k, (c, buf)) in conns_big.iter().zip(bufs.iter_mut()).enumerate() {
+                    let seed = round * 100 + k as u64;
+                    // SAFETY: each buffer outlives its call, waited for below.
+                    let sink = unsafe { ReplySink::new(vec![(buf.as_mut_ptr(), buf.len())]) };
+                    calls.push((seed, c.send_into(&truncate(seed, size), &[], sink).unwrap()));
+                }
+                let plain: Vec<_> = conns_big
+                    .iter()
+                    .enumerate()
+                    .map(|(k, c)| {
+                        let seed = round * 100 + 50 + k as u64;
+                        (seed, c.send_expecting(&truncate(seed, size), size).unwrap())
+                    })
+                    .collect();
+                for (seed, call) in calls {
+                    assert!(
+                        matches!(call.wait_sink().unwrap(), SinkReply::Filled(_)),
+                        "round {round}"
+                    );
+                    let _ = seed;
+                }
+                for (k, buf) in bufs.iter().enumerate() {
+                    assert!(
+                        *buf == pattern(round * 100 + k as u64, size),
+                        "round {round} sink {k}"
+                    );
+                }
+                for (seed, call) in plain {
+                    let (_, data) = call.wait().unwrap();
+                    assert!(data == pattern(seed, size), "round {round} seed {seed}");
+                }
+            }
+        });
+        // Small calls on the same connections meanwhile.
+        for t in 0..3u64 {
+            let conns = &conns;
+            s.spawn(move || {
+                for k in 0..200u64 {
+                    let c = &conns[((t + k) % 3) as usize];
+                    let seed = 7_000_000 + t * 10_000 + k;
+                    let payload = pattern(seed, 100 + k);
+                    let (_, data) = c
+                        .call(
+                            &Request::Sync {
+                                inode: InodeId(seed % 200),
+                            },
+                            &payload,
+                        )
+                        .unwrap();
+                    let mut want = payload;
+                    want.reverse();
+                    assert_eq!(data, want, "thread {t} call {k}");
+                }
+            });
+        }
+    });
+    assert!(conns.iter().all(|c| !c.is_broken()));
+}
