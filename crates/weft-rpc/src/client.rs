@@ -293,7 +293,7 @@ pub struct PendingCall<'a> {
 
 impl Connection {
     /// Connects, performs the handshake (versions, and proofs of the cluster key both
-    /// ways) and starts the reader thread.
+    /// ways) and starts the watcher thread.
     pub fn connect(
         addr: &str,
         client_name: &str,
@@ -319,7 +319,7 @@ impl Connection {
         let mut stream = Stream::connect(target, timeouts.connect).map_err(|e| connect_err(e.to_string()))?;
         // A server that stops reading must not block a writer forever.
         stream.set_write_timeout(Some(timeouts.request)).ok();
-        // The handshake runs before the reader thread exists, each wait bounded by the
+        // The handshake runs before the watcher thread exists, each wait bounded by the
         // request timeout; no request can go out before it succeeded.
         stream.set_read_timeout(Some(timeouts.request)).ok();
         let hello = client_handshake(
@@ -1194,7 +1194,7 @@ fn placed(
 }
 
 /// Makes a shared segment and attaches it to the server on a fresh Unix-socket
-/// connection (request id 3, before the reader thread runs): the memfd travels with
+/// connection (request id 3, before the watcher thread runs): the memfd travels with
 /// the frame's bytes.
 fn attach_segment(stream: &mut Stream) -> Result<Arc<ClientSegment>, String> {
     use std::os::fd::AsRawFd;
