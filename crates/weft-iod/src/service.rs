@@ -450,6 +450,9 @@ impl IoService {
     }
 }
 
+/// Largest read or write an event loop runs itself (`Handler::runs_inline`).
+pub const INLINE_BYTES_MAX: u64 = 64 * 1024;
+
 impl weft_rpc::Handler for IoService {
     /// Plain reads go out by sendfile: the kernel moves the object's bytes from the page
     /// cache into the socket, with no buffer to zero and no copy through this process.
@@ -513,6 +516,19 @@ impl weft_rpc::Handler for IoService {
             // most the interval and at most one frame.
             Request::ReadView { len, .. } => (*len).min(DATA_BYTES_MAX),
             _ => 0,
+        }
+    }
+
+    /// A read or write of one range of at most `INLINE_BYTES_MAX` is a pread or
+    /// pwrite of the page cache (no fsync; a write takes its object's lock shared, held
+    /// exclusively only by a sieving write's short read-modify-write): run by the event
+    /// loop that read it rather than handed to a worker.
+    fn runs_inline(&self, request: &Request) -> bool {
+        match request {
+            Request::Read { ranges, .. } | Request::Write { ranges, .. } => {
+                matches!(ranges.as_slice(), [range] if range.len <= INLINE_BYTES_MAX)
+            }
+            _ => false,
         }
     }
 

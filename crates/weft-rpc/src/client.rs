@@ -91,7 +91,17 @@ impl Timeouts {
     }
 }
 
-/// What the reader thread hands a waiting call.
+/// What a call is told by the thread that read the connection.
+// Nearly every notice is a reply: boxing it would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
+enum Notice {
+    /// Its answer.
+    Reply(Result<Delivery, RpcError>),
+    /// Nobody reads the connection now: the call's thread is to (it was waiting).
+    Lead,
+}
+
+/// The answer to a call, as read off the connection.
 struct Delivery {
     response: Response,
     /// The bulk data, unless it went straight into the call's sink.
@@ -99,7 +109,15 @@ struct Delivery {
 }
 
 struct Waiter {
-    sender: SyncSender<Result<Delivery, RpcError>>,
+    /// Room for one `Lead` and the reply (the flags below keep it at that).
+    sender: SyncSender<Notice>,
+    /// Its thread waits for the answer (so it may be asked to lead).
+    waiting: bool,
+    /// A `Lead` was sent to it and not acted on yet.
+    promoted: bool,
+    /// Its reply is expected to be large (`BIG_REPLY_BYTES`): its thread never reads
+    /// the connection, the watcher does (see `Connection`).
+    big: bool,
     /// Where the reply's bulk data goes, if it has the expected length.
     sink: Option<ReplySink>,
     /// The call's region of the shared segment (a `ShmCall`).
@@ -113,8 +131,8 @@ pub struct ReplySink {
     total: u64,
 }
 
-// SAFETY: the parts are plain memory handed to one reader thread at a time; the
-// contract of `ReplySink::new` keeps it valid and unaliased while that thread may use it.
+// SAFETY: the parts are plain memory filled by one thread at a time (whichever reads
+// the reply); the contract of `ReplySink::new` keeps it valid and unaliased meanwhile.
 unsafe impl Send for ReplySink {}
 
 impl ReplySink {
@@ -124,7 +142,7 @@ impl ReplySink {
     /// Every part must be valid for writes of its length, and neither read nor written
     /// by anyone else, until the `PendingCall` made with this sink has been waited for
     /// or dropped. The call must not be leaked (`mem::forget`): its drop is what waits
-    /// for the reader thread to be done with the memory.
+    /// for the thread reading its reply to be done with the memory.
     pub unsafe fn new(parts: Vec<(*mut u8, usize)>) -> ReplySink {
         let total = parts.iter().map(|p| p.1 as u64).sum();
         ReplySink { parts, total }
@@ -178,12 +196,22 @@ struct PendingTable {
     /// Regions of calls given up on (timed out, dropped) that the server may still
     /// write into: held until their answer comes or the connection ends.
     late: HashMap<u64, Lease>,
+    /// A thread reads the connection now (holds `Connection::reader`): a waiting
+    /// call's, or the watcher's. At most one; see `PendingCall::wait`.
+    leader: bool,
+    /// Waiters with `big` set.
+    big: usize,
+    /// The connection was dropped: the watcher ends.
+    stopped: bool,
+    /// Wakes the watcher (a large reply expected, the leader left while one is, or
+    /// the connection dropped).
+    watch: Arc<std::sync::Condvar>,
 }
 
 impl PendingTable {
     /// Forgets the waiter of call `id`, if it is still there, keeping its region held.
     fn forget(&mut self, id: u64) -> bool {
-        match self.waiters.remove(&id) {
+        match self.take(id) {
             Some(mut waiter) => {
                 if let Some(lease) = waiter.lease.take() {
                     self.late.insert(id, lease);
@@ -193,13 +221,50 @@ impl PendingTable {
             None => false,
         }
     }
+
+    /// Removes the waiter of call `id`.
+    fn take(&mut self, id: u64) -> Option<Waiter> {
+        let waiter = self.waiters.remove(&id);
+        if waiter.as_ref().is_some_and(|w| w.big) {
+            self.big -= 1;
+        }
+        waiter
+    }
+
+    /// Nobody reads the connection: asks one waiting call's thread to (unless one was
+    /// asked already and has not acted yet); the watcher, if a large reply is due.
+    fn promote_next(&mut self) {
+        if self.leader || self.broken.is_some() || self.waiters.values().any(|w| w.promoted) {
+            return;
+        }
+        if self.big > 0 {
+            self.watch.notify_one();
+            return;
+        }
+        if let Some(waiter) = self.waiters.values_mut().find(|w| w.waiting && !w.big) {
+            waiter.promoted = true;
+            let _ = waiter.sender.try_send(Notice::Lead);
+        }
+    }
 }
 
 /// One TCP connection to a server, shared by many threads, with many requests in
-/// flight. A reader thread routes each response to the call waiting for its id.
+/// flight.
+///
+/// Replies are read by the threads waiting for them (leader/follower): one waiting
+/// call's thread reads the connection, handing each reply to the call it answers,
+/// until its own arrives; then it asks another waiting call's thread to go on. A call
+/// alone on the connection thus reads its own reply, with no thread in between. A
+/// watcher thread reads replies nobody waits for yet (every `WATCH_BUSY`), notices
+/// a server that closed the connection while nobody waited (every `WATCH_IDLE`), and
+/// reads the connection while a large reply (`BIG_REPLY_BYTES`) is due: a thread that
+/// waits on several connections in turn then has its large replies received in
+/// parallel, as it did with a reader thread per connection.
 pub struct Connection {
     addr: String,
     writer: Mutex<Stream>,
+    /// The reading side, held by the leader (`PendingTable::leader`) only.
+    reader: Arc<Mutex<Stream>>,
     /// Shuts the socket down without waiting for the writer lock.
     control: Stream,
     pending: Arc<Mutex<PendingTable>>,
@@ -217,9 +282,9 @@ pub struct Connection {
 pub struct PendingCall<'a> {
     connection: &'a Connection,
     id: u64,
-    receiver: Receiver<Result<Delivery, RpcError>>,
+    receiver: Receiver<Notice>,
     /// The call has a sink and has not been answered yet: dropping it must make sure
-    /// the reader thread is done with the sink's memory.
+    /// the thread reading its reply is done with the sink's memory.
     sink_outstanding: bool,
     /// The inode whose capability the request relied on: forgotten when the server
     /// refuses it, so that the next request presents a fresh one.
@@ -228,7 +293,7 @@ pub struct PendingCall<'a> {
 
 impl Connection {
     /// Connects, performs the handshake (versions, and proofs of the cluster key both
-    /// ways) and starts the reader thread.
+    /// ways) and starts the watcher thread.
     pub fn connect(
         addr: &str,
         client_name: &str,
@@ -254,7 +319,7 @@ impl Connection {
         let mut stream = Stream::connect(target, timeouts.connect).map_err(|e| connect_err(e.to_string()))?;
         // A server that stops reading must not block a writer forever.
         stream.set_write_timeout(Some(timeouts.request)).ok();
-        // The handshake runs before the reader thread exists, each wait bounded by the
+        // The handshake runs before the watcher thread exists, each wait bounded by the
         // request timeout; no request can go out before it succeeded.
         stream.set_read_timeout(Some(timeouts.request)).ok();
         let hello = client_handshake(
@@ -295,10 +360,16 @@ impl Connection {
             broken: None,
             segment,
             late: HashMap::new(),
+            leader: false,
+            big: 0,
+            stopped: false,
+            watch: Default::default(),
         }));
+        let reader = Arc::new(Mutex::new(reader));
         let connection = Connection {
             addr: addr.to_owned(),
             writer: Mutex::new(stream),
+            reader: reader.clone(),
             control,
             pending: pending.clone(),
             // Ids 1 and 2 went to the handshake, 3 to the segment's attach; 0 is the
@@ -309,10 +380,11 @@ impl Connection {
             capabilities: Default::default(),
             presented: Default::default(),
         };
-        let reader_addr = addr.to_owned();
+        let watch_addr = addr.to_owned();
+        let request_timeout = timeouts.request;
         std::thread::Builder::new()
             .name(format!("weft-rpc-{addr}"))
-            .spawn(move || reader_loop(reader, reader_addr, pending))
+            .spawn(move || watch(&reader, &pending, &watch_addr, request_timeout))
             .map_err(|e| connect_err(e.to_string()))?;
         Ok(Arc::new(connection))
     }
@@ -353,7 +425,22 @@ impl Connection {
         }
     }
 
+    /// Whether the connection is known to be unusable. Nobody may be reading it: a
+    /// server that closed its end is noticed here (its last frames read) rather than
+    /// by the next call.
     pub fn is_broken(&self) -> bool {
+        {
+            let table = self.pending.lock().unwrap();
+            if table.broken.is_some() {
+                return true;
+            }
+            if table.leader {
+                return false;
+            }
+        }
+        if ready(std::os::fd::AsRawFd::as_raw_fd(&self.control), libc::POLLRDHUP) {
+            read_ready(&self.reader, &self.pending, &self.addr, self.timeouts.request);
+        }
         self.pending.lock().unwrap().broken.is_some()
     }
 
@@ -502,7 +589,7 @@ impl Connection {
     ) -> Result<PendingCall<'_>, RpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let has_sink = sink.is_some();
-        let (sender, receiver) = mpsc::sync_channel(1);
+        let (sender, receiver) = mpsc::sync_channel(2);
         let data_len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         let reply_len = sink.as_ref().map_or(reply_len, |s| s.total);
         let lease = {
@@ -519,10 +606,20 @@ impl Connection {
                 .as_ref()
                 .filter(|_| data_len.max(reply_len) >= SHM_PAYLOAD_MIN)
                 .and_then(|segment| segment.lease(data_len.max(reply_len)));
+            let big = reply_len >= BIG_REPLY_BYTES;
+            if big {
+                table.big += 1;
+                if !table.leader {
+                    table.watch.notify_one();
+                }
+            }
             table.waiters.insert(
                 id,
                 Waiter {
                     sender,
+                    waiting: false,
+                    promoted: false,
+                    big,
                     sink,
                     lease: None,
                 },
@@ -595,6 +692,36 @@ impl Connection {
         self.shutdown();
     }
 
+    /// Reads the connection (this thread leads) until call `id` is answered (its reply
+    /// is then in its channel) or the connection ends. Err: no reply came by `deadline`.
+    fn lead(&self, id: u64, deadline: Instant) -> Result<(), ()> {
+        let mut stream = self.reader.lock().unwrap();
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut outcome = Ok(());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            outcome = Err(());
+        } else {
+            loop {
+                match read_frame(&mut stream, &self.addr, &self.pending) {
+                    Ok(answered) if answered == id => break,
+                    Ok(_) => {}
+                    Err(_) if Instant::now() >= deadline => {
+                        outcome = Err(());
+                        break;
+                    }
+                    Err(reason) => {
+                        fail_all(&self.pending, &self.addr, &reason);
+                        self.shutdown();
+                        break;
+                    }
+                }
+            }
+        }
+        drop(stream);
+        step_down(&self.pending);
+        outcome
+    }
+
     fn shutdown(&self) {
         self.control.shutdown(Shutdown::Both).ok();
     }
@@ -652,8 +779,17 @@ impl Drop for DeadlineWriter<'_> {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        // Ends the reader thread.
+        // Nobody can be waiting (a call borrows the connection): its segment goes now,
+        // and the watcher ends at once rather than at its next look.
+        fail_all(
+            &self.pending,
+            &self.addr,
+            "the connection was closed by this client",
+        );
         self.shutdown();
+        let mut table = self.pending.lock().unwrap();
+        table.stopped = true;
+        table.watch.notify_all();
     }
 }
 
@@ -687,41 +823,75 @@ impl PendingCall<'_> {
 
     fn wait_delivery_raw(mut self) -> Result<Delivery, RpcError> {
         let c = self.connection;
-        let outcome = self.receiver.recv_timeout(c.timeouts.request);
-        if !matches!(outcome, Err(RecvTimeoutError::Timeout)) {
-            // The reader has let go of the sink (answered, or ended).
+        let deadline = Instant::now() + c.timeouts.request;
+        loop {
+            // Read the connection ourselves unless another thread does, or our answer
+            // is on its way to us already (our waiter is gone from the table).
+            let lead = {
+                let mut table = c.pending.lock().unwrap();
+                let vacant = !table.leader && table.broken.is_none();
+                match table.waiters.get_mut(&self.id) {
+                    Some(waiter) => {
+                        waiter.waiting = true;
+                        waiter.promoted = false;
+                        let lead = vacant && !waiter.big;
+                        if lead {
+                            table.leader = true;
+                        }
+                        lead
+                    }
+                    None => {
+                        // We may have been asked to lead: pass it on.
+                        table.promote_next();
+                        false
+                    }
+                }
+            };
+            if lead && c.lead(self.id, deadline).is_err() {
+                return self.timed_out();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.receiver.recv_timeout(left) {
+                Ok(Notice::Reply(reply)) => {
+                    // Whoever read it has let go of the sink.
+                    self.sink_outstanding = false;
+                    return reply;
+                }
+                Ok(Notice::Lead) => {}
+                Err(RecvTimeoutError::Timeout) => return self.timed_out(),
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.sink_outstanding = false;
+                    let reason = c
+                        .pending
+                        .lock()
+                        .unwrap()
+                        .broken
+                        .clone()
+                        .unwrap_or_else(|| "connection closed".into());
+                    return Err(RpcError::Disconnected {
+                        addr: c.addr.clone(),
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+
+    /// No answer within the request timeout.
+    fn timed_out(&mut self) -> Result<Delivery, RpcError> {
+        let c = self.connection;
+        if c.pending.lock().unwrap().forget(self.id) {
             self.sink_outstanding = false;
         }
-        match outcome {
-            Ok(reply) => reply,
-            Err(RecvTimeoutError::Timeout) => {
-                if c.pending.lock().unwrap().forget(self.id) {
-                    self.sink_outstanding = false;
-                }
-                // Otherwise the reader holds the sink: dropping `self` waits for it.
-                // The request may still be done later (a hung server resumes): the
-                // connection goes, so that the server sees it closed and drops such a
-                // write rather than doing it after a newer one sent elsewhere.
-                c.break_with("no answer within the request timeout");
-                Err(RpcError::TimedOut {
-                    addr: c.addr.clone(),
-                    after_ms: c.timeouts.request.as_millis() as u64,
-                })
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                let reason = c
-                    .pending
-                    .lock()
-                    .unwrap()
-                    .broken
-                    .clone()
-                    .unwrap_or_else(|| "connection closed".into());
-                Err(RpcError::Disconnected {
-                    addr: c.addr.clone(),
-                    reason,
-                })
-            }
-        }
+        // Otherwise another thread is reading the answer into the sink: dropping `self`
+        // waits for it. The request may still be done later (a hung server resumes):
+        // the connection goes, so that the server sees it closed and drops such a write
+        // rather than doing it after a newer one sent elsewhere.
+        c.break_with("no answer within the request timeout");
+        Err(RpcError::TimedOut {
+            addr: c.addr.clone(),
+            after_ms: c.timeouts.request.as_millis() as u64,
+        })
     }
 }
 
@@ -735,11 +905,26 @@ impl Drop for PendingCall<'_> {
             // The reader never took the sink; it will skip the late answer.
             return;
         }
-        // The reader is filling the sink: wait until it is done, breaking the
+        // Another thread is filling the sink: wait until it is done, breaking the
         // connection (which ends its read at once) if the server stalls mid-answer.
-        if let Err(RecvTimeoutError::Timeout) = self.receiver.recv_timeout(c.timeouts.request) {
-            c.break_with("a reply stalled while its data was being received");
-            let _ = self.receiver.recv();
+        let deadline = Instant::now() + c.timeouts.request;
+        let mut broke = false;
+        loop {
+            let notice = if broke {
+                self.receiver.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                self.receiver
+                    .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            };
+            match notice {
+                Ok(Notice::Reply(_)) | Err(RecvTimeoutError::Disconnected) => return,
+                // Not ours to act on any more: pass it on.
+                Ok(Notice::Lead) => c.pending.lock().unwrap().promote_next(),
+                Err(RecvTimeoutError::Timeout) => {
+                    c.break_with("a reply stalled while its data was being received");
+                    broke = true;
+                }
+            }
         }
     }
 }
@@ -752,119 +937,224 @@ fn fail_all(pending: &Mutex<PendingTable>, addr: &str, reason: &str) {
     // The segment goes with the connection: unmapped once the last call lets go.
     table.segment = None;
     table.late.clear();
+    table.big = 0;
     for (_, waiter) in table.waiters.drain() {
-        let _ = waiter.sender.try_send(Err(RpcError::Disconnected {
+        let _ = waiter.sender.try_send(Notice::Reply(Err(RpcError::Disconnected {
             addr: addr.to_owned(),
             reason: reason.to_owned(),
-        }));
+        })));
     }
 }
 
-fn reader_loop(mut stream: Stream, addr: String, pending: Arc<Mutex<PendingTable>>) {
-    let reason = loop {
-        let header = match read_header(&mut stream) {
-            Ok(h) => h,
-            Err(ReadFrameError::Closed) => break "server closed the connection".to_owned(),
-            Err(ReadFrameError::Io(e)) => break e.to_string(),
-            Err(ReadFrameError::Header(e)) => break format!("bad frame from server: {e}"),
-        };
-        let message = match read_exact_vec(&mut stream, header.message_len as u64) {
-            Ok(m) => m,
-            Err(e) => break e.to_string(),
-        };
-        // A server of another version refuses our handshake in its own version; its
-        // message may be encoded differently, so only the header's version is trusted.
-        let reply = match decode_result(&message) {
-            _ if header.version != PROTOCOL_VERSION => Err(RpcError::ProtocolVersion {
-                addr: addr.clone(),
-                server_version: header.version,
-            }),
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(error)) => Err(RpcError::Remote {
-                addr: addr.clone(),
-                error,
-            }),
-            Err(e) => Err(RpcError::Protocol {
-                addr: addr.clone(),
-                detail: format!("undecodable response: {e}"),
-            }),
-        };
-        // Request id 0 is no request: the server tells why it drops the connection.
-        if header.request_id == 0 {
-            let reason = match reply {
-                Err(RpcError::Remote { error, .. }) => format!("the server dropped the connection: {error}"),
-                Err(e) => e.to_string(),
-                Ok(other) => format!("unexpected frame from server: {other:?}"),
-            };
-            break reason;
-        }
-        // A waiter that timed out is gone; its late answer is read and dropped (and
-        // its region freed).
-        let waiter = {
-            let mut table = pending.lock().unwrap();
-            table.late.remove(&header.request_id);
-            table.waiters.remove(&header.request_id)
-        };
-        let (waiter, reply) = match reply {
-            Ok(Response::ShmPlaced { data_len, response }) => {
-                if header.data_len != 0 {
-                    break "bad frame from server: a shared-memory reply with data in the frame".to_owned();
-                }
-                if let Some(waiter) = waiter {
-                    let _ =
-                        waiter
-                            .sender
-                            .try_send(placed(&addr, *response, data_len, waiter.lease, waiter.sink));
-                }
-                continue;
-            }
-            other => (waiter, other),
-        };
-        let (delivery, failed) = match (waiter, reply) {
-            (
-                Some(Waiter {
-                    sender,
-                    sink: Some(mut sink),
-                    ..
-                }),
-                Ok(response),
-            ) if sink.total == header.data_len => match sink.fill(&mut stream) {
-                Ok(()) => (Some((sender, Ok(Delivery { response, data: None }))), None),
-                Err(e) => {
-                    let reason = e.to_string();
-                    let error = RpcError::Disconnected {
-                        addr: addr.clone(),
-                        reason: reason.clone(),
-                    };
-                    (Some((sender, Err(error))), Some(reason))
-                }
-            },
-            (waiter, reply) => match read_exact_vec(&mut stream, header.data_len) {
-                Ok(data) => {
-                    let reply = reply.map(|response| Delivery {
-                        response,
-                        data: Some(data),
-                    });
-                    (waiter.map(|w| (w.sender, reply)), None)
-                }
-                Err(e) => {
-                    let reason = e.to_string();
-                    let error = RpcError::Disconnected {
-                        addr: addr.clone(),
-                        reason: reason.clone(),
-                    };
-                    (waiter.map(|w| (w.sender, Err(error))), Some(reason))
-                }
-            },
-        };
-        if let Some((sender, reply)) = delivery {
-            let _ = sender.try_send(reply);
-        }
-        if let Some(reason) = failed {
-            break reason;
-        }
+/// Reads one frame off the connection and hands it to the call it answers (the
+/// late answer of a call given up on is read and dropped, its region freed).
+/// Returns the id it answered; Err: the connection must end, for this reason.
+fn read_frame(stream: &mut Stream, addr: &str, pending: &Mutex<PendingTable>) -> Result<u64, String> {
+    let header = match read_header(stream) {
+        Ok(h) => h,
+        Err(ReadFrameError::Closed) => return Err("server closed the connection".to_owned()),
+        Err(ReadFrameError::Io(e)) => return Err(e.to_string()),
+        Err(ReadFrameError::Header(e)) => return Err(format!("bad frame from server: {e}")),
     };
-    fail_all(&pending, &addr, &reason);
+    let message = read_exact_vec(stream, header.message_len as u64).map_err(|e| e.to_string())?;
+    // A server of another version refuses our handshake in its own version; its
+    // message may be encoded differently, so only the header's version is trusted.
+    let reply = match decode_result(&message) {
+        _ if header.version != PROTOCOL_VERSION => Err(RpcError::ProtocolVersion {
+            addr: addr.to_owned(),
+            server_version: header.version,
+        }),
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(error)) => Err(RpcError::Remote {
+            addr: addr.to_owned(),
+            error,
+        }),
+        Err(e) => Err(RpcError::Protocol {
+            addr: addr.to_owned(),
+            detail: format!("undecodable response: {e}"),
+        }),
+    };
+    // Request id 0 is no request: the server tells why it drops the connection.
+    if header.request_id == 0 {
+        return Err(match reply {
+            Err(RpcError::Remote { error, .. }) => format!("the server dropped the connection: {error}"),
+            Err(e) => e.to_string(),
+            Ok(other) => format!("unexpected frame from server: {other:?}"),
+        });
+    }
+    let waiter = {
+        let mut table = pending.lock().unwrap();
+        table.late.remove(&header.request_id);
+        table.take(header.request_id)
+    };
+    let (waiter, reply) = match reply {
+        Ok(Response::ShmPlaced { data_len, response }) => {
+            if header.data_len != 0 {
+                return Err("bad frame from server: a shared-memory reply with data in the frame".to_owned());
+            }
+            if let Some(waiter) = waiter {
+                let answer = placed(addr, *response, data_len, waiter.lease, waiter.sink);
+                let _ = waiter.sender.try_send(Notice::Reply(answer));
+            }
+            return Ok(header.request_id);
+        }
+        other => (waiter, other),
+    };
+    let (delivery, failed) = match (waiter, reply) {
+        (
+            Some(Waiter {
+                sender,
+                sink: Some(mut sink),
+                ..
+            }),
+            Ok(response),
+        ) if sink.total == header.data_len => match sink.fill(stream) {
+            Ok(()) => (Some((sender, Ok(Delivery { response, data: None }))), None),
+            Err(e) => {
+                let reason = e.to_string();
+                let error = RpcError::Disconnected {
+                    addr: addr.to_owned(),
+                    reason: reason.clone(),
+                };
+                (Some((sender, Err(error))), Some(reason))
+            }
+        },
+        (waiter, reply) => match read_exact_vec(stream, header.data_len) {
+            Ok(data) => {
+                let reply = reply.map(|response| Delivery {
+                    response,
+                    data: Some(data),
+                });
+                (waiter.map(|w| (w.sender, reply)), None)
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                let error = RpcError::Disconnected {
+                    addr: addr.to_owned(),
+                    reason: reason.clone(),
+                };
+                (waiter.map(|w| (w.sender, Err(error))), Some(reason))
+            }
+        },
+    };
+    if let Some((sender, reply)) = delivery {
+        let _ = sender.try_send(Notice::Reply(reply));
+    }
+    match failed {
+        Some(reason) => Err(reason),
+        None => Ok(header.request_id),
+    }
+}
+
+/// The leader lets go of the connection and asks a waiting call's thread to take it.
+fn step_down(pending: &Mutex<PendingTable>) {
+    let mut table = pending.lock().unwrap();
+    table.leader = false;
+    table.promote_next();
+}
+
+/// Whether the socket `fd` has something to read now (or `events`), without waiting.
+fn ready(fd: std::os::fd::RawFd, events: libc::c_short) -> bool {
+    let mut fd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of a descriptor the caller keeps open, no waiting.
+    let n = unsafe { libc::poll(&mut fd, 1, 0) };
+    n > 0 && fd.revents & (events | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// Unless a thread reads the connection already, reads the frames that are there now
+/// (up to the end, when the server closed it), handing each to its call.
+fn read_ready(reader: &Mutex<Stream>, pending: &Mutex<PendingTable>, addr: &str, timeout: Duration) {
+    {
+        let mut table = pending.lock().unwrap();
+        if table.leader || table.broken.is_some() {
+            return;
+        }
+        table.leader = true;
+    }
+    let mut stream = reader.lock().unwrap();
+    // A frame begun is read whole, each wait bounded by the request timeout.
+    stream.set_read_timeout(Some(timeout)).ok();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&*stream);
+    while ready(fd, libc::POLLIN | libc::POLLRDHUP) {
+        if let Err(reason) = read_frame(&mut stream, addr, pending) {
+            fail_all(pending, addr, &reason);
+            stream.shutdown(Shutdown::Both).ok();
+            break;
+        }
+    }
+    drop(stream);
+    step_down(pending);
+}
+
+/// How often the watcher looks at a connection with calls outstanding: a reply that
+/// nobody waits for yet (its caller waits on another connection first) is read within
+/// this, so the server never finds its replies unread for long.
+const WATCH_BUSY: Duration = Duration::from_millis(50);
+/// How often it looks at a connection with nothing outstanding, for a server that
+/// closed it (`is_broken` also looks, at once).
+const WATCH_IDLE: Duration = Duration::from_millis(500);
+
+/// Replies expected to be at least this large are read by the watcher rather than by
+/// their callers' threads (`Connection`).
+pub const BIG_REPLY_BYTES: u64 = 256 * 1024;
+
+/// The watcher thread of a connection: reads what nobody else does, and the connection
+/// whenever a large reply is due, until the connection ends.
+fn watch(reader: &Mutex<Stream>, pending: &Mutex<PendingTable>, addr: &str, timeout: Duration) {
+    // Open as long as `reader` is (this thread holds it).
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&*reader.lock().unwrap());
+    loop {
+        let table = pending.lock().unwrap();
+        let period = if table.waiters.is_empty() {
+            WATCH_IDLE
+        } else {
+            WATCH_BUSY
+        };
+        let wake = table.watch.clone();
+        let (mut table, _) = wake
+            .wait_timeout_while(table, period, |t| {
+                !(t.stopped || t.broken.is_some() || (t.big > 0 && !t.leader))
+            })
+            .unwrap();
+        if table.stopped || table.broken.is_some() {
+            return;
+        }
+        if table.leader {
+            continue;
+        }
+        if table.big > 0 {
+            // Read until no large reply is due. The callers' own deadlines end a
+            // stalled wait (they break the connection); the margin lets them, so that
+            // they fail with their timeout rather than with this read's.
+            table.leader = true;
+            drop(table);
+            let mut stream = reader.lock().unwrap();
+            stream
+                .set_read_timeout(Some(timeout + Duration::from_secs(1)))
+                .ok();
+            loop {
+                if let Err(reason) = read_frame(&mut stream, addr, pending) {
+                    fail_all(pending, addr, &reason);
+                    stream.shutdown(Shutdown::Both).ok();
+                    break;
+                }
+                if pending.lock().unwrap().big == 0 {
+                    break;
+                }
+            }
+            drop(stream);
+            step_down(pending);
+            continue;
+        }
+        drop(table);
+        if ready(fd, libc::POLLIN | libc::POLLRDHUP) {
+            read_ready(reader, pending, addr, timeout);
+        }
+    }
 }
 
 /// The answer to a `ShmCall` whose reply data the server put at the start of the
@@ -904,7 +1194,7 @@ fn placed(
 }
 
 /// Makes a shared segment and attaches it to the server on a fresh Unix-socket
-/// connection (request id 3, before the reader thread runs): the memfd travels with
+/// connection (request id 3, before the watcher thread runs): the memfd travels with
 /// the frame's bytes.
 fn attach_segment(stream: &mut Stream) -> Result<Arc<ClientSegment>, String> {
     use std::os::fd::AsRawFd;

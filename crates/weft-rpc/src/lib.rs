@@ -19,6 +19,7 @@ pub use auth::{munge_credential, munge_socket, ClientAuth, ClusterKey, KeyError}
 pub use capability::{CapabilityKey, CapabilitySource, Gate, ServerCapabilities};
 pub use client::{
     CallReply, Connection, ConnectionPool, PendingCall, ReplySink, RpcError, SinkReply, Timeouts,
+    BIG_REPLY_BYTES,
 };
 pub use server::{
     new_incarnation, serve, ConnectionId, FileReply, Handler, Peer, ServerHandle, ServerIdentity,

@@ -82,6 +82,10 @@ impl Handler for Metered {
         self.roles.reply_bytes_hint(request)
     }
 
+    fn runs_inline(&self, request: &Request) -> bool {
+        self.roles.runs_inline(request)
+    }
+
     fn reply_from_file(
         &self,
         connection: ConnectionId,

@@ -442,6 +442,20 @@ impl Handler for Roles {
         }
     }
 
+    /// Small plain reads and writes of the io role (its `runs_inline`), also inside a
+    /// shared-memory call; never what the cache role serves (it may call other servers).
+    fn runs_inline(&self, request: &Request) -> bool {
+        let inner = match request {
+            Request::ShmCall { request, .. } => request,
+            other => other,
+        };
+        let cached = self.cache.as_ref().is_some_and(|c| c.serves(inner));
+        match &self.io {
+            Some(io) if !cached && is_io_request(inner) => io.runs_inline(inner),
+            _ => false,
+        }
+    }
+
     fn reply_bytes_hint(&self, request: &Request) -> u64 {
         if let Some(cache) = self.cache.as_ref().filter(|c| c.serves(request)) {
             return cache.reply_bytes_hint(request);

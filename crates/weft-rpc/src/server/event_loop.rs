@@ -1023,19 +1023,12 @@ impl EventLoop {
             request_id: header.request_id,
             charged,
         };
-        if let Err(e) = self.shared.jobs.send(job) {
-            // No workers left: the server is going down. The slot and bytes go with it.
-            let job = e.0;
-            job.conn.send(
-                &self.shared,
-                error_frame(
-                    job.opcode,
-                    job.request_id,
-                    WireError::new(ErrorCode::Unavailable, "the server is stopping"),
-                    job.charged,
-                    true,
-                ),
-            );
+        // A quick request (the handler says which) is run here, at once: handing it
+        // to a worker costs more than running it.
+        if self.shared.handler.runs_inline(&job.request) {
+            super::run_job(&self.shared, job);
+        } else {
+            self.shared.jobs.push(job);
         }
     }
 
