@@ -259,9 +259,12 @@ fn run(client: &Client, root: &str, op: &Op) -> Result<(), ClientError> {
                     ..CreateOptions::default()
                 },
             )?;
-            // Data goes to the io servers, which stay up: this must work.
-            file.write_at(0, &pattern(*tag, 0, *len)).unwrap();
-            file.sync().unwrap();
+            // Data goes to the io servers, which stay up, but the first write asks the
+            // manager for the file's write capability: a crash right after the create
+            // fails the write (naming the manager), leaving the created file empty,
+            // which is what a failed create may leave (`apply(.., false)`).
+            file.write_at(0, &pattern(*tag, 0, *len))?;
+            file.sync()?;
             Ok(())
         }
         Op::Rename { from, to } => client.rename(&abs(from), &abs(to)).map(drop),
