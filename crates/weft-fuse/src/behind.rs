@@ -5,11 +5,7 @@
 //! second round trip per call; instead, writes below [`SMALL_WRITE_BYTES`] are kept
 //! here, per inode, merged, and sent as one list write (one request per io server)
 //! when the file is closed, synced, read, truncated, appended to or reopened in this
-//! mount, or when the inode holds [`INODE_BYTES_MAX`] or [`INODE_EXTENTS_MAX`]: that
-//! send runs in a thread of its own while the writer goes on (one per inode at a time,
-//! [`BACKGROUND_SENDS_MAX`] per mount), and every later send of the inode waits for it
-//! first, so bytes reach the io servers in the order written and its error is reported
-//! by the next close or fsync at the latest. The
+//! mount, or when the inode holds [`INODE_BYTES_MAX`] or [`INODE_EXTENTS_MAX`]. The
 //! attributes the mount answers with count the kept bytes, and those sent while the file
 //! is open here (the size is at least their end), so the kernel never shrinks a file it
 //! just wrote.
@@ -25,7 +21,6 @@ use fuser::Errno;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use weft_client::{ClientError, InodeId};
 
 /// Writes shorter than this are kept; longer ones go to the io servers at once (after
@@ -39,14 +34,8 @@ pub const INODE_BYTES_MAX: usize = 8 << 20;
 /// list write).
 pub const INODE_EXTENTS_MAX: usize = 4096;
 
-/// Bytes kept for the whole mount (sends under way included): past this, a write sends
-/// its inode's bytes and waits for them.
+/// Bytes kept for the whole mount: past this, a write sends its inode's bytes.
 pub const MOUNT_BYTES_MAX: usize = 256 << 20;
-
-/// Sends started by a write that passed an inode's bounds and left to run behind it
-/// (one thread each, at most one per inode), over the whole mount. Past this, such a
-/// write sends in its own call, as every send did before.
-pub const BACKGROUND_SENDS_MAX: usize = 16;
 
 /// Bytes kept for one inode: disjoint extents by offset. A write over kept bytes
 /// overwrites them in place and adds extents only for the bytes it newly covers (a
@@ -145,30 +134,15 @@ struct Kept {
     /// Taken out of the table (everything sent): a writer that found it there just
     /// before must start a new one.
     retired: bool,
-    /// The send a write started when the inode passed [`INODE_BYTES_MAX`] or
-    /// [`INODE_EXTENTS_MAX`], still running or not yet waited for: every later send of
-    /// the inode waits for it first (so its bytes go before theirs and its error is
-    /// theirs to report), and the inode stays in the table until then.
-    sending: Option<JoinHandle<Result<(), Errno>>>,
-}
-
-impl Kept {
-    /// Bytes kept or a send not yet waited for.
-    fn dirty(&self) -> bool {
-        self.extents.bytes() > 0 || self.sending.is_some()
-    }
 }
 
 /// The write-behind of one mount.
 #[derive(Default)]
 pub(crate) struct WriteBehind {
     inodes: Mutex<HashMap<InodeId, Arc<Mutex<Kept>>>>,
-    /// Bytes kept over all inodes, and those of sends under way.
-    total: Arc<AtomicUsize>,
-    /// Sends under way in threads of their own (at most [`BACKGROUND_SENDS_MAX`]).
-    background: Arc<AtomicUsize>,
-    /// Inodes with bytes kept or a send not waited for (lets the common case skip the
-    /// table's lock).
+    /// Bytes kept over all inodes.
+    total: AtomicUsize,
+    /// Inodes with bytes kept (lets the common case skip the table's lock).
     dirty_inodes: AtomicUsize,
     /// The end of what this mount sent of each inode open here: the size it reports
     /// stays at least that, so that a size the io servers gave before a send finished
@@ -181,14 +155,6 @@ pub(crate) struct WriteBehind {
 fn errno_of(e: &ClientError) -> Errno {
     eprintln!("weft-fuse: sending kept writes: {e}");
     Errno::from_i32(e.errno())
-}
-
-/// The outcome of a send run in a thread of its own (a panic in it is an I/O error).
-fn joined(handle: JoinHandle<Result<(), Errno>>) -> Result<(), Errno> {
-    handle.join().unwrap_or_else(|_| {
-        eprintln!("weft-fuse: a thread sending kept writes panicked");
-        Err(Errno::EIO)
-    })
 }
 
 impl WriteBehind {
@@ -215,7 +181,6 @@ impl WriteBehind {
                             writer: open.clone(),
                             extents: Extents::default(),
                             retired: false,
-                            sending: None,
                         }))
                     })
                     .clone()
@@ -227,9 +192,7 @@ impl WriteBehind {
             if kept.extents.bytes() == 0 {
                 // New, or sent meanwhile: this handle is the writer now.
                 kept.writer = open.clone();
-                if kept.sending.is_none() {
-                    self.dirty_inodes.fetch_add(1, Ordering::Relaxed);
-                }
+                self.dirty_inodes.fetch_add(1, Ordering::Relaxed);
             }
             let grown = kept.extents.insert(offset, data);
             let total = if grown >= 0 {
@@ -237,28 +200,10 @@ impl WriteBehind {
             } else {
                 self.total.fetch_sub(grown.unsigned_abs(), Ordering::Relaxed) - grown.unsigned_abs()
             };
-            if total >= MOUNT_BYTES_MAX {
-                let sent = self.send_locked(&mut kept);
-                self.retire(inode, &entry, &mut kept);
-                return sent;
-            }
-            if kept.extents.bytes() >= INODE_BYTES_MAX || kept.extents.len() >= INODE_EXTENTS_MAX {
-                // The writer goes on while these bytes travel; the send before, if any,
-                // must be over first (one at a time per inode, in order). Its failure
-                // is reported by the next send of the inode (close or fsync at the
-                // latest), as a kept write's is.
-                if let Some(earlier) = kept.sending.take() {
-                    let done = joined(earlier);
-                    if done.is_err() {
-                        // Reported now: the bytes kept since are sent with it.
-                        let sent = self.send_locked(&mut kept);
-                        self.retire(inode, &entry, &mut kept);
-                        return done.and(sent);
-                    }
-                }
-                if self.send_behind(&mut kept) {
-                    return Ok(());
-                }
+            if kept.extents.bytes() >= INODE_BYTES_MAX
+                || kept.extents.len() >= INODE_EXTENTS_MAX
+                || total >= MOUNT_BYTES_MAX
+            {
                 let sent = self.send_locked(&mut kept);
                 self.retire(inode, &entry, &mut kept);
                 return sent;
@@ -300,97 +245,25 @@ impl WriteBehind {
         kept.retired = true;
     }
 
-    /// Sends what `kept` holds in a thread of its own, leaving the handle in `kept`;
-    /// false (nothing done) when too many such sends are under way or no thread could
-    /// be started. `kept` has bytes and no send under way.
-    fn send_behind(&self, kept: &mut Kept) -> bool {
-        debug_assert!(kept.sending.is_none());
-        if self.background.fetch_add(1, Ordering::AcqRel) >= BACKGROUND_SENDS_MAX {
-            self.background.fetch_sub(1, Ordering::AcqRel);
-            return false;
+    fn send_locked(&self, kept: &mut Kept) -> Result<(), Errno> {
+        if kept.extents.bytes() == 0 {
+            return Ok(());
         }
-        let (ranges, data) = kept.extents.take();
-        let writer = kept.writer.clone();
-        let total = self.total.clone();
-        let background = self.background.clone();
-        let bytes = data.len();
-        let end = ranges.last().map_or(0, |(start, len)| start + len);
-        // Counted in the size before any getattr can see the io servers' part.
-        self.note_sent(kept.writer.file.inode(), end);
-        // Shared with the thread, so that the bytes are not lost if it cannot start.
-        let job = Arc::new(Mutex::new(Some((ranges, data))));
-        let theirs = job.clone();
-        let spawned = std::thread::Builder::new()
-            .name("weft-behind".into())
-            .spawn(move || {
-                let (ranges, data) = theirs
-                    .lock()
-                    .expect("send job poisoned")
-                    .take()
-                    .expect("taken once");
-                let sent = writer
-                    .file
-                    .write_list(&ranges, &data)
-                    .map(|_| ())
-                    .map_err(|e| errno_of(&e));
-                total.fetch_sub(bytes, Ordering::Relaxed);
-                background.fetch_sub(1, Ordering::AcqRel);
-                sent
-            });
-        match spawned {
-            Ok(handle) => {
-                kept.sending = Some(handle);
-                true
-            }
-            Err(e) => {
-                eprintln!("weft-fuse: no thread to send kept writes in ({e}); sending them in the write");
-                self.background.fetch_sub(1, Ordering::AcqRel);
-                let (ranges, data) = job
-                    .lock()
-                    .expect("send job poisoned")
-                    .take()
-                    .expect("not started");
-                let mut at = 0usize;
-                for (start, len) in ranges {
-                    kept.extents.insert(start, &data[at..at + len as usize]);
-                    at += len as usize;
-                }
-                false
-            }
-        }
-    }
-
-    fn note_sent(&self, inode: InodeId, end: u64) {
+        let end = kept.extents.end();
         self.sent_ends
             .lock()
             .expect("sent ends poisoned")
-            .entry(inode)
+            .entry(kept.writer.file.inode())
             .and_modify(|e| *e = (*e).max(end))
             .or_insert(end);
-    }
-
-    /// Waits for the send under way, if any, then sends what is kept: `kept` is clean
-    /// after. The first failure is returned; on failure the kept bytes are dropped
-    /// (they may be partly written).
-    fn send_locked(&self, kept: &mut Kept) -> Result<(), Errno> {
-        let was_dirty = kept.dirty();
-        let earlier = kept.sending.take().map_or(Ok(()), joined);
-        let now = if kept.extents.bytes() == 0 {
-            Ok(())
-        } else {
-            self.note_sent(kept.writer.file.inode(), kept.extents.end());
-            let (ranges, data) = kept.extents.take();
-            self.total.fetch_sub(data.len(), Ordering::Relaxed);
-            kept.writer
-                .file
-                .write_list(&ranges, &data)
-                .map(|_| ())
-                .map_err(|e| errno_of(&e))
-        };
-        if was_dirty {
-            self.dirty_inodes.fetch_sub(1, Ordering::Relaxed);
-        }
-        earlier.and(now)
+        let (ranges, data) = kept.extents.take();
+        self.total.fetch_sub(data.len(), Ordering::Relaxed);
+        self.dirty_inodes.fetch_sub(1, Ordering::Relaxed);
+        kept.writer
+            .file
+            .write_list(&ranges, &data)
+            .map(|_| ())
+            .map_err(|e| errno_of(&e))
     }
 
     /// The end of the bytes kept for `inode`, or sent while it is open here (0: none):

@@ -167,11 +167,12 @@ fn a_sequential_small_writer_past_the_bounds_loses_nothing() {
     assert_eq!(native_bytes(&cluster, "/seq"), data);
 }
 
-/// A random 4 KiB writer passes a file's bounds again and again (4,096 extents kept),
-/// so each of those sends runs behind the writer while it goes on: later writes over
-/// blocks of a send still under way win, a read in the same mount, an O_APPEND write
-/// and fsync each come after every send before them, and the other clients see the
-/// file as a local one after close.
+/// A random 4 KiB writer passes a file's bounds again and again (8 MiB or 4,096
+/// extents kept), each time sending what is kept: later writes over blocks already
+/// sent win, a read in the same mount, an O_APPEND write and fsync each come after
+/// every send before them, and the other clients see the file as a local one after
+/// close. (It also guards a send that would run behind the writer, tried and reverted
+/// on this branch: an fsync right after a bound must still wait for that send.)
 #[test]
 fn random_writes_past_the_bounds_keep_their_order() {
     let cluster = TestCluster::start();
@@ -242,8 +243,8 @@ fn random_writes_past_the_bounds_keep_their_order() {
     );
     assert!(read_all(&a.join("random")) == expected, "same mount after close");
 
-    // The write that reaches the 8 MiB bound starts a send and returns at once: an
-    // fsync right after it still returns only once those bytes are on the io servers.
+    // Right after the write that reaches the 8 MiB bound, an fsync returns only once
+    // every byte written is on the io servers.
     let mut seq = std::fs::File::create(a.join("bound")).unwrap();
     let data = pattern(5, 3 * (8 << 20));
     for (k, block) in data.chunks(4096).enumerate() {
