@@ -166,3 +166,96 @@ fn a_sequential_small_writer_past_the_bounds_loses_nothing() {
     drop(f);
     assert_eq!(native_bytes(&cluster, "/seq"), data);
 }
+
+/// A random 4 KiB writer passes a file's bounds again and again (8 MiB or 4,096
+/// extents kept), each time sending what is kept: later writes over blocks already
+/// sent win, a read in the same mount, an O_APPEND write and fsync each come after
+/// every send before them, and the other clients see the file as a local one after
+/// close. (It also guards a send that would run behind the writer, tried and reverted
+/// on this branch: an fsync right after a bound must still wait for that send.)
+#[test]
+fn random_writes_past_the_bounds_keep_their_order() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let local_path = a.scratch().join("random-local");
+    let local = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&local_path)
+        .unwrap();
+    let weft = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(a.join("random"))
+        .unwrap();
+    // 16 MiB of 4 KiB blocks, written 20,000 times: about 2,000 blocks twice or more,
+    // with 4 sends in between some of the two.
+    let blocks = 4096u64;
+    let mut rng = Lcg(11);
+    for k in 0..20_000u64 {
+        let offset = (rng.next() % blocks) * 4096;
+        let data = pattern(k, 4096);
+        local.write_all_at(&data, offset).unwrap();
+        weft.write_all_at(&data, offset).unwrap();
+        match k {
+            // Right after a bound (the 4,096th extent): a read in this mount waits for
+            // the send under way.
+            4096 | 9000 => {
+                let at = (rng.next() % blocks) * 4096;
+                let mut here = vec![0u8; 8192];
+                let mut there = vec![0u8; 8192];
+                let n = weft.read_at(&mut here, at).unwrap();
+                let m = local.read_at(&mut there, at).unwrap();
+                assert_eq!(here[..n], there[..m], "read at {at} after write {k}");
+            }
+            12_000 => {
+                weft.sync_all().unwrap();
+                assert!(
+                    native_bytes(&cluster, "/random") == std::fs::read(&local_path).unwrap(),
+                    "native client after fsync at write {k}"
+                );
+            }
+            16_000 => {
+                let tail = pattern(k + 1, 1000);
+                let mut appender = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(a.join("random"))
+                    .unwrap();
+                appender.write_all(&tail).unwrap();
+                let mut local_appender = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&local_path)
+                    .unwrap();
+                local_appender.write_all(&tail).unwrap();
+            }
+            _ => {}
+        }
+    }
+    drop(weft);
+    let expected = std::fs::read(&local_path).unwrap();
+    assert!(
+        native_bytes(&cluster, "/random") == expected,
+        "native client after close"
+    );
+    assert!(read_all(&a.join("random")) == expected, "same mount after close");
+
+    // Right after the write that reaches the 8 MiB bound, an fsync returns only once
+    // every byte written is on the io servers.
+    let mut seq = std::fs::File::create(a.join("bound")).unwrap();
+    let data = pattern(5, 3 * (8 << 20));
+    for (k, block) in data.chunks(4096).enumerate() {
+        seq.write_all(block).unwrap();
+        if (k + 1) % 2048 == 0 {
+            seq.sync_all().unwrap();
+            let written = (k + 1) * 4096;
+            assert!(
+                native_bytes(&cluster, "/bound") == data[..written],
+                "native client after fsync at {written} bytes"
+            );
+        }
+    }
+}
