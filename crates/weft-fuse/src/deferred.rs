@@ -53,6 +53,8 @@ type Slot = Arc<Mutex<Option<Kept>>>;
 pub struct Deferred {
     kept: Mutex<HashMap<InodeId, Slot>>,
     created: Mutex<HashSet<InodeId>>,
+    /// Created here and known to have no extended attributes (`has_no_xattrs`).
+    no_xattrs: Mutex<HashSet<InodeId>>,
 }
 
 /// What a kept change needs to know of its caller and file.
@@ -70,6 +72,33 @@ impl Deferred {
             created.clear();
         }
         created.insert(inode);
+        drop(created);
+        let mut no_xattrs = self.no_xattrs.lock().expect("no-xattrs table poisoned");
+        if no_xattrs.len() >= CREATED_MAX {
+            no_xattrs.clear();
+        }
+        no_xattrs.insert(inode);
+    }
+
+    /// Whether `inode` is known here to have no extended attributes: this mount created
+    /// it (`O_EXCL`: the manager gives a new file none), has neither closed nor opened it
+    /// again since, and has set or removed none of its extended attributes. The kernel
+    /// asks for `security.capability` at a file's first write and at each chown (to drop
+    /// it); for such a file "none" is known here, as its kept attributes are.
+    pub fn has_no_xattrs(&self, inode: InodeId) -> bool {
+        self.no_xattrs
+            .lock()
+            .expect("no-xattrs table poisoned")
+            .contains(&inode)
+    }
+
+    /// `inode` was closed or opened here, or this mount sets or removes one of its
+    /// extended attributes: from now on the manager says what they are.
+    pub fn xattrs_unknown(&self, inode: InodeId) {
+        let mut table = self.no_xattrs.lock().expect("no-xattrs table poisoned");
+        if !table.is_empty() {
+            table.remove(&inode);
+        }
     }
 
     /// `inode` has no descriptor open here any more (call after `send`).
@@ -78,6 +107,7 @@ impl Deferred {
             .lock()
             .expect("created table poisoned")
             .remove(&inode);
+        self.xattrs_unknown(inode);
         self.kept.lock().expect("kept table poisoned").remove(&inode);
     }
 

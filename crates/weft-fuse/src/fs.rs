@@ -456,6 +456,7 @@ impl WeftFs {
         // attributes kept here are the manager's.
         self.behind.send(inode(ino))?;
         self.deferred.send(inode(ino))?;
+        self.deferred.xattrs_unknown(inode(ino));
         let client = self.caller(req);
         let told = self.remembered(inode(ino));
         let (attr, stamp) = match told
@@ -1041,6 +1042,7 @@ impl Filesystem for WeftFs {
         // and the next getattr anywhere sees the new size. A failure to send them is
         // close's error, as on NFS.
         self.open_completed(inode(ino), fh);
+        self.deferred.xattrs_unknown(inode(ino));
         let sent = self.file(fh).and_then(|_| self.send_kept(inode(ino)));
         self.recent.inode_changed(inode(ino));
         match sent {
@@ -1233,6 +1235,8 @@ impl Filesystem for WeftFs {
         } else {
             XattrSet::Either
         };
+        // Before the change: from now on a getxattr of this file asks the manager.
+        self.deferred.xattrs_unknown(inode(ino));
         let result = if name == OsStr::new(CLUSTER_XATTR) {
             Err(Errno::EPERM)
         } else if name == OsStr::new(LAYOUT_XATTR) {
@@ -1254,6 +1258,9 @@ impl Filesystem for WeftFs {
             Ok(self.cluster_xattr.clone())
         } else if name == OsStr::new(LAYOUT_XATTR) {
             self.xattr_value(req, ino, name)
+        } else if self.deferred.has_no_xattrs(inode(ino)) {
+            // New here and open here: none (see `Deferred::has_no_xattrs`).
+            Err(Errno::NO_XATTR)
         } else {
             self.caller(req)
                 .getxattr(inode(ino), name.as_bytes())
@@ -1284,6 +1291,8 @@ impl Filesystem for WeftFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        // Before the change: from now on a getxattr of this file asks the manager.
+        self.deferred.xattrs_unknown(inode(ino));
         let result = if name == OsStr::new(CLUSTER_XATTR) {
             Err(Errno::EPERM)
         } else if name == OsStr::new(LAYOUT_XATTR) {
