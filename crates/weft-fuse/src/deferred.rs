@@ -55,6 +55,8 @@ pub struct Deferred {
     created: Mutex<HashSet<InodeId>>,
     /// Created here and known to have no extended attributes (`has_no_xattrs`).
     no_xattrs: Mutex<HashSet<InodeId>>,
+    /// Created here, open, and not yet written (`first_write`).
+    unwritten: Mutex<HashSet<InodeId>>,
 }
 
 /// What a kept change needs to know of its caller and file.
@@ -78,6 +80,18 @@ impl Deferred {
             no_xattrs.clear();
         }
         no_xattrs.insert(inode);
+        drop(no_xattrs);
+        let mut unwritten = self.unwritten.lock().expect("unwritten table poisoned");
+        if unwritten.len() >= CREATED_MAX {
+            unwritten.clear();
+        }
+        unwritten.insert(inode);
+    }
+
+    /// True once: at the first write of a file this mount created and holds open.
+    pub fn first_write(&self, inode: InodeId) -> bool {
+        let mut unwritten = self.unwritten.lock().expect("unwritten table poisoned");
+        !unwritten.is_empty() && unwritten.remove(&inode)
     }
 
     /// Whether `inode` is known here to have no extended attributes: this mount created
@@ -108,6 +122,10 @@ impl Deferred {
             .expect("created table poisoned")
             .remove(&inode);
         self.xattrs_unknown(inode);
+        self.unwritten
+            .lock()
+            .expect("unwritten table poisoned")
+            .remove(&inode);
         self.kept.lock().expect("kept table poisoned").remove(&inode);
     }
 

@@ -10,6 +10,7 @@ use crate::deferred::{Caller, Deferred};
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
 use crate::names::{Names, Retries};
+use crate::prefetch::Prefetch;
 use crate::recent::{Recent, Ticket};
 use crate::xattr::{self, CLUSTER_XATTR, LAYOUT_XATTR};
 use fuser::{
@@ -108,6 +109,8 @@ pub struct WeftFs {
     recent: Recent,
     /// Attribute changes of files created here and open, sent at close (see `deferred`).
     deferred: Deferred,
+    /// Write capabilities of new files asked for in the background (see `prefetch`).
+    prefetch: Prefetch,
 }
 
 /// A file's data as an open here found it.
@@ -170,6 +173,7 @@ impl WeftFs {
             stamps: Mutex::new(HashMap::new()),
             recent: Recent::new(cache.attr_ttl),
             deferred: Deferred::default(),
+            prefetch: Prefetch::default(),
         }
     }
 
@@ -1021,6 +1025,10 @@ impl Filesystem for WeftFs {
                 open.file
                     .check_write(offset, data.len())
                     .map_err(|e| errno(&e, "write"))?;
+                if self.deferred.first_write(inode(ino)) {
+                    // Held by the close, which then sends at once (see `prefetch`).
+                    self.prefetch.ask(open.clone());
+                }
                 return self
                     .behind
                     .write(inode(ino), &open, offset, data)

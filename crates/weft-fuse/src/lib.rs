@@ -71,6 +71,7 @@ mod fs;
 mod kept;
 mod mount;
 mod names;
+mod prefetch;
 mod recent;
 mod xattr;
 

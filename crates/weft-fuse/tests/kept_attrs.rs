@@ -260,3 +260,44 @@ fn extended_attributes_of_a_new_open_file_are_answered_here_until_it_changes_the
     assert_eq!(fgetxattr(&file2, "user.b"), Ok(b"two".to_vec()));
     drop(file);
 }
+
+/// The first small write of a file this mount created (kept until close) makes the
+/// mount ask for the file's write capability in the background, so that the close need
+/// not: the manager grants it before the close, once; the data arrives whole.
+#[test]
+fn a_new_files_write_capability_is_asked_for_before_its_close() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let path = mount.join("new");
+    let before = cluster.manager_requests("grant_capability");
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap();
+    file.write_all(b"kept until close").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while cluster.manager_requests("grant_capability") - before < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no write capability asked for while the file is open"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    file.write_all(b", and more").unwrap();
+    fchown(&file, Some(0), Some(0)).unwrap();
+    file.set_permissions(Permissions::from_mode(0o644)).unwrap();
+    drop(file);
+    assert_eq!(
+        cluster.manager_requests("grant_capability") - before,
+        1.0,
+        "write capabilities asked for one new file"
+    );
+    let client = cluster.client();
+    assert_eq!(
+        common::read_all(&path),
+        b"kept until close, and more".to_vec(),
+        "through the mount"
+    );
+    assert_eq!(client.stat("/new").unwrap().size, 26);
+}
