@@ -265,33 +265,27 @@ impl MetaService {
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
             Request::GetAttr { cred, inode } => store.getattr(&cred, inode).map(Response::Attr),
             Request::SetAttr { cred, inode, changes } => {
-                // The objects' own times are later than the one set (they were written
-                // before): theirs are set too, or a stat would show theirs. When the
-                // change is sure to be permitted, while it commits (one disk flush and
-                // one round trip to the io servers at the same time, not one after the
-                // other: `tar x` sets every file's time); otherwise after it.
-                let explicit_mtime = match changes.mtime {
-                    Some(TimeSet::At(mtime)) => Some(mtime),
-                    _ => None,
-                };
-                let early = explicit_mtime
-                    .and_then(|_| store.setattr_surely_permitted(&cred, inode, &changes))
-                    .and_then(|before| before.layout);
-                let attr = match (explicit_mtime, early) {
-                    (Some(mtime), Some(layout)) => std::thread::scope(|scope| {
-                        let objects = scope.spawn(|| self.set_object_times(inode, &layout, mtime));
-                        let attr = store.setattr(&cred, inode, &changes);
-                        let _ = objects.join();
-                        attr
-                    })?,
-                    _ => {
-                        let attr = store.setattr(&cred, inode, &changes)?;
-                        if let (Some(mtime), Some(layout)) = (explicit_mtime, &attr.layout) {
-                            self.set_object_times(inode, layout, mtime);
+                let attr = store.setattr(&cred, inode, &changes)?;
+                if let (Some(TimeSet::At(mtime)), Some(layout)) = (changes.mtime, &attr.layout) {
+                    // The objects' own times are later than the one set (they were
+                    // written before): set theirs too, or a stat would show theirs.
+                    for (server, result) in
+                        layout
+                            .servers
+                            .iter()
+                            .zip(self.on_each_server(&layout.servers, |server| {
+                                self.objects.set_mtime(server, &[inode], mtime)
+                            }))
+                    {
+                        if let Err(e) = result {
+                            eprintln!(
+                                "weftd meta: setting the time of inode {inode}'s object on io server {server}: {}; \
+                                 a stat may show the object's later time",
+                                e.message
+                            );
                         }
-                        attr
                     }
-                };
+                }
                 // A chmod or chown may take rights away: capabilities issued before it
                 // go (their holders ask again, and are checked again).
                 if changes.mode.is_some() || changes.uid.is_some() || changes.gid.is_some() {
@@ -856,26 +850,6 @@ impl MetaService {
     /// servers are split into at most `OBJECT_CALLS_PARALLEL_MAX` chunks, the
     /// first handled on this thread, each other on a scoped thread of its own.
     /// Results are in the order of `servers`.
-    /// Sets the time of `inode`'s objects on the servers of `layout` to `mtime`; a
-    /// server that fails is logged (a stat may show its object's later time).
-    fn set_object_times(&self, inode: InodeId, layout: &Layout, mtime: Timespec) {
-        for (server, result) in layout
-            .servers
-            .iter()
-            .zip(self.on_each_server(&layout.servers, |server| {
-                self.objects.set_mtime(server, &[inode], mtime)
-            }))
-        {
-            if let Err(e) = result {
-                eprintln!(
-                    "weftd meta: setting the time of inode {inode}'s object on io server {server}: {}; \
-                     a stat may show the object's later time",
-                    e.message
-                );
-            }
-        }
-    }
-
     fn on_each_server(
         &self,
         servers: &[ServerId],

@@ -1022,8 +1022,7 @@ fn counts_of(service: &MetaService) -> MetaStatfs {
 
 /// An explicit mtime is set on the file's objects too (a stat shows the latest of the
 /// objects' and the manager's times), by a setattr that is permitted; one that is refused
-/// leaves the objects' times alone, whether or not the manager set them while committing
-/// (root, and the owner changing mode or times) or after.
+/// leaves the objects' times alone.
 #[test]
 fn explicit_times_reach_the_objects_only_when_the_setattr_is_permitted() {
     let f = fixture();
@@ -1066,7 +1065,7 @@ fn explicit_times_reach_the_objects_only_when_the_setattr_is_permitted() {
     ));
     assert_eq!(taken(), vec![]);
 
-    // Root, owner and mode and time at once: set while the commit runs.
+    // Root, owner and mode and time at once.
     let changed = attr(setattr(
         root(),
         times(SetAttr {

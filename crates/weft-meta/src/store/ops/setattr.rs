@@ -147,23 +147,6 @@ impl MetaStore {
     }
 }
 
-impl MetaStore {
-    /// `inode`'s attributes if `setattr(cred, inode, changes)` is sure to be permitted
-    /// as `inode` is now; judged narrowly: root changing owner, group, mode or times, or
-    /// the owner changing mode or times. Never with a size (which has more checks) or
-    /// `kill_privileges`. `None` when unsure (the setattr may still be permitted).
-    /// The manager sets the objects' times while such a setattr commits.
-    pub fn setattr_surely_permitted(&self, cred: &Cred, inode: InodeId, changes: &SetAttr) -> Option<Attr> {
-        if changes.size.is_some() || changes.kill_privileges {
-            return None;
-        }
-        let owner_change = changes.uid.is_some() || changes.gid.is_some();
-        self.read(|ns| Ok(ns.inode(inode)?.attr(inode)))
-            .ok()
-            .filter(|before| is_root(cred) || (cred.uid == before.uid && !owner_change))
-    }
-}
-
 /// The group-execute permission bit.
 const MODE_GROUP_EXECUTE: u32 = 0o010;
 
