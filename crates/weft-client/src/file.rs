@@ -344,6 +344,20 @@ impl File {
         crate::client::Handoff::encode(&self.attr, from.as_ref())
     }
 
+    /// Asks now for the capability this handle's writes need, if the cluster wants
+    /// one and none is held; it is kept for the writes (and renewed as usual). A mount
+    /// that keeps small writes until close asks in the background at the first one, so
+    /// that the close need not wait for the manager before sending them. A failure is
+    /// left to the write, which asks again and reports it.
+    pub fn prepare_writing(&self) {
+        if !self.writable {
+            return;
+        }
+        if let Some(source) = self.inner.pool.capability_source() {
+            let _ = source.capability(self.attr.inode, weft_proto::capability::rights::WRITE);
+        }
+    }
+
     /// The manager's attributes as of open (size not filled in).
     pub fn attr(&self) -> &Attr {
         &self.attr

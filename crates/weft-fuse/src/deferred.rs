@@ -53,6 +53,10 @@ type Slot = Arc<Mutex<Option<Kept>>>;
 pub struct Deferred {
     kept: Mutex<HashMap<InodeId, Slot>>,
     created: Mutex<HashSet<InodeId>>,
+    /// Created here and known to have no extended attributes (`has_no_xattrs`).
+    no_xattrs: Mutex<HashSet<InodeId>>,
+    /// Created here, open, and not yet written (`first_write`).
+    unwritten: Mutex<HashSet<InodeId>>,
 }
 
 /// What a kept change needs to know of its caller and file.
@@ -70,6 +74,45 @@ impl Deferred {
             created.clear();
         }
         created.insert(inode);
+        drop(created);
+        let mut no_xattrs = self.no_xattrs.lock().expect("no-xattrs table poisoned");
+        if no_xattrs.len() >= CREATED_MAX {
+            no_xattrs.clear();
+        }
+        no_xattrs.insert(inode);
+        drop(no_xattrs);
+        let mut unwritten = self.unwritten.lock().expect("unwritten table poisoned");
+        if unwritten.len() >= CREATED_MAX {
+            unwritten.clear();
+        }
+        unwritten.insert(inode);
+    }
+
+    /// True once: at the first write of a file this mount created and holds open.
+    pub fn first_write(&self, inode: InodeId) -> bool {
+        let mut unwritten = self.unwritten.lock().expect("unwritten table poisoned");
+        !unwritten.is_empty() && unwritten.remove(&inode)
+    }
+
+    /// Whether `inode` is known here to have no extended attributes: this mount created
+    /// it (`O_EXCL`: the manager gives a new file none), has neither closed nor opened it
+    /// again since, and has set or removed none of its extended attributes. The kernel
+    /// asks for `security.capability` at a file's first write and at each chown (to drop
+    /// it); for such a file "none" is known here, as its kept attributes are.
+    pub fn has_no_xattrs(&self, inode: InodeId) -> bool {
+        self.no_xattrs
+            .lock()
+            .expect("no-xattrs table poisoned")
+            .contains(&inode)
+    }
+
+    /// `inode` was closed or opened here, or this mount sets or removes one of its
+    /// extended attributes: from now on the manager says what they are.
+    pub fn xattrs_unknown(&self, inode: InodeId) {
+        let mut table = self.no_xattrs.lock().expect("no-xattrs table poisoned");
+        if !table.is_empty() {
+            table.remove(&inode);
+        }
     }
 
     /// `inode` has no descriptor open here any more (call after `send`).
@@ -77,6 +120,11 @@ impl Deferred {
         self.created
             .lock()
             .expect("created table poisoned")
+            .remove(&inode);
+        self.xattrs_unknown(inode);
+        self.unwritten
+            .lock()
+            .expect("unwritten table poisoned")
             .remove(&inode);
         self.kept.lock().expect("kept table poisoned").remove(&inode);
     }

@@ -11,6 +11,7 @@ use crate::deferred::{Caller, Deferred};
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
 use crate::names::{Names, Retries};
+use crate::prefetch::Prefetch;
 use crate::recent::{Recent, Ticket};
 use crate::xattr::{self, CLUSTER_XATTR, LAYOUT_XATTR};
 use fuser::{
@@ -109,6 +110,8 @@ pub struct WeftFs {
     recent: Recent,
     /// Attribute changes of files created here and open, sent at close (see `deferred`).
     deferred: Deferred,
+    /// Write capabilities of new files asked for in the background (see `prefetch`).
+    prefetch: Prefetch,
 }
 
 /// A file's data as an open here found it.
@@ -171,6 +174,7 @@ impl WeftFs {
             stamps: Mutex::new(HashMap::new()),
             recent: Recent::new(cache.attr_ttl),
             deferred: Deferred::default(),
+            prefetch: Prefetch::default(),
         }
     }
 
@@ -457,6 +461,7 @@ impl WeftFs {
         // attributes kept here are the manager's.
         self.behind.send(inode(ino))?;
         self.deferred.send(inode(ino))?;
+        self.deferred.xattrs_unknown(inode(ino));
         let client = self.caller(req);
         let told = self.remembered(inode(ino));
         let (attr, stamp) = match told
@@ -1028,6 +1033,10 @@ impl Filesystem for WeftFs {
                 open.file
                     .check_write(offset, data.len())
                     .map_err(|e| errno(&e, "write"))?;
+                if self.deferred.first_write(inode(ino)) {
+                    // Held by the close, which then sends at once (see `prefetch`).
+                    self.prefetch.ask(open.clone());
+                }
                 return self
                     .behind
                     .write(inode(ino), &open, offset, data)
@@ -1049,6 +1058,7 @@ impl Filesystem for WeftFs {
         // and the next getattr anywhere sees the new size. A failure to send them is
         // close's error, as on NFS.
         self.open_completed(inode(ino), fh);
+        self.deferred.xattrs_unknown(inode(ino));
         let sent = self.file(fh).and_then(|_| self.send_kept(inode(ino)));
         self.recent.inode_changed(inode(ino));
         match sent {
@@ -1241,6 +1251,8 @@ impl Filesystem for WeftFs {
         } else {
             XattrSet::Either
         };
+        // Before the change: from now on a getxattr of this file asks the manager.
+        self.deferred.xattrs_unknown(inode(ino));
         let result = if name == OsStr::new(CLUSTER_XATTR) {
             Err(Errno::EPERM)
         } else if name == OsStr::new(LAYOUT_XATTR) {
@@ -1262,6 +1274,9 @@ impl Filesystem for WeftFs {
             Ok(self.cluster_xattr.clone())
         } else if name == OsStr::new(LAYOUT_XATTR) {
             self.xattr_value(req, ino, name)
+        } else if self.deferred.has_no_xattrs(inode(ino)) {
+            // New here and open here: none (see `Deferred::has_no_xattrs`).
+            Err(Errno::NO_XATTR)
         } else {
             self.caller(req)
                 .getxattr(inode(ino), name.as_bytes())
@@ -1292,6 +1307,8 @@ impl Filesystem for WeftFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        // Before the change: from now on a getxattr of this file asks the manager.
+        self.deferred.xattrs_unknown(inode(ino));
         let result = if name == OsStr::new(CLUSTER_XATTR) {
             Err(Errno::EPERM)
         } else if name == OsStr::new(LAYOUT_XATTR) {

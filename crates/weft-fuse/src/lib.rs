@@ -27,8 +27,8 @@
 //!   names are cached for `attr_ttl` (1 s by default). A run of lookups in one directory
 //!   is answered from a listing of it that is younger than `attr_ttl`, never older
 //!   answers than the kernel's own cache would give (see `recent`). Mode, owner and time
-//!   changes of a file this mount created and holds open are sent together at its close
-//!   (see `deferred`).
+//!   changes of a file this mount created and holds open are sent together at its close,
+//!   and its extended attributes (none) are answered here until then (see `deferred`).
 //! - Close-to-open consistency across clients: an open checks with the manager, in one
 //!   round trip, that the names the kernel found the file by still lead to it, and reads
 //!   its attributes and size afresh (dropping the kernel's cached ones if they changed).
@@ -72,6 +72,7 @@ mod fs;
 mod kept;
 mod mount;
 mod names;
+mod prefetch;
 mod recent;
 mod xattr;
 

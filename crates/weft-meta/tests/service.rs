@@ -12,7 +12,8 @@ use common::*;
 use weft_layout::{InodeId, LayoutRequest, ServerId};
 use weft_meta::{CreateCheck, MetaService, ObjectServers};
 use weft_proto::{
-    Attr, ClusterInfo, Cred, ErrorCode, FileKind, IoServer, MetaStatfs, Request, Response, SetAttr, WireError,
+    Attr, ClusterInfo, Cred, ErrorCode, FileKind, IoServer, MetaStatfs, Request, Response, SetAttr, TimeSet,
+    Timespec, WireError,
 };
 
 type Hook = Box<dyn FnOnce(&MetaService) + Send>;
@@ -27,6 +28,8 @@ struct FakeServers {
     create_calls: AtomicUsize,
     during_create: Mutex<Option<Hook>>,
     service: Mutex<Weak<MetaService>>,
+    /// Every `set_mtime` call: (server, inode, time).
+    times_set: Mutex<Vec<(ServerId, InodeId, Timespec)>>,
 }
 
 impl FakeServers {
@@ -87,6 +90,12 @@ impl ObjectServers for FakeServers {
                 set.remove(inode);
             }
         }
+        Ok(())
+    }
+
+    fn set_mtime(&self, server: ServerId, inodes: &[InodeId], mtime: Timespec) -> Result<(), WireError> {
+        let mut times = self.times_set.lock().unwrap();
+        times.extend(inodes.iter().map(|inode| (server, *inode, mtime)));
         Ok(())
     }
 }
@@ -1009,4 +1018,111 @@ fn a_failed_refill_fails_the_create_and_leaves_its_objects_to_the_purger() {
 
 fn counts_of(service: &MetaService) -> MetaStatfs {
     service.store().statfs(&root()).unwrap()
+}
+
+/// An explicit mtime is set on the file's objects too (a stat shows the latest of the
+/// objects' and the manager's times), by a setattr that is permitted; one that is refused
+/// leaves the objects' times alone.
+#[test]
+fn explicit_times_reach_the_objects_only_when_the_setattr_is_permitted() {
+    let f = fixture();
+    let layout = LayoutRequest {
+        stripe_count: Some(3),
+        first_server: Some(1),
+        ..Default::default()
+    };
+    let file = attr(
+        f.service
+            .handle(create_request(root(), InodeId::ROOT, "f", layout, true)),
+    );
+    let setattr = |cred: Cred, changes: SetAttr| {
+        f.service.handle(Request::SetAttr {
+            cred,
+            inode: file.inode,
+            changes,
+        })
+    };
+    let at = |secs: i64| Timespec { secs, nanos: 7 };
+    let times = |changes: SetAttr| SetAttr {
+        mtime: Some(TimeSet::At(at(1_000))),
+        ..changes
+    };
+    let taken = || std::mem::take(&mut *f.servers.times_set.lock().unwrap());
+    let on_the_objects = |secs: i64| -> Vec<(ServerId, InodeId, Timespec)> {
+        [ServerId(11), ServerId(12), ServerId(13)]
+            .into_iter()
+            .map(|s| (s, file.inode, at(secs)))
+            .collect()
+    };
+
+    // Root gives the file to alice (no time: no object is touched).
+    attr(setattr(
+        root(),
+        SetAttr {
+            uid: Some(alice().uid),
+            ..Default::default()
+        },
+    ));
+    assert_eq!(taken(), vec![]);
+
+    // Root, owner and mode and time at once.
+    let changed = attr(setattr(
+        root(),
+        times(SetAttr {
+            gid: Some(alice().gid),
+            mode: Some(0o640),
+            ..Default::default()
+        }),
+    ));
+    assert_eq!(changed.mtime, at(1_000));
+    let mut set = taken();
+    set.sort();
+    assert_eq!(set, on_the_objects(1_000));
+
+    // The owner's mode and time.
+    let changed = attr(setattr(
+        alice(),
+        SetAttr {
+            mode: Some(0o600),
+            mtime: Some(TimeSet::At(at(2_000))),
+            ..Default::default()
+        },
+    ));
+    assert_eq!(changed.mtime, at(2_000));
+    let mut set = taken();
+    set.sort();
+    assert_eq!(set, on_the_objects(2_000));
+
+    // Refused: bob is not the owner; the owner may not give the file away. Neither
+    // reaches the objects, nor changes the manager's time.
+    assert_eq!(
+        code(setattr(bob(), times(SetAttr::default()))),
+        ErrorCode::NotPermitted
+    );
+    assert_eq!(
+        code(setattr(
+            alice(),
+            times(SetAttr {
+                uid: Some(bob().uid),
+                ..Default::default()
+            })
+        )),
+        ErrorCode::NotPermitted
+    );
+    assert_eq!(taken(), vec![]);
+    let now = f.service.store().getattr(&root(), file.inode).unwrap();
+    assert_eq!(
+        (now.mtime, now.mode & 0o7777, now.uid),
+        (at(2_000), 0o600, alice().uid)
+    );
+
+    // "Now" is the manager's clock, which is the objects' own: nothing to set.
+    attr(setattr(
+        alice(),
+        SetAttr {
+            mtime: Some(TimeSet::Now),
+            ..Default::default()
+        },
+    ));
+    assert_eq!(taken(), vec![]);
 }
