@@ -221,7 +221,7 @@ fn slow_and_hostile_peers_cost_memory_not_threads_and_do_not_slow_others() {
             .call(&write, &content[at as usize..(at + CHUNK_BYTES) as usize])
             .unwrap();
     }
-    let alone = best_read_seconds(&normal, inode, &content, 5);
+    let alone = best_read_seconds(&normal, inode, &content, 9);
     let (rss_before, threads_before) = usage(pid);
 
     // 10,000 connections that completed the handshake and then say nothing.
@@ -274,7 +274,7 @@ fn slow_and_hostile_peers_cost_memory_not_threads_and_do_not_slow_others() {
     };
     std::thread::sleep(Duration::from_secs(1));
 
-    let loaded = best_read_seconds(&normal, inode, &content, 5);
+    let loaded = best_read_seconds(&normal, inode, &content, 9);
     let (rss_during, threads_during) = usage(pid);
     let connections = IDLE + UNREAD + ANNOUNCERS + TRICKLERS;
     eprintln!(
@@ -288,8 +288,11 @@ fn slow_and_hostile_peers_cost_memory_not_threads_and_do_not_slow_others() {
         rss_before / MIB,
         rss_during / MIB
     );
+    // The stalls this guards against cost 40 s and 90x; the bound leaves room for the
+    // noise of a shared 2-core machine (2x failed 2 runs in 7 at load 8, on a read of
+    // 20-60 ms).
     assert!(
-        loaded <= 2.0 * alone,
+        loaded <= 3.0 * alone,
         "the read took {loaded:.3} s next to hostile peers, {alone:.3} s alone"
     );
     assert!(
