@@ -513,6 +513,11 @@ impl Client {
                 per_server.entry(*server).or_default().push((k, striping));
             }
         }
+        // Cache managers first, io servers after: a cache manager marks a block clean
+        // only once its write-back is on the io servers, so a block is counted either
+        // way. Asked the other way round, a write-back landing between the two
+        // answers was in neither (a size of 0 right after `cp` of a cached file).
+        self.add_cached_ends(attrs)?;
         // Per file, (server index, stamp) of each object; a file with any object
         // unstamped gets none.
         let mut objects: Vec<Option<Vec<(u32, u64)>>> = vec![Some(Vec::new()); attrs.len()];
@@ -572,7 +577,6 @@ impl Client {
                 }
             }
         }
-        self.add_cached_ends(attrs)?;
         if let Some(stamps) = stamps {
             for (k, object_stamps) in objects.into_iter().enumerate() {
                 let attr = &attrs[k];

@@ -806,12 +806,26 @@ impl File {
     /// The file's size, derived from every io server's local extent (PVFS) and, for a
     /// cached file, the end of what its cache managers hold unwritten.
     pub fn size(&self) -> Result<u64, ClientError> {
+        // The cache managers first (see `Client::sizes_stamped`): a block they mark
+        // clean is on the io servers already, so a write-back between the two answers
+        // is counted by the second.
+        let cached = self
+            .to_cache_managers(|file| Request::CacheExtents {
+                inodes: vec![file.inode],
+            })
+            .map_err(|e| e.context(&self.path))?;
+        let mut size = 0;
+        for answer in &cached {
+            match answer {
+                Response::Extents(ends) if ends.len() == 1 => size = size.max(ends[0]),
+                other => return Err(unexpected(other)),
+            }
+        }
         let answers = self
             .to_io_servers(|k| Request::Extents {
                 items: vec![(self.attr.inode, self.io_striping(k))],
             })
             .map_err(|e| e.context(&self.path))?;
-        let mut size = 0;
         let mut missing = 0;
         for answer in &answers {
             match answer {
@@ -830,17 +844,6 @@ impl File {
                 ErrorCode::Stale,
                 format!("{}: the file was removed", self.path),
             ));
-        }
-        let cached = self
-            .to_cache_managers(|file| Request::CacheExtents {
-                inodes: vec![file.inode],
-            })
-            .map_err(|e| e.context(&self.path))?;
-        for answer in &cached {
-            match answer {
-                Response::Extents(ends) if ends.len() == 1 => size = size.max(ends[0]),
-                other => return Err(unexpected(other)),
-            }
         }
         self.known_size.store(size, Ordering::SeqCst);
         Ok(size)
