@@ -45,9 +45,12 @@ fn rewriting_over_tcp_does_not_fault_in_a_buffer_per_request() {
     let pages = u64::from(rounds) * FILE_BYTES as u64 / PAGE;
     eprintln!("io servers: {faults} page faults receiving {pages} pages over TCP");
     // A buffer faulted in afresh per 4 MiB request costs up to one fault per page
-    // received (glibc's defaults gave 2 in 5 here); kept buffers, about 1 in 60.
+    // received (glibc's defaults gave 2 in 5 here); kept buffers, about 1 in 60, plus
+    // 1,024 for each buffer a deeper moment of concurrency than the warm-up's adds
+    // (seen: 1 in 60 mostly, 1 in 16 and 1 in 9 now and then): the bound is half the
+    // defaults' cost.
     assert!(
-        faults * 10 < pages,
+        faults * 5 < pages,
         "io servers took {faults} page faults receiving {pages} pages over TCP"
     );
 
