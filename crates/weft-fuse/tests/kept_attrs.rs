@@ -171,21 +171,9 @@ fn tar_extracts_with_one_setattr_per_file_and_the_same_attributes_as_locally() {
 fn fgetxattr(file: &File, name: &str) -> Result<Vec<u8>, i32> {
     use std::os::fd::AsRawFd;
     let name = std::ffi::CString::new(name).unwrap();
-    let mut buf = vec![0u8; 256];
-    // SAFETY: a valid descriptor, a NUL-terminated name and a buffer of the given length.
-    let n = unsafe {
-        libc::fgetxattr(
-            file.as_raw_fd(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap());
-    }
-    buf.truncate(n as usize);
-    Ok(buf)
+    // SAFETY: a valid descriptor, a NUL-terminated name and the buffer xattr_value
+    // passes with its length.
+    common::xattr_value(|buf, len| unsafe { libc::fgetxattr(file.as_raw_fd(), name.as_ptr(), buf, len) })
 }
 
 fn fsetxattr(file: &File, name: &str, value: &[u8]) {

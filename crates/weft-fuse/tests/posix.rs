@@ -272,21 +272,9 @@ fn setxattr(path: &Path, name: &str, value: &[u8], flags: i32) -> Result<(), i32
 
 fn getxattr(path: &Path, name: &str) -> Result<Vec<u8>, i32> {
     let name = CString::new(name).unwrap();
-    let mut buf = vec![0u8; 1 << 17];
-    // SAFETY: valid strings and buffer.
-    let n = unsafe {
-        libc::lgetxattr(
-            c(path).as_ptr(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap());
-    }
-    buf.truncate(n as usize);
-    Ok(buf)
+    let path = c(path);
+    // SAFETY: NUL-terminated strings and the buffer xattr_value passes with its length.
+    common::xattr_value(|buf, len| unsafe { libc::lgetxattr(path.as_ptr(), name.as_ptr(), buf, len) })
 }
 
 fn listxattr(path: &Path) -> Result<Vec<String>, i32> {

@@ -213,3 +213,16 @@ pub fn native_write(client: &weft_client::Client, path: &str, offset: u64, data:
     assert_eq!(file.write_at(offset, data).unwrap(), data.len());
     file.close().unwrap();
 }
+
+/// An extended attribute's value as one of the getxattr family reads it: `get` is
+/// called with a buffer and its length and returns what the system call returned;
+/// the errno on failure.
+pub fn xattr_value(get: impl FnOnce(*mut libc::c_void, usize) -> isize) -> Result<Vec<u8>, i32> {
+    let mut buf = vec![0u8; 1 << 17];
+    let n = get(buf.as_mut_ptr().cast(), buf.len());
+    if n < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap());
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}
