@@ -60,6 +60,7 @@ fn make(dir: &Path, name: &str, steps: &[&str]) -> (File, (u32, u32, u32, i64, u
 
 #[test]
 fn kept_changes_show_at_once_here_and_everywhere_after_close_as_on_a_local_file_system() {
+    let _alone = common::one_at_a_time();
     let cluster = TestCluster::start();
     let mount = Mount::new(&cluster);
     let other = Mount::new(&cluster);
@@ -116,6 +117,7 @@ fn kept_changes_show_at_once_here_and_everywhere_after_close_as_on_a_local_file_
 
 #[test]
 fn tar_extracts_with_one_setattr_per_file_and_the_same_attributes_as_locally() {
+    let _alone = common::one_at_a_time();
     let cluster = TestCluster::start();
     let mount = Mount::new(&cluster);
     let scratch = mount.scratch();
@@ -211,6 +213,7 @@ fn fremovexattr(file: &File, name: &str) {
 /// another client set shows).
 #[test]
 fn extended_attributes_of_a_new_open_file_are_answered_here_until_it_changes_them() {
+    let _alone = common::one_at_a_time();
     let cluster = TestCluster::start();
     let mount = Mount::new(&cluster);
     let path = mount.join("new");
@@ -263,6 +266,7 @@ fn extended_attributes_of_a_new_open_file_are_answered_here_until_it_changes_the
 /// not: the manager grants it before the close, once; the data arrives whole.
 #[test]
 fn a_new_files_write_capability_is_asked_for_before_its_close() {
+    let _alone = common::one_at_a_time();
     let cluster = TestCluster::start();
     let mount = Mount::new(&cluster);
     let path = mount.join("new");
