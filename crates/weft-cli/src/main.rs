@@ -54,8 +54,8 @@ impl HomeArg {
 
 #[derive(ClapArgs, Debug, Clone, Default)]
 struct LayoutArgs {
-    /// Stripe size, bytes (suffixes K, M, G accepted), e.g. 64K or 1M.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
+    /// Stripe size, bytes (suffixes K, M, G accepted), e.g. 64K or 1M; 512 to 1G.
+    #[arg(long, value_name = "BYTES", value_parser = parse_stripe_size_arg)]
     stripe_size: Option<u64>,
     /// Number of io servers to stripe over (0 = all).
     #[arg(long, value_name = "N")]
@@ -91,6 +91,34 @@ fn parse_size_arg(s: &str) -> Result<u64, String> {
     weft_config::parse_size(s)
 }
 
+/// A stripe size, checked here against the range every layout accepts: out of it, the
+/// manager would refuse the request only as malformed ("invalid stripe size"), and
+/// `weft up` only after starting its servers.
+fn parse_stripe_size_arg(s: &str) -> Result<u64, String> {
+    use weft_layout::stripe::{STRIPE_SIZE_BYTES_MAX, STRIPE_SIZE_BYTES_MIN};
+    let bytes = parse_size_arg(s)?;
+    if !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&bytes) {
+        return Err(format!(
+            "a stripe size is {STRIPE_SIZE_BYTES_MIN} bytes to 1G ({STRIPE_SIZE_BYTES_MAX} bytes), not {bytes}; e.g. 64K or 1M"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `weft up --capability-lifetime-ms`: the range the servers accept, checked before any
+/// of them starts.
+fn parse_capability_lifetime_arg(s: &str) -> Result<u64, String> {
+    let ms: u64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of milliseconds"))?;
+    if !(1_000..=3_600_000).contains(&ms) {
+        return Err(format!(
+            "a capability lifetime is 1000 to 3600000 ms (1 s to an hour), not {ms}"
+        ));
+    }
+    Ok(ms)
+}
+
 #[derive(Subcommand, Debug)]
 enum KeyAction {
     /// Write a new key to FILE (mode 0600); refuses to overwrite one.
@@ -116,8 +144,8 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// objects at its create). Default: the manager's (128).
         #[arg(long, value_name = "N")]
         precreate: Option<u32>,
-        /// Default stripe size of new files (K, M, G suffixes accepted).
-        #[arg(long, default_value = "64K", value_name = "BYTES", value_parser = parse_size_arg)]
+        /// Default stripe size of new files (K, M, G suffixes accepted; 512 to 1G).
+        #[arg(long, default_value = "64K", value_name = "BYTES", value_parser = parse_stripe_size_arg)]
         stripe_size: u64,
         /// Default number of io servers per file (0 = all).
         #[arg(long, default_value_t = 0, value_name = "N")]
@@ -143,7 +171,7 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// How long a capability the manager issues is valid (milliseconds, 1000 to
         /// 3600000): the longest a chmod or chown takes to reach an io server that
         /// missed its revocation. Default 60000.
-        #[arg(long, value_name = "MS")]
+        #[arg(long, value_name = "MS", value_parser = parse_capability_lifetime_arg)]
         capability_lifetime_ms: Option<u64>,
         /// Memory of each cache manager (K, M, G suffixes), default 512M.
         #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]

@@ -598,3 +598,40 @@ fn mkdir_honours_the_umask_and_takes_a_mode() {
     let (_, err) = weft_err(&cluster, &["mkdir", "-m", "999", "/bad"]);
     assert!(err.contains("not an octal mode"), "{err}");
 }
+
+#[test]
+fn stripe_sizes_and_capability_lifetimes_out_of_range_are_refused_before_anything_starts() {
+    // No cluster: the values are checked where they are parsed, with the range, rather
+    // than by the manager as a malformed request ("invalid stripe size: 1", naming
+    // put's temporary file) or by `weft up` after it started its servers.
+    let home = tempfile::tempdir().unwrap();
+    let weft = |args: &[&str]| {
+        let out = std::process::Command::new(weft_testkit::bin("weft"))
+            .args(args)
+            .env("WEFT_HOME", home.path())
+            .env_remove("WEFT_META")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for args in [
+        &["put", "--stripe-size", "1", "/etc/hostname", "/x"][..],
+        &["layout", "--set", "--stripe-size", "2G", "/d"],
+        &["up", "--stripe-size", "0"],
+    ] {
+        let (code, err) = weft(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("512 bytes to 1G"), "{args:?}: {err}");
+    }
+    let (code, err) = weft(&["up", "--capability-lifetime-ms", "5"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("1000 to 3600000 ms"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(home.path()).unwrap().count(),
+        0,
+        "a refused `weft up` makes nothing in the home"
+    );
+}
