@@ -388,7 +388,9 @@ pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> R
         // SAFETY: the handler only stores to an atomic.
         unsafe { libc::signal(signal, note_interrupt as *const () as libc::sighandler_t) };
     }
-    let file = client.create(&temporary, &options)?;
+    let file = client
+        .create(&temporary, &options)
+        .map_err(|e| in_target_terms(&e.to_string(), &temporary, &target))?;
     let copied = copy_in(input, metadata.len(), &file, &target, local).and_then(|()| {
         drop(file);
         client
@@ -407,6 +409,20 @@ pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> R
         return Err(e);
     }
     Ok(())
+}
+
+/// A refused create of put's temporary file, told under the name the user asked for:
+/// the temporary name (`/dir/.name.weft-put-PID-NANOS`) is put's own affair, and what
+/// refused it (a layout, a cache mode, an io server down) applies to the target.
+fn in_target_terms(message: &str, temporary: &str, target: &str) -> anyhow::Error {
+    let temporary_name = temporary.rsplit('/').next().unwrap_or(temporary);
+    let target_name = target.rsplit('/').next().unwrap_or(target);
+    anyhow::anyhow!(
+        "{}",
+        message
+            .replace(temporary, target)
+            .replace(temporary_name, target_name)
+    )
 }
 
 /// Streams `input` into `file`, then syncs it.

@@ -366,6 +366,29 @@ fn put_keeps_the_source_mode_under_the_umask_and_never_leaves_a_partial_file() {
             .any(|n| n.contains("failed") || n.contains("weft-put")),
         "{names:?}"
     );
+
+    // A put the manager refuses (a layout, a cache mode) is told under the name asked
+    // for, not under put's temporary name.
+    for (option, value, said) in [
+        (
+            "--stripe-count",
+            "99",
+            "/refused.bin: stripe count 99 exceeds the 4 io servers",
+        ),
+        (
+            "--cache",
+            "cached",
+            "/refused.bin: cache mode cached needs a cache tier",
+        ),
+    ] {
+        let (code, err) = weft_err(
+            &cluster,
+            &["put", option, value, private.to_str().unwrap(), "/refused.bin"],
+        );
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains(said), "{option} {value}: {err}");
+        assert!(!err.contains("weft-put"), "{option} {value}: {err}");
+    }
 }
 
 fn read_file(client: &weft_client::Client, path: &str) -> Vec<u8> {
