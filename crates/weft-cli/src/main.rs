@@ -372,8 +372,21 @@ fn given_flags(matches: &clap::ArgMatches) -> Vec<String> {
         .collect()
 }
 
+/// Connects to the cluster the environment names. When its metadata manager does not
+/// answer at all (a stopped cluster, a stale WEFT_META), says so and what to do rather
+/// than only "cannot connect to ADDR".
 fn connect() -> Result<Client> {
-    Ok(Client::from_env()?)
+    Client::from_env().map_err(|e| match &e {
+        weft_client::ClientError::Transport(rpc)
+            if rpc.is_transport() || matches!(rpc, weft_rpc::RpcError::TimedOut { .. }) =>
+        {
+            anyhow::anyhow!(
+                "{e}: the cluster's metadata manager does not answer; is the cluster running? \
+                 (`weft status` shows its servers, `weft up` starts a local one)"
+            )
+        }
+        _ => e.into(),
+    })
 }
 
 fn run(command: Command, given: &[String]) -> Result<()> {

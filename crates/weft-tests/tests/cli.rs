@@ -63,6 +63,13 @@ fn cluster_management_says_clearly_what_it_did() {
     assert!(states(&String::from_utf8_lossy(&out.stdout))
         .iter()
         .all(|(_, s)| s == "down"));
+    // A file command on the stopped cluster says why it fails and what to do.
+    let (code, err) = weft_err(&cluster, &["ls", "/"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("metadata manager does not answer") && err.contains("weft up"),
+        "{err}"
+    );
 
     // `weft up` on a stopped cluster starts it again with its data.
     let restarted = weft_ok(&cluster, &["up"]);
