@@ -4,6 +4,7 @@
 use crate::args;
 use crate::error::{int_call, pointer_call, ssize_call, Failure, Outcome};
 use crate::handles::{weft_client_t, weft_file_t};
+use crate::live;
 use crate::namespace::fill_layout;
 use crate::types::{weft_layout_t, weft_stat_t};
 use std::ffi::{c_char, c_int, c_void};
@@ -113,29 +114,26 @@ pub unsafe extern "C" fn weft_open(
                 },
             )?
         };
-        Ok(Box::into_raw(Box::new(weft_file_t {
+        Ok(live::give(weft_file_t {
             client: client.clone(),
             file,
             readable,
             writable,
             append,
-        })))
+        }))
     })
 }
 
 /// Closes a file. Like close(2) this does not make data durable: call `weft_fsync`
-/// first. Returns 0, or -EINVAL for NULL.
+/// first. Returns 0, -EINVAL for NULL, or -EBADF for a file already closed.
 ///
 /// # Safety
-/// `file` is NULL or a handle from `weft_open` not yet closed; it is invalid afterwards.
+/// `file` is NULL or a pointer from `weft_open`; no other thread is in a call on it. It
+/// is invalid afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn weft_close(file: *mut weft_file_t) -> c_int {
     int_call("weft_close", || {
-        if file.is_null() {
-            return Err(Failure::invalid("file is NULL"));
-        }
-        // SAFETY: a live handle from weft_open, closed once (the caller's promise).
-        let handle = unsafe { Box::from_raw(file) };
+        let handle = args::closing(file, "file")?;
         handle.file.close()?;
         Ok(0)
     })
