@@ -489,8 +489,21 @@ pub fn get(client: &Client, path: &str, local: &str) -> Result<()> {
     let mut out = std::fs::File::create(&local_path)
         .with_context(|| format!("cannot create {}", local_path.display()))?;
     let mut progress = Progress::new(&format!("get {path}"), total);
-    copy_out(&file, total, &mut out, |done| progress.set(done))?;
-    out.sync_all().ok();
+    copy_out(&file, total, &mut out, |done| progress.set(done)).map_err(|e| {
+        if e.downcast_ref::<std::io::Error>().is_some() {
+            e.context(format!("writing {}", local_path.display()))
+        } else {
+            e.context(format!("reading {path}"))
+        }
+    })?;
+    match out.sync_all() {
+        Ok(()) => {}
+        // Devices, pipes and sockets (/dev/null, a FIFO) have nothing to sync.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EROFS)) => {}
+        // Bytes a file system could not write back (EIO, ENOSPC, EDQUOT on NFS): the
+        // copy is not whole, whatever write said.
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("syncing {}", local_path.display()))),
+    }
     progress.finish(total);
     Ok(())
 }

@@ -228,6 +228,13 @@ fn file_commands_work_end_to_end() {
     let out = cluster.weft(&["cat", "/explicit"]);
     assert!(out.status.success());
     assert!(out.stdout == data, "weft cat");
+    // A local side that cannot take the bytes is named.
+    let (code, err) = weft_err(&cluster, &["get", "/explicit", "/dev/full"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("writing /dev/full") && err.contains("No space left"),
+        "{err}"
+    );
 
     // ls and ls -l.
     assert_eq!(weft_ok(&cluster, &["ls", "/a/b"]), "c/\n");
