@@ -271,7 +271,7 @@ weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 
     )]
     Layout {
         path: String,
-        /// Set the directory's default layout from the --stripe-* options.
+        /// Set the directory's default layout from the --stripe-* and --cache options.
         #[arg(long)]
         set: bool,
         /// Remove the directory's default layout (new files use the cluster default).
@@ -456,7 +456,15 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             layout,
         } => {
             if set && !layout.is_set() {
-                anyhow::bail!("--set needs at least one of --stripe-size, --stripe-count, --first-server");
+                anyhow::bail!(
+                    "--set needs at least one of --stripe-size, --stripe-count, --first-server, --cache"
+                );
+            }
+            if !set && layout.is_set() {
+                anyhow::bail!(
+                    "--stripe-size, --stripe-count, --first-server and --cache go with --set (a \
+                     directory's default for new files; a file's layout is fixed when it is created)"
+                );
             }
             files::layout(&connect()?, &path, set.then(|| layout.request()), clear)
         }

@@ -672,3 +672,31 @@ fn stripe_sizes_and_capability_lifetimes_out_of_range_are_refused_before_anythin
         "a refused `weft up` makes nothing in the home"
     );
 }
+
+#[test]
+fn layout_options_without_set_are_refused_not_ignored() {
+    // No cluster: both are refused before connecting.
+    let weft = |args: &[&str]| {
+        let out = std::process::Command::new(weft_testkit::bin("weft"))
+            .args(args)
+            .env("WEFT_META", "127.0.0.1:1")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // `weft layout /f --stripe-size 1M` showed the layout and dropped the option.
+    for args in [
+        &["layout", "--stripe-size", "1M", "/d"][..],
+        &["layout", "--clear", "--cache", "none", "/d"],
+    ] {
+        let (code, err) = weft(args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains("go with --set"), "{args:?}: {err}");
+    }
+    let (code, err) = weft(&["layout", "--set", "/d"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--cache"), "{err}");
+}
