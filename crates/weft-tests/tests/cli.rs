@@ -636,24 +636,29 @@ fn mkdir_honours_the_umask_and_takes_a_mode() {
     assert!(err.contains("not an octal mode"), "{err}");
 }
 
+/// `weft ARGS` with no cluster, only `env` (and no $WEFT_META unless `env` sets it): its
+/// exit code and standard error.
+fn weft_alone(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .args(args)
+        .env_remove("WEFT_META")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn stripe_sizes_and_capability_lifetimes_out_of_range_are_refused_before_anything_starts() {
     // No cluster: the values are checked where they are parsed, with the range, rather
     // than by the manager as a malformed request ("invalid stripe size: 1", naming
     // put's temporary file) or by `weft up` after it started its servers.
     let home = tempfile::tempdir().unwrap();
-    let weft = |args: &[&str]| {
-        let out = std::process::Command::new(weft_testkit::bin("weft"))
-            .args(args)
-            .env("WEFT_HOME", home.path())
-            .env_remove("WEFT_META")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let home_dir = home.path().to_str().unwrap();
+    let weft = |args: &[&str]| weft_alone(args, &[("WEFT_HOME", home_dir)]);
     for args in [
         &["put", "--stripe-size", "1", "/etc/hostname", "/x"][..],
         &["layout", "--set", "--stripe-size", "2G", "/d"],
@@ -676,17 +681,7 @@ fn stripe_sizes_and_capability_lifetimes_out_of_range_are_refused_before_anythin
 #[test]
 fn layout_options_without_set_are_refused_not_ignored() {
     // No cluster: both are refused before connecting.
-    let weft = |args: &[&str]| {
-        let out = std::process::Command::new(weft_testkit::bin("weft"))
-            .args(args)
-            .env("WEFT_META", "127.0.0.1:1")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let weft = |args: &[&str]| weft_alone(args, &[("WEFT_META", "127.0.0.1:1")]);
     // `weft layout /f --stripe-size 1M` showed the layout and dropped the option.
     for args in [
         &["layout", "--stripe-size", "1M", "/d"][..],
