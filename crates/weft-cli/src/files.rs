@@ -264,6 +264,14 @@ pub fn parse_mode(text: &str) -> Result<u32, String> {
 }
 
 pub fn rm(client: &Client, paths: &[String], recursive: bool) -> Result<()> {
+    // As GNU rm's --preserve-root: `rm -r /` would remove every file of the cluster
+    // before failing on the root itself. Refused before anything is removed.
+    if let Some(root) = paths.iter().find(|p| p.trim_end_matches('/').is_empty()) {
+        bail!(
+            "refusing to remove {root}: that is every file of the cluster (remove the entries \
+             under it by name if you mean to)"
+        );
+    }
     for p in paths {
         let attr = client.resolve(p)?;
         if attr.kind == FileKind::Directory {

@@ -242,6 +242,7 @@ cluster that is stopped, `weft up` starts it again with its data."
     },
     /// Remove files (and with -r, directories and their contents).
     Rm {
+        /// Remove directories and everything under them (never the root, /).
         #[arg(short = 'r')]
         recursive: bool,
         #[arg(required = true)]

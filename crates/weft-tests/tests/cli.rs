@@ -256,6 +256,13 @@ fn file_commands_work_end_to_end() {
     // rm refuses a directory without -r, and removes the whole tree with it.
     let (_, err) = weft_err(&cluster, &["rm", "/a"]);
     assert!(err.contains("rm -r"), "{err}");
+    // ... but never the root: `rm -r /` removed every file, then failed on / itself.
+    for args in [&["rm", "-r", "/"][..], &["rm", "-r", "/explicit", "/"]] {
+        let (code, err) = weft_err(&cluster, args);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("refusing to remove /"), "{err}");
+        assert_eq!(weft_ok(&cluster, &["ls", "/"]), "a/\nexplicit\n", "{args:?}");
+    }
     weft_ok(&cluster, &["rm", "-r", "/a"]);
     assert_eq!(weft_ok(&cluster, &["ls", "/"]), "explicit\n");
     weft_ok(&cluster, &["rm", "/explicit"]);
