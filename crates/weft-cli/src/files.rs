@@ -249,7 +249,11 @@ pub fn mkdir(client: &Client, paths: &[String], parents: bool, mode: Option<u32>
         if parents {
             client.mkdir_all(p, mode)?;
         } else {
-            client.mkdir(p, mode)?;
+            client.mkdir(p, mode).map_err(|e| match e.code() {
+                // The manager says '"a" already exists in directory 1': an inode number.
+                weft_client::ErrorCode::Exists => anyhow::anyhow!("{p}: already exists"),
+                _ => e.into(),
+            })?;
         }
     }
     Ok(())
@@ -587,7 +591,17 @@ pub fn mv(client: &Client, from: &str, to: &str) -> Result<()> {
         }
         _ => to.to_string(),
     };
-    client.rename(from, &target)?;
+    // The manager names directories by inode number ('no entry "a" in directory 1',
+    // 'cannot replace directory "a" in 2052: not empty'): say it with the paths given.
+    client.rename(from, &target).map_err(|e| match e.code() {
+        weft_client::ErrorCode::NotFound if client.resolve(from).is_err() => {
+            anyhow::anyhow!("{from} not found")
+        }
+        weft_client::ErrorCode::NotEmpty => {
+            anyhow::anyhow!("cannot move {from} to {target}: {target} is a directory that is not empty")
+        }
+        _ => e.into(),
+    })?;
     Ok(())
 }
 

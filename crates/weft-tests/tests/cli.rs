@@ -252,6 +252,21 @@ fn file_commands_work_end_to_end() {
     weft_ok(&cluster, &["mv", "/a/moved", "/a/b"]);
     let attr = client.stat("/a/b/moved").unwrap();
     assert_eq!((attr.kind, attr.size), (FileKind::File, data.len() as u64));
+    // Refusals name the paths given, not the manager's inode numbers.
+    let (_, err) = weft_err(&cluster, &["mkdir", "/a"]);
+    assert!(
+        err.contains("/a: already exists") && !err.contains("directory 1"),
+        "{err}"
+    );
+    let (_, err) = weft_err(&cluster, &["mv", "/missing", "/a"]);
+    assert!(
+        err.contains("/missing not found") && !err.contains("directory 1"),
+        "{err}"
+    );
+    weft_ok(&cluster, &["mkdir", "-p", "/t/a/full"]);
+    let (_, err) = weft_err(&cluster, &["mv", "/a", "/t"]);
+    assert!(err.contains("/t/a is a directory that is not empty"), "{err}");
+    weft_ok(&cluster, &["rm", "-r", "/t"]);
 
     // rm refuses a directory without -r, and removes the whole tree with it.
     let (_, err) = weft_err(&cluster, &["rm", "/a"]);
