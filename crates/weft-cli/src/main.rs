@@ -91,18 +91,43 @@ fn parse_size_arg(s: &str) -> Result<u64, String> {
     weft_config::parse_size(s)
 }
 
-/// A stripe size, checked here against the range every layout accepts: out of it, the
-/// manager would refuse the request only as malformed ("invalid stripe size"), and
-/// `weft up` only after starting its servers.
-fn parse_stripe_size_arg(s: &str) -> Result<u64, String> {
-    use weft_layout::stripe::{STRIPE_SIZE_BYTES_MAX, STRIPE_SIZE_BYTES_MIN};
+/// A size within `range`, which `says` as a user writes it; checked where it is parsed,
+/// so that nothing is sent or started with a size the servers would refuse.
+fn parse_size_within(
+    s: &str,
+    range: std::ops::RangeInclusive<u64>,
+    says: std::fmt::Arguments,
+) -> Result<u64, String> {
     let bytes = parse_size_arg(s)?;
-    if !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&bytes) {
-        return Err(format!(
-            "a stripe size is {STRIPE_SIZE_BYTES_MIN} bytes to 1G ({STRIPE_SIZE_BYTES_MAX} bytes), not {bytes}; e.g. 64K or 1M"
-        ));
+    if !range.contains(&bytes) {
+        return Err(format!("{says}, not {bytes}"));
     }
     Ok(bytes)
+}
+
+/// A stripe size: out of range, the manager refused the request only as malformed
+/// ("invalid stripe size"), and `weft up` only after starting its servers.
+fn parse_stripe_size_arg(s: &str) -> Result<u64, String> {
+    use weft_layout::stripe::{STRIPE_SIZE_BYTES_MAX as MAX, STRIPE_SIZE_BYTES_MIN as MIN};
+    parse_size_within(
+        s,
+        MIN..=MAX,
+        format_args!("a stripe size is {MIN} bytes to 1G ({MAX} bytes)"),
+    )
+}
+
+/// `weft up --cache-memory`: out of range, every cache manager exited at startup and
+/// `weft up` failed only then.
+fn parse_cache_memory_arg(s: &str) -> Result<u64, String> {
+    let (min, max) = (
+        weft_config::CACHE_MEMORY_BYTES_MIN,
+        weft_cm::CACHE_MEMORY_BYTES_MAX,
+    );
+    parse_size_within(
+        s,
+        min..=max,
+        format_args!("a cache manager holds 1M ({min} bytes) to 1T ({max} bytes)"),
+    )
 }
 
 /// `weft up --capability-lifetime-ms`: the range the servers accept, checked before any
@@ -141,7 +166,8 @@ cluster that is stopped, `weft up` starts it again with its data."
         io_servers: u32,
         /// Objects the metadata manager precreates on the io servers per refill of its
         /// pool, so that creates need no round trip to them (0: create each file's
-        /// objects at its create). Default: the manager's (128).
+        /// objects at its create; at most 4096, more is taken as 4096). Default: the
+        /// manager's (128).
         #[arg(long, value_name = "N")]
         precreate: Option<u32>,
         /// Default stripe size of new files (K, M, G suffixes accepted; 512 to 1G).
@@ -173,8 +199,8 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// missed its revocation. Default 60000.
         #[arg(long, value_name = "MS", value_parser = parse_capability_lifetime_arg)]
         capability_lifetime_ms: Option<u64>,
-        /// Memory of each cache manager (K, M, G suffixes), default 512M.
-        #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
+        /// Memory of each cache manager (K, M, G suffixes; 1M to 1T), default 512M.
+        #[arg(long, value_name = "BYTES", value_parser = parse_cache_memory_arg)]
         cache_memory: Option<u64>,
         /// Replacement policy of the cache managers: lru, lfu, fifo, arc (default), s3fifo.
         #[arg(long, value_name = "POLICY")]

@@ -674,7 +674,7 @@ fn weft_alone(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
 }
 
 #[test]
-fn stripe_sizes_and_capability_lifetimes_out_of_range_are_refused_before_anything_starts() {
+fn stripe_sizes_cache_memory_and_lifetimes_out_of_range_are_refused_before_anything_starts() {
     // No cluster: the values are checked where they are parsed, with the range, rather
     // than by the manager as a malformed request ("invalid stripe size: 1", naming
     // put's temporary file) or by `weft up` after it started its servers.
@@ -693,6 +693,11 @@ fn stripe_sizes_and_capability_lifetimes_out_of_range_are_refused_before_anythin
     let (code, err) = weft(&["up", "--capability-lifetime-ms", "5"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("1000 to 3600000 ms"), "{err}");
+    for memory in ["0", "2T"] {
+        let (code, err) = weft(&["up", "--cache", "colocated", "--cache-memory", memory]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("1M (1048576 bytes) to 1T"), "{err}");
+    }
     assert_eq!(
         std::fs::read_dir(home.path()).unwrap().count(),
         0,
