@@ -630,7 +630,10 @@ pub fn df(client: &Client) -> Result<()> {
         "{:<7} {:<22} {:>12} {:>10} {:>12}",
         "server", "address", "stored", "objects", "disk free"
     );
+    let servers = stats.servers.len();
+    let mut unreachable = 0;
     for (server, result) in stats.servers {
+        unreachable += usize::from(result.is_err());
         match result {
             Ok(s) => println!(
                 "{:<7} {:<22} {:>12} {:>10} {:>12}",
@@ -646,6 +649,11 @@ pub fn df(client: &Client) -> Result<()> {
                 server.addr
             ),
         }
+    }
+    if unreachable > 0 {
+        // As `weft status` and `weft top --once`: a script sees the cluster is not whole.
+        eprintln!("weft: {unreachable} of {servers} io servers did not answer; their space is not counted");
+        std::process::exit(2);
     }
     Ok(())
 }

@@ -307,7 +307,8 @@ weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 
         #[command(flatten)]
         layout: LayoutArgs,
     },
-    /// Show namespace counts and each io server's space.
+    /// Show namespace counts and each io server's space (exit status 2 if one does not
+    /// answer).
     Df,
     /// Benchmarks that compare Weft with a local-file baseline in the same run.
     Bench(weft_bench::BenchArgs),

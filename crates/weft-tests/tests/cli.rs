@@ -472,6 +472,20 @@ fn a_stopped_io_server_costs_one_timeout() {
             "weft {args:?} gave up after {took:?}, more than one timeout of {TIMEOUT_MS} ms: {err}"
         );
     }
+    // df shows the others and says, by its exit status too, that one did not answer.
+    let out = cluster
+        .command("weft")
+        .arg("df")
+        .env("WEFT_TIMEOUT_MS", TIMEOUT_MS.to_string())
+        .output()
+        .unwrap();
+    let (shown, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "{shown}{err}");
+    assert_eq!(shown.matches("unreachable").count(), 1, "{shown}");
+    assert!(err.contains("1 of 4 io servers did not answer"), "{err}");
 }
 
 /// One file whose objects were gone made `weft ls -l` of its whole directory fail.
