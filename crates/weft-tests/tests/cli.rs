@@ -717,6 +717,15 @@ fn stripe_sizes_cache_memory_and_lifetimes_out_of_range_are_refused_before_anyth
         0,
         "a refused `weft up` makes nothing in the home"
     );
+    // A home that is a file is named as such, not as "creating FILE/logs: Not a directory".
+    let file = home.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let (code, err) = weft(&["up", "--home", file.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("is not a directory") && !err.contains("logs"),
+        "{err}"
+    );
 }
 
 #[test]
