@@ -173,6 +173,17 @@ static void misuse(weft_client_t *client) {
     CHECK(errno != 0);
     CHECK(strstr(weft_last_error_message(), "weft_connect") != NULL);
 
+    /* A name ending in / names a directory: no file is created or opened through it. */
+    NULL_ERRNO(weft_open(client, at("slash/"), WEFT_O_RDWR | WEFT_O_CREAT, 0644, NULL), EISDIR);
+    ERR(weft_stat(client, at("slash"), &st), ENOENT);
+    weft_file_t *plain = weft_open(client, at("slash"), WEFT_O_RDWR | WEFT_O_CREAT, 0644, NULL);
+    CHECK(plain != NULL);
+    OK(weft_close(plain));
+    NULL_ERRNO(weft_open(client, at("slash/"), WEFT_O_RDONLY, 0, NULL), ENOTDIR);
+    NULL_ERRNO(weft_open(client, at("slash/"), WEFT_O_RDWR | WEFT_O_CREAT, 0644, NULL), ENOTDIR);
+    OK(weft_unlink(client, at("slash")));
+    NULL_ERRNO(weft_open(client, "/", WEFT_O_RDONLY, 0, NULL), EISDIR);
+
     /* A handle used after its close, or closed twice, is -EBADF (or 0 for the type
      * queries), never a crash. Nothing of the same kind is opened in between, so no new
      * handle can have taken a closed one's address. */

@@ -436,7 +436,8 @@ const char *weft_last_error_message(void);
  * the permission bits (07777, used as given: no umask) and `layout` the striping of a
  * file this call creates (NULL: the directory's default, then the cluster's); both are
  * used only when the file is created, and `layout` is EINVAL without `WEFT_O_CREAT`.
- * Returns NULL with errno set on failure (ENOENT, EEXIST, EISDIR, EACCES, EINVAL, ...).
+ * Returns NULL with errno set on failure (ENOENT, EEXIST, EISDIR, EACCES, EINVAL, ...;
+ * a `path` ending in `/` names a directory: EISDIR, or ENOTDIR for an existing file).
  * Close with `weft_close`.
  *
  * # Safety

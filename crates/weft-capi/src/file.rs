@@ -37,7 +37,8 @@ const OPEN_FLAGS_KNOWN: c_int = WEFT_O_ACCMODE | WEFT_O_CREAT | WEFT_O_EXCL | WE
 /// the permission bits (07777, used as given: no umask) and `layout` the striping of a
 /// file this call creates (NULL: the directory's default, then the cluster's); both are
 /// used only when the file is created, and `layout` is EINVAL without `WEFT_O_CREAT`.
-/// Returns NULL with errno set on failure (ENOENT, EEXIST, EISDIR, EACCES, EINVAL, ...).
+/// Returns NULL with errno set on failure (ENOENT, EEXIST, EISDIR, EACCES, EINVAL, ...;
+/// a `path` ending in `/` names a directory: EISDIR, or ENOTDIR for an existing file).
 /// Close with `weft_close`.
 ///
 /// # Safety
@@ -86,6 +87,9 @@ pub unsafe extern "C" fn weft_open(
         if layout.is_some() && !create {
             return Err(Failure::invalid("a layout is used only with WEFT_O_CREAT"));
         }
+        if path.len() > 1 && path.ends_with('/') {
+            return Err(trailing_slash(client, path, create));
+        }
         let create_options = CreateOptions {
             mode,
             layout: layout
@@ -122,6 +126,27 @@ pub unsafe extern "C" fn weft_open(
             append,
         }))
     })
+}
+
+/// Why `path`, which ends in `/`, cannot be opened as a file: a trailing slash names a
+/// directory (POSIX), while the path rules drop it, which made `"/x/"` with
+/// `WEFT_O_CREAT` create the regular file `/x`. As Linux: EISDIR for a directory, or
+/// for a name to create; ENOTDIR for an existing file.
+fn trailing_slash(client: &weft_client::Client, path: &str, create: bool) -> Failure {
+    match client.stat(path) {
+        Ok(attr) if attr.kind == weft_client::FileKind::Directory => {
+            Failure::new(libc::EISDIR, format!("{path}: is a directory"))
+        }
+        Ok(_) => Failure::new(
+            libc::ENOTDIR,
+            format!("{path}: not a directory (the name ends in /)"),
+        ),
+        Err(e) if create && e.code() == weft_client::ErrorCode::NotFound => Failure::new(
+            libc::EISDIR,
+            format!("{path}: a name ending in / names a directory, not a file to create"),
+        ),
+        Err(e) => Failure::from(e).context(path),
+    }
 }
 
 /// Closes a file. Like close(2) this does not make data durable: call `weft_fsync`
