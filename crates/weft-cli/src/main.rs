@@ -253,7 +253,12 @@ cluster that is stopped, `weft up` starts it again with its data."
         paths: Vec<String>,
     },
     /// Show a file's or directory's attributes and layout.
-    Stat { path: String },
+    Stat {
+        /// One or more paths; as stat(1), a path that fails is reported and the others
+        /// are still shown (exit status 1).
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
     /// Create directories.
     Mkdir {
         /// Create missing parents; existing directories are fine.
@@ -470,7 +475,20 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             Ok(())
         }
         Command::Ls { long, paths } => files::ls(&connect()?, &paths, long),
-        Command::Stat { path } => files::stat(&connect()?, &path),
+        Command::Stat { paths } => {
+            let client = connect()?;
+            let mut failed = false;
+            for path in &paths {
+                if let Err(e) = files::stat(&client, path) {
+                    eprintln!("weft: {e:#}");
+                    failed = true;
+                }
+            }
+            if failed {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Mkdir { parents, paths, mode } => files::mkdir(&connect()?, &paths, parents, mode),
         Command::Rm { recursive, paths } => files::rm(&connect()?, &paths, recursive),
         Command::Mv { from, to } => files::mv(&connect()?, &from, &to),

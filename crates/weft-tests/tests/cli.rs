@@ -236,6 +236,13 @@ fn file_commands_work_end_to_end() {
         "{err}"
     );
 
+    // stat takes several paths, as stat(1): one that fails is reported, the rest shown.
+    let out = cluster.weft(&["stat", "/nope", "/explicit"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("File: /explicit"), "{shown}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nope not found"));
+
     // ls and ls -l.
     assert_eq!(weft_ok(&cluster, &["ls", "/a/b"]), "c/\n");
     let long = weft_ok(&cluster, &["ls", "-l", "/a/b/c"]);
