@@ -147,7 +147,10 @@ fn parse_capability_lifetime_arg(s: &str) -> Result<u64, String> {
 #[derive(Subcommand, Debug)]
 enum KeyAction {
     /// Write a new key to FILE (mode 0600); refuses to overwrite one.
-    Create { file: PathBuf },
+    Create {
+        /// Where to write the key (refused if it exists).
+        file: PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -250,6 +253,7 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// Long listing: mode, links, owner, size, time.
         #[arg(short = 'l')]
         long: bool,
+        /// Directories (their entries are listed) or files; default /.
         paths: Vec<String>,
     },
     /// Show a file's or directory's attributes and layout.
@@ -268,6 +272,7 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// under the umask, as mkdir(1).
         #[arg(short = 'm', long, value_name = "MODE", value_parser = files::parse_mode)]
         mode: Option<u32>,
+        /// Directories to create (absolute Weft paths).
         #[arg(required = true)]
         paths: Vec<String>,
     },
@@ -276,22 +281,38 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// Remove directories and everything under them (never the root, /).
         #[arg(short = 'r')]
         recursive: bool,
+        /// Files (or, with -r, directories) to remove.
         #[arg(required = true)]
         paths: Vec<String>,
     },
     /// Rename or move (atomic; an existing target file is replaced).
-    Mv { from: String, to: String },
+    Mv {
+        /// What to move.
+        from: String,
+        /// The new name, or an existing directory to move FROM into (keeping its name).
+        to: String,
+    },
     /// Copy a local file into Weft (into a directory if PATH is one), then sync it.
     Put {
+        /// The local file to copy.
         local: String,
+        /// The Weft file to write (replaced whole if it exists), or a directory to put
+        /// LOCAL into under its own name.
         path: String,
         #[command(flatten)]
         layout: LayoutArgs,
     },
     /// Copy a Weft file to a local file.
-    Get { path: String, local: String },
+    Get {
+        /// The Weft file to copy.
+        path: String,
+        /// The local file to write (an existing one is overwritten), or a directory to
+        /// get PATH into under its own name.
+        local: String,
+    },
     /// Write files to standard output.
     Cat {
+        /// Weft files, written one after the other.
         #[arg(required = true)]
         paths: Vec<String>,
     },
@@ -302,6 +323,7 @@ set a directory's default layout, inherited by files created in it (and by new s
 weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 /data\n  weft layout --clear /data"
     )]
     Layout {
+        /// A file (its layout is shown) or a directory (its default for new files).
         path: String,
         /// Set the directory's default layout from the --stripe-* and --cache options.
         #[arg(long)]
@@ -333,6 +355,7 @@ getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout 
 /mnt/weft/dir\n  weft umount /mnt/weft"
     )]
     Mount {
+        /// An existing directory to mount Weft on.
         mountpoint: PathBuf,
         /// Serve in this process instead of a background daemon.
         #[arg(short = 'f', long)]
@@ -372,6 +395,7 @@ and keep it readable by its owner only. An existing FILE is never overwritten."
     },
     /// Unmount a Weft mount.
     Umount {
+        /// Where Weft is mounted.
         mountpoint: PathBuf,
         /// Detach now even if busy; the mount ends when its last open file closes.
         #[arg(short = 'l', long)]
@@ -556,5 +580,33 @@ fn run(command: Command, given: &[String]) -> Result<()> {
         }
         Command::MpiEnv { mpi } => mpi_env::print(mpi.as_deref()),
         Command::Umount { mountpoint, lazy } => Ok(weft_fuse::unmount(&mountpoint, lazy)?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every positional argument of the file and cluster commands says in `--help` what
+    /// it is (`weft get <PATH> <LOCAL>` listed both with no words, so which is which
+    /// was left to guess).
+    #[test]
+    fn every_positional_argument_has_help() {
+        fn check(command: &clap::Command, name: &str, missing: &mut Vec<String>) {
+            for arg in command.get_positionals() {
+                if arg.get_help().is_none() && arg.get_possible_values().is_empty() {
+                    missing.push(format!("{name} <{}>", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                // Benchmarks are weft-bench's own tree.
+                if sub.get_name() != "bench" {
+                    check(sub, &format!("{name} {}", sub.get_name()), missing);
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        check(&Cli::command(), "weft", &mut missing);
+        assert!(missing.is_empty(), "without help: {missing:?}");
     }
 }
