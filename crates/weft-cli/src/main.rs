@@ -446,6 +446,43 @@ fn connect() -> Result<Client> {
     })
 }
 
+/// An error from an io server names which one: the transport says only its address
+/// ("cannot connect to 127.0.0.1:44825"), which a user cannot tie to `weft status`'s
+/// rows. Errors that name the server already, or no io server, are left as they are.
+fn name_io_server(client: &Client, e: anyhow::Error) -> anyhow::Error {
+    use weft_rpc::RpcError;
+    let addr = e
+        .chain()
+        .find_map(|cause| match cause.downcast_ref::<weft_client::ClientError>()? {
+            weft_client::ClientError::Transport(
+                RpcError::Connect { addr, .. }
+                | RpcError::Disconnected { addr, .. }
+                | RpcError::TimedOut { addr, .. }
+                | RpcError::Protocol { addr, .. }
+                | RpcError::Remote { addr, .. }
+                | RpcError::ProtocolVersion { addr, .. }
+                | RpcError::Authentication { addr, .. },
+            ) => Some(addr.clone()),
+            _ => None,
+        });
+    // The address may carry the way it was reached: "127.0.0.1:44793 (via unix:PATH)".
+    let server = addr.and_then(|addr| {
+        let first = addr.split_whitespace().next().unwrap_or_default().to_owned();
+        client
+            .cluster_info()
+            .io_servers
+            .iter()
+            .find(|s| s.addr == first || s.socket.as_deref() == Some(first.as_str()))
+            .map(|s| s.id)
+    });
+    match server {
+        Some(id) if !format!("{e:#}").contains(&format!("io server {id}")) => {
+            e.context(format!("io server {id}"))
+        }
+        _ => e,
+    }
+}
+
 fn run(command: Command, given: &[String]) -> Result<()> {
     match command {
         Command::Up {
@@ -498,12 +535,15 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             }
             Ok(())
         }
-        Command::Ls { long, paths } => files::ls(&connect()?, &paths, long),
+        Command::Ls { long, paths } => {
+            let client = connect()?;
+            files::ls(&client, &paths, long).map_err(|e| name_io_server(&client, e))
+        }
         Command::Stat { paths } => {
             let client = connect()?;
             let mut failed = false;
             for path in &paths {
-                if let Err(e) = files::stat(&client, path) {
+                if let Err(e) = files::stat(&client, path).map_err(|e| name_io_server(&client, e)) {
                     eprintln!("weft: {e:#}");
                     failed = true;
                 }
@@ -516,9 +556,18 @@ fn run(command: Command, given: &[String]) -> Result<()> {
         Command::Mkdir { parents, paths, mode } => files::mkdir(&connect()?, &paths, parents, mode),
         Command::Rm { recursive, paths } => files::rm(&connect()?, &paths, recursive),
         Command::Mv { from, to } => files::mv(&connect()?, &from, &to),
-        Command::Put { local, path, layout } => files::put(&connect()?, &local, &path, layout.request()),
-        Command::Get { path, local } => files::get(&connect()?, &path, &local),
-        Command::Cat { paths } => files::cat(&connect()?, &paths),
+        Command::Put { local, path, layout } => {
+            let client = connect()?;
+            files::put(&client, &local, &path, layout.request()).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Get { path, local } => {
+            let client = connect()?;
+            files::get(&client, &path, &local).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Cat { paths } => {
+            let client = connect()?;
+            files::cat(&client, &paths).map_err(|e| name_io_server(&client, e))
+        }
         Command::Layout {
             path,
             set,

@@ -474,6 +474,8 @@ fn a_stopped_io_server_costs_one_timeout() {
             err.contains(&format!("within {TIMEOUT_MS} ms")),
             "weft {args:?}: {err}"
         );
+        // Which io server, not only its address.
+        assert!(err.contains("io server 1"), "weft {args:?}: {err}");
         assert!(
             took.as_millis() < (TIMEOUT_MS * 3 / 2) as u128,
             "weft {args:?} gave up after {took:?}, more than one timeout of {TIMEOUT_MS} ms: {err}"
