@@ -172,6 +172,49 @@ static void misuse(weft_client_t *client) {
     CHECK(weft_connect("127.0.0.1:1") == NULL);
     CHECK(errno != 0);
     CHECK(strstr(weft_last_error_message(), "weft_connect") != NULL);
+
+    /* A name ending in / names a directory: no file is created or opened through it. */
+    NULL_ERRNO(weft_open(client, at("slash/"), WEFT_O_RDWR | WEFT_O_CREAT, 0644, NULL), EISDIR);
+    ERR(weft_stat(client, at("slash"), &st), ENOENT);
+    weft_file_t *plain = weft_open(client, at("slash"), WEFT_O_RDWR | WEFT_O_CREAT, 0644, NULL);
+    CHECK(plain != NULL);
+    OK(weft_close(plain));
+    NULL_ERRNO(weft_open(client, at("slash/"), WEFT_O_RDONLY, 0, NULL), ENOTDIR);
+    NULL_ERRNO(weft_open(client, at("slash/"), WEFT_O_RDWR | WEFT_O_CREAT, 0644, NULL), ENOTDIR);
+    OK(weft_unlink(client, at("slash")));
+    NULL_ERRNO(weft_open(client, "/", WEFT_O_RDONLY, 0, NULL), EISDIR);
+
+    /* A handle used after its close, or closed twice, is -EBADF (or 0 for the type
+     * queries), never a crash. Nothing of the same kind is opened in between, so no new
+     * handle can have taken a closed one's address. */
+    weft_file_t *closed = weft_open(client, at("closed"), WEFT_O_RDWR | WEFT_O_CREAT, 0644, NULL);
+    CHECK(closed != NULL);
+    OK(weft_close(closed));
+    ERR(weft_close(closed), EBADF);
+    CHECK(strstr(weft_last_error_message(), "not an open handle") != NULL);
+    ERR(weft_pwrite(closed, &byte, 1, 0), EBADF);
+    ERR(weft_pread(closed, &byte, 1, 0), EBADF);
+    ERR(weft_fsync(closed), EBADF);
+    ERR(weft_fstat(closed, &st), EBADF);
+    ERR(weft_set_partition(closed, 0, 1, 2), EBADF);
+    OK(weft_unlink(client, at("closed")));
+    weft_dir_t *dir = weft_opendir(client, base);
+    CHECK(dir != NULL);
+    OK(weft_closedir(dir));
+    ERR(weft_readdir(dir, &entry), EBADF);
+    ERR(weft_closedir(dir), EBADF);
+    weft_type_t *type = weft_type_bytes(8);
+    CHECK(type != NULL);
+    OK(weft_type_free(type));
+    ERR(weft_type_free(type), EBADF);
+    CHECK(weft_type_size(type) == 0 && weft_type_extent(type) == 0);
+    NULL_ERRNO(weft_type_contiguous(2, type), EBADF);
+    weft_client_t *other = weft_connect(NULL);
+    CHECK(other != NULL);
+    OK(weft_disconnect(other));
+    ERR(weft_disconnect(other), EBADF);
+    ERR(weft_stat(other, base, &st), EBADF);
+    NULL_ERRNO(weft_open(other, at("never"), WEFT_O_RDONLY, 0, NULL), EBADF);
 }
 
 #define MiB (1024u * 1024u)

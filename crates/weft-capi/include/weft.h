@@ -401,12 +401,12 @@ weft_client_t *weft_connect_key(const char *meta_addr, const char *key_file);
 
 /**
  * Closes a connection. Files and directories opened through it stay usable (they hold
- * their own reference to the connections) until they are closed. Returns 0, or -EINVAL
- * for NULL.
+ * their own reference to the connections) until they are closed. Returns 0, -EINVAL
+ * for NULL, or -EBADF for a connection already closed.
  *
  * # Safety
- * `client` is NULL or a handle from `weft_connect` not yet disconnected; it is invalid
- * afterwards.
+ * `client` is NULL or a pointer from `weft_connect`; no other thread is in a call on
+ * it. It is invalid afterwards.
  */
 int weft_disconnect(weft_client_t *client);
 
@@ -436,7 +436,8 @@ const char *weft_last_error_message(void);
  * the permission bits (07777, used as given: no umask) and `layout` the striping of a
  * file this call creates (NULL: the directory's default, then the cluster's); both are
  * used only when the file is created, and `layout` is EINVAL without `WEFT_O_CREAT`.
- * Returns NULL with errno set on failure (ENOENT, EEXIST, EISDIR, EACCES, EINVAL, ...).
+ * Returns NULL with errno set on failure (ENOENT, EEXIST, EISDIR, EACCES, EINVAL, ...;
+ * a `path` ending in `/` names a directory: EISDIR, or ENOTDIR for an existing file).
  * Close with `weft_close`.
  *
  * # Safety
@@ -447,10 +448,11 @@ weft_file_t *weft_open(weft_client_t *client, const char *path, int flags, uint3
 
 /**
  * Closes a file. Like close(2) this does not make data durable: call `weft_fsync`
- * first. Returns 0, or -EINVAL for NULL.
+ * first. Returns 0, -EINVAL for NULL, or -EBADF for a file already closed.
  *
  * # Safety
- * `file` is NULL or a handle from `weft_open` not yet closed; it is invalid afterwards.
+ * `file` is NULL or a pointer from `weft_open`; no other thread is in a call on it. It
+ * is invalid afterwards.
  */
 int weft_close(weft_file_t *file);
 
@@ -607,27 +609,29 @@ weft_type_t *weft_type_darray(uint64_t size, uint64_t rank, size_t ndims, const 
 weft_type_t *weft_type_from_wire(const uint8_t *bytes, size_t len);
 
 /**
- * Data bytes of one copy of the type (MPI_Type_size); 0 for NULL.
+ * Data bytes of one copy of the type (MPI_Type_size); 0 for NULL or a freed type.
  *
  * # Safety
- * `datatype` is NULL or a live type handle.
+ * No other thread frees `datatype` during the call.
  */
 uint64_t weft_type_size(const weft_type_t *datatype);
 
 /**
- * Distance between consecutive copies of the type (MPI_Type_get_extent); 0 for NULL.
+ * Distance between consecutive copies of the type (MPI_Type_get_extent); 0 for NULL
+ * or a freed type.
  *
  * # Safety
- * `datatype` is NULL or a live type handle.
+ * No other thread frees `datatype` during the call.
  */
 int64_t weft_type_extent(const weft_type_t *datatype);
 
 /**
- * Frees a type. Views set with it keep their own reference. Returns 0, or -EINVAL for
- * NULL.
+ * Frees a type. Views set with it keep their own reference. Returns 0, -EINVAL for
+ * NULL, or -EBADF for a type already freed.
  *
  * # Safety
- * `datatype` is NULL or a type handle not yet freed; it is invalid afterwards.
+ * `datatype` is NULL or a pointer from a `weft_type_*` constructor; no other thread is
+ * in a call on it. It is invalid afterwards.
  */
 int weft_type_free(weft_type_t *datatype);
 
@@ -818,11 +822,12 @@ weft_dir_t *weft_opendir(weft_client_t *client, const char *path);
 int weft_readdir(weft_dir_t *dir, weft_dirent_t *entry);
 
 /**
- * Closes a directory handle. Returns 0, or -EINVAL for NULL.
+ * Closes a directory handle. Returns 0, -EINVAL for NULL, or -EBADF for a handle
+ * already closed.
  *
  * # Safety
- * `dir` is NULL or a handle from `weft_opendir` not yet closed; it is invalid
- * afterwards.
+ * `dir` is NULL or a pointer from `weft_opendir`; no other thread is in a call on it.
+ * It is invalid afterwards.
  */
 int weft_closedir(weft_dir_t *dir);
 

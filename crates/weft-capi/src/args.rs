@@ -1,27 +1,53 @@
-//! Checks of what C passes in, done before anything is sent: NULL handles and
-//! pointers, paths that are not UTF-8, sizes and offsets out of range, mode bits.
+//! Checks of what C passes in, done before anything is sent: NULL and closed handles,
+//! NULL pointers, paths that are not UTF-8, sizes and offsets out of range, mode bits.
 
 use crate::error::{Failure, Outcome};
+use crate::live;
 use std::ffi::{c_char, CStr};
 
-/// A handle argument: NULL is `EINVAL`.
+/// NULL is `EINVAL`; a handle the library did not give out, or that was closed, is
+/// `EBADF` (as close(2) says of a closed descriptor).
+fn check_live<T: 'static>(handle: *const T, what: &str) -> Outcome<()> {
+    if handle.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    if !live::is_live(handle) {
+        return Err(Failure::new(
+            libc::EBADF,
+            format!("{what} is not an open handle: closed already, or not one this library returned"),
+        ));
+    }
+    Ok(())
+}
+
+/// A handle argument: NULL is `EINVAL`, a closed one `EBADF`.
 ///
 /// # Safety
-/// A non-NULL `handle` must point to a live handle of this type (returned by the library
-/// and not yet closed).
-pub unsafe fn handle<'a, T>(handle: *mut T, what: &str) -> Outcome<&'a mut T> {
-    // SAFETY: non-NULL handles are live and unaliased across this call (the caller's
-    // promise, as for FILE*); the functions that share one between threads take `&`.
-    unsafe { handle.as_mut() }.ok_or_else(|| Failure::invalid(format!("{what} is NULL")))
+/// No other thread closes `handle` during the call.
+pub unsafe fn handle<'a, T: 'static>(handle: *mut T, what: &str) -> Outcome<&'a mut T> {
+    check_live(handle, what)?;
+    // SAFETY: live (given by `live::give`, not yet taken back), and unaliased across this
+    // call (the caller's promise, as for FILE*); the functions that share one between
+    // threads take `&`.
+    Ok(unsafe { &mut *handle })
 }
 
 /// A shared handle argument (for handles that threads may use at once).
 ///
 /// # Safety
 /// As for [`handle`].
-pub unsafe fn shared<'a, T>(handle: *const T, what: &str) -> Outcome<&'a T> {
+pub unsafe fn shared<'a, T: 'static>(handle: *const T, what: &str) -> Outcome<&'a T> {
+    check_live(handle, what)?;
     // SAFETY: see above.
-    unsafe { handle.as_ref() }.ok_or_else(|| Failure::invalid(format!("{what} is NULL")))
+    Ok(unsafe { &*handle })
+}
+
+/// A handle being closed: NULL is `EINVAL`, one closed already `EBADF`; from here on
+/// it is closed, whatever the rest of the close does.
+pub fn closing<T: 'static>(handle: *mut T, what: &str) -> Outcome<Box<T>> {
+    check_live(handle, what)?;
+    // Another thread's close may have taken it between the check and here.
+    live::take(handle).ok_or_else(|| Failure::new(libc::EBADF, format!("{what} is closed already")))
 }
 
 /// A NUL-terminated UTF-8 string argument (a path, an address).

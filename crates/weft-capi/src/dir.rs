@@ -4,6 +4,7 @@
 use crate::args;
 use crate::error::{int_call, pointer_call, Failure};
 use crate::handles::{weft_client_t, weft_dir_t};
+use crate::live;
 use crate::types::weft_dirent_t;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int};
@@ -56,7 +57,7 @@ pub unsafe extern "C" fn weft_opendir(client: *mut weft_client_t, path: *const c
             more: true,
         };
         dir.fetch_page()?;
-        Ok(Box::into_raw(Box::new(dir)))
+        Ok(live::give(dir))
     })
 }
 
@@ -91,19 +92,16 @@ pub fn set_page_entries(entries: u32) {
     PAGE_ENTRIES.store(entries.clamp(1, DIR_PAGE_ENTRIES), Ordering::Relaxed);
 }
 
-/// Closes a directory handle. Returns 0, or -EINVAL for NULL.
+/// Closes a directory handle. Returns 0, -EINVAL for NULL, or -EBADF for a handle
+/// already closed.
 ///
 /// # Safety
-/// `dir` is NULL or a handle from `weft_opendir` not yet closed; it is invalid
-/// afterwards.
+/// `dir` is NULL or a pointer from `weft_opendir`; no other thread is in a call on it.
+/// It is invalid afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn weft_closedir(dir: *mut weft_dir_t) -> c_int {
     int_call("weft_closedir", || {
-        if dir.is_null() {
-            return Err(Failure::invalid("dir is NULL"));
-        }
-        // SAFETY: a live handle from weft_opendir, closed once (the caller's promise).
-        drop(unsafe { Box::from_raw(dir) });
+        drop(args::closing(dir, "dir")?);
         Ok(0)
     })
 }

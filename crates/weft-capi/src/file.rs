@@ -4,6 +4,7 @@
 use crate::args;
 use crate::error::{int_call, pointer_call, ssize_call, Failure, Outcome};
 use crate::handles::{weft_client_t, weft_file_t};
+use crate::live;
 use crate::namespace::fill_layout;
 use crate::types::{weft_layout_t, weft_stat_t};
 use std::ffi::{c_char, c_int, c_void};
@@ -36,7 +37,8 @@ const OPEN_FLAGS_KNOWN: c_int = WEFT_O_ACCMODE | WEFT_O_CREAT | WEFT_O_EXCL | WE
 /// the permission bits (07777, used as given: no umask) and `layout` the striping of a
 /// file this call creates (NULL: the directory's default, then the cluster's); both are
 /// used only when the file is created, and `layout` is EINVAL without `WEFT_O_CREAT`.
-/// Returns NULL with errno set on failure (ENOENT, EEXIST, EISDIR, EACCES, EINVAL, ...).
+/// Returns NULL with errno set on failure (ENOENT, EEXIST, EISDIR, EACCES, EINVAL, ...;
+/// a `path` ending in `/` names a directory: EISDIR, or ENOTDIR for an existing file).
 /// Close with `weft_close`.
 ///
 /// # Safety
@@ -85,6 +87,9 @@ pub unsafe extern "C" fn weft_open(
         if layout.is_some() && !create {
             return Err(Failure::invalid("a layout is used only with WEFT_O_CREAT"));
         }
+        if path.len() > 1 && path.ends_with('/') {
+            return Err(trailing_slash(client, path, create));
+        }
         let create_options = CreateOptions {
             mode,
             layout: layout
@@ -113,29 +118,47 @@ pub unsafe extern "C" fn weft_open(
                 },
             )?
         };
-        Ok(Box::into_raw(Box::new(weft_file_t {
+        Ok(live::give(weft_file_t {
             client: client.clone(),
             file,
             readable,
             writable,
             append,
-        })))
+        }))
     })
 }
 
+/// Why `path`, which ends in `/`, cannot be opened as a file: a trailing slash names a
+/// directory (POSIX), while the path rules drop it, which made `"/x/"` with
+/// `WEFT_O_CREAT` create the regular file `/x`. As Linux: EISDIR for a directory, or
+/// for a name to create; ENOTDIR for an existing file.
+fn trailing_slash(client: &weft_client::Client, path: &str, create: bool) -> Failure {
+    match client.stat(path) {
+        Ok(attr) if attr.kind == weft_client::FileKind::Directory => {
+            Failure::new(libc::EISDIR, format!("{path}: is a directory"))
+        }
+        Ok(_) => Failure::new(
+            libc::ENOTDIR,
+            format!("{path}: not a directory (the name ends in /)"),
+        ),
+        Err(e) if create && e.code() == weft_client::ErrorCode::NotFound => Failure::new(
+            libc::EISDIR,
+            format!("{path}: a name ending in / names a directory, not a file to create"),
+        ),
+        Err(e) => Failure::from(e).context(path),
+    }
+}
+
 /// Closes a file. Like close(2) this does not make data durable: call `weft_fsync`
-/// first. Returns 0, or -EINVAL for NULL.
+/// first. Returns 0, -EINVAL for NULL, or -EBADF for a file already closed.
 ///
 /// # Safety
-/// `file` is NULL or a handle from `weft_open` not yet closed; it is invalid afterwards.
+/// `file` is NULL or a pointer from `weft_open`; no other thread is in a call on it. It
+/// is invalid afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn weft_close(file: *mut weft_file_t) -> c_int {
     int_call("weft_close", || {
-        if file.is_null() {
-            return Err(Failure::invalid("file is NULL"));
-        }
-        // SAFETY: a live handle from weft_open, closed once (the caller's promise).
-        let handle = unsafe { Box::from_raw(file) };
+        let handle = args::closing(file, "file")?;
         handle.file.close()?;
         Ok(0)
     })

@@ -1,11 +1,12 @@
 //! The opaque handles C holds (a connection, an open file, an open directory), connecting
 //! and disconnecting, and the library's version.
 //!
-//! Handles are boxed Rust values given to C as raw pointers. They must be closed exactly
-//! once, as with `FILE*`: a closed or foreign pointer cannot be told from a live one.
+//! Handles are boxed Rust values given to C as raw pointers, recorded in [`crate::live`]
+//! until closed: a handle used after its close, or closed twice, is `EBADF`.
 
 use crate::args;
 use crate::error::{int_call, pointer_call, Failure};
+use crate::live;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int};
 use weft_client::{Client, DirEntry, File, InodeId};
@@ -65,7 +66,7 @@ pub unsafe extern "C" fn weft_connect(meta_addr: *const c_char) -> *mut weft_cli
             }
             Client::connect(addr)?
         };
-        Ok(Box::into_raw(Box::new(weft_client_t { client })))
+        Ok(live::give(weft_client_t { client }))
     })
 }
 
@@ -93,25 +94,21 @@ pub unsafe extern "C" fn weft_connect_key(
             return Err(Failure::invalid("meta_addr is empty"));
         }
         let client = Client::connect_with(addr, weft_client::ClientAuth::cluster(key))?;
-        Ok(Box::into_raw(Box::new(weft_client_t { client })))
+        Ok(live::give(weft_client_t { client }))
     })
 }
 
 /// Closes a connection. Files and directories opened through it stay usable (they hold
-/// their own reference to the connections) until they are closed. Returns 0, or -EINVAL
-/// for NULL.
+/// their own reference to the connections) until they are closed. Returns 0, -EINVAL
+/// for NULL, or -EBADF for a connection already closed.
 ///
 /// # Safety
-/// `client` is NULL or a handle from `weft_connect` not yet disconnected; it is invalid
-/// afterwards.
+/// `client` is NULL or a pointer from `weft_connect`; no other thread is in a call on
+/// it. It is invalid afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn weft_disconnect(client: *mut weft_client_t) -> c_int {
     int_call("weft_disconnect", || {
-        if client.is_null() {
-            return Err(Failure::invalid("client is NULL"));
-        }
-        // SAFETY: a live handle from weft_connect, closed once (the caller's promise).
-        drop(unsafe { Box::from_raw(client) });
+        drop(args::closing(client, "client")?);
         Ok(0)
     })
 }

@@ -1,8 +1,8 @@
 //! Weft's C ABI: `libweft.so` (and `libweft.a`) over the native client, described by the
 //! generated header `include/weft.h`.
 //!
-//! Every function is `extern "C"`, checks what C hands it (NULL handles, paths and
-//! buffers, non-UTF-8 paths, sizes past `SSIZE_MAX`) and never unwinds into C: a panic is
+//! Every function is `extern "C"`, checks what C hands it (NULL and closed handles,
+//! paths and buffers, non-UTF-8 paths, sizes past `SSIZE_MAX`) and never unwinds into C: a panic is
 //! caught at the boundary and becomes `-EIO`. Failures are `-errno` returns (or NULL and
 //! `errno` for functions returning a handle), with a detailed message kept per thread
 //! for `weft_last_error_message`.
@@ -11,6 +11,7 @@
 //! - [`error`]: the errno convention, `weft_strerror`, the thread's last error, the
 //!   panic guard every function runs in;
 //! - [`args`]: checks of what C passes in;
+//! - [`live`]: the handles given out and not yet closed (closed ones are `EBADF`);
 //! - [`types`]: the `#[repr(C)]` structs and constants shared by the areas;
 //! - [`handles`]: the opaque handles and connecting;
 //! - [`file`]: opening files and reading, writing, syncing, truncating them;
@@ -36,6 +37,7 @@ pub mod namespace;
 pub mod dir;
 
 pub mod args;
+mod live;
 pub mod types;
 
 pub use dir::*;

@@ -8,6 +8,7 @@
 use crate::args;
 use crate::error::{int_call, pointer_call, ssize_call, Failure, Outcome};
 use crate::handles::weft_file_t;
+use crate::live;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use weft_client::{Datatype, Distribution, Field, Order, View};
@@ -40,7 +41,7 @@ pub struct weft_type_t {
 }
 
 fn new_type(datatype: Arc<Datatype>) -> *mut weft_type_t {
-    Box::into_raw(Box::new(weft_type_t { datatype }))
+    live::give(weft_type_t { datatype })
 }
 
 fn view_error(e: weft_client::ViewError) -> Failure {
@@ -336,39 +337,37 @@ pub unsafe extern "C" fn weft_type_from_wire(bytes: *const u8, len: usize) -> *m
     })
 }
 
-/// Data bytes of one copy of the type (MPI_Type_size); 0 for NULL.
+/// Data bytes of one copy of the type (MPI_Type_size); 0 for NULL or a freed type.
 ///
 /// # Safety
-/// `datatype` is NULL or a live type handle.
+/// No other thread frees `datatype` during the call.
 #[no_mangle]
 pub unsafe extern "C" fn weft_type_size(datatype: *const weft_type_t) -> u64 {
     // SAFETY: the caller's promise.
-    unsafe { datatype.as_ref() }.map_or(0, |t| t.datatype.size_bytes())
+    unsafe { args::shared(datatype, "type") }.map_or(0, |t| t.datatype.size_bytes())
 }
 
-/// Distance between consecutive copies of the type (MPI_Type_get_extent); 0 for NULL.
+/// Distance between consecutive copies of the type (MPI_Type_get_extent); 0 for NULL
+/// or a freed type.
 ///
 /// # Safety
-/// `datatype` is NULL or a live type handle.
+/// No other thread frees `datatype` during the call.
 #[no_mangle]
 pub unsafe extern "C" fn weft_type_extent(datatype: *const weft_type_t) -> i64 {
     // SAFETY: the caller's promise.
-    unsafe { datatype.as_ref() }.map_or(0, |t| t.datatype.extent())
+    unsafe { args::shared(datatype, "type") }.map_or(0, |t| t.datatype.extent())
 }
 
-/// Frees a type. Views set with it keep their own reference. Returns 0, or -EINVAL for
-/// NULL.
+/// Frees a type. Views set with it keep their own reference. Returns 0, -EINVAL for
+/// NULL, or -EBADF for a type already freed.
 ///
 /// # Safety
-/// `datatype` is NULL or a type handle not yet freed; it is invalid afterwards.
+/// `datatype` is NULL or a pointer from a `weft_type_*` constructor; no other thread is
+/// in a call on it. It is invalid afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn weft_type_free(datatype: *mut weft_type_t) -> c_int {
     int_call("weft_type_free", || {
-        if datatype.is_null() {
-            return Err(Failure::invalid("type is NULL"));
-        }
-        // SAFETY: a live handle, freed once (the caller's promise).
-        drop(unsafe { Box::from_raw(datatype) });
+        drop(args::closing(datatype, "type")?);
         Ok(0)
     })
 }
@@ -399,11 +398,14 @@ pub unsafe extern "C" fn weft_set_view(
 ) -> c_int {
     int_call("weft_set_view", || {
         // SAFETY: the caller's promises.
-        let (handle, filetype) = unsafe { (args::shared(file, "file")?, filetype.as_ref()) };
+        let handle = unsafe { args::shared(file, "file") }?;
         let displacement = args::offset(displacement, "displacement")?;
-        match filetype {
-            None => handle.file.clear_view(),
-            Some(t) => handle.file.set_view(displacement, t.datatype.clone())?,
+        if filetype.is_null() {
+            handle.file.clear_view();
+        } else {
+            // SAFETY: the caller's promise.
+            let filetype = unsafe { type_arg(filetype, "filetype") }?;
+            handle.file.set_view(displacement, filetype.clone())?;
         }
         Ok(0)
     })

@@ -324,6 +324,12 @@ pub fn up(options: &UpOptions) -> Result<()> {
             options.io_servers
         );
     }
+    if home.exists() && !home.is_dir() {
+        bail!(
+            "the cluster home {} is not a directory (--home, else $WEFT_HOME, else ~/.weft)",
+            home.display()
+        );
+    }
     for dir in ["logs", "run", "data"] {
         std::fs::create_dir_all(home.join(dir))
             .with_context(|| format!("creating {}", home.join(dir).display()))?;

@@ -249,7 +249,11 @@ pub fn mkdir(client: &Client, paths: &[String], parents: bool, mode: Option<u32>
         if parents {
             client.mkdir_all(p, mode)?;
         } else {
-            client.mkdir(p, mode)?;
+            client.mkdir(p, mode).map_err(|e| match e.code() {
+                // The manager says '"a" already exists in directory 1': an inode number.
+                weft_client::ErrorCode::Exists => anyhow::anyhow!("{p}: already exists"),
+                _ => e.into(),
+            })?;
         }
     }
     Ok(())
@@ -264,6 +268,14 @@ pub fn parse_mode(text: &str) -> Result<u32, String> {
 }
 
 pub fn rm(client: &Client, paths: &[String], recursive: bool) -> Result<()> {
+    // As GNU rm's --preserve-root: `rm -r /` would remove every file of the cluster
+    // before failing on the root itself. Refused before anything is removed.
+    if let Some(root) = paths.iter().find(|p| p.trim_end_matches('/').is_empty()) {
+        bail!(
+            "refusing to remove {root}: that is every file of the cluster (remove the entries \
+             under it by name if you mean to)"
+        );
+    }
     for p in paths {
         let attr = client.resolve(p)?;
         if attr.kind == FileKind::Directory {
@@ -388,7 +400,9 @@ pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> R
         // SAFETY: the handler only stores to an atomic.
         unsafe { libc::signal(signal, note_interrupt as *const () as libc::sighandler_t) };
     }
-    let file = client.create(&temporary, &options)?;
+    let file = client
+        .create(&temporary, &options)
+        .map_err(|e| in_target_terms(&e.to_string(), &temporary, &target))?;
     let copied = copy_in(input, metadata.len(), &file, &target, local).and_then(|()| {
         drop(file);
         client
@@ -407,6 +421,20 @@ pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> R
         return Err(e);
     }
     Ok(())
+}
+
+/// A refused create of put's temporary file, told under the name the user asked for:
+/// the temporary name (`/dir/.name.weft-put-PID-NANOS`) is put's own affair, and what
+/// refused it (a layout, a cache mode, an io server down) applies to the target.
+fn in_target_terms(message: &str, temporary: &str, target: &str) -> anyhow::Error {
+    let temporary_name = temporary.rsplit('/').next().unwrap_or(temporary);
+    let target_name = target.rsplit('/').next().unwrap_or(target);
+    anyhow::anyhow!(
+        "{}",
+        message
+            .replace(temporary, target)
+            .replace(temporary_name, target_name)
+    )
 }
 
 /// Streams `input` into `file`, then syncs it.
@@ -473,8 +501,21 @@ pub fn get(client: &Client, path: &str, local: &str) -> Result<()> {
     let mut out = std::fs::File::create(&local_path)
         .with_context(|| format!("cannot create {}", local_path.display()))?;
     let mut progress = Progress::new(&format!("get {path}"), total);
-    copy_out(&file, total, &mut out, |done| progress.set(done))?;
-    out.sync_all().ok();
+    copy_out(&file, total, &mut out, |done| progress.set(done)).map_err(|e| {
+        if e.downcast_ref::<std::io::Error>().is_some() {
+            e.context(format!("writing {}", local_path.display()))
+        } else {
+            e.context(format!("reading {path}"))
+        }
+    })?;
+    match out.sync_all() {
+        Ok(()) => {}
+        // Devices, pipes and sockets (/dev/null, a FIFO) have nothing to sync.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EROFS)) => {}
+        // Bytes a file system could not write back (EIO, ENOSPC, EDQUOT on NFS): the
+        // copy is not whole, whatever write said.
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("syncing {}", local_path.display()))),
+    }
     progress.finish(total);
     Ok(())
 }
@@ -550,7 +591,17 @@ pub fn mv(client: &Client, from: &str, to: &str) -> Result<()> {
         }
         _ => to.to_string(),
     };
-    client.rename(from, &target)?;
+    // The manager names directories by inode number ('no entry "a" in directory 1',
+    // 'cannot replace directory "a" in 2052: not empty'): say it with the paths given.
+    client.rename(from, &target).map_err(|e| match e.code() {
+        weft_client::ErrorCode::NotFound if client.resolve(from).is_err() => {
+            anyhow::anyhow!("{from} not found")
+        }
+        weft_client::ErrorCode::NotEmpty => {
+            anyhow::anyhow!("cannot move {from} to {target}: {target} is a directory that is not empty")
+        }
+        _ => e.into(),
+    })?;
     Ok(())
 }
 
@@ -579,7 +630,10 @@ pub fn df(client: &Client) -> Result<()> {
         "{:<7} {:<22} {:>12} {:>10} {:>12}",
         "server", "address", "stored", "objects", "disk free"
     );
+    let servers = stats.servers.len();
+    let mut unreachable = 0;
     for (server, result) in stats.servers {
+        unreachable += usize::from(result.is_err());
         match result {
             Ok(s) => println!(
                 "{:<7} {:<22} {:>12} {:>10} {:>12}",
@@ -595,6 +649,11 @@ pub fn df(client: &Client) -> Result<()> {
                 server.addr
             ),
         }
+    }
+    if unreachable > 0 {
+        // As `weft status` and `weft top --once`: a script sees the cluster is not whole.
+        eprintln!("weft: {unreachable} of {servers} io servers did not answer; their space is not counted");
+        std::process::exit(2);
     }
     Ok(())
 }

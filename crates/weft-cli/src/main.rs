@@ -54,8 +54,8 @@ impl HomeArg {
 
 #[derive(ClapArgs, Debug, Clone, Default)]
 struct LayoutArgs {
-    /// Stripe size, bytes (suffixes K, M, G accepted), e.g. 64K or 1M.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
+    /// Stripe size, bytes (suffixes K, M, G accepted), e.g. 64K or 1M; 512 to 1G.
+    #[arg(long, value_name = "BYTES", value_parser = parse_stripe_size_arg)]
     stripe_size: Option<u64>,
     /// Number of io servers to stripe over (0 = all).
     #[arg(long, value_name = "N")]
@@ -91,10 +91,66 @@ fn parse_size_arg(s: &str) -> Result<u64, String> {
     weft_config::parse_size(s)
 }
 
+/// A size within `range`, which `says` as a user writes it; checked where it is parsed,
+/// so that nothing is sent or started with a size the servers would refuse.
+fn parse_size_within(
+    s: &str,
+    range: std::ops::RangeInclusive<u64>,
+    says: std::fmt::Arguments,
+) -> Result<u64, String> {
+    let bytes = parse_size_arg(s)?;
+    if !range.contains(&bytes) {
+        return Err(format!("{says}, not {bytes}"));
+    }
+    Ok(bytes)
+}
+
+/// A stripe size: out of range, the manager refused the request only as malformed
+/// ("invalid stripe size"), and `weft up` only after starting its servers.
+fn parse_stripe_size_arg(s: &str) -> Result<u64, String> {
+    use weft_layout::stripe::{STRIPE_SIZE_BYTES_MAX as MAX, STRIPE_SIZE_BYTES_MIN as MIN};
+    parse_size_within(
+        s,
+        MIN..=MAX,
+        format_args!("a stripe size is {MIN} bytes to 1G ({MAX} bytes)"),
+    )
+}
+
+/// `weft up --cache-memory`: out of range, every cache manager exited at startup and
+/// `weft up` failed only then.
+fn parse_cache_memory_arg(s: &str) -> Result<u64, String> {
+    let (min, max) = (
+        weft_config::CACHE_MEMORY_BYTES_MIN,
+        weft_cm::CACHE_MEMORY_BYTES_MAX,
+    );
+    parse_size_within(
+        s,
+        min..=max,
+        format_args!("a cache manager holds 1M ({min} bytes) to 1T ({max} bytes)"),
+    )
+}
+
+/// `weft up --capability-lifetime-ms`: the range the servers accept, checked before any
+/// of them starts.
+fn parse_capability_lifetime_arg(s: &str) -> Result<u64, String> {
+    let ms: u64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of milliseconds"))?;
+    if !(1_000..=3_600_000).contains(&ms) {
+        return Err(format!(
+            "a capability lifetime is 1000 to 3600000 ms (1 s to an hour), not {ms}"
+        ));
+    }
+    Ok(ms)
+}
+
 #[derive(Subcommand, Debug)]
 enum KeyAction {
     /// Write a new key to FILE (mode 0600); refuses to overwrite one.
-    Create { file: PathBuf },
+    Create {
+        /// Where to write the key (refused if it exists).
+        file: PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -113,11 +169,12 @@ cluster that is stopped, `weft up` starts it again with its data."
         io_servers: u32,
         /// Objects the metadata manager precreates on the io servers per refill of its
         /// pool, so that creates need no round trip to them (0: create each file's
-        /// objects at its create). Default: the manager's (128).
+        /// objects at its create; at most 4096, more is taken as 4096). Default: the
+        /// manager's (128).
         #[arg(long, value_name = "N")]
         precreate: Option<u32>,
-        /// Default stripe size of new files (K, M, G suffixes accepted).
-        #[arg(long, default_value = "64K", value_name = "BYTES", value_parser = parse_size_arg)]
+        /// Default stripe size of new files (K, M, G suffixes accepted; 512 to 1G).
+        #[arg(long, default_value = "64K", value_name = "BYTES", value_parser = parse_stripe_size_arg)]
         stripe_size: u64,
         /// Default number of io servers per file (0 = all).
         #[arg(long, default_value_t = 0, value_name = "N")]
@@ -143,10 +200,10 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// How long a capability the manager issues is valid (milliseconds, 1000 to
         /// 3600000): the longest a chmod or chown takes to reach an io server that
         /// missed its revocation. Default 60000.
-        #[arg(long, value_name = "MS")]
+        #[arg(long, value_name = "MS", value_parser = parse_capability_lifetime_arg)]
         capability_lifetime_ms: Option<u64>,
-        /// Memory of each cache manager (K, M, G suffixes), default 512M.
-        #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
+        /// Memory of each cache manager (K, M, G suffixes; 1M to 1T), default 512M.
+        #[arg(long, value_name = "BYTES", value_parser = parse_cache_memory_arg)]
         cache_memory: Option<u64>,
         /// Replacement policy of the cache managers: lru, lfu, fifo, arc (default), s3fifo.
         #[arg(long, value_name = "POLICY")]
@@ -196,10 +253,16 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// Long listing: mode, links, owner, size, time.
         #[arg(short = 'l')]
         long: bool,
+        /// Directories (their entries are listed) or files; default /.
         paths: Vec<String>,
     },
     /// Show a file's or directory's attributes and layout.
-    Stat { path: String },
+    Stat {
+        /// One or more paths; as stat(1), a path that fails is reported and the others
+        /// are still shown (exit status 1).
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
     /// Create directories.
     Mkdir {
         /// Create missing parents; existing directories are fine.
@@ -209,29 +272,47 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// under the umask, as mkdir(1).
         #[arg(short = 'm', long, value_name = "MODE", value_parser = files::parse_mode)]
         mode: Option<u32>,
+        /// Directories to create (absolute Weft paths).
         #[arg(required = true)]
         paths: Vec<String>,
     },
     /// Remove files (and with -r, directories and their contents).
     Rm {
+        /// Remove directories and everything under them (never the root, /).
         #[arg(short = 'r')]
         recursive: bool,
+        /// Files (or, with -r, directories) to remove.
         #[arg(required = true)]
         paths: Vec<String>,
     },
     /// Rename or move (atomic; an existing target file is replaced).
-    Mv { from: String, to: String },
+    Mv {
+        /// What to move.
+        from: String,
+        /// The new name, or an existing directory to move FROM into (keeping its name).
+        to: String,
+    },
     /// Copy a local file into Weft (into a directory if PATH is one), then sync it.
     Put {
+        /// The local file to copy.
         local: String,
+        /// The Weft file to write (replaced whole if it exists), or a directory to put
+        /// LOCAL into under its own name.
         path: String,
         #[command(flatten)]
         layout: LayoutArgs,
     },
     /// Copy a Weft file to a local file.
-    Get { path: String, local: String },
+    Get {
+        /// The Weft file to copy.
+        path: String,
+        /// The local file to write (an existing one is overwritten), or a directory to
+        /// get PATH into under its own name.
+        local: String,
+    },
     /// Write files to standard output.
     Cat {
+        /// Weft files, written one after the other.
         #[arg(required = true)]
         paths: Vec<String>,
     },
@@ -242,8 +323,9 @@ set a directory's default layout, inherited by files created in it (and by new s
 weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 /data\n  weft layout --clear /data"
     )]
     Layout {
+        /// A file (its layout is shown) or a directory (its default for new files).
         path: String,
-        /// Set the directory's default layout from the --stripe-* options.
+        /// Set the directory's default layout from the --stripe-* and --cache options.
         #[arg(long)]
         set: bool,
         /// Remove the directory's default layout (new files use the cluster default).
@@ -252,7 +334,8 @@ weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 
         #[command(flatten)]
         layout: LayoutArgs,
     },
-    /// Show namespace counts and each io server's space.
+    /// Show namespace counts and each io server's space (exit status 2 if one does not
+    /// answer).
     Df,
     /// Benchmarks that compare Weft with a local-file baseline in the same run.
     Bench(weft_bench::BenchArgs),
@@ -272,11 +355,12 @@ getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout 
 /mnt/weft/dir\n  weft umount /mnt/weft"
     )]
     Mount {
+        /// An existing directory to mount Weft on.
         mountpoint: PathBuf,
         /// Serve in this process instead of a background daemon.
         #[arg(short = 'f', long)]
         foreground: bool,
-        /// FUSE worker threads (requests served in parallel).
+        /// FUSE worker threads (requests served in parallel; 1 to 64, others taken as the nearest).
         #[arg(long, default_value_t = 8, value_name = "N")]
         threads: usize,
         /// How long the kernel caches attributes and names, milliseconds.
@@ -311,6 +395,7 @@ and keep it readable by its owner only. An existing FILE is never overwritten."
     },
     /// Unmount a Weft mount.
     Umount {
+        /// Where Weft is mounted.
         mountpoint: PathBuf,
         /// Detach now even if busy; the mount ends when its last open file closes.
         #[arg(short = 'l', long)]
@@ -344,8 +429,58 @@ fn given_flags(matches: &clap::ArgMatches) -> Vec<String> {
         .collect()
 }
 
+/// Connects to the cluster the environment names. When its metadata manager does not
+/// answer at all (a stopped cluster, a stale WEFT_META), says so and what to do rather
+/// than only "cannot connect to ADDR".
 fn connect() -> Result<Client> {
-    Ok(Client::from_env()?)
+    Client::from_env().map_err(|e| match &e {
+        weft_client::ClientError::Transport(rpc)
+            if rpc.is_transport() || matches!(rpc, weft_rpc::RpcError::TimedOut { .. }) =>
+        {
+            anyhow::anyhow!(
+                "{e}: the cluster's metadata manager does not answer; is the cluster running? \
+                 (`weft status` shows its servers, `weft up` starts a local one)"
+            )
+        }
+        _ => e.into(),
+    })
+}
+
+/// An error from an io server names which one: the transport says only its address
+/// ("cannot connect to 127.0.0.1:44825"), which a user cannot tie to `weft status`'s
+/// rows. Errors that name the server already, or no io server, are left as they are.
+fn name_io_server(client: &Client, e: anyhow::Error) -> anyhow::Error {
+    use weft_rpc::RpcError;
+    let addr = e
+        .chain()
+        .find_map(|cause| match cause.downcast_ref::<weft_client::ClientError>()? {
+            weft_client::ClientError::Transport(
+                RpcError::Connect { addr, .. }
+                | RpcError::Disconnected { addr, .. }
+                | RpcError::TimedOut { addr, .. }
+                | RpcError::Protocol { addr, .. }
+                | RpcError::Remote { addr, .. }
+                | RpcError::ProtocolVersion { addr, .. }
+                | RpcError::Authentication { addr, .. },
+            ) => Some(addr.clone()),
+            _ => None,
+        });
+    // The address may carry the way it was reached: "127.0.0.1:44793 (via unix:PATH)".
+    let server = addr.and_then(|addr| {
+        let first = addr.split_whitespace().next().unwrap_or_default().to_owned();
+        client
+            .cluster_info()
+            .io_servers
+            .iter()
+            .find(|s| s.addr == first || s.socket.as_deref() == Some(first.as_str()))
+            .map(|s| s.id)
+    });
+    match server {
+        Some(id) if !format!("{e:#}").contains(&format!("io server {id}")) => {
+            e.context(format!("io server {id}"))
+        }
+        _ => e,
+    }
 }
 
 fn run(command: Command, given: &[String]) -> Result<()> {
@@ -400,14 +535,39 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             }
             Ok(())
         }
-        Command::Ls { long, paths } => files::ls(&connect()?, &paths, long),
-        Command::Stat { path } => files::stat(&connect()?, &path),
+        Command::Ls { long, paths } => {
+            let client = connect()?;
+            files::ls(&client, &paths, long).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Stat { paths } => {
+            let client = connect()?;
+            let mut failed = false;
+            for path in &paths {
+                if let Err(e) = files::stat(&client, path).map_err(|e| name_io_server(&client, e)) {
+                    eprintln!("weft: {e:#}");
+                    failed = true;
+                }
+            }
+            if failed {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Mkdir { parents, paths, mode } => files::mkdir(&connect()?, &paths, parents, mode),
         Command::Rm { recursive, paths } => files::rm(&connect()?, &paths, recursive),
         Command::Mv { from, to } => files::mv(&connect()?, &from, &to),
-        Command::Put { local, path, layout } => files::put(&connect()?, &local, &path, layout.request()),
-        Command::Get { path, local } => files::get(&connect()?, &path, &local),
-        Command::Cat { paths } => files::cat(&connect()?, &paths),
+        Command::Put { local, path, layout } => {
+            let client = connect()?;
+            files::put(&client, &local, &path, layout.request()).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Get { path, local } => {
+            let client = connect()?;
+            files::get(&client, &path, &local).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Cat { paths } => {
+            let client = connect()?;
+            files::cat(&client, &paths).map_err(|e| name_io_server(&client, e))
+        }
         Command::Layout {
             path,
             set,
@@ -415,7 +575,15 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             layout,
         } => {
             if set && !layout.is_set() {
-                anyhow::bail!("--set needs at least one of --stripe-size, --stripe-count, --first-server");
+                anyhow::bail!(
+                    "--set needs at least one of --stripe-size, --stripe-count, --first-server, --cache"
+                );
+            }
+            if !set && layout.is_set() {
+                anyhow::bail!(
+                    "--stripe-size, --stripe-count, --first-server and --cache go with --set (a \
+                     directory's default for new files; a file's layout is fixed when it is created)"
+                );
             }
             files::layout(&connect()?, &path, set.then(|| layout.request()), clear)
         }
@@ -461,5 +629,33 @@ fn run(command: Command, given: &[String]) -> Result<()> {
         }
         Command::MpiEnv { mpi } => mpi_env::print(mpi.as_deref()),
         Command::Umount { mountpoint, lazy } => Ok(weft_fuse::unmount(&mountpoint, lazy)?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every positional argument of the file and cluster commands says in `--help` what
+    /// it is (`weft get <PATH> <LOCAL>` listed both with no words, so which is which
+    /// was left to guess).
+    #[test]
+    fn every_positional_argument_has_help() {
+        fn check(command: &clap::Command, name: &str, missing: &mut Vec<String>) {
+            for arg in command.get_positionals() {
+                if arg.get_help().is_none() && arg.get_possible_values().is_empty() {
+                    missing.push(format!("{name} <{}>", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                // Benchmarks are weft-bench's own tree.
+                if sub.get_name() != "bench" {
+                    check(sub, &format!("{name} {}", sub.get_name()), missing);
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        check(&Cli::command(), "weft", &mut missing);
+        assert!(missing.is_empty(), "without help: {missing:?}");
     }
 }

@@ -20,6 +20,7 @@ pub struct TraceArgs {
 pub enum TraceCommand {
     /// Print a trace (one process's *.wtrace file) as text, one line per record.
     Show {
+        /// One process's trace (a *.wtrace file).
         file: PathBuf,
         /// Pieces or runs listed per request.
         #[arg(long, default_value_t = 8, value_name = "N")]

@@ -13,6 +13,12 @@ pub fn components(path: &str) -> Result<Vec<&str>, ClientError> {
             "invalid path {path:?}: {why}"
         )))
     };
+    if let Some(rest) = path.strip_prefix("weft:") {
+        // The MPI-IO layer's names reach this API (and the weft tool) as they are typed.
+        return bad(&format!(
+            "the weft: prefix names a file for MPI-IO only; here give the path itself ({rest:?})"
+        ));
+    }
     if !path.starts_with('/') {
         return bad("paths must be absolute (start with /)");
     }
@@ -89,6 +95,11 @@ mod tests {
         assert_eq!(
             components(&deep).unwrap_err().code(),
             weft_proto::ErrorCode::NameTooLong
+        );
+        let prefixed = components("weft:/out.h5").unwrap_err().to_string();
+        assert!(
+            prefixed.contains("MPI-IO only") && prefixed.contains("\"/out.h5\""),
+            "{prefixed}"
         );
         assert_eq!(split("/a/b").unwrap(), ("/a".to_string(), "b"));
         assert_eq!(split("/b").unwrap(), ("/".to_string(), "b"));

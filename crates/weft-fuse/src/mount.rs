@@ -403,12 +403,32 @@ fn check_mountpoint(path: &Path) -> Result<PathBuf, MountError> {
         path: path.to_path_buf(),
         message,
     };
-    let absolute = path.canonicalize().map_err(|e| bad(e.to_string()))?;
+    let absolute = path.canonicalize().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            bad(format!(
+                "the mount point does not exist; create it first (mkdir -p {})",
+                path.display()
+            ))
+        } else {
+            bad(e.to_string())
+        }
+    })?;
     if !absolute.is_dir() {
         return Err(bad("not a directory".into()));
     }
     if is_weft_mount(&absolute).map_err(MountError::Io)? {
         return Err(bad("Weft is already mounted here".into()));
+    }
+    // As mount(8) and fusermount3, a directory with entries is mounted over; its entries
+    // are hidden until the unmount, which a user who picked the wrong directory should
+    // hear of rather than find their files gone.
+    if let Ok(mut entries) = std::fs::read_dir(&absolute) {
+        if entries.next().is_some() {
+            eprintln!(
+                "weft mount: note: {} is not empty; its files are hidden (not changed) while Weft is mounted there",
+                absolute.display()
+            );
+        }
     }
     Ok(absolute)
 }

@@ -50,6 +50,18 @@ fn background_mount_is_usable_when_weft_mount_returns() {
         String::from_utf8_lossy(&out.stderr).contains("not a Weft mount"),
         "{out:?}"
     );
+
+    // A directory with files is mounted over, with a note that its files are hidden;
+    // they are there again after the unmount.
+    std::fs::write(mountpoint.join("local"), b"mine").unwrap();
+    let out = cluster.weft(&["mount", mp]);
+    assert!(out.status.success(), "weft mount: {out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not empty") && err.contains("hidden"), "{err}");
+    assert!(mountpoint.join("hello").exists() && !mountpoint.join("local").exists());
+    let out = cluster.weft(&["umount", mp]);
+    assert!(out.status.success(), "weft umount: {out:?}");
+    assert_eq!(std::fs::read(mountpoint.join("local")).unwrap(), b"mine");
 }
 
 /// Whether a `weft mount` process for `mountpoint` is alive.
@@ -92,8 +104,9 @@ fn mount_failures_are_reported_before_weft_mount_returns() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("missing"),
+        err.contains("missing") && err.contains("does not exist") && err.contains("mkdir -p"),
         "{out:?}"
     );
 }

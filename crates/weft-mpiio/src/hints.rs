@@ -196,12 +196,10 @@ fn bad(key: &str, value: &str, why: &str) -> MpiioError {
 }
 
 fn number(key: &str, value: &str, min: u64, max: u64) -> Result<u64> {
-    let n: u64 = value
-        .trim()
-        .parse()
-        .map_err(|_| bad(key, value, "not a number"))?;
+    let range = || format!("must be a whole number in [{min}, {max}]");
+    let n: u64 = value.trim().parse().map_err(|_| bad(key, value, &range()))?;
     if n < min || n > max {
-        return Err(bad(key, value, &format!("must be in [{min}, {max}]")));
+        return Err(bad(key, value, &range()));
     }
     Ok(n)
 }
@@ -534,6 +532,11 @@ mod tests {
                 ErrorClass::InfoValue,
                 "{key}={value}"
             );
+        }
+        // A number out of range, negative or too large for 64 bits says the range.
+        for value in ["0", "-1", "99999999999999999999"] {
+            let message = h.set("cb_nodes", value).unwrap_err().to_string();
+            assert!(message.contains("whole number in [1, 1048576]"), "{message}");
         }
         // Unknown keys are ignored.
         h.set("some_other_key", "1").unwrap();

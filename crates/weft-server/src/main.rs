@@ -23,24 +23,31 @@ use weft_rpc::{ClusterKey, ServerIdentity, ServerLimits};
     name = "weftd",
     version = weft_build_info::version!(),
     about = "The Weft server: metadata manager (meta role), I/O daemon (io role), cache manager (cache role).",
-    long_about = "The Weft server: metadata manager (meta role), I/O daemon (io role) and/or cache manager \
+    // concat! rather than one literal with `\` line continuations: a continuation
+    // swallows the next line's leading spaces, which the forms below need.
+    long_about = concat!(
+        "The Weft server: metadata manager (meta role), I/O daemon (io role) and/or cache manager \
 (cache role: a share of the cluster's cooperative cache; with the io role in the same process, it caches that \
 server's stripes and reaches them without a socket).\n\n\
 Most users never start weftd by hand: `weft up` starts a whole cluster on this machine.\n\n\
 Every server needs the cluster key (32 random bytes in a file only its owner may read): a connection \
 is served only once it proved it holds the same key. `weft up` and the MPI launch make one in the cluster's \
 home; `weft key create FILE` makes one for a cluster set up by hand.\n\n\
-Three ways to run it:\n\
-  weftd --config cluster.toml --id N      server N of a cluster description (one per machine); the key\n\
-                                          is cluster.key beside it (or key_file, or --key)\n\
-  weftd --role io --data DIR --key FILE [--listen 127.0.0.1:0] [--ready-file F]\n\
-                                          a standalone server; F receives the bound address\n\
-  weftd --role cache|io,cache --cluster-file cluster.toml --data DIR --key FILE ...\n\
-                                          a standalone cache manager (alone, or in an io server)\n\
-  mpirun -np K weftd --mpi --home DIR     a job-scoped cluster: rank 0 meta, the other ranks io with a\n\
-                                          colocated cache manager each (--mpi-cache none: without;\n\
-                                          --cache-ranks N: the last N ranks cache managers only);\n\
-                                          writes DIR/cluster.toml for clients (WEFT_HOME=DIR)"
+Four ways to run it:\n",
+        "  weftd --config cluster.toml --id N\n",
+        "      server N of a cluster description (one per machine, any roles); the key is\n",
+        "      cluster.key beside it (or key_file, or --key)\n",
+        "  weftd --role io --data DIR --key FILE [--listen 127.0.0.1:0] [--ready-file F]\n",
+        "      a standalone io server; F receives the bound address\n",
+        "  weftd --role cache|io,cache --cluster-file cluster.toml --data DIR --key FILE ...\n",
+        "      a standalone cache manager (alone, or in an io server)\n",
+        "  mpirun -np K weftd --mpi --home DIR\n",
+        "      a job-scoped cluster: rank 0 meta, the other ranks io with a colocated cache\n",
+        "      manager each (--mpi-cache none: without; --cache-ranks N: the last N ranks\n",
+        "      cache managers only); writes DIR/cluster.toml for clients (WEFT_HOME=DIR)\n\n",
+        "A metadata manager runs only from a cluster description or in an MPI launch: it\n",
+        "must know its io servers."
+    )
 )]
 struct Args {
     /// Cluster description file (TOML); use with --id.
@@ -49,7 +56,8 @@ struct Args {
     /// This server's id in the cluster description (or the id to report when standalone).
     #[arg(long, value_name = "N")]
     id: Option<u32>,
-    /// Roles when standalone: meta, io, or both ("meta,io").
+    /// Roles when standalone: io, cache, or both ("io,cache"); a cache manager also needs
+    /// --cluster-file or --meta. The meta role runs only with --config or --mpi.
     #[arg(long, value_delimiter = ',', value_name = "ROLES")]
     role: Vec<String>,
     /// Address to listen on (default 127.0.0.1:0 standalone: this machine only; with
@@ -148,45 +156,52 @@ struct Args {
 #[command(next_help_heading = "Limits")]
 struct LimitArgs {
     /// Most connections served at once; more are told "too many connections".
-    #[arg(long, value_name = "N")]
-    connections_max: Option<usize>,
+    #[arg(long, value_name = "N", default_value_t = ServerLimits::default().connections_max)]
+    connections_max: usize,
     /// Most connections from one peer (an address; on the Unix socket, a user).
-    #[arg(long, value_name = "N")]
-    peer_connections_max: Option<usize>,
+    #[arg(long, value_name = "N", default_value_t = ServerLimits::default().peer_connections_max)]
+    peer_connections_max: usize,
     /// Most bytes of requests and replies held in memory (suffixes K, M, G).
-    #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
-    inflight_memory: Option<u64>,
+    #[arg(long, value_name = "BYTES", value_parser = parse_size_arg,
+          default_value_t = ServerLimits::default().data_bytes_inflight_max)]
+    inflight_memory: u64,
     /// Most bytes of requests and replies held in memory for one peer.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
-    peer_inflight_memory: Option<u64>,
+    #[arg(long, value_name = "BYTES", value_parser = parse_size_arg,
+          default_value_t = ServerLimits::default().peer_data_bytes_max)]
+    peer_inflight_memory: u64,
     /// Threads serving connections (each serves thousands).
-    #[arg(long, value_name = "N")]
-    event_loops: Option<usize>,
+    #[arg(long, value_name = "N", default_value_t = ServerLimits::default().event_loops)]
+    event_loops: usize,
     /// A peer whose replies cannot be written for this long is dropped.
-    #[arg(long, value_name = "MS")]
-    send_timeout_ms: Option<u64>,
+    #[arg(long, value_name = "MS", default_value_t = millis(ServerLimits::default().send_timeout))]
+    send_timeout_ms: u64,
     /// A frame must arrive within this time of its first byte.
-    #[arg(long, value_name = "MS")]
-    frame_deadline_ms: Option<u64>,
+    #[arg(long, value_name = "MS", default_value_t = millis(ServerLimits::default().frame_deadline))]
+    frame_deadline_ms: u64,
     /// A connection must complete its handshake within this time.
-    #[arg(long, value_name = "MS")]
-    handshake_timeout_ms: Option<u64>,
+    #[arg(long, value_name = "MS", default_value_t = millis(ServerLimits::default().handshake_timeout))]
+    handshake_timeout_ms: u64,
+}
+
+/// A limit's default duration as `--help` shows it, in milliseconds.
+fn millis(d: Duration) -> u64 {
+    d.as_millis() as u64
 }
 
 impl LimitArgs {
     fn limits(&self, workers: usize) -> ServerLimits {
         let d = ServerLimits::default();
-        let ms = |v: Option<u64>, default: Duration| v.map_or(default, |v| Duration::from_millis(v.max(1)));
+        let ms = |v: u64| Duration::from_millis(v.max(1));
         ServerLimits {
             workers,
-            connections_max: self.connections_max.unwrap_or(d.connections_max).max(1),
-            peer_connections_max: self.peer_connections_max.unwrap_or(d.peer_connections_max).max(1),
-            data_bytes_inflight_max: self.inflight_memory.unwrap_or(d.data_bytes_inflight_max).max(1),
-            peer_data_bytes_max: self.peer_inflight_memory.unwrap_or(d.peer_data_bytes_max).max(1),
-            event_loops: self.event_loops.unwrap_or(d.event_loops).max(1),
-            send_timeout: ms(self.send_timeout_ms, d.send_timeout),
-            frame_deadline: ms(self.frame_deadline_ms, d.frame_deadline),
-            handshake_timeout: ms(self.handshake_timeout_ms, d.handshake_timeout),
+            connections_max: self.connections_max.max(1),
+            peer_connections_max: self.peer_connections_max.max(1),
+            data_bytes_inflight_max: self.inflight_memory.max(1),
+            peer_data_bytes_max: self.peer_inflight_memory.max(1),
+            event_loops: self.event_loops.max(1),
+            send_timeout: ms(self.send_timeout_ms),
+            frame_deadline: ms(self.frame_deadline_ms),
+            handshake_timeout: ms(self.handshake_timeout_ms),
             ..d
         }
     }
@@ -363,7 +378,7 @@ fn run(args: Args) -> Result<()> {
             })
             .collect::<Result<Vec<_>>>()?;
         if roles.is_empty() {
-            bail!("give --config FILE --id N, or --role meta|io with --data DIR (see --help)");
+            bail!("give --config FILE --id N, or --role io with --data DIR and --key FILE (see --help)");
         }
         if roles.contains(&Role::Meta) {
             bail!("a standalone meta server needs to know its io servers: use --config FILE --id N");
@@ -590,4 +605,40 @@ pub fn write_atomically(path: &std::path::Path, text: &str) -> Result<()> {
     std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn help_shows_each_limit_default_and_keeps_the_ways_to_run_indented() {
+        let help = Args::command().render_long_help().to_string();
+        let d = ServerLimits::default();
+        for (flag, default) in [
+            ("--connections-max", d.connections_max.to_string()),
+            ("--peer-connections-max", d.peer_connections_max.to_string()),
+            ("--inflight-memory", d.data_bytes_inflight_max.to_string()),
+            ("--peer-inflight-memory", d.peer_data_bytes_max.to_string()),
+            ("--event-loops", d.event_loops.to_string()),
+            ("--send-timeout-ms", millis(d.send_timeout).to_string()),
+            ("--frame-deadline-ms", millis(d.frame_deadline).to_string()),
+            ("--handshake-timeout-ms", millis(d.handshake_timeout).to_string()),
+        ] {
+            let entry = &help[help.find(&format!("{flag} <")).expect(flag)..];
+            let entry = &entry[..entry[2..].find("\n      --").map_or(entry.len(), |e| e + 2)];
+            assert!(
+                entry.contains(&format!("[default: {default}]")),
+                "{flag}:\n{entry}"
+            );
+        }
+        for line in [
+            "\n  weftd --config cluster.toml --id N\n",
+            "\n  mpirun -np K weftd --mpi --home DIR\n",
+            "\nFour ways to run it:\n",
+        ] {
+            assert!(help.contains(line), "{line:?} in:\n{help}");
+        }
+    }
 }

@@ -63,6 +63,13 @@ fn cluster_management_says_clearly_what_it_did() {
     assert!(states(&String::from_utf8_lossy(&out.stdout))
         .iter()
         .all(|(_, s)| s == "down"));
+    // A file command on the stopped cluster says why it fails and what to do.
+    let (code, err) = weft_err(&cluster, &["ls", "/"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("metadata manager does not answer") && err.contains("weft up"),
+        "{err}"
+    );
 
     // `weft up` on a stopped cluster starts it again with its data.
     let restarted = weft_ok(&cluster, &["up"]);
@@ -221,6 +228,20 @@ fn file_commands_work_end_to_end() {
     let out = cluster.weft(&["cat", "/explicit"]);
     assert!(out.status.success());
     assert!(out.stdout == data, "weft cat");
+    // A local side that cannot take the bytes is named.
+    let (code, err) = weft_err(&cluster, &["get", "/explicit", "/dev/full"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("writing /dev/full") && err.contains("No space left"),
+        "{err}"
+    );
+
+    // stat takes several paths, as stat(1): one that fails is reported, the rest shown.
+    let out = cluster.weft(&["stat", "/nope", "/explicit"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("File: /explicit"), "{shown}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nope not found"));
 
     // ls and ls -l.
     assert_eq!(weft_ok(&cluster, &["ls", "/a/b"]), "c/\n");
@@ -238,10 +259,32 @@ fn file_commands_work_end_to_end() {
     weft_ok(&cluster, &["mv", "/a/moved", "/a/b"]);
     let attr = client.stat("/a/b/moved").unwrap();
     assert_eq!((attr.kind, attr.size), (FileKind::File, data.len() as u64));
+    // Refusals name the paths given, not the manager's inode numbers.
+    let (_, err) = weft_err(&cluster, &["mkdir", "/a"]);
+    assert!(
+        err.contains("/a: already exists") && !err.contains("directory 1"),
+        "{err}"
+    );
+    let (_, err) = weft_err(&cluster, &["mv", "/missing", "/a"]);
+    assert!(
+        err.contains("/missing not found") && !err.contains("directory 1"),
+        "{err}"
+    );
+    weft_ok(&cluster, &["mkdir", "-p", "/t/a/full"]);
+    let (_, err) = weft_err(&cluster, &["mv", "/a", "/t"]);
+    assert!(err.contains("/t/a is a directory that is not empty"), "{err}");
+    weft_ok(&cluster, &["rm", "-r", "/t"]);
 
     // rm refuses a directory without -r, and removes the whole tree with it.
     let (_, err) = weft_err(&cluster, &["rm", "/a"]);
     assert!(err.contains("rm -r"), "{err}");
+    // ... but never the root: `rm -r /` removed every file, then failed on / itself.
+    for args in [&["rm", "-r", "/"][..], &["rm", "-r", "/explicit", "/"]] {
+        let (code, err) = weft_err(&cluster, args);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("refusing to remove /"), "{err}");
+        assert_eq!(weft_ok(&cluster, &["ls", "/"]), "a/\nexplicit\n", "{args:?}");
+    }
     weft_ok(&cluster, &["rm", "-r", "/a"]);
     assert_eq!(weft_ok(&cluster, &["ls", "/"]), "explicit\n");
     weft_ok(&cluster, &["rm", "/explicit"]);
@@ -366,6 +409,29 @@ fn put_keeps_the_source_mode_under_the_umask_and_never_leaves_a_partial_file() {
             .any(|n| n.contains("failed") || n.contains("weft-put")),
         "{names:?}"
     );
+
+    // A put the manager refuses (a layout, a cache mode) is told under the name asked
+    // for, not under put's temporary name.
+    for (option, value, said) in [
+        (
+            "--stripe-count",
+            "99",
+            "/refused.bin: stripe count 99 exceeds the 4 io servers",
+        ),
+        (
+            "--cache",
+            "cached",
+            "/refused.bin: cache mode cached needs a cache tier",
+        ),
+    ] {
+        let (code, err) = weft_err(
+            &cluster,
+            &["put", option, value, private.to_str().unwrap(), "/refused.bin"],
+        );
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains(said), "{option} {value}: {err}");
+        assert!(!err.contains("weft-put"), "{option} {value}: {err}");
+    }
 }
 
 fn read_file(client: &weft_client::Client, path: &str) -> Vec<u8> {
@@ -408,11 +474,27 @@ fn a_stopped_io_server_costs_one_timeout() {
             err.contains(&format!("within {TIMEOUT_MS} ms")),
             "weft {args:?}: {err}"
         );
+        // Which io server, not only its address.
+        assert!(err.contains("io server 1"), "weft {args:?}: {err}");
         assert!(
             took.as_millis() < (TIMEOUT_MS * 3 / 2) as u128,
             "weft {args:?} gave up after {took:?}, more than one timeout of {TIMEOUT_MS} ms: {err}"
         );
     }
+    // df shows the others and says, by its exit status too, that one did not answer.
+    let out = cluster
+        .command("weft")
+        .arg("df")
+        .env("WEFT_TIMEOUT_MS", TIMEOUT_MS.to_string())
+        .output()
+        .unwrap();
+    let (shown, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "{shown}{err}");
+    assert_eq!(shown.matches("unreachable").count(), 1, "{shown}");
+    assert!(err.contains("1 of 4 io servers did not answer"), "{err}");
 }
 
 /// One file whose objects were gone made `weft ls -l` of its whole directory fail.
@@ -597,4 +679,78 @@ fn mkdir_honours_the_umask_and_takes_a_mode() {
     }
     let (_, err) = weft_err(&cluster, &["mkdir", "-m", "999", "/bad"]);
     assert!(err.contains("not an octal mode"), "{err}");
+}
+
+/// `weft ARGS` with no cluster, only `env` (and no $WEFT_META unless `env` sets it): its
+/// exit code and standard error.
+fn weft_alone(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .args(args)
+        .env_remove("WEFT_META")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn stripe_sizes_cache_memory_and_lifetimes_out_of_range_are_refused_before_anything_starts() {
+    // No cluster: the values are checked where they are parsed, with the range, rather
+    // than by the manager as a malformed request ("invalid stripe size: 1", naming
+    // put's temporary file) or by `weft up` after it started its servers.
+    let home = tempfile::tempdir().unwrap();
+    let home_dir = home.path().to_str().unwrap();
+    let weft = |args: &[&str]| weft_alone(args, &[("WEFT_HOME", home_dir)]);
+    for args in [
+        &["put", "--stripe-size", "1", "/etc/hostname", "/x"][..],
+        &["layout", "--set", "--stripe-size", "2G", "/d"],
+        &["up", "--stripe-size", "0"],
+    ] {
+        let (code, err) = weft(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("512 bytes to 1G"), "{args:?}: {err}");
+    }
+    let (code, err) = weft(&["up", "--capability-lifetime-ms", "5"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("1000 to 3600000 ms"), "{err}");
+    for memory in ["0", "2T"] {
+        let (code, err) = weft(&["up", "--cache", "colocated", "--cache-memory", memory]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("1M (1048576 bytes) to 1T"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read_dir(home.path()).unwrap().count(),
+        0,
+        "a refused `weft up` makes nothing in the home"
+    );
+    // A home that is a file is named as such, not as "creating FILE/logs: Not a directory".
+    let file = home.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let (code, err) = weft(&["up", "--home", file.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("is not a directory") && !err.contains("logs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn layout_options_without_set_are_refused_not_ignored() {
+    // No cluster: both are refused before connecting.
+    let weft = |args: &[&str]| weft_alone(args, &[("WEFT_META", "127.0.0.1:1")]);
+    // `weft layout /f --stripe-size 1M` showed the layout and dropped the option.
+    for args in [
+        &["layout", "--stripe-size", "1M", "/d"][..],
+        &["layout", "--clear", "--cache", "none", "/d"],
+    ] {
+        let (code, err) = weft(args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains("go with --set"), "{args:?}: {err}");
+    }
+    let (code, err) = weft(&["layout", "--set", "/d"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--cache"), "{err}");
 }
