@@ -378,7 +378,7 @@ pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> R
     let input = std::fs::File::open(local).with_context(|| format!("cannot open {local}"))?;
     let metadata = input.metadata().with_context(|| format!("cannot stat {local}"))?;
     let target = target_path(client, local, path)?;
-    let (dir, name) = weft_client::path::split(&target)?;
+    let (dir, name) = weft_client::path::split(&target, weft_proto::ErrorCode::IsDirectory)?;
     let temporary = weft_client::path::join(
         &dir,
         &format!(

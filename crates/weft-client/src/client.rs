@@ -625,7 +625,7 @@ impl Client {
     }
 
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
-        let (parent, name) = path::split(path)?;
+        let (parent, name) = path::split(path, ErrorCode::Exists)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
         self.mkdir_named(parent.inode, name.as_bytes(), mode, path)
     }
@@ -684,7 +684,7 @@ impl Client {
 
     /// Creates (or with `exclusive: false` opens) a file for reading and writing.
     pub fn create(&self, path: &str, options: &CreateOptions) -> Result<File, ClientError> {
-        let (parent, name) = path::split(path)?;
+        let (parent, name) = path::split(path, ErrorCode::IsDirectory)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
         self.create_named(parent.inode, name.as_bytes(), options, path)
     }
@@ -974,7 +974,7 @@ impl Client {
     }
 
     pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
-        let (parent, name) = path::split(path)?;
+        let (parent, name) = path::split(path, ErrorCode::IsDirectory)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
         self.remove_named(parent.inode, name.as_bytes(), false, path)
     }
@@ -1018,7 +1018,7 @@ impl Client {
     }
 
     pub fn rmdir(&self, path: &str) -> Result<(), ClientError> {
-        let (parent, name) = path::split(path)?;
+        let (parent, name) = path::split(path, ErrorCode::Busy)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
         self.remove_named(parent.inode, name.as_bytes(), true, path)
     }
@@ -1048,8 +1048,8 @@ impl Client {
     /// Renames atomically, replacing an existing target as POSIX rename(2) does.
     /// Returns the moved inode's attributes (without the derived size).
     pub fn rename(&self, from: &str, to: &str) -> Result<Attr, ClientError> {
-        let (src_dir, src_name) = path::split(from)?;
-        let (dst_dir, dst_name) = path::split(to)?;
+        let (src_dir, src_name) = path::split(from, ErrorCode::Busy)?;
+        let (dst_dir, dst_name) = path::split(to, ErrorCode::Busy)?;
         let src_parent = self.resolve(&src_dir).map_err(|e| e.context(from))?.inode;
         let dst_parent = self.resolve(&dst_dir).map_err(|e| e.context(to))?.inode;
         let what = format!("rename {from} -> {to}");
@@ -1183,7 +1183,7 @@ impl Client {
     }
 
     pub fn symlink(&self, target: &str, link_path: &str) -> Result<Attr, ClientError> {
-        let (parent, name) = path::split(link_path)?;
+        let (parent, name) = path::split(link_path, ErrorCode::Exists)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(link_path))?;
         self.symlink_named(target.as_bytes(), parent.inode, name.as_bytes(), link_path)
     }
@@ -1252,7 +1252,7 @@ impl Client {
     /// Makes `new_path` another name of the file at `existing` (link(2)).
     pub fn link(&self, existing: &str, new_path: &str) -> Result<Attr, ClientError> {
         let inode = self.resolve(existing)?.inode;
-        let (parent, name) = path::split(new_path)?;
+        let (parent, name) = path::split(new_path, ErrorCode::Exists)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(new_path))?;
         self.link_in(inode, parent.inode, name)
             .map_err(|e| e.context(new_path))

@@ -53,12 +53,15 @@ pub fn components(path: &str) -> Result<Vec<&str>, ClientError> {
     Ok(out)
 }
 
-/// Splits a path into its parent and final name ("/a/b" -> ("/a", "b")).
-pub fn split(path: &str) -> Result<(String, &str), ClientError> {
+/// Splits a path into its parent and final name ("/a/b" -> ("/a", "b")). The root has
+/// neither: an operation on it is refused with `if_root`, the error Linux gives for the
+/// same call on "/" (rmdir and rename EBUSY, unlink and create EISDIR, mkdir EEXIST).
+pub fn split(path: &str, if_root: weft_proto::ErrorCode) -> Result<(String, &str), ClientError> {
     let parts = components(path)?;
     let Some((name, parents)) = parts.split_last() else {
-        return Err(ClientError::InvalidArgument(
-            "the root directory has no parent".into(),
+        return Err(ClientError::refused(
+            if_root,
+            "the root directory \"/\" cannot be created, removed, renamed or replaced",
         ));
     };
     Ok((format!("/{}", parents.join("/")), name))
@@ -101,7 +104,10 @@ mod tests {
             prefixed.contains("MPI-IO only") && prefixed.contains("\"/out.h5\""),
             "{prefixed}"
         );
-        assert_eq!(split("/a/b").unwrap(), ("/a".to_string(), "b"));
-        assert_eq!(split("/b").unwrap(), ("/".to_string(), "b"));
+        use weft_proto::ErrorCode::{Busy, Exists};
+        assert_eq!(split("/a/b", Busy).unwrap(), ("/a".to_string(), "b"));
+        assert_eq!(split("/b", Busy).unwrap(), ("/".to_string(), "b"));
+        assert_eq!(split("/", Busy).unwrap_err().code(), Busy);
+        assert_eq!(split("/", Exists).unwrap_err().code(), Exists);
     }
 }

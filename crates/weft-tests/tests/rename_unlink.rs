@@ -181,7 +181,7 @@ fn directory_renames_and_refusals() {
     expect_code(client.rmdir("/full"), ErrorCode::NotEmpty);
     expect_code(client.rmdir("/plain"), ErrorCode::NotDirectory);
     expect_code(client.unlink("/full"), ErrorCode::IsDirectory);
-    expect_code(client.rmdir("/"), ErrorCode::InvalidArgument);
+    expect_code(client.rmdir("/"), ErrorCode::Busy);
     client.unlink("/full/x").unwrap();
     client.rmdir("/full").unwrap();
     let stats = client.statfs().unwrap().meta;
@@ -212,4 +212,27 @@ fn io_on_an_unlinked_open_file_fails_with_stale() {
     let again = put(&client, "/doomed", b"new");
     assert_ne!(again.inode(), file.inode());
     assert_eq!(get(&client, "/doomed"), b"new");
+}
+
+/// The root cannot be made, removed, renamed or replaced; each call on "/" gets the
+/// error Linux gives for it (rmdir("/") is EBUSY, unlink EISDIR, mkdir EEXIST), and
+/// the root and what is in it stay.
+#[test]
+fn calls_on_the_root_get_the_errors_linux_gives() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/kept", 0o755).unwrap();
+    expect_code(client.rmdir("/"), ErrorCode::Busy);
+    expect_code(client.unlink("/"), ErrorCode::IsDirectory);
+    expect_code(client.mkdir("/", 0o755), ErrorCode::Exists);
+    expect_code(client.rename("/", "/elsewhere"), ErrorCode::Busy);
+    expect_code(client.rename("/kept", "/"), ErrorCode::Busy);
+    expect_code(client.create("/", &Default::default()), ErrorCode::IsDirectory);
+    expect_code(client.symlink("/kept", "/"), ErrorCode::Exists);
+    expect_code(client.link("/kept", "/"), ErrorCode::Exists);
+    assert_eq!(
+        client.stat("/kept").unwrap().kind,
+        weft_client::FileKind::Directory
+    );
+    assert!(client.stat("/elsewhere").is_err());
 }
