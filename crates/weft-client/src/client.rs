@@ -309,13 +309,18 @@ impl Client {
     pub fn resolve(&self, path: &str) -> Result<Attr, ClientError> {
         // The manager takes canonical paths: "/a/b/" is sent as "/a/b".
         let canonical = format!("/{}", path::components(path)?.join("/"));
-        self.attr_of(
+        let attr = self.attr_of(
             Request::Resolve {
                 cred: self.cred_clone(),
                 path: canonical,
             },
             path,
-        )
+        )?;
+        // "/a/b/" names a directory (or a link to one), as in Linux.
+        if path::names_a_directory(path) && !matches!(attr.kind, FileKind::Directory | FileKind::Symlink) {
+            return Err(not_a_directory(path));
+        }
+        Ok(attr)
     }
 
     /// Attributes of a path; a file's size is derived from its io servers.
@@ -685,6 +690,12 @@ impl Client {
     /// Creates (or with `exclusive: false` opens) a file for reading and writing.
     pub fn create(&self, path: &str, options: &CreateOptions) -> Result<File, ClientError> {
         let (parent, name) = path::split(path, ErrorCode::IsDirectory)?;
+        if path::names_a_directory(path) {
+            return Err(ClientError::refused(
+                ErrorCode::IsDirectory,
+                format!("{path}: a path ending with / names a directory, not a file to create"),
+            ));
+        }
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
         self.create_named(parent.inode, name.as_bytes(), options, path)
     }
@@ -975,6 +986,14 @@ impl Client {
 
     pub fn unlink(&self, path: &str) -> Result<(), ClientError> {
         let (parent, name) = path::split(path, ErrorCode::IsDirectory)?;
+        if path::names_a_directory(path) {
+            // Never a file to unlink: ENOTDIR for a file, EISDIR for a directory.
+            self.resolve(path)?;
+            return Err(ClientError::refused(
+                ErrorCode::IsDirectory,
+                format!("{path}: is a directory (unlink removes files)"),
+            ));
+        }
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
         self.remove_named(parent.inode, name.as_bytes(), false, path)
     }
@@ -1050,6 +1069,19 @@ impl Client {
     pub fn rename(&self, from: &str, to: &str) -> Result<Attr, ClientError> {
         let (src_dir, src_name) = path::split(from, ErrorCode::Busy)?;
         let (dst_dir, dst_name) = path::split(to, ErrorCode::Busy)?;
+        if path::names_a_directory(from) || path::names_a_directory(to) {
+            // Only a directory moves by a name ending with /.
+            let moved = self
+                .resolve(from.trim_end_matches('/'))
+                .map_err(|e| e.context(from))?;
+            if moved.kind != FileKind::Directory {
+                return Err(not_a_directory(if path::names_a_directory(from) {
+                    from
+                } else {
+                    to
+                }));
+            }
+        }
         let src_parent = self.resolve(&src_dir).map_err(|e| e.context(from))?.inode;
         let dst_parent = self.resolve(&dst_dir).map_err(|e| e.context(to))?.inode;
         let what = format!("rename {from} -> {to}");
@@ -1544,5 +1576,12 @@ fn not_a_stat() -> ClientError {
     ClientError::refused(
         ErrorCode::Io,
         "io server answered an object stat with something else",
+    )
+}
+
+fn not_a_directory(path: &str) -> ClientError {
+    ClientError::refused(
+        ErrorCode::NotDirectory,
+        format!("{path}: not a directory (a path ending with / names one)"),
     )
 }

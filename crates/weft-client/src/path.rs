@@ -67,6 +67,12 @@ pub fn split(path: &str, if_root: weft_proto::ErrorCode) -> Result<(String, &str
     Ok((format!("/{}", parents.join("/")), name))
 }
 
+/// Whether `path` ends with a "/" after a name ("/a/b/"), which names a directory: a
+/// call on it finds a file ENOTDIR and does not create one (EISDIR), as in Linux.
+pub fn names_a_directory(path: &str) -> bool {
+    path.len() > 1 && path.ends_with('/')
+}
+
 /// Joins a directory path and a name.
 pub fn join(dir: &str, name: &str) -> String {
     if dir.ends_with('/') {

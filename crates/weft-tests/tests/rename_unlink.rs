@@ -236,3 +236,38 @@ fn calls_on_the_root_get_the_errors_linux_gives() {
     );
     assert!(client.stat("/elsewhere").is_err());
 }
+
+/// A path ending with "/" names a directory, as in Linux: a file reached so is
+/// ENOTDIR (stat, open, unlink, rename), a create of one is EISDIR, unlink of a
+/// directory so is EISDIR, and directories work with it; nothing is changed by a refusal.
+#[test]
+fn a_trailing_slash_names_a_directory() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    put(&client, "/file", b"data");
+    client.mkdir("/dir", 0o755).unwrap();
+    expect_code(client.stat("/file/"), ErrorCode::NotDirectory);
+    expect_code(
+        client.open("/file/", &OpenOptions::default()),
+        ErrorCode::NotDirectory,
+    );
+    expect_code(client.unlink("/file/"), ErrorCode::NotDirectory);
+    expect_code(client.unlink("/dir/"), ErrorCode::IsDirectory);
+    expect_code(client.rename("/file/", "/moved"), ErrorCode::NotDirectory);
+    expect_code(client.rename("/file", "/moved/"), ErrorCode::NotDirectory);
+    expect_code(
+        client.create("/new/", &Default::default()),
+        ErrorCode::IsDirectory,
+    );
+    assert_eq!(get(&client, "/file"), b"data");
+    assert!(client.stat("/moved").is_err() && client.stat("/new").is_err());
+    // Directories take the slash.
+    assert_eq!(
+        client.stat("/dir/").unwrap().kind,
+        weft_client::FileKind::Directory
+    );
+    client.mkdir("/made/", 0o755).unwrap();
+    client.rename("/made/", "/renamed/").unwrap();
+    client.rmdir("/renamed/").unwrap();
+    assert!(client.stat("/renamed").is_err());
+}
