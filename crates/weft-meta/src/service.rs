@@ -15,7 +15,7 @@ use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
 use weft_proto::msg::BATCH_INODES_MAX;
 use weft_proto::{Attr, ClusterInfo, Cred, ErrorCode, Request, Response, TimeSet, Timespec, WireError};
 
-use crate::store::{ClusterLayout, CreateCheck, MetaStore};
+use crate::store::{ClusterLayout, CreateCheck, Made, MetaStore};
 
 /// The io servers as the metadata service needs them: object creation and
 /// removal. The server binary implements it over the network; tests use doubles.
@@ -436,6 +436,9 @@ impl MetaService {
             Request::RemoveXattr { cred, inode, name } => {
                 store.removexattr(&cred, inode, &name).map(|()| Response::Done)
             }
+            Request::WithParent { request } => self
+                .made(*request)
+                .map(|Made { attr, parent }| Response::Made { attr, parent }),
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
             | Request::ObjPrecreate { .. }
@@ -486,6 +489,76 @@ impl MetaService {
         }
     }
 
+    /// A `WithParent`'s request (one that makes a name) with its directory's
+    /// attributes as the operation's own transaction left them. Decoding lets only
+    /// those requests through; anything else here is a caller's mistake.
+    fn made(&self, request: Request) -> Result<Made, WireError> {
+        let store = &self.store;
+        match request {
+            Request::Create {
+                cred,
+                parent,
+                name,
+                mode,
+                layout,
+                exclusive,
+            } => self.create_made(&cred, parent, name.as_bytes(), mode, &layout, exclusive),
+            Request::Mkdir {
+                cred,
+                parent,
+                name,
+                mode,
+            } => store.mkdir_made(&cred, parent, &name, mode),
+            Request::Symlink {
+                cred,
+                parent,
+                name,
+                target,
+            } => store.symlink_made(&cred, parent, &name, &target),
+            Request::Mknod {
+                cred,
+                parent,
+                name,
+                kind,
+                mode,
+                rdev,
+            } => store.mknod_made(&cred, parent, &name, kind, mode, rdev),
+            Request::Link {
+                cred,
+                inode,
+                parent,
+                name,
+            } => store.link_made(&cred, inode, parent, &name),
+            other => Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{:?} makes no name: only create, mkdir, symlink, mknod and link are answered with their directory",
+                    other.opcode()
+                ),
+            )),
+        }
+    }
+
+    /// `create`, with the parent's attributes after it (for an existing file a
+    /// non-exclusive create opens, the parent as it is then).
+    pub fn create_made(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: &[u8],
+        mode: u32,
+        layout: &LayoutRequest,
+        exclusive: bool,
+    ) -> Result<Made, WireError> {
+        match self.create_or_open(cred, parent, name, mode, layout, exclusive)? {
+            Created::Made(made) => Ok(made),
+            Created::Existing(attr) => Ok(Made {
+                attr,
+                parent: self.store.getattr(cred, parent)?,
+            }),
+        }
+    }
+
     /// Creates a file: check, take a precreated inode number for the layout's servers
     /// (its objects exist and are durable: no round trip to the io servers, see
     /// `take_precreated`) or, for a server set without a pool, create its objects now
@@ -503,6 +576,21 @@ impl MetaService {
         layout: &LayoutRequest,
         exclusive: bool,
     ) -> Result<Attr, WireError> {
+        match self.create_or_open(cred, parent, name, mode, layout, exclusive)? {
+            Created::Made(made) => Ok(made.attr),
+            Created::Existing(attr) => Ok(attr),
+        }
+    }
+
+    fn create_or_open(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: &[u8],
+        mode: u32,
+        layout: &LayoutRequest,
+        exclusive: bool,
+    ) -> Result<Created, WireError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -510,7 +598,7 @@ impl MetaService {
                 .store
                 .create_check(cred, parent, name, mode, layout, exclusive)?
             {
-                CreateCheck::Existing(attr) => return Ok(attr),
+                CreateCheck::Existing(attr) => return Ok(Created::Existing(attr)),
                 CreateCheck::New(pending) => pending,
             };
             let pooled = match self.take_precreated(pending.layout()) {
@@ -551,8 +639,8 @@ impl MetaService {
                 }
             }
             let layout = pending.layout().clone();
-            match self.store.create_commit(cred, pending) {
-                Ok(attr) => return Ok(attr),
+            match self.store.create_commit_made(cred, pending) {
+                Ok(made) => return Ok(Created::Made(made)),
                 Err(error) => {
                     if matches!(error.code, ErrorCode::Io | ErrorCode::NoSpace) {
                         // The commit may have reached the disk before failing: its
@@ -993,6 +1081,13 @@ impl MetaService {
 }
 
 /// The first failed call, with its server.
+/// What `create_or_open` did.
+enum Created {
+    Made(Made),
+    /// A non-exclusive create found a file of that name.
+    Existing(Attr),
+}
+
 fn first_failure(servers: &[ServerId], results: Vec<Result<(), WireError>>) -> Option<(ServerId, WireError)> {
     servers
         .iter()

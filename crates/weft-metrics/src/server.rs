@@ -538,7 +538,9 @@ impl ServerMetrics {
         if let Some(m) = metrics {
             m.in_flight.inc();
         }
-        let inner = request.data_request();
+        // Counted as what it carries out: a `WithParent` create is a "create" (so the
+        // created-files count and the per-operation figures keep their meaning).
+        let inner = request.data_request().meta_request();
         let data = match inner.opcode() {
             Opcode::Write | Opcode::WriteView => Data::Written,
             Opcode::Read | Opcode::ReadView => Data::Read,
