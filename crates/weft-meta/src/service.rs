@@ -43,6 +43,21 @@ pub trait ObjectServers: Send + Sync {
     fn set_mtime(&self, _server: ServerId, _inodes: &[InodeId], _mtime: Timespec) -> Result<(), WireError> {
         Ok(())
     }
+    /// `set_mtime` on every server of `servers`, the results in their order. A setattr
+    /// waits for it on a file's close: an implementation should ask all servers at once
+    /// (the network one sends every request before awaiting any, with no thread per
+    /// server); doubles may ask them one after another, as this default does.
+    fn set_mtime_each(
+        &self,
+        servers: &[ServerId],
+        inodes: &[InodeId],
+        mtime: Timespec,
+    ) -> Vec<Result<(), WireError>> {
+        servers
+            .iter()
+            .map(|&server| self.set_mtime(server, inodes, mtime))
+            .collect()
+    }
 }
 
 /// Most orphans one purge round handles.
@@ -269,14 +284,8 @@ impl MetaService {
                 if let (Some(TimeSet::At(mtime)), Some(layout)) = (changes.mtime, &attr.layout) {
                     // The objects' own times are later than the one set (they were
                     // written before): set theirs too, or a stat would show theirs.
-                    for (server, result) in
-                        layout
-                            .servers
-                            .iter()
-                            .zip(self.on_each_server(&layout.servers, |server| {
-                                self.objects.set_mtime(server, &[inode], mtime)
-                            }))
-                    {
+                    let results = self.objects.set_mtime_each(&layout.servers, &[inode], mtime);
+                    for (server, result) in layout.servers.iter().zip(results) {
                         if let Err(e) = result {
                             eprintln!(
                                 "weftd meta: setting the time of inode {inode}'s object on io server {server}: {}; \
