@@ -13,7 +13,9 @@ use std::time::Instant;
 
 use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
 use weft_proto::msg::BATCH_INODES_MAX;
-use weft_proto::{Attr, ClusterInfo, Cred, ErrorCode, Request, Response, TimeSet, Timespec, WireError};
+use weft_proto::{
+    Attr, ClusterInfo, Cred, ErrorCode, FileKind, Request, Response, SetAttr, TimeSet, Timespec, WireError,
+};
 
 use crate::store::{ClusterLayout, CreateCheck, Made, MetaStore};
 
@@ -43,16 +45,20 @@ pub trait ObjectServers: Send + Sync {
     fn set_mtime(&self, _server: ServerId, _inodes: &[InodeId], _mtime: Timespec) -> Result<(), WireError> {
         Ok(())
     }
-    /// `set_mtime` on every server of `servers`, the results in their order. A setattr
-    /// waits for it on a file's close: an implementation should ask all servers at once
-    /// (the network one sends every request before awaiting any, with no thread per
-    /// server); doubles may ask them one after another, as this default does.
+    /// `set_mtime` on every server of `servers`, the results in their order, with
+    /// `meanwhile` run while the requests are on their way. A setattr waits for it on a
+    /// file's close: an implementation should ask all servers at once (the network one
+    /// sends every request, runs `meanwhile`, then awaits the answers, with no thread per
+    /// server); doubles may run `meanwhile` first and then ask the servers one after
+    /// another, as this default does.
     fn set_mtime_each(
         &self,
         servers: &[ServerId],
         inodes: &[InodeId],
         mtime: Timespec,
+        meanwhile: &mut dyn FnMut(),
     ) -> Vec<Result<(), WireError>> {
+        meanwhile();
         servers
             .iter()
             .map(|&server| self.set_mtime(server, inodes, mtime))
@@ -279,31 +285,7 @@ impl MetaService {
             Request::Resolve { cred, path } => store.resolve(&cred, &path).map(Response::Attr),
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
             Request::GetAttr { cred, inode } => store.getattr(&cred, inode).map(Response::Attr),
-            Request::SetAttr { cred, inode, changes } => {
-                let attr = store.setattr(&cred, inode, &changes)?;
-                if let (Some(TimeSet::At(mtime)), Some(layout)) = (changes.mtime, &attr.layout) {
-                    // The objects' own times are later than the one set (they were
-                    // written before): set theirs too, or a stat would show theirs.
-                    let results = self.objects.set_mtime_each(&layout.servers, &[inode], mtime);
-                    for (server, result) in layout.servers.iter().zip(results) {
-                        if let Err(e) = result {
-                            eprintln!(
-                                "weftd meta: setting the time of inode {inode}'s object on io server {server}: {}; \
-                                 a stat may show the object's later time",
-                                e.message
-                            );
-                        }
-                    }
-                }
-                // A chmod or chown may take rights away: capabilities issued before it
-                // go (their holders ask again, and are checked again).
-                if changes.mode.is_some() || changes.uid.is_some() || changes.gid.is_some() {
-                    if let Some(issuer) = self.capabilities.get() {
-                        issuer.revoke(&[inode]);
-                    }
-                }
-                Ok(Response::Attr(attr))
-            }
+            Request::SetAttr { cred, inode, changes } => self.setattr(&cred, inode, &changes),
             Request::GrantCapability { cred, inode, rights } => self.grant_capability(&cred, inode, rights),
             Request::Mkdir {
                 cred,
@@ -496,6 +478,73 @@ impl MetaService {
                 ),
             )),
         }
+    }
+
+    /// `SetAttr`. An explicit mtime is set on the file's objects too (their own times
+    /// are later: they were written before), and the answer waits for them. When the
+    /// change cannot be refused (root's, on a regular file; only the file's removal or
+    /// a storage failure can fail it), the objects are asked while the change commits
+    /// rather than after: the writes it must follow were answered before the client
+    /// sent it. Otherwise only once it has committed, so that a refused change sets no
+    /// object's time.
+    fn setattr(&self, cred: &Cred, inode: InodeId, changes: &SetAttr) -> Result<Response, WireError> {
+        let store = &self.store;
+        let mut early = None;
+        if let (Some(TimeSet::At(mtime)), 0, None) = (changes.mtime, cred.uid, changes.size) {
+            if let Ok(Attr {
+                kind: FileKind::File,
+                layout: Some(layout),
+                ..
+            }) = store.getattr(cred, inode)
+            {
+                early = Some((mtime, layout));
+            }
+        }
+        let (attr, times) = match early {
+            Some((mtime, layout)) => {
+                let mut committed = None;
+                let results = self
+                    .objects
+                    .set_mtime_each(&layout.servers, &[inode], mtime, &mut || {
+                        committed = Some(store.setattr(cred, inode, changes));
+                    });
+                let attr = committed.expect("set_mtime_each runs meanwhile")?;
+                (attr, Some((mtime, layout.servers, results)))
+            }
+            None => {
+                let attr = store.setattr(cred, inode, changes)?;
+                let times = match (changes.mtime, &attr.layout) {
+                    (Some(TimeSet::At(mtime)), Some(layout)) => Some((
+                        mtime,
+                        layout.servers.clone(),
+                        self.objects
+                            .set_mtime_each(&layout.servers, &[inode], mtime, &mut || {}),
+                    )),
+                    _ => None,
+                };
+                (attr, times)
+            }
+        };
+        for (server, result) in times
+            .iter()
+            .flat_map(|(_, servers, results)| servers.iter().zip(results))
+        {
+            if let Err(e) = result {
+                eprintln!(
+                    "weftd meta: setting the time of inode {inode}'s object on io server {server}: {}; \
+                     a stat may show the object's later time",
+                    e.message
+                );
+            }
+        }
+        // A chmod or chown may take rights away: capabilities issued before it
+        // go (their holders ask again, and are checked again).
+        if changes.mode.is_some() || changes.uid.is_some() || changes.gid.is_some() {
+            if let Some(issuer) = self.capabilities.get() {
+                issuer.revoke(&[inode]);
+            }
+        }
+        Ok(Response::Attr(attr))
     }
 
     /// A `WithParent`'s request (one that makes a name) with its directory's

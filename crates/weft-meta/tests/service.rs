@@ -30,6 +30,9 @@ struct FakeServers {
     service: Mutex<Weak<MetaService>>,
     /// Every `set_mtime` call: (server, inode, time).
     times_set: Mutex<Vec<(ServerId, InodeId, Timespec)>>,
+    /// Every `set_mtime_each`: whether the manager had the time already when the
+    /// requests went out (the change committed before), and after `meanwhile`.
+    time_sends: Mutex<Vec<(bool, bool)>>,
 }
 
 impl FakeServers {
@@ -97,6 +100,29 @@ impl ObjectServers for FakeServers {
         let mut times = self.times_set.lock().unwrap();
         times.extend(inodes.iter().map(|inode| (server, *inode, mtime)));
         Ok(())
+    }
+    /// As the network one: every request out, then `meanwhile`, then the answers.
+    fn set_mtime_each(
+        &self,
+        servers: &[ServerId],
+        inodes: &[InodeId],
+        mtime: Timespec,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Vec<Result<(), WireError>> {
+        let service = self.service.lock().unwrap().upgrade().expect("service alive");
+        let managed = || {
+            inodes
+                .iter()
+                .all(|i| service.store().getattr(&root(), *i).unwrap().mtime == mtime)
+        };
+        let before = managed();
+        let results = servers
+            .iter()
+            .map(|&server| self.set_mtime(server, inodes, mtime))
+            .collect();
+        meanwhile();
+        self.time_sends.lock().unwrap().push((before, managed()));
+        results
     }
 }
 
@@ -1192,6 +1218,13 @@ fn explicit_times_reach_the_objects_only_when_the_setattr_is_permitted() {
     let mut set = taken();
     set.sort();
     assert_eq!(set, on_the_objects(2_000));
+
+    // Root's change cannot be refused: the objects were asked while it committed;
+    // the owner's only after it had.
+    assert_eq!(
+        std::mem::take(&mut *f.servers.time_sends.lock().unwrap()),
+        vec![(false, true), (true, true)]
+    );
 
     // Refused: bob is not the owner; the owner may not give the file away. Neither
     // reaches the objects, nor changes the manager's time.

@@ -570,15 +570,16 @@ impl ObjectServers for NetObjectServers {
             },
         )
     }
-    /// Every request sent before any answer is awaited: one round trip for the lot,
-    /// with no thread per server (threads cost more than the round trip on a loaded
-    /// manager). A request that could not be sent, or was refused for want of a fresh
-    /// capability, is made again alone, as `call` does.
+    /// Every request sent, then `meanwhile` run, then the answers awaited: one round
+    /// trip for the lot, with no thread per server (threads cost more than the round
+    /// trip on a loaded manager). A request that could not be sent, or was refused for
+    /// want of a fresh capability, is made again alone, as `call` does.
     fn set_mtime_each(
         &self,
         servers: &[ServerId],
         inodes: &[InodeId],
         mtime: weft_proto::Timespec,
+        meanwhile: &mut dyn FnMut(),
     ) -> Vec<Result<(), WireError>> {
         let request = Request::ObjTimes {
             inodes: inodes.to_vec(),
@@ -592,6 +593,7 @@ impl ObjectServers for NetObjectServers {
             .iter()
             .map(|connection| connection.as_ref().and_then(|c| c.send(&request, &[]).ok()))
             .collect();
+        meanwhile();
         servers
             .iter()
             .zip(pending)
