@@ -490,7 +490,9 @@ impl MetaService {
     fn setattr(&self, cred: &Cred, inode: InodeId, changes: &SetAttr) -> Result<Response, WireError> {
         let store = &self.store;
         let mut early = None;
-        if let (Some(TimeSet::At(mtime)), 0, None) = (changes.mtime, cred.uid, changes.size) {
+        if let (Some(TimeSet::At(mtime)), 0, None, false) =
+            (changes.mtime, cred.uid, changes.size, changes.kill_privileges)
+        {
             if let Ok(Attr {
                 kind: FileKind::File,
                 layout: Some(layout),
@@ -508,7 +510,11 @@ impl MetaService {
                     .set_mtime_each(&layout.servers, &[inode], mtime, &mut || {
                         committed = Some(store.setattr(cred, inode, changes));
                     });
-                let attr = committed.expect("set_mtime_each runs meanwhile")?;
+                // An implementation that did not run `meanwhile` leaves the commit here.
+                let attr = match committed {
+                    Some(result) => result?,
+                    None => store.setattr(cred, inode, changes)?,
+                };
                 (attr, Some((mtime, layout.servers, results)))
             }
             None => {
