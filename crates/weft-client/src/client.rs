@@ -5,6 +5,7 @@ use crate::error::ClientError;
 use crate::file::{File, TransferOptions};
 use crate::path;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use weft_layout::{InodeId, LayoutRequest, ServerId};
 use weft_proto::msg::{Request, Response, XattrSet, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
@@ -23,6 +24,10 @@ pub(crate) struct Inner {
     pub cache_addrs: HashMap<ServerId, Arc<ServerAddress>>,
     pub cred: Cred,
     pub transfer: TransferOptions,
+    /// The manager answered a `WithParent` with `UnknownOpcode` (it predates it): the
+    /// `*_made` operations send their request alone from then on. Shared by every
+    /// client made from this one.
+    pub no_parent_attrs: Arc<AtomicBool>,
 }
 
 /// Where to reach a server, chosen when it is first used (see `io_address`): a client
@@ -99,6 +104,18 @@ impl Default for CreateOptions {
             truncate: true,
         }
     }
+}
+
+/// What an operation that makes a name (`create_in_made`, `mkdir_in_made`, ...) made,
+/// with the attributes of the directory the name went into.
+#[derive(Debug)]
+pub struct Made<T> {
+    pub made: T,
+    /// The directory's attributes as the manager's transaction of the operation left
+    /// them (as fresh as a `getattr` sent when the operation was; a group commit may
+    /// have added other clients' changes by its answer). `None` from a manager that
+    /// predates `WithParent`.
+    pub parent: Option<Attr>,
 }
 
 /// How to open a file.
@@ -221,6 +238,7 @@ impl Client {
                 cache_addrs,
                 cred,
                 transfer: TransferOptions::default(),
+                no_parent_attrs: Arc::new(AtomicBool::new(false)),
             }),
         })
     }
@@ -251,6 +269,7 @@ impl Client {
             cache_addrs: i.cache_addrs.clone(),
             cred: i.cred.clone(),
             transfer: i.transfer,
+            no_parent_attrs: i.no_parent_attrs.clone(),
         };
         change(&mut inner);
         Client {
@@ -295,6 +314,47 @@ impl Client {
         match self.inner.meta(&request).map_err(|e| e.context(what))? {
             Response::Attr(a) => Ok(a),
             other => Err(unexpected(&other)),
+        }
+    }
+
+    /// `request` (one that makes a name) answered with its directory's attributes: sent
+    /// in a `WithParent`, or alone to a manager that does not know it.
+    fn made_of(&self, request: Request, what: &str) -> Result<Made<Attr>, ClientError> {
+        let plain = if self.inner.no_parent_attrs.load(Ordering::Relaxed) {
+            request
+        } else {
+            let wrapped = Request::WithParent {
+                request: Box::new(request),
+            };
+            match self.inner.meta(&wrapped) {
+                Ok(Response::Made { attr, parent }) => {
+                    return Ok(Made {
+                        made: attr,
+                        parent: Some(parent),
+                    })
+                }
+                Ok(other) => return Err(unexpected(&other)),
+                // Refused at decode, before anything was done: the request alone.
+                Err(e) if e.code() == ErrorCode::UnknownOpcode => {
+                    self.inner.no_parent_attrs.store(true, Ordering::Relaxed);
+                    match wrapped {
+                        Request::WithParent { request } => *request,
+                        other => other,
+                    }
+                }
+                Err(e) => return Err(e.context(what)),
+            }
+        };
+        self.attr_of(plain, what).map(|made| Made { made, parent: None })
+    }
+
+    /// `attr_of`, or with `parent` `made_of`.
+    fn attr_made(&self, request: Request, what: &str, parent: bool) -> Result<Made<Attr>, ClientError> {
+        if parent {
+            self.made_of(request, what)
+        } else {
+            self.attr_of(request, what)
+                .map(|made| Made { made, parent: None })
         }
     }
 
@@ -632,24 +692,44 @@ impl Client {
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<Attr, ClientError> {
         let (parent, name) = path::split(path, ErrorCode::Exists)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
-        self.mkdir_named(parent.inode, name.as_bytes(), mode, path)
+        self.mkdir_named(parent.inode, name.as_bytes(), mode, path, false)
+            .map(|made| made.made)
     }
 
     /// Creates directory `name` in directory `parent`. This and the other `*_in`
     /// operations serve adapters that track inodes rather than paths (FUSE).
     pub fn mkdir_in(&self, parent: InodeId, name: impl AsRef<[u8]>, mode: u32) -> Result<Attr, ClientError> {
         let name = name.as_ref();
-        self.mkdir_named(parent, name, mode, &lossy(name))
+        self.mkdir_named(parent, name, mode, &lossy(name), false)
+            .map(|made| made.made)
     }
 
-    fn mkdir_named(&self, parent: InodeId, name: &[u8], mode: u32, what: &str) -> Result<Attr, ClientError> {
+    /// `mkdir_in`, with `parent`'s attributes after it (see [`Made`]).
+    pub fn mkdir_in_made(
+        &self,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        mode: u32,
+    ) -> Result<Made<Attr>, ClientError> {
+        let name = name.as_ref();
+        self.mkdir_named(parent, name, mode, &lossy(name), true)
+    }
+
+    fn mkdir_named(
+        &self,
+        parent: InodeId,
+        name: &[u8],
+        mode: u32,
+        what: &str,
+        with_parent: bool,
+    ) -> Result<Made<Attr>, ClientError> {
         let request = Request::Mkdir {
             cred: self.cred_clone(),
             parent,
             name: Name::from(name),
             mode,
         };
-        self.attr_of(request, what)
+        self.attr_made(request, what, with_parent)
     }
 
     /// Creates a directory and any missing parents; existing directories are fine.
@@ -697,7 +777,8 @@ impl Client {
             ));
         }
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
-        self.create_named(parent.inode, name.as_bytes(), options, path)
+        self.create_named(parent.inode, name.as_bytes(), options, path, false)
+            .map(|made| made.made)
     }
 
     /// Creates (or with `exclusive: false` opens) file `name` in directory `parent`.
@@ -708,7 +789,19 @@ impl Client {
         options: &CreateOptions,
     ) -> Result<File, ClientError> {
         let name = name.as_ref();
-        self.create_named(parent, name, options, &lossy(name))
+        self.create_named(parent, name, options, &lossy(name), false)
+            .map(|made| made.made)
+    }
+
+    /// `create_in`, with `parent`'s attributes after it (see [`Made`]).
+    pub fn create_in_made(
+        &self,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        options: &CreateOptions,
+    ) -> Result<Made<File>, ClientError> {
+        let name = name.as_ref();
+        self.create_named(parent, name, options, &lossy(name), true)
     }
 
     fn create_named(
@@ -717,7 +810,8 @@ impl Client {
         name: &[u8],
         options: &CreateOptions,
         path: &str,
-    ) -> Result<File, ClientError> {
+        with_parent: bool,
+    ) -> Result<Made<File>, ClientError> {
         let request = Request::Create {
             cred: self.cred_clone(),
             parent,
@@ -726,7 +820,10 @@ impl Client {
             layout: options.layout,
             exclusive: options.exclusive,
         };
-        let attr = self.attr_of(request, path)?;
+        let Made {
+            made: attr,
+            parent: parent_attr,
+        } = self.attr_made(request, path, with_parent)?;
         if attr.kind != FileKind::File {
             return Err(ClientError::refused(
                 ErrorCode::IsDirectory,
@@ -737,7 +834,10 @@ impl Client {
         if options.truncate {
             file.truncate(0)?;
         }
-        Ok(file)
+        Ok(Made {
+            made: file,
+            parent: parent_attr,
+        })
     }
 
     /// Opens a file. Reading is always allowed by the handle; the manager checked
@@ -1217,7 +1317,8 @@ impl Client {
     pub fn symlink(&self, target: &str, link_path: &str) -> Result<Attr, ClientError> {
         let (parent, name) = path::split(link_path, ErrorCode::Exists)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(link_path))?;
-        self.symlink_named(target.as_bytes(), parent.inode, name.as_bytes(), link_path)
+        self.symlink_named(target.as_bytes(), parent.inode, name.as_bytes(), link_path, false)
+            .map(|made| made.made)
     }
 
     /// Creates symbolic link `name` in directory `parent`, pointing at `target` (bytes,
@@ -1229,7 +1330,19 @@ impl Client {
         name: impl AsRef<[u8]>,
     ) -> Result<Attr, ClientError> {
         let name = name.as_ref();
-        self.symlink_named(target.as_ref(), parent, name, &lossy(name))
+        self.symlink_named(target.as_ref(), parent, name, &lossy(name), false)
+            .map(|made| made.made)
+    }
+
+    /// `symlink_in`, with `parent`'s attributes after it (see [`Made`]).
+    pub fn symlink_in_made(
+        &self,
+        target: impl AsRef<[u8]>,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+    ) -> Result<Made<Attr>, ClientError> {
+        let name = name.as_ref();
+        self.symlink_named(target.as_ref(), parent, name, &lossy(name), true)
     }
 
     fn symlink_named(
@@ -1238,14 +1351,15 @@ impl Client {
         parent: InodeId,
         name: &[u8],
         what: &str,
-    ) -> Result<Attr, ClientError> {
+        with_parent: bool,
+    ) -> Result<Made<Attr>, ClientError> {
         let request = Request::Symlink {
             cred: self.cred_clone(),
             parent,
             name: Name::from(name),
             target: Name::from(target),
         };
-        self.attr_of(request, what)
+        self.attr_made(request, what, with_parent)
     }
 
     /// A symlink's target, as the bytes stored.
@@ -1271,14 +1385,34 @@ impl Client {
         parent: InodeId,
         name: impl AsRef<[u8]>,
     ) -> Result<Attr, ClientError> {
-        let name = name.as_ref();
+        self.link_made(inode, parent, name.as_ref(), false)
+            .map(|made| made.made)
+    }
+
+    /// `link_in`, with `parent`'s attributes after it (see [`Made`]).
+    pub fn link_in_made(
+        &self,
+        inode: InodeId,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+    ) -> Result<Made<Attr>, ClientError> {
+        self.link_made(inode, parent, name.as_ref(), true)
+    }
+
+    fn link_made(
+        &self,
+        inode: InodeId,
+        parent: InodeId,
+        name: &[u8],
+        with_parent: bool,
+    ) -> Result<Made<Attr>, ClientError> {
         let request = Request::Link {
             cred: self.cred_clone(),
             inode,
             parent,
             name: Name::from(name),
         };
-        self.attr_of(request, &lossy(name))
+        self.attr_made(request, &lossy(name), with_parent)
     }
 
     /// Makes `new_path` another name of the file at `existing` (link(2)).
@@ -1300,7 +1434,29 @@ impl Client {
         mode: u32,
         rdev: u64,
     ) -> Result<Attr, ClientError> {
-        let name = name.as_ref();
+        self.mknod_made(parent, name.as_ref(), (kind, mode, rdev), false)
+            .map(|made| made.made)
+    }
+
+    /// `mknod_in`, with `parent`'s attributes after it (see [`Made`]).
+    pub fn mknod_in_made(
+        &self,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        kind: FileKind,
+        mode: u32,
+        rdev: u64,
+    ) -> Result<Made<Attr>, ClientError> {
+        self.mknod_made(parent, name.as_ref(), (kind, mode, rdev), true)
+    }
+
+    fn mknod_made(
+        &self,
+        parent: InodeId,
+        name: &[u8],
+        (kind, mode, rdev): (FileKind, u32, u64),
+        with_parent: bool,
+    ) -> Result<Made<Attr>, ClientError> {
         let request = Request::Mknod {
             cred: self.cred_clone(),
             parent,
@@ -1309,7 +1465,7 @@ impl Client {
             mode,
             rdev,
         };
-        self.attr_of(request, &lossy(name))
+        self.attr_made(request, &lossy(name), with_parent)
     }
 
     /// Sets extended attribute `name` (`user.*`, or `trusted.*` as root) of `inode`.

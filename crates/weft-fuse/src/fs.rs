@@ -11,6 +11,7 @@ use crate::deferred::{Caller, Deferred};
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
 use crate::names::{Names, Retries};
+use crate::parents::Parents;
 use crate::prefetch::Prefetch;
 use crate::recent::{Recent, Ticket};
 use crate::xattr::{self, CLUSTER_XATTR, LAYOUT_XATTR};
@@ -29,8 +30,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 use weft_client::{
-    Attr, Client, ClientError, CreateOptions, DataStamp, ErrorCode, File, FileKind, InodeId, Name, SetAttr,
-    XattrSet,
+    Attr, Client, ClientError, CreateOptions, DataStamp, ErrorCode, File, FileKind, InodeId, Made, Name,
+    SetAttr, XattrSet,
 };
 
 /// Largest read or write request the kernel sends (`max_write`, and readahead): 4 MiB,
@@ -112,6 +113,8 @@ pub struct WeftFs {
     deferred: Deferred,
     /// Write capabilities of new files asked for in the background (see `prefetch`).
     prefetch: Prefetch,
+    /// Directories' attributes from the answers to creates in them (see `parents`).
+    parents: Parents,
 }
 
 /// A file's data as an open here found it.
@@ -175,6 +178,7 @@ impl WeftFs {
             recent: Recent::new(cache.attr_ttl),
             deferred: Deferred::default(),
             prefetch: Prefetch::default(),
+            parents: Parents::new(cache.attr_ttl),
         }
     }
 
@@ -414,7 +418,9 @@ impl WeftFs {
         let attr = if changes == SetAttr::default() {
             client.getattr(inode(ino))
         } else {
+            let change = self.parents.begin(inode(ino));
             let set = client.setattr_inode(inode(ino), &changes);
+            self.parents.end(change, None);
             self.recent.inode_changed(inode(ino));
             set
         }
@@ -548,9 +554,12 @@ impl WeftFs {
             truncate,
             ..CreateOptions::default()
         };
-        let file = client.create_in(inode(parent), name, &options);
+        let change = self.parents.begin(inode(parent));
+        let made = client.create_in_made(inode(parent), name, &options);
+        self.parents
+            .end(change, made.as_ref().ok().and_then(|m| m.parent.as_ref()));
         self.recent.dir_changed(inode(parent));
-        let file = file.map_err(|e| errno(&e, "create"))?;
+        let file = made.map_err(|e| errno(&e, "create"))?.made;
         let mut attr = file.attr().clone();
         if exclusive || truncate {
             attr.size = 0;
@@ -594,8 +603,10 @@ impl WeftFs {
             return Ok(());
         }
         // A replaced target that is open here stays readable by its descriptors.
+        self.parents.rename_begins();
         let renamed =
             client.rename_keeping((inode(parent), name), (inode(new_parent), new_name), self.keep());
+        self.parents.rename_ends();
         self.recent.dir_changed(inode(parent));
         self.recent.dir_changed(inode(new_parent));
         let (moved, kept) = renamed.map_err(|e| errno(&e, "rename"))?;
@@ -741,7 +752,8 @@ impl WeftFs {
     ) -> Result<FileAttr, Errno> {
         let client = self.caller(req);
         let permissions = mode & !umask & 0o7777;
-        let attr = match kind_of_mode(mode) {
+        let change = self.parents.begin(parent);
+        let made = match kind_of_mode(mode) {
             Some(FileKind::File) => {
                 let options = CreateOptions {
                     mode: permissions,
@@ -749,19 +761,26 @@ impl WeftFs {
                     truncate: false,
                     ..CreateOptions::default()
                 };
-                let mut attr = client
-                    .create_in(parent, name, &options)
-                    .map_err(|e| errno(&e, "mknod"))?
-                    .attr()
-                    .clone();
-                attr.size = 0;
-                attr
+                client.create_in_made(parent, name, &options).map(|made| {
+                    let mut attr = made.made.attr().clone();
+                    attr.size = 0;
+                    Made {
+                        made: attr,
+                        parent: made.parent,
+                    }
+                })
             }
-            Some(kind) if kind.is_special() => client
-                .mknod_in(parent, name, kind, permissions, rdev as u64)
-                .map_err(|e| errno(&e, "mknod"))?,
-            _ => return Err(Errno::EINVAL),
+            Some(kind) if kind.is_special() => {
+                client.mknod_in_made(parent, name, kind, permissions, rdev as u64)
+            }
+            _ => {
+                self.parents.end(change, None);
+                return Err(Errno::EINVAL);
+            }
         };
+        self.parents
+            .end(change, made.as_ref().ok().and_then(|m| m.parent.as_ref()));
+        let attr = made.map_err(|e| errno(&e, "mknod"))?.made;
         Ok(self.entered(parent, name, &attr))
     }
 
@@ -858,6 +877,10 @@ impl Filesystem for WeftFs {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        // A directory this mount just made a name in: as the manager answered that.
+        if let Some((attr, left)) = self.parents.take(inode(ino)) {
+            return reply.attr(&left, &self.remember(&attr));
+        }
         match self.do_getattr(req, inode(ino), fh) {
             Ok(attr) => reply.attr(&self.ttl(), &attr),
             Err(e) => reply.error(e),
@@ -908,12 +931,16 @@ impl Filesystem for WeftFs {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        let result = Ok(name_bytes(name)).and_then(|name| {
-            self.caller(req)
-                .mkdir_in(inode(parent), name, mode & !umask & 0o7777)
-                .map(|attr| self.entered(inode(parent), name, &attr))
-                .map_err(|e| errno(&e, "mkdir"))
-        });
+        let name = name_bytes(name);
+        let change = self.parents.begin(inode(parent));
+        let made = self
+            .caller(req)
+            .mkdir_in_made(inode(parent), name, mode & !umask & 0o7777);
+        self.parents
+            .end(change, made.as_ref().ok().and_then(|m| m.parent.as_ref()));
+        let result = made
+            .map(|made| self.entered(inode(parent), name, &made.made))
+            .map_err(|e| errno(&e, "mkdir"));
         self.recent.dir_changed(inode(parent));
         match result {
             Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
@@ -922,6 +949,7 @@ impl Filesystem for WeftFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let change = self.parents.begin(inode(parent));
         let result = Ok(name_bytes(name)).and_then(|name| {
             let kept = self
                 .caller(req)
@@ -930,6 +958,7 @@ impl Filesystem for WeftFs {
             self.kept_by_manager(kept);
             Ok(())
         });
+        self.parents.end(change, None);
         self.recent.dir_changed(inode(parent));
         match result {
             Ok(()) => reply.ok(),
@@ -938,11 +967,13 @@ impl Filesystem for WeftFs {
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let change = self.parents.begin(inode(parent));
         let result = Ok(name_bytes(name)).and_then(|name| {
             self.caller(req)
                 .rmdir_in(inode(parent), name)
                 .map_err(|e| errno(&e, "rmdir"))
         });
+        self.parents.end(change, None);
         self.recent.dir_changed(inode(parent));
         match result {
             Ok(()) => reply.ok(),
@@ -951,13 +982,16 @@ impl Filesystem for WeftFs {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        let result = Ok(name_bytes(link_name)).and_then(|name| {
-            let target = target.as_os_str().as_bytes();
-            self.caller(req)
-                .symlink_in(target, inode(parent), name)
-                .map(|attr| self.entered(inode(parent), name, &attr))
-                .map_err(|e| errno(&e, "symlink"))
-        });
+        let name = name_bytes(link_name);
+        let change = self.parents.begin(inode(parent));
+        let made = self
+            .caller(req)
+            .symlink_in_made(target.as_os_str().as_bytes(), inode(parent), name);
+        self.parents
+            .end(change, made.as_ref().ok().and_then(|m| m.parent.as_ref()));
+        let result = made
+            .map(|made| self.entered(inode(parent), name, &made.made))
+            .map_err(|e| errno(&e, "symlink"));
         self.recent.dir_changed(inode(parent));
         match result {
             Ok(attr) => reply.entry(&self.ttl(), &attr, Generation(0)),
@@ -1253,6 +1287,7 @@ impl Filesystem for WeftFs {
         };
         // Before the change: from now on a getxattr of this file asks the manager.
         self.deferred.xattrs_unknown(inode(ino));
+        let change = self.parents.begin(inode(ino));
         let result = if name == OsStr::new(CLUSTER_XATTR) {
             Err(Errno::EPERM)
         } else if name == OsStr::new(LAYOUT_XATTR) {
@@ -1262,6 +1297,7 @@ impl Filesystem for WeftFs {
                 .setxattr(inode(ino), name.as_bytes(), value, how)
                 .map_err(|e| errno(&e, "setxattr"))
         };
+        self.parents.end(change, None);
         self.recent.inode_changed(inode(ino));
         match result {
             Ok(()) => reply.ok(),
@@ -1309,6 +1345,7 @@ impl Filesystem for WeftFs {
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         // Before the change: from now on a getxattr of this file asks the manager.
         self.deferred.xattrs_unknown(inode(ino));
+        let change = self.parents.begin(inode(ino));
         let result = if name == OsStr::new(CLUSTER_XATTR) {
             Err(Errno::EPERM)
         } else if name == OsStr::new(LAYOUT_XATTR) {
@@ -1318,6 +1355,7 @@ impl Filesystem for WeftFs {
                 .removexattr(inode(ino), name.as_bytes())
                 .map_err(|e| errno(&e, "removexattr"))
         };
+        self.parents.end(change, None);
         self.recent.inode_changed(inode(ino));
         match result {
             Ok(()) => reply.ok(),
@@ -1327,10 +1365,13 @@ impl Filesystem for WeftFs {
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let name = name_bytes(newname);
-        let linked = self.caller(req).link_in(inode(ino), inode(newparent), name);
+        let change = self.parents.begin(inode(newparent));
+        let linked = self.caller(req).link_in_made(inode(ino), inode(newparent), name);
+        self.parents
+            .end(change, linked.as_ref().ok().and_then(|m| m.parent.as_ref()));
         self.recent.dir_changed(inode(newparent));
         self.recent.inode_changed(inode(ino));
-        match linked {
+        match linked.map(|made| made.made) {
             Ok(attr) => {
                 let attr = self.with_size(req, attr);
                 reply.entry(

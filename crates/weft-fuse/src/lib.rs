@@ -29,6 +29,10 @@
 //!   answers than the kernel's own cache would give (see `recent`). Mode, owner and time
 //!   changes of a file this mount created and holds open are sent together at its close,
 //!   and its extended attributes (none) are answered here until then (see `deferred`).
+//!   A directory's attributes after a create (mkdir, symlink, mknod, link) in it come
+//!   with the manager's answer to it, and answer the kernel's next GETATTR of the
+//!   directory within what remains of `attr_ttl` from the operation's send (see
+//!   `parents`).
 //! - Close-to-open consistency across clients: an open checks with the manager, in one
 //!   round trip, that the names the kernel found the file by still lead to it, and reads
 //!   its attributes and size afresh (dropping the kernel's cached ones if they changed).
@@ -72,6 +76,7 @@ mod fs;
 mod kept;
 mod mount;
 mod names;
+mod parents;
 mod prefetch;
 mod recent;
 mod xattr;

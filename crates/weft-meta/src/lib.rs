@@ -11,6 +11,6 @@ pub mod store;
 
 pub use service::{CapabilityIssuer, MetaService, ObjectServers, PurgerHandle};
 pub use store::{
-    ClusterLayout, CreateCheck, MetaStore, PendingCreate, StoreError, LINKS_MAX, XATTRS_PER_INODE_MAX,
+    ClusterLayout, CreateCheck, Made, MetaStore, PendingCreate, StoreError, LINKS_MAX, XATTRS_PER_INODE_MAX,
     XATTR_BYTES_PER_INODE_MAX,
 };

@@ -13,9 +13,11 @@ use std::time::Instant;
 
 use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
 use weft_proto::msg::BATCH_INODES_MAX;
-use weft_proto::{Attr, ClusterInfo, Cred, ErrorCode, Request, Response, TimeSet, Timespec, WireError};
+use weft_proto::{
+    Attr, ClusterInfo, Cred, ErrorCode, FileKind, Request, Response, SetAttr, TimeSet, Timespec, WireError,
+};
 
-use crate::store::{ClusterLayout, CreateCheck, MetaStore};
+use crate::store::{ClusterLayout, CreateCheck, Made, MetaStore};
 
 /// The io servers as the metadata service needs them: object creation and
 /// removal. The server binary implements it over the network; tests use doubles.
@@ -42,6 +44,25 @@ pub trait ObjectServers: Send + Sync {
     /// explicitly set time: a file's time is the latest of its objects' and its own).
     fn set_mtime(&self, _server: ServerId, _inodes: &[InodeId], _mtime: Timespec) -> Result<(), WireError> {
         Ok(())
+    }
+    /// `set_mtime` on every server of `servers`, the results in their order, with
+    /// `meanwhile` run while the requests are on their way. A setattr waits for it on a
+    /// file's close: an implementation should ask all servers at once (the network one
+    /// sends every request, runs `meanwhile`, then awaits the answers, with no thread per
+    /// server); doubles may run `meanwhile` first and then ask the servers one after
+    /// another, as this default does.
+    fn set_mtime_each(
+        &self,
+        servers: &[ServerId],
+        inodes: &[InodeId],
+        mtime: Timespec,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Vec<Result<(), WireError>> {
+        meanwhile();
+        servers
+            .iter()
+            .map(|&server| self.set_mtime(server, inodes, mtime))
+            .collect()
     }
 }
 
@@ -264,37 +285,7 @@ impl MetaService {
             Request::Resolve { cred, path } => store.resolve(&cred, &path).map(Response::Attr),
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
             Request::GetAttr { cred, inode } => store.getattr(&cred, inode).map(Response::Attr),
-            Request::SetAttr { cred, inode, changes } => {
-                let attr = store.setattr(&cred, inode, &changes)?;
-                if let (Some(TimeSet::At(mtime)), Some(layout)) = (changes.mtime, &attr.layout) {
-                    // The objects' own times are later than the one set (they were
-                    // written before): set theirs too, or a stat would show theirs.
-                    for (server, result) in
-                        layout
-                            .servers
-                            .iter()
-                            .zip(self.on_each_server(&layout.servers, |server| {
-                                self.objects.set_mtime(server, &[inode], mtime)
-                            }))
-                    {
-                        if let Err(e) = result {
-                            eprintln!(
-                                "weftd meta: setting the time of inode {inode}'s object on io server {server}: {}; \
-                                 a stat may show the object's later time",
-                                e.message
-                            );
-                        }
-                    }
-                }
-                // A chmod or chown may take rights away: capabilities issued before it
-                // go (their holders ask again, and are checked again).
-                if changes.mode.is_some() || changes.uid.is_some() || changes.gid.is_some() {
-                    if let Some(issuer) = self.capabilities.get() {
-                        issuer.revoke(&[inode]);
-                    }
-                }
-                Ok(Response::Attr(attr))
-            }
+            Request::SetAttr { cred, inode, changes } => self.setattr(&cred, inode, &changes),
             Request::GrantCapability { cred, inode, rights } => self.grant_capability(&cred, inode, rights),
             Request::Mkdir {
                 cred,
@@ -436,6 +427,9 @@ impl MetaService {
             Request::RemoveXattr { cred, inode, name } => {
                 store.removexattr(&cred, inode, &name).map(|()| Response::Done)
             }
+            Request::WithParent { request } => self
+                .made(*request)
+                .map(|Made { attr, parent }| Response::Made { attr, parent }),
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
             | Request::ObjPrecreate { .. }
@@ -486,6 +480,149 @@ impl MetaService {
         }
     }
 
+    /// `SetAttr`. An explicit mtime is set on the file's objects too (their own times
+    /// are later: they were written before), and the answer waits for them. When the
+    /// change cannot be refused (root's, on a regular file; only the file's removal or
+    /// a storage failure can fail it), the objects are asked while the change commits
+    /// rather than after: the writes it must follow were answered before the client
+    /// sent it. Otherwise only once it has committed, so that a refused change sets no
+    /// object's time.
+    fn setattr(&self, cred: &Cred, inode: InodeId, changes: &SetAttr) -> Result<Response, WireError> {
+        let store = &self.store;
+        let mut early = None;
+        if let (Some(TimeSet::At(mtime)), 0, None, false) =
+            (changes.mtime, cred.uid, changes.size, changes.kill_privileges)
+        {
+            if let Ok(Attr {
+                kind: FileKind::File,
+                layout: Some(layout),
+                ..
+            }) = store.getattr(cred, inode)
+            {
+                early = Some((mtime, layout));
+            }
+        }
+        let (attr, times) = match early {
+            Some((mtime, layout)) => {
+                let mut committed = None;
+                let results = self
+                    .objects
+                    .set_mtime_each(&layout.servers, &[inode], mtime, &mut || {
+                        committed = Some(store.setattr(cred, inode, changes));
+                    });
+                // An implementation that did not run `meanwhile` leaves the commit here.
+                let attr = match committed {
+                    Some(result) => result?,
+                    None => store.setattr(cred, inode, changes)?,
+                };
+                (attr, Some((mtime, layout.servers, results)))
+            }
+            None => {
+                let attr = store.setattr(cred, inode, changes)?;
+                let times = match (changes.mtime, &attr.layout) {
+                    (Some(TimeSet::At(mtime)), Some(layout)) => Some((
+                        mtime,
+                        layout.servers.clone(),
+                        self.objects
+                            .set_mtime_each(&layout.servers, &[inode], mtime, &mut || {}),
+                    )),
+                    _ => None,
+                };
+                (attr, times)
+            }
+        };
+        for (server, result) in times
+            .iter()
+            .flat_map(|(_, servers, results)| servers.iter().zip(results))
+        {
+            if let Err(e) = result {
+                eprintln!(
+                    "weftd meta: setting the time of inode {inode}'s object on io server {server}: {}; \
+                     a stat may show the object's later time",
+                    e.message
+                );
+            }
+        }
+        // A chmod or chown may take rights away: capabilities issued before it
+        // go (their holders ask again, and are checked again).
+        if changes.mode.is_some() || changes.uid.is_some() || changes.gid.is_some() {
+            if let Some(issuer) = self.capabilities.get() {
+                issuer.revoke(&[inode]);
+            }
+        }
+        Ok(Response::Attr(attr))
+    }
+
+    /// A `WithParent`'s request (one that makes a name) with its directory's
+    /// attributes as the operation's own transaction left them. Decoding lets only
+    /// those requests through; anything else here is a caller's mistake.
+    fn made(&self, request: Request) -> Result<Made, WireError> {
+        let store = &self.store;
+        match request {
+            Request::Create {
+                cred,
+                parent,
+                name,
+                mode,
+                layout,
+                exclusive,
+            } => self.create_made(&cred, parent, name.as_bytes(), mode, &layout, exclusive),
+            Request::Mkdir {
+                cred,
+                parent,
+                name,
+                mode,
+            } => store.mkdir_made(&cred, parent, &name, mode),
+            Request::Symlink {
+                cred,
+                parent,
+                name,
+                target,
+            } => store.symlink_made(&cred, parent, &name, &target),
+            Request::Mknod {
+                cred,
+                parent,
+                name,
+                kind,
+                mode,
+                rdev,
+            } => store.mknod_made(&cred, parent, &name, kind, mode, rdev),
+            Request::Link {
+                cred,
+                inode,
+                parent,
+                name,
+            } => store.link_made(&cred, inode, parent, &name),
+            other => Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{:?} makes no name: only create, mkdir, symlink, mknod and link are answered with their directory",
+                    other.opcode()
+                ),
+            )),
+        }
+    }
+
+    /// `create`, with the parent's attributes after it (for an existing file a
+    /// non-exclusive create opens, the parent as it is then).
+    pub fn create_made(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: &[u8],
+        mode: u32,
+        layout: &LayoutRequest,
+        exclusive: bool,
+    ) -> Result<Made, WireError> {
+        match self.create_or_open(cred, parent, name, mode, layout, exclusive)? {
+            Created::Made(made) => Ok(made),
+            Created::Existing(attr) => Ok(Made {
+                attr,
+                parent: self.store.getattr(cred, parent)?,
+            }),
+        }
+    }
+
     /// Creates a file: check, take a precreated inode number for the layout's servers
     /// (its objects exist and are durable: no round trip to the io servers, see
     /// `take_precreated`) or, for a server set without a pool, create its objects now
@@ -503,6 +640,21 @@ impl MetaService {
         layout: &LayoutRequest,
         exclusive: bool,
     ) -> Result<Attr, WireError> {
+        match self.create_or_open(cred, parent, name, mode, layout, exclusive)? {
+            Created::Made(made) => Ok(made.attr),
+            Created::Existing(attr) => Ok(attr),
+        }
+    }
+
+    fn create_or_open(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: &[u8],
+        mode: u32,
+        layout: &LayoutRequest,
+        exclusive: bool,
+    ) -> Result<Created, WireError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -510,7 +662,7 @@ impl MetaService {
                 .store
                 .create_check(cred, parent, name, mode, layout, exclusive)?
             {
-                CreateCheck::Existing(attr) => return Ok(attr),
+                CreateCheck::Existing(attr) => return Ok(Created::Existing(attr)),
                 CreateCheck::New(pending) => pending,
             };
             let pooled = match self.take_precreated(pending.layout()) {
@@ -551,8 +703,8 @@ impl MetaService {
                 }
             }
             let layout = pending.layout().clone();
-            match self.store.create_commit(cred, pending) {
-                Ok(attr) => return Ok(attr),
+            match self.store.create_commit_made(cred, pending) {
+                Ok(made) => return Ok(Created::Made(made)),
                 Err(error) => {
                     if matches!(error.code, ErrorCode::Io | ErrorCode::NoSpace) {
                         // The commit may have reached the disk before failing: its
@@ -993,6 +1145,13 @@ impl MetaService {
 }
 
 /// The first failed call, with its server.
+/// What `create_or_open` did.
+enum Created {
+    Made(Made),
+    /// A non-exclusive create found a file of that name.
+    Existing(Attr),
+}
+
 fn first_failure(servers: &[ServerId], results: Vec<Result<(), WireError>>) -> Option<(ServerId, WireError)> {
     servers
         .iter()

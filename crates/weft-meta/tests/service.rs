@@ -30,6 +30,9 @@ struct FakeServers {
     service: Mutex<Weak<MetaService>>,
     /// Every `set_mtime` call: (server, inode, time).
     times_set: Mutex<Vec<(ServerId, InodeId, Timespec)>>,
+    /// Every `set_mtime_each`: whether the manager had the time already when the
+    /// requests went out (the change committed before), and after `meanwhile`.
+    time_sends: Mutex<Vec<(bool, bool)>>,
 }
 
 impl FakeServers {
@@ -97,6 +100,29 @@ impl ObjectServers for FakeServers {
         let mut times = self.times_set.lock().unwrap();
         times.extend(inodes.iter().map(|inode| (server, *inode, mtime)));
         Ok(())
+    }
+    /// As the network one: every request out, then `meanwhile`, then the answers.
+    fn set_mtime_each(
+        &self,
+        servers: &[ServerId],
+        inodes: &[InodeId],
+        mtime: Timespec,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Vec<Result<(), WireError>> {
+        let service = self.service.lock().unwrap().upgrade().expect("service alive");
+        let managed = || {
+            inodes
+                .iter()
+                .all(|i| service.store().getattr(&root(), *i).unwrap().mtime == mtime)
+        };
+        let before = managed();
+        let results = servers
+            .iter()
+            .map(|&server| self.set_mtime(server, inodes, mtime))
+            .collect();
+        meanwhile();
+        self.time_sends.lock().unwrap().push((before, managed()));
+        results
     }
 }
 
@@ -663,6 +689,106 @@ fn metadata_requests_map_to_store_operations() {
     );
 }
 
+/// A `WithParent` does what its request does and answers with the directory as the
+/// operation left it: what a getattr right after says (a second directory entry, a
+/// subdirectory's link, the times), for each kind of request that makes a name, and
+/// for a non-exclusive create that finds the file. A refused request changes nothing.
+#[test]
+fn requests_with_their_directory_answer_the_directory_after_them() {
+    let f = fixture();
+    let s = &f.service;
+    let d = attr(s.handle(Request::Mkdir {
+        cred: root(),
+        parent: InodeId::ROOT,
+        name: "d".into(),
+        mode: 0o755,
+    }));
+    let made = |request: Request| match s.handle(Request::WithParent {
+        request: Box::new(request),
+    }) {
+        Ok(Response::Made { attr, parent }) => (attr, parent),
+        other => panic!("expected what was made, got {other:?}"),
+    };
+    let getattr = |inode| attr(s.handle(Request::GetAttr { cred: root(), inode }));
+    let mut last = d.clone();
+    let (file, parent) = made(create_request(
+        root(),
+        d.inode,
+        "f",
+        LayoutRequest::default(),
+        true,
+    ));
+    assert_eq!(file.kind, FileKind::File);
+    let requests = vec![
+        Request::Mkdir {
+            cred: root(),
+            parent: d.inode,
+            name: "sub".into(),
+            mode: 0o700,
+        },
+        Request::Symlink {
+            cred: root(),
+            parent: d.inode,
+            name: "l".into(),
+            target: "f".into(),
+        },
+        Request::Mknod {
+            cred: root(),
+            parent: d.inode,
+            name: "p".into(),
+            kind: FileKind::Fifo,
+            mode: 0o600,
+            rdev: 0,
+        },
+        Request::Link {
+            cred: root(),
+            inode: file.inode,
+            parent: d.inode,
+            name: "h".into(),
+        },
+        // Finds "f": the directory as it is.
+        create_request(root(), d.inode, "f", LayoutRequest::default(), false),
+    ];
+    assert_eq!(parent, getattr(d.inode));
+    assert_eq!(parent.size, 1);
+    assert!(parent.mtime > last.mtime || parent.mtime == last.mtime && parent.size > last.size);
+    last = parent;
+    for request in requests {
+        let what = format!("{:?}", request.opcode());
+        let (made, parent) = made(request);
+        assert_eq!(parent, getattr(d.inode), "{what}");
+        assert_eq!(made, getattr(made.inode), "{what}");
+        assert!(parent.size >= last.size, "{what}");
+        last = parent;
+    }
+    assert_eq!((last.size, last.nlink), (5, 3));
+    assert_eq!(getattr(file.inode).nlink, 2);
+    // Refused: nothing changes.
+    let error = s
+        .handle(Request::WithParent {
+            request: Box::new(create_request(
+                root(),
+                d.inode,
+                "f",
+                LayoutRequest::default(),
+                true,
+            )),
+        })
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::Exists);
+    assert_eq!(getattr(d.inode), last);
+    // A request that makes no name (decoding lets none through; the service refuses).
+    let error = s
+        .handle(Request::WithParent {
+            request: Box::new(Request::GetAttr {
+                cred: root(),
+                inode: d.inode,
+            }),
+        })
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::InvalidArgument);
+}
+
 #[test]
 fn io_requests_are_refused() {
     let f = fixture();
@@ -1092,6 +1218,13 @@ fn explicit_times_reach_the_objects_only_when_the_setattr_is_permitted() {
     let mut set = taken();
     set.sort();
     assert_eq!(set, on_the_objects(2_000));
+
+    // Root's change cannot be refused: the objects were asked while it committed;
+    // the owner's only after it had.
+    assert_eq!(
+        std::mem::take(&mut *f.servers.time_sends.lock().unwrap()),
+        vec![(false, true), (true, true)]
+    );
 
     // Refused: bob is not the owner; the owner may not give the file away. Neither
     // reaches the objects, nor changes the manager's time.

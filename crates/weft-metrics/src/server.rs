@@ -538,7 +538,9 @@ impl ServerMetrics {
         if let Some(m) = metrics {
             m.in_flight.inc();
         }
-        let inner = request.data_request();
+        // Counted as what it carries out: a `WithParent` create is a "create" (so the
+        // created-files count and the per-operation figures keep their meaning).
+        let inner = request.data_request().meta_request();
         let data = match inner.opcode() {
             Opcode::Write | Opcode::WriteView => Data::Written,
             Opcode::Read | Opcode::ReadView => Data::Read,
@@ -704,6 +706,48 @@ fn snake_case(camel: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A create sent with its directory (`WithParent`) counts as a create: in the
+    /// requests by operation and in the created-files count.
+    #[test]
+    fn a_request_with_its_directory_counts_as_what_it_carries() {
+        let metrics = ServerMetrics::new(&ServerDescription {
+            server_id: 0,
+            roles: vec![RoleKind::Meta],
+            build: "test".into(),
+        });
+        let create = Request::Create {
+            cred: weft_proto::Cred::root(),
+            parent: InodeId(1),
+            name: "f".into(),
+            mode: 0o644,
+            layout: Default::default(),
+            exclusive: true,
+        };
+        for request in [
+            create.clone(),
+            Request::WithParent {
+                request: Box::new(create),
+            },
+        ] {
+            metrics
+                .begin(RoleKind::Meta, ConnectionId(1), &request, 0)
+                .finish(Ok(0), false);
+        }
+        let text = metrics.render();
+        let value = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name} in {text}"))
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(value("weft_meta_requests_total{op=\"create\"}"), "2");
+        assert_eq!(value("weft_meta_created_files_total"), "2");
+        assert!(!text.contains("with_parent"), "{text}");
+    }
 
     #[test]
     fn names_are_snake_case() {

@@ -118,6 +118,7 @@ pub enum Opcode {
     ObjStat = 71,
     ObjStamp = 151,
     ObjTimes = 160,
+    WithParent = 152,
     Allocate = 72,
     SharedPointer = 125,
     SharedPointerSince = 150,
@@ -722,6 +723,15 @@ pub enum Request {
         incarnation: u64,
         op: SharedOp,
     },
+    /// meta: `request` (a `Create`, `Mkdir`, `Symlink`, `Mknod` or `Link`, never another
+    /// kind), answered with `Made`: what it made and its directory's attributes as the
+    /// operation left them, read in the operation's own transaction. A mount answers the
+    /// kernel's next `GETATTR` of the directory (which every create invalidates) with
+    /// them instead of asking again. Added within protocol version 3: an older manager
+    /// answers `UnknownOpcode`, and the client sends `request` alone.
+    WithParent {
+        request: Box<Request>,
+    },
 }
 
 /// What a `SharedPointer` request does.
@@ -881,6 +891,13 @@ pub enum Response {
     },
     /// `GrantCapability`: the capability.
     Capability(Capability),
+    /// `WithParent`: the inode made (or, for a non-exclusive create of an existing
+    /// file, found; for `Link`, linked) and the attributes of the directory the name is
+    /// in, just after the operation.
+    Made {
+        attr: Attr,
+        parent: Attr,
+    },
 }
 
 impl Request {
@@ -912,6 +929,7 @@ impl Request {
             | Request::ListXattr { cred, .. }
             | Request::RemoveXattr { cred, .. }
             | Request::GrantCapability { cred, .. } => Some(cred),
+            Request::WithParent { request } => request.cred_mut(),
             _ => None,
         }
     }
@@ -985,6 +1003,7 @@ impl Request {
             PresentCapability { .. } => Opcode::PresentCapability,
             GrantCapability { .. } => Opcode::GrantCapability,
             RevokeCapabilities { .. } => Opcode::RevokeCapabilities,
+            WithParent { .. } => Opcode::WithParent,
         }
     }
 
@@ -1005,6 +1024,10 @@ impl Request {
             ServerInfo | GetCluster | IoStatfs | CacheStats | CacheCioStats => {}
             ViaCache { file, request } => {
                 file.encode(&mut w);
+                w.u16(request.opcode() as u16);
+                w.bytes.extend_from_slice(&request.encode_body());
+            }
+            WithParent { request } => {
                 w.u16(request.opcode() as u16);
                 w.bytes.extend_from_slice(&request.encode_body());
             }
@@ -1718,10 +1741,40 @@ impl Request {
                 incarnation: r.u64()?,
                 op: SharedOp::decode(r)?,
             },
+            152 => {
+                let inner = r.u16()?;
+                if !Request::MAKES_NAMES.iter().any(|o| *o as u16 == inner) {
+                    return Err(DecodeError::Invalid {
+                        what: "request answered with its directory (only create, mkdir, symlink, mknod and link are)",
+                        value: inner as u64,
+                    });
+                }
+                Request::WithParent {
+                    request: Box::new(Request::decode(inner, r.take_rest())?),
+                }
+            }
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
         Ok(req)
+    }
+
+    /// The requests a `WithParent` may carry: those that make a name in a directory.
+    pub const MAKES_NAMES: [Opcode; 5] = [
+        Opcode::Create,
+        Opcode::Mkdir,
+        Opcode::Symlink,
+        Opcode::Mknod,
+        Opcode::Link,
+    ];
+
+    /// The request a manager carries out: the request itself, or the one a
+    /// `WithParent` carries (what metrics count it as).
+    pub fn meta_request(&self) -> &Request {
+        match self {
+            Request::WithParent { request } => request,
+            other => other,
+        }
     }
 
     /// The file a data request is about and the request an io server would get: the
@@ -1879,6 +1932,11 @@ impl Wire for Response {
                 w.u8(40);
                 cap.encode(w);
             }
+            Made { attr, parent } => {
+                w.u8(66);
+                attr.encode(w);
+                parent.encode(w);
+            }
         }
     }
 
@@ -1955,6 +2013,10 @@ impl Response {
                 }
             }
             40 => Response::Capability(Capability::decode(r)?),
+            66 => Response::Made {
+                attr: Attr::decode(r)?,
+                parent: Attr::decode(r)?,
+            },
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -2395,6 +2457,24 @@ mod tests {
                     },
                 ],
             },
+            Request::WithParent {
+                request: Box::new(Request::Create {
+                    cred: cred(),
+                    parent: InodeId(5),
+                    name: "new".into(),
+                    mode: 0o600,
+                    layout: LayoutRequest::default(),
+                    exclusive: true,
+                }),
+            },
+            Request::WithParent {
+                request: Box::new(Request::Link {
+                    cred: cred(),
+                    inode: InodeId(9),
+                    parent: InodeId(5),
+                    name: "other".into(),
+                }),
+            },
         ];
         for mut req in reqs {
             // Every request that claims a credential lets the server replace it (owner
@@ -2447,6 +2527,57 @@ mod tests {
                 "{inner:?}"
             );
         }
+    }
+
+    /// Only requests that make a name travel in a `WithParent`: a lookup, a removal or
+    /// another `WithParent` is refused at decode, and the inner request still gets its
+    /// own checks.
+    #[test]
+    fn only_name_making_requests_carry_their_directory() {
+        for inner in [
+            Request::Lookup {
+                cred: cred(),
+                parent: InodeId(1),
+                name: "x".into(),
+            },
+            Request::Unlink {
+                cred: cred(),
+                parent: InodeId(1),
+                name: "x".into(),
+                keep: None,
+            },
+            Request::WithParent {
+                request: Box::new(Request::Mkdir {
+                    cred: cred(),
+                    parent: InodeId(1),
+                    name: "d".into(),
+                    mode: 0o755,
+                }),
+            },
+        ] {
+            let mut w = Writer::default();
+            w.u16(inner.opcode() as u16);
+            w.bytes.extend_from_slice(&inner.encode_body());
+            assert!(
+                Request::decode(Opcode::WithParent as u16, &w.bytes).is_err(),
+                "{inner:?}"
+            );
+        }
+        let mkdir = Request::WithParent {
+            request: Box::new(Request::Mkdir {
+                cred: cred(),
+                parent: InodeId(1),
+                name: "d".into(),
+                mode: 0o755,
+            }),
+        };
+        let mut body = mkdir.encode_body();
+        body.push(0);
+        assert!(
+            Request::decode(Opcode::WithParent as u16, &body).is_err(),
+            "trailing byte"
+        );
+        assert_eq!(mkdir.meta_request().opcode(), Opcode::Mkdir);
     }
 
     /// Only reads carry an access pattern: a write (or anything else) nested in a
@@ -2522,7 +2653,7 @@ mod tests {
                 more: false,
             }),
             Ok(Response::Renamed {
-                moved: attr,
+                moved: attr.clone(),
                 kept: None,
             }),
             Ok(Response::Entries {
@@ -2604,6 +2735,15 @@ mod tests {
             ])),
             Ok(Response::Metrics {
                 url: "http://127.0.0.1:9100/metrics".into(),
+            }),
+            Ok(Response::Made {
+                attr: attr.clone(),
+                parent: Attr {
+                    kind: FileKind::Directory,
+                    nlink: 3,
+                    layout: None,
+                    ..attr.clone()
+                },
             }),
             Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];

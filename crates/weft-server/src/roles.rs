@@ -570,6 +570,51 @@ impl ObjectServers for NetObjectServers {
             },
         )
     }
+    /// Every request sent, then `meanwhile` run, then the answers awaited: one round
+    /// trip for the lot, with no thread per server (threads cost more than the round
+    /// trip on a loaded manager). A request that could not be sent, or was refused for
+    /// want of a fresh capability, is made again alone, as `call` does.
+    fn set_mtime_each(
+        &self,
+        servers: &[ServerId],
+        inodes: &[InodeId],
+        mtime: weft_proto::Timespec,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Vec<Result<(), WireError>> {
+        let request = Request::ObjTimes {
+            inodes: inodes.to_vec(),
+            mtime,
+        };
+        let connections: Vec<_> = servers
+            .iter()
+            .map(|server| self.addrs.get(server).and_then(|addr| self.pool.get(addr).ok()))
+            .collect();
+        let pending: Vec<_> = connections
+            .iter()
+            .map(|connection| connection.as_ref().and_then(|c| c.send(&request, &[]).ok()))
+            .collect();
+        meanwhile();
+        servers
+            .iter()
+            .zip(pending)
+            .map(|(&server, call)| {
+                let Some(call) = call else {
+                    // Not sent (no connection, or it had broken): alone, as `call` does.
+                    return self.call(server, request.clone());
+                };
+                match call.wait() {
+                    Ok(_) => Ok(()),
+                    Err(weft_rpc::RpcError::Remote { error, .. })
+                        if error.code == ErrorCode::CapabilityRequired =>
+                    {
+                        self.call(server, request.clone())
+                    }
+                    Err(weft_rpc::RpcError::Remote { error, .. }) => Err(error),
+                    Err(e) => Err(WireError::new(e.code(), format!("io server {server}: {e}"))),
+                }
+            })
+            .collect()
+    }
     fn drop_cached(&self, manager: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
         self.call(
             manager,

@@ -39,6 +39,7 @@ pub use access::{MAY_READ, MAY_WRITE};
 pub use names::{NAME_BYTES_MAX, PATH_BYTES_MAX};
 pub use ops::create::{CreateCheck, PendingCreate};
 pub use ops::link::LINKS_MAX;
+pub use ops::Made;
 pub use xattrs::{XATTRS_PER_INODE_MAX, XATTR_BYTES_PER_INODE_MAX};
 
 use std::cell::Cell;

@@ -7,7 +7,7 @@ use super::super::access::{MAY_EXECUTE, MAY_WRITE};
 use super::super::names::{check_name, quoted};
 use super::super::record::InodeRecord;
 use super::super::{require, MetaStore, Namespace};
-use super::{child_record, exists, new_mode_and_group};
+use super::{child_record, exists, new_mode_and_group, Made};
 use weft_layout::{CacheMode, InodeId, Layout, LayoutRequest};
 use weft_proto::{Attr, Cred, ErrorCode, FileKind, WireError};
 
@@ -138,6 +138,11 @@ impl MetaStore {
     /// between is `Exists` even for a non-exclusive create: the caller removes
     /// its objects and checks again, which then finds the existing file.
     pub fn create_commit(&self, cred: &Cred, pending: PendingCreate) -> Result<Attr, WireError> {
+        self.create_commit_made(cred, pending).map(|made| made.attr)
+    }
+
+    /// `create_commit`, with the parent's attributes after it.
+    pub fn create_commit_made(&self, cred: &Cred, pending: PendingCreate) -> Result<Made, WireError> {
         let PendingCreate {
             parent,
             name,
@@ -168,7 +173,10 @@ impl MetaStore {
             record.layout = Some(layout);
             record.cache = cache;
             tx.add_name((parent, &mut parent_record), name, (inode, &record), true)?;
-            Ok(record.attr(inode))
+            Ok(Made {
+                attr: record.attr(inode),
+                parent: parent_record.attr(parent),
+            })
         })
     }
 }

@@ -5,7 +5,7 @@ use super::super::access::{
 };
 use super::super::names::check_name;
 use super::super::{MetaStore, Namespace};
-use super::exists;
+use super::{exists, Made};
 use weft_layout::InodeId;
 use weft_proto::{Attr, Cred, ErrorCode, FileKind, WireError};
 
@@ -26,6 +26,17 @@ impl MetaStore {
         parent: InodeId,
         name: impl AsRef<[u8]>,
     ) -> Result<Attr, WireError> {
+        self.link_made(cred, inode, parent, name).map(|made| made.attr)
+    }
+
+    /// `link`, with the parent's attributes after it.
+    pub fn link_made(
+        &self,
+        cred: &Cred,
+        inode: InodeId,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+    ) -> Result<Made, WireError> {
         let name = name.as_ref();
         check_name(name)?;
         self.write(|tx| {
@@ -68,7 +79,10 @@ impl MetaStore {
             record.links += 1;
             record.ctime = tx.now;
             tx.add_name((parent, &mut parent_record), name, (inode, &record), false)?;
-            Ok(record.attr(inode))
+            Ok(Made {
+                attr: record.attr(inode),
+                parent: parent_record.attr(parent),
+            })
         })
     }
 }

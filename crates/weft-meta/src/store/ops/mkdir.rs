@@ -4,7 +4,7 @@ use super::super::access::{MAY_EXECUTE, MAY_WRITE};
 use super::super::names::check_name;
 use super::super::record::InodeRecord;
 use super::super::{MetaStore, Namespace};
-use super::{exists, new_mode_and_group};
+use super::{exists, new_mode_and_group, Made};
 use weft_layout::InodeId;
 use weft_proto::{Attr, Cred, FileKind, WireError};
 
@@ -20,6 +20,17 @@ impl MetaStore {
         name: impl AsRef<[u8]>,
         mode: u32,
     ) -> Result<Attr, WireError> {
+        self.mkdir_made(cred, parent, name, mode).map(|made| made.attr)
+    }
+
+    /// `mkdir`, with the parent's attributes after it.
+    pub fn mkdir_made(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        mode: u32,
+    ) -> Result<Made, WireError> {
         let name = name.as_ref();
         check_name(name)?;
         let inode = self.allocate_inode()?;
@@ -32,7 +43,10 @@ impl MetaStore {
             let mut record = InodeRecord::new(FileKind::Directory, mode, (cred.uid, gid), parent, tx.now);
             record.dir_layout = parent_record.dir_layout;
             tx.add_name((parent, &mut parent_record), name, (inode, &record), true)?;
-            Ok(record.attr(inode))
+            Ok(Made {
+                attr: record.attr(inode),
+                parent: parent_record.attr(parent),
+            })
         })
     }
 }

@@ -5,7 +5,7 @@ use super::super::access::{is_root, MAY_EXECUTE, MAY_WRITE};
 use super::super::names::check_name;
 use super::super::record::InodeRecord;
 use super::super::{MetaStore, Namespace};
-use super::{exists, new_mode_and_group};
+use super::{exists, new_mode_and_group, Made};
 use weft_layout::InodeId;
 use weft_proto::{Attr, Cred, ErrorCode, FileKind, WireError};
 
@@ -22,6 +22,20 @@ impl MetaStore {
         mode: u32,
         rdev: u64,
     ) -> Result<Attr, WireError> {
+        self.mknod_made(cred, parent, name, kind, mode, rdev)
+            .map(|made| made.attr)
+    }
+
+    /// `mknod`, with the parent's attributes after it.
+    pub fn mknod_made(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        kind: FileKind,
+        mode: u32,
+        rdev: u64,
+    ) -> Result<Made, WireError> {
         let name = name.as_ref();
         check_name(name)?;
         if !kind.is_special() {
@@ -47,7 +61,10 @@ impl MetaStore {
             let mut record = InodeRecord::new(kind, mode, (cred.uid, gid), parent, tx.now);
             record.rdev = if device { rdev } else { 0 };
             tx.add_name((parent, &mut parent_record), name, (inode, &record), true)?;
-            Ok(record.attr(inode))
+            Ok(Made {
+                attr: record.attr(inode),
+                parent: parent_record.attr(parent),
+            })
         })
     }
 }

@@ -28,7 +28,17 @@ use super::names::quoted;
 use super::record::InodeRecord;
 use super::{Namespace, StorageResult};
 use weft_layout::InodeId;
-use weft_proto::{Cred, ErrorCode, WireError};
+use weft_proto::{Attr, Cred, ErrorCode, WireError};
+
+/// What an operation that makes a name left: the inode named (made, or linked) and
+/// the directory the name is in, both as the operation's transaction wrote them (what
+/// a `getattr` right after its commit would answer, unless another operation of the
+/// same group commit changed the directory after it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Made {
+    pub attr: Attr,
+    pub parent: Attr,
+}
 
 /// Mode and group of a new inode in `parent`. BSD/SysV semantics: in a setgid
 /// directory new inodes take the directory's group and new directories inherit

@@ -4,7 +4,7 @@ use super::super::access::{MAY_EXECUTE, MAY_WRITE};
 use super::super::names::{check_name, check_target};
 use super::super::record::InodeRecord;
 use super::super::{MetaStore, Namespace};
-use super::{exists, new_mode_and_group};
+use super::{exists, new_mode_and_group, Made};
 use weft_layout::InodeId;
 use weft_proto::{Attr, Cred, ErrorCode, FileKind, Name, WireError};
 
@@ -18,6 +18,18 @@ impl MetaStore {
         name: impl AsRef<[u8]>,
         target: impl AsRef<[u8]>,
     ) -> Result<Attr, WireError> {
+        self.symlink_made(cred, parent, name, target)
+            .map(|made| made.attr)
+    }
+
+    /// `symlink`, with the parent's attributes after it.
+    pub fn symlink_made(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        target: impl AsRef<[u8]>,
+    ) -> Result<Made, WireError> {
         let (name, target) = (name.as_ref(), target.as_ref());
         check_name(name)?;
         check_target(target)?;
@@ -31,7 +43,10 @@ impl MetaStore {
             let mut record = InodeRecord::new(FileKind::Symlink, 0o777, (cred.uid, gid), parent, tx.now);
             record.target = Some(Name::from(target));
             tx.add_name((parent, &mut parent_record), name, (inode, &record), true)?;
-            Ok(record.attr(inode))
+            Ok(Made {
+                attr: record.attr(inode),
+                parent: parent_record.attr(parent),
+            })
         })
     }
 
