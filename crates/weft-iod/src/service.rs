@@ -24,7 +24,19 @@ pub struct IoService {
     locks: WriteLocks,
     append_locks: AppendLocks,
     extent_locks: ExtentLocks,
+    /// A test hook (`stall_write_once`): none unless weftd was asked for it.
+    stall: Option<WriteStall>,
 }
+
+/// The test hook of `IoService::stall_write_once`.
+struct WriteStall {
+    offset: u64,
+    pause: std::time::Duration,
+    fired: std::sync::atomic::AtomicBool,
+}
+
+/// Longest stall `stall_write_once` takes.
+pub const WRITE_STALL_MAX: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// This server's pieces of `ranges`, in request (stream) order.
 fn range_pieces<'a>(
@@ -145,7 +157,22 @@ impl IoService {
             locks: WriteLocks::new(),
             append_locks: AppendLocks::default(),
             extent_locks: ExtentLocks::default(),
+            stall: None,
         })
+    }
+
+    /// A test hook: the first `Write` whose first range starts at file offset `offset`
+    /// sleeps `pause` (at most `WRITE_STALL_MAX`) after it began and before it writes a
+    /// byte, as a write stuck in the kernel would; later writes are not held. Says so
+    /// on stderr when it fires and when it goes on, so that a test knows the write
+    /// began and whether it is still held.
+    pub fn stall_write_once(mut self, offset: u64, pause: std::time::Duration) -> IoService {
+        self.stall = Some(WriteStall {
+            offset,
+            pause: pause.min(WRITE_STALL_MAX),
+            fired: std::sync::atomic::AtomicBool::new(false),
+        });
+        self
     }
 
     /// Names this server in the errors of its disk ("io server 3").
@@ -209,6 +236,19 @@ impl IoService {
         let expected = ranges_stream_len(&layout, index, ranges)?;
         check_payload(data.len(), expected, "ranges")?;
         let file = self.objects.get(inode)?;
+        if let Some(stall) = &self.stall {
+            if ranges.first().is_some_and(|r| r.offset == stall.offset)
+                && !stall.fired.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                eprintln!(
+                    "weftd: test hook: the write of inode {inode} at {} stalls for {} ms",
+                    stall.offset,
+                    stall.pause.as_millis()
+                );
+                std::thread::sleep(stall.pause);
+                eprintln!("weftd: test hook: the stalled write of inode {inode} goes on");
+            }
+        }
         let pieces = range_pieces(&layout, index, ranges);
         sieve::write_pieces(
             &file,
@@ -532,6 +572,70 @@ impl weft_rpc::Handler for IoService {
         }
     }
 
+    /// Writes, view writes, truncates and allocations change this server's object of
+    /// the file: their runs of it in object (local) offsets, so that only requests
+    /// touching the same bytes here are ordered. A server's part of one file range is
+    /// one run of its object (its stripes of the range sit back to back).
+    fn changes(&self, connection: ConnectionId, request: &Request) -> Option<weft_rpc::Changes> {
+        let local = |striping: &Striping, offset: u64| {
+            striping
+                .layout()
+                .local_size_for(striping.server_index as usize, offset)
+        };
+        let (inode, runs) = match request {
+            Request::Write {
+                inode,
+                striping,
+                ranges,
+            } => {
+                let layout = striping.layout();
+                let index = striping.server_index as usize;
+                // Ranges were checked against overflow when decoded.
+                let runs = ranges
+                    .iter()
+                    .map(|r| {
+                        (
+                            layout.local_size_for(index, r.offset),
+                            layout.local_size_for(index, r.offset + r.len),
+                        )
+                    })
+                    .collect();
+                (*inode, runs)
+            }
+            Request::WriteView {
+                inode,
+                striping,
+                view,
+                view_offset,
+                len,
+            } => (
+                *inode,
+                self.view_runs(connection, striping, *view, *view_offset, *len)?,
+            ),
+            // Everything from the new end on: the bytes cut, or the zeros added.
+            Request::Truncate {
+                inode,
+                striping,
+                size,
+            } => (*inode, vec![(local(striping, *size), u64::MAX)]),
+            Request::Allocate {
+                inode,
+                striping,
+                offset,
+                len,
+                ..
+            } => (
+                *inode,
+                vec![(
+                    local(striping, *offset),
+                    local(striping, offset.saturating_add(*len)),
+                )],
+            ),
+            _ => return None,
+        };
+        Some(weft_rpc::Changes::new(inode.0, runs))
+    }
+
     fn connection_closed(&self, connection: ConnectionId) {
         self.views.close(connection);
         self.append_locks.connection_closed(connection);
@@ -540,6 +644,44 @@ impl weft_rpc::Handler for IoService {
 }
 
 impl IoService {
+    /// The object runs a view write changes: its pieces, merged, or, when they are
+    /// more than `CHANGED_RUNS_MAX` runs, the one run from its first byte to its last
+    /// here (walking no further, since the event loop asks). `None` for a write that
+    /// will be refused (an unknown view, an interval past the limits).
+    fn view_runs(
+        &self,
+        connection: ConnectionId,
+        striping: &Striping,
+        view: ViewId,
+        view_offset: u64,
+        len: u64,
+    ) -> Option<Vec<(u64, u64)>> {
+        let view = self.views.get(connection, view).ok()?;
+        let layout = striping.layout();
+        let index = striping.server_index as usize;
+        let (_, windows) = view_windows(&view, view_offset, len, &layout, index).ok()?;
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for window in windows {
+            for piece in sieve::window_pieces(&view, &window) {
+                let end = piece.local_offset + piece.len;
+                if let Some(last) = runs.last_mut().filter(|l| l.1 == piece.local_offset) {
+                    last.1 = end;
+                } else if runs.len() == weft_rpc::server::CHANGED_RUNS_MAX {
+                    let first = view.view_to_file(view_offset).ok()?;
+                    let last = view.view_to_file(view_offset + len.max(1) - 1).ok()?;
+                    let cover = (
+                        layout.local_size_for(index, first),
+                        layout.local_size_for(index, last + 1),
+                    );
+                    return Some(vec![cover]);
+                } else {
+                    runs.push((piece.local_offset, end));
+                }
+            }
+        }
+        Some(runs)
+    }
+
     fn handle_unnamed(
         &self,
         connection: ConnectionId,
@@ -951,6 +1093,87 @@ mod tests {
         assert_eq!(
             [local_len(0), local_len(1), local_len(2)],
             [3 * 1024, 2 * 1024 + 476, 2 * 1024]
+        );
+    }
+
+    /// What the server orders writes by: this server's runs of the object, exact for
+    /// ranges and for views of few runs, so that interleaved disjoint writes of several
+    /// processes never wait for each other.
+    #[test]
+    fn changes_are_this_servers_runs_of_the_object() {
+        let dir = tempfile::tempdir().unwrap();
+        let inode = InodeId(3);
+        let service = created(&dir, inode);
+        // Server 1 of 3 (1 KiB stripes) holds [1024, 2048), [4096, 5120), ... of the
+        // file: of [1500, 11500) its local bytes 476 to 4096, one run.
+        let write = Request::Write {
+            inode,
+            striping: striping(1),
+            ranges: vec![
+                Range {
+                    offset: 1500,
+                    len: 10_000,
+                },
+                Range {
+                    offset: 40_000,
+                    len: 10,
+                },
+            ],
+        };
+        let changes = service.changes(CONNECTION, &write).unwrap();
+        assert_eq!(changes.object, 3);
+        assert_eq!(changes.runs, vec![(476, 4096)], "the second range is not here");
+        let truncate = Request::Truncate {
+            inode,
+            striping: striping(1),
+            size: 5000,
+        };
+        assert_eq!(
+            service.changes(CONNECTION, &truncate).unwrap().runs,
+            vec![(1928, u64::MAX)]
+        );
+        let read = Request::Read {
+            inode,
+            striping: striping(1),
+            ranges: vec![Range { offset: 0, len: 10 }],
+        };
+        assert_eq!(service.changes(CONNECTION, &read), None);
+        // Two processes' interleaved views (8 bytes every 16): disjoint runs.
+        let one = Striping {
+            stripe_size_bytes: 4096,
+            stripe_count: 1,
+            server_index: 0,
+        };
+        let view_write = |connection, offset| {
+            let id = register(&service, connection, View::partition(offset, 8, 16).unwrap());
+            let request = Request::WriteView {
+                inode,
+                striping: one,
+                view: id,
+                view_offset: 0,
+                len: 8 * 100,
+            };
+            service.changes(connection, &request).unwrap()
+        };
+        let (even, odd) = (view_write(ConnectionId(20), 0), view_write(ConnectionId(21), 8));
+        assert_eq!(even.runs.len(), 100);
+        assert_eq!(even.runs[1], (16, 24));
+        assert!(even
+            .runs
+            .iter()
+            .all(|r| odd.runs.iter().all(|o| o.1 <= r.0 || r.1 <= o.0)));
+        // Too many runs to list: the one run covering them.
+        let id = register(&service, ConnectionId(20), View::partition(0, 8, 16).unwrap());
+        let many = Request::WriteView {
+            inode,
+            striping: one,
+            view: id,
+            view_offset: 8,
+            len: 8 * 1000,
+        };
+        assert_eq!(
+            service.changes(ConnectionId(20), &many).unwrap().runs,
+            vec![(16, 16 * 1000 + 8)]
         );
     }
 

@@ -86,6 +86,10 @@ impl Handler for Metered {
         self.roles.runs_inline(request)
     }
 
+    fn changes(&self, connection: ConnectionId, request: &Request) -> Option<weft_rpc::Changes> {
+        self.roles.changes(connection, request)
+    }
+
     fn reply_from_file(
         &self,
         connection: ConnectionId,

@@ -7,9 +7,11 @@
 //! connections there are.
 
 mod event_loop;
+mod order;
 mod outbox;
 mod peers;
 
+pub use order::{Changes, CHANGED_RUNS_MAX};
 pub use peers::PeerKey;
 
 use crate::auth::ClusterKey;
@@ -100,6 +102,16 @@ pub trait Handler: Send + Sync + 'static {
     /// that take microseconds.
     fn runs_inline(&self, _request: &Request) -> bool {
         false
+    }
+
+    /// What `request` of `connection` changes (an object's bytes or size), for a
+    /// handler whose such requests must be applied in the order they arrived: a request
+    /// whose changes overlap those of one that arrived earlier and has not finished
+    /// waits for it (see `order`); `None` (the default) for requests that change no
+    /// data. The server asks on its event loop for each request it reads, so this must
+    /// be quick. A `ShmCall` is asked about with the request it carries.
+    fn changes(&self, _connection: ConnectionId, _request: &Request) -> Option<Changes> {
+        None
     }
 }
 
@@ -252,6 +264,8 @@ pub(crate) struct Job {
     request_id: u64,
     /// Bytes charged for it (message, data, the reply's hint).
     charged: u64,
+    /// Its place among the requests changing the same bytes, if it changes data.
+    ticket: Option<order::Ticket>,
 }
 
 pub(crate) struct Shared {
@@ -263,6 +277,8 @@ pub(crate) struct Shared {
     next_connection_id: AtomicU64,
     jobs: JobQueue,
     loops: Vec<LoopHandle>,
+    /// Data-changing requests in flight, applied per overlapping bytes in arrival order.
+    order: order::Order<Job>,
 }
 
 /// Requests waiting for a worker. One lock and one condition variable: a job wakes
@@ -345,6 +361,7 @@ pub fn serve(
             ready: Condvar::new(),
         },
         loops,
+        order: order::Order::default(),
     });
     for k in 0..limits.workers.max(1) {
         let shared = shared.clone();
@@ -487,7 +504,54 @@ fn peer_hung_up(conn: &Conn) -> bool {
     n > 0 && fd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
-pub(crate) fn run_job(shared: &Shared, job: Job) {
+/// Hands `job` on: run here (`inline`) or queued for a worker, unless it changes bytes
+/// that an earlier request still in flight changes too; then it waits, holding no
+/// thread, until that one finishes (`order`). Called in arrival order.
+pub(crate) fn dispatch(shared: &Shared, mut job: Job, inline: bool) {
+    let inner = match &job.request {
+        Request::ShmCall { request, .. } => request,
+        other => other,
+    };
+    if let Some(changes) = shared.handler.changes(job.conn.id, inner) {
+        match shared.order.admit(changes, |ticket| {
+            job.ticket = Some(ticket);
+            job
+        }) {
+            Some(admitted) => job = admitted,
+            None => return,
+        }
+    }
+    if inline {
+        run_job(shared, job);
+    } else {
+        shared.jobs.push(job);
+    }
+}
+
+/// Ends the job's place in the order (it finished, failed or was dropped) and queues
+/// the jobs that waited only for it. On drop, so that no path out of `run_job` keeps
+/// later requests waiting.
+struct Finished<'a> {
+    shared: &'a Shared,
+    ticket: Option<order::Ticket>,
+}
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket {
+            for job in self.shared.order.finish(ticket) {
+                // Never run on the caller's thread, which may be an event loop.
+                self.shared.jobs.push(job);
+            }
+        }
+    }
+}
+
+pub(crate) fn run_job(shared: &Shared, mut job: Job) {
+    let _finished = Finished {
+        shared,
+        ticket: job.ticket.take(),
+    };
     // A client closes a connection whose request got no answer in time (this server was
     // stopped or hung): it told its caller the write failed and may since have written
     // the same bytes anew on another connection. Doing the old write now, after the new
