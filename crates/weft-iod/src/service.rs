@@ -26,6 +26,9 @@ pub struct IoService {
     extent_locks: ExtentLocks,
     /// A test hook (`stall_write_once`): none unless weftd was asked for it.
     stall: Option<WriteStall>,
+    /// The data directory's file system refused a non-blocking buffered write
+    /// (`RWF_NOWAIT`; ext4 does): the loop writes small writes as before.
+    nowait_writes_unsupported: std::sync::atomic::AtomicBool,
 }
 
 /// The test hook of `IoService::stall_write_once`.
@@ -33,6 +36,14 @@ struct WriteStall {
     offset: u64,
     pause: std::time::Duration,
     fired: std::sync::atomic::AtomicBool,
+}
+
+impl WriteStall {
+    /// Whether a write of `ranges` is the one to hold (if the hook has not fired yet).
+    fn due(&self, ranges: &[Range]) -> bool {
+        ranges.first().is_some_and(|r| r.offset == self.offset)
+            && !self.fired.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Longest stall `stall_write_once` takes.
@@ -158,6 +169,7 @@ impl IoService {
             append_locks: AppendLocks::default(),
             extent_locks: ExtentLocks::default(),
             stall: None,
+            nowait_writes_unsupported: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -237,9 +249,7 @@ impl IoService {
         check_payload(data.len(), expected, "ranges")?;
         let file = self.objects.get(inode)?;
         if let Some(stall) = &self.stall {
-            if ranges.first().is_some_and(|r| r.offset == stall.offset)
-                && !stall.fired.swap(true, std::sync::atomic::Ordering::SeqCst)
-            {
+            if stall.due(ranges) && !stall.fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
                 eprintln!(
                     "weftd: test hook: the write of inode {inode} at {} stalls for {} ms",
                     stall.offset,
@@ -572,6 +582,43 @@ impl weft_rpc::Handler for IoService {
         }
     }
 
+    /// A small read or write on the event loop, with `RWF_NOWAIT`: a read that would
+    /// wait for the disk (not all in the page cache), or a write the kernel would
+    /// block (writeback throttling, a lock of the file), or a write whose object lock
+    /// a sieving write holds, goes to a worker instead, so that it stalls no other
+    /// connection of the loop. A read that would not wait is left to the loop's usual
+    /// path (`NotTried`). Where the file system takes no non-blocking buffered
+    /// writes (`EOPNOTSUPP`, ext4), small writes are written by the loop as before.
+    fn try_inline(&self, _connection: ConnectionId, request: &Request, data: &[u8]) -> weft_rpc::Inline {
+        use weft_rpc::Inline;
+        let result = match request {
+            // A read whose bytes are all in the page cache is served as usual (sendfile,
+            // or a copy into the shared segment): it will not wait.
+            Request::Read {
+                inode,
+                striping,
+                ranges,
+            } if ranges.len() == 1 => match self.read_would_wait(*inode, striping, ranges[0]) {
+                false => return Inline::NotTried,
+                true => Ok(None),
+            },
+            Request::Write {
+                inode,
+                striping,
+                ranges,
+            } if ranges.len() == 1 => self.write_nowait(*inode, striping, ranges, data),
+            _ => return Inline::NotTried,
+        };
+        match result {
+            Ok(Some(reply)) => Inline::Done(Ok(reply)),
+            Ok(None) => {
+                crate::counters::COUNTERS.inline_to_worker();
+                Inline::WouldBlock
+            }
+            Err(e) => Inline::Done(Err(self.name_disk_error(e))),
+        }
+    }
+
     /// Writes, view writes, truncates and allocations change this server's object of
     /// the file: their runs of it in object (local) offsets, so that only requests
     /// touching the same bytes here are ordered. A server's part of one file range is
@@ -643,7 +690,138 @@ impl weft_rpc::Handler for IoService {
     }
 }
 
+/// `preadv2`/`pwritev2` with `RWF_NOWAIT` on one buffer.
+fn nowait(
+    file: &std::fs::File,
+    buf: *mut u8,
+    len: usize,
+    offset: u64,
+    write: bool,
+) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let iov = libc::iovec {
+        iov_base: buf.cast(),
+        iov_len: len,
+    };
+    // SAFETY: one iovec over a buffer the caller holds (read from, or written into
+    // when `!write`), for the length given.
+    let n = unsafe {
+        if write {
+            libc::pwritev2(file.as_raw_fd(), &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT)
+        } else {
+            libc::preadv2(file.as_raw_fd(), &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT)
+        }
+    };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 impl IoService {
+    /// Whether a read of one range would wait for the disk: its bytes read, without
+    /// waiting, into a scratch buffer of the loop's (the reply then goes out as usual,
+    /// by sendfile: no memory held for it). Errors are the usual path's to report.
+    fn read_would_wait(&self, inode: InodeId, striping: &Striping, range: Range) -> bool {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let layout = striping.layout();
+        let index = striping.server_index as usize;
+        let Ok(total) = ranges_stream_len(&layout, index, &[range]) else {
+            return false;
+        };
+        if total > INLINE_BYTES_MAX {
+            return false;
+        }
+        let Ok(file) = self.objects.get(inode) else {
+            return false;
+        };
+        // This server's part of one range is one run of its object.
+        let start = layout.local_size_for(index, range.offset);
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            scratch.resize(total as usize, 0);
+            let mut done = 0usize;
+            while done < scratch.len() {
+                let rest = scratch.len() - done;
+                match nowait(
+                    &file,
+                    scratch[done..].as_mut_ptr(),
+                    rest,
+                    start + done as u64,
+                    false,
+                ) {
+                    // Past the object's end: a hole, nothing to wait for.
+                    Ok(0) => return false,
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.raw_os_error() == Some(libc::EOPNOTSUPP)
+                    }
+                }
+            }
+            false
+        })
+    }
+
+    /// A write of one range that blocks on nothing: `None` if the kernel would have
+    /// blocked it or a sieving write holds the object (the bytes written so far are
+    /// written again by the worker that takes it over; the request is still this
+    /// object's latest, see weft-rpc's `order`). Where the file system takes no
+    /// non-blocking buffered write, a plain pwrite (under the same lock check).
+    fn write_nowait(
+        &self,
+        inode: InodeId,
+        striping: &Striping,
+        ranges: &[Range],
+        data: &[u8],
+    ) -> Result<Option<(Response, Vec<u8>)>, WireError> {
+        use std::sync::atomic::Ordering;
+        if self.stall.as_ref().is_some_and(|s| s.due(ranges)) {
+            // The test hook holds its write on a worker, never on the loop.
+            return Ok(None);
+        }
+        self.objects.check_writable()?;
+        let layout = striping.layout();
+        let index = striping.server_index as usize;
+        let expected = ranges_stream_len(&layout, index, ranges)?;
+        check_payload(data.len(), expected, "ranges")?;
+        let file = self.objects.get(inode)?;
+        let Ok(_shared) = self.locks.of(inode).try_read() else {
+            return Ok(None);
+        };
+        // This server's part of one range is one run of its object.
+        let start = layout.local_size_for(index, ranges[0].offset);
+        let mut done = 0usize;
+        while done < data.len() && !self.nowait_writes_unsupported.load(Ordering::Relaxed) {
+            let rest = &data[done..];
+            match nowait(
+                &file,
+                rest.as_ptr().cast_mut(),
+                rest.len(),
+                start + done as u64,
+                true,
+            ) {
+                // Nothing written and no error: a worker finds out why.
+                Ok(0) => return Ok(None),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    self.nowait_writes_unsupported.store(true, Ordering::Relaxed);
+                }
+                Err(e) => return Err(io_error(e, inode, "write")),
+            }
+        }
+        // What the file system would not write without blocking: as before.
+        std::os::unix::fs::FileExt::write_all_at(&*file, &data[done..], start + done as u64)
+            .map_err(|e| io_error(e, inode, "write"))?;
+        Ok(Some((Response::Bytes(expected), Vec::new())))
+    }
+
     /// The object runs a view write changes: its pieces, merged, or, when they are
     /// more than `CHANGED_RUNS_MAX` runs, the one run from its first byte to its last
     /// here (walking no further, since the event loop asks). `None` for a write that
@@ -1175,6 +1353,80 @@ mod tests {
             service.changes(ConnectionId(20), &many).unwrap().runs,
             vec![(16, 16 * 1000 + 8)]
         );
+    }
+
+    /// The event loop serves small requests only if they wait for nothing: a read of
+    /// bytes not in the page cache is handed to a worker (`WouldBlock`), once cached it
+    /// is left to the loop; a write is served (non-blocking where the file system can,
+    /// else as before), and a write whose object a sieving write holds goes to a worker.
+    #[test]
+    fn inline_requests_that_would_wait_for_the_disk_go_to_a_worker() {
+        use std::os::fd::AsRawFd;
+        use weft_rpc::Inline;
+        let dir = tempfile::tempdir().unwrap();
+        let inode = InodeId(12);
+        let service = created(&dir, inode);
+        let one = Striping {
+            stripe_size_bytes: 65536,
+            stripe_count: 1,
+            server_index: 0,
+        };
+        let size = 1u64 << 20;
+        let data: Vec<u8> = (0..size).map(|x| (x % 253) as u8).collect();
+        let write = |offset, len| Request::Write {
+            inode,
+            striping: one,
+            ranges: vec![Range { offset, len }],
+        };
+        let read = |offset, len| Request::Read {
+            inode,
+            striping: one,
+            ranges: vec![Range { offset, len }],
+        };
+        service.handle(CONNECTION, write(0, size), data.clone()).unwrap();
+        service
+            .handle(CONNECTION, Request::Sync { inode }, vec![])
+            .unwrap();
+        let object = service.objects().get(inode).unwrap();
+        // SAFETY: advice on a descriptor we hold.
+        let rc = unsafe { libc::posix_fadvise(object.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+        let before = crate::io_counts().inline_to_worker;
+        let cold = read(4 * 65536, 65536);
+        match service.try_inline(CONNECTION, &cold, &[]) {
+            Inline::WouldBlock => {}
+            other => panic!("a read of bytes not in the page cache was not handed on: {other:?}"),
+        }
+        assert!(crate::io_counts().inline_to_worker > before);
+        // The worker's read brings them in; then the loop serves them (its usual way).
+        let (_, got) = service.handle(CONNECTION, cold.clone(), vec![]).unwrap();
+        assert!(got[..] == data[4 * 65536..5 * 65536]);
+        assert!(matches!(
+            service.try_inline(CONNECTION, &cold, &[]),
+            Inline::NotTried
+        ));
+        // Past the object's end there is nothing to wait for.
+        service.handle(CONNECTION, read(size - 100, 100), vec![]).unwrap();
+        let tail = read(size - 100, 4096);
+        assert!(matches!(
+            service.try_inline(CONNECTION, &tail, &[]),
+            Inline::NotTried
+        ));
+        // A small write is served by the loop and lands.
+        match service.try_inline(CONNECTION, &write(8192, 4096), &[9u8; 4096]) {
+            Inline::Done(Ok((Response::Bytes(4096), _))) => {}
+            other => panic!("{other:?}"),
+        }
+        let (_, got) = service.handle(CONNECTION, read(8190, 4100), vec![]).unwrap();
+        assert_eq!(&got[..2], &data[8190..8192]);
+        assert!(got[2..4098].iter().all(|b| *b == 9));
+        // While a sieving write holds the object alone, a small write goes to a worker.
+        let alone = service.locks.of(inode).write().unwrap();
+        match service.try_inline(CONNECTION, &write(0, 10), &[1u8; 10]) {
+            Inline::WouldBlock => {}
+            other => panic!("{other:?}"),
+        }
+        drop(alone);
     }
 
     fn created(dir: &tempfile::TempDir, inode: InodeId) -> IoService {

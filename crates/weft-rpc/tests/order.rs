@@ -1,18 +1,20 @@
 //! Requests that change overlapping bytes of one object run in the order they arrived
 //! (`Handler::changes`), whichever connection they came on, while requests on other
 //! bytes or objects go on meanwhile; a conflicting quick request is never waited for
-//! on the event loop.
+//! on the event loop. Quick requests the loop would have to wait for
+//! (`Handler::try_inline`) are served by a worker.
 
 mod common;
 
 use common::{auth, timeouts};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weft_layout::InodeId;
 use weft_proto::msg::{Request, Response};
 use weft_proto::{ErrorCode, WireError};
 use weft_proto::{Range, Striping};
-use weft_rpc::{Changes, Connection, ConnectionId, Handler, ServerLimits};
+use weft_rpc::{Changes, Connection, ConnectionId, Handler, Inline, ServerLimits};
 
 /// `Write { inode, ranges: [range] }` changes `range` of object `inode`: logs its start
 /// and end (by its first data byte) and sleeps a millisecond per byte of data between.
@@ -134,4 +136,69 @@ fn overlapping_writes_run_in_arrival_order_and_others_go_on_meanwhile() {
         on_loop(3),
         "a quick request with nothing to wait for left the loop"
     );
+}
+
+/// `Truncate { size }`: the loop serves even sizes itself and would have to wait for
+/// odd ones (`try_inline`), which `handle` then serves on a worker.
+#[derive(Default)]
+struct Picky {
+    on_loop: AtomicU64,
+    on_worker: AtomicU64,
+}
+
+fn reply(size: u64) -> (Response, Vec<u8>) {
+    (Response::Bytes(size), vec![(size % 251) as u8; size as usize])
+}
+
+impl Handler for Picky {
+    fn handle(
+        &self,
+        _connection: ConnectionId,
+        request: Request,
+        _data: Vec<u8>,
+    ) -> Result<(Response, Vec<u8>), WireError> {
+        let Request::Truncate { size, .. } = request else {
+            return Err(WireError::new(ErrorCode::Unsupported, "not here"));
+        };
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        assert!(name.starts_with("weft-worker"), "handled on {name}");
+        self.on_worker.fetch_add(1, Ordering::Relaxed);
+        Ok(reply(size))
+    }
+
+    fn runs_inline(&self, request: &Request) -> bool {
+        matches!(request, Request::Truncate { .. })
+    }
+
+    fn try_inline(&self, _connection: ConnectionId, request: &Request, _data: &[u8]) -> Inline {
+        match request {
+            Request::Truncate { size, .. } if size % 2 == 0 => {
+                self.on_loop.fetch_add(1, Ordering::Relaxed);
+                Inline::Done(Ok(reply(*size)))
+            }
+            Request::Truncate { .. } => Inline::WouldBlock,
+            _ => Inline::NotTried,
+        }
+    }
+}
+
+#[test]
+fn quick_requests_that_would_wait_are_served_by_a_worker() {
+    let handler = Arc::new(Picky::default());
+    let server = common::start(handler.clone(), 6, ServerLimits::default());
+    let c = Connection::connect(&server.local_addr.to_string(), "test", &auth(), timeouts(10_000)).unwrap();
+    for size in 1..=200u64 {
+        let request = Request::Truncate {
+            inode: InodeId(size),
+            striping: Striping {
+                stripe_size_bytes: 65536,
+                stripe_count: 1,
+                server_index: 0,
+            },
+            size,
+        };
+        assert_eq!(c.call(&request, &[]).unwrap(), reply(size));
+    }
+    assert_eq!(handler.on_loop.load(Ordering::Relaxed), 100);
+    assert_eq!(handler.on_worker.load(Ordering::Relaxed), 100);
 }

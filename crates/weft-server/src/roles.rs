@@ -489,6 +489,23 @@ impl Handler for Roles {
         }
     }
 
+    /// The io role's small reads and writes, after the same capability check as
+    /// `handle`'s.
+    fn try_inline(&self, connection: ConnectionId, request: &Request, data: &[u8]) -> weft_rpc::Inline {
+        let cached = self.cache.as_ref().is_some_and(|c| c.serves(request));
+        match &self.io {
+            Some(io) if !cached && is_io_request(request) => {
+                if let Some(gate) = &self.gate {
+                    if let Err(e) = gate.check(connection, request) {
+                        return weft_rpc::Inline::Done(Err(e));
+                    }
+                }
+                io.try_inline(connection, request, data)
+            }
+            _ => weft_rpc::Inline::NotTried,
+        }
+    }
+
     /// What a request of the io role changes (never one the cache role serves).
     fn changes(&self, connection: ConnectionId, request: &Request) -> Option<weft_rpc::Changes> {
         let cached = self.cache.as_ref().is_some_and(|c| c.serves(request));

@@ -104,6 +104,15 @@ pub trait Handler: Send + Sync + 'static {
         false
     }
 
+    /// Serves `request`, which `runs_inline` chose, on the event loop, but only if it can
+    /// without waiting for the disk or a lock: `Inline::WouldBlock` hands it to a worker
+    /// instead (a read that misses the page cache, a write the kernel would throttle),
+    /// so that one slow request does not stall every connection of the loop. The
+    /// default tries nothing (`Inline::NotTried`: the loop runs it as any request).
+    fn try_inline(&self, _connection: ConnectionId, _request: &Request, _data: &[u8]) -> Inline {
+        Inline::NotTried
+    }
+
     /// What `request` of `connection` changes (an object's bytes or size), for a
     /// handler whose such requests must be applied in the order they arrived: a request
     /// whose changes overlap those of one that arrived earlier and has not finished
@@ -113,6 +122,20 @@ pub trait Handler: Send + Sync + 'static {
     fn changes(&self, _connection: ConnectionId, _request: &Request) -> Option<Changes> {
         None
     }
+}
+
+/// What became of a request the event loop offered its handler (`Handler::try_inline`).
+// Returned once per request and never kept: boxing the reply would cost an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Inline {
+    /// Served: the reply and its bulk data.
+    Done(Result<(Response, Vec<u8>), WireError>),
+    /// It would have waited: a worker serves it (`Handler::handle`), from the start.
+    WouldBlock,
+    /// Not tried, or found not to wait: the loop serves it as any other request
+    /// (`reply_from_file`, `handle`).
+    NotTried,
 }
 
 /// Who is on the other end of a connection, as the handshake established it.
@@ -461,18 +484,59 @@ fn run_shm_call(shared: &Shared, conn: &Conn, request: Request) -> Result<(Respo
         let request = request.take().expect("runs once");
         region.populate(data_len, false);
         let (response, data) = handler.handle_borrowed(conn.id, request, region.bytes(data_len))?;
-        if region.write_at(0, &data) {
-            Ok((
-                Response::ShmPlaced {
-                    data_len: data.len() as u64,
-                    response: Box::new(response),
-                },
-                Body::Bytes(Vec::new()),
-            ))
-        } else {
-            Ok((response, Body::Bytes(data)))
-        }
+        Ok(place_reply(&region, response, data))
     })
+}
+
+/// A reply's bulk data put in the call's region if it fits there, else in the frame.
+fn place_reply(region: &crate::shm::Region, response: Response, data: Vec<u8>) -> (Response, Body) {
+    if region.write_at(0, &data) {
+        (
+            Response::ShmPlaced {
+                data_len: data.len() as u64,
+                response: Box::new(response),
+            },
+            Body::Bytes(Vec::new()),
+        )
+    } else {
+        (response, Body::Bytes(data))
+    }
+}
+
+/// `Handler::try_inline` for a shared-memory call: the request it carries, its bulk
+/// data read from, and its reply's written to, the call's region.
+fn try_shm_inline(shared: &Shared, conn: &Conn, request: &Request) -> Inline {
+    let Request::ShmCall {
+        offset,
+        len,
+        data_len,
+        request,
+    } = request
+    else {
+        unreachable!("called for shared-memory calls");
+    };
+    // Anything amiss with the segment is answered by `run_shm_call`.
+    let Some(segment) = conn.shm.segment() else {
+        return Inline::NotTried;
+    };
+    let Ok(region) = crate::shm::Region::new(segment, *offset, *len) else {
+        return Inline::NotTried;
+    };
+    region.populate(*data_len, false);
+    match shared
+        .handler
+        .try_inline(conn.id, request, region.bytes(*data_len))
+    {
+        Inline::Done(Ok((response, data))) => {
+            let (response, body) = place_reply(&region, response, data);
+            match body {
+                // Bytes that did not fit the region travel in the frame.
+                Body::Bytes(data) => Inline::Done(Ok((response, data))),
+                Body::File { .. } => unreachable!("place_reply sends no file"),
+            }
+        }
+        other => other,
+    }
 }
 
 /// Whether `request` changes a file's bytes or size at an io server (directly, inside a
@@ -522,10 +586,50 @@ pub(crate) fn dispatch(shared: &Shared, mut job: Job, inline: bool) {
         }
     }
     if inline {
-        run_job(shared, job);
+        if let Some(job) = run_inline(shared, job) {
+            shared.jobs.push(job);
+        }
     } else {
         shared.jobs.push(job);
     }
+}
+
+/// Runs a quick request on the event loop; returns it if it would have waited there
+/// (`Handler::try_inline`), for a worker.
+fn run_inline(shared: &Shared, mut job: Job) -> Option<Job> {
+    if dropped_write(&job) {
+        drop_job(shared, job);
+        return None;
+    }
+    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if matches!(job.request, Request::ShmCall { .. }) {
+            try_shm_inline(shared, &job.conn, &job.request)
+        } else {
+            shared.handler.try_inline(job.conn.id, &job.request, &job.data)
+        }
+    }))
+    .unwrap_or_else(|_| Inline::Done(Err(internal())));
+    match attempt {
+        Inline::Done(result) => {
+            let _finished = Finished {
+                shared,
+                ticket: job.ticket.take(),
+            };
+            let result = result.map(|(response, data)| (response, Body::Bytes(data)));
+            finish_job(shared, &job.conn, job.opcode, job.request_id, job.charged, result);
+            None
+        }
+        Inline::WouldBlock => Some(job),
+        Inline::NotTried => {
+            serve_job(shared, job);
+            None
+        }
+    }
+}
+
+/// Whether `job` changes data for a client that has hung up since: not to be done.
+fn dropped_write(job: &Job) -> bool {
+    changes_data(&job.request) && peer_hung_up(&job.conn)
 }
 
 /// Ends the job's place in the order (it finished, failed or was dropped) and queues
@@ -547,7 +651,16 @@ impl Drop for Finished<'_> {
     }
 }
 
-pub(crate) fn run_job(shared: &Shared, mut job: Job) {
+pub(crate) fn run_job(shared: &Shared, job: Job) {
+    if dropped_write(&job) {
+        drop_job(shared, job);
+    } else {
+        serve_job(shared, job);
+    }
+}
+
+/// Answers a job that `dropped_write` refuses.
+fn drop_job(shared: &Shared, mut job: Job) {
     let _finished = Finished {
         shared,
         ticket: job.ticket.take(),
@@ -556,21 +669,26 @@ pub(crate) fn run_job(shared: &Shared, mut job: Job) {
     // stopped or hung): it told its caller the write failed and may since have written
     // the same bytes anew on another connection. Doing the old write now, after the new
     // one, would put stale bytes over newer ones.
-    if changes_data(&job.request) && peer_hung_up(&job.conn) {
-        let error = WireError::new(
-            ErrorCode::Unavailable,
-            "the client closed the connection before this write was done; not done",
-        );
-        finish_job(
-            shared,
-            &job.conn,
-            job.opcode,
-            job.request_id,
-            job.charged,
-            Err(error),
-        );
-        return;
-    }
+    let error = WireError::new(
+        ErrorCode::Unavailable,
+        "the client closed the connection before this write was done; not done",
+    );
+    finish_job(
+        shared,
+        &job.conn,
+        job.opcode,
+        job.request_id,
+        job.charged,
+        Err(error),
+    );
+}
+
+/// Runs the job's request and answers it.
+fn serve_job(shared: &Shared, mut job: Job) {
+    let _finished = Finished {
+        shared,
+        ticket: job.ticket.take(),
+    };
     if matches!(job.request, Request::ShmCall { .. }) {
         let Job {
             conn,
