@@ -22,5 +22,5 @@ pub use extent_lock::{
     EXTENT_LOCKS_MAX, EXTENT_LOCKS_PER_CONNECTION_MAX, EXTENT_LOCK_HOLD_MAX, EXTENT_LOCK_RANGES_MAX,
 };
 pub use objects::ObjectStore;
-pub use service::{ranges_stream_len, view_slices, IoService};
+pub use service::{ranges_stream_len, view_slices, IoService, WRITE_STALL_MAX};
 pub use views::ViewRegistry;

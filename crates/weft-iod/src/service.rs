@@ -24,7 +24,30 @@ pub struct IoService {
     locks: WriteLocks,
     append_locks: AppendLocks,
     extent_locks: ExtentLocks,
+    /// A test hook (`stall_write_once`): none unless weftd was asked for it.
+    stall: Option<WriteStall>,
+    /// The data directory's file system refused a non-blocking buffered write
+    /// (`RWF_NOWAIT`; ext4 does): the loop writes small writes as before.
+    nowait_writes_unsupported: std::sync::atomic::AtomicBool,
 }
+
+/// The test hook of `IoService::stall_write_once`.
+struct WriteStall {
+    offset: u64,
+    pause: std::time::Duration,
+    fired: std::sync::atomic::AtomicBool,
+}
+
+impl WriteStall {
+    /// Whether a write of `ranges` is the one to hold (if the hook has not fired yet).
+    fn due(&self, ranges: &[Range]) -> bool {
+        ranges.first().is_some_and(|r| r.offset == self.offset)
+            && !self.fired.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Longest stall `stall_write_once` takes.
+pub const WRITE_STALL_MAX: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// This server's pieces of `ranges`, in request (stream) order.
 fn range_pieces<'a>(
@@ -145,7 +168,23 @@ impl IoService {
             locks: WriteLocks::new(),
             append_locks: AppendLocks::default(),
             extent_locks: ExtentLocks::default(),
+            stall: None,
+            nowait_writes_unsupported: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// A test hook: the first `Write` whose first range starts at file offset `offset`
+    /// sleeps `pause` (at most `WRITE_STALL_MAX`) after it began and before it writes a
+    /// byte, as a write stuck in the kernel would; later writes are not held. Says so
+    /// on stderr when it fires and when it goes on, so that a test knows the write
+    /// began and whether it is still held.
+    pub fn stall_write_once(mut self, offset: u64, pause: std::time::Duration) -> IoService {
+        self.stall = Some(WriteStall {
+            offset,
+            pause: pause.min(WRITE_STALL_MAX),
+            fired: std::sync::atomic::AtomicBool::new(false),
+        });
+        self
     }
 
     /// Names this server in the errors of its disk ("io server 3").
@@ -209,6 +248,17 @@ impl IoService {
         let expected = ranges_stream_len(&layout, index, ranges)?;
         check_payload(data.len(), expected, "ranges")?;
         let file = self.objects.get(inode)?;
+        if let Some(stall) = &self.stall {
+            if stall.due(ranges) && !stall.fired.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                eprintln!(
+                    "weftd: test hook: the write of inode {inode} at {} stalls for {} ms",
+                    stall.offset,
+                    stall.pause.as_millis()
+                );
+                std::thread::sleep(stall.pause);
+                eprintln!("weftd: test hook: the stalled write of inode {inode} goes on");
+            }
+        }
         let pieces = range_pieces(&layout, index, ranges);
         sieve::write_pieces(
             &file,
@@ -532,6 +582,107 @@ impl weft_rpc::Handler for IoService {
         }
     }
 
+    /// A small read or write on the event loop, with `RWF_NOWAIT`: a read that would
+    /// wait for the disk (not all in the page cache), or a write the kernel would
+    /// block (writeback throttling, a lock of the file), or a write whose object lock
+    /// a sieving write holds, goes to a worker instead, so that it stalls no other
+    /// connection of the loop. A read that would not wait is left to the loop's usual
+    /// path (`NotTried`). Where the file system takes no non-blocking buffered
+    /// writes (`EOPNOTSUPP`, ext4), small writes are written by the loop as before.
+    fn try_inline(&self, _connection: ConnectionId, request: &Request, data: &[u8]) -> weft_rpc::Inline {
+        use weft_rpc::Inline;
+        let result = match request {
+            // A read whose bytes are all in the page cache is served as usual (sendfile,
+            // or a copy into the shared segment): it will not wait.
+            Request::Read {
+                inode,
+                striping,
+                ranges,
+            } if ranges.len() == 1 => match self.read_would_wait(*inode, striping, ranges[0]) {
+                false => return Inline::NotTried,
+                true => Ok(None),
+            },
+            Request::Write {
+                inode,
+                striping,
+                ranges,
+            } if ranges.len() == 1 => self.write_nowait(*inode, striping, ranges, data),
+            _ => return Inline::NotTried,
+        };
+        match result {
+            Ok(Some(reply)) => Inline::Done(Ok(reply)),
+            Ok(None) => {
+                crate::counters::COUNTERS.inline_to_worker();
+                Inline::WouldBlock
+            }
+            Err(e) => Inline::Done(Err(self.name_disk_error(e))),
+        }
+    }
+
+    /// Writes, view writes, truncates and allocations change this server's object of
+    /// the file: their runs of it in object (local) offsets, so that only requests
+    /// touching the same bytes here are ordered. A server's part of one file range is
+    /// one run of its object (its stripes of the range sit back to back).
+    fn changes(&self, connection: ConnectionId, request: &Request) -> Option<weft_rpc::Changes> {
+        let local = |striping: &Striping, offset: u64| {
+            striping
+                .layout()
+                .local_size_for(striping.server_index as usize, offset)
+        };
+        let (inode, runs) = match request {
+            Request::Write {
+                inode,
+                striping,
+                ranges,
+            } => {
+                let layout = striping.layout();
+                let index = striping.server_index as usize;
+                // Ranges were checked against overflow when decoded.
+                let runs = ranges
+                    .iter()
+                    .map(|r| {
+                        (
+                            layout.local_size_for(index, r.offset),
+                            layout.local_size_for(index, r.offset + r.len),
+                        )
+                    })
+                    .collect();
+                (*inode, runs)
+            }
+            Request::WriteView {
+                inode,
+                striping,
+                view,
+                view_offset,
+                len,
+            } => (
+                *inode,
+                self.view_runs(connection, striping, *view, *view_offset, *len)?,
+            ),
+            // Everything from the new end on: the bytes cut, or the zeros added.
+            Request::Truncate {
+                inode,
+                striping,
+                size,
+            } => (*inode, vec![(local(striping, *size), u64::MAX)]),
+            Request::Allocate {
+                inode,
+                striping,
+                offset,
+                len,
+                ..
+            } => (
+                *inode,
+                vec![(
+                    local(striping, *offset),
+                    local(striping, offset.saturating_add(*len)),
+                )],
+            ),
+            _ => return None,
+        };
+        Some(weft_rpc::Changes::new(inode.0, runs))
+    }
+
     fn connection_closed(&self, connection: ConnectionId) {
         self.views.close(connection);
         self.append_locks.connection_closed(connection);
@@ -539,7 +690,176 @@ impl weft_rpc::Handler for IoService {
     }
 }
 
+/// `preadv2`/`pwritev2` with `RWF_NOWAIT` on one buffer.
+fn nowait(
+    file: &std::fs::File,
+    buf: *mut u8,
+    len: usize,
+    offset: u64,
+    write: bool,
+) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let iov = libc::iovec {
+        iov_base: buf.cast(),
+        iov_len: len,
+    };
+    // SAFETY: one iovec over a buffer the caller holds (read from, or written into
+    // when `!write`), for the length given.
+    let n = unsafe {
+        if write {
+            libc::pwritev2(file.as_raw_fd(), &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT)
+        } else {
+            libc::preadv2(file.as_raw_fd(), &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT)
+        }
+    };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 impl IoService {
+    /// Whether a read of one range would wait for the disk: its bytes read, without
+    /// waiting, into a scratch buffer of the loop's (the reply then goes out as usual,
+    /// by sendfile: no memory held for it). Errors are the usual path's to report.
+    fn read_would_wait(&self, inode: InodeId, striping: &Striping, range: Range) -> bool {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let layout = striping.layout();
+        let index = striping.server_index as usize;
+        let Ok(total) = ranges_stream_len(&layout, index, &[range]) else {
+            return false;
+        };
+        if total > INLINE_BYTES_MAX {
+            return false;
+        }
+        let Ok(file) = self.objects.get(inode) else {
+            return false;
+        };
+        // This server's part of one range is one run of its object.
+        let start = layout.local_size_for(index, range.offset);
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            scratch.resize(total as usize, 0);
+            let mut done = 0usize;
+            while done < scratch.len() {
+                let rest = scratch.len() - done;
+                match nowait(
+                    &file,
+                    scratch[done..].as_mut_ptr(),
+                    rest,
+                    start + done as u64,
+                    false,
+                ) {
+                    // Past the object's end: a hole, nothing to wait for.
+                    Ok(0) => return false,
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return e.kind() == std::io::ErrorKind::WouldBlock
+                            || e.raw_os_error() == Some(libc::EOPNOTSUPP)
+                    }
+                }
+            }
+            false
+        })
+    }
+
+    /// A write of one range that blocks on nothing: `None` if the kernel would have
+    /// blocked it or a sieving write holds the object (the bytes written so far are
+    /// written again by the worker that takes it over; the request is still this
+    /// object's latest, see weft-rpc's `order`). Where the file system takes no
+    /// non-blocking buffered write, a plain pwrite (under the same lock check).
+    fn write_nowait(
+        &self,
+        inode: InodeId,
+        striping: &Striping,
+        ranges: &[Range],
+        data: &[u8],
+    ) -> Result<Option<(Response, Vec<u8>)>, WireError> {
+        use std::sync::atomic::Ordering;
+        if self.stall.as_ref().is_some_and(|s| s.due(ranges)) {
+            // The test hook holds its write on a worker, never on the loop.
+            return Ok(None);
+        }
+        self.objects.check_writable()?;
+        let layout = striping.layout();
+        let index = striping.server_index as usize;
+        let expected = ranges_stream_len(&layout, index, ranges)?;
+        check_payload(data.len(), expected, "ranges")?;
+        let file = self.objects.get(inode)?;
+        let Ok(_shared) = self.locks.of(inode).try_read() else {
+            return Ok(None);
+        };
+        // This server's part of one range is one run of its object.
+        let start = layout.local_size_for(index, ranges[0].offset);
+        let mut done = 0usize;
+        while done < data.len() && !self.nowait_writes_unsupported.load(Ordering::Relaxed) {
+            let rest = &data[done..];
+            match nowait(
+                &file,
+                rest.as_ptr().cast_mut(),
+                rest.len(),
+                start + done as u64,
+                true,
+            ) {
+                // Nothing written and no error: a worker finds out why.
+                Ok(0) => return Ok(None),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    self.nowait_writes_unsupported.store(true, Ordering::Relaxed);
+                }
+                Err(e) => return Err(io_error(e, inode, "write")),
+            }
+        }
+        // What the file system would not write without blocking: as before.
+        std::os::unix::fs::FileExt::write_all_at(&*file, &data[done..], start + done as u64)
+            .map_err(|e| io_error(e, inode, "write"))?;
+        Ok(Some((Response::Bytes(expected), Vec::new())))
+    }
+
+    /// The object runs a view write changes: its pieces, merged, or, when they are
+    /// more than `CHANGED_RUNS_MAX` runs, the one run from its first byte to its last
+    /// here (walking no further, since the event loop asks). `None` for a write that
+    /// will be refused (an unknown view, an interval past the limits).
+    fn view_runs(
+        &self,
+        connection: ConnectionId,
+        striping: &Striping,
+        view: ViewId,
+        view_offset: u64,
+        len: u64,
+    ) -> Option<Vec<(u64, u64)>> {
+        let view = self.views.get(connection, view).ok()?;
+        let layout = striping.layout();
+        let index = striping.server_index as usize;
+        let (_, windows) = view_windows(&view, view_offset, len, &layout, index).ok()?;
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for window in windows {
+            for piece in sieve::window_pieces(&view, &window) {
+                let end = piece.local_offset + piece.len;
+                if let Some(last) = runs.last_mut().filter(|l| l.1 == piece.local_offset) {
+                    last.1 = end;
+                } else if runs.len() == weft_rpc::server::CHANGED_RUNS_MAX {
+                    let first = view.view_to_file(view_offset).ok()?;
+                    let last = view.view_to_file(view_offset + len.max(1) - 1).ok()?;
+                    let cover = (
+                        layout.local_size_for(index, first),
+                        layout.local_size_for(index, last + 1),
+                    );
+                    return Some(vec![cover]);
+                } else {
+                    runs.push((piece.local_offset, end));
+                }
+            }
+        }
+        Some(runs)
+    }
+
     fn handle_unnamed(
         &self,
         connection: ConnectionId,
@@ -952,6 +1272,161 @@ mod tests {
             [local_len(0), local_len(1), local_len(2)],
             [3 * 1024, 2 * 1024 + 476, 2 * 1024]
         );
+    }
+
+    /// What the server orders writes by: this server's runs of the object, exact for
+    /// ranges and for views of few runs, so that interleaved disjoint writes of several
+    /// processes never wait for each other.
+    #[test]
+    fn changes_are_this_servers_runs_of_the_object() {
+        let dir = tempfile::tempdir().unwrap();
+        let inode = InodeId(3);
+        let service = created(&dir, inode);
+        // Server 1 of 3 (1 KiB stripes) holds [1024, 2048), [4096, 5120), ... of the
+        // file: of [1500, 11500) its local bytes 476 to 4096, one run.
+        let write = Request::Write {
+            inode,
+            striping: striping(1),
+            ranges: vec![
+                Range {
+                    offset: 1500,
+                    len: 10_000,
+                },
+                Range {
+                    offset: 40_000,
+                    len: 10,
+                },
+            ],
+        };
+        let changes = service.changes(CONNECTION, &write).unwrap();
+        assert_eq!(changes.object, 3);
+        assert_eq!(changes.runs, vec![(476, 4096)], "the second range is not here");
+        let truncate = Request::Truncate {
+            inode,
+            striping: striping(1),
+            size: 5000,
+        };
+        assert_eq!(
+            service.changes(CONNECTION, &truncate).unwrap().runs,
+            vec![(1928, u64::MAX)]
+        );
+        let read = Request::Read {
+            inode,
+            striping: striping(1),
+            ranges: vec![Range { offset: 0, len: 10 }],
+        };
+        assert_eq!(service.changes(CONNECTION, &read), None);
+        // Two processes' interleaved views (8 bytes every 16): disjoint runs.
+        let one = Striping {
+            stripe_size_bytes: 4096,
+            stripe_count: 1,
+            server_index: 0,
+        };
+        let view_write = |connection, offset| {
+            let id = register(&service, connection, View::partition(offset, 8, 16).unwrap());
+            let request = Request::WriteView {
+                inode,
+                striping: one,
+                view: id,
+                view_offset: 0,
+                len: 8 * 100,
+            };
+            service.changes(connection, &request).unwrap()
+        };
+        let (even, odd) = (view_write(ConnectionId(20), 0), view_write(ConnectionId(21), 8));
+        assert_eq!(even.runs.len(), 100);
+        assert_eq!(even.runs[1], (16, 24));
+        assert!(even
+            .runs
+            .iter()
+            .all(|r| odd.runs.iter().all(|o| o.1 <= r.0 || r.1 <= o.0)));
+        // Too many runs to list: the one run covering them.
+        let id = register(&service, ConnectionId(20), View::partition(0, 8, 16).unwrap());
+        let many = Request::WriteView {
+            inode,
+            striping: one,
+            view: id,
+            view_offset: 8,
+            len: 8 * 1000,
+        };
+        assert_eq!(
+            service.changes(ConnectionId(20), &many).unwrap().runs,
+            vec![(16, 16 * 1000 + 8)]
+        );
+    }
+
+    /// The event loop serves small requests only if they wait for nothing: a read of
+    /// bytes not in the page cache is handed to a worker (`WouldBlock`), once cached it
+    /// is left to the loop; a write is served (non-blocking where the file system can,
+    /// else as before), and a write whose object a sieving write holds goes to a worker.
+    #[test]
+    fn inline_requests_that_would_wait_for_the_disk_go_to_a_worker() {
+        use std::os::fd::AsRawFd;
+        use weft_rpc::Inline;
+        let dir = tempfile::tempdir().unwrap();
+        let inode = InodeId(12);
+        let service = created(&dir, inode);
+        let one = Striping {
+            stripe_size_bytes: 65536,
+            stripe_count: 1,
+            server_index: 0,
+        };
+        let size = 1u64 << 20;
+        let data: Vec<u8> = (0..size).map(|x| (x % 253) as u8).collect();
+        let write = |offset, len| Request::Write {
+            inode,
+            striping: one,
+            ranges: vec![Range { offset, len }],
+        };
+        let read = |offset, len| Request::Read {
+            inode,
+            striping: one,
+            ranges: vec![Range { offset, len }],
+        };
+        service.handle(CONNECTION, write(0, size), data.clone()).unwrap();
+        service
+            .handle(CONNECTION, Request::Sync { inode }, vec![])
+            .unwrap();
+        let object = service.objects().get(inode).unwrap();
+        // SAFETY: advice on a descriptor we hold.
+        let rc = unsafe { libc::posix_fadvise(object.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+        let before = crate::io_counts().inline_to_worker;
+        let cold = read(4 * 65536, 65536);
+        match service.try_inline(CONNECTION, &cold, &[]) {
+            Inline::WouldBlock => {}
+            other => panic!("a read of bytes not in the page cache was not handed on: {other:?}"),
+        }
+        assert!(crate::io_counts().inline_to_worker > before);
+        // The worker's read brings them in; then the loop serves them (its usual way).
+        let (_, got) = service.handle(CONNECTION, cold.clone(), vec![]).unwrap();
+        assert!(got[..] == data[4 * 65536..5 * 65536]);
+        assert!(matches!(
+            service.try_inline(CONNECTION, &cold, &[]),
+            Inline::NotTried
+        ));
+        // Past the object's end there is nothing to wait for.
+        service.handle(CONNECTION, read(size - 100, 100), vec![]).unwrap();
+        let tail = read(size - 100, 4096);
+        assert!(matches!(
+            service.try_inline(CONNECTION, &tail, &[]),
+            Inline::NotTried
+        ));
+        // A small write is served by the loop and lands.
+        match service.try_inline(CONNECTION, &write(8192, 4096), &[9u8; 4096]) {
+            Inline::Done(Ok((Response::Bytes(4096), _))) => {}
+            other => panic!("{other:?}"),
+        }
+        let (_, got) = service.handle(CONNECTION, read(8190, 4100), vec![]).unwrap();
+        assert_eq!(&got[..2], &data[8190..8192]);
+        assert!(got[2..4098].iter().all(|b| *b == 9));
+        // While a sieving write holds the object alone, a small write goes to a worker.
+        let alone = service.locks.of(inode).write().unwrap();
+        match service.try_inline(CONNECTION, &write(0, 10), &[1u8; 10]) {
+            Inline::WouldBlock => {}
+            other => panic!("{other:?}"),
+        }
+        drop(alone);
     }
 
     fn created(dir: &tempfile::TempDir, inode: InodeId) -> IoService {

@@ -202,7 +202,10 @@ fn plan(view: &View, window: &ViewWindow) -> Plan {
     }
 }
 
-fn window_pieces<'a>(view: &'a View, window: &ViewWindow) -> impl Iterator<Item = LocalPiece> + 'a {
+pub(crate) fn window_pieces<'a>(
+    view: &'a View,
+    window: &ViewWindow,
+) -> impl Iterator<Item = LocalPiece> + 'a {
     let (stripe_file, stripe_local) = (window.stripe_file_offset, window.stripe_local_offset);
     view.pieces(window.view_offset, window.len)
         .expect("view windows lie inside the checked interval")

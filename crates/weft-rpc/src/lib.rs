@@ -22,6 +22,6 @@ pub use client::{
     BIG_REPLY_BYTES,
 };
 pub use server::{
-    new_incarnation, serve, ConnectionId, FileReply, Handler, Peer, ServerHandle, ServerIdentity,
-    ServerLimits,
+    new_incarnation, serve, Changes, ConnectionId, FileReply, Handler, Inline, Peer, ServerHandle,
+    ServerIdentity, ServerLimits,
 };

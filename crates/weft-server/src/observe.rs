@@ -86,6 +86,24 @@ impl Handler for Metered {
         self.roles.runs_inline(request)
     }
 
+    fn changes(&self, connection: ConnectionId, request: &Request) -> Option<weft_rpc::Changes> {
+        self.roles.changes(connection, request)
+    }
+
+    /// Counted when served; one handed to a worker is counted by `handle` there.
+    fn try_inline(&self, connection: ConnectionId, request: &Request, data: &[u8]) -> weft_rpc::Inline {
+        let role = self.roles.role_of(request);
+        let call = self.metrics.begin(role, connection, request, data.len() as u64);
+        let attempt = self.roles.try_inline(connection, request, data);
+        if let weft_rpc::Inline::Done(result) = &attempt {
+            call.finish(
+                result.as_ref().map(|(_, d)| d.len() as u64).map_err(|e| e.code),
+                false,
+            );
+        }
+        attempt
+    }
+
     fn reply_from_file(
         &self,
         connection: ConnectionId,
@@ -218,6 +236,11 @@ pub fn add_sources(
                     c.read_modify_writes,
                 ),
                 External::counter("weft_io_fsyncs", "Objects made durable (fsync)", c.fsyncs),
+                External::counter(
+                    "weft_io_inline_to_worker",
+                    "Small reads and writes the event loop handed to a worker because they would have waited (not in the page cache, throttled, locked)",
+                    c.inline_to_worker,
+                ),
             ]
         });
     }

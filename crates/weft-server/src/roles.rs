@@ -41,6 +41,10 @@ impl Roles {
         let io = if plan.roles.contains(&Role::Io) {
             let io = IoService::open(&plan.data_dir)
                 .with_context(|| format!("opening io data in {}", plan.data_dir.display()))?;
+            let io = match write_stall_from_env()? {
+                Some((offset, pause)) => io.stall_write_once(offset, pause),
+                None => io,
+            };
             Some(Arc::new(io.named(format!("io server {}", plan.id))))
         } else {
             None
@@ -308,6 +312,35 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
     ))
 }
 
+/// The test hook `WEFT_FAULT_STALL_WRITE=<offset>:<ms>`: the io role's first write
+/// whose first range starts at file offset `offset` sleeps `ms` milliseconds (1 to
+/// 600000) after it began, before it writes (`IoService::stall_write_once`), so that
+/// tests can have a write begun and stuck. Unset: nothing. Set badly: weftd refuses to
+/// start, rather than run without the stall a test counts on.
+fn write_stall_from_env() -> Result<Option<(u64, std::time::Duration)>> {
+    const NAME: &str = "WEFT_FAULT_STALL_WRITE";
+    let Some(value) = std::env::var_os(NAME) else {
+        return Ok(None);
+    };
+    let value = value.to_string_lossy();
+    let parsed = value.split_once(':').and_then(|(offset, ms)| {
+        let offset = offset.trim().parse::<u64>().ok()?;
+        let ms = ms.trim().parse::<u64>().ok()?;
+        let max = weft_iod::WRITE_STALL_MAX.as_millis() as u64;
+        (1..=max).contains(&ms).then_some((offset, ms))
+    });
+    match parsed {
+        Some((offset, ms)) => {
+            eprintln!("weftd: test hook {NAME}: the first write at offset {offset} stalls {ms} ms");
+            Ok(Some((offset, std::time::Duration::from_millis(ms))))
+        }
+        None => anyhow::bail!(
+            "{NAME}={value:?}: expected <offset>:<ms>, a file offset and 1 to {} milliseconds (a test hook; unset it)",
+            weft_iod::WRITE_STALL_MAX.as_millis()
+        ),
+    }
+}
+
 /// The io servers as the metadata manager at `meta` describes the cluster, asked when
 /// first needed and until it answers (a job-scoped delegate knows only the manager).
 fn meta_directory(meta: String, key: weft_rpc::ClusterKey) -> weft_cm::Directory {
@@ -453,6 +486,32 @@ impl Handler for Roles {
         match &self.io {
             Some(io) if !cached && is_io_request(inner) => io.runs_inline(inner),
             _ => false,
+        }
+    }
+
+    /// The io role's small reads and writes, after the same capability check as
+    /// `handle`'s.
+    fn try_inline(&self, connection: ConnectionId, request: &Request, data: &[u8]) -> weft_rpc::Inline {
+        let cached = self.cache.as_ref().is_some_and(|c| c.serves(request));
+        match &self.io {
+            Some(io) if !cached && is_io_request(request) => {
+                if let Some(gate) = &self.gate {
+                    if let Err(e) = gate.check(connection, request) {
+                        return weft_rpc::Inline::Done(Err(e));
+                    }
+                }
+                io.try_inline(connection, request, data)
+            }
+            _ => weft_rpc::Inline::NotTried,
+        }
+    }
+
+    /// What a request of the io role changes (never one the cache role serves).
+    fn changes(&self, connection: ConnectionId, request: &Request) -> Option<weft_rpc::Changes> {
+        let cached = self.cache.as_ref().is_some_and(|c| c.serves(request));
+        match &self.io {
+            Some(io) if !cached && is_io_request(request) => io.changes(connection, request),
+            _ => None,
         }
     }
 

@@ -1022,14 +1022,12 @@ impl EventLoop {
             opcode: header.opcode,
             request_id: header.request_id,
             charged,
+            ticket: None,
         };
         // A quick request (the handler says which) is run here, at once: handing it
         // to a worker costs more than running it.
-        if self.shared.handler.runs_inline(&job.request) {
-            super::run_job(&self.shared, job);
-        } else {
-            self.shared.jobs.push(job);
-        }
+        let inline = self.shared.handler.runs_inline(&job.request);
+        super::dispatch(&self.shared, job, inline);
     }
 
     /// Answers a request from the loop itself (handshake, server info, refusals that

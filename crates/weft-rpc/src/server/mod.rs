@@ -7,9 +7,11 @@
 //! connections there are.
 
 mod event_loop;
+mod order;
 mod outbox;
 mod peers;
 
+pub use order::{Changes, CHANGED_RUNS_MAX};
 pub use peers::PeerKey;
 
 use crate::auth::ClusterKey;
@@ -101,6 +103,39 @@ pub trait Handler: Send + Sync + 'static {
     fn runs_inline(&self, _request: &Request) -> bool {
         false
     }
+
+    /// Serves `request`, which `runs_inline` chose, on the event loop, but only if it can
+    /// without waiting for the disk or a lock: `Inline::WouldBlock` hands it to a worker
+    /// instead (a read that misses the page cache, a write the kernel would throttle),
+    /// so that one slow request does not stall every connection of the loop. The
+    /// default tries nothing (`Inline::NotTried`: the loop runs it as any request).
+    fn try_inline(&self, _connection: ConnectionId, _request: &Request, _data: &[u8]) -> Inline {
+        Inline::NotTried
+    }
+
+    /// What `request` of `connection` changes (an object's bytes or size), for a
+    /// handler whose such requests must be applied in the order they arrived: a request
+    /// whose changes overlap those of one that arrived earlier and has not finished
+    /// waits for it (see `order`); `None` (the default) for requests that change no
+    /// data. The server asks on its event loop for each request it reads, so this must
+    /// be quick. A `ShmCall` is asked about with the request it carries.
+    fn changes(&self, _connection: ConnectionId, _request: &Request) -> Option<Changes> {
+        None
+    }
+}
+
+/// What became of a request the event loop offered its handler (`Handler::try_inline`).
+// Returned once per request and never kept: boxing the reply would cost an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Inline {
+    /// Served: the reply and its bulk data.
+    Done(Result<(Response, Vec<u8>), WireError>),
+    /// It would have waited: a worker serves it (`Handler::handle`), from the start.
+    WouldBlock,
+    /// Not tried, or found not to wait: the loop serves it as any other request
+    /// (`reply_from_file`, `handle`).
+    NotTried,
 }
 
 /// Who is on the other end of a connection, as the handshake established it.
@@ -252,6 +287,8 @@ pub(crate) struct Job {
     request_id: u64,
     /// Bytes charged for it (message, data, the reply's hint).
     charged: u64,
+    /// Its place among the requests changing the same bytes, if it changes data.
+    ticket: Option<order::Ticket>,
 }
 
 pub(crate) struct Shared {
@@ -263,6 +300,8 @@ pub(crate) struct Shared {
     next_connection_id: AtomicU64,
     jobs: JobQueue,
     loops: Vec<LoopHandle>,
+    /// Data-changing requests in flight, applied per overlapping bytes in arrival order.
+    order: order::Order<Job>,
 }
 
 /// Requests waiting for a worker. One lock and one condition variable: a job wakes
@@ -345,6 +384,7 @@ pub fn serve(
             ready: Condvar::new(),
         },
         loops,
+        order: order::Order::default(),
     });
     for k in 0..limits.workers.max(1) {
         let shared = shared.clone();
@@ -444,18 +484,59 @@ fn run_shm_call(shared: &Shared, conn: &Conn, request: Request) -> Result<(Respo
         let request = request.take().expect("runs once");
         region.populate(data_len, false);
         let (response, data) = handler.handle_borrowed(conn.id, request, region.bytes(data_len))?;
-        if region.write_at(0, &data) {
-            Ok((
-                Response::ShmPlaced {
-                    data_len: data.len() as u64,
-                    response: Box::new(response),
-                },
-                Body::Bytes(Vec::new()),
-            ))
-        } else {
-            Ok((response, Body::Bytes(data)))
-        }
+        Ok(place_reply(&region, response, data))
     })
+}
+
+/// A reply's bulk data put in the call's region if it fits there, else in the frame.
+fn place_reply(region: &crate::shm::Region, response: Response, data: Vec<u8>) -> (Response, Body) {
+    if region.write_at(0, &data) {
+        (
+            Response::ShmPlaced {
+                data_len: data.len() as u64,
+                response: Box::new(response),
+            },
+            Body::Bytes(Vec::new()),
+        )
+    } else {
+        (response, Body::Bytes(data))
+    }
+}
+
+/// `Handler::try_inline` for a shared-memory call: the request it carries, its bulk
+/// data read from, and its reply's written to, the call's region.
+fn try_shm_inline(shared: &Shared, conn: &Conn, request: &Request) -> Inline {
+    let Request::ShmCall {
+        offset,
+        len,
+        data_len,
+        request,
+    } = request
+    else {
+        unreachable!("called for shared-memory calls");
+    };
+    // Anything amiss with the segment is answered by `run_shm_call`.
+    let Some(segment) = conn.shm.segment() else {
+        return Inline::NotTried;
+    };
+    let Ok(region) = crate::shm::Region::new(segment, *offset, *len) else {
+        return Inline::NotTried;
+    };
+    region.populate(*data_len, false);
+    match shared
+        .handler
+        .try_inline(conn.id, request, region.bytes(*data_len))
+    {
+        Inline::Done(Ok((response, data))) => {
+            let (response, body) = place_reply(&region, response, data);
+            match body {
+                // Bytes that did not fit the region travel in the frame.
+                Body::Bytes(data) => Inline::Done(Ok((response, data))),
+                Body::File { .. } => unreachable!("place_reply sends no file"),
+            }
+        }
+        other => other,
+    }
 }
 
 /// Whether `request` changes a file's bytes or size at an io server (directly, inside a
@@ -487,26 +568,127 @@ fn peer_hung_up(conn: &Conn) -> bool {
     n > 0 && fd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
+/// Hands `job` on: run here (`inline`) or queued for a worker, unless it changes bytes
+/// that an earlier request still in flight changes too; then it waits, holding no
+/// thread, until that one finishes (`order`). Called in arrival order.
+pub(crate) fn dispatch(shared: &Shared, mut job: Job, inline: bool) {
+    let inner = match &job.request {
+        Request::ShmCall { request, .. } => request,
+        other => other,
+    };
+    if let Some(changes) = shared.handler.changes(job.conn.id, inner) {
+        match shared.order.admit(changes, |ticket| {
+            job.ticket = Some(ticket);
+            job
+        }) {
+            Some(admitted) => job = admitted,
+            None => return,
+        }
+    }
+    if inline {
+        if let Some(job) = run_inline(shared, job) {
+            shared.jobs.push(job);
+        }
+    } else {
+        shared.jobs.push(job);
+    }
+}
+
+/// Runs a quick request on the event loop; returns it if it would have waited there
+/// (`Handler::try_inline`), for a worker.
+fn run_inline(shared: &Shared, mut job: Job) -> Option<Job> {
+    if dropped_write(&job) {
+        drop_job(shared, job);
+        return None;
+    }
+    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if matches!(job.request, Request::ShmCall { .. }) {
+            try_shm_inline(shared, &job.conn, &job.request)
+        } else {
+            shared.handler.try_inline(job.conn.id, &job.request, &job.data)
+        }
+    }))
+    .unwrap_or_else(|_| Inline::Done(Err(internal())));
+    match attempt {
+        Inline::Done(result) => {
+            let _finished = Finished {
+                shared,
+                ticket: job.ticket.take(),
+            };
+            let result = result.map(|(response, data)| (response, Body::Bytes(data)));
+            finish_job(shared, &job.conn, job.opcode, job.request_id, job.charged, result);
+            None
+        }
+        Inline::WouldBlock => Some(job),
+        Inline::NotTried => {
+            serve_job(shared, job);
+            None
+        }
+    }
+}
+
+/// Whether `job` changes data for a client that has hung up since: not to be done.
+fn dropped_write(job: &Job) -> bool {
+    changes_data(&job.request) && peer_hung_up(&job.conn)
+}
+
+/// Ends the job's place in the order (it finished, failed or was dropped) and queues
+/// the jobs that waited only for it. On drop, so that no path out of `run_job` keeps
+/// later requests waiting.
+struct Finished<'a> {
+    shared: &'a Shared,
+    ticket: Option<order::Ticket>,
+}
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket {
+            for job in self.shared.order.finish(ticket) {
+                // Never run on the caller's thread, which may be an event loop.
+                self.shared.jobs.push(job);
+            }
+        }
+    }
+}
+
 pub(crate) fn run_job(shared: &Shared, job: Job) {
+    if dropped_write(&job) {
+        drop_job(shared, job);
+    } else {
+        serve_job(shared, job);
+    }
+}
+
+/// Answers a job that `dropped_write` refuses.
+fn drop_job(shared: &Shared, mut job: Job) {
+    let _finished = Finished {
+        shared,
+        ticket: job.ticket.take(),
+    };
     // A client closes a connection whose request got no answer in time (this server was
     // stopped or hung): it told its caller the write failed and may since have written
     // the same bytes anew on another connection. Doing the old write now, after the new
     // one, would put stale bytes over newer ones.
-    if changes_data(&job.request) && peer_hung_up(&job.conn) {
-        let error = WireError::new(
-            ErrorCode::Unavailable,
-            "the client closed the connection before this write was done; not done",
-        );
-        finish_job(
-            shared,
-            &job.conn,
-            job.opcode,
-            job.request_id,
-            job.charged,
-            Err(error),
-        );
-        return;
-    }
+    let error = WireError::new(
+        ErrorCode::Unavailable,
+        "the client closed the connection before this write was done; not done",
+    );
+    finish_job(
+        shared,
+        &job.conn,
+        job.opcode,
+        job.request_id,
+        job.charged,
+        Err(error),
+    );
+}
+
+/// Runs the job's request and answers it.
+fn serve_job(shared: &Shared, mut job: Job) {
+    let _finished = Finished {
+        shared,
+        ticket: job.ticket.take(),
+    };
     if matches!(job.request, Request::ShmCall { .. }) {
         let Job {
             conn,
