@@ -360,8 +360,8 @@ fn umask() -> u32 {
     }
 }
 
-/// Set by SIGINT, SIGTERM and SIGHUP while `put` copies, so that it removes its
-/// temporary file before it goes.
+/// Set by SIGINT, SIGTERM and SIGHUP while `put` or a replacing `get` copies, so that
+/// it removes its temporary file before it goes.
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 extern "C" fn note_interrupt(_signal: libc::c_int) {
@@ -498,10 +498,55 @@ pub fn get(client: &Client, path: &str, local: &str) -> Result<()> {
     } else {
         std::path::PathBuf::from(local)
     };
-    let mut out = std::fs::File::create(&local_path)
+    // An existing regular file is replaced only once the whole copy is synced: a get
+    // that fails (an io server down, a full disk, Ctrl-C) leaves the old copy as it
+    // was. Anything else (a new name, a device, a pipe, a symbolic link) is written in
+    // place, as cp does.
+    let replaced = std::fs::symlink_metadata(&local_path)
+        .ok()
+        .filter(|m| m.file_type().is_file());
+    let Some(existing) = replaced else {
+        return get_into(&file, path, total, &local_path);
+    };
+    let temporary = local_path.with_file_name(format!(
+        ".{}.weft-get-{}",
+        local_path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { libc::signal(signal, note_interrupt as *const () as libc::sighandler_t) };
+    }
+    let copied = get_into(&file, path, total, &temporary).and_then(|()| {
+        std::fs::set_permissions(&temporary, existing.permissions())
+            .with_context(|| format!("keeping the mode of {}", local_path.display()))?;
+        std::fs::rename(&temporary, &local_path)
+            .with_context(|| format!("renaming {} to {}", temporary.display(), local_path.display()))
+    });
+    if let Err(e) = copied {
+        let _ = std::fs::remove_file(&temporary);
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            eprintln!(
+                "weft: get {path}: interrupted; {} is as it was",
+                local_path.display()
+            );
+            std::process::exit(130);
+        }
+        return Err(e.context(format!("{} is as it was", local_path.display())));
+    }
+    Ok(())
+}
+
+/// Copies `file` (`path`, `total` bytes) into local file `local_path`, created or
+/// truncated, and syncs it.
+fn get_into(file: &weft_client::File, path: &str, total: u64, local_path: &std::path::Path) -> Result<()> {
+    let mut out = std::fs::File::create(local_path)
         .with_context(|| format!("cannot create {}", local_path.display()))?;
     let mut progress = Progress::new(&format!("get {path}"), total);
-    copy_out(&file, total, &mut out, |done| progress.set(done)).map_err(|e| {
+    copy_out(file, total, &mut out, |done| progress.set(done)).map_err(|e| {
         if e.downcast_ref::<std::io::Error>().is_some() {
             e.context(format!("writing {}", local_path.display()))
         } else {
@@ -549,6 +594,9 @@ fn copy_out(
         });
         let mut done = 0u64;
         for block in receiver {
+            if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+                bail!("interrupted");
+            }
             let block = block?;
             if block.is_empty() {
                 break;

@@ -306,8 +306,9 @@ cluster that is stopped, `weft up` starts it again with its data."
     Get {
         /// The Weft file to copy.
         path: String,
-        /// The local file to write (an existing one is overwritten), or a directory to
-        /// get PATH into under its own name.
+        /// The local file to write (an existing one is replaced once the whole copy is
+        /// synced, and left as it was if the get fails), or a directory to get PATH into
+        /// under its own name.
         local: String,
     },
     /// Write files to standard output.

@@ -754,3 +754,74 @@ fn layout_options_without_set_are_refused_not_ignored() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("--cache"), "{err}");
 }
+
+/// `weft get` over an existing local file replaces it only once the whole copy is
+/// synced: a get interrupted midway (SIGINT, seen copying) or failing before it copies
+/// (an io server killed) leaves the old copy as it was and no temporary file; one that
+/// succeeds keeps the old file's mode.
+#[test]
+fn a_failed_get_leaves_the_existing_local_file_as_it_was() {
+    use std::os::unix::fs::PermissionsExt;
+    let cluster = TestCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = Rng::new(common::seed(
+        "a_failed_get_leaves_the_existing_local_file_as_it_was",
+    ))
+    .bytes(256 << 20);
+    let source = dir.path().join("source.bin");
+    std::fs::write(&source, &data).unwrap();
+    weft_ok(&cluster, &["put", source.to_str().unwrap(), "/big.bin"]);
+    std::fs::remove_file(&source).unwrap();
+    let back = dir.path().join("back.bin");
+    let old = b"the old copy";
+    std::fs::write(&back, old).unwrap();
+    std::fs::set_permissions(&back, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let entries = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = entries();
+
+    // Interrupted once it is seen copying (a new name beside it, or the file changed).
+    let mut get = cluster
+        .command("weft")
+        .args(["get", "/big.bin", back.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while entries() == before && std::fs::read(&back).map(|b| b == old).unwrap_or(false) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "get never began copying"
+        );
+        assert!(
+            get.try_wait().unwrap().is_none(),
+            "get ended before it was seen copying"
+        );
+        std::thread::sleep(std::time::Duration::from_micros(500));
+    }
+    // SAFETY: signalling the child started above.
+    unsafe { libc::kill(get.id() as i32, libc::SIGINT) };
+    let out = get.wait_with_output().unwrap();
+    assert!(!out.status.success(), "get was interrupted but succeeded");
+    assert_eq!(std::fs::read(&back).unwrap(), old, "after an interrupted get");
+    assert_eq!(entries(), before, "a temporary file was left behind");
+
+    weft_ok(&cluster, &["get", "/big.bin", back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == data, "the get's bytes");
+    assert_eq!(
+        std::fs::metadata(&back).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    std::fs::write(&back, old).unwrap();
+
+    cluster.kill9(2);
+    weft_err(&cluster, &["get", "/big.bin", back.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&back).unwrap(), old, "after a failed get");
+    assert_eq!(entries(), before, "a temporary file was left behind");
+}
