@@ -143,7 +143,20 @@ fn serve(options: &Options, parent: link::Handle) -> i32 {
         Ok(()) => None,
         Err(e) => Some(End::Orphaned(e)),
     };
+    let mut told_exit = false;
     while end.is_none() {
+        // A weftd that ends mid-job is said at once, with its log's end (the job's
+        // calls to it fail, and an abort would end this process before the stop that
+        // reports it).
+        if let (false, Some(child)) = (told_exit, weftd.as_mut()) {
+            if let Ok(Some(status)) = child.try_wait() {
+                told_exit = true;
+                eprintln!(
+                    "weft-delegate {rank}: its weftd exited while the job runs ({status}): {}",
+                    quote(&dir.join("weftd.log"))
+                );
+            }
+        }
         match link::try_recv(parent, 0, link::tag::STOP) {
             Ok(Some(_)) => end = Some(End::Stop),
             Ok(None) => {}
