@@ -316,13 +316,20 @@ impl TestCluster {
 }
 
 fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| {
             s.rsplit(')')
                 .next()
                 .is_some_and(|rest| rest.trim_start().starts_with('Z'))
         })
-        .unwrap_or(true)
+        .unwrap_or(true);
+    // A killed process's first thread shows Z while its other threads are still ending
+    // and still hold its files (a restart then found the manager's database locked):
+    // it is gone once only that first thread is left.
+    zombie
+        && std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| tasks.count() <= 1)
+            .unwrap_or(true)
 }
 
 impl Drop for TestCluster {
