@@ -7,6 +7,7 @@
 #define WEFT_MPIIO_SHIM_H
 
 #include <stdint.h>
+#include <stddef.h>
 
 typedef uintptr_t wm_h;
 
@@ -168,6 +169,9 @@ int weft_mpiio_get_type_extent(wm_h fh, wm_h type, int64_t *extent);
 int weft_mpiio_io(wm_h fh, int flags, int64_t offset, void *buf, int count, wm_h type,
                   int64_t *bytes);
 wm_h weft_mpiio_errhandler(wm_h fh);
+/* This thread's last error message into buf (cut to len - 1 bytes, NUL-terminated);
+ * returns its full length, 0 if the last call succeeded. */
+size_t weft_mpiio_last_error(char *buf, size_t len);
 void weft_mpiio_set_errhandler(wm_h fh, wm_h errhandler);
 int weft_mpiio_fint(wm_h fh);
 wm_h weft_mpiio_from_fint(int fint);

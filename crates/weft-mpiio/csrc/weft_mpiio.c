@@ -111,8 +111,13 @@ static int invoke(MPI_Errhandler eh, MPI_File fh, int code)
         char text[MPI_MAX_ERROR_STRING];
         int len = 0;
         MPI_Error_string(code, text, &len);
-        fprintf(stderr, "weft-mpiio: error on a weft: file (%s); MPI_ERRORS_ARE_FATAL aborts\n",
-                text);
+        char why[1024];
+        if (weft_mpiio_last_error(why, sizeof why) > 0)
+            fprintf(stderr, "weft-mpiio: error on a weft: file: %s (%s); MPI_ERRORS_ARE_FATAL aborts\n",
+                    why, text);
+        else
+            fprintf(stderr, "weft-mpiio: error on a weft: file (%s); MPI_ERRORS_ARE_FATAL aborts\n",
+                    text);
         MPI_Abort(MPI_COMM_WORLD, code);
         return code;
     }

@@ -65,7 +65,10 @@ pub(crate) fn file<'a>(fh: Handle) -> Result<&'a MpiFile> {
 /// MPI_ERR_INTERN.
 pub(crate) fn guard(f: impl FnOnce() -> Result<()>) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => 0,
+        Ok(Ok(())) => {
+            crate::file::forget_error();
+            0
+        }
         Ok(Err(e)) => {
             report(&e);
             e.class as c_int
@@ -292,6 +295,22 @@ pub extern "C" fn weft_mpiio_io(
         })?;
         out(bytes, n as i64)
     })
+}
+
+/// Copies this thread's last error message (NUL-terminated, cut to `len - 1` bytes)
+/// into `buf`; returns its full length, 0 if the last call succeeded.
+#[no_mangle]
+pub extern "C" fn weft_mpiio_last_error(buf: *mut c_char, len: usize) -> usize {
+    let message = crate::file::last_error();
+    if !buf.is_null() && len > 0 {
+        let n = message.len().min(len - 1);
+        // SAFETY: the caller gives a buffer of `len` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(message.as_ptr(), buf.cast::<u8>(), n);
+            *buf.add(n) = 0;
+        }
+    }
+    message.len()
 }
 
 #[no_mangle]

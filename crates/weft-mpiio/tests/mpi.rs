@@ -310,6 +310,19 @@ fn errors_agree(cluster: &TestCluster, env: &[(&str, &str)]) {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("errors OK"), "{stdout}");
     }
+    // Under MPI_ERRORS_ARE_FATAL the job ends, and what it prints says why, not
+    // only the class MPI_Error_string gives.
+    let out = mpirun(2, Some(cluster), env, &[], &p.errors, &["weft:/errors/", "fatal"]);
+    assert!(!out.status.success(), "a fatal error ended the job well");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("the open returned"),
+        "MPI_ERRORS_ARE_FATAL returned"
+    );
+    assert!(
+        stderr.contains("error on a weft: file: ") && stderr.contains("/errors/missing"),
+        "the fatal report does not say why:\n{stderr}"
+    );
 }
 
 // Regression: HDF5's filetypes span more data than their extent; set_view refused

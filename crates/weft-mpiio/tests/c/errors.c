@@ -2,6 +2,8 @@
  * class, and nothing hangs.
  *
  *   errors PREFIX      (PREFIX: "weft:/dir/"; the directory exists, "missing" does not)
+ *   errors PREFIX fatal  opens "missing" under MPI_ERRORS_ARE_FATAL: the job aborts,
+ *                        and the library's message must say why
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -48,6 +50,15 @@ int main(int argc, char **argv)
     MPI_File fh;
     MPI_Status st;
     int buf[16] = {0};
+
+    if (argc > 2 && strcmp(argv[2], "fatal") == 0) {
+        snprintf(path, sizeof path, "%smissing", argv[1]);
+        MPI_File_set_errhandler(MPI_FILE_NULL, MPI_ERRORS_ARE_FATAL);
+        MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+        printf("fatal: the open returned\n");
+        MPI_Finalize();
+        return 1;
+    }
 
     /* 1. A missing file without MPI_MODE_CREATE. */
     snprintf(path, sizeof path, "%smissing", argv[1]);
