@@ -302,15 +302,21 @@ pub extern "C" fn weft_mpiio_io(
 #[no_mangle]
 pub extern "C" fn weft_mpiio_last_error(buf: *mut c_char, len: usize) -> usize {
     let message = crate::file::last_error();
-    if !buf.is_null() && len > 0 {
-        let n = message.len().min(len - 1);
-        // SAFETY: the caller gives a buffer of `len` bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(message.as_ptr(), buf.cast::<u8>(), n);
-            *buf.add(n) = 0;
-        }
-    }
+    copy_text(&message, buf, len);
     message.len()
+}
+
+/// Copies `text` into the caller's buffer `buf` of `len` bytes, cut and NUL-terminated.
+fn copy_text(text: &str, buf: *mut c_char, len: usize) {
+    if buf.is_null() || len == 0 {
+        return;
+    }
+    let n = text.len().min(len - 1);
+    // SAFETY: the caller gives a buffer of `len` bytes; n < len.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+        *buf.add(n) = 0;
+    }
 }
 
 #[no_mangle]

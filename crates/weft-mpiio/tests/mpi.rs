@@ -1070,13 +1070,16 @@ fn job_scoped_delegates_under_memory_pressure_match_romio() {
 fn job_scoped_delegates_end_with_their_job_however_it_ends() {
     let p = programs();
     let cluster = cluster();
+    // The delegates' scratch directories go here (TMPDIR), to be counted.
+    let scratch = tempfile::tempdir().unwrap();
+    let tmpdir = scratch.path().to_str().unwrap();
     for end in ["close", "finalize", "abort", "crash", "share"] {
         let path = format!("/ends_{end}");
         let name = format!("weft:{path}");
         let out = mpirun(
             4,
             Some(&cluster),
-            &[],
+            &[("TMPDIR", tmpdir)],
             &[],
             &p.delegates,
             &[&name, end, "weft_delegates=2"],
@@ -1092,6 +1095,14 @@ fn job_scoped_delegates_end_with_their_job_however_it_ends() {
             assert!(!out.status.success(), "{end}: mpirun succeeded");
         }
         assert_delegates_gone(&cluster, end);
+        // Nor do their scratch directories stay, even when the job killed their
+        // launchers (abort, crash): a later launcher given the same pid once took
+        // such a directory's stale address as its delegate's.
+        assert_eq!(
+            delegate_dirs(scratch.path()),
+            Vec::<String>::new(),
+            "{end}: scratch directories left"
+        );
         let bytes = weft_bytes(&cluster, &path);
         let part = 65536;
         let size = if end == "share" {
@@ -1117,6 +1128,68 @@ fn job_scoped_delegates_end_with_their_job_however_it_ends() {
             }
         }
     }
+}
+
+/// The names of delegate scratch directories in `dir`.
+fn delegate_dirs(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("weft-delegate-"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Most pids this test covers (Debian's default pid_max is 32768 up to 32 cores).
+const PID_MAX_COVERED: u64 = 1 << 18;
+
+/// Scratch directories left by earlier jobs, one for every pid a launcher can get,
+/// each with a `ready` file naming a port nobody listens on: a new job's delegates
+/// never take one for theirs (they did: a delegate "refused connections" mid-job).
+#[test]
+fn job_scoped_delegates_never_reuse_a_stale_scratch_directory() {
+    let p = programs();
+    let cluster = cluster();
+    // On tmpfs, with one `ready` file linked into every directory: 65,536 of them
+    // are made in seconds (minutes on this machine's disk).
+    let scratch = tempfile::tempdir_in("/dev/shm").unwrap();
+    let ready = scratch.path().join("ready");
+    std::fs::write(&ready, "127.0.0.1:1").unwrap();
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        pid_max <= PID_MAX_COVERED,
+        "pid_max {pid_max}: this test fills a directory for every pid up to {PID_MAX_COVERED}"
+    );
+    for pid in 1..=pid_max {
+        // The name one directory per pid had, and the first name of each pid now.
+        for name in [format!("weft-delegate-{pid}"), format!("weft-delegate-{pid}-0")] {
+            let dir = scratch.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::hard_link(&ready, dir.join("ready")).unwrap();
+        }
+    }
+    let stale = delegate_dirs(scratch.path()).len();
+    let out = mpirun(
+        4,
+        Some(&cluster),
+        &[("TMPDIR", scratch.path().to_str().unwrap())],
+        &[],
+        &p.delegates,
+        &["weft:/stale", "close", "weft_delegates=2"],
+    );
+    assert_ok(&out, "delegates beside stale scratch directories");
+    assert_delegates_gone(&cluster, "stale scratch directories");
+    assert_eq!(
+        delegate_dirs(scratch.path()).len(),
+        stale,
+        "the delegates' own scratch directories stayed"
+    );
+    assert_eq!(weft_bytes(&cluster, "/stale").len(), (1 << 20) + 4 * 65536);
 }
 
 /// Where spawning cannot work (an Open MPI singleton has a slot per core, and 1024

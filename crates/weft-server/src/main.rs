@@ -141,6 +141,12 @@ struct Args {
     /// delegates run so under their launcher, so they never outlive their job.
     #[arg(long)]
     exit_on_stdin_eof: bool,
+    /// With --exit-on-stdin-eof: once everything was written back, remove this
+    /// directory (a job-scoped delegate's scratch directory, which would otherwise stay
+    /// behind when the job was killed with its launcher); kept when the write-back
+    /// failed, for its log.
+    #[arg(long, value_name = "DIR", requires = "exit_on_stdin_eof")]
+    remove_on_exit: Option<PathBuf>,
     /// Serve metrics (Prometheus text format) over HTTP at this address, at /metrics;
     /// the metadata manager also serves its status page at /. Port 0 picks a free port.
     /// Default: the description's `metrics_addr` for this server, else none. With --mpi
@@ -425,6 +431,13 @@ fn run(args: Args) -> Result<()> {
         if let Err(e) = roles.write_back_all() {
             eprintln!("weftd: server {}: {e}", plan.id);
             std::process::exit(1);
+        }
+        if let Some(dir) = &args.remove_on_exit {
+            if let Err(e) = std::fs::remove_dir_all(dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!("weftd: server {}: removing {}: {e}", plan.id, dir.display());
+                }
+            }
         }
         std::process::exit(0);
     }

@@ -130,15 +130,23 @@ fn serve(options: &Options, parent: link::Handle) -> i32 {
         }
     };
     let parents = link::watched_here(&watch, host);
-    let dir = std::env::temp_dir().join(format!("weft-delegate-{}", std::process::id()));
     let mut weftd = None;
-    let ready = match start_weftd(options, rank, &dir) {
+    let (dir, started) = match fresh_dir() {
+        Ok(dir) => {
+            let started = start_weftd(options, rank, &dir);
+            (Some(dir), started)
+        }
+        Err(e) => (None, Err(e)),
+    };
+    let ready = match started {
         Ok((child, addr)) => {
             weftd = Some(child);
             format!("ok {addr}")
         }
         Err(e) => format!("error delegate {rank}: {e}"),
     };
+    // Where the weftd runs (it exists whenever `weftd` is Some).
+    let dir = dir.unwrap_or_default();
     let mut end = match link::send(parent, 0, link::tag::READY, ready.as_bytes()) {
         Ok(()) => None,
         Err(e) => Some(End::Orphaned(e)),
@@ -170,7 +178,9 @@ fn serve(options: &Options, parent: link::Handle) -> i32 {
         std::thread::sleep(POLL_PERIOD);
     }
     let stopped = weftd.map_or(Ok(()), |child| stop_weftd(child, &dir));
-    let _ = std::fs::remove_dir_all(&dir);
+    if !dir.as_os_str().is_empty() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     match end {
         Some(End::Stop) => {
             let reply = match &stopped {
@@ -203,6 +213,31 @@ fn serve(options: &Options, parent: link::Handle) -> i32 {
     }
 }
 
+/// Most directory names tried before giving up (names taken by other delegates).
+const DIR_TRIES_MAX: u32 = 1000;
+
+/// A new, empty scratch directory for the weftd. Never one that exists: a directory
+/// left by a killed job whose launcher had the same pid would hold that job's `ready`
+/// file, and its stale address would be handed to the job (pids wrap quickly on a busy
+/// machine; this made delegates "refuse connections" mid-job).
+fn fresh_dir() -> Result<PathBuf, String> {
+    let base = std::env::temp_dir();
+    let pid = std::process::id();
+    for k in 0..DIR_TRIES_MAX {
+        let dir = base.join(format!("weft-delegate-{pid}-{k}"));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("creating {}: {e}", dir.display())),
+        }
+    }
+    Err(format!(
+        "no free name weft-delegate-{pid}-K in {} after {DIR_TRIES_MAX} tries (remove old weft-delegate-* \
+         directories there)",
+        base.display()
+    ))
+}
+
 /// The first of `pids` (parent processes on this host) that no longer exists.
 fn parent_died(pids: &[i32]) -> Option<String> {
     pids.iter().find_map(|&pid| {
@@ -216,7 +251,6 @@ fn parent_died(pids: &[i32]) -> Option<String> {
 /// Starts the weftd of delegate `rank` in `dir` and waits until it serves: the child
 /// and the address clients reach it at.
 fn start_weftd(options: &Options, rank: usize, dir: &Path) -> Result<(Child, String), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let ready = dir.join("ready");
     let log = dir.join("weftd.log");
     let log_file = std::fs::File::create(&log).map_err(|e| format!("creating {}: {e}", log.display()))?;
@@ -239,6 +273,8 @@ fn start_weftd(options: &Options, rank: usize, dir: &Path) -> Result<(Child, Str
         .arg("--ready-file")
         .arg(&ready)
         .arg("--exit-on-stdin-eof")
+        .arg("--remove-on-exit")
+        .arg(dir)
         .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
