@@ -19,6 +19,7 @@ pub mod clusterfile;
 pub mod collective;
 pub mod concurrent;
 pub mod delegation;
+pub mod floor;
 pub mod meta;
 pub mod mount;
 pub mod mpiio_api;
@@ -78,6 +79,10 @@ pub enum BenchCommand {
     /// Sequential write and read through a FUSE mount, against the native client.
     #[command(long_about = mount::LONG_ABOUT)]
     Mount(mount::MountArgs),
+    /// Mounts the FUSE floor (a file system that stores nothing) for tools such as fio:
+    /// what no FUSE file system beats on this machine.
+    #[command(long_about = floor::LONG_ABOUT)]
+    Floor(floor::FloorArgs),
     /// Collective-I/O-aware caching: the tile, IOR and mpi-io-test workloads traced and
     /// simulated, aggregated against original streams, per policy and cache size.
     #[command(long_about = cio::LONG_ABOUT)]
@@ -146,6 +151,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::ConcurrentWorker(a) => concurrent::worker(&a),
         BenchCommand::Noncontig(a) => noncontig::run(&a),
         BenchCommand::Mount(a) => mount::run(&a),
+        BenchCommand::Floor(a) => floor::run(&a),
         BenchCommand::Meta(a) => meta::run(&a),
         BenchCommand::MetaWorker(a) => meta::worker(&a),
         BenchCommand::Pack(a) => pack::run(&a),

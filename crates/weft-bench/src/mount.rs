@@ -29,8 +29,12 @@ back; a mismatch fails the benchmark.\n\nWithout --mountpoint the benchmark moun
 itself on a temporary directory (`weft mount --foreground` as a child process) and unmounts it at \
 the end, also on failure. Each method runs --repeat times; with 3 or more runs the lowest and \
 highest are dropped and the rest averaged. Prints a table, writes every timing to --json and a plot of the summary next to it (.svg).\n\n\
+With --floor, the FUSE floor runs in turn with the two: a file system in this process that \
+stores nothing, mounted with the Weft mount's request size, readahead and threads, answering \
+reads with the expected bytes by one copy from memory; no FUSE file system does better on this \
+machine, so it shows which part of the gap to the native client is FUSE's own.\n\n\
 Needs a running cluster (`weft up`) and FUSE (/dev/fuse). Example:\n  weft bench mount --size 1G \
---repeat 3";
+--repeat 3 --floor";
 
 /// Bytes per read and write call through the mount (dd bs=1M; the mount's largest request).
 pub const MOUNT_REQUEST_BYTES: u64 = MIB;
@@ -73,6 +77,11 @@ pub struct MountArgs {
     /// Keep the Weft file afterwards.
     #[arg(long)]
     pub keep: bool,
+    /// Also measure the FUSE floor: a file system in this process that stores nothing
+    /// (reads answered from memory with one copy, writes dropped), mounted with the Weft
+    /// mount's settings; what any FUSE file system reaches on this machine.
+    #[arg(long)]
+    pub floor: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -80,6 +89,8 @@ pub struct MountArgs {
 enum Method {
     Mount,
     Native,
+    /// The FUSE floor (`weft_fuse::mount_floor`).
+    Floor,
 }
 
 impl Method {
@@ -87,12 +98,13 @@ impl Method {
         match self {
             Method::Mount => "mount",
             Method::Native => "native",
+            Method::Floor => "floor",
         }
     }
 
     fn request_bytes(self) -> u64 {
         match self {
-            Method::Mount => MOUNT_REQUEST_BYTES,
+            Method::Mount | Method::Floor => MOUNT_REQUEST_BYTES,
             Method::Native => NATIVE_BLOCK_BYTES,
         }
     }
@@ -139,22 +151,75 @@ impl Source {
 
     /// The `len` bytes that belong at `file_offset` (stamped in place, so no copy).
     fn data(&mut self, file_offset: u64, len: usize) -> &[u8] {
-        let period = self.base.len() as u64;
-        let at = (file_offset % period) as usize;
+        let at = self.block_start(file_offset, len);
+        let block = &mut self.base[at..at + len];
+        stamp_pages(block, file_offset, self.seed);
+        block
+    }
+
+    /// Copies the bytes that belong at `file_offset` into `out`: what the FUSE floor
+    /// answers a read with (one copy, as a daemon holding the data makes).
+    fn copy_to(&self, file_offset: u64, out: &mut [u8]) {
+        let at = self.block_start(file_offset, out.len());
+        out.copy_from_slice(&self.base[at..at + out.len()]);
+        stamp_pages(out, file_offset, self.seed);
+    }
+
+    fn block_start(&self, file_offset: u64, len: usize) -> usize {
+        let at = (file_offset % self.base.len() as u64) as usize;
         assert!(
             file_offset.is_multiple_of(PAGE_BYTES as u64) && at + len <= self.base.len(),
             "requests are page aligned and divide the pattern block"
         );
-        let block = &mut self.base[at..at + len];
-        for (k, page) in block.chunks_mut(PAGE_BYTES).enumerate() {
-            let page_offset = file_offset + (k * PAGE_BYTES) as u64;
-            // xor with a constant then multiplication by an odd number: one value per offset.
-            let stamp = (page_offset ^ self.seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let n = page.len().min(8);
-            page[..n].copy_from_slice(&stamp.to_le_bytes()[..n]);
-        }
-        block
+        at
     }
+}
+
+/// Overwrites the first word of every page of `block` (at `file_offset`) with a value of
+/// its offset.
+fn stamp_pages(block: &mut [u8], file_offset: u64, seed: u64) {
+    for (k, page) in block.chunks_mut(PAGE_BYTES).enumerate() {
+        let page_offset = file_offset + (k * PAGE_BYTES) as u64;
+        // xor with a constant then multiplication by an odd number: one value per offset.
+        let stamp = (page_offset ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let n = page.len().min(8);
+        page[..n].copy_from_slice(&stamp.to_le_bytes()[..n]);
+    }
+}
+
+/// The floor's data is the same in every run (it keeps nothing that could be stale).
+const FLOOR_RUN: u32 = 0;
+
+/// Mounts the FUSE floor with one file of `size` bytes whose reads give `Source`'s data
+/// for the floor.
+fn mount_floor(size: u64) -> Result<(tempfile::TempDir, weft_fuse::FloorMount)> {
+    let dir = tempfile::Builder::new()
+        .prefix("weft-bench-floor-")
+        .tempdir()
+        .context("creating the floor's mount point")?;
+    let source = Source::new(FLOOR_RUN, Method::Floor);
+    let fill = std::sync::Arc::new(move |_file: u64, offset: u64, out: &mut [u8]| {
+        // Reads come page aligned and within a pattern block (requests divide it).
+        let mut done = 0;
+        while done < out.len() {
+            let at = offset + done as u64;
+            let room = NATIVE_BLOCK_BYTES - at % NATIVE_BLOCK_BYTES;
+            let n = (out.len() - done).min(room as usize);
+            source.copy_to(at, &mut out[done..done + n]);
+            done += n;
+        }
+    });
+    let floor = weft_fuse::mount_floor(
+        dir.path(),
+        &["f0"],
+        1,
+        size,
+        weft_fuse::THREADS_DEFAULT,
+        weft_fuse::READAHEAD_KIB_DEFAULT,
+        fill,
+    )
+    .context("mounting the FUSE floor (needs /dev/fuse)")?;
+    Ok((dir, floor))
 }
 
 /// One run of one method.
@@ -217,7 +282,7 @@ struct Results {
     runs: Vec<Run>,
     summary: Vec<Summary>,
     goals: Vec<Goal>,
-    notes: Vec<&'static str>,
+    notes: Vec<String>,
 }
 
 const GOAL_RATIO: f64 = 0.5;
@@ -229,6 +294,10 @@ opens the unchanged file again, and the mount's kernel keeps the pages it cached
 with kept pages), while the native client has no cache and reads from the io servers again";
 const NOTE_SETTLE: &str = "between the write and the read phase both methods wait ObjStamped::SETTLE_NS \
 (1 s; untimed): the mount keeps pages only of files unchanged for that long";
+const NOTE_FLOOR: &str = "floor: the FUSE floor, a file system in this process that stores nothing \
+(each read answered with the expected bytes by one copy from memory, writes dropped), mounted with \
+the Weft mount's request size, readahead and worker threads; it opens without kept pages, so its \
+re-read crosses FUSE again";
 const NOTE_CHECK: &str = "both read phases include checking every byte, in a second thread that \
 overlaps the next read";
 
@@ -274,17 +343,28 @@ pub fn run(args: &MountArgs) -> Result<()> {
         layout.servers.len(),
         mount.path().display()
     );
+    let floor = if args.floor {
+        Some(mount_floor(size)?)
+    } else {
+        None
+    };
+    let floor_file = floor.as_ref().map(|(dir, _)| dir.path().join("f0"));
+    let mut methods = vec![Method::Mount, Method::Native];
+    if floor.is_some() {
+        methods.push(Method::Floor);
+    }
     let mut runs = Vec::new();
     for run in 0..args.repeat {
-        // Alternating the order keeps either method from always running on a warmer
-        // (or more fragmented) machine.
-        let order = if run % 2 == 0 {
-            [Method::Mount, Method::Native]
-        } else {
-            [Method::Native, Method::Mount]
-        };
+        // Rotating the order keeps any method from always running on a warmer (or more
+        // fragmented) machine.
+        let mut order = methods.clone();
+        order.rotate_left(run as usize % methods.len());
         for method in order {
-            let r = one_run(&client, method, run, &args.path, &mounted_path, size)?;
+            let file = match method {
+                Method::Floor => floor_file.as_deref().expect("the floor is mounted"),
+                _ => &mounted_path,
+            };
+            let r = one_run(&client, method, run, &args.path, file, size)?;
             eprintln!(
                 "mount: run {}/{} {:<6} write+sync {:>8.1} MiB/s  read {:>8.1} MiB/s  re-read {:>8.1} MiB/s",
                 run + 1,
@@ -306,8 +386,12 @@ pub fn run(args: &MountArgs) -> Result<()> {
     let mountpoint = mount.path().display().to_string();
     let mounted_by_benchmark = mount.owned();
     mount.finish()?;
+    if let Some((_dir, floor)) = floor {
+        floor.unmount().context("unmounting the FUSE floor")?;
+    }
 
-    let methods = [Method::Native, Method::Mount];
+    // Rows: the baseline first.
+    methods.swap(0, 1);
     let phases = [Phase::WriteSync, Phase::Read, Phase::Reread];
     let summary: Vec<Summary> = summarise(&methods, &phases, Method::Native, |method, phase| {
         runs.iter()
@@ -336,6 +420,22 @@ pub fn run(args: &MountArgs) -> Result<()> {
         goal("mount write+sync vs native", Phase::WriteSync),
         goal("mount read vs native", Phase::Read),
     ];
+    let mut notes: Vec<String> = [NOTE_CACHE, NOTE_SETTLE, NOTE_CHECK].map(String::from).into();
+    if args.floor {
+        let figure = |method, phase| {
+            summary
+                .iter()
+                .find(|s| s.method == method && s.phase == phase)
+                .map_or(0.0, |s| s.mib_per_s)
+        };
+        notes.push(NOTE_FLOOR.into());
+        notes.push(format!(
+            "mount read vs floor read: {:.2}x; floor read vs native read: {:.2}x (no FUSE file system \
+             reads faster than the floor here)",
+            figure(Method::Mount, Phase::Read) / figure(Method::Floor, Phase::Read),
+            figure(Method::Floor, Phase::Read) / figure(Method::Native, Phase::Read),
+        ));
+    }
 
     let results = Results {
         benchmark: "mount",
@@ -356,7 +456,7 @@ pub fn run(args: &MountArgs) -> Result<()> {
         runs,
         summary,
         goals,
-        notes: vec![NOTE_CACHE, NOTE_SETTLE, NOTE_CHECK],
+        notes,
     };
     print!("{}", render(&results));
     let figure = crate::report::phase_bars(
@@ -381,9 +481,12 @@ fn one_run(
 ) -> Result<Run> {
     let name = method.name();
     let request = method.request_bytes();
-    let mut source = Source::new(run, method);
+    let mut source = match method {
+        Method::Floor => Source::new(FLOOR_RUN, method),
+        _ => Source::new(run, method),
+    };
     let (write_ns, sync_ns) = match method {
-        Method::Mount => {
+        Method::Mount | Method::Floor => {
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
                 .truncate(true)
@@ -428,17 +531,26 @@ fn one_run(
             (write_ns, sync_ns)
         }
     };
-    let size_after_write = client.stat(path)?.size;
+    let size_after_write = match method {
+        // Its size is fixed; it kept nothing.
+        Method::Floor => size,
+        _ => client.stat(path)?.size,
+    };
     ensure!(
         size_after_write == size,
         "{name}: the file holds {size_after_write} bytes after the write phase, expected {size}"
     );
 
-    // The mount keeps pages only of files whose objects' stamps settled (see NOTE_SETTLE).
-    std::thread::sleep(Duration::from_nanos(weft_client::ObjStamped::SETTLE_NS) + Duration::from_millis(100));
+    if method != Method::Floor {
+        // The mount keeps pages only of files whose objects' stamps settled (see
+        // NOTE_SETTLE).
+        std::thread::sleep(
+            Duration::from_nanos(weft_client::ObjStamped::SETTLE_NS) + Duration::from_millis(100),
+        );
+    }
     let mut read_phase = |phase: Phase| -> Result<u64> {
         let (ns, bytes_verified) = match method {
-            Method::Mount => {
+            Method::Mount | Method::Floor => {
                 // Reopened, as dd would be.
                 let mut file = std::fs::File::open(mounted_path)
                     .with_context(|| format!("opening {}", mounted_path.display()))?;
@@ -799,7 +911,8 @@ fn render(r: &Results) -> String {
             &s.per_run_mib_per_s[..],
         )
     });
-    out.push_str(&summary_text("native", rows, &r.goals, &r.notes));
+    let notes: Vec<&str> = r.notes.iter().map(String::as_str).collect();
+    out.push_str(&summary_text("native", rows, &r.goals, &notes));
     out
 }
 

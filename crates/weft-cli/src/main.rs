@@ -362,7 +362,7 @@ getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout 
         #[arg(short = 'f', long)]
         foreground: bool,
         /// FUSE worker threads (requests served in parallel; 1 to 64, others taken as the nearest).
-        #[arg(long, default_value_t = 8, value_name = "N")]
+        #[arg(long, default_value_t = weft_fuse::THREADS_DEFAULT, value_name = "N")]
         threads: usize,
         /// How long the kernel caches attributes and names, milliseconds.
         #[arg(long, default_value_t = 1000, value_name = "MS")]

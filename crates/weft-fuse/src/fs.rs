@@ -44,6 +44,15 @@ pub const REQUEST_BYTES_MAX: u32 = 4 << 20;
 /// Requests the kernel keeps in flight in the background (readahead, async reads).
 const BACKGROUND_REQUESTS_MAX: u16 = 64;
 
+/// The request size and background limits a Weft mount (and the FUSE floor) asks the
+/// kernel for at INIT. Each is best effort: an older kernel keeps its own limit.
+pub(crate) fn request_limits(config: &mut KernelConfig) {
+    let _ = config.set_max_write(REQUEST_BYTES_MAX);
+    let _ = config.set_max_readahead(REQUEST_BYTES_MAX);
+    let _ = config.set_max_background(BACKGROUND_REQUESTS_MAX);
+    let _ = config.set_congestion_threshold(BACKGROUND_REQUESTS_MAX * 3 / 4);
+}
+
 /// Open files and open directories of one mount, each. Past this, open fails (ENFILE).
 const OPEN_HANDLES_MAX: usize = 1 << 16;
 
@@ -829,11 +838,7 @@ fn reply_xattr(value: &[u8], size: u32, reply: ReplyXattr) {
 
 impl Filesystem for WeftFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // Each is best effort: an older kernel keeps its own limit.
-        let _ = config.set_max_write(REQUEST_BYTES_MAX);
-        let _ = config.set_max_readahead(REQUEST_BYTES_MAX);
-        let _ = config.set_max_background(BACKGROUND_REQUESTS_MAX);
-        let _ = config.set_congestion_threshold(BACKGROUND_REQUESTS_MAX * 3 / 4);
+        request_limits(config);
         let wanted = [
             // ls -l, find and tar get names and attributes in one pass.
             InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,

@@ -72,6 +72,7 @@ mod buffer;
 mod creds;
 mod deferred;
 mod dir;
+mod floor;
 mod fs;
 mod kept;
 mod mount;
@@ -81,9 +82,11 @@ mod prefetch;
 mod recent;
 mod xattr;
 
+pub use floor::{mount_floor, FillFn, FloorMount, FLOOR_FILES_MAX};
 pub use fs::{CacheOptions, REQUEST_BYTES_MAX};
 pub use mount::{
-    is_weft_mount, mount_background, mount_entry, mount_foreground, unmount, MountEntry, FS_NAME, THREADS_MAX,
+    is_weft_mount, mount_background, mount_entry, mount_foreground, unmount, MountEntry, FS_NAME,
+    THREADS_DEFAULT, THREADS_MAX,
 };
 pub use xattr::{CLUSTER_XATTR, LAYOUT_XATTR};
 

@@ -18,6 +18,9 @@ pub const FS_NAME: &str = "weft";
 /// FUSE worker threads, at most (each holds a 16 MiB request buffer, mostly untouched).
 pub const THREADS_MAX: usize = 64;
 
+/// FUSE worker threads of `weft mount` unless told otherwise.
+pub const THREADS_DEFAULT: usize = 8;
+
 /// Signals that end a mount served in the foreground (or by a daemon): blocked in every
 /// thread and taken by one that unmounts.
 const STOP_SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
@@ -220,7 +223,7 @@ fn mount_as_root(mountpoint: &Path) -> std::io::Result<OwnedFd> {
 /// that this mount's requests may be `REQUEST_BYTES_MAX`. It only lets a FUSE file
 /// system ask for more; others keep what they ask for. Older kernels (no such knob) keep
 /// 1 MiB requests.
-fn raise_request_pages_limit() {
+pub(crate) fn raise_request_pages_limit() {
     const KNOB: &str = "/proc/sys/fs/fuse/max_pages_limit";
     let wanted = crate::fs::REQUEST_BYTES_MAX as u64 / 4096;
     // SAFETY: no preconditions.
@@ -247,7 +250,7 @@ fn raise_request_pages_limit() {
 /// than FUSE's `max_readahead`), so a sequential read would be cut into 128 KiB requests
 /// one or two at a time. Raising it keeps several large requests in flight, which
 /// triples sequential read bandwidth. Only root may; a user's mount keeps the default.
-fn set_readahead(mountpoint: &Path, kib: u32) {
+pub(crate) fn set_readahead(mountpoint: &Path, kib: u32) {
     // Not stat(2) on the mountpoint: that would wait for this daemon to answer.
     let device = match mount_entry(mountpoint) {
         Ok(Some(entry)) => entry.device,
