@@ -258,12 +258,12 @@ impl WriteBehind {
             .or_insert(end);
         let (ranges, data) = kept.extents.take();
         self.total.fetch_sub(data.len(), Ordering::Relaxed);
+        let sent = kept.writer.file.write_list(&ranges, &data);
+        // Only now: until the bytes are on the io servers, a `send` for this inode from
+        // another thread (a read beside this one) must find the entry and wait on its
+        // lock, not take the count's "nothing kept anywhere" and go ahead of the bytes.
         self.dirty_inodes.fetch_sub(1, Ordering::Relaxed);
-        kept.writer
-            .file
-            .write_list(&ranges, &data)
-            .map(|_| ())
-            .map_err(|e| errno_of(&e))
+        sent.map(|_| ()).map_err(|e| errno_of(&e))
     }
 
     /// The end of the bytes kept for `inode`, or sent while it is open here (0: none):
