@@ -11,15 +11,16 @@ use std::time::Duration;
 
 pub const LONG_ABOUT: &str = "\
 Mounts the FUSE floor on a directory and serves it until interrupted (Ctrl-C, SIGTERM) or \
-unmounted (fusermount3 -u DIR): a file system that stores nothing, with the Weft mount's \
-request size, readahead and worker threads. Every file created in its root has --size bytes (at \
-most --names files at a time; they can be removed); reads return zeros (one copy from memory, as a daemon \
-holding the data makes) and writes are acknowledged and dropped. What a program reaches there is \
-what no FUSE file system can beat on this machine, so it shows how much of a gap between a Weft \
-mount and a local directory is FUSE's own cost. Example, random 4 KiB writes by fio:
+unmounted (fusermount3 -u DIR): a file system that keeps its namespace in memory and stores no \
+data, with the Weft mount's request size, readahead and worker threads. Directories, files and \
+symbolic links, their modes, owners, times and sizes behave as on a local file system (at most \
+--inodes of them); reads return zeros (one copy from memory, as a daemon holding the data makes) \
+and writes are acknowledged and dropped. What a program reaches there is what no FUSE file system \
+can beat on this machine, so it shows how much of a gap between a Weft mount and a local directory \
+is FUSE's own cost. Examples, random 4 KiB writes by fio and a tar extraction:
   weft bench floor --mountpoint /tmp/floor &
   fio --name=small --directory=/tmp/floor --rw=randwrite --bs=4k --size=32m --numjobs=4
-  scripts/bench-small-io.sh --runs 3 local=/tmp/local floor=/tmp/floor mount=/mnt/weft/small";
+  scripts/bench-small-io.sh --runs 3 --tar doc.tar local=/tmp/local floor=/tmp/floor mount=/mnt/weft/small";
 
 /// How often the floor checks that it is still mounted while it waits for a signal.
 const POLL: Duration = Duration::from_millis(200);
@@ -29,24 +30,17 @@ pub struct FloorArgs {
     /// The directory to mount on (created if missing; must be empty).
     #[arg(long, value_name = "DIR")]
     pub mountpoint: PathBuf,
-    /// Size of every file (K, M, G suffixes).
-    #[arg(long, default_value = "1G", value_name = "BYTES", value_parser = crate::parse_size_arg)]
-    pub size: u64,
-    /// Most files (names) the floor holds; more are refused with ENOSPC.
-    #[arg(long, default_value_t = 64, value_name = "N")]
-    pub names: u32,
+    /// Most inodes (files, directories, links) the floor holds; more are refused with
+    /// ENOSPC. Each takes some 200 bytes of memory.
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub inodes: u64,
 }
 
 pub fn run(args: &FloorArgs) -> Result<()> {
     ensure!(
-        args.size > 0 && args.size <= crate::mount::SIZE_MAX_BYTES,
-        "--size must be 1 byte to {} GiB",
-        crate::mount::SIZE_MAX_BYTES >> 30
-    );
-    ensure!(
-        (1..=weft_fuse::FLOOR_FILES_MAX).contains(&args.names),
-        "--names must be 1 to {}",
-        weft_fuse::FLOOR_FILES_MAX
+        (2..=weft_fuse::FLOOR_INODES_MAX).contains(&args.inodes),
+        "--inodes must be 2 to {} (the root is one)",
+        weft_fuse::FLOOR_INODES_MAX
     );
     std::fs::create_dir_all(&args.mountpoint)
         .with_context(|| format!("creating {}", args.mountpoint.display()))?;
@@ -70,8 +64,7 @@ pub fn run(args: &FloorArgs) -> Result<()> {
     let floor = weft_fuse::mount_floor(
         &mountpoint,
         &[],
-        args.names,
-        args.size,
+        args.inodes,
         weft_fuse::THREADS_DEFAULT,
         weft_fuse::READAHEAD_KIB_DEFAULT,
         fill,
@@ -83,10 +76,9 @@ pub fn run(args: &FloorArgs) -> Result<()> {
         )
     })?;
     eprintln!(
-        "weft bench floor: mounted on {} (files of {} bytes, at most {}); stop with Ctrl-C or fusermount3 -u {}",
+        "weft bench floor: mounted on {} (at most {} inodes); stop with Ctrl-C or fusermount3 -u {}",
         mountpoint.display(),
-        args.size,
-        args.names,
+        args.inodes,
         mountpoint.display()
     );
     loop {

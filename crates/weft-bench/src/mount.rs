@@ -211,9 +211,8 @@ fn mount_floor(size: u64) -> Result<(tempfile::TempDir, weft_fuse::FloorMount)> 
     });
     let floor = weft_fuse::mount_floor(
         dir.path(),
-        &["f0"],
-        1,
-        size,
+        &[("f0", size)],
+        2,
         weft_fuse::THREADS_DEFAULT,
         weft_fuse::READAHEAD_KIB_DEFAULT,
         fill,

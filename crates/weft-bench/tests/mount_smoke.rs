@@ -144,15 +144,16 @@ fn the_floor_is_measured_checked_and_unmounted() {
     );
 }
 
-/// `weft bench floor` serves a file system outside tools can use: files created there
-/// have the given size and read as zeros, writes are accepted, files can be removed;
-/// Ctrl-C unmounts it and the command ends well. A non-empty mountpoint is refused.
+/// `weft bench floor` serves a file system outside tools can use: directories, files
+/// and links as on a local one, sizes following writes and truncates, data reading as
+/// zeros, at most --inodes inodes; Ctrl-C unmounts it and the command ends well. A
+/// non-empty mountpoint is refused.
 #[test]
 fn the_floor_command_serves_files_until_interrupted() {
     let scratch = tempfile::tempdir().unwrap();
     let mnt = scratch.path().join("floor");
     let mut child = std::process::Command::new(weft_testkit::bin("weft"))
-        .args(["bench", "floor", "--size", "1M", "--names", "2", "--mountpoint"])
+        .args(["bench", "floor", "--inodes", "4", "--mountpoint"])
         .arg(&mnt)
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -170,13 +171,30 @@ fn the_floor_command_serves_files_until_interrupted() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let file = mnt.join("data.0");
-    std::fs::write(&file, vec![7u8; 4096]).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::create(&file).unwrap();
+        f.write_all_at(&[7u8; 4096], MIB - 4096).unwrap();
+    }
     let bytes = std::fs::read(&file).unwrap();
-    assert_eq!(bytes.len(), MIB as usize);
+    assert_eq!(bytes.len(), MIB as usize, "the size follows the writes");
     assert!(bytes.iter().all(|b| *b == 0), "the floor keeps no data");
-    std::fs::write(mnt.join("data.1"), b"x").unwrap();
-    let full = std::fs::write(mnt.join("data.2"), b"x").unwrap_err();
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    std::os::unix::fs::symlink("../data.0", mnt.join("d/l")).unwrap();
+    assert_eq!(
+        std::fs::read_link(mnt.join("d/l")).unwrap(),
+        Path::new("../data.0")
+    );
+    assert_eq!(
+        std::fs::metadata(mnt.join("d/l")).unwrap().len(),
+        MIB,
+        "the link leads to the file"
+    );
+    let full = std::fs::write(mnt.join("data.1"), b"x").unwrap_err();
     assert_eq!(full.raw_os_error(), Some(libc::ENOSPC), "{full}");
+    std::fs::remove_file(mnt.join("d/l")).unwrap();
+    std::fs::remove_dir(mnt.join("d")).unwrap();
+    std::fs::write(mnt.join("data.1"), b"x").unwrap();
     std::fs::remove_file(&file).unwrap();
     let names: Vec<_> = std::fs::read_dir(&mnt)
         .unwrap()

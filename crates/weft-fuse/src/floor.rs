@@ -1,27 +1,29 @@
-//! The FUSE floor: a file system that stores nothing, mounted with the same settings
-//! as a Weft mount (request size, readahead, worker threads, clone fds), so that a
-//! benchmark can show what any FUSE file system reaches on the machine it runs on.
-//! Its root holds files of one fixed size, those it was mounted with and those programs
-//! create (at most `names_max` at a time; more are refused with ENOSPC), which may be
-//! removed again; a read is answered with the bytes a caller-given function produces
+//! The FUSE floor: a file system that keeps its namespace in memory and stores no data,
+//! mounted with the same settings as a Weft mount (request size, readahead, worker
+//! threads, clone fds), so that a benchmark can show what any FUSE file system reaches
+//! on the machine it runs on. Directories, regular files and symbolic links with their
+//! modes, owners, times and sizes behave as on a local file system (enough for fio,
+//! dd, tar and cp); a read is answered with the bytes a caller-given function produces
 //! (one copy from memory, as a daemon holding the data would make), a write is
-//! acknowledged and dropped. Used by
-//! `weft bench mount --floor` and `weft bench floor` (crates/weft-bench).
+//! acknowledged, dropped and only extends the size. Used by `weft bench mount --floor`
+//! and `weft bench floor` (crates/weft-bench).
 
 use crate::fs::{request_limits, REQUEST_BYTES_MAX};
 use crate::mount::{raise_request_pages_limit, set_readahead};
 use fuser::{
     BackgroundSession, BsdFileFlags, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Generation, INodeNo, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, TimeOrNow, WriteFlags,
 };
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-/// Most names a floor holds.
-pub const FLOOR_FILES_MAX: u32 = 1024;
+/// Most inodes a floor holds; more are refused with ENOSPC.
+pub const FLOOR_INODES_MAX: u64 = 1 << 20;
 
 /// Fills a read's reply: (the file's inode number, file offset, buffer).
 pub type FillFn = dyn Fn(u64, u64, &mut [u8]) + Send + Sync;
@@ -29,78 +31,168 @@ pub type FillFn = dyn Fn(u64, u64, &mut [u8]) + Send + Sync;
 const TTL: Duration = Duration::from_secs(1);
 const ROOT: u64 = 1;
 
-struct FloorFs {
-    names_max: u32,
+struct Inode {
+    kind: FileType,
+    perm: u16,
+    uid: u32,
+    gid: u32,
     size: u64,
-    fill: Arc<FillFn>,
-    names: Mutex<Names>,
+    nlink: u32,
+    atime: SystemTime,
+    mtime: SystemTime,
+    ctime: SystemTime,
+    /// A directory's entries.
+    entries: BTreeMap<OsString, u64>,
+    /// A symbolic link's target.
+    target: Vec<u8>,
 }
 
-/// The root's files: inode numbers by name and names by inode number.
-#[derive(Default)]
-struct Names {
-    by_name: std::collections::HashMap<OsString, u64>,
-    by_inode: std::collections::BTreeMap<u64, OsString>,
-    /// The next inode number to give (2 and up: 1 is the root).
+struct Tree {
+    inodes: HashMap<u64, Inode>,
     next: u64,
+    inodes_max: u64,
 }
 
-impl FloorFs {
-    fn attr(&self, ino: u64) -> Option<FileAttr> {
-        let (kind, perm, size) = if ino == ROOT {
-            (FileType::Directory, 0o755, 0)
-        } else if self.names().by_inode.contains_key(&ino) {
-            (FileType::RegularFile, 0o644, self.size)
-        } else {
-            return None;
-        };
-        Some(FileAttr {
+impl Tree {
+    fn attr(&self, ino: u64) -> Result<FileAttr, Errno> {
+        let i = self.inodes.get(&ino).ok_or(Errno::ENOENT)?;
+        Ok(FileAttr {
             ino: INodeNo(ino),
-            size,
-            blocks: size.div_ceil(512),
-            atime: UNIX_EPOCH,
-            mtime: UNIX_EPOCH,
-            ctime: UNIX_EPOCH,
-            crtime: UNIX_EPOCH,
-            kind,
-            perm,
-            nlink: 1,
-            // SAFETY: no preconditions.
-            uid: unsafe { libc::geteuid() },
-            // SAFETY: no preconditions.
-            gid: unsafe { libc::getegid() },
+            size: i.size,
+            blocks: 0,
+            atime: i.atime,
+            mtime: i.mtime,
+            ctime: i.ctime,
+            crtime: i.ctime,
+            kind: i.kind,
+            perm: i.perm,
+            nlink: i.nlink,
+            uid: i.uid,
+            gid: i.gid,
             rdev: 0,
             flags: 0,
             blksize: 4096,
         })
     }
 
-    fn names(&self) -> std::sync::MutexGuard<'_, Names> {
-        self.names.lock().unwrap_or_else(|e| e.into_inner())
+    fn dir(&mut self, ino: u64) -> Result<&mut Inode, Errno> {
+        let i = self.inodes.get_mut(&ino).ok_or(Errno::ENOENT)?;
+        if i.kind != FileType::Directory {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(i)
     }
 
-    /// The inode of `name` in the root; with `create`, made if missing while there is
-    /// room.
-    fn entry(&self, parent: INodeNo, name: &OsStr, create: bool) -> Result<FileAttr, Errno> {
-        if u64::from(parent) != ROOT {
-            return Err(Errno::ENOENT);
+    fn lookup(&mut self, parent: u64, name: &OsStr) -> Result<FileAttr, Errno> {
+        let ino = *self.dir(parent)?.entries.get(name).ok_or(Errno::ENOENT)?;
+        self.attr(ino)
+    }
+
+    /// Makes `name` in `parent` a new inode of `kind`.
+    fn make(
+        &mut self,
+        req: &Request,
+        parent: u64,
+        name: &OsStr,
+        kind: FileType,
+        perm: u32,
+    ) -> Result<FileAttr, Errno> {
+        if self.inodes.len() as u64 >= self.inodes_max {
+            return Err(Errno::ENOSPC);
         }
-        let ino = {
-            let mut names = self.names();
-            match names.by_name.get(name) {
-                Some(&ino) => ino,
-                None if !create => return Err(Errno::ENOENT),
-                None if names.by_name.len() >= self.names_max as usize => return Err(Errno::ENOSPC),
-                None => {
-                    let ino = names.next.max(2);
-                    names.next = ino + 1;
-                    names.by_name.insert(name.to_owned(), ino);
-                    names.by_inode.insert(ino, name.to_owned());
-                    ino
-                }
-            }
-        };
-        self.attr(ino).ok_or(Errno::ENOENT)
+        let now = SystemTime::now();
+        let ino = self.next;
+        let dir = self.dir(parent)?;
+        if dir.entries.contains_key(name) {
+            return Err(Errno::EEXIST);
+        }
+        dir.entries.insert(name.to_owned(), ino);
+        dir.mtime = now;
+        dir.ctime = now;
+        if kind == FileType::Directory {
+            dir.nlink += 1;
+        }
+        self.next += 1;
+        self.inodes
+            .insert(ino, new_inode(kind, perm, req.uid(), req.gid(), now));
+        self.attr(ino)
+    }
+
+    /// Removes `name` from `parent` (a directory only if `dir`, and then only empty).
+    fn remove(&mut self, parent: u64, name: &OsStr, dir: bool) -> Result<(), Errno> {
+        let ino = *self.dir(parent)?.entries.get(name).ok_or(Errno::ENOENT)?;
+        let target = self.inodes.get(&ino).ok_or(Errno::ENOENT)?;
+        match (dir, target.kind == FileType::Directory) {
+            (true, false) => return Err(Errno::ENOTDIR),
+            (false, true) => return Err(Errno::EISDIR),
+            (true, true) if !target.entries.is_empty() => return Err(Errno::ENOTEMPTY),
+            _ => {}
+        }
+        let now = SystemTime::now();
+        let parent_dir = self.dir(parent)?;
+        parent_dir.entries.remove(name);
+        parent_dir.mtime = now;
+        parent_dir.ctime = now;
+        if dir {
+            parent_dir.nlink -= 1;
+        }
+        let target = self.inodes.get_mut(&ino).expect("looked up above");
+        target.nlink = target.nlink.saturating_sub(if dir { 2 } else { 1 });
+        target.ctime = now;
+        if target.nlink == 0 {
+            // No open-file tracking: a removed file's inode goes at once (a floor
+            // stores nothing an open descriptor could still need).
+            self.inodes.remove(&ino);
+        }
+        Ok(())
+    }
+}
+
+fn new_inode(kind: FileType, perm: u32, uid: u32, gid: u32, now: SystemTime) -> Inode {
+    Inode {
+        kind,
+        perm: (perm & 0o7777) as u16,
+        uid,
+        gid,
+        size: 0,
+        nlink: if kind == FileType::Directory { 2 } else { 1 },
+        atime: now,
+        mtime: now,
+        ctime: now,
+        entries: BTreeMap::new(),
+        target: Vec::new(),
+    }
+}
+
+fn time_of(t: TimeOrNow) -> SystemTime {
+    match t {
+        TimeOrNow::SpecificTime(t) => t,
+        TimeOrNow::Now => SystemTime::now(),
+    }
+}
+
+struct FloorFs {
+    tree: Mutex<Tree>,
+    fill: Arc<FillFn>,
+}
+
+impl FloorFs {
+    fn tree(&self) -> std::sync::MutexGuard<'_, Tree> {
+        self.tree.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn entry(reply: ReplyEntry, attr: Result<FileAttr, Errno>) {
+    match attr {
+        Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn empty(reply: ReplyEmpty, done: Result<(), Errno>) {
+    match done {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
     }
 }
 
@@ -111,32 +203,13 @@ impl Filesystem for FloorFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.entry(parent, name, false) {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn create(
-        &self,
-        _req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        _flags: i32,
-        reply: ReplyCreate,
-    ) {
-        match self.entry(parent, name, true) {
-            Ok(attr) => reply.created(&TTL, &attr, Generation(0), FileHandle(0), FopenFlags::empty()),
-            Err(e) => reply.error(e),
-        }
+        entry(reply, self.tree().lookup(parent.into(), name))
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.attr(u64::from(ino)) {
-            Some(attr) => reply.attr(&TTL, &attr),
-            None => reply.error(Errno::ENOENT),
+        match self.tree().attr(ino.into()) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -144,12 +217,12 @@ impl Filesystem for FloorFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
-        _size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
@@ -158,14 +231,154 @@ impl Filesystem for FloorFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // Nothing changes: a truncate at open leaves the fixed size.
-        self.getattr(_req, ino, None, reply)
+        let mut tree = self.tree();
+        let attr = match tree.inodes.get_mut(&u64::from(ino)) {
+            Some(i) => {
+                if let Some(mode) = mode {
+                    i.perm = (mode & 0o7777) as u16;
+                }
+                if let Some(uid) = uid {
+                    i.uid = uid;
+                }
+                if let Some(gid) = gid {
+                    i.gid = gid;
+                }
+                if let Some(size) = size {
+                    i.size = size;
+                }
+                if let Some(t) = atime {
+                    i.atime = time_of(t);
+                }
+                if let Some(t) = mtime {
+                    i.mtime = time_of(t);
+                }
+                i.ctime = SystemTime::now();
+                tree.attr(ino.into())
+            }
+            None => Err(Errno::ENOENT),
+        };
+        match attr {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        if mode & libc::S_IFMT != libc::S_IFREG {
+            return reply.error(Errno::EPERM);
+        }
+        entry(
+            reply,
+            self.tree()
+                .make(req, parent.into(), name, FileType::RegularFile, mode & !umask),
+        )
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        entry(
+            reply,
+            self.tree()
+                .make(req, parent.into(), name, FileType::Directory, mode & !umask),
+        )
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        use std::os::unix::ffi::OsStrExt;
+        let mut tree = self.tree();
+        let made = tree.make(req, parent.into(), link_name, FileType::Symlink, 0o777);
+        let made = made.and_then(|attr| {
+            let i = tree.inodes.get_mut(&u64::from(attr.ino)).expect("just made");
+            i.target = target.as_os_str().as_bytes().to_vec();
+            i.size = i.target.len() as u64;
+            tree.attr(attr.ino.into())
+        });
+        entry(reply, made)
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.tree().inodes.get(&u64::from(ino)) {
+            Some(i) if i.kind == FileType::Symlink => reply.data(&i.target),
+            Some(_) => reply.error(Errno::EINVAL),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(reply, self.tree().remove(parent.into(), name, false))
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(reply, self.tree().remove(parent.into(), name, true))
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        _flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let mut tree = self.tree();
+        let moved = (|| {
+            let ino = *tree.dir(parent.into())?.entries.get(name).ok_or(Errno::ENOENT)?;
+            if tree.inodes[&ino].kind == FileType::Directory {
+                // Keeps the floor simple: programs it serves (fio, tar, cp) do not.
+                return Err(Errno::EXDEV);
+            }
+            tree.dir(newparent.into())?;
+            if let Some(&old) = tree.dir(newparent.into())?.entries.get(newname) {
+                if old == ino {
+                    return Ok(());
+                }
+                tree.remove(newparent.into(), newname, false)?;
+            }
+            let now = SystemTime::now();
+            let from = tree.dir(parent.into())?;
+            from.entries.remove(name);
+            from.mtime = now;
+            let to = tree.dir(newparent.into())?;
+            to.entries.insert(newname.to_owned(), ino);
+            to.mtime = now;
+            Ok(())
+        })();
+        empty(reply, moved)
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         // No FOPEN_KEEP_CACHE: every open reads through FUSE, as a Weft mount's first
         // read of a changed file does.
         reply.opened(FileHandle(0), FopenFlags::empty())
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self
+            .tree()
+            .make(req, parent.into(), name, FileType::RegularFile, mode & !umask)
+        {
+            Ok(attr) => reply.created(&TTL, &attr, Generation(0), FileHandle(0), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn read(
@@ -180,10 +393,11 @@ impl Filesystem for FloorFs {
         reply: ReplyData,
     ) {
         let ino = u64::from(ino);
-        if !self.names().by_inode.contains_key(&ino) {
-            return reply.error(Errno::ENOENT);
-        }
-        let len = u64::from(size.min(REQUEST_BYTES_MAX)).min(self.size.saturating_sub(offset));
+        let file_size = match self.tree().inodes.get(&ino) {
+            Some(i) => i.size,
+            None => return reply.error(Errno::ENOENT),
+        };
+        let len = u64::from(size.min(REQUEST_BYTES_MAX)).min(file_size.saturating_sub(offset));
         thread_local! {
             static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
@@ -198,16 +412,23 @@ impl Filesystem for FloorFs {
     fn write(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
-        _offset: u64,
+        offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        reply.written(data.len() as u32)
+        let mut tree = self.tree();
+        match tree.inodes.get_mut(&u64::from(ino)) {
+            Some(i) => {
+                i.size = i.size.max(offset + data.len() as u64);
+                reply.written(data.len() as u32)
+            }
+            None => reply.error(Errno::ENOENT),
+        }
     }
 
     fn flush(
@@ -238,37 +459,48 @@ impl Filesystem for FloorFs {
         reply.ok()
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        if u64::from(parent) != ROOT {
-            return reply.error(Errno::ENOENT);
-        }
-        let mut names = self.names();
-        match names.by_name.remove(name) {
-            Some(ino) => {
-                names.by_inode.remove(&ino);
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let listed: Result<Vec<(u64, FileType, OsString)>, Errno> = (|| {
+            let mut tree = self.tree();
+            let names: Vec<(OsString, u64)> = tree
+                .dir(ino.into())?
+                .entries
+                .iter()
+                .map(|(n, i)| (n.clone(), *i))
+                .collect();
+            Ok(names
+                .into_iter()
+                .filter_map(|(name, i)| tree.inodes.get(&i).map(|node| (i, node.kind, name)))
+                .collect())
+        })();
+        match listed {
+            Ok(entries) => {
+                // The offset of entry k is k + 1 (entries kept sorted by name).
+                for (k, (i, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
+                    if reply.add(INodeNo(i), k as u64 + 1, kind, name) {
+                        break;
+                    }
+                }
                 reply.ok()
             }
-            None => reply.error(Errno::ENOENT),
+            Err(e) => reply.error(e),
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        if u64::from(ino) != ROOT {
-            return reply.error(Errno::ENOTDIR);
-        }
-        // The offset of an entry is its inode number: stable while others come and go.
-        let names: Vec<(u64, OsString)> = self
-            .names()
-            .by_inode
-            .range(offset + 1..)
-            .map(|(ino, name)| (*ino, name.clone()))
-            .collect();
-        for (ino, name) in names {
-            if reply.add(INodeNo(ino), ino, FileType::RegularFile, name) {
-                break;
-            }
-        }
-        reply.ok()
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let tree = self.tree();
+        let used = tree.inodes.len() as u64;
+        // Room shown as plenty: the floor stores no data.
+        reply.statfs(
+            1 << 40,
+            1 << 40,
+            1 << 40,
+            tree.inodes_max,
+            tree.inodes_max - used,
+            4096,
+            255,
+            4096,
+        );
     }
 }
 
@@ -295,40 +527,51 @@ impl Drop for FloorMount {
     }
 }
 
-/// Mounts a floor holding at most `names_max` files of `size` bytes, `initial` among
-/// them from the start, on `mountpoint` (an existing empty directory), served by
-/// `threads` workers in this process, with a Weft mount's request size and
+/// Mounts a floor of at most `inodes_max` inodes on `mountpoint` (an existing empty
+/// directory), with the files `initial` (name, size) in its root from the start,
+/// served by `threads` workers in this process, with a Weft mount's request size and
 /// `readahead_kib` (both raised only as root, as for `weft mount`).
 pub fn mount_floor(
     mountpoint: &Path,
-    initial: &[&str],
-    names_max: u32,
-    size: u64,
+    initial: &[(&str, u64)],
+    inodes_max: u64,
     threads: usize,
     readahead_kib: u32,
     fill: Arc<FillFn>,
 ) -> std::io::Result<FloorMount> {
-    if names_max == 0 || names_max > FLOOR_FILES_MAX || initial.len() > names_max as usize {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("a floor holds 1 to {FLOOR_FILES_MAX} files"),
-        ));
+    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
+    if inodes_max < 1 + initial.len() as u64 || inodes_max > FLOOR_INODES_MAX {
+        return Err(invalid(format!(
+            "a floor holds 2 to {FLOOR_INODES_MAX} inodes, the root and its files included"
+        )));
     }
+    // SAFETY: no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let now = SystemTime::now();
+    let mut root = new_inode(FileType::Directory, 0o755, uid, gid, now);
+    let mut inodes = HashMap::new();
+    for (k, (name, size)) in initial.iter().enumerate() {
+        let ino = ROOT + 1 + k as u64;
+        let mut file = new_inode(FileType::RegularFile, 0o644, uid, gid, now);
+        file.size = *size;
+        root.entries.insert(OsString::from(name), ino);
+        inodes.insert(ino, file);
+    }
+    inodes.insert(ROOT, root);
+    let next = ROOT + 1 + initial.len() as u64;
+    let fs = FloorFs {
+        tree: Mutex::new(Tree {
+            inodes,
+            next,
+            inodes_max,
+        }),
+        fill,
+    };
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName("weft-floor".into()), MountOption::NoAtime];
     config.n_threads = Some(threads.clamp(1, crate::THREADS_MAX));
     config.clone_fd = true;
     raise_request_pages_limit();
-    let fs = FloorFs {
-        names_max,
-        size,
-        fill,
-        names: Mutex::new(Names::default()),
-    };
-    for name in initial {
-        fs.entry(INodeNo(ROOT), OsStr::new(name), true)
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "too many initial files"))?;
-    }
     let session = fuser::Session::new(fs, mountpoint, &config)?;
     let session = session.spawn()?;
     set_readahead(mountpoint, readahead_kib);

@@ -82,7 +82,7 @@ mod prefetch;
 mod recent;
 mod xattr;
 
-pub use floor::{mount_floor, FillFn, FloorMount, FLOOR_FILES_MAX};
+pub use floor::{mount_floor, FillFn, FloorMount, FLOOR_INODES_MAX};
 pub use fs::{CacheOptions, REQUEST_BYTES_MAX};
 pub use mount::{
     is_weft_mount, mount_background, mount_entry, mount_foreground, unmount, MountEntry, FS_NAME,
