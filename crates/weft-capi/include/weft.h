@@ -458,7 +458,8 @@ int weft_close(weft_file_t *file);
 
 /**
  * Reads up to `count` bytes at `offset` into `buf`; returns the number read, fewer than
- * `count` only at the end of the file (0 at or past it). Holes read as zeros. Errors:
+ * `count` only at the end of the file (0 at or past it); the bytes of `buf` past that
+ * number are left as they were, as pread(2) leaves them. Holes read as zeros. Errors:
  * -EBADF if opened `WEFT_O_WRONLY`, -EFAULT for a NULL `buf` with `count` > 0, -EINVAL
  * for a negative offset or `count` > SSIZE_MAX.
  *
