@@ -889,3 +889,57 @@ fn ls_lists_every_entry_when_an_io_server_is_down() {
     );
     assert!(stderr.contains("marked ?"), "{stderr}");
 }
+
+/// `weft up --io -1` got clap's "unexpected argument '-1' found" (a value that starts
+/// with `-` was taken for an option), and so did every other whole-number option of
+/// `weft up` and `weft bench`, and sizes such as `--cache-memory -1M`: each must say
+/// what the option takes, with nothing started.
+#[test]
+fn negative_counts_to_up_and_bench_are_refused_saying_what_is_taken() {
+    let home = tempfile::tempdir().unwrap();
+    let home_dir = home.path().to_str().unwrap();
+    let weft = |args: &[&str]| weft_alone(args, &[("WEFT_HOME", home_dir)]);
+    for (args, says) in [
+        (&["up", "--io", "-1"][..], "the count must be 1..=64"),
+        (&["up", "--io", "0"], "the count must be 1..=64"),
+        (&["up", "--io", "65"], "the count must be 1..=64"),
+        (
+            &["up", "--io", "four"],
+            "not a whole number; the count must be 1..=64",
+        ),
+        (&["up", "--precreate", "-5"], "the count must be 0 or more"),
+        (&["up", "--stripe-count", "-1"], "the count must be 0 or more"),
+        (&["up", "--stripe-size", "-1"], "512 bytes to 1G"),
+        (&["up", "--cache", "-2"], "a number of cache managers (1..=64)"),
+        (
+            &["up", "--cache", "colocated", "--cache-memory", "-1M"],
+            "1M (1048576 bytes) to 1T",
+        ),
+        (
+            &["up", "--capability-lifetime-ms", "-5"],
+            "not a number of milliseconds",
+        ),
+        (&["bench", "meta", "--procs", "-3"], "the count must be 0 or more"),
+        (&["bench", "meta", "--files", "-1"], "the count must be 0 or more"),
+        (
+            &["bench", "collective", "--k", "4,-4"],
+            "the count must be 0 or more",
+        ),
+    ] {
+        let (code, err) = weft(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+        // The value refused: of a list, the element.
+        let value = args.last().unwrap().rsplit(',').next().unwrap();
+        assert!(
+            err.contains(&format!("'{value}'")),
+            "{args:?} names the value: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(home.path()).unwrap().count(),
+        0,
+        "a refused `weft up` makes nothing in the home"
+    );
+}
