@@ -91,6 +91,15 @@ static void verify(const unsigned char *buf, size_t len, uint64_t offset, uint64
     checks++;
 }
 
+/* How many of the `len` bytes at `buf` are `value`. */
+static size_t count_of(const unsigned char *buf, size_t len, unsigned char value) {
+    size_t n = 0;
+    for (size_t k = 0; k < len; k++) {
+        n += buf[k] == value;
+    }
+    return n;
+}
+
 static char base[64];
 
 static const char *at(const char *name) {
@@ -288,10 +297,15 @@ static void data_path(weft_client_t *client) {
         CHECK(OK(weft_pread(file, back, len, (int64_t)offsets[k])) == (long long)want);
         verify(back, want, offsets[k], end, first_len, hole_end);
     }
+    /* A short read leaves the bytes past its count as they were, as pread(2) does
+     * (weft_pread zeroed the whole buffer first). */
+    memset(back, 0xA5, 1000);
     CHECK(OK(weft_pread(file, back, 1000, (int64_t)end - 10)) == 10);
     verify(back, 10, end - 10, end, first_len, hole_end);
+    CHECK(count_of(back + 10, 990, 0xA5) == 990);
     CHECK(OK(weft_pread(file, back, 1000, (int64_t)end)) == 0);
     CHECK(OK(weft_pread(file, back, 1000, (int64_t)end + 1000000)) == 0);
+    CHECK(count_of(back + 10, 990, 0xA5) == 990);
     CHECK(OK(weft_pread(file, NULL, 0, 0)) == 0);
 
     /* Misuse of a live handle. */

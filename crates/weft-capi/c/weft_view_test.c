@@ -97,6 +97,18 @@ int main(void) {
         EXPECT(weft_set_partition(file, 2, 4, 16), 0);
         EXPECT(weft_read_view(file, data, 20, 0), 20);
         for (i = 0; i < 20; i++) CHECK(data[i] == whole[2 + (i / 4) * 16 + i % 4]);
+        /* A read past the view's end is short and leaves the rest of the buffer as it
+         * was, as pread(2) does (it was zeroed whole first). */
+        {
+            long long got;
+            size_t kept = 0, k;
+            memset(back, 0xA5, sizeof back);
+            got = weft_read_view(file, back, sizeof back, 0);
+            CHECK(got > 20 && got < (long long)sizeof back);
+            for (i = 0; i < got; i++) CHECK(back[i] == whole[2 + (i / 4) * 16 + i % 4]);
+            for (k = (size_t)got; k < sizeof back; k++) kept += back[k] == 0xA5;
+            EXPECT(kept, sizeof back - (size_t)got);
+        }
         /* Typed memory: the same 20 bytes into every other 4-byte group of a buffer. */
         four = weft_type_bytes(4);
         spread = weft_type_hvector(5, 1, 8, four);

@@ -458,7 +458,8 @@ int weft_close(weft_file_t *file);
 
 /**
  * Reads up to `count` bytes at `offset` into `buf`; returns the number read, fewer than
- * `count` only at the end of the file (0 at or past it). Holes read as zeros. Errors:
+ * `count` only at the end of the file (0 at or past it); the bytes of `buf` past that
+ * number are left as they were, as pread(2) leaves them. Holes read as zeros. Errors:
  * -EBADF if opened `WEFT_O_WRONLY`, -EFAULT for a NULL `buf` with `count` > 0, -EINVAL
  * for a negative offset or `count` > SSIZE_MAX.
  *
@@ -668,7 +669,8 @@ int weft_set_partition(weft_file_t *file, int64_t offset, int64_t gsize, int64_t
 /**
  * Reads up to `count` view bytes from view offset `view_offset` into `buf`, in view
  * order; returns the number read, fewer than `count` only where the view runs past the
- * end of the file. Without a view, as `weft_pread`. Errors as `weft_pread`, and
+ * end of the file; the bytes of `buf` past that number are left as they were. Without
+ * a view, as `weft_pread`. Errors as `weft_pread`, and
  * -EINVAL for an interval mapping past the largest file offset.
  *
  * # Safety

@@ -165,7 +165,8 @@ pub unsafe extern "C" fn weft_close(file: *mut weft_file_t) -> c_int {
 }
 
 /// Reads up to `count` bytes at `offset` into `buf`; returns the number read, fewer than
-/// `count` only at the end of the file (0 at or past it). Holes read as zeros. Errors:
+/// `count` only at the end of the file (0 at or past it); the bytes of `buf` past that
+/// number are left as they were, as pread(2) leaves them. Holes read as zeros. Errors:
 /// -EBADF if opened `WEFT_O_WRONLY`, -EFAULT for a NULL `buf` with `count` > 0, -EINVAL
 /// for a negative offset or `count` > SSIZE_MAX.
 ///
@@ -191,13 +192,11 @@ pub unsafe extern "C" fn weft_pread(
         if count == 0 {
             return Ok(0);
         }
-        // The buffer may be uninitialised, which a `&mut [u8]` must not be: zero it
-        // first (a memset, small beside a network transfer).
+        // Not zeroed first: bytes past the count returned stay as the caller left them,
+        // as pread(2) leaves them. The buffer may be memory C never wrote; `read_at`
+        // only writes into it (replies are received into its pieces), never reads it.
         // SAFETY: non-NULL and writable for `count` bytes (the caller's promise).
-        let buf = unsafe {
-            std::ptr::write_bytes(buf.cast::<u8>(), 0, count);
-            std::slice::from_raw_parts_mut(buf.cast::<u8>(), count)
-        };
+        let buf = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), count) };
         Ok(handle.file.read_at(offset, buf)? as libc::ssize_t)
     })
 }

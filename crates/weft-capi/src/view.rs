@@ -452,7 +452,8 @@ pub unsafe extern "C" fn weft_set_partition(
 
 /// Reads up to `count` view bytes from view offset `view_offset` into `buf`, in view
 /// order; returns the number read, fewer than `count` only where the view runs past the
-/// end of the file. Without a view, as `weft_pread`. Errors as `weft_pread`, and
+/// end of the file; the bytes of `buf` past that number are left as they were. Without
+/// a view, as `weft_pread`. Errors as `weft_pread`, and
 /// -EINVAL for an interval mapping past the largest file offset.
 ///
 /// # Safety
@@ -471,12 +472,11 @@ pub unsafe extern "C" fn weft_read_view(
         if count == 0 {
             return Ok(0);
         }
-        // Zeroed first: the buffer may be uninitialised, which a `&mut [u8]` must not be.
+        // Not zeroed first: bytes past the count returned stay as the caller left them
+        // (as `weft_pread`). `read_view` only writes into the buffer (replies land in its
+        // pieces), never reads it.
         // SAFETY: non-NULL and writable for `count` bytes (the caller's promise).
-        let buf = unsafe {
-            std::ptr::write_bytes(buf.cast::<u8>(), 0, count);
-            std::slice::from_raw_parts_mut(buf.cast::<u8>(), count)
-        };
+        let buf = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), count) };
         Ok(handle.file.read_view(view_offset, buf)? as libc::ssize_t)
     })
 }

@@ -6,7 +6,7 @@ use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use std::io::{Read, Write};
 use std::sync::mpsc;
-use weft_client::{Attr, Client, CreateOptions, FileKind, LayoutRequest, OpenOptions};
+use weft_client::{Attr, Client, CreateOptions, FileKind, LayoutRequest, OpenOptions, ServerId, SizeOf};
 
 /// Bytes moved per read/write call in put/get/cat: whole rows of stripes keep every
 /// server busy.
@@ -73,14 +73,20 @@ fn full_time_string(t: weft_client::Timespec) -> String {
     )
 }
 
-fn long_line(attr: &Attr, name: &str) -> String {
+/// An entry's line in a long listing; without `size_known` (a server of its objects
+/// did not answer), what the manager holds with the size as `?`.
+fn long_line(attr: &Attr, name: &str, size_known: bool) -> String {
+    let size = match size_known {
+        true => attr.size.to_string(),
+        false => "?".to_string(),
+    };
     format!(
         "{} {:>3} {:>5} {:>5} {:>12} {} {}",
         mode_string(attr),
         attr.nlink,
         attr.uid,
         attr.gid,
-        attr.size,
+        size,
         time_string(attr.mtime.secs),
         name
     )
@@ -111,13 +117,17 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
     };
     let several = paths.len() > 1;
     let mut problems = 0;
+    // Io servers that failed to answer, each reported once, and how many files were
+    // listed without their sizes for it.
+    let mut unreachable: Vec<ServerId> = Vec::new();
+    let mut sizes_unknown = 0;
     for (k, path) in paths.iter().enumerate() {
         let attr = client.stat(path)?;
         if attr.kind != FileKind::Directory {
             println!(
                 "{}",
                 if long {
-                    long_line(&attr, path)
+                    long_line(&attr, path, true)
                 } else {
                     path.clone()
                 }
@@ -144,10 +154,22 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
             loop {
                 let (page, more) = client.readdir_attrs_page(dir.inode, &after, 0)?;
                 let (names, mut attrs): (Vec<_>, Vec<_>) = page.into_iter().unzip();
-                let gone = client.fill_sizes_or_gone(&mut attrs)?;
-                for ((name, attr), gone) in names.iter().zip(&attrs).zip(gone) {
+                // A server that cannot be reached costs its files their sizes (shown as
+                // `?`), not the listing.
+                let partial = client.fill_sizes_partial(&mut attrs)?;
+                for (server, error) in partial.failed {
+                    if !unreachable.contains(&server) {
+                        out.flush()?;
+                        eprintln!("weft: io server {server} could not be reached: {error}");
+                        unreachable.push(server);
+                    }
+                }
+                for ((name, attr), size) in names.iter().zip(&attrs).zip(partial.sizes) {
                     let shown = escape::name(name.as_bytes());
-                    if gone {
+                    if size == SizeOf::Unknown {
+                        writeln!(out, "{}", long_line(attr, &shown, false))?;
+                        sizes_unknown += 1;
+                    } else if size == SizeOf::Gone {
                         writeln!(out, "{}", unknown_line(attr.kind, &shown))?;
                         out.flush()?;
                         eprintln!(
@@ -157,7 +179,7 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
                         );
                         problems += 1;
                     } else {
-                        writeln!(out, "{}", long_line(attr, &shown))?;
+                        writeln!(out, "{}", long_line(attr, &shown, true))?;
                     }
                 }
                 match names.last() {
@@ -177,8 +199,18 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
             }
         }
     }
+    if sizes_unknown > 0 {
+        let servers: Vec<String> = unreachable.iter().map(|s| s.to_string()).collect();
+        eprintln!(
+            "weft: {sizes_unknown} files listed without their sizes (marked ?): io server(s) {} not reached",
+            servers.join(", ")
+        );
+    }
     if problems > 0 {
         bail!("{problems} entries listed without their attributes (marked ?)");
+    }
+    if sizes_unknown > 0 {
+        bail!("{sizes_unknown} files listed without their sizes (marked ?)");
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ macro_rules! println {
 }
 
 mod cluster;
+mod counts;
 mod escape;
 mod files;
 mod mpi_env;
@@ -98,7 +99,8 @@ fn parse_size_within(
     range: std::ops::RangeInclusive<u64>,
     says: std::fmt::Arguments,
 ) -> Result<u64, String> {
-    let bytes = parse_size_arg(s)?;
+    // "-1M" is no size either; say what is one.
+    let bytes = parse_size_arg(s).map_err(|e| format!("{e}: {says}"))?;
     if !range.contains(&bytes) {
         return Err(format!("{says}, not {bytes}"));
     }
@@ -165,7 +167,8 @@ cluster that is stopped, `weft up` starts it again with its data."
         #[command(flatten)]
         home: HomeArg,
         /// Number of io servers.
-        #[arg(long = "io", default_value_t = 4, value_name = "N")]
+        #[arg(long = "io", default_value_t = 4, value_name = "N",
+              value_parser = counts::Count::<u32>::new(1, cluster::IO_SERVERS_MAX.into()))]
         io_servers: u32,
         /// Objects the metadata manager precreates on the io servers per refill of its
         /// pool, so that creates need no round trip to them (0: create each file's
@@ -405,7 +408,9 @@ and keep it readable by its owner only. An existing FILE is never overwritten."
 }
 
 fn main() {
-    let matches = Cli::command().get_matches();
+    let matches = counts::checked(Cli::command())
+        .try_get_matches()
+        .unwrap_or_else(|e| counts::explain(e).exit());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let given = given_flags(&matches);
     if let Err(e) = run(cli.command, &given) {

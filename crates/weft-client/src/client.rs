@@ -550,6 +550,32 @@ impl Client {
         self.sizes(attrs)
     }
 
+    /// `fill_sizes_or_gone` that goes on when io servers cannot be reached: each
+    /// file's size is then known, gone, or unknown (a server of its objects failed to
+    /// answer), and each server that failed is named with its error, once. For
+    /// listings, which show what they can rather than nothing (`weft ls -l`).
+    pub fn fill_sizes_partial(&self, attrs: &mut [Attr]) -> Result<PartialSizes, ClientError> {
+        let mut failed = Vec::new();
+        let gone = self.sizes_tolerant(attrs, None, Some(&mut failed))?;
+        let sizes = attrs
+            .iter()
+            .zip(gone)
+            .map(|(attr, gone)| {
+                let unknown = attr.kind == FileKind::File
+                    && attr
+                        .layout
+                        .as_ref()
+                        .is_some_and(|l| failed.iter().any(|(server, _)| l.servers.contains(server)));
+                match (unknown, gone) {
+                    (true, _) => SizeOf::Unknown,
+                    (false, true) => SizeOf::Gone,
+                    (false, false) => SizeOf::Known,
+                }
+            })
+            .collect();
+        Ok(PartialSizes { sizes, failed })
+    }
+
     fn sizes(&self, attrs: &mut [Attr]) -> Result<Vec<bool>, ClientError> {
         self.sizes_stamped(attrs, None)
     }
@@ -560,6 +586,18 @@ impl Client {
         &self,
         attrs: &mut [Attr],
         stamps: Option<&mut [Option<DataStamp>]>,
+    ) -> Result<Vec<bool>, ClientError> {
+        self.sizes_tolerant(attrs, stamps, None)
+    }
+
+    /// `sizes_stamped`; with `failed`, an io server that cannot be reached or fails to
+    /// answer is put there (with its error) instead of failing the call, and its files
+    /// get no stamp.
+    fn sizes_tolerant(
+        &self,
+        attrs: &mut [Attr],
+        stamps: Option<&mut [Option<DataStamp>]>,
+        mut failed: Option<&mut Vec<(ServerId, ClientError)>>,
     ) -> Result<Vec<bool>, ClientError> {
         let mut per_server: HashMap<ServerId, Vec<(usize, Striping)>> = HashMap::new();
         for (k, attr) in attrs.iter_mut().enumerate() {
@@ -589,38 +627,53 @@ impl Client {
         let mut missing = vec![0usize; attrs.len()];
         let mut asked = vec![0usize; attrs.len()];
         // Every server is asked before any answer is awaited: one round trip's wait.
-        let connections: Vec<_> = per_server
-            .into_iter()
-            .map(|(server, items)| Ok((self.inner.pool.get(self.inner.io_addr(server)?)?, items)))
-            .collect::<Result<_, ClientError>>()?;
+        // A server that failed (only with `failed`) is named once, and its files get
+        // no stamp: a stamp must cover every object.
+        let mut fail = |server: ServerId,
+                        error: ClientError,
+                        items: &[(usize, Striping)],
+                        objects: &mut [Option<Vec<(u32, u64)>>]| {
+            let Some(failed) = failed.as_mut() else {
+                return Err(error);
+            };
+            if !failed.iter().any(|(s, _)| *s == server) {
+                failed.push((server, error));
+            }
+            for (k, _) in items {
+                objects[*k] = None;
+            }
+            Ok(())
+        };
+        let mut connections = Vec::new();
+        for (server, items) in per_server {
+            match self
+                .inner
+                .io_addr(server)
+                .and_then(|addr| Ok(self.inner.pool.get(addr)?))
+            {
+                Ok(connection) => connections.push((server, connection, items)),
+                Err(e) => fail(server, e, &items, &mut objects)?,
+            }
+        }
         let mut pending = Vec::new();
-        for (connection, items) in &connections {
+        for (server, connection, items) in &connections {
             for batch in items.chunks(BATCH_INODES_MAX) {
                 let items: Vec<_> = batch.iter().map(|(k, s)| (attrs[*k].inode, *s)).collect();
                 // Always the stamped stat: it also carries each object's mtime.
                 let request = Request::ObjStamp { items };
-                pending.push((batch, connection, connection.send(&request, &[])?));
+                match connection.send(&request, &[]) {
+                    Ok(call) => pending.push((*server, batch, connection, call)),
+                    Err(e) => fail(*server, e.into(), batch, &mut objects)?,
+                }
             }
         }
-        for (batch, connection, call) in pending {
-            let answers: Vec<ObjStamped> = match call.wait() {
-                Ok((Response::ObjStamps(stamped), _)) => stamped,
-                Ok((Response::ObjStats(stats), _)) => unstamped(stats),
-                // A server from before `ObjStamp` (or one whose roles do not route it):
-                // sizes without stamps.
-                Err(weft_rpc::RpcError::Remote { error, .. })
-                    if matches!(error.code, ErrorCode::UnknownOpcode | ErrorCode::Unsupported) =>
-                {
-                    let request = Request::ObjStat {
-                        items: batch.iter().map(|(k, s)| (attrs[*k].inode, *s)).collect(),
-                    };
-                    match connection.call(&request, &[])?.0 {
-                        Response::ObjStats(stats) => unstamped(stats),
-                        _ => return Err(not_a_stat()),
-                    }
+        for (server, batch, connection, call) in pending {
+            let answers = match obj_stamps(batch, attrs, connection, call) {
+                Ok(answers) => answers,
+                Err(e) => {
+                    fail(server, e, batch, &mut objects)?;
+                    continue;
                 }
-                Err(e) => return Err(e.into()),
-                Ok(_) => return Err(not_a_stat()),
             };
             for ((k, striping), stamped) in batch.iter().zip(answers) {
                 asked[*k] += 1;
@@ -1683,6 +1736,53 @@ fn job_id() -> Option<String> {
     .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     // Servers keep 64 bytes of it; a long one must not make the handshake too large.
     .map(|job| job.chars().take(64).collect())
+}
+
+/// The answer to one batch's `ObjStamp` (`call`), asking with `ObjStat` instead a
+/// server from before `ObjStamp` (or one whose roles do not route it): sizes without
+/// stamps.
+fn obj_stamps(
+    batch: &[(usize, Striping)],
+    attrs: &[Attr],
+    connection: &weft_rpc::Connection,
+    call: weft_rpc::PendingCall<'_>,
+) -> Result<Vec<ObjStamped>, ClientError> {
+    match call.wait() {
+        Ok((Response::ObjStamps(stamped), _)) => Ok(stamped),
+        Ok((Response::ObjStats(stats), _)) => Ok(unstamped(stats)),
+        Err(weft_rpc::RpcError::Remote { error, .. })
+            if matches!(error.code, ErrorCode::UnknownOpcode | ErrorCode::Unsupported) =>
+        {
+            let request = Request::ObjStat {
+                items: batch.iter().map(|(k, s)| (attrs[*k].inode, *s)).collect(),
+            };
+            match connection.call(&request, &[])?.0 {
+                Response::ObjStats(stats) => Ok(unstamped(stats)),
+                _ => Err(not_a_stat()),
+            }
+        }
+        Err(e) => Err(e.into()),
+        Ok(_) => Err(not_a_stat()),
+    }
+}
+
+/// What `Client::fill_sizes_partial` learnt of each file's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeOf {
+    /// Every object's server answered (directories and others: nothing to ask).
+    Known,
+    /// Every object is gone from its server (removed meanwhile, or lost).
+    Gone,
+    /// A server of its objects could not be reached or failed to answer.
+    Unknown,
+}
+
+/// `Client::fill_sizes_partial`'s answer: one `SizeOf` per attr, and each io server
+/// that failed, once, with its error.
+#[derive(Debug)]
+pub struct PartialSizes {
+    pub sizes: Vec<SizeOf>,
+    pub failed: Vec<(ServerId, ClientError)>,
 }
 
 /// A file's data as its io servers last changed it: the change stamps of its objects

@@ -46,8 +46,9 @@
 //!   (small writes a little later, see above) with no metadata round trip; requests
 //!   are up to 4 MiB and several FUSE worker threads serve them, so different files
 //!   (and readahead) move in parallel.
-//! - Layouts are the extended attribute `user.weft.layout`; other `user.*` and
-//!   `trusted.*` attributes are stored by the manager. Hard links, FIFOs, device nodes
+//! - Layouts are the extended attribute `user.weft.layout`; other `user.*`,
+//!   `trusted.*` and `security.*` attributes are stored by the manager (not
+//!   `security.capability`). Hard links, FIFOs, device nodes
 //!   and sockets are namespace objects; names are bytes (need not be UTF-8). The
 //!   read-only `user.weft.cluster` (every inode; not listed) says how the mount
 //!   reaches its cluster, for MPI-IO (weft-mpiio) to serve paths in the mount natively.

@@ -270,6 +270,43 @@ fn setxattr(path: &Path, name: &str, value: &[u8], flags: i32) -> Result<(), i32
     }
 }
 
+/// A new file `name` in `d`, mode 0666 (for nobody to write too).
+fn writable_by_all(d: &Path, name: &str) -> std::path::PathBuf {
+    let f = d.join(name);
+    std::fs::write(&f, b"x").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+    f
+}
+
+/// The steps every namespace answers alike, as outcomes: set `PREFIXcolour`, read it
+/// and a missing one, create it again (EEXIST), replace a missing one (ENODATA) and
+/// replace it.
+fn set_get_create_replace(f: &Path, prefix: &str) -> Vec<String> {
+    let name = |n: &str| format!("{prefix}{n}");
+    vec![
+        format!("{:?}", setxattr(f, &name("colour"), b"blue", 0)),
+        format!("{:?}", getxattr(f, &name("colour"))),
+        format!("{:?}", getxattr(f, &name("missing"))),
+        format!("{:?}", setxattr(f, &name("colour"), b"red", libc::XATTR_CREATE)),
+        format!("{:?}", setxattr(f, &name("new"), b"v", libc::XATTR_REPLACE)),
+        format!(
+            "{:?}",
+            setxattr(f, &name("colour"), b"green", libc::XATTR_REPLACE)
+        ),
+        format!("{:?}", getxattr(f, &name("colour"))),
+    ]
+}
+
+fn removexattr(path: &Path, name: &str) -> Result<(), i32> {
+    let name = CString::new(name).unwrap();
+    // SAFETY: valid strings.
+    if unsafe { libc::lremovexattr(c(path).as_ptr(), name.as_ptr()) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+    }
+}
+
 fn getxattr(path: &Path, name: &str) -> Result<Vec<u8>, i32> {
     let name = CString::new(name).unwrap();
     let path = c(path);
@@ -289,7 +326,11 @@ fn listxattr(path: &Path) -> Result<Vec<String>, i32> {
         .filter(|n| !n.is_empty())
         // The local file system may carry its own (security.selinux and the like), and
         // the mount shows each file's layout as user.weft.layout.
-        .filter(|n| (n.starts_with(b"user.") || n.starts_with(b"trusted.")) && !n.starts_with(b"user.weft."))
+        // (security.* names only the tests' own, security.test-*).
+        .filter(|n| {
+            (n.starts_with(b"user.") || n.starts_with(b"trusted.") || n.starts_with(b"security.test-"))
+                && !n.starts_with(b"user.weft.")
+        })
         .map(|n| String::from_utf8_lossy(n).into_owned())
         .collect();
     names.sort();
@@ -300,27 +341,11 @@ fn listxattr(path: &Path) -> Result<Vec<String>, i32> {
 fn user_and_trusted_extended_attributes_with_their_rules_and_limits() {
     let both = Both::new();
     both.same("xattrs", |d| {
-        let f = d.join("f");
-        std::fs::write(&f, b"x").unwrap();
-        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let f = writable_by_all(d, "f");
         let mut out: Vec<String> = Vec::new();
-        out.push(format!("{:?}", setxattr(&f, "user.colour", b"blue", 0)));
+        out.extend(set_get_create_replace(&f, "user."));
         out.push(format!("{:?}", setxattr(&f, "user.binary", &[0, 255, 10, 0], 0)));
-        out.push(format!("{:?}", getxattr(&f, "user.colour")));
         out.push(format!("{:?}", getxattr(&f, "user.binary")));
-        out.push(format!("{:?}", getxattr(&f, "user.missing")));
-        out.push(format!(
-            "{:?}",
-            setxattr(&f, "user.colour", b"red", libc::XATTR_CREATE)
-        ));
-        out.push(format!(
-            "{:?}",
-            setxattr(&f, "user.new", b"v", libc::XATTR_REPLACE)
-        ));
-        out.push(format!(
-            "{:?}",
-            setxattr(&f, "user.colour", b"green", libc::XATTR_REPLACE)
-        ));
         out.push(format!("{:?}", setxattr(&f, "trusted.secret", b"root only", 0)));
         out.push(format!("{:?}", listxattr(&f)));
         // Limits: a value past 64 KiB, a name past 255 bytes, an empty value.
@@ -339,15 +364,7 @@ fn user_and_trusted_extended_attributes_with_their_rules_and_limits() {
         out.push(format!("{:?}", setxattr(&d.join("dir"), "user.d", b"dv", 0)));
         out.push(format!("{:?}", getxattr(&d.join("dir"), "user.d")));
         // Removal.
-        // SAFETY: valid strings.
-        let rm = |name: &str| unsafe {
-            let n = CString::new(name).unwrap();
-            if libc::lremovexattr(c(&f).as_ptr(), n.as_ptr()) == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error().raw_os_error().unwrap())
-            }
-        };
+        let rm = |name: &str| removexattr(&f, name);
         out.push(format!("{:?}", rm("user.binary")));
         out.push(format!("{:?}", rm("user.binary")));
         out.push(format!("{:?}", listxattr(&f)));
@@ -376,6 +393,78 @@ fn user_and_trusted_extended_attributes_with_their_rules_and_limits() {
     assert!(buf[..n as usize]
         .split(|b| *b == 0)
         .any(|n| n == b"user.weft.layout"));
+}
+
+/// `security.*` attributes were refused with EOPNOTSUPP, so `cp -a` and `tar --xattrs`
+/// of files carrying them (SELinux labels, on a system without SELinux too) failed or
+/// lost them. As ext4 without a security module: root sets and removes them, anyone
+/// reads and lists them, symbolic links have them, the limits are the others'.
+#[test]
+fn security_extended_attributes_as_ext4_has_them() {
+    let both = Both::new();
+    both.same("security xattrs", |d| {
+        let f = writable_by_all(d, "f");
+        let mut out: Vec<String> = Vec::new();
+        out.extend(set_get_create_replace(&f, "security.test-"));
+        out.push(format!(
+            "{:?}",
+            setxattr(&f, "security.test-big", &vec![7u8; 65_537], 0)
+        ));
+        out.push(format!("{:?}", setxattr(&f, "security.test-other", b"", 0)));
+        out.push(format!("{:?}", listxattr(&f)));
+        // A symbolic link's own, and a directory's.
+        std::os::unix::fs::symlink("f", d.join("l")).unwrap();
+        out.push(format!(
+            "{:?}",
+            setxattr(&d.join("l"), "security.test-link", b"lv", 0)
+        ));
+        out.push(format!("{:?}", getxattr(&d.join("l"), "security.test-link")));
+        std::fs::create_dir(d.join("dir")).unwrap();
+        out.push(format!(
+            "{:?}",
+            setxattr(&d.join("dir"), "security.test-dir", b"dv", 0)
+        ));
+        out.push(format!("{:?}", getxattr(&d.join("dir"), "security.test-dir")));
+        // cp -a carries them along.
+        let copied = Command::new("cp")
+            .args(["-a", "f", "copy"])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        out.push(format!(
+            "{} {}",
+            copied.status,
+            String::from_utf8_lossy(&copied.stderr)
+        ));
+        out.push(format!("{:?}", listxattr(&d.join("copy"))));
+        out.push(format!("{:?}", getxattr(&d.join("copy"), "security.test-colour")));
+        // nobody reads and lists them but may neither set nor remove one.
+        let seen = as_nobody(
+            d,
+            "getfattr --absolute-names -n security.test-colour --only-values f; echo; \
+             getfattr --absolute-names -d -m '^security[.]test-' f | grep -c test-; \
+             setfattr -n security.test-nobody -v v f 2>&1 | grep -c 'not permitted'; \
+             setfattr -x security.test-colour f 2>&1 | grep -c 'not permitted'",
+        );
+        out.push(String::from_utf8_lossy(&seen.stdout).into_owned());
+        // Removal, as root.
+        let rm = |name: &str| removexattr(&f, name);
+        out.push(format!("{:?}", rm("security.test-colour")));
+        out.push(format!("{:?}", rm("security.test-colour")));
+        out.push(format!("{:?}", listxattr(&f)));
+        out
+    });
+    // File capabilities are not stored (a write by another user would have to drop
+    // them): refused on the mount alone, where ext4 takes them. A well-formed value
+    // (version 2, CAP_NET_RAW permitted), for the kernel checks it before the mount
+    // hears of it.
+    let caps: [u8; 20] = [0, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let f = both.mount.join("f");
+    assert_eq!(
+        setxattr(&f, "security.capability", &caps, 0),
+        Err(libc::EOPNOTSUPP)
+    );
+    setxattr(&both.local.path().join("f"), "security.capability", &caps, 0).unwrap();
 }
 
 #[test]

@@ -162,15 +162,24 @@ fn extended_attributes_follow_linux_rules_and_limits() {
         ErrorCode::NoData
     );
     assert_eq!(code(store.getxattr(&alice(), f, "user.b")), ErrorCode::NoData);
-    // trusted.*: root only, and hidden from others' listings.
+    // trusted.*: root only, and hidden from others' listings. security.*: root only to
+    // set or remove, read and listed by anyone (as ext4 has them without a security
+    // module); they were refused as unsupported, so `cp -a` and `tar --xattrs` lost
+    // SELinux labels and the like.
+    for name in ["trusted.t", "security.label"] {
+        assert_eq!(
+            code(store.setxattr(&alice(), f, name, b"x", XattrSet::Either)),
+            ErrorCode::NotPermitted,
+            "{name}"
+        );
+        store.setxattr(&root(), f, name, b"x", XattrSet::Either).unwrap();
+    }
+    assert_eq!(code(store.getxattr(&alice(), f, "trusted.t")), ErrorCode::NoData);
+    assert_eq!(store.getxattr(&bob(), f, "security.label").unwrap(), b"x");
     assert_eq!(
-        code(store.setxattr(&alice(), f, "trusted.t", b"x", XattrSet::Either)),
+        code(store.removexattr(&alice(), f, "security.label")),
         ErrorCode::NotPermitted
     );
-    store
-        .setxattr(&root(), f, "trusted.t", b"x", XattrSet::Either)
-        .unwrap();
-    assert_eq!(code(store.getxattr(&alice(), f, "trusted.t")), ErrorCode::NoData);
     let names = |cred: weft_proto::Cred| -> Vec<String> {
         store
             .listxattr(&cred, f)
@@ -179,10 +188,19 @@ fn extended_attributes_follow_linux_rules_and_limits() {
             .map(|n| n.to_string())
             .collect()
     };
-    assert_eq!(names(alice()), ["user.a", "user.\u{fffd}"]);
-    assert_eq!(names(root()), ["trusted.t", "user.a", "user.\u{fffd}"]);
-    // Other namespaces are not supported; names and values have limits.
-    for name in ["security.selinux", "system.posix_acl_access", "plain"] {
+    assert_eq!(names(alice()), ["security.label", "user.a", "user.\u{fffd}"]);
+    assert_eq!(
+        names(root()),
+        ["security.label", "trusted.t", "user.a", "user.\u{fffd}"]
+    );
+    store.removexattr(&root(), f, "security.label").unwrap();
+    assert_eq!(
+        code(store.getxattr(&alice(), f, "security.label")),
+        ErrorCode::NoData
+    );
+    // Other namespaces, and file capabilities (which a write by another user would
+    // have to drop), are not supported; names and values have limits.
+    for name in ["security.capability", "system.posix_acl_access", "plain"] {
         assert_eq!(
             code(store.setxattr(&root(), f, name, b"x", XattrSet::Either)),
             ErrorCode::Unsupported,
@@ -214,6 +232,10 @@ fn extended_attributes_follow_linux_rules_and_limits() {
         code(store.setxattr(&alice(), link, "user.a", b"1", XattrSet::Either)),
         ErrorCode::NotPermitted
     );
+    // security.* on a symbolic link too (its label).
+    store
+        .setxattr(&root(), link, "security.label", b"l", XattrSet::Either)
+        .unwrap();
     store
         .setxattr(&alice(), d, "user.dir", b"yes", XattrSet::Either)
         .unwrap();

@@ -497,6 +497,16 @@ fn a_stopped_io_server_costs_one_timeout() {
     assert!(err.contains("1 of 4 io servers did not answer"), "{err}");
 }
 
+/// `weft ls -l DIR`'s standard output and error; it must have exited with 1.
+#[track_caller]
+fn ls_long_failing(cluster: &TestCluster, dir: &str) -> (String, String) {
+    let out = cluster.weft(&["ls", "-l", dir]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    (stdout, stderr)
+}
+
 /// One file whose objects were gone made `weft ls -l` of its whole directory fail.
 #[test]
 fn ls_lists_a_file_without_objects_marked_and_carries_on() {
@@ -510,10 +520,7 @@ fn ls_lists_a_file_without_objects_marked_and_carries_on() {
     for server in broken.layout.as_ref().unwrap().servers.iter() {
         std::fs::remove_file(common::object_path(&cluster, *server, broken.inode)).unwrap();
     }
-    let out = cluster.weft(&["ls", "-l", "/"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let (stdout, stderr) = ls_long_failing(&cluster, "/");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{stdout}");
     for (line, name) in lines.iter().zip(["a", "broken", "c"]) {
@@ -824,4 +831,115 @@ fn a_failed_get_leaves_the_existing_local_file_as_it_was() {
     weft_err(&cluster, &["get", "/big.bin", back.to_str().unwrap()]);
     assert_eq!(std::fs::read(&back).unwrap(), old, "after a failed get");
     assert_eq!(entries(), before, "a temporary file was left behind");
+}
+
+/// `weft ls -l` of a directory failed as a whole when one io server was down, since a
+/// size needs every server of the file: it must list every entry, the sizes it cannot
+/// have as `?`, say which server it could not reach, and exit non-zero.
+#[test]
+fn ls_lists_every_entry_when_an_io_server_is_down() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/d", 0o755).unwrap();
+    client.mkdir("/d/sub", 0o755).unwrap();
+    let io = io_server_ids(&client);
+    let dead = io.last().unwrap().0;
+    let dead_index = io.len() as u32 - 1;
+    // "spread" has an object on every io server; "elsewhere" one, on a server that
+    // stays up.
+    let spread = client.create("/d/spread", &CreateOptions::default()).unwrap();
+    spread.write_at(0, &[1u8; 300_000]).unwrap();
+    spread.sync().unwrap();
+    let mut one = CreateOptions::default();
+    one.layout.stripe_count = Some(1);
+    one.layout.first_server = Some(0);
+    let elsewhere = client.create("/d/elsewhere", &one).unwrap();
+    elsewhere.write_at(0, &[2u8; 1234]).unwrap();
+    elsewhere.sync().unwrap();
+    assert!(!elsewhere.layout().servers.iter().any(|s| s.0 == dead));
+    assert!(spread.layout().servers.iter().any(|s| s.0 == dead));
+    assert_ne!(dead_index, 0);
+    cluster.kill9(dead);
+
+    let (stdout, stderr) = ls_long_failing(&cluster, "/d");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "every entry listed:\n{stdout}{stderr}");
+    let line = |name: &str| {
+        let cols: Vec<&str> = lines
+            .iter()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .unwrap_or_else(|| panic!("{name} not listed:\n{stdout}"))
+            .split_whitespace()
+            .collect();
+        cols
+    };
+    // mode, links, uid, gid, size, date, time, name
+    let spread_cols = line("spread");
+    assert!(spread_cols[0].starts_with("-rw"), "{stdout}");
+    assert_eq!(spread_cols[4], "?", "an unknowable size is shown as ?:\n{stdout}");
+    assert_eq!(line("elsewhere")[4], "1234", "{stdout}");
+    assert!(line("sub")[0].starts_with('d'), "{stdout}");
+    // Said once, naming the server.
+    assert_eq!(
+        stderr
+            .matches(&format!("io server {dead} could not be reached"))
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("marked ?"), "{stderr}");
+}
+
+/// `weft up --io -1` got clap's "unexpected argument '-1' found" (a value that starts
+/// with `-` was taken for an option), and so did every other whole-number option of
+/// `weft up` and `weft bench`, and sizes such as `--cache-memory -1M`: each must say
+/// what the option takes, with nothing started.
+#[test]
+fn negative_counts_to_up_and_bench_are_refused_saying_what_is_taken() {
+    let home = tempfile::tempdir().unwrap();
+    let home_dir = home.path().to_str().unwrap();
+    let weft = |args: &[&str]| weft_alone(args, &[("WEFT_HOME", home_dir)]);
+    for (args, says) in [
+        (&["up", "--io", "-1"][..], "the count must be 1..=64"),
+        (&["up", "--io", "0"], "the count must be 1..=64"),
+        (&["up", "--io", "65"], "the count must be 1..=64"),
+        (
+            &["up", "--io", "four"],
+            "not a whole number; the count must be 1..=64",
+        ),
+        (&["up", "--precreate", "-5"], "the count must be 0 or more"),
+        (&["up", "--stripe-count", "-1"], "the count must be 0 or more"),
+        (&["up", "--stripe-size", "-1"], "512 bytes to 1G"),
+        (&["up", "--cache", "-2"], "a number of cache managers (1..=64)"),
+        (
+            &["up", "--cache", "colocated", "--cache-memory", "-1M"],
+            "1M (1048576 bytes) to 1T",
+        ),
+        (
+            &["up", "--capability-lifetime-ms", "-5"],
+            "not a number of milliseconds",
+        ),
+        (&["bench", "meta", "--procs", "-3"], "the count must be 0 or more"),
+        (&["bench", "meta", "--files", "-1"], "the count must be 0 or more"),
+        (
+            &["bench", "collective", "--k", "4,-4"],
+            "the count must be 0 or more",
+        ),
+    ] {
+        let (code, err) = weft(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+        // The value refused: of a list, the element.
+        let value = args.last().unwrap().rsplit(',').next().unwrap();
+        assert!(
+            err.contains(&format!("'{value}'")),
+            "{args:?} names the value: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(home.path()).unwrap().count(),
+        0,
+        "a refused `weft up` makes nothing in the home"
+    );
 }

@@ -493,6 +493,13 @@ fn hostile_segment_descriptors_are_refused_and_the_server_stays_up() {
     };
     let e = refused(raw.call_raw(141, &call(0, 4096, 4096, &write)), "");
     assert_ne!(e.code, ErrorCode::Internal, "{e}");
+    // A one-range write is tried on the event loop first (`try_inline`); its region is
+    // checked there by the same code as on a worker, and refused alike.
+    refused(raw.call_raw(141, &call(1 << 20, 1, 0, &write)), "outside");
+    refused(
+        raw.call_raw(141, &call((1 << 20) - 4095, 4096, 4096, &write)),
+        "outside",
+    );
     // Nested calls and data in the frame as well.
     let nested = call(0, 1, 0, &sync);
     let mut body = call(0, 1, 0, &sync)[..24].to_vec();

@@ -14,8 +14,8 @@
 //! - `kept`: inode number -> mount session, for files whose last name went while that
 //!   mount had them open: the inode lives on, nameless (links 0), until the mount
 //!   releases it (or its session lapses);
-//! - `xattrs`: (inode, attribute name) -> value, the `user.*` and `trusted.*`
-//!   extended attributes, a bounded number per inode;
+//! - `xattrs`: (inode, attribute name) -> value, the `user.*`, `trusted.*` and
+//!   `security.*` extended attributes, a bounded number per inode;
 //! - `precreated`: inode number -> encoded `Layout` whose servers hold durable empty
 //!   objects for a file not created yet (the manager's pool, `ops/precreated.rs`);
 //! - `counters`: name -> u64 (format, next inode number, statfs counts).

@@ -1,8 +1,13 @@
 //! The rules of extended attributes as Linux has them for the namespaces Weft stores:
 //! `user.*` (regular files and directories; read permission to read, write permission
-//! to change, sticky directories their owner's) and `trusted.*` (root only, and hidden
-//! from others' listings). Other namespaces (`security.*`, `system.*` ACLs) are not
-//! supported. Limits keep one inode's attributes small.
+//! to change, sticky directories their owner's), `trusted.*` (root only, and hidden
+//! from others' listings) and `security.*` (root only to set or remove, as the kernel's
+//! capability module has it without another security module; read and listed by
+//! anyone, as ext4 answers: `cp -a` and `tar --xattrs` carry SELinux labels and the
+//! like). `security.capability` (file capabilities) is not stored: Linux drops it at
+//! a write or chown by another user, which Weft's io servers could not do, so it
+//! would outlive a change of the file it empowers. `system.*` (ACLs) is not supported.
+//! Limits, the same for every namespace, keep one inode's attributes small.
 
 use super::access::{is_owner_or_root, is_root, permits, MAY_WRITE, MODE_STICKY};
 use super::names::quoted;
@@ -19,9 +24,27 @@ pub const XATTR_BYTES_PER_INODE_MAX: usize = 256 * 1024;
 
 const USER: &[u8] = b"user.";
 const TRUSTED: &[u8] = b"trusted.";
+const SECURITY: &[u8] = b"security.";
+/// File capabilities: see the module's opening comment.
+const CAPABILITY: &[u8] = b"security.capability";
 
-/// Checks `name` and returns whether it is a `trusted.*` name.
-pub fn check_xattr_name(name: &[u8]) -> Result<bool, WireError> {
+/// The namespace of a stored attribute's name, which says who may use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XattrNamespace {
+    User,
+    Trusted,
+    Security,
+}
+
+impl XattrNamespace {
+    /// Whether `cred` sees the attribute `name` (a stored one) in a listing.
+    pub fn listed(cred: &Cred, name: &[u8]) -> bool {
+        is_root(cred) || !name.starts_with(TRUSTED)
+    }
+}
+
+/// Checks `name` and returns its namespace.
+pub fn check_xattr_name(name: &[u8]) -> Result<XattrNamespace, WireError> {
     if name.len() > XATTR_NAME_BYTES_MAX {
         return Err(WireError::new(
             ErrorCode::OutOfRange,
@@ -37,15 +60,25 @@ pub fn check_xattr_name(name: &[u8]) -> Result<bool, WireError> {
             "extended attribute name contains NUL",
         ));
     }
-    let (trusted, rest) = if let Some(rest) = name.strip_prefix(USER) {
-        (false, rest)
+    if name == CAPABILITY {
+        return Err(WireError::new(
+            ErrorCode::Unsupported,
+            "security.capability (file capabilities) is not stored: a write or chown by \
+             another user could not drop it, as Linux does",
+        ));
+    }
+    let (namespace, rest) = if let Some(rest) = name.strip_prefix(USER) {
+        (XattrNamespace::User, rest)
     } else if let Some(rest) = name.strip_prefix(TRUSTED) {
-        (true, rest)
+        (XattrNamespace::Trusted, rest)
+    } else if let Some(rest) = name.strip_prefix(SECURITY) {
+        (XattrNamespace::Security, rest)
     } else {
         return Err(WireError::new(
             ErrorCode::Unsupported,
             format!(
-                "extended attribute {}: only the user.* and trusted.* namespaces are supported",
+                "extended attribute {}: only the user.*, trusted.* and security.* namespaces \
+                 are supported",
                 quoted(name)
             ),
         ));
@@ -56,7 +89,7 @@ pub fn check_xattr_name(name: &[u8]) -> Result<bool, WireError> {
             format!("extended attribute name {} is only a namespace", quoted(name)),
         ));
     }
-    Ok(trusted)
+    Ok(namespace)
 }
 
 /// Checks the value's size.
@@ -79,7 +112,7 @@ pub fn xattr_permission(
     cred: &Cred,
     inode: InodeId,
     record: &InodeRecord,
-    trusted: bool,
+    namespace: XattrNamespace,
     want: u32,
 ) -> Result<(), WireError> {
     let writing = want & MAY_WRITE != 0;
@@ -90,14 +123,22 @@ pub fn xattr_permission(
             WireError::new(ErrorCode::NoData, why)
         }
     };
-    if trusted {
-        if !is_root(cred) {
+    match namespace {
+        XattrNamespace::Trusted if !is_root(cred) => {
             return Err(refused(format!(
                 "uid {} may not use trusted.* attributes of inode {inode}",
                 cred.uid
-            )));
+            )))
         }
-        return Ok(());
+        XattrNamespace::Security if writing && !is_root(cred) => {
+            return Err(refused(format!(
+                "uid {} may not change security.* attributes of inode {inode}: root only",
+                cred.uid
+            )))
+        }
+        // Of any kind of inode (a symbolic link's SELinux label too).
+        XattrNamespace::Trusted | XattrNamespace::Security => return Ok(()),
+        XattrNamespace::User => {}
     }
     if !matches!(record.kind, FileKind::File | FileKind::Directory) {
         return Err(refused(format!(

@@ -424,16 +424,23 @@ fn internal() -> WireError {
     )
 }
 
-/// Serves a `ShmCall`: the request's bulk data is read from, and the reply's written
-/// to, its region of the connection's segment. A reply that does not fit the region
-/// goes in the frame.
-fn run_shm_call(shared: &Shared, conn: &Conn, request: Request) -> Result<(Response, Body), WireError> {
+/// A `ShmCall`'s region of the connection's segment, checked against the segment's
+/// bounds, with how many of its bytes are the request's data and the request it
+/// carries. The one place a call's region is checked: `run_shm_call` answers an error
+/// here, `try_shm_inline` leaves the call to it.
+struct ShmCallParts<'a> {
+    region: crate::shm::Region,
+    data_len: u64,
+    request: &'a Request,
+}
+
+fn shm_call_parts<'a>(conn: &Conn, call: &'a Request) -> Result<ShmCallParts<'a>, WireError> {
     let Request::ShmCall {
         offset,
         len,
         data_len,
         request,
-    } = request
+    } = call
     else {
         unreachable!("called for shared-memory calls");
     };
@@ -443,7 +450,22 @@ fn run_shm_call(shared: &Shared, conn: &Conn, request: Request) -> Result<(Respo
             "this connection has no shared segment (send ShmAttach first)",
         )
     })?;
-    let region = crate::shm::Region::new(segment, offset, len)?;
+    let region = crate::shm::Region::new(segment, *offset, *len)?;
+    Ok(ShmCallParts {
+        region,
+        data_len: *data_len,
+        request,
+    })
+}
+
+/// Serves a `ShmCall`: the request's bulk data is read from, and the reply's written
+/// to, its region of the connection's segment. A reply that does not fit the region
+/// goes in the frame.
+fn run_shm_call(shared: &Shared, conn: &Conn, call: Request) -> Result<(Response, Body), WireError> {
+    let ShmCallParts { region, data_len, .. } = shm_call_parts(conn, &call)?;
+    let Request::ShmCall { request, .. } = call else {
+        unreachable!("checked by shm_call_parts");
+    };
     let handler = &shared.handler;
     let guarded = |f: &mut dyn FnMut() -> Result<(Response, Body), WireError>| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Err(internal()))
@@ -505,27 +527,20 @@ fn place_reply(region: &crate::shm::Region, response: Response, data: Vec<u8>) -
 
 /// `Handler::try_inline` for a shared-memory call: the request it carries, its bulk
 /// data read from, and its reply's written to, the call's region.
-fn try_shm_inline(shared: &Shared, conn: &Conn, request: &Request) -> Inline {
-    let Request::ShmCall {
-        offset,
-        len,
+fn try_shm_inline(shared: &Shared, conn: &Conn, call: &Request) -> Inline {
+    // Anything amiss with the segment is answered by `run_shm_call`.
+    let Ok(ShmCallParts {
+        region,
         data_len,
         request,
-    } = request
+    }) = shm_call_parts(conn, call)
     else {
-        unreachable!("called for shared-memory calls");
-    };
-    // Anything amiss with the segment is answered by `run_shm_call`.
-    let Some(segment) = conn.shm.segment() else {
         return Inline::NotTried;
     };
-    let Ok(region) = crate::shm::Region::new(segment, *offset, *len) else {
-        return Inline::NotTried;
-    };
-    region.populate(*data_len, false);
+    region.populate(data_len, false);
     match shared
         .handler
-        .try_inline(conn.id, request, region.bytes(*data_len))
+        .try_inline(conn.id, request, region.bytes(data_len))
     {
         Inline::Done(Ok((response, data))) => {
             let (response, body) = place_reply(&region, response, data);

@@ -9,7 +9,7 @@ use weft_proto::{Cred, ErrorCode, WireError};
 
 impl MetaStore {
     /// The value of attribute `name` of `inode` (read permission for `user.*`, root for
-    /// `trusted.*`); `NoData` when it is not set.
+    /// `trusted.*`, anyone for `security.*`); `NoData` when it is not set.
     pub fn getxattr(
         &self,
         cred: &Cred,
@@ -17,10 +17,10 @@ impl MetaStore {
         name: impl AsRef<[u8]>,
     ) -> Result<Vec<u8>, WireError> {
         let name = name.as_ref();
-        let trusted = check_xattr_name(name)?;
+        let namespace = check_xattr_name(name)?;
         self.read(|ns| {
             let record = ns.inode(inode)?;
-            xattr_permission(cred, inode, &record, trusted, MAY_READ)?;
+            xattr_permission(cred, inode, &record, namespace, MAY_READ)?;
             match ns.xattrs().get((inode.0, name)).storage()? {
                 Some(value) => Ok(value.value().to_vec()),
                 None => Err(WireError::new(

@@ -1,6 +1,6 @@
 //! `listxattr`: the names of an inode's extended attributes.
 
-use super::super::access::is_root;
+use super::super::xattrs::XattrNamespace;
 use super::super::{xattr_range, MetaStore, Namespace, StorageResult};
 use weft_layout::InodeId;
 use weft_proto::{Cred, Name, WireError};
@@ -15,7 +15,7 @@ impl MetaStore {
             for item in xattr_range(ns.xattrs(), inode)? {
                 let (key, _) = item.storage()?;
                 let name = key.value().1;
-                if is_root(cred) || !name.starts_with(b"trusted.") {
+                if XattrNamespace::listed(cred, name) {
                     names.push(Name::from(name));
                 }
             }

@@ -12,10 +12,10 @@ impl MetaStore {
     /// `NoData` when it is not set. The ctime moves.
     pub fn removexattr(&self, cred: &Cred, inode: InodeId, name: impl AsRef<[u8]>) -> Result<(), WireError> {
         let name = name.as_ref();
-        let trusted = check_xattr_name(name)?;
+        let namespace = check_xattr_name(name)?;
         self.write(|tx| {
             let mut record = tx.inode(inode)?;
-            xattr_permission(cred, inode, &record, trusted, MAY_WRITE)?;
+            xattr_permission(cred, inode, &record, namespace, MAY_WRITE)?;
             if tx.xattrs.remove((inode.0, name)).storage()?.is_none() {
                 return Err(WireError::new(
                     ErrorCode::NoData,

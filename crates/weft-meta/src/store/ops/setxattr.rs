@@ -13,7 +13,7 @@ use weft_proto::{Cred, ErrorCode, WireError, XattrSet};
 
 impl MetaStore {
     /// Sets attribute `name` of `inode` to `value`: `user.*` with write permission,
-    /// `trusted.*` as root (see `xattrs`). `how` refuses an existing attribute
+    /// `trusted.*` and `security.*` as root (see `xattrs`). `how` refuses an existing attribute
     /// (`Exists`) or a missing one (`NoData`). Past [`XATTRS_PER_INODE_MAX`] attributes
     /// or [`XATTR_BYTES_PER_INODE_MAX`] bytes on the inode: `NoSpace`. The ctime moves.
     pub fn setxattr(
@@ -25,11 +25,11 @@ impl MetaStore {
         how: XattrSet,
     ) -> Result<(), WireError> {
         let name = name.as_ref();
-        let trusted = check_xattr_name(name)?;
+        let namespace = check_xattr_name(name)?;
         check_xattr_value(value)?;
         self.write(|tx| {
             let mut record = tx.inode(inode)?;
-            xattr_permission(cred, inode, &record, trusted, MAY_WRITE)?;
+            xattr_permission(cred, inode, &record, namespace, MAY_WRITE)?;
             let exists = tx.xattrs.get((inode.0, name)).storage()?.is_some();
             match (how, exists) {
                 (XattrSet::Create, true) => {
