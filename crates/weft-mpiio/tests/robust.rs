@@ -119,10 +119,19 @@ fn every_call_gives_up_within_the_timeout_with_mpi_err_io_when_an_io_server_stop
     let mut lines = BufReader::new(run.stdout.take().unwrap())
         .lines()
         .map(|l| l.unwrap());
-    let err_io: i32 = lines
-        .next()
-        .and_then(|l| l.strip_prefix("MPI_ERR_IO is ").map(|v| v.parse().unwrap()))
-        .expect("the program's first line names MPI_ERR_IO");
+    let first = lines.next();
+    let Some(err_io) = first
+        .as_deref()
+        .and_then(|l| l.strip_prefix("MPI_ERR_IO is "))
+        .map(|v| v.parse::<i32>().unwrap())
+    else {
+        let _ = run.kill();
+        let out = run.wait_with_output().unwrap();
+        panic!(
+            "the program's first line does not name MPI_ERR_IO ({first:?}); its stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
     assert_eq!(lines.next().as_deref(), Some("opened"));
     // Server 3 is an io server (server 0 the metadata manager): it stops answering.
     cluster.signal(3, libc::SIGSTOP);
