@@ -13,8 +13,8 @@
 #   weft mount /mnt/weft && mkdir -p /tmp/local /mnt/weft/small
 #   scripts/bench-small-io.sh --runs 3 --tar /tmp/doc.tar local=/tmp/local mount=/mnt/weft/small
 #
-# The FUSE floor (a file system that stores no data, with the mount's settings) shows
-# what no FUSE file system beats here: `weft bench floor --mountpoint /tmp/floor &`,
+# The FUSE floor (a file system that stores no data, on the mount's FUSE library and
+# settings) shows what the mount's FUSE path allows here: `weft bench floor --mountpoint /tmp/floor &`,
 # then add floor=/tmp/floor to the directories.
 # Notes: fio's default invalidate=1 drops each file's page cache before a job, so reads
 # on the local side come from the disk (and through the mount, from the io servers).

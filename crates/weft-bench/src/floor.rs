@@ -15,9 +15,10 @@ unmounted (fusermount3 -u DIR): a file system that keeps its namespace in memory
 data, with the Weft mount's request size, readahead and worker threads. Directories, files and \
 symbolic links, their modes, owners, times and sizes behave as on a local file system (at most \
 --inodes of them); reads return zeros (one copy from memory, as a daemon holding the data makes) \
-and writes are acknowledged and dropped. What a program reaches there is what no FUSE file system \
-can beat on this machine, so it shows how much of a gap between a Weft mount and a local directory \
-is FUSE's own cost. Examples, random 4 KiB writes by fio and a tar extraction:
+and writes are acknowledged and dropped. It is built on the FUSE library the Weft mount uses \
+(fuser), so what a program reaches there is what the mount's FUSE path allows on this machine: it \
+shows how much of a gap between a Weft mount and a local directory is that path's own cost (a \
+leaner request loop on /dev/fuse, or FUSE over io_uring, can do better on small requests). Examples, random 4 KiB writes by fio and a tar extraction:
   weft bench floor --mountpoint /tmp/floor &
   fio --name=small --directory=/tmp/floor --rw=randwrite --bs=4k --size=32m --numjobs=4
   scripts/bench-small-io.sh --runs 3 --tar doc.tar local=/tmp/local floor=/tmp/floor mount=/mnt/weft/small";

@@ -79,8 +79,8 @@ pub enum BenchCommand {
     /// Sequential write and read through a FUSE mount, against the native client.
     #[command(long_about = mount::LONG_ABOUT)]
     Mount(mount::MountArgs),
-    /// Mounts the FUSE floor (a file system that stores nothing) for tools such as fio:
-    /// what no FUSE file system beats on this machine.
+    /// Mounts the FUSE floor (a file system on the mount's FUSE library that stores no
+    /// data) for tools such as fio: what the mount's FUSE path allows on this machine.
     #[command(long_about = floor::LONG_ABOUT)]
     Floor(floor::FloorArgs),
     /// Collective-I/O-aware caching: the tile, IOR and mpi-io-test workloads traced and

@@ -31,8 +31,8 @@ the end, also on failure. Each method runs --repeat times; with 3 or more runs t
 highest are dropped and the rest averaged. Prints a table, writes every timing to --json and a plot of the summary next to it (.svg).\n\n\
 With --floor, the FUSE floor runs in turn with the two: a file system in this process that \
 stores nothing, mounted with the Weft mount's request size, readahead and threads, answering \
-reads with the expected bytes by one copy from memory; no FUSE file system does better on this \
-machine, so it shows which part of the gap to the native client is FUSE's own.\n\n\
+reads with the expected bytes by one copy from memory, on the same FUSE library as the mount \
+(fuser): it shows which part of the gap to the native client is the mount's FUSE path.\n\n\
 Needs a running cluster (`weft up`) and FUSE (/dev/fuse). Example:\n  weft bench mount --size 1G \
 --repeat 3 --floor";
 
@@ -79,7 +79,7 @@ pub struct MountArgs {
     pub keep: bool,
     /// Also measure the FUSE floor: a file system in this process that stores nothing
     /// (reads answered from memory with one copy, writes dropped), mounted with the Weft
-    /// mount's settings; what any FUSE file system reaches on this machine.
+    /// mount's settings and FUSE library; what the mount's FUSE path allows here.
     #[arg(long)]
     pub floor: bool,
 }
@@ -429,8 +429,8 @@ pub fn run(args: &MountArgs) -> Result<()> {
         };
         notes.push(NOTE_FLOOR.into());
         notes.push(format!(
-            "mount read vs floor read: {:.2}x; floor read vs native read: {:.2}x (no FUSE file system \
-             reads faster than the floor here)",
+            "mount read vs floor read: {:.2}x; floor read vs native read: {:.2}x (the floor: the mount's \
+             FUSE path with a daemon that does no work)",
             figure(Method::Mount, Phase::Read) / figure(Method::Floor, Phase::Read),
             figure(Method::Floor, Phase::Read) / figure(Method::Native, Phase::Read),
         ));
