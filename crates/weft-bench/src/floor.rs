@@ -17,8 +17,8 @@ symbolic links, their modes, owners, times and sizes behave as on a local file s
 --inodes of them); reads return zeros (one copy from memory, as a daemon holding the data makes) \
 and writes are acknowledged and dropped. It is built on the FUSE library the Weft mount uses \
 (fuser), so what a program reaches there is what the mount's FUSE path allows on this machine: it \
-shows how much of a gap between a Weft mount and a local directory is that path's own cost (a \
-leaner request loop on /dev/fuse, or FUSE over io_uring, can do better on small requests). Examples, random 4 KiB writes by fio and a tar extraction:
+shows how much of a gap between a Weft mount and a local directory is that path's own cost (FUSE \
+over io_uring, which the mount does not use, can do better on small requests). Examples, random 4 KiB writes by fio and a tar extraction:
   weft bench floor --mountpoint /tmp/floor &
   fio --name=small --directory=/tmp/floor --rw=randwrite --bs=4k --size=32m --numjobs=4
   scripts/bench-small-io.sh --runs 3 --tar doc.tar local=/tmp/local floor=/tmp/floor mount=/mnt/weft/small";
