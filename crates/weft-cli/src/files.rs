@@ -199,18 +199,22 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
             }
         }
     }
+    // One closing line saying what is missing (each server was named once above).
+    let mut missing = Vec::new();
+    if problems > 0 {
+        missing.push(format!(
+            "{problems} entries listed without their attributes (marked ?)"
+        ));
+    }
     if sizes_unknown > 0 {
         let servers: Vec<String> = unreachable.iter().map(|s| s.to_string()).collect();
-        eprintln!(
-            "weft: {sizes_unknown} files listed without their sizes (marked ?): io server(s) {} not reached",
+        missing.push(format!(
+            "{sizes_unknown} files listed without their sizes (marked ?): io server(s) {} not reached",
             servers.join(", ")
-        );
+        ));
     }
-    if problems > 0 {
-        bail!("{problems} entries listed without their attributes (marked ?)");
-    }
-    if sizes_unknown > 0 {
-        bail!("{sizes_unknown} files listed without their sizes (marked ?)");
+    if !missing.is_empty() {
+        bail!("{}", missing.join("; "));
     }
     Ok(())
 }

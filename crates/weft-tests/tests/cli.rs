@@ -887,7 +887,7 @@ fn ls_lists_every_entry_when_an_io_server_is_down() {
         1,
         "{stderr}"
     );
-    assert!(stderr.contains("marked ?"), "{stderr}");
+    assert_eq!(stderr.matches("marked ?").count(), 1, "said once:\n{stderr}");
 }
 
 /// `weft up --io -1` got clap's "unexpected argument '-1' found" (a value that starts
