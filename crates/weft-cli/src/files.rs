@@ -160,7 +160,12 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
                 for (server, error) in partial.failed {
                     if !unreachable.contains(&server) {
                         out.flush()?;
-                        eprintln!("weft: io server {server} could not be reached: {error}");
+                        let role = if client.cluster_info().io_servers.iter().any(|s| s.id == server) {
+                            "io server"
+                        } else {
+                            "cache manager"
+                        };
+                        eprintln!("weft: {role} {server} could not be reached: {error}");
                         unreachable.push(server);
                     }
                 }
@@ -209,7 +214,7 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
     if sizes_unknown > 0 {
         let servers: Vec<String> = unreachable.iter().map(|s| s.to_string()).collect();
         missing.push(format!(
-            "{sizes_unknown} files listed without their sizes (marked ?): io server(s) {} not reached",
+            "{sizes_unknown} files listed without their sizes (marked ?): server(s) {} not reached",
             servers.join(", ")
         ));
     }

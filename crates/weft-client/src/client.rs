@@ -550,22 +550,28 @@ impl Client {
         self.sizes(attrs)
     }
 
-    /// `fill_sizes_or_gone` that goes on when io servers cannot be reached: each
-    /// file's size is then known, gone, or unknown (a server of its objects failed to
-    /// answer), and each server that failed is named with its error, once. For
+    /// `fill_sizes_or_gone` that goes on when io servers or cache managers cannot be
+    /// reached: each file's size is then known, gone, or unknown (a server of its
+    /// objects failed to answer, or for a file in the cache tier, a cache manager did),
+    /// and each server that failed is named with its error, once. For
     /// listings, which show what they can rather than nothing (`weft ls -l`).
     pub fn fill_sizes_partial(&self, attrs: &mut [Attr]) -> Result<PartialSizes, ClientError> {
         let mut failed = Vec::new();
         let gone = self.sizes_tolerant(attrs, None, Some(&mut failed))?;
+        // A cache manager that did not answer may hold any cached file's last bytes.
+        let tier_down = failed
+            .iter()
+            .any(|(server, _)| self.inner.cluster.cache.managers.iter().any(|m| m.id == *server));
         let sizes = attrs
             .iter()
             .zip(gone)
             .map(|(attr, gone)| {
                 let unknown = attr.kind == FileKind::File
-                    && attr
+                    && (attr
                         .layout
                         .as_ref()
-                        .is_some_and(|l| failed.iter().any(|(server, _)| l.servers.contains(server)));
+                        .is_some_and(|l| failed.iter().any(|(server, _)| l.servers.contains(server)))
+                        || (tier_down && attr.cache.uses_tier()));
                 match (unknown, gone) {
                     (true, _) => SizeOf::Unknown,
                     (false, true) => SizeOf::Gone,
@@ -620,7 +626,7 @@ impl Client {
         // only once its write-back is on the io servers, so a block is counted either
         // way. Asked the other way round, a write-back landing between the two
         // answers was in neither (a size of 0 right after `cp` of a cached file).
-        self.add_cached_ends(attrs)?;
+        self.add_cached_ends(attrs, failed.as_deref_mut())?;
         // Per file, (server index, stamp) of each object; a file with any object
         // unstamped gets none.
         let mut objects: Vec<Option<Vec<(u32, u64)>>> = vec![Some(Vec::new()); attrs.len()];
@@ -716,7 +722,14 @@ impl Client {
 
     /// Cached files' sizes also count what their cache managers hold unwritten: asks
     /// every manager of the tier about all cached files of `attrs` at once.
-    fn add_cached_ends(&self, attrs: &mut [Attr]) -> Result<(), ClientError> {
+    /// With `failed`, a cache manager that cannot be reached or fails to answer is put
+    /// there (with its error) instead of failing the call (its cached files' sizes are
+    /// then unknown: see `fill_sizes_partial`).
+    fn add_cached_ends(
+        &self,
+        attrs: &mut [Attr],
+        mut failed: Option<&mut Vec<(ServerId, ClientError)>>,
+    ) -> Result<(), ClientError> {
         let cached: Vec<usize> = (0..attrs.len())
             .filter(|&k| attrs[k].layout.is_some() && attrs[k].cache.uses_tier())
             .collect();
@@ -724,18 +737,30 @@ impl Client {
             return Ok(());
         }
         for manager in &self.inner.cluster.cache.managers {
-            let connection = self.inner.pool.get(self.inner.cache_addr(manager.id)?)?;
-            for batch in cached.chunks(BATCH_INODES_MAX) {
-                let request = Request::CacheExtents {
-                    inodes: batch.iter().map(|&k| attrs[k].inode).collect(),
-                };
-                match connection.call(&request, &[])?.0 {
-                    Response::Extents(ends) if ends.len() == batch.len() => {
-                        for (&k, end) in batch.iter().zip(ends) {
-                            attrs[k].size = attrs[k].size.max(end);
+            let asked = (|| -> Result<(), ClientError> {
+                let connection = self.inner.pool.get(self.inner.cache_addr(manager.id)?)?;
+                for batch in cached.chunks(BATCH_INODES_MAX) {
+                    let request = Request::CacheExtents {
+                        inodes: batch.iter().map(|&k| attrs[k].inode).collect(),
+                    };
+                    match connection.call(&request, &[])?.0 {
+                        Response::Extents(ends) if ends.len() == batch.len() => {
+                            for (&k, end) in batch.iter().zip(ends) {
+                                attrs[k].size = attrs[k].size.max(end);
+                            }
                         }
+                        other => return Err(unexpected(&other)),
                     }
-                    other => return Err(unexpected(&other)),
+                }
+                Ok(())
+            })();
+            match (asked, failed.as_deref_mut()) {
+                (Ok(()), _) => {}
+                (Err(e), None) => return Err(e),
+                (Err(e), Some(failed)) => {
+                    if !failed.iter().any(|(s, _)| *s == manager.id) {
+                        failed.push((manager.id, e));
+                    }
                 }
             }
         }

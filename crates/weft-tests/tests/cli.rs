@@ -5,7 +5,7 @@ mod common;
 
 use common::{io_server_ids, object_path, weft_err, weft_ok, Rng};
 use weft_client::{CreateOptions, FileKind};
-use weft_testkit::TestCluster;
+use weft_testkit::{ClusterOptions, TestCluster};
 
 /// `weft status` rows as (server id, state).
 fn states(status: &str) -> Vec<(u32, String)> {
@@ -882,12 +882,50 @@ fn ls_lists_every_entry_when_an_io_server_is_down() {
     // Said once, naming the server.
     assert_eq!(
         stderr
-            .matches(&format!("io server {dead} could not be reached"))
+            .matches(&format!("server {dead} could not be reached"))
             .count(),
         1,
         "{stderr}"
     );
     assert_eq!(stderr.matches("marked ?").count(), 1, "said once:\n{stderr}");
+}
+
+/// The same on a cluster with a cache tier (`make run`'s demo cluster: every io server
+/// with a cache manager): a server down is a cache manager down too, and a cached
+/// file's last bytes may be on any manager, so every cached file's size is `?`; the
+/// listing still shows every entry.
+#[test]
+fn ls_lists_every_entry_when_a_cache_manager_is_down() {
+    let cluster = TestCluster::start_with(&ClusterOptions::cached("colocated", "64M"));
+    let client = cluster.client();
+    client.mkdir("/c", 0o755).unwrap();
+    for name in ["a", "b"] {
+        let f = client
+            .create(&format!("/c/{name}"), &CreateOptions::default())
+            .unwrap();
+        f.write_at(0, &[3u8; 200_000]).unwrap();
+        f.sync().unwrap();
+        assert!(f.cache_mode().uses_tier(), "{name} is not in the cache tier");
+    }
+    let dead = io_server_ids(&client).last().unwrap().0;
+    cluster.kill9(dead);
+    let (stdout, stderr) = ls_long_failing(&cluster, "/c");
+    let sizes: Vec<&str> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().nth(4).unwrap_or(""))
+        .collect();
+    assert_eq!(
+        sizes,
+        ["?", "?"],
+        "every entry listed, sizes unknown:\n{stdout}{stderr}"
+    );
+    assert_eq!(
+        stderr
+            .matches(&format!("server {dead} could not be reached"))
+            .count(),
+        1,
+        "{stderr}"
+    );
 }
 
 /// `weft up --io -1` got clap's "unexpected argument '-1' found" (a value that starts
