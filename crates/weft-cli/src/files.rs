@@ -416,9 +416,28 @@ extern "C" fn note_interrupt(_signal: libc::c_int) {
 /// the target name; the temporary file is removed on failure and on SIGINT/SIGTERM.
 pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let input = std::fs::File::open(local).with_context(|| format!("cannot open {local}"))?;
+    // `-`: standard input, as cp and dd take it (a pipe: its length is unknown).
+    let from_stdin = local == "-";
+    let input = if from_stdin {
+        use std::os::fd::AsFd;
+        let fd = std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("standard input")?;
+        std::fs::File::from(fd)
+    } else {
+        std::fs::File::open(local).with_context(|| format!("cannot open {local}"))?
+    };
+    let local = if from_stdin { "standard input" } else { local };
     let metadata = input.metadata().with_context(|| format!("cannot stat {local}"))?;
-    let target = target_path(client, local, path)?;
+    let target = if from_stdin {
+        if path.ends_with('/') || matches!(client.resolve(path), Ok(a) if a.kind == FileKind::Directory) {
+            bail!("{path} is a directory: standard input has no name to put it under; name the file");
+        }
+        path.to_string()
+    } else {
+        target_path(client, local, path)?
+    };
     let (dir, name) = weft_client::path::split(&target, weft_proto::ErrorCode::IsDirectory)?;
     let temporary = weft_client::path::join(
         &dir,
@@ -433,7 +452,13 @@ pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> R
     );
     let options = CreateOptions {
         layout,
-        mode: metadata.permissions().mode() & 0o777 & !umask(),
+        // From standard input as a shell's `>` would create it.
+        mode: if from_stdin {
+            0o666
+        } else {
+            metadata.permissions().mode()
+        } & 0o777
+            & !umask(),
         exclusive: true,
         truncate: false,
     };

@@ -297,7 +297,8 @@ cluster that is stopped, `weft up` starts it again with its data."
     },
     /// Copy a local file into Weft (into a directory if PATH is one), then sync it.
     Put {
-        /// The local file to copy.
+        /// The local file to copy; `-` reads standard input (then PATH must name the
+        /// file, not a directory).
         local: String,
         /// The Weft file to write (replaced whole if it exists), or a directory to put
         /// LOCAL into under its own name.

@@ -441,6 +441,50 @@ fn read_file(client: &weft_client::Client, path: &str) -> Vec<u8> {
     buf
 }
 
+/// `weft put - PATH` reads standard input (it said "cannot open -"): the bytes of a
+/// pipe land in PATH whole, mode as a shell's `>` makes it; a directory as PATH is
+/// refused, since standard input has no name to put it under.
+#[test]
+fn put_reads_standard_input_for_a_dash() {
+    use std::io::Write;
+    let cluster = TestCluster::start();
+    let data = Rng::new(9).bytes((1 << 20) + 7);
+    let mut child = cluster
+        .command("weft")
+        .args(["put", "-", "/piped"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writing = {
+        let data = data.clone();
+        std::thread::spawn(move || stdin.write_all(&data))
+    };
+    let out = child.wait_with_output().unwrap();
+    writing.join().unwrap().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let file = cluster.client().open("/piped", &Default::default()).unwrap();
+    assert_eq!(file.size().unwrap(), data.len() as u64);
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(file.read_at(0, &mut back).unwrap(), data.len());
+    assert!(back == data, "the piped bytes differ");
+    let mode = cluster.client().stat("/piped").unwrap().mode & 0o777;
+    assert_eq!(mode & 0o600, 0o600, "mode {mode:o}");
+
+    cluster.client().mkdir("/into", 0o755).unwrap();
+    let out = cluster
+        .command("weft")
+        .args(["put", "-", "/into"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is a directory"), "{err}");
+}
+
 /// With an io server stopped, `weft` gave up after twice `WEFT_TIMEOUT_MS`: it waited
 /// once on the server's Unix socket and once more on its TCP address.
 #[test]
