@@ -130,23 +130,23 @@ fn serve(options: &Options, parent: link::Handle) -> i32 {
         }
     };
     let parents = link::watched_here(&watch, host);
+    // The weftd and its scratch directory, while it runs.
     let mut weftd = None;
-    let (dir, started) = match fresh_dir() {
-        Ok(dir) => {
-            let started = start_weftd(options, rank, &dir);
-            (Some(dir), started)
+    let started = fresh_dir().and_then(|dir| match start_weftd(options, rank, &dir) {
+        Ok((child, addr)) => Ok((child, dir, addr)),
+        Err(e) => {
+            // The error already quotes its log.
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(e)
         }
-        Err(e) => (None, Err(e)),
-    };
+    });
     let ready = match started {
-        Ok((child, addr)) => {
-            weftd = Some(child);
+        Ok((child, dir, addr)) => {
+            weftd = Some((child, dir));
             format!("ok {addr}")
         }
         Err(e) => format!("error delegate {rank}: {e}"),
     };
-    // Where the weftd runs (it exists whenever `weftd` is Some).
-    let dir = dir.unwrap_or_default();
     let mut end = match link::send(parent, 0, link::tag::READY, ready.as_bytes()) {
         Ok(()) => None,
         Err(e) => Some(End::Orphaned(e)),
@@ -156,7 +156,7 @@ fn serve(options: &Options, parent: link::Handle) -> i32 {
         // A weftd that ends mid-job is said at once, with its log's end (the job's
         // calls to it fail, and an abort would end this process before the stop that
         // reports it).
-        if let (false, Some(child)) = (told_exit, weftd.as_mut()) {
+        if let (false, Some((child, dir))) = (told_exit, weftd.as_mut()) {
             if let Ok(Some(status)) = child.try_wait() {
                 told_exit = true;
                 eprintln!(
@@ -177,10 +177,11 @@ fn serve(options: &Options, parent: link::Handle) -> i32 {
         }
         std::thread::sleep(POLL_PERIOD);
     }
-    let stopped = weftd.map_or(Ok(()), |child| stop_weftd(child, &dir));
-    if !dir.as_os_str().is_empty() {
+    let stopped = weftd.map_or(Ok(()), |(child, dir)| {
+        let stopped = stop_weftd(child, &dir);
         let _ = std::fs::remove_dir_all(&dir);
-    }
+        stopped
+    });
     match end {
         Some(End::Stop) => {
             let reply = match &stopped {
