@@ -10,8 +10,8 @@ use std::sync::{Arc, OnceLock};
 use weft_layout::{InodeId, LayoutRequest, ServerId};
 use weft_proto::msg::{Request, Response, XattrSet, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::{
-    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs, Name, ObjStamped,
-    PathStep, SetAttr, Striping,
+    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, HeldLock, IoServer, IoStatfs, LockKind,
+    MetaStatfs, Name, ObjStamped, PathStep, SetAttr, Striping,
 };
 use weft_rpc::{ClientAuth, ConnectionPool, Timeouts};
 
@@ -1212,6 +1212,62 @@ impl Client {
     /// Tells the manager that mount session `session` is alive (the files it keeps stay).
     pub fn renew_session(&self, session: u64) -> Result<(), ClientError> {
         self.done(Request::RenewSession { session }, "session")
+    }
+
+    /// Takes, changes or drops (`kind`) the cluster-wide lock of mount session
+    /// `session`'s lock owner `owner` on bytes `[start, end]` (inclusive) of `inode`
+    /// (see the manager's `file_locks`). A conflicting lock of another owner refuses it
+    /// with `Busy`; to wait, ask again.
+    #[allow(clippy::too_many_arguments)]
+    pub fn file_lock(
+        &self,
+        session: u64,
+        owner: u64,
+        inode: InodeId,
+        pid: u32,
+        kind: LockKind,
+        start: u64,
+        end: u64,
+    ) -> Result<(), ClientError> {
+        let request = Request::FileLock {
+            session,
+            owner,
+            inode,
+            pid,
+            kind,
+            start,
+            end,
+        };
+        self.done(request, &format!("lock of inode {inode}"))
+    }
+
+    /// The first lock of another owner that would refuse `file_lock` with `kind` on
+    /// `[start, end]` of `inode` (F_GETLK), if any.
+    pub fn file_lock_test(
+        &self,
+        session: u64,
+        owner: u64,
+        inode: InodeId,
+        kind: LockKind,
+        start: u64,
+        end: u64,
+    ) -> Result<Option<HeldLock>, ClientError> {
+        let request = Request::FileLockTest {
+            session,
+            owner,
+            inode,
+            kind,
+            start,
+            end,
+        };
+        match self
+            .inner
+            .meta(&request)
+            .map_err(|e| e.context(&format!("lock of inode {inode}")))?
+        {
+            Response::LockHolder(holder) => Ok(holder),
+            other => Err(unexpected(&other)),
+        }
     }
 
     pub fn rmdir(&self, path: &str) -> Result<(), ClientError> {

@@ -10,6 +10,7 @@ use crate::creds::Clients;
 use crate::deferred::{Caller, Deferred};
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
+use crate::locks::{self, Holders};
 use crate::names::{Names, Retries};
 use crate::parents::Parents;
 use crate::prefetch::Prefetch;
@@ -18,8 +19,8 @@ use crate::xattr::{self, CLUSTER_XATTR, LAYOUT_XATTR};
 use fuser::{
     Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -33,6 +34,7 @@ use weft_client::{
     Attr, Client, ClientError, CreateOptions, DataStamp, ErrorCode, File, FileKind, InodeId, Made, Name,
     SetAttr, XattrSet,
 };
+use weft_proto::LockKind;
 
 /// Largest read or write request the kernel sends (`max_write`, and readahead): 4 MiB,
 /// 1 MiB per io server of a default layout, where 1 MiB requests gave 0.2-0.3x the
@@ -106,7 +108,7 @@ pub struct WeftFs {
     /// last name went (see `kept`).
     session: u64,
     /// The names the kernel knows inodes by, which an open checks (see `names`).
-    names: Names,
+    names: Arc<Names>,
     retries: Retries,
     /// Set once the session exists: tells the kernel to drop cached attributes.
     notifier: Arc<OnceLock<Notifier>>,
@@ -124,6 +126,8 @@ pub struct WeftFs {
     prefetch: Prefetch,
     /// Directories' attributes from the answers to creates in them (see `parents`).
     parents: Parents,
+    /// Lock owners holding cluster-wide fcntl/flock locks through this mount (see `locks`).
+    lock_holders: Arc<Holders>,
 }
 
 /// A file's data as an open here found it.
@@ -166,6 +170,93 @@ fn inode(ino: INodeNo) -> InodeId {
     InodeId(ino.0)
 }
 
+/// F_RDLCK, F_WRLCK or F_UNLCK.
+fn lock_kind(typ: i32) -> Option<LockKind> {
+    match typ {
+        libc::F_RDLCK => Some(LockKind::Read),
+        libc::F_WRLCK => Some(LockKind::Write),
+        libc::F_UNLCK => Some(LockKind::Unlock),
+        _ => None,
+    }
+}
+
+/// A lock refused by another's: EAGAIN, as fcntl's F_SETLK says it; too many locks:
+/// ENOLCK.
+fn lock_errno(e: &ClientError) -> Errno {
+    match e.code() {
+        ErrorCode::Busy => Errno::EAGAIN,
+        ErrorCode::TooLarge => Errno::ENOLCK,
+        _ => errno(e, "lock"),
+    }
+}
+
+/// Drops every lock of `owner` on `inode` (its close, or the mount's end); a failure
+/// is logged (the manager drops them when the session lapses).
+fn unlock_all(client: &Client, session: u64, inode: InodeId, owner: u64) {
+    if let Err(e) = client.file_lock(session, owner, inode, 0, LockKind::Unlock, 0, u64::MAX) {
+        eprintln!("weft-fuse: dropping the locks of owner {owner:#x} on inode {inode}: {e}");
+    }
+}
+
+/// One F_SETLK/F_SETLKW: what it asks of the manager, and what a granted lock does here.
+struct LockTaker {
+    client: Client,
+    session: u64,
+    file: InodeId,
+    owner: u64,
+    pid: u32,
+    kind: LockKind,
+    start: u64,
+    end: u64,
+    holders: Arc<Holders>,
+    notifier: Arc<OnceLock<Notifier>>,
+    names: Arc<Names>,
+}
+
+impl LockTaker {
+    fn try_once(&self) -> Result<(), ClientError> {
+        self.client.file_lock(
+            self.session,
+            self.owner,
+            self.file,
+            self.pid,
+            self.kind,
+            self.start,
+            self.end,
+        )?;
+        self.holders.took(self.file, self.owner);
+        // What another client wrote before it let go of the lock is read from the io
+        // servers, not from pages this kernel cached earlier; and names it removed or
+        // made beside the file are looked up afresh.
+        if let Some(n) = self.notifier.get() {
+            let _ = n.inval_inode(INodeNo(self.file.0), 0, 0);
+            if let Some((dir, names)) = self.names.siblings_of(self.file, locks::SIBLINGS_DROPPED_MAX) {
+                for name in names {
+                    let _ = n.inval_entry(INodeNo(dir.0), OsStr::from_bytes(name.as_bytes()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks until the lock is granted, refused otherwise, or the process is gone.
+    fn wait(self, reply: ReplyEmpty) {
+        let mut tries = 0u32;
+        loop {
+            std::thread::sleep(locks::pause(tries));
+            tries = tries.saturating_add(1);
+            if !locks::process_alive(self.pid) {
+                return reply.error(Errno::EINTR);
+            }
+            match self.try_once() {
+                Ok(()) => return reply.ok(),
+                Err(e) if e.code() == ErrorCode::Busy => continue,
+                Err(e) => return reply.error(lock_errno(&e)),
+            }
+        }
+    }
+}
+
 impl WeftFs {
     pub fn new(client: Client, cache: CacheOptions, notifier: Arc<OnceLock<Notifier>>) -> WeftFs {
         WeftFs {
@@ -179,7 +270,7 @@ impl WeftFs {
             last_found: Mutex::new(HashMap::new()),
             open_inodes: Arc::new(OpenInodes::default()),
             session: kept::new_session(),
-            names: Names::default(),
+            names: Arc::new(Names::default()),
             retries: Retries::default(),
             notifier,
             behind: WriteBehind::default(),
@@ -188,6 +279,7 @@ impl WeftFs {
             deferred: Deferred::default(),
             prefetch: Prefetch::default(),
             parents: Parents::new(cache.attr_ttl),
+            lock_holders: Arc::new(Holders::default()),
         }
     }
 
@@ -195,12 +287,14 @@ impl WeftFs {
     fn renew_session_in_background(&self) {
         let open: std::sync::Weak<OpenInodes> = Arc::downgrade(&self.open_inodes);
         let (client, session) = (self.clients.base(), self.session);
+        let holders = Arc::downgrade(&self.lock_holders);
         let spawned = std::thread::Builder::new()
             .name("weft-fuse-session".into())
             .spawn(move || loop {
                 std::thread::sleep(kept::SESSION_RENEW_PERIOD);
                 let Some(open) = open.upgrade() else { return };
-                if open.any_kept() {
+                let locking = holders.upgrade().is_some_and(|h| h.any());
+                if open.any_kept() || locking {
                     if let Err(e) = client.renew_session(session) {
                         eprintln!("weft-fuse: renewing the session: {e}");
                     }
@@ -848,6 +942,9 @@ impl Filesystem for WeftFs {
             // here (the manager) rather than by a chmod from the kernel, which a
             // writer who does not own the file may not do.
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+            // fcntl and flock locks come here and are held cluster-wide (see `locks`).
+            InitFlags::FUSE_POSIX_LOCKS,
+            InitFlags::FUSE_FLOCK_LOCKS,
         ];
         for flags in wanted {
             let _ = config.add_capabilities(flags);
@@ -860,6 +957,9 @@ impl Filesystem for WeftFs {
         self.behind.send_all();
         self.deferred.send_all();
         let base = self.clients.base();
+        for (inode, owner) in self.lock_holders.drain() {
+            unlock_all(&base, self.session, inode, owner);
+        }
         for inode in self.open_inodes.drain_kept() {
             kept::release(&base, self.session, inode);
         }
@@ -1092,13 +1192,18 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // Kept writes go to the io servers now: by close, every byte is on its server
         // and the next getattr anywhere sees the new size. A failure to send them is
         // close's error, as on NFS.
         self.open_completed(inode(ino), fh);
         self.deferred.xattrs_unknown(inode(ino));
         let sent = self.file(fh).and_then(|_| self.send_kept(inode(ino)));
+        // A process's close of any descriptor of a file drops its record locks on it
+        // (POSIX), after what it wrote under them was sent.
+        if self.lock_holders.forget(inode(ino), lock_owner.0) {
+            unlock_all(&self.clients.base(), self.session, inode(ino), lock_owner.0);
+        }
         self.recent.inode_changed(inode(ino));
         match sent {
             Ok(()) => reply.ok(),
@@ -1112,7 +1217,7 @@ impl Filesystem for WeftFs {
         ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
@@ -1121,6 +1226,12 @@ impl Filesystem for WeftFs {
         // but the log.
         let _ = self.behind.send(inode(ino));
         let _ = self.deferred.send(inode(ino));
+        // The open file's flock lock goes with its last descriptor.
+        if let Some(owner) = lock_owner {
+            if self.lock_holders.forget(inode(ino), owner.0) {
+                unlock_all(&self.clients.base(), self.session, inode(ino), owner.0);
+            }
+        }
         self.recent.inode_changed(inode(ino));
         let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
         if let Some(open) = closed {
@@ -1133,6 +1244,103 @@ impl Filesystem for WeftFs {
             }
         }
         reply.ok();
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        reply: ReplyLock,
+    ) {
+        let Some(kind) = lock_kind(typ) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let asked =
+            self.clients
+                .base()
+                .file_lock_test(self.session, lock_owner.0, inode(ino), kind, start, end);
+        match asked {
+            Ok(Some(held)) => {
+                let typ = if held.write { libc::F_WRLCK } else { libc::F_RDLCK };
+                reply.locked(held.start, held.end, typ, held.pid)
+            }
+            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+            Err(e) => reply.error(lock_errno(&e)),
+        }
+    }
+
+    fn setlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(kind) = lock_kind(typ) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let (file, owner) = (inode(ino), lock_owner.0);
+        let client = self.clients.base();
+        if kind == LockKind::Unlock {
+            // What the owner wrote under the lock reaches the io servers before another
+            // client may take it.
+            if let Err(e) = self.send_kept(file) {
+                return reply.error(e);
+            }
+            return match client.file_lock(self.session, owner, file, pid, kind, start, end) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(lock_errno(&e)),
+            };
+        }
+        let taker = LockTaker {
+            client,
+            session: self.session,
+            file,
+            owner,
+            pid,
+            kind,
+            start,
+            end,
+            holders: Arc::clone(&self.lock_holders),
+            notifier: Arc::clone(&self.notifier),
+            names: Arc::clone(&self.names),
+        };
+        match taker.try_once() {
+            Ok(()) => reply.ok(),
+            Err(e) if e.code() == ErrorCode::Busy && sleep => {
+                // F_SETLKW: wait on a thread of its own, so that waiting locks do not
+                // hold the workers every other request needs.
+                if self.lock_holders.start_waiter() {
+                    let holders = Arc::clone(&self.lock_holders);
+                    let spawned =
+                        std::thread::Builder::new()
+                            .name("weft-fuse-lock".into())
+                            .spawn(move || {
+                                taker.wait(reply);
+                                holders.end_waiter();
+                            });
+                    if let Err(e) = spawned {
+                        self.lock_holders.end_waiter();
+                        eprintln!("weft-fuse: no thread for a waiting lock ({e})");
+                    }
+                } else {
+                    taker.wait(reply);
+                }
+            }
+            Err(e) => reply.error(lock_errno(&e)),
+        }
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {

@@ -76,6 +76,7 @@ mod dir;
 mod floor;
 mod fs;
 mod kept;
+mod locks;
 mod mount;
 mod names;
 mod parents;

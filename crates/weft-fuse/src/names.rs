@@ -114,6 +114,22 @@ impl Names {
         steps
     }
 
+    /// The names the kernel holds entries for in the directory `inode`'s name is in (at
+    /// most `max`), with that directory: what a lock taken on `inode` makes the kernel
+    /// forget, since another client may have removed or made files beside it (SQLite
+    /// looks for its journal there right after locking its database).
+    pub fn siblings_of(&self, inode: InodeId, max: usize) -> Option<(InodeId, Vec<Name>)> {
+        let table = self.lock();
+        let parent = table.get(&inode)?.parent;
+        let names = table
+            .iter()
+            .filter(|(child, known)| known.parent == parent && **child != inode)
+            .map(|(_, known)| known.name.clone())
+            .take(max)
+            .collect();
+        Some((parent, names))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InodeId, Known>> {
         self.table.lock().expect("name table poisoned")
     }

@@ -5,6 +5,7 @@
 //! Invariant: this crate opens no sockets; it reaches io servers only through the
 //! [`service::ObjectServers`] trait.
 
+pub mod file_locks;
 pub mod service;
 pub mod shared_pointer;
 pub mod store;

@@ -110,6 +110,8 @@ pub struct MetaService {
     uncertain: Mutex<Vec<(InodeId, Layout)>>,
     /// MPI-IO shared file pointers (in memory).
     shared_pointers: crate::shared_pointer::SharedPointers,
+    /// Mounts' fcntl and flock locks (in memory, see `file_locks`).
+    file_locks: crate::file_locks::FileLocks,
     /// Precreated inode numbers ready for creates, by the (sorted) set of io servers
     /// holding their objects; every one is in the store's precreated table too.
     precreated: Mutex<HashMap<Vec<ServerId>, Vec<InodeId>>>,
@@ -177,6 +179,7 @@ impl MetaService {
             cluster,
             objects,
             sessions: Mutex::new(HashMap::new()),
+            file_locks: Default::default(),
             started: Instant::now(),
             purge_candidates: Mutex::new(BTreeSet::new()),
             uncertain: Mutex::new(Vec::new()),
@@ -245,6 +248,18 @@ impl MetaService {
     pub fn release_lapsed_sessions(&self) -> usize {
         if self.started.elapsed() < SESSION_LEASE {
             return 0;
+        }
+        let lapsed_session = |session: u64| {
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions
+                .get(&session)
+                .is_none_or(|at| at.elapsed() >= SESSION_LEASE)
+        };
+        let dropped = self.file_locks.drop_sessions(lapsed_session);
+        if dropped > 0 {
+            eprintln!(
+                "weftd meta: dropped {dropped} file locks of mounts that stopped renewing their sessions"
+            );
         }
         let kept = match self.store.kept(KEPT_SCAN_MAX) {
             Ok(kept) => kept,
@@ -365,6 +380,34 @@ impl MetaService {
             Request::RenewSession { session } => {
                 self.renewed(Some(session));
                 Ok(Response::Done)
+            }
+            Request::FileLock {
+                session,
+                owner,
+                inode,
+                pid,
+                kind,
+                start,
+                end,
+            } => {
+                self.renewed(Some(session));
+                let owner = crate::file_locks::Owner { session, owner };
+                self.file_locks
+                    .set(inode, owner, pid, kind, start, end)
+                    .map(|()| Response::Done)
+            }
+            Request::FileLockTest {
+                session,
+                owner,
+                inode,
+                kind,
+                start,
+                end,
+            } => {
+                let owner = crate::file_locks::Owner { session, owner };
+                Ok(Response::LockHolder(
+                    self.file_locks.test(inode, owner, kind, start, end),
+                ))
             }
             Request::SharedPointer {
                 inode,

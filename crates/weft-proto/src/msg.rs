@@ -107,6 +107,8 @@ pub enum Opcode {
     Revalidate = 62,
     Release = 63,
     RenewSession = 64,
+    FileLock = 180,
+    FileLockTest = 181,
     ViaCacheAware = 87,
     CacheCioStats = 88,
     Link = 65,
@@ -617,6 +619,30 @@ pub enum Request {
     RenewSession {
         session: u64,
     },
+    /// meta: mount session `session`'s lock owner `owner` (a process's descriptors, or
+    /// one open file for `flock`, as the kernel names them) takes, changes or drops
+    /// (`kind`) its lock on `[start, end]` of `inode` (inclusive), cluster-wide. A lock
+    /// another owner holds in conflict refuses it with `Busy` (the caller polls to
+    /// wait); taking renews the session, and a lapsed session's locks go.
+    FileLock {
+        session: u64,
+        owner: u64,
+        inode: InodeId,
+        pid: u32,
+        kind: LockKind,
+        start: u64,
+        end: u64,
+    },
+    /// meta: the first lock of another owner that would refuse `FileLock` with `kind`
+    /// (F_GETLK); answered `LockHolder`.
+    FileLockTest {
+        session: u64,
+        owner: u64,
+        inode: InodeId,
+        kind: LockKind,
+        start: u64,
+        end: u64,
+    },
     /// A new name `name` in `parent` for non-directory `inode` (a hard link).
     Link {
         cred: Cred,
@@ -883,6 +909,8 @@ pub enum Response {
     },
     /// `SharedPointer`: the pointer's value before the operation.
     Position(u64),
+    /// `FileLockTest`: the conflicting lock, if any.
+    LockHolder(Option<HeldLock>),
     /// `ShmCall`: the inner request's answer; its bulk data, `data_len` bytes, is at
     /// the start of the call's region of the shared segment.
     ShmPlaced {
@@ -982,6 +1010,8 @@ impl Request {
             Revalidate { .. } => Opcode::Revalidate,
             Release { .. } => Opcode::Release,
             RenewSession { .. } => Opcode::RenewSession,
+            FileLock { .. } => Opcode::FileLock,
+            FileLockTest { .. } => Opcode::FileLockTest,
             Link { .. } => Opcode::Link,
             Mknod { .. } => Opcode::Mknod,
             SetXattr { .. } => Opcode::SetXattr,
@@ -1242,6 +1272,38 @@ impl Request {
                 inode.encode(&mut w);
             }
             RenewSession { session } => w.u64(*session),
+            FileLock {
+                session,
+                owner,
+                inode,
+                pid,
+                kind,
+                start,
+                end,
+            } => {
+                w.u64(*session);
+                w.u64(*owner);
+                inode.encode(&mut w);
+                w.u32(*pid);
+                w.u8(*kind as u8);
+                w.u64(*start);
+                w.u64(*end);
+            }
+            FileLockTest {
+                session,
+                owner,
+                inode,
+                kind,
+                start,
+                end,
+            } => {
+                w.u64(*session);
+                w.u64(*owner);
+                inode.encode(&mut w);
+                w.u8(*kind as u8);
+                w.u64(*start);
+                w.u64(*end);
+            }
             Link {
                 cred,
                 inode,
@@ -1645,6 +1707,23 @@ impl Request {
                 inode: InodeId::decode(r)?,
             },
             64 => Request::RenewSession { session: r.u64()? },
+            180 => Request::FileLock {
+                session: r.u64()?,
+                owner: r.u64()?,
+                inode: InodeId::decode(r)?,
+                pid: r.u32()?,
+                kind: LockKind::decode(r)?,
+                start: r.u64()?,
+                end: r.u64()?,
+            },
+            181 => Request::FileLockTest {
+                session: r.u64()?,
+                owner: r.u64()?,
+                inode: InodeId::decode(r)?,
+                kind: LockKind::decode(r)?,
+                start: r.u64()?,
+                end: r.u64()?,
+            },
             65 => Request::Link {
                 cred: Cred::decode(r)?,
                 inode: InodeId::decode(r)?,
@@ -1923,6 +2002,10 @@ impl Wire for Response {
                 w.u8(53);
                 w.u64(*value);
             }
+            LockHolder(holder) => {
+                w.u8(76);
+                w.opt(holder);
+            }
             ShmPlaced { data_len, response } => {
                 w.u8(60);
                 w.u64(*data_len);
@@ -1997,6 +2080,7 @@ impl Response {
             55 => Response::Metrics { url: r.string()? },
             50 => Response::LockStats(LockStats::decode(r)?),
             53 => Response::Position(r.u64()?),
+            76 => Response::LockHolder(r.opt()?),
             60 => {
                 let data_len = r.u64()?;
                 // Refused before recursing: nesting must not grow the stack.
@@ -2351,6 +2435,23 @@ mod tests {
                 inode: InodeId(8),
             },
             Request::RenewSession { session: u64::MAX },
+            Request::FileLock {
+                session: 7,
+                owner: u64::MAX,
+                inode: InodeId(8),
+                pid: 4242,
+                kind: LockKind::Write,
+                start: 10,
+                end: u64::MAX,
+            },
+            Request::FileLockTest {
+                session: 7,
+                owner: 1,
+                inode: InodeId(8),
+                kind: LockKind::Unlock,
+                start: 0,
+                end: 0,
+            },
             Request::PresentCapability {
                 cap: test_capability(),
                 reset: true,
@@ -2708,6 +2809,13 @@ mod tests {
                 lapsed: 0,
             })),
             Ok(Response::Position(1 << 50)),
+            Ok(Response::LockHolder(None)),
+            Ok(Response::LockHolder(Some(HeldLock {
+                write: true,
+                start: 3,
+                end: u64::MAX,
+                pid: 77,
+            }))),
             Ok(Response::ShmPlaced {
                 data_len: 4096,
                 response: Box::new(Response::Bytes(4096)),

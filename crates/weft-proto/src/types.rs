@@ -276,6 +276,62 @@ impl ObjStamped {
     pub const SETTLE_NS: u64 = 1_000_000_000;
 }
 
+/// What a `FileLock` does: take a shared or exclusive lock, or drop what the owner
+/// holds in the range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LockKind {
+    Read = 0,
+    Write = 1,
+    Unlock = 2,
+}
+
+impl Wire for LockKind {
+    fn encode(&self, w: &mut Writer) {
+        w.u8(*self as u8);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match r.u8()? {
+            0 => Ok(LockKind::Read),
+            1 => Ok(LockKind::Write),
+            2 => Ok(LockKind::Unlock),
+            other => Err(DecodeError::Invalid {
+                what: "lock kind",
+                value: u64::from(other),
+            }),
+        }
+    }
+}
+
+/// A byte-range lock as the manager holds it for a mount's lock owner (`FileLock`,
+/// `FileLockTest`): `[start, end]`, both inclusive (`end` `u64::MAX`: to the end of any
+/// file), shared (`write` false) or exclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldLock {
+    pub write: bool,
+    pub start: u64,
+    pub end: u64,
+    /// The holding process, on its own machine (what F_GETLK reports).
+    pub pid: u32,
+}
+
+impl Wire for HeldLock {
+    fn encode(&self, w: &mut Writer) {
+        w.bool(self.write);
+        w.u64(self.start);
+        w.u64(self.end);
+        w.u32(self.pid);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(HeldLock {
+            write: r.bool()?,
+            start: r.u64()?,
+            end: r.u64()?,
+            pid: r.u32()?,
+        })
+    }
+}
+
 impl Wire for ObjStamped {
     fn encode(&self, w: &mut Writer) {
         w.u64(self.end);

@@ -405,8 +405,8 @@ fn is_io_request(request: &Request) -> bool {
     match request.opcode() {
         AppendLock | AppendUnlock | ObjStat | ObjStamp | ObjTimes | Allocate | ObjPrecreate | ExtentLock
         | ExtentUnlock | LockStats => true,
-        Revalidate | Release | RenewSession | Link | Mknod | SetXattr | GetXattr | ListXattr
-        | RemoveXattr => false,
+        Revalidate | Release | RenewSession | FileLock | FileLockTest | Link | Mknod | SetXattr
+        | GetXattr | ListXattr | RemoveXattr => false,
         other => (40..60).contains(&(other as u16)),
     }
 }

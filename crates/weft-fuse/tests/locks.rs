@@ -1,0 +1,353 @@
+//! fcntl and flock locks hold across mounts of one cluster, as they hold across
+//! processes on one machine (the manager keeps them). Each case runs the same steps on a
+//! local directory in the same test and expects the same outcome; the processes that
+//! contend are separate (forked, or `flock(1)`), as locks are per process.
+
+mod common;
+
+use common::Mount;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use weft_testkit::TestCluster;
+
+fn cpath(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).unwrap()
+}
+
+fn flock_struct(kind: i32, start: i64, len: i64) -> libc::flock {
+    // SAFETY: flock is plain old data; zero is a valid value of every field.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = kind as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = start;
+    lock.l_len = len;
+    lock
+}
+
+/// fcntl(fd, cmd, lock): 0, or the errno.
+fn fcntl_lock(fd: i32, cmd: i32, lock: &mut libc::flock) -> i32 {
+    // SAFETY: `lock` is a valid flock for the call's duration.
+    if unsafe { libc::fcntl(fd, cmd, lock as *mut libc::flock) } == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+    }
+}
+
+/// Runs `child` in a forked process and returns the i64 values it wrote. `child` may
+/// only make async-signal-safe calls (open, fcntl, pread, pwrite, close), since the test
+/// process has other threads.
+fn in_child(child: impl FnOnce() -> Vec<i64>) -> Vec<i64> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds has room for two descriptors.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child only makes async-signal-safe calls and ends with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let values = child();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        // SAFETY: writing our own buffer to the pipe, then leaving without unwinding.
+        unsafe {
+            libc::write(fds[1], bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: closing our copy of the write end; reading into our own buffer.
+    unsafe { libc::close(fds[1]) };
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        // SAFETY: `buf` is ours and as long as stated.
+        let n = unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        bytes.extend_from_slice(&buf[..n as usize]);
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child; closing our read end.
+    unsafe {
+        libc::waitpid(pid, &mut status, 0);
+        libc::close(fds[0]);
+    }
+    assert!(libc::WIFEXITED(status), "child died: status {status}");
+    bytes
+        .chunks(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn open_rw(path: &CString) -> i32 {
+    // SAFETY: a valid C string.
+    unsafe { libc::open(path.as_ptr(), libc::O_RDWR) }
+}
+
+/// The fcntl steps, with `holder_path` and `other_path` naming one file (through two
+/// mounts, or twice the same local path): what each step gave.
+fn fcntl_steps(holder_path: &Path, other_path: &Path) -> Vec<i64> {
+    std::fs::write(holder_path, b"0123456789abcdefghij").unwrap();
+    let other = cpath(other_path);
+    let fd = open_rw(&cpath(holder_path));
+    assert!(fd >= 0);
+    assert_eq!(
+        fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_WRLCK, 0, 10)),
+        0
+    );
+    let holder_pid = std::process::id() as i64;
+    let mut seen = in_child(move || {
+        let fd = open_rw(&other);
+        let refused = fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_WRLCK, 5, 1)) as i64;
+        let shared_refused = fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_RDLCK, 9, 3)) as i64;
+        let beside = fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_WRLCK, 10, 5)) as i64;
+        let mut probe = flock_struct(libc::F_WRLCK, 0, 0);
+        let tested = fcntl_lock(fd, libc::F_GETLK, &mut probe) as i64;
+        vec![
+            refused,
+            shared_refused,
+            beside,
+            tested,
+            probe.l_type as i64,
+            probe.l_start,
+            probe.l_len,
+            probe.l_pid as i64,
+        ]
+    });
+    // The holder's pid, as F_GETLK named it, is compared as "the holder's".
+    if seen[7] == holder_pid {
+        seen[7] = -1;
+    }
+    // A shared lock of the holder's own (a downgrade) lets readers in, not writers.
+    assert_eq!(
+        fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_RDLCK, 0, 10)),
+        0
+    );
+    let other = cpath(other_path);
+    seen.extend(in_child(move || {
+        let fd = open_rw(&other);
+        vec![
+            fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_RDLCK, 0, 10)) as i64,
+            fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_WRLCK, 0, 10)) as i64,
+        ]
+    }));
+    // Closing any descriptor of the file drops the process's locks on it.
+    let second = open_rw(&cpath(holder_path));
+    // SAFETY: our own descriptors.
+    unsafe {
+        libc::close(second);
+    }
+    let other = cpath(other_path);
+    seen.extend(in_child(move || {
+        let fd = open_rw(&other);
+        vec![fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_WRLCK, 0, 0)) as i64]
+    }));
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+    seen
+}
+
+#[test]
+fn fcntl_locks_exclude_processes_on_another_mount() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    let local = tempfile::tempdir().unwrap();
+    let expected = fcntl_steps(&local.path().join("f"), &local.path().join("f"));
+    // As Linux has it: refused with EAGAIN twice, the range beside granted, F_GETLK
+    // names the holder's exclusive lock of 0..10; after the downgrade a reader gets in
+    // and a writer does not; after a close by the holder, a writer of the whole file.
+    assert_eq!(
+        expected,
+        vec![
+            libc::EAGAIN as i64,
+            libc::EAGAIN as i64,
+            0,
+            0,
+            libc::F_WRLCK as i64,
+            0,
+            10,
+            -1,
+            0,
+            libc::EAGAIN as i64,
+            0
+        ]
+    );
+    assert_eq!(fcntl_steps(&a.join("f"), &b.join("f")), expected);
+}
+
+fn flock_cmd(args: &[&str], file: &Path) -> Command {
+    let mut command = Command::new("flock");
+    command.args(args).arg(file).stdin(Stdio::null());
+    command
+}
+
+/// `flock -n` on `other` while a `flock` process holds `holder`: refused; a blocking
+/// `flock` on `other` waits for the holder to end. Returns (refused status, waited).
+fn flock_steps(holder: &Path, other: &Path) -> (Option<i32>, Duration) {
+    std::fs::write(holder, b"x").unwrap();
+    let mut held = flock_cmd(&[], holder).args(["sleep", "2"]).spawn().unwrap();
+    // Until the holder has it (flock -n on the same path refuses).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while flock_cmd(&["-n"], holder).arg("true").status().unwrap().success() {
+        assert!(Instant::now() < deadline, "the holder never took its lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let refused = flock_cmd(&["-n"], other).arg("true").status().unwrap().code();
+    let started = Instant::now();
+    let waited = flock_cmd(&["-w", "30"], other).arg("true").status().unwrap();
+    assert!(waited.success(), "a blocking flock on {} failed", other.display());
+    let waited = started.elapsed();
+    held.wait().unwrap();
+    (refused, waited)
+}
+
+#[test]
+fn flock_excludes_across_mounts_and_a_waiter_gets_the_lock_once_released() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    let local = tempfile::tempdir().unwrap();
+    let (local_refused, _) = flock_steps(&local.path().join("f"), &local.path().join("f"));
+    assert_eq!(local_refused, Some(1));
+    let (refused, waited) = flock_steps(&a.join("f"), &b.join("f"));
+    assert_eq!(refused, local_refused, "flock -n through the other mount");
+    // The holder sleeps 2 s from before the refusal: the waiter waited most of that.
+    assert!(waited > Duration::from_millis(500), "waited only {waited:?}");
+}
+
+/// Two processes, each through its own path to one file, increment a counter in it
+/// `rounds` times each under an exclusive F_SETLKW lock (read, add one, write, unlock).
+fn counter_steps(first: &Path, second: &Path, rounds: i64) -> i64 {
+    std::fs::write(first, 0i64.to_le_bytes()).unwrap();
+    let children: Vec<_> = [first, second]
+        .into_iter()
+        .map(|path| {
+            let path = cpath(path);
+            std::thread::spawn(move || {
+                in_child(move || {
+                    let fd = open_rw(&path);
+                    for _ in 0..rounds {
+                        if fcntl_lock(fd, libc::F_SETLKW, &mut flock_struct(libc::F_WRLCK, 0, 0)) != 0 {
+                            return vec![-1];
+                        }
+                        let mut bytes = [0u8; 8];
+                        // SAFETY: our own buffer and descriptor.
+                        if unsafe { libc::pread(fd, bytes.as_mut_ptr().cast(), 8, 0) } != 8 {
+                            return vec![-2];
+                        }
+                        // Long enough inside the lock that, without it, the two
+                        // processes' increments would interleave and some be lost.
+                        let pause = libc::timespec {
+                            tv_sec: 0,
+                            tv_nsec: 500_000,
+                        };
+                        // SAFETY: nanosleep with a valid timespec.
+                        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+                        let next = (i64::from_le_bytes(bytes) + 1).to_le_bytes();
+                        // SAFETY: as above.
+                        if unsafe { libc::pwrite(fd, next.as_ptr().cast(), 8, 0) } != 8 {
+                            return vec![-3];
+                        }
+                        if fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_UNLCK, 0, 0)) != 0 {
+                            return vec![-4];
+                        }
+                    }
+                    vec![0]
+                })
+            })
+        })
+        .collect();
+    for child in children {
+        assert_eq!(child.join().unwrap(), vec![0], "a child failed a step");
+    }
+    i64::from_le_bytes(std::fs::read(first).unwrap()[..8].try_into().unwrap())
+}
+
+/// Regression: locks were per mount, so writers coordinating through them on two
+/// mounts (SQLite) overwrote each other; and a lock taken must also show what the last
+/// holder wrote through the other mount, not pages this kernel cached before.
+#[test]
+fn a_counter_under_fcntl_locks_through_two_mounts_loses_no_increment() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    let local = tempfile::tempdir().unwrap();
+    let rounds = 150;
+    let path: PathBuf = local.path().join("counter");
+    assert_eq!(counter_steps(&path, &path, rounds), 2 * rounds);
+    assert_eq!(
+        counter_steps(&a.join("counter"), &b.join("counter"), rounds),
+        2 * rounds
+    );
+}
+
+/// A lock holder killed with SIGKILL loses its lock (its descriptors close), and a
+/// process on the other mount then gets it.
+#[test]
+fn a_killed_holders_lock_goes_with_it() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    std::fs::write(a.join("f"), b"x").unwrap();
+    let mut holder = Command::new("flock")
+        .arg(a.join("f"))
+        .args(["sleep", "60"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while flock_cmd(&["-n"], &b.join("f"))
+        .arg("true")
+        .status()
+        .unwrap()
+        .success()
+    {
+        assert!(Instant::now() < deadline, "the holder never took its lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // flock(1) runs `sleep` as its child with the lock's descriptor: kill both.
+    let _ = Command::new("pkill")
+        .args(["-KILL", "-P", &holder.id().to_string()])
+        .status();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let status = flock_cmd(&["-w", "20"], &b.join("f"))
+        .arg("true")
+        .status()
+        .unwrap();
+    assert!(status.success(), "the lock of a killed holder stayed");
+}
+
+/// Regression (SQLite across two mounts: "disk I/O error" at commit): a lock taken
+/// makes the kernel forget the names it cached beside the file, so a file another
+/// client removed (a journal the last lock holder deleted) is not still seen as there.
+#[test]
+fn taking_a_lock_shows_files_beside_it_as_they_are_now() {
+    let cluster = TestCluster::start();
+    // Names kept by the kernel for 30 s: only the lock makes it look again.
+    let a = Mount::with_args(&cluster, &["--attr-timeout-ms", "30000"]);
+    let b = Mount::new(&cluster);
+    std::fs::write(a.join("db"), b"data").unwrap();
+    std::fs::write(a.join("db-journal"), b"journal").unwrap();
+    assert!(a.join("db-journal").exists());
+    std::fs::remove_file(b.join("db-journal")).unwrap();
+    std::fs::write(b.join("db-new"), b"new").unwrap();
+    let fd = open_rw(&cpath(&a.join("db")));
+    assert!(fd >= 0);
+    assert_eq!(
+        fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_RDLCK, 0, 0)),
+        0
+    );
+    let gone = std::fs::metadata(a.join("db-journal")).map(|_| ()).unwrap_err();
+    assert_eq!(
+        gone.kind(),
+        std::io::ErrorKind::NotFound,
+        "a removed name still seen after the lock"
+    );
+    assert_eq!(std::fs::read(a.join("db-new")).unwrap(), b"new");
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+}
