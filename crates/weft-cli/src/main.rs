@@ -228,6 +228,13 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// down` removes the namespaces and links.
         #[arg(long, value_name = "RATE[,LATENCY]")]
         emulate_network: Option<weft_config::netemu::NetworkSpec>,
+        /// Every server started gets this command's standard input and exits at its
+        /// end (weftd --exit-on-stdin-eof): given the read end of a pipe, the cluster
+        /// lives while the write end is open, and ends with the process holding it
+        /// however that dies (the test harness's guard against servers outliving a
+        /// killed test).
+        #[arg(long)]
+        tie_to_stdin: bool,
     },
     /// Stop the local cluster (its data is kept), and remove its emulated network if any.
     Down {
@@ -507,6 +514,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             insecure_no_capabilities,
             capability_lifetime_ms,
             emulate_network,
+            tie_to_stdin,
         } => {
             if let Some(p) = &cache_policy {
                 p.parse::<weft_cache::PolicyKind>()?;
@@ -530,6 +538,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
                 capability_lifetime_ms,
                 network: emulate_network,
                 given: given.to_vec(),
+                tie_to_stdin,
             })
         }
         Command::Down {

@@ -1,14 +1,17 @@
 //! Test harness for integration tests: starts a real cluster with the `weft` binary
 //! (`weft up --home <tempdir>`), hands out clients, kills and restarts servers, and
-//! always stops every server it started, also when the test fails (Drop).
+//! always stops every server it started, also when the test fails (Drop), and also when
+//! the test process is killed (SIGKILL, a CI timeout): every server reads a pipe whose
+//! only write end this process holds (`weft up --tie-to-stdin`) and exits at its end.
 //!
 //! The binaries come from the workspace's release build (`cargo build --release
 //! --workspace`, which `make test` runs first). A missing binary fails the test.
 
 pub mod mpi;
 
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use weft_client::Client;
 use weft_config::{ClusterConfig, CLUSTER_FILE_NAME};
@@ -101,6 +104,34 @@ pub struct TestCluster {
     home: tempfile::TempDir,
     /// Where `weft` and `weftd` are: the build's, or an installation's.
     programs: PathBuf,
+    /// The parent-death guard: every `weft up` gets `read` as its standard input and
+    /// `--tie-to-stdin`, so every server it starts reads this pipe and exits at its end.
+    /// `_write` is the pipe's only write end: close-on-exec, so no child inherits it,
+    /// and the kernel closes it when this process dies, however it dies. A pipe rather
+    /// than PR_SET_PDEATHSIG: that fires when the spawning *thread* ends (a test's
+    /// helper thread), and `weft up`'s servers are not its children anyway.
+    guard: Guard,
+}
+
+struct Guard {
+    read: OwnedFd,
+    _write: OwnedFd,
+}
+
+impl Guard {
+    fn new() -> Guard {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills two descriptors, which we own from here on.
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+        assert_eq!(rc, 0, "pipe2: {}", std::io::Error::last_os_error());
+        // SAFETY: fresh descriptors from pipe2, owned by nothing else.
+        unsafe {
+            Guard {
+                read: OwnedFd::from_raw_fd(fds[0]),
+                _write: OwnedFd::from_raw_fd(fds[1]),
+            }
+        }
+    }
 }
 
 impl TestCluster {
@@ -122,6 +153,7 @@ impl TestCluster {
         let cluster = TestCluster {
             home,
             programs: programs.to_path_buf(),
+            guard: Guard::new(),
         };
         let (io, size, count) = (
             options.io_servers.to_string(),
@@ -161,7 +193,13 @@ impl TestCluster {
         if matches!(args.first(), Some(&"up") | Some(&"down") | Some(&"status")) {
             full.extend_from_slice(&["--home", home]);
         }
-        self.command("weft").args(&full).output().expect("running weft")
+        let mut command = self.command("weft");
+        if args.first() == Some(&"up") {
+            full.push("--tie-to-stdin");
+            let read = self.guard.read.try_clone().expect("duplicating the guard pipe");
+            command.stdin(Stdio::from(read));
+        }
+        command.args(&full).output().expect("running weft")
     }
 
     /// A command for one of this cluster's programs with its environment set.
