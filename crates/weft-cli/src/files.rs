@@ -629,21 +629,16 @@ pub fn get(client: &Client, path: &str, local: &str) -> Result<()> {
         .ok()
         .filter(|m| m.file_type().is_file());
     let Some(existing) = replaced else {
-        return get_into(&file, path, total, &local_path);
+        let out = std::fs::File::create(&local_path)
+            .with_context(|| format!("cannot create {}", local_path.display()))?;
+        return get_into(&file, path, total, out, &local_path);
     };
-    let temporary = local_path.with_file_name(format!(
-        ".{}.weft-get-{}",
-        local_path
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: the handler only stores to an atomic.
         unsafe { libc::signal(signal, note_interrupt as *const () as libc::sighandler_t) };
     }
-    let copied = get_into(&file, path, total, &temporary).and_then(|()| {
+    let (out, temporary) = create_temporary(&local_path)?;
+    let copied = get_into(&file, path, total, out, &temporary).and_then(|()| {
         std::fs::set_permissions(&temporary, existing.permissions())
             .with_context(|| format!("keeping the mode of {}", local_path.display()))?;
         std::fs::rename(&temporary, &local_path)
@@ -663,11 +658,57 @@ pub fn get(client: &Client, path: &str, local: &str) -> Result<()> {
     Ok(())
 }
 
-/// Copies `file` (`path`, `total` bytes) into local file `local_path`, created or
-/// truncated, and syncs it.
-fn get_into(file: &weft_client::File, path: &str, total: u64, local_path: &std::path::Path) -> Result<()> {
-    let mut out = std::fs::File::create(local_path)
-        .with_context(|| format!("cannot create {}", local_path.display()))?;
+/// Names tried for get's temporary file before giving up.
+const TEMPORARY_NAMES_MAX: u32 = 64;
+
+/// Creates get's temporary file beside `local_path`: `.NAME.weft-get-PID`, or with
+/// `-N` after it when that exists. Created exclusively (O_EXCL, which also refuses a
+/// symbolic link there): pids wrap, and a file a killed earlier get with this pid left
+/// behind (or anything planted under the name) was truncated and written through, a
+/// symbolic link followed to its target, and then renamed over `local_path`.
+fn create_temporary(local_path: &std::path::Path) -> Result<(std::fs::File, std::path::PathBuf)> {
+    let base = format!(
+        ".{}.weft-get-{}",
+        local_path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    );
+    for attempt in 0..TEMPORARY_NAMES_MAX {
+        let name = match attempt {
+            0 => base.clone(),
+            n => format!("{base}-{n}"),
+        };
+        let temporary = local_path.with_file_name(name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+        {
+            Ok(out) => return Ok((out, temporary)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("cannot create {}", temporary.display())))
+            }
+        }
+    }
+    bail!(
+        "cannot create a temporary file beside {}: {base} and {} more names like it exist (left by killed gets? remove them)",
+        local_path.display(),
+        TEMPORARY_NAMES_MAX - 1
+    )
+}
+
+/// Copies `file` (`path`, `total` bytes) into `out`, the local file `local_path`
+/// created or truncated, and syncs it.
+fn get_into(
+    file: &weft_client::File,
+    path: &str,
+    total: u64,
+    mut out: std::fs::File,
+    local_path: &std::path::Path,
+) -> Result<()> {
     let mut progress = Progress::new(&format!("get {path}"), total);
     copy_out(file, total, &mut out, |done| progress.set(done)).map_err(|e| {
         if e.downcast_ref::<std::io::Error>().is_some() {
