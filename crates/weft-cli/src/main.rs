@@ -89,7 +89,11 @@ impl LayoutArgs {
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
-    weft_config::parse_size(s)
+    // "-1" or "-1M": say what a size is.
+    weft_config::parse_size(s).map_err(|e| match s.trim_start().starts_with('-') {
+        true => format!("{e}: a size is 0 or more bytes, with a K, M or G suffix if wanted"),
+        false => e,
+    })
 }
 
 /// A size within `range`, which `says` as a user writes it; checked where it is parsed,
@@ -100,7 +104,7 @@ fn parse_size_within(
     says: std::fmt::Arguments,
 ) -> Result<u64, String> {
     // "-1M" is no size either; say what is one.
-    let bytes = parse_size_arg(s).map_err(|e| format!("{e}: {says}"))?;
+    let bytes = weft_config::parse_size(s).map_err(|e| format!("{e}: {says}"))?;
     if !range.contains(&bytes) {
         return Err(format!("{says}, not {bytes}"));
     }
