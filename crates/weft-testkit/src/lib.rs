@@ -2,7 +2,8 @@
 //! (`weft up --home <tempdir>`), hands out clients, kills and restarts servers, and
 //! always stops every server it started, also when the test fails (Drop), and also when
 //! the test process is killed (SIGKILL, a CI timeout): every server reads a pipe whose
-//! only write end this process holds (`weft up --tie-to-stdin`) and exits at its end.
+//! only write end this process holds (`weft up --tie-to-stdin`) and exits at its end,
+//! and a sweeper reading it too continues stopped servers and removes the home.
 //!
 //! The binaries come from the workspace's release build (`cargo build --release
 //! --workspace`, which `make test` runs first). A missing binary fails the test.
@@ -106,7 +107,7 @@ pub struct TestCluster {
     programs: PathBuf,
     /// The parent-death guard: every `weft up` gets `read` as its standard input and
     /// `--tie-to-stdin`, so every server it starts reads this pipe and exits at its end.
-    /// `_write` is the pipe's only write end: close-on-exec, so no child inherits it,
+    /// `write` is the pipe's only write end: close-on-exec, so no child inherits it,
     /// and the kernel closes it when this process dies, however it dies. A pipe rather
     /// than PR_SET_PDEATHSIG: that fires when the spawning *thread* ends (a test's
     /// helper thread), and `weft up`'s servers are not its children anyway.
@@ -115,22 +116,64 @@ pub struct TestCluster {
 
 struct Guard {
     read: OwnedFd,
-    _write: OwnedFd,
+    write: Option<OwnedFd>,
+    /// A shell reading the pipe too: at its end it continues every server of the home
+    /// (a server the test stopped with SIGSTOP reads nothing, so would stay), waits up
+    /// to 10 s for them to end, and removes the home, which a killed test leaves.
+    sweeper: Option<std::process::Child>,
 }
 
+/// The sweeper's script; `$0` is the home.
+const SWEEPER: &str = r#"cat >/dev/null
+pids=
+for f in "$0"/run/*.pid; do
+  if [ -f "$f" ]; then pids="$pids $(cat "$f")"; fi
+done
+if [ -n "$pids" ]; then kill -CONT $pids 2>/dev/null; fi
+i=0
+while [ $i -lt 50 ]; do
+  alive=
+  for p in $pids; do
+    if kill -0 "$p" 2>/dev/null && ! grep -q '^[^)]*) Z' /proc/"$p"/stat 2>/dev/null; then alive=1; fi
+  done
+  [ -z "$alive" ] && break
+  sleep 0.2
+  i=$((i + 1))
+done
+rm -rf "$0""#;
+
 impl Guard {
-    fn new() -> Guard {
+    fn new(home: &Path) -> Guard {
         let mut fds = [0; 2];
         // SAFETY: pipe2 fills two descriptors, which we own from here on.
         let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
         assert_eq!(rc, 0, "pipe2: {}", std::io::Error::last_os_error());
         // SAFETY: fresh descriptors from pipe2, owned by nothing else.
-        unsafe {
-            Guard {
-                read: OwnedFd::from_raw_fd(fds[0]),
-                _write: OwnedFd::from_raw_fd(fds[1]),
-            }
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let sweeper = Command::new("sh")
+            .arg("-c")
+            .arg(SWEEPER)
+            .arg(home)
+            .stdin(Stdio::from(read.try_clone().expect("duplicating the guard pipe")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting the test cluster's sweeper (sh)");
+        Guard {
+            read,
+            write: Some(write),
+            sweeper: Some(sweeper),
         }
+    }
+
+    /// Ends the guard once the servers were stopped: the sweeper has nothing to do (the
+    /// home goes with its TempDir), so it is killed rather than left to wait on pids.
+    fn end(&mut self) {
+        if let Some(mut sweeper) = self.sweeper.take() {
+            let _ = sweeper.kill();
+            let _ = sweeper.wait();
+        }
+        self.write = None;
     }
 }
 
@@ -150,10 +193,11 @@ impl TestCluster {
             .prefix("weft-test-")
             .tempdir()
             .expect("tempdir");
+        let guard = Guard::new(home.path());
         let cluster = TestCluster {
             home,
             programs: programs.to_path_buf(),
-            guard: Guard::new(),
+            guard,
         };
         let (io, size, count) = (
             options.io_servers.to_string(),
@@ -393,6 +437,7 @@ impl Drop for TestCluster {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }
+        self.guard.end();
     }
 }
 

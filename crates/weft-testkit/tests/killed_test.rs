@@ -1,6 +1,6 @@
 //! A killed test leaves no servers behind: a helper process (this program, re-run with
 //! `HELPER_ENV` set) starts a TestCluster from a thread that then ends, restarts one of
-//! its servers, records every server's pid, and waits; the test SIGKILLs it (as a CI
+//! its servers, stops another (SIGSTOP), records every server's pid, and waits; the test SIGKILLs it (as a CI
 //! timeout or `pkill` would: no Drop runs) and every weftd it started must be gone
 //! within seconds. Before the parent-death guard they ran on for good (weft up detaches
 //! them).
@@ -24,13 +24,15 @@ fn main() {
 
 /// The helper: a cluster with a cache manager (a role that writes back at its end),
 /// started by a thread that ends before the kill, one server restarted (a second
-/// `weft up`), the pids and home written to `record` in one rename.
+/// `weft up`), one stopped, the pids and home written to `record` in one rename.
 fn helper(record: &Path) -> ! {
     let cluster = std::thread::spawn(|| TestCluster::start_with(&ClusterOptions::cached("1", "16M")))
         .join()
         .expect("starting the cluster");
     cluster.kill9(2);
     cluster.restart();
+    // A hung server (as the server_down tests make one): it reads nothing while stopped.
+    cluster.signal(3, libc::SIGSTOP);
     let ids: Vec<u32> = cluster.config().servers.iter().map(|s| s.id).collect();
     let mut text = format!("{}\n", cluster.home().display());
     for id in ids {
@@ -106,9 +108,20 @@ fn servers_end_when_the_test_process_is_killed() {
         // SAFETY: a weftd the helper started (its pid recorded a moment ago).
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
-    std::fs::remove_dir_all(&home).ok();
+    for &pid in &left {
+        // SAFETY: as above (a stopped one ends at SIGKILL too).
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    }
     assert!(
         left.is_empty(),
         "weftd processes {left:?} of {pids:?} outlived the killed test process by 10 s"
     );
+    // The sweeper removes the home the test's TempDir would have.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while home.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let kept = home.exists();
+    std::fs::remove_dir_all(&home).ok();
+    assert!(!kept, "the killed test's home {} was left behind", home.display());
 }
