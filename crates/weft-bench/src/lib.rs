@@ -170,5 +170,9 @@ fn spec_text(spec: &weft_config::netemu::NetworkSpec) -> String {
 }
 
 fn parse_size_arg(s: &str) -> std::result::Result<u64, String> {
-    weft_config::parse_size(s)
+    // "-1" or "-1M": say what a size is.
+    weft_config::parse_size(s).map_err(|e| match s.trim_start().starts_with('-') {
+        true => format!("{e}: a size is 0 or more bytes, with a K, M or G suffix if wanted"),
+        false => e,
+    })
 }

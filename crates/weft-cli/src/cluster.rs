@@ -67,6 +67,9 @@ pub struct UpOptions {
     /// The options given on the command line (long names, `io-servers` for `--io`):
     /// on an existing cluster, those that would shape it differently are refused.
     pub given: Vec<String>,
+    /// Every server started gets this command's standard input and exits at its end
+    /// (`weftd --exit-on-stdin-eof`): `--tie-to-stdin`.
+    pub tie_to_stdin: bool,
 }
 
 /// The options of `weft up` that shape a new cluster and whose value differs from
@@ -204,19 +207,29 @@ fn role_list(roles: &[Role]) -> String {
 }
 
 /// Starts one weftd in the background, detached from this terminal's session, in the
-/// network namespace `netns` if given.
-fn spawn_server(home: &Path, id: u32, args: &[String], netns: Option<&std::fs::File>) -> Result<i32> {
+/// network namespace `netns` if given. `tied`: the server reads this process's standard
+/// input and exits at its end, so that it ends with whoever holds the other end of it
+/// (the test harness's pipe), however that process dies.
+fn spawn_server(
+    home: &Path,
+    id: u32,
+    args: &[String],
+    netns: Option<&std::fs::File>,
+    tied: bool,
+) -> Result<i32> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log_file(home, id))
         .with_context(|| format!("opening log {}", log_file(home, id).display()))?;
     let mut command = Command::new(weftd_path());
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
+    command.args(args);
+    if tied {
+        command.arg("--exit-on-stdin-eof").stdin(Stdio::inherit());
+    } else {
+        command.stdin(Stdio::null());
+    }
+    command.stdout(log.try_clone()?).stderr(log);
     let netns_fd = netns.map(std::os::unix::io::AsRawFd::as_raw_fd);
     // SAFETY: setsid and setns are async-signal-safe; setsid detaches the server from
     // our terminal so that Ctrl-C in this shell does not stop the cluster; the
@@ -307,7 +320,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 refused.join(", ")
             );
         }
-        return restart(home);
+        return restart(home, options.tie_to_stdin);
     }
     if options.io_servers == 0 || options.io_servers > IO_SERVERS_MAX {
         bail!("--io must be between 1 and {IO_SERVERS_MAX}");
@@ -419,7 +432,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             if let Some(socket) = &socket {
                 args.extend(["--socket".into(), socket.display().to_string()]);
             }
-            let pid = spawn_server(home, id, &args, namespace(id)?.as_ref())?;
+            let pid = spawn_server(home, id, &args, namespace(id)?.as_ref(), options.tie_to_stdin)?;
             started.push(pid);
             servers.push((id, pid, ready, roles));
         }
@@ -472,7 +485,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             "--ready-file".into(),
             ready.display().to_string(),
         ];
-        let pid = spawn_server(home, 0, &args, namespace(0)?.as_ref())?;
+        let pid = spawn_server(home, 0, &args, namespace(0)?.as_ref(), options.tie_to_stdin)?;
         started.push(pid);
         config.servers[0].addr = wait_ready(home, 0, pid, &ready)?;
         config.servers[0].metrics_addr = metrics_address(&config.servers[0].addr, &auth);
@@ -564,7 +577,7 @@ fn status_timeouts() -> Timeouts {
 
 /// Starts the servers of an existing description that are not running, at the same
 /// addresses and with their data: `weft up` after `weft down` (or a crash).
-fn restart(home: &Path) -> Result<()> {
+fn restart(home: &Path, tied: bool) -> Result<()> {
     let description = home.join(CLUSTER_FILE_NAME);
     let config = ClusterConfig::load(&description)?;
     std::fs::create_dir_all(run_dir(home))?;
@@ -600,7 +613,7 @@ fn restart(home: &Path) -> Result<()> {
             "weft up: this cluster's servers now sign capabilities with their own key ({}), which clients do not hold",
             path.display()
         );
-        return restart(home);
+        return restart(home, tied);
     }
     // An emulated network: what is missing of it is made again first.
     let mut network = weft_config::netemu::NetworkEmulation::load(home).map_err(anyhow::Error::msg)?;
@@ -629,7 +642,7 @@ fn restart(home: &Path) -> Result<()> {
             Some(emu) => Some(crate::netemu::namespace_file(emu, entry.id)?),
             None => None,
         };
-        let pid = spawn_server(home, entry.id, &args, netns.as_ref())?;
+        let pid = spawn_server(home, entry.id, &args, netns.as_ref(), tied)?;
         wait_ready(home, entry.id, pid, &ready)?;
     }
     println!(

@@ -1,6 +1,7 @@
-//! The numeric options of `weft up` and `weft bench`: a negative number given to one
-//! is its value, refused saying which counts the option takes, rather than clap's
-//! "unexpected argument '-1'" (clap takes a value that starts with `-` for an option).
+//! The numeric options of every command (and every option of `weft up` and `weft
+//! bench`): a negative number given to one is its value, refused saying which counts
+//! the option takes, rather than clap's "unexpected argument '-1'" (clap takes a value
+//! that starts with `-` for an option).
 
 use clap::builder::TypedValueParser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -8,26 +9,82 @@ use clap::{Arg, Command};
 use std::marker::PhantomData;
 
 /// `cli` with every option of `weft up` and of `weft bench` (and its subcommands)
-/// of one value taking one that starts with `-` (a negative number) as its value, for
-/// its parser to refuse (`explain`).
+/// of one value, and every numeric option of one value of the other commands (those
+/// whose parser gives a number: counts, sizes, milliseconds, modes), taking one that
+/// starts with `-` (a negative number) as its value, for its parser to refuse
+/// (`explain`). Other options of other commands keep clap's reading (`--opt -x`: `-x`
+/// is a flag, not the value).
 pub fn checked(cli: Command) -> Command {
-    cli.mut_subcommand("up", negatives_are_values)
-        .mut_subcommand("bench", negatives_are_values)
+    let names: Vec<String> = cli.get_subcommands().map(|c| c.get_name().to_owned()).collect();
+    names.iter().fold(cli, |cli, name| match name.as_str() {
+        "up" | "bench" => cli.mut_subcommand(name, |c| negatives_are_values(c, &|_| true)),
+        _ => cli.mut_subcommand(name, |c| negatives_are_values(c, &is_numeric)),
+    })
 }
 
-fn negatives_are_values(command: Command) -> Command {
+/// Whether `arg`'s parser gives a number.
+pub fn is_numeric(arg: &Arg) -> bool {
+    use std::any::TypeId;
+    let parsed = arg.get_value_parser().type_id();
+    [
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<f32>(),
+        TypeId::of::<f64>(),
+    ]
+    .iter()
+    .any(|t| parsed == *t)
+}
+
+/// Whether `arg` is an option (not a positional) that takes exactly one value.
+fn one_value_option(arg: &Arg) -> bool {
+    let one_value = arg
+        .get_num_args()
+        .is_none_or(|n| n.min_values() == 1 && n.max_values() == 1);
+    !arg.is_positional() && arg.get_action().takes_values() && one_value
+}
+
+fn negatives_are_values(command: Command, chosen: &dyn Fn(&Arg) -> bool) -> Command {
     command
-        .mut_args(|arg| {
-            let one_value = arg
-                .get_num_args()
-                .is_none_or(|n| n.min_values() == 1 && n.max_values() == 1);
-            match !arg.is_positional() && arg.get_action().takes_values() && one_value {
-                // Any value that starts with `-`, not only a number: "-1M" too.
-                true => arg.allow_hyphen_values(true),
-                false => arg,
-            }
+        .mut_args(|arg| match one_value_option(&arg) && chosen(&arg) {
+            // Any value that starts with `-`, not only a number: "-1M" too.
+            true => arg.allow_hyphen_values(true),
+            false => arg,
         })
-        .mut_subcommands(negatives_are_values)
+        .mut_subcommands(|c| negatives_are_values(c, chosen))
+}
+
+/// The numeric one-value options outside `up` and `bench`, as "COMMAND --OPTION"
+/// (subcommands' names joined by spaces): what `checked` changes there.
+#[cfg(test)]
+pub fn numeric_options(cli: &Command) -> Vec<String> {
+    fn walk(command: &Command, path: &str, out: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            if one_value_option(arg) && is_numeric(arg) {
+                let flag = match (arg.get_long(), arg.get_short()) {
+                    (Some(long), _) => format!("--{long}"),
+                    (None, Some(short)) => format!("-{short}"),
+                    (None, None) => continue,
+                };
+                out.push(format!("{path} {flag}"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            walk(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+    let mut out = Vec::new();
+    for sub in cli.get_subcommands() {
+        if !matches!(sub.get_name(), "up" | "bench") {
+            walk(sub, sub.get_name(), &mut out);
+        }
+    }
+    out
 }
 
 /// `error`, said plainly when it refuses a negative number: that the option takes no
@@ -108,5 +165,27 @@ where
                 .with_cmd(cmd))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every numeric option outside up and bench (the list tests/numeric_options.rs
+    /// runs the binary with): a new one fails here until it is added there.
+    #[test]
+    fn the_numeric_options_are_the_ones_the_binary_test_covers() {
+        let found = numeric_options(&crate::Cli::command());
+        let covered: Vec<String> = include_str!("../tests/numeric_options.txt")
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .map(|l| l.split('\t').next().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            found, covered,
+            "numeric options (left: the CLI's; right: tests/numeric_options.txt)"
+        );
     }
 }

@@ -122,16 +122,31 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
     let mut unreachable: Vec<ServerId> = Vec::new();
     let mut sizes_unknown = 0;
     for (k, path) in paths.iter().enumerate() {
-        let attr = client.stat(path)?;
+        // What the manager knows; the sizes (from the io servers) only where shown.
+        let attr = client.resolve(path)?;
         if attr.kind != FileKind::Directory {
-            println!(
-                "{}",
-                if long {
-                    long_line(&attr, path, true)
-                } else {
-                    path.clone()
+            if !long {
+                println!("{path}");
+                continue;
+            }
+            // As for a directory's entries: an io server that cannot be reached costs
+            // the file its size (shown as `?`), not its line.
+            let mut attrs = [attr];
+            let partial = client.fill_sizes_partial(&mut attrs)?;
+            report_unreachable(client, partial.failed, &mut unreachable)?;
+            match partial.sizes[0] {
+                SizeOf::Known => println!("{}", long_line(&attrs[0], path, true)),
+                SizeOf::Unknown => {
+                    println!("{}", long_line(&attrs[0], path, false));
+                    sizes_unknown += 1;
                 }
-            );
+                SizeOf::Gone => {
+                    println!("{}", unknown_line(attrs[0].kind, path));
+                    std::io::stdout().flush()?;
+                    eprintln!("weft: cannot access {path}: {}", no_objects(&attrs[0]));
+                    problems += 1;
+                }
+            }
             continue;
         }
         if several {
@@ -146,10 +161,7 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
             // One round trip to the manager per page (readdir-plus), one to each io
             // server for the page's sizes. A file whose objects are gone (removed
             // meanwhile, or lost) is listed marked and reported, as GNU ls does.
-            let dir = client.resolve(path)?;
-            if dir.kind != FileKind::Directory {
-                anyhow::bail!("{path}: not a directory");
-            }
+            let dir = attr;
             let mut after = weft_client::Name::default();
             loop {
                 let (page, more) = client.readdir_attrs_page(dir.inode, &after, 0)?;
@@ -157,18 +169,8 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
                 // A server that cannot be reached costs its files their sizes (shown as
                 // `?`), not the listing.
                 let partial = client.fill_sizes_partial(&mut attrs)?;
-                for (server, error) in partial.failed {
-                    if !unreachable.contains(&server) {
-                        out.flush()?;
-                        let role = if client.cluster_info().io_servers.iter().any(|s| s.id == server) {
-                            "io server"
-                        } else {
-                            "cache manager"
-                        };
-                        eprintln!("weft: {role} {server} could not be reached: {error}");
-                        unreachable.push(server);
-                    }
-                }
+                out.flush()?;
+                report_unreachable(client, partial.failed, &mut unreachable)?;
                 for ((name, attr), size) in names.iter().zip(&attrs).zip(partial.sizes) {
                     let shown = escape::name(name.as_bytes());
                     if size == SizeOf::Unknown {
@@ -178,9 +180,9 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
                         writeln!(out, "{}", unknown_line(attr.kind, &shown))?;
                         out.flush()?;
                         eprintln!(
-                            "weft: cannot access {}: inode {} has no data objects on its io servers (removed?)",
+                            "weft: cannot access {}: {}",
                             weft_client::path::join(path, &shown),
-                            attr.inode
+                            no_objects(attr)
                         );
                         problems += 1;
                     } else {
@@ -224,6 +226,41 @@ pub fn ls(client: &Client, paths: &[String], long: bool) -> Result<()> {
     Ok(())
 }
 
+/// Names each server in `failed` on standard error, once per command (`reported`
+/// holds those already named).
+fn report_unreachable(
+    client: &Client,
+    failed: Vec<(ServerId, weft_client::ClientError)>,
+    reported: &mut Vec<ServerId>,
+) -> Result<()> {
+    for (server, error) in failed {
+        if !reported.contains(&server) {
+            std::io::stdout().flush()?;
+            eprintln!("weft: {}", unreachable_server(client, server, &error));
+            reported.push(server);
+        }
+    }
+    Ok(())
+}
+
+/// "io server 3 could not be reached: <error>" (or "cache manager 5 ...").
+fn unreachable_server(client: &Client, server: ServerId, error: &weft_client::ClientError) -> String {
+    let role = if client.cluster_info().io_servers.iter().any(|s| s.id == server) {
+        "io server"
+    } else {
+        "cache manager"
+    };
+    format!("{role} {server} could not be reached: {error}")
+}
+
+/// Why a file whose objects are all gone has no size.
+fn no_objects(attr: &Attr) -> String {
+    format!(
+        "inode {} has no data objects on its io servers (removed?)",
+        attr.inode
+    )
+}
+
 pub fn describe_layout(attr: &Attr) -> String {
     if let Some(l) = &attr.layout {
         let servers: Vec<String> = l.servers.iter().map(|s| s.to_string()).collect();
@@ -255,8 +292,20 @@ pub fn describe_layout(attr: &Attr) -> String {
     }
 }
 
+/// Shows `path`'s attributes. When a server holding its objects cannot be reached,
+/// what the manager knows is shown with the size as `?`, and the error names the
+/// server (as `ls -l`).
 pub fn stat(client: &Client, path: &str) -> Result<()> {
-    let a = client.stat(path)?;
+    let mut attrs = [client.resolve(path)?];
+    let partial = client.fill_sizes_partial(&mut attrs)?;
+    let [a] = attrs;
+    if partial.sizes[0] == SizeOf::Gone {
+        bail!("{path}: {}", no_objects(&a));
+    }
+    let size = match partial.sizes[0] {
+        SizeOf::Unknown => "? (unknown: a server of its objects was not reached)".to_string(),
+        _ => format!("{} ({})", a.size, human_bytes(a.size)),
+    };
     let kind = match a.kind {
         FileKind::File => "regular file",
         FileKind::Directory => "directory",
@@ -268,7 +317,7 @@ pub fn stat(client: &Client, path: &str) -> Result<()> {
     };
     println!("  File: {path}");
     println!("  Type: {kind}   Inode: {}   Links: {}", a.inode, a.nlink);
-    println!("  Size: {} ({})", a.size, human_bytes(a.size));
+    println!("  Size: {size}");
     println!(
         "Access: ({:04o}/{})  Uid: {}  Gid: {}",
         a.mode & 0o7777,
@@ -279,6 +328,14 @@ pub fn stat(client: &Client, path: &str) -> Result<()> {
     println!("Modify: {}", full_time_string(a.mtime));
     println!("Change: {}", full_time_string(a.ctime));
     println!("Layout: {}", describe_layout(&a));
+    if partial.sizes[0] == SizeOf::Unknown {
+        let reasons: Vec<String> = partial
+            .failed
+            .iter()
+            .map(|(server, error)| unreachable_server(client, *server, error))
+            .collect();
+        bail!("{path}: size unknown: {}", reasons.join("; "));
+    }
     Ok(())
 }
 
@@ -572,21 +629,16 @@ pub fn get(client: &Client, path: &str, local: &str) -> Result<()> {
         .ok()
         .filter(|m| m.file_type().is_file());
     let Some(existing) = replaced else {
-        return get_into(&file, path, total, &local_path);
+        let out = std::fs::File::create(&local_path)
+            .with_context(|| format!("cannot create {}", local_path.display()))?;
+        return get_into(&file, path, total, out, &local_path);
     };
-    let temporary = local_path.with_file_name(format!(
-        ".{}.weft-get-{}",
-        local_path
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: the handler only stores to an atomic.
         unsafe { libc::signal(signal, note_interrupt as *const () as libc::sighandler_t) };
     }
-    let copied = get_into(&file, path, total, &temporary).and_then(|()| {
+    let (out, temporary) = create_temporary(&local_path)?;
+    let copied = get_into(&file, path, total, out, &temporary).and_then(|()| {
         std::fs::set_permissions(&temporary, existing.permissions())
             .with_context(|| format!("keeping the mode of {}", local_path.display()))?;
         std::fs::rename(&temporary, &local_path)
@@ -606,11 +658,57 @@ pub fn get(client: &Client, path: &str, local: &str) -> Result<()> {
     Ok(())
 }
 
-/// Copies `file` (`path`, `total` bytes) into local file `local_path`, created or
-/// truncated, and syncs it.
-fn get_into(file: &weft_client::File, path: &str, total: u64, local_path: &std::path::Path) -> Result<()> {
-    let mut out = std::fs::File::create(local_path)
-        .with_context(|| format!("cannot create {}", local_path.display()))?;
+/// Names tried for get's temporary file before giving up.
+const TEMPORARY_NAMES_MAX: u32 = 64;
+
+/// Creates get's temporary file beside `local_path`: `.NAME.weft-get-PID`, or with
+/// `-N` after it when that exists. Created exclusively (O_EXCL, which also refuses a
+/// symbolic link there): pids wrap, and a file a killed earlier get with this pid left
+/// behind (or anything planted under the name) was truncated and written through, a
+/// symbolic link followed to its target, and then renamed over `local_path`.
+fn create_temporary(local_path: &std::path::Path) -> Result<(std::fs::File, std::path::PathBuf)> {
+    let base = format!(
+        ".{}.weft-get-{}",
+        local_path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    );
+    for attempt in 0..TEMPORARY_NAMES_MAX {
+        let name = match attempt {
+            0 => base.clone(),
+            n => format!("{base}-{n}"),
+        };
+        let temporary = local_path.with_file_name(name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+        {
+            Ok(out) => return Ok((out, temporary)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("cannot create {}", temporary.display())))
+            }
+        }
+    }
+    bail!(
+        "cannot create a temporary file beside {}: {base} and {} more names like it exist (left by killed gets? remove them)",
+        local_path.display(),
+        TEMPORARY_NAMES_MAX - 1
+    )
+}
+
+/// Copies `file` (`path`, `total` bytes) into `out`, the local file `local_path`
+/// created or truncated, and syncs it.
+fn get_into(
+    file: &weft_client::File,
+    path: &str,
+    total: u64,
+    mut out: std::fs::File,
+    local_path: &std::path::Path,
+) -> Result<()> {
     let mut progress = Progress::new(&format!("get {path}"), total);
     copy_out(file, total, &mut out, |done| progress.set(done)).map_err(|e| {
         if e.downcast_ref::<std::io::Error>().is_some() {

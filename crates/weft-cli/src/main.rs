@@ -89,7 +89,11 @@ impl LayoutArgs {
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
-    weft_config::parse_size(s)
+    // "-1" or "-1M": say what a size is.
+    weft_config::parse_size(s).map_err(|e| match s.trim_start().starts_with('-') {
+        true => format!("{e}: a size is 0 or more bytes, with a K, M or G suffix if wanted"),
+        false => e,
+    })
 }
 
 /// A size within `range`, which `says` as a user writes it; checked where it is parsed,
@@ -100,7 +104,7 @@ fn parse_size_within(
     says: std::fmt::Arguments,
 ) -> Result<u64, String> {
     // "-1M" is no size either; say what is one.
-    let bytes = parse_size_arg(s).map_err(|e| format!("{e}: {says}"))?;
+    let bytes = weft_config::parse_size(s).map_err(|e| format!("{e}: {says}"))?;
     if !range.contains(&bytes) {
         return Err(format!("{says}, not {bytes}"));
     }
@@ -228,6 +232,13 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// down` removes the namespaces and links.
         #[arg(long, value_name = "RATE[,LATENCY]")]
         emulate_network: Option<weft_config::netemu::NetworkSpec>,
+        /// Every server started gets this command's standard input and exits at its
+        /// end (weftd --exit-on-stdin-eof): given the read end of a pipe, the cluster
+        /// lives while the write end is open, and ends with the process holding it
+        /// however that dies (the test harness's guard against servers outliving a
+        /// killed test).
+        #[arg(long)]
+        tie_to_stdin: bool,
     },
     /// Stop the local cluster (its data is kept), and remove its emulated network if any.
     Down {
@@ -507,6 +518,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             insecure_no_capabilities,
             capability_lifetime_ms,
             emulate_network,
+            tie_to_stdin,
         } => {
             if let Some(p) = &cache_policy {
                 p.parse::<weft_cache::PolicyKind>()?;
@@ -530,6 +542,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
                 capability_lifetime_ms,
                 network: emulate_network,
                 given: given.to_vec(),
+                tie_to_stdin,
             })
         }
         Command::Down {

@@ -73,6 +73,40 @@ fn host_name() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// Names tried for a trace file before giving up.
+const TRACE_NAMES_MAX: u32 = 64;
+
+/// Creates `STEM.wtrace` in `dir`, or `STEM-N.wtrace` when that exists, exclusively
+/// (O_EXCL, which also refuses a symbolic link there). Pids wrap and repeat across
+/// hosts and containers: a trace left by a killed earlier run with this pid and rank,
+/// or one another job is writing into a shared directory, was truncated (or its two
+/// writers' records interleaved), and a symbolic link under the name followed.
+fn create_trace_file(dir: &Path, stem: &str) -> std::io::Result<(std::fs::File, PathBuf)> {
+    for attempt in 0..TRACE_NAMES_MAX {
+        let path = match attempt {
+            0 => dir.join(format!("{stem}.wtrace")),
+            n => dir.join(format!("{stem}-{n}.wtrace")),
+        };
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(out) => return Ok((out, path)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!(
+            "{}: {stem}.wtrace and {} more names like it exist",
+            dir.display(),
+            TRACE_NAMES_MAX - 1
+        ),
+    ))
+}
+
 static TRACERS: Mutex<Vec<(PathBuf, Arc<Tracer>)>> = Mutex::new(Vec::new());
 
 /// `$WEFT_TRACE`, read once.
@@ -98,7 +132,8 @@ impl Tracer {
     }
 
     /// [`Tracer::for_dir`] with a size limit (the first call for a directory sets it).
-    /// The file is `rank-RRRRR.PID.wtrace` in an MPI job, else `HOST.PID.wtrace`.
+    /// The file is `rank-RRRRR.PID.wtrace` in an MPI job, else `HOST.PID.wtrace`; with
+    /// `-N` after the pid when that name exists (see `create_trace_file`).
     pub fn for_dir_with_limit(dir: &Path, limit_bytes: u64) -> std::io::Result<Arc<Tracer>> {
         let mut tracers = TRACERS.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, t)) = tracers.iter().find(|(d, _)| d == dir) {
@@ -113,16 +148,11 @@ impl Tracer {
         let rank = launcher_rank();
         let pid = std::process::id();
         let host = host_name();
-        let name = match rank {
-            Some(r) => format!("rank-{r:05}.{pid}.wtrace"),
-            None => format!("{host}.{pid}.wtrace"),
+        let stem = match rank {
+            Some(r) => format!("rank-{r:05}.{pid}"),
+            None => format!("{host}.{pid}"),
         };
-        let path = dir.join(name);
-        let out = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
+        let (out, path) = create_trace_file(dir, &stem)?;
         let header = Header {
             rank,
             pid,

@@ -172,6 +172,8 @@ wm_h weft_mpiio_errhandler(wm_h fh);
 /* This thread's last error message into buf (cut to len - 1 bytes, NUL-terminated);
  * returns its full length, 0 if the last call succeeded. */
 size_t weft_mpiio_last_error(char *buf, size_t len);
+/* The same, and forgets the message (it goes with the error code made for it). */
+size_t weft_mpiio_take_last_error(char *buf, size_t len);
 void weft_mpiio_set_errhandler(wm_h fh, wm_h errhandler);
 int weft_mpiio_fint(wm_h fh);
 wm_h weft_mpiio_from_fint(int fint);

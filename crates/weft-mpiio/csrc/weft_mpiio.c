@@ -51,6 +51,85 @@ static int mpi_class(int e)
     }
 }
 
+/* Error codes that carry their reason: a failed call on a weft: file returns, instead
+ * of the bare class, an error code made under that class (MPI_Add_error_code, so
+ * MPI_Error_class gives the class back) whose MPI_Error_string is the class's text and
+ * the library's message for this failure ("MPI_ERR_NO_SUCH_FILE: no such file: ...").
+ * MPI cannot free an error code, so each class has a ring of ERROR_CODES_PER_CLASS,
+ * made when first needed and reused in turn: a code keeps its reason until that many
+ * later failures of its class (then it gives a later one). The message is taken from
+ * the Rust half (forgotten there), so it goes with one code only; a failure with no
+ * message, or outside MPI_Init..MPI_Finalize, and every failure under MPICH (see
+ * mpi_code), returns the class. */
+#define ERROR_CODES_PER_CLASS 32
+#define WM_ERRORS (WM_ERR_FILE_IN_USE + 1)
+static struct {
+    int codes[ERROR_CODES_PER_CLASS];
+    int made, next;
+} reason_codes[WM_ERRORS];
+static pthread_mutex_t reason_codes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The full message of this thread's last failure (mpi_code keeps it here for the fatal
+ * report, which is not cut to MPI_MAX_ERROR_STRING); emptied by invoke. */
+static __thread char last_reason[1024];
+
+/* Cuts `text` at most at `max` bytes, at a UTF-8 character's start. */
+static void cut_utf8(char *text, size_t max)
+{
+    size_t n = strlen(text);
+    if (n <= max)
+        return;
+    while (max > 0 && ((unsigned char)text[max] & 0xC0) == 0x80)
+        max--;
+    text[max] = '\0';
+}
+
+/* The error code to return for Weft error `werr`: one carrying this thread's last
+ * message, else the class. */
+static int mpi_code(int werr)
+{
+    int class = mpi_class(werr);
+    last_reason[0] = '\0';
+    if (class == MPI_SUCCESS)
+        return class;
+    if (weft_mpiio_take_last_error(last_reason, sizeof last_reason) == 0)
+        return class;
+    cut_utf8(last_reason, sizeof last_reason - 1);
+    int initialized = 0, finalized = 1;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (werr <= 0 || werr >= WM_ERRORS || !initialized || finalized)
+        return class;
+#ifdef MPICH
+    /* MPICH gives a code made under a predefined class a wrong string (another error's
+     * text from its error stack): the class, as before, there. */
+    return class;
+#endif
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (MPI_Error_string(class, text, &len) != MPI_SUCCESS)
+        len = 0;
+    text[len] = '\0';
+    char full[MPI_MAX_ERROR_STRING];
+    snprintf(full, sizeof full, "%s: %s", text, last_reason);
+    cut_utf8(full, sizeof full - 1);
+    int code = class;
+    pthread_mutex_lock(&reason_codes_lock);
+    int i = reason_codes[werr].next;
+    if (i == reason_codes[werr].made) {
+        if (MPI_Add_error_code(class, &reason_codes[werr].codes[i]) == MPI_SUCCESS)
+            reason_codes[werr].made++;
+        else
+            i = -1;
+    }
+    if (i >= 0 && MPI_Add_error_string(reason_codes[werr].codes[i], full) == MPI_SUCCESS) {
+        code = reason_codes[werr].codes[i];
+        reason_codes[werr].next = (i + 1) % ERROR_CODES_PER_CLASS;
+    }
+    pthread_mutex_unlock(&reason_codes_lock);
+    return code;
+}
+
 static int amode_to_wm(int amode)
 {
     int m = 0;
@@ -102,23 +181,30 @@ static MPI_File_errhandler_function *user_function(MPI_Errhandler eh)
     return f;
 }
 
-/* Hands error class `code` to error handler `eh` of file `fh` and returns it. */
+/* Hands error code `code` (from mpi_code, or a program's MPI_File_call_errhandler) to
+ * error handler `eh` of file `fh` and returns it. */
 static int invoke(MPI_Errhandler eh, MPI_File fh, int code)
 {
+    char why[sizeof last_reason];
+    memcpy(why, last_reason, sizeof why);
+    last_reason[0] = '\0';
     if (code == MPI_SUCCESS || eh == MPI_ERRORS_RETURN || eh == MPI_ERRHANDLER_NULL)
         return code;
     if (eh == MPI_ERRORS_ARE_FATAL) {
+        int class = code;
+        MPI_Error_class(code, &class);
         char text[MPI_MAX_ERROR_STRING];
         int len = 0;
-        MPI_Error_string(code, text, &len);
-        char why[1024];
-        if (weft_mpiio_last_error(why, sizeof why) > 0)
+        /* Without the message here (a program's MPI_File_call_errhandler), the code's
+         * own string, which carries it for a code mpi_code made. */
+        MPI_Error_string(why[0] != '\0' ? class : code, text, &len);
+        if (why[0] != '\0')
             fprintf(stderr, "weft-mpiio: error on a weft: file: %s (%s); MPI_ERRORS_ARE_FATAL aborts\n",
                     why, text);
         else
             fprintf(stderr, "weft-mpiio: error on a weft: file (%s); MPI_ERRORS_ARE_FATAL aborts\n",
                     text);
-        MPI_Abort(MPI_COMM_WORLD, code);
+        MPI_Abort(MPI_COMM_WORLD, class);
         return code;
     }
     MPI_File_errhandler_function *f = user_function(eh);
@@ -139,7 +225,7 @@ static int fail(MPI_File fh, int werr)
     if (werr == WM_OK)
         return MPI_SUCCESS;
     MPI_Errhandler eh = (MPI_Errhandler)weft_mpiio_errhandler(H(fh));
-    return invoke(eh, fh, mpi_class(werr));
+    return invoke(eh, fh, mpi_code(werr));
 }
 
 static void set_status(MPI_Status *status, int64_t bytes)
@@ -169,7 +255,7 @@ int wm_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, 
     int e = weft_mpiio_open(H(comm), filename, amode_to_wm(amode), H(info), H(eh), &out);
     if (e != WM_OK) {
         *fh = MPI_FILE_NULL;
-        return invoke(eh, MPI_FILE_NULL, mpi_class(e));
+        return invoke(eh, MPI_FILE_NULL, mpi_code(e));
     }
     *fh = (MPI_File)out;
     return MPI_SUCCESS;
@@ -183,7 +269,7 @@ int wm_File_close(MPI_File *fh)
     MPI_Errhandler eh = (MPI_Errhandler)weft_mpiio_errhandler(H(f));
     int e = weft_mpiio_close(H(f));
     *fh = MPI_FILE_NULL;
-    return invoke(eh, MPI_FILE_NULL, mpi_class(e));
+    return invoke(eh, MPI_FILE_NULL, mpi_code(e));
 }
 
 int wm_File_delete(const char *filename, MPI_Info info)
@@ -191,7 +277,7 @@ int wm_File_delete(const char *filename, MPI_Info info)
     if (!is_weft_name(filename))
         return REAL(PMPI_File_delete)(filename, info);
     return invoke(null_file_errhandler(), MPI_FILE_NULL,
-                  mpi_class(weft_mpiio_delete(filename, H(info))));
+                  mpi_code(weft_mpiio_delete(filename, H(info))));
 }
 
 /* MPI_Finalize: job-scoped delegates of files the program left open are stopped first

@@ -306,6 +306,15 @@ pub extern "C" fn weft_mpiio_last_error(buf: *mut c_char, len: usize) -> usize {
     message.len()
 }
 
+/// `weft_mpiio_last_error`, and forgets the message: the C half takes it for the error
+/// code of the failure it belongs to (`csrc/weft_mpiio.c`, `mpi_code`).
+#[no_mangle]
+pub extern "C" fn weft_mpiio_take_last_error(buf: *mut c_char, len: usize) -> usize {
+    let message = crate::file::take_error();
+    copy_text(&message, buf, len);
+    message.len()
+}
+
 /// Copies `text` into the caller's buffer `buf` of `len` bytes, cut and NUL-terminated.
 fn copy_text(text: &str, buf: *mut c_char, len: usize) {
     if buf.is_null() || len == 0 {

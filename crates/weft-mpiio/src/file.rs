@@ -101,8 +101,9 @@ fn verbose() -> bool {
 }
 
 thread_local! {
-    /// The message of this thread's last failed call, for MPI_ERRORS_ARE_FATAL's
-    /// report (`weft_mpiio_last_error`); cleared by every call that succeeds.
+    /// The message of this thread's last failed call, for the error code the C half
+    /// returns for it and MPI_ERRORS_ARE_FATAL's report (`weft_mpiio_take_last_error`);
+    /// cleared by every call that succeeds and by that taking.
     static LAST_ERROR: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
@@ -134,6 +135,13 @@ pub fn forget_error() {
 /// This thread's last error message ("" if the last call succeeded).
 pub fn last_error() -> String {
     LAST_ERROR.with(|last| last.borrow().clone())
+}
+
+/// This thread's last error message, forgotten here: the C half moves it into the error
+/// code it returns for that failure (`weft_mpiio_take_last_error`), so that no later
+/// error is given it.
+pub fn take_error() -> String {
+    LAST_ERROR.with(|last| std::mem::take(&mut *last.borrow_mut()))
 }
 
 struct State {

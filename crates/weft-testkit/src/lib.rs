@@ -1,14 +1,18 @@
 //! Test harness for integration tests: starts a real cluster with the `weft` binary
 //! (`weft up --home <tempdir>`), hands out clients, kills and restarts servers, and
-//! always stops every server it started, also when the test fails (Drop).
+//! always stops every server it started, also when the test fails (Drop), and also when
+//! the test process is killed (SIGKILL, a CI timeout): every server reads a pipe whose
+//! only write end this process holds (`weft up --tie-to-stdin`) and exits at its end,
+//! and a sweeper reading it too continues stopped servers and removes the home.
 //!
 //! The binaries come from the workspace's release build (`cargo build --release
 //! --workspace`, which `make test` runs first). A missing binary fails the test.
 
 pub mod mpi;
 
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use weft_client::Client;
 use weft_config::{ClusterConfig, CLUSTER_FILE_NAME};
@@ -101,6 +105,76 @@ pub struct TestCluster {
     home: tempfile::TempDir,
     /// Where `weft` and `weftd` are: the build's, or an installation's.
     programs: PathBuf,
+    /// The parent-death guard: every `weft up` gets `read` as its standard input and
+    /// `--tie-to-stdin`, so every server it starts reads this pipe and exits at its end.
+    /// `write` is the pipe's only write end: close-on-exec, so no child inherits it,
+    /// and the kernel closes it when this process dies, however it dies. A pipe rather
+    /// than PR_SET_PDEATHSIG: that fires when the spawning *thread* ends (a test's
+    /// helper thread), and `weft up`'s servers are not its children anyway.
+    guard: Guard,
+}
+
+struct Guard {
+    read: OwnedFd,
+    write: Option<OwnedFd>,
+    /// A shell reading the pipe too: at its end it continues every server of the home
+    /// (a server the test stopped with SIGSTOP reads nothing, so would stay), waits up
+    /// to 10 s for them to end, and removes the home, which a killed test leaves.
+    sweeper: Option<std::process::Child>,
+}
+
+/// The sweeper's script; `$0` is the home.
+const SWEEPER: &str = r#"cat >/dev/null
+pids=
+for f in "$0"/run/*.pid; do
+  if [ -f "$f" ]; then pids="$pids $(cat "$f")"; fi
+done
+if [ -n "$pids" ]; then kill -CONT $pids 2>/dev/null; fi
+i=0
+while [ $i -lt 50 ]; do
+  alive=
+  for p in $pids; do
+    if kill -0 "$p" 2>/dev/null && ! grep -q '^[^)]*) Z' /proc/"$p"/stat 2>/dev/null; then alive=1; fi
+  done
+  [ -z "$alive" ] && break
+  sleep 0.2
+  i=$((i + 1))
+done
+rm -rf "$0""#;
+
+impl Guard {
+    fn new(home: &Path) -> Guard {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills two descriptors, which we own from here on.
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+        assert_eq!(rc, 0, "pipe2: {}", std::io::Error::last_os_error());
+        // SAFETY: fresh descriptors from pipe2, owned by nothing else.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let sweeper = Command::new("sh")
+            .arg("-c")
+            .arg(SWEEPER)
+            .arg(home)
+            .stdin(Stdio::from(read.try_clone().expect("duplicating the guard pipe")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting the test cluster's sweeper (sh)");
+        Guard {
+            read,
+            write: Some(write),
+            sweeper: Some(sweeper),
+        }
+    }
+
+    /// Ends the guard once the servers were stopped: the sweeper has nothing to do (the
+    /// home goes with its TempDir), so it is killed rather than left to wait on pids.
+    fn end(&mut self) {
+        if let Some(mut sweeper) = self.sweeper.take() {
+            let _ = sweeper.kill();
+            let _ = sweeper.wait();
+        }
+        self.write = None;
+    }
 }
 
 impl TestCluster {
@@ -119,9 +193,11 @@ impl TestCluster {
             .prefix("weft-test-")
             .tempdir()
             .expect("tempdir");
+        let guard = Guard::new(home.path());
         let cluster = TestCluster {
             home,
             programs: programs.to_path_buf(),
+            guard,
         };
         let (io, size, count) = (
             options.io_servers.to_string(),
@@ -161,7 +237,13 @@ impl TestCluster {
         if matches!(args.first(), Some(&"up") | Some(&"down") | Some(&"status")) {
             full.extend_from_slice(&["--home", home]);
         }
-        self.command("weft").args(&full).output().expect("running weft")
+        let mut command = self.command("weft");
+        if args.first() == Some(&"up") {
+            full.push("--tie-to-stdin");
+            let read = self.guard.read.try_clone().expect("duplicating the guard pipe");
+            command.stdin(Stdio::from(read));
+        }
+        command.args(&full).output().expect("running weft")
     }
 
     /// A command for one of this cluster's programs with its environment set.
@@ -355,6 +437,7 @@ impl Drop for TestCluster {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }
+        self.guard.end();
     }
 }
 

@@ -1,5 +1,5 @@
 /* Error behaviour on weft: files: every rank of a collective call gets the same error
- * class, and nothing hangs.
+ * class, nothing hangs, and a returned code's MPI_Error_string says why.
  *
  *   errors PREFIX      (PREFIX: "weft:/dir/"; the directory exists, "missing" does not)
  *   errors PREFIX fatal  opens "missing" under MPI_ERRORS_ARE_FATAL: the job aborts,
@@ -37,6 +37,35 @@ static void expect_same(int rc, int want, const char *what)
     }
 }
 
+/* MPI_Error_string of `rc` is the class's text, then ": " and a reason containing
+ * `needle` (any reason when it is ""), and its class is `want`. */
+static void says(int rc, int want, const char *needle, const char *what)
+{
+    char s[MPI_MAX_ERROR_STRING], c[MPI_MAX_ERROR_STRING];
+    int l = 0, cl = 0;
+    MPI_Error_string(rc, s, &l);
+    MPI_Error_string(want, c, &cl);
+    const char *reason = s + cl;
+#ifdef MPICH
+    /* Under MPICH the library returns the class (README): its own text, nothing more. */
+    if (class_of(rc) != want || strcmp(s, c) != 0) {
+        fprintf(stderr, "rank %d: %s says \"%s\", not the class's \"%s\"\n", rank, what, s, c);
+        failures++;
+    }
+    (void)needle;
+    (void)reason;
+    return;
+#endif
+    if (class_of(rc) != want || strncmp(s, c, cl) != 0 || strncmp(reason, ": ", 2) != 0 ||
+        strlen(reason) < 3 || strstr(reason, needle) == NULL) {
+        fprintf(stderr, "rank %d: %s says \"%s\": not %s with a reason naming \"%s\"\n", rank,
+                what, s, c, needle);
+        failures++;
+    } else if (rank == 0) {
+        printf("ok: %s says \"%s\"\n", what, s);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -66,11 +95,16 @@ int main(int argc, char **argv)
     expect_same(rc, MPI_ERR_NO_SUCH_FILE, "open of a missing file without MPI_MODE_CREATE");
     if (rc == MPI_SUCCESS)
         MPI_File_close(&fh);
+    /* ... and its code says why, not only the class (it said "MPI_ERR_NO_SUCH_FILE"
+     * only): the class's text, then the library's message naming the file. */
+    int missing_rc = rc;
+    says(missing_rc, MPI_ERR_NO_SUCH_FILE, "missing", "the missing file's error code");
 
     /* 2. A bad access mode. */
     snprintf(path, sizeof path, "%sfile", argv[1]);
     rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY | MPI_MODE_CREATE, MPI_INFO_NULL, &fh);
     expect_same(rc, MPI_ERR_AMODE, "open with MPI_MODE_RDONLY | MPI_MODE_CREATE");
+    says(rc, MPI_ERR_AMODE, "MPI_MODE_CREATE", "the bad access mode's error code");
 
     /* 3. A failure on one rank of a collective write: the last rank passes a negative
      * count; every rank must get MPI_ERR_COUNT. */
@@ -116,6 +150,7 @@ int main(int argc, char **argv)
     expect_same(rc, MPI_SUCCESS, "open read-only");
     rc = MPI_File_write_at(fh, 0, buf, 1, MPI_INT, &st);
     expect_same(rc, MPI_ERR_READ_ONLY, "write on a read-only file");
+    says(rc, MPI_ERR_READ_ONLY, "", "the read-only write's error code");
     rc = MPI_File_write_at_all(fh, rank * sizeof buf, buf, 1, MPI_INT, &st);
     expect_same(rc, MPI_ERR_READ_ONLY, "collective write on a read-only file");
     MPI_Offset size = 0;
@@ -133,6 +168,45 @@ int main(int argc, char **argv)
         expect_same(MPI_SUCCESS, MPI_SUCCESS, "delete (rank 0 only)");
     rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
     expect_same(rc, MPI_ERR_NO_SUCH_FILE, "open after delete");
+
+    /* 8b. Each code keeps its own reason: the first open's code still names its file
+     * after the failures since; the class itself (what other MPI calls return) carries
+     * no Weft message; and more failures than the ring of codes per class reuse codes
+     * (bounded) while the latest ones each name their own file. */
+    says(missing_rc, MPI_ERR_NO_SUCH_FILE, "missing", "the first code after later failures");
+    {
+        char s[MPI_MAX_ERROR_STRING];
+        int l = 0;
+        MPI_Error_string(MPI_ERR_NO_SUCH_FILE, s, &l);
+        if (strstr(s, "missing") != NULL) {
+            fprintf(stderr, "rank %d: the bare class says %s\n", rank, s);
+            failures++;
+        }
+    }
+    enum { MANY = 80, RING = 32 };
+    int codes[MANY];
+    for (int k = 0; k < MANY; k++) {
+        snprintf(path, sizeof path, "%sgone-%d", argv[1], k);
+        codes[k] = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+    }
+    int distinct = 0;
+    for (int k = 0; k < MANY; k++) {
+        int seen = 0;
+        for (int j = 0; j < k; j++)
+            seen |= codes[j] == codes[k];
+        distinct += !seen;
+    }
+    if (distinct > RING) { /* (under MPICH: 1, the class) */
+        fprintf(stderr, "rank %d: %d failures made %d error codes (more than %d)\n", rank, MANY,
+                distinct, RING);
+        failures++;
+    }
+    for (int k = MANY - RING; k < MANY; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "gone-%d", k);
+        says(codes[k], MPI_ERR_NO_SUCH_FILE, name, "one of many failures' codes");
+    }
+    snprintf(path, sizeof path, "%sfile", argv[1]);
 
     /* 9. Hints, views and file pointers. */
     MPI_Info info, used;
