@@ -17,7 +17,8 @@
 //! - A waiting F_SETLKW (or `flock` without LOCK_NB) asks again with a growing pause
 //!   (`WAIT_PAUSE_MIN` to `WAIT_PAUSE_MAX`) on a thread of its own (at most `WAITERS_MAX`
 //!   at once; past that the worker itself waits), and gives up with EINTR once the
-//!   waiting process is gone.
+//!   waiting process is gone or has SIGKILL pending (the kernel keeps a killed waiter
+//!   until the daemon answers).
 //! - POSIX locks go at the owner's close of the file (the kernel's flush names the
 //!   owner), `flock` locks at the open file's release, and all of them when the mount
 //!   ends. Only owners that took a lock here send an unlock at close, so a close costs
@@ -100,14 +101,50 @@ pub fn pause(tries: u32) -> Duration {
         .min(WAIT_PAUSE_MAX)
 }
 
-/// Whether process `pid` (in this mount's pid namespace) still exists.
+/// Whether process `pid` (in this mount's pid namespace) may still want its lock: it
+/// exists and has no SIGKILL pending. A process killed while it waits for a lock stays
+/// (in uninterruptible sleep) until the daemon answers, so its existence alone says
+/// nothing.
 pub fn process_alive(pid: u32) -> bool {
-    pid == 0 || std::path::Path::new(&format!("/proc/{pid}")).exists()
+    if pid == 0 {
+        return true;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(status) => !kill_pending(&status),
+        Err(_) => false,
+    }
+}
+
+/// Whether a /proc/PID/status text shows SIGKILL pending (for the thread or the
+/// process).
+fn kill_pending(status: &str) -> bool {
+    const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+    status
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("SigPnd:")
+                .or_else(|| line.strip_prefix("ShdPnd:"))
+        })
+        .filter_map(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .any(|mask| mask & SIGKILL_BIT != 0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pending_sigkill_is_seen() {
+        let quiet =
+            "Name:\tflock\nState:\tS (sleeping)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n";
+        let killed =
+            "Name:\tflock\nState:\tD (disk sleep)\nSigPnd:\t0000000000000100\nShdPnd:\t0000000000000100\n";
+        let interrupted = "SigPnd:\t0000000000000002\nShdPnd:\t0000000000000000\n";
+        assert!(!kill_pending(quiet));
+        assert!(kill_pending(killed));
+        assert!(!kill_pending(interrupted));
+        assert!(process_alive(std::process::id()));
+    }
 
     #[test]
     fn pauses_grow_to_the_bound() {

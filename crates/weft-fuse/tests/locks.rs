@@ -351,3 +351,45 @@ fn taking_a_lock_shows_files_beside_it_as_they_are_now() {
     // SAFETY: our own descriptor.
     unsafe { libc::close(fd) };
 }
+
+/// A process killed while it waits for a lock (flock without -n) ends at once, not
+/// when the holder lets go: the kernel keeps it until the daemon answers, and the
+/// daemon answers once it sees SIGKILL pending.
+#[test]
+fn a_waiter_killed_while_waiting_ends_before_the_lock_is_free() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    std::fs::write(a.join("f"), b"x").unwrap();
+    let mut holder = flock_cmd(&[], &a.join("f"))
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while flock_cmd(&["-n"], &b.join("f"))
+        .arg("true")
+        .status()
+        .unwrap()
+        .success()
+    {
+        assert!(Instant::now() < deadline, "the holder never took its lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut waiter = flock_cmd(&[], &b.join("f")).arg("true").spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(waiter.try_wait().unwrap().is_none(), "the waiter did not wait");
+    waiter.kill().unwrap();
+    let killed = Instant::now();
+    while waiter.try_wait().unwrap().is_none() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "a killed waiter stayed until its lock was free"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = Command::new("pkill")
+        .args(["-KILL", "-P", &holder.id().to_string()])
+        .status();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
