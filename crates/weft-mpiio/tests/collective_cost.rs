@@ -9,7 +9,8 @@
 //! - the data of interleaved calls, of a view that starts interleaving after such a
 //!   streak, of overlapping reads, of a call failing on one rank, of ordered writes and
 //!   of calls where some ranks have nothing, on uncached and cached files, with 1, 3
-//!   and 4 processes and each setting of the hint.
+//!   and 4 processes, each setting of the hint and each way of waiting
+//!   (`WEFT_MPIIO_WAIT`).
 //!
 //! Regression: IOR collective with 3000-byte transfers ran at 1/5 of independent; each
 //! call made an allreduce (errors), an allgather (extents) and an allreduce (outcome)
@@ -59,19 +60,30 @@ fn assert_passed(out: &Output, what: &str) {
 /// Runs coll_small with `np` processes on files `weft:/DIR/...` with the hints, under
 /// WEFT_PROFILE; returns the profile's files by name.
 fn run(cluster: &TestCluster, np: usize, dir: &str, hints: &[&str], program: &Path) -> Vec<Value> {
+    run_with(cluster, np, dir, hints, &[], program)
+}
+
+/// [`run`] with more environment for every rank.
+fn run_with(
+    cluster: &TestCluster,
+    np: usize,
+    dir: &str,
+    hints: &[&str],
+    env: &[(&str, &str)],
+    program: &Path,
+) -> Vec<Value> {
     cluster.weft(&["mkdir", &format!("/{dir}")]);
     let profile = tempfile::tempdir().unwrap();
     let prefix = format!("weft:/{dir}/");
     let mut args = vec![prefix.as_str()];
     args.extend_from_slice(hints);
-    let out = mpirun(
-        np,
-        cluster,
-        &[("WEFT_PROFILE", profile.path().to_str().unwrap())],
-        program,
-        &args,
+    let mut env = env.to_vec();
+    env.push(("WEFT_PROFILE", profile.path().to_str().unwrap()));
+    let out = mpirun(np, cluster, &env, program, &args);
+    assert_passed(
+        &out,
+        &format!("coll_small, {np} processes, hints {hints:?}, {env:?}"),
     );
-    assert_passed(&out, &format!("coll_small, {np} processes, hints {hints:?}"));
     let found: Vec<_> = std::fs::read_dir(profile.path())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -148,6 +160,11 @@ fn calls_planned_without_a_gather_keep_every_byte_right() {
         (4, "dis", &["romio_cb_write=disable", "romio_cb_read=disable"][..]),
     ] {
         run(&plain, np, dir, hints, &program);
+    }
+    // Each way of waiting in the small collectives (csrc/shim.c): the MPI library's
+    // polling, and polling then sleeping (the default here: 4 ranks on fewer CPUs).
+    for (dir, wait) in [("spin", "spin"), ("sleep", "sleep")] {
+        run_with(&plain, 4, dir, &[], &[("WEFT_MPIIO_WAIT", wait)], &program);
     }
     drop(plain);
     // On a cached file (colocated tier): auto's interleaved calls go server_directed,
