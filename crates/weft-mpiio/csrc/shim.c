@@ -94,7 +94,8 @@ int wm_comm_group(wm_h comm, wm_h *group)
  * WEFT_MPIIO_WAIT: "spin" (the MPI library's own wait), "sleep" (always the above),
  * unset or anything else: "sleep" when the node's ranks of the job (Open MPI's
  * OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS) outnumber the CPUs this process
- * may run on, else "spin". */
+ * may run on, or when Weft servers run on this machine (the Rust half says so at
+ * open: wm_wait_note_local_servers), else "spin". */
 #define WAIT_SPIN_NS 50000L
 #define WAIT_SLEEP_NS 20000L
 
@@ -117,21 +118,29 @@ static int cpus(void)
     return 0;
 }
 
+static int local_servers;
+
+void wm_wait_note_local_servers(void) { local_servers = 1; }
+
 int wm_wait_sleeps(void)
 {
-    static int sleeps = -1;
-    if (sleeps < 0) {
+    /* -1: not decided; 0 or 1: forced by WEFT_MPIIO_WAIT; 2: automatic, not
+     * oversubscribed; 3: automatic, oversubscribed. */
+    static int mode = -1;
+    if (mode < 0) {
         const char *v = getenv("WEFT_MPIIO_WAIT");
         if (v && strcmp(v, "spin") == 0)
-            sleeps = 0;
+            mode = 0;
         else if (v && strcmp(v, "sleep") == 0)
-            sleeps = 1;
+            mode = 1;
         else {
             int ranks = local_ranks(), n = cpus();
-            sleeps = ranks > 0 && n > 0 && ranks > n;
+            mode = ranks > 0 && n > 0 && ranks > n ? 3 : 2;
         }
     }
-    return sleeps;
+    if (mode < 2)
+        return mode;
+    return mode == 3 || local_servers;
 }
 
 static int64_t now_ns(void)

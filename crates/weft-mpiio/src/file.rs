@@ -42,8 +42,27 @@ pub(crate) fn client() -> Result<Client> {
             format!("cannot reach the Weft cluster (WEFT_HOME / WEFT_META): {e}"),
         )
     })?;
+    note_servers_here(&client);
     *c = Some(client.clone());
     Ok(client)
+}
+
+/// Whether any server of the client's cluster runs on this machine (its Unix socket
+/// exists here, or its address is a loopback one): then the agreeing collectives wait
+/// sleeping (see `mpi::note_local_servers`).
+fn note_servers_here(client: &Client) {
+    let info = client.cluster_info();
+    let here = info.io_servers.iter().chain(info.cache.managers.iter()).any(|s| {
+        s.socket
+            .as_deref()
+            .is_some_and(|p| std::path::Path::new(p).exists())
+            || s.addr.starts_with("127.")
+            || s.addr.starts_with("localhost:")
+            || s.addr.starts_with("[::1]:")
+    });
+    if here {
+        mpi::note_local_servers();
+    }
 }
 
 /// The process's client when it reaches the cluster of a Weft mount (src/mount.rs):
@@ -68,6 +87,7 @@ pub(crate) fn client_for_mount(cluster: &crate::mount::MountCluster) -> Result<C
             ),
         ));
     }
+    note_servers_here(&client);
     *c = Some(client.clone());
     Ok(client)
 }
