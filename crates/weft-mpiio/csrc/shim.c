@@ -1,7 +1,11 @@
 /* The MPI shim: the few MPI calls the Rust half needs, with handles as wm_h so that
  * Rust needs neither mpi.h nor an MPI implementation's ABI. */
+#define _GNU_SOURCE
 #include <mpi.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "shim.h"
 
@@ -81,10 +85,96 @@ int wm_comm_group(wm_h comm, wm_h *group)
     return rc;
 }
 
+/* How the small collectives every collective call makes (the allgather and allreduce
+ * of errors and extents) wait for the other ranks. MPI implementations poll while they
+ * wait; on a node with more ranks than CPUs (mpirun --oversubscribe) the polling ranks
+ * take the CPUs from the ranks still doing their I/O and from the servers serving it,
+ * and a call of a few hundred microseconds then waits for time slices. So there, a
+ * wait polls for WAIT_SPIN_NS and then sleeps WAIT_SLEEP_NS between polls.
+ * WEFT_MPIIO_WAIT: "spin" (the MPI library's own wait), "sleep" (always the above),
+ * unset or anything else: "sleep" when the node's ranks of the job (Open MPI's
+ * OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS) outnumber the CPUs this process
+ * may run on, or when Weft servers run on this machine (the Rust half says so at
+ * open: wm_wait_note_local_servers), else "spin". */
+#define WAIT_SPIN_NS 50000L
+#define WAIT_SLEEP_NS 20000L
+
+static int local_ranks(void)
+{
+    const char *names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
+    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && atoi(v) > 0)
+            return atoi(v);
+    }
+    return 0;
+}
+
+static int cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set);
+    return 0;
+}
+
+static int local_servers;
+
+void wm_wait_note_local_servers(void) { local_servers = 1; }
+
+int wm_wait_sleeps(void)
+{
+    /* -1: not decided; 0 or 1: forced by WEFT_MPIIO_WAIT; 2: automatic, not
+     * oversubscribed; 3: automatic, oversubscribed. */
+    static int mode = -1;
+    if (mode < 0) {
+        const char *v = getenv("WEFT_MPIIO_WAIT");
+        if (v && strcmp(v, "spin") == 0)
+            mode = 0;
+        else if (v && strcmp(v, "sleep") == 0)
+            mode = 1;
+        else {
+            int ranks = local_ranks(), n = cpus();
+            mode = ranks > 0 && n > 0 && ranks > n ? 3 : 2;
+        }
+    }
+    if (mode < 2)
+        return mode;
+    return mode == 3 || local_servers;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Completes `req`: polls for WAIT_SPIN_NS, then sleeps between polls. PMPI_Test: the
+ * library's own MPI_Test completes generalized requests (requests.c). */
+static int wait_gently(MPI_Request *req)
+{
+    int64_t start = now_ns();
+    for (;;) {
+        int done = 0;
+        int rc = PMPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        if (now_ns() - start > WAIT_SPIN_NS) {
+            struct timespec t = {0, WAIT_SLEEP_NS};
+            nanosleep(&t, NULL);
+        }
+    }
+}
+
 int wm_allreduce_i64(wm_h comm, int64_t *values, int n, int op)
 {
     MPI_Op mop = op == 0 ? MPI_MAX : op == 1 ? MPI_MIN : MPI_SUM;
-    return MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_INT64_T, mop, COMM(comm));
+    if (!wm_wait_sleeps())
+        return MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_INT64_T, mop, COMM(comm));
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_INT64_T, mop, COMM(comm), &req);
+    return rc != MPI_SUCCESS ? rc : wait_gently(&req);
 }
 
 int wm_bcast(wm_h comm, void *buf, int64_t len, int root)
@@ -105,7 +195,11 @@ int wm_barrier(wm_h comm) { return MPI_Barrier(COMM(comm)); }
 
 int wm_allgather_i64(wm_h comm, const int64_t *send, int n, int64_t *recv)
 {
-    return MPI_Allgather(send, n, MPI_INT64_T, recv, n, MPI_INT64_T, COMM(comm));
+    if (!wm_wait_sleeps())
+        return MPI_Allgather(send, n, MPI_INT64_T, recv, n, MPI_INT64_T, COMM(comm));
+    MPI_Request req;
+    int rc = MPI_Iallgather(send, n, MPI_INT64_T, recv, n, MPI_INT64_T, COMM(comm), &req);
+    return rc != MPI_SUCCESS ? rc : wait_gently(&req);
 }
 
 int wm_alltoall_i64(wm_h comm, const int64_t *send, int64_t *recv)

@@ -100,6 +100,10 @@ int wm_thread_multiple(void);
 int wm_comm_group(wm_h comm, wm_h *group);
 /* In place over n values; op 0: max, 1: min, 2: sum. */
 int wm_allreduce_i64(wm_h comm, int64_t *values, int n, int op);
+/* Whether the small collectives sleep while they wait (WEFT_MPIIO_WAIT; shim.c). */
+int wm_wait_sleeps(void);
+/* A Weft server runs on this machine: the automatic wait sleeps (shim.c). */
+void wm_wait_note_local_servers(void);
 int wm_bcast(wm_h comm, void *buf, int64_t len, int root);
 int wm_barrier(wm_h comm);
 int wm_allgather_i64(wm_h comm, const int64_t *send, int n, int64_t *recv);

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use weft_client::{Client, CreateOptions, File, OpenOptions};
 use weft_layout::view::{self, Datatype, View};
 
-use crate::collective::engine::agree;
+use crate::collective::engine::{agree, settle};
+use crate::collective::no_exchange::{self, History, Plan};
 use crate::collective::{auto, spread, Context, Request};
 use crate::datatype;
 use crate::error::{ErrorClass, MpiioError, Result};
@@ -41,8 +42,27 @@ pub(crate) fn client() -> Result<Client> {
             format!("cannot reach the Weft cluster (WEFT_HOME / WEFT_META): {e}"),
         )
     })?;
+    note_servers_here(&client);
     *c = Some(client.clone());
     Ok(client)
+}
+
+/// Whether any server of the client's cluster runs on this machine (its Unix socket
+/// exists here, or its address is a loopback one): then the agreeing collectives wait
+/// sleeping (see `mpi::note_local_servers`).
+fn note_servers_here(client: &Client) {
+    let info = client.cluster_info();
+    let here = info.io_servers.iter().chain(info.cache.managers.iter()).any(|s| {
+        s.socket
+            .as_deref()
+            .is_some_and(|p| std::path::Path::new(p).exists())
+            || s.addr.starts_with("127.")
+            || s.addr.starts_with("localhost:")
+            || s.addr.starts_with("[::1]:")
+    });
+    if here {
+        mpi::note_local_servers();
+    }
 }
 
 /// The process's client when it reaches the cluster of a Weft mount (src/mount.rs):
@@ -67,6 +87,7 @@ pub(crate) fn client_for_mount(cluster: &crate::mount::MountCluster) -> Result<C
             ),
         ));
     }
+    note_servers_here(&client);
     *c = Some(client.clone());
     Ok(client)
 }
@@ -159,6 +180,9 @@ struct State {
     /// set (a view too large to register): list I/O then.
     view_on_file: bool,
     atomic: bool,
+    /// The handle's collective calls so far, for calls planned without a gather
+    /// (`collective::no_exchange`); the same on every rank.
+    history: History,
 }
 
 /// An open Weft file. `MPI_File` handles of Weft files point at one of these.
@@ -559,6 +583,7 @@ impl MpiFile {
                 position,
                 view_on_file: true,
                 atomic: false,
+                history: History::default(),
             }),
         }))
     }
@@ -764,6 +789,9 @@ impl MpiFile {
             hints,
             aggregators,
             atomic: state.atomic,
+            // Kept: a new view is often the same pattern again (HDF5 sets one per
+            // dataset access), and a wrong prediction costs one call's speed only.
+            history: state.history,
         };
         Ok(())
     }
@@ -824,33 +852,13 @@ impl MpiFile {
         let write = flags & 1 != 0;
         let collective = flags & 2 != 0;
         let explicit = flags & 4 != 0;
-        let state = self.state();
+        let mut state = self.state();
         crate::trace::begin(&self.file, collective, self.comm.rank());
         let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
         let result = if collective {
-            match agree(&self.comm, prepared) {
-                // Atomic mode: each rank's part under its own locks (see `atomic`).
-                Ok((request, memory)) if state.atomic => {
-                    crate::atomic::locked(&self.file, write, &request, || {
-                        self.independent(&state.hints, write, &request, &memory)
-                    })
-                }
-                Ok((request, memory)) => {
-                    // The rank's request as a view interval (prepare checked it).
-                    let etypes = if explicit { offset as u64 } else { state.position };
-                    crate::collective::pattern::attach(
-                        &self.comm,
-                        &self.file,
-                        &state.hints,
-                        write,
-                        &state.view,
-                        etypes.wrapping_mul(state.etype_size),
-                        memory.bytes,
-                    )
-                    .and_then(|()| self.collective(&state, write, &request, &memory))
-                }
-                Err(e) => Err(e),
-            }
+            let view_offset =
+                if explicit { offset as u64 } else { state.position }.wrapping_mul(state.etype_size);
+            self.collective_io(&mut state, write, view_offset, prepared)
         } else {
             prepared.and_then(|(request, memory)| match state.atomic {
                 true => crate::atomic::locked(&self.file, write, &request, || {
@@ -858,11 +866,6 @@ impl MpiFile {
                 }),
                 false => self.independent(&state.hints, write, &request, &memory),
             })
-        };
-        let result = if collective {
-            agree(&self.comm, result)
-        } else {
-            result
         };
         crate::trace::end(&self.file);
         crate::collective::pattern::detach(&self.file);
@@ -1014,46 +1017,107 @@ impl MpiFile {
         })
     }
 
-    fn collective(&self, state: &State, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
-        if let Some((method, why)) = crate::delegation::direct_method(&self.file, &state.hints) {
-            // Nothing of the other ranks is needed: no allgather.
+    /// A collective data call: every rank's outcome agreed. `view_offset` is where this
+    /// rank's request starts in its view (bytes).
+    fn collective_io(
+        &self,
+        state: &mut State,
+        write: bool,
+        view_offset: u64,
+        prepared: Result<(Request, Memory)>,
+    ) -> Result<u64> {
+        if let Some(plan) = no_exchange::plan(&self.file, &state.hints, state.atomic, write, &state.history) {
+            // Nothing of the other ranks is needed before the I/O: one allgather after
+            // it agrees on the outcome and collects the extents for the history.
+            let extent = prepared.as_ref().ok().and_then(|(r, _)| r.extent());
+            let local = prepared.and_then(|(request, memory)| match plan {
+                // Atomic mode: each rank's part under its own locks (see `atomic`).
+                Plan::Atomic => crate::atomic::locked(&self.file, write, &request, || {
+                    self.independent(&state.hints, write, &request, &memory)
+                }),
+                Plan::Method(method, why) => {
+                    let ctx = Context {
+                        comm: &self.comm,
+                        file: &self.file,
+                        hints: &state.hints,
+                        aggregators: &[],
+                        extents: &[],
+                        bytes_total: 0,
+                        views_registered: false,
+                    };
+                    self.run_method(&ctx, method, why, write, &request, &memory)
+                }
+            });
+            let (outcome, interleaved) = no_exchange::conclude(&self.comm, local, extent)?;
+            state
+                .history
+                .record(write, outcome.is_ok().then_some(interleaved));
+            return outcome;
+        }
+        // The full path: one allgather agrees on the errors so far and gives every rank
+        // all extents, for `auto` to choose and for the exchange methods to plan.
+        let mine = match &prepared {
+            Ok((request, _)) => {
+                let (lo, hi) = request.extent().unwrap_or((u64::MAX, 0));
+                [
+                    0,
+                    lo as i64,
+                    hi as i64,
+                    request.bytes() as i64,
+                    i64::from(request.view_on_file),
+                ]
+            }
+            Err(e) => [e.class as i64, u64::MAX as i64, 0, 0, 0],
+        };
+        let all = self.comm.allgather(&mine)?;
+        let worst = all.chunks(5).map(|c| c[0]).max().unwrap_or(0);
+        let (request, memory) = match settle(prepared, worst) {
+            Ok(p) => p,
+            Err(e) => {
+                state.history.record(write, None);
+                return Err(e);
+            }
+        };
+        let extents: Vec<(u64, u64)> = all.chunks(5).map(|c| (c[1] as u64, c[2] as u64)).collect();
+        let result = crate::collective::pattern::attach(
+            &self.comm,
+            &self.file,
+            &state.hints,
+            write,
+            &state.view,
+            view_offset,
+            memory.bytes,
+        )
+        .and_then(|()| {
             let ctx = Context {
                 comm: &self.comm,
                 file: &self.file,
                 hints: &state.hints,
-                aggregators: &[],
-                extents: &[],
-                bytes_total: 0,
-                views_registered: false,
+                aggregators: &state.aggregators,
+                extents: &extents,
+                bytes_total: all.chunks(5).map(|c| c[3] as u64).sum(),
+                views_registered: all.chunks(5).all(|c| c[4] == 1),
             };
-            return self.run_method(&ctx, method, why, write, request, memory);
+            self.collective(&ctx, write, &request, &memory)
+        });
+        let result = agree(&self.comm, result);
+        let interleaved = crate::collective::interleaved(extents.iter().copied());
+        state.history.record(write, result.is_ok().then_some(interleaved));
+        result
+    }
+
+    fn collective(&self, ctx: &Context<'_>, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
+        if let Some((method, why)) = crate::delegation::direct_method(ctx.file, ctx.hints) {
+            return self.run_method(ctx, method, why, write, request, memory);
         }
-        let (lo, hi) = request.extent().unwrap_or((u64::MAX, 0));
-        let mine = [
-            lo as i64,
-            hi as i64,
-            request.bytes() as i64,
-            i64::from(request.view_on_file),
-        ];
-        let all = self.comm.allgather(&mine)?;
-        let extents: Vec<(u64, u64)> = all.chunks(4).map(|c| (c[0] as u64, c[1] as u64)).collect();
-        let ctx = Context {
-            comm: &self.comm,
-            file: &self.file,
-            hints: &state.hints,
-            aggregators: &state.aggregators,
-            extents: &extents,
-            bytes_total: all.chunks(4).map(|c| c[2] as u64).sum(),
-            views_registered: all.chunks(4).all(|c| c[3] == 1),
-        };
         // Listing the pieces costs a pass over the view: only when `auto` needs their
         // number (a collective call: on every rank or none).
         let pieces_total = || -> Result<u64> {
             let counts = self.comm.allgather(&[request.pieces().len() as i64])?;
             Ok(counts.iter().map(|&n| n as u64).sum())
         };
-        let (method, why) = auto::choose(&ctx, write, pieces_total)?;
-        self.run_method(&ctx, method, why, write, request, memory)
+        let (method, why) = auto::choose(ctx, write, pieces_total)?;
+        self.run_method(ctx, method, why, write, request, memory)
     }
 
     /// Runs the chosen collective `method` for this rank's part.

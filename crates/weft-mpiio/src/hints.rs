@@ -139,6 +139,12 @@ pub struct Hints {
     /// `weft_cio_aware`: collective reads carry the processes' original pattern to the
     /// cache tier, whose replacement then uses it (see `collective::pattern`).
     pub cio_aware: bool,
+    /// `weft_cb_predict`: whether a collective call under `auto` may skip gathering the
+    /// ranks' extents and go independent at once when the previous collective calls of
+    /// the file did not interleave (see `collective::no_exchange`): `automatic` after
+    /// [`crate::collective::no_exchange::STREAK_AUTOMATIC`] such calls in a row,
+    /// `enable` after one, `disable` never.
+    pub cb_predict: Switch,
     /// `weft_cache`: the caching mode of a file this open creates; `None`: the
     /// directory's default, else the cluster's.
     pub cache: Option<CacheMode>,
@@ -175,6 +181,7 @@ impl Default for Hints {
             pipeline_depth: 4,
             trace: None,
             cio_aware: false,
+            cb_predict: Switch::Automatic,
             cache: None,
             cm_schedule: CmSchedule::Decentralised,
             delegates: None,
@@ -294,6 +301,7 @@ impl Hints {
             "romio_cb_write" => self.romio_cb_write = switch(value)?,
             "romio_ds_read" => self.romio_ds_read = switch(value)?,
             "romio_ds_write" => self.romio_ds_write = switch(value)?,
+            "weft_cb_predict" => self.cb_predict = switch(value)?,
             "ind_rd_buffer_size" => {
                 self.ind_rd_buffer_size = number(key, value, 1, CB_BUFFER_SIZE_MAX)?
             }
@@ -389,6 +397,7 @@ impl Hints {
             out.push(("weft_trace".into(), dir.clone()));
         }
         out.push(("weft_cio_aware".into(), self.cio_aware.to_string()));
+        out.push(("weft_cb_predict".into(), self.cb_predict.name().into()));
         if let Some(mode) = self.cache {
             out.push(("weft_cache".into(), mode.name().into()));
         }
@@ -471,10 +480,11 @@ mod tests {
     #[test]
     fn text_round_trip_keeps_every_value() {
         let mut h = Hints::default();
-        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nweft_cache cached\nweft_cm_schedule in_order\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\nweft_trace /tmp/my traces\nweft_cio_aware true\nweft_delegates 3\nweft_delegate_mapping any\nweft_delegate_memory 2097152\nweft_delegate_hosts a,b\n")
+        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nweft_cache cached\nweft_cm_schedule in_order\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\nweft_trace /tmp/my traces\nweft_cio_aware true\nweft_cb_predict disable\nweft_delegates 3\nweft_delegate_mapping any\nweft_delegate_memory 2097152\nweft_delegate_hosts a,b\n")
             .unwrap();
         assert_eq!(h.trace.as_deref(), Some("/tmp/my traces"));
         assert!(h.cio_aware);
+        assert_eq!(h.cb_predict, Switch::Disable);
         assert_eq!(h.cb_buffer_size, 1 << 20);
         assert_eq!(h.cb_nodes, Some(3));
         assert_eq!(h.method, Method::InterleavedPipelined);
@@ -506,6 +516,10 @@ mod tests {
         );
         assert_eq!(
             h.set("romio_cb_read", "yes").unwrap_err().class,
+            ErrorClass::InfoValue
+        );
+        assert_eq!(
+            h.set("weft_cb_predict", "always").unwrap_err().class,
             ErrorClass::InfoValue
         );
         assert_eq!(

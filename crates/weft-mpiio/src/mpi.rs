@@ -23,6 +23,7 @@ mod ffi {
         pub fn wm_allreduce_i64(comm: Handle, values: *mut i64, n: c_int, op: c_int) -> c_int;
         pub fn wm_bcast(comm: Handle, buf: *mut c_void, len: i64, root: c_int) -> c_int;
         pub fn wm_barrier(comm: Handle) -> c_int;
+        pub fn wm_wait_note_local_servers();
         pub fn wm_allgather_i64(comm: Handle, send: *const i64, n: c_int, recv: *mut i64) -> c_int;
         pub fn wm_alltoall_i64(comm: Handle, send: *const i64, recv: *mut i64) -> c_int;
         pub fn wm_alltoallv_bytes(
@@ -646,4 +647,12 @@ pub fn info_from(entries: &[(String, String)]) -> Result<Handle> {
         })?;
     }
     Ok(info)
+}
+
+/// Tells the agreeing collectives' wait (csrc/shim.c) that Weft servers run on this
+/// machine, so that under `WEFT_MPIIO_WAIT` unset they sleep while they wait instead of
+/// polling: polling ranks would take the CPUs the servers need to serve the others.
+pub fn note_local_servers() {
+    // SAFETY: sets a flag; no arguments.
+    unsafe { ffi::wm_wait_note_local_servers() }
 }

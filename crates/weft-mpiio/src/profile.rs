@@ -66,6 +66,10 @@ pub struct Calls {
     pub time_s: f64,
     /// Calls that returned an error.
     pub errors: u64,
+    /// MPI collective operations (allgather, allreduce, alltoall(v), bcast, barrier,
+    /// ...) the library made within these calls: what a call costs in synchronisation.
+    #[serde(default)]
+    pub mpi_collectives: u64,
 }
 
 /// The time of a file's calls, split (seconds, summed over processes).
@@ -104,6 +108,7 @@ impl FileProfile {
             mine.bytes += c.bytes;
             mine.time_s += c.time_s;
             mine.errors += c.errors;
+            mine.mpi_collectives += c.mpi_collectives;
         }
         for (m, n) in &other.methods {
             *self.methods.entry(m.clone()).or_default() += n;
@@ -188,6 +193,8 @@ thread_local! {
     /// This thread's nanoseconds in exchanging and in waiting MPI calls, so far.
     static EXCHANGE_NS: Cell<u64> = const { Cell::new(0) };
     static WAITING_NS: Cell<u64> = const { Cell::new(0) };
+    /// This thread's MPI collective operations, so far.
+    static COLLECTIVES: Cell<u64> = const { Cell::new(0) };
     /// The collective method the current call ran with.
     static METHOD: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
@@ -203,7 +210,10 @@ pub enum Phase {
 pub struct Span(Option<(Phase, Instant)>);
 
 pub fn span(phase: Phase) -> Span {
-    Span(enabled().then(|| (phase, Instant::now())))
+    Span(enabled().then(|| {
+        COLLECTIVES.with(|c| c.set(c.get() + 1));
+        (phase, Instant::now())
+    }))
 }
 
 impl Drop for Span {
@@ -245,6 +255,7 @@ fn timed<T>(
         return f();
     }
     let (exchange0, waiting0) = (EXCHANGE_NS.with(Cell::get), WAITING_NS.with(Cell::get));
+    let collectives0 = COLLECTIVES.with(Cell::get);
     METHOD.with(|m| m.set(None));
     let start = Instant::now();
     let result = f();
@@ -252,6 +263,7 @@ fn timed<T>(
     let exchange = EXCHANGE_NS.with(Cell::get).saturating_sub(exchange0) as f64 / 1e9;
     let waiting = WAITING_NS.with(Cell::get).saturating_sub(waiting0) as f64 / 1e9;
     let method = METHOD.with(|m| m.take());
+    let collectives = COLLECTIVES.with(Cell::get).saturating_sub(collectives0);
     let mut s = state();
     let index = match on {
         On::Name(name) => s.index(name),
@@ -267,6 +279,7 @@ fn timed<T>(
     calls.bytes += moved;
     calls.time_s += total;
     calls.errors += u64::from(result.is_err());
+    calls.mpi_collectives += collectives;
     if read {
         file.bytes_read += moved;
     } else {
@@ -503,10 +516,11 @@ pub fn summary(job: &JobProfile, path: &Path, error: Option<&String>) -> String 
         let width = f.calls.keys().map(String::len).max().unwrap_or(0);
         for (name, c) in &f.calls {
             out += &format!(
-                "  {name:<width$} {:>8} calls {:>14} bytes {:>12.6} s{}\n",
+                "  {name:<width$} {:>8} calls {:>14} bytes {:>12.6} s {:>8} MPI collectives{}\n",
                 c.count,
                 c.bytes,
                 c.time_s,
+                c.mpi_collectives,
                 if c.errors > 0 {
                     format!("  {} errors", c.errors)
                 } else {
@@ -582,6 +596,7 @@ mod tests {
                             bytes,
                             time_s: 0.5,
                             errors: 0,
+                            mpi_collectives: 3,
                         },
                     )]
                     .into(),
@@ -611,6 +626,7 @@ mod tests {
             ("weft:/a", 2, 30)
         );
         assert_eq!(a.calls["MPI_File_write_at_all"].count, 4);
+        assert_eq!(a.calls["MPI_File_write_at_all"].mpi_collectives, 6);
         assert_eq!(a.methods["two_phase"], 4);
         assert!((a.time.total_s - 1.0).abs() < 1e-9 && (a.time.io_s - 0.6).abs() < 1e-9);
         assert_eq!(job.files[1].processes, 1);

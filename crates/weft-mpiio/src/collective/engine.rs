@@ -1108,6 +1108,13 @@ pub fn read(
 pub fn agree<T>(comm: &Comm, local: Result<T>) -> Result<T> {
     let mine = local.as_ref().err().map_or(0, |e| e.class as i64);
     let worst = comm.allreduce_one(mine, Op::Max)?;
+    settle(local, worst)
+}
+
+/// The agreed outcome of `local` when `worst` is the largest error class of all ranks
+/// (0: none failed): a rank that failed with that class keeps its own error and
+/// message, every other rank gets the class.
+pub fn settle<T>(local: Result<T>, worst: i64) -> Result<T> {
     if worst == 0 {
         return local;
     }

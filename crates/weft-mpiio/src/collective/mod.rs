@@ -23,6 +23,7 @@ pub mod auto;
 pub mod engine;
 pub mod independent;
 pub mod interleaved;
+pub mod no_exchange;
 pub mod pattern;
 pub mod pipelined;
 pub mod server_directed;
@@ -154,23 +155,23 @@ impl Context<'_> {
         (lo < hi).then_some((lo, hi))
     }
 
-    /// Whether requests of different ranks interleave, ROMIO's test: some rank's request
-    /// starts before the end of the previous rank's.
+    /// Whether requests of different ranks interleave (see [`interleaved`]).
     pub fn interleaved(&self) -> bool {
-        let mut previous_end = 0u64;
-        let mut any = false;
-        for &(lo, hi) in self.extents {
-            if lo >= hi {
-                continue;
-            }
-            if any && lo < previous_end {
-                return true;
-            }
-            previous_end = previous_end.max(hi);
-            any = true;
-        }
-        false
+        interleaved(self.extents.iter().copied())
     }
+}
+
+/// Whether requests of different ranks interleave: some request starts before another
+/// one, that started no later, has ended. `extents` are (first byte, end), one per
+/// rank; empty ones (lo >= hi) are skipped. ROMIO's test compares each rank's with the
+/// ranks before it only, so ranks that access disjoint blocks in another order than
+/// theirs (each reads its neighbour's block, as IOR -C does) count there as
+/// interleaved and pay for two-phase I/O that merges nothing; here the extents are
+/// compared in file order.
+pub fn interleaved(extents: impl IntoIterator<Item = (u64, u64)>) -> bool {
+    let mut sorted: Vec<(u64, u64)> = extents.into_iter().filter(|(lo, hi)| lo < hi).collect();
+    sorted.sort_unstable();
+    sorted.windows(2).any(|w| w[1].0 < w[0].1)
 }
 
 /// A collective I/O method. Every rank of the communicator calls the same method with
@@ -188,4 +189,24 @@ pub trait Method {
 pub fn spread(count: usize, size: usize) -> Vec<usize> {
     let count = count.clamp(1, size.max(1));
     (0..count).map(|i| i * size / count).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interleaved;
+
+    #[test]
+    fn requests_interleave_when_their_extents_overlap_in_file_order() {
+        // Rank order, each its own block: no.
+        assert!(!interleaved([(0, 10), (10, 20), (20, 30)]));
+        // Each rank its neighbour's block (rotated): still disjoint, so no.
+        assert!(!interleaved([(10, 20), (20, 30), (0, 10)]));
+        // Empty requests are skipped wherever they are.
+        assert!(!interleaved([(u64::MAX, 0), (10, 20), (5, 5), (0, 10)]));
+        // One extent inside another's span (a strided view), or overlapping ones: yes.
+        assert!(interleaved([(0, 100), (40, 50)]));
+        assert!(interleaved([(20, 30), (0, 21)]));
+        assert!(interleaved([(0, 10), (0, 10)]));
+        assert!(!interleaved([]));
+    }
 }
