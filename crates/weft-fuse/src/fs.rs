@@ -227,8 +227,14 @@ impl WeftFs {
         // Changes kept here and not yet sent show (see `deferred`).
         self.deferred.overlay(&mut with_kept);
         if attr.kind == FileKind::File {
-            // Bytes written here and not yet sent count in the size (see `behind`).
+            // Bytes written here and not yet sent count in the size (see `behind`), and
+            // in the blocks: none with a size above 0 means "all hole" to tools that
+            // skip holes (`tar --sparse` archives such a file as zeros, unread). The
+            // larger of the two counts, so that answering twice from the same
+            // attributes counts nothing twice.
             with_kept.size = with_kept.size.max(self.behind.end(attr.inode));
+            let kept_blocks = self.behind.kept_bytes(attr.inode).div_ceil(512);
+            with_kept.blocks = with_kept.blocks.max(kept_blocks);
         }
         let attr = &with_kept;
         if attr.kind == FileKind::File {
