@@ -570,13 +570,29 @@ impl WeftFs {
             ..CreateOptions::default()
         };
         let change = self.parents.begin(inode(parent));
-        let made = client.create_in_made(inode(parent), name, &options);
+        // The kernel asks to create only a name it just found missing: made exclusively
+        // first, the file is known new (empty: no size to ask every io server for, nothing
+        // to truncate, which costs a durable manager commit and a request per io server).
+        // Only if another client made the name meanwhile is it opened as it is.
+        let mut made = client.create_in_made(
+            inode(parent),
+            name,
+            &CreateOptions {
+                exclusive: true,
+                truncate: false,
+                ..options
+            },
+        );
+        let new = made.is_ok();
+        if !exclusive && made.as_ref().is_err_and(|e| e.code() == ErrorCode::Exists) {
+            made = client.create_in_made(inode(parent), name, &options);
+        }
         self.parents
             .end(change, made.as_ref().ok().and_then(|m| m.parent.as_ref()));
         self.recent.dir_changed(inode(parent));
         let file = made.map_err(|e| errno(&e, "create"))?.made;
         let mut attr = file.attr().clone();
-        if exclusive || truncate {
+        if new || exclusive || truncate {
             attr.size = 0;
         } else {
             // The file may have existed (another client made it since the kernel looked).
