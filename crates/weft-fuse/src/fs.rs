@@ -1289,7 +1289,11 @@ impl Filesystem for WeftFs {
             free / FRAGMENT_BYTES,
             files + u32::MAX as u64,
             u32::MAX as u64,
-            REQUEST_BYTES_MAX,
+            // The block size is the fragment size: statfs(2) callers (mdtest, IOR, Go's
+            // Statfs users) take f_blocks x f_bsize as the size, which a larger f_bsize
+            // multiplied (4 MiB: 1,024 times the space). The I/O size hint is each
+            // file's st_blksize.
+            FRAGMENT_BYTES as u32,
             weft_client::path::NAME_BYTES_MAX as u32,
             FRAGMENT_BYTES as u32,
         );
