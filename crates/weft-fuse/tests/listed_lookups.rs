@@ -131,3 +131,41 @@ fn stats_after_the_timeout_cost_few_lookups_and_never_show_more_than_the_timeout
     assert_eq!(seen[11], Some((3, 0o644, inodes[11])));
     assert_eq!(seen[12], None);
 }
+
+/// Reading every file of a directory one by one after the timeout (mdtest's read
+/// phase: 4 processes, each opening, reading and closing its files; `cat *`, grep -r):
+/// the lookups are answered from a listing too, though the readers' opens and closes
+/// go on while it is fetched.
+#[test]
+fn reading_files_one_by_one_is_answered_from_a_listing() {
+    const READERS: usize = 4;
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/d", 0o755).unwrap();
+    for k in 0..FILES {
+        client
+            .create(&format!("/d/{}", name(k)), &CreateOptions::default())
+            .unwrap()
+            .write_at(0, &vec![b'r'; 4096 + k])
+            .unwrap();
+    }
+    let mount = Mount::new(&cluster);
+    let before = cluster.manager_requests("lookup");
+    std::thread::scope(|s| {
+        for r in 0..READERS {
+            let mount = &mount;
+            s.spawn(move || {
+                for k in (r..FILES).step_by(READERS) {
+                    let bytes = std::fs::read(mount.join(&format!("d/{}", name(k)))).unwrap();
+                    assert_eq!(bytes, vec![b'r'; 4096 + k], "{}", name(k));
+                }
+            });
+        }
+    });
+    let lookups = cluster.manager_requests("lookup") - before;
+    assert!(
+        lookups < (FILES / 3) as f64,
+        "{lookups} manager lookups ({} listings) to read {FILES} files of one directory",
+        cluster.manager_requests("readdir_plus")
+    );
+}
