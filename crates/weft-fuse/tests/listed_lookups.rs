@@ -166,6 +166,42 @@ fn reading_files_one_by_one_is_answered_from_a_listing() {
     assert!(
         lookups < (FILES / 3) as f64,
         "{lookups} manager lookups ({} listings) to read {FILES} files of one directory",
-        cluster.manager_requests("readdir_plus")
+        cluster.manager_requests("readdir_plus") as u64
+    );
+}
+
+/// mdtest's stat phase right after its create phase, through one mount: the files were
+/// made here (the kernel's entries of the first ones have expired), the last create a
+/// moment ago. The stats are answered from a listing once many of them found no change
+/// here in between; before, a directory changed here less than a second ago was never
+/// listed, and mdtest's stat phase (which ends within that second at a lookup per file)
+/// went name by name: 3,749 stats/s against 31,617 with mdtest -F, where the directory
+/// had not been looked up before its creates.
+#[test]
+fn stats_right_after_creates_here_are_answered_from_a_listing() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let dir = mount.join("d");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("first"), b"x").unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    // A name found by the manager: the mount follows the directory from now on.
+    assert!(dir.join("first").exists());
+    for k in 0..FILES {
+        std::fs::write(dir.join(name(k)), vec![b'c'; k]).unwrap();
+    }
+    // The kernel's entries of every file above expire; then one last create.
+    std::thread::sleep(Duration::from_millis(1100));
+    std::fs::write(dir.join("last"), b"y").unwrap();
+    let before = cluster.manager_requests("lookup");
+    for k in 0..FILES {
+        let m = std::fs::metadata(dir.join(name(k))).unwrap();
+        assert_eq!(m.len(), k as u64, "{}", name(k));
+    }
+    let lookups = cluster.manager_requests("lookup") - before;
+    assert!(
+        lookups < (FILES / 2) as f64,
+        "{lookups} manager lookups ({} listings) for {FILES} stats right after creating the files",
+        cluster.manager_requests("readdir_plus") as u64
     );
 }
