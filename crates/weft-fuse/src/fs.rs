@@ -86,6 +86,8 @@ impl Default for CacheOptions {
 
 pub(crate) struct OpenFile {
     pub(crate) file: File,
+    /// Opened for writing (or made by this open): its close may have changed the file.
+    pub(crate) writable: bool,
 }
 
 pub struct WeftFs {
@@ -268,14 +270,14 @@ impl WeftFs {
             .ok_or(Errno::EBADF)
     }
 
-    fn add_file(&self, file: File) -> Result<u64, Errno> {
+    fn add_file(&self, file: File, writable: bool) -> Result<u64, Errno> {
         let mut files = self.files.write().expect("file table poisoned");
         if files.len() >= OPEN_HANDLES_MAX {
             return Err(Errno::ENFILE);
         }
         let fh = self.new_handle();
         self.open_inodes.opened(file.inode());
-        files.insert(fh, Arc::new(OpenFile { file }));
+        files.insert(fh, Arc::new(OpenFile { file, writable }));
         Ok(fh)
     }
 
@@ -527,7 +529,7 @@ impl WeftFs {
                 let _ = n.inval_inode(ino, -1, 0);
             }
         }
-        let fh = self.add_file(file)?;
+        let fh = self.add_file(file, writable)?;
         // Close-to-open: the pages the kernel holds of the file stay only if no byte of
         // it changed since they were read (another client's same-size rewrite changes no
         // attribute, but does change the stamp); see `keeps_pages`.
@@ -601,7 +603,7 @@ impl WeftFs {
                 .map_err(|e| errno(&e, "create"))?;
         }
         let fattr = self.entered(inode(parent), name, &attr);
-        let fh = self.add_file(file)?;
+        let fh = self.add_file(file, true)?;
         if exclusive {
             // New, and open here (see `deferred`).
             self.deferred.created(attr.inode);
@@ -1120,8 +1122,19 @@ impl Filesystem for WeftFs {
         // close's error, as on NFS.
         self.open_completed(inode(ino), fh);
         self.deferred.xattrs_unknown(inode(ino));
-        let sent = self.file(fh).and_then(|_| self.send_kept(inode(ino)));
-        self.recent.inode_changed(inode(ino));
+        let open = self.file(fh);
+        let sent = open
+            .as_ref()
+            .map_err(|e| *e)
+            .and_then(|_| self.send_kept(inode(ino)));
+        // A descriptor open only for reading changed nothing, whatever its close sent
+        // (bytes kept through a descriptor for writing, open here, whose own close
+        // follows); its close must not throw away a listing being fetched (see
+        // `recent`): readers closing file after file (mdtest's read phase) did, listing
+        // after listing.
+        if !matches!(&open, Ok(o) if !o.writable) {
+            self.recent.inode_changed(inode(ino));
+        }
         match sent {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -1143,8 +1156,11 @@ impl Filesystem for WeftFs {
         // but the log.
         let _ = self.behind.send(inode(ino));
         let _ = self.deferred.send(inode(ino));
-        self.recent.inode_changed(inode(ino));
         let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
+        // As at flush: only a descriptor that could change the file.
+        if closed.as_ref().is_none_or(|o| o.writable) {
+            self.recent.inode_changed(inode(ino));
+        }
         if let Some(open) = closed {
             if let Some(inode) = self.open_inodes.closed(open.file.inode()) {
                 kept::release(&self.clients.base(), self.session, inode);
