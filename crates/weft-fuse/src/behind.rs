@@ -8,7 +8,8 @@
 //! mount, or when the inode holds [`INODE_BYTES_MAX`] or [`INODE_EXTENTS_MAX`]. The
 //! attributes the mount answers with count the kept bytes, and those sent while the file
 //! is open here (the size is at least their end), so the kernel never shrinks a file it
-//! just wrote.
+//! just wrote; the blocks count the kept bytes too (a file with data and no blocks looks
+//! all hole: GNU tar's --sparse archives it as zeros without reading it).
 //!
 //! What this gives up, as NFS's close-to-open caching does: another client sees the
 //! bytes once the writer closes or syncs the file (not at each write), and a write's
@@ -287,6 +288,23 @@ impl WriteBehind {
             .cloned();
         let kept = entry.map_or(0, |e| e.lock().expect("kept writes poisoned").extents.end());
         kept.max(sent)
+    }
+
+    /// Bytes kept for `inode` and not yet sent (0: none): the blocks the mount reports
+    /// count at least these, as a local file system counts its delayed allocations.
+    pub(crate) fn kept_bytes(&self, inode: InodeId) -> u64 {
+        if self.dirty_inodes.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let entry = self
+            .inodes
+            .lock()
+            .expect("write-behind table poisoned")
+            .get(&inode)
+            .cloned();
+        entry.map_or(0, |e| {
+            e.lock().expect("kept writes poisoned").extents.bytes() as u64
+        })
     }
 
     /// The file was truncated (or extended) to `size` through this mount, after its kept

@@ -88,6 +88,8 @@ impl Default for CacheOptions {
 
 pub(crate) struct OpenFile {
     pub(crate) file: File,
+    /// Opened for writing (or made by this open): its close may have changed the file.
+    pub(crate) writable: bool,
 }
 
 pub struct WeftFs {
@@ -321,8 +323,14 @@ impl WeftFs {
         // Changes kept here and not yet sent show (see `deferred`).
         self.deferred.overlay(&mut with_kept);
         if attr.kind == FileKind::File {
-            // Bytes written here and not yet sent count in the size (see `behind`).
+            // Bytes written here and not yet sent count in the size (see `behind`), and
+            // in the blocks: none with a size above 0 means "all hole" to tools that
+            // skip holes (`tar --sparse` archives such a file as zeros, unread). The
+            // larger of the two counts, so that answering twice from the same
+            // attributes counts nothing twice.
             with_kept.size = with_kept.size.max(self.behind.end(attr.inode));
+            let kept_blocks = self.behind.kept_bytes(attr.inode).div_ceil(512);
+            with_kept.blocks = with_kept.blocks.max(kept_blocks);
         }
         let attr = &with_kept;
         if attr.kind == FileKind::File {
@@ -356,14 +364,14 @@ impl WeftFs {
             .ok_or(Errno::EBADF)
     }
 
-    fn add_file(&self, file: File) -> Result<u64, Errno> {
+    fn add_file(&self, file: File, writable: bool) -> Result<u64, Errno> {
         let mut files = self.files.write().expect("file table poisoned");
         if files.len() >= OPEN_HANDLES_MAX {
             return Err(Errno::ENFILE);
         }
         let fh = self.new_handle();
         self.open_inodes.opened(file.inode());
-        files.insert(fh, Arc::new(OpenFile { file }));
+        files.insert(fh, Arc::new(OpenFile { file, writable }));
         Ok(fh)
     }
 
@@ -615,7 +623,7 @@ impl WeftFs {
                 let _ = n.inval_inode(ino, -1, 0);
             }
         }
-        let fh = self.add_file(file)?;
+        let fh = self.add_file(file, writable)?;
         // Close-to-open: the pages the kernel holds of the file stay only if no byte of
         // it changed since they were read (another client's same-size rewrite changes no
         // attribute, but does change the stamp); see `keeps_pages`.
@@ -658,13 +666,29 @@ impl WeftFs {
             ..CreateOptions::default()
         };
         let change = self.parents.begin(inode(parent));
-        let made = client.create_in_made(inode(parent), name, &options);
+        // The kernel asks to create only a name it just found missing: made exclusively
+        // first, the file is known new (empty: no size to ask every io server for, nothing
+        // to truncate, which costs a durable manager commit and a request per io server).
+        // Only if another client made the name meanwhile is it opened as it is.
+        let mut made = client.create_in_made(
+            inode(parent),
+            name,
+            &CreateOptions {
+                exclusive: true,
+                truncate: false,
+                ..options
+            },
+        );
+        let new = made.is_ok();
+        if !exclusive && made.as_ref().is_err_and(|e| e.code() == ErrorCode::Exists) {
+            made = client.create_in_made(inode(parent), name, &options);
+        }
         self.parents
             .end(change, made.as_ref().ok().and_then(|m| m.parent.as_ref()));
         self.recent.dir_changed(inode(parent));
         let file = made.map_err(|e| errno(&e, "create"))?.made;
         let mut attr = file.attr().clone();
-        if exclusive || truncate {
+        if new || exclusive || truncate {
             attr.size = 0;
         } else {
             // The file may have existed (another client made it since the kernel looked).
@@ -673,7 +697,7 @@ impl WeftFs {
                 .map_err(|e| errno(&e, "create"))?;
         }
         let fattr = self.entered(inode(parent), name, &attr);
-        let fh = self.add_file(file)?;
+        let fh = self.add_file(file, true)?;
         if exclusive {
             // New, and open here (see `deferred`).
             self.deferred.created(attr.inode);
@@ -1198,13 +1222,24 @@ impl Filesystem for WeftFs {
         // close's error, as on NFS.
         self.open_completed(inode(ino), fh);
         self.deferred.xattrs_unknown(inode(ino));
-        let sent = self.file(fh).and_then(|_| self.send_kept(inode(ino)));
+        let open = self.file(fh);
+        let sent = open
+            .as_ref()
+            .map_err(|e| *e)
+            .and_then(|_| self.send_kept(inode(ino)));
+        // A descriptor open only for reading changed nothing, whatever its close sent
+        // (bytes kept through a descriptor for writing, open here, whose own close
+        // follows); its close must not throw away a listing being fetched (see
+        // `recent`): readers closing file after file (mdtest's read phase) did, listing
+        // after listing.
+        if !matches!(&open, Ok(o) if !o.writable) {
+            self.recent.inode_changed(inode(ino));
+        }
         // A process's close of any descriptor of a file drops its record locks on it
         // (POSIX), after what it wrote under them was sent.
         if self.lock_holders.forget(inode(ino), lock_owner.0) {
             unlock_all(&self.clients.base(), self.session, inode(ino), lock_owner.0);
         }
-        self.recent.inode_changed(inode(ino));
         match sent {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -1232,8 +1267,11 @@ impl Filesystem for WeftFs {
                 unlock_all(&self.clients.base(), self.session, inode(ino), owner.0);
             }
         }
-        self.recent.inode_changed(inode(ino));
         let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
+        // As at flush: only a descriptor that could change the file.
+        if closed.as_ref().is_none_or(|o| o.writable) {
+            self.recent.inode_changed(inode(ino));
+        }
         if let Some(open) = closed {
             if let Some(inode) = self.open_inodes.closed(open.file.inode()) {
                 kept::release(&self.clients.base(), self.session, inode);
@@ -1475,7 +1513,11 @@ impl Filesystem for WeftFs {
             free / FRAGMENT_BYTES,
             files + u32::MAX as u64,
             u32::MAX as u64,
-            REQUEST_BYTES_MAX,
+            // The block size is the fragment size: statfs(2) callers (mdtest, IOR, Go's
+            // Statfs users) take f_blocks x f_bsize as the size, which a larger f_bsize
+            // multiplied (4 MiB: 1,024 times the space). The I/O size hint is each
+            // file's st_blksize.
+            FRAGMENT_BYTES as u32,
             weft_client::path::NAME_BYTES_MAX as u32,
             FRAGMENT_BYTES as u32,
         );

@@ -33,6 +33,12 @@ use weft_client::{Attr, Client, ClientError, InodeId, Name};
 const BUSY_LOOKUPS: u32 = 16;
 const BUSY_WINDOW: Duration = Duration::from_secs(1);
 
+/// Found names a directory this mount changed less than `BUSY_WINDOW` ago must send to
+/// the manager, with no change here in between, before it is listed all the same: its
+/// changes have stopped and it is being read (mdtest's stat phase right after its create
+/// phase, which otherwise went name by name until a second after the last create).
+const RESTED_LOOKUPS: u32 = 4 * BUSY_LOOKUPS;
+
 /// Largest directory listed this way; a larger one is left to per-name lookups for
 /// `TOO_BIG_PAUSE` (listing it would cost more than the lookups it saves).
 pub const LISTED_ENTRIES_MAX: usize = 16 * 1024;
@@ -66,6 +72,8 @@ struct Dir {
     /// (mdtest's unlink phase, rm -r) is not listed, as every change would throw the
     /// listing away.
     changed_here: Option<Instant>,
+    /// Found names sent to the manager since this mount last changed the directory.
+    since_change: u32,
 }
 
 struct Listing {
@@ -136,11 +144,14 @@ impl Recent {
             d.lookups = 0;
         }
         d.lookups += 1;
+        d.since_change = d.since_change.saturating_add(1);
         if d.lookups < BUSY_LOOKUPS
             || d.fetching
             || d.too_big_until.is_some_and(|t| now < t)
-            || d.changed_here
+            || (d
+                .changed_here
                 .is_some_and(|t| now.duration_since(t) < BUSY_WINDOW)
+                && d.since_change < RESTED_LOOKUPS)
         {
             return None;
         }
@@ -212,6 +223,7 @@ impl Recent {
             d.generation += 1;
             d.listing = None;
             d.changed_here = Some(Instant::now());
+            d.since_change = 0;
         }
         // Its own times and link count changed too.
         drop_inode(&mut table, dir);
@@ -399,6 +411,22 @@ mod tests {
         }
         std::thread::sleep(BUSY_WINDOW + Duration::from_millis(50));
         busy(&recent, dir);
+    }
+
+    #[test]
+    fn a_directory_changed_here_a_moment_ago_is_listed_once_it_is_only_read() {
+        let recent = Recent::new(TTL);
+        let dir = InodeId(2);
+        assert!(recent.looked_up(dir).is_none());
+        recent.dir_changed(dir);
+        // Within the window of the change, but no change since many lookups.
+        for _ in 1..RESTED_LOOKUPS {
+            assert!(recent.looked_up(dir).is_none(), "listed while being changed here");
+        }
+        assert!(
+            recent.looked_up(dir).is_some(),
+            "not listed after {RESTED_LOOKUPS} lookups without a change here"
+        );
     }
 
     #[test]

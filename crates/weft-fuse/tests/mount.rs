@@ -371,6 +371,38 @@ fn statfs_shows_the_cluster() {
     assert_eq!(stat.trim(), "255");
 }
 
+/// statfs(2) callers that size the file system as f_blocks x f_bsize (mdtest and IOR,
+/// which printed "FS: 1007.9 TiB" for a cluster on one 252 GB disk; Go's Statfs users
+/// such as node_exporter do the same) get the io servers' space, not 1,024 times it:
+/// the block size is the fundamental one, as on ext4, NFS and CephFS.
+#[test]
+fn statfs_blocks_times_block_size_is_the_space() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let path = std::ffi::CString::new(mount.path().as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a zeroed statfs is valid; statfs fills it from a NUL-terminated path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statfs(path.as_ptr(), &mut st) }, 0);
+    let total: u64 = cluster
+        .client()
+        .statfs()
+        .unwrap()
+        .servers
+        .iter()
+        .filter_map(|(_, s)| s.as_ref().ok().map(|s| s.bytes_total))
+        .sum();
+    assert!(total > 0);
+    assert_eq!(
+        st.f_bsize as u64, st.f_frsize as u64,
+        "f_bsize and f_frsize differ"
+    );
+    let shown = st.f_blocks as u64 * st.f_bsize as u64;
+    assert!(
+        shown <= total && total - shown < st.f_bsize as u64,
+        "f_blocks x f_bsize is {shown} bytes; the io servers have {total}"
+    );
+}
+
 #[test]
 fn locks_work_between_processes_on_one_mount() {
     // The mount implements no locks; the kernel then keeps fcntl and flock locks itself,

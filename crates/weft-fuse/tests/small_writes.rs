@@ -324,3 +324,59 @@ fn concurrent_reads_all_see_the_kept_writes() {
     drop(f);
     assert_eq!(native_bytes(&cluster, "/reads"), expected);
 }
+
+/// A file whose only bytes are kept by the mount still reports the blocks they take:
+/// `st_blocks` 0 with a size above 0 says "all hole", and GNU tar's --sparse then
+/// archives the file as zeros without reading it (found with `tar -cSf` of a file an
+/// fstat had seen while its small writes were kept: the archive held 3,000 zero bytes).
+/// The kernel keeps the attributes the fstat returned past the close, so the same holds
+/// right after the close too.
+#[test]
+fn kept_bytes_count_in_the_blocks_so_sparse_tar_keeps_them() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let out = tempfile::tempdir().unwrap();
+    let mut expected = Vec::new();
+    let mut files = Vec::new();
+    for k in 0..4u64 {
+        let name = format!("kept{k}");
+        let data = pattern(k + 40, 3000 + 700 * k as usize);
+        let mut f = std::fs::File::create(a.join(&name)).unwrap();
+        f.write_all(&data).unwrap();
+        let st = f.metadata().unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(st.len(), data.len() as u64);
+        assert!(
+            st.blocks() * 512 >= data.len() as u64,
+            "{name}: fstat with {} bytes kept shows {} blocks",
+            data.len(),
+            st.blocks()
+        );
+        expected.push((name, data));
+        files.push(f);
+    }
+    let names: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
+    let archive = |tag: &str| {
+        let tar = out.path().join(format!("{tag}.tar"));
+        let dir = out.path().join(tag);
+        std::fs::create_dir(&dir).unwrap();
+        common::sh(
+            &a.join("."),
+            &format!("tar -cSf {} {}", tar.display(), names.join(" ")),
+        );
+        common::sh(&dir, &format!("tar -xf {}", tar.display()));
+        for (name, data) in &expected {
+            let back = std::fs::read(dir.join(name)).unwrap();
+            assert!(
+                back == *data,
+                "tar --sparse {tag}: {name} archived with {} of {} bytes wrong",
+                back.iter().zip(data).filter(|(b, d)| b != d).count(),
+                data.len()
+            );
+        }
+    };
+    archive("open");
+    drop(files);
+    archive("closed");
+    assert_eq!(native_bytes(&cluster, "/kept0"), expected[0].1);
+}
