@@ -405,8 +405,8 @@ fn statfs_blocks_times_block_size_is_the_space() {
 
 #[test]
 fn locks_work_between_processes_on_one_mount() {
-    // The mount implements no locks; the kernel then keeps fcntl and flock locks itself,
-    // per mount: what ROMIO needs from ranks on one node.
+    // Locks between processes of one mount (the manager keeps them; across mounts:
+    // locks.rs): what ROMIO needs from ranks on one node.
     use std::os::fd::AsRawFd;
     let cluster = TestCluster::start();
     let mount = Mount::new(&cluster);
@@ -447,7 +447,13 @@ fn locks_work_between_processes_on_one_mount() {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "a second process got the lock"
     );
-    // flock(2) too, through the flock tool.
+    // As on NFS, flock(2) is a whole-file lock in the same space as fcntl's (the mount
+    // cannot tell them apart): while this process holds its fcntl lock, another's flock
+    // is refused (on a local file system the two kinds do not meet). Then, with the fcntl
+    // lock dropped, flock(2) between processes, through the flock tool.
+    let out = sh_output(mount.path(), "flock -n locked true");
+    assert!(!out.status.success(), "flock -n got a file this process holds an fcntl lock on");
+    drop(file);
     let out = sh_output(mount.path(), "flock locked sh -c 'flock -n locked true'");
     assert!(!out.status.success(), "flock -n got a lock another process holds");
     sh(mount.path(), "flock locked true");
