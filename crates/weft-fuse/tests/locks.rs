@@ -184,17 +184,32 @@ fn flock_cmd(args: &[&str], file: &Path) -> Command {
     command
 }
 
+/// A `flock` process holding `holder` for `secs` seconds, returned once a `flock -n` on
+/// `probe` (the same file) is refused.
+fn hold_with_flock(holder: &Path, probe: &Path, secs: &str) -> std::process::Child {
+    let held = flock_cmd(&[], holder).args(["sleep", secs]).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while flock_cmd(&["-n"], probe).arg("true").status().unwrap().success() {
+        assert!(Instant::now() < deadline, "the holder never took its lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    held
+}
+
+/// Ends a `hold_with_flock` holder and the `sleep` it runs with the lock's descriptor.
+fn end_holder(mut holder: std::process::Child) {
+    let _ = Command::new("pkill")
+        .args(["-KILL", "-P", &holder.id().to_string()])
+        .status();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
+
 /// `flock -n` on `other` while a `flock` process holds `holder`: refused; a blocking
 /// `flock` on `other` waits for the holder to end. Returns (refused status, waited).
 fn flock_steps(holder: &Path, other: &Path) -> (Option<i32>, Duration) {
     std::fs::write(holder, b"x").unwrap();
-    let mut held = flock_cmd(&[], holder).args(["sleep", "2"]).spawn().unwrap();
-    // Until the holder has it (flock -n on the same path refuses).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while flock_cmd(&["-n"], holder).arg("true").status().unwrap().success() {
-        assert!(Instant::now() < deadline, "the holder never took its lock");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut held = hold_with_flock(holder, holder, "2");
     let refused = flock_cmd(&["-n"], other).arg("true").status().unwrap().code();
     let started = Instant::now();
     let waited = flock_cmd(&["-w", "30"], other).arg("true").status().unwrap();
@@ -292,28 +307,8 @@ fn a_killed_holders_lock_goes_with_it() {
     let a = Mount::new(&cluster);
     let b = Mount::new(&cluster);
     std::fs::write(a.join("f"), b"x").unwrap();
-    let mut holder = Command::new("flock")
-        .arg(a.join("f"))
-        .args(["sleep", "60"])
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while flock_cmd(&["-n"], &b.join("f"))
-        .arg("true")
-        .status()
-        .unwrap()
-        .success()
-    {
-        assert!(Instant::now() < deadline, "the holder never took its lock");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // flock(1) runs `sleep` as its child with the lock's descriptor: kill both.
-    let _ = Command::new("pkill")
-        .args(["-KILL", "-P", &holder.id().to_string()])
-        .status();
-    holder.kill().unwrap();
-    holder.wait().unwrap();
+    // flock(1) runs `sleep` as its child with the lock's descriptor: both are killed.
+    end_holder(hold_with_flock(&a.join("f"), &b.join("f"), "60"));
     let status = flock_cmd(&["-w", "20"], &b.join("f"))
         .arg("true")
         .status()
@@ -361,20 +356,7 @@ fn a_waiter_killed_while_waiting_ends_before_the_lock_is_free() {
     let a = Mount::new(&cluster);
     let b = Mount::new(&cluster);
     std::fs::write(a.join("f"), b"x").unwrap();
-    let mut holder = flock_cmd(&[], &a.join("f"))
-        .args(["sleep", "30"])
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while flock_cmd(&["-n"], &b.join("f"))
-        .arg("true")
-        .status()
-        .unwrap()
-        .success()
-    {
-        assert!(Instant::now() < deadline, "the holder never took its lock");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let holder = hold_with_flock(&a.join("f"), &b.join("f"), "30");
     let mut waiter = flock_cmd(&[], &b.join("f")).arg("true").spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert!(waiter.try_wait().unwrap().is_none(), "the waiter did not wait");
@@ -387,9 +369,5 @@ fn a_waiter_killed_while_waiting_ends_before_the_lock_is_free() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = Command::new("pkill")
-        .args(["-KILL", "-P", &holder.id().to_string()])
-        .status();
-    holder.kill().unwrap();
-    holder.wait().unwrap();
+    end_holder(holder);
 }

@@ -452,7 +452,10 @@ fn locks_work_between_processes_on_one_mount() {
     // is refused (on a local file system the two kinds do not meet). Then, with the fcntl
     // lock dropped, flock(2) between processes, through the flock tool.
     let out = sh_output(mount.path(), "flock -n locked true");
-    assert!(!out.status.success(), "flock -n got a file this process holds an fcntl lock on");
+    assert!(
+        !out.status.success(),
+        "flock -n got a file this process holds an fcntl lock on"
+    );
     drop(file);
     let out = sh_output(mount.path(), "flock locked sh -c 'flock -n locked true'");
     assert!(!out.status.success(), "flock -n got a lock another process holds");
