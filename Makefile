@@ -42,7 +42,7 @@ BUILD_EXTRA :=
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS = $(sort $(basename $(notdir $(wildcard fuzz/fuzz_targets/*.rs))))
 
-.PHONY: all deps build run test lint fuzz-smoke bench clean
+.PHONY: all deps build run test test-build lint fuzz-smoke bench clean
 
 all: build
 
@@ -53,6 +53,9 @@ build:
 	$(CARGO) build --release --workspace
 	$(if $(strip $(BUILD_EXTRA)),$(MAKE) --no-print-directory $(BUILD_EXTRA))
 
+test-build:
+	$(CARGO) test --release --workspace --no-run
+
 run: deps build
 	scripts/demo.sh
 
@@ -60,8 +63,11 @@ run: deps build
 # the tests because integration tests start the workspace's binaries (weftd, weft) and the
 # C programs, which `cargo test` of one crate does not build. `deb-packages` (seconds:
 # no build of its own) makes the Debian packages that weft-tests' packages.rs installs
-# and runs; so the dependencies are those of `make deb` (cargo-deb besides).
-test: deb-deps lint build deb-packages
+# and runs; so the dependencies are those of `make deb` (cargo-deb besides). The tests are
+# built (`--no-run`) before the packages: building them links the binaries again with the
+# dev-dependencies' features (weft-cli's tests use weft-testkit), and packages older than
+# the binaries the tests run would fail packages.rs.
+test: deb-deps lint build test-build deb-packages
 	mkdir -p target
 	$(CARGO) test --release --workspace 2>&1 | tee target/cargo-test.log
 	$(MAKE) --no-print-directory fuzz-smoke
