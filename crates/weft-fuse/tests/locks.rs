@@ -196,11 +196,28 @@ fn hold_with_flock(holder: &Path, probe: &Path, secs: &str) -> std::process::Chi
     held
 }
 
-/// Ends a `hold_with_flock` holder and the `sleep` it runs with the lock's descriptor.
+/// Ends a `hold_with_flock` holder and the `sleep` it runs with the lock's descriptor
+/// (found through /proc: no pkill needed).
 fn end_holder(mut holder: std::process::Child) {
-    let _ = Command::new("pkill")
-        .args(["-KILL", "-P", &holder.id().to_string()])
-        .status();
+    let pid = holder.id();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(n) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{n}/stat")) else {
+            continue;
+        };
+        // "PID (COMM) STATE PPID ...": the parent is the second field after the ')'.
+        let after = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+        let parent = after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if parent == Some(pid) {
+            // SAFETY: kill(2) of a process of ours, the holder's child.
+            unsafe { libc::kill(n, libc::SIGKILL) };
+        }
+    }
     holder.kill().unwrap();
     holder.wait().unwrap();
 }
