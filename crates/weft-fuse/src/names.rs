@@ -17,7 +17,7 @@
 //! inodes its next lookups returned; its next open of one of those inodes is trusted
 //! without a second check.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use weft_client::{InodeId, Name, PathStep};
@@ -44,10 +44,28 @@ struct Known {
     lookups: u64,
 }
 
-/// Inode -> the (directory, name) the kernel last learnt it by.
+/// Inode -> the (directory, name) the kernel last learnt it by, and each directory's
+/// children among them (what a lock makes the kernel forget, `siblings_of`).
 #[derive(Default)]
 pub struct Names {
-    table: Mutex<HashMap<InodeId, Known>>,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    known: HashMap<InodeId, Known>,
+    children: HashMap<InodeId, HashSet<InodeId>>,
+}
+
+impl Table {
+    fn unlink(&mut self, parent: InodeId, child: InodeId) {
+        if let Some(set) = self.children.get_mut(&parent) {
+            set.remove(&child);
+            if set.is_empty() {
+                self.children.remove(&parent);
+            }
+        }
+    }
 }
 
 impl Names {
@@ -57,10 +75,16 @@ impl Names {
             return;
         }
         let mut table = self.lock();
-        if table.len() >= NAMES_MAX && !table.contains_key(&child) {
-            table.clear();
+        if table.known.len() >= NAMES_MAX && !table.known.contains_key(&child) {
+            table.known.clear();
+            table.children.clear();
         }
-        let known = table.entry(child).or_insert_with(|| Known {
+        let before = table.known.get(&child).map(|k| k.parent);
+        if let Some(old) = before.filter(|old| *old != parent) {
+            table.unlink(old, child);
+        }
+        table.children.entry(parent).or_default().insert(child);
+        let known = table.known.entry(child).or_insert_with(|| Known {
             parent,
             name: Name::default(),
             lookups: 0,
@@ -75,19 +99,27 @@ impl Names {
     /// `child` was renamed to `name` in `parent` through this mount; the kernel moves its
     /// entry without a new lookup.
     pub fn renamed(&self, parent: InodeId, name: &[u8], child: InodeId) {
-        if let Some(known) = self.lock().get_mut(&child) {
-            known.parent = parent;
-            known.name = Name::from(name);
+        let mut table = self.lock();
+        let Some(known) = table.known.get_mut(&child) else {
+            return;
+        };
+        let old = std::mem::replace(&mut known.parent, parent);
+        known.name = Name::from(name);
+        if old != parent {
+            table.unlink(old, child);
+            table.children.entry(parent).or_default().insert(child);
         }
     }
 
     /// The kernel dropped `count` lookups of `inode`.
     pub fn forget(&self, inode: InodeId, count: u64) {
         let mut table = self.lock();
-        if let Some(known) = table.get_mut(&inode) {
+        if let Some(known) = table.known.get_mut(&inode) {
             known.lookups = known.lookups.saturating_sub(count);
             if known.lookups == 0 {
-                table.remove(&inode);
+                let parent = known.parent;
+                table.known.remove(&inode);
+                table.unlink(parent, inode);
             }
         }
     }
@@ -99,7 +131,7 @@ impl Names {
         let mut steps = Vec::new();
         let mut at = inode;
         while steps.len() < PATH_STEPS_MAX {
-            let Some(known) = table.get(&at) else { break };
+            let Some(known) = table.known.get(&at) else { break };
             steps.push(PathStep {
                 parent: known.parent,
                 name: known.name.clone(),
@@ -120,17 +152,20 @@ impl Names {
     /// looks for its journal there right after locking its database).
     pub fn siblings_of(&self, inode: InodeId, max: usize) -> Option<(InodeId, Vec<Name>)> {
         let table = self.lock();
-        let parent = table.get(&inode)?.parent;
+        let parent = table.known.get(&inode)?.parent;
         let names = table
-            .iter()
-            .filter(|(child, known)| known.parent == parent && **child != inode)
-            .map(|(_, known)| known.name.clone())
+            .children
+            .get(&parent)
+            .into_iter()
+            .flatten()
+            .filter(|child| **child != inode)
+            .filter_map(|child| table.known.get(child).map(|k| k.name.clone()))
             .take(max)
             .collect();
         Some((parent, names))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InodeId, Known>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.table.lock().expect("name table poisoned")
     }
 }
@@ -258,5 +293,30 @@ mod tests {
         retries.refused(7);
         retries.looked_up(7, InodeId(5));
         assert!(!retries.trusts(7, InodeId(6)), "not what the walk found");
+    }
+
+    #[test]
+    fn siblings_follow_lookups_renames_and_forgets() {
+        let names = Names::default();
+        let (dir, other) = (InodeId(10), InodeId(11));
+        names.entered(dir, b"db", InodeId(20));
+        names.entered(dir, b"db-journal", InodeId(21));
+        names.entered(dir, b"moved", InodeId(22));
+        names.entered(other, b"elsewhere", InodeId(23));
+        let sorted = |v: Vec<Name>| {
+            let mut v: Vec<Vec<u8>> = v.iter().map(|n| n.as_bytes().to_vec()).collect();
+            v.sort();
+            v
+        };
+        let (parent, beside) = names.siblings_of(InodeId(20), 100).unwrap();
+        assert_eq!(parent, dir);
+        assert_eq!(sorted(beside), vec![b"db-journal".to_vec(), b"moved".to_vec()]);
+        names.renamed(other, b"away", InodeId(22));
+        names.forget(InodeId(21), 1);
+        assert!(names.siblings_of(InodeId(20), 100).unwrap().1.is_empty());
+        let (parent, beside) = names.siblings_of(InodeId(23), 100).unwrap();
+        assert_eq!(parent, other);
+        assert_eq!(sorted(beside), vec![b"away".to_vec()]);
+        assert_eq!(names.siblings_of(InodeId(99), 100), None);
     }
 }
