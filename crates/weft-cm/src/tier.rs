@@ -13,15 +13,19 @@ use std::ops::Range;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use weft_cache::policy::{AnyPolicy, PolicyKind, Prefer};
+use weft_cache::policy::{AnyPolicy, Policy, PolicyKind, Prefer};
 use weft_cache::store::{Cache, CacheConfig, CacheStats, Lookup, Snapshot, Touch, WriteBack};
 use weft_cache::{Admission, BlockKey, BlockMap, CacheError, NoSpace};
 use weft_layout::{InodeId, Layout};
 use weft_proto::{ErrorCode, WireError};
 
-/// The policy's capacity in blocks is the memory bound over this block size: blocks
-/// are usually larger (a stripe, 64 KiB by default), so memory is what binds, and the
-/// policy's ghost lists stay a few megabytes.
+/// The policy's capacity in blocks is the memory bound over the charge of the smallest
+/// block the tier has served (its bytes and [`weft_cache::store::ENTRY_OVERHEAD_BYTES`]),
+/// and never more than the bound over this size, so that the policy's ghost lists stay
+/// a few megabytes. Sizing the policy for the blocks actually cached matters for ARC
+/// and S3-FIFO, whose list targets scale with it: sized for 4 KiB blocks while 64 KiB
+/// ones fill the memory, ARC's target for T1 could grow far past what T1 can ever hold
+/// and the tier would no longer act as the ARC that `weft sim` simulates.
 const POLICY_BLOCK_BYTES: u64 = 4096;
 /// Longest wait for a fetch or write-back of someone else before looking again.
 const SETTLE_WAIT: Duration = Duration::from_millis(50);
@@ -74,6 +78,7 @@ pub struct Tier {
     settled: Condvar,
     policy_kind: PolicyKind,
     prefer_full_dirty: bool,
+    capacity_bytes: u64,
     started: Instant,
 }
 
@@ -81,7 +86,8 @@ impl Tier {
     /// `prefer_full_dirty`: evict fully dirty blocks first (written whole, no fetch),
     /// then by `policy`: the delegates' write-back cache.
     pub fn new(capacity_bytes: u64, policy: PolicyKind, prefer_full_dirty: bool) -> Tier {
-        let entries = (capacity_bytes / POLICY_BLOCK_BYTES).max(16) as usize;
+        // Grown to the memory's count of blocks by the first file (`check_file`).
+        let entries = 16;
         Tier {
             state: Mutex::new(State {
                 cache: Cache::new(
@@ -97,6 +103,7 @@ impl Tier {
             settled: Condvar::new(),
             policy_kind: policy,
             prefer_full_dirty,
+            capacity_bytes,
             started: Instant::now(),
         }
     }
@@ -132,16 +139,29 @@ impl Tier {
 
     /// Records the file's layout and block size, or checks them against what earlier
     /// requests said: every client of a file must route it the same way.
+    /// Also sizes the policy for the file's blocks (see [`POLICY_BLOCK_BYTES`]).
     fn check_file(
+        &self,
         state: &mut State,
         inode: InodeId,
         layout: &Layout,
         block_size_bytes: u64,
     ) -> Result<(), WireError> {
-        let entry = state.files.entry(inode).or_insert_with(|| FileEntry {
-            layout: layout.clone(),
-            block_size_bytes,
-        });
+        let entry = match state.files.entry(inode) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let charge =
+                    block_size_bytes.max(POLICY_BLOCK_BYTES) + weft_cache::store::ENTRY_OVERHEAD_BYTES;
+                let fit = (self.capacity_bytes / charge).max(16) as usize;
+                if fit > state.cache.policy().capacity() {
+                    state.cache.policy_mut().inner_mut().grow(fit);
+                }
+                v.insert(FileEntry {
+                    layout: layout.clone(),
+                    block_size_bytes,
+                })
+            }
+        };
         if entry.block_size_bytes != block_size_bytes || entry.layout != *layout {
             return Err(WireError::new(
                 ErrorCode::InvalidArgument,
@@ -165,7 +185,7 @@ impl Tier {
     ) -> Result<Result<(), Blocked>, WireError> {
         let now = self.now_ms();
         let mut state = self.state();
-        Self::check_file(&mut state, key.inode, layout, block_size_bytes)?;
+        self.check_file(&mut state, key.inode, layout, block_size_bytes)?;
         let written = state
             .cache
             .write_pieces(key, block_size_bytes as u32, pieces, now);
@@ -189,7 +209,7 @@ impl Tier {
         fetching: Fetching,
     ) -> Result<Found, WireError> {
         let mut state = self.state();
-        Self::check_file(&mut state, key.inode, layout, block_size_bytes)?;
+        self.check_file(&mut state, key.inode, layout, block_size_bytes)?;
         if state.fetching.contains(&key) {
             if fetching == Fetching::Wait {
                 drop(self.wait(state));
@@ -244,7 +264,7 @@ impl Tier {
             None => Admission::Normal,
         };
         // The file's entry may have gone while the fetch ran (its last block dropped).
-        Self::check_file(&mut state, key.inode, layout, block_size_bytes)?;
+        self.check_file(&mut state, key.inode, layout, block_size_bytes)?;
         let len = block_size_bytes as u32;
         for (offset, bytes) in fetched {
             if let Err(b) = blocked(state.cache.fill(key, len, *offset, bytes, admission))? {
@@ -279,7 +299,7 @@ impl Tier {
     ) -> Result<Option<Blocked>, WireError> {
         let mut state = self.state();
         while let Some((key, bytes)) = references.get(*next) {
-            Self::check_file(&mut state, key.inode, layout, block_size_bytes)?;
+            self.check_file(&mut state, key.inode, layout, block_size_bytes)?;
             if state.cache.reference(key) {
                 counts.0 += 1;
                 counts.1 += bytes;

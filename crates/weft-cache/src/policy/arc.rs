@@ -64,6 +64,12 @@ impl<K: Copy + Eq + Hash> ArcPolicy<K> {
         }
     }
 
+    /// Raises `c` to `capacity` (never lowers it): every bound of the module comment
+    /// still holds, `p` stays where it was.
+    pub fn grow(&mut self, capacity: usize) {
+        self.capacity = self.capacity.max(capacity);
+    }
+
     pub fn sizes(&self) -> ArcSizes {
         ArcSizes {
             t1: self.keys.len(T1),

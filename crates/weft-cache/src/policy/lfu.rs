@@ -38,6 +38,11 @@ impl<K: Copy + Eq + Hash> Lfu<K> {
         }
     }
 
+    /// Raises the capacity to `capacity` (never lowers it): see [`super::AnyPolicy::grow`].
+    pub fn grow(&mut self, capacity: usize) {
+        self.capacity = self.capacity.max(capacity);
+    }
+
     /// The reference count of a resident key.
     pub fn count(&self, key: &K) -> Option<u64> {
         let n = self.keys.find(key)?;

@@ -216,6 +216,17 @@ macro_rules! dispatch {
     };
 }
 
+impl<K: Copy + Eq + Hash> AnyPolicy<K> {
+    /// Raises the capacity to `capacity` keys (never lowers it), keeping every key,
+    /// ghost and count: for an owner that learns only later how many keys its memory
+    /// holds (a cache manager, once it knows its block size). ARC's and S3-FIFO's list
+    /// targets scale with the capacity, so a policy sized far above what is resident
+    /// would not act as the one simulated.
+    pub fn grow(&mut self, capacity: usize) {
+        dispatch!(self, p => p.grow(capacity))
+    }
+}
+
 impl<K: Copy + Eq + Hash> Policy<K> for AnyPolicy<K> {
     fn name(&self) -> &'static str {
         dispatch!(self, p => p.name())

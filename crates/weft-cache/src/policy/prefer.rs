@@ -34,6 +34,12 @@ impl<K: Copy + Eq + Hash, P: Policy<K>> Prefer<K, P> {
         &self.inner
     }
 
+    /// The wrapped policy, for changes that keep its resident keys (see
+    /// [`super::AnyPolicy::grow`]).
+    pub fn inner_mut(&mut self) -> &mut P {
+        &mut self.inner
+    }
+
     /// Number of resident keys marked preferred.
     pub fn preferred_len(&self) -> usize {
         self.preferred.len(PREFERRED)

@@ -29,6 +29,11 @@ impl<K: Copy + Eq + Hash, const MOVE_ON_HIT: bool> Queue<K, MOVE_ON_HIT> {
         }
     }
 
+    /// Raises the capacity to `capacity` (never lowers it): see [`super::AnyPolicy::grow`].
+    pub fn grow(&mut self, capacity: usize) {
+        self.capacity = self.capacity.max(capacity);
+    }
+
     /// Resident keys from the cold end to the hot end.
     #[cfg(test)]
     pub(crate) fn keys(&self) -> Vec<K> {

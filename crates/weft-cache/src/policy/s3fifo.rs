@@ -47,6 +47,17 @@ impl<K: Copy + Eq + Hash> S3Fifo<K> {
         }
     }
 
+    /// Raises the capacity to `capacity` (never lowers it), S's and G's with it: the
+    /// queues, within the old bounds, are within the new ones.
+    pub fn grow(&mut self, capacity: usize) {
+        if capacity > self.capacity {
+            let grown = S3Fifo::<K>::new(capacity);
+            self.capacity = grown.capacity;
+            self.small_capacity = grown.small_capacity;
+            self.ghost_capacity = grown.ghost_capacity;
+        }
+    }
+
     /// The queues from oldest to newest: S, M, G.
     #[cfg(test)]
     pub(crate) fn queues(&self) -> [Vec<K>; 3] {

@@ -325,3 +325,39 @@ fn admitting_into_a_full_policy_is_a_bug() {
     lru.admit(1u32, Admission::Normal);
     lru.admit(2u32, Admission::Normal);
 }
+
+/// Growing a policy keeps its keys (resident, ghost, counts) and lets it hold more: a
+/// grown policy then acts as one built with the larger capacity would from that state
+/// on, checked against a policy built at the larger size fed the same keys while the
+/// smaller one was never full. Lowering is ignored.
+#[test]
+fn grow_raises_the_capacity_and_keeps_every_key() {
+    for kind in [
+        PolicyKind::Lru,
+        PolicyKind::Lfu,
+        PolicyKind::Fifo,
+        PolicyKind::Arc,
+        PolicyKind::S3Fifo,
+    ] {
+        let mut grown: AnyPolicy<u32> = AnyPolicy::new(kind, 4);
+        let mut built: AnyPolicy<u32> = AnyPolicy::new(kind, 40);
+        for k in [1, 2, 3, 1] {
+            access(&mut grown, k, Admission::Normal);
+            access(&mut built, k, Admission::Normal);
+        }
+        grown.grow(2);
+        assert_eq!(grown.capacity(), 4, "{kind:?}: never lowered");
+        grown.grow(40);
+        assert_eq!(grown.capacity(), 40, "{kind:?}");
+        assert!([1, 2, 3].iter().all(|k| grown.contains(k)), "{kind:?}");
+        let (mut a, mut b) = (0, 0);
+        for i in 0..400u32 {
+            let k = (i * 7 + i / 13) % 60;
+            a += matches!(access(&mut grown, k, Admission::Normal), Access::Hit) as u32;
+            b += matches!(access(&mut built, k, Admission::Normal), Access::Hit) as u32;
+            assert_eq!(grown.len(), built.len(), "{kind:?} after {i}");
+        }
+        assert_eq!(a, b, "{kind:?}: the grown policy acts as the one built at 40");
+        assert!(a > 0, "{kind:?}");
+    }
+}

@@ -287,6 +287,13 @@ impl<P: Policy<BlockKey>> Cache<P> {
         &self.policy
     }
 
+    /// The policy, for changes that keep its resident keys (raising its capacity once
+    /// the usual block size is known); evicting or admitting through it would leave the
+    /// store's index behind.
+    pub fn policy_mut(&mut self) -> &mut P {
+        &mut self.policy
+    }
+
     pub fn config(&self) -> &CacheConfig {
         &self.config
     }
