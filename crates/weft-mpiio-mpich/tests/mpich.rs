@@ -104,6 +104,7 @@ fn library() -> PathBuf {
                 "weft mpi-env --mpi mpich names {} (build weft-mpiio-mpich first)",
                 lib.display()
             );
+            weft_testkit::mpi::check_up_to_date(&lib, "weft-mpiio-mpich");
             lib
         })
         .clone()

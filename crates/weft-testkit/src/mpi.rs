@@ -6,18 +6,122 @@ use std::process::{Command, Output};
 
 use crate::TestCluster;
 
-/// libweft_mpiio.so (the Open MPI build) of this build.
+/// libweft_mpiio.so (the Open MPI build) of this build; fails the test, saying which
+/// command builds it, when it is missing or older than a source it is built from (see
+/// [`check_up_to_date`]).
 pub fn library() -> PathBuf {
     let dir = crate::bin_dir();
-    [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")]
+    let lib = [dir.join("libweft_mpiio.so"), dir.join("deps/libweft_mpiio.so")]
         .into_iter()
         .find(|p| p.exists())
         .unwrap_or_else(|| {
             panic!(
-                "libweft_mpiio.so not found in {}: build the workspace first",
-                dir.display()
+                "libweft_mpiio.so not found in {}: build it first ({})",
+                dir.display(),
+                build_command("weft-mpiio")
             )
+        });
+    check_up_to_date(&lib, "weft-mpiio");
+    lib
+}
+
+/// The cargo command that builds `package` in this test's profile.
+pub fn build_command(package: &str) -> String {
+    let release = crate::bin_dir().ends_with("release");
+    format!(
+        "`cargo build{} -p {package}`, or `make test`",
+        if release { " --release" } else { "" }
+    )
+}
+
+/// Fails the test if `artifact`, a library of the workspace that the tests load
+/// without cargo test building it (a cdylib: `cargo test -p weft-mpiio` builds the
+/// crate's tests, not libweft_mpiio.so), is older than any source file cargo's
+/// dep-info (`<name>.d` beside it) says it is built from: the crate's and its
+/// workspace dependencies' Rust sources and the C sources its build script names.
+/// Paths in a dep-info written in another copy of the workspace (a copied target
+/// directory) are taken in this one. Without a dep-info nothing is checked.
+pub fn check_up_to_date(artifact: &Path, package: &str) {
+    if let Some(newer) = newer_source(artifact) {
+        panic!(
+            "{} is older than {}, which it is built from: the tests would run the old code. \
+             Build it with {}",
+            artifact.display(),
+            newer.display(),
+            build_command(package)
+        );
+    }
+}
+
+/// A source of `artifact` (from its dep-info) modified after it, if any.
+pub fn newer_source(artifact: &Path) -> Option<PathBuf> {
+    let built = std::fs::metadata(artifact).and_then(|m| m.modified()).ok()?;
+    let stem = artifact.file_stem()?.to_str()?;
+    let dir = crate::bin_dir();
+    let info = std::fs::read_to_string(dir.join(format!("{stem}.d"))).ok()?;
+    let workspace = workspace();
+    dep_info_sources(&info)
+        .into_iter()
+        .map(|source| here(&workspace, &source))
+        .find(|source| {
+            std::fs::metadata(source)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > built)
         })
+}
+
+/// The workspace's root directory.
+fn workspace() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::canonicalize(&root).unwrap_or(root)
+}
+
+/// The sources of a dep-info's first rule (`out: src src ...`, spaces in names
+/// escaped with a backslash).
+fn dep_info_sources(info: &str) -> Vec<PathBuf> {
+    let line = info.lines().next().unwrap_or("");
+    // The target ends at the first colon followed by a space (a path may hold colons).
+    let Some((_, deps)) = line.split_once(": ") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = deps.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            ' ' => {
+                if !current.is_empty() {
+                    out.push(PathBuf::from(std::mem::take(&mut current)));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        out.push(PathBuf::from(current));
+    }
+    out
+}
+
+/// `source` in this workspace: a path under another copy's `crates/` is taken under
+/// this one's when the file exists here; anything else (registry sources) as it is.
+fn here(workspace: &Path, source: &Path) -> PathBuf {
+    if source.starts_with(workspace) {
+        return source.to_path_buf();
+    }
+    let text = source.to_string_lossy();
+    match text.rfind("/crates/") {
+        Some(at) => {
+            let mapped = workspace.join(&text[at + 1..]);
+            if mapped.exists() {
+                mapped
+            } else {
+                source.to_path_buf()
+            }
+        }
+        None => source.to_path_buf(),
+    }
 }
 
 /// Compiles `source` into `dir/name` with the compiler `$env` names, else `compiler`
@@ -138,4 +242,31 @@ pub fn assert_appended_once(bytes: &[u8], np: usize, what: &str) {
         seen.iter().all(|&n| n == 1),
         "{what}: records lost or duplicated: {seen:?}"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dep_info_sources_are_read_with_escaped_spaces() {
+        let info = "/w/target/release/libx.so: /w/crates/a/src/lib.rs /w/crates/a/my\\ file.c\n\n/w/crates/a/src/lib.rs:\n";
+        assert_eq!(
+            dep_info_sources(info),
+            vec![
+                PathBuf::from("/w/crates/a/src/lib.rs"),
+                PathBuf::from("/w/crates/a/my file.c")
+            ]
+        );
+        assert!(dep_info_sources("").is_empty());
+    }
+
+    #[test]
+    fn sources_of_another_copy_are_taken_in_this_one() {
+        let workspace = workspace();
+        let mine = here(&workspace, Path::new("/elsewhere/crates/weft-testkit/src/mpi.rs"));
+        assert_eq!(mine, workspace.join("crates/weft-testkit/src/mpi.rs"));
+        let registry = Path::new("/root/.cargo/registry/src/x/lib.rs");
+        assert_eq!(here(&workspace, registry), registry);
+    }
 }
