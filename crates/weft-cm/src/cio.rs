@@ -22,6 +22,62 @@ const ASKED_BLOCKS_MAX: usize = 1 << 18;
 /// pattern costs; references past it are not applied (the call's blocks still count as
 /// asked).
 pub const REFERENCES_PER_CALL_MAX: usize = 1 << 20;
+/// Most references a record ([`Record`]) holds; past it, one line says so.
+pub const RECORDED_MAX: u64 = 1 << 20;
+
+/// A test hook: the references applied, in the order the policy saw them, one line
+/// each: `inode call rank block` (call in hex), appended to a file while the call's
+/// references are being applied, so that a test can replay exactly that order through
+/// the simulator. Bounded by [`RECORDED_MAX`] lines.
+pub struct Record {
+    out: std::io::BufWriter<std::fs::File>,
+    path: std::path::PathBuf,
+    lines: u64,
+}
+
+impl Record {
+    pub fn create(path: &std::path::Path) -> std::io::Result<Record> {
+        Ok(Record {
+            out: std::io::BufWriter::new(std::fs::File::create(path)?),
+            path: path.to_owned(),
+            lines: 0,
+        })
+    }
+
+    /// Appends a call's references `(rank, block)` and writes them out; an error stops
+    /// the record (said once on stderr), never the read.
+    pub fn append(
+        this: &mut Option<Record>,
+        inode: InodeId,
+        call: u64,
+        refs: impl Iterator<Item = (u32, u64)>,
+    ) {
+        use std::io::Write;
+        let Some(r) = this.as_mut() else { return };
+        let mut result = Ok(());
+        for (rank, block) in refs {
+            if r.lines >= RECORDED_MAX {
+                result = writeln!(r.out, "truncated after {RECORDED_MAX} references");
+                r.lines += 1;
+                break;
+            }
+            if let Err(e) = writeln!(r.out, "{inode} {call:x} {rank} {block}") {
+                result = Err(e);
+                break;
+            }
+            r.lines += 1;
+        }
+        if let Err(e) = result.and_then(|()| r.out.flush()) {
+            eprintln!(
+                "weftd: cache reference record {}: {e}; recording stops",
+                r.path.display()
+            );
+            *this = None;
+        } else if r.lines > RECORDED_MAX {
+            *this = None;
+        }
+    }
+}
 
 /// The blocks of a call that some process asked for.
 pub struct Asked {
@@ -93,6 +149,8 @@ pub struct Patterns {
     pub bytes: AtomicU64,
     pub hit_bytes: AtomicU64,
     pub unasked_fetched: AtomicU64,
+    /// The test hook's record, when on; locked while `applying` is held.
+    pub record: Mutex<Option<Record>>,
 }
 
 impl Patterns {

@@ -74,6 +74,9 @@ pub struct CacheConfig {
     /// A delegate (I/O delegation's write-back cache): evict fully dirty blocks first,
     /// then by `policy`.
     pub prefer_full_dirty: bool,
+    /// Test hook: a file to record every collective-I/O-aware reference applied in,
+    /// in order ([`cio::Record`]).
+    pub cio_record: Option<std::path::PathBuf>,
 }
 
 impl CacheConfig {
@@ -86,6 +89,7 @@ impl CacheConfig {
             writeback_period: Duration::from_millis(100),
             cio_unrequested: Some(Admission::Cold),
             prefer_full_dirty: false,
+            cio_record: None,
         }
     }
 }
@@ -137,10 +141,20 @@ impl CacheService {
         incarnation: u64,
     ) -> CacheService {
         let owns_views = views.is_none();
+        let cio = cio::Patterns::default();
+        if let Some(path) = &config.cio_record {
+            match cio::Record::create(path) {
+                Ok(r) => *cio.record.lock().unwrap_or_else(|p| p.into_inner()) = Some(r),
+                Err(e) => eprintln!(
+                    "weftd: cache reference record {}: {e}; not recording",
+                    path.display()
+                ),
+            }
+        }
         let inner = Arc::new(Inner {
             tier: Tier::new(config.capacity_bytes, config.policy, config.prefer_full_dirty),
             counters: Counters::default(),
-            cio: cio::Patterns::default(),
+            cio,
             backing,
             views: views.unwrap_or_default(),
             incarnation,
@@ -728,8 +742,10 @@ impl Inner {
         let block_size = striping.stripe_size_bytes;
         let managers = striping.stripe_count as u64;
         let me = striping.server_index as u64;
-        // (block, bytes of the reference in it), one entry per (reference, block).
+        // (block, bytes of the reference in it), one entry per (reference, block); and
+        // the rank each came from.
         let mut references: Vec<(BlockKey, u64)> = Vec::new();
+        let mut ranks: Vec<u32> = Vec::new();
         let mut asked = Asked::new();
         for r in &pattern.refs {
             if references.len() >= cio::REFERENCES_PER_CALL_MAX {
@@ -753,6 +769,7 @@ impl Inner {
                             _ => {
                                 if let Some((b, bytes)) = current.take() {
                                     references.push((BlockKey::new(file.inode, b), bytes));
+                                    ranks.push(r.rank);
                                 }
                                 current = Some((block, next - at));
                             }
@@ -763,12 +780,22 @@ impl Inner {
             }
             if let Some((b, bytes)) = current {
                 references.push((BlockKey::new(file.inode, b), bytes));
+                ranks.push(r.rank);
             }
         }
         references.truncate(cio::REFERENCES_PER_CALL_MAX);
         for (key, _) in &references {
             asked.insert(key.block);
         }
+        cio::Record::append(
+            &mut self.cio.record.lock().unwrap_or_else(|p| p.into_inner()),
+            file.inode,
+            pattern.call,
+            ranks
+                .iter()
+                .zip(&references)
+                .map(|(rank, (key, _))| (*rank, key.block)),
+        );
         let mut next = 0;
         let mut counts = (0u64, 0u64);
         while let Some(blocked) =

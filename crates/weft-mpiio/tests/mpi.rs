@@ -747,6 +747,8 @@ fn json_number(json: &str, key: &str) -> u64 {
 /// for the original stream; and they beat, by a margin that holds whatever order the
 /// ranks enter their calls in, what the same cache gets from the aggregated requests
 /// alone (the benefit the pattern is for). The program checks every word it reads.
+/// The manager records the references it applied (weftd's test hook `WEFT_CIO_RECORD`),
+/// and they are the trace's original stream, block for block in the simulator's order.
 ///
 /// Why exactly: each rank's pattern carries the time its trace gave the request, and
 /// the manager applies a call's references in (time, rank) order, which is the order
@@ -754,8 +756,10 @@ fn json_number(json: &str, key: &str) -> u64 {
 /// manager one after another, so no block is pinned by a fetch or a reply in flight
 /// when references evict; and the manager sizes its policy for the blocks its memory
 /// holds (225 here, as the simulator's cache). The ranks' order inside a call is not
-/// deterministic (it moves the hits by hundreds: 188 to 601 over 20,000 orders
-/// simulated), which is why the figure itself is never compared with a constant.
+/// deterministic (it moves the hits by hundreds: 188 to 601 over all 331,776 orders of
+/// the four calls' ranks, simulated), which is why the figure itself is never compared
+/// with a constant; and since this workload is symmetric, some wrong orders (each
+/// call's references reversed) give the same hits as the right one, hence the record.
 #[test]
 fn cio_aware_caching_online_matches_the_simulator() {
     // 225 blocks of 64 KiB: half the 450 blocks of the 4-process tile dataset; each
@@ -763,21 +767,28 @@ fn cio_aware_caching_online_matches_the_simulator() {
     // the store keeps room for one block's extents to grow.
     let capacity_blocks = 225u64;
     let memory = capacity_blocks * (65_536 + 256 + 32) + 16_384 + 1_000;
-    let cluster = TestCluster::start_with(&ClusterOptions {
-        extra: [
-            "--cache",
-            "1",
-            "--cache-policy",
-            "arc",
-            "--cache-memory",
-            &memory.to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ..Default::default()
-    });
     let dir = tempfile::tempdir().unwrap();
+    // The manager records the references it applies, in order (weftd's test hook).
+    let record = dir.path().join("record");
+    std::fs::create_dir(&record).unwrap();
+    let record_env = record.display().to_string();
+    let cluster = TestCluster::start_with_env(
+        &ClusterOptions {
+            extra: [
+                "--cache",
+                "1",
+                "--cache-policy",
+                "arc",
+                "--cache-memory",
+                &memory.to_string(),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            ..Default::default()
+        },
+        &[("WEFT_CIO_RECORD", &record_env)],
+    );
     let program = compile_at(dir.path(), "cio_workloads", "../weft-bench/c/cio_workloads.c");
     let traces = dir.path().join("traces");
     std::fs::create_dir(&traces).unwrap();
@@ -859,6 +870,36 @@ fn cio_aware_caching_online_matches_the_simulator() {
         capacity, capacity_blocks,
         "the simulated cache holds what the manager holds"
     );
+    // The order: the blocks the manager referenced, one after another, are the blocks
+    // of the trace's original stream in the simulator's order.
+    let recorded = recorded_references(&record);
+    let expected: Vec<u64> = {
+        let bytes: Vec<(String, Vec<u8>)> = std::fs::read_dir(&traces)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+            .collect();
+        let inputs: Vec<(String, &[u8])> = bytes.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
+        let refs = weft_trace::refs::build(&inputs, &Default::default()).unwrap();
+        refs.original
+            .iter()
+            .filter(|r| r.kind == weft_trace::refs::RefKind::Asked)
+            .map(|r| r.block())
+            .collect()
+    };
+    let calls: std::collections::BTreeSet<&str> = recorded.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(calls.len(), 4, "one call per pass, each applied once");
+    let blocks: Vec<u64> = recorded.iter().map(|r| r.1).collect();
+    if let Some(at) = (0..blocks.len().max(expected.len())).find(|&i| blocks.get(i) != expected.get(i)) {
+        panic!(
+            "the manager's reference {at} (of {}) is block {:?}, the trace's original stream has {:?} \
+             (of {}): the manager applied another order than the simulator replays",
+            blocks.len(),
+            blocks.get(at),
+            expected.get(at),
+            expected.len()
+        );
+    }
     assert!(references > 0, "no references: {online:?}");
     assert_eq!(
         online.references, references,
@@ -874,7 +915,7 @@ fn cio_aware_caching_online_matches_the_simulator() {
     // The benefit: without the pattern, the manager sees the aggregator's requests, a
     // scan of the whole dataset per pass through a cache of half of it (no hits, with
     // ARC or LRU). With it, at least 4% of the references hit whatever the ranks' order
-    // (the fewest over 20,000 simulated orders: 188 of 3,840, 4.9%).
+    // (the fewest over every order of the ranks in the four calls: 188 of 3,840, 4.9%).
     let baseline = aggregated_arc.max(aggregated_lru);
     assert!(
         online.hits >= baseline + references / 25,
@@ -882,6 +923,24 @@ fn cio_aware_caching_online_matches_the_simulator() {
         online.hits,
         references / 25
     );
+}
+
+/// The references a cache manager recorded under `WEFT_CIO_RECORD=dir` (one manager):
+/// (call, block) in the order it applied them.
+fn recorded_references(dir: &Path) -> Vec<(String, u64)> {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "one manager, one record: {files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    text.lines()
+        .map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            assert_eq!(f.len(), 4, "a record line is `inode call rank block`: {line:?}");
+            (f[1].to_owned(), f[3].parse().unwrap())
+        })
+        .collect()
 }
 
 /// A cluster whose `count` separate cache managers are delegates (aligned mapping,

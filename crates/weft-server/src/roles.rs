@@ -304,12 +304,28 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
         other => anyhow::bail!("--cache-cio-unrequested {other:?}: expected cold or none"),
     };
     cache_config.prefer_full_dirty = plan.delegate || settings.mapping.as_deref() == Some("aligned");
+    cache_config.cio_record = cio_record_from_env(plan.id)?;
     Ok(CacheService::new(
         cache_config,
         backing,
         io.map(|io| io.views()),
         incarnation,
     ))
+}
+
+/// The test hook `WEFT_CIO_RECORD=<directory>`: the cache role records every
+/// collective-I/O-aware reference it applies, in order, in `<directory>/cio-<server
+/// id>.txt` (weft-cm's `cio::Record`, at most 2^20 lines), for a test to compare with
+/// the trace the simulator replays. Unset or empty: nothing. Not a directory: weftd
+/// refuses to start.
+fn cio_record_from_env(id: impl std::fmt::Display) -> Result<Option<std::path::PathBuf>> {
+    const NAME: &str = "WEFT_CIO_RECORD";
+    let Some(dir) = std::env::var_os(NAME).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let dir = std::path::PathBuf::from(dir);
+    anyhow::ensure!(dir.is_dir(), "{NAME}={}: not a directory", dir.display());
+    Ok(Some(dir.join(format!("cio-{id}.txt"))))
 }
 
 /// The test hook `WEFT_FAULT_STALL_WRITE=<offset>:<ms>`: the io role's first write

@@ -105,6 +105,9 @@ pub struct TestCluster {
     home: tempfile::TempDir,
     /// Where `weft` and `weftd` are: the build's, or an installation's.
     programs: PathBuf,
+    /// Environment of every `weft up` (start and restart), so of every server: test
+    /// hooks of weftd's that only this cluster's servers should see.
+    server_env: Vec<(String, String)>,
     /// The parent-death guard: every `weft up` gets `read` as its standard input and
     /// `--tie-to-stdin`, so every server it starts reads this pipe and exits at its end.
     /// `write` is the pipe's only write end: close-on-exec, so no child inherits it,
@@ -186,9 +189,21 @@ impl TestCluster {
         TestCluster::start_from(&bin_dir(), options)
     }
 
+    /// [`TestCluster::start_with`], every server (also when restarted) with `env` in
+    /// its environment: weftd's test hooks (`WEFT_CIO_RECORD`, ...) for this cluster
+    /// only, where setting them in the test process would reach every cluster the
+    /// other tests of the binary start meanwhile.
+    pub fn start_with_env(options: &ClusterOptions, env: &[(&str, &str)]) -> TestCluster {
+        TestCluster::start_in(&bin_dir(), options, env)
+    }
+
     /// A cluster of the `weft` and `weftd` in `programs` (an installed tree's bin/, say)
     /// rather than the build's; `command` and `weft` run that `weft` too.
     pub fn start_from(programs: &Path, options: &ClusterOptions) -> TestCluster {
+        TestCluster::start_in(programs, options, &[])
+    }
+
+    fn start_in(programs: &Path, options: &ClusterOptions, env: &[(&str, &str)]) -> TestCluster {
         let home = tempfile::Builder::new()
             .prefix("weft-test-")
             .tempdir()
@@ -197,6 +212,7 @@ impl TestCluster {
         let cluster = TestCluster {
             home,
             programs: programs.to_path_buf(),
+            server_env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             guard,
         };
         let (io, size, count) = (
@@ -242,6 +258,7 @@ impl TestCluster {
             full.push("--tie-to-stdin");
             let read = self.guard.read.try_clone().expect("duplicating the guard pipe");
             command.stdin(Stdio::from(read));
+            command.envs(self.server_env.iter().map(|(k, v)| (k, v)));
         }
         command.args(&full).output().expect("running weft")
     }
