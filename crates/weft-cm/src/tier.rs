@@ -86,8 +86,9 @@ impl Tier {
     /// `prefer_full_dirty`: evict fully dirty blocks first (written whole, no fetch),
     /// then by `policy`: the delegates' write-back cache.
     pub fn new(capacity_bytes: u64, policy: PolicyKind, prefer_full_dirty: bool) -> Tier {
-        // Grown to the memory's count of blocks by the first file (`check_file`).
-        let entries = 16;
+        // Grown to the memory's count of blocks by the first file (`check_file`), before
+        // anything is admitted.
+        let entries = 1;
         Tier {
             state: Mutex::new(State {
                 cache: Cache::new(
@@ -152,7 +153,7 @@ impl Tier {
             std::collections::btree_map::Entry::Vacant(v) => {
                 let charge =
                     block_size_bytes.max(POLICY_BLOCK_BYTES) + weft_cache::store::ENTRY_OVERHEAD_BYTES;
-                let fit = (self.capacity_bytes / charge).max(16) as usize;
+                let fit = (self.capacity_bytes / charge).max(1) as usize;
                 if fit > state.cache.policy().capacity() {
                     state.cache.policy_mut().inner_mut().grow(fit);
                 }
@@ -462,4 +463,51 @@ fn cache_error(e: CacheError) -> WireError {
         _ => ErrorCode::InvalidArgument,
     };
     WireError::new(code, format!("cache manager: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_cache::store::ENTRY_OVERHEAD_BYTES;
+
+    fn layout(stripe: u64) -> Layout {
+        Layout {
+            stripe_size_bytes: stripe,
+            servers: vec![weft_layout::ServerId(1)],
+        }
+    }
+
+    fn capacity(tier: &Tier) -> usize {
+        tier.state().cache.policy().capacity()
+    }
+
+    /// The policy holds as many keys as the memory holds blocks of the smallest size
+    /// served: grown by each new file, never lowered, at most the memory over 4 KiB.
+    /// With 64 KiB blocks and room for 10, ARC evicts at 10 keys as the simulator's does.
+    #[test]
+    fn the_policy_is_sized_for_the_blocks_the_memory_holds() {
+        let block = 65_536u64;
+        let memory = 10 * (block + ENTRY_OVERHEAD_BYTES) + 100;
+        let tier = Tier::new(memory, PolicyKind::Arc, false);
+        let refs: Vec<(BlockKey, u64)> = (0..30).map(|b| (BlockKey::new(InodeId(7), b), 100)).collect();
+        let (mut next, mut counts) = (0, (0, 0));
+        assert!(tier
+            .reference_all(&layout(block), block, &refs, &mut next, &mut counts)
+            .unwrap()
+            .is_none());
+        assert_eq!(capacity(&tier), 10);
+        assert_eq!(tier.state().cache.len(), 10, "evicted at 10 blocks");
+        // A file of larger blocks lowers nothing; one of smaller blocks raises it.
+        let big: Vec<(BlockKey, u64)> = vec![(BlockKey::new(InodeId(8), 0), 100)];
+        let (mut next, mut counts) = (0, (0, 0));
+        let _ = tier.reference_all(&layout(4 * block), 4 * block, &big, &mut next, &mut counts);
+        assert_eq!(capacity(&tier), 10);
+        let small: Vec<(BlockKey, u64)> = vec![(BlockKey::new(InodeId(9), 0), 100)];
+        let (mut next, mut counts) = (0, (0, 0));
+        let _ = tier.reference_all(&layout(1024), 1024, &small, &mut next, &mut counts);
+        assert_eq!(
+            capacity(&tier) as u64,
+            memory / (POLICY_BLOCK_BYTES + ENTRY_OVERHEAD_BYTES)
+        );
+    }
 }
