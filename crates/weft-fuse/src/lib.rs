@@ -77,6 +77,7 @@ mod floor;
 mod fs;
 mod kept;
 mod locks;
+pub mod log;
 mod mount;
 mod names;
 mod parents;
@@ -86,6 +87,7 @@ mod xattr;
 
 pub use floor::{mount_floor, FillFn, FloorMount, FLOOR_INODES_MAX};
 pub use fs::{CacheOptions, REQUEST_BYTES_MAX};
+pub use log::MountLog;
 pub use mount::{
     is_weft_mount, mount_background, mount_entry, mount_foreground, unmount, MountEntry, FS_NAME,
     THREADS_DEFAULT, THREADS_MAX,
@@ -113,8 +115,9 @@ pub struct MountOptions {
     /// Keep file data cached across opens (gives up close-to-open consistency for data
     /// another client changes).
     pub keep_cache: bool,
-    /// Where a background daemon writes its messages (none: discarded).
-    pub log: Option<PathBuf>,
+    /// Where a background daemon writes its messages (a foreground mount writes them
+    /// to its standard error).
+    pub log: MountLog,
     /// How far the kernel reads ahead of a sequential reader, KiB (root only).
     pub readahead_kib: u32,
 }
@@ -127,7 +130,7 @@ impl MountOptions {
             threads: 8,
             attr_ttl: Duration::from_secs(1),
             keep_cache: false,
-            log: None,
+            log: MountLog::Default,
             readahead_kib: READAHEAD_KIB_DEFAULT,
         }
     }

@@ -193,8 +193,16 @@ impl TestCluster {
 
     /// Environment variables that point clients at this cluster.
     pub fn env(&self) -> Vec<(String, String)> {
-        // WEFT_META is left unset so that clients use this home's cluster.toml.
-        vec![("WEFT_HOME".into(), self.home.path().display().to_string())]
+        // WEFT_META is left unset so that clients use this home's cluster.toml. A
+        // background `weft mount` logs under XDG_STATE_HOME: in the home, not in the
+        // machine's /var/log/weft or the user's ~/.local/state.
+        vec![
+            ("WEFT_HOME".into(), self.home.path().display().to_string()),
+            (
+                "XDG_STATE_HOME".into(),
+                self.home.path().join("state").display().to_string(),
+            ),
+        ]
     }
 
     pub fn config(&self) -> ClusterConfig {
