@@ -47,17 +47,25 @@ pub fn mount_background(options: &MountOptions) -> Result<(), MountError> {
             "internal error: background mounting must start before any other thread".into(),
         ));
     }
-    let log = log_path(options, &mountpoint)?;
+    let mut log = log_path(options, &mountpoint)?;
     if let Some(path) = &log {
-        // Made and opened here, so that a log that cannot be written is reported now.
-        crate::log::RotatingLog::open(path, crate::log::LOG_BYTES_MAX).map_err(|e| {
-            MountError::Mountpoint {
-                path: path.clone(),
-                message: format!(
-                    "cannot open the mount's log: {e} (--log FILE puts it elsewhere, --no-log discards it)"
-                ),
+        // Made and opened here, so that a log that cannot be written is reported now:
+        // an error for the file asked for, a note for the default one (a user with a
+        // read-only home can still mount).
+        if let Err(e) = crate::log::RotatingLog::open(path, crate::log::LOG_BYTES_MAX) {
+            if options.log != crate::MountLog::Default {
+                return Err(MountError::Mountpoint {
+                    path: path.clone(),
+                    message: format!("cannot open the mount's log: {e} (--no-log discards the messages)"),
+                });
             }
-        })?;
+            eprintln!(
+                "weft mount: note: cannot write the log {}: {e}; the daemon's messages are discarded \
+                 (--log FILE puts them elsewhere)",
+                path.display()
+            );
+            log = None;
+        }
     }
     let (mut from_daemon, to_parent) = pipe()?;
     // SAFETY: the caller guarantees a single thread; the child only calls what is safe
@@ -83,7 +91,7 @@ pub fn mount_background(options: &MountOptions) -> Result<(), MountError> {
                             path.display()
                         ),
                         None => println!(
-                            "weft mount: {} mounted; its messages are discarded (--no-log)",
+                            "weft mount: {} mounted; its messages are discarded",
                             mountpoint.display()
                         ),
                     }
@@ -481,12 +489,16 @@ fn log_path(options: &MountOptions, mountpoint: &Path) -> Result<Option<PathBuf>
     match &options.log {
         crate::MountLog::Off => Ok(None),
         crate::MountLog::File(path) => Ok(Some(std::path::absolute(path).map_err(MountError::Io)?)),
-        crate::MountLog::Default => crate::log::default_path(mountpoint).map(Some).ok_or_else(|| {
-            MountError::Daemon(
-                "no place for the mount's log: neither XDG_STATE_HOME nor HOME is set (give --log FILE or --no-log)"
-                    .into(),
-            )
-        }),
+        crate::MountLog::Default => {
+            let path = crate::log::default_path(mountpoint);
+            if path.is_none() {
+                eprintln!(
+                    "weft mount: note: neither XDG_STATE_HOME nor HOME is set, so the daemon's messages \
+                     are discarded (--log FILE keeps them)"
+                );
+            }
+            Ok(path)
+        }
     }
 }
 

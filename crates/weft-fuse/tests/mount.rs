@@ -545,3 +545,46 @@ fn a_background_mount_logs_what_went_wrong_to_its_default_log() {
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&log).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600, "the log is its owner's only");
 }
+
+/// A log that cannot be written: `--log FILE` is refused before anything is mounted,
+/// naming the file; the default one only gets a note, and the mount goes on without.
+#[test]
+fn a_log_that_cannot_be_written_is_refused_when_asked_for_and_noted_by_default() {
+    let cluster = TestCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mountpoint = dir.path().join("mnt");
+    std::fs::create_dir(&mountpoint).unwrap();
+    // A regular file where a directory would have to be.
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, b"").unwrap();
+    let asked = blocker.join("mount.log");
+    let out = cluster
+        .command("weft")
+        .arg("mount")
+        .arg(&mountpoint)
+        .arg("--log")
+        .arg(&asked)
+        .output()
+        .unwrap();
+    let _unmount = Unmount(&mountpoint);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "mounted with an unwritable --log: {said}");
+    assert!(said.contains(&asked.display().to_string()), "{said}");
+    assert!(!weft_fuse::is_weft_mount(&mountpoint).unwrap());
+
+    let out = cluster
+        .command("weft")
+        .arg("mount")
+        .arg(&mountpoint)
+        .env("XDG_STATE_HOME", &blocker)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("cannot write the log") && said.contains("discarded"),
+        "{said}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("its messages are discarded"));
+    assert!(weft_fuse::is_weft_mount(&mountpoint).unwrap());
+}
