@@ -59,6 +59,10 @@
 //! - A file unlinked or replaced while open in the mount is kept by the manager,
 //!   nameless (link count 0), for this mount's session until its last descriptor closes,
 //!   so its descriptors keep working as POSIX wants (see `kept`).
+//! - A background mount logs by default (see `log`): errno cannot say which server
+//!   failed or why, so the daemon's messages go to a bounded file (8 MiB, one rotation)
+//!   in the XDG state directory, or /var/log/weft for root, whose path `weft mount`
+//!   prints.
 //!
 //! Known differences from a local file system: a file removed by another client (or
 //! mount) is gone for descriptors open elsewhere once its data is purged (reads fail
