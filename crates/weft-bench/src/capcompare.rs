@@ -212,6 +212,8 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
     let create = crate::cluster::striped(args.stripe_size, args.stripe_count);
     // Workers never touch their local file here; the argument is required.
     let scratch = tempfile::Builder::new().prefix("weft-bench-capcmp-").tempdir()?;
+    // Removed by the tie's sweeper if this process is killed where no drop runs.
+    let _scratch_tie = weft_config::tie::HomeTie::new(scratch.path())?;
     let unused_local = scratch.path().join("unused.dat");
 
     let spec = WorkerSpec {

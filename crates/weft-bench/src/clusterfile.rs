@@ -24,6 +24,7 @@ use clap::Args;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use weft_config::tie::HomeTie;
 
 pub const LONG_ABOUT: &str = "The Clusterfile paper's collective I/O comparison on this machine, \
 in one command: ROMIO on the local file system, Weft's two_phase (and the other exchange methods \
@@ -209,11 +210,15 @@ fn cases(a: &ClusterfileArgs) -> Vec<Case> {
     out
 }
 
-/// A throwaway cluster in a temporary home, stopped on drop.
+/// A throwaway cluster in a temporary home, stopped on drop, and tied to this process
+/// (weft_config::tie): its servers run with `weft up --tie-to-stdin` on a pipe only
+/// this process writes, so that a benchmark killed where no handler runs (kill -9)
+/// leaves no server running, and the tie's sweeper removes the home.
 pub(crate) struct Cluster {
     weft: PathBuf,
     home: tempfile::TempDir,
     up_args: Vec<String>,
+    tie: HomeTie,
 }
 
 impl Cluster {
@@ -249,10 +254,13 @@ impl Cluster {
         mut up_args: Vec<String>,
     ) -> Result<Cluster> {
         up_args.extend(crate::regime::up_args());
+        let tie = HomeTie::new(home.path())
+            .with_context(|| format!("tying the cluster in {} to this benchmark", home.path().display()))?;
         let cluster = Cluster {
             weft: weft.to_path_buf(),
             home,
             up_args,
+            tie,
         };
         crate::cluster::started(&cluster.weft, cluster.home());
         cluster.up()?;
@@ -265,11 +273,14 @@ impl Cluster {
     }
 
     fn weft(&self, args: &[&str]) -> Result<()> {
-        let out = Command::new(&self.weft)
-            .args(args)
-            .env("WEFT_HOME", self.home())
-            .output()
-            .context("running weft")?;
+        let mut command = Command::new(&self.weft);
+        command.args(args).env("WEFT_HOME", self.home());
+        if args.first() == Some(&"up") {
+            command
+                .arg("--tie-to-stdin")
+                .stdin(self.tie.stdin().context("duplicating the cluster's tie")?);
+        }
+        let out = command.output().context("running weft")?;
         ensure!(
             out.status.success(),
             "weft {args:?} failed: {}",
@@ -320,6 +331,7 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.down();
         crate::cluster::stopped(self.home());
+        self.tie.release();
     }
 }
 

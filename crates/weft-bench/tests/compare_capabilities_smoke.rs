@@ -250,10 +250,9 @@ fn servers_under(dir: &std::path::Path) -> Vec<u32> {
         .collect()
 }
 
-#[test]
-fn an_interrupted_comparison_stops_the_clusters_it_started() {
-    // The benchmark's cluster homes go to its temporary directory: this test's own.
-    let scratch = tempfile::tempdir().unwrap();
+/// Starts a long comparison (two clusters, 50 pairs) whose homes go to `scratch` and
+/// returns it once both clusters run.
+fn long_comparison(scratch: &std::path::Path) -> std::process::Child {
     let mut bench = std::process::Command::new(weft_testkit::bin("weft"))
         .args(["bench", "concurrent", "--compare-capabilities"])
         .args([
@@ -267,8 +266,8 @@ fn an_interrupted_comparison_stops_the_clusters_it_started() {
             "2",
         ])
         .arg("--json")
-        .arg(scratch.path().join("cap.json"))
-        .env("TMPDIR", scratch.path())
+        .arg(scratch.join("cap.json"))
+        .env("TMPDIR", scratch)
         .env_remove("WEFT_HOME")
         .env_remove("WEFT_META")
         .env_remove("WEFT_KEY")
@@ -278,32 +277,110 @@ fn an_interrupted_comparison_stops_the_clusters_it_started() {
         .expect("running weft bench");
     // Both clusters run (2 io servers and a manager each) before it is interrupted.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while servers_under(scratch.path()).len() < 6 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the benchmark never had both clusters up: {:?}",
-            servers_under(scratch.path())
-        );
-        assert!(
-            bench.try_wait().unwrap().is_none(),
-            "the benchmark ended before it was interrupted"
-        );
+    while servers_under(scratch).len() < 6 {
+        if std::time::Instant::now() >= deadline || bench.try_wait().unwrap().is_some() {
+            let _ = bench.kill();
+            let out = bench.wait_with_output().unwrap();
+            for pid in servers_under(scratch) {
+                // SAFETY: killing a server process this test's benchmark started.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+            panic!(
+                "the benchmark never had both clusters up ({}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // SAFETY: signalling the child this test started.
-    unsafe { libc::kill(bench.id() as i32, libc::SIGTERM) };
-    let out = bench.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    bench
+}
+
+/// The benchmark's temporary directories (cluster homes, its scratch) left in `scratch`.
+fn bench_dirs_under(scratch: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(scratch)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("weft-bench-"))
+        .collect()
+}
+
+/// Ctrl-C (SIGINT) and SIGTERM: the benchmark says so, stops both clusters, removes
+/// their homes and its scratch directory, and exits with 128 + the signal.
+#[test]
+fn an_interrupted_comparison_stops_the_clusters_it_started() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // The benchmark's cluster homes go to its temporary directory: this test's own.
+        let scratch = tempfile::tempdir().unwrap();
+        let bench = long_comparison(scratch.path());
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(bench.id() as i32, signal) };
+        let out = bench.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let left = servers_under(scratch.path());
+        // Never leave servers behind, whatever the outcome.
+        for &pid in &left {
+            // SAFETY: killing a server process this test's benchmark started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        assert!(
+            left.is_empty(),
+            "servers left running after signal {signal}: {left:?}\n{stderr}"
+        );
+        assert_eq!(out.status.code(), Some(128 + signal), "{stderr}");
+        assert!(
+            stderr.contains(&format!("interrupted (signal {signal})")),
+            "{stderr}"
+        );
+        // Its scratch directory goes too, with the tie's sweeper (exit skips its drop).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !bench_dirs_under(scratch.path()).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(
+            bench_dirs_under(scratch.path()),
+            Vec::<String>::new(),
+            "left after signal {signal}"
+        );
+    }
+}
+
+/// kill -9 of the benchmark, where no handler and no drop runs: its servers read a
+/// pipe only the benchmark wrote (`weft up --tie-to-stdin`) and end, and the tie's
+/// sweepers remove the homes. Before the tie, all 6 servers ran on, their homes kept.
+#[test]
+fn a_killed_comparison_leaves_no_servers_and_no_homes() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut bench = long_comparison(scratch.path());
+    let homes = bench_dirs_under(scratch.path());
+    assert!(
+        homes
+            .iter()
+            .filter(|h| h.starts_with("weft-bench-capcmp-home-"))
+            .count()
+            == 2,
+        "two cluster homes expected: {homes:?}"
+    );
+    bench.kill().unwrap(); // SIGKILL
+    bench.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while (!servers_under(scratch.path()).is_empty() || !bench_dirs_under(scratch.path()).is_empty())
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let left = servers_under(scratch.path());
-    // Never leave servers behind, whatever the outcome.
     for &pid in &left {
         // SAFETY: killing a server process this test's benchmark started.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
     assert!(
         left.is_empty(),
-        "servers left running after SIGTERM: {left:?}\n{stderr}"
+        "servers left running 10 s after kill -9: {left:?}"
     );
-    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{stderr}");
-    assert!(stderr.contains("interrupted (signal 15)"), "{stderr}");
+    assert_eq!(
+        bench_dirs_under(scratch.path()),
+        Vec::<String>::new(),
+        "left 10 s after kill -9"
+    );
 }

@@ -366,7 +366,12 @@ weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 
         long_about = "Mount Weft at MOUNTPOINT through FUSE, so that unmodified programs (ls, cp, tar, dd, \
 MPI-IO) use it. Returns once the mount is usable, leaving a daemon to serve it; --foreground serves in this \
 process until unmounted or interrupted. A mount by root serves every user, each acting with their own \
-permissions. File layouts are the extended attribute user.weft.layout.\n\nExamples:\n  weft mount /mnt/weft\n  \
+permissions.\n\nThe daemon's messages (why an operation failed with EIO, which server was not reached) go to \
+$XDG_STATE_HOME/weft/mount-NAME.log when XDG_STATE_HOME is set, else /var/log/weft/mount-NAME.log for root and \
+~/.local/state/weft/mount-NAME.log for other users, NAME being the mountpoint with its slashes as dashes \
+(/mnt/weft: mount-mnt-weft.log); weft mount prints the path. The log holds at most 8 MiB, then becomes \
+NAME.log.1 (replacing the older one) and starts again, so at most 16 MiB are kept. --log FILE puts it \
+elsewhere (bounded the same way); --no-log discards the messages; --foreground writes them to standard error.\n\nFile layouts are the extended attribute user.weft.layout.\n\nExamples:\n  weft mount /mnt/weft\n  \
 getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout -v \"stripe_size=1M stripe_count=2\" \
 /mnt/weft/dir\n  weft umount /mnt/weft"
     )]
@@ -386,9 +391,14 @@ getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout 
         /// may not be seen).
         #[arg(long)]
         keep_cache: bool,
-        /// Where the background daemon writes its messages.
-        #[arg(long, value_name = "FILE")]
+        /// Where the background daemon writes its messages (at most 8 MiB, then one
+        /// rotation to FILE.1). Default: $XDG_STATE_HOME/weft/mount-NAME.log, else
+        /// /var/log/weft/ for root and ~/.local/state/weft/ for others.
+        #[arg(long, value_name = "FILE", conflicts_with = "no_log")]
         log: Option<PathBuf>,
+        /// Discard the background daemon's messages instead of logging them.
+        #[arg(long)]
+        no_log: bool,
     },
     /// Make a cluster key for a cluster set up by hand (`weft up` makes its own).
     #[command(
@@ -619,7 +629,13 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             attr_timeout_ms,
             keep_cache,
             log,
+            no_log,
         } => {
+            let log = match (log, no_log) {
+                (_, true) => weft_fuse::MountLog::Off,
+                (Some(file), false) => weft_fuse::MountLog::File(file),
+                (None, false) => weft_fuse::MountLog::Default,
+            };
             let options = weft_fuse::MountOptions {
                 threads,
                 attr_ttl: std::time::Duration::from_millis(attr_timeout_ms),

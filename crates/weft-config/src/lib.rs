@@ -28,6 +28,7 @@
 //! ```
 
 pub mod netemu;
+pub mod tie;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

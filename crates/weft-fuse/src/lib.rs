@@ -59,6 +59,10 @@
 //! - A file unlinked or replaced while open in the mount is kept by the manager,
 //!   nameless (link count 0), for this mount's session until its last descriptor closes,
 //!   so its descriptors keep working as POSIX wants (see `kept`).
+//! - A background mount logs by default (see `log`): errno cannot say which server
+//!   failed or why, so the daemon's messages go to a bounded file (8 MiB, one rotation)
+//!   in the XDG state directory, or /var/log/weft for root, whose path `weft mount`
+//!   prints.
 //!
 //! Known differences from a local file system: a file removed by another client (or
 //! mount) is gone for descriptors open elsewhere once its data is purged (reads fail
@@ -77,6 +81,7 @@ mod floor;
 mod fs;
 mod kept;
 mod locks;
+pub mod log;
 mod mount;
 mod names;
 mod parents;
@@ -86,6 +91,7 @@ mod xattr;
 
 pub use floor::{mount_floor, FillFn, FloorMount, FLOOR_INODES_MAX};
 pub use fs::{CacheOptions, REQUEST_BYTES_MAX};
+pub use log::MountLog;
 pub use mount::{
     is_weft_mount, mount_background, mount_entry, mount_foreground, unmount, MountEntry, FS_NAME,
     THREADS_DEFAULT, THREADS_MAX,
@@ -113,8 +119,9 @@ pub struct MountOptions {
     /// Keep file data cached across opens (gives up close-to-open consistency for data
     /// another client changes).
     pub keep_cache: bool,
-    /// Where a background daemon writes its messages (none: discarded).
-    pub log: Option<PathBuf>,
+    /// Where a background daemon writes its messages (a foreground mount writes them
+    /// to its standard error).
+    pub log: MountLog,
     /// How far the kernel reads ahead of a sequential reader, KiB (root only).
     pub readahead_kib: u32,
 }
@@ -127,7 +134,7 @@ impl MountOptions {
             threads: 8,
             attr_ttl: Duration::from_secs(1),
             keep_cache: false,
-            log: None,
+            log: MountLog::Default,
             readahead_kib: READAHEAD_KIB_DEFAULT,
         }
     }

@@ -47,10 +47,26 @@ pub fn mount_background(options: &MountOptions) -> Result<(), MountError> {
             "internal error: background mounting must start before any other thread".into(),
         ));
     }
-    let log = match &options.log {
-        Some(p) => Some(open_log(p)?),
-        None => None,
-    };
+    let mut log = log_path(options, &mountpoint)?;
+    if let Some(path) = &log {
+        // Made and opened here, so that a log that cannot be written is reported now:
+        // an error for the file asked for, a note for the default one (a user with a
+        // read-only home can still mount).
+        if let Err(e) = crate::log::RotatingLog::open(path, crate::log::LOG_BYTES_MAX) {
+            if options.log != crate::MountLog::Default {
+                return Err(MountError::Mountpoint {
+                    path: path.clone(),
+                    message: format!("cannot open the mount's log: {e} (--no-log discards the messages)"),
+                });
+            }
+            eprintln!(
+                "weft mount: note: cannot write the log {}: {e}; the daemon's messages are discarded \
+                 (--log FILE puts them elsewhere)",
+                path.display()
+            );
+            log = None;
+        }
+    }
     let (mut from_daemon, to_parent) = pipe()?;
     // SAFETY: the caller guarantees a single thread; the child only calls what is safe
     // after fork in that case (everything) and never returns from this function.
@@ -58,7 +74,7 @@ pub fn mount_background(options: &MountOptions) -> Result<(), MountError> {
         -1 => Err(MountError::Io(std::io::Error::last_os_error())),
         0 => {
             drop(from_daemon);
-            let code = daemon(options, &mountpoint, log, to_parent);
+            let code = daemon(options, &mountpoint, log.as_deref(), to_parent);
             // SAFETY: ends the daemon without unwinding into the caller's main.
             unsafe { libc::_exit(code) }
         }
@@ -67,7 +83,20 @@ pub fn mount_background(options: &MountOptions) -> Result<(), MountError> {
             let mut message = String::new();
             from_daemon.read_to_string(&mut message).map_err(MountError::Io)?;
             match message.strip_prefix("ok") {
-                Some(_) => Ok(()),
+                Some(_) => {
+                    match &log {
+                        Some(path) => println!(
+                            "weft mount: {} mounted; its messages go to {}",
+                            mountpoint.display(),
+                            path.display()
+                        ),
+                        None => println!(
+                            "weft mount: {} mounted; its messages are discarded",
+                            mountpoint.display()
+                        ),
+                    }
+                    Ok(())
+                }
                 None if message.is_empty() => Err(MountError::Daemon(
                     "the mount daemon exited before the mount was ready".into(),
                 )),
@@ -82,15 +111,29 @@ pub fn mount_background(options: &MountOptions) -> Result<(), MountError> {
 fn daemon(
     options: &MountOptions,
     mountpoint: &Path,
-    log: Option<std::fs::File>,
+    log: Option<&Path>,
     mut to_parent: std::fs::File,
 ) -> i32 {
     // SAFETY: no preconditions; detaches from the terminal's session and signals.
     unsafe { libc::setsid() };
+    // The logger forks: first, while this process still has one thread.
+    let log = match log.map(crate::log::start_logger).transpose() {
+        Ok(log) => log,
+        Err(e) => {
+            let _ = write!(to_parent, "cannot start the mount's logger: {e}");
+            return 1;
+        }
+    };
     block_stop_signals();
     let ready = (|| -> Result<Session<WeftFs>, MountError> {
         let client = connect(options)?;
         redirect_stdio(log)?;
+        eprintln!(
+            "weft mount: mounting {} (daemon pid {}, weft {})",
+            mountpoint.display(),
+            std::process::id(),
+            env!("CARGO_PKG_VERSION")
+        );
         let session = start(client, mountpoint, options)?;
         std::env::set_current_dir("/").map_err(MountError::Io)?;
         Ok(session)
@@ -100,7 +143,10 @@ fn daemon(
             let _ = to_parent.write_all(b"ok");
             drop(to_parent);
             match serve(session, mountpoint) {
-                Ok(()) => 0,
+                Ok(()) => {
+                    eprintln!("weft mount: {} unmounted", mountpoint.display());
+                    0
+                }
                 Err(e) => {
                     eprintln!("weft-fuse: {e}");
                     1
@@ -108,6 +154,7 @@ fn daemon(
             }
         }
         Err(e) => {
+            eprintln!("weft mount: {e}");
             let _ = to_parent.write_all(e.to_string().as_bytes());
             1
         }
@@ -436,20 +483,28 @@ fn check_mountpoint(path: &Path) -> Result<PathBuf, MountError> {
     Ok(absolute)
 }
 
-fn open_log(path: &Path) -> Result<std::fs::File, MountError> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| MountError::Mountpoint {
-            path: path.to_path_buf(),
-            message: format!("cannot open the log: {e}"),
-        })
+/// The file a background mount logs to: `--log FILE`, else the default place
+/// (crate::log::default_path); none with `--no-log`.
+fn log_path(options: &MountOptions, mountpoint: &Path) -> Result<Option<PathBuf>, MountError> {
+    match &options.log {
+        crate::MountLog::Off => Ok(None),
+        crate::MountLog::File(path) => Ok(Some(std::path::absolute(path).map_err(MountError::Io)?)),
+        crate::MountLog::Default => {
+            let path = crate::log::default_path(mountpoint);
+            if path.is_none() {
+                eprintln!(
+                    "weft mount: note: neither XDG_STATE_HOME nor HOME is set, so the daemon's messages \
+                     are discarded (--log FILE keeps them)"
+                );
+            }
+            Ok(path)
+        }
+    }
 }
 
-/// Standard input and output to /dev/null, standard error to the log (or /dev/null), so
-/// that the daemon holds no terminal and fds 0-2 stay taken.
-fn redirect_stdio(log: Option<std::fs::File>) -> Result<(), MountError> {
+/// Standard input and output to /dev/null, standard error to the logger's pipe (or
+/// /dev/null), so that the daemon holds no terminal and fds 0-2 stay taken.
+fn redirect_stdio(log: Option<OwnedFd>) -> Result<(), MountError> {
     let null = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

@@ -461,3 +461,130 @@ fn locks_work_between_processes_on_one_mount() {
     assert!(!out.status.success(), "flock -n got a lock another process holds");
     sh(mount.path(), "flock locked true");
 }
+
+/// Unmounts (lazily) on drop, so that a failed assertion leaves no mount behind.
+struct Unmount<'a>(&'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        if weft_fuse::is_weft_mount(self.0).unwrap_or(false) && weft_fuse::unmount(self.0, false).is_err() {
+            let _ = weft_fuse::unmount(self.0, true);
+        }
+    }
+}
+
+/// A background mount given no --log logs to its default place ($XDG_STATE_HOME/weft/
+/// mount-NAME.log here), says where when it mounts, and the log holds the error a read
+/// met with an io server stopped, of which the reader only sees an errno. Before, a mount
+/// without --log sent its messages to /dev/null.
+#[test]
+fn a_background_mount_logs_what_went_wrong_to_its_default_log() {
+    let cluster = TestCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mountpoint = dir.path().join("mnt");
+    std::fs::create_dir(&mountpoint).unwrap();
+    let state = dir.path().join("state");
+    // Written by the native client: the mount has none of it cached.
+    let data = vec![7u8; 1 << 20];
+    let file = cluster
+        .client()
+        .create("/striped", &weft_client::CreateOptions::default())
+        .unwrap();
+    file.write_at(0, &data).unwrap();
+    file.sync().unwrap();
+
+    let out = cluster
+        .command("weft")
+        .arg("mount")
+        .arg(&mountpoint)
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .unwrap();
+    let _unmount = Unmount(&mountpoint);
+    assert!(out.status.success(), "weft mount: {out:?}");
+    let name = mountpoint
+        .to_str()
+        .unwrap()
+        .trim_start_matches('/')
+        .replace('/', "-");
+    let log = state.join("weft").join(format!("mount-{name}.log"));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("messages go to {}", log.display())),
+        "weft mount did not say where its log is: {said}"
+    );
+    // It serves (the file is not read here: nothing of it is cached in the mount).
+    assert_eq!(
+        std::fs::metadata(mountpoint.join("striped")).unwrap().len(),
+        data.len() as u64
+    );
+
+    let stopped = cluster.addr(cluster.config().io_servers().last().unwrap().id);
+    cluster.kill9(cluster.config().io_servers().last().unwrap().id);
+    // The file is striped over every io server: its read needs the stopped one.
+    let error =
+        std::fs::read(mountpoint.join("striped")).expect_err("a read with an io server stopped succeeded");
+    // The reader learns only an errno (EHOSTDOWN for a server not reached), not which.
+    assert!(
+        matches!(error.raw_os_error(), Some(libc::EHOSTDOWN | libc::EIO)),
+        "{error}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains(&stopped) || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        text.contains("weft mount: mounting") && text.contains(&stopped),
+        "the log {} does not name the stopped server {stopped}:\n{text}",
+        log.display()
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&log).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "the log is its owner's only");
+}
+
+/// A log that cannot be written: `--log FILE` is refused before anything is mounted,
+/// naming the file; the default one only gets a note, and the mount goes on without.
+#[test]
+fn a_log_that_cannot_be_written_is_refused_when_asked_for_and_noted_by_default() {
+    let cluster = TestCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mountpoint = dir.path().join("mnt");
+    std::fs::create_dir(&mountpoint).unwrap();
+    // A regular file where a directory would have to be.
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, b"").unwrap();
+    let asked = blocker.join("mount.log");
+    let out = cluster
+        .command("weft")
+        .arg("mount")
+        .arg(&mountpoint)
+        .arg("--log")
+        .arg(&asked)
+        .output()
+        .unwrap();
+    let _unmount = Unmount(&mountpoint);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "mounted with an unwritable --log: {said}");
+    assert!(said.contains(&asked.display().to_string()), "{said}");
+    assert!(!weft_fuse::is_weft_mount(&mountpoint).unwrap());
+
+    let out = cluster
+        .command("weft")
+        .arg("mount")
+        .arg(&mountpoint)
+        .env("XDG_STATE_HOME", &blocker)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("cannot write the log") && said.contains("discarded"),
+        "{said}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("its messages are discarded"));
+    assert!(weft_fuse::is_weft_mount(&mountpoint).unwrap());
+}

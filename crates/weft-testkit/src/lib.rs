@@ -4,17 +4,19 @@
 //! the test process is killed (SIGKILL, a CI timeout): every server reads a pipe whose
 //! only write end this process holds (`weft up --tie-to-stdin`) and exits at its end,
 //! and a sweeper reading it too continues stopped servers and removes the home.
+//! Processes a test starts itself (a weftd of its own, an mpirun job) are tied the same
+//! way through [`TiedDir`].
 //!
 //! The binaries come from the workspace's release build (`cargo build --release
 //! --workspace`, which `make test` runs first). A missing binary fails the test.
 
 pub mod mpi;
 
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use weft_client::Client;
+use weft_config::tie::HomeTie;
 use weft_config::{ClusterConfig, CLUSTER_FILE_NAME};
 use weft_rpc::{ClientAuth, ClusterKey};
 
@@ -108,76 +110,11 @@ pub struct TestCluster {
     /// Environment of every `weft up` (start and restart), so of every server: test
     /// hooks of weftd's that only this cluster's servers should see.
     server_env: Vec<(String, String)>,
-    /// The parent-death guard: every `weft up` gets `read` as its standard input and
-    /// `--tie-to-stdin`, so every server it starts reads this pipe and exits at its end.
-    /// `write` is the pipe's only write end: close-on-exec, so no child inherits it,
-    /// and the kernel closes it when this process dies, however it dies. A pipe rather
-    /// than PR_SET_PDEATHSIG: that fires when the spawning *thread* ends (a test's
-    /// helper thread), and `weft up`'s servers are not its children anyway.
-    guard: Guard,
-}
-
-struct Guard {
-    read: OwnedFd,
-    write: Option<OwnedFd>,
-    /// A shell reading the pipe too: at its end it continues every server of the home
-    /// (a server the test stopped with SIGSTOP reads nothing, so would stay), waits up
-    /// to 10 s for them to end, and removes the home, which a killed test leaves.
-    sweeper: Option<std::process::Child>,
-}
-
-/// The sweeper's script; `$0` is the home.
-const SWEEPER: &str = r#"cat >/dev/null
-pids=
-for f in "$0"/run/*.pid; do
-  if [ -f "$f" ]; then pids="$pids $(cat "$f")"; fi
-done
-if [ -n "$pids" ]; then kill -CONT $pids 2>/dev/null; fi
-i=0
-while [ $i -lt 50 ]; do
-  alive=
-  for p in $pids; do
-    if kill -0 "$p" 2>/dev/null && ! grep -q '^[^)]*) Z' /proc/"$p"/stat 2>/dev/null; then alive=1; fi
-  done
-  [ -z "$alive" ] && break
-  sleep 0.2
-  i=$((i + 1))
-done
-rm -rf "$0""#;
-
-impl Guard {
-    fn new(home: &Path) -> Guard {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 fills two descriptors, which we own from here on.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-        assert_eq!(rc, 0, "pipe2: {}", std::io::Error::last_os_error());
-        // SAFETY: fresh descriptors from pipe2, owned by nothing else.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let sweeper = Command::new("sh")
-            .arg("-c")
-            .arg(SWEEPER)
-            .arg(home)
-            .stdin(Stdio::from(read.try_clone().expect("duplicating the guard pipe")))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting the test cluster's sweeper (sh)");
-        Guard {
-            read,
-            write: Some(write),
-            sweeper: Some(sweeper),
-        }
-    }
-
-    /// Ends the guard once the servers were stopped: the sweeper has nothing to do (the
-    /// home goes with its TempDir), so it is killed rather than left to wait on pids.
-    fn end(&mut self) {
-        if let Some(mut sweeper) = self.sweeper.take() {
-            let _ = sweeper.kill();
-            let _ = sweeper.wait();
-        }
-        self.write = None;
-    }
+    /// The parent-death guard (weft_config::tie): every `weft up` gets the tie's pipe as
+    /// its standard input and `--tie-to-stdin`, so every server it starts exits when
+    /// this process dies, however it dies; its sweeper then continues stopped servers
+    /// and removes the home.
+    guard: HomeTie,
 }
 
 impl TestCluster {
@@ -208,7 +145,7 @@ impl TestCluster {
             .prefix("weft-test-")
             .tempdir()
             .expect("tempdir");
-        let guard = Guard::new(home.path());
+        let guard = HomeTie::new(home.path()).expect("tying the test cluster to this process");
         let cluster = TestCluster {
             home,
             programs: programs.to_path_buf(),
@@ -256,8 +193,7 @@ impl TestCluster {
         let mut command = self.command("weft");
         if args.first() == Some(&"up") {
             full.push("--tie-to-stdin");
-            let read = self.guard.read.try_clone().expect("duplicating the guard pipe");
-            command.stdin(Stdio::from(read));
+            command.stdin(self.guard.stdin().expect("duplicating the guard pipe"));
             command.envs(self.server_env.iter().map(|(k, v)| (k, v)));
         }
         command.args(&full).output().expect("running weft")
@@ -274,8 +210,16 @@ impl TestCluster {
 
     /// Environment variables that point clients at this cluster.
     pub fn env(&self) -> Vec<(String, String)> {
-        // WEFT_META is left unset so that clients use this home's cluster.toml.
-        vec![("WEFT_HOME".into(), self.home.path().display().to_string())]
+        // WEFT_META is left unset so that clients use this home's cluster.toml. A
+        // background `weft mount` logs under XDG_STATE_HOME: in the home, not in the
+        // machine's /var/log/weft or the user's ~/.local/state.
+        vec![
+            ("WEFT_HOME".into(), self.home.path().display().to_string()),
+            (
+                "XDG_STATE_HOME".into(),
+                self.home.path().join("state").display().to_string(),
+            ),
+        ]
     }
 
     pub fn config(&self) -> ClusterConfig {
@@ -454,7 +398,65 @@ impl Drop for TestCluster {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }
-        self.guard.end();
+        self.guard.release();
+    }
+}
+
+/// A temporary directory for processes a test starts itself rather than through
+/// `weft up` (a weftd of its own, an mpirun job), tied to the test process as a
+/// TestCluster is (weft_config::tie): when the test process dies, however it dies, what
+/// [`TiedDir::spawn`] started ends and the directory is removed. On a normal end the
+/// test stops its processes itself ([`TiedDir::stop`]) and the directory goes on drop.
+pub struct TiedDir {
+    // Declared first, so released before the directory is removed.
+    tie: HomeTie,
+    dir: tempfile::TempDir,
+}
+
+impl TiedDir {
+    pub fn new(prefix: &str) -> TiedDir {
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir()
+            .expect("tempdir");
+        let tie = HomeTie::new(dir.path()).expect("tying a test directory to this process");
+        TiedDir { tie, dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A `weftd` of this build that exits when the test process dies
+    /// (`--exit-on-stdin-eof`; [`TiedDir::spawn`] gives it the pipe as its input).
+    pub fn weftd(&self) -> Command {
+        let mut c = Command::new(bin("weftd"));
+        c.arg("--exit-on-stdin-eof");
+        c
+    }
+
+    /// Starts `command` with the tie's pipe as its standard input (whatever `command`
+    /// set) and records it, so that a killed test's sweeper ends it (SIGTERM, for a
+    /// process that does not read the pipe, such as mpirun) before removing the
+    /// directory.
+    pub fn spawn(&self, command: &mut Command) -> std::process::Child {
+        self.tie
+            .spawn(command)
+            .unwrap_or_else(|e| panic!("starting {:?}: {e}", command.get_program()))
+    }
+
+    /// Kills (SIGKILL) and reaps `child` of [`TiedDir::spawn`] unless it ended, and
+    /// forgets it.
+    pub fn stop(&self, child: &mut std::process::Child) {
+        let _ = child.kill();
+        let _ = child.wait();
+        self.forget(child);
+    }
+
+    /// `child` of [`TiedDir::spawn`] was reaped: a later process with its pid is not
+    /// the sweeper's to end.
+    pub fn forget(&self, child: &std::process::Child) {
+        self.tie.forget(child.id());
     }
 }
 

@@ -13,14 +13,14 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 use weft_layout::InodeId;
 use weft_proto::frame::{FrameHeader, FrameKind, PROTOCOL_VERSION};
 use weft_proto::msg::{Request, Response};
 use weft_proto::{Range, Striping};
 use weft_rpc::{ClientAuth, ClusterKey, Connection, Timeouts};
-use weft_testkit::bin;
+use weft_testkit::TiedDir;
 
 const MIB: u64 = 1 << 20;
 const IDLE: usize = 10_000;
@@ -33,54 +33,51 @@ const PEER_INFLIGHT_MEMORY: u64 = 128 * MIB;
 const FILE_BYTES: u64 = 100 * MIB;
 const CHUNK_BYTES: u64 = 4 * MIB;
 
+/// The standalone server, tied to the test process (a killed test leaves it not
+/// running: it reads the directory's pipe, `--exit-on-stdin-eof`) and killed on drop.
 struct Server {
     child: Child,
     addr: String,
-    _dir: tempfile::TempDir,
+    dir: TiedDir,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.dir.stop(&mut self.child);
     }
 }
 
 fn start_server(key: &Path) -> Server {
-    let dir = tempfile::Builder::new()
-        .prefix("weft-hostile-")
-        .tempdir()
-        .unwrap();
+    let dir = TiedDir::new("weft-hostile-");
     let ready = dir.path().join("ready");
     let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
     let connections = (IDLE + UNREAD + TRICKLERS + ANNOUNCERS + 100).to_string();
-    let child = Command::new(bin("weftd"))
-        .args(["--role", "io", "--id", "1", "--listen", "127.0.0.1:0"])
-        .arg("--data")
-        .arg(dir.path().join("data"))
-        .arg("--key")
-        .arg(key)
-        .arg("--ready-file")
-        .arg(&ready)
-        .args([
-            "--connections-max",
-            &connections,
-            "--peer-connections-max",
-            &connections,
-        ])
-        .args(["--inflight-memory", &INFLIGHT_MEMORY.to_string()])
-        .args(["--peer-inflight-memory", &PEER_INFLIGHT_MEMORY.to_string()])
-        // The attackers stay for the whole test; their deadlines are tested elsewhere.
-        .args(["--send-timeout-ms", "600000", "--frame-deadline-ms", "600000"])
-        // No capabilities: the unread readers must get their 512 KiB replies (not a
-        // short refusal) for the server to have something to stall on. Capabilities
-        // are tested in capabilities.rs.
-        .arg("--insecure-no-capabilities")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let child = dir.spawn(
+        dir.weftd()
+            .args(["--role", "io", "--id", "1", "--listen", "127.0.0.1:0"])
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .arg("--key")
+            .arg(key)
+            .arg("--ready-file")
+            .arg(&ready)
+            .args([
+                "--connections-max",
+                &connections,
+                "--peer-connections-max",
+                &connections,
+            ])
+            .args(["--inflight-memory", &INFLIGHT_MEMORY.to_string()])
+            .args(["--peer-inflight-memory", &PEER_INFLIGHT_MEMORY.to_string()])
+            // The attackers stay for the whole test; their deadlines are tested elsewhere.
+            .args(["--send-timeout-ms", "600000", "--frame-deadline-ms", "600000"])
+            // No capabilities: the unread readers must get their 512 KiB replies (not a
+            // short refusal) for the server to have something to stall on. Capabilities
+            // are tested in capabilities.rs.
+            .arg("--insecure-no-capabilities")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log),
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     let addr = loop {
         if let Ok(text) = std::fs::read_to_string(&ready) {
@@ -89,11 +86,7 @@ fn start_server(key: &Path) -> Server {
         assert!(Instant::now() < deadline, "weftd did not start");
         std::thread::sleep(Duration::from_millis(20));
     };
-    Server {
-        child,
-        addr,
-        _dir: dir,
-    }
+    Server { child, addr, dir }
 }
 
 /// Lets this test process open as many sockets as the hard limit allows.

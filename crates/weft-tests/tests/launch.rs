@@ -6,12 +6,11 @@ mod common;
 
 use common::pattern;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use weft_client::{Client, CreateOptions, OpenOptions};
 use weft_rpc::{ClientAuth, ClusterKey};
-use weft_testkit::bin;
+use weft_testkit::{bin, TiedDir};
 
 /// Live (not zombie) processes whose session is `session`: everything an mpirun
 /// started in its own session, ranks included (Open MPI gives each rank its own
@@ -38,12 +37,14 @@ fn live_in_session(session: i32) -> Vec<i32> {
     found
 }
 
-/// An mpirun job in its own session, torn down on drop whatever happened.
-struct MpiJob {
+/// An mpirun job in its own session, torn down on drop whatever happened, and by the
+/// home's sweeper (SIGTERM, which mpirun forwards to the ranks) if the test is killed.
+struct MpiJob<'a> {
     child: Child,
+    home: &'a TiedDir,
 }
 
-impl MpiJob {
+impl MpiJob<'_> {
     fn session(&self) -> i32 {
         self.child.id() as i32
     }
@@ -65,7 +66,7 @@ impl MpiJob {
     }
 }
 
-impl Drop for MpiJob {
+impl Drop for MpiJob<'_> {
     fn drop(&mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
             self.stop();
@@ -74,8 +75,7 @@ impl Drop for MpiJob {
             // SAFETY: these processes are in the session this test created.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.home.stop(&mut self.child);
     }
 }
 
@@ -111,7 +111,7 @@ fn round_trip(client: &Client, path: &str, tag: u64) {
 
 #[test]
 fn mpirun_launches_a_job_scoped_cluster_and_takes_it_down() {
-    let home = tempfile::Builder::new().prefix("weft-mpi-").tempdir().unwrap();
+    let home = TiedDir::new("weft-mpi-");
     let log = std::fs::File::create(home.path().join("mpirun.log")).unwrap();
     let mut command = Command::new("mpirun");
     command
@@ -122,7 +122,6 @@ fn mpirun_launches_a_job_scoped_cluster_and_takes_it_down() {
         .arg(home.path())
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log);
     // SAFETY: setsid is async-signal-safe. Its own session lets the test find (and
@@ -133,10 +132,10 @@ fn mpirun_launches_a_job_scoped_cluster_and_takes_it_down() {
             Ok(())
         });
     }
+    // Tied: if this test is killed, the sweeper SIGTERMs mpirun, which ends the ranks.
     let mut job = MpiJob {
-        child: command
-            .spawn()
-            .expect("starting mpirun (Open MPI; `make deps` installs it)"),
+        child: home.spawn(&mut command),
+        home: &home,
     };
     let description = home.path().join("cluster.toml");
     let text = common::wait_for("cluster.toml from rank 0", Duration::from_secs(60), || {
@@ -192,34 +191,35 @@ fn mpirun_launches_a_job_scoped_cluster_and_takes_it_down() {
     assert!(took < Duration::from_secs(10), "stopping the job took {took:?}");
 }
 
-/// Servers started by hand (`weftd --config F --id N`); all killed on drop.
-struct Servers(Vec<Child>);
+/// Servers started by hand (`weftd --config F --id N`); all killed on drop, and tied to
+/// the test process (`--exit-on-stdin-eof` on the directory's pipe), so that a killed
+/// test leaves none running either.
+struct Servers<'a>(Vec<Child>, &'a TiedDir);
 
-impl Drop for Servers {
+impl Drop for Servers<'_> {
     fn drop(&mut self) {
         for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
+            self.1.stop(child);
         }
     }
 }
 
-fn start_servers(dir: &Path, ids: &[u32]) -> Servers {
-    let mut servers = Servers(Vec::new());
+fn start_servers<'a>(tied: &'a TiedDir, ids: &[u32]) -> Servers<'a> {
+    let dir = tied.path();
+    let mut servers = Servers(Vec::new(), tied);
     for &id in ids {
         let ready = dir.join(format!("ready-{id}"));
         std::fs::remove_file(&ready).ok();
         let log = std::fs::File::create(dir.join(format!("server-{id}.log"))).unwrap();
-        let child = Command::new(bin("weftd"))
-            .arg("--config")
-            .arg(dir.join("cluster.toml"))
-            .args(["--id", &id.to_string(), "--ready-file"])
-            .arg(&ready)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let child = tied.spawn(
+            tied.weftd()
+                .arg("--config")
+                .arg(dir.join("cluster.toml"))
+                .args(["--id", &id.to_string(), "--ready-file"])
+                .arg(&ready)
+                .stdout(log.try_clone().unwrap())
+                .stderr(log),
+        );
         servers.0.push(child);
         common::wait_for(&format!("server {id} ready"), Duration::from_secs(20), || {
             std::fs::read_to_string(&ready).ok()
@@ -230,10 +230,7 @@ fn start_servers(dir: &Path, ids: &[u32]) -> Servers {
 
 #[test]
 fn a_hand_written_cluster_description_starts_serves_and_restarts() {
-    let dir = tempfile::Builder::new()
-        .prefix("weft-described-")
-        .tempdir()
-        .unwrap();
+    let dir = TiedDir::new("weft-described-");
     // Fixed ports, as an administrator would write them: found free by binding.
     let listeners: Vec<std::net::TcpListener> = (0..4)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
@@ -300,7 +297,7 @@ fn a_hand_written_cluster_description_starts_serves_and_restarts() {
         "{stderr}"
     );
 
-    let mut servers = start_servers(dir.path(), &[1, 2, 3, 0]);
+    let mut servers = start_servers(&dir, &[1, 2, 3, 0]);
     for (id, addr) in addrs.iter().enumerate() {
         let ready = std::fs::read_to_string(dir.path().join(format!("ready-{id}"))).unwrap();
         assert_eq!(
@@ -358,7 +355,7 @@ fn a_hand_written_cluster_description_starts_serves_and_restarts() {
     }
     assert!(stopping.elapsed() < Duration::from_secs(5));
     drop(servers);
-    let _servers = start_servers(dir.path(), &[1, 2, 3, 0]);
+    let _servers = start_servers(&dir, &[1, 2, 3, 0]);
     let client = Client::connect_with(&addrs[0], auth.clone()).unwrap();
     let file = client.open("/handmade", &OpenOptions::default()).unwrap();
     let mut back = vec![0u8; 1 << 20];
