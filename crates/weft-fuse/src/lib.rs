@@ -82,6 +82,7 @@ mod names;
 mod parents;
 mod prefetch;
 mod recent;
+mod walked;
 mod xattr;
 
 pub use floor::{mount_floor, FillFn, FloorMount, FLOOR_INODES_MAX};
@@ -117,6 +118,9 @@ pub struct MountOptions {
     pub log: Option<PathBuf>,
     /// How far the kernel reads ahead of a sequential reader, KiB (root only).
     pub readahead_kib: u32,
+    /// How long after a lookup checked for an open the same thread's open of the file
+    /// may go by it (see `walked`; at most `attr_ttl`, zero: never).
+    pub walk_window: Duration,
 }
 
 impl MountOptions {
@@ -129,6 +133,7 @@ impl MountOptions {
             keep_cache: false,
             log: None,
             readahead_kib: READAHEAD_KIB_DEFAULT,
+            walk_window: walked::WINDOW,
         }
     }
 }
