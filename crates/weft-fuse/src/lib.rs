@@ -38,7 +38,9 @@
 //!   its attributes and size afresh (dropping the kernel's cached ones if they changed).
 //!   A name another client removed, renamed or replaced is answered ESTALE, on which the
 //!   kernel looks the path up again and retries: the open finds ENOENT or the new file,
-//!   never the old one (see `names`).
+//!   never the old one (see `names`). When the open's own walk ended in a lookup of
+//!   the file's name, checked the same way from the root by the same thread a moment
+//!   before, the open goes by that lookup instead of checking again (see `walked`).
 //! - O_APPEND writes go to the file's true end, whoever wrote last: the daemon appends
 //!   under the file's append lock (see `weft_client::File::append`) whatever offset the
 //!   kernel chose from its cached size, and such files bypass the page cache.
