@@ -391,6 +391,11 @@ getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout 
         /// may not be seen).
         #[arg(long)]
         keep_cache: bool,
+        /// For tests: how long after a lookup checked for an open (the last step of an
+        /// open's path walk) the same thread's open of that file goes by it instead of
+        /// checking again, milliseconds (at most the attribute timeout; 0: never).
+        #[arg(long, default_value_t = 5, value_name = "MS", hide = true)]
+        walk_window_ms: u64,
         /// Where the background daemon writes its messages (at most 8 MiB, then one
         /// rotation to FILE.1). Default: $XDG_STATE_HOME/weft/mount-NAME.log, else
         /// /var/log/weft/ for root and ~/.local/state/weft/ for others.
@@ -628,6 +633,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             threads,
             attr_timeout_ms,
             keep_cache,
+            walk_window_ms,
             log,
             no_log,
         } => {
@@ -641,6 +647,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
                 attr_ttl: std::time::Duration::from_millis(attr_timeout_ms),
                 keep_cache,
                 log,
+                walk_window: std::time::Duration::from_millis(walk_window_ms),
                 ..weft_fuse::MountOptions::new(mountpoint)
             };
             // Background mounting forks: nothing before this point starts a thread.

@@ -15,6 +15,7 @@ use crate::names::{Names, Retries};
 use crate::parents::Parents;
 use crate::prefetch::Prefetch;
 use crate::recent::{Recent, Ticket};
+use crate::walked::Walks;
 use crate::xattr::{self, CLUSTER_XATTR, LAYOUT_XATTR};
 use fuser::{
     Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -27,12 +28,12 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 use weft_client::{
     Attr, Client, ClientError, CreateOptions, DataStamp, ErrorCode, File, FileKind, InodeId, Made, Name,
-    SetAttr, XattrSet,
+    PathStep, SetAttr, XattrSet,
 };
 use weft_proto::LockKind;
 
@@ -75,6 +76,9 @@ pub struct CacheOptions {
     /// Keep file data cached across opens (off: every open starts with an empty page
     /// cache for the file, which with write-through gives close-to-open consistency).
     pub keep_cache: bool,
+    /// How long after a lookup checked for an open the same thread's open of that file
+    /// goes by it (see `walked`).
+    pub walk_window: Duration,
 }
 
 impl Default for CacheOptions {
@@ -82,14 +86,17 @@ impl Default for CacheOptions {
         CacheOptions {
             attr_ttl: Duration::from_secs(1),
             keep_cache: false,
+            walk_window: crate::walked::WINDOW,
         }
     }
 }
 
 pub(crate) struct OpenFile {
     pub(crate) file: File,
-    /// Opened for writing (or made by this open): its close may have changed the file.
-    pub(crate) writable: bool,
+    /// Made by this open, or written, truncated or allocated through it: its close
+    /// changes what other clients see of the file. A descriptor opened for writing and
+    /// never written (mdtest's read phase opens O_RDWR) changed nothing.
+    pub(crate) changed: AtomicBool,
 }
 
 pub struct WeftFs {
@@ -112,6 +119,9 @@ pub struct WeftFs {
     /// The names the kernel knows inodes by, which an open checks (see `names`).
     names: Arc<Names>,
     retries: Retries,
+    /// Each thread's last lookup checked as an open checks its names, which that
+    /// thread's open of the file may go by (see `walked`).
+    walks: Walks,
     /// Set once the session exists: tells the kernel to drop cached attributes.
     notifier: Arc<OnceLock<Notifier>>,
     /// Small writes not yet sent to the io servers (see `behind`).
@@ -274,6 +284,7 @@ impl WeftFs {
             session: kept::new_session(),
             names: Arc::new(Names::default()),
             retries: Retries::default(),
+            walks: Walks::new(cache.walk_window),
             notifier,
             behind: WriteBehind::default(),
             stamps: Mutex::new(HashMap::new()),
@@ -364,14 +375,20 @@ impl WeftFs {
             .ok_or(Errno::EBADF)
     }
 
-    fn add_file(&self, file: File, writable: bool) -> Result<u64, Errno> {
+    fn add_file(&self, file: File, changed: bool) -> Result<u64, Errno> {
         let mut files = self.files.write().expect("file table poisoned");
         if files.len() >= OPEN_HANDLES_MAX {
             return Err(Errno::ENFILE);
         }
         let fh = self.new_handle();
         self.open_inodes.opened(file.inode());
-        files.insert(fh, Arc::new(OpenFile { file, writable }));
+        files.insert(
+            fh,
+            Arc::new(OpenFile {
+                file,
+                changed: AtomicBool::new(changed),
+            }),
+        );
         Ok(fh)
     }
 
@@ -406,6 +423,8 @@ impl WeftFs {
                 // What is open here may have changed here since the listing.
                 if !self.open_inodes.is_open(attr.inode) {
                     self.retries.looked_up(req.pid(), attr.inode);
+                    // Up to the attribute timeout old: no open may go by it.
+                    self.walks.unchecked(req.pid());
                     return Ok((self.entered(inode(parent), name, &attr), left, None));
                 }
             }
@@ -417,12 +436,59 @@ impl WeftFs {
             .expect("lookup table poisoned")
             .get(&(inode(parent), Name::from(name)))
             .and_then(|ino| self.remembered(*ino));
-        let attr = client
-            .lookup_sized(inode(parent), name, guess.as_ref())
-            .map_err(|e| errno(&e, "lookup"))?;
+        let attr = match guess
+            .as_ref()
+            .and_then(|g| self.checked_lookup(&client, inode(parent), name, g))
+        {
+            Some((attr, stamp)) => {
+                self.walks.checked(req.pid(), attr.clone(), stamp);
+                attr
+            }
+            None => {
+                self.walks.unchecked(req.pid());
+                client
+                    .lookup_sized(inode(parent), name, guess.as_ref())
+                    .map_err(|e| errno(&e, "lookup"))?
+            }
+        };
         self.retries.looked_up(req.pid(), attr.inode);
         let ticket = self.recent.looked_up(inode(parent));
         Ok((self.entered(inode(parent), name, &attr), self.ttl(), ticket))
+    }
+
+    /// The lookup of `name` in `parent` made as an open checks its names (see `walked`):
+    /// the path the kernel knows `parent` by and `name` in it must still lead to
+    /// `guess`'s inode, the file the name led to here before, whose size and data stamp
+    /// are asked of the io servers meanwhile. Same round trips as a plain lookup. `None`
+    /// when the name leads elsewhere now, a name on the way changed, or the check
+    /// failed: the plain lookup answers then (with its own errors).
+    fn checked_lookup(
+        &self,
+        client: &Client,
+        parent: InodeId,
+        name: &[u8],
+        guess: &Attr,
+    ) -> Option<(Attr, Option<DataStamp>)> {
+        if guess.kind != FileKind::File {
+            return None;
+        }
+        let mut steps = if parent == InodeId::ROOT {
+            Vec::new()
+        } else {
+            self.names.path_of(parent)
+        };
+        steps.push(PathStep {
+            parent,
+            name: Name::from(name),
+            child: guess.inode,
+        });
+        // As deep as an open checks: the names nearest the file.
+        let extra = steps.len().saturating_sub(weft_client::REVALIDATE_STEPS_MAX);
+        steps.drain(..extra);
+        client
+            .revalidate_stamped(steps, Some(guess))
+            .ok()
+            .filter(|(attr, _)| attr.kind == FileKind::File && attr.nlink > 0)
     }
 
     /// An entry for `attr` as `name` in `parent` goes to the kernel: its name and
@@ -437,6 +503,15 @@ impl WeftFs {
             found.insert((parent, Name::from(name)), attr.inode);
         }
         self.remember(attr)
+    }
+
+    /// `open` (of `ino`) is about to change the file (write, truncate, allocate): the
+    /// first time, its attributes are dropped from listings and a listing being fetched
+    /// is thrown away (see `recent`); its close does that again.
+    fn changed_through(&self, ino: InodeId, open: &OpenFile) {
+        if !open.changed.swap(true, Ordering::Relaxed) {
+            self.recent.inode_changed(ino);
+        }
     }
 
     /// Sends what is kept of `ino`: its writes to the io servers, then its attribute
@@ -581,6 +656,13 @@ impl WeftFs {
         self.deferred.xattrs_unknown(inode(ino));
         let client = self.caller(req);
         let told = self.remembered(inode(ino));
+        // The lookup that ended this open's walk checked every name, size and data stamp
+        // a moment ago (see `walked`); not for a file open here, whose kept writes
+        // were sent just now.
+        let walked = self
+            .walks
+            .take(req.pid(), inode(ino))
+            .filter(|_| told.is_some() && !self.open_inodes.is_open(inode(ino)));
         let (attr, stamp) = match told
             .clone()
             .filter(|_| self.retries.trusts(req.pid(), inode(ino)))
@@ -588,7 +670,10 @@ impl WeftFs {
             // Found by the retried walk a moment ago, within this very open (its data
             // is not vouched for: the cached pages go).
             Some(attr) => (attr, None),
-            None => match self.current_attr(&client, inode(ino), told.as_ref()) {
+            None => match walked
+                .map(Ok)
+                .unwrap_or_else(|| self.current_attr(&client, inode(ino), told.as_ref()))
+            {
                 // A file kept nameless for some mount's open descriptors is not opened anew.
                 Ok((attr, _)) if attr.kind == FileKind::File && attr.nlink == 0 => {
                     self.retries.refused(req.pid());
@@ -610,10 +695,10 @@ impl WeftFs {
                 != (attr.size, attr.mtime, attr.ctime, attr.mode, attr.uid, attr.gid)
         });
         self.remember(&attr);
+        // Opened for writing, the file is dropped from listings once it is written
+        // through this descriptor (see `OpenFile::changed`); open here, it is not
+        // answered from them meanwhile.
         let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
-        if writable {
-            self.recent.inode_changed(inode(ino));
-        }
         let file = client.open_attr(attr, writable).map_err(|e| errno(&e, "open"))?;
         if changed {
             // The kernel's cached attributes (the size above all, which bounds reads) are
@@ -623,7 +708,7 @@ impl WeftFs {
                 let _ = n.inval_inode(ino, -1, 0);
             }
         }
-        let fh = self.add_file(file, writable)?;
+        let fh = self.add_file(file, false)?;
         // Close-to-open: the pages the kernel holds of the file stay only if no byte of
         // it changed since they were read (another client's same-size rewrite changes no
         // attribute, but does change the stamp); see `keeps_pages`.
@@ -1046,6 +1131,9 @@ impl Filesystem for WeftFs {
             // for writing; the mode may deny writing by now.
             by_handle: fh.is_some() && size.is_some(),
         };
+        if let Some(open) = fh.and_then(|fh| self.file(fh).ok()) {
+            self.changed_through(inode(ino), &open);
+        }
         match self.do_setattr(req, ino, changes) {
             Ok(attr) => reply.attr(&self.ttl(), &attr),
             Err(e) => reply.error(e),
@@ -1178,6 +1266,7 @@ impl Filesystem for WeftFs {
         reply: ReplyWrite,
     ) {
         let result = self.file(fh).and_then(|open| {
+            self.changed_through(inode(ino), &open);
             if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                 // The writer lacks CAP_FSETID: its write drops setuid/setgid (the kernel
                 // leaves that to the file system, FUSE_HANDLE_KILLPRIV_V2).
@@ -1227,12 +1316,12 @@ impl Filesystem for WeftFs {
             .as_ref()
             .map_err(|e| *e)
             .and_then(|_| self.send_kept(inode(ino)));
-        // A descriptor open only for reading changed nothing, whatever its close sent
-        // (bytes kept through a descriptor for writing, open here, whose own close
-        // follows); its close must not throw away a listing being fetched (see
-        // `recent`): readers closing file after file (mdtest's read phase) did, listing
-        // after listing.
-        if !matches!(&open, Ok(o) if !o.writable) {
+        // A descriptor that changed nothing (open only for reading, or for writing and
+        // never written) changed nothing whatever its close sent (bytes kept through
+        // another descriptor, open here, whose own close follows); its close must not
+        // throw away a listing being fetched (see `recent`): readers closing file after
+        // file (mdtest's read phase, which opens O_RDWR) did, listing after listing.
+        if !matches!(&open, Ok(o) if !o.changed.load(Ordering::Relaxed)) {
             self.recent.inode_changed(inode(ino));
         }
         // A process's close of any descriptor of a file drops its record locks on it
@@ -1268,8 +1357,8 @@ impl Filesystem for WeftFs {
             }
         }
         let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
-        // As at flush: only a descriptor that could change the file.
-        if closed.as_ref().is_none_or(|o| o.writable) {
+        // As at flush: only a descriptor that changed the file.
+        if closed.as_ref().is_none_or(|o| o.changed.load(Ordering::Relaxed)) {
             self.recent.inode_changed(inode(ino));
         }
         if let Some(open) = closed {
@@ -1668,6 +1757,7 @@ impl Filesystem for WeftFs {
         reply: ReplyEmpty,
     ) {
         let result = self.file(fh).and_then(|open| {
+            self.changed_through(inode(ino), &open);
             // A hole punched after kept writes must not be filled by them later.
             self.behind.send(inode(ino))?;
             open.file

@@ -38,7 +38,9 @@
 //!   its attributes and size afresh (dropping the kernel's cached ones if they changed).
 //!   A name another client removed, renamed or replaced is answered ESTALE, on which the
 //!   kernel looks the path up again and retries: the open finds ENOENT or the new file,
-//!   never the old one (see `names`).
+//!   never the old one (see `names`). When the open's own walk ended in a lookup of
+//!   the file's name, checked the same way from the root by the same thread a moment
+//!   before, the open goes by that lookup instead of checking again (see `walked`).
 //! - O_APPEND writes go to the file's true end, whoever wrote last: the daemon appends
 //!   under the file's append lock (see `weft_client::File::append`) whatever offset the
 //!   kernel chose from its cached size, and such files bypass the page cache.
@@ -87,6 +89,7 @@ mod names;
 mod parents;
 mod prefetch;
 mod recent;
+mod walked;
 mod xattr;
 
 pub use floor::{mount_floor, FillFn, FloorMount, FLOOR_INODES_MAX};
@@ -124,6 +127,9 @@ pub struct MountOptions {
     pub log: MountLog,
     /// How far the kernel reads ahead of a sequential reader, KiB (root only).
     pub readahead_kib: u32,
+    /// How long after a lookup checked for an open the same thread's open of the file
+    /// may go by it (see `walked`; at most `attr_ttl`, zero: never).
+    pub walk_window: Duration,
 }
 
 impl MountOptions {
@@ -136,6 +142,7 @@ impl MountOptions {
             keep_cache: false,
             log: MountLog::Default,
             readahead_kib: READAHEAD_KIB_DEFAULT,
+            walk_window: walked::WINDOW,
         }
     }
 }

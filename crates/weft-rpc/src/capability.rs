@@ -448,9 +448,13 @@ mod grants {
     use weft_proto::msg::{Request, Response};
     use weft_proto::{Capability, Cred, ErrorCode};
 
-    /// Most capabilities kept; past this the oldest are forgotten (and asked for again
-    /// when next needed).
-    const KEPT_MAX: usize = 4096;
+    /// Most capabilities kept (one of both rights counts twice); past this those due
+    /// for renewal are forgotten, and if that is not enough, all (asked for again when
+    /// next needed). 32,768 (some 4 MiB): a mount's files written and then read back
+    /// within the lifetime (mdtest's 4 x 1,000 files, a build's outputs) keep theirs;
+    /// at 4,096, 4,000 files written were forgotten again and again, and each read-back
+    /// open asked the manager anew.
+    const KEPT_MAX: usize = 32_768;
 
     /// A client's source: the metadata manager at `meta_addr`, asked as `cred`.
     pub struct ManagerGrants {
