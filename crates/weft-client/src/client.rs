@@ -1225,10 +1225,18 @@ impl Client {
 
     /// Takes, changes or drops the cluster-wide lock `request` asks for (see the
     /// manager's `file_locks`). A conflicting lock of another owner refuses it with
-    /// `Busy`; to wait, ask again. Answers the manager's incarnation and its grace for
-    /// reclaims after a restart: a grace left above 0 means "not granted yet, ask again".
-    pub fn file_lock(&self, request: &LockRequest) -> Result<LockState, ClientError> {
-        self.lock_state(Request::FileLock(*request), request.inode)
+    /// `Busy`; to wait, ask again. `Some`: the manager's grace after its restart held
+    /// it back (not granted; its incarnation and grace left): ask again.
+    pub fn file_lock(&self, request: &LockRequest) -> Result<Option<LockState>, ClientError> {
+        match self
+            .inner
+            .meta(&Request::FileLock(*request))
+            .map_err(|e| e.context(&format!("lock of inode {}", request.inode)))?
+        {
+            Response::Done => Ok(None),
+            Response::LockState(state) => Ok(Some(state)),
+            other => Err(unexpected(&other)),
+        }
     }
 
     /// Takes again, during the manager's grace after its restart, a lock this mount

@@ -128,22 +128,30 @@ impl Holders {
     /// unlock, recorded here. A reclaim runs first if the answer shows a restart.
     pub fn apply(&self, client: &Client, request: &LockRequest) -> Result<Asked<()>, ClientError> {
         debug_assert_eq!(request.session, self.session);
-        let state = {
+        if self.incarnation.load(Ordering::SeqCst) == 0 && request.kind != LockKind::Unlock {
+            // The incarnation that grants the first lock must be known before: a
+            // restart right after it would otherwise go unnoticed. (A restart between
+            // the two is harmless: the lock is then held back, or granted by the new
+            // manager and reclaimed from it again, which it grants.)
+            self.renew(client);
+        }
+        let held_back = {
             let _order = self.ordered();
-            let state = client.file_lock(request)?;
-            if state.grace_left_ms == 0 {
+            let held_back = client.file_lock(request)?;
+            if held_back.is_none() {
                 // Cannot be refused: the manager's table held this lock for the same
                 // owner under the same rules and bounds.
                 let _ = self.table().set(request);
             }
-            state
+            held_back
         };
-        self.saw(client, state);
-        Ok(if state.grace_left_ms == 0 {
-            Asked::Answered(())
-        } else {
-            Asked::Grace
-        })
+        match held_back {
+            None => Ok(Asked::Answered(())),
+            Some(state) => {
+                self.saw(client, state);
+                Ok(Asked::Grace)
+            }
+        }
     }
 
     /// F_GETLK: the first conflicting lock, if any.

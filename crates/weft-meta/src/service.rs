@@ -409,8 +409,10 @@ impl MetaService {
             }
             Request::FileLock(lock) => {
                 self.renewed(Some(lock.session));
-                let held_back = self.file_locks.set(&lock, Instant::now())?;
-                Ok(self.lock_state(held_back.map(|g| g.left)))
+                match self.file_locks.set(&lock, Instant::now())? {
+                    None => Ok(Response::Done),
+                    Some(held_back) => Ok(self.lock_state(Some(held_back.left))),
+                }
             }
             Request::FileLockReclaim(lock) => {
                 self.renewed(Some(lock.session));

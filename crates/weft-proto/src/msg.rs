@@ -624,13 +624,13 @@ pub enum Request {
     /// meta: a mount's lock owner takes, changes or drops its lock, cluster-wide (see
     /// `LockRequest`). A lock another owner holds in conflict refuses it with `Busy`
     /// (the caller polls to wait); taking renews the session, and a lapsed session's
-    /// locks go. Answered `LockState`: granted (or dropped) when its grace is 0; during
-    /// the manager's grace after a restart a lock that no reclaimed lock refuses is not
-    /// granted yet (grace left above 0: ask again).
+    /// locks go. Answered `Done`; during the manager's grace after a restart a lock
+    /// that no reclaimed lock refuses is not granted yet: answered `LockState` (ask
+    /// again).
     FileLock(LockRequest),
     /// meta: the first lock of another owner that would refuse `FileLock` with this
-    /// request (F_GETLK; `pid` unused); answered `LockHolder`, or during the grace,
-    /// when no reclaimed lock conflicts, `LockState` (ask again).
+    /// request (F_GETLK; `pid` is not sent); answered `LockHolder`, or during the
+    /// grace, when no reclaimed lock conflicts, `LockState` (ask again).
     FileLockTest(LockRequest),
     /// meta: a lock the mount held before the manager restarted, taken again during the
     /// manager's grace (answered `LockState`). A conflict with another reclaim is
@@ -910,8 +910,8 @@ pub enum Response {
     Position(u64),
     /// `FileLockTest`: the conflicting lock, if any.
     LockHolder(Option<HeldLock>),
-    /// `FileLock`, `FileLockReclaim`, `LockSession`, and `FileLockTest` during the
-    /// grace: the manager's incarnation and grace left.
+    /// `FileLockReclaim`, `LockSession`, and `FileLock` or `FileLockTest` held back by
+    /// the grace: the manager's incarnation and grace left.
     LockState(LockState),
     /// `ShmCall`: the inner request's answer; its bulk data, `data_len` bytes, is at
     /// the start of the call's region of the shared segment.
@@ -1276,7 +1276,16 @@ impl Request {
                 inode.encode(&mut w);
             }
             RenewSession { session } => w.u64(*session),
-            FileLock(lock) | FileLockTest(lock) | FileLockReclaim(lock) => lock.encode(&mut w),
+            FileLock(lock) | FileLockReclaim(lock) => lock.encode(&mut w),
+            // As first defined, without the pid.
+            FileLockTest(lock) => {
+                w.u64(lock.session);
+                w.u64(lock.owner);
+                lock.inode.encode(&mut w);
+                lock.kind.encode(&mut w);
+                w.u64(lock.start);
+                w.u64(lock.end);
+            }
             LockSession { session } => w.u64(*session),
             Link {
                 cred,
@@ -1682,7 +1691,15 @@ impl Request {
             },
             64 => Request::RenewSession { session: r.u64()? },
             180 => Request::FileLock(LockRequest::decode(r)?),
-            181 => Request::FileLockTest(LockRequest::decode(r)?),
+            181 => Request::FileLockTest(LockRequest {
+                session: r.u64()?,
+                owner: r.u64()?,
+                inode: InodeId::decode(r)?,
+                pid: 0,
+                kind: LockKind::decode(r)?,
+                start: r.u64()?,
+                end: r.u64()?,
+            }),
             182 => Request::FileLockReclaim(LockRequest::decode(r)?),
             183 => Request::LockSession { session: r.u64()? },
             65 => Request::Link {
