@@ -486,6 +486,31 @@ fn cluster_with_grace(grace: Duration) -> TestCluster {
     })
 }
 
+/// Two mounts of a cluster whose manager's grace is `grace`, and a process holding an
+/// exclusive lock of bytes 0..10 of `db` through the first. Fields drop in order: the
+/// holder before the mounts, the mounts before the cluster.
+struct Held {
+    holder: Holder,
+    b: Mount,
+    a: Mount,
+    cluster: TestCluster,
+}
+
+fn held_with_grace(grace: Duration) -> Held {
+    let cluster = cluster_with_grace(grace);
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    std::fs::write(a.join("db"), [0u8; 100]).unwrap();
+    let holder = Holder::start(&a.join("db"));
+    assert_eq!(holder.step(b'l'), 0);
+    Held {
+        holder,
+        b,
+        a,
+        cluster,
+    }
+}
+
 /// Through `path` (another mount's), in a child process: F_SETLK of an exclusive lock
 /// of bytes 5..6, then F_GETLK of the whole file: [setlk's errno, getlk's errno, type,
 /// start, len, pid].
@@ -517,12 +542,12 @@ fn contend(path: &Path) -> Vec<i64> {
 #[test]
 fn a_lock_held_across_a_manager_restart_is_reclaimed_and_still_excludes() {
     let grace = Duration::from_secs(5);
-    let cluster = cluster_with_grace(grace);
-    let a = Mount::new(&cluster);
-    let b = Mount::new(&cluster);
-    std::fs::write(a.join("db"), [0u8; 100]).unwrap();
-    let holder = Holder::start(&a.join("db"));
-    assert_eq!(holder.step(b'l'), 0);
+    let Held {
+        holder,
+        b,
+        a,
+        cluster,
+    } = &held_with_grace(grace);
     let refused_as_held = vec![
         libc::EAGAIN as i64,
         0,
@@ -576,12 +601,12 @@ fn a_lock_held_across_a_manager_restart_is_reclaimed_and_still_excludes() {
 #[test]
 fn a_lock_lost_to_a_late_reclaim_fails_its_holders_io_with_eio() {
     let grace = Duration::from_secs(2);
-    let cluster = cluster_with_grace(grace);
-    let a = Mount::new(&cluster);
-    let b = Mount::new(&cluster);
-    std::fs::write(a.join("db"), [0u8; 100]).unwrap();
-    let holder = Holder::start(&a.join("db"));
-    assert_eq!(holder.step(b'l'), 0);
+    let Held {
+        holder,
+        b,
+        a,
+        cluster,
+    } = &held_with_grace(grace);
     let daemon = a.pid() as i32;
     // SAFETY: stopping (and below resuming) the mount daemon this test started.
     unsafe { libc::kill(daemon, libc::SIGSTOP) };
