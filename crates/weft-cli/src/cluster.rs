@@ -62,6 +62,8 @@ pub struct UpOptions {
     pub capabilities: bool,
     /// The description's `capability_lifetime_ms`.
     pub capability_lifetime_ms: Option<u64>,
+    /// The description's `lock_grace_ms`.
+    pub lock_grace_ms: Option<u64>,
     /// Each server in its own network namespace behind a shaped link (see `netemu`).
     pub network: Option<weft_config::netemu::NetworkSpec>,
     /// The options given on the command line (long names, `io-servers` for `--io`):
@@ -128,6 +130,7 @@ fn unappliable(options: &UpOptions, config: &ClusterConfig) -> Vec<String> {
                 num(options.capability_lifetime_ms),
                 num(config.capability_lifetime_ms),
             ),
+            "lock-grace-ms" => (num(options.lock_grace_ms), num(config.lock_grace_ms)),
             _ => continue,
         };
         if asked != has {
@@ -463,6 +466,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             munge_socket: None,
             capabilities: options.capabilities,
             capability_lifetime_ms: options.capability_lifetime_ms,
+            lock_grace_ms: options.lock_grace_ms,
             capability_key_file: Some(weft_config::CAPABILITY_KEY_FILE_NAME.into()),
             cache: options.cache_settings.clone(),
             name: "weft".into(),

@@ -209,6 +209,11 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// missed its revocation. Default 60000.
         #[arg(long, value_name = "MS", value_parser = parse_capability_lifetime_arg)]
         capability_lifetime_ms: Option<u64>,
+        /// The metadata manager's grace after a restart (milliseconds, at most 600000):
+        /// for this long it grants only the locks mounts held before and reclaim (see
+        /// `weftd --lock-grace-ms`); other lock requests wait for it. Default 10000.
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::LOCK_GRACE_MS_MAX))]
+        lock_grace_ms: Option<u64>,
         /// Memory of each cache manager (K, M, G suffixes; 1M to 1T), default 512M.
         #[arg(long, value_name = "BYTES", value_parser = parse_cache_memory_arg)]
         cache_memory: Option<u64>,
@@ -532,6 +537,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             identity,
             insecure_no_capabilities,
             capability_lifetime_ms,
+            lock_grace_ms,
             emulate_network,
             tie_to_stdin,
         } => {
@@ -555,6 +561,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
                 identity,
                 capabilities: !insecure_no_capabilities,
                 capability_lifetime_ms,
+                lock_grace_ms,
                 network: emulate_network,
                 given: given.to_vec(),
                 tie_to_stdin,

@@ -10,8 +10,8 @@ use std::sync::{Arc, OnceLock};
 use weft_layout::{InodeId, LayoutRequest, ServerId};
 use weft_proto::msg::{Request, Response, XattrSet, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::{
-    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, HeldLock, IoServer, IoStatfs, LockKind,
-    MetaStatfs, Name, ObjStamped, PathStep, SetAttr, Striping,
+    Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, HeldLock, IoServer, IoStatfs, LockRequest,
+    LockState, MetaStatfs, Name, ObjStamped, PathStep, SetAttr, Striping,
 };
 use weft_rpc::{ClientAuth, ConnectionPool, Timeouts};
 
@@ -80,6 +80,15 @@ impl Inner {
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
+}
+
+/// F_GETLK's answer (`Client::file_lock_test`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockTest {
+    /// The first conflicting lock, if any.
+    Holder(Option<HeldLock>),
+    /// The manager's grace after a restart holds the question back: ask again.
+    Grace(LockState),
 }
 
 /// How to create a file.
@@ -1214,58 +1223,63 @@ impl Client {
         self.done(Request::RenewSession { session }, "session")
     }
 
-    /// Takes, changes or drops (`kind`) the cluster-wide lock of mount session
-    /// `session`'s lock owner `owner` on bytes `[start, end]` (inclusive) of `inode`
-    /// (see the manager's `file_locks`). A conflicting lock of another owner refuses it
-    /// with `Busy`; to wait, ask again.
-    #[allow(clippy::too_many_arguments)]
-    pub fn file_lock(
-        &self,
-        session: u64,
-        owner: u64,
-        inode: InodeId,
-        pid: u32,
-        kind: LockKind,
-        start: u64,
-        end: u64,
-    ) -> Result<(), ClientError> {
-        let request = Request::FileLock {
-            session,
-            owner,
-            inode,
-            pid,
-            kind,
-            start,
-            end,
-        };
-        self.done(request, &format!("lock of inode {inode}"))
+    /// Takes, changes or drops the cluster-wide lock `request` asks for (see the
+    /// manager's `file_locks`). A conflicting lock of another owner refuses it with
+    /// `Busy`; to wait, ask again. `Some`: the manager's grace after its restart held
+    /// it back (not granted; its incarnation and grace left): ask again.
+    pub fn file_lock(&self, request: &LockRequest) -> Result<Option<LockState>, ClientError> {
+        match self
+            .inner
+            .meta(&Request::FileLock(*request))
+            .map_err(|e| e.context(&format!("lock of inode {}", request.inode)))?
+        {
+            Response::Done => Ok(None),
+            Response::LockState(state) => Ok(Some(state)),
+            other => Err(unexpected(&other)),
+        }
     }
 
-    /// The first lock of another owner that would refuse `file_lock` with `kind` on
-    /// `[start, end]` of `inode` (F_GETLK), if any.
-    pub fn file_lock_test(
-        &self,
-        session: u64,
-        owner: u64,
-        inode: InodeId,
-        kind: LockKind,
-        start: u64,
-        end: u64,
-    ) -> Result<Option<HeldLock>, ClientError> {
-        let request = Request::FileLockTest {
-            session,
-            owner,
-            inode,
-            kind,
-            start,
-            end,
-        };
+    /// Takes again, during the manager's grace after its restart, a lock this mount
+    /// held before it; refused (`Busy`, `Stale`) when the lock is lost.
+    pub fn file_lock_reclaim(&self, request: &LockRequest) -> Result<LockState, ClientError> {
+        self.lock_state(Request::FileLockReclaim(*request), request.inode)
+    }
+
+    /// Tells the manager that mount session `session`, which holds locks, is alive;
+    /// answers its incarnation (changed: it restarted, reclaim) and grace.
+    pub fn lock_session(&self, session: u64) -> Result<LockState, ClientError> {
+        match self
+            .inner
+            .meta(&Request::LockSession { session })
+            .map_err(|e| e.context("lock session"))?
+        {
+            Response::LockState(state) => Ok(state),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn lock_state(&self, request: Request, inode: InodeId) -> Result<LockState, ClientError> {
         match self
             .inner
             .meta(&request)
             .map_err(|e| e.context(&format!("lock of inode {inode}")))?
         {
-            Response::LockHolder(holder) => Ok(holder),
+            Response::LockState(state) => Ok(state),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The first lock of another owner that would refuse `file_lock(request)` (F_GETLK),
+    /// if any; during the manager's grace, when no reclaimed lock does,
+    /// `LockTest::Grace` (ask again).
+    pub fn file_lock_test(&self, request: &LockRequest) -> Result<LockTest, ClientError> {
+        match self
+            .inner
+            .meta(&Request::FileLockTest(*request))
+            .map_err(|e| e.context(&format!("lock of inode {}", request.inode)))?
+        {
+            Response::LockHolder(holder) => Ok(LockTest::Holder(holder)),
+            Response::LockState(state) => Ok(LockTest::Grace(state)),
             other => Err(unexpected(&other)),
         }
     }

@@ -32,7 +32,9 @@ pub mod trace;
 mod view_io;
 
 pub use cache_route::{aligned_count, managers_of, JOB_DELEGATE_ID_BASE};
-pub use client::{Client, CreateOptions, DataStamp, FsStats, Made, OpenOptions, PartialSizes, SizeOf};
+pub use client::{
+    Client, CreateOptions, DataStamp, FsStats, LockTest, Made, OpenOptions, PartialSizes, SizeOf,
+};
 pub use drive::{transfer_threads_started, THREADED_CALL_BYTES_MIN, TRANSFER_THREADS_MAX};
 pub use error::ClientError;
 pub use extent_lock::{ranges_per_server, ExtentLock};

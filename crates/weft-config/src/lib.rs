@@ -240,6 +240,11 @@ pub struct ClusterConfig {
     /// revocation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capability_lifetime_ms: Option<u64>,
+    /// The metadata manager's grace after a restart, in milliseconds, during which it
+    /// grants only reclaims of the locks mounts held (default
+    /// `weft_proto::LOCK_GRACE_DEFAULT`, 10000; 0: none, restarts lose locks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_grace_ms: Option<u64>,
     /// The servers' own key that capabilities are signed with, relative to the
     /// description's directory; copied to server machines only. Without one,
     /// capabilities are signed with a key derived from the cluster key, which every
@@ -263,6 +268,9 @@ impl CacheSettings {
         *self == CacheSettings::default()
     }
 }
+
+/// The longest grace for lock reclaims a manager may be given (`lock_grace_ms`).
+pub const LOCK_GRACE_MS_MAX: u64 = 600_000;
 
 impl ClusterConfig {
     pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
@@ -326,6 +334,13 @@ impl ClusterConfig {
             }
             if !s.addr.contains(':') {
                 return Err(format!("server {} address {:?} must be host:port", s.id, s.addr));
+            }
+        }
+        if let Some(ms) = self.lock_grace_ms {
+            if ms > LOCK_GRACE_MS_MAX {
+                return Err(format!(
+                    "lock_grace_ms = {ms}: expected at most {LOCK_GRACE_MS_MAX} (10 minutes)"
+                ));
             }
         }
         if let Some(ms) = self.capability_lifetime_ms {
@@ -557,6 +572,7 @@ mod tests {
             munge_socket: None,
             capabilities: true,
             capability_lifetime_ms: None,
+            lock_grace_ms: None,
             capability_key_file: None,
             name: "t".into(),
             stripe_size: 4096,
@@ -688,6 +704,7 @@ mod tests {
             munge_socket: None,
             capabilities: true,
             capability_lifetime_ms: None,
+            lock_grace_ms: None,
             capability_key_file: None,
             name: "t".into(),
             stripe_size: 4096,

@@ -10,7 +10,7 @@ use crate::creds::Clients;
 use crate::deferred::{Caller, Deferred};
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self, OpenInodes};
-use crate::locks::{self, Holders};
+use crate::locks::{self, Asked, Holders};
 use crate::names::{Names, Retries};
 use crate::parents::Parents;
 use crate::prefetch::Prefetch;
@@ -35,7 +35,7 @@ use weft_client::{
     Attr, Client, ClientError, CreateOptions, DataStamp, ErrorCode, File, FileKind, InodeId, Made, Name,
     PathStep, SetAttr, XattrSet,
 };
-use weft_proto::LockKind;
+use weft_proto::{LockKind, LockRequest, LOCK_RENEW_PERIOD};
 
 /// Largest read or write request the kernel sends (`max_write`, and readahead): 4 MiB,
 /// 1 MiB per io server of a default layout, where 1 MiB requests gave 0.2-0.3x the
@@ -97,6 +97,9 @@ pub(crate) struct OpenFile {
     /// changes what other clients see of the file. A descriptor opened for writing and
     /// never written (mdtest's read phase opens O_RDWR) changed nothing.
     pub(crate) changed: AtomicBool,
+    /// Locks lost by this mount before this open (`Holders::losses`): a later loss on
+    /// the file fails this descriptor's I/O.
+    pub(crate) losses_at_open: u64,
 }
 
 pub struct WeftFs {
@@ -202,67 +205,89 @@ fn lock_errno(e: &ClientError) -> Errno {
     }
 }
 
-/// Drops every lock of `owner` on `inode` (its close, or the mount's end); a failure
-/// is logged (the manager drops them when the session lapses).
+/// Drops every lock of `owner` on `inode` at the manager (its close, or the mount's
+/// end; `Holders::forget` dropped them here); a failure is logged (the manager drops
+/// them when the session lapses).
 fn unlock_all(client: &Client, session: u64, inode: InodeId, owner: u64) {
-    if let Err(e) = client.file_lock(session, owner, inode, 0, LockKind::Unlock, 0, u64::MAX) {
+    let unlock = LockRequest {
+        session,
+        owner,
+        inode,
+        pid: 0,
+        kind: LockKind::Unlock,
+        start: 0,
+        end: u64::MAX,
+    };
+    if let Err(e) = client.file_lock(&unlock) {
         eprintln!("weft-fuse: dropping the locks of owner {owner:#x} on inode {inode}: {e}");
+    }
+}
+
+/// Runs `task` on a waiting thread of its own if there is room (so that waiting locks
+/// do not hold the workers every other request needs), else here.
+fn on_waiting_thread(holders: &Arc<Holders>, task: impl FnOnce() + Send + 'static) {
+    if !holders.start_waiter() {
+        return task();
+    }
+    let ended = Arc::clone(holders);
+    let spawned = std::thread::Builder::new()
+        .name("weft-fuse-lock".into())
+        .spawn(move || {
+            task();
+            ended.end_waiter();
+        });
+    if let Err(e) = spawned {
+        // The reply went with the closure: fuser answers it with an error.
+        holders.end_waiter();
+        eprintln!("weft-fuse: no thread for a waiting lock ({e})");
     }
 }
 
 /// One F_SETLK/F_SETLKW: what it asks of the manager, and what a granted lock does here.
 struct LockTaker {
     client: Client,
-    session: u64,
-    file: InodeId,
-    owner: u64,
-    pid: u32,
-    kind: LockKind,
-    start: u64,
-    end: u64,
+    request: LockRequest,
+    /// F_SETLKW: wait while another's lock refuses it.
+    sleep: bool,
     holders: Arc<Holders>,
     notifier: Arc<OnceLock<Notifier>>,
     names: Arc<Names>,
 }
 
 impl LockTaker {
-    fn try_once(&self) -> Result<(), ClientError> {
-        self.client.file_lock(
-            self.session,
-            self.owner,
-            self.file,
-            self.pid,
-            self.kind,
-            self.start,
-            self.end,
-        )?;
-        self.holders.took(self.file, self.owner);
-        // What another client wrote before it let go of the lock is read from the io
-        // servers, not from pages this kernel cached earlier; and names it removed or
-        // made beside the file are looked up afresh.
-        if let Some(n) = self.notifier.get() {
-            let _ = n.inval_inode(INodeNo(self.file.0), 0, 0);
-            if let Some((dir, names)) = self.names.siblings_of(self.file, locks::SIBLINGS_DROPPED_MAX) {
-                for name in names {
-                    let _ = n.inval_entry(INodeNo(dir.0), OsStr::from_bytes(name.as_bytes()));
+    fn try_once(&self) -> Result<Asked<()>, ClientError> {
+        let asked = self.holders.apply(&self.client, &self.request)?;
+        if matches!(asked, Asked::Answered(())) && self.request.kind != LockKind::Unlock {
+            // What another client wrote before it let go of the lock is read from the
+            // io servers, not from pages this kernel cached earlier; and names it
+            // removed or made beside the file are looked up afresh.
+            let file = self.request.inode;
+            if let Some(n) = self.notifier.get() {
+                let _ = n.inval_inode(INodeNo(file.0), 0, 0);
+                if let Some((dir, names)) = self.names.siblings_of(file, locks::SIBLINGS_DROPPED_MAX) {
+                    for name in names {
+                        let _ = n.inval_entry(INodeNo(dir.0), OsStr::from_bytes(name.as_bytes()));
+                    }
                 }
             }
         }
-        Ok(())
+        Ok(asked)
     }
 
-    /// Asks until the lock is granted, refused otherwise, or the process is gone.
+    /// Asks until the lock is granted, refused (F_SETLK, or an error), or the process
+    /// is gone. The manager's grace after a restart is waited out either way.
     fn wait(self, reply: ReplyEmpty) {
         let mut tries = 0u32;
         loop {
             std::thread::sleep(locks::pause(tries));
             tries = tries.saturating_add(1);
-            if !locks::process_alive(self.pid) {
+            if !locks::process_alive(self.request.pid) {
                 return reply.error(Errno::EINTR);
             }
             match self.try_once() {
-                Ok(()) => return reply.ok(),
-                Err(e) if e.code() == ErrorCode::Busy => continue,
+                Ok(Asked::Answered(())) => return reply.ok(),
+                Ok(Asked::Grace) => continue,
+                Err(e) if e.code() == ErrorCode::Busy && self.sleep => continue,
                 Err(e) => return reply.error(lock_errno(&e)),
             }
         }
@@ -271,6 +296,7 @@ impl LockTaker {
 
 impl WeftFs {
     pub fn new(client: Client, cache: CacheOptions, notifier: Arc<OnceLock<Notifier>>) -> WeftFs {
+        let session = kept::new_session();
         WeftFs {
             cluster_xattr: xattr::cluster_value(client.meta_addr()),
             clients: Clients::new(client),
@@ -281,7 +307,7 @@ impl WeftFs {
             attrs: Mutex::new(HashMap::new()),
             last_found: Mutex::new(HashMap::new()),
             open_inodes: Arc::new(OpenInodes::default()),
-            session: kept::new_session(),
+            session,
             names: Arc::new(Names::default()),
             retries: Retries::default(),
             walks: Walks::new(cache.walk_window),
@@ -292,7 +318,7 @@ impl WeftFs {
             deferred: Deferred::default(),
             prefetch: Prefetch::default(),
             parents: Parents::new(cache.attr_ttl),
-            lock_holders: Arc::new(Holders::default()),
+            lock_holders: Arc::new(Holders::new(session)),
         }
     }
 
@@ -303,13 +329,21 @@ impl WeftFs {
         let holders = Arc::downgrade(&self.lock_holders);
         let spawned = std::thread::Builder::new()
             .name("weft-fuse-session".into())
-            .spawn(move || loop {
-                std::thread::sleep(kept::SESSION_RENEW_PERIOD);
-                let Some(open) = open.upgrade() else { return };
-                let locking = holders.upgrade().is_some_and(|h| h.any());
-                if open.any_kept() || locking {
-                    if let Err(e) = client.renew_session(session) {
-                        eprintln!("weft-fuse: renewing the session: {e}");
+            .spawn(move || {
+                // Every LOCK_RENEW_PERIOD while locks are held (that also renews the
+                // session, and notices a restarted manager: see `locks`), else every
+                // SESSION_RENEW_PERIOD while files are kept.
+                let ticks = (kept::SESSION_RENEW_PERIOD.as_millis() / LOCK_RENEW_PERIOD.as_millis()).max(1);
+                for tick in 1u128.. {
+                    std::thread::sleep(LOCK_RENEW_PERIOD);
+                    let Some(open) = open.upgrade() else { return };
+                    let Some(holders) = holders.upgrade() else { return };
+                    if holders.any() {
+                        holders.renew(&client);
+                    } else if tick % ticks == 0 && open.any_kept() {
+                        if let Err(e) = client.renew_session(session) {
+                            eprintln!("weft-fuse: renewing the session: {e}");
+                        }
                     }
                 }
             });
@@ -366,6 +400,23 @@ impl WeftFs {
         self.next_handle.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// EIO if this mount lost locks on `open`'s file since its open (a manager restart
+    /// it could not reclaim them from, see `locks`): the holder must not go on as if it
+    /// still held them.
+    fn locks_kept(&self, open: &OpenFile, what: &str) -> Result<(), Errno> {
+        let inode = open.file.inode();
+        match self
+            .lock_holders
+            .check(&self.clients.base(), inode, open.losses_at_open)
+        {
+            Ok(()) => Ok(()),
+            Err(()) => {
+                eprintln!("weft-fuse: {what} of inode {inode}: EIO, a lock on the file was lost while it was open (see above)");
+                Err(Errno::EIO)
+            }
+        }
+    }
+
     fn file(&self, fh: FileHandle) -> Result<Arc<OpenFile>, Errno> {
         self.files
             .read()
@@ -382,11 +433,13 @@ impl WeftFs {
         }
         let fh = self.new_handle();
         self.open_inodes.opened(file.inode());
+        let losses_at_open = self.lock_holders.losses();
         files.insert(
             fh,
             Arc::new(OpenFile {
                 file,
                 changed: AtomicBool::new(changed),
+                losses_at_open,
             }),
         );
         Ok(fh)
@@ -829,7 +882,10 @@ impl WeftFs {
     }
 
     fn do_read(&self, ino: INodeNo, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
-        let open = match self.file(fh) {
+        let open = match self
+            .file(fh)
+            .and_then(|open| self.locks_kept(&open, "read").map(|()| open))
+        {
             Ok(f) => f,
             Err(e) => return reply.error(e),
         };
@@ -1266,6 +1322,7 @@ impl Filesystem for WeftFs {
         reply: ReplyWrite,
     ) {
         let result = self.file(fh).and_then(|open| {
+            self.locks_kept(&open, "write")?;
             self.changed_through(inode(ino), &open);
             if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                 // The writer lacks CAP_FSETID: its write drops setuid/setgid (the kernel
@@ -1315,7 +1372,12 @@ impl Filesystem for WeftFs {
         let sent = open
             .as_ref()
             .map_err(|e| *e)
-            .and_then(|_| self.send_kept(inode(ino)));
+            .and_then(|_| self.send_kept(inode(ino)))
+            .and_then(|()| match &open {
+                // A descriptor whose locks were lost reports it at close too.
+                Ok(o) => self.locks_kept(o, "close"),
+                Err(_) => Ok(()),
+            });
         // A descriptor that changed nothing (open only for reading, or for writing and
         // never written) changed nothing whatever its close sent (bytes kept through
         // another descriptor, open here, whose own close follows); its close must not
@@ -1366,6 +1428,7 @@ impl Filesystem for WeftFs {
                 kept::release(&self.clients.base(), self.session, inode);
             }
             if !self.open_inodes.is_open(open.file.inode()) {
+                self.lock_holders.closed(open.file.inode());
                 self.behind.forget(open.file.inode());
                 self.deferred.closed(open.file.inode());
             }
@@ -1382,23 +1445,54 @@ impl Filesystem for WeftFs {
         start: u64,
         end: u64,
         typ: i32,
-        _pid: u32,
+        pid: u32,
         reply: ReplyLock,
     ) {
         let Some(kind) = lock_kind(typ) else {
             return reply.error(Errno::EINVAL);
         };
-        let asked =
-            self.clients
-                .base()
-                .file_lock_test(self.session, lock_owner.0, inode(ino), kind, start, end);
-        match asked {
-            Ok(Some(held)) => {
-                let typ = if held.write { libc::F_WRLCK } else { libc::F_RDLCK };
-                reply.locked(held.start, held.end, typ, held.pid)
+        let request = LockRequest {
+            session: self.session,
+            owner: lock_owner.0,
+            inode: inode(ino),
+            pid,
+            kind,
+            start,
+            end,
+        };
+        let (client, holders) = (self.clients.base(), Arc::clone(&self.lock_holders));
+        let answer = move |asked: Result<Asked<Option<weft_proto::HeldLock>>, ClientError>,
+                           reply: ReplyLock| {
+            match asked {
+                Ok(Asked::Answered(Some(held))) => {
+                    let typ = if held.write { libc::F_WRLCK } else { libc::F_RDLCK };
+                    reply.locked(held.start, held.end, typ, held.pid)
+                }
+                Ok(Asked::Answered(None)) => reply.locked(start, end, libc::F_UNLCK, 0),
+                Ok(Asked::Grace) => unreachable!("answered only once out of the grace"),
+                Err(e) => reply.error(lock_errno(&e)),
             }
-            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
-            Err(e) => reply.error(lock_errno(&e)),
+        };
+        match holders.test(&client, &request) {
+            Ok(Asked::Grace) => {
+                // The manager's grace after a restart: asked again until answered.
+                let waiting = Arc::clone(&holders);
+                on_waiting_thread(&waiting, move || {
+                    let mut tries = 0u32;
+                    loop {
+                        std::thread::sleep(locks::pause(tries));
+                        tries = tries.saturating_add(1);
+                        if !locks::process_alive(pid) {
+                            return reply.error(Errno::EINTR);
+                        }
+                        match holders.test(&client, &request) {
+                            Ok(Asked::Grace) => continue,
+                            asked => return answer(asked, reply),
+                        }
+                    }
+                });
+            }
+            asked => answer(asked, reply),
         }
     }
 
@@ -1418,53 +1512,37 @@ impl Filesystem for WeftFs {
         let Some(kind) = lock_kind(typ) else {
             return reply.error(Errno::EINVAL);
         };
-        let (file, owner) = (inode(ino), lock_owner.0);
-        let client = self.clients.base();
+        let file = inode(ino);
         if kind == LockKind::Unlock {
             // What the owner wrote under the lock reaches the io servers before another
             // client may take it.
             if let Err(e) = self.send_kept(file) {
                 return reply.error(e);
             }
-            return match client.file_lock(self.session, owner, file, pid, kind, start, end) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(lock_errno(&e)),
-            };
         }
         let taker = LockTaker {
-            client,
-            session: self.session,
-            file,
-            owner,
-            pid,
-            kind,
-            start,
-            end,
+            client: self.clients.base(),
+            request: LockRequest {
+                session: self.session,
+                owner: lock_owner.0,
+                inode: file,
+                pid,
+                kind,
+                start,
+                end,
+            },
+            sleep,
             holders: Arc::clone(&self.lock_holders),
             notifier: Arc::clone(&self.notifier),
             names: Arc::clone(&self.names),
         };
         match taker.try_once() {
-            Ok(()) => reply.ok(),
+            Ok(Asked::Answered(())) => reply.ok(),
+            // F_SETLKW waits while another's lock refuses it; either waits out the
+            // manager's grace after a restart (F_SETLK is answered after it, not early).
+            Ok(Asked::Grace) => on_waiting_thread(&self.lock_holders, move || taker.wait(reply)),
             Err(e) if e.code() == ErrorCode::Busy && sleep => {
-                // F_SETLKW: wait on a thread of its own, so that waiting locks do not
-                // hold the workers every other request needs.
-                if self.lock_holders.start_waiter() {
-                    let holders = Arc::clone(&self.lock_holders);
-                    let spawned =
-                        std::thread::Builder::new()
-                            .name("weft-fuse-lock".into())
-                            .spawn(move || {
-                                taker.wait(reply);
-                                holders.end_waiter();
-                            });
-                    if let Err(e) = spawned {
-                        self.lock_holders.end_waiter();
-                        eprintln!("weft-fuse: no thread for a waiting lock ({e})");
-                    }
-                } else {
-                    taker.wait(reply);
-                }
+                on_waiting_thread(&self.lock_holders, move || taker.wait(reply))
             }
             Err(e) => reply.error(lock_errno(&e)),
         }
@@ -1472,6 +1550,7 @@ impl Filesystem for WeftFs {
 
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         let result = self.file(fh).and_then(|open| {
+            self.locks_kept(&open, "fsync")?;
             self.behind.send(inode(ino))?;
             self.deferred.send(inode(ino))?;
             open.file.sync().map_err(|e| errno(&e, "fsync"))

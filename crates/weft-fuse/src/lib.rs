@@ -69,9 +69,11 @@
 //! Known differences from a local file system: a file removed by another client (or
 //! mount) is gone for descriptors open elsewhere once its data is purged (reads fail
 //! with ESTALE), as on PVFS; `stat` may show attributes up to `attr_ttl` old after
-//! another client changed them (opens never do); byte-range locks across mounts are not
-//! supported (locks are local to a mount, which is enough for MPI-IO on one node);
-//! rename with RENAME_NOREPLACE checks and renames in two steps.
+//! another client changed them (opens never do); `fcntl` and `flock` locks are
+//! cluster-wide, kept by the manager, and reclaimed after its restart during its grace,
+//! which holds other lock requests back until it ends; a lock that could not be
+//! reclaimed fails its holder's I/O on the file with EIO (see `locks`); rename with
+//! RENAME_NOREPLACE checks and renames in two steps.
 
 mod attr;
 mod behind;

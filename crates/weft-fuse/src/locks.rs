@@ -24,13 +24,27 @@
 //!   ends. Only owners that took a lock here send an unlock at close, so a close costs
 //!   no request otherwise. While any lock is held the mount renews its session, so the
 //!   manager drops the locks of a mount that died (after its lease).
+//! - Reclaim after a manager restart (the manager's `file_locks` has the other half):
+//!   the mount keeps a copy of its own locks (`Holders`, weft-proto's `LockTable`) and,
+//!   while it holds any, asks the manager's incarnation every `LOCK_RENEW_PERIOD`
+//!   (`LockSession`; every lock answer carries it too). A new incarnation: every lock
+//!   is sent again as a reclaim, during the manager's grace. A reclaim refused (another
+//!   mount's reclaim conflicts, or the grace is over) is a lost lock: logged, and every
+//!   read, write, fsync and close through descriptors of that file open at the loss
+//!   fails with EIO (as Linux NFS does), rather than let the holder write on believing
+//!   it holds the lock. I/O on a locked file whose locks were not confirmed for
+//!   `LOCKS_UNCONFIRMED_MAX` (this daemon was stopped, say) first asks the manager.
+//! - During the grace, a lock or F_GETLK the manager holds back is asked again (on a
+//!   waiting thread) until answered: F_SETLK answers after the grace, not early.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
-use weft_client::InodeId;
+use weft_client::{Client, ClientError, InodeId};
+use weft_proto::lock_table::{LockTable, Owner};
+use weft_proto::{LockKind, LockRequest, LockState, LOCK_RENEW_PERIOD};
 
 /// The shortest and longest pause between two tries of a waiting lock.
 pub const WAIT_PAUSE_MIN: Duration = Duration::from_millis(2);
@@ -39,45 +53,276 @@ pub const WAIT_PAUSE_MAX: Duration = Duration::from_millis(100);
 pub const WAITERS_MAX: usize = 256;
 /// Names beside a newly locked file whose cached entries the kernel is told to drop.
 pub const SIBLINGS_DROPPED_MAX: usize = 4096;
-/// (file, owner) pairs remembered as holding locks; past this a new pair is not
-/// remembered, and its locks go only when the mount ends or its session lapses.
-pub const HOLDERS_MAX: usize = 1 << 20;
+/// I/O on a file this mount holds locks on asks the manager first once the locks were
+/// last confirmed longer ago than this (the renewal thread confirms them every
+/// `LOCK_RENEW_PERIOD`; a daemon that was stopped, or a manager that did not answer,
+/// leaves them unconfirmed).
+pub const LOCKS_UNCONFIRMED_MAX: Duration = Duration::from_secs(3);
 
-/// The owners that took a lock through this mount.
-#[derive(Default)]
+/// This mount's locks (a copy of what the manager holds for its session, to reclaim
+/// after a manager restart) and the files whose locks were lost.
 pub struct Holders {
-    held: Mutex<HashSet<(InodeId, u64)>>,
+    session: u64,
+    table: Mutex<LockTable>,
+    /// Read by every lock request from its sending to its record in `table`, written by
+    /// a reclaim: a reclaim sees every lock granted so far.
+    order: RwLock<()>,
+    /// The manager incarnation that granted (or took back) the locks in `table`; 0:
+    /// none seen yet.
+    incarnation: AtomicU64,
+    /// When the manager last confirmed the locks (ms since `base`), and when this mount
+    /// last asked it from an I/O path.
+    confirmed_ms: AtomicU64,
+    asked_ms: AtomicU64,
+    base: Instant,
+    /// Held by each renewal for its whole course: I/O that finds the locks unconfirmed
+    /// waits for the one under way (the renewal thread's, right after this daemon was
+    /// stopped and resumed) rather than go on before its reclaim is done.
+    renewing: Mutex<()>,
+    /// Locks lost so far; each open file notes the count at its open.
+    losses: AtomicU64,
+    /// Files whose locks were lost -> the `losses` count of the last loss: descriptors
+    /// opened before it fail their I/O. Bounded by the locks held (`LOCKS_MAX`); a file's
+    /// entry goes at its last close here.
+    lost: Mutex<HashMap<InodeId, u64>>,
     waiters: AtomicUsize,
 }
 
+/// What one try of a lock request got.
+pub enum Asked<T> {
+    Answered(T),
+    /// The manager's grace after its restart holds it back: ask again.
+    Grace,
+}
+
 impl Holders {
-    /// `owner` took a lock on `inode`.
-    pub fn took(&self, inode: InodeId, owner: u64) {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if held.len() < HOLDERS_MAX {
-            held.insert((inode, owner));
+    pub fn new(session: u64) -> Holders {
+        Holders {
+            session,
+            table: Mutex::default(),
+            order: RwLock::default(),
+            incarnation: AtomicU64::new(0),
+            confirmed_ms: AtomicU64::new(0),
+            asked_ms: AtomicU64::new(0),
+            base: Instant::now(),
+            renewing: Mutex::new(()),
+            losses: AtomicU64::new(0),
+            lost: Mutex::default(),
+            waiters: AtomicUsize::new(0),
         }
     }
 
-    /// Forgets `owner`'s locks on `inode`; true if it had taken any here.
+    fn table(&self) -> std::sync::MutexGuard<'_, LockTable> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn ordered(&self) -> RwLockReadGuard<'_, ()> {
+        self.order.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.base.elapsed().as_millis() as u64
+    }
+
+    /// `request` of this mount's session, sent to the manager and, if granted or an
+    /// unlock, recorded here. A reclaim runs first if the answer shows a restart.
+    pub fn apply(&self, client: &Client, request: &LockRequest) -> Result<Asked<()>, ClientError> {
+        debug_assert_eq!(request.session, self.session);
+        if self.incarnation.load(Ordering::SeqCst) == 0 && request.kind != LockKind::Unlock {
+            // The incarnation that grants the first lock must be known before: a
+            // restart right after it would otherwise go unnoticed. (A restart between
+            // the two is harmless: the lock is then held back, or granted by the new
+            // manager and reclaimed from it again, which it grants.)
+            self.renew(client);
+        }
+        let held_back = {
+            let _order = self.ordered();
+            let held_back = client.file_lock(request)?;
+            if held_back.is_none() {
+                // Cannot be refused: the manager's table held this lock for the same
+                // owner under the same rules and bounds.
+                let _ = self.table().set(request);
+            }
+            held_back
+        };
+        match held_back {
+            None => Ok(Asked::Answered(())),
+            Some(state) => {
+                self.saw(client, state);
+                Ok(Asked::Grace)
+            }
+        }
+    }
+
+    /// F_GETLK: the first conflicting lock, if any.
+    pub fn test(
+        &self,
+        client: &Client,
+        request: &LockRequest,
+    ) -> Result<Asked<Option<weft_proto::HeldLock>>, ClientError> {
+        match client.file_lock_test(request)? {
+            weft_client::LockTest::Holder(holder) => Ok(Asked::Answered(holder)),
+            weft_client::LockTest::Grace(state) => {
+                self.saw(client, state);
+                Ok(Asked::Grace)
+            }
+        }
+    }
+
+    /// Forgets `owner`'s locks on `inode` here; true if it held any (then the caller
+    /// drops them at the manager).
     pub fn forget(&self, inode: InodeId, owner: u64) -> bool {
-        self.held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(inode, owner))
+        let _order = self.ordered();
+        self.table().drop_owner(
+            inode,
+            Owner {
+                session: self.session,
+                owner,
+            },
+        )
     }
 
     /// Every (file, owner) holding locks, forgotten.
     pub fn drain(&self) -> Vec<(InodeId, u64)> {
-        self.held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .collect()
+        let _order = self.ordered();
+        let mut table = self.table();
+        let mut held: Vec<(InodeId, u64)> = table.requests().iter().map(|r| (r.inode, r.owner)).collect();
+        held.sort_unstable_by_key(|&(inode, owner)| (inode.0, owner));
+        held.dedup();
+        *table = LockTable::default();
+        held
     }
 
     pub fn any(&self) -> bool {
-        !self.held.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+        self.table().held() > 0
+    }
+
+    /// Tells the manager this session is alive and checks its incarnation, reclaiming
+    /// if it restarted (the renewal thread's, every `LOCK_RENEW_PERIOD`).
+    pub fn renew(&self, client: &Client) {
+        let _one = self.renewing.lock().unwrap_or_else(|p| p.into_inner());
+        self.renew_now(client);
+    }
+
+    fn renew_now(&self, client: &Client) {
+        self.asked_ms.store(self.now_ms(), Ordering::Relaxed);
+        // Once more on a transport failure: the first call after a manager restart may
+        // go out on the dead connection, which the pool replaces only then.
+        let asked = match client.lock_session(self.session) {
+            Err(ClientError::Transport(_)) => client.lock_session(self.session),
+            other => other,
+        };
+        match asked {
+            Ok(state) => self.saw(client, state),
+            Err(e) => eprintln!("weft-fuse: renewing the lock session with the metadata manager: {e}"),
+        }
+    }
+
+    /// Before I/O on `inode`: if this mount holds locks on it that were not confirmed
+    /// lately (at most once per `LOCK_RENEW_PERIOD`), asks the manager now; then
+    /// whether descriptor state `opened_at` (its `losses()` at open) lost its locks.
+    pub fn check(&self, client: &Client, inode: InodeId, opened_at: u64) -> Result<(), ()> {
+        let stale = |at: &AtomicU64| self.now_ms().saturating_sub(at.load(Ordering::Relaxed));
+        let unconfirmed = || stale(&self.confirmed_ms) > LOCKS_UNCONFIRMED_MAX.as_millis() as u64;
+        if unconfirmed() && self.table().on(inode) {
+            let _one = self.renewing.lock().unwrap_or_else(|p| p.into_inner());
+            if unconfirmed() && stale(&self.asked_ms) > LOCK_RENEW_PERIOD.as_millis() as u64 {
+                self.renew_now(client);
+            }
+        }
+        if self.losses.load(Ordering::Relaxed) == opened_at {
+            return Ok(());
+        }
+        let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        match lost.get(&inode) {
+            Some(&at) if at > opened_at => Err(()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The count of losses so far (an open file notes it).
+    pub fn losses(&self) -> u64 {
+        self.losses.load(Ordering::Relaxed)
+    }
+
+    /// `inode` has no open descriptor here any more: its lost mark goes.
+    pub fn closed(&self, inode: InodeId) {
+        if self.losses.load(Ordering::Relaxed) > 0 {
+            self.lost.lock().unwrap_or_else(|p| p.into_inner()).remove(&inode);
+        }
+    }
+
+    /// The manager answered `state`: if another incarnation than the one that granted
+    /// the locks here, it restarted and they are reclaimed.
+    fn saw(&self, client: &Client, state: LockState) {
+        let known = self.incarnation.load(Ordering::SeqCst);
+        if known == state.incarnation
+            || (known == 0
+                && self
+                    .incarnation
+                    .compare_exchange(0, state.incarnation, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok())
+        {
+            self.confirmed_ms.store(self.now_ms(), Ordering::Relaxed);
+            return;
+        }
+        self.reclaim(client, state.incarnation);
+    }
+
+    /// Sends every lock held here again as a reclaim to manager `incarnation`; a refused
+    /// one is lost. A transport failure leaves the rest for the next renewal.
+    fn reclaim(&self, client: &Client, incarnation: u64) {
+        let _order = self.order.write().unwrap_or_else(|p| p.into_inner());
+        let known = self.incarnation.load(Ordering::SeqCst);
+        if known == incarnation {
+            return; // another thread reclaimed meanwhile
+        }
+        let requests = self.table().requests();
+        eprintln!(
+            "weft-fuse: the metadata manager restarted (incarnation {known:#x} is now {incarnation:#x}): reclaiming {} locks",
+            requests.len()
+        );
+        let mut lost = 0usize;
+        for request in &requests {
+            match client.file_lock_reclaim(request) {
+                Ok(state) if state.incarnation == incarnation => {}
+                Ok(_) => {
+                    eprintln!("weft-fuse: the metadata manager restarted again while this mount reclaimed its locks; reclaiming from the start");
+                    return;
+                }
+                Err(ClientError::Refused { code, message }) => {
+                    lost += 1;
+                    let _ = self.table().set(&LockRequest {
+                        kind: LockKind::Unlock,
+                        ..*request
+                    });
+                    let at = self.losses.fetch_add(1, Ordering::SeqCst) + 1;
+                    self.lost
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(request.inode, at);
+                    eprintln!(
+                        "weft-fuse: LOST LOCK: {} lock of bytes {}..={} of inode {} (process {}) could not be reclaimed after the metadata manager restarted ({code:?}: {message}); reads, writes, fsyncs and closes of that file through descriptors open now fail with EIO",
+                        if request.kind == LockKind::Write { "exclusive" } else { "shared" },
+                        request.start,
+                        request.end,
+                        request.inode,
+                        request.pid,
+                    );
+                }
+                Err(e) => {
+                    eprintln!("weft-fuse: reclaiming locks from the restarted metadata manager: {e}; trying again at the next renewal");
+                    return;
+                }
+            }
+        }
+        self.incarnation.store(incarnation, Ordering::SeqCst);
+        self.confirmed_ms.store(self.now_ms(), Ordering::Relaxed);
+        eprintln!(
+            "weft-fuse: reclaimed {} of {} locks from the restarted metadata manager",
+            requests.len() - lost,
+            requests.len()
+        );
     }
 
     /// A place for one more waiting thread, if there is room.
@@ -155,22 +400,12 @@ mod tests {
 
     #[test]
     fn waiters_are_bounded() {
-        let holders = Holders::default();
+        let holders = Holders::new(1);
         for _ in 0..WAITERS_MAX {
             assert!(holders.start_waiter());
         }
         assert!(!holders.start_waiter());
         holders.end_waiter();
         assert!(holders.start_waiter());
-    }
-
-    #[test]
-    fn holders_are_forgotten_once() {
-        let holders = Holders::default();
-        holders.took(InodeId(3), 7);
-        assert!(holders.any());
-        assert!(holders.forget(InodeId(3), 7));
-        assert!(!holders.forget(InodeId(3), 7));
-        assert!(!holders.any());
     }
 }

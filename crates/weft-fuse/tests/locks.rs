@@ -1,7 +1,9 @@
 //! fcntl and flock locks hold across mounts of one cluster, as they hold across
 //! processes on one machine (the manager keeps them). Each case runs the same steps on a
 //! local directory in the same test and expects the same outcome; the processes that
-//! contend are separate (forked, or `flock(1)`), as locks are per process.
+//! contend are separate (forked, or `flock(1)`), as locks are per process. The last
+//! cases restart the manager (kill -9) under held locks: the mounts reclaim them during
+//! its grace, and a lock lost is an EIO to its holder, never a silent loss.
 
 mod common;
 
@@ -11,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use weft_testkit::TestCluster;
+use weft_testkit::{ClusterOptions, TestCluster};
 
 fn cpath(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).unwrap()
@@ -82,8 +84,11 @@ fn in_child(child: impl FnOnce() -> Vec<i64>) -> Vec<i64> {
 }
 
 fn open_rw(path: &CString) -> i32 {
+    // Close-on-exec: a server that `weft up` starts (a manager restarted under a held
+    // lock) must not inherit a descriptor of a file on a mount, whose close at its
+    // exit would wait for that mount's daemon.
     // SAFETY: a valid C string.
-    unsafe { libc::open(path.as_ptr(), libc::O_RDWR) }
+    unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) }
 }
 
 /// The fcntl steps, with `holder_path` and `other_path` naming one file (through two
@@ -387,4 +392,246 @@ fn a_waiter_killed_while_waiting_ends_before_the_lock_is_free() {
         std::thread::sleep(Duration::from_millis(20));
     }
     end_holder(holder);
+}
+
+/// A child process that opens one file itself (so that no process the test starts
+/// later inherits its descriptor: closing a copy of it, as an exec does, would wait
+/// for a stopped mount daemon) and does what it is told, one byte a step.
+struct Holder {
+    pid: i32,
+    ask: i32,
+    answer: i32,
+}
+
+impl Holder {
+    /// Steps: `l` exclusive F_SETLK of bytes 0..10, `u` their F_UNLCK, `w` a one-byte
+    /// pwrite, `s` fsync, `c` close; each answers 0 or the errno. Any other byte ends
+    /// the child (a pipe's end is no signal: other tests' children hold copies of it).
+    fn start(path: &Path) -> Holder {
+        let path = cpath(path);
+        let (mut asks, mut answers) = ([0i32; 2], [0i32; 2]);
+        // SAFETY: two pipes into arrays of two.
+        assert_eq!(unsafe { libc::pipe(asks.as_mut_ptr()) }, 0);
+        assert_eq!(unsafe { libc::pipe(answers.as_mut_ptr()) }, 0);
+        // SAFETY: the child makes only async-signal-safe calls and ends with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let fd = open_rw(&path);
+            let mut step = [0u8; 1];
+            // SAFETY: our own descriptors and buffers; _exit leaves without unwinding.
+            unsafe {
+                libc::close(asks[1]);
+                libc::close(answers[0]);
+                while libc::read(asks[0], step.as_mut_ptr().cast(), 1) == 1 {
+                    let done = match step[0] {
+                        b'l' => libc::fcntl(fd, libc::F_SETLK, &flock_struct(libc::F_WRLCK, 0, 10)),
+                        b'u' => libc::fcntl(fd, libc::F_SETLK, &flock_struct(libc::F_UNLCK, 0, 10)),
+                        b'w' => libc::pwrite(fd, b"x".as_ptr().cast(), 1, 0) as i32 - 1,
+                        b's' => libc::fsync(fd),
+                        b'c' => libc::close(fd),
+                        _ => libc::_exit(0),
+                    };
+                    let result: i64 = if done == 0 {
+                        0
+                    } else {
+                        *libc::__errno_location() as i64
+                    };
+                    libc::write(answers[1], result.to_le_bytes().as_ptr().cast(), 8);
+                }
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: closing the child's ends.
+        unsafe {
+            libc::close(asks[0]);
+            libc::close(answers[1]);
+        }
+        Holder {
+            pid,
+            ask: asks[1],
+            answer: answers[0],
+        }
+    }
+
+    fn step(&self, step: u8) -> i64 {
+        let mut result = [0u8; 8];
+        // SAFETY: our own pipe ends and buffers.
+        unsafe {
+            assert_eq!(libc::write(self.ask, [step].as_ptr().cast(), 1), 1);
+            assert_eq!(libc::read(self.answer, result.as_mut_ptr().cast(), 8), 8);
+        }
+        i64::from_le_bytes(result)
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let mut status = 0;
+        // SAFETY: telling our child to end, waiting for it; closing our pipe ends.
+        unsafe {
+            libc::write(self.ask, b"q".as_ptr().cast(), 1);
+            libc::close(self.ask);
+            libc::close(self.answer);
+            libc::waitpid(self.pid, &mut status, 0);
+        }
+    }
+}
+
+/// A cluster whose manager's grace after a restart is `grace`.
+fn cluster_with_grace(grace: Duration) -> TestCluster {
+    TestCluster::start_with(&ClusterOptions {
+        extra: vec!["--lock-grace-ms".into(), grace.as_millis().to_string()],
+        ..Default::default()
+    })
+}
+
+/// Two mounts of a cluster whose manager's grace is `grace`, and a process holding an
+/// exclusive lock of bytes 0..10 of `db` through the first. Fields drop in order: the
+/// holder before the mounts, the mounts before the cluster.
+struct Held {
+    holder: Holder,
+    b: Mount,
+    a: Mount,
+    cluster: TestCluster,
+}
+
+fn held_with_grace(grace: Duration) -> Held {
+    let cluster = cluster_with_grace(grace);
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    std::fs::write(a.join("db"), [0u8; 100]).unwrap();
+    let holder = Holder::start(&a.join("db"));
+    assert_eq!(holder.step(b'l'), 0);
+    Held {
+        holder,
+        b,
+        a,
+        cluster,
+    }
+}
+
+/// Through `path` (another mount's), in a child process: F_SETLK of an exclusive lock
+/// of bytes 5..6, then F_GETLK of the whole file: [setlk's errno, getlk's errno, type,
+/// start, len, pid].
+fn contend(path: &Path) -> Vec<i64> {
+    let path = cpath(path);
+    in_child(move || {
+        let fd = open_rw(&path);
+        let refused = fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_WRLCK, 5, 1)) as i64;
+        let mut probe = flock_struct(libc::F_WRLCK, 0, 0);
+        let tested = fcntl_lock(fd, libc::F_GETLK, &mut probe) as i64;
+        vec![
+            refused,
+            tested,
+            probe.l_type as i64,
+            probe.l_start,
+            probe.l_len,
+            probe.l_pid as i64,
+        ]
+    })
+}
+
+/// Regression (silent loss of exclusion): a manager restart dropped every lock without
+/// telling the holders, so a process on another mount was granted a lock a process on
+/// the first still held and wrote under (two SQLite writers then corrupt their
+/// database). Now mount A reclaims its lock during the restarted manager's grace: B
+/// is refused during the grace and after it, F_GETLK names A's process, a lock no
+/// reclaim conflicts with waits for the grace's end, and B gets A's range once A
+/// unlocks.
+#[test]
+fn a_lock_held_across_a_manager_restart_is_reclaimed_and_still_excludes() {
+    let grace = Duration::from_secs(5);
+    let Held {
+        holder,
+        b,
+        a,
+        cluster,
+    } = &held_with_grace(grace);
+    let refused_as_held = vec![
+        libc::EAGAIN as i64,
+        0,
+        libc::F_WRLCK as i64,
+        0,
+        10,
+        holder.pid as i64,
+    ];
+    cluster.kill9(0);
+    cluster.restart();
+    let restarted = Instant::now();
+    // During the grace: refused at once A has reclaimed (within about a second).
+    assert_eq!(contend(&b.join("db")), refused_as_held, "during the grace");
+    let answered = restarted.elapsed();
+    assert!(
+        answered < grace,
+        "B's lock was answered only after {answered:?}, not from A's reclaimed lock during the grace"
+    );
+    // A lock nothing reclaimed refuses waits for the grace to end (another mount's lock
+    // of those bytes might yet be reclaimed), then is granted.
+    let beside = cpath(&b.join("db"));
+    let granted = in_child(move || {
+        let fd = open_rw(&beside);
+        vec![fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_WRLCK, 50, 1)) as i64]
+    });
+    let waited = restarted.elapsed();
+    assert_eq!(granted, vec![0]);
+    assert!(
+        waited > grace / 2,
+        "a lock during the grace was granted after {waited:?}, before the grace ended"
+    );
+    eprintln!("first lock after the restart granted {waited:?} after `weft up` returned (grace {grace:?})");
+    // After the grace: still A's.
+    assert_eq!(contend(&b.join("db")), refused_as_held, "after the grace");
+    assert!(
+        a.log_text().contains("reclaimed 1 of 1 locks"),
+        "mount A's log:\n{}",
+        a.log_text()
+    );
+    // A lets go: B gets it.
+    assert_eq!(holder.step(b'u'), 0);
+    let seen = contend(&b.join("db"));
+    assert_eq!(seen[0], 0, "B's lock after A's unlock: {seen:?}");
+}
+
+/// Regression (silent loss of exclusion): a mount that could not reclaim its lock in
+/// time (its daemon stopped past the restarted manager's grace) let its holder go on
+/// writing while another mount's process held the lock. Now the holder's next write,
+/// its fsync and its close fail with EIO, and the mount logs the lost lock; a new
+/// descriptor of the file works.
+#[test]
+fn a_lock_lost_to_a_late_reclaim_fails_its_holders_io_with_eio() {
+    let grace = Duration::from_secs(2);
+    let Held {
+        holder,
+        b,
+        a,
+        cluster,
+    } = &held_with_grace(grace);
+    let daemon = a.pid() as i32;
+    // SAFETY: stopping (and below resuming) the mount daemon this test started.
+    unsafe { libc::kill(daemon, libc::SIGSTOP) };
+    cluster.kill9(0);
+    cluster.restart();
+    std::thread::sleep(grace + Duration::from_secs(1));
+    // A never reclaimed: B is granted the lock A's process believes it holds.
+    let other = cpath(&b.join("db"));
+    let taken = in_child(move || {
+        let fd = open_rw(&other);
+        vec![fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_WRLCK, 0, 10)) as i64]
+    });
+    // SAFETY: as above.
+    unsafe { libc::kill(daemon, libc::SIGCONT) };
+    assert_eq!(taken, vec![0], "B's lock after the grace");
+    let eio = libc::EIO as i64;
+    assert_eq!(holder.step(b'w'), eio, "A's write under its lost lock");
+    assert_eq!(holder.step(b's'), eio, "A's fsync under its lost lock");
+    assert_eq!(holder.step(b'c'), eio, "A's close under its lost lock");
+    assert!(
+        a.log_text().contains("LOST LOCK"),
+        "mount A's log:\n{}",
+        a.log_text()
+    );
+    // A descriptor opened after the loss is not affected.
+    std::fs::write(a.join("db"), b"after").unwrap();
+    assert_eq!(std::fs::read(b.join("db")).unwrap(), b"after");
 }

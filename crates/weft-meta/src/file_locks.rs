@@ -1,48 +1,44 @@
 //! Cluster-wide byte-range locks (`fcntl` F_SETLK/F_SETLKW/F_GETLK, and `flock`, which
 //! mounts send as whole-file locks of the open file, as NFS does): the manager keeps
 //! them, so that processes on different mounts exclude each other as processes on one
-//! machine do.
+//! machine do. The rules are weft-proto's `lock_table`; this adds the grace after a
+//! restart, in the manner of NFS's:
 //!
-//! A lock belongs to an owner: a mount session (`weft mount`'s random id) and the lock
-//! owner the kernel gave the mount (a process's descriptor table for POSIX locks, an
-//! open file for `flock`). POSIX rules: an owner's own locks never conflict with each
-//! other; a new lock replaces what the owner held in its range (splitting what it
-//! overlaps); an unlock drops the owner's locks in its range; two locks conflict when
-//! they overlap, belong to different owners and one of them is exclusive.
+//! 1. Locks live in the manager's memory only; a restart loses them, but every mount
+//!    keeps a copy of its own (its `LockTable`) and notices the restart within about
+//!    `LOCK_RENEW_PERIOD` (the incarnation its `LockSession` renewals return changed).
+//! 2. For the grace after a start (`LOCK_GRACE_DEFAULT`, `weftd --lock-grace-ms`) the
+//!    manager grants only reclaims (`FileLockReclaim`) of those locks. A reclaim that
+//!    conflicts with another is refused (`Busy`): that lock is lost.
+//! 3. Meanwhile an ordinary lock that a reclaimed lock refuses is refused at once (that
+//!    lock is real); any other is answered "grace left" and asked again by the mount,
+//!    so F_SETLKW keeps waiting and F_SETLK and F_GETLK are answered when the grace
+//!    ends. Unlocks are done at once.
+//! 4. After the grace a reclaim is refused (`Stale`) unless the owner holds that lock
+//!    already: the lock is lost, and the mount fails its holder's I/O on that file with
+//!    EIO rather than let it write believing itself alone.
+//! 5. The grace is measured from the start and ends for good once passed; a manager
+//!    whose database was created by this start has none (no mount can hold a lock of
+//!    an earlier one).
 //!
 //! Invariants:
-//! - Locks live in the manager's memory only: a manager restart drops them all (the
-//!   mounts are not told; documented in the README).
-//! - Bounded: `LOCKS_PER_FILE_MAX` per file and `LOCKS_MAX` in all; past them a lock is
-//!   refused with `TooLarge` (the mount answers ENOLCK), never stored.
+//! - Bounded: reclaims count against the same `LOCKS_PER_FILE_MAX`/`LOCKS_MAX` as locks.
 //! - A session that stops renewing (its mount died) loses its locks with its lease
 //!   (`drop_sessions`), so a crashed client cannot hold a file forever.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use weft_layout::InodeId;
-use weft_proto::{ErrorCode, HeldLock, LockKind, WireError};
+use weft_proto::lock_table::LockTable;
+use weft_proto::{ErrorCode, HeldLock, LockKind, LockRequest, WireError};
 
-/// Locks held on one file at most (of all owners).
-pub const LOCKS_PER_FILE_MAX: usize = 4096;
-/// Locks held in all at most.
-pub const LOCKS_MAX: usize = 1 << 20;
-
-/// Who holds a lock: a mount session and the kernel's lock owner there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Owner {
-    pub session: u64,
-    pub owner: u64,
+/// A lock request the grace holds back: ask again once it is over, in about `left`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InGrace {
+    pub left: Duration,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    owner: Owner,
-    lock: HeldLock,
-}
-
-/// Every file's locks.
+/// Every file's locks, and the grace after a start.
 #[derive(Default)]
 pub struct FileLocks {
     state: Mutex<State>,
@@ -50,12 +46,21 @@ pub struct FileLocks {
 
 #[derive(Default)]
 struct State {
-    files: HashMap<InodeId, Vec<Entry>>,
-    total: usize,
+    table: LockTable,
+    /// When the grace ends (`None`: over, or none).
+    grace_until: Option<Instant>,
 }
 
-fn overlaps(a: &HeldLock, start: u64, end: u64) -> bool {
-    a.start <= end && start <= a.end
+impl State {
+    /// The grace left at `now`; ends it for good once passed.
+    fn grace_left(&mut self, now: Instant) -> Option<Duration> {
+        let until = self.grace_until?;
+        if now >= until {
+            self.grace_until = None;
+            return None;
+        }
+        Some(until - now)
+    }
 }
 
 impl FileLocks {
@@ -63,255 +68,213 @@ impl FileLocks {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes (`Read`, `Write`) or drops (`Unlock`) `owner`'s lock on `[start, end]` of
-    /// `inode`. A conflicting lock of another owner refuses it with `Busy`.
-    pub fn set(
-        &self,
-        inode: InodeId,
-        owner: Owner,
-        pid: u32,
-        kind: LockKind,
-        start: u64,
-        end: u64,
-    ) -> Result<(), WireError> {
-        if start > end {
+    /// Starts the grace for reclaims: it ends at `until`.
+    pub fn start_grace(&self, until: Instant) {
+        self.lock().grace_until = Some(until);
+    }
+
+    /// The grace left at `now` (`None`: over).
+    pub fn grace_left(&self, now: Instant) -> Option<Duration> {
+        self.lock().grace_left(now)
+    }
+
+    /// Applies `request` (take, change or drop a lock). A conflicting lock of another
+    /// owner refuses it with `Busy`; during the grace a lock no reclaimed lock refuses
+    /// is held back (`Ok(Some)`: not granted).
+    pub fn set(&self, request: &LockRequest, now: Instant) -> Result<Option<InGrace>, WireError> {
+        let mut state = self.lock();
+        if request.kind != LockKind::Unlock {
+            if let Some(left) = state.grace_left(now) {
+                // A conflict with a reclaimed lock refuses now (as after the grace);
+                // anything else may yet meet a lock not reclaimed so far.
+                if state.table.test(request).is_none() {
+                    return Ok(Some(InGrace { left }));
+                }
+            }
+        }
+        state.table.set(request).map(|()| None)
+    }
+
+    /// Takes again a lock the owner held before the manager restarted. During the grace
+    /// as `set` does (a conflict with another reclaim is `Busy`); after it, `Stale` unless
+    /// the owner already holds it.
+    pub fn reclaim(&self, request: &LockRequest, now: Instant) -> Result<(), WireError> {
+        let mut state = self.lock();
+        if request.kind == LockKind::Unlock {
             return Err(WireError::new(
                 ErrorCode::InvalidArgument,
-                format!("lock range {start}..={end} ends before it starts"),
+                "a reclaim takes a lock; it cannot drop one",
             ));
         }
-        let mut state = self.lock();
-        let state = &mut *state;
-        let write = match kind {
-            LockKind::Unlock => {
-                if let Some(entries) = state.files.get_mut(&inode) {
-                    let before = entries.len();
-                    cut(entries, owner, start, end);
-                    state.total = state.total + entries.len() - before;
-                    if entries.is_empty() {
-                        state.files.remove(&inode);
-                    }
-                }
+        if state.grace_left(now).is_none() {
+            if state.table.holds(request) {
                 return Ok(());
             }
-            LockKind::Read => false,
-            LockKind::Write => true,
-        };
-        let entries = state.files.entry(inode).or_default();
-        if let Some(held) = conflict(entries, owner, write, start, end) {
             return Err(WireError::new(
-                ErrorCode::Busy,
+                ErrorCode::Stale,
                 format!(
-                    "bytes {}..={} are locked ({}) by process {} of another client or process",
-                    held.start,
-                    held.end,
-                    if held.write { "exclusive" } else { "shared" },
-                    held.pid
+                    "lock of bytes {}..={} not reclaimed: the manager's grace after its restart is over, and the lock is lost",
+                    request.start, request.end
                 ),
             ));
         }
-        let before = entries.len();
-        let mut next = entries.clone();
-        cut(&mut next, owner, start, end);
-        next.push(Entry {
-            owner,
-            lock: HeldLock {
-                write,
-                start,
-                end,
-                pid,
-            },
-        });
-        let total = state.total - before + next.len();
-        if next.len() > LOCKS_PER_FILE_MAX || total > LOCKS_MAX {
-            if entries.is_empty() {
-                state.files.remove(&inode);
-            }
-            return Err(WireError::new(
-                ErrorCode::TooLarge,
-                format!("too many locks (at most {LOCKS_PER_FILE_MAX} on one file, {LOCKS_MAX} in all)"),
-            ));
-        }
-        *entries = next;
-        state.total = total;
-        Ok(())
+        state.table.set(request)
     }
 
-    /// The first lock of another owner that would refuse `owner`'s `kind` lock on
-    /// `[start, end]` (F_GETLK); `None` for `Unlock`.
-    pub fn test(
-        &self,
-        inode: InodeId,
-        owner: Owner,
-        kind: LockKind,
-        start: u64,
-        end: u64,
-    ) -> Option<HeldLock> {
-        let write = match kind {
-            LockKind::Unlock => return None,
-            LockKind::Read => false,
-            LockKind::Write => true,
-        };
-        let state = self.lock();
-        conflict(state.files.get(&inode)?, owner, write, start, end)
+    /// The first lock of another owner that would refuse `request` (F_GETLK). During
+    /// the grace, when no reclaimed lock does, `Err` (ask again).
+    pub fn test(&self, request: &LockRequest, now: Instant) -> Result<Option<HeldLock>, InGrace> {
+        let mut state = self.lock();
+        let holder = state.table.test(request);
+        match state.grace_left(now) {
+            Some(left) if holder.is_none() && request.kind != LockKind::Unlock => Err(InGrace { left }),
+            _ => Ok(holder),
+        }
     }
 
     /// Drops every lock of the sessions `lapsed` returns true for; returns how many.
     pub fn drop_sessions(&self, lapsed: impl Fn(u64) -> bool) -> usize {
-        let mut state = self.lock();
-        let mut dropped = 0;
-        state.files.retain(|_, entries| {
-            let before = entries.len();
-            entries.retain(|e| !lapsed(e.owner.session));
-            dropped += before - entries.len();
-            !entries.is_empty()
-        });
-        state.total -= dropped;
-        dropped
+        self.lock().table.drop_sessions(lapsed)
     }
 
     /// The sessions holding locks (to renew or lapse).
     pub fn sessions(&self) -> Vec<u64> {
-        let state = self.lock();
-        let mut sessions: Vec<u64> = state
-            .files
-            .values()
-            .flat_map(|entries| entries.iter().map(|e| e.owner.session))
-            .collect();
-        sessions.sort_unstable();
-        sessions.dedup();
-        sessions
+        self.lock().table.sessions()
     }
 
     /// Locks held in all.
     pub fn held(&self) -> usize {
-        self.lock().total
+        self.lock().table.held()
     }
-}
-
-fn conflict(entries: &[Entry], owner: Owner, write: bool, start: u64, end: u64) -> Option<HeldLock> {
-    entries
-        .iter()
-        .find(|e| e.owner != owner && (write || e.lock.write) && overlaps(&e.lock, start, end))
-        .map(|e| e.lock)
-}
-
-/// Removes `owner`'s locks from `[start, end]`, keeping the parts outside it.
-fn cut(entries: &mut Vec<Entry>, owner: Owner, start: u64, end: u64) {
-    let mut kept = Vec::with_capacity(entries.len() + 1);
-    for e in entries.drain(..) {
-        if e.owner != owner || !overlaps(&e.lock, start, end) {
-            kept.push(e);
-            continue;
-        }
-        if e.lock.start < start {
-            kept.push(Entry {
-                lock: HeldLock {
-                    end: start - 1,
-                    ..e.lock
-                },
-                ..e
-            });
-        }
-        if e.lock.end > end {
-            kept.push(Entry {
-                lock: HeldLock {
-                    start: end + 1,
-                    ..e.lock
-                },
-                ..e
-            });
-        }
-    }
-    *entries = kept;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_layout::InodeId;
 
-    const F: InodeId = InodeId(9);
-    const A: Owner = Owner {
-        session: 1,
-        owner: 10,
-    };
-    const B: Owner = Owner {
-        session: 2,
-        owner: 10,
-    };
-    const MAX: u64 = u64::MAX;
-
-    #[test]
-    fn exclusive_excludes_other_owners_only() {
-        let locks = FileLocks::default();
-        locks.set(F, A, 1, LockKind::Write, 0, 99).unwrap();
-        // The owner itself may lock again (it replaces its lock).
-        locks.set(F, A, 1, LockKind::Read, 50, 60).unwrap();
-        let refused = locks.set(F, B, 2, LockKind::Read, 99, 200).unwrap_err();
-        assert_eq!(refused.code, ErrorCode::Busy);
-        // Past the lock: free.
-        locks.set(F, B, 2, LockKind::Write, 100, 200).unwrap();
-        // Another file: free.
-        locks.set(InodeId(10), B, 2, LockKind::Write, 0, MAX).unwrap();
+    fn req(session: u64, kind: LockKind, start: u64, end: u64) -> LockRequest {
+        LockRequest {
+            session,
+            owner: 7,
+            inode: InodeId(9),
+            pid: session as u32,
+            kind,
+            start,
+            end,
+        }
     }
 
     #[test]
-    fn shared_locks_coexist_until_one_wants_exclusive() {
+    fn without_a_grace_locks_are_granted_at_once() {
         let locks = FileLocks::default();
-        locks.set(F, A, 1, LockKind::Read, 0, MAX).unwrap();
-        locks.set(F, B, 2, LockKind::Read, 0, MAX).unwrap();
+        let now = Instant::now();
+        assert_eq!(locks.set(&req(1, LockKind::Write, 0, 9), now), Ok(None));
         assert_eq!(
-            locks.set(F, B, 2, LockKind::Write, 5, 5).unwrap_err().code,
+            locks.set(&req(2, LockKind::Write, 5, 5), now).unwrap_err().code,
             ErrorCode::Busy
         );
-        let holder = locks.test(F, B, LockKind::Write, 5, 5).unwrap();
-        assert_eq!((holder.write, holder.pid, holder.start), (false, 1, 0));
-        assert_eq!(locks.test(F, B, LockKind::Read, 5, 5), None);
-    }
-
-    #[test]
-    fn unlocking_the_middle_keeps_both_ends() {
-        let locks = FileLocks::default();
-        locks.set(F, A, 1, LockKind::Write, 0, 99).unwrap();
-        locks.set(F, A, 1, LockKind::Unlock, 40, 59).unwrap();
-        assert_eq!(locks.held(), 2);
-        locks.set(F, B, 2, LockKind::Write, 40, 59).unwrap();
-        assert!(locks.test(F, B, LockKind::Read, 39, 39).is_some());
-        assert!(locks.test(F, B, LockKind::Read, 60, 60).is_some());
-        // Unlock everything of A: B's stays.
-        locks.set(F, A, 1, LockKind::Unlock, 0, MAX).unwrap();
-        assert_eq!(locks.held(), 1);
-        assert_eq!(locks.test(F, A, LockKind::Write, 0, MAX).unwrap().start, 40);
-    }
-
-    #[test]
-    fn downgrading_lets_readers_in_and_a_lapsed_session_frees_all() {
-        let locks = FileLocks::default();
-        locks.set(F, A, 1, LockKind::Write, 0, MAX).unwrap();
-        locks.set(F, A, 1, LockKind::Read, 0, MAX).unwrap();
-        assert_eq!(locks.held(), 1);
-        locks.set(F, B, 2, LockKind::Read, 0, MAX).unwrap();
-        assert_eq!(locks.sessions(), vec![1, 2]);
-        assert_eq!(locks.drop_sessions(|s| s == 1), 1);
-        locks.set(F, B, 2, LockKind::Write, 0, MAX).unwrap();
-        assert_eq!(locks.held(), 1);
-    }
-
-    #[test]
-    fn bad_ranges_and_too_many_locks_are_refused() {
-        let locks = FileLocks::default();
+        assert_eq!(locks.grace_left(now), None);
+        // A reclaim without a grace is lost unless already held.
         assert_eq!(
-            locks.set(F, A, 1, LockKind::Write, 10, 9).unwrap_err().code,
+            locks
+                .reclaim(&req(2, LockKind::Read, 20, 29), now)
+                .unwrap_err()
+                .code,
+            ErrorCode::Stale
+        );
+        locks.reclaim(&req(1, LockKind::Write, 2, 3), now).unwrap();
+        assert_eq!(locks.held(), 1);
+    }
+
+    #[test]
+    fn the_grace_grants_reclaims_only_and_ends_for_good() {
+        let locks = FileLocks::default();
+        let t0 = Instant::now();
+        let end = t0 + Duration::from_secs(10);
+        locks.start_grace(end);
+        let during = t0 + Duration::from_secs(1);
+        // An ordinary lock waits for the grace (nothing reclaimed refuses it yet).
+        assert_eq!(
+            locks.set(&req(2, LockKind::Write, 0, 9), during),
+            Ok(Some(InGrace {
+                left: Duration::from_secs(9)
+            }))
+        );
+        assert_eq!(locks.held(), 0);
+        assert!(locks.test(&req(2, LockKind::Read, 0, 0), during).is_err());
+        // A reclaims; B's second reclaim of the same bytes conflicts: B's is lost.
+        locks.reclaim(&req(1, LockKind::Write, 0, 9), during).unwrap();
+        assert_eq!(
+            locks
+                .reclaim(&req(2, LockKind::Read, 5, 5), during)
+                .unwrap_err()
+                .code,
+            ErrorCode::Busy
+        );
+        // A lock that a reclaimed one refuses is refused at once, and F_GETLK names it.
+        assert_eq!(
+            locks
+                .set(&req(2, LockKind::Write, 9, 20), during)
+                .unwrap_err()
+                .code,
+            ErrorCode::Busy
+        );
+        assert_eq!(
+            locks
+                .test(&req(2, LockKind::Read, 0, 0), during)
+                .unwrap()
+                .unwrap()
+                .pid,
+            1
+        );
+        // Unlocks are not held back.
+        assert_eq!(locks.set(&req(1, LockKind::Unlock, 0, 4), during), Ok(None));
+        assert_eq!(
+            locks.test(&req(2, LockKind::Read, 0, 0), during),
+            Err(InGrace {
+                left: Duration::from_secs(9)
+            })
+        );
+        // After: a late reclaim is lost, and ordinary locks are granted.
+        assert_eq!(
+            locks
+                .reclaim(&req(3, LockKind::Write, 100, 100), end)
+                .unwrap_err()
+                .code,
+            ErrorCode::Stale
+        );
+        assert_eq!(locks.set(&req(2, LockKind::Write, 0, 4), end), Ok(None));
+        assert_eq!(locks.grace_left(end), None);
+        // Once over, a clock that reads earlier (an Instant from before) brings no grace back.
+        assert_eq!(locks.set(&req(3, LockKind::Write, 50, 50), during), Ok(None));
+        // A reclaim of a lock the owner already holds is no loss.
+        locks.reclaim(&req(1, LockKind::Write, 5, 9), end).unwrap();
+    }
+
+    #[test]
+    fn reclaims_count_against_the_limits() {
+        use weft_proto::lock_table::LOCKS_PER_FILE_MAX;
+        let locks = FileLocks::default();
+        let t0 = Instant::now();
+        locks.start_grace(t0 + Duration::from_secs(60));
+        for k in 0..LOCKS_PER_FILE_MAX as u64 {
+            locks.reclaim(&req(1, LockKind::Read, 2 * k, 2 * k), t0).unwrap();
+        }
+        assert_eq!(
+            locks
+                .reclaim(&req(1, LockKind::Read, u64::MAX, u64::MAX), t0)
+                .unwrap_err()
+                .code,
+            ErrorCode::TooLarge
+        );
+        assert_eq!(locks.held(), LOCKS_PER_FILE_MAX);
+        assert_eq!(
+            locks
+                .reclaim(&req(1, LockKind::Unlock, 0, 0), t0)
+                .unwrap_err()
+                .code,
             ErrorCode::InvalidArgument
         );
-        for k in 0..LOCKS_PER_FILE_MAX as u64 {
-            locks.set(F, A, 1, LockKind::Read, 2 * k, 2 * k).unwrap();
-        }
-        let refused = locks.set(F, A, 1, LockKind::Read, MAX - 1, MAX - 1).unwrap_err();
-        assert_eq!(refused.code, ErrorCode::TooLarge);
-        assert_eq!(locks.held(), LOCKS_PER_FILE_MAX);
-        // Unlocking all still works, and frees the count.
-        locks.set(F, A, 1, LockKind::Unlock, 0, MAX).unwrap();
-        assert_eq!(locks.held(), 0);
     }
 }

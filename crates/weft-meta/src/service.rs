@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -112,6 +112,8 @@ pub struct MetaService {
     shared_pointers: crate::shared_pointer::SharedPointers,
     /// Mounts' fcntl and flock locks (in memory, see `file_locks`).
     file_locks: crate::file_locks::FileLocks,
+    /// The server process's incarnation (its handshake's), told to mounts that lock.
+    incarnation: AtomicU64,
     /// Precreated inode numbers ready for creates, by the (sorted) set of io servers
     /// holding their objects; every one is in the store's precreated table too.
     precreated: Mutex<HashMap<Vec<ServerId>, Vec<InodeId>>>,
@@ -153,6 +155,29 @@ impl MetaService {
     /// lazily check it: see `SharedPointerSince`).
     pub fn set_incarnation(&self, incarnation: u64) {
         self.shared_pointers.set_incarnation(incarnation);
+        self.incarnation.store(incarnation, Ordering::Relaxed);
+    }
+
+    /// Grants only reclaims of locks (see `file_locks`) for `grace` from this service's
+    /// start, unless its database was created by this start (no mount can hold a lock
+    /// of an earlier manager then).
+    pub fn set_lock_grace(&self, grace: Duration) {
+        if !self.store.created() && !grace.is_zero() {
+            self.file_locks.start_grace(self.started + grace);
+        }
+    }
+
+    /// The grace for lock reclaims left (`None`: over, or none).
+    pub fn lock_grace_left(&self) -> Option<Duration> {
+        self.file_locks.grace_left(Instant::now())
+    }
+
+    fn lock_state(&self, grace: Option<Duration>) -> Response {
+        Response::LockState(weft_proto::LockState {
+            incarnation: self.incarnation.load(Ordering::Relaxed),
+            // Rounded up: a grace left of under a millisecond is still one.
+            grace_left_ms: grace.map_or(0, |left| left.as_nanos().div_ceil(1_000_000) as u64),
+        })
     }
 
     pub fn new(
@@ -180,6 +205,7 @@ impl MetaService {
             objects,
             sessions: Mutex::new(HashMap::new()),
             file_locks: Default::default(),
+            incarnation: AtomicU64::new(0),
             started: Instant::now(),
             purge_candidates: Mutex::new(BTreeSet::new()),
             uncertain: Mutex::new(Vec::new()),
@@ -381,33 +407,25 @@ impl MetaService {
                 self.renewed(Some(session));
                 Ok(Response::Done)
             }
-            Request::FileLock {
-                session,
-                owner,
-                inode,
-                pid,
-                kind,
-                start,
-                end,
-            } => {
-                self.renewed(Some(session));
-                let owner = crate::file_locks::Owner { session, owner };
-                self.file_locks
-                    .set(inode, owner, pid, kind, start, end)
-                    .map(|()| Response::Done)
+            Request::FileLock(lock) => {
+                self.renewed(Some(lock.session));
+                match self.file_locks.set(&lock, Instant::now())? {
+                    None => Ok(Response::Done),
+                    Some(held_back) => Ok(self.lock_state(Some(held_back.left))),
+                }
             }
-            Request::FileLockTest {
-                session,
-                owner,
-                inode,
-                kind,
-                start,
-                end,
-            } => {
-                let owner = crate::file_locks::Owner { session, owner };
-                Ok(Response::LockHolder(
-                    self.file_locks.test(inode, owner, kind, start, end),
-                ))
+            Request::FileLockReclaim(lock) => {
+                self.renewed(Some(lock.session));
+                self.file_locks.reclaim(&lock, Instant::now())?;
+                Ok(self.lock_state(self.lock_grace_left()))
+            }
+            Request::FileLockTest(lock) => match self.file_locks.test(&lock, Instant::now()) {
+                Ok(holder) => Ok(Response::LockHolder(holder)),
+                Err(held_back) => Ok(self.lock_state(Some(held_back.left))),
+            },
+            Request::LockSession { session } => {
+                self.renewed(Some(session));
+                Ok(self.lock_state(self.lock_grace_left()))
             }
             Request::SharedPointer {
                 inode,

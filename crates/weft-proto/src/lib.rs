@@ -11,6 +11,7 @@ pub mod codec;
 pub mod error;
 pub mod frame;
 pub mod handshake;
+pub mod lock_table;
 pub mod msg;
 pub mod name;
 pub mod pattern;

@@ -109,6 +109,8 @@ pub enum Opcode {
     RenewSession = 64,
     FileLock = 180,
     FileLockTest = 181,
+    FileLockReclaim = 182,
+    LockSession = 183,
     ViaCacheAware = 87,
     CacheCioStats = 88,
     Link = 65,
@@ -619,29 +621,26 @@ pub enum Request {
     RenewSession {
         session: u64,
     },
-    /// meta: mount session `session`'s lock owner `owner` (a process's descriptors, or
-    /// one open file for `flock`, as the kernel names them) takes, changes or drops
-    /// (`kind`) its lock on `[start, end]` of `inode` (inclusive), cluster-wide. A lock
-    /// another owner holds in conflict refuses it with `Busy` (the caller polls to
-    /// wait); taking renews the session, and a lapsed session's locks go.
-    FileLock {
+    /// meta: a mount's lock owner takes, changes or drops its lock, cluster-wide (see
+    /// `LockRequest`). A lock another owner holds in conflict refuses it with `Busy`
+    /// (the caller polls to wait); taking renews the session, and a lapsed session's
+    /// locks go. Answered `Done`; during the manager's grace after a restart a lock
+    /// that no reclaimed lock refuses is not granted yet: answered `LockState` (ask
+    /// again).
+    FileLock(LockRequest),
+    /// meta: the first lock of another owner that would refuse `FileLock` with this
+    /// request (F_GETLK; `pid` is not sent); answered `LockHolder`, or during the
+    /// grace, when no reclaimed lock conflicts, `LockState` (ask again).
+    FileLockTest(LockRequest),
+    /// meta: a lock the mount held before the manager restarted, taken again during the
+    /// manager's grace (answered `LockState`). A conflict with another reclaim is
+    /// `Busy`; after the grace, `Stale` unless the owner already holds it: the lock is
+    /// lost.
+    FileLockReclaim(LockRequest),
+    /// meta: mount session `session`, holding locks, is alive; answered `LockState`
+    /// (the manager's incarnation tells the mount whether its locks need reclaiming).
+    LockSession {
         session: u64,
-        owner: u64,
-        inode: InodeId,
-        pid: u32,
-        kind: LockKind,
-        start: u64,
-        end: u64,
-    },
-    /// meta: the first lock of another owner that would refuse `FileLock` with `kind`
-    /// (F_GETLK); answered `LockHolder`.
-    FileLockTest {
-        session: u64,
-        owner: u64,
-        inode: InodeId,
-        kind: LockKind,
-        start: u64,
-        end: u64,
     },
     /// A new name `name` in `parent` for non-directory `inode` (a hard link).
     Link {
@@ -911,6 +910,9 @@ pub enum Response {
     Position(u64),
     /// `FileLockTest`: the conflicting lock, if any.
     LockHolder(Option<HeldLock>),
+    /// `FileLockReclaim`, `LockSession`, and `FileLock` or `FileLockTest` held back by
+    /// the grace: the manager's incarnation and grace left.
+    LockState(LockState),
     /// `ShmCall`: the inner request's answer; its bulk data, `data_len` bytes, is at
     /// the start of the call's region of the shared segment.
     ShmPlaced {
@@ -1010,8 +1012,10 @@ impl Request {
             Revalidate { .. } => Opcode::Revalidate,
             Release { .. } => Opcode::Release,
             RenewSession { .. } => Opcode::RenewSession,
-            FileLock { .. } => Opcode::FileLock,
-            FileLockTest { .. } => Opcode::FileLockTest,
+            FileLock(_) => Opcode::FileLock,
+            FileLockTest(_) => Opcode::FileLockTest,
+            FileLockReclaim(_) => Opcode::FileLockReclaim,
+            LockSession { .. } => Opcode::LockSession,
             Link { .. } => Opcode::Link,
             Mknod { .. } => Opcode::Mknod,
             SetXattr { .. } => Opcode::SetXattr,
@@ -1272,38 +1276,17 @@ impl Request {
                 inode.encode(&mut w);
             }
             RenewSession { session } => w.u64(*session),
-            FileLock {
-                session,
-                owner,
-                inode,
-                pid,
-                kind,
-                start,
-                end,
-            } => {
-                w.u64(*session);
-                w.u64(*owner);
-                inode.encode(&mut w);
-                w.u32(*pid);
-                w.u8(*kind as u8);
-                w.u64(*start);
-                w.u64(*end);
+            FileLock(lock) | FileLockReclaim(lock) => lock.encode(&mut w),
+            // As first defined, without the pid.
+            FileLockTest(lock) => {
+                w.u64(lock.session);
+                w.u64(lock.owner);
+                lock.inode.encode(&mut w);
+                lock.kind.encode(&mut w);
+                w.u64(lock.start);
+                w.u64(lock.end);
             }
-            FileLockTest {
-                session,
-                owner,
-                inode,
-                kind,
-                start,
-                end,
-            } => {
-                w.u64(*session);
-                w.u64(*owner);
-                inode.encode(&mut w);
-                w.u8(*kind as u8);
-                w.u64(*start);
-                w.u64(*end);
-            }
+            LockSession { session } => w.u64(*session),
             Link {
                 cred,
                 inode,
@@ -1707,23 +1690,18 @@ impl Request {
                 inode: InodeId::decode(r)?,
             },
             64 => Request::RenewSession { session: r.u64()? },
-            180 => Request::FileLock {
+            180 => Request::FileLock(LockRequest::decode(r)?),
+            181 => Request::FileLockTest(LockRequest {
                 session: r.u64()?,
                 owner: r.u64()?,
                 inode: InodeId::decode(r)?,
-                pid: r.u32()?,
+                pid: 0,
                 kind: LockKind::decode(r)?,
                 start: r.u64()?,
                 end: r.u64()?,
-            },
-            181 => Request::FileLockTest {
-                session: r.u64()?,
-                owner: r.u64()?,
-                inode: InodeId::decode(r)?,
-                kind: LockKind::decode(r)?,
-                start: r.u64()?,
-                end: r.u64()?,
-            },
+            }),
+            182 => Request::FileLockReclaim(LockRequest::decode(r)?),
+            183 => Request::LockSession { session: r.u64()? },
             65 => Request::Link {
                 cred: Cred::decode(r)?,
                 inode: InodeId::decode(r)?,
@@ -2006,6 +1984,10 @@ impl Wire for Response {
                 w.u8(76);
                 w.opt(holder);
             }
+            LockState(state) => {
+                w.u8(77);
+                state.encode(w);
+            }
             ShmPlaced { data_len, response } => {
                 w.u8(60);
                 w.u64(*data_len);
@@ -2081,6 +2063,7 @@ impl Response {
             50 => Response::LockStats(LockStats::decode(r)?),
             53 => Response::Position(r.u64()?),
             76 => Response::LockHolder(r.opt()?),
+            77 => Response::LockState(LockState::decode(r)?),
             60 => {
                 let data_len = r.u64()?;
                 // Refused before recursing: nesting must not grow the stack.
@@ -2435,7 +2418,7 @@ mod tests {
                 inode: InodeId(8),
             },
             Request::RenewSession { session: u64::MAX },
-            Request::FileLock {
+            Request::FileLock(LockRequest {
                 session: 7,
                 owner: u64::MAX,
                 inode: InodeId(8),
@@ -2443,15 +2426,26 @@ mod tests {
                 kind: LockKind::Write,
                 start: 10,
                 end: u64::MAX,
-            },
-            Request::FileLockTest {
+            }),
+            Request::FileLockTest(LockRequest {
                 session: 7,
                 owner: 1,
                 inode: InodeId(8),
+                pid: 0,
                 kind: LockKind::Unlock,
                 start: 0,
                 end: 0,
-            },
+            }),
+            Request::FileLockReclaim(LockRequest {
+                session: u64::MAX,
+                owner: 3,
+                inode: InodeId(9),
+                pid: 1,
+                kind: LockKind::Read,
+                start: 0,
+                end: 99,
+            }),
+            Request::LockSession { session: 12 },
             Request::PresentCapability {
                 cap: test_capability(),
                 reset: true,
@@ -2810,6 +2804,10 @@ mod tests {
             })),
             Ok(Response::Position(1 << 50)),
             Ok(Response::LockHolder(None)),
+            Ok(Response::LockState(LockState {
+                incarnation: u64::MAX,
+                grace_left_ms: 9_000,
+            })),
             Ok(Response::LockHolder(Some(HeldLock {
                 write: true,
                 start: 3,

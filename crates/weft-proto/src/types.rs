@@ -332,6 +332,79 @@ impl Wire for HeldLock {
     }
 }
 
+/// One lock request of a mount, as every layer passes it on (`FileLock`,
+/// `FileLockReclaim`, `FileLockTest`, the client's `file_lock`, the manager's table, the
+/// mount's): mount session `session`'s lock owner `owner` (a process's descriptors, or
+/// one open file for `flock`, as the kernel names them) asks for `kind` on bytes
+/// `[start, end]` of `inode`, both inclusive (`end` `u64::MAX`: to the end of any file).
+/// `pid` is the asking process on its machine (what F_GETLK reports; unused by tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockRequest {
+    pub session: u64,
+    pub owner: u64,
+    pub inode: InodeId,
+    pub pid: u32,
+    pub kind: LockKind,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Wire for LockRequest {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.session);
+        w.u64(self.owner);
+        self.inode.encode(w);
+        w.u32(self.pid);
+        self.kind.encode(w);
+        w.u64(self.start);
+        w.u64(self.end);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(LockRequest {
+            session: r.u64()?,
+            owner: r.u64()?,
+            inode: InodeId::decode(r)?,
+            pid: r.u32()?,
+            kind: LockKind::decode(r)?,
+            start: r.u64()?,
+            end: r.u64()?,
+        })
+    }
+}
+
+/// How often a mount that holds locks tells the manager it is alive and learns the
+/// manager's incarnation (`LockSession`): a restarted manager is noticed within about
+/// this, and its grace for reclaims (`LOCK_GRACE_DEFAULT`) is a multiple of it.
+pub const LOCK_RENEW_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The manager's default grace after a start, during which it grants only reclaims of
+/// locks its previous incarnation held: ten of the mounts' `LOCK_RENEW_PERIOD`, so a
+/// live mount notices the restart and reclaims with ample margin (NFS's grace is its
+/// lease, for the same reason).
+pub const LOCK_GRACE_DEFAULT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The manager's answer about its lock state (`LockState`): the process's incarnation
+/// (another value after every restart) and how long its grace for reclaims lasts still
+/// (0: over; a lock request answered with a grace left was not granted: ask again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockState {
+    pub incarnation: u64,
+    pub grace_left_ms: u64,
+}
+
+impl Wire for LockState {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.incarnation);
+        w.u64(self.grace_left_ms);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(LockState {
+            incarnation: r.u64()?,
+            grace_left_ms: r.u64()?,
+        })
+    }
+}
+
 impl Wire for ObjStamped {
     fn encode(&self, w: &mut Writer) {
         w.u64(self.end);

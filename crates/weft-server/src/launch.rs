@@ -205,6 +205,7 @@ pub fn mpi(
         munge_socket: None,
         capabilities: true,
         capability_lifetime_ms: None,
+        lock_grace_ms: None,
         capability_key_file: None,
         cache: Default::default(),
         name: format!("weft-mpi-{key}"),

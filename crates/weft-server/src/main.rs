@@ -153,6 +153,14 @@ struct Args {
     /// every rank serves one; a host left empty (":0") is the rank's --host.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_addr: Option<String>,
+    /// Meta role: the grace after this start, in milliseconds, during which the manager
+    /// grants only reclaims of the fcntl/flock locks mounts held from its previous run
+    /// (other lock requests wait for its end; a lock not reclaimed in time is lost, and
+    /// its holder's I/O fails with EIO). Mounts holding locks notice a restart within
+    /// about a second. Default: the description's `lock_grace_ms`, else 10000; 0: none.
+    /// A manager whose database this start creates has none.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::LOCK_GRACE_MS_MAX))]
+    lock_grace_ms: Option<u64>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -319,7 +327,10 @@ fn run(args: Args) -> Result<()> {
         let id = args
             .id
             .context("--config needs --id N (which server of the description this is)")?;
-        let config = ClusterConfig::load(path)?;
+        let mut config = ClusterConfig::load(path)?;
+        if let Some(ms) = args.lock_grace_ms {
+            config.lock_grace_ms = Some(ms);
+        }
         let entry: ServerEntry = config
             .server(id)
             .cloned()

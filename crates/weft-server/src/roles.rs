@@ -117,6 +117,17 @@ impl Roles {
                 )));
             }
             service.set_incarnation(incarnation);
+            service.set_lock_grace(
+                config
+                    .lock_grace_ms
+                    .map_or(weft_proto::LOCK_GRACE_DEFAULT, Duration::from_millis),
+            );
+            if let Some(grace) = service.lock_grace_left() {
+                eprintln!(
+                    "weftd meta: granting only reclaims of mounts' file locks for the next {} ms (the grace after a restart; --lock-grace-ms)",
+                    grace.as_millis()
+                );
+            }
             // The purger runs for the life of the process.
             if let Some(batch) = config.precreate {
                 service.set_precreate_batch(batch as usize);
@@ -421,8 +432,8 @@ fn is_io_request(request: &Request) -> bool {
     match request.opcode() {
         AppendLock | AppendUnlock | ObjStat | ObjStamp | ObjTimes | Allocate | ObjPrecreate | ExtentLock
         | ExtentUnlock | LockStats => true,
-        Revalidate | Release | RenewSession | FileLock | FileLockTest | Link | Mknod | SetXattr
-        | GetXattr | ListXattr | RemoveXattr => false,
+        Revalidate | Release | RenewSession | FileLock | FileLockTest | FileLockReclaim | LockSession
+        | Link | Mknod | SetXattr | GetXattr | ListXattr | RemoveXattr => false,
         other => (40..60).contains(&(other as u16)),
     }
 }

@@ -135,6 +135,8 @@ pub struct MetaStore {
     db: RwLock<Option<Database>>,
     /// Counts reopens, so that operations that failed together reopen once.
     generation: AtomicU64,
+    /// This open created the database (a new file system).
+    created: bool,
     closed: Mutex<Option<Closed>>,
     cluster: RwLock<ClusterLayout>,
     reservation: Mutex<InodeReservation>,
@@ -162,6 +164,7 @@ impl MetaStore {
         let mut txn = db.begin_write().map_err(redb::Error::from)?;
         txn.set_durability(Durability::Immediate)
             .map_err(redb::Error::from)?;
+        let mut created = false;
         {
             let mut inodes = txn.open_table(INODES).map_err(redb::Error::from)?;
             txn.open_table(DIRENTS).map_err(redb::Error::from)?;
@@ -184,6 +187,7 @@ impl MetaStore {
                 }
                 Some(found) => return Err(StoreError::UnknownFormat { found }),
                 None => {
+                    created = true;
                     let root = InodeRecord::new(
                         FileKind::Directory,
                         0o755,
@@ -217,12 +221,19 @@ impl MetaStore {
             cluster: RwLock::new(ClusterLayout::default()),
             reservation: Mutex::new(InodeReservation::default()),
             group: group::GroupCommit::default(),
+            created,
         };
         // The pool of precreated objects lived in the last process's memory: purge them.
         store
             .write(|tx| tx.precreated_to_orphans(None))
             .map_err(|e| StoreError::Precreated(e.to_string()))?;
         Ok(store)
+    }
+
+    /// Whether this open created the database: nothing of an earlier manager process
+    /// (its mounts' locks, say) can exist.
+    pub fn created(&self) -> bool {
+        self.created
     }
 
     /// The open database, reopening it first if a disk error closed it (at most once
