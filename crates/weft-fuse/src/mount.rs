@@ -125,9 +125,13 @@ fn daemon(
         }
     };
     block_stop_signals();
+    // Whether standard error is the log yet: before, it is `weft mount`'s own, which
+    // reports a failure itself (from the message sent to it), so the daemon stays quiet.
+    let mut logging = false;
     let ready = (|| -> Result<Session<WeftFs>, MountError> {
         let client = connect(options)?;
         redirect_stdio(log)?;
+        logging = true;
         eprintln!(
             "weft mount: mounting {} (daemon pid {}, weft {})",
             mountpoint.display(),
@@ -154,7 +158,9 @@ fn daemon(
             }
         }
         Err(e) => {
-            eprintln!("weft mount: {e}");
+            if logging {
+                eprintln!("weft mount: {e}");
+            }
             let _ = to_parent.write_all(e.to_string().as_bytes());
             1
         }

@@ -85,15 +85,20 @@ fn mount_failures_are_reported_before_weft_mount_returns() {
     let addr = listener.local_addr().unwrap().to_string();
     drop(listener);
     let started = Instant::now();
+    let state = dir.path().join("state");
     let out = std::process::Command::new(&weft)
         .args(["mount", mountpoint.to_str().unwrap()])
         .env("WEFT_META", &addr)
+        .env("XDG_STATE_HOME", &state)
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("cannot reach the cluster"),
-        "{out:?}"
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot reach the cluster"), "{out:?}");
+    assert_eq!(
+        err.matches("cannot reach the cluster").count(),
+        1,
+        "said once, by weft mount (the daemon's stderr was still its own): {err}"
     );
     assert!(started.elapsed() < Duration::from_secs(60));
     assert!(!weft_fuse::is_weft_mount(&mountpoint).unwrap());
@@ -101,6 +106,7 @@ fn mount_failures_are_reported_before_weft_mount_returns() {
     let out = std::process::Command::new(&weft)
         .args(["mount", dir.path().join("missing").to_str().unwrap()])
         .env("WEFT_META", &addr)
+        .env("XDG_STATE_HOME", &state)
         .output()
         .unwrap();
     assert!(!out.status.success());
