@@ -6,7 +6,8 @@
 mod common;
 
 use common::Mount;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::time::Duration;
 use weft_client::{CreateOptions, OpenOptions, SetAttr};
 use weft_testkit::TestCluster;
@@ -140,6 +141,35 @@ fn stats_after_the_timeout_cost_few_lookups_and_never_show_more_than_the_timeout
 /// 4,000 files made 196 listings and 1,450 lookups.
 #[test]
 fn reading_files_one_by_one_is_answered_from_a_listing() {
+    read_one_by_one(false);
+}
+
+/// The same with each file opened for reading and writing and never written, as
+/// mdtest's read phase opens them: such a descriptor changed nothing either. Its open
+/// and close threw the listing away (992 listing pages and 4,040 lookups in a read phase
+/// of 4,000 files); then a file written through such a descriptor still shows its new
+/// size at once.
+#[test]
+fn reading_files_opened_for_writing_one_by_one_is_answered_from_a_listing() {
+    let (mount, _cluster) = read_one_by_one(true);
+    let path = mount.join(&format!("d/{}", name(3)));
+    let before = std::fs::metadata(&path).unwrap().len();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    // Looked up again while it is open for writing and not yet written.
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), before);
+    file.write_all_at(b"grown", before).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), before + 5);
+    drop(file);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), before + 5);
+}
+
+/// Four readers read 2,000 files of one directory through a fresh mount, each file
+/// opened for reading (and writing, if `for_writing`); the mount and its cluster.
+fn read_one_by_one(for_writing: bool) -> (Mount, TestCluster) {
     const READERS: usize = 4;
     const MANY: usize = 2000;
     let cluster = TestCluster::start();
@@ -162,7 +192,13 @@ fn reading_files_one_by_one_is_answered_from_a_listing() {
             let mount = &mount;
             s.spawn(move || {
                 for k in (r..MANY).step_by(READERS) {
-                    let bytes = std::fs::read(mount.join(&format!("d/{}", name(k)))).unwrap();
+                    let mut file = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(for_writing)
+                        .open(mount.join(&format!("d/{}", name(k))))
+                        .unwrap();
+                    let mut bytes = Vec::new();
+                    file.read_to_end(&mut bytes).unwrap();
                     assert_eq!(bytes, vec![b'r'; 1 + k % 4096], "{}", name(k));
                 }
             });
@@ -174,8 +210,9 @@ fn reading_files_one_by_one_is_answered_from_a_listing() {
     // listings at most, and the lookups before the first and during each fetch.
     assert!(
         lookups < (MANY / 4) as f64 && listings <= 12.0,
-        "{lookups} manager lookups and {listings} listing pages to read {MANY} files of one directory"
+        "{lookups} manager lookups and {listings} listing pages to read {MANY} files of one directory (opened for writing: {for_writing})"
     );
+    (mount, cluster)
 }
 
 /// mdtest's stat phase right after its create phase, through one mount: the files were

@@ -768,4 +768,32 @@ mod tests {
         gate.check(A, &truncate(3)).unwrap();
         assert!(!gate.enforced());
     }
+    /// A client that wrote 4,000 files (mdtest's create phase through one mount) still
+    /// holds their capabilities when it reads them back: each is kept under both rights,
+    /// and a table of 4,096 forgot them all, so every read-back open asked the manager.
+    #[test]
+    fn capabilities_of_thousands_of_files_written_are_kept_for_reading_back() {
+        let key = CapabilityKey::new(&ClusterKey::generate().unwrap());
+        // No manager to ask: a capability not kept fails (the pool is gone).
+        let grants = ManagerGrants::new(
+            std::sync::Weak::new(),
+            "127.0.0.1:1",
+            weft_proto::Cred {
+                uid: 0,
+                gid: 0,
+                groups: Vec::new(),
+            },
+        );
+        const FILES: u64 = 4000;
+        for inode in 1..=FILES {
+            grants.adopt(&key.issue(InodeId(inode), rights::READ | rights::WRITE, now_ms(), 60_000));
+        }
+        for inode in 1..=FILES {
+            let cap = grants.capability(InodeId(inode), rights::READ);
+            assert!(
+                matches!(cap, Ok(Some(ref c)) if c.inode == InodeId(inode)),
+                "file {inode} of {FILES}: {cap:?}"
+            );
+        }
+    }
 }
