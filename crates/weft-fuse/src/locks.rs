@@ -230,14 +230,34 @@ impl Holders {
                 self.renew_now(client);
             }
         }
+        if self.lost_since(inode, opened_at) {
+            Err(())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether a lock on `inode` was lost after `opened_at` (a `losses()` count).
+    fn lost_since(&self, inode: InodeId, opened_at: u64) -> bool {
         if self.losses.load(Ordering::Relaxed) == opened_at {
-            return Ok(());
+            return false;
         }
         let lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
-        match lost.get(&inode) {
-            Some(&at) if at > opened_at => Err(()),
-            _ => Ok(()),
-        }
+        lost.get(&inode).is_some_and(|&at| at > opened_at)
+    }
+
+    /// `request`'s lock (held here) is lost: it goes from the table, and descriptors of
+    /// its file open now fail their I/O.
+    fn lose(&self, request: &LockRequest) {
+        let _ = self.table().set(&LockRequest {
+            kind: LockKind::Unlock,
+            ..*request
+        });
+        let at = self.losses.fetch_add(1, Ordering::SeqCst) + 1;
+        self.lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(request.inode, at);
     }
 
     /// The count of losses so far (an open file notes it).
@@ -292,15 +312,7 @@ impl Holders {
                 }
                 Err(ClientError::Refused { code, message }) => {
                     lost += 1;
-                    let _ = self.table().set(&LockRequest {
-                        kind: LockKind::Unlock,
-                        ..*request
-                    });
-                    let at = self.losses.fetch_add(1, Ordering::SeqCst) + 1;
-                    self.lost
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(request.inode, at);
+                    self.lose(request);
                     eprintln!(
                         "weft-fuse: LOST LOCK: {} lock of bytes {}..={} of inode {} (process {}) could not be reclaimed after the metadata manager restarted ({code:?}: {message}); reads, writes, fsyncs and closes of that file through descriptors open now fail with EIO",
                         if request.kind == LockKind::Write { "exclusive" } else { "shared" },
@@ -396,6 +408,35 @@ mod tests {
         assert_eq!(pause(0), WAIT_PAUSE_MIN);
         assert!(pause(3) > pause(2));
         assert_eq!(pause(40), WAIT_PAUSE_MAX);
+    }
+
+    #[test]
+    fn a_lost_lock_fails_the_descriptors_open_before_it_only() {
+        let holders = Holders::new(1);
+        let lock = |kind, start, end| LockRequest {
+            session: 1,
+            owner: 7,
+            inode: InodeId(3),
+            pid: 42,
+            kind,
+            start,
+            end,
+        };
+        holders.table().set(&lock(LockKind::Write, 0, 99)).unwrap();
+        holders.table().set(&lock(LockKind::Read, 200, 299)).unwrap();
+        let before = holders.losses();
+        holders.lose(&lock(LockKind::Write, 0, 99));
+        let after = holders.losses();
+        assert!(holders.lost_since(InodeId(3), before));
+        assert!(!holders.lost_since(InodeId(3), after), "opened after the loss");
+        assert!(!holders.lost_since(InodeId(4), before), "another file");
+        // Only the lost lock left the table: the other is still reclaimed and dropped.
+        assert_eq!(holders.table().requests(), vec![lock(LockKind::Read, 200, 299)]);
+        assert!(holders.forget(InodeId(3), 7));
+        assert!(!holders.any());
+        // The mark goes with the file's last close here.
+        holders.closed(InodeId(3));
+        assert!(!holders.lost_since(InodeId(3), before));
     }
 
     #[test]
