@@ -98,6 +98,29 @@ pub fn file_attr(attr: &Attr) -> FileAttr {
     }
 }
 
+/// An empty regular file's attributes, for unit tests of the tables that keep them.
+#[cfg(test)]
+pub(crate) fn test_file(inode: u64, mode: u32) -> Attr {
+    use weft_client::{CacheMode, InodeId};
+    Attr {
+        inode: InodeId(inode),
+        kind: FileKind::File,
+        mode,
+        uid: 0,
+        gid: 0,
+        nlink: 1,
+        size: 0,
+        atime: Default::default(),
+        mtime: Default::default(),
+        ctime: Default::default(),
+        layout: None,
+        cache: CacheMode::default(),
+        dir_layout: None,
+        rdev: 0,
+        blocks: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -281,28 +281,11 @@ fn list(client: &Client, dir: InodeId) -> Result<Option<Vec<(Name, Attr)>>, Clie
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weft_client::{CacheMode, FileKind};
 
     const TTL: Duration = Duration::from_millis(400);
 
     fn attr(inode: u64, mode: u32) -> Attr {
-        Attr {
-            inode: InodeId(inode),
-            kind: FileKind::File,
-            mode,
-            uid: 0,
-            gid: 0,
-            nlink: 1,
-            size: 0,
-            atime: Default::default(),
-            mtime: Default::default(),
-            ctime: Default::default(),
-            layout: None,
-            cache: CacheMode::default(),
-            dir_layout: None,
-            rdev: 0,
-            blocks: 0,
-        }
+        crate::attr::test_file(inode, mode)
     }
 
     fn listing(files: u64) -> Vec<(Name, Attr)> {

@@ -107,26 +107,9 @@ impl Walks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weft_client::{CacheMode, FileKind};
 
     fn attr(inode: u64) -> Attr {
-        Attr {
-            inode: InodeId(inode),
-            kind: FileKind::File,
-            mode: 0o644,
-            uid: 0,
-            gid: 0,
-            nlink: 1,
-            size: 0,
-            atime: Default::default(),
-            mtime: Default::default(),
-            ctime: Default::default(),
-            layout: None,
-            cache: CacheMode::default(),
-            dir_layout: None,
-            rdev: 0,
-            blocks: 0,
-        }
+        crate::attr::test_file(inode, 0o644)
     }
 
     #[test]
