@@ -704,20 +704,18 @@ pub fn down(home: &Path) -> Result<()> {
         );
         return remove_network(home);
     }
-    for (_, pid) in &running {
-        // SAFETY: signalling weftd processes recorded in our pid files.
-        unsafe { libc::kill(*pid, libc::SIGTERM) };
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for (id, pid) in &running {
-        while running_pid(home, *id).is_some() && !is_zombie(*pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if running_pid(home, *id).is_some() && !is_zombie(*pid) {
-            // SAFETY: as above.
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
-        }
-        std::fs::remove_file(pid_file(home, *id)).ok();
+    // Separate cache managers first: on SIGTERM each writes its dirty blocks back to the
+    // io servers, which must still be up to take them. Then the rest (a colocated cache
+    // manager writes back into its own process's io role).
+    let cache_only = |id: u32| {
+        config
+            .servers
+            .iter()
+            .any(|s| s.id == id && s.roles.contains(&Role::Cache) && !s.roles.contains(&Role::Io))
+    };
+    let (first, then): (Vec<_>, Vec<_>) = running.iter().partition(|(id, _)| cache_only(*id));
+    for group in [first, then] {
+        stop_servers(home, &group);
     }
     println!(
         "stopped {} Weft servers in {} (data kept; `weft up` starts them again)",
@@ -726,6 +724,40 @@ pub fn down(home: &Path) -> Result<()> {
     );
     remove_network(home)
 }
+
+/// Stops `servers` (id, pid) with SIGTERM and waits for them: a server with dirty cache
+/// blocks writes them back first, so it gets up to a minute (then SIGKILL, as for one
+/// that does not answer), and a wait over a second says what it waits for.
+fn stop_servers(home: &Path, servers: &[(u32, i32)]) {
+    for (_, pid) in servers {
+        // SAFETY: signalling weftd processes recorded in our pid files.
+        unsafe { libc::kill(*pid, libc::SIGTERM) };
+    }
+    let started = Instant::now();
+    let deadline = started + STOP_WAIT;
+    let mut told = false;
+    for (id, pid) in servers {
+        while running_pid(home, *id).is_some() && !is_zombie(*pid) && Instant::now() < deadline {
+            if !told && started.elapsed() > Duration::from_secs(1) {
+                eprintln!("waiting for server {id} to write its dirty cache blocks back and exit...");
+                told = true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if running_pid(home, *id).is_some() && !is_zombie(*pid) {
+            eprintln!(
+                "server {id} did not exit within {} s of SIGTERM; killed (data it had not written back is lost)",
+                STOP_WAIT.as_secs()
+            );
+            // SAFETY: as above.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        std::fs::remove_file(pid_file(home, *id)).ok();
+    }
+}
+
+/// Longest wait for a server to exit after SIGTERM.
+const STOP_WAIT: Duration = Duration::from_secs(60);
 
 /// Removes the emulated network of the cluster in `home`, if it has one (its record
 /// stays, so that `weft up` makes it again).

@@ -7,6 +7,7 @@ mod launch;
 mod observe;
 mod roles;
 mod status_page;
+mod stop;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -30,6 +31,8 @@ use weft_rpc::{ClusterKey, ServerIdentity, ServerLimits};
 (cache role: a share of the cluster's cooperative cache; with the io role in the same process, it caches that \
 server's stripes and reaches them without a socket).\n\n\
 Most users never start weftd by hand: `weft up` starts a whole cluster on this machine.\n\n\
+SIGTERM, SIGINT or SIGHUP stop a server cleanly: a cache manager first writes its dirty blocks back to the io \
+servers (a second signal stops it at once). `weft down` stops separate cache managers before the io servers for this.\n\n\
 Every server needs the cluster key (32 random bytes in a file only its owner may read): a connection \
 is served only once it proved it holds the same key. `weft up` and the MPI launch make one in the cluster's \
 home; `weft key create FILE` makes one for a cluster set up by hand.\n\n\
@@ -141,8 +144,8 @@ struct Args {
     /// delegates run so under their launcher, so they never outlive their job.
     #[arg(long)]
     exit_on_stdin_eof: bool,
-    /// With --exit-on-stdin-eof: once everything was written back, remove this
-    /// directory (a job-scoped delegate's scratch directory, which would otherwise stay
+    /// With --exit-on-stdin-eof: once everything was written back (at the input's end,
+    /// or at SIGTERM, SIGINT or SIGHUP), remove this directory (a job-scoped delegate's scratch directory, which would otherwise stay
     /// behind when the job was killed with its launcher); kept when the write-back
     /// failed, for its log.
     #[arg(long, value_name = "DIR", requires = "exit_on_stdin_eof")]
@@ -432,29 +435,23 @@ fn run(args: Args) -> Result<()> {
     if let Some(path) = &args.ready_file {
         write_atomically(path, &address.to_string())?;
     }
-    if args.exit_on_stdin_eof {
-        // Standard input carries nothing: its end is the signal.
-        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-        eprintln!(
-            "weftd: server {}: standard input closed; writing dirty blocks back, then exiting",
-            plan.id
-        );
-        if let Err(e) = roles.write_back_all() {
-            eprintln!("weftd: server {}: {e}", plan.id);
-            std::process::exit(1);
-        }
-        if let Some(dir) = &args.remove_on_exit {
-            if let Err(e) = std::fs::remove_dir_all(dir) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    eprintln!("weftd: server {}: removing {}: {e}", plan.id, dir.display());
-                }
+    let reason = stop::wait(args.exit_on_stdin_eof)?;
+    eprintln!(
+        "weftd: server {}: {reason}; writing dirty blocks back, then exiting",
+        plan.id
+    );
+    if let Err(e) = roles.write_back_all() {
+        eprintln!("weftd: server {}: {e}", plan.id);
+        std::process::exit(1);
+    }
+    if let Some(dir) = &args.remove_on_exit {
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                eprintln!("weftd: server {}: removing {}: {e}", plan.id, dir.display());
             }
         }
-        std::process::exit(0);
     }
-    loop {
-        std::thread::park();
-    }
+    std::process::exit(0);
 }
 
 /// The key capabilities are signed with: the servers-only key in `path`, else one
