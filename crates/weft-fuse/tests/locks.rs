@@ -635,3 +635,54 @@ fn a_lock_lost_to_a_late_reclaim_fails_its_holders_io_with_eio() {
     std::fs::write(a.join("db"), b"after").unwrap();
     assert_eq!(std::fs::read(b.join("db")).unwrap(), b"after");
 }
+
+/// F_SETLK of bytes 50..51 of `path` in a child process: its errno (the lock goes with
+/// the child).
+fn lock_beside(path: &Path) -> i64 {
+    let path = cpath(path);
+    in_child(move || {
+        let fd = open_rw(&path);
+        vec![fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_WRLCK, 50, 1)) as i64]
+    })[0]
+}
+
+/// A clean stop (`weft down`) with a lock held gives the next start its grace, and the
+/// holder keeps its lock; a clean stop with no lock held is recorded, so the next start
+/// grants locks at once instead of making every first lock wait out the grace.
+#[test]
+fn a_clean_stop_with_no_lock_held_spares_the_next_start_its_grace() {
+    let grace = Duration::from_secs(5);
+    let Held {
+        holder,
+        b,
+        a: _a,
+        cluster,
+    } = &held_with_grace(grace);
+    let stop_and_start = || {
+        let down = cluster.weft(&["down"]);
+        assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+        cluster.restart();
+        Instant::now()
+    };
+    let restarted = stop_and_start();
+    let seen = contend(&b.join("db"));
+    assert_eq!(
+        seen[0],
+        libc::EAGAIN as i64,
+        "A's lock after a clean stop: {seen:?}"
+    );
+    assert_eq!(lock_beside(&b.join("db")), 0);
+    let waited = restarted.elapsed();
+    assert!(
+        waited > grace / 2,
+        "with a lock held at the stop, a lock was granted {waited:?} after the start, inside the grace"
+    );
+    assert_eq!(holder.step(b'u'), 0);
+    let restarted = stop_and_start();
+    assert_eq!(lock_beside(&b.join("db")), 0);
+    let waited = restarted.elapsed();
+    assert!(
+        waited < grace / 2,
+        "with no lock held at the stop, the first lock waited {waited:?} (a grace of {grace:?} after a clean stop)"
+    );
+}

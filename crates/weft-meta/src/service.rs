@@ -167,6 +167,15 @@ impl MetaService {
         }
     }
 
+    /// Stops granting file locks for good (the server is stopping): from here every
+    /// lock request is held back as during a grace (mounts ask again, then ask the next
+    /// manager), so the locks held can only go down. Returns how many are held.
+    pub fn stop_locks(&self) -> usize {
+        self.file_locks
+            .start_grace(Instant::now() + Duration::from_secs(24 * 3600));
+        self.file_locks.held()
+    }
+
     /// The grace for lock reclaims left (`None`: over, or none).
     pub fn lock_grace_left(&self) -> Option<Duration> {
         self.file_locks.grace_left(Instant::now())

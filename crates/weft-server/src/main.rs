@@ -440,6 +440,7 @@ fn run(args: Args) -> Result<()> {
         "weftd: server {}: {reason}; writing dirty blocks back, then exiting",
         plan.id
     );
+    roles.stop_locks(&plan.data_dir);
     if let Err(e) = roles.write_back_all() {
         eprintln!("weftd: server {}: {e}", plan.id);
         std::process::exit(1);

@@ -117,11 +117,15 @@ impl Roles {
                 )));
             }
             service.set_incarnation(incarnation);
-            service.set_lock_grace(
+            // After a clean stop with no lock held there is nothing to reclaim.
+            let grace = if crate::stop::take_no_locks(&plan.data_dir) {
+                Duration::ZERO
+            } else {
                 config
                     .lock_grace_ms
-                    .map_or(weft_proto::LOCK_GRACE_DEFAULT, Duration::from_millis),
-            );
+                    .map_or(weft_proto::LOCK_GRACE_DEFAULT, Duration::from_millis)
+            };
+            service.set_lock_grace(grace);
             if let Some(grace) = service.lock_grace_left() {
                 eprintln!(
                     "weftd meta: granting only reclaims of mounts' file locks for the next {} ms (the grace after a restart; --lock-grace-ms)",
@@ -198,6 +202,22 @@ impl Roles {
 
     /// Writes every dirty block of the cache role back to the io servers (nothing to
     /// do without one).
+    /// The metadata role's part of a clean stop: no lock granted from here, and with
+    /// none held, a record in `data_dir` that spares the next start its grace.
+    pub fn stop_locks(&self, data_dir: &std::path::Path) {
+        let Some(meta) = &self.meta else { return };
+        match meta.stop_locks() {
+            0 => {
+                if let Err(e) = crate::stop::record_no_locks(data_dir) {
+                    eprintln!("weftd meta: recording a stop with no lock held: {e} (the next start gives a grace)");
+                }
+            }
+            held => eprintln!(
+                "weftd meta: {held} file locks held at this stop; the next start gives their mounts a grace to reclaim them"
+            ),
+        }
+    }
+
     pub fn write_back_all(&self) -> Result<()> {
         if let Some(cache) = &self.cache {
             cache

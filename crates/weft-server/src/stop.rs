@@ -74,3 +74,30 @@ pub fn wait(stdin_eof: bool) -> Result<String> {
         other => format!("signal {other}"),
     })
 }
+
+/// In the metadata manager's data directory after a clean stop with no file lock held:
+/// its next start needs no grace for mounts to reclaim locks (there are none to
+/// reclaim), so the first locks after `weft down` and `weft up` do not wait. Removed
+/// (durably) by that start before it serves anything, so a crash later still gets the
+/// grace.
+const LOCKS_CLEAN: &str = "locks-clean-stop";
+
+/// Records a clean stop with no lock held in `data_dir` (see [`LOCKS_CLEAN`]).
+pub fn record_no_locks(data_dir: &std::path::Path) -> std::io::Result<()> {
+    let path = data_dir.join(LOCKS_CLEAN);
+    std::fs::File::create(&path)?.sync_all()?;
+    std::fs::File::open(data_dir)?.sync_all()
+}
+
+/// Whether the last stop was clean with no lock held; the record is gone afterwards.
+/// A record that cannot be removed counts as absent (the grace is the safe side).
+pub fn take_no_locks(data_dir: &std::path::Path) -> bool {
+    let path = data_dir.join(LOCKS_CLEAN);
+    if !path.exists() {
+        return false;
+    }
+    let removed = std::fs::remove_file(&path)
+        .and_then(|()| std::fs::File::open(data_dir)?.sync_all())
+        .map_err(|e| eprintln!("weftd meta: removing {}: {e}", path.display()));
+    removed.is_ok()
+}
