@@ -213,19 +213,25 @@ impl WriteBehind {
         }
     }
 
-    /// Sends what is kept for `inode`, if anything. On failure the kept bytes are
-    /// dropped (they may be partly written) and the error is returned.
-    pub(crate) fn send(&self, inode: InodeId) -> Result<(), Errno> {
+    /// The entry of what is kept for `inode`, if any (none without a lock when nothing
+    /// is kept anywhere, the common case of every read and getattr).
+    fn kept(&self, inode: InodeId) -> Option<Arc<Mutex<Kept>>> {
         if self.dirty_inodes.load(Ordering::Relaxed) == 0 {
-            return Ok(());
+            return None;
         }
-        let entry = self
-            .inodes
+        self.inodes
             .lock()
             .expect("write-behind table poisoned")
             .get(&inode)
-            .cloned();
-        let Some(entry) = entry else { return Ok(()) };
+            .cloned()
+    }
+
+    /// Sends what is kept for `inode`, if anything. On failure the kept bytes are
+    /// dropped (they may be partly written) and the error is returned.
+    pub(crate) fn send(&self, inode: InodeId) -> Result<(), Errno> {
+        let Some(entry) = self.kept(inode) else {
+            return Ok(());
+        };
         let mut kept = entry.lock().expect("kept writes poisoned");
         let sent = self.send_locked(&mut kept);
         self.retire(inode, &entry, &mut kept);
@@ -277,32 +283,16 @@ impl WriteBehind {
             .get(&inode)
             .copied()
             .unwrap_or(0);
-        if self.dirty_inodes.load(Ordering::Relaxed) == 0 {
-            return sent;
-        }
-        let entry = self
-            .inodes
-            .lock()
-            .expect("write-behind table poisoned")
-            .get(&inode)
-            .cloned();
-        let kept = entry.map_or(0, |e| e.lock().expect("kept writes poisoned").extents.end());
+        let kept = self
+            .kept(inode)
+            .map_or(0, |e| e.lock().expect("kept writes poisoned").extents.end());
         kept.max(sent)
     }
 
     /// Bytes kept for `inode` and not yet sent (0: none): the blocks the mount reports
     /// count at least these, as a local file system counts its delayed allocations.
     pub(crate) fn kept_bytes(&self, inode: InodeId) -> u64 {
-        if self.dirty_inodes.load(Ordering::Relaxed) == 0 {
-            return 0;
-        }
-        let entry = self
-            .inodes
-            .lock()
-            .expect("write-behind table poisoned")
-            .get(&inode)
-            .cloned();
-        entry.map_or(0, |e| {
+        self.kept(inode).map_or(0, |e| {
             e.lock().expect("kept writes poisoned").extents.bytes() as u64
         })
     }
