@@ -64,6 +64,9 @@ pub const LOCKS_UNCONFIRMED_MAX: Duration = Duration::from_secs(3);
 pub struct Holders {
     session: u64,
     table: Mutex<LockTable>,
+    /// Locks in `table`, published at each change (`TableGuard`), so that reads and
+    /// writes of a mount holding none never take the table's lock.
+    held: AtomicUsize,
     /// Read by every lock request from its sending to its record in `table`, written by
     /// a reclaim: a reclaim sees every lock granted so far.
     order: RwLock<()>,
@@ -88,6 +91,31 @@ pub struct Holders {
     waiters: AtomicUsize,
 }
 
+/// The lock table, locked; at its end the count of locks it holds goes to `held`.
+struct TableGuard<'a> {
+    table: std::sync::MutexGuard<'a, LockTable>,
+    held: &'a AtomicUsize,
+}
+
+impl std::ops::Deref for TableGuard<'_> {
+    type Target = LockTable;
+    fn deref(&self) -> &LockTable {
+        &self.table
+    }
+}
+
+impl std::ops::DerefMut for TableGuard<'_> {
+    fn deref_mut(&mut self) -> &mut LockTable {
+        &mut self.table
+    }
+}
+
+impl Drop for TableGuard<'_> {
+    fn drop(&mut self) {
+        self.held.store(self.table.held(), Ordering::Relaxed);
+    }
+}
+
 /// What one try of a lock request got.
 pub enum Asked<T> {
     Answered(T),
@@ -100,6 +128,7 @@ impl Holders {
         Holders {
             session,
             table: Mutex::default(),
+            held: AtomicUsize::new(0),
             order: RwLock::default(),
             incarnation: AtomicU64::new(0),
             confirmed_ms: AtomicU64::new(0),
@@ -112,8 +141,11 @@ impl Holders {
         }
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, LockTable> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    fn table(&self) -> TableGuard<'_> {
+        TableGuard {
+            table: self.table.lock().unwrap_or_else(|p| p.into_inner()),
+            held: &self.held,
+        }
     }
 
     fn ordered(&self) -> RwLockReadGuard<'_, ()> {
@@ -194,7 +226,7 @@ impl Holders {
     }
 
     pub fn any(&self) -> bool {
-        self.table().held() > 0
+        self.held.load(Ordering::Relaxed) > 0
     }
 
     /// Tells the manager this session is alive and checks its incarnation, reclaiming
@@ -224,7 +256,7 @@ impl Holders {
     pub fn check(&self, client: &Client, inode: InodeId, opened_at: u64) -> Result<(), ()> {
         let stale = |at: &AtomicU64| self.now_ms().saturating_sub(at.load(Ordering::Relaxed));
         let unconfirmed = || stale(&self.confirmed_ms) > LOCKS_UNCONFIRMED_MAX.as_millis() as u64;
-        if unconfirmed() && self.table().on(inode) {
+        if self.any() && unconfirmed() && self.table().on(inode) {
             let _one = self.renewing.lock().unwrap_or_else(|p| p.into_inner());
             if unconfirmed() && stale(&self.asked_ms) > LOCK_RENEW_PERIOD.as_millis() as u64 {
                 self.renew_now(client);
