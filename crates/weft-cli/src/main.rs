@@ -375,7 +375,8 @@ process until unmounted or interrupted. A mount by root serves every user, each 
 permissions.\n\nThe daemon's messages (why an operation failed with EIO, which server was not reached) go to \
 $XDG_STATE_HOME/weft/mount-NAME.log when XDG_STATE_HOME is set, else /var/log/weft/mount-NAME.log for root and \
 ~/.local/state/weft/mount-NAME.log for other users, NAME being the mountpoint with its slashes as dashes \
-(/mnt/weft: mount-mnt-weft.log); weft mount prints the path. The log holds at most 8 MiB, then becomes \
+(/mnt/weft: mount-mnt-weft.log; a hash of the path is appended when the mountpoint has dashes or other \
+characters, so that /a-b and /a/b get different logs); weft mount prints the path. The log holds at most 8 MiB, then becomes \
 NAME.log.1 (replacing the older one) and starts again, so at most 16 MiB are kept. --log FILE puts it \
 elsewhere (bounded the same way); --no-log discards the messages; --foreground writes them to standard error.\n\nFile layouts are the extended attribute user.weft.layout.\n\nExamples:\n  weft mount /mnt/weft\n  \
 getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout -v \"stripe_size=1M stripe_count=2\" \

@@ -36,7 +36,8 @@ pub enum MountLog {
 }
 
 /// The default log of a mount at `mountpoint` (absolute): `mount-NAME.log`, NAME the
-/// mountpoint with its slashes as dashes (`/mnt/weft` gives `mount-mnt-weft.log`), in
+/// mountpoint with its slashes as dashes (`/mnt/weft` gives `mount-mnt-weft.log`; see
+/// `log_name` for the others), in
 /// `$XDG_STATE_HOME/weft` when that is set (the XDG base directories' place for logs),
 /// else `/var/log/weft` for root (where system daemons' logs are) and
 /// `~/.local/state/weft` for other users (XDG's default). None when neither
@@ -55,18 +56,24 @@ pub fn default_path(mountpoint: &Path) -> Option<PathBuf> {
 }
 
 /// The mountpoint as a file name: slashes as dashes, anything but letters, digits,
-/// `.`, `_` and `-` as `_`, at most NAME_BYTES_MAX bytes; "root" for `/`.
+/// `.` and `_` as `_`, "root" for `/`. When that is not one to one (a name with a
+/// dash or another replaced byte, or one cut to NAME_BYTES_MAX), a dash and 16 hex
+/// digits of the whole path's FNV-1a hash follow, so that `/a-b` and `/a/b`, or two
+/// long mountpoints with the same beginning, never share a log.
 fn log_name(mountpoint: &Path) -> String {
-    let mut name: String = mountpoint
-        .as_os_str()
-        .as_bytes()
+    let bytes = mountpoint.as_os_str().as_bytes();
+    let mut exact = true;
+    let mut name: String = bytes
         .split(|&b| b == b'/')
         .filter(|part| !part.is_empty())
         .map(|part| {
             part.iter()
                 .map(|&b| match b {
-                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'_' | b'-' => b as char,
-                    _ => '_',
+                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'_' => b as char,
+                    _ => {
+                        exact = false;
+                        '_'
+                    }
                 })
                 .collect::<String>()
         })
@@ -75,7 +82,16 @@ fn log_name(mountpoint: &Path) -> String {
     if name.is_empty() {
         name = "root".into();
     }
-    name.truncate(NAME_BYTES_MAX);
+    if name.len() > NAME_BYTES_MAX {
+        name.truncate(NAME_BYTES_MAX);
+        exact = false;
+    }
+    if !exact {
+        let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        name.push_str(&format!("-{hash:016x}"));
+    }
     name
 }
 
@@ -350,7 +366,19 @@ mod tests {
         assert_eq!(utc_text(1_795_000_000), "2026-11-18T11:06:40Z");
         assert_eq!(log_name(Path::new("/mnt/weft")), "mnt-weft");
         assert_eq!(log_name(Path::new("/")), "root");
-        assert_eq!(log_name(Path::new("/a b/c:d")), "a_b-c_d");
-        assert!(log_name(Path::new(&format!("/{}", "z".repeat(400)))).len() <= NAME_BYTES_MAX);
+        assert_eq!(log_name(Path::new("/a_b/c.d")), "a_b-c.d");
+        // Names that would collide get the path's hash.
+        let odd = log_name(Path::new("/a b/c:d"));
+        assert!(
+            odd.starts_with("a_b-c_d-") && odd.len() == "a_b-c_d-".len() + 16,
+            "{odd}"
+        );
+        let (dashed, nested) = (log_name(Path::new("/a-b")), log_name(Path::new("/a/b")));
+        assert_eq!(nested, "a-b");
+        assert_ne!(dashed, nested);
+        assert_ne!(log_name(Path::new("/a b")), log_name(Path::new("/a_b")));
+        let long = |tail: &str| log_name(Path::new(&format!("/{}{tail}", "z".repeat(400))));
+        assert!(long("x").len() <= NAME_BYTES_MAX + 17);
+        assert_ne!(long("x"), long("y"));
     }
 }
