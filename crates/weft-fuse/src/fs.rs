@@ -489,10 +489,13 @@ impl WeftFs {
             .expect("lookup table poisoned")
             .get(&(inode(parent), Name::from(name)))
             .and_then(|ino| self.remembered(*ino));
-        let attr = match guess
-            .as_ref()
-            .and_then(|g| self.checked_lookup(&client, inode(parent), name, g))
-        {
+        let checked = match &guess {
+            Some(g) => self
+                .checked_lookup(&client, inode(parent), name, g)
+                .map_err(|e| errno(&e, "lookup"))?,
+            None => None,
+        };
+        let attr = match checked {
             Some((attr, stamp)) => {
                 self.walks.checked(req.pid(), attr.clone(), stamp);
                 attr
@@ -513,17 +516,19 @@ impl WeftFs {
     /// the path the kernel knows `parent` by and `name` in it must still lead to
     /// `guess`'s inode, the file the name led to here before, whose size and data stamp
     /// are asked of the io servers meanwhile. Same round trips as a plain lookup. `None`
-    /// when the name leads elsewhere now, a name on the way changed, or the check
-    /// failed: the plain lookup answers then (with its own errors).
+    /// when the name leads elsewhere now, a name on the way changed, or a server refused
+    /// the check: the plain lookup answers then (with its own errors). A server that
+    /// could not be reached is the lookup's error: the plain lookup would only wait for
+    /// it again (two timeouts per lookup while the manager is down).
     fn checked_lookup(
         &self,
         client: &Client,
         parent: InodeId,
         name: &[u8],
         guess: &Attr,
-    ) -> Option<(Attr, Option<DataStamp>)> {
+    ) -> Result<Option<(Attr, Option<DataStamp>)>, ClientError> {
         if guess.kind != FileKind::File {
-            return None;
+            return Ok(None);
         }
         let mut steps = if parent == InodeId::ROOT {
             Vec::new()
@@ -538,10 +543,11 @@ impl WeftFs {
         // As deep as an open checks: the names nearest the file.
         let extra = steps.len().saturating_sub(weft_client::REVALIDATE_STEPS_MAX);
         steps.drain(..extra);
-        client
-            .revalidate_stamped(steps, Some(guess))
-            .ok()
-            .filter(|(attr, _)| attr.kind == FileKind::File && attr.nlink > 0)
+        match client.revalidate_stamped(steps, Some(guess)) {
+            Ok((attr, stamp)) if attr.kind == FileKind::File && attr.nlink > 0 => Ok(Some((attr, stamp))),
+            Err(e @ ClientError::Transport(_)) => Err(e),
+            _ => Ok(None),
+        }
     }
 
     /// An entry for `attr` as `name` in `parent` goes to the kernel: its name and

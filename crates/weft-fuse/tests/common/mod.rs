@@ -27,6 +27,11 @@ impl Mount {
     }
 
     pub fn with_args(cluster: &TestCluster, args: &[&str]) -> Mount {
+        Mount::with_env(cluster, args, &[])
+    }
+
+    /// A mount whose daemon also gets `env` (e.g. a short `WEFT_TIMEOUT_MS`).
+    pub fn with_env(cluster: &TestCluster, args: &[&str], env: &[(&str, &str)]) -> Mount {
         let dir = tempfile::Builder::new()
             .prefix("weft-mount-")
             .tempdir()
@@ -51,6 +56,7 @@ impl Mount {
             .arg(&path)
             .arg("--foreground")
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
