@@ -249,6 +249,8 @@ struct LockTaker {
     request: LockRequest,
     /// F_SETLKW: wait while another's lock refuses it.
     sleep: bool,
+    /// The thread that asked (a signal to it ends the wait).
+    tid: u32,
     holders: Arc<Holders>,
     notifier: Arc<OnceLock<Notifier>>,
     names: Arc<Names>,
@@ -275,13 +277,13 @@ impl LockTaker {
     }
 
     /// Asks until the lock is granted, refused (F_SETLK, or an error), or the process
-    /// is gone. The manager's grace after a restart is waited out either way.
+    /// is gone or interrupted. The manager's grace after a restart is waited out either way.
     fn wait(self, reply: ReplyEmpty) {
         let mut tries = 0u32;
         loop {
             std::thread::sleep(locks::pause(tries));
             tries = tries.saturating_add(1);
-            if !locks::process_alive(self.request.pid) {
+            if locks::waiter_interrupted(self.request.pid, self.tid) {
                 return reply.error(Errno::EINTR);
             }
             match self.try_once() {
@@ -1444,7 +1446,7 @@ impl Filesystem for WeftFs {
 
     fn getlk(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         lock_owner: LockOwner,
@@ -1467,6 +1469,7 @@ impl Filesystem for WeftFs {
             end,
         };
         let (client, holders) = (self.clients.base(), Arc::clone(&self.lock_holders));
+        let tid = req.pid();
         let answer = move |asked: Result<Asked<Option<weft_proto::HeldLock>>, ClientError>,
                            reply: ReplyLock| {
             match asked {
@@ -1488,7 +1491,7 @@ impl Filesystem for WeftFs {
                     loop {
                         std::thread::sleep(locks::pause(tries));
                         tries = tries.saturating_add(1);
-                        if !locks::process_alive(pid) {
+                        if locks::waiter_interrupted(pid, tid) {
                             return reply.error(Errno::EINTR);
                         }
                         match holders.test(&client, &request) {
@@ -1504,7 +1507,7 @@ impl Filesystem for WeftFs {
 
     fn setlk(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         lock_owner: LockOwner,
@@ -1538,6 +1541,7 @@ impl Filesystem for WeftFs {
                 end,
             },
             sleep,
+            tid: req.pid(),
             holders: Arc::clone(&self.lock_holders),
             notifier: Arc::clone(&self.notifier),
             names: Arc::clone(&self.names),

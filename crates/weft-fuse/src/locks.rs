@@ -18,7 +18,8 @@
 //!   (`WAIT_PAUSE_MIN` to `WAIT_PAUSE_MAX`) on a thread of its own (at most `WAITERS_MAX`
 //!   at once; past that the worker itself waits), and gives up with EINTR once the
 //!   waiting process is gone or has SIGKILL pending (the kernel keeps a killed waiter
-//!   until the daemon answers).
+//!   until the daemon answers), or the waiting thread has a signal to handle (an
+//!   `alarm()` or `flock -w` timeout; see `waiter_interrupted`).
 //! - POSIX locks go at the owner's close of the file (the kernel's flush names the
 //!   owner), `flock` locks at the open file's release, and all of them when the mount
 //!   ends. Only owners that took a lock here send an unlock at close, so a close costs
@@ -404,6 +405,44 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Whether the waiter of a lock should be answered EINTR now: process `pid` is gone or
+/// killed (`process_alive`), or its thread `tid` (the caller the kernel named) has a
+/// signal to handle (`signal_to_handle`). Without this, `alarm()` or `flock -w`'s timer
+/// could never end an F_SETLKW: fuser answers FUSE_INTERRUPT with ENOSYS, after which
+/// the kernel keeps the waiter, signals and all, until the daemon answers.
+pub fn waiter_interrupted(pid: u32, tid: u32) -> bool {
+    if !process_alive(pid) {
+        return true;
+    }
+    tid != 0
+        && std::fs::read_to_string(format!("/proc/{tid}/status"))
+            .map(|status| signal_to_handle(&status))
+            .unwrap_or(true)
+}
+
+/// Whether a /proc/TID/status text shows a signal the thread would run a handler for:
+/// pending for the thread, or for the process when the process has this one thread
+/// (another thread might take a process's signal), caught and not blocked. Signals
+/// left to their default action do not count: a fatal one comes with SIGKILL pending
+/// (`kill_pending`), the others are discarded or stop the process, as they would a
+/// local waiter.
+fn signal_to_handle(status: &str) -> bool {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(str::trim)
+    };
+    let mask = |name: &str| {
+        field(name)
+            .and_then(|m| u64::from_str_radix(m, 16).ok())
+            .unwrap_or(0)
+    };
+    let only_thread = field("Threads:") == Some("1");
+    let pending = mask("SigPnd:") | if only_thread { mask("ShdPnd:") } else { 0 };
+    pending & mask("SigCgt:") & !mask("SigBlk:") != 0
+}
+
 /// Whether a /proc/PID/status text shows SIGKILL pending (for the thread or the
 /// process).
 fn kill_pending(status: &str) -> bool {
@@ -433,6 +472,34 @@ mod tests {
         assert!(kill_pending(killed));
         assert!(!kill_pending(interrupted));
         assert!(process_alive(std::process::id()));
+    }
+
+    #[test]
+    fn a_caught_unblocked_pending_signal_interrupts() {
+        // SIGALRM (14, bit 13) pending for the process, caught, a single thread.
+        let alarm = "Threads:\t1\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000002000\n\
+                     SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000002000\n";
+        assert!(signal_to_handle(alarm));
+        // Blocked: it waits, as the kernel would keep it pending.
+        assert!(!signal_to_handle(
+            &alarm.replace("SigBlk:\t0000000000000000", "SigBlk:\t0000000000002000")
+        ));
+        // Not caught (default action): not ours to end.
+        assert!(!signal_to_handle(
+            &alarm.replace("SigCgt:\t0000000000002000", "SigCgt:\t0000000000000000")
+        ));
+        // A process's signal with several threads: another thread may take it...
+        let threads = alarm.replace("Threads:\t1", "Threads:\t3");
+        assert!(!signal_to_handle(&threads));
+        // ...but one sent to this thread is this thread's.
+        assert!(signal_to_handle(
+            &threads.replace("SigPnd:\t0000000000000000", "SigPnd:\t0000000000002000")
+        ));
+        assert!(!signal_to_handle("Name:\tx\n"));
+        // This test's own thread has no signal waiting.
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        assert!(!waiter_interrupted(std::process::id(), tid));
     }
 
     #[test]

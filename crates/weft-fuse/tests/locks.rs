@@ -394,6 +394,64 @@ fn a_waiter_killed_while_waiting_ends_before_the_lock_is_free() {
     end_holder(holder);
 }
 
+/// A waiting lock ends with EINTR when its thread gets a signal it catches, as a local
+/// one does: `flock -w 1` (a timer's SIGALRM) gives up after its timeout, and F_SETLKW
+/// with alarm() set fails with EINTR. They waited until the holder let go before.
+#[test]
+fn a_caught_signal_ends_a_waiting_lock() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    std::fs::write(a.join("f"), b"x").unwrap();
+    std::fs::write(a.join("g"), [0u8; 100]).unwrap();
+    let flocked = hold_with_flock(&a.join("f"), &b.join("f"), "60");
+    let holder = Holder::start(&a.join("g"));
+    assert_eq!(holder.step(b'l'), 0);
+
+    let mut waiter = flock_cmd(&["-w", "1"], &b.join("f")).arg("true").spawn().unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = waiter.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = waiter.kill();
+            let _ = waiter.wait();
+            end_holder(flocked);
+            panic!("flock -w 1 still waited after 20 s: its timer's signal did not end the wait");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    end_holder(flocked);
+    // flock(1)'s status for a timeout.
+    assert_eq!(status.code(), Some(1), "flock -w 1 of a held file: {status}");
+
+    let path = cpath(&b.join("g"));
+    let got = in_child(move || {
+        extern "C" fn on_alarm(_: libc::c_int) {}
+        let fd = open_rw(&path);
+        // SAFETY: a zeroed sigaction with a handler and no flags (no SA_RESTART), and
+        // alarm: both async-signal-safe.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_alarm as extern "C" fn(libc::c_int) as usize;
+            libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut());
+            libc::alarm(1);
+        }
+        let waited = fcntl_lock(fd, libc::F_SETLKW, &mut flock_struct(libc::F_WRLCK, 0, 10));
+        vec![waited as i64]
+    });
+    assert_eq!(
+        got,
+        vec![libc::EINTR as i64],
+        "F_SETLKW of a held range with an alarm set (EINTR is {})",
+        libc::EINTR
+    );
+    // The holder kept its lock.
+    assert_eq!(contend(&b.join("g"))[0], libc::EAGAIN as i64);
+    drop(holder);
+}
+
 /// A child process that opens one file itself (so that no process the test starts
 /// later inherits its descriptor: closing a copy of it, as an exec does, would wait
 /// for a stopped mount daemon) and does what it is told, one byte a step.
