@@ -286,16 +286,15 @@ impl FileLocks {
     pub fn set(&self, request: &LockRequest, now: Instant) -> Result<Outcome, WireError> {
         let mut state = self.lock();
         if request.kind != LockKind::Unlock {
-            let free = state.table.test(request).is_none();
-            if let Some(left) = state.grace_left(now) {
-                // A conflict with a reclaimed lock refuses now (as after the grace);
-                // anything else may yet meet a lock not reclaimed so far.
-                if free {
-                    return Ok(Outcome::InGrace(InGrace { left }));
-                }
-            }
-            if free && !state.may_grant(request.session) {
-                return Ok(Outcome::Unrecorded);
+            let grace = state.grace_left(now);
+            // A conflict refuses now, in the grace too (the reclaimed lock is real);
+            // anything else may yet meet a lock not reclaimed so far, or must wait
+            // for its session's record.
+            if (grace.is_some() || !state.may_grant(request.session)) && state.table.test(request).is_none() {
+                return Ok(match grace {
+                    Some(left) => Outcome::InGrace(InGrace { left }),
+                    None => Outcome::Unrecorded,
+                });
             }
         }
         state.table.set(request)?;
