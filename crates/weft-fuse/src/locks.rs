@@ -513,6 +513,33 @@ mod tests {
     }
 
     #[test]
+    fn a_mount_asks_the_incarnation_while_it_holds_locks_and_for_a_while_after() {
+        let holders = Holders::new(1);
+        assert!(!holders.wants_renewal(), "never held a lock");
+        let lock = |kind| LockRequest {
+            session: 1,
+            owner: 7,
+            inode: InodeId(3),
+            pid: 42,
+            kind,
+            start: 0,
+            end: 9,
+        };
+        holders.table().set(&lock(LockKind::Write)).unwrap();
+        assert!(holders.wants_renewal());
+        holders.table().set(&lock(LockKind::Unlock)).unwrap();
+        assert!(holders.wants_renewal(), "just after its last lock");
+        // Last held longer ago than twice LOCK_RECORD_IDLE: the manager forgot it.
+        let long_ago = 2 * LOCK_RECORD_IDLE + Duration::from_millis(1);
+        let idle = Holders {
+            base: Instant::now().checked_sub(long_ago).unwrap(),
+            ..Holders::new(1)
+        };
+        idle.held_ms.store(1, Ordering::Relaxed);
+        assert!(!idle.wants_renewal());
+    }
+
+    #[test]
     fn waiters_are_bounded() {
         let holders = Holders::new(1);
         for _ in 0..WAITERS_MAX {
