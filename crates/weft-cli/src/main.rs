@@ -212,7 +212,8 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// The metadata manager's grace after a restart (milliseconds, at most 600000):
         /// for this long it grants only the locks mounts held before and reclaim (see
         /// `weftd --lock-grace-ms`); other lock requests wait for it. Default 10000;
-        /// none after `weft down` with no lock held.
+        /// it ends once every mount recorded as holding locks has reclaimed them, and
+        /// there is none when no mount is (no lock held at a crash or `weft down`).
         #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::LOCK_GRACE_MS_MAX))]
         lock_grace_ms: Option<u64>,
         /// Memory of each cache manager (K, M, G suffixes; 1M to 1T), default 512M.

@@ -1258,6 +1258,19 @@ impl Client {
         }
     }
 
+    /// Tells manager `incarnation` that mount session `session` reclaimed every lock it
+    /// holds (or holds none), so its grace need not wait for it; answers its lock state.
+    pub fn lock_reclaim_complete(&self, session: u64, incarnation: u64) -> Result<LockState, ClientError> {
+        match self
+            .inner
+            .meta(&Request::LockReclaimComplete { session, incarnation })
+            .map_err(|e| e.context("lock reclaim complete"))?
+        {
+            Response::LockState(state) => Ok(state),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     fn lock_state(&self, request: Request, inode: InodeId) -> Result<LockState, ClientError> {
         match self
             .inner

@@ -332,15 +332,16 @@ impl WeftFs {
         let spawned = std::thread::Builder::new()
             .name("weft-fuse-session".into())
             .spawn(move || {
-                // Every LOCK_RENEW_PERIOD while locks are held (that also renews the
-                // session, and notices a restarted manager: see `locks`), else every
+                // Every LOCK_RENEW_PERIOD while locks are held and for a while after
+                // (that also renews the session, and notices a restarted manager: see
+                // `locks`), else every
                 // SESSION_RENEW_PERIOD while files are kept.
                 let ticks = (kept::SESSION_RENEW_PERIOD.as_millis() / LOCK_RENEW_PERIOD.as_millis()).max(1);
                 for tick in 1u128.. {
                     std::thread::sleep(LOCK_RENEW_PERIOD);
                     let Some(open) = open.upgrade() else { return };
                     let Some(holders) = holders.upgrade() else { return };
-                    if holders.any() {
+                    if holders.wants_renewal() {
                         holders.renew(&client);
                     } else if tick % ticks == 0 && open.any_kept() {
                         if let Err(e) = client.renew_session(session) {

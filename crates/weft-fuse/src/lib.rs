@@ -71,7 +71,8 @@
 //! with ESTALE), as on PVFS; `stat` may show attributes up to `attr_ttl` old after
 //! another client changed them (opens never do); `fcntl` and `flock` locks are
 //! cluster-wide, kept by the manager, and reclaimed after its restart during its grace,
-//! which holds other lock requests back until it ends; a lock that could not be
+//! which holds other lock requests back until it ends (or until every mount that held
+//! locks has reclaimed them and said so); a lock that could not be
 //! reclaimed fails its holder's I/O on the file with EIO (see `locks`); rename with
 //! RENAME_NOREPLACE checks and renames in two steps.
 

@@ -37,6 +37,12 @@
 //!   `LOCKS_UNCONFIRMED_MAX` (this daemon was stopped, say) first asks the manager.
 //! - During the grace, a lock or F_GETLK the manager holds back is asked again (on a
 //!   waiting thread) until answered: F_SETLK answers after the grace, not early.
+//! - Once its reclaims are answered the mount says so (`LockReclaimComplete`, naming
+//!   the incarnation): the manager ends its grace as soon as every mount its durable
+//!   record names has (see its `file_locks`). The manager keeps a mount in that record
+//!   until it has held no lock for `LOCK_RECORD_IDLE`, so the mount goes on asking the
+//!   incarnation for twice that after its last lock (`wants_renewal`), and answers a
+//!   restart then with a reclaim of nothing and its "complete".
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -45,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use weft_client::{Client, ClientError, InodeId};
 use weft_proto::lock_table::{LockTable, Owner};
-use weft_proto::{LockKind, LockRequest, LockState, LOCK_RENEW_PERIOD};
+use weft_proto::{LockKind, LockRequest, LockState, LOCK_RECORD_IDLE, LOCK_RENEW_PERIOD};
 
 /// The shortest and longest pause between two tries of a waiting lock.
 pub const WAIT_PAUSE_MIN: Duration = Duration::from_millis(2);
@@ -78,6 +84,8 @@ pub struct Holders {
     /// last asked it from an I/O path.
     confirmed_ms: AtomicU64,
     asked_ms: AtomicU64,
+    /// When this mount last held a lock (ms since `base`, plus one; 0: never).
+    held_ms: AtomicU64,
     base: Instant,
     /// Held by each renewal for its whole course: I/O that finds the locks unconfirmed
     /// waits for the one under way (the renewal thread's, right after this daemon was
@@ -134,6 +142,7 @@ impl Holders {
             incarnation: AtomicU64::new(0),
             confirmed_ms: AtomicU64::new(0),
             asked_ms: AtomicU64::new(0),
+            held_ms: AtomicU64::new(0),
             base: Instant::now(),
             renewing: Mutex::new(()),
             losses: AtomicU64::new(0),
@@ -175,6 +184,7 @@ impl Holders {
                 // Cannot be refused: the manager's table held this lock for the same
                 // owner under the same rules and bounds.
                 let _ = self.table().set(request);
+                self.note_held();
             }
             held_back
         };
@@ -228,6 +238,23 @@ impl Holders {
 
     pub fn any(&self) -> bool {
         self.held.load(Ordering::Relaxed) > 0
+    }
+
+    fn note_held(&self) {
+        self.held_ms.store(self.now_ms() + 1, Ordering::Relaxed);
+    }
+
+    /// Whether the renewal thread should ask the manager's incarnation now: while
+    /// this mount holds locks, and for `2 * LOCK_RECORD_IDLE` after its last (the
+    /// manager may still have it in its record, and a restart then waits for its
+    /// "reclaim complete").
+    pub fn wants_renewal(&self) -> bool {
+        if self.any() {
+            self.note_held();
+            return true;
+        }
+        let held = self.held_ms.load(Ordering::Relaxed);
+        held != 0 && (self.now_ms() + 1).saturating_sub(held) < 2 * LOCK_RECORD_IDLE.as_millis() as u64
     }
 
     /// Tells the manager this session is alive and checks its incarnation, reclaiming
@@ -368,6 +395,20 @@ impl Holders {
             requests.len() - lost,
             requests.len()
         );
+        // Still under `order`: no lock of this mount is granted by `incarnation` before
+        // it hears that every reclaim is done, so the grace it ends covered them all.
+        let complete = match client.lock_reclaim_complete(self.session, incarnation) {
+            Err(ClientError::Transport(_)) => client.lock_reclaim_complete(self.session, incarnation),
+            other => other,
+        };
+        match complete {
+            Ok(_) => {}
+            // An older manager (UnknownOpcode): its grace runs its whole time.
+            Err(ClientError::Refused { .. }) => {}
+            Err(e) => eprintln!(
+                "weft-fuse: telling the restarted metadata manager this mount's reclaims are complete: {e} (its grace runs its whole time)"
+            ),
+        }
     }
 
     /// A place for one more waiting thread, if there is room.
@@ -536,6 +577,33 @@ mod tests {
         // The mark goes with the file's last close here.
         holders.closed(InodeId(3));
         assert!(!holders.lost_since(InodeId(3), before));
+    }
+
+    #[test]
+    fn a_mount_asks_the_incarnation_while_it_holds_locks_and_for_a_while_after() {
+        let holders = Holders::new(1);
+        assert!(!holders.wants_renewal(), "never held a lock");
+        let lock = |kind| LockRequest {
+            session: 1,
+            owner: 7,
+            inode: InodeId(3),
+            pid: 42,
+            kind,
+            start: 0,
+            end: 9,
+        };
+        holders.table().set(&lock(LockKind::Write)).unwrap();
+        assert!(holders.wants_renewal());
+        holders.table().set(&lock(LockKind::Unlock)).unwrap();
+        assert!(holders.wants_renewal(), "just after its last lock");
+        // Last held longer ago than twice LOCK_RECORD_IDLE: the manager forgot it.
+        let long_ago = 2 * LOCK_RECORD_IDLE + Duration::from_millis(1);
+        let idle = Holders {
+            base: Instant::now().checked_sub(long_ago).unwrap(),
+            ..Holders::new(1)
+        };
+        idle.held_ms.store(1, Ordering::Relaxed);
+        assert!(!idle.wants_renewal());
     }
 
     #[test]

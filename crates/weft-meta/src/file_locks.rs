@@ -20,12 +20,30 @@
 //! 5. The grace is measured from the start and ends for good once passed; a manager
 //!    whose database was created by this start has none (no mount can hold a lock of
 //!    an earlier one).
+//! 6. Ending it early (NFS's client-tracking database and RECLAIM_COMPLETE): the
+//!    manager records durably (the store's `lock_sessions`) each session that takes a
+//!    lock, before granting that session's first one (`Outcome::Unrecorded`: record,
+//!    then ask again), and drops a session from the record once it has held no lock
+//!    for `LOCK_RECORD_IDLE`. At a start the grace waits for the recorded sessions
+//!    only: none recorded, no grace; else it ends as soon as each has said it
+//!    reclaimed all it holds (`LockReclaimComplete`), or when its time is up. A full
+//!    record (`RECORDED_MAX`) is marked durably instead, and the next start then
+//!    waits the full grace.
+//!
+//! Why it is safe: every session holding a lock at a crash is in the durable record
+//! (recorded before its first grant, and dropped only while it holds none, atomically
+//! with respect to grants: a grant checks the in-memory copy under the same mutex, and
+//! the service serialises the durable writes, `MetaService::record_lock_session`). So
+//! the grace lasts until every holder said it reclaimed, or for its full time. A stale
+//! record (a session that held none, or whose mount went, recorded at the crash) only
+//! makes the grace run full.
 //!
 //! Invariants:
 //! - Bounded: reclaims count against the same `LOCKS_PER_FILE_MAX`/`LOCKS_MAX` as locks.
 //! - A session that stops renewing (its mount died) loses its locks with its lease
 //!   (`drop_sessions`), so a crashed client cannot hold a file forever.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -36,6 +54,42 @@ use weft_proto::{ErrorCode, HeldLock, LockKind, LockRequest, WireError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InGrace {
     pub left: Duration,
+}
+
+/// Most sessions in the durable record of lock holders; past it the record is marked
+/// full and the next start gives the full grace.
+pub const RECORDED_MAX: usize = 4096;
+
+/// What a lock request got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Granted (or, for an unlock, done).
+    Done,
+    /// Held back by the grace: ask again.
+    InGrace(InGrace),
+    /// Not granted: the session must be recorded durably first
+    /// (`recording`, then `recorded` or `overflowed`), then asked again.
+    Unrecorded,
+}
+
+/// Whether a session needs a durable record before its lock (`FileLocks::recording`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recording {
+    /// Already recorded (or the record is marked full).
+    Recorded,
+    /// Record it (`store.record_lock_session`), then call `recorded`.
+    Record,
+    /// The record is full: mark it so (`store.record_lock_overflow`), then call
+    /// `overflowed`.
+    Full,
+}
+
+/// What `idle_records` found to drop from the durable record.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Idle {
+    pub sessions: Vec<u64>,
+    /// The full mark of an earlier incarnation's record can go.
+    pub overflow: bool,
 }
 
 /// Every file's locks, and the grace after a start.
@@ -49,6 +103,21 @@ struct State {
     table: LockTable,
     /// When the grace ends (`None`: over, or none).
     grace_until: Option<Instant>,
+    /// Recorded sessions that have not said they reclaimed all (`None` during a grace:
+    /// wait for its time, the record was full or unreadable).
+    waiting: Option<HashSet<u64>>,
+    /// Lock sessions are recorded durably (`start_records`): a session not in
+    /// `recorded` is not granted a lock until it is.
+    tracking: bool,
+    /// Sessions in the durable record -> when last seen holding a lock (or recorded).
+    recorded: HashMap<u64, Instant>,
+    /// The durable record is marked full: any session may be granted.
+    overflowed: bool,
+    /// The record was marked full when this incarnation started: the mark goes once
+    /// the grace is over (unless this incarnation filled it again).
+    stale_overflow: bool,
+    /// When `idle_records` last looked (it walks every lock: at most every `idle / 4`).
+    swept: Option<Instant>,
 }
 
 impl State {
@@ -56,10 +125,26 @@ impl State {
     fn grace_left(&mut self, now: Instant) -> Option<Duration> {
         let until = self.grace_until?;
         if now >= until {
-            self.grace_until = None;
+            self.end_grace();
             return None;
         }
         Some(until - now)
+    }
+
+    fn end_grace(&mut self) {
+        self.grace_until = None;
+        self.waiting = None;
+    }
+
+    /// Whether `session` may be granted a lock without a record first.
+    fn may_grant(&self, session: u64) -> bool {
+        !self.tracking || self.overflowed || self.recorded.contains_key(&session)
+    }
+
+    fn held_by(&mut self, session: u64, now: Instant) {
+        if let Some(at) = self.recorded.get_mut(&session) {
+            *at = now;
+        }
     }
 }
 
@@ -70,7 +155,10 @@ impl FileLocks {
 
     /// Starts the grace for reclaims: it ends at `until`.
     pub fn start_grace(&self, until: Instant) {
-        self.lock().grace_until = Some(until);
+        let mut state = self.lock();
+        state.grace_until = Some(until);
+        // This grace waits for its time: no `reclaim_complete` ends it.
+        state.waiting = None;
     }
 
     /// The grace left at `now` (`None`: over).
@@ -78,27 +166,148 @@ impl FileLocks {
         self.lock().grace_left(now)
     }
 
+    /// Records of lock sessions from here (see the module comment): `recorded` are the
+    /// sessions the durable record names (`overflow`: it was marked full). Starts a
+    /// grace ending at `until` if any session may hold a lock from before (`until`
+    /// `None`: no grace wanted), ended early once every recorded session has called
+    /// `reclaim_complete` (not when the record was full). Returns whether a grace
+    /// started.
+    pub fn start_records(
+        &self,
+        recorded: &[u64],
+        overflow: bool,
+        until: Option<Instant>,
+        now: Instant,
+    ) -> bool {
+        let mut state = self.lock();
+        state.tracking = true;
+        state.recorded = recorded.iter().map(|&s| (s, now)).collect();
+        state.stale_overflow = overflow;
+        let Some(until) = until else { return false };
+        if recorded.is_empty() && !overflow {
+            return false;
+        }
+        state.grace_until = Some(until);
+        state.waiting = (!overflow).then(|| recorded.iter().copied().collect());
+        true
+    }
+
+    /// Whether `session` needs a durable record before its lock; the caller writes it,
+    /// then calls `recorded` or `overflowed`, one session at a time.
+    pub fn recording(&self, session: u64) -> Recording {
+        let state = self.lock();
+        if state.may_grant(session) {
+            Recording::Recorded
+        } else if state.recorded.len() >= RECORDED_MAX {
+            Recording::Full
+        } else {
+            Recording::Record
+        }
+    }
+
+    /// `session` is in the durable record now.
+    pub fn recorded(&self, session: u64, now: Instant) {
+        self.lock().recorded.insert(session, now);
+    }
+
+    /// The durable record is marked full now.
+    pub fn overflowed(&self) {
+        self.lock().overflowed = true;
+    }
+
+    /// Sessions to drop from the durable record: once the grace is over, those that
+    /// have held no lock for `idle` (they are dropped here at once, so that their next
+    /// lock is recorded again); and the full mark of an earlier incarnation, unless
+    /// this one filled the record again. Looks at most every `idle / 4` (it walks every
+    /// lock), so a session goes between `idle` and `idle * 5 / 4` after its last lock.
+    pub fn idle_records(&self, idle: Duration, now: Instant) -> Idle {
+        let mut state = self.lock();
+        if !state.tracking || state.grace_left(now).is_some() {
+            return Idle::default();
+        }
+        if state
+            .swept
+            .is_some_and(|at| now.saturating_duration_since(at) < idle / 4)
+        {
+            return Idle::default();
+        }
+        state.swept = Some(now);
+        let holding: HashSet<u64> = state.table.sessions().into_iter().collect();
+        let mut sessions = Vec::new();
+        state.recorded.retain(|&session, at| {
+            if holding.contains(&session) {
+                *at = now;
+                true
+            } else if now.saturating_duration_since(*at) >= idle {
+                sessions.push(session);
+                false
+            } else {
+                true
+            }
+        });
+        sessions.sort_unstable();
+        let overflow = state.stale_overflow && !state.overflowed;
+        state.stale_overflow = false;
+        Idle { sessions, overflow }
+    }
+
+    /// Sessions in the record (in memory).
+    pub fn recorded_sessions(&self) -> usize {
+        self.lock().recorded.len()
+    }
+
+    /// `session` reclaimed all its locks (or holds none): the grace no longer waits for
+    /// it, and ends if it waited for no other. Returns the grace left.
+    pub fn reclaim_complete(&self, session: u64, now: Instant) -> Option<Duration> {
+        let mut state = self.lock();
+        let left = state.grace_left(now)?;
+        let Some(waiting) = state.waiting.as_mut() else {
+            return Some(left);
+        };
+        waiting.remove(&session);
+        if waiting.is_empty() {
+            state.end_grace();
+            return None;
+        }
+        Some(left)
+    }
+
+    /// Recorded sessions the grace still waits for (`None`: no grace, or it waits for
+    /// its time).
+    pub fn waiting_for(&self, now: Instant) -> Option<usize> {
+        let mut state = self.lock();
+        state.grace_left(now)?;
+        state.waiting.as_ref().map(HashSet::len)
+    }
+
     /// Applies `request` (take, change or drop a lock). A conflicting lock of another
     /// owner refuses it with `Busy`; during the grace a lock no reclaimed lock refuses
-    /// is held back (`Ok(Some)`: not granted).
-    pub fn set(&self, request: &LockRequest, now: Instant) -> Result<Option<InGrace>, WireError> {
+    /// is held back; a lock of a session not recorded yet is `Unrecorded`.
+    pub fn set(&self, request: &LockRequest, now: Instant) -> Result<Outcome, WireError> {
         let mut state = self.lock();
         if request.kind != LockKind::Unlock {
-            if let Some(left) = state.grace_left(now) {
-                // A conflict with a reclaimed lock refuses now (as after the grace);
-                // anything else may yet meet a lock not reclaimed so far.
-                if state.table.test(request).is_none() {
-                    return Ok(Some(InGrace { left }));
-                }
+            let grace = state.grace_left(now);
+            // A conflict refuses now, in the grace too (the reclaimed lock is real);
+            // anything else may yet meet a lock not reclaimed so far, or must wait
+            // for its session's record.
+            if (grace.is_some() || !state.may_grant(request.session)) && state.table.test(request).is_none() {
+                return Ok(match grace {
+                    Some(left) => Outcome::InGrace(InGrace { left }),
+                    None => Outcome::Unrecorded,
+                });
             }
         }
-        state.table.set(request).map(|()| None)
+        state.table.set(request)?;
+        if request.kind != LockKind::Unlock {
+            state.held_by(request.session, now);
+        }
+        Ok(Outcome::Done)
     }
 
     /// Takes again a lock the owner held before the manager restarted. During the grace
-    /// as `set` does (a conflict with another reclaim is `Busy`); after it, `Stale` unless
-    /// the owner already holds it.
-    pub fn reclaim(&self, request: &LockRequest, now: Instant) -> Result<(), WireError> {
+    /// as `set` does (a conflict with another reclaim is `Busy`; `Unrecorded` as there);
+    /// after it, `Stale` unless the owner already holds it.
+    pub fn reclaim(&self, request: &LockRequest, now: Instant) -> Result<Outcome, WireError> {
         let mut state = self.lock();
         if request.kind == LockKind::Unlock {
             return Err(WireError::new(
@@ -108,7 +317,7 @@ impl FileLocks {
         }
         if state.grace_left(now).is_none() {
             if state.table.holds(request) {
-                return Ok(());
+                return Ok(Outcome::Done);
             }
             return Err(WireError::new(
                 ErrorCode::Stale,
@@ -118,7 +327,12 @@ impl FileLocks {
                 ),
             ));
         }
-        state.table.set(request)
+        if !state.may_grant(request.session) && state.table.test(request).is_none() {
+            return Ok(Outcome::Unrecorded);
+        }
+        state.table.set(request)?;
+        state.held_by(request.session, now);
+        Ok(Outcome::Done)
     }
 
     /// The first lock of another owner that would refuse `request` (F_GETLK). During
@@ -169,7 +383,7 @@ mod tests {
     fn without_a_grace_locks_are_granted_at_once() {
         let locks = FileLocks::default();
         let now = Instant::now();
-        assert_eq!(locks.set(&req(1, LockKind::Write, 0, 9), now), Ok(None));
+        assert_eq!(locks.set(&req(1, LockKind::Write, 0, 9), now), Ok(Outcome::Done));
         assert_eq!(
             locks.set(&req(2, LockKind::Write, 5, 5), now).unwrap_err().code,
             ErrorCode::Busy
@@ -197,7 +411,7 @@ mod tests {
         // An ordinary lock waits for the grace (nothing reclaimed refuses it yet).
         assert_eq!(
             locks.set(&req(2, LockKind::Write, 0, 9), during),
-            Ok(Some(InGrace {
+            Ok(Outcome::InGrace(InGrace {
                 left: Duration::from_secs(9)
             }))
         );
@@ -229,7 +443,10 @@ mod tests {
             1
         );
         // Unlocks are not held back.
-        assert_eq!(locks.set(&req(1, LockKind::Unlock, 0, 4), during), Ok(None));
+        assert_eq!(
+            locks.set(&req(1, LockKind::Unlock, 0, 4), during),
+            Ok(Outcome::Done)
+        );
         assert_eq!(
             locks.test(&req(2, LockKind::Read, 0, 0), during),
             Err(InGrace {
@@ -244,10 +461,13 @@ mod tests {
                 .code,
             ErrorCode::Stale
         );
-        assert_eq!(locks.set(&req(2, LockKind::Write, 0, 4), end), Ok(None));
+        assert_eq!(locks.set(&req(2, LockKind::Write, 0, 4), end), Ok(Outcome::Done));
         assert_eq!(locks.grace_left(end), None);
         // Once over, a clock that reads earlier (an Instant from before) brings no grace back.
-        assert_eq!(locks.set(&req(3, LockKind::Write, 50, 50), during), Ok(None));
+        assert_eq!(
+            locks.set(&req(3, LockKind::Write, 50, 50), during),
+            Ok(Outcome::Done)
+        );
         // A reclaim of a lock the owner already holds is no loss.
         locks.reclaim(&req(1, LockKind::Write, 5, 9), end).unwrap();
     }
@@ -276,5 +496,220 @@ mod tests {
                 .code,
             ErrorCode::InvalidArgument
         );
+    }
+
+    /// Records `session` as the service does when `set` answers `Unrecorded`.
+    fn record(locks: &FileLocks, session: u64, now: Instant) {
+        match locks.recording(session) {
+            Recording::Record => locks.recorded(session, now),
+            Recording::Full => locks.overflowed(),
+            Recording::Recorded => {}
+        }
+    }
+
+    #[test]
+    fn with_no_session_recorded_a_start_has_no_grace_and_first_locks_are_recorded() {
+        let locks = FileLocks::default();
+        let t0 = Instant::now();
+        assert!(!locks.start_records(&[], false, Some(t0 + Duration::from_secs(10)), t0));
+        assert_eq!(locks.grace_left(t0), None);
+        // A session's first lock waits for its record; its next ones do not.
+        assert_eq!(
+            locks.set(&req(1, LockKind::Write, 0, 9), t0),
+            Ok(Outcome::Unrecorded)
+        );
+        assert_eq!(locks.held(), 0);
+        assert_eq!(locks.recording(1), Recording::Record);
+        record(&locks, 1, t0);
+        assert_eq!(locks.recording(1), Recording::Recorded);
+        assert_eq!(locks.set(&req(1, LockKind::Write, 0, 9), t0), Ok(Outcome::Done));
+        assert_eq!(locks.set(&req(1, LockKind::Read, 20, 29), t0), Ok(Outcome::Done));
+        // A conflict refuses without a record; an unlock needs none.
+        assert_eq!(
+            locks.set(&req(2, LockKind::Write, 5, 5), t0).unwrap_err().code,
+            ErrorCode::Busy
+        );
+        assert_eq!(locks.set(&req(2, LockKind::Unlock, 0, 99), t0), Ok(Outcome::Done));
+        assert_eq!(locks.recorded_sessions(), 1);
+    }
+
+    #[test]
+    fn the_grace_ends_once_every_recorded_session_completed_its_reclaims() {
+        let locks = FileLocks::default();
+        let t0 = Instant::now();
+        let end = t0 + Duration::from_secs(30);
+        assert!(locks.start_records(&[1, 2], false, Some(end), t0));
+        assert_eq!(locks.waiting_for(t0), Some(2));
+        let during = t0 + Duration::from_secs(1);
+        // Session 1 reclaims (recorded already: no new record) and says it is done.
+        assert_eq!(
+            locks.reclaim(&req(1, LockKind::Write, 0, 9), during),
+            Ok(Outcome::Done)
+        );
+        assert_eq!(locks.reclaim_complete(1, during), Some(Duration::from_secs(29)));
+        // A session not recorded, or one naming itself twice, ends nothing.
+        assert!(locks.reclaim_complete(3, during).is_some());
+        assert!(locks.reclaim_complete(1, during).is_some());
+        assert_eq!(locks.waiting_for(during), Some(1));
+        assert_eq!(
+            locks.set(&req(3, LockKind::Write, 50, 50), during),
+            Ok(Outcome::InGrace(InGrace {
+                left: Duration::from_secs(29)
+            }))
+        );
+        // Session 2, holding nothing now, completes: the grace is over, long before its time.
+        assert_eq!(locks.reclaim_complete(2, during), None);
+        assert_eq!(locks.grace_left(during), None);
+        assert_eq!(locks.waiting_for(during), None);
+        // Other bytes are granted (once session 3 is recorded); session 1's are not.
+        assert_eq!(
+            locks.set(&req(3, LockKind::Write, 50, 50), during),
+            Ok(Outcome::Unrecorded)
+        );
+        record(&locks, 3, during);
+        assert_eq!(
+            locks.set(&req(3, LockKind::Write, 50, 50), during),
+            Ok(Outcome::Done)
+        );
+        assert_eq!(
+            locks
+                .set(&req(3, LockKind::Write, 5, 5), during)
+                .unwrap_err()
+                .code,
+            ErrorCode::Busy
+        );
+        // A late reclaim is lost as after a grace that ran out.
+        assert_eq!(
+            locks
+                .reclaim(&req(2, LockKind::Write, 70, 70), during)
+                .unwrap_err()
+                .code,
+            ErrorCode::Stale
+        );
+    }
+
+    #[test]
+    fn a_session_that_does_not_complete_keeps_the_whole_grace() {
+        let locks = FileLocks::default();
+        let t0 = Instant::now();
+        let end = t0 + Duration::from_secs(10);
+        assert!(locks.start_records(&[1, 2], false, Some(end), t0));
+        locks.reclaim(&req(1, LockKind::Write, 0, 9), t0).unwrap();
+        assert!(locks.reclaim_complete(1, t0).is_some());
+        let late = end - Duration::from_millis(1);
+        assert_eq!(
+            locks.set(&req(3, LockKind::Write, 50, 50), late),
+            Ok(Outcome::InGrace(InGrace {
+                left: Duration::from_millis(1)
+            }))
+        );
+        assert_eq!(locks.grace_left(end), None);
+        // Nor does a full record, nor a stop's grace, end early.
+        let full = FileLocks::default();
+        assert!(full.start_records(&[1], true, Some(end), t0));
+        assert_eq!(full.waiting_for(t0), None);
+        assert!(full.reclaim_complete(1, t0).is_some());
+        assert!(full.grace_left(t0).is_some());
+        let stopping = FileLocks::default();
+        stopping.start_records(&[], false, None, t0);
+        stopping.start_grace(end);
+        assert!(stopping.reclaim_complete(1, t0).is_some());
+        // No grace is wanted (a new database, a clean stop): none, whatever is recorded.
+        let none = FileLocks::default();
+        assert!(!none.start_records(&[1], true, None, t0));
+        assert_eq!(none.grace_left(t0), None);
+    }
+
+    #[test]
+    fn sessions_idle_for_long_leave_the_record_and_are_recorded_again() {
+        let idle = Duration::from_secs(30);
+        let at = |s| Instant::now() + Duration::from_secs(s);
+        let t0 = at(0);
+        let locks = FileLocks::default();
+        // Session 9 was recorded by the last run and does not come back.
+        assert!(locks.start_records(&[9], true, Some(t0 + Duration::from_secs(10)), t0));
+        assert_eq!(
+            locks.idle_records(idle, t0),
+            Idle::default(),
+            "not during the grace"
+        );
+        let after = t0 + Duration::from_secs(10);
+        record(&locks, 1, after);
+        assert_eq!(
+            locks.set(&req(1, LockKind::Write, 0, 9), after),
+            Ok(Outcome::Done)
+        );
+        // The full mark of the last run goes once its grace is over; session 9 after
+        // it held nothing for `idle` since the start.
+        assert_eq!(
+            locks.idle_records(idle, after),
+            Idle {
+                sessions: vec![],
+                overflow: true
+            }
+        );
+        assert_eq!(
+            locks.idle_records(idle, t0 + Duration::from_secs(25)),
+            Idle::default()
+        );
+        assert_eq!(
+            locks.idle_records(idle, t0 + Duration::from_secs(31)),
+            Idle::default(),
+            "looked less than idle / 4 ago"
+        );
+        assert_eq!(
+            locks.idle_records(idle, t0 + Duration::from_secs(40)),
+            Idle {
+                sessions: vec![9],
+                overflow: false
+            }
+        );
+        // Session 1 holds its lock: it stays, however long.
+        assert_eq!(
+            locks.idle_records(idle, t0 + Duration::from_secs(100)),
+            Idle::default()
+        );
+        assert_eq!(
+            locks.set(&req(1, LockKind::Unlock, 0, 9), t0 + Duration::from_secs(101)),
+            Ok(Outcome::Done)
+        );
+        assert_eq!(
+            locks.idle_records(idle, t0 + Duration::from_secs(120)),
+            Idle::default()
+        );
+        assert_eq!(
+            locks.idle_records(idle, t0 + Duration::from_secs(131)),
+            Idle {
+                sessions: vec![1],
+                overflow: false
+            }
+        );
+        // Its next lock is recorded again first.
+        assert_eq!(
+            locks.set(&req(1, LockKind::Write, 0, 9), t0 + Duration::from_secs(132)),
+            Ok(Outcome::Unrecorded)
+        );
+    }
+
+    #[test]
+    fn a_full_record_is_marked_and_then_grants_unrecorded_sessions() {
+        let locks = FileLocks::default();
+        let t0 = Instant::now();
+        locks.start_records(&[], false, None, t0);
+        for session in 0..RECORDED_MAX as u64 {
+            assert_eq!(locks.recording(session), Recording::Record);
+            locks.recorded(session, t0);
+        }
+        let late = RECORDED_MAX as u64;
+        assert_eq!(locks.recording(late), Recording::Full);
+        assert_eq!(
+            locks.set(&req(late, LockKind::Read, 0, 0), t0),
+            Ok(Outcome::Unrecorded)
+        );
+        locks.overflowed();
+        assert_eq!(locks.set(&req(late, LockKind::Read, 0, 0), t0), Ok(Outcome::Done));
+        assert_eq!(locks.recorded_sessions(), RECORDED_MAX);
+        // This run filled it: its full mark stays for the next start.
+        assert!(!locks.idle_records(Duration::from_secs(30), t0).overflow);
     }
 }

@@ -114,6 +114,9 @@ pub struct MetaService {
     file_locks: crate::file_locks::FileLocks,
     /// The server process's incarnation (its handshake's), told to mounts that lock.
     incarnation: AtomicU64,
+    /// Held across each durable write of the record of lock sessions (see
+    /// `file_locks`), so that an addition and a removal of one session never cross.
+    lock_records: Mutex<()>,
     /// Precreated inode numbers ready for creates, by the (sorted) set of io servers
     /// holding their objects; every one is in the store's precreated table too.
     precreated: Mutex<HashMap<Vec<ServerId>, Vec<InodeId>>>,
@@ -159,11 +162,75 @@ impl MetaService {
     }
 
     /// Grants only reclaims of locks (see `file_locks`) for `grace` from this service's
-    /// start, unless its database was created by this start (no mount can hold a lock
-    /// of an earlier manager then).
+    /// start, or until every mount session its record names as holding locks has
+    /// reclaimed them; none if no session is recorded, or if `grace` is zero or its
+    /// database was created by this start (the record is then stale: it goes).
     pub fn set_lock_grace(&self, grace: Duration) {
-        if !self.store.created() && !grace.is_zero() {
-            self.file_locks.start_grace(self.started + grace);
+        let (recorded, overflow) = match self.store.lock_sessions() {
+            Ok(found) => found,
+            Err(e) => {
+                eprintln!(
+                    "weftd meta: reading the record of mounts that held file locks: {e}; waiting the whole grace for reclaims"
+                );
+                (Vec::new(), true)
+            }
+        };
+        let wanted = !self.store.created() && !grace.is_zero();
+        if wanted {
+            self.file_locks
+                .start_records(&recorded, overflow, Some(self.started + grace), self.started);
+            return;
+        }
+        if !recorded.is_empty() || overflow {
+            let _one = self.lock_records.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = self.store.forget_lock_sessions(&recorded, overflow) {
+                eprintln!("weftd meta: clearing the record of mounts that held file locks: {e}");
+            }
+        }
+        self.file_locks.start_records(&[], false, None, self.started);
+    }
+
+    /// Mount sessions the grace still waits for (`None`: no grace, or one that runs
+    /// for its whole time).
+    pub fn lock_grace_waiting_for(&self) -> Option<usize> {
+        self.file_locks.waiting_for(Instant::now())
+    }
+
+    /// Records `session` durably as one that takes locks, if it is not yet (see
+    /// `file_locks`); the lock is granted only once this returned.
+    fn record_lock_session(&self, session: u64) -> Result<(), WireError> {
+        use crate::file_locks::Recording;
+        let _one = self.lock_records.lock().unwrap_or_else(|p| p.into_inner());
+        match self.file_locks.recording(session) {
+            Recording::Recorded => {}
+            Recording::Record => {
+                self.store.record_lock_session(session)?;
+                self.file_locks.recorded(session, Instant::now());
+            }
+            Recording::Full => {
+                self.store.record_lock_overflow()?;
+                self.file_locks.overflowed();
+                eprintln!(
+                    "weftd meta: the record of mounts holding file locks is full ({} sessions): after a crash the next start waits its whole grace for reclaims",
+                    crate::file_locks::RECORDED_MAX
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops from the record the sessions that held no lock for `LOCK_RECORD_IDLE`
+    /// (the purger's, every round).
+    pub fn forget_idle_lock_sessions(&self) {
+        let _one = self.lock_records.lock().unwrap_or_else(|p| p.into_inner());
+        let idle = self
+            .file_locks
+            .idle_records(weft_proto::LOCK_RECORD_IDLE, Instant::now());
+        if let Err(e) = self.store.forget_lock_sessions(&idle.sessions, idle.overflow) {
+            eprintln!(
+                "weftd meta: dropping {} idle mounts from the record of mounts holding file locks: {e} (a crash costs the next start its whole grace)",
+                idle.sessions.len()
+            );
         }
     }
 
@@ -215,6 +282,7 @@ impl MetaService {
             sessions: Mutex::new(HashMap::new()),
             file_locks: Default::default(),
             incarnation: AtomicU64::new(0),
+            lock_records: Mutex::new(()),
             started: Instant::now(),
             purge_candidates: Mutex::new(BTreeSet::new()),
             uncertain: Mutex::new(Vec::new()),
@@ -417,15 +485,39 @@ impl MetaService {
                 Ok(Response::Done)
             }
             Request::FileLock(lock) => {
+                use crate::file_locks::Outcome;
                 self.renewed(Some(lock.session));
-                match self.file_locks.set(&lock, Instant::now())? {
-                    None => Ok(Response::Done),
-                    Some(held_back) => Ok(self.lock_state(Some(held_back.left))),
+                // At most twice: once recorded, a session stays so for LOCK_RECORD_IDLE.
+                loop {
+                    match self.file_locks.set(&lock, Instant::now())? {
+                        Outcome::Done => break Ok(Response::Done),
+                        Outcome::InGrace(held_back) => break Ok(self.lock_state(Some(held_back.left))),
+                        Outcome::Unrecorded => self.record_lock_session(lock.session)?,
+                    }
                 }
             }
             Request::FileLockReclaim(lock) => {
                 self.renewed(Some(lock.session));
-                self.file_locks.reclaim(&lock, Instant::now())?;
+                while self.file_locks.reclaim(&lock, Instant::now())?
+                    == crate::file_locks::Outcome::Unrecorded
+                {
+                    self.record_lock_session(lock.session)?;
+                }
+                Ok(self.lock_state(self.lock_grace_left()))
+            }
+            Request::LockReclaimComplete { session, incarnation } => {
+                self.renewed(Some(session));
+                // One for an earlier incarnation says nothing of this one's reclaims.
+                if incarnation == self.incarnation.load(Ordering::Relaxed) {
+                    let now = Instant::now();
+                    let during = self.file_locks.grace_left(now).is_some();
+                    if during && self.file_locks.reclaim_complete(session, now).is_none() {
+                        eprintln!(
+                            "weftd meta: every mount that held file locks has reclaimed them: the grace ends {} ms after the start",
+                            self.started.elapsed().as_millis()
+                        );
+                    }
+                }
                 Ok(self.lock_state(self.lock_grace_left()))
             }
             Request::FileLockTest(lock) => match self.file_locks.test(&lock, Instant::now()) {
@@ -1200,6 +1292,7 @@ impl MetaService {
                     return;
                 };
                 service.release_lapsed_sessions();
+                service.forget_idle_lock_sessions();
                 while service.purge_round(true) == PURGE_BATCH_INODES_MAX {
                     if !matches!(stopped.try_recv(), Err(TryRecvError::Empty)) {
                         return;

@@ -111,6 +111,7 @@ pub enum Opcode {
     FileLockTest = 181,
     FileLockReclaim = 182,
     LockSession = 183,
+    LockReclaimComplete = 184,
     ViaCacheAware = 87,
     CacheCioStats = 88,
     Link = 65,
@@ -642,6 +643,16 @@ pub enum Request {
     LockSession {
         session: u64,
     },
+    /// meta: mount session `session` has reclaimed every lock it holds from manager
+    /// `incarnation` (or holds none): NFSv4's RECLAIM_COMPLETE. The manager's grace
+    /// ends once every session its record names as holding locks before its start has
+    /// said so (see the manager's `file_locks`); one naming another incarnation is
+    /// ignored. Answered `LockState`. Added within protocol version 3: an older
+    /// manager answers `UnknownOpcode`, and its grace runs full.
+    LockReclaimComplete {
+        session: u64,
+        incarnation: u64,
+    },
     /// A new name `name` in `parent` for non-directory `inode` (a hard link).
     Link {
         cred: Cred,
@@ -1016,6 +1027,7 @@ impl Request {
             FileLockTest(_) => Opcode::FileLockTest,
             FileLockReclaim(_) => Opcode::FileLockReclaim,
             LockSession { .. } => Opcode::LockSession,
+            LockReclaimComplete { .. } => Opcode::LockReclaimComplete,
             Link { .. } => Opcode::Link,
             Mknod { .. } => Opcode::Mknod,
             SetXattr { .. } => Opcode::SetXattr,
@@ -1287,6 +1299,10 @@ impl Request {
                 w.u64(lock.end);
             }
             LockSession { session } => w.u64(*session),
+            LockReclaimComplete { session, incarnation } => {
+                w.u64(*session);
+                w.u64(*incarnation);
+            }
             Link {
                 cred,
                 inode,
@@ -1702,6 +1718,10 @@ impl Request {
             }),
             182 => Request::FileLockReclaim(LockRequest::decode(r)?),
             183 => Request::LockSession { session: r.u64()? },
+            184 => Request::LockReclaimComplete {
+                session: r.u64()?,
+                incarnation: r.u64()?,
+            },
             65 => Request::Link {
                 cred: Cred::decode(r)?,
                 inode: InodeId::decode(r)?,
@@ -2446,6 +2466,10 @@ mod tests {
                 end: 99,
             }),
             Request::LockSession { session: 12 },
+            Request::LockReclaimComplete {
+                session: 12,
+                incarnation: u64::MAX,
+            },
             Request::PresentCapability {
                 cap: test_capability(),
                 reset: true,

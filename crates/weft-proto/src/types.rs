@@ -383,6 +383,13 @@ pub const LOCK_RENEW_PERIOD: std::time::Duration = std::time::Duration::from_sec
 /// lease, for the same reason).
 pub const LOCK_GRACE_DEFAULT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a mount session that holds no lock any more stays in the manager's durable
+/// record of lock-holding sessions (whose reclaims a restart waits for). A mount goes on
+/// asking the manager's incarnation (`LockSession`) for twice this after its last lock,
+/// so that it still answers a restart with `LockReclaimComplete` while it may be in
+/// the record.
+pub const LOCK_RECORD_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The manager's answer about its lock state (`LockState`): the process's incarnation
 /// (another value after every restart) and how long its grace for reclaims lasts still
 /// (0: over; a lock request answered with a grace left was not granted: ask again).

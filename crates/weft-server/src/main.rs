@@ -161,8 +161,9 @@ struct Args {
     /// (other lock requests wait for its end; a lock not reclaimed in time is lost, and
     /// its holder's I/O fails with EIO). Mounts holding locks notice a restart within
     /// about a second. Default: the description's `lock_grace_ms`, else 10000; 0: none.
-    /// A manager whose database this start creates has none, nor one whose last stop was
-    /// clean (SIGTERM, `weft down`) with no lock held.
+    /// The grace ends early once every mount recorded as holding locks has reclaimed them
+    /// (each says so), and there is none when no mount is recorded: a crash nobody held
+    /// locks at, a new database, or a clean stop (SIGTERM, `weft down`) with no lock held.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::LOCK_GRACE_MS_MAX))]
     lock_grace_ms: Option<u64>,
     #[command(flatten)]

@@ -127,8 +127,14 @@ impl Roles {
             };
             service.set_lock_grace(grace);
             if let Some(grace) = service.lock_grace_left() {
+                let until = match service.lock_grace_waiting_for() {
+                    Some(n) => {
+                        format!(", or until the {n} mounts recorded as holding locks have reclaimed them")
+                    }
+                    None => String::new(),
+                };
                 eprintln!(
-                    "weftd meta: granting only reclaims of mounts' file locks for the next {} ms (the grace after a restart; --lock-grace-ms)",
+                    "weftd meta: granting only reclaims of mounts' file locks for the next {} ms{until} (the grace after a restart; --lock-grace-ms)",
                     grace.as_millis()
                 );
             }
@@ -453,7 +459,7 @@ fn is_io_request(request: &Request) -> bool {
         AppendLock | AppendUnlock | ObjStat | ObjStamp | ObjTimes | Allocate | ObjPrecreate | ExtentLock
         | ExtentUnlock | LockStats => true,
         Revalidate | Release | RenewSession | FileLock | FileLockTest | FileLockReclaim | LockSession
-        | Link | Mknod | SetXattr | GetXattr | ListXattr | RemoveXattr => false,
+        | LockReclaimComplete | Link | Mknod | SetXattr | GetXattr | ListXattr | RemoveXattr => false,
         other => (40..60).contains(&(other as u16)),
     }
 }

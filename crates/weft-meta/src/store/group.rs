@@ -253,7 +253,7 @@ impl GroupCommit {
     }
 }
 
-fn begin(db: &Database) -> Result<WriteTransaction, WireError> {
+pub(super) fn begin(db: &Database) -> Result<WriteTransaction, WireError> {
     let mut txn = db.begin_write().storage()?;
     // Immediate is redb's default; stated because acknowledged operations must survive
     // a crash, which non-durable commits do not.

@@ -18,7 +18,11 @@
 //!   `security.*` extended attributes, a bounded number per inode;
 //! - `precreated`: inode number -> encoded `Layout` whose servers hold durable empty
 //!   objects for a file not created yet (the manager's pool, `ops/precreated.rs`);
-//! - `counters`: name -> u64 (format, next inode number, statfs counts).
+//! - `lock_sessions`: mount session -> when recorded (ms since the epoch), the mounts
+//!   that took fcntl/flock locks, whose reclaims a restarted manager waits for (see
+//!   `ops/lock_sessions.rs` and the service's `file_locks`);
+//! - `counters`: name -> u64 (format, next inode number, statfs counts, and
+//!   `lock_sessions_overflow`: the record of lock sessions was full).
 //!
 //! Each operation lives in its own file under `ops/`.
 //!
@@ -67,6 +71,7 @@ const KEPT: TableDefinition<u64, u64> = TableDefinition::new("kept");
 const XATTRS: TableDefinition<(u64, &[u8]), &[u8]> = TableDefinition::new("xattrs");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 const PRECREATED: TableDefinition<u64, &[u8]> = TableDefinition::new("precreated");
+const LOCK_SESSIONS: TableDefinition<u64, u64> = TableDefinition::new("lock_sessions");
 
 /// The on-disk schema version, kept under [`COUNTER_FORMAT`]. Format 1 had names as
 /// UTF-8 strings (table `dirents`); it is migrated when opened.
@@ -172,6 +177,7 @@ impl MetaStore {
             txn.open_table(KEPT).map_err(redb::Error::from)?;
             txn.open_table(XATTRS).map_err(redb::Error::from)?;
             txn.open_table(PRECREATED).map_err(redb::Error::from)?;
+            txn.open_table(LOCK_SESSIONS).map_err(redb::Error::from)?;
             let mut counters = txn.open_table(COUNTERS).map_err(redb::Error::from)?;
             let format = counters
                 .get(COUNTER_FORMAT)

@@ -4,6 +4,7 @@ pub mod create;
 mod getxattr;
 pub mod link;
 mod listxattr;
+mod lock_sessions;
 mod lookup;
 mod mkdir;
 mod mknod;
