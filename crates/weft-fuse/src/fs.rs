@@ -208,21 +208,6 @@ fn lock_errno(e: &ClientError) -> Errno {
 /// Drops every lock of `owner` on `inode` at the manager (its close, or the mount's
 /// end; `Holders::forget` dropped them here); a failure is logged (the manager drops
 /// them when the session lapses).
-fn unlock_all(client: &Client, session: u64, inode: InodeId, owner: u64) {
-    let unlock = LockRequest {
-        session,
-        owner,
-        inode,
-        pid: 0,
-        kind: LockKind::Unlock,
-        start: 0,
-        end: u64::MAX,
-    };
-    if let Err(e) = client.file_lock(&unlock) {
-        eprintln!("weft-fuse: dropping the locks of owner {owner:#x} on inode {inode}: {e}");
-    }
-}
-
 /// Runs `task` on a waiting thread of its own if there is room (so that waiting locks
 /// do not hold the workers every other request needs), else here.
 fn on_waiting_thread(holders: &Arc<Holders>, task: impl FnOnce() + Send + 'static) {
@@ -1132,7 +1117,7 @@ impl Filesystem for WeftFs {
         self.deferred.send_all();
         let base = self.clients.base();
         for (inode, owner) in self.lock_holders.drain() {
-            unlock_all(&base, self.session, inode, owner);
+            locks::unlock_all(&base, self.session, inode, owner);
         }
         for inode in self.open_inodes.drain_kept() {
             kept::release(&base, self.session, inode);
@@ -1398,7 +1383,7 @@ impl Filesystem for WeftFs {
         // A process's close of any descriptor of a file drops its record locks on it
         // (POSIX), after what it wrote under them was sent.
         if self.lock_holders.forget(inode(ino), lock_owner.0) {
-            unlock_all(&self.clients.base(), self.session, inode(ino), lock_owner.0);
+            locks::unlock_all(&self.clients.base(), self.session, inode(ino), lock_owner.0);
         }
         match sent {
             Ok(()) => reply.ok(),
@@ -1424,7 +1409,7 @@ impl Filesystem for WeftFs {
         // The open file's flock lock goes with its last descriptor.
         if let Some(owner) = lock_owner {
             if self.lock_holders.forget(inode(ino), owner.0) {
-                unlock_all(&self.clients.base(), self.session, inode(ino), owner.0);
+                locks::unlock_all(&self.clients.base(), self.session, inode(ino), owner.0);
             }
         }
         let closed = self.files.write().expect("file table poisoned").remove(&fh.0);

@@ -167,8 +167,20 @@ impl Holders {
     }
 
     /// `request` of this mount's session, sent to the manager and, if granted or an
-    /// unlock, recorded here. A reclaim runs first if the answer shows a restart.
+    /// unlock, recorded here. A reclaim runs first if the answer shows a restart; if
+    /// the manager answers that this session lapsed, every lock held here is lost
+    /// (`lapsed`) and the request is sent once more.
     pub fn apply(&self, client: &Client, request: &LockRequest) -> Result<Asked<()>, ClientError> {
+        match self.apply_once(client, request) {
+            Err(e) if session_lapsed(&e) => {
+                self.lapsed(client, true);
+                self.apply_once(client, request)
+            }
+            other => other,
+        }
+    }
+
+    fn apply_once(&self, client: &Client, request: &LockRequest) -> Result<Asked<()>, ClientError> {
         debug_assert_eq!(request.session, self.session);
         if self.incarnation.load(Ordering::SeqCst) == 0 && request.kind != LockKind::Unlock {
             // The incarnation that grants the first lock must be known before: a
@@ -274,7 +286,49 @@ impl Holders {
         };
         match asked {
             Ok(state) => self.saw(client, state),
+            // That answer took the manager's note of the lapse: nothing more to tell it.
+            Err(e) if session_lapsed(&e) => self.lapsed(client, false),
             Err(e) => eprintln!("weft-fuse: renewing the lock session with the metadata manager: {e}"),
+        }
+    }
+
+    /// The manager dropped this session's locks: the mount did not renew it within the
+    /// manager's lease (this daemon was stopped, or cut off from the manager), so
+    /// another process may have taken them since. Every lock held here is lost, as a
+    /// reclaim refused: logged, and descriptors of those files open now fail their I/O
+    /// with EIO. `tell`: the manager is then asked (`LockSession`) so that it answers
+    /// this session's requests again (the renewal that learnt the lapse did that).
+    /// Under `order`, so no lock request of this mount is under way; a lock granted
+    /// between the manager's note and this (in the renewal's case) is lost with the
+    /// others and unlocked at the manager, so both sides agree.
+    fn lapsed(&self, client: &Client, tell: bool) {
+        let _order = self.order.write().unwrap_or_else(|p| p.into_inner());
+        let requests = self.table().requests();
+        for request in &requests {
+            self.lose(request);
+            eprintln!(
+                "weft-fuse: LOST LOCK: {} lock of bytes {}..={} of inode {} (process {}): the metadata manager dropped this mount's locks, which it did not renew within the manager's lease (the mount daemon was stopped or cut off from the manager); reads, writes, fsyncs and closes of that file through descriptors open now fail with EIO",
+                if request.kind == LockKind::Write { "exclusive" } else { "shared" },
+                request.start,
+                request.end,
+                request.inode,
+                request.pid,
+            );
+        }
+        if tell {
+            match client.lock_session(self.session) {
+                Ok(state) => self.saw(client, state),
+                Err(e) if session_lapsed(&e) => {}
+                Err(e) => eprintln!(
+                    "weft-fuse: telling the metadata manager this mount knows its locks lapsed: {e}"
+                ),
+            }
+        }
+        let mut owners: Vec<(InodeId, u64)> = requests.iter().map(|r| (r.inode, r.owner)).collect();
+        owners.sort_unstable_by_key(|&(inode, owner)| (inode.0, owner));
+        owners.dedup();
+        for (inode, owner) in owners {
+            unlock_all(client, self.session, inode, owner);
         }
     }
 
@@ -423,6 +477,35 @@ impl Holders {
     pub fn end_waiter(&self) {
         self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// Drops every lock of `owner` of `session` on `inode` at the manager (errors are
+/// logged: the manager drops them anyway when the session lapses).
+pub fn unlock_all(client: &Client, session: u64, inode: InodeId, owner: u64) {
+    let unlock = LockRequest {
+        session,
+        owner,
+        inode,
+        pid: 0,
+        kind: LockKind::Unlock,
+        start: 0,
+        end: u64::MAX,
+    };
+    if let Err(e) = client.file_lock(&unlock) {
+        eprintln!("weft-fuse: dropping the locks of owner {owner:#x} on inode {inode}: {e}");
+    }
+}
+
+/// Whether the manager answered that this mount's session lapsed: it dropped the
+/// session's locks (weft-meta's `lapsed`).
+fn session_lapsed(e: &ClientError) -> bool {
+    matches!(
+        e,
+        ClientError::Refused {
+            code: weft_proto::ErrorCode::Stale,
+            ..
+        }
+    )
 }
 
 /// The pause after `tries` refused tries of a waiting lock.

@@ -755,6 +755,63 @@ fn a_lock_lost_to_a_late_reclaim_fails_its_holders_io_with_eio() {
     assert_eq!(std::fs::read(b.join("db")).unwrap(), b"after");
 }
 
+/// Regression (silent loss of exclusion without any restart): a mount that did not
+/// renew its session within the manager's lease (its daemon stopped; a 2 s lease here,
+/// 60 s by default) has its locks dropped, and another process takes them. The holder
+/// went on writing as if it held the lock, since the manager it came back to was the
+/// same incarnation. Now the manager tells the mount, and the holder's write, fsync and
+/// close fail with EIO; the mount logs the lost lock and can lock again afterwards.
+#[test]
+fn a_mount_whose_session_lapsed_loses_its_locks_visibly() {
+    let lease = Duration::from_secs(2);
+    let cluster = TestCluster::start_with_env(
+        &ClusterOptions::default(),
+        &[("WEFT_SESSION_LEASE_MS", &lease.as_millis().to_string())],
+    );
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    std::fs::write(a.join("db"), [0u8; 100]).unwrap();
+    let holder = Holder::start(&a.join("db"));
+    assert_eq!(holder.step(b'l'), 0);
+    let other = Holder::start(&b.join("db"));
+    assert_eq!(other.step(b'l'), libc::EAGAIN as i64, "B's lock while A holds it");
+
+    let stopped = Stopped::new(a.pid() as i32);
+    let stopped_at = Instant::now();
+    let deadline = Instant::now() + lease * 10;
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        match other.step(b'l') {
+            0 => break,
+            e if e == libc::EAGAIN as i64 && Instant::now() < deadline => continue,
+            e => panic!("B's lock after A's session lapsed: errno {e}"),
+        }
+    }
+    // As long as a real lapse takes at least (60 s): longer than the mount waits before
+    // it asks the manager again from an I/O path (weft-fuse's LOCKS_UNCONFIRMED_MAX, 3 s).
+    std::thread::sleep((stopped_at + Duration::from_millis(4500)).saturating_duration_since(Instant::now()));
+    drop(stopped);
+
+    let eio = libc::EIO as i64;
+    assert_eq!(holder.step(b'w'), eio, "A's write under its lapsed lock");
+    assert_eq!(holder.step(b's'), eio, "A's fsync under its lapsed lock");
+    assert_eq!(holder.step(b'c'), eio, "A's close under its lapsed lock");
+    assert!(
+        a.log_text().contains("LOST LOCK"),
+        "mount A's log:\n{}",
+        a.log_text()
+    );
+    // B still holds its lock; once B lets go, A's mount locks again.
+    assert_eq!(lock_beside(&a.join("db")), 0, "a lock beside B's through A");
+    assert_eq!(
+        contend(&a.join("db"))[0],
+        libc::EAGAIN as i64,
+        "A against B's lock"
+    );
+    assert_eq!(other.step(b'u'), 0);
+    assert_eq!(contend(&a.join("db"))[0], 0, "A after B's unlock");
+}
+
 /// F_SETLK of bytes 50..51 of `path` in a child process: its errno (the lock goes with
 /// the child).
 fn lock_beside(path: &Path) -> i64 {

@@ -6,6 +6,7 @@
 //! [`service::ObjectServers`] trait.
 
 pub mod file_locks;
+pub mod lapsed;
 pub mod service;
 pub mod shared_pointer;
 pub mod store;

@@ -100,6 +100,10 @@ pub struct MetaService {
     /// Mount sessions -> when they last renewed (in memory: after a restart every
     /// session has a full lease to come back).
     sessions: Mutex<HashMap<u64, Instant>>,
+    /// How long a session lives without renewing (`SESSION_LEASE` unless a test says).
+    session_lease: Duration,
+    /// Sessions whose locks were dropped for lapsing, until their mounts hear it.
+    lapsed: Mutex<crate::lapsed::Lapsed>,
     started: Instant,
     /// Orphans the purger thread saw in its previous round: it purges only those, so
     /// that an open that found a file an instant before another client replaced it
@@ -280,6 +284,8 @@ impl MetaService {
             cluster,
             objects,
             sessions: Mutex::new(HashMap::new()),
+            session_lease: SESSION_LEASE,
+            lapsed: Mutex::default(),
             file_locks: Default::default(),
             incarnation: AtomicU64::new(0),
             lock_records: Mutex::new(()),
@@ -339,29 +345,70 @@ impl MetaService {
         let Some(session) = session else { return };
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if sessions.len() >= SESSIONS_MAX && !sessions.contains_key(&session) {
-            sessions.retain(|_, at| at.elapsed() < SESSION_LEASE);
+            sessions.retain(|_, at| at.elapsed() < self.session_lease);
         }
         if sessions.len() < SESSIONS_MAX || sessions.contains_key(&session) {
             sessions.insert(session, Instant::now());
         }
     }
 
+    /// How long a mount session lives without renewing (`SESSION_LEASE` by default;
+    /// shorter in tests).
+    pub fn set_session_lease(&mut self, lease: Duration) {
+        self.session_lease = lease;
+    }
+
+    /// `Stale` if `session`'s locks were dropped for lapsing and its mount was not told
+    /// yet; `tell`: this answer tells it (its `LockSession`), so it is forgotten.
+    fn check_lapsed(&self, session: u64, tell: bool) -> Result<(), WireError> {
+        let mut lapsed = self.lapsed.lock().unwrap_or_else(|p| p.into_inner());
+        let was = if tell {
+            lapsed.take(session)
+        } else {
+            lapsed.contains(session)
+        };
+        if was {
+            return Err(WireError::new(
+                ErrorCode::Stale,
+                format!(
+                    "this mount's file locks were dropped: its session {session:#x} was not renewed for {} ms (the mount was stopped or cut off from the metadata manager), and other processes may have taken them",
+                    self.session_lease.as_millis()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Releases files kept by sessions that have not renewed within the lease (their
     /// mounts are gone). Returns how many were released.
     pub fn release_lapsed_sessions(&self) -> usize {
-        if self.started.elapsed() < SESSION_LEASE {
+        if self.started.elapsed() < self.session_lease {
             return 0;
         }
         let lapsed_session = |session: u64| {
             let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             sessions
                 .get(&session)
-                .is_none_or(|at| at.elapsed() >= SESSION_LEASE)
+                .is_none_or(|at| at.elapsed() >= self.session_lease)
         };
-        let dropped = self.file_locks.drop_sessions(lapsed_session);
-        if dropped > 0 {
+        // Those holding locks are remembered, so that their mounts learn it if they
+        // come back (see `lapsed`).
+        let lapsing: Vec<u64> = self
+            .file_locks
+            .sessions()
+            .into_iter()
+            .filter(|&s| lapsed_session(s))
+            .collect();
+        if !lapsing.is_empty() {
+            let dropped = self.file_locks.drop_sessions(|s| lapsing.contains(&s));
+            let mut lapsed = self.lapsed.lock().unwrap_or_else(|p| p.into_inner());
+            for &session in &lapsing {
+                lapsed.add(session);
+            }
             eprintln!(
-                "weftd meta: dropped {dropped} file locks of mounts that stopped renewing their sessions"
+                "weftd meta: dropped {dropped} file locks of {} mounts that stopped renewing their sessions (for {} ms); they are told when they come back",
+                lapsing.len(),
+                self.session_lease.as_millis()
             );
         }
         let kept = match self.store.kept(KEPT_SCAN_MAX) {
@@ -374,7 +421,11 @@ impl MetaService {
         let lapsed: Vec<(InodeId, u64)> = {
             let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             kept.into_iter()
-                .filter(|(_, s)| sessions.get(s).is_none_or(|at| at.elapsed() >= SESSION_LEASE))
+                .filter(|(_, s)| {
+                    sessions
+                        .get(s)
+                        .is_none_or(|at| at.elapsed() >= self.session_lease)
+                })
                 .collect()
         };
         let mut released = 0;
@@ -487,6 +538,7 @@ impl MetaService {
             Request::FileLock(lock) => {
                 use crate::file_locks::Outcome;
                 self.renewed(Some(lock.session));
+                self.check_lapsed(lock.session, false)?;
                 // At most twice: once recorded, a session stays so for LOCK_RECORD_IDLE.
                 loop {
                     match self.file_locks.set(&lock, Instant::now())? {
@@ -498,6 +550,7 @@ impl MetaService {
             }
             Request::FileLockReclaim(lock) => {
                 self.renewed(Some(lock.session));
+                self.check_lapsed(lock.session, false)?;
                 while self.file_locks.reclaim(&lock, Instant::now())?
                     == crate::file_locks::Outcome::Unrecorded
                 {
@@ -526,6 +579,7 @@ impl MetaService {
             },
             Request::LockSession { session } => {
                 self.renewed(Some(session));
+                self.check_lapsed(session, true)?;
                 Ok(self.lock_state(self.lock_grace_left()))
             }
             Request::SharedPointer {

@@ -19,6 +19,15 @@ use weft_rpc::{ClientAuth, ConnectionId, ConnectionPool, Handler, Timeouts};
 /// How often the manager purges objects of removed files.
 const PURGE_PERIOD: Duration = Duration::from_millis(500);
 
+/// For tests only: `WEFT_SESSION_LEASE_MS` (1,000 to 3,600,000) replaces the manager's
+/// mount session lease (`weft_meta::service::SESSION_LEASE`, 60 s), so that a test can
+/// let a session lapse in seconds. Not documented for users: mounts renew on the
+/// assumption of the default.
+fn session_lease_for_tests() -> Option<Duration> {
+    let ms: u64 = std::env::var("WEFT_SESSION_LEASE_MS").ok()?.parse().ok()?;
+    Some(Duration::from_millis(ms.clamp(1000, 3_600_000)))
+}
+
 pub struct Roles {
     meta: Option<Arc<MetaService>>,
     /// In `owner` mode, the key owner's credential, which replaces whatever credential
@@ -103,8 +112,12 @@ impl Roles {
                 default_layout: config.default_layout(),
                 root: InodeId::ROOT,
             };
-            let service =
-                Arc::new(MetaService::new(store, cluster, objects).map_err(|e| anyhow::anyhow!("{e}"))?);
+            let mut service =
+                MetaService::new(store, cluster, objects).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if let Some(lease) = session_lease_for_tests() {
+                service.set_session_lease(lease);
+            }
+            let service = Arc::new(service);
             if plan.capabilities {
                 let addrs = object_addrs;
                 service.set_capability_issuer(Arc::new(crate::capability::Issuer::start(
