@@ -1271,6 +1271,19 @@ impl Client {
         }
     }
 
+    /// Tells the manager that mount session `session` ends, holding no lock: it need not
+    /// be waited for after a restart.
+    pub fn lock_session_end(&self, session: u64) -> Result<(), ClientError> {
+        match self
+            .inner
+            .meta(&Request::LockSessionEnd { session })
+            .map_err(|e| e.context("lock session end"))?
+        {
+            Response::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     fn lock_state(&self, request: Request, inode: InodeId) -> Result<LockState, ClientError> {
         match self
             .inner

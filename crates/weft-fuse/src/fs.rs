@@ -1119,6 +1119,7 @@ impl Filesystem for WeftFs {
         for (inode, owner) in self.lock_holders.drain() {
             locks::unlock_all(&base, self.session, inode, owner);
         }
+        self.lock_holders.end(&base);
         for inode in self.open_inodes.drain_kept() {
             kept::release(&base, self.session, inode);
         }

@@ -42,7 +42,9 @@
 //!   record names has (see its `file_locks`). The manager keeps a mount in that record
 //!   until it has held no lock for `LOCK_RECORD_IDLE`, so the mount goes on asking the
 //!   incarnation for twice that after its last lock (`wants_renewal`), and answers a
-//!   restart then with a reclaim of nothing and its "complete".
+//!   restart then with a reclaim of nothing and its "complete". At unmount, its locks
+//!   dropped, a mount that took any ends its session (`LockSessionEnd`), which leaves
+//!   the record at once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -254,6 +256,22 @@ impl Holders {
 
     fn note_held(&self) {
         self.held_ms.store(self.now_ms() + 1, Ordering::Relaxed);
+    }
+
+    /// Tells the manager this mount's session ends (at unmount, after its locks were
+    /// dropped), if it ever took a lock: the manager then need not wait for it after
+    /// a restart.
+    pub fn end(&self, client: &Client) {
+        if self.held_ms.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        match client.lock_session_end(self.session) {
+            // An older manager (UnknownOpcode) forgets the session after a while.
+            Ok(()) | Err(ClientError::Refused { .. }) => {}
+            Err(e) => {
+                eprintln!("weft-fuse: telling the metadata manager this mount's lock session ends: {e}")
+            }
+        }
     }
 
     /// Whether the renewal thread should ask the manager's incarnation now: while

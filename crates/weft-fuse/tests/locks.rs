@@ -669,6 +669,32 @@ fn a_crash_with_no_lock_ever_taken_costs_the_first_lock_no_grace() {
     );
 }
 
+/// Regression (a crash soon after a mount that used locks unmounted waited the whole
+/// grace): the manager kept that mount in its record of lock holders for 30 s after its
+/// last lock, and it could not say "complete" any more. Its unmount now ends its
+/// session, so a first lock after the restart is granted at once.
+#[test]
+fn a_mount_unmounted_just_before_a_crash_is_not_waited_for() {
+    let grace = Duration::from_secs(30);
+    let cluster = cluster_with_grace(grace);
+    let b = Mount::new(&cluster);
+    {
+        let a = Mount::new(&cluster);
+        std::fs::write(a.join("db"), [0u8; 100]).unwrap();
+        // A lock through A (it goes with the child): A's session is recorded.
+        assert_eq!(lock_beside(&a.join("db")), 0);
+    }
+    cluster.kill9(0);
+    cluster.restart();
+    let restarted = Instant::now();
+    assert_eq!(lock_beside(&b.join("db")), 0);
+    let waited = restarted.elapsed();
+    assert!(
+        waited < grace / 3,
+        "the first lock after a crash that followed mount A's unmount waited {waited:?} (grace {grace:?})"
+    );
+}
+
 /// Safety of the early end: mount A, recorded as holding a lock, is stopped across the
 /// restart and so cannot reclaim or say it is done: B's lock (on other bytes) waits
 /// for the whole grace, as A might have held those bytes.

@@ -23,8 +23,9 @@
 //! 6. Ending it early (NFS's client-tracking database and RECLAIM_COMPLETE): the
 //!    manager records durably (the store's `lock_sessions`) each session that takes a
 //!    lock, before granting that session's first one (`Outcome::Unrecorded`: record,
-//!    then ask again), and drops a session from the record once it has held no lock
-//!    for `LOCK_RECORD_IDLE`. At a start the grace waits for the recorded sessions
+//!    then ask again), and drops a session from the record at its end
+//!    (`LockSessionEnd`, holding none) or once it has held no lock for
+//!    `LOCK_RECORD_IDLE`. At a start the grace waits for the recorded sessions
 //!    only: none recorded, no grace; else it ends as soon as each has said it
 //!    reclaimed all it holds (`LockReclaimComplete`), or when its time is up. A full
 //!    record (`RECORDED_MAX`) is marked durably instead, and the next start then
@@ -270,6 +271,26 @@ impl FileLocks {
             return None;
         }
         Some(left)
+    }
+
+    /// Mount session `session` ends (its mount unmounts). If it holds no lock here it
+    /// leaves the in-memory record (returns true: the caller drops its durable row, under
+    /// the same ordering as `idle_records`), and a grace no longer waits for it: an
+    /// ended session never reclaims.
+    pub fn end_session(&self, session: u64, now: Instant) -> bool {
+        let mut state = self.lock();
+        if state.table.sessions().binary_search(&session).is_ok() {
+            return false;
+        }
+        if state.grace_left(now).is_some() {
+            if let Some(waiting) = state.waiting.as_mut() {
+                waiting.remove(&session);
+                if waiting.is_empty() {
+                    state.end_grace();
+                }
+            }
+        }
+        state.recorded.remove(&session).is_some()
     }
 
     /// Recorded sessions the grace still waits for (`None`: no grace, or it waits for
@@ -711,5 +732,27 @@ mod tests {
         assert_eq!(locks.recorded_sessions(), RECORDED_MAX);
         // This run filled it: its full mark stays for the next start.
         assert!(!locks.idle_records(Duration::from_secs(30), t0).overflow);
+    }
+
+    #[test]
+    fn an_ended_session_leaves_the_record_unless_it_holds_locks() {
+        let locks = FileLocks::default();
+        let t0 = Instant::now();
+        assert!(locks.start_records(&[1, 2], false, Some(t0 + Duration::from_secs(30)), t0));
+        // Session 1 reclaims: it holds a lock, so its end (a stray one) changes nothing.
+        locks.reclaim(&req(1, LockKind::Write, 0, 9), t0).unwrap();
+        assert!(!locks.end_session(1, t0));
+        assert_eq!(locks.waiting_for(t0), Some(2));
+        // Session 2 ended (unmounted): it leaves the record, and the grace waits for 1 only.
+        assert!(locks.end_session(2, t0));
+        assert!(!locks.end_session(2, t0), "once");
+        assert_eq!(locks.waiting_for(t0), Some(1));
+        assert_eq!(locks.recorded_sessions(), 1);
+        assert_eq!(locks.reclaim_complete(1, t0), None);
+        // After the grace: an ended session's next lock is recorded again first.
+        assert_eq!(
+            locks.set(&req(2, LockKind::Write, 50, 50), t0),
+            Ok(Outcome::Unrecorded)
+        );
     }
 }

@@ -223,6 +223,28 @@ impl MetaService {
         Ok(())
     }
 
+    /// `LockSessionEnd`: `session`'s mount unmounts; unless it still holds locks here it
+    /// leaves the record, and the grace, if any, stops waiting for it.
+    fn end_lock_session(&self, session: u64) -> Result<(), WireError> {
+        let _one = self.lock_records.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let during = self.file_locks.grace_left(now).is_some();
+        if self.file_locks.end_session(session, now) {
+            self.store.forget_lock_sessions(&[session], false)?;
+        }
+        if during && self.file_locks.grace_left(now).is_none() {
+            self.log_grace_over();
+        }
+        Ok(())
+    }
+
+    fn log_grace_over(&self) {
+        eprintln!(
+            "weftd meta: every mount that held file locks has reclaimed them: the grace ends {} ms after the start",
+            self.started.elapsed().as_millis()
+        );
+    }
+
     /// Drops from the record the sessions that held no lock for `LOCK_RECORD_IDLE`
     /// (the purger's, every round).
     pub fn forget_idle_lock_sessions(&self) {
@@ -565,10 +587,7 @@ impl MetaService {
                     let now = Instant::now();
                     let during = self.file_locks.grace_left(now).is_some();
                     if during && self.file_locks.reclaim_complete(session, now).is_none() {
-                        eprintln!(
-                            "weftd meta: every mount that held file locks has reclaimed them: the grace ends {} ms after the start",
-                            self.started.elapsed().as_millis()
-                        );
+                        self.log_grace_over();
                     }
                 }
                 Ok(self.lock_state(self.lock_grace_left()))
@@ -582,6 +601,7 @@ impl MetaService {
                 self.check_lapsed(session, true)?;
                 Ok(self.lock_state(self.lock_grace_left()))
             }
+            Request::LockSessionEnd { session } => self.end_lock_session(session).map(|()| Response::Done),
             Request::SharedPointer {
                 inode,
                 open,

@@ -112,6 +112,7 @@ pub enum Opcode {
     FileLockReclaim = 182,
     LockSession = 183,
     LockReclaimComplete = 184,
+    LockSessionEnd = 185,
     ViaCacheAware = 87,
     CacheCioStats = 88,
     Link = 65,
@@ -653,6 +654,13 @@ pub enum Request {
         session: u64,
         incarnation: u64,
     },
+    /// meta: mount session `session` ends (its mount is unmounting and dropped its
+    /// locks): the manager forgets it in its record of lock-holding sessions, so that a
+    /// restart soon after does not wait for it. Answered `Done`. Added within protocol
+    /// version 3: an older manager answers `UnknownOpcode`.
+    LockSessionEnd {
+        session: u64,
+    },
     /// A new name `name` in `parent` for non-directory `inode` (a hard link).
     Link {
         cred: Cred,
@@ -1028,6 +1036,7 @@ impl Request {
             FileLockReclaim(_) => Opcode::FileLockReclaim,
             LockSession { .. } => Opcode::LockSession,
             LockReclaimComplete { .. } => Opcode::LockReclaimComplete,
+            LockSessionEnd { .. } => Opcode::LockSessionEnd,
             Link { .. } => Opcode::Link,
             Mknod { .. } => Opcode::Mknod,
             SetXattr { .. } => Opcode::SetXattr,
@@ -1303,6 +1312,7 @@ impl Request {
                 w.u64(*session);
                 w.u64(*incarnation);
             }
+            LockSessionEnd { session } => w.u64(*session),
             Link {
                 cred,
                 inode,
@@ -1722,6 +1732,7 @@ impl Request {
                 session: r.u64()?,
                 incarnation: r.u64()?,
             },
+            185 => Request::LockSessionEnd { session: r.u64()? },
             65 => Request::Link {
                 cred: Cred::decode(r)?,
                 inode: InodeId::decode(r)?,
@@ -2470,6 +2481,7 @@ mod tests {
                 session: 12,
                 incarnation: u64::MAX,
             },
+            Request::LockSessionEnd { session: 13 },
             Request::PresentCapability {
                 cap: test_capability(),
                 reset: true,

@@ -472,7 +472,8 @@ fn is_io_request(request: &Request) -> bool {
         AppendLock | AppendUnlock | ObjStat | ObjStamp | ObjTimes | Allocate | ObjPrecreate | ExtentLock
         | ExtentUnlock | LockStats => true,
         Revalidate | Release | RenewSession | FileLock | FileLockTest | FileLockReclaim | LockSession
-        | LockReclaimComplete | Link | Mknod | SetXattr | GetXattr | ListXattr | RemoveXattr => false,
+        | LockReclaimComplete | LockSessionEnd | Link | Mknod | SetXattr | GetXattr | ListXattr
+        | RemoveXattr => false,
         other => (40..60).contains(&(other as u16)),
     }
 }
