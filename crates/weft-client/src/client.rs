@@ -143,6 +143,46 @@ pub struct FsStats {
     pub servers: Vec<(IoServer, Result<IoStatfs, ClientError>)>,
 }
 
+/// `FsStats` as statfs(2)/statvfs(3) report a file system: what a mount's `df` and an
+/// MPI program's statvfs of a `weft:` name show alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatfsBlocks {
+    /// Block and fragment size: `STATFS_BLOCK_BYTES`.
+    pub block_bytes: u64,
+    /// Blocks of the io servers that answered, in all and free.
+    pub blocks: u64,
+    pub blocks_free: u64,
+    /// Inodes: those in use plus `files_free`, and `files_free` (u32::MAX: no fixed
+    /// table limits them).
+    pub files: u64,
+    pub files_free: u64,
+    pub name_bytes_max: u64,
+}
+
+/// The block size statfs reports. Not the stripe size: callers (mdtest, IOR, df, Go's
+/// Statfs users) take blocks x block size as the space, so the block size must be the
+/// unit the counts are in; the I/O size hint is each file's st_blksize.
+pub const STATFS_BLOCK_BYTES: u64 = 4096;
+
+impl FsStats {
+    pub fn blocks(&self) -> StatfsBlocks {
+        let (mut total, mut free) = (0u64, 0u64);
+        for s in self.servers.iter().filter_map(|(_, s)| s.as_ref().ok()) {
+            total = total.saturating_add(s.bytes_total);
+            free = free.saturating_add(s.bytes_free);
+        }
+        let files_free = u32::MAX as u64;
+        StatfsBlocks {
+            block_bytes: STATFS_BLOCK_BYTES,
+            blocks: total / STATFS_BLOCK_BYTES,
+            blocks_free: free / STATFS_BLOCK_BYTES,
+            files: (self.meta.files + self.meta.directories).saturating_add(files_free),
+            files_free,
+            name_bytes_max: crate::path::NAME_BYTES_MAX as u64,
+        }
+    }
+}
+
 /// The address to reach an io server by: its Unix socket when this machine has it and
 /// the server behind it is the one expected (same id), else TCP. Over the socket, bulk
 /// data moves through a shared segment where one can be had (`weft_rpc::shm`).

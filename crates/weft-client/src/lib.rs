@@ -34,6 +34,7 @@ mod view_io;
 pub use cache_route::{aligned_count, managers_of, JOB_DELEGATE_ID_BASE};
 pub use client::{
     Client, CreateOptions, DataStamp, FsStats, LockTest, Made, OpenOptions, PartialSizes, SizeOf,
+    StatfsBlocks, STATFS_BLOCK_BYTES,
 };
 pub use drive::{transfer_threads_started, THREADED_CALL_BYTES_MIN, TRANSFER_THREADS_MAX};
 pub use error::ClientError;

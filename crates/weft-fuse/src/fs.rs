@@ -1659,32 +1659,19 @@ impl Filesystem for WeftFs {
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        const FRAGMENT_BYTES: u64 = 4096;
-        let stats = match self.caller(req).statfs() {
-            Ok(s) => s,
+        let b = match self.caller(req).statfs() {
+            Ok(s) => s.blocks(),
             Err(e) => return reply.error(errno(&e, "statfs")),
         };
-        let (mut total, mut free) = (0u64, 0u64);
-        for (_, server) in &stats.servers {
-            if let Ok(s) = server {
-                total += s.bytes_total;
-                free += s.bytes_free;
-            }
-        }
-        let files = stats.meta.files + stats.meta.directories;
         reply.statfs(
-            total / FRAGMENT_BYTES,
-            free / FRAGMENT_BYTES,
-            free / FRAGMENT_BYTES,
-            files + u32::MAX as u64,
-            u32::MAX as u64,
-            // The block size is the fragment size: statfs(2) callers (mdtest, IOR, Go's
-            // Statfs users) take f_blocks x f_bsize as the size, which a larger f_bsize
-            // multiplied (4 MiB: 1,024 times the space). The I/O size hint is each
-            // file's st_blksize.
-            FRAGMENT_BYTES as u32,
-            weft_client::path::NAME_BYTES_MAX as u32,
-            FRAGMENT_BYTES as u32,
+            b.blocks,
+            b.blocks_free,
+            b.blocks_free,
+            b.files,
+            b.files_free,
+            b.block_bytes as u32,
+            b.name_bytes_max as u32,
+            b.block_bytes as u32,
         );
     }
 

@@ -44,4 +44,5 @@ pub mod profile;
 pub mod requests;
 pub mod shared;
 pub mod spawn;
+pub mod statvfs;
 pub mod trace;
