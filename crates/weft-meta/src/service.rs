@@ -561,7 +561,8 @@ impl MetaService {
                 use crate::file_locks::Outcome;
                 self.renewed(Some(lock.session));
                 self.check_lapsed(lock.session, false)?;
-                // At most twice: once recorded, a session stays so for LOCK_RECORD_IDLE.
+                // Twice at most: once recorded, a session stays so for LOCK_RECORD_IDLE
+                // (or until its mount ends it, after which it sends no lock).
                 loop {
                     match self.file_locks.set(&lock, Instant::now())? {
                         Outcome::Done => break Ok(Response::Done),
