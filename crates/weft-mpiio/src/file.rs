@@ -747,7 +747,9 @@ impl MpiFile {
             if etype_size <= 0 {
                 return Err(MpiioError::new(ErrorClass::Type, "etype of size 0"));
             }
+            check_typemap("etype", &*datatype::decode(etype)?, 0)?;
             let mut tree = datatype::decode(filetype)?;
+            check_typemap("filetype", &tree, disp)?;
             // A filetype whose data spans more than its extent (HDF5 builds such
             // types) is legal in MPI as long as no access reaches a second tile, since
             // that tile's data would come before the first's end. Stretching the extent
@@ -1153,6 +1155,38 @@ impl MpiFile {
 
 /// Hint entries with `weft_cache` set to the file's caching mode (the hint's value
 /// only applies to a file the open created).
+/// MPI's rules for the typemap of an etype or filetype (MPI 3.1, 13.3): displacements
+/// non-negative (here: no data byte before file offset 0 once `disp` is added, which
+/// accepts a negative lower bound the displacement makes up for) and monotonically
+/// nondecreasing, and no overlapping data. A view breaking them fails with
+/// `MPI_ERR_IO`, the class ROMIO gives (ADIO_Set_view); `MPI_ERR_TYPE` is left for
+/// datatypes that are not valid at all.
+fn check_typemap(kind: &str, tree: &Datatype, disp: u64) -> Result<()> {
+    if tree.size_bytes() == 0 {
+        return Ok(());
+    }
+    if i128::from(disp) + i128::from(tree.true_lb()) < 0 {
+        return Err(MpiioError::new(
+            ErrorClass::Io,
+            format!(
+                "displacements of the {kind} must be non-negative: its first data byte is at {} \
+                 (view displacement {disp})",
+                tree.true_lb()
+            ),
+        ));
+    }
+    if !tree.is_monotonic() {
+        return Err(MpiioError::new(
+            ErrorClass::Io,
+            format!(
+                "displacements of the {kind} must be monotonically nondecreasing, with no \
+                 overlapping data (MPI 3.1, 13.3)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn with_cache_mode(mut entries: Vec<(String, String)>, file: &File) -> Vec<(String, String)> {
     entries.retain(|(k, _)| k != "weft_cache");
     entries.push(("weft_cache".into(), file.cache_mode().name().into()));

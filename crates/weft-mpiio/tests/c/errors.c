@@ -276,6 +276,46 @@ int main(int argc, char **argv)
         MPI_File_close(&fh);
     }
 
+    /* 11. Views MPI forbids (13.3: etype and filetype displacements non-negative and
+     * monotonically nondecreasing, no overlaps in a file open for writing) fail with
+     * MPI_ERR_IO, ROMIO's class (MPICH's test/mpi/io/tst_fileview checks it), on every
+     * rank, and leave the view as it was. */
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    expect_same(rc, MPI_SUCCESS, "open for the forbidden views");
+    if (rc == MPI_SUCCESS) {
+        static const struct {
+            int disp0, disp1, len0;
+            const char *what;
+        } bad[] = {
+            {-2, 2, 1, "negative displacement"},
+            {3, 0, 1, "decreasing displacements"},
+            {0, 1, 3, "overlapping blocks"},
+        };
+        rc = MPI_File_set_view(fh, 8, MPI_INT, MPI_INT, "native", MPI_INFO_NULL);
+        expect_same(rc, MPI_SUCCESS, "set_view before the forbidden views");
+        for (int k = 0; k < 3; k++) {
+            int blen[2] = {bad[k].len0, 1}, disps[2] = {bad[k].disp0, bad[k].disp1};
+            MPI_Datatype t;
+            MPI_Type_indexed(2, blen, disps, MPI_INT, &t);
+            MPI_Type_commit(&t);
+            char what[128];
+            snprintf(what, sizeof what, "set_view with an etype of %s", bad[k].what);
+            rc = MPI_File_set_view(fh, 0, t, t, "native", MPI_INFO_NULL);
+            expect_same(rc, MPI_ERR_IO, what);
+            snprintf(what, sizeof what, "set_view with a filetype of %s", bad[k].what);
+            rc = MPI_File_set_view(fh, 0, MPI_INT, t, "native", MPI_INFO_NULL);
+            expect_same(rc, MPI_ERR_IO, what);
+            MPI_Type_free(&t);
+        }
+        MPI_File_get_view(fh, &disp, &e, &f, rep);
+        if (disp != 8 || e != MPI_INT || f != MPI_INT) {
+            fprintf(stderr, "rank %d: the forbidden views changed the view (disp %lld)\n", rank,
+                    (long long)disp);
+            failures++;
+        }
+        MPI_File_close(&fh);
+    }
+
     MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
         printf(failures ? "errors FAILED\n" : "errors OK\n");
