@@ -196,6 +196,9 @@ pub struct MpiFile {
     shared_id: crate::shared::SharedId,
     /// Whether this rank used the shared file pointer (the manager made it then).
     shared_used: std::sync::atomic::AtomicBool,
+    /// Whether the view's data representation is `external32` (the C half converts
+    /// the data: see `datarep`).
+    external32: std::sync::atomic::AtomicBool,
     amode: i32,
     errhandler: AtomicUsize,
     state: Mutex<State>,
@@ -571,6 +574,7 @@ impl MpiFile {
             path,
             shared_id,
             shared_used: Default::default(),
+            external32: Default::default(),
             amode: mode,
             errhandler: AtomicUsize::new(errhandler),
             state: Mutex::new(State {
@@ -733,8 +737,8 @@ impl MpiFile {
         datarep: &str,
         info: Handle,
     ) -> Result<()> {
-        let checked = (|| -> Result<(View, u64)> {
-            crate::datarep::check(datarep)?;
+        let checked = (|| -> Result<(View, u64, &'static str)> {
+            let datarep = crate::datarep::check(datarep)?;
             if disp == i64::from(mpi::constant(Constant::DisplacementCurrent)) {
                 return Err(MpiioError::new(
                     ErrorClass::UnsupportedOperation,
@@ -764,11 +768,11 @@ impl MpiFile {
                 ));
             }
             let view = View::new(disp, tree)?;
-            Ok((view, etype_size as u64))
+            Ok((view, etype_size as u64, datarep))
         })();
         let current = self.state().hints.clone();
         let hints = shared_hints(&self.comm, Some(&current), info);
-        let (view, etype_size) = agree(&self.comm, checked)?;
+        let (view, etype_size, datarep) = agree(&self.comm, checked)?;
         let hints = agree(&self.comm, hints)?;
         let aggregators = agree(&self.comm, aggregators_of(&self.comm, &hints))?;
         let etype = mpi::type_keep(etype)?;
@@ -778,6 +782,8 @@ impl MpiFile {
         // handle's view, and accesses go as offset lists.
         self.file.clear_view();
         let view_on_file = self.file.set_view_to(view.clone()).is_ok();
+        self.external32
+            .store(datarep == crate::datarep::EXTERNAL32, Ordering::Relaxed);
         let mut state = self.state();
         mpi::free_if_derived(state.etype);
         mpi::free_if_derived(state.filetype);
@@ -796,6 +802,11 @@ impl MpiFile {
             history: state.history,
         };
         Ok(())
+    }
+
+    /// Whether the view's data representation is `external32`.
+    pub fn external32(&self) -> bool {
+        self.external32.load(Ordering::Relaxed)
     }
 
     /// (displacement, etype, filetype): new references the caller frees.
