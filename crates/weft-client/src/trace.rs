@@ -390,17 +390,27 @@ impl FileTrace {
 
     /// The original request of an MPI-IO call: view bytes `[view_offset, +len)`.
     pub fn original(&self, rank: u32, write: bool, view: &View, view_offset: u64, len: u64) {
-        let id = self.view_id(view);
-        let at = self.request(
-            false,
-            write,
-            Some(rank),
+        let shape = if view.filetype().fits_wire() {
             Shape::View {
-                view: id,
+                view: self.view_id(view),
                 view_offset,
                 len,
-            },
-        );
+            }
+        } else {
+            // A view without a wire form (too many blocks) cannot be a trace record:
+            // the request goes as its file ranges.
+            let mut runs = RunsBuilder::default();
+            if let Ok(pieces) = view.pieces(view_offset, len) {
+                for piece in pieces {
+                    runs.push(piece.file_offset, piece.len);
+                }
+            }
+            if runs.is_empty() {
+                return;
+            }
+            Shape::Runs(runs.finish())
+        };
+        let at = self.request(false, write, Some(rank), shape);
         self.last_original_ns
             .store(at, std::sync::atomic::Ordering::Relaxed);
     }

@@ -179,6 +179,13 @@ impl File {
         if view.filetype().size_bytes() == 0 {
             return Err(self.invalid(ViewError::EmptyView));
         }
+        if !view.filetype().fits_wire() {
+            return Err(ClientError::InvalidArgument(format!(
+                "{}: the view's filetype has more blocks than the {} a server accepts",
+                self.path,
+                weft_layout::view::BLOCKS_TOTAL_MAX
+            )));
+        }
         let encoded = view.encode().len();
         if encoded > VIEW_BYTES_MAX {
             return Err(ClientError::InvalidArgument(format!(

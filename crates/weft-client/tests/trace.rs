@@ -105,3 +105,36 @@ fn a_full_trace_says_so_and_records_nothing_more() {
     assert!(requests > 10 && requests < 200, "{requests}");
     assert_eq!(tracer.dropped() as usize, 200 - requests);
 }
+
+// Regression: a view of more blocks than the wire form takes (HDF5 point selections,
+// weft-layout's TREE_BLOCKS_MAX) could not be a trace record: its encoding passed the
+// trace's view limit and the encoder panicked. Its original requests are file runs.
+#[test]
+fn an_original_request_through_a_view_without_wire_form_is_recorded_as_runs() {
+    let cluster = TestCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let client = cluster.client();
+    let mut file = client.create("/points", &Default::default()).unwrap();
+    let tracer = Tracer::for_dir(dir.path()).unwrap();
+    file.set_tracer(Some(tracer.clone()));
+    let n = 1usize << 20;
+    let disps: Vec<i64> = (0..n as i64).map(|k| 2 * k).collect();
+    let points = Datatype::hindexed(&vec![1; n], &disps, &Datatype::bytes(1).unwrap()).unwrap();
+    assert!(!points.fits_wire());
+    let view = weft_client::View::new(0, points).unwrap();
+    file.trace().unwrap().original(0, true, &view, 0, n as u64);
+    drop(file);
+    let got = records(tracer.path());
+    let originals: Vec<_> = got
+        .iter()
+        .filter_map(|r| match r {
+            Record::Request(r) if r.flags.side() == Side::Original => Some(r.shape.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        originals,
+        vec![Shape::Runs(vec![Run::new(0, 1, 2, n as u64).unwrap()])]
+    );
+    assert!(!got.iter().any(|r| matches!(r, Record::View { .. })));
+}

@@ -305,6 +305,51 @@ fn view_rejects_non_monotonic_and_overlapping_filetypes() {
 }
 
 #[test]
+fn a_view_for_reading_takes_overlapping_data_in_typemap_order_but_not_decreasing_runs() {
+    // 12 bytes at 0, then 4 bytes at 4 (MPICH's tst_fileview: an indexed type of ints
+    // with blocks of 3 and 1 at 0 and 1): legal for reading only.
+    let overlapping = Datatype::hindexed(&[12, 4], &[0, 4], &byte()).unwrap();
+    assert_eq!(View::new(0, overlapping.clone()), Err(ViewError::NotMonotonic));
+    let view = View::for_reading(100, overlapping).unwrap();
+    let pieces: Vec<(u64, u64)> = view
+        .pieces(0, 32)
+        .unwrap()
+        .map(|p| (p.file_offset, p.len))
+        .collect();
+    // Two tiles of extent 12, each run in typemap order, the overlapping one read again.
+    assert_eq!(pieces, vec![(100, 12), (104, 4), (112, 12), (116, 4)]);
+    assert_eq!(view.view_to_file(13).unwrap(), 105);
+    let backwards = Datatype::hindexed(&[1, 1], &[4, 0], &byte()).unwrap();
+    assert_eq!(View::for_reading(0, backwards), Err(ViewError::NotMonotonic));
+    let before_zero = Datatype::hindexed(&[4, 4], &[-8, -6], &byte()).unwrap();
+    assert!(matches!(
+        View::for_reading(4, before_zero),
+        Err(ViewError::NegativeFileOffset { .. })
+    ));
+}
+
+#[test]
+fn a_tree_past_the_wire_limit_builds_and_walks_but_has_no_wire_form() {
+    // HDF5's point selections: one block per point.
+    let n = weft_layout::view::BLOCKS_TOTAL_MAX as usize + 1;
+    let lens = vec![1u64; n];
+    let disps: Vec<i64> = (0..n as i64).map(|k| 2 * k).collect();
+    let points = Datatype::hindexed(&lens, &disps, &byte()).unwrap();
+    assert!(!points.fits_wire());
+    let view = View::new(0, points).unwrap();
+    assert_eq!(view.view_to_file(n as u64 - 1).unwrap(), 2 * (n as u64 - 1));
+    assert_eq!(view.pieces(0, n as u64).unwrap().count(), n);
+    let small = Datatype::hindexed(&[1, 1], &[0, 2], &byte()).unwrap();
+    assert!(small.fits_wire());
+    let too_many = vec![1u64; weft_layout::view::TREE_BLOCKS_MAX as usize + 1];
+    let far: Vec<i64> = (0..too_many.len() as i64).collect();
+    assert!(matches!(
+        Datatype::hindexed(&too_many, &far, &byte()),
+        Err(ViewError::TooManyBlocks { .. })
+    ));
+}
+
+#[test]
 fn partition_view_maps_and_iterates() {
     // PVFS partition: 3 bytes every 10 from offset 100.
     let view = View::partition(100, 3, 10).unwrap();

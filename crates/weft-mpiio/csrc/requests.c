@@ -8,6 +8,7 @@
  * then sees completed generalized requests. With no bound request outstanding they
  * pass straight through. */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 
 #include "real.h"
@@ -72,7 +73,17 @@ static int istart(MPI_File fh, int flags, MPI_Offset offset, void *buf, int coun
     if (flags & WM_IO_COLLECTIVE) {
         /* Done now: the exchange of a collective call needs MPI on this thread. */
         int64_t bytes = 0;
-        int e = weft_mpiio_io(H(fh), flags, (int64_t)offset, buf, count, H(type), &bytes);
+        int e = wm_access(fh, 0, flags, offset, buf, count, type, &bytes);
+        if (e != WM_OK)
+            return wm_fail(fh, e);
+        return request_for(fh, weft_mpiio_op_done(H(fh), WM_OK, bytes), 1, request);
+    }
+    if (weft_mpiio_is_external32(H(fh))) {
+        /* external32: converted and done at the call, as MPI allows a nonblocking call
+         * to complete at once (the conversion needs MPI on this thread). */
+        int64_t bytes = 0;
+        int shared = (flags & WM_IO_SHARED) != 0;
+        int e = wm_access(fh, shared, flags & ~WM_IO_SHARED, offset, buf, count, type, &bytes);
         if (e != WM_OK)
             return wm_fail(fh, e);
         return request_for(fh, weft_mpiio_op_done(H(fh), WM_OK, bytes), 1, request);
@@ -174,7 +185,7 @@ static int shared_io(MPI_File fh, int flags, void *buf, int count, MPI_Datatype 
                      MPI_Status *status)
 {
     int64_t bytes = 0;
-    int e = weft_mpiio_shared_io(H(fh), flags, buf, count, H(type), &bytes);
+    int e = wm_access(fh, 1, flags, 0, buf, count, type, &bytes);
     if (e == WM_OK && status != MPI_STATUS_IGNORE)
         MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)bytes);
     return wm_fail(fh, e);
@@ -241,16 +252,106 @@ int wm_File_get_position_shared(MPI_File fh, MPI_Offset *offset)
 /* ---- Split collectives: the work is done at _begin (as ROMIO does), _end returns
  * its status; one outstanding per file handle. ---- */
 
+/* external32 conversions of outstanding split collectives: the converted buffer is the
+ * one accessed from _begin to _end (a read's data are converted at _end). Bounded: a
+ * _begin past SPLITS_X32_MAX outstanding ones fails with MPI_ERR_OTHER. */
+#define SPLITS_X32_MAX 256
+static struct split_x32 {
+    MPI_File fh;
+    const void *buf;
+    int count, write;
+    MPI_Datatype type; /* a duplicate, freed at _end */
+    struct wm_x32 x32;
+} splits_x32[SPLITS_X32_MAX];
+static pthread_mutex_t splits_x32_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct split_part {
+    int kind;
+    MPI_Offset offset;
+};
+
+static void split_nothing(MPI_File fh, void *arg)
+{
+    struct split_part *p = arg;
+    int64_t bytes = 0;
+    weft_mpiio_split_begin(H(fh), p->kind, (int64_t)p->offset, NULL, 0, H(MPI_BYTE));
+    weft_mpiio_split_end(H(fh), p->kind, NULL, &bytes);
+}
+
 static int split_begin(MPI_File fh, int kind, MPI_Offset offset, void *buf, int count,
                        MPI_Datatype type)
 {
-    return wm_fail(fh, weft_mpiio_split_begin(H(fh), kind, (int64_t)offset, buf, count, H(type)));
+    if (!weft_mpiio_is_external32(H(fh)))
+        return wm_fail(fh, weft_mpiio_split_begin(H(fh), kind, (int64_t)offset, buf, count,
+                                                  H(type)));
+    int write = kind % 2 == 1;
+    struct split_x32 s = {fh, buf, count, write, MPI_DATATYPE_NULL, {NULL, MPI_DATATYPE_NULL}};
+    void *tbuf;
+    int tcount;
+    MPI_Datatype ttype;
+    int xe = wm_x32_begin(fh, write, buf, count, type, &s.x32, &tbuf, &tcount, &ttype);
+    if (xe == WM_OK && s.x32.tmp == NULL) /* nothing to convert */
+        return wm_fail(fh, weft_mpiio_split_begin(H(fh), kind, (int64_t)offset, buf, count,
+                                                  H(type)));
+    if (xe == WM_OK && MPI_Type_dup(type, &s.type) != MPI_SUCCESS) {
+        wm_x32_end(&s.x32, 1, 0, NULL, 0, type);
+        xe = weft_mpiio_fail_with(WM_ERR_INTERN, "external32: MPI_Type_dup failed");
+    }
+    int slot = -1;
+    if (xe == WM_OK) {
+        pthread_mutex_lock(&splits_x32_lock);
+        for (int i = 0; i < SPLITS_X32_MAX && slot < 0; i++)
+            if (splits_x32[i].fh == MPI_FILE_NULL || splits_x32[i].fh == NULL)
+                slot = i;
+        if (slot >= 0)
+            splits_x32[slot] = s;
+        pthread_mutex_unlock(&splits_x32_lock);
+        if (slot < 0) {
+            wm_x32_end(&s.x32, 1, 0, NULL, 0, type);
+            MPI_Type_free(&s.type);
+            xe = weft_mpiio_fail_with(WM_ERR_OTHER,
+                                      "external32: too many outstanding split collectives");
+        }
+    }
+    if (xe != WM_OK) {
+        struct split_part p = {kind, offset};
+        return wm_fail(fh, wm_x32_take_part(fh, xe, split_nothing, &p));
+    }
+    int e = weft_mpiio_split_begin(H(fh), kind, (int64_t)offset, tbuf, tcount, H(ttype));
+    if (e != WM_OK) {
+        pthread_mutex_lock(&splits_x32_lock);
+        splits_x32[slot].fh = MPI_FILE_NULL;
+        pthread_mutex_unlock(&splits_x32_lock);
+        wm_x32_end(&s.x32, 1, 0, NULL, 0, type);
+        MPI_Type_free(&s.type);
+    }
+    return wm_fail(fh, e);
 }
 
 static int split_end(MPI_File fh, int kind, const void *buf, MPI_Status *status)
 {
     int64_t bytes = 0;
-    int e = weft_mpiio_split_end(H(fh), kind, buf, &bytes);
+    struct split_x32 s;
+    int found = 0;
+    pthread_mutex_lock(&splits_x32_lock);
+    for (int i = 0; i < SPLITS_X32_MAX && !found; i++)
+        if (splits_x32[i].fh == fh && splits_x32[i].buf == buf) {
+            s = splits_x32[i];
+            splits_x32[i].fh = MPI_FILE_NULL;
+            found = 1;
+        }
+    pthread_mutex_unlock(&splits_x32_lock);
+    int e;
+    if (found) {
+        e = weft_mpiio_split_end(H(fh), kind, s.x32.tmp, &bytes);
+        int e2 = wm_x32_end(&s.x32, s.write, e == WM_OK ? bytes : 0, (void *)buf, s.count,
+                            s.type);
+        MPI_Type_free(&s.type);
+        if (e == WM_OK)
+            e = e2;
+    } else {
+        e = weft_mpiio_split_end(H(fh), kind, buf, &bytes);
+    }
     if (e == WM_OK && status != MPI_STATUS_IGNORE)
         MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)bytes);
     return wm_fail(fh, e);

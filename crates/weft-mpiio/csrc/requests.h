@@ -13,6 +13,28 @@
 int wm_fail(MPI_File fh, int werr);
 int wm_mpi_class(int werr);
 
+/* external32 (weft_mpiio.c): when the view of fh is in "external32", x32_begin makes
+ * the buffer to access instead of (buf, count, type): *tbuf, *tcount elements of *ttype
+ * (the data converted for a write, room for a read); x32->tmp stays NULL otherwise, and
+ * (buf, count, type) are accessed as they are. x32_end converts what a read brought
+ * (`bytes` bytes) into buf and frees what x32_begin made. */
+struct wm_x32 {
+    void *tmp;
+    MPI_Datatype ttype;
+};
+int wm_x32_begin(MPI_File fh, int write, const void *buf, int count, MPI_Datatype type,
+                 struct wm_x32 *x32, void **tbuf, int *tcount, MPI_Datatype *ttype);
+int wm_x32_end(struct wm_x32 *x32, int write, int64_t bytes, void *buf, int count,
+               MPI_Datatype type);
+
+/* The access of weft_mpiio_io (shared == 0) or weft_mpiio_shared_io (shared != 0),
+ * with external32's conversion; returns enum wm_error. */
+int wm_access(MPI_File fh, int shared, int flags, MPI_Offset offset, void *buf, int count,
+              MPI_Datatype type, int64_t *bytes);
+/* A collective call whose conversion failed (werr) on this rank: takes part through
+ * part(fh, arg) with no data, so nothing hangs, and returns werr with its message. */
+int wm_x32_take_part(MPI_File fh, int werr, void (*part)(MPI_File, void *), void *arg);
+
 /* Split collective kinds (weft_mpiio_split_begin/end). */
 #define WM_SPLIT_READ_AT_ALL 0
 #define WM_SPLIT_WRITE_AT_ALL 1

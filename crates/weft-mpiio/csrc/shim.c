@@ -259,13 +259,22 @@ int wm_type_envelope(wm_h type, int *ni, int *na, int *nd, int *combiner)
 
 int wm_type_contents(wm_h type, int ni, int na, int nd, int *ints, int64_t *addrs, wm_h *types)
 {
-    MPI_Aint a[na > 0 ? na : 1];
-    MPI_Datatype t[nd > 0 ? nd : 1];
+    /* On the heap: a type's contents can hold millions of addresses (HDF5's point
+     * selections: an hindexed type with one block per point), far past a stack. */
+    MPI_Aint *a = malloc(sizeof(MPI_Aint) * (size_t)(na > 0 ? na : 1));
+    MPI_Datatype *t = malloc(sizeof(MPI_Datatype) * (size_t)(nd > 0 ? nd : 1));
+    if (a == NULL || t == NULL) {
+        free(a);
+        free(t);
+        return MPI_ERR_NO_MEM;
+    }
     int rc = MPI_Type_get_contents(TYPE(type), ni, na, nd, ints, a, t);
     for (int i = 0; i < na; i++)
         addrs[i] = (int64_t)a[i];
     for (int i = 0; i < nd; i++)
         types[i] = (wm_h)t[i];
+    free(a);
+    free(t);
     return rc;
 }
 

@@ -172,6 +172,10 @@ int weft_mpiio_get_byte_offset(wm_h fh, int64_t offset, int64_t *disp);
 int weft_mpiio_get_type_extent(wm_h fh, wm_h type, int64_t *extent);
 int weft_mpiio_io(wm_h fh, int flags, int64_t offset, void *buf, int count, wm_h type,
                   int64_t *bytes);
+/* 1 when the view of fh is in "external32" (the C half converts the data), else 0. */
+int weft_mpiio_is_external32(wm_h fh);
+/* Keeps `message` as this thread's last error, as a Rust failure's; returns `werr`. */
+int weft_mpiio_fail_with(int werr, const char *message);
 wm_h weft_mpiio_errhandler(wm_h fh);
 /* This thread's last error message into buf (cut to len - 1 bytes, NUL-terminated);
  * returns its full length, 0 if the last call succeeded. */

@@ -234,11 +234,151 @@ static void set_status(MPI_Status *status, int64_t bytes)
         MPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)bytes);
 }
 
+/* ---- external32 (MPI 3.1, 13.5.2) ----
+ * Under a view in "external32" the data are converted by MPI's own MPI_Pack_external /
+ * MPI_Unpack_external into a contiguous buffer, and that buffer is accessed through the
+ * view, which places its bytes as it places native data (as ROMIO does). So a memory
+ * datatype whose external32 size differs from its native size (MPI_LONG and
+ * MPI_UNSIGNED_LONG are 4 bytes in external32, long double 16, ...) is refused with
+ * MPI_ERR_UNSUPPORTED_DATAREP: its file layout would need the view's external32
+ * extents. A collective call whose conversion fails on one rank still takes part (with
+ * no data), so nothing hangs, and that rank returns the error. */
+
+static int x32_refuse(int werr, const char *why)
+{
+    return weft_mpiio_fail_with(werr, why);
+}
+
+int wm_x32_begin(MPI_File fh, int write, const void *buf, int count, MPI_Datatype type,
+                 struct wm_x32 *x32, void **tbuf, int *tcount, MPI_Datatype *ttype)
+{
+    x32->tmp = NULL;
+    x32->ttype = MPI_DATATYPE_NULL;
+    *tbuf = (void *)buf;
+    *tcount = count;
+    *ttype = type;
+    if (!weft_mpiio_is_external32(H(fh)) || count <= 0)
+        return WM_OK;
+    int size = 0;
+    MPI_Aint xsize = 0;
+    if (MPI_Type_size(type, &size) != MPI_SUCCESS ||
+        MPI_Pack_external_size("external32", 1, type, &xsize) != MPI_SUCCESS)
+        return x32_refuse(WM_ERR_TYPE, "external32: the memory datatype is not valid");
+    if (size == 0)
+        return WM_OK;
+    if (xsize != (MPI_Aint)size) {
+        char why[256];
+        snprintf(why, sizeof why,
+                 "external32: the memory datatype has %d bytes natively and %ld in external32; "
+                 "Weft converts only types of the same size in both (not MPI_LONG, "
+                 "MPI_UNSIGNED_LONG, long double, ...)",
+                 size, (long)xsize);
+        return x32_refuse(WM_ERR_UNSUPPORTED_DATAREP, why);
+    }
+    MPI_Aint total = (MPI_Aint)size * (MPI_Aint)count;
+    x32->tmp = malloc((size_t)total);
+    if (x32->tmp == NULL)
+        return x32_refuse(WM_ERR_NO_SPACE, "external32: no memory for the conversion buffer");
+    if (MPI_Type_contiguous(size, MPI_BYTE, &x32->ttype) != MPI_SUCCESS ||
+        MPI_Type_commit(&x32->ttype) != MPI_SUCCESS) {
+        free(x32->tmp);
+        x32->tmp = NULL;
+        return x32_refuse(WM_ERR_INTERN, "external32: MPI_Type_contiguous failed");
+    }
+    if (write) {
+        MPI_Aint pos = 0;
+        if (MPI_Pack_external("external32", buf, count, type, x32->tmp, total, &pos) !=
+            MPI_SUCCESS) {
+            wm_x32_end(x32, 1, 0, NULL, 0, type);
+            return x32_refuse(WM_ERR_IO, "external32: MPI_Pack_external failed");
+        }
+    }
+    *tbuf = x32->tmp;
+    *ttype = x32->ttype;
+    return WM_OK;
+}
+
+int wm_x32_end(struct wm_x32 *x32, int write, int64_t bytes, void *buf, int count,
+               MPI_Datatype type)
+{
+    int e = WM_OK;
+    if (x32->tmp == NULL)
+        return WM_OK;
+    if (!write && bytes > 0) {
+        int size = 0;
+        MPI_Type_size(type, &size);
+        /* Whole elements only: a partial last one is left as it was. */
+        int whole = size > 0 ? (int)(bytes / size) : 0;
+        if (whole > count)
+            whole = count;
+        MPI_Aint pos = 0;
+        if (whole > 0 && MPI_Unpack_external("external32", x32->tmp, (MPI_Aint)bytes, &pos, buf,
+                                             whole, type) != MPI_SUCCESS)
+            e = x32_refuse(WM_ERR_IO, "external32: MPI_Unpack_external failed");
+    }
+    free(x32->tmp);
+    x32->tmp = NULL;
+    if (x32->ttype != MPI_DATATYPE_NULL)
+        MPI_Type_free(&x32->ttype);
+    return e;
+}
+
+static int access_raw(MPI_File fh, int shared, int flags, MPI_Offset offset, void *buf,
+                      int count, MPI_Datatype type, int64_t *bytes)
+{
+    if (shared)
+        return weft_mpiio_shared_io(H(fh), flags, buf, count, H(type), bytes);
+    return weft_mpiio_io(H(fh), flags, (int64_t)offset, buf, count, H(type), bytes);
+}
+
+int wm_x32_take_part(MPI_File fh, int werr, void (*part)(MPI_File, void *), void *arg)
+{
+    char why[1024] = "";
+    weft_mpiio_last_error(why, sizeof why);
+    part(fh, arg);
+    return weft_mpiio_fail_with(werr, why[0] != '\0' ? why : "external32 conversion failed");
+}
+
+struct access_part {
+    int shared, flags;
+    MPI_Offset offset;
+};
+
+static void access_nothing(MPI_File fh, void *arg)
+{
+    struct access_part *a = arg;
+    int64_t bytes = 0;
+    access_raw(fh, a->shared, a->flags, a->offset, NULL, 0, MPI_BYTE, &bytes);
+}
+
+int wm_access(MPI_File fh, int shared, int flags, MPI_Offset offset, void *buf, int count,
+              MPI_Datatype type, int64_t *bytes)
+{
+    struct wm_x32 x32;
+    void *tbuf;
+    int tcount;
+    MPI_Datatype ttype;
+    int write = (flags & WM_IO_WRITE) != 0;
+    int collective = shared ? (flags & WM_IO_ORDERED) != 0 : (flags & WM_IO_COLLECTIVE) != 0;
+    *bytes = 0;
+    int xe = wm_x32_begin(fh, write, buf, count, type, &x32, &tbuf, &tcount, &ttype);
+    if (xe != WM_OK) {
+        if (collective) {
+            struct access_part a = {shared, flags, offset};
+            return wm_x32_take_part(fh, xe, access_nothing, &a);
+        }
+        return xe;
+    }
+    int e = access_raw(fh, shared, flags, offset, tbuf, tcount, ttype, bytes);
+    int e2 = wm_x32_end(&x32, write, e == WM_OK ? *bytes : 0, buf, count, type);
+    return e != WM_OK ? e : e2;
+}
+
 static int io(MPI_File fh, int flags, MPI_Offset offset, void *buf, int count,
               MPI_Datatype type, MPI_Status *status)
 {
     int64_t bytes = 0;
-    int e = weft_mpiio_io(H(fh), flags, (int64_t)offset, buf, count, H(type), &bytes);
+    int e = wm_access(fh, 0, flags, offset, buf, count, type, &bytes);
     if (e == WM_OK)
         set_status(status, bytes);
     return fail(fh, e);

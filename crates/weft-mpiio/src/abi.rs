@@ -99,12 +99,13 @@ pub(crate) fn out<T>(p: *mut T, value: T) -> Result<()> {
     Ok(())
 }
 
-/// Copies "native" into a data representation buffer (if any).
-fn write_native(datarep: *mut c_char) {
+/// Copies the view's data representation, "native" or "external32", into a data
+/// representation buffer (if any).
+fn write_datarep(datarep: *mut c_char, external32: bool) {
     if !datarep.is_null() {
-        let native = b"native\0";
+        let name: &[u8] = if external32 { b"external32\0" } else { b"native\0" };
         // SAFETY: MPI's contract: room for MPI_MAX_DATAREP_STRING (128) bytes.
-        unsafe { std::ptr::copy_nonoverlapping(native.as_ptr().cast(), datarep, native.len()) };
+        unsafe { std::ptr::copy_nonoverlapping(name.as_ptr().cast(), datarep, name.len()) };
     }
 }
 
@@ -245,13 +246,30 @@ pub extern "C" fn weft_mpiio_get_view(
     datarep: *mut c_char,
 ) -> c_int {
     guard(|| {
-        let (d, e, f) = file(fh)?.view()?;
+        let f_ = file(fh)?;
+        let (d, e, f) = f_.view()?;
         out(disp, d as i64)?;
         out(etype, e)?;
         out(filetype, f)?;
-        write_native(datarep);
+        write_datarep(datarep, f_.external32());
         Ok(())
     })
+}
+
+/// 1 when the view of `fh` is in `external32` (the C half then converts the data), else 0.
+#[no_mangle]
+pub extern "C" fn weft_mpiio_is_external32(fh: Handle) -> c_int {
+    file(fh).map(|f| c_int::from(f.external32())).unwrap_or(0)
+}
+
+/// Fails with `class` and `message` (kept for the error code the C half makes, as a
+/// Rust failure's): for failures found in the C half. Returns `class`.
+#[no_mangle]
+pub extern "C" fn weft_mpiio_fail_with(class: c_int, message: *const c_char) -> c_int {
+    let class = ErrorClass::from_code(class).unwrap_or(ErrorClass::Other);
+    let message = text(message, "message").unwrap_or("failed").to_string();
+    report(&MpiioError::new(class, message));
+    class as c_int
 }
 
 #[no_mangle]

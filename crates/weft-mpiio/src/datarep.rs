@@ -1,15 +1,23 @@
 //! Data representations of `MPI_File_set_view` on Weft files. `native` (the bytes as
-//! in memory) and `internal` are served; `internal` is the implementation's own choice
-//! (MPI 3.1, 13.5.1), and on Weft it is the native representation, as in ROMIO. Any
-//! other, `external32` and representations registered with `MPI_Register_datarep`
-//! included, fails with `MPI_ERR_UNSUPPORTED_DATAREP` (MPI permits that) on every rank
-//! and leaves the view as it was. `MPI_File_get_view` names the representation in use,
-//! `native`, after `internal` as well (as ROMIO does).
+//! in memory), `internal` and `external32` are served; `internal` is the
+//! implementation's own choice (MPI 3.1, 13.5.1), and on Weft it is the native
+//! representation, as in ROMIO (`MPI_File_get_view` then names `native`, as ROMIO
+//! does). Under `external32` the C half (`csrc/weft_mpiio.c`, `x32_*`) converts the
+//! data with MPI's own `MPI_Pack_external`/`MPI_Unpack_external` and accesses the
+//! converted bytes through the view, as ROMIO does: the file layout of the view stays the
+//! native one, so memory datatypes whose external32 size differs from their native size
+//! (`MPI_LONG`, `long double`, ...) fail with `MPI_ERR_UNSUPPORTED_DATAREP`. Any other
+//! name, representations registered with `MPI_Register_datarep` included, fails with
+//! `MPI_ERR_UNSUPPORTED_DATAREP` (MPI permits that) on every rank and leaves the view as
+//! it was.
 
 use crate::error::{ErrorClass, MpiioError, Result};
 
+/// MPI's portable representation.
+pub const EXTERNAL32: &str = "external32";
+
 /// The representations served.
-const SERVED: [&str; 2] = ["native", "internal"];
+const SERVED: [&str; 3] = ["native", "internal", EXTERNAL32];
 
 /// The served representation named `datarep` (case-insensitively, as ROMIO), or why not.
 pub fn check(datarep: &str) -> Result<&'static str> {
@@ -21,8 +29,8 @@ pub fn check(datarep: &str) -> Result<&'static str> {
             MpiioError::new(
                 ErrorClass::UnsupportedDatarep,
                 format!(
-                    "data representation {datarep:?} is not supported on Weft files: \"native\" and \
-                     \"internal\" (the same bytes) are; convert the data to native before writing"
+                    "data representation {datarep:?} is not supported on Weft files: \"native\", \
+                     \"internal\" (the same bytes) and \"external32\" are"
                 ),
             )
         })
@@ -33,11 +41,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn native_and_internal_are_served_and_the_rest_fail_with_unsupported_datarep() {
+    fn native_internal_and_external32_are_served_and_the_rest_fail_with_unsupported_datarep() {
         assert_eq!(check("native").unwrap(), "native");
         assert_eq!(check("NATIVE").unwrap(), "native");
         assert_eq!(check("internal").unwrap(), "internal");
-        for rep in ["external32", "external", "", "my_rep"] {
+        assert_eq!(check("EXTERNAL32").unwrap(), EXTERNAL32);
+        for rep in ["external", "", "my_rep"] {
             let e = check(rep).unwrap_err();
             assert_eq!(e.class, ErrorClass::UnsupportedDatarep, "{rep}");
             assert!(e.message.contains(&format!("{rep:?}")), "{}", e.message);

@@ -179,6 +179,11 @@ struct State {
     /// at first use), so that requests go as view intervals; false when it could not be
     /// set (a view too large to register): list I/O then.
     view_on_file: bool,
+    /// Some rank's view overlaps itself (legal on a file opened read-only, MPI 13.3):
+    /// every access is then read piece by piece in typemap order
+    /// (`read_overlapping`), collective ones agreed without an exchange. The same on
+    /// every rank.
+    overlapping: bool,
     atomic: bool,
     /// The handle's collective calls so far, for calls planned without a gather
     /// (`collective::no_exchange`); the same on every rank.
@@ -196,6 +201,9 @@ pub struct MpiFile {
     shared_id: crate::shared::SharedId,
     /// Whether this rank used the shared file pointer (the manager made it then).
     shared_used: std::sync::atomic::AtomicBool,
+    /// Whether the view's data representation is `external32` (the C half converts
+    /// the data: see `datarep`).
+    external32: std::sync::atomic::AtomicBool,
     amode: i32,
     errhandler: AtomicUsize,
     state: Mutex<State>,
@@ -390,8 +398,15 @@ pub(crate) struct Prepared {
     /// Atomic mode when the access was started: it runs under extent locks.
     atomic: bool,
     write: bool,
-    request: Request,
+    access: Access,
     memory: Memory,
+}
+
+/// What a prepared access does: a request, or a read through a view that overlaps
+/// itself (the view and the start in it, bytes).
+enum Access {
+    Request(Request),
+    Overlapping(View, u64),
 }
 
 // SAFETY: `Prepared` holds a pointer into the caller's buffer, which MPI forbids the
@@ -571,6 +586,7 @@ impl MpiFile {
             path,
             shared_id,
             shared_used: Default::default(),
+            external32: Default::default(),
             amode: mode,
             errhandler: AtomicUsize::new(errhandler),
             state: Mutex::new(State {
@@ -582,6 +598,7 @@ impl MpiFile {
                 etype_size: 1,
                 position,
                 view_on_file: true,
+                overlapping: false,
                 atomic: false,
                 history: History::default(),
             }),
@@ -733,8 +750,8 @@ impl MpiFile {
         datarep: &str,
         info: Handle,
     ) -> Result<()> {
-        let checked = (|| -> Result<(View, u64)> {
-            crate::datarep::check(datarep)?;
+        let checked = (|| -> Result<(View, u64, &'static str)> {
+            let datarep = crate::datarep::check(datarep)?;
             if disp == i64::from(mpi::constant(Constant::DisplacementCurrent)) {
                 return Err(MpiioError::new(
                     ErrorClass::UnsupportedOperation,
@@ -747,7 +764,10 @@ impl MpiFile {
             if etype_size <= 0 {
                 return Err(MpiioError::new(ErrorClass::Type, "etype of size 0"));
             }
+            let read_only = self.amode & (amode::RDONLY | amode::RDWR | amode::WRONLY) == amode::RDONLY;
+            check_typemap("etype", &datatype::decode(etype)?, 0, read_only)?;
             let mut tree = datatype::decode(filetype)?;
+            check_typemap("filetype", &tree, disp, read_only)?;
             // A filetype whose data spans more than its extent (HDF5 builds such
             // types) is legal in MPI as long as no access reaches a second tile, since
             // that tile's data would come before the first's end. Stretching the extent
@@ -761,12 +781,22 @@ impl MpiFile {
                     "the filetype is not made of whole etypes",
                 ));
             }
-            let view = View::new(disp, tree)?;
-            Ok((view, etype_size as u64))
+            let view = if read_only {
+                View::for_reading(disp, tree)
+            } else {
+                View::new(disp, tree)
+            }
+            .map_err(view_error)?;
+            Ok((view, etype_size as u64, datarep))
         })();
         let current = self.state().hints.clone();
         let hints = shared_hints(&self.comm, Some(&current), info);
-        let (view, etype_size) = agree(&self.comm, checked)?;
+        let (view, etype_size, datarep) = agree(&self.comm, checked)?;
+        let overlapping = agree(
+            &self.comm,
+            self.comm
+                .allreduce_one(i64::from(!view.filetype().is_monotonic()), mpi::Op::Max),
+        )? != 0;
         let hints = agree(&self.comm, hints)?;
         let aggregators = agree(&self.comm, aggregators_of(&self.comm, &hints))?;
         let etype = mpi::type_keep(etype)?;
@@ -775,7 +805,9 @@ impl MpiFile {
         // One the servers would refuse (too large) leaves the whole file as the
         // handle's view, and accesses go as offset lists.
         self.file.clear_view();
-        let view_on_file = self.file.set_view_to(view.clone()).is_ok();
+        let view_on_file = !overlapping && self.file.set_view_to(view.clone()).is_ok();
+        self.external32
+            .store(datarep == crate::datarep::EXTERNAL32, Ordering::Relaxed);
         let mut state = self.state();
         mpi::free_if_derived(state.etype);
         mpi::free_if_derived(state.filetype);
@@ -786,6 +818,7 @@ impl MpiFile {
             etype_size,
             position: 0,
             view_on_file,
+            overlapping,
             hints,
             aggregators,
             atomic: state.atomic,
@@ -794,6 +827,11 @@ impl MpiFile {
             history: state.history,
         };
         Ok(())
+    }
+
+    /// Whether the view's data representation is `external32`.
+    pub fn external32(&self) -> bool {
+        self.external32.load(Ordering::Relaxed)
     }
 
     /// (displacement, etype, filetype): new references the caller frees.
@@ -853,6 +891,22 @@ impl MpiFile {
         let collective = flags & 2 != 0;
         let explicit = flags & 4 != 0;
         let mut state = self.state();
+        if state.overlapping {
+            let local = self
+                .checked_access(&state, write, explicit, offset, buf, count, datatype)
+                .and_then(|(view_offset, memory)| self.read_overlapping(&state.view, view_offset, &memory));
+            let result = if collective {
+                agree(&self.comm, local)
+            } else {
+                local
+            };
+            if let Ok(bytes) = result {
+                if !explicit {
+                    state.position += bytes / state.etype_size;
+                }
+            }
+            return result;
+        }
         crate::trace::begin(&self.file, collective, self.comm.rank());
         let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
         let result = if collective {
@@ -879,8 +933,9 @@ impl MpiFile {
         result
     }
 
+    /// The checks of a data access; its start in the view (bytes) and its memory.
     #[allow(clippy::too_many_arguments)]
-    fn prepare(
+    fn checked_access(
         &self,
         state: &State,
         write: bool,
@@ -889,7 +944,7 @@ impl MpiFile {
         buf: *mut u8,
         count: i32,
         datatype: Handle,
-    ) -> Result<(Request, Memory)> {
+    ) -> Result<(u64, Memory)> {
         let access = self.amode & (amode::RDONLY | amode::RDWR | amode::WRONLY);
         if write && access == amode::RDONLY {
             return Err(MpiioError::new(
@@ -919,6 +974,22 @@ impl MpiFile {
         let view_offset = etypes
             .checked_mul(state.etype_size)
             .ok_or_else(|| MpiioError::new(ErrorClass::Arg, "offset overflows"))?;
+        Ok((view_offset, memory))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &self,
+        state: &State,
+        write: bool,
+        explicit: bool,
+        offset: i64,
+        buf: *mut u8,
+        count: i32,
+        datatype: Handle,
+    ) -> Result<(Request, Memory)> {
+        let (view_offset, memory) =
+            self.checked_access(state, write, explicit, offset, buf, count, datatype)?;
         crate::trace::original(
             &self.file,
             self.comm.rank(),
@@ -929,6 +1000,26 @@ impl MpiFile {
         );
         let request = Request::new(&state.view, view_offset, memory.bytes, state.view_on_file)?;
         Ok((request, memory))
+    }
+
+    /// Reads `memory.bytes` view bytes from `view_offset` piece by piece in typemap
+    /// order, for a view that overlaps itself (see `State::overlapping`); stops at the
+    /// end of the file. Returns the bytes read.
+    fn read_overlapping(&self, view: &View, view_offset: u64, memory: &Memory) -> Result<u64> {
+        with_data(memory, false, |data| {
+            let mut done = 0usize;
+            for piece in view.pieces(view_offset, data.len() as u64)? {
+                let len = piece.len as usize;
+                let n = self
+                    .file
+                    .read_at(piece.file_offset, &mut data[done..done + len])?;
+                done += n;
+                if n < len {
+                    break;
+                }
+            }
+            Ok(done as u64)
+        })
     }
 
     /// A nonblocking independent access (`MPI_File_iread*`/`iwrite*`), prepared on
@@ -946,6 +1037,20 @@ impl MpiFile {
         let write = flags & 1 != 0;
         let explicit = flags & 4 != 0;
         let mut state = self.state();
+        if state.overlapping {
+            let (view_offset, memory) =
+                self.checked_access(&state, write, explicit, offset, buf, count, datatype)?;
+            if !explicit {
+                state.position += memory.bytes / state.etype_size;
+            }
+            return Ok(Prepared {
+                hints: state.hints.clone(),
+                atomic: state.atomic,
+                write,
+                access: Access::Overlapping(state.view.clone(), view_offset),
+                memory,
+            });
+        }
         crate::trace::begin(&self.file, false, self.comm.rank());
         let prepared = self.prepare(&state, write, explicit, offset, buf, count, datatype);
         crate::trace::end(&self.file);
@@ -957,18 +1062,24 @@ impl MpiFile {
             hints: state.hints.clone(),
             atomic: state.atomic,
             write,
-            request,
+            access: Access::Request(request),
             memory,
         })
     }
 
     /// Does the I/O of a prepared access; returns the bytes transferred.
     pub(crate) fn run_prepared(&self, p: &Prepared) -> Result<u64> {
+        let request = match &p.access {
+            Access::Request(request) => request,
+            Access::Overlapping(view, view_offset) => {
+                return self.read_overlapping(view, *view_offset, &p.memory)
+            }
+        };
         match p.atomic {
-            true => crate::atomic::locked(&self.file, p.write, &p.request, || {
-                self.independent(&p.hints, p.write, &p.request, &p.memory)
+            true => crate::atomic::locked(&self.file, p.write, request, || {
+                self.independent(&p.hints, p.write, request, &p.memory)
             }),
-            false => self.independent(&p.hints, p.write, &p.request, &p.memory),
+            false => self.independent(&p.hints, p.write, request, &p.memory),
         }
     }
 
@@ -1153,6 +1264,56 @@ impl MpiFile {
 
 /// Hint entries with `weft_cache` set to the file's caching mode (the hint's value
 /// only applies to a file the open created).
+/// A view refused as MPI forbids it (non-monotonic, before offset 0): `MPI_ERR_IO`, as
+/// `check_typemap`; other view errors keep their class.
+fn view_error(e: view::ViewError) -> MpiioError {
+    match e {
+        view::ViewError::NotMonotonic | view::ViewError::NegativeFileOffset { .. } => {
+            MpiioError::new(ErrorClass::Io, e.to_string())
+        }
+        other => other.into(),
+    }
+}
+
+/// MPI's rules for the typemap of an etype or filetype (MPI 3.1, 13.3): displacements
+/// non-negative (here: no data byte before file offset 0 once `disp` is added, which
+/// accepts a negative lower bound the displacement makes up for) and monotonically
+/// nondecreasing, and no overlapping data in a file opened for writing (read-only, a
+/// filetype may overlap itself: see `State::overlapping`). A view breaking them fails with
+/// `MPI_ERR_IO`, the class ROMIO gives (ADIO_Set_view); `MPI_ERR_TYPE` is left for
+/// datatypes that are not valid at all.
+fn check_typemap(kind: &str, tree: &Arc<Datatype>, disp: u64, read_only: bool) -> Result<()> {
+    if tree.size_bytes() == 0 {
+        return Ok(());
+    }
+    if i128::from(disp) + i128::from(tree.true_lb()) < 0 {
+        return Err(MpiioError::new(
+            ErrorClass::Io,
+            format!(
+                "displacements of the {kind} must be non-negative: its first data byte is at {} \
+                 (view displacement {disp})",
+                tree.true_lb()
+            ),
+        ));
+    }
+    // Read-only: overlaps are legal; View::for_reading refuses decreasing runs.
+    if read_only && !tree.is_monotonic() {
+        return View::for_reading(disp, tree.clone())
+            .map(|_| ())
+            .map_err(|e| MpiioError::new(ErrorClass::Io, format!("{kind}: {e}")));
+    }
+    if !tree.is_monotonic() {
+        return Err(MpiioError::new(
+            ErrorClass::Io,
+            format!(
+                "displacements of the {kind} must be monotonically nondecreasing, with no \
+                 overlapping data (MPI 3.1, 13.3)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn with_cache_mode(mut entries: Vec<(String, String)>, file: &File) -> Vec<(String, String)> {
     entries.retain(|(k, _)| k != "weft_cache");
     entries.push(("weft_cache".into(), file.cache_mode().name().into()));

@@ -327,6 +327,9 @@ fn errors_agree(cluster: &TestCluster, env: &[(&str, &str)]) {
 
 // Regression: HDF5's filetypes span more data than their extent; set_view refused
 // them with MPI_ERR_TYPE (MPI allows them while no access reaches a second tile).
+// Regression: a point selection of 2^20 points per rank (HDF5's testpar/t_bigio)
+// crashed the library (its datatype's 8 MiB of addresses were copied on the stack),
+// then failed with MPI_ERR_TYPE (more blocks than a server view takes).
 #[test]
 fn hdf5_writes_and_reads_chunked_and_contiguous_datasets() {
     let p = programs();
@@ -355,6 +358,14 @@ fn hdf5_writes_and_reads_chunked_and_contiguous_datasets() {
         .unwrap();
     let text = String::from_utf8_lossy(&dump.stdout);
     assert!(text.contains("(63,47): 103071"), "{text}");
+    // points[k] = -k, written by the interleaved point selections (one block per point).
+    let dump = Command::new("h5dump")
+        .args(["-d", "/points", "-s", "4194301", "-c", "3"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(text.contains("(4194301): -4194301, -4194302, -4194303"), "{text}");
 }
 
 #[test]

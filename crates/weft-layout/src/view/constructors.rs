@@ -394,8 +394,11 @@ fn same_len(what: &'static str, expected: usize, found: usize) -> Result<(), Vie
 }
 
 fn check_block_count(count: usize) -> Result<(), ViewError> {
-    if count > super::BLOCKS_PER_NODE_MAX {
-        Err(ViewError::TooManyBlocks { count: count as u64 })
+    if count as u64 > super::TREE_BLOCKS_MAX {
+        Err(ViewError::TooManyBlocks {
+            count: count as u64,
+            limit: super::TREE_BLOCKS_MAX,
+        })
     } else {
         Ok(())
     }

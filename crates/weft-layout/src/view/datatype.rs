@@ -18,7 +18,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::{ViewError, BLOCKS_PER_NODE_MAX, BLOCKS_TOTAL_MAX, DEPTH_MAX, TYPE_BOUND_BYTES_MAX};
+use super::{ViewError, BLOCKS_TOTAL_MAX, DEPTH_MAX, TREE_BLOCKS_MAX, TYPE_BOUND_BYTES_MAX};
 
 /// A derived datatype: a typemap of data bytes at signed offsets, plus lower bound and
 /// extent used when copies of it are laid side by side. Built by the constructors in
@@ -174,6 +174,12 @@ impl Datatype {
     /// Span of the data bytes: `true_ub - true_lb`.
     pub fn true_extent(&self) -> i64 {
         self.bounds.true_ub - self.bounds.true_lb
+    }
+
+    /// Whether the tree has a wire form a server accepts: at most [`BLOCKS_TOTAL_MAX`]
+    /// blocks (the constructors allow up to [`TREE_BLOCKS_MAX`]).
+    pub fn fits_wire(&self) -> bool {
+        self.blocks_total <= BLOCKS_TOTAL_MAX
     }
 
     /// Whether the data bytes, in type order, sit at strictly increasing offsets (the
@@ -385,9 +391,10 @@ impl Datatype {
     /// The general indexed/struct node: block `k` is `count` copies of `child` at
     /// `displacement + j * child.extent`, in the order given.
     pub(crate) fn blocks_node(blocks: &[(i64, u64, Arc<Datatype>)]) -> Result<Arc<Datatype>, ViewError> {
-        if blocks.len() > BLOCKS_PER_NODE_MAX {
+        if blocks.len() as u64 > TREE_BLOCKS_MAX {
             return Err(ViewError::TooManyBlocks {
                 count: blocks.len() as u64,
+                limit: TREE_BLOCKS_MAX,
             });
         }
         let mut builder = BoundsBuilder::default();
@@ -698,8 +705,11 @@ fn make(kind: Kind, bounds: Bounds) -> Result<Arc<Datatype>, ViewError> {
     if depth > DEPTH_MAX {
         return Err(ViewError::TooDeep { depth });
     }
-    if blocks_total > BLOCKS_TOTAL_MAX {
-        return Err(ViewError::TooManyBlocksTotal { count: blocks_total });
+    if blocks_total > TREE_BLOCKS_MAX {
+        return Err(ViewError::TooManyBlocksTotal {
+            count: blocks_total,
+            limit: TREE_BLOCKS_MAX,
+        });
     }
     Ok(Arc::new(Datatype {
         kind,

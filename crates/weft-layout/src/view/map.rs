@@ -11,6 +11,9 @@ use super::datatype::{Datatype, Kind};
 use super::ViewError;
 use crate::stripe::FILE_OFFSET_MAX;
 
+/// Most runs of one tile [`View::for_reading`] checks for an overlapping filetype.
+pub const OVERLAP_RUNS_MAX: usize = 1 << 20;
+
 /// A window onto possibly noncontiguous bytes of a file. Construction checks the MPI
 /// rules for a filetype, so every mapping and iteration after that is infallible apart
 /// from range checks.
@@ -49,6 +52,40 @@ impl View {
             displacement,
             filetype,
         })
+    }
+
+    /// A view for reading only, whose filetype may overlap itself: MPI (13.3) forbids
+    /// overlapping data only in a file opened for writing. The runs of the typemap must
+    /// still start at nondecreasing offsets (checked over at most
+    /// [`OVERLAP_RUNS_MAX`] runs of one tile, else refused), and no data byte may fall
+    /// before file offset 0. Only [`View::pieces`] and [`View::view_to_file`] are meant
+    /// for such a view (its pieces come in typemap order, which is not file order);
+    /// requests, server views and `file_to_view` assume a monotonic filetype.
+    pub fn for_reading(displacement: u64, filetype: Arc<Datatype>) -> Result<View, ViewError> {
+        if filetype.is_monotonic() || filetype.size_bytes() == 0 {
+            return View::new(displacement, filetype);
+        }
+        if displacement > FILE_OFFSET_MAX {
+            return Err(ViewError::Displacement(displacement));
+        }
+        if i128::from(displacement) + i128::from(filetype.true_lb()) < 0 {
+            return Err(ViewError::NegativeFileOffset {
+                displacement,
+                true_lb: filetype.true_lb(),
+            });
+        }
+        let view = View {
+            displacement,
+            filetype,
+        };
+        let mut last = 0u64;
+        for (n, piece) in view.pieces(0, view.filetype.size_bytes())?.enumerate() {
+            if n >= OVERLAP_RUNS_MAX || piece.file_offset < last {
+                return Err(ViewError::NotMonotonic);
+            }
+            last = piece.file_offset;
+        }
+        Ok(view)
     }
 
     /// The whole file: view offset equals file offset (the view of a file nobody set a

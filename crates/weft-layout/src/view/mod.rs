@@ -35,11 +35,18 @@ pub use wire::WIRE_VERSION;
 
 /// Deepest nesting of a datatype tree (a leaf has depth 1).
 pub const DEPTH_MAX: usize = 16;
-/// Most blocks (indexed blocks or struct fields) in one node.
+/// Most blocks (indexed blocks or struct fields) in one node of a datatype's wire form
+/// (what a server decodes).
 pub const BLOCKS_PER_NODE_MAX: usize = 65_536;
-/// Most blocks summed over a whole tree (a child shared by several blocks of one node
-/// counts once; a vector node counts as one block).
+/// Most blocks summed over a whole tree in its wire form (a child shared by several
+/// blocks of one node counts once; a vector node counts as one block).
 pub const BLOCKS_TOTAL_MAX: u64 = 65_536;
+/// Most blocks, in one node or summed over the tree as for [`BLOCKS_TOTAL_MAX`], of a
+/// datatype built by the constructors (on a client, from an MPI datatype): HDF5's point
+/// selections make one block per point. A tree over the wire limits is valid for every
+/// local walk but has no wire form ([`Datatype::fits_wire`]): a view of it is not
+/// registered with the servers, its accesses go as offset lists.
+pub const TREE_BLOCKS_MAX: u64 = 1 << 22;
 /// Largest magnitude of any bound, extent, stride position or size of a datatype
 /// (2^60 bytes): keeps every sum of positions met while walking a tree inside i64.
 pub const TYPE_BOUND_BYTES_MAX: i64 = 1 << 60;
@@ -55,10 +62,10 @@ pub enum ViewError {
     Overflow { what: &'static str },
     #[error("datatype nesting depth {depth} exceeds {DEPTH_MAX}")]
     TooDeep { depth: usize },
-    #[error("{count} blocks in one node exceed {BLOCKS_PER_NODE_MAX}")]
-    TooManyBlocks { count: u64 },
-    #[error("{count} blocks in the whole datatype exceed {BLOCKS_TOTAL_MAX}")]
-    TooManyBlocksTotal { count: u64 },
+    #[error("{count} blocks in one node exceed {limit}")]
+    TooManyBlocks { count: u64, limit: u64 },
+    #[error("{count} blocks in the whole datatype exceed {limit}")]
+    TooManyBlocksTotal { count: u64, limit: u64 },
     #[error("argument lists differ in length: {what} has {found}, expected {expected}")]
     LengthMismatch {
         what: &'static str,

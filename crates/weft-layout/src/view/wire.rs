@@ -53,7 +53,8 @@ impl Datatype {
 }
 
 impl View {
-    /// The wire form of this view.
+    /// The wire form of this view. Servers refuse the form of a filetype over the wire
+    /// limits: check [`Datatype::fits_wire`] first.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![WIRE_VERSION];
         put_unsigned(&mut out, self.displacement());
@@ -174,11 +175,17 @@ fn decode_body(reader: &mut Reader<'_>) -> Result<Arc<Datatype>, ViewError> {
             TAG_BLOCKS => {
                 let block_count = reader.unsigned()?;
                 if block_count > BLOCKS_PER_NODE_MAX as u64 {
-                    return Err(ViewError::TooManyBlocks { count: block_count });
+                    return Err(ViewError::TooManyBlocks {
+                        count: block_count,
+                        limit: BLOCKS_PER_NODE_MAX as u64,
+                    });
                 }
                 blocks_seen += block_count;
                 if blocks_seen > BLOCKS_TOTAL_MAX {
-                    return Err(ViewError::TooManyBlocksTotal { count: blocks_seen });
+                    return Err(ViewError::TooManyBlocksTotal {
+                        count: blocks_seen,
+                        limit: BLOCKS_TOTAL_MAX,
+                    });
                 }
                 if block_count as usize > reader.remaining() / BLOCK_BYTES_MIN {
                     return Err(ViewError::Decode("block count exceeds the input"));

@@ -27,7 +27,16 @@ use crate::hints::Hints;
 use crate::mpi::Comm;
 
 /// One rank's part, as exchanged: time_ns, view_offset, len (u64 le each), view wire.
+/// A view without a wire form (too many blocks) is left out of the pattern: the whole
+/// file's view and length 0, which `assemble` drops.
 fn encode(time_ns: u64, view: &View, view_offset: u64, len: u64) -> Vec<u8> {
+    let whole;
+    let (view, len) = if view.filetype().fits_wire() {
+        (view, len)
+    } else {
+        whole = View::contiguous();
+        (&whole, 0)
+    };
     let mut out = Vec::new();
     out.extend_from_slice(&time_ns.to_le_bytes());
     out.extend_from_slice(&view_offset.to_le_bytes());

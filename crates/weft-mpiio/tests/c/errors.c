@@ -118,9 +118,9 @@ int main(int argc, char **argv)
 
     /* 4. A failure on one rank of set_view: one rank asks for an unknown data
      * representation. */
-    rc = MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, rank == 0 ? "external32" : "native",
+    rc = MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, rank == 0 ? "no_such_rep" : "native",
                            MPI_INFO_NULL);
-    expect_same(rc, MPI_ERR_UNSUPPORTED_DATAREP, "set_view with external32 on rank 0");
+    expect_same(rc, MPI_ERR_UNSUPPORTED_DATAREP, "set_view with an unknown datarep on rank 0");
 
     /* 5. The file still works collectively afterwards. */
     for (int i = 0; i < 16; i++)
@@ -273,6 +273,130 @@ int main(int argc, char **argv)
                     (long long)pos, (long long)size);
             failures++;
         }
+        MPI_File_close(&fh);
+    }
+
+    /* 11. Views MPI forbids (13.3: etype and filetype displacements non-negative and
+     * monotonically nondecreasing, no overlaps in a file open for writing) fail with
+     * MPI_ERR_IO, ROMIO's class (MPICH's test/mpi/io/tst_fileview checks it), on every
+     * rank, and leave the view as it was. */
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    expect_same(rc, MPI_SUCCESS, "open for the forbidden views");
+    if (rc == MPI_SUCCESS) {
+        static const struct {
+            int disp0, disp1, len0;
+            const char *what;
+        } bad[] = {
+            {-2, 2, 1, "negative displacement"},
+            {3, 0, 1, "decreasing displacements"},
+            {0, 1, 3, "overlapping blocks"},
+        };
+        rc = MPI_File_set_view(fh, 8, MPI_INT, MPI_INT, "native", MPI_INFO_NULL);
+        expect_same(rc, MPI_SUCCESS, "set_view before the forbidden views");
+        for (int k = 0; k < 3; k++) {
+            int blen[2] = {bad[k].len0, 1}, disps[2] = {bad[k].disp0, bad[k].disp1};
+            MPI_Datatype t;
+            MPI_Type_indexed(2, blen, disps, MPI_INT, &t);
+            MPI_Type_commit(&t);
+            char what[128];
+            snprintf(what, sizeof what, "set_view with an etype of %s", bad[k].what);
+            rc = MPI_File_set_view(fh, 0, t, t, "native", MPI_INFO_NULL);
+            expect_same(rc, MPI_ERR_IO, what);
+            snprintf(what, sizeof what, "set_view with a filetype of %s", bad[k].what);
+            rc = MPI_File_set_view(fh, 0, MPI_INT, t, "native", MPI_INFO_NULL);
+            expect_same(rc, MPI_ERR_IO, what);
+            MPI_Type_free(&t);
+        }
+        MPI_File_get_view(fh, &disp, &e, &f, rep);
+        if (disp != 8 || e != MPI_INT || f != MPI_INT) {
+            fprintf(stderr, "rank %d: the forbidden views changed the view (disp %lld)\n", rank,
+                    (long long)disp);
+            failures++;
+        }
+        MPI_File_close(&fh);
+    }
+
+    /* 12. Read-only, MPI allows a filetype whose data overlap (ROMIO serves it): the
+     * overlapping ints are read again, in typemap order, through independent,
+     * collective, individual-pointer and nonblocking reads; decreasing displacements
+     * still fail with MPI_ERR_IO. The file holds int k at byte 4k. */
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    expect_same(rc, MPI_SUCCESS, "open to write the ints for the overlapping view");
+    if (rc == MPI_SUCCESS) {
+        int ints[64];
+        for (int k = 0; k < 64; k++)
+            ints[k] = k;
+        if (rank == 0)
+            MPI_File_write_at(fh, 0, ints, 64, MPI_INT, &st);
+        MPI_File_close(&fh);
+    }
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+    expect_same(rc, MPI_SUCCESS, "open read-only for the overlapping view");
+    if (rc == MPI_SUCCESS) {
+        /* ints 0,1,2 then 1 again; extent 3 ints: tile t reads 3t, 3t+1, 3t+2, 3t+1 */
+        int blen[2] = {3, 1}, disps[2] = {0, 1};
+        MPI_Datatype t;
+        MPI_Type_indexed(2, blen, disps, MPI_INT, &t);
+        MPI_Type_commit(&t);
+        rc = MPI_File_set_view(fh, 8, t, t, "native", MPI_INFO_NULL);
+        expect_same(rc, MPI_SUCCESS, "read-only set_view with an overlapping etype and filetype");
+        rc = MPI_File_set_view(fh, 8, MPI_INT, t, "native", MPI_INFO_NULL);
+        expect_same(rc, MPI_SUCCESS, "read-only set_view with an overlapping filetype");
+        int want[8], got[8];
+        for (int k = 0; k < 8; k++) /* view ints 4..11: tiles 1 and 2, from byte 8 (int 2) */
+            want[k] = 2 + 3 * (1 + k / 4) + (k % 4 == 3 ? 1 : k % 4);
+        memset(got, 0, sizeof got);
+        rc = MPI_File_read_at(fh, 4, got, 8, MPI_INT, &st);
+        expect_same(rc, MPI_SUCCESS, "read_at through the overlapping view");
+        int n = -1;
+        MPI_Get_count(&st, MPI_INT, &n);
+        if (memcmp(got, want, sizeof want) != 0 || n != 8) {
+            fprintf(stderr, "rank %d: read_at through the overlapping view: %d %d %d %d ... (%d ints), want %d %d %d %d\n",
+                    rank, got[0], got[1], got[2], got[3], n, want[0], want[1], want[2], want[3]);
+            failures++;
+        }
+        memset(got, 0, sizeof got);
+        rc = MPI_File_read_at_all(fh, 4, got, 8, MPI_INT, &st);
+        expect_same(rc, MPI_SUCCESS, "read_at_all through the overlapping view");
+        if (memcmp(got, want, sizeof want) != 0) {
+            fprintf(stderr, "rank %d: read_at_all through the overlapping view differs\n", rank);
+            failures++;
+        }
+        memset(got, 0, sizeof got);
+        MPI_File_seek(fh, 4, MPI_SEEK_SET);
+        rc = MPI_File_read_all(fh, got, 8, MPI_INT, &st);
+        expect_same(rc, MPI_SUCCESS, "read_all through the overlapping view");
+        MPI_File_get_position(fh, &pos);
+        if (memcmp(got, want, sizeof want) != 0 || pos != 12) {
+            fprintf(stderr, "rank %d: read_all through the overlapping view differs (position %lld)\n",
+                    rank, (long long)pos);
+            failures++;
+        }
+        MPI_Request req;
+        memset(got, 0, sizeof got);
+        rc = MPI_File_iread_at(fh, 4, got, 8, MPI_INT, &req);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Wait(&req, &st);
+        expect_same(rc, MPI_SUCCESS, "iread_at through the overlapping view");
+        if (memcmp(got, want, sizeof want) != 0) {
+            fprintf(stderr, "rank %d: iread_at through the overlapping view differs\n", rank);
+            failures++;
+        }
+        /* Past the end of the file (64 ints): a short read. */
+        rc = MPI_File_read_at(fh, 100, got, 8, MPI_INT, &st);
+        MPI_Get_count(&st, MPI_INT, &n);
+        expect_same(rc, MPI_SUCCESS, "read_at past the end through the overlapping view");
+        if (n != 0) {
+            fprintf(stderr, "rank %d: read past the end gave %d ints\n", rank, n);
+            failures++;
+        }
+        MPI_Type_free(&t);
+        int dblen[2] = {1, 1}, ddisps[2] = {3, 0};
+        MPI_Type_indexed(2, dblen, ddisps, MPI_INT, &t);
+        MPI_Type_commit(&t);
+        rc = MPI_File_set_view(fh, 0, MPI_INT, t, "native", MPI_INFO_NULL);
+        expect_same(rc, MPI_ERR_IO, "read-only set_view with decreasing displacements");
+        MPI_Type_free(&t);
         MPI_File_close(&fh);
     }
 

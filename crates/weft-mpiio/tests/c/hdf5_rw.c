@@ -1,5 +1,8 @@
 /* Parallel HDF5 on a weft: file: a contiguous and a chunked 2D dataset written with
- * hyperslab selections (rows by rank for one, column blocks for the other),
+ * hyperslab selections (rows by rank for one, column blocks for the other), and a 1D
+ * dataset written with a point selection of 2^20 points per rank, interleaved among
+ * the ranks (HDF5 makes an MPI filetype of one block per point: 8 MiB of addresses
+ * to decode, 16 times the blocks a server view takes, as in HDF5's testpar/t_bigio),
  * collectively, then read back collectively and checked.
  *
  *   hdf5_rw FILE     (FILE: "weft:/dir/x.h5" or a local path)
@@ -84,6 +87,55 @@ static void transfer(hid_t file, const char *name, int set, int by_rows, int wri
     H5Dclose(dset);
 }
 
+#define POINTS (1 << 20) /* per rank */
+
+/* Element k * nprocs + rank of "points" is this rank's k-th point, value -(that index). */
+static void points(hid_t file, int write)
+{
+    hsize_t total = (hsize_t)POINTS * nprocs;
+    hid_t dset;
+    if (write) {
+        hid_t space = H5Screate_simple(1, &total, NULL);
+        dset = H5Dcreate2(file, "points", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT,
+                          H5P_DEFAULT);
+        H5Sclose(space);
+    } else {
+        dset = H5Dopen2(file, "points", H5P_DEFAULT);
+    }
+    CHECK(dset);
+    hsize_t *coords = malloc(sizeof(hsize_t) * POINTS);
+    int *buf = malloc(sizeof(int) * POINTS);
+    if (coords == NULL || buf == NULL)
+        fail("malloc");
+    for (hsize_t k = 0; k < POINTS; k++)
+        coords[k] = k * nprocs + rank;
+    hid_t fspace = H5Dget_space(dset);
+    CHECK(H5Sselect_elements(fspace, H5S_SELECT_SET, POINTS, coords));
+    hsize_t n = POINTS;
+    hid_t mspace = H5Screate_simple(1, &n, NULL);
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+    CHECK(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+    if (write) {
+        for (hsize_t k = 0; k < POINTS; k++)
+            buf[k] = -(int)coords[k];
+        CHECK(H5Dwrite(dset, H5T_NATIVE_INT, mspace, fspace, dxpl, buf));
+    } else {
+        CHECK(H5Dread(dset, H5T_NATIVE_INT, mspace, fspace, dxpl, buf));
+        for (hsize_t k = 0; k < POINTS; k++)
+            if (buf[k] != -(int)coords[k]) {
+                fprintf(stderr, "rank %d: points[%llu] = %d\n", rank,
+                        (unsigned long long)coords[k], buf[k]);
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+    }
+    free(coords);
+    free(buf);
+    H5Pclose(dxpl);
+    H5Sclose(mspace);
+    H5Sclose(fspace);
+    H5Dclose(dset);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -99,6 +151,7 @@ int main(int argc, char **argv)
         CHECK(file);
         transfer(file, "contiguous", 1, 1, write);
         transfer(file, "chunked", 2, 0, write);
+        points(file, write);
         H5Pclose(fapl);
         CHECK(H5Fclose(file));
     }
