@@ -459,14 +459,30 @@ impl File {
         }
         check_range(offset, len)
             .map_err(|e| ClientError::refused(ErrorCode::TooLarge, format!("{}: {e}", self.path)))?;
+        // A hole in a cached file: its managers first write back what they hold dirty
+        // (the io servers' objects then reach as far as the file does, which a hole
+        // punched at its end with KEEP_SIZE must not shorten, and nothing dirty is
+        // written into the hole later), and after the punch forget the hole's bytes
+        // (nothing they read from the io servers before outlives it).
+        let punch = mode & libc::FALLOC_FL_PUNCH_HOLE as u32 != 0;
+        if punch {
+            self.to_cache_managers(|file| Request::CacheFlush { file })
+                .map_err(|e| e.context(&self.path))?;
+        }
+        // The io servers' striping, not the data layout's (a cached file's is over its
+        // cache managers: every fallocate of one was refused as EINVAL).
         self.to_io_servers(|k| Request::Allocate {
             inode: self.attr.inode,
-            striping: self.striping(k),
+            striping: self.io_striping(k),
             offset,
             len,
             mode,
         })
         .map_err(|e| e.context(&self.path))?;
+        if punch {
+            self.to_cache_managers(|file| Request::CachePunch { file, offset, len })
+                .map_err(|e| e.context(&self.path))?;
+        }
         if mode == 0 {
             self.known_size.fetch_max(offset + len, Ordering::SeqCst);
         }

@@ -536,6 +536,7 @@ impl MetaService {
             | Request::ViaCacheAware { .. }
             | Request::CacheFlush { .. }
             | Request::CacheTruncate { .. }
+            | Request::CachePunch { .. }
             | Request::CacheExtents { .. }
             | Request::CacheClose { .. }
             | Request::CacheStats

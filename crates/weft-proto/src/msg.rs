@@ -102,6 +102,7 @@ pub enum Opcode {
     CacheClose = 84,
     CacheStats = 85,
     CacheDrop = 86,
+    CachePunch = 187,
     AppendLock = 60,
     AppendUnlock = 61,
     Revalidate = 62,
@@ -530,6 +531,15 @@ pub enum Request {
     CacheTruncate {
         file: CacheFile,
         size: u64,
+    },
+    /// cache: forget the file's bytes in `[offset, offset + len)`, dirty or not (a hole
+    /// punched in it), waiting for write-backs in progress; the client sends it after
+    /// `CacheFlush` and the punch of the objects. Added within protocol version 3: an
+    /// older manager answers `UnknownOpcode`.
+    CachePunch {
+        file: CacheFile,
+        offset: u64,
+        len: u64,
     },
     /// cache: for each file, the end of the data written into this manager and not yet
     /// written back (0 if none): with the io servers' extents, the file's size.
@@ -1007,6 +1017,7 @@ impl Request {
             CacheStats => Opcode::CacheStats,
             CacheCioStats => Opcode::CacheCioStats,
             CacheDrop { .. } => Opcode::CacheDrop,
+            CachePunch { .. } => Opcode::CachePunch,
             AppendLock { .. } => Opcode::AppendLock,
             AppendUnlock { .. } => Opcode::AppendUnlock,
             Revalidate { .. } => Opcode::Revalidate,
@@ -1079,6 +1090,11 @@ impl Request {
             CacheTruncate { file, size } => {
                 file.encode(&mut w);
                 w.u64(*size);
+            }
+            CachePunch { file, offset, len } => {
+                file.encode(&mut w);
+                w.u64(*offset);
+                w.u64(*len);
             }
             CacheExtents { inodes } | CacheDrop { inodes } => w.seq(inodes),
             CacheClose { inode } => inode.encode(&mut w),
@@ -1617,6 +1633,11 @@ impl Request {
             82 => Request::CacheTruncate {
                 file: CacheFile::decode(r)?,
                 size: r.u64()?,
+            },
+            187 => Request::CachePunch {
+                file: CacheFile::decode(r)?,
+                offset: r.u64()?,
+                len: r.u64()?,
             },
             83 => Request::CacheExtents {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
@@ -2379,6 +2400,11 @@ mod tests {
             Request::CacheTruncate {
                 file: cache_file(),
                 size: 12,
+            },
+            Request::CachePunch {
+                file: cache_file(),
+                offset: 5,
+                len: 70_000,
             },
             Request::CacheExtents {
                 inodes: vec![InodeId(3), InodeId(4)],
