@@ -448,7 +448,9 @@ impl File {
     /// Allocates the file's space for `[offset, offset + len)` on its io servers
     /// (fallocate(2)): `mode` 0 (the file grows to cover the range if shorter),
     /// `FALLOC_FL_KEEP_SIZE`, or that with `FALLOC_FL_PUNCH_HOLE` (the range then reads
-    /// as zeros and frees its blocks). Other modes are `Unsupported`.
+    /// as zeros and frees its blocks), or `FALLOC_FL_ZERO_RANGE` with or without
+    /// `FALLOC_FL_KEEP_SIZE` (the range reads as zeros, allocated; without KEEP_SIZE
+    /// the file grows to cover it). Other modes are `Unsupported`.
     pub fn allocate(&self, offset: u64, len: u64, mode: u32) -> Result<(), ClientError> {
         self.check_writable()?;
         if len == 0 {
@@ -464,7 +466,7 @@ impl File {
         // punched at its end with KEEP_SIZE must not shorten, and nothing dirty is
         // written into the hole later), and after the punch forget the hole's bytes
         // (nothing they read from the io servers before outlives it).
-        let punch = mode & libc::FALLOC_FL_PUNCH_HOLE as u32 != 0;
+        let punch = mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) as u32 != 0;
         if punch {
             self.to_cache_managers(|file| Request::CacheFlush { file })
                 .map_err(|e| e.context(&self.path))?;
@@ -483,7 +485,7 @@ impl File {
             self.to_cache_managers(|file| Request::CachePunch { file, offset, len })
                 .map_err(|e| e.context(&self.path))?;
         }
-        if mode == 0 {
+        if mode & libc::FALLOC_FL_KEEP_SIZE as u32 == 0 {
             self.known_size.fetch_max(offset + len, Ordering::SeqCst);
         }
         Ok(())

@@ -61,8 +61,8 @@ fn the_mount_and_the_native_client_see_each_others_writes_without_sync() {
 
 /// fallocate of a cached file through the mount: a hole punched in data the cache
 /// managers still hold dirty, one of them up to the file's end, reads as zeros through
-/// the mount and the native client and leaves the size alone; mode 0 grows the file,
-/// KEEP_SIZE does not. Every fallocate of a cached file was refused with EINVAL (its io
+/// the mount and the native client and leaves the size alone, as does a zeroed range
+/// (FALLOC_FL_ZERO_RANGE); mode 0 grows the file, KEEP_SIZE does not. Every fallocate of a cached file was refused with EINVAL (its io
 /// servers were sent the striping over its cache managers), which fsx found; a punch
 /// that went through would have left the managers' dirty bytes to be read back over
 /// the hole, and cut the size back to what the io servers held.
@@ -75,9 +75,11 @@ fn fallocate_and_holes_punched_in_a_cached_file() {
     std::fs::write(mount.join("c.dat"), &expected).unwrap();
     sh(
         mount.path(),
-        "fallocate -p -o 100000 -l 300000 c.dat && fallocate -p -o 900000 -l 100000 c.dat",
+        "fallocate -p -o 100000 -l 300000 c.dat && fallocate -p -o 900000 -l 100000 c.dat \
+         && fallocate -z -o 500000 -l 100000 c.dat",
     );
     expected[100_000..400_000].fill(0);
+    expected[500_000..600_000].fill(0);
     expected[900_000..].fill(0);
     let native = |expected: &[u8], what: &str| {
         let file = client.open("/c.dat", &OpenOptions::default()).unwrap();

@@ -650,6 +650,33 @@ fn blocks_are_the_real_allocation_and_fallocate_allocates() {
     });
 }
 
+/// fallocate's FALLOC_FL_ZERO_RANGE (`fallocate -z`), with and without KEEP_SIZE, as
+/// on the local file system: the range reads as zeros and the rest is kept; without
+/// KEEP_SIZE a range past the end grows the file, with it the size stays. The mount
+/// answered EOPNOTSUPP (fsstress's zero operation), where ext4 and xfs zero.
+#[test]
+fn fallocate_zero_range_zeroes_and_grows_as_locally() {
+    let both = Both::new();
+    both.same("zero range", |d| {
+        std::fs::write(d.join("z"), vec![9u8; 1 << 20]).unwrap();
+        sh(
+            d,
+            "fallocate -z -o 100000 -l 300000 z && fallocate -z -o 900000 -l 500000 z \
+             && fallocate -z -n -o 1500000 -l 100000 z",
+        );
+        let data = std::fs::read(d.join("z")).unwrap();
+        // Runs of equal bytes: (byte, length).
+        let mut runs: Vec<(u8, usize)> = Vec::new();
+        for b in &data {
+            match runs.last_mut() {
+                Some((last, n)) if last == b => *n += 1,
+                _ => runs.push((*b, 1)),
+            }
+        }
+        vec![format!("size {} runs {runs:?}", data.len())]
+    });
+}
+
 #[test]
 fn an_open_unlinked_file_has_no_name_and_no_links_until_closed() {
     let both = Both::new();

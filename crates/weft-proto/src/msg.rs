@@ -704,7 +704,9 @@ pub enum Request {
         items: Vec<(InodeId, Striping)>,
     },
     /// io: allocates this server's pieces of `[offset, offset + len)` (fallocate(2)
-    /// `mode`: 0, or `FALLOC_FL_KEEP_SIZE`, or that with `FALLOC_FL_PUNCH_HOLE`).
+    /// `mode`: 0, or `FALLOC_FL_KEEP_SIZE`, or that with `FALLOC_FL_PUNCH_HOLE`, or
+    /// `FALLOC_FL_ZERO_RANGE` with or without `FALLOC_FL_KEEP_SIZE`; servers before
+    /// ZERO_RANGE answer it `Unsupported`).
     Allocate {
         inode: InodeId,
         striping: Striping,
