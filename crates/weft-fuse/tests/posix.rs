@@ -677,6 +677,57 @@ fn fallocate_zero_range_zeroes_and_grows_as_locally() {
     });
 }
 
+/// rename(2) with RENAME_EXCHANGE, as on the local file system: two files, a file and
+/// a directory in different directories (whose link counts follow the directory), a
+/// missing name (ENOENT), a directory into its own subtree (EINVAL). The mount
+/// answered every exchange EINVAL (fsstress's rexchange operation).
+#[test]
+fn rename_exchange_swaps_two_names_as_locally() {
+    let both = Both::new();
+    both.same("rename exchange", |d| {
+        let exchange = |a: &str, b: &str| {
+            let (a, b) = (
+                CString::new(d.join(a).as_os_str().as_bytes()).unwrap(),
+                CString::new(d.join(b).as_os_str().as_bytes()).unwrap(),
+            );
+            // SAFETY: valid NUL-terminated paths.
+            let rc = unsafe {
+                libc::renameat2(
+                    libc::AT_FDCWD,
+                    a.as_ptr(),
+                    libc::AT_FDCWD,
+                    b.as_ptr(),
+                    libc::RENAME_EXCHANGE,
+                )
+            };
+            if rc == 0 {
+                "ok".to_string()
+            } else {
+                std::io::Error::last_os_error().to_string()
+            }
+        };
+        sh(
+            d,
+            "mkdir -p x/sub y && echo one > x/f1 && echo two > y/f2 && echo in > x/sub/inner",
+        );
+        let mut out = vec![exchange("x/f1", "y/f2")];
+        out.push(exchange("y/f2", "x/sub"));
+        out.push(exchange("x/none", "y/f2"));
+        out.push(exchange("y", "y/f2/inner"));
+        let nlink = |p: &str| std::fs::metadata(d.join(p)).unwrap().nlink();
+        out.push(format!(
+            "x/f1 {:?} y/f2 is dir {} x/sub {:?} inner {:?} nlink x {} y {}",
+            std::fs::read_to_string(d.join("x/f1")).unwrap(),
+            d.join("y/f2").is_dir(),
+            std::fs::read_to_string(d.join("x/sub")).unwrap(),
+            std::fs::read_to_string(d.join("y/f2/inner")).unwrap(),
+            nlink("x"),
+            nlink("y")
+        ));
+        out
+    });
+}
+
 #[test]
 fn an_open_unlinked_file_has_no_name_and_no_links_until_closed() {
     let both = Both::new();

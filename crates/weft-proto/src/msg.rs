@@ -103,6 +103,7 @@ pub enum Opcode {
     CacheStats = 85,
     CacheDrop = 86,
     CachePunch = 187,
+    RenameExchange = 188,
     AppendLock = 60,
     AppendUnlock = 61,
     Revalidate = 62,
@@ -405,6 +406,18 @@ pub enum Request {
         dst_parent: InodeId,
         dst_name: Name,
         keep: Option<u64>,
+    },
+    /// Swaps two names atomically (rename(2) with RENAME_EXCHANGE): `a_name` of
+    /// `a_parent` then leads to what `b_name` of `b_parent` led to, and the other way
+    /// round; both must exist. Answered with `Renamed` (`moved`: what `a_name` led to,
+    /// nothing kept). Added within protocol version 3: an older manager answers
+    /// `UnknownOpcode`.
+    RenameExchange {
+        cred: Cred,
+        a_parent: InodeId,
+        a_name: Name,
+        b_parent: InodeId,
+        b_name: Name,
     },
     Statfs {
         cred: Cred,
@@ -959,6 +972,7 @@ impl Request {
             | Request::Unlink { cred, .. }
             | Request::Rmdir { cred, .. }
             | Request::Rename { cred, .. }
+            | Request::RenameExchange { cred, .. }
             | Request::Statfs { cred, .. }
             | Request::SetDirLayout { cred, .. }
             | Request::Symlink { cred, .. }
@@ -993,6 +1007,7 @@ impl Request {
             Unlink { .. } => Opcode::Unlink,
             Rmdir { .. } => Opcode::Rmdir,
             Rename { .. } => Opcode::Rename,
+            RenameExchange { .. } => Opcode::RenameExchange,
             Statfs { .. } => Opcode::Statfs,
             SetDirLayout { .. } => Opcode::SetDirLayout,
             Symlink { .. } => Opcode::Symlink,
@@ -1210,6 +1225,19 @@ impl Request {
                 dst_parent.encode(&mut w);
                 dst_name.encode(&mut w);
                 w.opt(keep);
+            }
+            RenameExchange {
+                cred,
+                a_parent,
+                a_name,
+                b_parent,
+                b_name,
+            } => {
+                cred.encode(&mut w);
+                a_parent.encode(&mut w);
+                a_name.encode(&mut w);
+                b_parent.encode(&mut w);
+                b_name.encode(&mut w);
             }
             Statfs { cred } => cred.encode(&mut w),
             SetDirLayout { cred, dir, layout } => {
@@ -1495,6 +1523,13 @@ impl Request {
                 dst_parent: InodeId::decode(r)?,
                 dst_name: Name::decode(r)?,
                 keep: r.opt()?,
+            },
+            188 => Request::RenameExchange {
+                cred: Cred::decode(r)?,
+                a_parent: InodeId::decode(r)?,
+                a_name: Name::decode(r)?,
+                b_parent: InodeId::decode(r)?,
+                b_name: Name::decode(r)?,
             },
             21 => Request::Statfs {
                 cred: Cred::decode(r)?,
@@ -2300,6 +2335,13 @@ mod tests {
                 dst_parent: InodeId(2),
                 dst_name: "b".into(),
                 keep: None,
+            },
+            Request::RenameExchange {
+                cred: cred(),
+                a_parent: InodeId(1),
+                a_name: "a".into(),
+                b_parent: InodeId(2),
+                b_name: "b".into(),
             },
             Request::Statfs { cred: cred() },
             Request::SetDirLayout {
