@@ -1419,6 +1419,26 @@ impl Client {
         self.rename_named((src_parent, src_name), (dst_parent, dst_name), &what)
     }
 
+    /// Swaps two names atomically (rename(2) with RENAME_EXCHANGE): each then leads to
+    /// what the other led to. Both must exist. Returns what `a` led to.
+    pub fn rename_exchange(
+        &self,
+        (a_parent, a_name): (InodeId, &[u8]),
+        (b_parent, b_name): (InodeId, &[u8]),
+    ) -> Result<Attr, ClientError> {
+        let request = Request::RenameExchange {
+            cred: self.cred_clone(),
+            a_parent,
+            a_name: Name::from(a_name),
+            b_parent,
+            b_name: Name::from(b_name),
+        };
+        match self.inner.meta(&request)? {
+            Response::Renamed { moved, .. } => Ok(moved),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// `rename_in`, keeping a replaced file that mount session `keep` has open as
     /// `unlink_keeping` does. Returns the moved inode's attributes and the kept inode.
     pub fn rename_keeping(

@@ -448,7 +448,9 @@ impl File {
     /// Allocates the file's space for `[offset, offset + len)` on its io servers
     /// (fallocate(2)): `mode` 0 (the file grows to cover the range if shorter),
     /// `FALLOC_FL_KEEP_SIZE`, or that with `FALLOC_FL_PUNCH_HOLE` (the range then reads
-    /// as zeros and frees its blocks). Other modes are `Unsupported`.
+    /// as zeros and frees its blocks), or `FALLOC_FL_ZERO_RANGE` with or without
+    /// `FALLOC_FL_KEEP_SIZE` (the range reads as zeros, allocated; without KEEP_SIZE
+    /// the file grows to cover it). Other modes are `Unsupported`.
     pub fn allocate(&self, offset: u64, len: u64, mode: u32) -> Result<(), ClientError> {
         self.check_writable()?;
         if len == 0 {
@@ -459,15 +461,31 @@ impl File {
         }
         check_range(offset, len)
             .map_err(|e| ClientError::refused(ErrorCode::TooLarge, format!("{}: {e}", self.path)))?;
+        // A hole in a cached file: its managers first write back what they hold dirty
+        // (the io servers' objects then reach as far as the file does, which a hole
+        // punched at its end with KEEP_SIZE must not shorten, and nothing dirty is
+        // written into the hole later), and after the punch forget the hole's bytes
+        // (nothing they read from the io servers before outlives it).
+        let punch = mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) as u32 != 0;
+        if punch {
+            self.to_cache_managers(|file| Request::CacheFlush { file })
+                .map_err(|e| e.context(&self.path))?;
+        }
+        // The io servers' striping, not the data layout's (a cached file's is over its
+        // cache managers: every fallocate of one was refused as EINVAL).
         self.to_io_servers(|k| Request::Allocate {
             inode: self.attr.inode,
-            striping: self.striping(k),
+            striping: self.io_striping(k),
             offset,
             len,
             mode,
         })
         .map_err(|e| e.context(&self.path))?;
-        if mode == 0 {
+        if punch {
+            self.to_cache_managers(|file| Request::CachePunch { file, offset, len })
+                .map_err(|e| e.context(&self.path))?;
+        }
+        if mode & libc::FALLOC_FL_KEEP_SIZE as u32 == 0 {
             self.known_size.fetch_max(offset + len, Ordering::SeqCst);
         }
         Ok(())

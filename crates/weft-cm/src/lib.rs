@@ -173,6 +173,8 @@ impl CacheService {
     pub fn serves(&self, request: &Request) -> bool {
         match request {
             Request::RegisterView { .. } | Request::ReleaseView { .. } => self.owns_views,
+            // Numbered after the cache range was full.
+            Request::CachePunch { .. } => true,
             // The cache range only: a server that is also an io server gets its io
             // requests numbered past it (locks, stamps, times) to the io role.
             r => Self::CACHE_OPCODES.contains(&(r.opcode() as u16)),
@@ -207,6 +209,11 @@ impl CacheService {
             Request::CacheTruncate { file, size } => {
                 inner.check_incarnation(&file)?;
                 inner.truncate(&file, size)?;
+                Response::Done
+            }
+            Request::CachePunch { file, offset, len } => {
+                inner.check_incarnation(&file)?;
+                inner.tier.punch(file.inode, offset, len);
                 Response::Done
             }
             Request::CacheExtents { inodes } => {

@@ -389,6 +389,20 @@ impl Tier {
         }
     }
 
+    /// Forgets the file's cached bytes in `[offset, offset + len)` (a hole punched in
+    /// it), dirty or not, once its write-backs in flight are done (one of them could
+    /// otherwise write old bytes into the hole).
+    pub fn punch(&self, inode: InodeId, offset: u64, len: u64) {
+        let mut state = self.state();
+        while state.cache.write_backs_in_flight_of(inode).next().is_some() {
+            state = self.wait(state);
+        }
+        if let Some(file) = state.files.get(&inode) {
+            let map = BlockMap::new(file.block_size_bytes).expect("checked when the file was first seen");
+            state.cache.punch(inode, offset, len, &map);
+        }
+    }
+
     /// Drops every block of the file, dirty or not.
     pub fn drop_file(&self, inode: InodeId) {
         let mut state = self.state();

@@ -846,8 +846,11 @@ impl WeftFs {
     ) -> Result<(), Errno> {
         let (name, new_name) = (name_bytes(name), name_bytes(new_name));
         let client = self.caller(req);
-        if flags.contains(RenameFlags::RENAME_EXCHANGE) || flags.contains(RenameFlags::RENAME_WHITEOUT) {
+        if flags.contains(RenameFlags::RENAME_WHITEOUT) {
             return Err(Errno::EINVAL);
+        }
+        if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            return self.do_exchange(&client, (parent, name), (new_parent, new_name));
         }
         if flags.contains(RenameFlags::RENAME_NOREPLACE) {
             // Not atomic against another client creating the target meanwhile; the
@@ -872,6 +875,29 @@ impl WeftFs {
         self.names.renamed(inode(new_parent), new_name, moved.inode);
         self.recent.inode_changed(moved.inode);
         self.kept_by_manager(kept);
+        Ok(())
+    }
+
+    /// rename(2) with RENAME_EXCHANGE: the manager swaps the two names in one
+    /// transaction; this mount's memory of both names and both inodes is renewed.
+    fn do_exchange(
+        &self,
+        client: &Client,
+        (parent, name): (INodeNo, &[u8]),
+        (new_parent, new_name): (INodeNo, &[u8]),
+    ) -> Result<(), Errno> {
+        self.parents.rename_begins();
+        let swapped = client.rename_exchange((inode(parent), name), (inode(new_parent), new_name));
+        self.parents.rename_ends();
+        self.recent.dir_changed(inode(parent));
+        self.recent.dir_changed(inode(new_parent));
+        let moved = swapped.map_err(|e| errno(&e, "rename"))?;
+        self.names.renamed(inode(new_parent), new_name, moved.inode);
+        self.recent.inode_changed(moved.inode);
+        if let Ok(other) = client.lookup(inode(parent), name) {
+            self.names.renamed(inode(parent), name, other.inode);
+            self.recent.inode_changed(other.inode);
+        }
         Ok(())
     }
 

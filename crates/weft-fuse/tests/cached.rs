@@ -58,3 +58,47 @@ fn the_mount_and_the_native_client_see_each_others_writes_without_sync() {
         assert!(std::fs::read(&out).unwrap() == expected);
     }
 }
+
+/// fallocate of a cached file through the mount: a hole punched in data the cache
+/// managers still hold dirty, one of them up to the file's end, reads as zeros through
+/// the mount and the native client and leaves the size alone, as does a zeroed range
+/// (FALLOC_FL_ZERO_RANGE); mode 0 grows the file, KEEP_SIZE does not. Every fallocate of a cached file was refused with EINVAL (its io
+/// servers were sent the striping over its cache managers), which fsx found; a punch
+/// that went through would have left the managers' dirty bytes to be read back over
+/// the hole, and cut the size back to what the io servers held.
+#[test]
+fn fallocate_and_holes_punched_in_a_cached_file() {
+    let cluster = TestCluster::start_with(&ClusterOptions::cached("2", "16M"));
+    let mount = Mount::new(&cluster);
+    let client = cluster.client();
+    let mut expected = common::pattern(3, 1_000_000);
+    std::fs::write(mount.join("c.dat"), &expected).unwrap();
+    sh(
+        mount.path(),
+        "fallocate -p -o 100000 -l 300000 c.dat && fallocate -p -o 900000 -l 100000 c.dat \
+         && fallocate -z -o 500000 -l 100000 c.dat",
+    );
+    expected[100_000..400_000].fill(0);
+    expected[500_000..600_000].fill(0);
+    expected[900_000..].fill(0);
+    let native = |expected: &[u8], what: &str| {
+        let file = client.open("/c.dat", &OpenOptions::default()).unwrap();
+        assert_eq!(file.size().unwrap(), expected.len() as u64, "{what}: native size");
+        let mut back = vec![1u8; expected.len()];
+        assert_eq!(file.read_at(0, &mut back).unwrap(), expected.len());
+        assert!(back == expected, "{what}: the native client read other bytes");
+    };
+    assert!(
+        std::fs::read(mount.join("c.dat")).unwrap() == expected,
+        "the mount read other bytes than the punched file's"
+    );
+    native(&expected, "punched");
+    sh(
+        mount.path(),
+        "fallocate -l 2000000 c.dat && fallocate -n -o 3000000 -l 100000 c.dat",
+    );
+    expected.resize(2_000_000, 0);
+    assert_eq!(std::fs::metadata(mount.join("c.dat")).unwrap().len(), 2_000_000);
+    assert!(std::fs::read(mount.join("c.dat")).unwrap() == expected);
+    native(&expected, "allocated");
+}

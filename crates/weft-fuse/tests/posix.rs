@@ -650,6 +650,84 @@ fn blocks_are_the_real_allocation_and_fallocate_allocates() {
     });
 }
 
+/// fallocate's FALLOC_FL_ZERO_RANGE (`fallocate -z`), with and without KEEP_SIZE, as
+/// on the local file system: the range reads as zeros and the rest is kept; without
+/// KEEP_SIZE a range past the end grows the file, with it the size stays. The mount
+/// answered EOPNOTSUPP (fsstress's zero operation), where ext4 and xfs zero.
+#[test]
+fn fallocate_zero_range_zeroes_and_grows_as_locally() {
+    let both = Both::new();
+    both.same("zero range", |d| {
+        std::fs::write(d.join("z"), vec![9u8; 1 << 20]).unwrap();
+        sh(
+            d,
+            "fallocate -z -o 100000 -l 300000 z && fallocate -z -o 900000 -l 500000 z \
+             && fallocate -z -n -o 1500000 -l 100000 z",
+        );
+        let data = std::fs::read(d.join("z")).unwrap();
+        // Runs of equal bytes: (byte, length).
+        let mut runs: Vec<(u8, usize)> = Vec::new();
+        for b in &data {
+            match runs.last_mut() {
+                Some((last, n)) if last == b => *n += 1,
+                _ => runs.push((*b, 1)),
+            }
+        }
+        vec![format!("size {} runs {runs:?}", data.len())]
+    });
+}
+
+/// rename(2) with RENAME_EXCHANGE, as on the local file system: two files, a file and
+/// a directory in different directories (whose link counts follow the directory), a
+/// missing name (ENOENT), a directory into its own subtree (EINVAL). The mount
+/// answered every exchange EINVAL (fsstress's rexchange operation).
+#[test]
+fn rename_exchange_swaps_two_names_as_locally() {
+    let both = Both::new();
+    both.same("rename exchange", |d| {
+        let exchange = |a: &str, b: &str| {
+            let (a, b) = (
+                CString::new(d.join(a).as_os_str().as_bytes()).unwrap(),
+                CString::new(d.join(b).as_os_str().as_bytes()).unwrap(),
+            );
+            // SAFETY: valid NUL-terminated paths.
+            let rc = unsafe {
+                libc::renameat2(
+                    libc::AT_FDCWD,
+                    a.as_ptr(),
+                    libc::AT_FDCWD,
+                    b.as_ptr(),
+                    libc::RENAME_EXCHANGE,
+                )
+            };
+            if rc == 0 {
+                "ok".to_string()
+            } else {
+                std::io::Error::last_os_error().to_string()
+            }
+        };
+        sh(
+            d,
+            "mkdir -p x/sub y && echo one > x/f1 && echo two > y/f2 && echo in > x/sub/inner",
+        );
+        let mut out = vec![exchange("x/f1", "y/f2")];
+        out.push(exchange("y/f2", "x/sub"));
+        out.push(exchange("x/none", "y/f2"));
+        out.push(exchange("y", "y/f2/inner"));
+        let nlink = |p: &str| std::fs::metadata(d.join(p)).unwrap().nlink();
+        out.push(format!(
+            "x/f1 {:?} y/f2 is dir {} x/sub {:?} inner {:?} nlink x {} y {}",
+            std::fs::read_to_string(d.join("x/f1")).unwrap(),
+            d.join("y/f2").is_dir(),
+            std::fs::read_to_string(d.join("x/sub")).unwrap(),
+            std::fs::read_to_string(d.join("y/f2/inner")).unwrap(),
+            nlink("x"),
+            nlink("y")
+        ));
+        out
+    });
+}
+
 #[test]
 fn an_open_unlinked_file_has_no_name_and_no_links_until_closed() {
     let both = Both::new();

@@ -428,11 +428,15 @@ impl IoService {
             0,
             libc::FALLOC_FL_KEEP_SIZE as u32,
             (libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE) as u32,
+            libc::FALLOC_FL_ZERO_RANGE as u32,
+            (libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_ZERO_RANGE) as u32,
         ];
         if !supported.contains(&mode) {
             return Err(WireError::new(
                 ErrorCode::Unsupported,
-                format!("fallocate mode {mode:#x}: only 0, KEEP_SIZE and PUNCH_HOLE|KEEP_SIZE are supported"),
+                format!(
+                    "fallocate mode {mode:#x}: only 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE and ZERO_RANGE (with or without KEEP_SIZE) are supported"
+                ),
             ));
         }
         let layout = striping.layout();
@@ -445,18 +449,35 @@ impl IoService {
         let file = self.objects.get(inode)?;
         // Alone, as truncate: a punched hole must not be undone by a sieve write-back.
         let _alone = self.locks.of(inode).write().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: a valid descriptor; the range was checked against overflow at decode.
-        let rc = unsafe {
-            libc::fallocate(
-                file.as_raw_fd(),
-                mode as i32,
-                start as libc::off_t,
-                (end - start) as libc::off_t,
-            )
+        let fallocate = |mode: i32| {
+            // SAFETY: a valid descriptor; the range was checked against overflow at decode.
+            let rc = unsafe {
+                libc::fallocate(
+                    file.as_raw_fd(),
+                    mode,
+                    start as libc::off_t,
+                    (end - start) as libc::off_t,
+                )
+            };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
         };
-        if rc != 0 {
-            return Err(io_error(std::io::Error::last_os_error(), inode, "fallocate"));
-        }
+        let done = match fallocate(mode as i32) {
+            // Zeroing where the objects' file system cannot (tmpfs): a hole, then the
+            // allocation (and, without KEEP_SIZE, the growth) the zeroed range has.
+            Err(e)
+                if e.raw_os_error() == Some(libc::EOPNOTSUPP)
+                    && mode & libc::FALLOC_FL_ZERO_RANGE as u32 != 0 =>
+            {
+                fallocate(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE)
+                    .and_then(|()| fallocate(mode as i32 & libc::FALLOC_FL_KEEP_SIZE))
+            }
+            other => other,
+        };
+        done.map_err(|e| io_error(e, inode, "fallocate"))?;
         Ok(Response::Done)
     }
 

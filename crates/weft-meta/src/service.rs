@@ -537,6 +537,15 @@ impl MetaService {
                     .rename(&cred, (src_parent, &src_name), (dst_parent, &dst_name), keep)
                     .map(|(moved, kept)| Response::Renamed { moved, kept })
             }
+            Request::RenameExchange {
+                cred,
+                a_parent,
+                a_name,
+                b_parent,
+                b_name,
+            } => store
+                .exchange(&cred, (a_parent, &a_name), (b_parent, &b_name))
+                .map(|moved| Response::Renamed { moved, kept: None }),
             Request::Statfs { cred } => store.statfs(&cred).map(Response::Statfs),
             Request::SetDirLayout { cred, dir, layout } => {
                 store.set_dir_layout(&cred, dir, layout).map(Response::Attr)
@@ -703,6 +712,7 @@ impl MetaService {
             | Request::ViaCacheAware { .. }
             | Request::CacheFlush { .. }
             | Request::CacheTruncate { .. }
+            | Request::CachePunch { .. }
             | Request::CacheExtents { .. }
             | Request::CacheClose { .. }
             | Request::CacheStats

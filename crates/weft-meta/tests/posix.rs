@@ -450,3 +450,61 @@ fn a_format_1_database_is_migrated_when_opened() {
     create(&store, &root(), d, b"\xffnew").unwrap();
     assert_eq!(store.readdir(&root(), d, "", 0).unwrap().0.len(), 2);
 }
+
+#[test]
+fn an_exchange_swaps_two_names_of_any_kinds_and_keeps_the_counts() {
+    let (_dir, store) = store();
+    let d = store.mkdir(&root(), InodeId::ROOT, "d", 0o777).unwrap().inode;
+    let e = store.mkdir(&root(), InodeId::ROOT, "e", 0o777).unwrap().inode;
+    let f = create(&store, &alice(), d, "f").unwrap().inode;
+    let sub = store.mkdir(&alice(), e, "sub", 0o755).unwrap().inode;
+    let inner = create(&store, &alice(), sub, "inner").unwrap().inode;
+    let before = store.statfs(&root()).unwrap();
+    let nlinks = |store: &MetaStore| {
+        (
+            store.getattr(&root(), d).unwrap().nlink,
+            store.getattr(&root(), e).unwrap().nlink,
+        )
+    };
+    assert_eq!(nlinks(&store), (2, 3));
+
+    // A file and a directory in different directories change places.
+    let moved = store.exchange(&alice(), (d, "f"), (e, "sub")).unwrap();
+    assert_eq!(moved.inode, f);
+    assert_eq!(store.lookup(&alice(), d, "f").unwrap().inode, sub);
+    assert_eq!(store.lookup(&alice(), e, "sub").unwrap().inode, f);
+    assert_eq!(store.lookup(&alice(), sub, "inner").unwrap().inode, inner);
+    assert_eq!(nlinks(&store), (3, 2), "the directory's \"..\" moved along");
+    let after = store.statfs(&root()).unwrap();
+    assert_eq!(
+        (after.files, after.directories),
+        (before.files, before.directories)
+    );
+
+    // Within one directory, and with itself.
+    create(&store, &alice(), d, "g").unwrap();
+    let g = store.lookup(&alice(), d, "g").unwrap().inode;
+    store.exchange(&alice(), (d, "g"), (d, "f")).unwrap();
+    assert_eq!(store.lookup(&alice(), d, "f").unwrap().inode, g);
+    assert_eq!(store.lookup(&alice(), d, "g").unwrap().inode, sub);
+    store.exchange(&alice(), (d, "f"), (d, "f")).unwrap();
+    assert_eq!(store.lookup(&alice(), d, "f").unwrap().inode, g);
+
+    // Errors: a missing name, a directory into its own subtree, the sticky rule.
+    assert_eq!(
+        code(store.exchange(&alice(), (d, "f"), (d, "none"))),
+        ErrorCode::NotFound
+    );
+    assert_eq!(
+        code(store.exchange(&alice(), (d, "g"), (sub, "inner"))),
+        ErrorCode::InvalidArgument
+    );
+    let t = store.mkdir(&root(), InodeId::ROOT, "t", 0o1777).unwrap().inode;
+    create(&store, &alice(), t, "hers").unwrap();
+    create(&store, &bob(), t, "his").unwrap();
+    assert_eq!(
+        code(store.exchange(&bob(), (t, "his"), (t, "hers"))),
+        ErrorCode::NotPermitted
+    );
+    assert_eq!(store.lookup(&alice(), d, "g").unwrap().inode, sub, "unchanged");
+}

@@ -158,7 +158,7 @@ pub fn need(request: &Request) -> Need {
         // Either right: syncing or flushing what the holder could write or read.
         Request::Sync { inode } | Request::CacheClose { inode } => Need::on(*inode, READ | WRITE),
         Request::CacheFlush { file } => Need::on(file.inode, READ | WRITE),
-        Request::CacheTruncate { file, .. } => Need::on(file.inode, WRITE),
+        Request::CacheTruncate { file, .. } | Request::CachePunch { file, .. } => Need::on(file.inode, WRITE),
         Request::ViaCache { file, request } | Request::ViaCacheAware { file, request, .. } => {
             match need(request) {
                 Need::Inode { rights, .. } => Need::on(file.inode, rights),

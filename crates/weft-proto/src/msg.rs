@@ -102,6 +102,8 @@ pub enum Opcode {
     CacheClose = 84,
     CacheStats = 85,
     CacheDrop = 86,
+    CachePunch = 187,
+    RenameExchange = 188,
     AppendLock = 60,
     AppendUnlock = 61,
     Revalidate = 62,
@@ -407,6 +409,18 @@ pub enum Request {
         dst_name: Name,
         keep: Option<u64>,
     },
+    /// Swaps two names atomically (rename(2) with RENAME_EXCHANGE): `a_name` of
+    /// `a_parent` then leads to what `b_name` of `b_parent` led to, and the other way
+    /// round; both must exist. Answered with `Renamed` (`moved`: what `a_name` led to,
+    /// nothing kept). Added within protocol version 3: an older manager answers
+    /// `UnknownOpcode`.
+    RenameExchange {
+        cred: Cred,
+        a_parent: InodeId,
+        a_name: Name,
+        b_parent: InodeId,
+        b_name: Name,
+    },
     Statfs {
         cred: Cred,
     },
@@ -532,6 +546,15 @@ pub enum Request {
     CacheTruncate {
         file: CacheFile,
         size: u64,
+    },
+    /// cache: forget the file's bytes in `[offset, offset + len)`, dirty or not (a hole
+    /// punched in it), waiting for write-backs in progress; the client sends it after
+    /// `CacheFlush` and the punch of the objects. Added within protocol version 3: an
+    /// older manager answers `UnknownOpcode`.
+    CachePunch {
+        file: CacheFile,
+        offset: u64,
+        len: u64,
     },
     /// cache: for each file, the end of the data written into this manager and not yet
     /// written back (0 if none): with the io servers' extents, the file's size.
@@ -713,7 +736,9 @@ pub enum Request {
         items: Vec<(InodeId, Striping)>,
     },
     /// io: allocates this server's pieces of `[offset, offset + len)` (fallocate(2)
-    /// `mode`: 0, or `FALLOC_FL_KEEP_SIZE`, or that with `FALLOC_FL_PUNCH_HOLE`).
+    /// `mode`: 0, or `FALLOC_FL_KEEP_SIZE`, or that with `FALLOC_FL_PUNCH_HOLE`, or
+    /// `FALLOC_FL_ZERO_RANGE` with or without `FALLOC_FL_KEEP_SIZE`; servers before
+    /// ZERO_RANGE answer it `Unsupported`).
     Allocate {
         inode: InodeId,
         striping: Striping,
@@ -966,6 +991,7 @@ impl Request {
             | Request::Unlink { cred, .. }
             | Request::Rmdir { cred, .. }
             | Request::Rename { cred, .. }
+            | Request::RenameExchange { cred, .. }
             | Request::Statfs { cred, .. }
             | Request::SetDirLayout { cred, .. }
             | Request::Symlink { cred, .. }
@@ -1000,6 +1026,7 @@ impl Request {
             Unlink { .. } => Opcode::Unlink,
             Rmdir { .. } => Opcode::Rmdir,
             Rename { .. } => Opcode::Rename,
+            RenameExchange { .. } => Opcode::RenameExchange,
             Statfs { .. } => Opcode::Statfs,
             SetDirLayout { .. } => Opcode::SetDirLayout,
             Symlink { .. } => Opcode::Symlink,
@@ -1026,6 +1053,7 @@ impl Request {
             CacheStats => Opcode::CacheStats,
             CacheCioStats => Opcode::CacheCioStats,
             CacheDrop { .. } => Opcode::CacheDrop,
+            CachePunch { .. } => Opcode::CachePunch,
             AppendLock { .. } => Opcode::AppendLock,
             AppendUnlock { .. } => Opcode::AppendUnlock,
             Revalidate { .. } => Opcode::Revalidate,
@@ -1100,6 +1128,11 @@ impl Request {
             CacheTruncate { file, size } => {
                 file.encode(&mut w);
                 w.u64(*size);
+            }
+            CachePunch { file, offset, len } => {
+                file.encode(&mut w);
+                w.u64(*offset);
+                w.u64(*len);
             }
             CacheExtents { inodes } | CacheDrop { inodes } => w.seq(inodes),
             CacheClose { inode } => inode.encode(&mut w),
@@ -1213,6 +1246,19 @@ impl Request {
                 dst_parent.encode(&mut w);
                 dst_name.encode(&mut w);
                 w.opt(keep);
+            }
+            RenameExchange {
+                cred,
+                a_parent,
+                a_name,
+                b_parent,
+                b_name,
+            } => {
+                cred.encode(&mut w);
+                a_parent.encode(&mut w);
+                a_name.encode(&mut w);
+                b_parent.encode(&mut w);
+                b_name.encode(&mut w);
             }
             Statfs { cred } => cred.encode(&mut w),
             SetDirLayout { cred, dir, layout } => {
@@ -1504,6 +1550,13 @@ impl Request {
                 dst_name: Name::decode(r)?,
                 keep: r.opt()?,
             },
+            188 => Request::RenameExchange {
+                cred: Cred::decode(r)?,
+                a_parent: InodeId::decode(r)?,
+                a_name: Name::decode(r)?,
+                b_parent: InodeId::decode(r)?,
+                b_name: Name::decode(r)?,
+            },
             21 => Request::Statfs {
                 cred: Cred::decode(r)?,
             },
@@ -1643,6 +1696,11 @@ impl Request {
             82 => Request::CacheTruncate {
                 file: CacheFile::decode(r)?,
                 size: r.u64()?,
+            },
+            187 => Request::CachePunch {
+                file: CacheFile::decode(r)?,
+                offset: r.u64()?,
+                len: r.u64()?,
             },
             83 => Request::CacheExtents {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
@@ -2309,6 +2367,13 @@ mod tests {
                 dst_name: "b".into(),
                 keep: None,
             },
+            Request::RenameExchange {
+                cred: cred(),
+                a_parent: InodeId(1),
+                a_name: "a".into(),
+                b_parent: InodeId(2),
+                b_name: "b".into(),
+            },
             Request::Statfs { cred: cred() },
             Request::SetDirLayout {
                 cred: cred(),
@@ -2410,6 +2475,11 @@ mod tests {
             Request::CacheTruncate {
                 file: cache_file(),
                 size: 12,
+            },
+            Request::CachePunch {
+                file: cache_file(),
+                offset: 5,
+                len: 70_000,
             },
             Request::CacheExtents {
                 inodes: vec![InodeId(3), InodeId(4)],

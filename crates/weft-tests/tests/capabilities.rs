@@ -327,6 +327,17 @@ fn requests_without_a_capability_are_refused_for_every_operation_class_and_chang
             ErrorCode::CapabilityRequired,
         ),
         (
+            "cached punch",
+            &cache,
+            Request::CachePunch {
+                file: cached.clone(),
+                offset: 0,
+                len: 4096,
+            },
+            vec![],
+            ErrorCode::CapabilityRequired,
+        ),
+        (
             "cache drop",
             &cache,
             Request::CacheDrop { inodes: vec![inode] },

@@ -752,6 +752,50 @@ impl<P: Policy<BlockKey>> Cache<P> {
         dropped
     }
 
+    /// Forgets every cached byte of a file in `[offset, offset + len)` (a hole punched
+    /// in it on its servers): blocks inside the range are dropped, the blocks at its ends
+    /// lose their part of it (read again from the servers when next asked for). Dirty
+    /// bytes there are discarded, never written back over the hole. `blocks` is the
+    /// file's block map.
+    pub fn punch(&mut self, inode: InodeId, offset: u64, len: u64, blocks: &BlockMap) -> Invalidated {
+        let mut dropped = Invalidated::default();
+        if len == 0 {
+            return dropped;
+        }
+        let block_size_bytes = blocks.block_size_bytes();
+        let end = offset.saturating_add(len);
+        let keys: Vec<BlockKey> = self
+            .entries
+            .range(
+                BlockKey::new(inode, offset / block_size_bytes)
+                    ..=BlockKey::new(inode, (end - 1) / block_size_bytes),
+            )
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            let start = k.block * block_size_bytes;
+            let block_len = self.entries[&k].block_len();
+            let from = offset.saturating_sub(start).min(block_len as u64) as u32;
+            let to = (end - start).min(block_len as u64) as u32;
+            if from == 0 && to == block_len {
+                dropped.blocks += 1;
+                dropped.dirty_bytes += self.drop_entry(k).dirty.bytes() as u64;
+                continue;
+            }
+            let before = self.entries[&k].dirty.bytes();
+            self.change(k, |e| {
+                e.valid.remove(from..to);
+                e.dirty.remove(from..to);
+                if let Some(r) = &mut e.redirtied {
+                    r.remove(from..to);
+                }
+            });
+            dropped.dirty_bytes += (before - self.entries[&k].dirty.bytes()) as u64;
+            self.settle(k);
+        }
+        dropped
+    }
+
     /// The entry for `key`, created (and admitted) if missing. Returns whether it
     /// existed.
     fn entry_for(&mut self, key: BlockKey, block_len: u32, admission: Admission) -> Result<bool, CacheError> {

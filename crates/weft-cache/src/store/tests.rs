@@ -219,6 +219,38 @@ fn truncate_and_invalidate_drop_bytes_explicitly() {
 }
 
 #[test]
+fn punch_drops_the_blocks_inside_and_cuts_those_at_the_ends() {
+    let mut c = lru_cache(8);
+    for b in 0..4 {
+        c.write(key(b), LEN, 0, &[b as u8 + 1; LEN as usize], b).unwrap();
+    }
+    let other = BlockKey::new(InodeId(8), 1);
+    c.write(other, LEN, 0, &[7; LEN as usize], 0).unwrap();
+    let blocks = BlockMap::new(LEN as u64).unwrap();
+    // From 10 bytes into block 0 to 20 bytes into block 2.
+    let dropped = c.punch(INODE, 10, 2 * LEN as u64 + 10, &blocks);
+    assert_eq!(
+        dropped,
+        Invalidated {
+            blocks: 1,
+            dirty_bytes: 54 + 64 + 20
+        }
+    );
+    assert!(!c.contains(&key(1)));
+    assert_eq!(c.dirty_extents(&key(0)).unwrap().to_vec(), vec![0..10]);
+    assert_eq!(c.dirty_extents(&key(2)).unwrap().to_vec(), vec![20..64]);
+    assert_eq!(c.dirty_extents(&key(3)).unwrap().to_vec(), vec![0..64]);
+    assert_eq!(c.dirty_extents(&other).unwrap().to_vec(), vec![0..64]);
+    // The punched bytes are no longer cached: a read of them misses.
+    assert!(!matches!(
+        c.lookup(key(0), LEN, 5..15, Touch::No).unwrap(),
+        Lookup::Hit(_)
+    ));
+    assert_eq!(hit_bytes(&mut c, 2, 20..30), vec![3; 10]);
+    assert_eq!(c.punch(INODE, 0, 0, &blocks), Invalidated::default());
+}
+
+#[test]
 fn dirty_blocks_by_file_age_and_limit() {
     let mut c = lru_cache(8);
     c.write(key(2), LEN, 0, &[1; LEN as usize], 10).unwrap();

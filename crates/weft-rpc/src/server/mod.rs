@@ -562,7 +562,8 @@ fn changes_data(request: &Request) -> bool {
         | Request::WriteView { .. }
         | Request::Truncate { .. }
         | Request::Allocate { .. }
-        | Request::CacheTruncate { .. } => true,
+        | Request::CacheTruncate { .. }
+        | Request::CachePunch { .. } => true,
         Request::ShmCall { request, .. }
         | Request::ViaCache { request, .. }
         | Request::ViaCacheAware { request, .. } => changes_data(request),

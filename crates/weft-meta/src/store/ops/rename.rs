@@ -147,6 +147,95 @@ impl MetaStore {
     }
 }
 
+impl MetaStore {
+    /// Swaps `a_name` of `a_parent` and `b_name` of `b_parent` atomically (rename(2)
+    /// with RENAME_EXCHANGE): each name then leads to what the other led to, of any
+    /// kinds, and nothing is removed. Both must exist. The checks are `rename`'s for
+    /// each of the two moves: write and search on both parents, the sticky-bit rule on
+    /// both names, write permission on a directory that changes parent, and
+    /// `InvalidArgument` for a directory moved into its own subtree. Swapping a name
+    /// with itself, or with another name of the same inode, does nothing. Returns what
+    /// `a_name` led to, with its new ctime.
+    pub fn exchange(
+        &self,
+        cred: &Cred,
+        (a_parent, a_name): (InodeId, impl AsRef<[u8]>),
+        (b_parent, b_name): (InodeId, impl AsRef<[u8]>),
+    ) -> Result<Attr, WireError> {
+        let (a_name, b_name) = (a_name.as_ref(), b_name.as_ref());
+        check_name(a_name)?;
+        check_name(b_name)?;
+        let same_parent = a_parent == b_parent;
+        self.write(|tx| {
+            let mut a_dir = tx.directory(cred, a_parent, MAY_WRITE | MAY_EXECUTE)?;
+            let mut b_dir = if same_parent {
+                None
+            } else {
+                Some(tx.directory(cred, b_parent, MAY_WRITE | MAY_EXECUTE)?)
+            };
+            let (a, _) = tx
+                .entry(a_parent, a_name)?
+                .ok_or_else(|| not_found(a_parent, a_name))?;
+            let (b, _) = tx
+                .entry(b_parent, b_name)?
+                .ok_or_else(|| not_found(b_parent, b_name))?;
+            let mut a_record = child_record(tx, a_parent, a_name, a)?;
+            if a == b {
+                return Ok(a_record.attr(a));
+            }
+            let mut b_record = child_record(tx, b_parent, b_name, b)?;
+            if !may_remove_from_sticky(cred, &a_dir, &a_record) {
+                return Err(sticky_denied(cred, a_parent, a_name));
+            }
+            if !may_remove_from_sticky(cred, b_dir.as_ref().unwrap_or(&a_dir), &b_record) {
+                return Err(sticky_denied(cred, b_parent, b_name));
+            }
+            let (a_is_directory, b_is_directory) = (a_record.is_directory(), b_record.is_directory());
+            if !same_parent {
+                for (moved, record, name, destination, is_directory) in [
+                    (a, &a_record, a_name, b_parent, a_is_directory),
+                    (b, &b_record, b_name, a_parent, b_is_directory),
+                ] {
+                    if is_directory {
+                        require(cred, record, MAY_WRITE, || {
+                            format!("directory {} (its \"..\" changes)", quoted(name))
+                        })?;
+                        refuse_move_into_own_subtree(tx, moved, name, destination)?;
+                    }
+                }
+            }
+
+            // All checks passed; from here on only writes.
+            let now = tx.now;
+            if let Some(b_dir) = &mut b_dir {
+                // Each directory keeps its number of entries; a directory that moves
+                // takes its ".." link along.
+                let moved_in = b_is_directory as u64;
+                let moved_out = a_is_directory as u64;
+                a_dir.subdirectories = a_dir.subdirectories + moved_in - moved_out;
+                b_dir.subdirectories = b_dir.subdirectories + moved_out - moved_in;
+                b_dir.mtime = now;
+                b_dir.ctime = now;
+            }
+            a_dir.mtime = now;
+            a_dir.ctime = now;
+            tx.put_entry(a_parent, a_name, b, b_record.kind)?;
+            tx.put_entry(b_parent, b_name, a, a_record.kind)?;
+            a_record.parent = b_parent;
+            a_record.ctime = now;
+            b_record.parent = a_parent;
+            b_record.ctime = now;
+            tx.put_inode(a, &a_record)?;
+            tx.put_inode(b, &b_record)?;
+            tx.put_inode(a_parent, &a_dir)?;
+            if let Some(b_dir) = &b_dir {
+                tx.put_inode(b_parent, b_dir)?;
+            }
+            Ok(a_record.attr(a))
+        })
+    }
+}
+
 /// `InvalidArgument` if `destination` is `moved` or lies below it: walks the parent
 /// pointers from `destination` up to the root.
 fn refuse_move_into_own_subtree(
