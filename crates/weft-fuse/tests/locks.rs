@@ -599,10 +599,10 @@ fn contend(path: &Path) -> Vec<i64> {
 ///
 /// Regression (every first lock waited the whole grace): A, the one mount recorded as
 /// holding locks, says its reclaims are complete, which ends the grace then: a lock on
-/// other bytes is granted seconds after the restart, not after the grace's 30 s.
+/// other bytes is granted seconds after the restart, not after the grace's 60 s.
 #[test]
 fn a_lock_held_across_a_manager_restart_is_reclaimed_and_ends_the_grace_early() {
-    let grace = Duration::from_secs(30);
+    let grace = Duration::from_secs(60);
     let Held {
         holder,
         b,
@@ -627,7 +627,7 @@ fn a_lock_held_across_a_manager_restart_is_reclaimed_and_ends_the_grace_early() 
     let waited = restarted.elapsed();
     eprintln!("first lock after the restart granted {waited:?} after `weft up` returned (grace {grace:?})");
     assert!(
-        waited < grace / 3,
+        waited < grace / 2,
         "a lock beside the reclaimed one waited {waited:?} (grace {grace:?}): the grace did not end at A's reclaim-complete"
     );
     // Still A's.
@@ -649,11 +649,11 @@ fn a_lock_held_across_a_manager_restart_is_reclaimed_and_ends_the_grace_early() 
 }
 
 /// Regression (every first lock waited the whole grace): after a kill -9 of a manager
-/// no mount ever held a lock on, its restart gave a 30 s grace all the same. Its record
+/// no mount ever held a lock on, its restart gave the whole grace all the same. Its record
 /// of lock-holding mounts is empty, so a first lock is granted at once.
 #[test]
 fn a_crash_with_no_lock_ever_taken_costs_the_first_lock_no_grace() {
-    let grace = Duration::from_secs(30);
+    let grace = Duration::from_secs(60);
     let cluster = cluster_with_grace(grace);
     let b = Mount::new(&cluster);
     std::fs::write(b.join("db"), [0u8; 100]).unwrap();
@@ -664,7 +664,7 @@ fn a_crash_with_no_lock_ever_taken_costs_the_first_lock_no_grace() {
     let waited = restarted.elapsed();
     eprintln!("first lock after the restart granted {waited:?} after `weft up` returned (grace {grace:?})");
     assert!(
-        waited < grace / 3,
+        waited < grace / 2,
         "the first lock after a crash with no lock ever held waited {waited:?} (grace {grace:?})"
     );
 }
@@ -675,7 +675,7 @@ fn a_crash_with_no_lock_ever_taken_costs_the_first_lock_no_grace() {
 /// session, so a first lock after the restart is granted at once.
 #[test]
 fn a_mount_unmounted_just_before_a_crash_is_not_waited_for() {
-    let grace = Duration::from_secs(30);
+    let grace = Duration::from_secs(60);
     let cluster = cluster_with_grace(grace);
     let b = Mount::new(&cluster);
     {
@@ -690,7 +690,7 @@ fn a_mount_unmounted_just_before_a_crash_is_not_waited_for() {
     assert_eq!(lock_beside(&b.join("db")), 0);
     let waited = restarted.elapsed();
     assert!(
-        waited < grace / 3,
+        waited < grace / 2,
         "the first lock after a crash that followed mount A's unmount waited {waited:?} (grace {grace:?})"
     );
 }
@@ -709,14 +709,15 @@ fn a_holder_that_cannot_reclaim_keeps_the_whole_grace() {
     } = &held_with_grace(grace);
     let stopped = Stopped::new(a.pid() as i32);
     cluster.kill9(0);
+    // The grace starts after this, so B's lock can come no sooner than `grace` from here.
+    let restarting = Instant::now();
     cluster.restart();
-    let restarted = Instant::now();
     assert_eq!(lock_beside(&b.join("db")), 0);
-    let waited = restarted.elapsed();
+    let waited = restarting.elapsed();
     drop(stopped);
     assert!(
-        waited > grace * 2 / 3,
-        "B's lock was granted {waited:?} after the restart, inside the grace (A never reclaimed)"
+        waited >= grace,
+        "B's lock was granted {waited:?} after the restart began, inside the grace (A never reclaimed)"
     );
 }
 
