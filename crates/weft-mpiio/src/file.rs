@@ -792,11 +792,14 @@ impl MpiFile {
         let current = self.state().hints.clone();
         let hints = shared_hints(&self.comm, Some(&current), info);
         let (view, etype_size, datarep) = agree(&self.comm, checked)?;
-        let overlapping = agree(
-            &self.comm,
-            self.comm
-                .allreduce_one(i64::from(!view.filetype().is_monotonic()), mpi::Op::Max),
-        )? != 0;
+        // Only a read-only file can have an overlapping view (the same amode on every
+        // rank): other views cost no further collective call.
+        let read_only = self.amode & (amode::RDONLY | amode::RDWR | amode::WRONLY) == amode::RDONLY;
+        let overlapping = read_only
+            && self
+                .comm
+                .allreduce_one(i64::from(!view.filetype().is_monotonic()), mpi::Op::Max)?
+                != 0;
         let hints = agree(&self.comm, hints)?;
         let aggregators = agree(&self.comm, aggregators_of(&self.comm, &hints))?;
         let etype = mpi::type_keep(etype)?;
