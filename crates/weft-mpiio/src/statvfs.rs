@@ -89,52 +89,44 @@ macro_rules! statvfs_like {
     };
 }
 
+/// The fields statvfs(3) and statfs(2) share, from the cluster's figures.
+macro_rules! fill_common {
+    ($b:ident, $out:ident) => {{
+        $out.f_bsize = $b.block_bytes as _;
+        $out.f_frsize = $b.block_bytes as _;
+        $out.f_blocks = $b.blocks as _;
+        $out.f_bfree = $b.blocks_free as _;
+        $out.f_bavail = $b.blocks_free as _;
+        $out.f_files = $b.files as _;
+        $out.f_ffree = $b.files_free as _;
+    }};
+}
+
+macro_rules! fill_statvfs {
+    ($b:ident, $out:ident) => {{
+        fill_common!($b, $out);
+        $out.f_favail = $b.files_free as _;
+        $out.f_namemax = $b.name_bytes_max as _;
+    }};
+}
+
+macro_rules! fill_statfs {
+    ($b:ident, $out:ident) => {{
+        fill_common!($b, $out);
+        $out.f_type = WEFT_MAGIC as _;
+        $out.f_namelen = $b.name_bytes_max as _;
+    }};
+}
+
 statvfs_like!(statvfs, "statvfs", libc::statvfs, |b, out| {
-    out.f_bsize = b.block_bytes as _;
-    out.f_frsize = b.block_bytes as _;
-    out.f_blocks = b.blocks as _;
-    out.f_bfree = b.blocks_free as _;
-    out.f_bavail = b.blocks_free as _;
-    out.f_files = b.files as _;
-    out.f_ffree = b.files_free as _;
-    out.f_favail = b.files_free as _;
-    out.f_namemax = b.name_bytes_max as _;
+    fill_statvfs!(b, out)
 });
-
 statvfs_like!(statvfs64, "statvfs64", libc::statvfs64, |b, out| {
-    out.f_bsize = b.block_bytes as _;
-    out.f_frsize = b.block_bytes as _;
-    out.f_blocks = b.blocks as _;
-    out.f_bfree = b.blocks_free as _;
-    out.f_bavail = b.blocks_free as _;
-    out.f_files = b.files as _;
-    out.f_ffree = b.files_free as _;
-    out.f_favail = b.files_free as _;
-    out.f_namemax = b.name_bytes_max as _;
+    fill_statvfs!(b, out)
 });
-
-statvfs_like!(statfs, "statfs", libc::statfs, |b, out| {
-    out.f_type = WEFT_MAGIC as _;
-    out.f_bsize = b.block_bytes as _;
-    out.f_frsize = b.block_bytes as _;
-    out.f_blocks = b.blocks as _;
-    out.f_bfree = b.blocks_free as _;
-    out.f_bavail = b.blocks_free as _;
-    out.f_files = b.files as _;
-    out.f_ffree = b.files_free as _;
-    out.f_namelen = b.name_bytes_max as _;
-});
-
+statvfs_like!(statfs, "statfs", libc::statfs, |b, out| { fill_statfs!(b, out) });
 statvfs_like!(statfs64, "statfs64", libc::statfs64, |b, out| {
-    out.f_type = WEFT_MAGIC as _;
-    out.f_bsize = b.block_bytes as _;
-    out.f_frsize = b.block_bytes as _;
-    out.f_blocks = b.blocks as _;
-    out.f_bfree = b.blocks_free as _;
-    out.f_bavail = b.blocks_free as _;
-    out.f_files = b.files as _;
-    out.f_ffree = b.files_free as _;
-    out.f_namelen = b.name_bytes_max as _;
+    fill_statfs!(b, out)
 });
 
 /// statfs's `f_type` for a `weft:` name: FUSE's (what a mount reports), so that
