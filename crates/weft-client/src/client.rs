@@ -1419,6 +1419,27 @@ impl Client {
         self.rename_named((src_parent, src_name), (dst_parent, dst_name), &what)
     }
 
+    /// Renames without replacing (rename(2) with RENAME_NOREPLACE): `Exists` when the
+    /// target name exists, checked by the manager in the move's own transaction.
+    /// Returns the moved inode's attributes.
+    pub fn rename_no_replace(
+        &self,
+        (src_parent, src_name): (InodeId, &[u8]),
+        (dst_parent, dst_name): (InodeId, &[u8]),
+    ) -> Result<Attr, ClientError> {
+        let request = Request::RenameNoReplace {
+            cred: self.cred_clone(),
+            src_parent,
+            src_name: Name::from(src_name),
+            dst_parent,
+            dst_name: Name::from(dst_name),
+        };
+        match self.inner.meta(&request)? {
+            Response::Renamed { moved, .. } => Ok(moved),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// Swaps two names atomically (rename(2) with RENAME_EXCHANGE): each then leads to
     /// what the other led to. Both must exist. Returns what `a` led to.
     pub fn rename_exchange(

@@ -94,14 +94,19 @@ fn drive_group<S: Share>(
 ) -> Result<(), ClientError> {
     let mut shares: Vec<S> = indices.into_iter().map(make).collect::<Result<_, _>>()?;
     let outcome = step_all(&mut shares);
-    if outcome.is_err() {
-        // Every answer still in flight is waited for, not dropped: a server's refusal for
-        // want of a capability must be seen by its connection, which then presents a fresh
-        // one when the call is repeated. A chmod or chown revokes the file's capabilities
-        // on every server at once; dropped at the first refusal, the others' answers left
-        // their connections trusting the revoked ones, and each repetition got one more
-        // server right, so a call over more servers than its repetitions failed (EACCES
-        // at the first O_DIRECT read or write of 1 MiB over 4 servers after a chown).
+    if outcome
+        .as_ref()
+        .is_err_and(|e| e.code() == weft_proto::ErrorCode::CapabilityRequired)
+    {
+        // The other answers in flight are waited for, not dropped: a server's refusal
+        // for want of a capability must be seen by its connection, which then presents
+        // a fresh one when the call is repeated. A chmod or chown revokes the file's
+        // capabilities on every server at once; dropped at the first refusal, the
+        // others' answers left their connections trusting the revoked ones, and each
+        // repetition got one more server right, so a call over more servers than its
+        // repetitions failed (EACCES at the first O_DIRECT read or write of 1 MiB over 4
+        // servers after a chown). Other errors (a timeout above all) return at once:
+        // waiting for the rest would add a timeout per server stalled with the first.
         for share in &mut shares {
             // Each failed `finish` takes one call off the window.
             while share.finish().is_err() {}

@@ -852,22 +852,19 @@ impl WeftFs {
         if flags.contains(RenameFlags::RENAME_EXCHANGE) {
             return self.do_exchange(&client, (parent, name), (new_parent, new_name));
         }
-        if flags.contains(RenameFlags::RENAME_NOREPLACE) {
-            // Not atomic against another client creating the target meanwhile; the
-            // manager has no such rename.
-            match client.lookup(inode(new_parent), new_name) {
-                Ok(_) => return Err(Errno::EEXIST),
-                Err(e) if e.code() == ErrorCode::NotFound => {}
-                Err(e) => return Err(errno(&e, "rename")),
-            }
-        }
-        if (parent, name) == (new_parent, new_name) {
+        let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
+        if (parent, name) == (new_parent, new_name) && !no_replace {
             return Ok(());
         }
         // A replaced target that is open here stays readable by its descriptors.
         self.parents.rename_begins();
-        let renamed =
-            client.rename_keeping((inode(parent), name), (inode(new_parent), new_name), self.keep());
+        let renamed = if no_replace {
+            // The manager refuses an existing target in the move's own transaction, so
+            // a create by another client meanwhile is never replaced.
+            self.rename_no_replace(&client, (inode(parent), name), (inode(new_parent), new_name))
+        } else {
+            client.rename_keeping((inode(parent), name), (inode(new_parent), new_name), self.keep())
+        };
         self.parents.rename_ends();
         self.recent.dir_changed(inode(parent));
         self.recent.dir_changed(inode(new_parent));
@@ -876,6 +873,32 @@ impl WeftFs {
         self.recent.inode_changed(moved.inode);
         self.kept_by_manager(kept);
         Ok(())
+    }
+
+    /// rename(2) with RENAME_NOREPLACE. A manager from before `RenameNoReplace` is
+    /// asked whether the target exists first, then to rename: not atomic against
+    /// another client's create in between.
+    fn rename_no_replace(
+        &self,
+        client: &Client,
+        src: (InodeId, &[u8]),
+        dst: (InodeId, &[u8]),
+    ) -> Result<(Attr, Option<InodeId>), ClientError> {
+        match client.rename_no_replace(src, dst) {
+            Err(e) if e.code() == ErrorCode::UnknownOpcode => {}
+            other => return other.map(|moved| (moved, None)),
+        }
+        match client.lookup(dst.0, dst.1) {
+            Ok(_) => Err(ClientError::Refused {
+                code: ErrorCode::Exists,
+                message: format!(
+                    "{} exists (rename without replacing)",
+                    String::from_utf8_lossy(dst.1)
+                ),
+            }),
+            Err(e) if e.code() == ErrorCode::NotFound => client.rename_keeping(src, dst, None),
+            Err(e) => Err(e),
+        }
     }
 
     /// rename(2) with RENAME_EXCHANGE: the manager swaps the two names in one

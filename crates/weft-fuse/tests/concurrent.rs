@@ -146,3 +146,97 @@ fn a_stalled_server_does_not_hold_up_other_files() {
     );
     assert!(stalled.join().unwrap() == common::pattern(0, 2_000_000));
 }
+
+/// rename(2) with RENAME_NOREPLACE through one mount racing an exclusive create of the
+/// target through another: each round exactly one of them succeeds, never both. The
+/// mount used to ask the manager whether the target existed and then rename, so a
+/// file the other mount created in between was replaced, lost to its creator.
+#[test]
+fn a_rename_without_replacing_never_replaces_a_file_created_meanwhile() {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::sync::{Arc, Barrier};
+    const ROUNDS: usize = 300;
+    let cluster = TestCluster::start();
+    let one = Mount::new(&cluster);
+    let two = Mount::new(&cluster);
+    for k in 0..ROUNDS {
+        std::fs::create_dir(one.join(&format!("r{k}"))).unwrap();
+        std::fs::write(one.join(&format!("r{k}/src")), b"renamed").unwrap();
+    }
+    let barrier = Arc::new(Barrier::new(2));
+    let renamer = {
+        let (barrier, root) = (barrier.clone(), one.path().to_owned());
+        std::thread::spawn(move || {
+            (0..ROUNDS)
+                .map(|k| {
+                    let path = |name: &str| {
+                        CString::new(root.join(format!("r{k}/{name}")).as_os_str().as_bytes()).unwrap()
+                    };
+                    let (src, dst) = (path("src"), path("dst"));
+                    barrier.wait();
+                    // SAFETY: valid NUL-terminated paths.
+                    let rc = unsafe {
+                        libc::renameat2(
+                            libc::AT_FDCWD,
+                            src.as_ptr(),
+                            libc::AT_FDCWD,
+                            dst.as_ptr(),
+                            libc::RENAME_NOREPLACE,
+                        )
+                    };
+                    let error = std::io::Error::last_os_error();
+                    assert!(
+                        rc == 0 || error.raw_os_error() == Some(libc::EEXIST),
+                        "round {k}: {error}"
+                    );
+                    rc == 0
+                })
+                .collect::<Vec<bool>>()
+        })
+    };
+    let creator = {
+        let (barrier, root) = (barrier.clone(), two.path().to_owned());
+        std::thread::spawn(move || {
+            (0..ROUNDS)
+                .map(|k| {
+                    let dst = root.join(format!("r{k}/dst"));
+                    barrier.wait();
+                    match std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&dst)
+                    {
+                        Ok(mut f) => {
+                            f.write_all(b"created").unwrap();
+                            true
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+                        Err(e) => panic!("round {k}: {e}"),
+                    }
+                })
+                .collect::<Vec<bool>>()
+        })
+    };
+    let (renamed, created) = (renamer.join().unwrap(), creator.join().unwrap());
+    // Read through the native client: either mount may still hold the negative entry
+    // its losing side looked up.
+    let client = cluster.client();
+    for k in 0..ROUNDS {
+        assert!(
+            renamed[k] != created[k],
+            "round {k}: renamed {} created {}",
+            renamed[k],
+            created[k]
+        );
+        let expected: &[u8] = if renamed[k] { b"renamed" } else { b"created" };
+        let file = client
+            .open(&format!("/r{k}/dst"), &weft_client::OpenOptions::default())
+            .unwrap();
+        let mut got = vec![0u8; 16];
+        let n = file.read_at(0, &mut got).unwrap();
+        assert_eq!(&got[..n], expected, "round {k}");
+    }
+    let wins = renamed.iter().filter(|r| **r).count();
+    eprintln!("{wins} of {ROUNDS} rounds won by the rename");
+}

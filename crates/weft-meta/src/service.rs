@@ -546,6 +546,15 @@ impl MetaService {
             } => store
                 .exchange(&cred, (a_parent, &a_name), (b_parent, &b_name))
                 .map(|moved| Response::Renamed { moved, kept: None }),
+            Request::RenameNoReplace {
+                cred,
+                src_parent,
+                src_name,
+                dst_parent,
+                dst_name,
+            } => store
+                .rename_no_replace(&cred, (src_parent, &src_name), (dst_parent, &dst_name))
+                .map(|moved| Response::Renamed { moved, kept: None }),
             Request::Statfs { cred } => store.statfs(&cred).map(Response::Statfs),
             Request::SetDirLayout { cred, dir, layout } => {
                 store.set_dir_layout(&cred, dir, layout).map(Response::Attr)

@@ -508,3 +508,26 @@ fn an_exchange_swaps_two_names_of_any_kinds_and_keeps_the_counts() {
     );
     assert_eq!(store.lookup(&alice(), d, "g").unwrap().inode, sub, "unchanged");
 }
+
+#[test]
+fn a_rename_without_replacing_refuses_any_existing_target() {
+    let (_dir, store) = store();
+    let d = store.mkdir(&root(), InodeId::ROOT, "d", 0o777).unwrap().inode;
+    let f = create(&store, &alice(), d, "f").unwrap().inode;
+    create(&store, &alice(), d, "g").unwrap();
+    store.link(&alice(), f, d, "f2").unwrap();
+    // An existing target, another name of the same file, the name itself: as Linux.
+    for target in ["g", "f2", "f"] {
+        assert_eq!(
+            code(store.rename_no_replace(&alice(), (d, "f"), (d, target))),
+            ErrorCode::Exists,
+            "{target}"
+        );
+    }
+    assert_eq!(store.lookup(&alice(), d, "g").unwrap().nlink, 1, "g untouched");
+    let e = store.mkdir(&root(), InodeId::ROOT, "e", 0o777).unwrap().inode;
+    let moved = store.rename_no_replace(&alice(), (d, "f"), (e, "h")).unwrap();
+    assert_eq!(moved.inode, f);
+    assert_eq!(code(store.lookup(&alice(), d, "f")), ErrorCode::NotFound);
+    assert_eq!(store.lookup(&alice(), e, "h").unwrap().inode, f);
+}

@@ -104,6 +104,7 @@ pub enum Opcode {
     CacheDrop = 86,
     CachePunch = 187,
     RenameExchange = 188,
+    RenameNoReplace = 189,
     AppendLock = 60,
     AppendUnlock = 61,
     Revalidate = 62,
@@ -420,6 +421,17 @@ pub enum Request {
         a_name: Name,
         b_parent: InodeId,
         b_name: Name,
+    },
+    /// `Rename` that never replaces (rename(2) with RENAME_NOREPLACE): `Exists` when the
+    /// target name exists, checked in the move's own transaction. Answered with
+    /// `Renamed` (nothing kept). Added within protocol version 3: an older manager
+    /// answers `UnknownOpcode`.
+    RenameNoReplace {
+        cred: Cred,
+        src_parent: InodeId,
+        src_name: Name,
+        dst_parent: InodeId,
+        dst_name: Name,
     },
     Statfs {
         cred: Cred,
@@ -992,6 +1004,7 @@ impl Request {
             | Request::Rmdir { cred, .. }
             | Request::Rename { cred, .. }
             | Request::RenameExchange { cred, .. }
+            | Request::RenameNoReplace { cred, .. }
             | Request::Statfs { cred, .. }
             | Request::SetDirLayout { cred, .. }
             | Request::Symlink { cred, .. }
@@ -1027,6 +1040,7 @@ impl Request {
             Rmdir { .. } => Opcode::Rmdir,
             Rename { .. } => Opcode::Rename,
             RenameExchange { .. } => Opcode::RenameExchange,
+            RenameNoReplace { .. } => Opcode::RenameNoReplace,
             Statfs { .. } => Opcode::Statfs,
             SetDirLayout { .. } => Opcode::SetDirLayout,
             Symlink { .. } => Opcode::Symlink,
@@ -1259,6 +1273,19 @@ impl Request {
                 a_name.encode(&mut w);
                 b_parent.encode(&mut w);
                 b_name.encode(&mut w);
+            }
+            RenameNoReplace {
+                cred,
+                src_parent,
+                src_name,
+                dst_parent,
+                dst_name,
+            } => {
+                cred.encode(&mut w);
+                src_parent.encode(&mut w);
+                src_name.encode(&mut w);
+                dst_parent.encode(&mut w);
+                dst_name.encode(&mut w);
             }
             Statfs { cred } => cred.encode(&mut w),
             SetDirLayout { cred, dir, layout } => {
@@ -1556,6 +1583,13 @@ impl Request {
                 a_name: Name::decode(r)?,
                 b_parent: InodeId::decode(r)?,
                 b_name: Name::decode(r)?,
+            },
+            189 => Request::RenameNoReplace {
+                cred: Cred::decode(r)?,
+                src_parent: InodeId::decode(r)?,
+                src_name: Name::decode(r)?,
+                dst_parent: InodeId::decode(r)?,
+                dst_name: Name::decode(r)?,
             },
             21 => Request::Statfs {
                 cred: Cred::decode(r)?,
@@ -2373,6 +2407,13 @@ mod tests {
                 a_name: "a".into(),
                 b_parent: InodeId(2),
                 b_name: "b".into(),
+            },
+            Request::RenameNoReplace {
+                cred: cred(),
+                src_parent: InodeId(1),
+                src_name: "a".into(),
+                dst_parent: InodeId(2),
+                dst_name: "b".into(),
             },
             Request::Statfs { cred: cred() },
             Request::SetDirLayout {

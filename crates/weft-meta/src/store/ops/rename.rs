@@ -26,9 +26,34 @@ impl MetaStore {
     pub fn rename(
         &self,
         cred: &Cred,
+        src: (InodeId, impl AsRef<[u8]>),
+        dst: (InodeId, impl AsRef<[u8]>),
+        keep: Option<u64>,
+    ) -> Result<(Attr, Option<InodeId>), WireError> {
+        self.rename_with(cred, src, dst, keep, true)
+    }
+
+    /// `rename` that never replaces (rename(2) with RENAME_NOREPLACE): `Exists` when
+    /// the target name exists, whatever it leads to (the source itself included, as
+    /// on Linux), checked in the same transaction as the move. Returns the moved
+    /// inode's attributes.
+    pub fn rename_no_replace(
+        &self,
+        cred: &Cred,
+        src: (InodeId, impl AsRef<[u8]>),
+        dst: (InodeId, impl AsRef<[u8]>),
+    ) -> Result<Attr, WireError> {
+        self.rename_with(cred, src, dst, None, false)
+            .map(|(moved, _)| moved)
+    }
+
+    fn rename_with(
+        &self,
+        cred: &Cred,
         (src_parent, src_name): (InodeId, impl AsRef<[u8]>),
         (dst_parent, dst_name): (InodeId, impl AsRef<[u8]>),
         keep: Option<u64>,
+        replace: bool,
     ) -> Result<(Attr, Option<InodeId>), WireError> {
         let (src_name, dst_name) = (src_name.as_ref(), dst_name.as_ref());
         check_name(src_name)?;
@@ -49,6 +74,15 @@ impl MetaStore {
                 return Err(sticky_denied(cred, src_parent, src_name));
             }
             let target = tx.entry(dst_parent, dst_name)?;
+            if !replace && target.is_some() {
+                return Err(WireError::new(
+                    ErrorCode::Exists,
+                    format!(
+                        "{} exists in directory {dst_parent} (rename without replacing)",
+                        quoted(dst_name)
+                    ),
+                ));
+            }
             if same_parent && src_name == dst_name || target.is_some_and(|(t, _)| t == moved) {
                 return Ok((moved_record.attr(moved), None));
             }
