@@ -86,6 +86,10 @@ pub struct Holders {
     /// last asked it from an I/O path.
     confirmed_ms: AtomicU64,
     asked_ms: AtomicU64,
+    /// When the manager last answered a lock request or renewal of this mount (ms since
+    /// `base`): past `trusted_ms` without one, I/O under the locks fails (`check`).
+    answered_ms: AtomicU64,
+    trusted_ms: u64,
     /// When this mount last held a lock (ms since `base`, plus one; 0: never).
     held_ms: AtomicU64,
     base: Instant,
@@ -144,6 +148,8 @@ impl Holders {
             incarnation: AtomicU64::new(0),
             confirmed_ms: AtomicU64::new(0),
             asked_ms: AtomicU64::new(0),
+            answered_ms: AtomicU64::new(0),
+            trusted_ms: locks_trusted().as_millis() as u64,
             held_ms: AtomicU64::new(0),
             base: Instant::now(),
             renewing: Mutex::new(()),
@@ -194,6 +200,7 @@ impl Holders {
         let held_back = {
             let _order = self.ordered();
             let held_back = client.file_lock(request)?;
+            self.answered_ms.store(self.now_ms(), Ordering::Relaxed);
             if held_back.is_none() {
                 // Cannot be refused: the manager's table held this lock for the same
                 // owner under the same rules and bounds.
@@ -362,6 +369,14 @@ impl Holders {
                 self.renew_now(client);
             }
         }
+        if self.any() && stale(&self.answered_ms) > self.trusted_ms && self.table().on(inode) {
+            eprintln!(
+                "weft-fuse: I/O on inode {inode} refused (EIO): the metadata manager has not answered this mount for {} ms, so it may have dropped the mount's locks on the file (it keeps them {} ms without renewal) and another process may hold them",
+                stale(&self.answered_ms),
+                session_lease().as_millis()
+            );
+            return Err(());
+        }
         if self.lost_since(inode, opened_at) {
             Err(())
         } else {
@@ -407,6 +422,7 @@ impl Holders {
     /// The manager answered `state`: if another incarnation than the one that granted
     /// the locks here, it restarted and they are reclaimed.
     fn saw(&self, client: &Client, state: LockState) {
+        self.answered_ms.store(self.now_ms(), Ordering::Relaxed);
         let known = self.incarnation.load(Ordering::SeqCst);
         if known == state.incarnation
             || (known == 0
@@ -495,6 +511,26 @@ impl Holders {
     pub fn end_waiter(&self) {
         self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// The manager's mount session lease (weft-meta's `SESSION_LEASE`, 60 s; tests shorten
+/// both sides with `WEFT_SESSION_LEASE_MS`, as weftd reads it).
+fn session_lease() -> Duration {
+    let ms = std::env::var("WEFT_SESSION_LEASE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(60_000, |ms| ms.clamp(1000, 3_600_000));
+    Duration::from_millis(ms)
+}
+
+/// How long a mount goes on doing I/O under its locks without an answer from the
+/// manager: five sixths of the lease, so that it stops before the manager may drop the
+/// locks (at the lease, measured from the manager's receipt of the last renewal, which
+/// is before this mount's receipt of its answer), as an NFS client stops at its lease's
+/// end. A mount cut off from the manager but not from the io servers would otherwise
+/// write on under locks another process may hold by then.
+fn locks_trusted() -> Duration {
+    session_lease() * 5 / 6
 }
 
 /// Drops every lock of `owner` of `session` on `inode` at the manager (errors are

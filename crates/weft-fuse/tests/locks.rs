@@ -839,6 +839,42 @@ fn a_mount_whose_session_lapsed_loses_its_locks_visibly() {
     assert_eq!(contend(&a.join("db"))[0], 0, "A after B's unlock");
 }
 
+/// A mount the manager has not answered for most of its session lease stops doing I/O
+/// under its locks (EIO), as an NFS client does at its lease's end: past the lease the
+/// manager may drop them and grant them to another process, and a mount cut off from
+/// the manager but not from the io servers would write on under them. Here the manager
+/// is stopped for longer than 5/6 of a 3 s lease; the holder's write used to succeed.
+#[test]
+fn io_under_locks_the_manager_has_not_confirmed_for_most_of_the_lease_fails() {
+    let lease = "3000";
+    let cluster =
+        TestCluster::start_with_env(&ClusterOptions::default(), &[("WEFT_SESSION_LEASE_MS", lease)]);
+    let a = Mount::with_env(
+        &cluster,
+        &[],
+        &[("WEFT_SESSION_LEASE_MS", lease), ("WEFT_TIMEOUT_MS", "1000")],
+    );
+    std::fs::write(a.join("db"), [0u8; 100]).unwrap();
+    let holder = Holder::start(&a.join("db"));
+    assert_eq!(holder.step(b'l'), 0);
+    assert_eq!(holder.step(b'w'), 0, "A's write under its lock");
+    let manager = Stopped::new(cluster.pid(0).expect("the manager runs"));
+    std::thread::sleep(Duration::from_millis(3500));
+    let written = holder.step(b'w');
+    drop(manager);
+    assert_eq!(
+        written,
+        libc::EIO as i64,
+        "A's write, the manager silent for 3.5 s of a 3 s lease"
+    );
+    assert!(
+        a.log_text().contains("refused (EIO)"),
+        "mount A's log:\n{}",
+        a.log_text()
+    );
+    drop(holder);
+}
+
 /// F_SETLK of bytes 50..51 of `path` in a child process: its errno (the lock goes with
 /// the child).
 fn lock_beside(path: &Path) -> i64 {
