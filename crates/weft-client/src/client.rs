@@ -1434,10 +1434,7 @@ impl Client {
             dst_parent,
             dst_name: Name::from(dst_name),
         };
-        match self.inner.meta(&request)? {
-            Response::Renamed { moved, .. } => Ok(moved),
-            other => Err(unexpected(&other)),
-        }
+        self.moved(&request)
     }
 
     /// Swaps two names atomically (rename(2) with RENAME_EXCHANGE): each then leads to
@@ -1454,7 +1451,12 @@ impl Client {
             b_parent,
             b_name: Name::from(b_name),
         };
-        match self.inner.meta(&request)? {
+        self.moved(&request)
+    }
+
+    /// Sends a rename-like `request` to the manager: the moved inode's attributes.
+    fn moved(&self, request: &Request) -> Result<Attr, ClientError> {
+        match self.inner.meta(request)? {
             Response::Renamed { moved, .. } => Ok(moved),
             other => Err(unexpected(&other)),
         }
