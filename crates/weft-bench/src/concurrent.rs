@@ -382,7 +382,7 @@ struct Results {
 }
 
 const NOTE_CACHE: &str = "reads on both sides are likely served from the page cache (the local \
-file's, and the io servers' object files'): dropping caches needs root, so both sides are equal";
+file's, and the io servers' object files'): this benchmark drops no caches, so both sides read alike";
 
 /// Most process counts of one sweep.
 pub const SWEEP_MAX: usize = 16;
