@@ -1054,23 +1054,38 @@ fn creates_take_precreated_objects_and_a_restart_purges_the_unused_ones() {
     }
 }
 
+/// A service with pools of `batch` numbers and the background refiller.
+fn refilled_fixture(batch: usize) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = Arc::new(FakeServers::default());
+    let service =
+        Arc::new(MetaService::new(open(dir.path()), cluster_info(&IO_SERVERS), servers.clone()).unwrap());
+    service.set_precreate_batch(batch);
+    service.spawn_refiller();
+    Fixture {
+        _dir: dir,
+        service,
+        servers,
+    }
+}
+
+/// Creates file `f<k>` in the root, striped over all 4 io servers (one pool).
+fn create_numbered(service: &MetaService, k: usize) -> Result<Response, WireError> {
+    let all = LayoutRequest {
+        stripe_count: Some(4),
+        ..Default::default()
+    };
+    service.handle(create_request(root(), InodeId::ROOT, &format!("f{k}"), all, true))
+}
+
 /// With the background refiller, a pool that runs down to half a batch is refilled
 /// while it still has numbers: the creates never find it empty, and the pool holds more
 /// than half a batch again without any further create.
 #[test]
 fn the_refiller_tops_the_pool_up_before_it_runs_dry() {
-    let dir = tempfile::tempdir().unwrap();
-    let servers = Arc::new(FakeServers::default());
-    let service =
-        Arc::new(MetaService::new(open(dir.path()), cluster_info(&IO_SERVERS), servers.clone()).unwrap());
-    service.set_precreate_batch(8);
-    service.spawn_refiller();
-    let all = LayoutRequest {
-        stripe_count: Some(4),
-        ..Default::default()
-    };
-    let create =
-        |k: usize| attr(service.handle(create_request(root(), InodeId::ROOT, &format!("f{k}"), all, true)));
+    let f = refilled_fixture(8);
+    let (service, servers) = (&f.service, &f.servers);
+    let create = |k: usize| attr(create_numbered(service, k));
     // The first create refills itself (the pool is empty): 8 numbers, 7 left.
     create(0);
     assert_eq!(servers.create_calls.load(Ordering::SeqCst), 4);
@@ -1104,18 +1119,9 @@ fn the_refiller_tops_the_pool_up_before_it_runs_dry() {
 /// Here the refiller's batches fail (server 12 refuses) until the pool runs dry.
 #[test]
 fn creates_that_outrun_the_refiller_make_its_batches_bigger() {
-    let dir = tempfile::tempdir().unwrap();
-    let servers = Arc::new(FakeServers::default());
-    let service =
-        Arc::new(MetaService::new(open(dir.path()), cluster_info(&IO_SERVERS), servers.clone()).unwrap());
-    service.set_precreate_batch(8);
-    service.spawn_refiller();
-    let all = LayoutRequest {
-        stripe_count: Some(4),
-        ..Default::default()
-    };
-    let create =
-        |k: usize| service.handle(create_request(root(), InodeId::ROOT, &format!("f{k}"), all, true));
+    let f = refilled_fixture(8);
+    let (service, servers) = (&f.service, &f.servers);
+    let create = |k: usize| create_numbered(service, k);
     // The first create fills the pool itself: 8 numbers, 7 left, on every server.
     attr(create(0));
     assert_eq!(servers.objects_on(ServerId(12)).len(), 8);
