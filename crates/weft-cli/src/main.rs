@@ -176,8 +176,9 @@ cluster that is stopped, `weft up` starts it again with its data."
         io_servers: u32,
         /// Objects the metadata manager precreates on the io servers per refill of its
         /// pool, so that creates need no round trip to them (0: create each file's
-        /// objects at its create; at most 4096, more is taken as 4096). Default: the
-        /// manager's (128).
+        /// objects at its create; at most 4096, more is taken as 4096); doubled, up to
+        /// 4096, for a set of servers whose creates empty the pool before its refill
+        /// comes back. Default: the manager's (128).
         #[arg(long, value_name = "N")]
         precreate: Option<u32>,
         /// Default stripe size of new files (K, M, G suffixes accepted; 512 to 1G).

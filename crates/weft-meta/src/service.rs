@@ -129,6 +129,10 @@ pub struct MetaService {
     refilling: Mutex<()>,
     /// Numbers per refill (`PRECREATE_BATCH` unless set; 0: no pool).
     precreate_batch: AtomicUsize,
+    /// Server sets whose creates outran the background refiller (found their pool
+    /// empty): how many times their refills double `precreate_batch` (see
+    /// `batch_for`), and whether the pool is empty since (one doubling per time).
+    batch_doublings: Mutex<HashMap<Vec<ServerId>, (u32, bool)>>,
     /// Grants capabilities (none: the cluster asks for none, see `GrantCapability`).
     capabilities: std::sync::OnceLock<Arc<dyn CapabilityIssuer>>,
     /// The background refiller (`spawn_refiller`), if started: asked to refill a
@@ -318,6 +322,7 @@ impl MetaService {
             precreated: Mutex::new(HashMap::new()),
             refilling: Mutex::new(()),
             precreate_batch: AtomicUsize::new(PRECREATE_BATCH),
+            batch_doublings: Mutex::new(HashMap::new()),
             capabilities: Default::default(),
             refiller: Mutex::new(None),
             refills_asked: Mutex::new(BTreeSet::new()),
@@ -1056,17 +1061,20 @@ impl MetaService {
     /// pool when empty (one request per server for `PRECREATE_BATCH` numbers). `None`
     /// when the set has no pool and cannot get one (`PRECREATE_POOLS_MAX`).
     fn take_precreated(&self, layout: &Layout) -> Result<Option<InodeId>, WireError> {
-        let batch = self.precreate_batch.load(Ordering::Relaxed);
         let mut servers = layout.servers.clone();
         servers.sort_unstable();
-        let pop = || -> Option<Option<InodeId>> {
+        let batch = self.batch_for(&servers);
+        // `ran_dry`: the set's pool was filled before and is empty now.
+        let pop = |ran_dry: &mut bool| -> Option<Option<InodeId>> {
             let mut pools = self.precreated.lock().unwrap_or_else(|p| p.into_inner());
             if !pools.contains_key(&servers) && pools.len() >= PRECREATE_POOLS_MAX {
                 return Some(None);
             }
+            *ran_dry = pools.contains_key(&servers);
             pools.get_mut(&servers).and_then(|pool| pool.pop()).map(Some)
         };
-        if let Some(found) = pop() {
+        let mut ran_dry = false;
+        if let Some(found) = pop(&mut ran_dry) {
             if found.is_some() {
                 self.refill_if_low(layout, &servers, batch);
             }
@@ -1075,9 +1083,13 @@ impl MetaService {
         if batch == 0 {
             return Ok(None);
         }
+        if ran_dry {
+            self.outran_refiller(&servers);
+        }
+        let batch = self.batch_for(&servers);
         let _refill = self.refilling.lock().unwrap_or_else(|p| p.into_inner());
         // Another create may have refilled it while this one waited.
-        if let Some(found) = pop() {
+        if let Some(found) = pop(&mut ran_dry) {
             return Ok(found);
         }
         let mut fresh = match self.refill(layout, &servers, batch) {
@@ -1136,7 +1148,7 @@ impl MetaService {
     /// meanwhile; a failure is logged (the next create that finds the pool empty
     /// refills itself and reports it).
     fn refill_in_background(&self, layout: &Layout, servers: &[ServerId]) {
-        let batch = self.precreate_batch.load(Ordering::Relaxed);
+        let batch = self.batch_for(servers);
         let _refill = self.refilling.lock().unwrap_or_else(|p| p.into_inner());
         let left = self
             .precreated
@@ -1223,7 +1235,59 @@ impl MetaService {
                 format!("precreating objects on io server {server}: {}", error.message),
             ));
         }
+        if let Some((_, dry)) = self
+            .batch_doublings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(servers)
+        {
+            *dry = false;
+        }
         Ok(inodes)
+    }
+
+    /// Numbers per refill of the pool of `servers`: `precreate_batch`, doubled each
+    /// time creates of that set outran the background refiller, up to
+    /// `BATCH_INODES_MAX`. A refill takes about as long for many objects as for a few
+    /// (one request and one `syncfs` per server, which a busy disk makes slow: 0.05 to
+    /// 6 s measured on a shared VM), so a pool that creates empty before its refill
+    /// lands needs bigger refills, not more of them: with 128, 4 clients creating at 300
+    /// files/s emptied the 64 numbers left when the refill was asked for before it came
+    /// back, and every create of the set waited for it.
+    fn batch_for(&self, servers: &[ServerId]) -> usize {
+        let batch = self.precreate_batch.load(Ordering::Relaxed);
+        let doublings = self
+            .batch_doublings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(servers)
+            .map_or(0, |(doublings, _)| *doublings);
+        // BATCH_INODES_MAX is 2^12: more doublings never matter.
+        batch.saturating_mul(1 << doublings.min(12)).min(BATCH_INODES_MAX)
+    }
+
+    /// A create found the pool of `servers` empty after it had been filled: with a
+    /// background refiller, creates outran it, and the set's refills double (see
+    /// `batch_for`), once until a refill lands (creates finding it empty together
+    /// double it once). Without a refiller (every empty pool is refilled by a create),
+    /// nothing changes.
+    fn outran_refiller(&self, servers: &[ServerId]) {
+        if self.refiller.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+            return;
+        }
+        let batch = self.precreate_batch.load(Ordering::Relaxed);
+        if batch == 0 || self.batch_for(servers) >= BATCH_INODES_MAX {
+            return;
+        }
+        let mut doublings = self.batch_doublings.lock().unwrap_or_else(|p| p.into_inner());
+        if !doublings.contains_key(servers) && doublings.len() >= PRECREATE_POOLS_MAX {
+            return;
+        }
+        let (count, dry) = doublings.entry(servers.to_vec()).or_insert((0, false));
+        if !*dry {
+            *dry = true;
+            *count += 1;
+        }
     }
 
     /// Puts a precreated number a create did not use back into its pool.

@@ -1054,23 +1054,38 @@ fn creates_take_precreated_objects_and_a_restart_purges_the_unused_ones() {
     }
 }
 
+/// A service with pools of `batch` numbers and the background refiller.
+fn refilled_fixture(batch: usize) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = Arc::new(FakeServers::default());
+    let service =
+        Arc::new(MetaService::new(open(dir.path()), cluster_info(&IO_SERVERS), servers.clone()).unwrap());
+    service.set_precreate_batch(batch);
+    service.spawn_refiller();
+    Fixture {
+        _dir: dir,
+        service,
+        servers,
+    }
+}
+
+/// Creates file `f<k>` in the root, striped over all 4 io servers (one pool).
+fn create_numbered(service: &MetaService, k: usize) -> Result<Response, WireError> {
+    let all = LayoutRequest {
+        stripe_count: Some(4),
+        ..Default::default()
+    };
+    service.handle(create_request(root(), InodeId::ROOT, &format!("f{k}"), all, true))
+}
+
 /// With the background refiller, a pool that runs down to half a batch is refilled
 /// while it still has numbers: the creates never find it empty, and the pool holds more
 /// than half a batch again without any further create.
 #[test]
 fn the_refiller_tops_the_pool_up_before_it_runs_dry() {
-    let dir = tempfile::tempdir().unwrap();
-    let servers = Arc::new(FakeServers::default());
-    let service =
-        Arc::new(MetaService::new(open(dir.path()), cluster_info(&IO_SERVERS), servers.clone()).unwrap());
-    service.set_precreate_batch(8);
-    service.spawn_refiller();
-    let all = LayoutRequest {
-        stripe_count: Some(4),
-        ..Default::default()
-    };
-    let create =
-        |k: usize| attr(service.handle(create_request(root(), InodeId::ROOT, &format!("f{k}"), all, true)));
+    let f = refilled_fixture(8);
+    let (service, servers) = (&f.service, &f.servers);
+    let create = |k: usize| attr(create_numbered(service, k));
     // The first create refills itself (the pool is empty): 8 numbers, 7 left.
     create(0);
     assert_eq!(servers.create_calls.load(Ordering::SeqCst), 4);
@@ -1096,6 +1111,35 @@ fn the_refiller_tops_the_pool_up_before_it_runs_dry() {
     for server in IO_SERVERS {
         assert_eq!(servers.objects_on(server).len(), 16);
     }
+}
+
+/// Creates that empty a pool before the background refill lands (a busy disk makes an
+/// io server's precreation slow: 0.05 to 6 s measured) wait for it, every one of them;
+/// the set's next refills are twice as big, so that the pool outlasts a refill.
+/// Here the refiller's batches fail (server 12 refuses) until the pool runs dry.
+#[test]
+fn creates_that_outrun_the_refiller_make_its_batches_bigger() {
+    let f = refilled_fixture(8);
+    let (service, servers) = (&f.service, &f.servers);
+    let create = |k: usize| create_numbered(service, k);
+    // The first create fills the pool itself: 8 numbers, 7 left, on every server.
+    attr(create(0));
+    assert_eq!(servers.objects_on(ServerId(12)).len(), 8);
+    servers.create_fails.lock().unwrap().insert(ServerId(12));
+    // The refiller is asked at 4 left and fails: the pool runs dry.
+    for k in 1..8 {
+        attr(create(k));
+    }
+    let error = create(8).unwrap_err();
+    assert_eq!(error.code, ErrorCode::Unavailable, "{}", error.message);
+    servers.create_fails.lock().unwrap().clear();
+    // One refill lands next (the create's own, or the refiller's): 16 numbers.
+    attr(create(9));
+    assert_eq!(
+        servers.objects_on(ServerId(12)).len(),
+        8 + 16,
+        "the refill after the pool ran dry precreates a doubled batch"
+    );
 }
 
 /// A refill that fails on one server fails the create with that server named, leaves no
