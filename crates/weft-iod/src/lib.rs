@@ -21,6 +21,6 @@ pub use counters::{io_counts, IoCounts};
 pub use extent_lock::{
     EXTENT_LOCKS_MAX, EXTENT_LOCKS_PER_CONNECTION_MAX, EXTENT_LOCK_HOLD_MAX, EXTENT_LOCK_RANGES_MAX,
 };
-pub use objects::ObjectStore;
+pub use objects::{ObjectStore, REAP_MIN_BYTES, SLOW_FREE_MAX};
 pub use service::{ranges_stream_len, view_slices, IoService, WRITE_STALL_MAX};
 pub use views::ViewRegistry;

@@ -491,9 +491,11 @@ impl IoService {
         let file = self.objects.get(inode)?;
         // Alone, so that no sieve span writes back bytes from before the truncate.
         let _alone = self.locks.of(inode).write().unwrap_or_else(|p| p.into_inner());
-        file.set_len(local).map_err(|e| io_error(e, inode, "truncate"))?;
         if local == 0 {
-            self.objects.emptied(inode);
+            // A big object is replaced, its blocks freed in the background.
+            self.objects.empty(inode, &file)?;
+        } else {
+            file.set_len(local).map_err(|e| io_error(e, inode, "truncate"))?;
         }
         Ok(Response::Done)
     }

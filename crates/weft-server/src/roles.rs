@@ -54,6 +54,9 @@ impl Roles {
                 Some((offset, pause)) => io.stall_write_once(offset, pause),
                 None => io,
             };
+            if let Some(pause) = slow_free_from_env()? {
+                io.objects().set_slow_free(pause);
+            }
             Some(Arc::new(io.named(format!("io server {}", plan.id))))
         } else {
             None
@@ -404,6 +407,27 @@ fn write_stall_from_env() -> Result<Option<(u64, std::time::Duration)>> {
             "{NAME}={value:?}: expected <offset>:<ms>, a file offset and 1 to {} milliseconds (a test hook; unset it)",
             weft_iod::WRITE_STALL_MAX.as_millis()
         ),
+    }
+}
+
+/// The test hook `WEFT_FAULT_SLOW_FREE_MS=<ms>`: the io role takes `ms` milliseconds
+/// (1 to 600000) longer to free the blocks of any object holding at least
+/// `weft_iod::REAP_MIN_BYTES` (`ObjectStore::set_slow_free`), as a synchronous discard
+/// of gigabytes does on ext4 mounted with `discard`. Unset: nothing. Set badly: weftd
+/// refuses to start.
+fn slow_free_from_env() -> Result<Option<std::time::Duration>> {
+    const NAME: &str = "WEFT_FAULT_SLOW_FREE_MS";
+    let Some(value) = std::env::var_os(NAME) else {
+        return Ok(None);
+    };
+    let value = value.to_string_lossy();
+    let max = weft_iod::SLOW_FREE_MAX.as_millis() as u64;
+    match value.trim().parse::<u64>() {
+        Ok(ms) if (1..=max).contains(&ms) => {
+            eprintln!("weftd: test hook {NAME}: freeing a big object's blocks takes {ms} ms longer");
+            Ok(Some(std::time::Duration::from_millis(ms)))
+        }
+        _ => anyhow::bail!("{NAME}={value:?}: expected 1 to {max} milliseconds (a test hook; unset it)"),
     }
 }
 
