@@ -119,7 +119,8 @@ impl StampBatch {
             let mut ended = self.lock();
             match answers {
                 Ok(missing) if missing.len() == tickets.len() => {
-                    for (((ticket, attr), stamp), missing) in tickets.into_iter().zip(attrs).zip(stamps).zip(missing)
+                    for (((ticket, attr), stamp), missing) in
+                        tickets.into_iter().zip(attrs).zip(stamps).zip(missing)
                     {
                         ended.answers.insert(ticket, Answer::Done((attr, stamp, missing)));
                     }
@@ -237,10 +238,18 @@ mod tests {
         assert_eq!(first.join().unwrap().0.size, 100);
         for (k, t) in others.into_iter().enumerate() {
             let (attr, _, missing) = t.join().unwrap();
-            assert_eq!(attr.size, 101 + k as u64, "each thread gets its own file's answer");
+            assert_eq!(
+                attr.size,
+                101 + k as u64,
+                "each thread gets its own file's answer"
+            );
             assert!(!missing);
         }
-        assert_eq!(calls.load(Ordering::SeqCst), 2, "one batch for the 6 that came meanwhile");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "one batch for the 6 that came meanwhile"
+        );
 
         // A failing batch of two: each asked again alone.
         let fails = Arc::new(AtomicUsize::new(0));
@@ -260,6 +269,9 @@ mod tests {
         let (attr, _, _) = batch.ask(file(2), &ask).unwrap();
         assert_eq!(attr.size, 7);
         assert_eq!(fails.load(Ordering::SeqCst), 1);
-        assert!(matches!(batch.lock().answers.remove(&u64::MAX), Some(Answer::Alone)));
+        assert!(matches!(
+            batch.lock().answers.remove(&u64::MAX),
+            Some(Answer::Alone)
+        ));
     }
 }
