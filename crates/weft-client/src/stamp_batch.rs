@@ -10,13 +10,16 @@
 //!
 //! Freshness is as before: a file's requests are sent only after its caller queued it,
 //! so every answer is from after the call began (what close-to-open asks of an open).
-//! A batch that fails is asked again file by file, so that one file's unreachable server
-//! fails only the opens of files on it.
+//! Files are batched only with files on the same servers (the same layout's servers, and
+//! the cache tier or not), so a stalled server holds up only the files it holds, which
+//! would wait for it anyway; a batch that fails is asked again file by file, so that one
+//! file's unreachable server fails only the opens of files on it.
 
 use crate::client::DataStamp;
 use crate::error::ClientError;
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
+use weft_layout::ServerId;
 use weft_proto::Attr;
 
 /// Most files in one batch; the rest wait for the next.
@@ -34,13 +37,44 @@ enum Answer {
     Alone,
 }
 
+/// Files batched together: on the same servers, in the cache tier or not.
+type Key = (Vec<ServerId>, bool);
+
+fn key_of(attr: &Attr) -> Key {
+    (
+        attr.layout
+            .as_ref()
+            .map(|l| l.servers.clone())
+            .unwrap_or_default(),
+        attr.cache.uses_tier(),
+    )
+}
+
+#[derive(Default)]
+struct Group {
+    queue: Vec<(u64, Attr)>,
+    /// A batch of the group is on its way.
+    running: bool,
+}
+
 #[derive(Default)]
 struct State {
     next_ticket: u64,
-    queue: Vec<(u64, Attr)>,
+    /// Groups with files queued or a batch on its way (others are removed).
+    groups: HashMap<Key, Group>,
     answers: HashMap<u64, Answer>,
-    /// A batch is on its way.
-    running: bool,
+}
+
+impl State {
+    /// The group's batch is over: the next may start; a group with nothing left goes.
+    fn ended(&mut self, key: &Key) {
+        if let Some(group) = self.groups.get_mut(key) {
+            group.running = false;
+            if group.queue.is_empty() {
+                self.groups.remove(key);
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -53,6 +87,7 @@ pub(crate) struct StampBatch {
 /// next batch may start (the batch's own end clears `tickets`).
 struct Running<'a> {
     batch: &'a StampBatch,
+    key: &'a Key,
     tickets: Vec<u64>,
 }
 
@@ -65,7 +100,7 @@ impl Drop for Running<'_> {
         for ticket in self.tickets.drain(..) {
             state.answers.insert(ticket, Answer::Alone);
         }
-        state.running = false;
+        state.ended(self.key);
         drop(state);
         self.batch.answered.notify_all();
     }
@@ -84,10 +119,16 @@ impl StampBatch {
         attr: Attr,
         ask: impl Fn(&mut [Attr], &mut [Option<DataStamp>]) -> Result<Vec<bool>, ClientError>,
     ) -> Result<Stamped, ClientError> {
+        let key = key_of(&attr);
         let mut state = self.lock();
         let ticket = state.next_ticket;
         state.next_ticket += 1;
-        state.queue.push((ticket, attr.clone()));
+        state
+            .groups
+            .entry(key.clone())
+            .or_default()
+            .queue
+            .push((ticket, attr.clone()));
         loop {
             match state.answers.remove(&ticket) {
                 Some(Answer::Done(stamped)) => return Ok(stamped),
@@ -98,19 +139,22 @@ impl StampBatch {
                 }
                 None => {}
             }
-            if state.running {
+            // Unanswered, the file is queued in its group, which is there until then.
+            let group = state.groups.entry(key.clone()).or_default();
+            if group.running {
                 state = self.answered.wait(state).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
             // No batch on its way: this thread sends the oldest files queued (its own is
             // among them, or in a later batch it sends: queued and not answered, it is
             // still in the queue, which nothing else takes from).
-            state.running = true;
-            let take = state.queue.len().min(BATCH_FILES_MAX);
-            let batch: Vec<(u64, Attr)> = state.queue.drain(..take).collect();
+            group.running = true;
+            let take = group.queue.len().min(BATCH_FILES_MAX);
+            let batch: Vec<(u64, Attr)> = group.queue.drain(..take).collect();
             drop(state);
             let mut running = Running {
                 batch: self,
+                key: &key,
                 tickets: batch.iter().map(|(t, _)| *t).collect(),
             };
             let (tickets, mut attrs): (Vec<u64>, Vec<Attr>) = batch.into_iter().unzip();
@@ -137,7 +181,7 @@ impl StampBatch {
                 }
             }
             // Answered and ended under one lock: the guard has nothing left to do.
-            ended.running = false;
+            ended.ended(&key);
             running.tickets.clear();
             drop(ended);
             self.answered.notify_all();
@@ -210,7 +254,8 @@ mod tests {
                     .unwrap()
             })
         };
-        while !batch.lock().running {
+        let key = key_of(&file(100));
+        while !batch.lock().groups.get(&key).is_some_and(|g| g.running) {
             std::thread::yield_now();
         }
         let others: Vec<_> = (1..=threads as u64)
@@ -231,7 +276,7 @@ mod tests {
             })
             .collect();
         started.wait();
-        while batch.lock().queue.len() < threads {
+        while batch.lock().groups.get(&key).map_or(0, |g| g.queue.len()) < threads {
             std::thread::yield_now();
         }
         release.wait();
@@ -262,10 +307,13 @@ mod tests {
             attrs[0].size = 7;
             Ok(vec![false])
         };
-        {
-            let mut state = batch.lock();
-            state.queue.push((u64::MAX, file(1)));
-        }
+        batch
+            .lock()
+            .groups
+            .entry(key.clone())
+            .or_default()
+            .queue
+            .push((u64::MAX, file(1)));
         let (attr, _, _) = batch.ask(file(2), &ask).unwrap();
         assert_eq!(attr.size, 7);
         assert_eq!(fails.load(Ordering::SeqCst), 1);
@@ -273,5 +321,52 @@ mod tests {
             batch.lock().answers.remove(&u64::MAX),
             Some(Answer::Alone)
         ));
+    }
+
+    /// A batch held up (a stalled io server) holds up only files on the same servers:
+    /// a file on other servers is sent at once, in a batch of its own. Fails if every
+    /// file waited for the one batch on its way.
+    #[test]
+    fn a_batch_on_its_way_holds_up_only_files_on_the_same_servers() {
+        use weft_layout::{Layout, ServerId};
+        let on = |inode: u64, server: u32| Attr {
+            layout: Some(Layout {
+                stripe_size_bytes: 65536,
+                servers: vec![ServerId(server)],
+            }),
+            ..file(inode)
+        };
+        let batch = Arc::new(StampBatch::default());
+        let release = Arc::new(Barrier::new(2));
+        let stalled = {
+            let (batch, release) = (batch.clone(), release.clone());
+            std::thread::spawn(move || {
+                batch
+                    .ask(on(1, 1), |_, _| {
+                        release.wait();
+                        Ok(vec![false])
+                    })
+                    .unwrap()
+            })
+        };
+        while !batch
+            .lock()
+            .groups
+            .get(&key_of(&on(1, 1)))
+            .is_some_and(|g| g.running)
+        {
+            std::thread::yield_now();
+        }
+        // Answered while server 1's batch is still out (else this never returns).
+        let (other, _, _) = batch
+            .ask(on(2, 2), |attrs, _| {
+                attrs[0].size = 22;
+                Ok(vec![false])
+            })
+            .unwrap();
+        assert_eq!(other.size, 22);
+        release.wait();
+        stalled.join().unwrap();
+        assert!(batch.lock().groups.is_empty(), "groups with nothing queued go");
     }
 }
