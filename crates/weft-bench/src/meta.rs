@@ -1,10 +1,9 @@
 //! `weft bench meta`: metadata operations in the manner of mdtest. P client processes
-//! create, stat, read (open, read, close), list (names, then `ls -l`), rename and
-//! unlink N files in all, first in one shared directory, then in one directory per
-//! process, through the native client, through a FUSE mount and on a local directory,
-//! in the same run. Figures are operations per second: all processes' operations over
-//! the parent's wall time from the phase's start (sent to every worker back to back) to
-//! the last worker's answer.
+//! create, stat, list (names, then `ls -l`), rename and unlink N files in all, first in
+//! one shared directory, then in one directory per process, through the native client,
+//! through a FUSE mount and on a local directory, in the same run. Figures are
+//! operations per second: all processes' operations over the parent's wall time from
+//! the phase's start (sent to every worker back to back) to the last worker's answer.
 
 use crate::cluster;
 use crate::mount::MountGuard;
@@ -14,14 +13,12 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use std::ffi::OsString;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use weft_client::{Client, CreateOptions, FileKind, InodeId, Name};
 
 pub const LONG_ABOUT: &str = "Metadata operations in the manner of mdtest: P client processes \
 (separate processes, started by this command) create N empty files in all (O_CREAT|O_EXCL), stat \
-each of them, open, read and close each of them (mdtest's read phase: opened read-write, one read \
-finds the end), list the directory (names only, then names and attributes as `ls -l` does), rename \
+each of them, list the directory (names only, then names and attributes as `ls -l` does), rename \
 each file within its directory and unlink it, first in one directory shared by all processes, then \
 in one directory per process. Phases start together (a barrier through pipes); a figure is all \
 processes' operations over the wall time from the start to the last process's answer. A listing \
@@ -40,9 +37,6 @@ pub const PROCS_MAX: u32 = 256;
 pub const FILES_MAX: u64 = 10_000_000;
 /// Entries asked per native directory page.
 const NATIVE_PAGE_ENTRIES: u32 = 1024;
-/// Bytes each read of the read phase asks for (the files are empty: one read finds
-/// the end).
-const READ_BUFFER_BYTES: usize = 4096;
 
 #[derive(Args, Debug, Clone)]
 pub struct MetaArgs {
@@ -145,8 +139,6 @@ const LAYOUTS: [Layout; 2] = [Layout::Shared, Layout::Private];
 enum Phase {
     Create,
     Stat,
-    /// mdtest's read phase: open (read-write, as mdtest opens), read to the end, close.
-    Read,
     Readdir,
     #[serde(rename = "ls-l")]
     LsL,
@@ -159,7 +151,6 @@ impl Phase {
         match self {
             Phase::Create => "create",
             Phase::Stat => "stat",
-            Phase::Read => "read",
             Phase::Readdir => "readdir",
             Phase::LsL => "ls-l",
             Phase::Rename => "rename",
@@ -171,7 +162,6 @@ impl Phase {
         Ok(match s {
             "create" => Phase::Create,
             "stat" => Phase::Stat,
-            "read" => Phase::Read,
             "readdir" => Phase::Readdir,
             "ls-l" => Phase::LsL,
             "rename" => Phase::Rename,
@@ -181,10 +171,9 @@ impl Phase {
     }
 }
 
-const PHASES: [Phase; 7] = [
+const PHASES: [Phase; 6] = [
     Phase::Create,
     Phase::Stat,
-    Phase::Read,
     Phase::Readdir,
     Phase::LsL,
     Phase::Rename,
@@ -547,22 +536,6 @@ fn native_phase(
             }
             Ok(w.args.files)
         }
-        Phase::Read => {
-            let mut buf = [0u8; READ_BUFFER_BYTES];
-            for name in w.names(layout, "f") {
-                let attr = client
-                    .lookup_sized(dir, &name, None)
-                    .with_context(|| format!("opening {dir_path}/{name}"))?;
-                let file = client
-                    .open_attr(attr, true)
-                    .with_context(|| format!("opening {dir_path}/{name}"))?;
-                let n = file
-                    .read_at(0, &mut buf)
-                    .with_context(|| format!("reading {dir_path}/{name}"))?;
-                ensure!(n == 0, "{dir_path}/{name}: not an empty file ({n} bytes read)");
-            }
-            Ok(w.args.files)
-        }
         Phase::Readdir | Phase::LsL => {
             let mut after = Name::default();
             let mut listed = 0u64;
@@ -638,23 +611,6 @@ fn posix_phase(w: &Worker, dir: &Path, phase: Phase, layout: Layout, expected: u
                     "{}: not an empty file",
                     path.display()
                 );
-            }
-            Ok(w.args.files)
-        }
-        Phase::Read => {
-            let mut buf = [0u8; READ_BUFFER_BYTES];
-            for name in w.names(layout, "f") {
-                let path = dir.join(&name);
-                // Read-write, as mdtest opens in its read phase; closed when dropped.
-                let mut f = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(&path)
-                    .with_context(|| format!("opening {}", path.display()))?;
-                let n = f
-                    .read(&mut buf)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                ensure!(n == 0, "{}: not an empty file ({n} bytes read)", path.display());
             }
             Ok(w.args.files)
         }

@@ -4,7 +4,6 @@
 use crate::error::ClientError;
 use crate::file::{File, TransferOptions};
 use crate::path;
-use crate::stamp_batch::StampBatch;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -29,10 +28,6 @@ pub(crate) struct Inner {
     /// `*_made` operations send their request alone from then on. Shared by every
     /// client made from this one.
     pub no_parent_attrs: Arc<AtomicBool>,
-    /// Sizes and data stamps asked by several threads at once, sent together (see
-    /// `stamp_batch`). Shared by every client made from this one (sizes need no
-    /// credential).
-    pub stamp_batch: Arc<StampBatch>,
 }
 
 /// Where to reach a server, chosen when it is first used (see `io_address`): a client
@@ -293,7 +288,6 @@ impl Client {
                 cred,
                 transfer: TransferOptions::default(),
                 no_parent_attrs: Arc::new(AtomicBool::new(false)),
-                stamp_batch: Arc::new(StampBatch::default()),
             }),
         })
     }
@@ -325,7 +319,6 @@ impl Client {
             cred: i.cred.clone(),
             transfer: i.transfer,
             no_parent_attrs: i.no_parent_attrs.clone(),
-            stamp_batch: i.stamp_batch.clone(),
         };
         change(&mut inner);
         Client {
@@ -575,19 +568,16 @@ impl Client {
     }
 
     /// An inode's attributes with its size and `DataStamp` filled in (the rest as given).
-    /// Asked after the call began, together with those other threads of this client ask
-    /// meanwhile (one request per io server for all of them, see `stamp_batch`).
-    pub fn attr_stamped(&self, attr: Attr) -> Result<(Attr, Option<DataStamp>), ClientError> {
+    pub fn attr_stamped(&self, mut attr: Attr) -> Result<(Attr, Option<DataStamp>), ClientError> {
         if attr.kind != FileKind::File {
             return Ok((attr, None));
         }
-        let (attr, stamp, missing) = self
-            .inner
-            .stamp_batch
-            .ask(attr, |attrs, stamps| self.sizes_stamped(attrs, Some(stamps)))?;
-        if missing {
+        let mut stamp = [None];
+        let missing = self.sizes_stamped(std::slice::from_mut(&mut attr), Some(&mut stamp))?;
+        if missing[0] {
             return Err(no_objects(attr.inode));
         }
+        let [stamp] = stamp;
         Ok((attr, stamp))
     }
 

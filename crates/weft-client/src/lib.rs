@@ -28,7 +28,6 @@ mod gather;
 mod list_io;
 pub mod path;
 mod shared_pointer;
-mod stamp_batch;
 pub mod trace;
 mod view_io;
 

@@ -331,28 +331,27 @@ impl IoService {
         Ok((Response::Bytes(total), data))
     }
 
-    fn extents(&self, items: &[(InodeId, Striping)], how: Stat) -> Result<Option<Response>, WireError> {
+    fn extents(&self, items: &[(InodeId, Striping)]) -> Result<Response, WireError> {
         let mut ends = Vec::with_capacity(items.len());
         for (inode, striping) in items {
-            let end = match how.metadata(&self.objects.path_of(*inode)) {
+            let end = match std::fs::metadata(self.objects.path_of(*inode)) {
                 Ok(m) => striping
                     .layout()
                     .logical_end_from_local(striping.server_index as usize, m.len()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => u64::MAX,
-                Err(e) if how.blocked(&e) => return Ok(None),
-                Err(e) => return Err(stat_error(e, *inode)),
+                Err(e) => return Err(io_error(e, *inode, "stat")),
             };
             ends.push(end);
         }
-        Ok(Some(Response::Extents(ends)))
+        Ok(Response::Extents(ends))
     }
 
     /// The logical end and the bytes allocated on disk of each object.
-    fn obj_stat(&self, items: &[(InodeId, Striping)], how: Stat) -> Result<Option<Response>, WireError> {
+    fn obj_stat(&self, items: &[(InodeId, Striping)]) -> Result<Response, WireError> {
         use std::os::unix::fs::MetadataExt;
         let mut stats = Vec::with_capacity(items.len());
         for (inode, striping) in items {
-            let stat = match how.metadata(&self.objects.path_of(*inode)) {
+            let stat = match std::fs::metadata(self.objects.path_of(*inode)) {
                 Ok(m) => (
                     striping
                         .layout()
@@ -360,21 +359,20 @@ impl IoService {
                     m.blocks().saturating_mul(512),
                 ),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => (u64::MAX, 0),
-                Err(e) if how.blocked(&e) => return Ok(None),
-                Err(e) => return Err(stat_error(e, *inode)),
+                Err(e) => return Err(io_error(e, *inode, "stat")),
             };
             stats.push(stat);
         }
-        Ok(Some(Response::ObjStats(stats)))
+        Ok(Response::ObjStats(stats))
     }
 
     /// `obj_stat` with each object's change stamp (`ObjStamped`): its ctime, unless
     /// that is less than `ObjStamped::SETTLE_NS` before now (then `UNSETTLED`).
-    fn obj_stamp(&self, items: &[(InodeId, Striping)], how: Stat) -> Result<Option<Response>, WireError> {
+    fn obj_stamp(&self, items: &[(InodeId, Striping)]) -> Result<Response, WireError> {
         use std::os::unix::fs::MetadataExt;
         let mut stamps = Vec::with_capacity(items.len());
         for (inode, striping) in items {
-            let stamped = match how.metadata(&self.objects.path_of(*inode)) {
+            let stamped = match std::fs::metadata(self.objects.path_of(*inode)) {
                 Ok(m) => {
                     // Read after the stat: a change between the two only makes the
                     // stamp look older than it is to the settle check, never newer.
@@ -408,12 +406,11 @@ impl IoService {
                     stamp: ObjStamped::ABSENT,
                     mtime: weft_proto::Timespec::default(),
                 },
-                Err(e) if how.blocked(&e) => return Ok(None),
-                Err(e) => return Err(stat_error(e, *inode)),
+                Err(e) => return Err(io_error(e, *inode, "stat")),
             };
             stamps.push(stamped);
         }
-        Ok(Some(Response::ObjStamps(stamps)))
+        Ok(Response::ObjStamps(stamps))
     }
 
     /// fallocate(2) of this server's part of `[offset, offset + len)`: one local run,
@@ -529,92 +526,6 @@ impl IoService {
 /// Largest read or write an event loop runs itself (`Handler::runs_inline`).
 pub const INLINE_BYTES_MAX: u64 = 64 * 1024;
 
-/// Most objects of a size request (`Extents`, `ObjStat`, `ObjStamp`) an event loop
-/// stats itself (`Handler::runs_inline`): an open's or a `stat`'s request names one;
-/// a listing's page may name hundreds, which go to a worker.
-pub const INLINE_STATS_MAX: usize = 8;
-
-/// How a size request stats its objects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stat {
-    /// As any system call: the path walk may read directories from the disk (a worker).
-    Waiting,
-    /// Only through names the kernel holds in its dentry cache (`RESOLVE_CACHED`), so
-    /// nothing waits for the disk (the event loop); `WouldBlock` otherwise.
-    Cached,
-}
-
-/// A stat that would have had to wait (`Stat::Cached`).
-fn would_block() -> std::io::Error {
-    std::io::Error::from_raw_os_error(libc::EAGAIN)
-}
-
-fn stat_error(e: std::io::Error, inode: InodeId) -> WireError {
-    io_error(e, inode, "stat")
-}
-
-/// A size request's answer from a `Stat::Waiting` stat, which always has one.
-fn waited(answer: Result<Option<Response>, WireError>) -> Result<Response, WireError> {
-    answer?.ok_or_else(|| WireError::new(ErrorCode::Io, "a stat that may wait did not wait".to_string()))
-}
-
-/// An inline answer with no bulk data (`None`: it would have waited).
-fn nothing_sent(answer: Option<Response>) -> Option<(Response, Vec<u8>)> {
-    answer.map(|response| (response, Vec::new()))
-}
-
-impl Stat {
-    /// `e` says the stat would have waited (only `Stat::Cached` says that).
-    fn blocked(self, e: &std::io::Error) -> bool {
-        self == Stat::Cached && e.raw_os_error() == Some(libc::EAGAIN)
-    }
-
-    fn metadata(self, path: &Path) -> std::io::Result<std::fs::Metadata> {
-        match self {
-            Stat::Waiting => std::fs::metadata(path),
-            Stat::Cached => cached_metadata(path),
-        }
-    }
-}
-
-/// `std::fs::metadata` of `path` if every name on the way is in the kernel's dentry
-/// cache (the inode is then in memory too, and its stat reads no disk), else the error
-/// EAGAIN (`would_block`), as on a kernel without `openat2`'s `RESOLVE_CACHED` (5.12).
-/// A name the cache knows is absent is `NotFound`, as for `std::fs::metadata`.
-fn cached_metadata(path: &Path) -> std::io::Result<std::fs::Metadata> {
-    use std::os::fd::FromRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| would_block())?;
-    // SAFETY: open_how is plain data; all-zero is its "no options" value.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_CACHED;
-    // SAFETY: a NUL-terminated path and an open_how of the size given, both alive for
-    // the call.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            c_path.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::ENOENT) => e,
-            // EAGAIN (not all cached), ENOSYS/EINVAL/E2BIG (an older kernel), anything
-            // else: the worker's plain stat says what it is.
-            _ => would_block(),
-        });
-    }
-    // SAFETY: a descriptor just opened and owned by nothing else; closed on drop.
-    let file = unsafe { std::fs::File::from_raw_fd(fd as i32) };
-    // statx(fd, "", AT_EMPTY_PATH) of the O_PATH descriptor: the inode in memory.
-    file.metadata()
-}
-
 impl weft_rpc::Handler for IoService {
     /// Plain reads go out by sendfile: the kernel moves the object's bytes from the page
     /// cache into the socket, with no buffer to zero and no copy through this process.
@@ -690,11 +601,6 @@ impl weft_rpc::Handler for IoService {
             Request::Read { ranges, .. } | Request::Write { ranges, .. } => {
                 matches!(ranges.as_slice(), [range] if range.len <= INLINE_BYTES_MAX)
             }
-            // A few stats of objects whose names are cached (see `try_inline`): an open's
-            // size and data stamp through the mount, a `stat`'s size.
-            Request::Extents { items } | Request::ObjStat { items } | Request::ObjStamp { items } => {
-                items.len() <= INLINE_STATS_MAX
-            }
             _ => false,
         }
     }
@@ -724,11 +630,6 @@ impl weft_rpc::Handler for IoService {
                 striping,
                 ranges,
             } if ranges.len() == 1 => self.write_nowait(*inode, striping, ranges, data),
-            // Sizes: stats through the dentry cache only; an object whose name is not
-            // cached (or a kernel without RESOLVE_CACHED) sends the request to a worker.
-            Request::Extents { items } => self.extents(items, Stat::Cached).map(nothing_sent),
-            Request::ObjStat { items } => self.obj_stat(items, Stat::Cached).map(nothing_sent),
-            Request::ObjStamp { items } => self.obj_stamp(items, Stat::Cached).map(nothing_sent),
             _ => return Inline::NotTried,
         };
         match result {
@@ -1003,9 +904,9 @@ impl IoService {
                 self.objects.sync(inode)?;
                 Response::Done
             }
-            Request::Extents { items } => waited(self.extents(&items, Stat::Waiting))?,
-            Request::ObjStat { items } => waited(self.obj_stat(&items, Stat::Waiting))?,
-            Request::ObjStamp { items } => waited(self.obj_stamp(&items, Stat::Waiting))?,
+            Request::Extents { items } => self.extents(&items)?,
+            Request::ObjStat { items } => self.obj_stat(&items)?,
+            Request::ObjStamp { items } => self.obj_stamp(&items)?,
             Request::Allocate {
                 inode,
                 striping,
@@ -1475,63 +1376,6 @@ mod tests {
             service.changes(ConnectionId(20), &many).unwrap().runs,
             vec![(16, 16 * 1000 + 8)]
         );
-    }
-
-    /// A size request naming a few objects (an open's through the mount: one object)
-    /// is answered by the event loop itself, with what a worker would have answered,
-    /// when the objects' names are in the dentry cache: no hand-off to a worker and back
-    /// for a stat. Fails if the loop hands it on (`NotTried` before this). One naming
-    /// more objects than `INLINE_STATS_MAX` (a listing's page) still goes to a worker.
-    #[test]
-    fn size_requests_of_cached_objects_are_answered_by_the_event_loop() {
-        use weft_rpc::{Handler, Inline};
-        let dir = tempfile::tempdir().unwrap();
-        let inode = InodeId(14);
-        let service = created(&dir, inode);
-        let striping = Striping {
-            stripe_size_bytes: 65536,
-            stripe_count: 1,
-            server_index: 0,
-        };
-        service
-            .handle(
-                CONNECTION,
-                Request::Write {
-                    inode,
-                    striping,
-                    ranges: vec![Range { offset: 0, len: 100 }],
-                },
-                vec![7; 100],
-            )
-            .unwrap();
-        let items = vec![(inode, striping)];
-        for request in [
-            Request::Extents { items: items.clone() },
-            Request::ObjStat { items: items.clone() },
-            Request::ObjStamp { items: items.clone() },
-        ] {
-            assert!(service.runs_inline(&request), "{request:?}");
-            // The worker's answer first: its plain stat caches the names.
-            let (worker, _) = service.handle(CONNECTION, request.clone(), vec![]).unwrap();
-            match service.try_inline(CONNECTION, &request, &[]) {
-                Inline::Done(Ok((inline, data))) => {
-                    assert!(data.is_empty());
-                    assert_eq!(format!("{inline:?}"), format!("{worker:?}"));
-                }
-                other => panic!("{request:?} of a cached object was not answered inline: {other:?}"),
-            }
-        }
-        let page = vec![(inode, striping); INLINE_STATS_MAX + 1];
-        assert!(!service.runs_inline(&Request::ObjStat { items: page }));
-        // A name the dentry cache has never seen is not walked on the loop (or is known
-        // absent): never an error.
-        let absent = Request::ObjStamp {
-            items: vec![(InodeId(0xfeed_0000_0001), striping)],
-        };
-        assert!(!matches!(
-            service.try_inline(CONNECTION, &absent, &[]),
-            Inline::Done(Err(_)) | Inline::NotTried
-        ));
     }
 
     /// The event loop serves small requests only if they wait for nothing: a read of
