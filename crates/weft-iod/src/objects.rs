@@ -109,10 +109,13 @@ impl ObjectStore {
     /// Truncates the object of `inode`, open as `file`, to nothing: by replacement
     /// when it is big (`empty_by_replacing`), else in place.
     pub fn empty(&self, inode: InodeId, file: &File) -> Result<(), WireError> {
-        if !self.empty_by_replacing(inode, file)? {
-            let big = file
-                .metadata()
-                .is_ok_and(|m| m.blocks().saturating_mul(512) >= REAP_MIN_BYTES);
+        let allocated = file
+            .metadata()
+            .map_err(|e| io_error(e, inode, "truncate"))?
+            .blocks()
+            .saturating_mul(512);
+        let big = allocated >= REAP_MIN_BYTES;
+        if !(big && self.empty_by_replacing(inode, file)?) {
             let freed = if big {
                 free_blocks(file, &self.slow_free_ms)
             } else {
@@ -142,21 +145,14 @@ impl ObjectStore {
         }
     }
 
-    /// Empties the object of `inode`, open as `file`, when it holds at least
-    /// `REAP_MIN_BYTES`: a fresh empty file takes its name (an exchange of two names,
-    /// then the old file's unlink) and the reaper frees the old one's blocks. Returns false for a smaller object,
-    /// left for the caller to truncate in place. The caller keeps every write to the
+    /// Empties the object of `inode`, open as `file` and holding at least
+    /// `REAP_MIN_BYTES` (`empty` checks): a fresh empty file takes its name (an
+    /// exchange of two names, then the old file's unlink) and the reaper frees the old
+    /// one's blocks. Returns false on a file system without RENAME_EXCHANGE, leaving
+    /// the caller to truncate in place. The caller keeps every write to the
     /// object out meanwhile (they are ordered against the truncate); reads already
     /// running finish on the old file, as if they had run before the truncate.
-    pub fn empty_by_replacing(&self, inode: InodeId, file: &File) -> Result<bool, WireError> {
-        let allocated = file
-            .metadata()
-            .map_err(|e| io_error(e, inode, "truncate"))?
-            .blocks()
-            .saturating_mul(512);
-        if allocated < REAP_MIN_BYTES {
-            return Ok(false);
-        }
+    fn empty_by_replacing(&self, inode: InodeId, file: &File) -> Result<bool, WireError> {
         let path = self.path_of(inode);
         let fresh_path = path.with_extension("fresh");
         let fresh = OpenOptions::new()
