@@ -86,7 +86,7 @@ impl ObjectStore {
                     left.fetch_sub(1, Ordering::SeqCst);
                 }
             })?;
-        Ok(ObjectStore {
+        let store = ObjectStore {
             root,
             open: Mutex::new(HashMap::new()),
             fsync_failed: AtomicBool::new(false),
@@ -95,7 +95,38 @@ impl ObjectStore {
             reaper,
             reaping,
             slow_free_ms,
-        })
+        };
+        store.sweep_leftovers()?;
+        Ok(store)
+    }
+
+    /// Removes the `<object>.fresh` files an emptying cut short by a crash left
+    /// (`empty_by_replacing`): before the exchange one is an empty new file, after it
+    /// the object's old contents; in neither case anything a client can reach. Big ones
+    /// go to the reaper, so that a restart does not wait for their blocks. Runs before
+    /// the store serves anything, so no emptying is under way.
+    fn sweep_leftovers(&self) -> io::Result<()> {
+        for k in 0..256 {
+            for entry in std::fs::read_dir(self.root.join(format!("{k:02x}")))? {
+                let path = entry?.path();
+                if path.extension().is_none_or(|e| e != "fresh") {
+                    continue;
+                }
+                let old = OpenOptions::new().write(true).open(&path).ok();
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+                if let Some(old) = old.filter(|f| {
+                    f.metadata()
+                        .is_ok_and(|m| m.blocks().saturating_mul(512) >= REAP_MIN_BYTES)
+                }) {
+                    self.reap(old);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The test hook `WEFT_FAULT_SLOW_FREE_MS`: freeing the blocks of an object
@@ -466,6 +497,7 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
 
     /// An object of `inode` holding `bytes` allocated bytes (fallocated), open.
     fn allocated(store: &ObjectStore, inode: InodeId, bytes: u64) -> Arc<File> {
@@ -517,6 +549,41 @@ mod tests {
             0,
             "the old file's blocks were not freed"
         );
+    }
+
+    #[test]
+    fn leftovers_of_an_emptying_cut_short_are_removed_when_the_store_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let (inode, big_old) = (InodeId(0x1234), InodeId(0x1235));
+        {
+            let store = ObjectStore::open(dir.path()).unwrap();
+            allocated(&store, inode, 4096)
+                .as_ref()
+                .write_all_at(b"kept", 0)
+                .unwrap();
+            // A crash before the exchange leaves an empty new file; after it, the
+            // object's old contents (here big, so the reaper frees them).
+            File::create(store.path_of(inode).with_extension("fresh")).unwrap();
+            let old = allocated(&store, big_old, REAP_MIN_BYTES);
+            drop(old);
+            std::fs::rename(
+                store.path_of(big_old),
+                store.path_of(big_old).with_extension("fresh"),
+            )
+            .unwrap();
+        }
+        let store = ObjectStore::open(dir.path()).unwrap();
+        for leftover in [inode, big_old] {
+            let fresh = store.path_of(leftover).with_extension("fresh");
+            assert!(!fresh.exists(), "{} survived the restart", fresh.display());
+        }
+        reaped(&store);
+        let mut back = Vec::new();
+        File::open(store.path_of(inode))
+            .unwrap()
+            .read_to_end(&mut back)
+            .unwrap();
+        assert_eq!(&back[..4], b"kept", "the object itself was touched");
     }
 
     #[test]
