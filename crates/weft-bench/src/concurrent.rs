@@ -596,12 +596,17 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
             ));
         }
     } else {
+        // On one machine both sides copy through the page cache: Weft's bytes should
+        // move nearly as fast as a local file's (0.9x written without a sync, 0.7x read).
         if sync {
             let r = ratio(Phase::WriteSync);
             goals.push(Goal::new("weft write+sync vs local", 0.7, r));
+        } else {
+            let r = ratio(Phase::Write);
+            goals.push(Goal::new("weft write vs local", 0.9, r));
         }
         let r = ratio(Phase::Read);
-        goals.push(Goal::new("weft read vs local", 0.5, r));
+        goals.push(Goal::new("weft read vs local", 0.7, r));
     }
 
     let results = Results {
