@@ -1026,6 +1026,7 @@ impl EventLoop {
             request_id: header.request_id,
             charged,
             ticket: None,
+            arrived: Instant::now(),
         };
         // A quick request (the handler says which) is run here, at once: handing it
         // to a worker costs more than running it.
