@@ -375,8 +375,36 @@ fn is_zombie(pid: i32) -> bool {
             .unwrap_or(true)
 }
 
+/// Lines of each server's log a failing test prints (`TestCluster`'s drop).
+const LOG_TAIL_LINES: usize = 40;
+
+impl TestCluster {
+    /// The last lines of every server's log, for a test that failed: its home (and the
+    /// logs in it) goes with the cluster, and a server's view of a client's "no answer"
+    /// (a slow request, a dropped connection) is only there.
+    fn print_log_tails(&self) {
+        let Ok(entries) = std::fs::read_dir(self.home.path().join("logs")) else {
+            return;
+        };
+        let mut logs: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        logs.sort();
+        for log in logs {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+            eprintln!("--- {} (last {} lines) ---", log.display(), tail.len());
+            for line in tail {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
 impl Drop for TestCluster {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.print_log_tails();
+        }
         // `weft up` may have failed before writing the description: nothing to stop then
         // but what the pid files name.
         let ids: Vec<u32> = match ClusterConfig::load(&self.home.path().join(CLUSTER_FILE_NAME)) {

@@ -957,16 +957,19 @@ impl EventLoop {
         }
     }
 
+    /// Pauses the connection. A pause for bytes (`Pause::Budget`) follows a refused
+    /// `try_charge`, which counted the connection as waiting already (so that a release
+    /// right after the refusal wakes it); a wait for bytes it was in before ends here.
     fn pause(&mut self, client: &mut Client, why: Pause) {
-        if client.pause == Some(why) {
-            return;
-        }
-        if let Some(Pause::Budget(_)) = client.pause {
-            self.stop_waiting(client);
-        }
-        if let Pause::Budget(_) = why {
-            self.shared.peers.wait_started();
-            self.waiting.push_back(client.conn.token);
+        let waited = matches!(client.pause, Some(Pause::Budget(_)));
+        let waits = matches!(why, Pause::Budget(_));
+        match (waited, waits) {
+            // Refused anew: the new refusal's count replaces the old one; the
+            // connection keeps its place among the waiting.
+            (true, true) => self.shared.peers.wait_ended(),
+            (true, false) => self.stop_waiting(client),
+            (false, true) => self.waiting.push_back(client.conn.token),
+            (false, false) => {}
         }
         client.pause = Some(why);
         client.frame_deadline = None;
@@ -1023,6 +1026,7 @@ impl EventLoop {
             request_id: header.request_id,
             charged,
             ticket: None,
+            arrived: Instant::now(),
         };
         // A quick request (the handler says which) is run here, at once: handing it
         // to a worker costs more than running it.

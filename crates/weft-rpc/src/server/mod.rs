@@ -22,7 +22,7 @@ use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use weft_layout::ServerId;
 use weft_proto::handshake::Identity;
 use weft_proto::msg::{encode_result, Request, Response};
@@ -289,6 +289,8 @@ pub(crate) struct Job {
     charged: u64,
     /// Its place among the requests changing the same bytes, if it changes data.
     ticket: Option<order::Ticket>,
+    /// When the event loop had read it whole.
+    arrived: Instant,
 }
 
 pub(crate) struct Shared {
@@ -699,8 +701,35 @@ fn drop_job(shared: &Shared, mut job: Job) {
     );
 }
 
-/// Runs the job's request and answers it.
-fn serve_job(shared: &Shared, mut job: Job) {
+/// A request answered this long or longer after it arrived is logged (see `serve_job`).
+const SLOW_REQUEST: Duration = Duration::from_secs(10);
+
+/// Runs the job's request and answers it. One answered `SLOW_REQUEST` or more after it
+/// arrived is logged with how long it waited to run (for a worker, or behind an
+/// earlier overlapping change) and how long it ran, so that a client's "no answer
+/// within N ms" can be told apart: a stuck request, a queue, or a reply never sent.
+fn serve_job(shared: &Shared, job: Job) {
+    let (arrived, connection) = (job.arrived, job.conn.id);
+    let (opcode, shm) = match &job.request {
+        Request::ShmCall { request, .. } => (request.opcode(), " (in a shared-memory call)"),
+        other => (other.opcode(), ""),
+    };
+    let started = Instant::now();
+    run_and_answer(shared, job);
+    let answered = started.elapsed();
+    let waited = started.saturating_duration_since(arrived);
+    if waited + answered >= SLOW_REQUEST {
+        eprintln!(
+            "weftd: slow request: {opcode:?}{shm} of {connection} answered {:.1} s after it \
+             arrived ({:.1} s before it ran, {:.1} s running)",
+            (waited + answered).as_secs_f64(),
+            waited.as_secs_f64(),
+            answered.as_secs_f64()
+        );
+    }
+}
+
+fn run_and_answer(shared: &Shared, mut job: Job) {
     let _finished = Finished {
         shared,
         ticket: job.ticket.take(),

@@ -70,7 +70,8 @@ pub struct Peers {
     limits: ServerLimits,
     inner: Mutex<Inner>,
     /// Connections waiting for bytes to be released: releases wake the event loops
-    /// only when some wait.
+    /// only when some wait. A refused charge counts its connection here before the
+    /// lock it was refused under is released (see `try_charge`).
     waiters: AtomicUsize,
 }
 
@@ -153,6 +154,14 @@ impl Peers {
     /// peer's share is not checked for small requests), and returns what was charged;
     /// the request holds `held` bytes charged already. A request larger than a whole
     /// budget is charged up to that budget: it runs alone rather than never.
+    ///
+    /// A refusal counts the caller as waiting for bytes (`waiters`) at once, under the
+    /// lock every `release` takes: a release that comes after the refusal, however
+    /// soon, reports a waiter, so the caller is woken to try again. (Counted later, by
+    /// the caller, a release in between woke nobody, and a connection refused for the
+    /// last bytes held was never read again.) The caller ends the count with
+    /// `wait_ended` once it stops waiting: charged on a later try, refused anew (that
+    /// refusal counts again), or gone.
     pub fn try_charge(&self, peer: PeerKey, n: u64, held: u64) -> Option<u64> {
         if n == 0 {
             return Some(0);
@@ -162,13 +171,15 @@ impl Peers {
             .min(limits.data_bytes_inflight_max.saturating_sub(held))
             .min(limits.peer_data_bytes_max.saturating_sub(held));
         let mut inner = self.inner.lock().unwrap();
-        if inner.bytes + charge > limits.data_bytes_inflight_max {
+        let refused = inner.bytes + charge > limits.data_bytes_inflight_max || {
+            let state = inner.peers.entry(peer).or_default();
+            n > SMALL_REQUEST_BYTES && state.bytes + charge > limits.peer_data_bytes_max
+        };
+        if refused {
+            self.waiters.fetch_add(1, Ordering::SeqCst);
             return None;
         }
         let state = inner.peers.entry(peer).or_default();
-        if n > SMALL_REQUEST_BYTES && state.bytes + charge > limits.peer_data_bytes_max {
-            return None;
-        }
         state.bytes += charge;
         inner.bytes += charge;
         Some(charge)
@@ -202,10 +213,7 @@ impl Peers {
         self.waiters.load(Ordering::SeqCst) > 0
     }
 
-    pub fn wait_started(&self) {
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-    }
-
+    /// A caller refused by `try_charge` no longer waits for that refusal's bytes.
     pub fn wait_ended(&self) {
         self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
@@ -324,6 +332,34 @@ mod tests {
         assert_eq!(peers.try_charge(a, 100, 0), Some(100));
         assert_eq!(peers.try_charge(a, 1000 * big, 100), Some(60 * big - 100));
         peers.release(a, 60 * big);
+        assert_eq!(peers.totals(), (0, 0));
+    }
+
+    /// A connection refused bytes is counted as waiting by the refusal itself, so the
+    /// release that frees them wakes it even when it comes before the event loop has
+    /// put the connection on its waiting list. Counted by the loop afterwards (as
+    /// before), that release reported nobody waiting: if it freed the last bytes held,
+    /// nothing ever woke the connection, and its next request (a sync) was never read.
+    #[test]
+    fn a_release_right_after_a_refusal_wakes_the_refused_connection() {
+        let a = PeerKey::LocalUser(1);
+        let big = SMALL_REQUEST_BYTES;
+        let peers = Peers::new(ServerLimits {
+            data_bytes_inflight_max: 10 * big,
+            peer_data_bytes_max: 10 * big,
+            ..limits()
+        });
+        let held = peers.try_charge(a, 10 * big, 0).unwrap();
+        assert_eq!(peers.try_charge(a, big, 0), None, "the server's budget is full");
+        // Here the loop has not paused the refused connection yet.
+        assert!(
+            peers.release(a, held),
+            "the last bytes held were released with nobody told to try again"
+        );
+        // It tries again and is charged: its wait is over, and releases wake no one.
+        assert_eq!(peers.try_charge(a, big, 0), Some(big));
+        peers.wait_ended();
+        assert!(!peers.release(a, big));
         assert_eq!(peers.totals(), (0, 0));
     }
 
