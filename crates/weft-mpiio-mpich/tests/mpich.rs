@@ -50,7 +50,6 @@ const METHODS: [&str; 5] = [
 const API_FILES: [&str; 4] = ["nb", "split", "ordered", "seq"];
 
 struct Programs {
-    _dir: tempfile::TempDir,
     patterns: PathBuf,
     api: PathBuf,
     datarep: PathBuf,
@@ -69,16 +68,12 @@ fn compile(dir: &Path, name: &str) -> PathBuf {
 fn programs() -> &'static Programs {
     static PROGRAMS: OnceLock<Programs> = OnceLock::new();
     PROGRAMS.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("weft-mpiio-mpich-")
-            .tempdir()
-            .unwrap();
+        let dir = weft_testkit::mpi::program_dir("weft-mpiio-mpich-");
         Programs {
-            patterns: compile(dir.path(), "patterns"),
-            api: compile(dir.path(), "api"),
-            datarep: compile(dir.path(), "datarep"),
-            atomic: compile(dir.path(), "atomic"),
-            _dir: dir,
+            patterns: compile(&dir, "patterns"),
+            api: compile(&dir, "api"),
+            datarep: compile(&dir, "datarep"),
+            atomic: compile(&dir, "atomic"),
         }
     })
 }

@@ -34,7 +34,6 @@ const MPIRUN_TIMEOUT_S: &str = "120";
 const API_FILES: [&str; 4] = ["nb", "split", "ordered", "seq"];
 
 struct Programs {
-    _dir: tempfile::TempDir,
     api: PathBuf,
     fortran: PathBuf,
     fortran_f08: PathBuf,
@@ -48,15 +47,11 @@ fn build(compiler: &str, env: &str, dir: &Path, name: &str, source: &str) -> Pat
 fn programs() -> &'static Programs {
     static PROGRAMS: OnceLock<Programs> = OnceLock::new();
     PROGRAMS.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("weft-mpiio-api-")
-            .tempdir()
-            .unwrap();
+        let dir = weft_testkit::mpi::program_dir("weft-mpiio-api-");
         Programs {
-            api: build("mpicc", "MPICC", dir.path(), "api", "c/api.c"),
-            fortran: build("mpif90", "MPIF90", dir.path(), "rw", "fortran/rw.f90"),
-            fortran_f08: build("mpif90", "MPIF90", dir.path(), "rw_f08", "fortran/rw_f08.f90"),
-            _dir: dir,
+            api: build("mpicc", "MPICC", &dir, "api", "c/api.c"),
+            fortran: build("mpif90", "MPIF90", &dir, "rw", "fortran/rw.f90"),
+            fortran_f08: build("mpif90", "MPIF90", &dir, "rw_f08", "fortran/rw_f08.f90"),
         }
     })
 }

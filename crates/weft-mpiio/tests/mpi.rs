@@ -61,7 +61,6 @@ const CACHED_RUNS: [&[&str]; 6] = [
 const MPIRUN_TIMEOUT_S: &str = "120";
 
 struct Programs {
-    _dir: tempfile::TempDir,
     patterns: PathBuf,
     errors: PathBuf,
     hdf5: PathBuf,
@@ -89,16 +88,13 @@ fn compile_source(dir: &Path, name: &str, source: &Path, extra: &[&str]) -> Path
 fn programs() -> &'static Programs {
     static PROGRAMS: OnceLock<Programs> = OnceLock::new();
     PROGRAMS.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("weft-mpiio-c-")
-            .tempdir()
-            .unwrap();
+        let dir = weft_testkit::mpi::program_dir("weft-mpiio-c-");
         Programs {
-            patterns: compile(dir.path(), "patterns", &[]),
-            errors: compile(dir.path(), "errors", &[]),
-            delegates: compile(dir.path(), "delegates", &[]),
+            patterns: compile(&dir, "patterns", &[]),
+            errors: compile(&dir, "errors", &[]),
+            delegates: compile(&dir, "delegates", &[]),
             hdf5: compile(
-                dir.path(),
+                &dir,
                 "hdf5_rw",
                 &[
                     "-I/usr/include/hdf5/openmpi",
@@ -106,7 +102,6 @@ fn programs() -> &'static Programs {
                     "-lhdf5",
                 ],
             ),
-            _dir: dir,
         }
     })
 }

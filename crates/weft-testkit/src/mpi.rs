@@ -127,6 +127,35 @@ fn here(workspace: &Path, source: &Path) -> PathBuf {
 /// Compiles `source` into `dir/name` with the compiler `$env` names, else `compiler`
 /// (mpicc, mpif90, mpicc.mpich), -O2 -Wall and `extra` after the source; a compiler
 /// that is missing or fails stops the test with its messages and what to install.
+/// Directories of compiled test programs, removed when the test process exits.
+static PROGRAM_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" fn remove_program_dirs() {
+    if let Ok(dirs) = PROGRAM_DIRS.lock() {
+        for dir in dirs.iter() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A temporary directory for a test binary's compiled C programs, kept for the whole
+/// run (held in a static, which is never dropped) and removed when the process
+/// exits (`atexit`): a `TempDir` in a static alone left one directory per run behind.
+pub fn program_dir(prefix: &str) -> PathBuf {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: registers a plain function with no captured state; it runs at exit.
+        unsafe { libc::atexit(remove_program_dirs) };
+    });
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("a temporary directory for the test programs")
+        .keep();
+    PROGRAM_DIRS.lock().unwrap().push(dir.clone());
+    dir
+}
+
 pub fn compile(compiler: &str, env: &str, dir: &Path, name: &str, source: &Path, extra: &[&str]) -> PathBuf {
     let out = dir.join(name);
     let program = std::env::var(env).unwrap_or_else(|_| compiler.into());
