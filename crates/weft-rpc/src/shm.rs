@@ -1165,7 +1165,7 @@ mod tests {
         );
         let mut outside = [0u8; 16];
         assert_eq!(pool.pieces_of(&[(base, 10), (outside.as_mut_ptr(), 16)]), None);
-        let end = unsafe { pool.mapping().base.add(pool.mapping().len as usize - 10) };
+        let end = unsafe { pool.mapping().base.add(pool.mapping().len - 10) };
         assert_eq!(pool.pieces_of(&[(end, 11)]), None, "a part past the pool's end");
         assert_eq!(pool.pieces_of(&[(base, 0)]), None);
         // A call naming buffer a (and, across the boundary, the next) holds both.
