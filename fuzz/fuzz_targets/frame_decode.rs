@@ -6,7 +6,9 @@
 //! short inputs reach the message decoders too: they need no valid header in front.
 //! Whatever decodes as a shared-memory call (opcode 141) must name a region that does
 //! not wrap and holds its data, and its inner request must be no handshake or
-//! shared-memory request: the server trusts the decoder for that much.
+//! shared-memory request: the server trusts the decoder for that much. Likewise a pool
+//! scatter list (opcode 190) holds 1 to `SCATTER_PIECES_MAX` pieces, none empty, none
+//! wrapping, no two overlapping, and carries a read.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -38,9 +40,24 @@ fuzz_target!(|data: &[u8]| {
                 | Request::Authenticate { .. }
         ));
     }
-    // The descriptor body on its own, whatever the opcode bytes said.
+    if let Ok(Request::ShmScatter { pieces, request }) = &decoded {
+        check_scatter(pieces, request);
+    }
+    // The descriptor bodies on their own, whatever the opcode bytes said.
     let _ = Request::decode(141, body);
+    if let Ok(Request::ShmScatter { pieces, request }) = Request::decode(190, body) {
+        check_scatter(&pieces, &request);
+    }
     if let Ok(Ok(Response::ShmPlaced { response, .. })) = decode_result(body) {
         assert!(!matches!(*response, Response::ShmPlaced { .. }));
     }
 });
+
+fn check_scatter(pieces: &[(u64, u64)], request: &Request) {
+    assert!(!pieces.is_empty() && pieces.len() <= weft_proto::msg::SCATTER_PIECES_MAX);
+    assert!(pieces.iter().all(|&(o, l)| l > 0 && o.checked_add(l).is_some()));
+    let mut sorted = pieces.to_vec();
+    sorted.sort_unstable();
+    assert!(sorted.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
+    assert!(matches!(request, Request::Read { .. } | Request::ReadView { .. }));
+}

@@ -1,6 +1,8 @@
-//! The read buffer of a FUSE worker thread.
+//! The read buffer of a FUSE worker thread, for reads the read pool does not take.
 //!
-//! A cold read through the mount copies every byte twice in this daemon: from the io
+//! Most reads go into a buffer of the process's read pool (weft-rpc `shm::Pool`), where
+//! the io servers place the bytes themselves. Without one (no pool, every buffer busy),
+//! a cold read through the mount copies every byte twice in this daemon: from the io
 //! servers' shared-memory regions into this buffer (the connections' reader threads),
 //! and from this buffer into the kernel's page cache (the reply's write to /dev/fuse,
 //! which pins the buffer one 4 KiB page at a time). Backing the buffer with transparent

@@ -162,6 +162,13 @@ thread_local! {
     static READ_BUFFER: RefCell<Option<ReadBuffer>> = const { RefCell::new(None) };
 }
 
+/// Whether the mount makes a read pool (`weft_rpc::shm::Pool`): unless
+/// `WEFT_READ_POOL=0` (or the transport is forced off shared memory,
+/// `WEFT_TRANSPORT=unix|tcp`, which `Pool::install` heeds).
+pub(crate) fn read_pool_wanted() -> bool {
+    std::env::var("WEFT_READ_POOL").as_deref() != Ok("0")
+}
+
 fn errno(e: &ClientError, what: &str) -> Errno {
     let n = e.errno();
     // Refusals (ENOENT, EEXIST, EACCES...) are answers; anything else is worth a line
@@ -939,6 +946,18 @@ impl WeftFs {
             return reply.error(e);
         }
         let size = size.min(REQUEST_BYTES_MAX) as usize;
+        // A buffer of the read pool: the io servers place the reply's bytes there
+        // themselves, and it goes from there to the kernel. Every buffer busy (or
+        // held by a call given up on), or no pool: this worker's own buffer, into
+        // which the connections copy.
+        if let Some(mut slot) = weft_rpc::shm::Pool::get().and_then(|pool| pool.lease()) {
+            let bytes = slot.bytes();
+            match open.file.read_at(offset, &mut bytes[..size]) {
+                Ok(n) => reply.data(&bytes[..n]),
+                Err(e) => reply.error(errno(&e, "read")),
+            }
+            return;
+        }
         READ_BUFFER.with(|buffer| {
             let mut buffer = buffer.borrow_mut();
             if buffer.is_none() {

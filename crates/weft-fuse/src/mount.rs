@@ -177,6 +177,15 @@ fn threads_running() -> Option<usize> {
 }
 
 fn connect(options: &MountOptions) -> Result<Client, MountError> {
+    // Before any connection is made: each io server connection with a shared segment
+    // then takes the pool too, and replies are placed straight into the workers'
+    // buffers (`fs.rs`'s `do_read`).
+    if crate::fs::read_pool_wanted() {
+        weft_rpc::shm::Pool::install(
+            options.threads.clamp(1, THREADS_MAX),
+            crate::fs::REQUEST_BYTES_MAX as usize,
+        );
+    }
     let client = match &options.meta_addr {
         Some(addr) => Client::connect(addr),
         None => Client::from_env(),

@@ -4,7 +4,11 @@
 //! every byte arrives as written whatever the offsets, that holes and truncated tails
 //! read as zeros even right after a buffer held other data, that concurrent readers on
 //! several workers never see each other's bytes, and that an io server killed during a
-//! read gives an error (EHOSTDOWN), never garbage.
+//! read gives an error (EHOSTDOWN), never garbage. The mount reads into buffers of its
+//! read pool, where the io servers place the replies (`ShmScatter`): the tests check
+//! by the servers' `weft_io_pool_placed_bytes` that they did, that without the pool
+//! (`WEFT_READ_POOL=0`, `WEFT_TRANSPORT=unix`) nothing is placed and reads are still
+//! exact, and that a mount killed with SIGKILL leaves its pool in no io server.
 
 mod common;
 
@@ -41,6 +45,46 @@ fn read_in_chunks(path: &Path, chunk: usize) -> Vec<u8> {
     }
 }
 
+/// Bytes the cluster's io servers placed straight into read pools so far (their
+/// `weft_io_pool_placed_bytes` metric).
+fn pool_placed(cluster: &TestCluster) -> u64 {
+    let pool = weft_rpc::ConnectionPool::new("test", cluster.auth(), Default::default());
+    cluster
+        .config()
+        .io_servers()
+        .map(|server| {
+            let (_, text) = pool
+                .call(
+                    &server.addr,
+                    &weft_proto::msg::Request::Metrics { text: true },
+                    &[],
+                )
+                .unwrap();
+            let text = String::from_utf8(text).unwrap();
+            text.lines()
+                .find_map(|l| l.strip_prefix("weft_io_pool_placed_bytes_total "))
+                .unwrap_or_else(|| panic!("no weft_io_pool_placed_bytes_total in:\n{text}"))
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum()
+}
+
+/// Mappings and descriptors of read pools in process `pid`.
+fn pools_in(pid: i32) -> usize {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mapped = maps.lines().filter(|l| l.contains("weft-shm-pool")).count();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|t| t.to_string_lossy().contains("weft-shm-pool"))
+                .count()
+        })
+        .unwrap_or(0);
+    mapped + open
+}
+
 fn assert_same(got: &[u8], expected: &[u8], what: &str) {
     assert_eq!(got.len(), expected.len(), "{what}: length");
     if let Some(at) = got.iter().zip(expected).position(|(a, b)| a != b) {
@@ -56,6 +100,7 @@ fn cold_reads_are_byte_exact_at_any_offset_and_from_concurrent_readers() {
     let cluster = TestCluster::start();
     let mount = Mount::new(&cluster);
     let client = cluster.client();
+    let placed_before = pool_placed(&cluster);
     // Several whole 4 MiB requests, a tail that is no whole page, over every server.
     let sizes = [24 * MIB + 4321, 9 * MIB, 5 * MIB + 1];
     let mut files = Vec::new();
@@ -97,6 +142,14 @@ fn cold_reads_are_byte_exact_at_any_offset_and_from_concurrent_readers() {
     // Past the end: nothing, no error.
     let mut buf = vec![0u8; 100];
     assert_eq!(file.read_at(&mut buf, data.len() as u64).unwrap(), 0);
+    // The io servers placed (at least) every byte of the cold sequential reads in the
+    // mount's read pool: the daemon copied none of them.
+    let placed = pool_placed(&cluster) - placed_before;
+    let cold: usize = sizes.iter().sum::<usize>() * 2;
+    assert!(
+        placed >= cold as u64,
+        "the io servers placed {placed} bytes in the read pool, less than the {cold} read cold"
+    );
     // Four readers at once, each reading every file cold: several workers, each with
     // its own buffer, serving interleaved requests.
     std::thread::scope(|scope| {
@@ -147,7 +200,12 @@ fn holes_and_truncated_tails_read_as_zeros_after_buffers_held_data() {
     expected[20 * MIB] = b'z';
     let sparse = mount.join("sparse");
     evict(&sparse);
+    let placed_before = pool_placed(&cluster);
     assert_same(&read_in_chunks(&sparse, MIB), &expected, "sparse file");
+    assert!(
+        pool_placed(&cluster) - placed_before >= expected.len() as u64,
+        "the sparse file's holes were not placed in the read pool"
+    );
 
     // Truncated down by the native client, then extended again: the tail is zeros.
     native_write(&client, "/cut", 0, &full[..12 * MIB]);
@@ -213,4 +271,72 @@ fn an_io_server_killed_during_a_read_gives_an_error_and_never_wrong_bytes() {
     // Readahead may have fetched some of what follows before the kill; nothing past
     // what one readahead window holds can have been read.
     assert!(at < 8 * MIB + 32 * MIB, "read {at} bytes with a server down");
+}
+
+#[test]
+fn without_the_read_pool_reads_are_exact_and_nothing_is_placed() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    let data = pattern(6, 13 * MIB + 77);
+    native_write(&client, "/plain", 0, &data);
+    for env in [("WEFT_READ_POOL", "0"), ("WEFT_TRANSPORT", "unix")] {
+        let mount = Mount::with_env(&cluster, &[], &[env]);
+        let path = mount.join("plain");
+        let before = pool_placed(&cluster);
+        evict(&path);
+        assert_same(&read_in_chunks(&path, MIB), &data, &format!("{env:?}"));
+        assert_eq!(
+            pool_placed(&cluster),
+            before,
+            "bytes were placed in a read pool with {env:?}"
+        );
+        assert_eq!(pools_in(mount.pid() as i32), 0, "a pool was made with {env:?}");
+    }
+}
+
+#[test]
+fn a_mount_killed_with_sigkill_leaves_its_read_pool_in_no_io_server() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let client = cluster.client();
+    let data = pattern(7, 17 * MIB);
+    native_write(&client, "/k", 0, &data);
+    let path = mount.join("k");
+    evict(&path);
+    assert_same(&read_in_chunks(&path, MIB), &data, "before the kill");
+    let io: Vec<i32> = cluster
+        .config()
+        .io_servers()
+        .map(|s| cluster.pid(s.id).expect("io server running"))
+        .collect();
+    assert!(pools_in(mount.pid() as i32) > 0, "the mount made no read pool");
+    for pid in &io {
+        assert!(
+            pools_in(*pid) > 0,
+            "io server {pid} has not mapped the mount's pool"
+        );
+    }
+    // A reader in flight when the daemon dies.
+    let reader = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            evict(&path);
+            let _ = std::fs::read(&path);
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // SAFETY: killing the mount daemon this test started.
+    unsafe { libc::kill(mount.pid() as i32, libc::SIGKILL) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    for pid in &io {
+        while pools_in(*pid) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "io server {pid} still holds the killed mount's pool"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    drop(mount);
+    reader.join().unwrap();
 }

@@ -710,6 +710,8 @@ impl MetaService {
             | Request::LockStats
             | Request::ShmAttach { .. }
             | Request::ShmCall { .. }
+            | Request::ShmAttachPool { .. }
+            | Request::ShmScatter { .. }
             | Request::ObjStat { .. }
             | Request::ObjStamp { .. }
             | Request::ObjTimes { .. }

@@ -17,6 +17,8 @@ pub const RANGES_MAX: usize = 16_384;
 /// many pieces as well as at the data limit. (View requests need no such limit: the
 /// server walks them a bounded window at a time.)
 pub const PIECES_PER_REQUEST_MAX: usize = 1 << 18;
+/// Most pieces of the client's read pool one `ShmScatter` names.
+pub const SCATTER_PIECES_MAX: usize = 4096;
 /// Longest extended attribute name (bytes, prefix included), as Linux's XATTR_NAME_MAX.
 pub const XATTR_NAME_BYTES_MAX: usize = 255;
 /// Largest extended attribute value (bytes), as Linux's XATTR_SIZE_MAX.
@@ -139,6 +141,8 @@ pub enum Opcode {
     LockStats = 122,
     ShmAttach = 140,
     ShmCall = 141,
+    ShmAttachPool = 186,
+    ShmScatter = 190,
     PresentCapability = 100,
     GrantCapability = 101,
     RevokeCapabilities = 102,
@@ -639,6 +643,24 @@ pub enum Request {
         data_len: u64,
         request: Box<Request>,
     },
+    /// Shared-memory transport (Unix socket, added within version 3; an older server
+    /// answers `UnknownOpcode`): the client passes, with this frame's bytes
+    /// (SCM_RIGHTS), its process's read pool, a sealed memfd of `bytes` bytes shared
+    /// by all its connections; later `ShmScatter`s place read replies there. Answered
+    /// `Done`, or refused (the client then reads as before).
+    ShmAttachPool {
+        bytes: u64,
+    },
+    /// Shared-memory transport: a read (`Read` or `ReadView`, nothing else) whose
+    /// reply's bulk data the server puts into the connection's pool: the reply's bytes
+    /// in order fill `pieces` (pool offset, length) one after another. The pieces do
+    /// not wrap, do not overlap, are not empty, are at most `SCATTER_PIECES_MAX`, and
+    /// must hold exactly the reply (else an error, nothing sent). Answered
+    /// `ShmPlaced`.
+    ShmScatter {
+        pieces: Vec<(u64, u64)>,
+        request: Box<Request>,
+    },
     /// Checks, in one snapshot, that every step's `parent` still has an entry `name`
     /// naming `child` and that the caller may search every `parent`; answers with the
     /// last child's attributes, or `Stale` when a step no longer holds (a name another
@@ -1097,6 +1119,8 @@ impl Request {
             LockStats => Opcode::LockStats,
             ShmAttach { .. } => Opcode::ShmAttach,
             ShmCall { .. } => Opcode::ShmCall,
+            ShmAttachPool { .. } => Opcode::ShmAttachPool,
+            ShmScatter { .. } => Opcode::ShmScatter,
             PresentCapability { .. } => Opcode::PresentCapability,
             GrantCapability { .. } => Opcode::GrantCapability,
             RevokeCapabilities { .. } => Opcode::RevokeCapabilities,
@@ -1174,6 +1198,8 @@ impl Request {
                 data_len,
                 request,
             } => return Request::encode_shm_call(*offset, *len, *data_len, request),
+            ShmAttachPool { bytes } => w.u64(*bytes),
+            ShmScatter { pieces, request } => return Request::encode_shm_scatter(pieces, request),
             Resolve { cred, path } => {
                 cred.encode(&mut w);
                 w.str(path);
@@ -1502,6 +1528,19 @@ impl Request {
         w.bytes
     }
 
+    /// The body of a `ShmScatter` carrying `request` (see `encode_shm_call`).
+    pub fn encode_shm_scatter(pieces: &[(u64, u64)], request: &Request) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u32(pieces.len() as u32);
+        for &(offset, len) in pieces {
+            w.u64(offset);
+            w.u64(len);
+        }
+        w.u16(request.opcode() as u16);
+        w.bytes.extend_from_slice(&request.encode_body());
+        w.bytes
+    }
+
     pub fn decode(opcode: u16, body: &[u8]) -> Result<Request, DecodeError> {
         let mut r = Reader::new(body);
         let r = &mut r;
@@ -1785,6 +1824,46 @@ impl Request {
                     offset,
                     len,
                     data_len,
+                    request: Box::new(Request::decode(inner, r.take_rest())?),
+                }
+            }
+            186 => Request::ShmAttachPool { bytes: r.u64()? },
+            190 => {
+                let count = r.u32()? as usize;
+                if count == 0 || count > SCATTER_PIECES_MAX {
+                    return Err(DecodeError::Invalid {
+                        what: "number of pool pieces (1 to SCATTER_PIECES_MAX)",
+                        value: count as u64,
+                    });
+                }
+                let mut pieces = Vec::with_capacity(count.min(r.remaining() / 16));
+                for _ in 0..count {
+                    let (offset, len) = (r.u64()?, r.u64()?);
+                    if len == 0 || offset.checked_add(len).is_none() {
+                        return Err(DecodeError::Invalid {
+                            what: "pool piece (empty, or past 2^64)",
+                            value: offset,
+                        });
+                    }
+                    pieces.push((offset, len));
+                }
+                let mut sorted = pieces.clone();
+                sorted.sort_unstable();
+                if let Some(w) = sorted.windows(2).find(|w| w[0].0 + w[0].1 > w[1].0) {
+                    return Err(DecodeError::Invalid {
+                        what: "pool pieces that overlap, at pool offset",
+                        value: w[1].0,
+                    });
+                }
+                let inner = r.u16()?;
+                if inner != Opcode::Read as u16 && inner != Opcode::ReadView as u16 {
+                    return Err(DecodeError::Invalid {
+                        what: "request placed into the pool (only Read and ReadView)",
+                        value: inner as u64,
+                    });
+                }
+                Request::ShmScatter {
+                    pieces,
                     request: Box::new(Request::decode(inner, r.take_rest())?),
                 }
             }
@@ -2544,6 +2623,15 @@ mod tests {
                     ranges: vec![Range { offset: 0, len: 100 }],
                 }),
             },
+            Request::ShmAttachPool { bytes: 32 << 20 },
+            Request::ShmScatter {
+                pieces: vec![(8192, 100), (0, 4096)],
+                request: Box::new(Request::Read {
+                    inode: InodeId(3),
+                    striping: s,
+                    ranges: vec![Range { offset: 0, len: 4196 }],
+                }),
+            },
             Request::ExtentLock {
                 inode: InodeId(8),
                 exclusive: true,
@@ -3162,6 +3250,55 @@ mod tests {
         assert!(Request::decode(141, &shm_call_body(8, 16, 16, &sync)).is_ok());
     }
 
+    fn scatter_body(pieces: &[(u64, u64)], inner: &Request) -> Vec<u8> {
+        Request::encode_shm_scatter(pieces, inner)
+    }
+
+    #[test]
+    fn hostile_pool_descriptors_are_refused() {
+        let read = Request::Read {
+            inode: InodeId(1),
+            striping: Striping {
+                stripe_size_bytes: 65536,
+                stripe_count: 1,
+                server_index: 0,
+            },
+            ranges: vec![Range { offset: 0, len: 10 }],
+        };
+        // Sound: pieces in any order, adjacent but not overlapping.
+        assert!(Request::decode(190, &scatter_body(&[(100, 5), (0, 100), (105, 1)], &read)).is_ok());
+        // No pieces, an empty piece, a piece past 2^64, overlapping pieces.
+        assert!(Request::decode(190, &scatter_body(&[], &read)).is_err());
+        assert!(Request::decode(190, &scatter_body(&[(0, 0)], &read)).is_err());
+        assert!(Request::decode(190, &scatter_body(&[(u64::MAX, 2)], &read)).is_err());
+        assert!(Request::decode(190, &scatter_body(&[(0, 10), (9, 1)], &read)).is_err());
+        assert!(Request::decode(190, &scatter_body(&[(50, 10), (0, 51)], &read)).is_err());
+        assert!(Request::decode(190, &scatter_body(&[(5, 5), (5, 5)], &read)).is_err());
+        // Too many pieces.
+        let many: Vec<(u64, u64)> = (0..SCATTER_PIECES_MAX as u64 + 1).map(|i| (i * 2, 1)).collect();
+        assert!(Request::decode(190, &scatter_body(&many, &read)).is_err());
+        assert!(Request::decode(190, &scatter_body(&many[1..], &read)).is_ok());
+        // A count claiming more pieces than the body holds.
+        let mut w = Writer::default();
+        w.u32(4000);
+        assert!(Request::decode(190, &w.bytes).is_err());
+        // Anything but a read inside: writes, syncs, handshakes, shared-memory calls.
+        let sync = Request::Sync { inode: InodeId(1) };
+        assert!(Request::decode(190, &scatter_body(&[(0, 1)], &sync)).is_err());
+        let nested = Request::ShmScatter {
+            pieces: vec![(0, 1)],
+            request: Box::new(read.clone()),
+        };
+        assert!(Request::decode(190, &scatter_body(&[(0, 1)], &nested)).is_err());
+        assert!(Request::decode(
+            190,
+            &scatter_body(&[(0, 1)], &Request::ShmAttachPool { bytes: 1 })
+        )
+        .is_err());
+        let hello = Request::Hello { client: "x".into() };
+        assert!(Request::decode(190, &scatter_body(&[(0, 1)], &hello)).is_err());
+    }
+
     proptest::proptest! {
         /// Any segment descriptor decodes to exactly what was sent, or is refused: the
         /// decoder never yields a region whose data overruns it or that wraps.
@@ -3186,6 +3323,43 @@ mod tests {
             body.extend_from_slice(&trailing);
             let _ = Request::decode(141, &body);
             let _ = decode_result(&body);
+        }
+
+        /// Any pool scatter list decodes to exactly what was sent, or is refused: the
+        /// decoder never yields an empty, wrapping or overlapping piece.
+        #[test]
+        fn pool_descriptors_decode_only_when_sound(
+            pieces in proptest::collection::vec(
+                proptest::prelude::Strategy::prop_map(
+                    (proptest::prelude::any::<u64>(), 0u64..1 << 20),
+                    |(o, l)| (o >> (o % 64), l),
+                ),
+                0..12,
+            ),
+            trailing in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..16),
+        ) {
+            let inner = Request::Read {
+                inode: InodeId(7),
+                striping: Striping { stripe_size_bytes: 65536, stripe_count: 2, server_index: 1 },
+                ranges: vec![Range { offset: 0, len: 1 }],
+            };
+            let mut body = scatter_body(&pieces, &inner);
+            let mut sorted = pieces.clone();
+            sorted.sort_unstable();
+            let sound = !pieces.is_empty()
+                && pieces.iter().all(|&(o, l)| l > 0 && o.checked_add(l).is_some())
+                && sorted.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0);
+            match Request::decode(190, &body) {
+                Ok(Request::ShmScatter { pieces: p, request }) => {
+                    proptest::prop_assert!(sound);
+                    proptest::prop_assert_eq!(p, pieces);
+                    proptest::prop_assert_eq!(*request, inner);
+                }
+                Ok(other) => proptest::prop_assert!(false, "decoded as {:?}", other),
+                Err(_) => proptest::prop_assert!(!sound),
+            }
+            body.extend_from_slice(&trailing);
+            let _ = Request::decode(190, &body);
         }
     }
 }

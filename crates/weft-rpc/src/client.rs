@@ -3,7 +3,7 @@
 use crate::auth::{client_handshake, ClientAuth};
 use crate::capability::{CapabilitySource, PresentedHere};
 use crate::frame_io::{read_exact_vec, read_header, write_frame_parts, ReadFrameError};
-use crate::shm::{ClientSegment, Lease, Mapping, Transport, SHM_PAYLOAD_MIN};
+use crate::shm::{ClientSegment, Lease, Mapping, Pool, PoolHold, Transport, SHM_PAYLOAD_MIN};
 use crate::stream::{Stream, UNIX_PREFIX};
 use std::collections::HashMap;
 use std::io::{self, IoSliceMut, Read};
@@ -122,6 +122,8 @@ struct Waiter {
     sink: Option<ReplySink>,
     /// The call's region of the shared segment (a `ShmCall`).
     lease: Option<Lease>,
+    /// The read pool's buffers the server places its reply into (a `ShmScatter`).
+    pool_hold: Option<PoolHold>,
 }
 
 /// Slices of a caller's memory that a reply's bulk data is read into directly, in
@@ -196,6 +198,10 @@ struct PendingTable {
     /// Regions of calls given up on (timed out, dropped) that the server may still
     /// write into: held until their answer comes or the connection ends.
     late: HashMap<u64, Lease>,
+    /// The process's read pool, while the connection is sound and the server took it.
+    pool: Option<Arc<Pool>>,
+    /// Pool buffers of calls given up on: held as `late` holds regions.
+    late_pool: HashMap<u64, PoolHold>,
     /// A thread reads the connection now (holds `Connection::reader`): a waiting
     /// call's, or the watcher's. At most one; see `PendingCall::wait`.
     leader: bool,
@@ -215,6 +221,9 @@ impl PendingTable {
             Some(mut waiter) => {
                 if let Some(lease) = waiter.lease.take() {
                     self.late.insert(id, lease);
+                }
+                if let Some(hold) = waiter.pool_hold.take() {
+                    self.late_pool.insert(id, hold);
                 }
                 true
             }
@@ -352,6 +361,12 @@ impl Connection {
         } else {
             None
         };
+        // The process's read pool, on a connection with a segment: a server that
+        // predates it (UnknownOpcode) or refuses it leaves reads as they were.
+        let pool = match (&segment, Pool::get()) {
+            (Some(_), Some(pool)) => attach_pool(&mut stream, &pool).ok().map(|()| pool),
+            _ => None,
+        };
         stream.set_read_timeout(None).ok();
         let reader = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
         let control = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
@@ -360,6 +375,8 @@ impl Connection {
             broken: None,
             segment,
             late: HashMap::new(),
+            pool,
+            late_pool: HashMap::new(),
             leader: false,
             big: 0,
             stopped: false,
@@ -372,9 +389,9 @@ impl Connection {
             reader: reader.clone(),
             control,
             pending: pending.clone(),
-            // Ids 1 and 2 went to the handshake, 3 to the segment's attach; 0 is the
-            // server's id for errors that concern the whole connection.
-            next_id: AtomicU64::new(4),
+            // Ids 1 and 2 went to the handshake, 3 to the segment's attach, 4 to the
+            // pool's; 0 is the server's id for errors that concern the whole connection.
+            next_id: AtomicU64::new(5),
             timeouts,
             hello: (hello.server_id, hello.roles, hello.incarnation),
             capabilities: Default::default(),
@@ -442,6 +459,11 @@ impl Connection {
             read_ready(&self.reader, &self.pending, &self.addr, self.timeouts.request);
         }
         self.pending.lock().unwrap().broken.is_some()
+    }
+
+    /// Whether this connection's server took the process's read pool.
+    pub fn has_pool(&self) -> bool {
+        self.pending.lock().unwrap().pool.is_some()
     }
 
     /// The transport this connection moves bulk data by: "shm", "unix" or "tcp".
@@ -592,6 +614,7 @@ impl Connection {
         let (sender, receiver) = mpsc::sync_channel(2);
         let data_len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         let reply_len = sink.as_ref().map_or(reply_len, |s| s.total);
+        let mut scatter = None;
         let lease = {
             let mut table = self.pending.lock().unwrap();
             if let Some(reason) = &table.broken {
@@ -600,11 +623,23 @@ impl Connection {
                     reason: reason.clone(),
                 });
             }
+            // A read into buffers of the read pool: the server places the reply there.
+            if let (Some(pool), Some(sink)) = (&table.pool, &sink) {
+                if data_len == 0 && matches!(request, Request::Read { .. } | Request::ReadView { .. }) {
+                    scatter = pool
+                        .pieces_of(&sink.parts)
+                        .filter(|pieces| pieces.len() <= weft_proto::msg::SCATTER_PIECES_MAX)
+                        .map(|pieces| {
+                            let hold = pool.hold(&pieces);
+                            (pieces, hold)
+                        });
+                }
+            }
             // Bulk data through the shared segment when there is room; else the socket.
             let lease = table
                 .segment
                 .as_ref()
-                .filter(|_| data_len.max(reply_len) >= SHM_PAYLOAD_MIN)
+                .filter(|_| scatter.is_none() && data_len.max(reply_len) >= SHM_PAYLOAD_MIN)
                 .and_then(|segment| segment.lease(data_len.max(reply_len)));
             let big = reply_len >= BIG_REPLY_BYTES;
             if big {
@@ -622,12 +657,23 @@ impl Connection {
                     big,
                     sink,
                     lease: None,
+                    pool_hold: None,
                 },
             );
             lease
         };
-        let (opcode, body, parts) = match &lease {
-            Some(lease) => {
+        let (opcode, body, parts) = match (&lease, scatter) {
+            (None, Some((pieces, hold))) => {
+                let body = Request::encode_shm_scatter(&pieces, request);
+                match self.pending.lock().unwrap().waiters.get_mut(&id) {
+                    Some(waiter) => waiter.pool_hold = Some(hold),
+                    // The connection broke meanwhile (its calls' buffers are retired);
+                    // the write below fails.
+                    None => hold.retire(),
+                }
+                (weft_proto::Opcode::ShmScatter as u16, body, &[][..])
+            }
+            (Some(lease), _) => {
                 let region = lease.region();
                 // One madvise for the region's pages this process never touched, rather
                 // than a fault per page in the copy below or in the reply's copy out.
@@ -640,7 +686,7 @@ impl Connection {
                 let body = Request::encode_shm_call(region.offset(), region.len(), data_len, request);
                 (weft_proto::Opcode::ShmCall as u16, body, &[][..])
             }
-            None => (request.opcode() as u16, request.encode_body(), parts),
+            (None, None) => (request.opcode() as u16, request.encode_body(), parts),
         };
         if let Some(lease) = lease {
             match self.pending.lock().unwrap().waiters.get_mut(&id) {
@@ -937,8 +983,17 @@ fn fail_all(pending: &Mutex<PendingTable>, addr: &str, reason: &str) {
     // The segment goes with the connection: unmapped once the last call lets go.
     table.segment = None;
     table.late.clear();
+    // A server may still write into the pool buffers of calls not answered, for as
+    // long as it runs them: those buffers are never handed out again.
+    table.pool = None;
+    for (_, hold) in table.late_pool.drain() {
+        hold.retire();
+    }
     table.big = 0;
-    for (_, waiter) in table.waiters.drain() {
+    for (_, mut waiter) in table.waiters.drain() {
+        if let Some(hold) = waiter.pool_hold.take() {
+            hold.retire();
+        }
         let _ = waiter.sender.try_send(Notice::Reply(Err(RpcError::Disconnected {
             addr: addr.to_owned(),
             reason: reason.to_owned(),
@@ -985,6 +1040,7 @@ fn read_frame(stream: &mut Stream, addr: &str, pending: &Mutex<PendingTable>) ->
     let waiter = {
         let mut table = pending.lock().unwrap();
         table.late.remove(&header.request_id);
+        table.late_pool.remove(&header.request_id);
         table.take(header.request_id)
     };
     let (waiter, reply) = match reply {
@@ -993,7 +1049,20 @@ fn read_frame(stream: &mut Stream, addr: &str, pending: &Mutex<PendingTable>) ->
                 return Err("bad frame from server: a shared-memory reply with data in the frame".to_owned());
             }
             if let Some(waiter) = waiter {
-                let answer = placed(addr, *response, data_len, waiter.lease, waiter.sink);
+                let answer = match waiter.pool_hold {
+                    // Placed in the pool buffers the sink names: nothing to copy.
+                    Some(_) if waiter.sink.as_ref().is_some_and(|s| s.total == data_len) => Ok(Delivery {
+                        response: *response,
+                        data: None,
+                    }),
+                    Some(_) => Err(RpcError::Protocol {
+                        addr: addr.to_owned(),
+                        detail: format!(
+                            "a read placed into the pool with {data_len} bytes, not the pieces' length"
+                        ),
+                    }),
+                    None => placed(addr, *response, data_len, waiter.lease, waiter.sink),
+                };
                 let _ = waiter.sender.try_send(Notice::Reply(answer));
             }
             return Ok(header.request_id);
@@ -1193,41 +1262,54 @@ fn placed(
     }
 }
 
-/// Makes a shared segment and attaches it to the server on a fresh Unix-socket
-/// connection (request id 3, before the watcher thread runs): the memfd travels with
-/// the frame's bytes.
-fn attach_segment(stream: &mut Stream) -> Result<Arc<ClientSegment>, String> {
+/// Passes `fd` with `request` (request id `id`, before the watcher thread runs) and
+/// reads the answer: `Done`, or the reason the server refused.
+fn attach_fd(stream: &mut Stream, request: &Request, id: u64, fd: std::os::fd::RawFd) -> Result<(), String> {
     use std::os::fd::AsRawFd;
-    let bytes = crate::shm::segment_bytes_from_env();
-    let map = Mapping::create(bytes).map_err(|e| format!("cannot make a shared segment: {e}"))?;
-    let request = Request::ShmAttach { bytes };
     let mut frame = Vec::new();
     write_frame_parts(
         &mut frame,
         FrameKind::Request,
         request.opcode() as u16,
-        3,
+        id,
         &request.encode_body(),
         &[],
     )
     .map_err(|e| e.to_string())?;
-    crate::shm::send_with_fd(stream.as_raw_fd(), &frame, map.fd())
-        .map_err(|e| format!("cannot pass the shared segment: {e}"))?;
-    let header = read_header(stream).map_err(|e| format!("no answer to the segment's attach: {e:?}"))?;
+    crate::shm::send_with_fd(stream.as_raw_fd(), &frame, fd)
+        .map_err(|e| format!("cannot pass the descriptor: {e}"))?;
+    let header = read_header(stream).map_err(|e| format!("no answer to the attach: {e:?}"))?;
     let message = read_exact_vec(stream, header.message_len as u64).map_err(|e| e.to_string())?;
     read_exact_vec(stream, header.data_len.min(1 << 20)).map_err(|e| e.to_string())?;
-    if header.request_id != 3 {
-        return Err(format!(
-            "answer to request {} while attaching the segment",
-            header.request_id
-        ));
+    if header.request_id != id {
+        return Err(format!("answer to request {} while attaching", header.request_id));
     }
     match decode_result(&message) {
-        Ok(Ok(Response::Done)) => Ok(ClientSegment::new(map)),
-        Ok(Ok(other)) => Err(format!("unexpected answer to the segment's attach: {other:?}")),
-        Ok(Err(e)) => Err(format!("the server refused the segment: {e}")),
-        Err(e) => Err(format!("undecodable answer to the segment's attach: {e}")),
+        Ok(Ok(Response::Done)) => Ok(()),
+        Ok(Ok(other)) => Err(format!("unexpected answer to the attach: {other:?}")),
+        Ok(Err(e)) => Err(format!("the server refused: {e}")),
+        Err(e) => Err(format!("undecodable answer to the attach: {e}")),
     }
+}
+
+/// Attaches the process's read pool to the server on a fresh connection that has a
+/// segment (request id 4).
+fn attach_pool(stream: &mut Stream, pool: &Pool) -> Result<(), String> {
+    let request = Request::ShmAttachPool {
+        bytes: pool.mapping().len(),
+    };
+    attach_fd(stream, &request, 4, pool.mapping().fd())
+}
+
+/// Makes a shared segment and attaches it to the server on a fresh Unix-socket
+/// connection (request id 3, before the watcher thread runs): the memfd travels with
+/// the frame's bytes.
+fn attach_segment(stream: &mut Stream) -> Result<Arc<ClientSegment>, String> {
+    let bytes = crate::shm::segment_bytes_from_env();
+    let map = Mapping::create(bytes).map_err(|e| format!("cannot make a shared segment: {e}"))?;
+    attach_fd(stream, &Request::ShmAttach { bytes }, 3, map.fd())
+        .map_err(|e| format!("shared segment: {e}"))?;
+    Ok(ClientSegment::new(map))
 }
 
 /// Connections by address, created on first use and replaced when broken, so that a

@@ -166,6 +166,10 @@ fn last_error(what: &str) -> io::Error {
 impl Mapping {
     /// A new sealed memfd of `bytes` bytes, mapped (the client's side).
     pub fn create(bytes: u64) -> io::Result<Mapping> {
+        Mapping::create_named(bytes, c"weft-shm")
+    }
+
+    fn create_named(bytes: u64, name: &std::ffi::CStr) -> io::Result<Mapping> {
         if bytes == 0 || bytes > SEGMENT_BYTES_MAX {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -173,8 +177,7 @@ impl Mapping {
             ));
         }
         // SAFETY: a NUL-terminated name and flags; the result is checked.
-        let raw =
-            unsafe { libc::memfd_create(c"weft-shm".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
         if raw < 0 {
             return Err(last_error("memfd_create"));
         }
@@ -446,48 +449,75 @@ impl Region {
     /// Fills the region from its start with `runs` of `file` (offset, length), bytes
     /// past the file's end as zeros: the server's read, straight into shared memory.
     pub fn fill_from_file(&self, file: &std::fs::File, runs: &[(u64, u64)]) -> io::Result<u64> {
-        let total: u64 = runs.iter().map(|r| r.1).sum();
-        if total > self.len as u64 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "reply larger than its shared-memory region",
-            ));
-        }
-        let mut at = 0usize;
-        for &(offset, len) in runs {
-            let mut done = 0u64;
-            while done < len {
-                let want = (len - done).min(1 << 30) as usize;
-                // SAFETY: `at + want <= total <= len` of the region (checked above).
-                let n = unsafe {
-                    libc::pread(
-                        file.as_raw_fd(),
-                        self.ptr(at).cast(),
-                        want,
-                        (offset + done) as libc::off_t,
-                    )
-                };
-                if n < 0 {
-                    let e = io::Error::last_os_error();
-                    if e.kind() == io::ErrorKind::Interrupted {
-                        continue;
-                    }
-                    return Err(e);
-                }
-                if n == 0 {
-                    // Past the end: the rest of the run reads as zeros.
-                    let rest = (len - done) as usize;
-                    // SAFETY: within bounds as above.
-                    unsafe { std::ptr::write_bytes(self.ptr(at), 0, rest) };
-                    at += rest;
-                    break;
-                }
-                done += n as u64;
-                at += n as usize;
-            }
-        }
-        Ok(total)
+        fill_regions(file, runs, std::slice::from_ref(self))
     }
+
+    /// Copies `src` into `regions`, one after another; false (nothing copied) unless
+    /// they hold exactly `src.len()` bytes.
+    pub fn scatter(regions: &[Region], src: &[u8]) -> bool {
+        if regions.iter().map(|r| r.len as u64).sum::<u64>() != src.len() as u64 {
+            return false;
+        }
+        let mut at = 0;
+        for region in regions {
+            region.write_at(0, &src[at..at + region.len]);
+            at += region.len;
+        }
+        true
+    }
+}
+
+/// Fills `regions` one after another with `runs` of `file` (offset, length), bytes
+/// past the file's end as zeros; the runs may hold fewer bytes than the regions, never
+/// more (an error before anything is read). Returns the bytes placed.
+pub fn fill_regions(file: &std::fs::File, runs: &[(u64, u64)], regions: &[Region]) -> io::Result<u64> {
+    let total: u64 = runs.iter().map(|r| r.1).sum();
+    if total > regions.iter().map(|r| r.len as u64).sum::<u64>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "reply larger than its shared-memory region",
+        ));
+    }
+    // Where the next byte goes: region `k`, `at` bytes into it.
+    let (mut k, mut at) = (0usize, 0usize);
+    for &(offset, len) in runs {
+        let mut done = 0u64;
+        while done < len {
+            while regions[k].len == at {
+                k += 1;
+                at = 0;
+            }
+            let region = &regions[k];
+            let want = (len - done).min((region.len - at) as u64).min(1 << 30) as usize;
+            // SAFETY: `at + want <= region.len` (bounded above), within the mapping.
+            let n = unsafe {
+                libc::pread(
+                    file.as_raw_fd(),
+                    region.ptr(at).cast(),
+                    want,
+                    (offset + done) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                // Past the end: the rest of the run reads as zeros.
+                // SAFETY: within bounds as above.
+                unsafe { std::ptr::write_bytes(region.ptr(at), 0, want) };
+                done += want as u64;
+                at += want;
+                continue;
+            }
+            done += n as u64;
+            at += n as usize;
+        }
+    }
+    Ok(total)
 }
 
 /// A client's segment and which of its bytes calls hold.
@@ -568,6 +598,225 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.segment.give_back(self.region.offset(), self.region.len());
+    }
+}
+
+/// Bytes this process (a server) placed straight into clients' read pools
+/// (`ShmScatter`), for its metrics and for tests that must see the pool path taken.
+static POOL_PLACED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+pub fn pool_placed_bytes() -> u64 {
+    POOL_PLACED_BYTES.load(Ordering::Relaxed)
+}
+
+pub(crate) fn count_pool_placed(bytes: u64) {
+    POOL_PLACED_BYTES.fetch_add(bytes, Ordering::Relaxed);
+}
+
+/// A client process's read pool: one sealed memfd of `slots` buffers of `slot_bytes`,
+/// attached to every connection of the process that has a shared segment
+/// (`ShmAttachPool`), so that a read whose reply goes into a buffer of the pool is
+/// placed there by the server itself (`ShmScatter`) and copied by nobody in this
+/// process. Made once per process by whoever wants its reads placed (the mount: one
+/// buffer per FUSE worker), before the connections it should serve are made.
+///
+/// A buffer is leased by one reader at a time (`PoolSlot`) and not handed out again
+/// while a call that names it may still be written by a server (`PoolHold`): a call
+/// given up on holds it until its answer comes; a call whose connection broke first
+/// leaves the buffer retired for good (the server may still be writing into it, and
+/// nothing tells when it stops), which only shrinks the pool.
+pub struct Pool {
+    map: Arc<Mapping>,
+    slot_bytes: usize,
+    state: Mutex<PoolState>,
+}
+
+struct PoolState {
+    /// Slots free now, the most recently used last (handed out first: its pages are
+    /// populated in both processes' page tables).
+    free: Vec<usize>,
+    leased: Vec<bool>,
+    /// Calls in flight that name bytes of the slot.
+    holds: Vec<u32>,
+    retired: Vec<bool>,
+}
+
+impl PoolState {
+    fn release_if_idle(&mut self, slot: usize) {
+        if !self.leased[slot] && self.holds[slot] == 0 && !self.retired[slot] {
+            self.free.push(slot);
+        }
+    }
+}
+
+static POOL: std::sync::OnceLock<Option<Arc<Pool>>> = std::sync::OnceLock::new();
+
+impl Pool {
+    /// Makes this process's pool of `slots` buffers of `slot_bytes` (rounded up to
+    /// pages) once; later calls get the same pool (or `None` again). `None` where the
+    /// transport is forced to the socket or TCP (`WEFT_TRANSPORT=unix|tcp`), the pool
+    /// would pass `SEGMENT_BYTES_MAX`, or the memfd cannot be made (the reason is
+    /// printed; reads then take the usual path).
+    pub fn install(slots: usize, slot_bytes: usize) -> Option<Arc<Pool>> {
+        POOL.get_or_init(|| {
+            if matches!(Transport::from_env(), Transport::Unix | Transport::Tcp) || slots == 0 {
+                return None;
+            }
+            match Pool::new(slots, slot_bytes) {
+                Ok(pool) => Some(pool),
+                Err(e) => {
+                    eprintln!(
+                        "weft: no read pool ({slots} x {slot_bytes} bytes): {e}; reads are copied as before"
+                    );
+                    None
+                }
+            }
+        })
+        .clone()
+    }
+
+    fn new(slots: usize, slot_bytes: usize) -> io::Result<Arc<Pool>> {
+        let slot_bytes = slot_bytes.max(1).next_multiple_of(PAGE);
+        let bytes = (slots as u64).saturating_mul(slot_bytes as u64);
+        let map = Mapping::create_named(bytes, c"weft-shm-pool")?;
+        Ok(Arc::new(Pool {
+            map: Arc::new(map),
+            slot_bytes,
+            state: Mutex::new(PoolState {
+                free: (0..slots).rev().collect(),
+                leased: vec![false; slots],
+                holds: vec![0; slots],
+                retired: vec![false; slots],
+            }),
+        }))
+    }
+
+    /// The process's pool, if one was made.
+    pub fn get() -> Option<Arc<Pool>> {
+        POOL.get().cloned().flatten()
+    }
+
+    pub fn mapping(&self) -> &Mapping {
+        &self.map
+    }
+
+    pub fn slot_bytes(&self) -> usize {
+        self.slot_bytes
+    }
+
+    /// A free buffer, if there is one now.
+    pub fn lease(self: &Arc<Pool>) -> Option<PoolSlot> {
+        let mut state = self.state.lock().unwrap();
+        let slot = state.free.pop()?;
+        state.leased[slot] = true;
+        drop(state);
+        // This process's page-table entries for the buffer, once (a fresh mapping
+        // would take a fault per page in the reply's pinning).
+        self.map.populate(slot * self.slot_bytes, self.slot_bytes, true);
+        Some(PoolSlot {
+            pool: self.clone(),
+            slot,
+        })
+    }
+
+    /// Buffers free now, and retired (tests).
+    pub fn counts(&self) -> (usize, usize) {
+        let state = self.state.lock().unwrap();
+        (state.free.len(), state.retired.iter().filter(|r| **r).count())
+    }
+
+    /// The pool offsets of `parts` (address, length; empty ones left out) if every one
+    /// lies within the pool, else `None`.
+    pub fn pieces_of(&self, parts: &[(*mut u8, usize)]) -> Option<Vec<(u64, u64)>> {
+        let base = self.map.base as usize;
+        let end = base + self.map.len;
+        parts
+            .iter()
+            .filter(|p| p.1 > 0)
+            .map(|&(ptr, len)| {
+                let at = ptr as usize;
+                (at >= base && at.checked_add(len)? <= end).then(|| ((at - base) as u64, len as u64))
+            })
+            .collect::<Option<Vec<_>>>()
+            .filter(|pieces| !pieces.is_empty())
+    }
+
+    /// Holds the buffers `pieces` lie in until the returned hold is dropped (or
+    /// retired): they are not handed out again meanwhile.
+    pub fn hold(self: &Arc<Pool>, pieces: &[(u64, u64)]) -> PoolHold {
+        let mut slots: Vec<usize> = Vec::new();
+        for &(offset, len) in pieces {
+            let first = offset as usize / self.slot_bytes;
+            let last = (offset + len - 1) as usize / self.slot_bytes;
+            slots.extend(first..=last);
+        }
+        slots.sort_unstable();
+        slots.dedup();
+        let mut state = self.state.lock().unwrap();
+        for &slot in &slots {
+            state.holds[slot] += 1;
+        }
+        PoolHold {
+            pool: self.clone(),
+            slots,
+            retire: false,
+        }
+    }
+}
+
+/// One buffer of the pool, leased by one reader.
+pub struct PoolSlot {
+    pool: Arc<Pool>,
+    slot: usize,
+}
+
+impl PoolSlot {
+    /// The buffer (`slot_bytes`; whatever an earlier lease left there until written).
+    pub fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the slot lies within the mapping, and only this lease reaches it
+        // (servers write into it only for calls this lease's holder made).
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.pool.map.base.add(self.slot * self.pool.slot_bytes),
+                self.pool.slot_bytes,
+            )
+        }
+    }
+}
+
+impl Drop for PoolSlot {
+    fn drop(&mut self) {
+        let mut state = self.pool.state.lock().unwrap();
+        state.leased[self.slot] = false;
+        state.release_if_idle(self.slot);
+    }
+}
+
+/// The pool buffers a `ShmScatter` in flight names (see `Pool::hold`).
+pub struct PoolHold {
+    pool: Arc<Pool>,
+    slots: Vec<usize>,
+    retire: bool,
+}
+
+impl PoolHold {
+    /// The call's connection broke before its answer came: a server may still write
+    /// into these buffers, so they are never handed out again.
+    pub fn retire(mut self) {
+        self.retire = true;
+    }
+}
+
+impl Drop for PoolHold {
+    fn drop(&mut self) {
+        let mut state = self.pool.state.lock().unwrap();
+        for &slot in &self.slots {
+            state.holds[slot] -= 1;
+            if self.retire {
+                state.retired[slot] = true;
+            }
+            state.release_if_idle(slot);
+        }
     }
 }
 
@@ -670,6 +919,8 @@ pub fn recv_with_fds(socket: RawFd, buf: &mut [u8], mut keep: impl FnMut(OwnedFd
 pub struct ConnShm {
     passed: Mutex<Option<OwnedFd>>,
     segment: Mutex<Option<Arc<Mapping>>>,
+    /// The client process's read pool (`ShmAttachPool`).
+    pool: Mutex<Option<Arc<Mapping>>>,
 }
 
 impl ConnShm {
@@ -697,6 +948,28 @@ impl ConnShm {
 
     pub fn segment(&self) -> Option<Arc<Mapping>> {
         self.segment.lock().unwrap().clone()
+    }
+
+    /// Attaches the passed descriptor as the client's read pool of `bytes` bytes, with
+    /// the checks of `attach`.
+    pub fn attach_pool(&self, bytes: u64, max: u64) -> Result<(), WireError> {
+        let refuse = |m: String| WireError::new(ErrorCode::InvalidArgument, m);
+        let mut pool = self.pool.lock().unwrap();
+        if pool.is_some() {
+            return Err(refuse("this connection has a read pool already".into()));
+        }
+        let Some(fd) = self.passed.lock().unwrap().take() else {
+            return Err(refuse(
+                "ShmAttachPool came without a descriptor (pass the memfd with SCM_RIGHTS on the Unix socket)"
+                    .into(),
+            ));
+        };
+        *pool = Some(Arc::new(Mapping::adopt(fd, bytes, max).map_err(refuse)?));
+        Ok(())
+    }
+
+    pub fn pool(&self) -> Option<Arc<Mapping>> {
+        self.pool.lock().unwrap().clone()
     }
 }
 
@@ -871,6 +1144,96 @@ mod tests {
         assert_eq!(r.fill_from_file(&file, &[(4, 4), (0, 2)]).unwrap(), 6);
         assert_eq!(&r.bytes(16)[..6], b"ef\0\0ab");
         assert!(r.fill_from_file(&file, &[(0, 17)]).is_err());
+    }
+
+    #[test]
+    fn pool_buffers_held_by_calls_are_not_handed_out_again() {
+        let pool = Pool::new(3, 10_000).unwrap();
+        assert_eq!(pool.slot_bytes(), 12_288);
+        let mut a = pool.lease().unwrap();
+        let b = pool.lease().unwrap();
+        let c = pool.lease().unwrap();
+        assert!(pool.lease().is_none(), "more leases than buffers");
+        assert_eq!(a.bytes().len(), 12_288);
+        // Parts inside the pool map to its offsets; one outside, or none, to nothing.
+        let base = a.bytes().as_mut_ptr();
+        let at = base as usize - pool.mapping().base as usize;
+        let parts = [(unsafe { base.add(100) }, 50), (base, 10), (base, 0)];
+        assert_eq!(
+            pool.pieces_of(&parts),
+            Some(vec![(at as u64 + 100, 50), (at as u64, 10)])
+        );
+        let mut outside = [0u8; 16];
+        assert_eq!(pool.pieces_of(&[(base, 10), (outside.as_mut_ptr(), 16)]), None);
+        let end = unsafe { pool.mapping().base.add(pool.mapping().len - 10) };
+        assert_eq!(pool.pieces_of(&[(end, 11)]), None, "a part past the pool's end");
+        assert_eq!(pool.pieces_of(&[(base, 0)]), None);
+        // A call naming buffer a (and, across the boundary, the next) holds both.
+        let pieces = [(at as u64 + 12_000, 1_000)];
+        let hold = pool.hold(&pieces);
+        drop(a);
+        drop(b);
+        assert_eq!(pool.counts(), (0, 0), "a held buffer came back");
+        drop(hold);
+        assert_eq!(pool.counts().0, 2);
+        // The last returned is handed out first (its pages are populated).
+        let again = pool.lease().unwrap();
+        drop(again);
+        // A hold retired (its connection broke before the answer) keeps its buffers out.
+        let c_at = {
+            let mut c = c;
+            let at = c.bytes().as_mut_ptr() as usize - pool.mapping().base as usize;
+            pool.hold(&[(at as u64, 1)]).retire();
+            at
+        };
+        assert_eq!(pool.counts(), (2, 1), "buffer at {c_at} was not retired");
+        let x = pool.lease().unwrap();
+        let y = pool.lease().unwrap();
+        assert!(pool.lease().is_none(), "a retired buffer was handed out");
+        drop((x, y));
+        assert_eq!(pool.counts(), (2, 1));
+    }
+
+    #[test]
+    fn reads_from_a_file_scatter_across_regions() {
+        let mut file = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8 + 1).collect();
+        file.write_all(&data).unwrap();
+        file.rewind().unwrap();
+        let map = Arc::new(Mapping::create(1 << 16).unwrap());
+        let whole = Region::new(map.clone(), 0, 1 << 16).unwrap();
+        assert!(whole.write_at(0, &[0xee; 1 << 16]));
+        let regions = [
+            Region::new(map.clone(), 40_000, 3).unwrap(),
+            Region::new(map.clone(), 100, 5_000).unwrap(),
+            Region::new(map.clone(), 20_000, 7_000).unwrap(),
+        ];
+        // Runs: 2,000 bytes from 8,000 (the last 2,000 of the file and nothing past
+        // it), then 4,000 past the end (zeros), then 5,000 from 1.
+        let runs = [(8_000, 2_003), (50_000, 5_000), (1, 4_997)];
+        assert_eq!(fill_regions(&file, &runs, &regions).unwrap(), 12_000);
+        let mut placed = Vec::new();
+        for r in &regions {
+            placed.extend_from_slice(r.bytes(r.len()));
+        }
+        let mut expected = data[8_000..].to_vec();
+        expected.extend(std::iter::repeat_n(0u8, 5_003));
+        expected.extend_from_slice(&data[1..4_998]);
+        // The regions hold 3 bytes more than the runs: left as they were.
+        assert!(placed[..12_000] == expected[..], "scattered bytes differ");
+        assert_eq!(placed[12_000..], [0xee; 3]);
+        // Nothing outside the regions was touched.
+        let all = whole.bytes(1 << 16);
+        assert!(all[..100].iter().all(|&b| b == 0xee));
+        assert!(all[5_100..20_000].iter().all(|&b| b == 0xee));
+        assert!(all[27_000..40_000].iter().all(|&b| b == 0xee));
+        assert!(all[40_003..].iter().all(|&b| b == 0xee));
+        // More bytes than the regions hold: refused before any is read.
+        assert!(fill_regions(&file, &[(0, 12_004)], &regions).is_err());
+        // A copy scatters only when the lengths match.
+        assert!(!Region::scatter(&regions, &[1; 12_000]));
+        assert!(Region::scatter(&regions, &[7; 12_003]));
+        assert!(regions.iter().all(|r| r.bytes(r.len()).iter().all(|&b| b == 7)));
     }
 
     #[test]

@@ -241,6 +241,12 @@ pub fn add_sources(
                     "Small reads and writes the event loop handed to a worker because they would have waited (not in the page cache, throttled, locked)",
                     c.inline_to_worker,
                 ),
+                External::counter(
+                    "weft_io_pool_placed",
+                    "Bytes of read replies placed straight into clients' read pools (ShmScatter: the mount's buffers)",
+                    weft_rpc::shm::pool_placed_bytes(),
+                )
+                .bytes(),
             ]
         });
     }

@@ -570,7 +570,7 @@ impl Handler for Roles {
     /// shared-memory call; never what the cache role serves (it may call other servers).
     fn runs_inline(&self, request: &Request) -> bool {
         let inner = match request {
-            Request::ShmCall { request, .. } => request,
+            Request::ShmCall { request, .. } | Request::ShmScatter { request, .. } => request,
             other => other,
         };
         let cached = self.cache.as_ref().is_some_and(|c| c.serves(inner));

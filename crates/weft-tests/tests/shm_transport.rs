@@ -561,3 +561,158 @@ fn round_trip_small(client: &Client) {
     file.read_at(0, &mut back).unwrap();
     assert!(back == data);
 }
+
+/// The read pool (`ShmAttachPool`, `ShmScatter`): attaches checked as the segment's
+/// are, and scatter lists outside the pool, wrapping, overlapping, or not holding the
+/// reply exactly refused with a clear error before any byte is placed, by a server
+/// that stays up; a sound one places the reply's bytes, in order, across its pieces.
+#[test]
+fn hostile_pool_descriptors_are_refused_and_the_server_stays_up() {
+    use weft_rpc::CapabilitySource;
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = TestCluster::start();
+    let config = cluster.config();
+    let server = config.io_servers().next().unwrap();
+    let socket = server.socket.clone().expect("io servers have a socket");
+    let pid = cluster.pid(server.id).unwrap() as u32;
+    let mut raw = Raw::connect(&cluster, socket.to_str().unwrap());
+
+    // A file with a stripe on this server, and a read of exactly that stripe.
+    let client = cluster.client();
+    let data = pattern(1 << 20, 9);
+    let file = client.create("/pooled", &CreateOptions::default()).unwrap();
+    file.write_at(0, &data).unwrap();
+    let layout = file.layout().clone();
+    let index = layout
+        .servers
+        .iter()
+        .position(|s| s.0 == server.id)
+        .expect("a new file is striped over every io server");
+    let stripe = layout.stripe_size_bytes;
+    let read = Request::Read {
+        inode: file.inode(),
+        striping: Striping {
+            stripe_size_bytes: stripe,
+            stripe_count: layout.servers.len() as u32,
+            server_index: index as u32,
+        },
+        ranges: vec![Range {
+            offset: index as u64 * stripe,
+            len: stripe,
+        }],
+    };
+    let expected = &data[(index as u64 * stripe) as usize..((index as u64 + 1) * stripe) as usize];
+    let scatter = |pieces: &[(u64, u64)], request: &Request| Request::encode_shm_scatter(pieces, request);
+
+    // Before any pool.
+    refused(raw.call_raw(190, &scatter(&[(0, stripe)], &read)), "no read pool");
+    // Attaches without a descriptor, unsealed, too large.
+    refused(
+        raw.call(&Request::ShmAttachPool { bytes: 1 << 20 }),
+        "without a descriptor",
+    );
+    let unsealed = memfd(0, 1 << 20);
+    refused(
+        raw.call_with_fd(&Request::ShmAttachPool { bytes: 1 << 20 }, unsealed.as_raw_fd()),
+        "F_SEAL_SHRINK",
+    );
+    let huge = memfd(libc::F_SEAL_SHRINK, 4096);
+    refused(
+        raw.call_with_fd(&Request::ShmAttachPool { bytes: 1 << 40 }, huge.as_raw_fd()),
+        "refused",
+    );
+    // A sound pool, once.
+    let pool = std::sync::Arc::new(Mapping::create(1 << 20).unwrap());
+    let (answer, _) = raw
+        .call_with_fd(&Request::ShmAttachPool { bytes: 1 << 20 }, pool.fd())
+        .unwrap();
+    assert_eq!(answer, Response::Done);
+    refused(
+        raw.call_with_fd(&Request::ShmAttachPool { bytes: 1 << 20 }, pool.fd()),
+        "already",
+    );
+    let cap = cluster
+        .server_capabilities()
+        .capability(InodeId(0), weft_proto::capability::rights::SERVER)
+        .unwrap()
+        .expect("the test cluster asks for capabilities");
+    raw.call(&Request::PresentCapability { cap, reset: true })
+        .unwrap();
+
+    let whole = weft_rpc::shm::Region::new(pool.clone(), 0, 1 << 20).unwrap();
+    assert!(whole.write_at(0, &vec![0xee; 1 << 20]));
+    let untouched = || whole.bytes(1 << 20).iter().all(|&b| b == 0xee);
+    // Outside the pool, at its end, far past it.
+    refused(
+        raw.call_raw(190, &scatter(&[((1 << 20) - 100, stripe)], &read)),
+        "outside",
+    );
+    refused(
+        raw.call_raw(190, &scatter(&[(0, stripe - 4096), (1 << 20, 4096)], &read)),
+        "outside",
+    );
+    refused(
+        raw.call_raw(190, &scatter(&[(1 << 40, stripe)], &read)),
+        "outside",
+    );
+    // Wrapping, empty, overlapping (the decoder's refusals).
+    refused(
+        raw.call_raw(190, &scatter(&[(u64::MAX - 1, stripe)], &read)),
+        "pool piece",
+    );
+    refused(
+        raw.call_raw(190, &scatter(&[(0, 0), (0, stripe)], &read)),
+        "pool piece",
+    );
+    refused(
+        raw.call_raw(190, &scatter(&[(0, stripe / 2), (100, stripe / 2)], &read)),
+        "overlap",
+    );
+    refused(raw.call_raw(190, &scatter(&[], &read)), "pool pieces");
+    // Pieces holding more or less than the reply.
+    refused(
+        raw.call_raw(190, &scatter(&[(0, stripe - 1)], &read)),
+        "pieces hold",
+    );
+    refused(
+        raw.call_raw(190, &scatter(&[(0, stripe), (stripe, 1)], &read)),
+        "pieces hold",
+    );
+    // Anything but a read.
+    let sync = Request::Sync { inode: file.inode() };
+    refused(raw.call_raw(190, &scatter(&[(0, 4096)], &sync)), "only Read");
+    assert!(untouched(), "a refused scatter placed bytes in the pool");
+
+    // A sound one: two pieces, the second before the first in the pool.
+    let half = stripe / 2;
+    let (answer, frame_data) = raw
+        .call_raw(190, &scatter(&[(512 << 10, half), (4096, stripe - half)], &read))
+        .unwrap();
+    assert_eq!(
+        answer,
+        Response::ShmPlaced {
+            data_len: stripe,
+            response: Box::new(Response::Bytes(stripe)),
+        }
+    );
+    assert!(frame_data.is_empty());
+    let pool_bytes = whole.bytes(1 << 20);
+    assert!(pool_bytes[512 << 10..(512 << 10) + half as usize] == expected[..half as usize]);
+    assert!(pool_bytes[4096..4096 + (stripe - half) as usize] == expected[half as usize..]);
+    assert!(
+        pool_bytes[..4096].iter().all(|&b| b == 0xee),
+        "bytes before a piece changed"
+    );
+
+    // The server is up and serves this connection and a normal client.
+    assert!(raw.call(&Request::ServerInfo).is_ok());
+    assert!(cluster.pid(server.id).is_some(), "the io server died");
+    drop(file);
+    round_trip_small(&client);
+    drop(raw);
+    drop(whole);
+    eventually("the hostile connection's pool goes", || {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        maps.lines().filter(|l| l.contains(SEGMENT_NAME)).count() <= 1
+    });
+}

@@ -765,6 +765,16 @@ impl EventLoop {
                         ErrorCode::Malformed,
                         "a shared-memory call carries its data in the segment, not the frame",
                     )))),
+                    Ok(Request::ShmAttachPool { bytes }) => {
+                        match client.conn.shm.attach_pool(bytes, SEGMENT_BYTES_MAX) {
+                            Ok(()) => Err(Some(Ok(Response::Done))),
+                            Err(e) => Err(Some(Err(e))),
+                        }
+                    }
+                    Ok(Request::ShmScatter { .. }) if header.data_len > 0 => Err(Some(Err(WireError::new(
+                        ErrorCode::Malformed,
+                        "a read placed into the pool carries no data",
+                    )))),
                     Ok(r) => Ok(r),
                     Err(e) => Err(Some(Err(e))),
                 };
@@ -1235,6 +1245,9 @@ fn malformed_handshake(e: Option<weft_proto::DecodeError>) -> WireError {
 fn charge_hint(handler: &dyn super::Handler, request: &Request) -> u64 {
     match request {
         Request::ShmCall { len, .. } => (*len).min(SEGMENT_BYTES_MAX),
+        // Placed into the client's pool, or (a handler without a file path) held
+        // until copied there.
+        Request::ShmScatter { request, .. } => handler.reply_bytes_hint(request),
         other => handler.reply_bytes_hint(other),
     }
 }

@@ -512,6 +512,121 @@ fn run_shm_call(shared: &Shared, conn: &Conn, call: Request) -> Result<(Response
     })
 }
 
+/// The pool regions a `ShmScatter` names, each checked against the connection's pool
+/// (the decoder saw to it that none is empty, wraps or overlaps another).
+fn scatter_regions(conn: &Conn, pieces: &[(u64, u64)]) -> Result<Vec<crate::shm::Region>, WireError> {
+    let pool = conn.shm.pool().ok_or_else(|| {
+        WireError::new(
+            ErrorCode::InvalidArgument,
+            "this connection has no read pool (send ShmAttachPool first)",
+        )
+    })?;
+    pieces
+        .iter()
+        .map(|&(offset, len)| {
+            crate::shm::Region::new(pool.clone(), offset, len).map_err(|_| {
+                WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "pool piece {offset}+{len} lies outside the connection's {}-byte read pool",
+                        pool.len()
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+fn scatter_mismatch(reply: u64, pieces: u64) -> WireError {
+    WireError::new(
+        ErrorCode::InvalidArgument,
+        format!("the reply has {reply} bytes but the pool pieces hold {pieces}: nothing placed"),
+    )
+}
+
+/// A reply's bulk data copied into the pool regions of a `ShmScatter` (a handler
+/// without a file path); a reply without bulk data goes as it is.
+fn place_scatter(
+    regions: &[crate::shm::Region],
+    response: Response,
+    data: Vec<u8>,
+) -> Result<(Response, Vec<u8>), WireError> {
+    if data.is_empty() && !matches!(response, Response::Bytes(_)) {
+        return Ok((response, data));
+    }
+    if !crate::shm::Region::scatter(regions, &data) {
+        return Err(scatter_mismatch(
+            data.len() as u64,
+            regions.iter().map(|r| r.len()).sum(),
+        ));
+    }
+    crate::shm::count_pool_placed(data.len() as u64);
+    Ok((
+        Response::ShmPlaced {
+            data_len: data.len() as u64,
+            response: Box::new(response),
+        },
+        Vec::new(),
+    ))
+}
+
+/// Serves a `ShmScatter`: the read's reply goes straight from the object file into the
+/// client's pool (`pread` per run and piece), or is copied there from a handler's
+/// reply; a reply of another length than the pieces' is an error, nothing placed.
+fn run_scatter(shared: &Shared, conn: &Conn, call: Request) -> Result<(Response, Body), WireError> {
+    let Request::ShmScatter { pieces, request } = call else {
+        unreachable!("called for pool calls");
+    };
+    let regions = scatter_regions(conn, &pieces)?;
+    let total: u64 = pieces.iter().map(|p| p.1).sum();
+    let handler = &shared.handler;
+    let from_file = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        handler.reply_from_file(conn.id, &request)
+    }))
+    .unwrap_or_else(|_| Some(Err(internal())));
+    if let Some(result) = from_file {
+        let (response, file) = result?;
+        let n = file.len_bytes();
+        if n != total {
+            return Err(scatter_mismatch(n, total));
+        }
+        for region in &regions {
+            region.populate(region.len(), true);
+        }
+        crate::shm::fill_regions(&file.file, &file.runs, &regions)
+            .map_err(|e| WireError::new(ErrorCode::Io, format!("reading into the read pool: {e}")))?;
+        crate::shm::count_pool_placed(n);
+        return Ok((
+            Response::ShmPlaced {
+                data_len: n,
+                response: Box::new(response),
+            },
+            Body::Bytes(Vec::new()),
+        ));
+    }
+    let (response, data) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        handler.handle(conn.id, *request, Vec::new())
+    }))
+    .unwrap_or_else(|_| Err(internal()))?;
+    place_scatter(&regions, response, data).map(|(response, data)| (response, Body::Bytes(data)))
+}
+
+/// `Handler::try_inline` for a pool call: the read it carries, its reply copied into
+/// the pool if the handler served it.
+fn try_scatter_inline(shared: &Shared, conn: &Conn, call: &Request) -> Inline {
+    let Request::ShmScatter { pieces, request } = call else {
+        unreachable!("called for pool calls");
+    };
+    // Anything amiss with the pieces is answered by `run_scatter`, first.
+    let Ok(regions) = scatter_regions(conn, pieces) else {
+        return Inline::NotTried;
+    };
+    match shared.handler.try_inline(conn.id, request, &[]) {
+        Inline::Done(Ok((response, data))) => Inline::Done(place_scatter(&regions, response, data)),
+        other => other,
+    }
+}
+
 /// A reply's bulk data put in the call's region if it fits there, else in the frame.
 fn place_reply(region: &crate::shm::Region, response: Response, data: Vec<u8>) -> (Response, Body) {
     if region.write_at(0, &data) {
@@ -567,6 +682,7 @@ fn changes_data(request: &Request) -> bool {
         | Request::CacheTruncate { .. }
         | Request::CachePunch { .. } => true,
         Request::ShmCall { request, .. }
+        | Request::ShmScatter { request, .. }
         | Request::ViaCache { request, .. }
         | Request::ViaCacheAware { request, .. } => changes_data(request),
         _ => false,
@@ -591,7 +707,7 @@ fn peer_hung_up(conn: &Conn) -> bool {
 /// thread, until that one finishes (`order`). Called in arrival order.
 pub(crate) fn dispatch(shared: &Shared, mut job: Job, inline: bool) {
     let inner = match &job.request {
-        Request::ShmCall { request, .. } => request,
+        Request::ShmCall { request, .. } | Request::ShmScatter { request, .. } => request,
         other => other,
     };
     if let Some(changes) = shared.handler.changes(job.conn.id, inner) {
@@ -622,6 +738,8 @@ fn run_inline(shared: &Shared, mut job: Job) -> Option<Job> {
     let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if matches!(job.request, Request::ShmCall { .. }) {
             try_shm_inline(shared, &job.conn, &job.request)
+        } else if matches!(job.request, Request::ShmScatter { .. }) {
+            try_scatter_inline(shared, &job.conn, &job.request)
         } else {
             shared.handler.try_inline(job.conn.id, &job.request, &job.data)
         }
@@ -744,6 +862,19 @@ fn run_and_answer(shared: &Shared, mut job: Job) {
             ..
         } = job;
         let result = run_shm_call(shared, &conn, request);
+        finish_job(shared, &conn, opcode, request_id, charged, result);
+        return;
+    }
+    if matches!(job.request, Request::ShmScatter { .. }) {
+        let Job {
+            conn,
+            request,
+            opcode,
+            request_id,
+            charged,
+            ..
+        } = job;
+        let result = run_scatter(shared, &conn, request);
         finish_job(shared, &conn, opcode, request_id, charged, result);
         return;
     }
