@@ -852,7 +852,14 @@ fn run_and_answer(shared: &Shared, mut job: Job) {
         shared,
         ticket: job.ticket.take(),
     };
-    if matches!(job.request, Request::ShmCall { .. }) {
+    // Shared-memory calls: the inner request runs against the client's memory.
+    type ShmRunner = fn(&Shared, &Conn, Request) -> Result<(Response, Body), WireError>;
+    let shm: Option<ShmRunner> = match job.request {
+        Request::ShmCall { .. } => Some(run_shm_call),
+        Request::ShmScatter { .. } => Some(run_scatter),
+        _ => None,
+    };
+    if let Some(run) = shm {
         let Job {
             conn,
             request,
@@ -861,20 +868,7 @@ fn run_and_answer(shared: &Shared, mut job: Job) {
             charged,
             ..
         } = job;
-        let result = run_shm_call(shared, &conn, request);
-        finish_job(shared, &conn, opcode, request_id, charged, result);
-        return;
-    }
-    if matches!(job.request, Request::ShmScatter { .. }) {
-        let Job {
-            conn,
-            request,
-            opcode,
-            request_id,
-            charged,
-            ..
-        } = job;
-        let result = run_scatter(shared, &conn, request);
+        let result = run(shared, &conn, request);
         finish_job(shared, &conn, opcode, request_id, charged, result);
         return;
     }
