@@ -463,6 +463,19 @@ fn shm_call_parts<'a>(conn: &Conn, call: &'a Request) -> Result<ShmCallParts<'a>
 /// Serves a `ShmCall`: the request's bulk data is read from, and the reply's written
 /// to, its region of the connection's segment. A reply that does not fit the region
 /// goes in the frame.
+/// `Handler::reply_from_file`, its panic an internal error: a panicking handler is a
+/// bug, but it must not take the server down with it.
+fn guarded_reply_from_file(
+    shared: &Shared,
+    conn: &Conn,
+    request: &Request,
+) -> Option<Result<(Response, crate::FileReply), WireError>> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        shared.handler.reply_from_file(conn.id, request)
+    }))
+    .unwrap_or_else(|_| Some(Err(internal())))
+}
+
 fn run_shm_call(shared: &Shared, conn: &Conn, call: Request) -> Result<(Response, Body), WireError> {
     let ShmCallParts { region, data_len, .. } = shm_call_parts(conn, &call)?;
     let Request::ShmCall { request, .. } = call else {
@@ -473,10 +486,7 @@ fn run_shm_call(shared: &Shared, conn: &Conn, call: Request) -> Result<(Response
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Err(internal()))
     };
     if data_len == 0 {
-        let from_file = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            handler.reply_from_file(conn.id, &request)
-        }))
-        .unwrap_or_else(|_| Some(Err(internal())));
+        let from_file = guarded_reply_from_file(shared, conn, &request);
         if let Some(result) = from_file {
             let (response, file) = result?;
             let n = file.len_bytes();
@@ -580,10 +590,7 @@ fn run_scatter(shared: &Shared, conn: &Conn, call: Request) -> Result<(Response,
     let regions = scatter_regions(conn, &pieces)?;
     let total: u64 = pieces.iter().map(|p| p.1).sum();
     let handler = &shared.handler;
-    let from_file = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        handler.reply_from_file(conn.id, &request)
-    }))
-    .unwrap_or_else(|_| Some(Err(internal())));
+    let from_file = guarded_reply_from_file(shared, conn, &request);
     if let Some(result) = from_file {
         let (response, file) = result?;
         let n = file.len_bytes();
@@ -872,11 +879,7 @@ fn run_and_answer(shared: &Shared, mut job: Job) {
         finish_job(shared, &conn, opcode, request_id, charged, result);
         return;
     }
-    // A panicking handler is a bug, but it must not take the server down with it.
-    let from_file = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        shared.handler.reply_from_file(job.conn.id, &job.request)
-    }))
-    .unwrap_or_else(|_| Some(Err(internal())));
+    let from_file = guarded_reply_from_file(shared, &job.conn, &job.request);
     let result = match from_file {
         Some(r) => r.map(|(response, file)| {
             (
