@@ -28,6 +28,8 @@
 mod backing;
 mod cio;
 mod tier;
+#[cfg(test)]
+mod tier_model;
 mod writeback;
 
 use std::sync::atomic::{AtomicU64, Ordering};
