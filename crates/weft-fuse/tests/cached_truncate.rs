@@ -108,8 +108,13 @@ fn truncate_rounds(a: &Mount, b: &Mount, name: &str, rounds: usize) -> Vec<Strin
 fn truncated_bytes_never_come_back_under_a_concurrent_reader() {
     let rounds = rounds();
     let mut failures = Vec::new();
-    for placement in ["colocated", "2"] {
-        let cluster = TestCluster::start_with(&ClusterOptions::cached(placement, "64M"));
+    // Colocated managers, two separate ones (hashed), two delegates (aligned).
+    for placement in ["colocated", "2", "delegates"] {
+        let options = match placement {
+            "delegates" => ClusterOptions::delegates("2", "64M"),
+            p => ClusterOptions::cached(p, "64M"),
+        };
+        let cluster = TestCluster::start_with(&options);
         let a = Mount::new(&cluster);
         let b = Mount::new(&cluster);
         let bad = truncate_rounds(&a, &b, "t.dat", rounds);
