@@ -23,6 +23,9 @@ use weft_layout::{InodeId, Layout, ServerId};
 const BS: u64 = 16;
 const BLOCKS: u64 = 5;
 const INODE: InodeId = InodeId(3);
+/// Every read and fetch asks for the whole block (one range, as the tier takes them).
+#[allow(clippy::single_range_in_vec_init)]
+const WHOLE: &[std::ops::Range<u32>] = &[0..BS as u32];
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -163,14 +166,7 @@ impl Run {
         let key = Self::key(block);
         match self
             .tier
-            .lookup(
-                key,
-                &self.layout,
-                BS,
-                &[0..BS as u32],
-                Touch::Yes,
-                Fetching::Return,
-            )
+            .lookup(key, &self.layout, BS, WHOLE, Touch::Yes, Fetching::Return)
             .unwrap()
         {
             Found::Hit(s) => self.check(block, &s.block()[..], "hit"),
@@ -206,7 +202,7 @@ impl Run {
                 p.ticket,
                 &self.layout,
                 BS,
-                &[0..BS as u32],
+                WHOLE,
                 &parts,
                 Some(weft_cache::Admission::Normal),
             )
@@ -256,14 +252,7 @@ impl Run {
                 let key = Self::key(block);
                 match self
                     .tier
-                    .lookup(
-                        key,
-                        &self.layout,
-                        BS,
-                        &[0..BS as u32],
-                        Touch::Yes,
-                        Fetching::Return,
-                    )
+                    .lookup(key, &self.layout, BS, WHOLE, Touch::Yes, Fetching::Return)
                     .unwrap()
                 {
                     Found::Hit(s) => self.check(block, &s.block()[..], "hit")?,
