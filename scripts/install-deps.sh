@@ -47,6 +47,7 @@ RUST_VERSION_MIN=1.90  # keep equal to rust-version in the workspace Cargo.toml
 # rustup's installer script (what https://sh.rustup.rs serves), from the Rust project.
 RUSTUP_INIT_URL=https://static.rust-lang.org/rustup/rustup-init.sh
 CARGO_DEB_VERSION=3.8.0  # `make deb`; pinned so that every machine builds the same packages
+FSX_VERSION=0.3.2  # fsx-rs, the file system exerciser weft-fuse's cached_fsx test runs (xfstests' C fsx is not in Debian)
 
 say() { printf 'install-deps: %s\n' "$*"; }
 die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
@@ -165,6 +166,15 @@ install_cargo_fuzz() {
     cargo install cargo-fuzz --locked
 }
 
+install_fsx() {
+    if command -v fsx >/dev/null && [ "$(fsx --version 2>/dev/null | awk '{print $NF}')" = "$FSX_VERSION" ]; then
+        say "fsx $FSX_VERSION: present"
+        return
+    fi
+    say "installing fsx $FSX_VERSION from crates.io (weft-fuse's cached_fsx test)"
+    cargo install fsx --version "$FSX_VERSION" --locked
+}
+
 install_cargo_deb() {
     if command -v cargo-deb >/dev/null && [ "$(cargo-deb --version 2>/dev/null | awk '{print $NF}')" = "$CARGO_DEB_VERSION" ]; then
         say "cargo-deb $CARGO_DEB_VERSION: present"
@@ -178,6 +188,7 @@ install_debian_packages
 keep_openmpi_default
 ensure_rust
 install_cargo_fuzz
+install_fsx
 case "${1:-}" in
     "") ;;
     deb) install_cargo_deb ;;

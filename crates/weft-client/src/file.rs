@@ -900,7 +900,10 @@ impl File {
         check_range(size, 0)
             .map_err(|e| ClientError::refused(ErrorCode::TooLarge, format!("{}: {e}", self.path)))?;
         // Cache managers first: once they answer, nothing they hold past `size` can be
-        // written back over the truncated objects.
+        // written back over the truncated objects. Each one also cut the objects
+        // itself before fetching any of those bytes again (a concurrent read must not
+        // fetch the removed bytes back); cutting them again here, after all answered,
+        // removes what another manager's write-back in flight put there meanwhile.
         self.to_cache_managers(|file| Request::CacheTruncate { file, size })
             .map_err(|e| e.context(&self.path))?;
         self.to_io_servers(|k| Request::Truncate {

@@ -161,6 +161,52 @@ impl Backing {
         Ok(())
     }
 
+    /// Sets the local size of each of the file's objects for a file of `size` bytes
+    /// (every io server of the layout, the remote ones asked at once), as the client's
+    /// truncate does.
+    pub fn truncate(&self, inode: InodeId, layout: &Layout, size: u64) -> Result<(), WireError> {
+        let request = |k: usize| Request::Truncate {
+            inode,
+            striping: striping(layout, k),
+            size,
+        };
+        let mut first_error = None;
+        let mut calls = Vec::new();
+        for (k, &server) in layout.servers.iter().enumerate() {
+            let sent = match &self.local {
+                Some((id, io)) if *id == server => {
+                    io.truncate(inode, striping(layout, k), size).map(|_| None)
+                }
+                _ => self.addr(server).and_then(|addr| {
+                    let connection = self.pool.get(&addr).map_err(|e| remote(server, e))?;
+                    Ok(Some(connection))
+                }),
+            };
+            match sent {
+                Ok(Some(connection)) => calls.push((k, connection)),
+                Ok(None) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let mut pending = Vec::new();
+        for (k, connection) in &calls {
+            match connection.send(&request(*k), &[]) {
+                Ok(call) => pending.push((*k, call)),
+                Err(e) => {
+                    first_error.get_or_insert(remote(layout.servers[*k], e));
+                }
+            }
+        }
+        for (k, call) in pending {
+            if let Err(e) = call.wait() {
+                first_error.get_or_insert(remote(layout.servers[k], e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Writes `data[i]`, the file bytes of `ranges[i]`, to the io servers.
     pub fn write(
         &self,

@@ -28,6 +28,8 @@
 mod backing;
 mod cio;
 mod tier;
+#[cfg(test)]
+mod tier_model;
 mod writeback;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +47,7 @@ use weft_rpc::ConnectionId;
 
 pub use backing::{fixed_directory, Backing, Directory};
 use cio::{Asked, ReadMode};
-use tier::{Blocked, Fetching, Found, Tier};
+use tier::{Blocked, Fetching, Found, Ticket, Tier};
 use weft_cache::store::Snapshot;
 use weft_cache::Admission;
 use weft_proto::pattern::AccessPattern;
@@ -500,7 +502,7 @@ impl Inner {
         let mut fetches: Vec<BatchFetch> = Vec::new();
         let abandon = |fetches: &[BatchFetch]| {
             for f in fetches {
-                self.tier.abandon_fetch(key_of(batch.runs[f.run].0));
+                self.tier.abandon_fetch(key_of(batch.runs[f.run].0), f.ticket);
             }
         };
         for (i, (block, _)) in batch.runs.iter().enumerate() {
@@ -520,11 +522,16 @@ impl Inner {
                     copy_out(i, snapshot.block(), out);
                     done[i] = true;
                 }
-                Ok(Found::Fetch { gaps, resident }) => fetches.push(BatchFetch {
+                Ok(Found::Fetch {
+                    gaps,
+                    resident,
+                    ticket,
+                }) => fetches.push(BatchFetch {
                     run: i,
                     ranges,
                     gaps,
                     resident,
+                    ticket,
                 }),
                 Ok(Found::Wait) => {}
                 Err(e) => {
@@ -558,7 +565,7 @@ impl Inner {
                 let admission = self.admission(mode, key, f.resident);
                 match self
                     .tier
-                    .fill(key, layout, block_size, &f.ranges, &parts, admission)
+                    .fill(key, f.ticket, layout, block_size, &f.ranges, &parts, admission)
                 {
                     Ok(Ok(Some(snapshot))) => {
                         self.counters.misses.fetch_add(1, Ordering::Relaxed);
@@ -572,7 +579,9 @@ impl Inner {
                         copy_out(f.run, parts[0].1, out);
                         done[f.run] = true;
                     }
-                    // No room now: served on its own below, which makes room first.
+                    // No room now, or the fetch was revoked (a truncate, punch or drop
+                    // meanwhile): served on its own below, which makes room first or
+                    // fetches again.
                     Ok(Err(_)) => {}
                     Err(e) => {
                         abandon(&fetches[n + 1..]);
@@ -621,7 +630,7 @@ impl Inner {
     ) -> Result<BlockBytes, WireError> {
         let mut first = true;
         loop {
-            let (gaps, resident) =
+            let (gaps, resident, ticket) =
                 match self
                     .tier
                     .lookup(key, layout, block_size, ranges, mode.touch(), Fetching::Wait)?
@@ -639,7 +648,11 @@ impl Inner {
                         first = false;
                         continue;
                     }
-                    Found::Fetch { gaps, resident } => (gaps, resident),
+                    Found::Fetch {
+                        gaps,
+                        resident,
+                        ticket,
+                    } => (gaps, resident, ticket),
                 };
             let start = key.block * block_size;
             let file_ranges: Vec<Range> = gaps
@@ -652,7 +665,7 @@ impl Inner {
             let total: u64 = file_ranges.iter().map(|r| r.len).sum();
             let mut fetched = vec![0u8; total as usize];
             if let Err(e) = self.backing.read(key.inode, layout, &file_ranges, &mut fetched) {
-                self.tier.abandon_fetch(key);
+                self.tier.abandon_fetch(key, ticket);
                 return Err(e);
             }
             self.counters.fetched_bytes.fetch_add(total, Ordering::Relaxed);
@@ -660,7 +673,7 @@ impl Inner {
             let parts = fetched_parts(&gaps, &fetched, &mut 0);
             match self
                 .tier
-                .fill(key, layout, block_size, ranges, &parts, admission)?
+                .fill(key, ticket, layout, block_size, ranges, &parts, admission)?
             {
                 Ok(Some(snapshot)) => {
                     self.counters.misses.fetch_add(1, Ordering::Relaxed);
@@ -829,6 +842,7 @@ impl Inner {
                 self.tier.pause();
                 Ok(())
             }
+            Blocked::Again => Ok(()),
             Blocked::WriteBack(keys) => {
                 let mut by_file: std::collections::BTreeMap<InodeId, Vec<BlockKey>> = Default::default();
                 for k in keys {
@@ -931,10 +945,18 @@ impl Inner {
         Ok(())
     }
 
-    /// Forgets the file's bytes at and after `size`.
+    /// Forgets the file's bytes at and after `size`, and truncates the file's io
+    /// objects itself before any fetch or write-back of those bytes goes on: a read
+    /// must not fetch, between this manager forgetting them and the client truncating
+    /// the objects, the bytes the truncate removes (they came back, issue 28). Every
+    /// manager of the file does so; the client truncates the objects again once all
+    /// have answered, so another manager's write-back that landed meanwhile is cut too
+    /// (it held only that manager's blocks, which this one never fetches).
     fn truncate(&self, file: &CacheFile, size: u64) -> Result<(), WireError> {
-        self.tier.truncate(file.inode, size);
-        Ok(())
+        let cut = self.tier.begin_truncate(file.inode, size);
+        let truncated = self.backing.truncate(file.inode, &file.layout, size);
+        self.tier.end_truncate(cut);
+        truncated
     }
 
     /// The end of the file's data held dirty here (0 if none).
@@ -970,6 +992,7 @@ struct BatchFetch {
     ranges: Vec<std::ops::Range<u32>>,
     gaps: Vec<std::ops::Range<u32>>,
     resident: bool,
+    ticket: Ticket,
 }
 
 /// Most pieces of one block handled under one hold of its lock: bounds the memory a

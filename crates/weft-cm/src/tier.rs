@@ -7,8 +7,15 @@
 //! reads copy out of a snapshot after letting go, and write-backs send a snapshot.
 //! `settled` is signalled whenever a fetch or a write-back ends, for those waiting on
 //! one.
+//!
+//! A truncate, punch or drop of a file revokes the fetches of the blocks it cuts (each
+//! fetch holds a ticket; a revoked one installs nothing), so bytes read from the io
+//! servers before it are never cached after it. A truncate also holds its cut (the
+//! file's bytes from the new end on) while this manager truncates the io servers'
+//! objects: no fetch of a block there starts, and no write-back of one is handed out,
+//! until the objects are cut too.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -41,8 +48,43 @@ struct State {
     /// (a delegate), otherwise it is the inner policy.
     cache: Cache<Prefer<BlockKey, AnyPolicy<BlockKey>>>,
     files: BTreeMap<InodeId, FileEntry>,
-    /// Blocks being fetched: a second reader waits for the first one's fetch.
-    fetching: HashSet<BlockKey>,
+    /// Blocks being fetched, each with its fetch's ticket: a second reader waits for
+    /// the first one's fetch; a truncate, punch or drop revokes the fetches of the
+    /// blocks it cuts (removes them), and `fill` installs nothing for a revoked ticket.
+    fetching: HashMap<BlockKey, Ticket>,
+    next_ticket: u64,
+    /// Truncates in progress here, (inode, new size): their io objects are being cut,
+    /// so no fetch of the file's bytes from the size on starts, and no write-back of
+    /// those blocks is handed out, until they end. At most one per request being
+    /// served.
+    cuts: Vec<(InodeId, u64)>,
+}
+
+impl State {
+    /// Whether a truncate in progress cuts bytes of block `key` (of `block_size`).
+    fn cut(&self, key: BlockKey, block_size: u64) -> bool {
+        self.cuts
+            .iter()
+            .any(|&(inode, size)| inode == key.inode && (key.block + 1).saturating_mul(block_size) > size)
+    }
+
+    /// Revokes the fetches in flight of `inode`'s blocks `blocks`: what they read from
+    /// the io servers is older than the change that revokes them.
+    fn revoke_fetches(&mut self, inode: InodeId, blocks: std::ops::RangeInclusive<u64>) {
+        self.fetching
+            .retain(|k, _| !(k.inode == inode && blocks.contains(&k.block)));
+    }
+}
+
+/// One fetch of a block (see `State::fetching`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(u64);
+
+/// A truncate holding its cut (`Tier::begin_truncate`); ended by `Tier::end_truncate`.
+#[must_use]
+pub struct Cut {
+    inode: InodeId,
+    size: u64,
 }
 
 /// What a lookup of a request's pieces in one block gave.
@@ -51,8 +93,12 @@ pub enum Found {
     Hit(Snapshot),
     /// Fetch these ranges of the block (all its bytes not valid), then `fill`;
     /// `resident`: the block is cached (partly valid, or reserved empty).
-    Fetch { gaps: Vec<Range<u32>>, resident: bool },
-    /// Another request is fetching the block: ask again.
+    Fetch {
+        gaps: Vec<Range<u32>>,
+        resident: bool,
+        ticket: Ticket,
+    },
+    /// Another request is fetching the block, or a truncate is cutting it: ask again.
     Wait,
 }
 
@@ -71,6 +117,9 @@ pub enum Blocked {
     WriteBack(Vec<BlockKey>),
     /// Write-backs of victims are in flight: wait, then try again.
     Wait,
+    /// The fetch was revoked (a truncate, punch or drop of its block meanwhile): look
+    /// the block up again.
+    Again,
 }
 
 pub struct Tier {
@@ -99,7 +148,9 @@ impl Tier {
                     },
                 ),
                 files: BTreeMap::new(),
-                fetching: HashSet::new(),
+                fetching: HashMap::new(),
+                next_ticket: 0,
+                cuts: Vec::new(),
             }),
             settled: Condvar::new(),
             policy_kind: policy,
@@ -194,8 +245,6 @@ impl Tier {
     }
 
     /// Looks up a request's pieces in a block; with `Touch::Yes` a reference for the
-    /// policy.
-    /// Looks up a request's pieces in a block; with `Touch::Yes` a reference for the
     /// policy. When another request is fetching the block, `Found::Wait` comes after a
     /// wait for it to settle, or at once with `Fetching::Return`: for a caller holding
     /// fetches of its own open (a batch), which must not wait for others that may be
@@ -211,7 +260,7 @@ impl Tier {
     ) -> Result<Found, WireError> {
         let mut state = self.state();
         self.check_file(&mut state, key.inode, layout, block_size_bytes)?;
-        if state.fetching.contains(&key) {
+        if state.fetching.contains_key(&key) {
             if fetching == Fetching::Wait {
                 drop(self.wait(state));
             }
@@ -224,6 +273,13 @@ impl Tier {
             .map_err(cache_error)?
         {
             Lookup::Hit(snapshot) => Ok(Found::Hit(snapshot)),
+            Lookup::Miss { .. } if state.cut(key, block_size_bytes) => {
+                // Its io objects are being truncated: what they hold now may be cut.
+                if fetching == Fetching::Wait {
+                    drop(self.wait(state));
+                }
+                Ok(Found::Wait)
+            }
             Lookup::Miss { resident, .. } => {
                 // Fetch all the block lacks: a stripe-sized read, and what follows in
                 // the block is likely wanted next.
@@ -231,25 +287,37 @@ impl Tier {
                     Some(valid) => valid.missing(0..len),
                     None => std::iter::once(0..len).collect(),
                 };
-                state.fetching.insert(key);
-                Ok(Found::Fetch { gaps, resident })
+                let ticket = Ticket(state.next_ticket);
+                state.next_ticket += 1;
+                state.fetching.insert(key, ticket);
+                Ok(Found::Fetch {
+                    gaps,
+                    resident,
+                    ticket,
+                })
             }
         }
     }
 
     /// A fetch failed: another request may try.
-    pub fn abandon_fetch(&self, key: BlockKey) {
-        self.state().fetching.remove(&key);
+    pub fn abandon_fetch(&self, key: BlockKey, ticket: Ticket) {
+        let mut state = self.state();
+        if state.fetching.get(&key) == Some(&ticket) {
+            state.fetching.remove(&key);
+        }
         self.settled.notify_all();
     }
 
     /// Hands in fetched bytes `(offset in block, bytes)` and ends the fetch; returns the
     /// block's bytes for the request that fetched them (every piece of `ranges` valid).
     /// A block not cached is admitted with `admission`, or with `None` left out of the
-    /// cache (`Ok(Ok(None))`: the caller serves the fetched bytes themselves).
+    /// cache (`Ok(Ok(None))`: the caller serves the fetched bytes themselves). A fetch
+    /// revoked meanwhile installs nothing (`Blocked::Again`).
+    #[allow(clippy::too_many_arguments)]
     pub fn fill(
         &self,
         key: BlockKey,
+        ticket: Ticket,
         layout: &Layout,
         block_size_bytes: u64,
         ranges: &[Range<u32>],
@@ -257,8 +325,12 @@ impl Tier {
         admission: Option<Admission>,
     ) -> Result<Result<Option<Snapshot>, Blocked>, WireError> {
         let mut state = self.state();
-        state.fetching.remove(&key);
         self.settled.notify_all();
+        if state.fetching.get(&key) != Some(&ticket) {
+            // A truncate, punch or drop came after the fetch read the io servers.
+            return Ok(Err(Blocked::Again));
+        }
+        state.fetching.remove(&key);
         let admission = match admission {
             Some(a) => a,
             None if !state.cache.contains(&key) => return Ok(Ok(None)),
@@ -336,6 +408,12 @@ impl Tier {
         let mut state = self.state();
         let file = state.files.get(&inode)?;
         let (layout, block_size) = (file.layout.clone(), file.block_size_bytes);
+        // A block a truncate is cutting goes back once the io objects are cut: written
+        // before, the truncate of the objects would remove bytes the block holds as
+        // clean.
+        while keys.iter().any(|k| state.cut(*k, block_size)) {
+            state = self.wait(state);
+        }
         let taken = keys
             .iter()
             .filter_map(|k| state.cache.take_write_back(k))
@@ -377,16 +455,39 @@ impl Tier {
     }
 
     /// Forgets the file's bytes at and after `size`, once no write-back of it is in
-    /// flight (one might carry bytes past the new end).
-    pub fn truncate(&self, inode: InodeId, size: u64) {
+    /// flight (one might carry bytes past the new end), revokes the fetches of the
+    /// blocks cut, and holds the cut (no fetch or write-back of those blocks) until
+    /// `end_truncate`: the caller truncates the io objects in between.
+    pub fn begin_truncate(&self, inode: InodeId, size: u64) -> Cut {
         let mut state = self.state();
         while state.cache.write_backs_in_flight_of(inode).next().is_some() {
             state = self.wait(state);
         }
         if let Some(file) = state.files.get(&inode) {
-            let map = BlockMap::new(file.block_size_bytes).expect("checked when the file was first seen");
+            let block_size = file.block_size_bytes;
+            let map = BlockMap::new(block_size).expect("checked when the file was first seen");
             state.cache.truncate(inode, size, &map);
+            state.revoke_fetches(inode, size / block_size..=u64::MAX);
+        } else {
+            // No block size known: no block cached, but a fetch may be in flight.
+            state.revoke_fetches(inode, 0..=u64::MAX);
         }
+        state.cuts.push((inode, size));
+        Cut { inode, size }
+    }
+
+    /// The io objects are cut (or failed to be): fetches and write-backs of the blocks
+    /// go on.
+    pub fn end_truncate(&self, cut: Cut) {
+        let mut state = self.state();
+        if let Some(at) = state
+            .cuts
+            .iter()
+            .position(|&(inode, size)| inode == cut.inode && size == cut.size)
+        {
+            state.cuts.swap_remove(at);
+        }
+        self.settled.notify_all();
     }
 
     /// Forgets the file's cached bytes in `[offset, offset + len)` (a hole punched in
@@ -398,8 +499,15 @@ impl Tier {
             state = self.wait(state);
         }
         if let Some(file) = state.files.get(&inode) {
-            let map = BlockMap::new(file.block_size_bytes).expect("checked when the file was first seen");
+            let block_size = file.block_size_bytes;
+            let map = BlockMap::new(block_size).expect("checked when the file was first seen");
             state.cache.punch(inode, offset, len, &map);
+            if len > 0 {
+                let last = offset.saturating_add(len - 1) / block_size;
+                state.revoke_fetches(inode, offset / block_size..=last);
+            }
+        } else {
+            state.revoke_fetches(inode, 0..=u64::MAX);
         }
     }
 
@@ -408,6 +516,8 @@ impl Tier {
         let mut state = self.state();
         state.cache.invalidate_inode(inode);
         state.files.remove(&inode);
+        // A fetch in flight would bring the blocks (and the file's entry) back.
+        state.revoke_fetches(inode, 0..=u64::MAX);
     }
 
     /// The end of the file's data held dirty here (0 if none).
@@ -452,9 +562,10 @@ impl Tier {
             cache,
             files,
             fetching,
+            ..
         } = &mut *state;
         files.retain(|inode, _| {
-            cache.blocks_of(*inode).next().is_some() || fetching.iter().any(|k| k.inode == *inode)
+            cache.blocks_of(*inode).next().is_some() || fetching.keys().any(|k| k.inode == *inode)
         });
         by_file
     }

@@ -481,7 +481,9 @@ impl IoService {
         Ok(Response::Done)
     }
 
-    fn truncate(&self, inode: InodeId, striping: Striping, size: u64) -> Result<Response, WireError> {
+    /// Sets the object's local size for a file of `size` bytes (`Request::Truncate`);
+    /// also called directly by a colocated cache manager truncating a cached file.
+    pub fn truncate(&self, inode: InodeId, striping: Striping, size: u64) -> Result<Response, WireError> {
         self.objects.check_writable()?;
         weft_layout::stripe::check_range(size, 0)
             .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;

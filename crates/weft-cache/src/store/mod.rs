@@ -533,7 +533,10 @@ impl<P: Policy<BlockKey>> Cache<P> {
     }
 
     /// Copies fetched bytes into the block at `offset` and marks them valid, except
-    /// where the block is dirty (the cache's bytes are newer than the server's). A
+    /// where the block is valid already: dirty, or written and written back (or
+    /// filled) while this fetch read the server: every write goes through the cache, so
+    /// its valid bytes are never older than the server's, and a fetch that read the
+    /// server before a write-back must not put its older bytes over them. A
     /// missing block is created and admitted with `admission`; a cached one is not
     /// referenced again (its lookup did that).
     pub fn fill(
@@ -552,10 +555,10 @@ impl<P: Policy<BlockKey>> Cache<P> {
         }
         self.make_room_for_growth(key)?;
         self.change(key, |e| {
-            let clean = e.dirty.missing(range.clone());
-            if !clean.is_empty() {
+            let missing = e.valid.missing(range.clone());
+            if !missing.is_empty() {
                 let bytes = Arc::make_mut(&mut e.data);
-                for r in clean {
+                for r in missing {
                     let from = (r.start - offset) as usize..(r.end - offset) as usize;
                     bytes[r.start as usize..r.end as usize].copy_from_slice(&data[from]);
                 }

@@ -46,6 +46,26 @@ fn write_back_all<P: Policy<BlockKey>>(c: &mut Cache<P>, keys: &[BlockKey]) {
     }
 }
 
+/// A fetch that read the server before a write of the block was written back must not
+/// put its older bytes over the written ones, now clean: fills skip every valid byte,
+/// not only dirty ones. They went over clean bytes, and the tier's model test
+/// (weft-cm tier_model) read the fetch's zeros where a write had put 1s (issue 28).
+#[test]
+fn fills_keep_bytes_written_and_written_back_meanwhile() {
+    let mut c = lru_cache(4);
+    // A read's fetch of block 0 starts (nothing cached); meanwhile a write of 10..20
+    // lands and is written back.
+    c.write(key(0), LEN, 10, &[1; 10], 0).unwrap();
+    write_back_all(&mut c, &[key(0)]);
+    assert!(c.dirty_extents(&key(0)).is_none_or(|d| d.is_empty()));
+    // The fetch's bytes, read before the write-back, arrive for the whole block.
+    c.fill(key(0), LEN, 0, &[9; LEN as usize], Admission::Normal)
+        .unwrap();
+    let mut expect = vec![9; LEN as usize];
+    expect[10..20].fill(1);
+    assert_eq!(hit_bytes(&mut c, 0, 0..LEN), expect);
+}
+
 #[test]
 fn reads_fetch_only_what_is_missing_and_fills_keep_dirty_bytes() {
     let mut c = lru_cache(4);
