@@ -316,7 +316,20 @@ fn served(fd: c_int) -> Option<Arc<Mutex<Served>>> {
     if SERVING.load(Ordering::SeqCst) == 0 {
         return None;
     }
-    lock(&SERVED).as_ref()?.get(&fd).cloned()
+    let mut table = lock(&SERVED);
+    let map = table.as_mut()?;
+    map.get(&fd)?;
+    // Still our O_PATH descriptor? One closed by a call not interposed (glibc's own
+    // close, close_range, dup2 over it) has lost its number to another file, which must
+    // not be served from Weft.
+    // SAFETY: F_GETFL on any descriptor number.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || flags & libc::O_PATH == 0 {
+        map.remove(&fd);
+        SERVING.fetch_sub(1, Ordering::SeqCst);
+        return None;
+    }
+    map.get(&fd).cloned()
 }
 
 fn open_weft(path: &str, weft: &str, flags: c_int) -> c_int {
