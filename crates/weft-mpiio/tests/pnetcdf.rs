@@ -13,6 +13,10 @@
 //!   program's output equal the same program's run on a local directory;
 //! - the same with a `weft:` name whose stripped directory does not exist locally (the
 //!   NC_ENOENT at ncmpi_open of 27 of PnetCDF's own tests);
+//! - PnetCDF's own `test/testcases` and `examples/C` (the source of the installed
+//!   libpnetcdf-dev, from Debian's source package: `support/fetch-pnetcdf-source.sh`),
+//!   each with an absolute `weft:/` name whose stripped path is a local file of known
+//!   bytes: every one passes as it does on a local file, and no local file changes;
 //! - parallel HDF5 (`c/hdf5_rw.c`, H5FD_MPIO) with a decoy local file: HDF5 does not
 //!   strip the prefix; checked so that it stays so;
 //! - a program opening the stripped name for writing is refused loudly (ENOTSUP, a line
@@ -103,18 +107,28 @@ impl Decoy {
         Decoy { path, bytes, mtime }
     }
 
+    /// How the local file differs from what it was, if it does.
+    fn change(&self) -> Option<String> {
+        let path = self.path.display();
+        let now = match fs::read(&self.path) {
+            Ok(now) => now,
+            Err(e) => return Some(format!("the local file {path} is gone: {e}")),
+        };
+        if now != self.bytes {
+            return Some(format!(
+                "the local file {path} was changed ({} bytes, was {})",
+                now.len(),
+                self.bytes.len()
+            ));
+        }
+        let mtime = fs::metadata(&self.path).ok()?.modified().ok()?;
+        (mtime != self.mtime).then(|| format!("the local file {path}'s mtime changed"))
+    }
+
     fn assert_untouched(&self, what: &str) {
-        let now = fs::read(&self.path)
-            .unwrap_or_else(|e| panic!("{what}: the local file {} is gone: {e}", self.path.display()));
-        assert!(
-            now == self.bytes,
-            "{what}: the local file {} was changed ({} bytes, was {})",
-            self.path.display(),
-            now.len(),
-            self.bytes.len()
-        );
-        let mtime = fs::metadata(&self.path).unwrap().modified().unwrap();
-        assert_eq!(mtime, self.mtime, "{what}: the local file's mtime changed");
+        if let Some(change) = self.change() {
+            panic!("{what}: {change}");
+        }
     }
 }
 
@@ -279,4 +293,118 @@ fn writing_the_stripped_name_is_refused_loudly() {
         "the calls on the stripped name (no Weft file of that name exists)"
     );
     decoy.assert_untouched("stripped_writer");
+}
+
+/// PnetCDF's own tests and examples take the file name as their last argument; each is
+/// run with `weft:` + the absolute path of a local decoy. Failed before the fix: 62 of
+/// the 65 programs went wrong, 61 of them truncating or removing their decoy and 24
+/// failing where they pass on a local file.
+#[test]
+fn pnetcdf_own_tests_and_examples_with_absolute_weft_names() {
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pnetcdf-source");
+    fs::create_dir_all(&scratch).unwrap();
+    let fetch = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fetch-pnetcdf-source.sh");
+    let fetched = std::process::Command::new(&fetch)
+        .arg(&scratch)
+        .output()
+        .expect("running fetch-pnetcdf-source.sh");
+    assert_ok(
+        &fetched,
+        "fetching PnetCDF's source package (apt-get source pnetcdf)",
+    );
+    let tree = PathBuf::from(String::from_utf8_lossy(&fetched.stdout).trim());
+
+    // Build: each test case with the tests' own testutils.c and the few configure
+    // results it reads; each example alone.
+    let build = weft_testkit::mpi::program_dir("weft-mpiio-pnetcdf-suite-");
+    fs::write(
+        build.join("config.h"),
+        "#define HAVE_DECL_MPI_OFFSET 1\n#define HAVE_STRCASECMP 1\n#define HAVE_STRDUP 1\n\
+         #define HAVE_ACCESS 1\n#define SIZEOF_MPI_OFFSET 8\n#define SIZEOF_MPI_AINT 8\n",
+    )
+    .unwrap();
+    let include = format!("-I{}", build.display());
+    let common = format!("-I{}", tree.join("test/common").display());
+    let testutils = tree.join("test/common/testutils.c");
+    let mut programs = Vec::new();
+    for (dir, with_utils) in [("test/testcases", true), ("examples/C", false)] {
+        let mut sources: Vec<PathBuf> = fs::read_dir(tree.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "c"))
+            .collect();
+        sources.sort();
+        for source in sources {
+            let text = fs::read_to_string(&source).unwrap();
+            // nc_null_args tests netCDF's own library against PnetCDF's (netcdf.h):
+            // not PnetCDF on MPI-IO.
+            if text.contains("#include <netcdf.h>") {
+                continue;
+            }
+            let name = source.file_stem().unwrap().to_str().unwrap().to_owned();
+            let mut extra = vec!["-DHAVE_CONFIG_H", &include, &common];
+            let utils = testutils.to_str().unwrap();
+            if with_utils {
+                extra.push(utils);
+            }
+            extra.extend(["-lpnetcdf", "-lm", "-lpthread"]);
+            let binary = weft_testkit::mpi::compile("mpicc", "MPICC", &build, &name, &source, &extra);
+            programs.push((format!("{dir}/{name}"), binary, dir == "examples/C"));
+        }
+    }
+    assert!(
+        programs.len() >= 60,
+        "only {} of PnetCDF's programs found in {}",
+        programs.len(),
+        tree.display()
+    );
+
+    let cluster = TestCluster::start();
+    let local = tempfile::tempdir().unwrap();
+    let path = local.path().to_str().unwrap().to_owned();
+    weft_mkdir(&cluster, &path);
+    let mut failures = Vec::new();
+    for (what, binary, example) in &programs {
+        let file = format!("{path}/{}.nc", binary.file_name().unwrap().to_str().unwrap());
+        let decoy = Decoy::new(PathBuf::from(&file));
+        let name = format!("weft:{file}");
+        // The examples take -q (quiet) before the name.
+        let args: Vec<&str> = if *example { vec!["-q", &name] } else { vec![&name] };
+        let out = mpirun(RANKS, Some(&cluster), binary, &args);
+        let mut wrong = Vec::new();
+        if let Some(change) = decoy.change() {
+            wrong.push(change);
+        }
+        if !out.status.success() {
+            // As on a local file? (examples/C/get_vara reads a file put_vara makes under
+            // its default name: it fails on a local file too.)
+            let dir = tempfile::tempdir().unwrap();
+            let local_name = format!("{}/x.nc", dir.path().display());
+            let args: Vec<&str> = if *example {
+                vec!["-q", &local_name]
+            } else {
+                vec![&local_name]
+            };
+            let reference = mpirun(RANKS, None, binary, &args);
+            if reference.status.code() != out.status.code() {
+                wrong.push(format!(
+                    "{} by the weft: name, {} on a local file:\n{}{}",
+                    out.status,
+                    reference.status,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        if !wrong.is_empty() {
+            failures.push(format!("{what}: {}", wrong.join("; ")));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of PnetCDF's {} tests and examples went wrong by an absolute weft: name:\n{}",
+        failures.len(),
+        programs.len(),
+        failures.join("\n")
+    );
 }
