@@ -191,9 +191,9 @@ fn fail(e: c_int) -> c_int {
 /// Refuses a call on a tied name, loudly.
 fn refuse(call: &str, path: &str, weft: &str) -> c_int {
     eprintln!(
-        "weft-mpiio: {call}({path}) refused: {path} is weft:{path} with its prefix stripped (by a library \
-         above MPI-IO), and this call cannot be served from Weft; the local file {path} is left alone. \
-         Use the file's path in a Weft mount instead of weft:{path} (Weft path {weft})."
+        "weft-mpiio: {call} of {path} refused: {path} is weft:{path} with its prefix stripped (by a \
+         library above MPI-IO), and this call cannot be served from Weft; the local file {path} is left \
+         alone. Use the file's path in a Weft mount instead of weft:{path} (Weft path {weft})."
     );
     fail(libc::ENOTSUP)
 }
