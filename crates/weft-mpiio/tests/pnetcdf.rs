@@ -31,11 +31,12 @@ use std::process::Output;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
-use weft_testkit::mpi::{assert_ok, assert_same, library, weft_bytes};
+mod support;
+
+use weft_testkit::mpi::{assert_ok, assert_same, weft_bytes};
 use weft_testkit::TestCluster;
 
 const RANKS: usize = 3;
-const MPIRUN_TIMEOUT_S: &str = "120";
 
 struct Programs {
     names: PathBuf,
@@ -61,22 +62,22 @@ fn programs() -> &'static Programs {
                     "-lhdf5",
                 ],
             ),
-            writer: c("stripped_writer", &[]),
+            writer: support::compile(&dir, "stripped_writer"),
         }
     })
 }
 
-/// mpirun of `program`; with a cluster, through libweft_mpiio.so.
+/// mpirun of `program`; with a cluster, through libweft_mpiio.so (`support::mpirun`),
+/// else through Open MPI's own MPI-IO.
 fn mpirun(np: usize, cluster: Option<&TestCluster>, program: &Path, args: &[&str]) -> Output {
-    let mut c = weft_testkit::mpi::mpirun_command(np, MPIRUN_TIMEOUT_S);
     if let Some(cluster) = cluster {
-        c.arg("-x").arg(format!("LD_PRELOAD={}", library().display()));
-        for (k, v) in cluster.env() {
-            c.arg("-x").arg(format!("{k}={v}"));
-        }
+        return support::mpirun(np, cluster, &[], program, args);
     }
-    c.arg(program).args(args);
-    let out = c.output().expect("running mpirun");
+    let out = weft_testkit::mpi::mpirun_command(np, support::MPIRUN_TIMEOUT_S)
+        .arg(program)
+        .args(args)
+        .output()
+        .expect("running mpirun");
     assert_ne!(
         out.status.code(),
         Some(124),
@@ -139,6 +140,16 @@ fn entries(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// A local directory holding a decoy named `file`, the same directory made in Weft, and
+/// its path.
+fn decoy_dir(cluster: &TestCluster, file: &str) -> (tempfile::TempDir, Decoy, String) {
+    let local = tempfile::tempdir().unwrap();
+    let decoy = Decoy::new(local.path().join(file));
+    let path = local.path().to_str().unwrap().to_owned();
+    weft_mkdir(cluster, &path);
+    (local, decoy, path)
 }
 
 /// `weft mkdir -p` of a local directory's absolute path, in Weft.
@@ -243,10 +254,7 @@ fn pnetcdf_absolute_weft_name_without_a_local_directory() {
 #[test]
 fn hdf5_absolute_weft_name_never_touches_the_local_file() {
     let cluster = TestCluster::start();
-    let local = tempfile::tempdir().unwrap();
-    let decoy = Decoy::new(local.path().join("data.h5"));
-    let path = local.path().to_str().unwrap();
-    weft_mkdir(&cluster, path);
+    let (local, decoy, path) = decoy_dir(&cluster, "data.h5");
     let out = mpirun(
         2,
         Some(&cluster),
@@ -270,10 +278,7 @@ fn hdf5_absolute_weft_name_never_touches_the_local_file() {
 #[test]
 fn writing_the_stripped_name_is_refused_loudly() {
     let cluster = TestCluster::start();
-    let local = tempfile::tempdir().unwrap();
-    let decoy = Decoy::new(local.path().join("w.dat"));
-    let path = local.path().to_str().unwrap();
-    weft_mkdir(&cluster, path);
+    let (_local, decoy, path) = decoy_dir(&cluster, "w.dat");
     let out = mpirun(
         1,
         Some(&cluster),
