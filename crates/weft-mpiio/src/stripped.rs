@@ -19,10 +19,11 @@
 //!   the real ones found with `dlsym(RTLD_NEXT)`).
 //!
 //! and interposes the libc calls such libraries make: on a tied name, `access`,
-//! `truncate` and `unlink`/`remove` act on the Weft file, and `open` for reading gives a
-//! descriptor whose `read`, `pread`, `lseek` and `close` are served from the Weft file
-//! (the descriptor itself is an `O_PATH` one of `/`, so any other call on it fails with
-//! EBADF rather than reach a local file). Anything else on a tied name (`open` for
+//! `stat`/`lstat`, `truncate` and `unlink`/`remove` act on the Weft file, and `open` for
+//! reading gives a descriptor whose `read`, `pread`, `lseek`, `fstat` and `close` are
+//! served from the Weft file (the descriptor itself is an `O_PATH` one of `/`, so
+//! reading, writing or mapping it by another call fails with EBADF rather than reach a
+//! local file). Anything else on a tied name (`open` for
 //! writing or creating, `fopen`) is refused with ENOTSUP and a line on stderr saying to
 //! use the mount path. Names not tied pass straight to libc: the check is one atomic
 //! load while nothing is tied, and a comparison of the exact string otherwise.
@@ -413,6 +414,60 @@ fn seek_served(s: &Mutex<Served>, offset: i64, whence: c_int) -> i64 {
     }
 }
 
+/// `attr` as stat(2) reports it.
+fn fill_stat(attr: &weft_proto::Attr, out: *mut libc::stat) {
+    let kind = match attr.kind {
+        FileKind::File => libc::S_IFREG,
+        FileKind::Directory => libc::S_IFDIR,
+        FileKind::Symlink => libc::S_IFLNK,
+        FileKind::Fifo => libc::S_IFIFO,
+        FileKind::CharDevice => libc::S_IFCHR,
+        FileKind::BlockDevice => libc::S_IFBLK,
+        FileKind::Socket => libc::S_IFSOCK,
+    };
+    // SAFETY: all-zero is a valid struct stat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    st.st_ino = attr.inode.0;
+    st.st_mode = kind | (attr.mode & 0o7777);
+    st.st_nlink = attr.nlink.into();
+    st.st_uid = attr.uid;
+    st.st_gid = attr.gid;
+    st.st_rdev = attr.rdev;
+    st.st_size = attr.size as i64;
+    st.st_blocks = attr.blocks as i64;
+    st.st_blksize = attr.layout.as_ref().map_or(4096, |l| l.stripe_size_bytes as i64);
+    st.st_atime = attr.atime.secs;
+    st.st_atime_nsec = attr.atime.nanos.into();
+    st.st_mtime = attr.mtime.secs;
+    st.st_mtime_nsec = attr.mtime.nanos.into();
+    st.st_ctime = attr.ctime.secs;
+    st.st_ctime_nsec = attr.ctime.nanos.into();
+    // SAFETY: the caller's buffer for one struct stat.
+    unsafe { out.write(st) };
+}
+
+fn stat_weft(call: &str, path: &str, weft: &str, out: *mut libc::stat) -> c_int {
+    let Some(c) = client(call, path) else { return -1 };
+    match c.stat(weft) {
+        Ok(attr) => {
+            fill_stat(&attr, out);
+            0
+        }
+        Err(e) => client_errno(call, path, e),
+    }
+}
+
+fn fstat_served(s: &Mutex<Served>, out: *mut libc::stat) -> c_int {
+    let s = lock(s);
+    let mut attr = s.file.attr().clone();
+    match s.file.size() {
+        Ok(size) => attr.size = size,
+        Err(e) => return fail(e.errno()),
+    }
+    fill_stat(&attr, out);
+    0
+}
+
 // ---- The interposed libc calls. ----
 
 /// # Safety
@@ -623,6 +678,61 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         None => fail(libc::ENOSYS),
     }
 }
+
+// glibc 2.33 and later export stat, lstat and fstat (and their 64 names, the same
+// struct on 64-bit Linux) as functions; programs built against an older glibc call
+// __xstat and friends, which are not interposed.
+macro_rules! stat_like {
+    ($name:ident, $sym:literal) => {
+        /// # Safety
+        /// stat(2)'s contract.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(path: *const c_char, out: *mut libc::stat) -> c_int {
+            // SAFETY: stat(2)'s contract.
+            if let Some(weft) = unsafe { tied(path) } {
+                // SAFETY: tied paths are C strings.
+                return stat_weft(
+                    $sym,
+                    &unsafe { CStr::from_ptr(path) }.to_string_lossy(),
+                    &weft,
+                    out,
+                );
+            }
+            match real!(
+                $sym,
+                unsafe extern "C" fn(*const c_char, *mut libc::stat) -> c_int
+            ) {
+                // SAFETY: the same arguments.
+                Some(f) => unsafe { f(path, out) },
+                None => fail(libc::ENOSYS),
+            }
+        }
+    };
+}
+stat_like!(stat, "stat");
+stat_like!(stat64, "stat64");
+stat_like!(lstat, "lstat");
+stat_like!(lstat64, "lstat64");
+
+macro_rules! fstat_like {
+    ($name:ident, $sym:literal) => {
+        /// # Safety
+        /// fstat(2)'s contract.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, out: *mut libc::stat) -> c_int {
+            if let Some(s) = served(fd) {
+                return fstat_served(&s, out);
+            }
+            match real!($sym, unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int) {
+                // SAFETY: the same arguments.
+                Some(f) => unsafe { f(fd, out) },
+                None => fail(libc::ENOSYS),
+            }
+        }
+    };
+}
+fstat_like!(fstat, "fstat");
+fstat_like!(fstat64, "fstat64");
 
 // ---- PnetCDF's calls that strip the prefix, interposed to tie the name meanwhile. ----
 

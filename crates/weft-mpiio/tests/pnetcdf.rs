@@ -273,8 +273,10 @@ fn hdf5_absolute_weft_name_never_touches_the_local_file() {
 }
 
 /// A library's open of the stripped name for writing (which cannot be served from Weft)
-/// is refused with ENOTSUP and a line naming the way out; the local file is untouched.
-/// Before the fix the open succeeded on the local file and wrote it.
+/// is refused with ENOTSUP and a line naming the way out; access, stat, truncate, unlink
+/// and reading through open/read/lseek/pread/fstat are served from the Weft file (made
+/// through MPI-IO halfway); the local file is untouched. Before the fix the open
+/// succeeded on the local file and truncated it.
 #[test]
 fn writing_the_stripped_name_is_refused_loudly() {
     let cluster = TestCluster::start();
@@ -294,8 +296,11 @@ fn writing_the_stripped_name_is_refused_loudly() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "open for writing: ENOTSUP\nopen for creating: ENOTSUP\nfopen: ENOTSUP\n\
-         access: ENOENT\ntruncate: ENOENT\nunlink: ENOENT\nopen for reading: ENOENT\n",
-        "the calls on the stripped name (no Weft file of that name exists)"
+         access: ENOENT\ntruncate: ENOENT\nunlink: ENOENT\nstat: ENOENT\nopen for reading: ENOENT\n\
+         access: ok\nstat: size 10, regular 1\nread: 10 bytes \"weft bytes\"\nlseek: 5\n\
+         read after lseek: \"bytes\"\npread: \"weft\"\nfstat: size 10\nwrite: EBADF\nclose: ok\n\
+         truncate: ok\nstat: size 4\nunlink: ok\nMPI_File_open after unlink: MPI_ERR_NO_SUCH_FILE\n",
+        "the calls on the stripped name (before and after the Weft file is made through MPI-IO)"
     );
     decoy.assert_untouched("stripped_writer");
 }
