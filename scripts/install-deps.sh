@@ -28,6 +28,7 @@ DEBIAN_PACKAGES=(
     libmpich-dev
     libhdf5-openmpi-dev  # parallel HDF5 on top of Weft's MPI-IO
     libpnetcdf-dev       # PnetCDF (built with Open MPI) on a mount path and on weft: (weft-fuse's mpiio_native test)
+    xz-utils             # unpacks PnetCDF's source package (apt-get source) for its own tests on weft: names (weft-mpiio's pnetcdf test)
     munge                # munged, munge, unmunge, mungekey: `identity = "munge"` and its test (crates/weft-tests/tests/munge.rs)
     hdf5-tools           # h5dump, h5ls for checking files written through Weft
     fio                  # scripts/bench-small-io.sh: random 4 KiB reads and writes through a mount (benchmark only)

@@ -258,8 +258,9 @@ fn pnetcdf_runs_unmodified_on_the_mount_path_and_by_the_weft_name() {
     );
 
     // By the weft: name. PnetCDF strips a "prefix:" and checks the header with POSIX
-    // calls on the rest, so a relative weft: name, run from the mount's root, names the
-    // same file both ways.
+    // calls on the rest, which libweft_mpiio serves from Weft (weft-mpiio's
+    // src/stripped.rs; absolute weft:/ names are tested by its tests/pnetcdf.rs); run
+    // from the mount's root, the relative name is the same file through the mount too.
     let out = mpirun(&program, &["weft:nc/by_name.nc"], true, &env, Some(mount.path()));
     assert_ok(&out, "pnetcdf_rw by the weft: name");
     assert_native(&out, "weft:nc/by_name.nc", "pnetcdf_rw by the weft: name");

@@ -130,6 +130,7 @@ pub extern "C" fn weft_mpiio_open(
             crate::shared::opened(&file);
             register(file)
         })?;
+        crate::stripped::opened(opened, name);
         out(fh, opened)
     })
 }
@@ -141,6 +142,7 @@ pub extern "C" fn weft_mpiio_close(fh: Handle) -> c_int {
         // completed its requests; their I/O must not outlive the file).
         crate::nonblocking::close(fh);
         crate::requests::forget_split(fh);
+        crate::stripped::closed(fh);
         let shared = crate::shared::closing(file(fh)?);
         {
             let mut r = registry();

@@ -24,6 +24,9 @@
 //!   [`requests`]: their C functions and the split collectives; [`shared`]: shared
 //!   file pointers, held by the metadata manager;
 //! - [`mount`]: paths inside a Weft mount (`fuse.weft`) served natively, as `weft:`;
+//! - [`stripped`]: POSIX calls that libraries above MPI-IO (PnetCDF) make on the
+//!   name of a `weft:` file with its prefix stripped, served from Weft or refused, so
+//!   they never reach the local file of that name;
 //! - [`profile`]: the per-file MPI-IO profile written at MPI_Finalize (`WEFT_PROFILE`).
 
 pub mod abi;
@@ -45,4 +48,5 @@ pub mod requests;
 pub mod shared;
 pub mod spawn;
 pub mod statvfs;
+pub mod stripped;
 pub mod trace;
