@@ -62,6 +62,7 @@ struct Scene {
 /// What one attack got: `Ok` (the attack succeeded: what it obtained) or the refusal.
 type Attempt = Result<String, WireError>;
 
+/// A named attempt and how a refusal of it may look.
 struct Attack {
     name: &'static str,
     run: fn(&Scene) -> Attempt,
@@ -252,7 +253,9 @@ const ATTACKS: &[Attack] = &[
 
 /// The same requests on bob's own files (or files he may use): they must be served,
 /// so that a refused attack was refused for what it attempted.
-const CONTROLS: &[(&str, fn(&Scene) -> Attempt)] = &[
+type Control = (&'static str, fn(&Scene) -> Attempt);
+
+const CONTROLS: &[Control] = &[
     ("grant_own", |s| grant(s, s.bob_600, rights::READ | rights::WRITE)),
     ("readdir_own", |s| {
         bob_call(

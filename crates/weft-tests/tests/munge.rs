@@ -10,9 +10,7 @@
 //! does; without munged a client gets an error that says so.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 use weft_client::{Client, ClientAuth, ClusterKey, Cred, ErrorCode, SetAttr};
 use weft_proto::handshake::Identity;
 use weft_testkit::munge::{Munged, User};
