@@ -531,3 +531,27 @@ fn a_rename_without_replacing_refuses_any_existing_target() {
     assert_eq!(code(store.lookup(&alice(), d, "f")), ErrorCode::NotFound);
     assert_eq!(store.lookup(&alice(), e, "h").unwrap().inode, f);
 }
+
+/// Issue 29, finding 4: an inode named by number is reached only through directories
+/// the caller may search, walked up from its recorded parent to the root.
+#[test]
+fn an_inode_is_reached_only_through_directories_the_caller_may_search() {
+    let (_dir, store) = store();
+    let top = store.mkdir(&root(), InodeId::ROOT, "top", 0o777).unwrap().inode;
+    let private = store.mkdir(&alice(), top, "private", 0o700).unwrap().inode;
+    let open = store.mkdir(&alice(), private, "open", 0o755).unwrap().inode;
+    let f = create(&store, &alice(), open, "f").unwrap().inode;
+    for inode in [private, open, f] {
+        store.may_reach(&alice(), inode).unwrap();
+        store.may_reach(&root(), inode).unwrap();
+    }
+    // The private directory itself is reached (its own search bit is its operations'
+    // business); what lies inside it is not.
+    store.may_reach(&bob(), private).unwrap();
+    assert_eq!(code(store.may_reach(&bob(), open)), ErrorCode::PermissionDenied);
+    assert_eq!(code(store.may_reach(&bob(), f)), ErrorCode::PermissionDenied);
+    // Moved out, it is reached again; a missing inode passes (its operation says Stale).
+    store.rename(&alice(), (open, "f"), (top, "f"), None).unwrap();
+    store.may_reach(&bob(), f).unwrap();
+    store.may_reach(&bob(), InodeId(999_999)).unwrap();
+}
