@@ -554,4 +554,59 @@ fn an_inode_is_reached_only_through_directories_the_caller_may_search() {
     store.rename(&alice(), (open, "f"), (top, "f"), None).unwrap();
     store.may_reach(&bob(), f).unwrap();
     store.may_reach(&bob(), InodeId(999_999)).unwrap();
+    // Hard links: any directory holding one of its names that bob may reach will do,
+    // whichever name came first, and only while that name is there.
+    store.rename(&alice(), (top, "f"), (open, "f"), None).unwrap();
+    assert_eq!(code(store.may_reach(&bob(), f)), ErrorCode::PermissionDenied);
+    store.link(&alice(), f, top, "again").unwrap();
+    store.may_reach(&bob(), f).unwrap();
+    store
+        .rename(&alice(), (top, "again"), (open, "again"), None)
+        .unwrap();
+    assert_eq!(code(store.may_reach(&bob(), f)), ErrorCode::PermissionDenied);
+    store.link(&alice(), f, top, "third").unwrap();
+    store.may_reach(&bob(), f).unwrap();
+    store.unlink(&alice(), top, "third", None).unwrap();
+    assert_eq!(code(store.may_reach(&bob(), f)), ErrorCode::PermissionDenied);
+    // Replaced by another file's name, the name no longer leads to it.
+    store.link(&alice(), f, top, "fourth").unwrap();
+    let other = create(&store, &alice(), top, "other").unwrap();
+    store
+        .rename(&alice(), (top, "other"), (top, "fourth"), None)
+        .unwrap();
+    assert_eq!(code(store.may_reach(&bob(), f)), ErrorCode::PermissionDenied);
+    store.may_reach(&bob(), other.inode).unwrap();
+    // The first name gone, the file is still reached through the one left.
+    store.link(&alice(), f, top, "fifth").unwrap();
+    store.unlink(&alice(), open, "f", None).unwrap();
+    store.unlink(&alice(), open, "again", None).unwrap();
+    store.may_reach(&bob(), f).unwrap();
+}
+
+/// A store made before `file_parents` existed has it built at its first open: a file's
+/// second name, in a directory others may search, reaches it again.
+#[test]
+fn a_store_without_file_parents_has_them_built_when_opened() {
+    use redb::TableDefinition;
+    let dir = tempfile::tempdir().unwrap();
+    let f;
+    {
+        let store = open(dir.path());
+        let top = store.mkdir(&root(), InodeId::ROOT, "top", 0o777).unwrap().inode;
+        let private = store.mkdir(&alice(), top, "private", 0o700).unwrap().inode;
+        f = create(&store, &alice(), private, "f").unwrap().inode;
+        store.link(&alice(), f, top, "public").unwrap();
+        store.may_reach(&bob(), f).unwrap();
+    }
+    {
+        let parents: TableDefinition<(u64, u64), u64> = TableDefinition::new("file_parents");
+        let counters: TableDefinition<&str, u64> = TableDefinition::new("counters");
+        let db = redb::Database::create(dir.path().join("meta.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.delete_table(parents).unwrap();
+        txn.open_table(counters).unwrap().remove("file_parents").unwrap();
+        txn.commit().unwrap();
+    }
+    let store = open(dir.path());
+    store.may_reach(&bob(), f).unwrap();
 }
