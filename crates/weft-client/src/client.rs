@@ -30,6 +30,15 @@ pub(crate) struct Inner {
     pub no_parent_attrs: Arc<AtomicBool>,
 }
 
+impl Inner {
+    /// See `Client::hold_write_grant`.
+    pub fn hold_write_grant(&self, inode: InodeId) {
+        if let Some(source) = self.pool.capability_source() {
+            let _ = source.capability(inode, weft_proto::capability::rights::WRITE);
+        }
+    }
+}
+
 /// Where to reach a server, chosen when it is first used (see `io_address`): a client
 /// pays for no server it does not use, and a hung one costs one timeout, not two.
 pub(crate) struct ServerAddress {
@@ -438,6 +447,15 @@ impl Client {
         self.fill_sizes(std::slice::from_mut(&mut attr))
             .map_err(|e| e.context(path))?;
         Ok(attr)
+    }
+
+    /// Makes sure the manager granted this client writing `inode` (a write capability
+    /// kept, or asked for now): the open the manager checks a MUNGE-verified user's
+    /// handle-based request (`SetAttr { by_handle }`: ftruncate, a write dropping
+    /// setuid) against. Call it before such a request. A refusal is no error here: the
+    /// request is then checked against the file's mode, as a path-based one is.
+    pub fn hold_write_grant(&self, inode: InodeId) {
+        self.inner.hold_write_grant(inode);
     }
 
     /// Attributes of an inode, with the derived size.

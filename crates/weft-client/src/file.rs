@@ -430,6 +430,7 @@ impl File {
         if self.privileges_dropped.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        self.inner.hold_write_grant(self.attr.inode);
         let request = Request::SetAttr {
             cred: self.inner.cred.clone(),
             inode: self.attr.inode,
@@ -878,6 +879,7 @@ impl File {
         }
         check_range(size, 0)
             .map_err(|e| ClientError::refused(ErrorCode::TooLarge, format!("{}: {e}", self.path)))?;
+        self.inner.hold_write_grant(self.attr.inode);
         let changes = weft_proto::SetAttr {
             size: Some(size),
             by_handle: true,

@@ -1253,6 +1253,11 @@ impl Filesystem for WeftFs {
         if let Some(open) = fh.and_then(|fh| self.file(fh).ok()) {
             self.changed_through(inode(ino), &open);
         }
+        if changes.by_handle {
+            // The manager honours the handle of a mount run by a verified user only
+            // against the write capability it granted that user.
+            self.caller(req).hold_write_grant(inode(ino));
+        }
         match self.do_setattr(req, ino, changes) {
             Ok(attr) => reply.attr(&self.ttl(), &attr),
             Err(e) => reply.error(e),

@@ -6,12 +6,13 @@
 //! [`service::ObjectServers`] trait.
 
 pub mod file_locks;
+pub mod handles;
 pub mod lapsed;
 pub mod service;
 pub mod shared_pointer;
 pub mod store;
 
-pub use service::{CapabilityIssuer, MetaService, ObjectServers, PurgerHandle};
+pub use service::{Caller, CapabilityIssuer, MetaService, ObjectServers, PurgerHandle};
 pub use store::{
     ClusterLayout, CreateCheck, Made, MetaStore, PendingCreate, StoreError, LINKS_MAX, XATTRS_PER_INODE_MAX,
     XATTR_BYTES_PER_INODE_MAX,

@@ -92,6 +92,24 @@ const KEPT_SCAN_MAX: usize = 4096;
 /// A background refill asked for: a layout of the set, and the set (sorted).
 type RefillAsk = (Layout, Vec<ServerId>);
 
+/// Who sends a request, as the server process established it (see `handle_as`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// Believed for the credentials its requests carry and for the inodes they name by
+    /// number: the single-identity modes (`owner`: every key holder is the key's owner;
+    /// `claimed`: no identity is checked) and a uid in `munge_trusted_uids`, a FUSE
+    /// mount's daemon, whose kernel walked the path and checked the open.
+    Trusted,
+    /// A user whose MUNGE credential the server verified (`munge` mode), acting as this
+    /// credential. Besides each operation's own permission checks: every inode a
+    /// request names by number must be reachable by this user (search permission on
+    /// the directories from the root to it, `MetaStore::may_reach`); a handle-based
+    /// `SetAttr` must match a capability the manager granted this user (`handles`);
+    /// a removed file is read only by a user it was granted to before; a file lock
+    /// needs the right to open the file in the lock's mode.
+    User(Cred),
+}
+
 /// The metadata role of a server.
 pub struct MetaService {
     store: MetaStore,
@@ -133,6 +151,8 @@ pub struct MetaService {
     /// empty): how many times their refills double `precreate_batch` (see
     /// `batch_for`), and whether the pool is empty since (one doubling per time).
     batch_doublings: Mutex<HashMap<Vec<ServerId>, (u32, bool)>>,
+    /// The opens this manager granted to verified users (see `handles`).
+    handles: crate::handles::Handles,
     /// Grants capabilities (none: the cluster asks for none, see `GrantCapability`).
     capabilities: std::sync::OnceLock<Arc<dyn CapabilityIssuer>>,
     /// The background refiller (`spawn_refiller`), if started: asked to refill a
@@ -323,6 +343,7 @@ impl MetaService {
             refilling: Mutex::new(()),
             precreate_batch: AtomicUsize::new(PRECREATE_BATCH),
             batch_doublings: Mutex::new(HashMap::new()),
+            handles: Default::default(),
             capabilities: Default::default(),
             refiller: Mutex::new(None),
             refills_asked: Mutex::new(BTreeSet::new()),
@@ -342,8 +363,16 @@ impl MetaService {
         let _ = self.capabilities.set(issuer);
     }
 
-    /// `GrantCapability`: the permission check of an open, then a signed capability.
-    fn grant_capability(&self, cred: &Cred, inode: InodeId, rights: u8) -> Result<Response, WireError> {
+    /// `GrantCapability`: the permission check of an open, then a signed capability. A
+    /// verified user's grant is recorded (`handles`): it is the open that the user's
+    /// handle-based requests, and reads of the file once removed, are checked against.
+    fn grant_capability(
+        &self,
+        caller: &Caller,
+        cred: &Cred,
+        inode: InodeId,
+        rights: u8,
+    ) -> Result<Response, WireError> {
         use weft_proto::capability::rights::{READ, WRITE};
         let Some(issuer) = self.capabilities.get() else {
             return Err(WireError::new(
@@ -359,8 +388,17 @@ impl MetaService {
             want |= crate::store::MAY_WRITE;
         }
         let issued = issuer.issue_time();
-        self.store.may_access_data(cred, inode, want)?;
-        Ok(Response::Capability(issuer.issue(inode, rights, issued)))
+        let orphan_read = match caller {
+            Caller::Trusted => true,
+            Caller::User(user) => self.handles.holds(inode, user.uid, rights, unix_ms()),
+        };
+        self.store.may_access_data(cred, inode, want, orphan_read)?;
+        let capability = issuer.issue(inode, rights, issued);
+        if let Caller::User(user) = caller {
+            self.handles
+                .record(inode, user.uid, rights, capability.expiry_ms, unix_ms());
+        }
+        Ok(Response::Capability(capability))
     }
 
     pub fn store(&self) -> &MetaStore {
@@ -471,10 +509,18 @@ impl MetaService {
         &self.cluster
     }
 
-    /// Answers one request. `Hello` and `ServerInfo` belong to the connection layer (it
-    /// knows the server id, roles and build) and io opcodes to io servers: all are
-    /// `Unsupported`.
+    /// Answers one request of a trusted caller (see `handle_as`).
     pub fn handle(&self, request: Request) -> Result<Response, WireError> {
+        self.handle_as(&Caller::Trusted, request)
+    }
+
+    /// Answers one request of `caller`. `Hello` and `ServerInfo` belong to the
+    /// connection layer (it knows the server id, roles and build) and io opcodes to io
+    /// servers: all are `Unsupported`.
+    pub fn handle_as(&self, caller: &Caller, mut request: Request) -> Result<Response, WireError> {
+        if let Caller::User(user) = caller {
+            self.screen(user, &mut request)?;
+        }
         let store = &self.store;
         match request {
             Request::GetCluster => Ok(Response::Cluster(self.cluster.clone())),
@@ -482,7 +528,9 @@ impl MetaService {
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
             Request::GetAttr { cred, inode } => store.getattr(&cred, inode).map(Response::Attr),
             Request::SetAttr { cred, inode, changes } => self.setattr(&cred, inode, &changes),
-            Request::GrantCapability { cred, inode, rights } => self.grant_capability(&cred, inode, rights),
+            Request::GrantCapability { cred, inode, rights } => {
+                self.grant_capability(caller, &cred, inode, rights)
+            }
             Request::Mkdir {
                 cred,
                 parent,
@@ -582,6 +630,7 @@ impl MetaService {
             }
             Request::FileLock(lock) => {
                 use crate::file_locks::Outcome;
+                self.may_lock(&lock)?;
                 self.renewed(Some(lock.session));
                 self.check_lapsed(lock.session, false)?;
                 // Twice at most: once recorded, a session stays so for LOCK_RECORD_IDLE
@@ -595,6 +644,7 @@ impl MetaService {
                 }
             }
             Request::FileLockReclaim(lock) => {
+                self.may_lock(&lock)?;
                 self.renewed(Some(lock.session));
                 self.check_lapsed(lock.session, false)?;
                 while self.file_locks.reclaim(&lock, Instant::now())?
@@ -809,11 +859,66 @@ impl MetaService {
         // A chmod or chown may take rights away: capabilities issued before it
         // go (their holders ask again, and are checked again).
         if changes.mode.is_some() || changes.uid.is_some() || changes.gid.is_some() {
+            self.handles.forget(inode);
             if let Some(issuer) = self.capabilities.get() {
                 issuer.revoke(&[inode]);
             }
         }
         Ok(Response::Attr(attr))
+    }
+
+    /// What a verified user's `request` must pass before it is served (see
+    /// `Caller::User`); a handle-based `SetAttr` without a matching grant loses its
+    /// handle (it is then checked as a path-based one).
+    fn screen(&self, user: &Cred, request: &mut Request) -> Result<(), WireError> {
+        for inode in addressed(request) {
+            self.store.may_reach(user, inode)?;
+        }
+        match request {
+            Request::SetAttr { inode, changes, .. } if changes.by_handle => {
+                let owner = match self.store.getattr(user, *inode) {
+                    Ok(attr) => attr.uid,
+                    Err(_) => return Ok(()),
+                };
+                // The owner (and root) may chmod the file anyway: a claimed handle
+                // gives them nothing they could not take.
+                let holds = user.uid == 0
+                    || user.uid == owner
+                    || self.capabilities.get().is_none()
+                    || self
+                        .handles
+                        .holds(*inode, user.uid, weft_proto::capability::rights::WRITE, unix_ms());
+                if !holds {
+                    changes.by_handle = false;
+                }
+            }
+            Request::FileLock(lock) | Request::FileLockReclaim(lock) => {
+                let want = match lock.kind {
+                    weft_proto::LockKind::Read => crate::store::MAY_READ,
+                    weft_proto::LockKind::Write => crate::store::MAY_WRITE,
+                    weft_proto::LockKind::Unlock => return Ok(()),
+                };
+                self.store
+                    .may_access_data(user, lock.inode, want, false)
+                    .map_err(|e| {
+                        WireError::new(
+                            e.code,
+                            format!("no {:?} lock on inode {}: {}", lock.kind, lock.inode, e.message),
+                        )
+                    })?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A lock (not an unlock) only on an inode that exists (a file kept nameless by a
+    /// mount does): a lock on a missing one would block the number for nothing.
+    fn may_lock(&self, lock: &weft_proto::LockRequest) -> Result<(), WireError> {
+        if lock.kind == weft_proto::LockKind::Unlock {
+            return Ok(());
+        }
+        self.store.getattr(&Cred::root(), lock.inode).map(|_| ())
     }
 
     /// A `WithParent`'s request (one that makes a name) with its directory's
@@ -1465,6 +1570,68 @@ impl MetaService {
             thread: Some(thread),
         }
     }
+}
+
+/// The inodes `request` names by number (directories it acts in, files it acts on).
+fn addressed(request: &Request) -> Vec<InodeId> {
+    match request {
+        Request::Lookup { parent, .. }
+        | Request::Mkdir { parent, .. }
+        | Request::Create { parent, .. }
+        | Request::Unlink { parent, .. }
+        | Request::Rmdir { parent, .. }
+        | Request::Symlink { parent, .. }
+        | Request::Mknod { parent, .. } => vec![*parent],
+        Request::GetAttr { inode, .. }
+        | Request::SetAttr { inode, .. }
+        | Request::GrantCapability { inode, .. }
+        | Request::Readlink { inode, .. }
+        | Request::SetXattr { inode, .. }
+        | Request::GetXattr { inode, .. }
+        | Request::ListXattr { inode, .. }
+        | Request::RemoveXattr { inode, .. }
+        | Request::SharedPointer { inode, .. }
+        | Request::SharedPointerSince { inode, .. } => vec![*inode],
+        Request::Readdir { dir, .. }
+        | Request::ReaddirPlus { dir, .. }
+        | Request::SetDirLayout { dir, .. } => {
+            vec![*dir]
+        }
+        Request::Rename {
+            src_parent,
+            dst_parent,
+            ..
+        }
+        | Request::RenameNoReplace {
+            src_parent,
+            dst_parent,
+            ..
+        } => vec![*src_parent, *dst_parent],
+        Request::RenameExchange {
+            a_parent, b_parent, ..
+        } => vec![*a_parent, *b_parent],
+        Request::Link { inode, parent, .. } => vec![*inode, *parent],
+        // Each step's parent is searched by the revalidation itself: only where the
+        // chain starts (or restarts) must be reached.
+        Request::Revalidate { steps, .. } => steps
+            .iter()
+            .enumerate()
+            .filter(|(i, step)| *i == 0 || steps[i - 1].child != step.parent)
+            .map(|(_, step)| step.parent)
+            .collect(),
+        Request::FileLock(lock) | Request::FileLockReclaim(lock) | Request::FileLockTest(lock) => {
+            vec![lock.inode]
+        }
+        Request::WithParent { request } => addressed(request),
+        _ => Vec::new(),
+    }
+}
+
+/// Now, in Unix ms (the time capabilities are stamped with).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The first failed call, with its server.

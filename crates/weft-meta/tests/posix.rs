@@ -531,3 +531,82 @@ fn a_rename_without_replacing_refuses_any_existing_target() {
     assert_eq!(code(store.lookup(&alice(), d, "f")), ErrorCode::NotFound);
     assert_eq!(store.lookup(&alice(), e, "h").unwrap().inode, f);
 }
+
+/// Issue 29, finding 4: an inode named by number is reached only through directories
+/// the caller may search, walked up from its recorded parent to the root.
+#[test]
+fn an_inode_is_reached_only_through_directories_the_caller_may_search() {
+    let (_dir, store) = store();
+    let top = store.mkdir(&root(), InodeId::ROOT, "top", 0o777).unwrap().inode;
+    let private = store.mkdir(&alice(), top, "private", 0o700).unwrap().inode;
+    let open = store.mkdir(&alice(), private, "open", 0o755).unwrap().inode;
+    let f = create(&store, &alice(), open, "f").unwrap().inode;
+    for inode in [private, open, f] {
+        store.may_reach(&alice(), inode).unwrap();
+        store.may_reach(&root(), inode).unwrap();
+    }
+    // The private directory itself is reached (its own search bit is its operations'
+    // business); what lies inside it is not.
+    store.may_reach(&bob(), private).unwrap();
+    assert_eq!(code(store.may_reach(&bob(), open)), ErrorCode::PermissionDenied);
+    assert_eq!(code(store.may_reach(&bob(), f)), ErrorCode::PermissionDenied);
+    // Moved out, it is reached again; a missing inode passes (its operation says Stale).
+    store.rename(&alice(), (open, "f"), (top, "f"), None).unwrap();
+    store.may_reach(&bob(), f).unwrap();
+    store.may_reach(&bob(), InodeId(999_999)).unwrap();
+    // Hard links: any directory holding one of its names that bob may reach will do,
+    // whichever name came first, and only while that name is there.
+    store.rename(&alice(), (top, "f"), (open, "f"), None).unwrap();
+    assert_eq!(code(store.may_reach(&bob(), f)), ErrorCode::PermissionDenied);
+    store.link(&alice(), f, top, "again").unwrap();
+    store.may_reach(&bob(), f).unwrap();
+    store
+        .rename(&alice(), (top, "again"), (open, "again"), None)
+        .unwrap();
+    assert_eq!(code(store.may_reach(&bob(), f)), ErrorCode::PermissionDenied);
+    store.link(&alice(), f, top, "third").unwrap();
+    store.may_reach(&bob(), f).unwrap();
+    store.unlink(&alice(), top, "third", None).unwrap();
+    assert_eq!(code(store.may_reach(&bob(), f)), ErrorCode::PermissionDenied);
+    // Replaced by another file's name, the name no longer leads to it.
+    store.link(&alice(), f, top, "fourth").unwrap();
+    let other = create(&store, &alice(), top, "other").unwrap();
+    store
+        .rename(&alice(), (top, "other"), (top, "fourth"), None)
+        .unwrap();
+    assert_eq!(code(store.may_reach(&bob(), f)), ErrorCode::PermissionDenied);
+    store.may_reach(&bob(), other.inode).unwrap();
+    // The first name gone, the file is still reached through the one left.
+    store.link(&alice(), f, top, "fifth").unwrap();
+    store.unlink(&alice(), open, "f", None).unwrap();
+    store.unlink(&alice(), open, "again", None).unwrap();
+    store.may_reach(&bob(), f).unwrap();
+}
+
+/// A store made before `file_parents` existed has it built at its first open: a file's
+/// second name, in a directory others may search, reaches it again.
+#[test]
+fn a_store_without_file_parents_has_them_built_when_opened() {
+    use redb::TableDefinition;
+    let dir = tempfile::tempdir().unwrap();
+    let f;
+    {
+        let store = open(dir.path());
+        let top = store.mkdir(&root(), InodeId::ROOT, "top", 0o777).unwrap().inode;
+        let private = store.mkdir(&alice(), top, "private", 0o700).unwrap().inode;
+        f = create(&store, &alice(), private, "f").unwrap().inode;
+        store.link(&alice(), f, top, "public").unwrap();
+        store.may_reach(&bob(), f).unwrap();
+    }
+    {
+        let parents: TableDefinition<(u64, u64), u64> = TableDefinition::new("file_parents");
+        let counters: TableDefinition<&str, u64> = TableDefinition::new("counters");
+        let db = redb::Database::create(dir.path().join("meta.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.delete_table(parents).unwrap();
+        txn.open_table(counters).unwrap().remove("file_parents").unwrap();
+        txn.commit().unwrap();
+    }
+    let store = open(dir.path());
+    store.may_reach(&bob(), f).unwrap();
+}

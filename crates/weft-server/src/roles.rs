@@ -11,7 +11,7 @@ use weft_cm::{fixed_directory, Backing, CacheConfig, CacheService};
 use weft_config::Role;
 use weft_iod::IoService;
 use weft_layout::{InodeId, ServerId};
-use weft_meta::{MetaService, MetaStore, ObjectServers};
+use weft_meta::{Caller, MetaService, MetaStore, ObjectServers};
 use weft_proto::msg::{roles, Request, Response};
 use weft_proto::{CacheTier, ClusterInfo, ErrorCode, IoServer, WireError};
 use weft_rpc::{ClientAuth, ConnectionId, ConnectionPool, Handler, Timeouts};
@@ -191,16 +191,27 @@ impl Roles {
         self.munge.is_some()
     }
 
-    /// In `munge` mode, the credential `request` acts with on `connection`: the one its
-    /// MUNGE credential vouches for (a trusted uid keeps what it claims). The
-    /// credential is decoded at the connection's first request that carries one.
-    fn munge_identity(&self, connection: ConnectionId, request: &mut Request) -> Result<(), WireError> {
+    /// In `munge` mode, who `request` comes from on `connection`: the user its MUNGE
+    /// credential vouches for, whose credential replaces the claimed one (a trusted uid
+    /// keeps what it claims and is a trusted caller). The credential is decoded at the
+    /// connection's first request that carries a credential or names a file to lock or
+    /// to move a shared pointer of; other requests without a credential (the cluster's
+    /// description, session renewals) act as a trusted caller, as in the other modes.
+    fn munge_identity(&self, connection: ConnectionId, request: &mut Request) -> Result<Caller, WireError> {
         let Some(munge) = &self.munge else {
-            return Ok(());
+            return Ok(Caller::Trusted);
         };
-        let Some(claimed) = request.cred_mut() else {
-            return Ok(());
-        };
+        let names_a_file = matches!(
+            request,
+            Request::FileLock(_)
+                | Request::FileLockReclaim(_)
+                | Request::FileLockTest(_)
+                | Request::SharedPointer { .. }
+                | Request::SharedPointerSince { .. }
+        );
+        if request.cred_mut().is_none() && !names_a_file {
+            return Ok(Caller::Trusted);
+        }
         let state = self.connections.lock().unwrap().get(&connection).cloned();
         let Some(state) = state else {
             return Err(WireError::new(
@@ -213,13 +224,17 @@ impl Roles {
             _ => crate::identity::Verified::Refused(crate::identity::MUNGE_REQUIRED.into()),
         });
         match verified {
-            crate::identity::Verified::As(cred) => claimed.clone_from(cred),
-            crate::identity::Verified::Trusted => {}
+            crate::identity::Verified::As(cred) => {
+                if let Some(claimed) = request.cred_mut() {
+                    claimed.clone_from(cred);
+                }
+                Ok(Caller::User(cred.clone()))
+            }
+            crate::identity::Verified::Trusted => Ok(Caller::Trusted),
             crate::identity::Verified::Refused(reason) => {
-                return Err(WireError::new(ErrorCode::PermissionDenied, reason.clone()))
+                Err(WireError::new(ErrorCode::PermissionDenied, reason.clone()))
             }
         }
-        Ok(())
     }
 
     /// Writes every dirty block of the cache role back to the io servers (nothing to
@@ -533,8 +548,8 @@ impl Handler for Roles {
                 if let (Some(owner), Some(claimed)) = (&self.owner, request.cred_mut()) {
                     claimed.clone_from(owner);
                 }
-                self.munge_identity(connection, &mut request)?;
-                meta.handle(request).map(|r| (r, Vec::new()))
+                let caller = self.munge_identity(connection, &mut request)?;
+                meta.handle_as(&caller, request).map(|r| (r, Vec::new()))
             }
             (true, _, None) => Err(WireError::new(
                 ErrorCode::Unsupported,

@@ -11,6 +11,7 @@
 //! --workspace`, which `make test` runs first). A missing binary fails the test.
 
 pub mod mpi;
+pub mod munge;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

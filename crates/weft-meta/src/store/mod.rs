@@ -18,6 +18,9 @@
 //!   `security.*` extended attributes, a bounded number per inode;
 //! - `precreated`: inode number -> encoded `Layout` whose servers hold durable empty
 //!   objects for a file not created yet (the manager's pool, `ops/precreated.rs`);
+//! - `file_parents`: (non-directory inode, directory) -> how many of its names are in
+//!   that directory: every directory a file (hard links: all of them) can be reached
+//!   through, for the search-rights walk of `ops/search.rs`;
 //! - `lock_sessions`: mount session -> when recorded (ms since the epoch), the mounts
 //!   that took fcntl/flock locks, whose reclaims a restarted manager waits for (see
 //!   `ops/lock_sessions.rs` and the service's `file_locks`);
@@ -72,6 +75,10 @@ const XATTRS: TableDefinition<(u64, &[u8]), &[u8]> = TableDefinition::new("xattr
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 const PRECREATED: TableDefinition<u64, &[u8]> = TableDefinition::new("precreated");
 const LOCK_SESSIONS: TableDefinition<u64, u64> = TableDefinition::new("lock_sessions");
+const FILE_PARENTS: TableDefinition<(u64, u64), u64> = TableDefinition::new("file_parents");
+/// Set once `file_parents` holds every name of every non-directory (built at the first
+/// open of a store made before the table existed).
+const COUNTER_FILE_PARENTS: &str = "file_parents";
 
 /// The on-disk schema version, kept under [`COUNTER_FORMAT`]. Format 1 had names as
 /// UTF-8 strings (table `dirents`); it is migrated when opened.
@@ -178,6 +185,7 @@ impl MetaStore {
             txn.open_table(XATTRS).map_err(redb::Error::from)?;
             txn.open_table(PRECREATED).map_err(redb::Error::from)?;
             txn.open_table(LOCK_SESSIONS).map_err(redb::Error::from)?;
+            txn.open_table(FILE_PARENTS).map_err(redb::Error::from)?;
             let mut counters = txn.open_table(COUNTERS).map_err(redb::Error::from)?;
             let format = counters
                 .get(COUNTER_FORMAT)
@@ -209,6 +217,7 @@ impl MetaStore {
                         (COUNTER_FILES, 0),
                         (COUNTER_DIRECTORIES, 1),
                         (COUNTER_ORPHANS, 0),
+                        (COUNTER_FILE_PARENTS, 1),
                         // Written last in the same transaction: its presence means
                         // the rest is there.
                         (COUNTER_FORMAT, STORE_FORMAT),
@@ -216,6 +225,17 @@ impl MetaStore {
                         counters.insert(key, value).map_err(redb::Error::from)?;
                     }
                 }
+            }
+            if !created
+                && counters
+                    .get(COUNTER_FILE_PARENTS)
+                    .map_err(redb::Error::from)?
+                    .is_none()
+            {
+                build_file_parents(&txn)?;
+                counters
+                    .insert(COUNTER_FILE_PARENTS, 1)
+                    .map_err(redb::Error::from)?;
             }
         }
         txn.commit().map_err(redb::Error::from)?;
@@ -448,10 +468,28 @@ impl MetaStore {
                 xattrs: txn.open_table(XATTRS).storage()?,
                 counters: txn.open_table(COUNTERS).storage()?,
                 precreated: txn.open_table(PRECREATED).storage()?,
+                file_parents: txn.open_table(FILE_PARENTS).storage()?,
             };
             body(&tables)
         })
     }
+}
+
+/// Fills `file_parents` from every entry of a store made before it existed, in the
+/// caller's transaction (once: a scan of all names).
+fn build_file_parents(txn: &WriteTransaction) -> Result<(), redb::Error> {
+    let names = txn.open_table(DIRENTS)?;
+    let mut parents = txn.open_table(FILE_PARENTS)?;
+    for item in names.iter()? {
+        let (key, value) = item?;
+        let (child, kind) = value.value();
+        if kind != FileKind::Directory as u8 {
+            let key = (child, key.value().0);
+            let count = parents.get(key)?.map_or(0, |v| v.value());
+            parents.insert(key, count + 1)?;
+        }
+    }
+    Ok(())
 }
 
 /// Moves format 1's entries (UTF-8 names) into the byte-named table, in the caller's
@@ -524,6 +562,7 @@ struct WriteTables<'t> {
     xattrs: XattrTable<'t>,
     counters: Table<'t, &'static str, u64>,
     precreated: Table<'t, u64, &'static [u8]>,
+    file_parents: Table<'t, (u64, u64), u64>,
     /// One clock reading per operation, so that all times it sets agree.
     now: Timespec,
 }
@@ -537,6 +576,7 @@ struct ReadTables {
     xattrs: ReadOnlyTable<(u64, &'static [u8]), &'static [u8]>,
     counters: ReadOnlyTable<&'static str, u64>,
     precreated: ReadOnlyTable<u64, &'static [u8]>,
+    file_parents: ReadOnlyTable<(u64, u64), u64>,
 }
 
 /// Lookups shared by read snapshots and write transactions.
@@ -647,6 +687,7 @@ impl<'t> WriteTables<'t> {
             xattrs: txn.open_table(XATTRS).storage()?,
             counters: txn.open_table(COUNTERS).storage()?,
             precreated: txn.open_table(PRECREATED).storage()?,
+            file_parents: txn.open_table(FILE_PARENTS).storage()?,
             now: Timespec::now(),
         })
     }
@@ -678,9 +719,34 @@ impl<'t> WriteTables<'t> {
         child: InodeId,
         kind: FileKind,
     ) -> Result<(), WireError> {
-        self.dirents
+        let replaced = self
+            .dirents
             .insert((parent.0, name), (child.0, kind as u8))
-            .storage()?;
+            .storage()?
+            .map(|v| v.value());
+        if let Some((old, old_kind)) = replaced {
+            self.count_file_parent(InodeId(old), old_kind, parent, -1)?;
+        }
+        self.count_file_parent(child, kind as u8, parent, 1)
+    }
+
+    /// Counts a name of non-directory `child` in `parent` in or out of `file_parents`.
+    fn count_file_parent(
+        &mut self,
+        child: InodeId,
+        kind: u8,
+        parent: InodeId,
+        delta: i64,
+    ) -> Result<(), WireError> {
+        if kind == FileKind::Directory as u8 {
+            return Ok(());
+        }
+        let key = (child.0, parent.0);
+        let count = self.file_parents.get(key).storage()?.map_or(0, |v| v.value());
+        match count.saturating_add_signed(delta) {
+            0 => self.file_parents.remove(key).storage()?.map(|_| ()),
+            n => self.file_parents.insert(key, n).storage()?.map(|_| ()),
+        };
         Ok(())
     }
 
@@ -714,7 +780,14 @@ impl<'t> WriteTables<'t> {
     }
 
     fn remove_entry(&mut self, parent: InodeId, name: &[u8]) -> Result<(), WireError> {
-        self.dirents.remove((parent.0, name)).storage()?;
+        let removed = self
+            .dirents
+            .remove((parent.0, name))
+            .storage()?
+            .map(|v| v.value());
+        if let Some((child, kind)) = removed {
+            self.count_file_parent(InodeId(child), kind, parent, -1)?;
+        }
         Ok(())
     }
 

@@ -33,20 +33,29 @@ impl MetaStore {
     /// owner (and root) may have either whatever the mode says, as they may chmod the
     /// file anyway: a file created read-only is still written through the descriptor
     /// that created it (cp, weft put). A removed file whose objects wait for the purge
-    /// may still be read (by whoever holds its number) until they go.
-    pub fn may_access_data(&self, cred: &Cred, inode: InodeId, want: u32) -> Result<(), WireError> {
+    /// may still be read until they go if `orphan_read`: the caller held it open (the
+    /// service's record of the capabilities it granted, checked against the mode as it
+    /// was then), or is trusted (a mount, whose kernel checked the open).
+    pub fn may_access_data(
+        &self,
+        cred: &Cred,
+        inode: InodeId,
+        want: u32,
+        orphan_read: bool,
+    ) -> Result<(), WireError> {
         self.read(|ns| {
             let Some(record) = ns.find_inode(inode)? else {
-                // Removed, its objects not yet purged: an open that found the file an
-                // instant before another client replaced it still reads it (as the
-                // purger's grace round intends), until the purge.
+                // Removed, its objects not yet purged: a client that held it open, or a
+                // mount's open that found the file an instant before another client
+                // replaced it, still reads it (as the purger's grace round intends),
+                // until the purge. Anyone else holding the number reads nothing.
                 let orphan = ns.orphans.get(inode.0).map_err(|e| {
                     WireError::new(
                         weft_proto::ErrorCode::Io,
                         format!("reading the orphans table: {e}"),
                     )
                 })?;
-                if orphan.is_some() && want == super::super::access::MAY_READ {
+                if orphan.is_some() && orphan_read && want == super::super::access::MAY_READ {
                     return Ok(());
                 }
                 return Err(WireError::new(

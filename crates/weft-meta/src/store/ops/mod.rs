@@ -17,6 +17,7 @@ mod rename;
 mod resolve;
 mod revalidate;
 mod rmdir;
+mod search;
 mod set_dir_layout;
 mod setattr;
 mod setxattr;
