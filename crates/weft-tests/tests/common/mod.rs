@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use weft_client::{Client, ClientError, ErrorCode, InodeId, ServerId};
 use weft_testkit::TestCluster;
 
+pub mod munge;
+
 #[allow(unused_imports)] // not every test uses it
 pub use weft_testkit::Rng;
 
