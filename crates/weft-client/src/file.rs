@@ -238,17 +238,28 @@ impl File {
     }
 
     /// Sends this handle's data through `delegates` (addresses of cache managers started
-    /// for this file only, holding the cluster key: job-scoped delegates), block `x` of
-    /// the file (a stripe) to `delegates[x mod n]`, instead of the io servers or the
-    /// cluster's cache tier. Size, sync, truncate and close reach them as a cached
-    /// file's managers. Call before any I/O and before setting a view: requests already
-    /// made went elsewhere.
-    pub fn use_delegates(&mut self, delegates: &[String]) -> Result<(), ClientError> {
+    /// for this file only: job-scoped delegates), block `x` of the file (a stripe) to
+    /// `delegates[x mod n]`, instead of the io servers or the cluster's cache tier.
+    /// Connections to them prove `job_key` (the job's own key, which the delegates
+    /// serve; not the cluster key) and present this handle's capabilities, as to io
+    /// servers. Size, sync, truncate and close reach them as a cached file's managers.
+    /// Call before any I/O and before setting a view: requests already made went
+    /// elsewhere.
+    pub fn use_delegates(
+        &mut self,
+        delegates: &[String],
+        job_key: &crate::ClusterKey,
+    ) -> Result<(), ClientError> {
         if delegates.is_empty() {
             return Err(ClientError::refused(
                 ErrorCode::InvalidArgument,
                 format!("{}: no delegates given", self.path),
             ));
+        }
+        for addr in delegates {
+            self.inner
+                .pool
+                .set_auth(addr, weft_rpc::ClientAuth::cluster(job_key.clone()));
         }
         let route = CacheRoute::job_delegates(delegates.len(), self.layout());
         self.layout = route.blocks.clone();

@@ -790,6 +790,12 @@ impl MetaService {
                     cache.opcode()
                 ),
             )),
+            // The server process answers it with its issuer's key (weft-server's
+            // `roles.rs`); a service without one has none to verify with.
+            Request::VerifyCapability { .. } => Err(WireError::new(
+                ErrorCode::Unsupported,
+                "this cluster's io servers ask for no capabilities",
+            )),
         }
     }
 

@@ -4,8 +4,12 @@
 //! and the MPI calls of `csrc/spawn.c` both sides need. Compiled into the library and,
 //! by path, into `weft-delegate`, so both sides speak one protocol.
 //!
-//! 1. parent rank 0 → each delegate, `WATCH`: the parent processes ("HOSTHASH PID"
-//!    lines); a delegate whose local parents die (MPI_Abort, a crash) leaves on its own.
+//! 1. parent rank 0 → each delegate, `WATCH`: the job key ("jobkey HEX", a fresh
+//!    random key per set of delegates: the weftd serves only clients proving it, and
+//!    only the job's processes get it, by this message and the job's own broadcast;
+//!    never on a command line or in an environment), then the parent processes
+//!    ("HOSTHASH PID" lines); a delegate whose local parents die (MPI_Abort, a crash)
+//!    leaves on its own.
 //! 2. delegate → parent rank 0, `READY`: "ok HOST:PORT" once its weftd serves, or
 //!    "error TEXT".
 //! 3. parent rank 0 → each delegate, `STOP` (at close or MPI_Finalize, after the
@@ -275,6 +279,42 @@ pub fn watched_here(text: &str, host: i64) -> Vec<i32> {
         .collect()
 }
 
+/// A fresh job key as 64 hexadecimal digits (a key file's text).
+pub fn new_job_key() -> Result<String, String> {
+    let bytes = weft_rpc::auth::nonce().map_err(|e| format!("making the job key: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The job key of `hex` (as `new_job_key` makes it).
+pub fn job_key(hex: &str) -> Result<weft_rpc::ClusterKey, String> {
+    let bad = || "the job key is not 64 hexadecimal digits".to_owned();
+    if hex.len() != 2 * weft_rpc::auth::KEY_BYTES || !hex.is_ascii() {
+        return Err(bad());
+    }
+    let mut bytes = [0u8; weft_rpc::auth::KEY_BYTES];
+    for (k, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * k..2 * k + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(weft_rpc::ClusterKey::from_bytes(bytes))
+}
+
+/// The `WATCH` message: the job key's line, then the watch list.
+pub fn watch_message(job_key_hex: &str, watch: &str) -> String {
+    format!("jobkey {job_key_hex}\n{watch}")
+}
+
+/// A `WATCH` message's job key (hexadecimal) and watch list.
+pub fn parse_watch(text: &str) -> Result<(&str, &str), String> {
+    let (first, watch) = text.split_once('\n').unwrap_or((text, ""));
+    match first.split_once(' ') {
+        Some(("jobkey", hex)) => {
+            job_key(hex)?;
+            Ok((hex, watch))
+        }
+        _ => Err("the job's first message carries no job key (libweft_mpiio and weft-delegate of different versions?)".into()),
+    }
+}
+
 /// An "ok REST" / "error TEXT" answer as a result.
 pub fn answer(message: &[u8]) -> Result<String, String> {
     let text = String::from_utf8_lossy(message);
@@ -298,6 +338,19 @@ mod tests {
         assert_eq!(watched_here(&text, here), vec![10, 12]);
         assert_eq!(watched_here(&text, other), vec![11]);
         assert!(watched_here("garbage\n1 x\n", here).is_empty());
+    }
+
+    #[test]
+    fn watch_messages_carry_the_job_key_first() {
+        let hex = new_job_key().unwrap();
+        assert_ne!(hex, new_job_key().unwrap(), "a fresh key each time");
+        let here = host_hash("node1");
+        let message = watch_message(&hex, &watch_text(&[(here, 10)]));
+        let (key, watch) = parse_watch(&message).unwrap();
+        assert_eq!(key, hex);
+        assert_eq!(watched_here(watch, here), vec![10]);
+        assert!(parse_watch(&watch_text(&[(here, 10)])).is_err(), "no key");
+        assert!(parse_watch("jobkey 12\n").is_err(), "a short key");
     }
 
     #[test]

@@ -542,7 +542,8 @@ impl MpiFile {
         let delegates = crate::spawn::start(&comm, &file, &client, &hints, name)?;
         let kind = match &delegates {
             Some(d) => {
-                file.use_delegates(&d.addrs).map_err(MpiioError::from)?;
+                file.use_delegates(&d.addrs, &d.job_key)
+                    .map_err(MpiioError::from)?;
                 Some("job-scoped")
             }
             None => (file.cache_mode() == weft_client::CacheMode::Delegated).then_some("persistent"),

@@ -14,9 +14,10 @@
 //!    stderr when it changes), unless `weft_delegate_mapping=any`.
 //! 2. Rank 0 finds the programs and what the delegates need (the metadata manager's
 //!    address, the cluster key's file); every rank agrees before the collective spawn.
-//! 3. Rank 0 sends each delegate the job's processes to watch, and waits for each
-//!    delegate's address (or its error).
-//! 4. The addresses are broadcast; every rank's handle uses them.
+//! 3. Rank 0 makes the set's job key and sends each delegate the key and the job's
+//!    processes to watch, and waits for each delegate's address (or its error).
+//! 4. The key and the addresses are broadcast; every rank's handle uses them, proving
+//!    the key (a delegate serves no one else) and presenting its capabilities.
 //! 5. A failure after the spawn stops the delegates already started; a failed spawn
 //!    (no spawn support, a singleton without slots) is an error naming the persistent
 //!    alternative. `MPI_COMM_WORLD` never changes: the delegates are another job.
@@ -51,6 +52,8 @@ pub struct JobDelegates {
     id: u64,
     /// Where each delegate serves, in block order (block `x` to `addrs[x mod n]`).
     pub addrs: Vec<String>,
+    /// What the delegates serve: the set's own key.
+    pub job_key: weft_client::ClusterKey,
 }
 
 /// A set of delegates started and not yet stopped: in use by one open file, or idle.
@@ -65,6 +68,8 @@ struct Live {
     rank: usize,
     intercomm: link::Handle,
     addrs: Vec<String>,
+    /// The set's job key (hexadecimal).
+    job_key: String,
 }
 
 /// Sets started and not yet stopped, in the order they started (the same order in
@@ -144,6 +149,7 @@ pub fn start(
             let delegates = JobDelegates {
                 id: set.id,
                 addrs: set.addrs.clone(),
+                job_key: link::job_key(&set.job_key).map_err(io_error)?,
             };
             drop(sets);
             // The synced tier above may have changed the file: nothing of it is cached
@@ -180,17 +186,26 @@ pub fn start(
             eprintln!("weft-mpiio: {name}: {}", e.message);
         }
     })?;
+    // "ok JOBKEY ADDR..." or "error TEXT", to every rank of the job (the key goes to
+    // no one else).
     let text = if root {
-        match wait_ready(intercomm, count, &watch) {
-            Ok(addrs) => format!("ok {}", addrs.join(" ")),
+        match link::new_job_key().and_then(|job_key| {
+            wait_ready(intercomm, count, &link::watch_message(&job_key, &watch)).map(|addrs| (job_key, addrs))
+        }) {
+            Ok((job_key, addrs)) => format!("ok {job_key} {}", addrs.join(" ")),
             Err(e) => format!("error {e}"),
         }
     } else {
         String::new()
     };
-    let addrs = comm.bcast_text(text, 0).and_then(|text| {
+    let started = comm.bcast_text(text, 0).and_then(|text| {
         link::answer(text.as_bytes())
-            .map(|addrs| addrs.split(' ').map(str::to_owned).collect::<Vec<_>>())
+            .and_then(|rest| {
+                let mut words = rest.split(' ').map(str::to_owned);
+                let job_key = words.next().unwrap_or_default();
+                link::job_key(&job_key)?;
+                Ok((job_key, words.collect::<Vec<_>>()))
+            })
             .map_err(|e| {
                 io_error(format!(
                     "weft_delegates={asked}: starting job-scoped delegates: {e}"
@@ -204,13 +219,20 @@ pub fn start(
         rank: comm.rank(),
         intercomm,
         addrs: Vec::new(),
+        job_key: String::new(),
     };
-    match addrs {
-        Ok(addrs) => {
+    match started {
+        Ok((job_key, addrs)) => {
             let id = set.id;
             set.addrs = addrs.clone();
+            let delegates = JobDelegates {
+                id,
+                addrs,
+                job_key: link::job_key(&job_key).map_err(io_error)?,
+            };
+            set.job_key = job_key;
             live().push(set);
-            Ok(Some(JobDelegates { id, addrs }))
+            Ok(Some(delegates))
         }
         Err(e) => {
             if root {
@@ -311,14 +333,15 @@ fn library_dir() -> Option<PathBuf> {
     }
 }
 
-/// Rank 0: sends every delegate the watch list, then collects their addresses.
+/// Rank 0: sends every delegate `message` (the job key and the watch list), then
+/// collects their addresses.
 fn wait_ready(
     intercomm: link::Handle,
     count: usize,
-    watch: &str,
+    message: &str,
 ) -> std::result::Result<Vec<String>, String> {
     for k in 0..count {
-        link::send(intercomm, k, link::tag::WATCH, watch.as_bytes())?;
+        link::send(intercomm, k, link::tag::WATCH, message.as_bytes())?;
     }
     let deadline = Instant::now() + READY_TIMEOUT;
     let mut addrs = Vec::with_capacity(count);

@@ -146,6 +146,7 @@ pub enum Opcode {
     PresentCapability = 100,
     GrantCapability = 101,
     RevokeCapabilities = 102,
+    VerifyCapability = 103,
 }
 
 /// Which roles a server process carries (bit set).
@@ -814,6 +815,13 @@ pub enum Request {
         inodes: Vec<InodeId>,
         at_ms: u64,
     },
+    /// meta: whether `cap` verifies (the manager's key, its expiry, the revocations
+    /// the manager sent); answered with `Done`, or refused as an io server refuses a
+    /// `PresentCapability`, or `Unsupported` when the cluster asks for no
+    /// capabilities. Asked by a job's delegate, which holds no capability key.
+    VerifyCapability {
+        cap: Capability,
+    },
     /// meta: `SharedPointer` of an open that made no pointer: one missing is made (at 0)
     /// by the first request, provided the manager is still the one the open saw (its
     /// handshake's `incarnation`); after a restart, or for a pointer the manager let go
@@ -1124,6 +1132,7 @@ impl Request {
             PresentCapability { .. } => Opcode::PresentCapability,
             GrantCapability { .. } => Opcode::GrantCapability,
             RevokeCapabilities { .. } => Opcode::RevokeCapabilities,
+            VerifyCapability { .. } => Opcode::VerifyCapability,
             WithParent { .. } => Opcode::WithParent,
         }
     }
@@ -1511,6 +1520,7 @@ impl Request {
                 w.seq(inodes);
                 w.u64(*at_ms);
             }
+            VerifyCapability { cap } => cap.encode(&mut w),
         }
         w.bytes
     }
@@ -1992,6 +2002,9 @@ impl Request {
             102 => Request::RevokeCapabilities {
                 inodes: bounded(r.seq()?, BATCH_INODES_MAX, "inode batch")?,
                 at_ms: r.u64()?,
+            },
+            103 => Request::VerifyCapability {
+                cap: Capability::decode(r)?,
             },
             150 => Request::SharedPointerSince {
                 inode: InodeId::decode(r)?,
@@ -2693,6 +2706,9 @@ mod tests {
             Request::RevokeCapabilities {
                 inodes: vec![InodeId(9), InodeId(u64::MAX)],
                 at_ms: 1 << 41,
+            },
+            Request::VerifyCapability {
+                cap: test_capability(),
             },
             Request::Link {
                 cred: cred(),

@@ -12,6 +12,11 @@
 //! is refused once it expired, and once a revocation (`RevokeCapabilities`, sent by
 //! the manager after a chmod or chown) covers the time it was issued.
 //!
+//! A gate without the key (a job's delegate, run by a user who holds no servers' key)
+//! has each capability it has not seen verified by the metadata manager
+//! (`VerifyCapability`, through a `CapabilityVerifier`): the same checks, made where
+//! the key is; what it then remembers per connection is checked as above.
+//!
 //! Client side: a `CapabilitySource` gives capabilities (a client asks the manager,
 //! which checks permission as for an open; a server makes its own server
 //! capability), and each `Connection` presents what its requests need before the first
@@ -131,11 +136,124 @@ impl Revocations {
     }
 }
 
+/// Where a gate without the capability key has capabilities verified: the metadata
+/// manager, which holds the key and the revocations it sent.
+pub trait CapabilityVerifier: Send + Sync {
+    /// `Ok` when `cap` verifies (its MAC, expiry, lifetime and the revocations known
+    /// where it is checked); the refusal otherwise, as `Gate::verify` gives it;
+    /// `Unsupported` when the cluster asks for no capabilities at all.
+    fn verify(&self, cap: &Capability) -> Result<(), WireError>;
+}
+
+/// Most capabilities a remote-checking gate remembers as verified by the manager.
+const VERIFIED_MAX: usize = 4096;
+/// How long a capability verified by the manager is taken as verified for another
+/// connection without asking again (the ranks of a job present the same one to every
+/// delegate at an open): bounds how long a revocation the gate never hears of can be
+/// missed by a new connection.
+const VERIFIED_FOR_MS: u64 = 2_000;
+
+/// How a gate checks what is presented.
+enum Checker {
+    /// Capabilities are off (a cluster started for benchmarking without them).
+    Off,
+    /// With the capability key: the MAC here.
+    Key(CapabilityKey),
+    /// Without it: asked of the manager.
+    Remote(Remote),
+}
+
+struct Remote {
+    verifier: std::sync::Arc<dyn CapabilityVerifier>,
+    /// Capabilities verified (all of each: a MAC alone would let one be relabelled) to
+    /// the time until which they are taken as verified (bounded, `VERIFIED_MAX`).
+    verified: Mutex<HashMap<Verified, u64>>,
+    /// Whether the cluster asks for capabilities, once the manager said.
+    enforced: std::sync::OnceLock<bool>,
+}
+
+/// Every field of a capability, as a verified one is remembered.
+type Verified = (InodeId, u8, u64, u64, [u8; 32]);
+
+fn verified_key(cap: &Capability) -> Verified {
+    (cap.inode, cap.rights, cap.issued_ms, cap.expiry_ms, cap.mac)
+}
+
+impl Remote {
+    /// Asks the manager about `cap` unless it said yes lately.
+    fn verify(&self, cap: &Capability) -> Result<(), WireError> {
+        let now = now_ms();
+        if self
+            .verified
+            .lock()
+            .unwrap()
+            .get(&verified_key(cap))
+            .is_some_and(|until| *until > now)
+        {
+            return Ok(());
+        }
+        match self.verifier.verify(cap) {
+            Ok(()) => {
+                let _ = self.enforced.set(true);
+                let mut verified = self.verified.lock().unwrap();
+                if verified.len() >= VERIFIED_MAX {
+                    verified.retain(|_, until| *until > now);
+                    if verified.len() >= VERIFIED_MAX {
+                        verified.clear();
+                    }
+                }
+                verified.insert(verified_key(cap), (now + VERIFIED_FOR_MS).min(cap.expiry_ms));
+                Ok(())
+            }
+            Err(e) if e.code == ErrorCode::Unsupported => {
+                let _ = self.enforced.set(false);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether capabilities are asked for: once known, as known; else the manager is
+    /// asked about a capability no key made (refused where capabilities are on,
+    /// `Unsupported` where they are off).
+    fn enforced(&self) -> Result<bool, WireError> {
+        if let Some(on) = self.enforced.get() {
+            return Ok(*on);
+        }
+        let blank = Capability {
+            inode: InodeId(0),
+            rights: rights::READ,
+            issued_ms: 0,
+            expiry_ms: 0,
+            mac: [0; 32],
+        };
+        match self.verifier.verify(&blank) {
+            Err(e) if e.code == ErrorCode::Unsupported => {
+                let _ = self.enforced.set(false);
+                Ok(false)
+            }
+            Err(e)
+                if matches!(
+                    e.code,
+                    ErrorCode::PermissionDenied | ErrorCode::CapabilityRequired
+                ) =>
+            {
+                let _ = self.enforced.set(true);
+                Ok(true)
+            }
+            Err(e) => Err(e),
+            Ok(()) => Err(WireError::new(
+                ErrorCode::Io,
+                "the metadata manager verified a capability no key made: refusing to serve on its word",
+            )),
+        }
+    }
+}
+
 /// Which connections may touch which objects: the io servers' and cache managers'
 /// side of capabilities.
 pub struct Gate {
-    /// `None`: capabilities are off (a cluster started for benchmarking without them).
-    key: Option<CapabilityKey>,
+    checker: Checker,
     /// How refusals name this server ("io server 3").
     name: String,
     shards: Vec<Mutex<HashMap<ConnectionId, Presented>>>,
@@ -148,8 +266,31 @@ const SHARDS: usize = 64;
 
 impl Gate {
     pub fn new(key: Option<CapabilityKey>, name: impl Into<String>) -> Gate {
+        Gate::with(
+            match key {
+                Some(key) => Checker::Key(key),
+                None => Checker::Off,
+            },
+            name,
+        )
+    }
+
+    /// A gate that holds no capability key and has `verifier` (the metadata manager)
+    /// verify what is presented: a job's delegate.
+    pub fn remote(verifier: std::sync::Arc<dyn CapabilityVerifier>, name: impl Into<String>) -> Gate {
+        Gate::with(
+            Checker::Remote(Remote {
+                verifier,
+                verified: Mutex::default(),
+                enforced: std::sync::OnceLock::new(),
+            }),
+            name,
+        )
+    }
+
+    fn with(checker: Checker, name: impl Into<String>) -> Gate {
         Gate {
-            key,
+            checker,
             name: name.into(),
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             revocations: Mutex::default(),
@@ -159,7 +300,7 @@ impl Gate {
 
     /// Whether capabilities are checked at all.
     pub fn enforced(&self) -> bool {
-        self.key.is_some()
+        !matches!(self.checker, Checker::Off)
     }
 
     fn shard(&self, connection: ConnectionId) -> &Mutex<HashMap<ConnectionId, Presented>> {
@@ -168,45 +309,12 @@ impl Gate {
 
     /// Serves `PresentCapability`.
     pub fn present(&self, connection: ConnectionId, cap: &Capability, reset: bool) -> Result<(), WireError> {
-        let Some(key) = &self.key else {
-            return Ok(());
-        };
-        if !key.verifies(cap) {
-            return Err(WireError::new(
-                ErrorCode::PermissionDenied,
-                format!(
-                    "{}: the capability for inode {} does not verify (forged, altered, or made with another cluster's key)",
-                    self.name, cap.inode
-                ),
-            ));
+        match &self.checker {
+            Checker::Off => return Ok(()),
+            Checker::Key(_) => self.verify(cap)?,
+            Checker::Remote(remote) => remote.verify(cap)?,
         }
         let now = now_ms();
-        if cap.expiry_ms <= now {
-            return Err(WireError::new(
-                ErrorCode::CapabilityRequired,
-                format!(
-                    "{}: the {} capability for inode {} expired {} ms ago; ask the metadata manager for a new one",
-                    self.name,
-                    rights::describe(cap.rights),
-                    cap.inode,
-                    now - cap.expiry_ms
-                ),
-            ));
-        }
-        if cap.expiry_ms.saturating_sub(cap.issued_ms) > LIFETIME_MAX_MS {
-            return Err(WireError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "{}: a capability may live at most {LIFETIME_MAX_MS} ms",
-                    self.name
-                ),
-            ));
-        }
-        if cap.rights & rights::SERVER == 0
-            && self.revocations.lock().unwrap().voids(cap.inode, cap.issued_ms)
-        {
-            return Err(revoked(&self.name, cap.inode));
-        }
         let mut shard = self.shard(connection).lock().unwrap();
         let presented = shard.entry(connection).or_default();
         if reset {
@@ -237,13 +345,29 @@ impl Gate {
     /// Whether `connection` may have `request` served: refuses with a clear error
     /// when it presented no valid capability for the request's object and operation.
     pub fn check(&self, connection: ConnectionId, request: &Request) -> Result<(), WireError> {
-        if self.key.is_none() {
+        if let Checker::Off = self.checker {
             return Ok(());
         }
         let need = need(request);
         if need == Need::None {
             return Ok(());
         }
+        let refusal = self.check_presented(connection, request, need);
+        match (&self.checker, refusal) {
+            // Nothing valid presented: a remote-checking gate serves it only where the
+            // cluster asks for no capabilities (its clients present none).
+            (Checker::Remote(remote), Err(_)) if !remote.enforced()? => Ok(()),
+            (_, result) => result,
+        }
+    }
+
+    /// Checks `request`, which needs `need`, against what `connection` presented.
+    fn check_presented(
+        &self,
+        connection: ConnectionId,
+        request: &Request,
+        need: Need,
+    ) -> Result<(), WireError> {
         let now = now_ms();
         let epoch = self.epoch.load(Ordering::Acquire);
         let mut shard = self.shard(connection).lock().unwrap();
@@ -302,6 +426,56 @@ impl Gate {
                 ),
             },
         ))
+    }
+
+    /// Whether `cap` verifies with this gate's key: its MAC, its expiry, its lifetime,
+    /// and the revocations this gate heard of (a gate without the key refuses it).
+    /// Remembers nothing: `present` does that for a connection; the manager answers
+    /// `VerifyCapability` with it.
+    pub fn verify(&self, cap: &Capability) -> Result<(), WireError> {
+        let Checker::Key(key) = &self.checker else {
+            return Err(WireError::new(
+                ErrorCode::Unsupported,
+                format!("{}: holds no capability key to verify with", self.name),
+            ));
+        };
+        if !key.verifies(cap) {
+            return Err(WireError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "{}: the capability for inode {} does not verify (forged, altered, or made with another cluster's key)",
+                    self.name, cap.inode
+                ),
+            ));
+        }
+        let now = now_ms();
+        if cap.expiry_ms <= now {
+            return Err(WireError::new(
+                ErrorCode::CapabilityRequired,
+                format!(
+                    "{}: the {} capability for inode {} expired {} ms ago; ask the metadata manager for a new one",
+                    self.name,
+                    rights::describe(cap.rights),
+                    cap.inode,
+                    now - cap.expiry_ms
+                ),
+            ));
+        }
+        if cap.expiry_ms.saturating_sub(cap.issued_ms) > LIFETIME_MAX_MS {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{}: a capability may live at most {LIFETIME_MAX_MS} ms",
+                    self.name
+                ),
+            ));
+        }
+        if cap.rights & rights::SERVER == 0
+            && self.revocations.lock().unwrap().voids(cap.inode, cap.issued_ms)
+        {
+            return Err(revoked(&self.name, cap.inode));
+        }
+        Ok(())
     }
 
     /// Serves `RevokeCapabilities`: capabilities of `inodes` issued at or before
@@ -760,6 +934,107 @@ mod tests {
         let other = key.issue(InodeId(1 << 41), rights::READ, now, 60_000);
         gate.present(A, &other, true).unwrap();
         assert!(gate.check(A, &read(1 << 40)).is_err(), "reset forgot the rest");
+    }
+
+    /// The manager as a job's delegate asks it, here its gate in one process, counting
+    /// the questions; or a manager of a cluster without capabilities.
+    struct Manager {
+        gate: Option<Gate>,
+        asked: AtomicU64,
+    }
+
+    impl CapabilityVerifier for Manager {
+        fn verify(&self, cap: &Capability) -> Result<(), WireError> {
+            self.asked.fetch_add(1, Ordering::Relaxed);
+            match &self.gate {
+                Some(gate) => gate.verify(cap),
+                None => Err(WireError::new(ErrorCode::Unsupported, "no capabilities")),
+            }
+        }
+    }
+
+    /// A delegate holds no capability key: what it is presented the manager verifies,
+    /// and the delegate then serves only the connection, inode and right presented,
+    /// as an io server does. Before, a delegate's gate had no key and served anything
+    /// (issue 29, finding 1: another user read and overwrote a file through it).
+    #[test]
+    fn a_gate_without_the_key_has_the_manager_verify_and_then_checks_as_an_io_server() {
+        let (manager_gate, key) = gate();
+        let manager = std::sync::Arc::new(Manager {
+            gate: Some(manager_gate),
+            asked: AtomicU64::new(0),
+        });
+        let delegate = Gate::remote(manager.clone(), "delegate 0");
+        assert!(delegate.enforced());
+        assert_eq!(
+            delegate.check(A, &read(7)).unwrap_err().code,
+            ErrorCode::CapabilityRequired,
+            "nothing presented"
+        );
+        let other = CapabilityKey::new(&ClusterKey::generate().unwrap());
+        let forged = other.issue(InodeId(7), rights::READ | rights::WRITE, now_ms(), 60_000);
+        assert_eq!(
+            delegate.present(A, &forged, false).unwrap_err().code,
+            ErrorCode::PermissionDenied
+        );
+        assert!(
+            delegate.check(A, &read(7)).is_err(),
+            "a forged one serves nothing"
+        );
+        let cap = key.issue(InodeId(7), rights::READ, now_ms(), 60_000);
+        delegate.present(A, &cap, false).unwrap();
+        delegate.check(A, &read(7)).unwrap();
+        assert!(delegate.check(A, &read(8)).is_err(), "another inode");
+        assert!(delegate.check(A, &truncate(7)).is_err(), "another right");
+        assert!(delegate.check(B, &read(7)).is_err(), "another connection");
+        // The ranks of a job present the same capability: the manager is asked once.
+        let asked = manager.asked.load(Ordering::Relaxed);
+        delegate.present(B, &cap, false).unwrap();
+        assert_eq!(manager.asked.load(Ordering::Relaxed), asked);
+        delegate.check(B, &read(7)).unwrap();
+        // The same MAC on another inode or right is no verified capability.
+        for relabelled in [
+            Capability {
+                inode: InodeId(8),
+                ..cap.clone()
+            },
+            Capability {
+                rights: rights::READ | rights::WRITE,
+                ..cap.clone()
+            },
+        ] {
+            assert_eq!(
+                delegate.present(A, &relabelled, false).unwrap_err().code,
+                ErrorCode::PermissionDenied
+            );
+        }
+        assert!(delegate.check(A, &read(8)).is_err());
+        assert!(delegate.check(A, &truncate(7)).is_err());
+        // A revocation the manager heard of before the present refuses it.
+        let revoked_cap = key.issue(InodeId(9), rights::WRITE, now_ms(), 60_000);
+        manager.gate.as_ref().unwrap().revoke(&[InodeId(9)], now_ms());
+        assert_eq!(
+            delegate.present(A, &revoked_cap, false).unwrap_err().code,
+            ErrorCode::CapabilityRequired
+        );
+        assert!(
+            delegate.verify(&cap).is_err(),
+            "a delegate verifies nothing itself"
+        );
+    }
+
+    /// Where the cluster asks for no capabilities (its clients present none), a
+    /// delegate learns so from the manager and serves as before.
+    #[test]
+    fn a_gate_without_the_key_serves_unchecked_only_where_the_cluster_asks_for_none() {
+        let manager = std::sync::Arc::new(Manager {
+            gate: None,
+            asked: AtomicU64::new(0),
+        });
+        let delegate = Gate::remote(manager.clone(), "delegate 0");
+        delegate.check(A, &truncate(3)).unwrap();
+        delegate.check(B, &read(4)).unwrap();
+        assert_eq!(manager.asked.load(Ordering::Relaxed), 1, "asked once");
     }
 
     #[test]

@@ -1326,7 +1326,14 @@ pub struct ConnectionPool {
     unresponsive: Mutex<HashMap<String, (RpcError, Instant)>>,
     /// Given to every connection the pool makes.
     capabilities: std::sync::RwLock<Option<Arc<dyn CapabilitySource>>>,
+    /// What connections to these addresses prove instead of `auth` (a job's
+    /// delegates: the job's key); at most `AUTH_OVERRIDES_MAX`.
+    auth_overrides: Mutex<HashMap<String, ClientAuth>>,
 }
+
+/// Most addresses a pool proves another key to (`ConnectionPool::set_auth`); past it,
+/// those it holds no connection to are forgotten.
+const AUTH_OVERRIDES_MAX: usize = 4096;
 
 impl ConnectionPool {
     pub fn new(client_name: &str, auth: ClientAuth, timeouts: Timeouts) -> ConnectionPool {
@@ -1338,7 +1345,22 @@ impl ConnectionPool {
             labels: Mutex::new(HashMap::new()),
             unresponsive: Mutex::new(HashMap::new()),
             capabilities: Default::default(),
+            auth_overrides: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Connections to `addr` prove `auth` rather than the pool's own (a job's
+    /// delegates, which serve only holders of the job's key). A connection already made
+    /// there is dropped, so the next call connects with `auth`.
+    pub fn set_auth(&self, addr: &str, auth: ClientAuth) {
+        let mut overrides = self.auth_overrides.lock().unwrap();
+        if overrides.len() >= AUTH_OVERRIDES_MAX && !overrides.contains_key(addr) {
+            let connections = self.connections.lock().unwrap();
+            overrides.retain(|a, _| connections.contains_key(a));
+        }
+        overrides.insert(addr.to_owned(), auth);
+        drop(overrides);
+        self.connections.lock().unwrap().remove(addr);
     }
 
     /// Data requests on this pool's connections (made from now on) get their
@@ -1398,7 +1420,9 @@ impl ConnectionPool {
             .get(addr)
             .cloned()
             .unwrap_or_else(|| addr.to_owned());
-        let fresh = Connection::connect_as(addr, &label, &self.client_name, &self.auth, self.timeouts)?;
+        let auth = self.auth_overrides.lock().unwrap().get(addr).cloned();
+        let auth = auth.as_ref().unwrap_or(&self.auth);
+        let fresh = Connection::connect_as(addr, &label, &self.client_name, auth, self.timeouts)?;
         if let Some(source) = self.capabilities.read().unwrap().clone() {
             fresh.set_capability_source(source);
         }

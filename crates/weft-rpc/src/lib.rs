@@ -16,7 +16,7 @@ pub mod shm;
 pub mod stream;
 
 pub use auth::{munge_credential, munge_socket, ClientAuth, ClusterKey, KeyError};
-pub use capability::{CapabilityKey, CapabilitySource, Gate, ServerCapabilities};
+pub use capability::{CapabilityKey, CapabilitySource, CapabilityVerifier, Gate, ServerCapabilities};
 pub use client::{
     CallReply, Connection, ConnectionPool, PendingCall, ReplySink, RpcError, SinkReply, Timeouts,
     BIG_REPLY_BYTES,

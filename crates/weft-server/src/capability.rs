@@ -1,6 +1,8 @@
 //! The server process's side of capabilities (see `weft_rpc::capability`): the
 //! manager's issuer, which signs what it grants and tells the io servers and cache
-//! managers of revocations, in the background so that a chmod never waits on them.
+//! managers of revocations, in the background so that a chmod never waits on them;
+//! and verifies capabilities for the servers that hold no key (a job's delegate asks
+//! with `VerifyCapability`), against the revocations it sent.
 
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -20,6 +22,8 @@ pub struct Issuer {
     revocations: mpsc::SyncSender<(Vec<InodeId>, u64)>,
     /// The time of the latest revocation (ms).
     last_revocation: std::sync::Mutex<u64>,
+    /// What `verify` checks with: the key and every revocation made here.
+    gate: weft_rpc::Gate,
 }
 
 impl Issuer {
@@ -51,11 +55,20 @@ impl Issuer {
             })
             .expect("spawning the revocation thread");
         Issuer {
+            gate: weft_rpc::Gate::new(Some(key.clone()), "the metadata manager"),
             key,
             lifetime_ms,
             revocations: sender,
             last_revocation: std::sync::Mutex::new(0),
         }
+    }
+}
+
+impl Issuer {
+    /// Serves `VerifyCapability`: whether `cap` verifies here as at an io server that
+    /// heard every revocation.
+    pub fn verify(&self, cap: &weft_proto::Capability) -> Result<(), weft_proto::WireError> {
+        self.gate.verify(cap)
     }
 }
 
@@ -88,6 +101,7 @@ impl CapabilityIssuer for Issuer {
             *last = weft_rpc::capability::now_ms().max(*last + 1);
             *last
         };
+        self.gate.revoke(inodes, at_ms);
         if self.revocations.try_send((inodes.to_vec(), at_ms)).is_err() {
             eprintln!(
                 "weftd meta: {} revocations queued; inodes {inodes:?} keep their capabilities until they expire",

@@ -139,6 +139,12 @@ struct Args {
     /// delegates started by the MPI-IO layer use this.
     #[arg(long, value_name = "HOST:PORT")]
     meta: Option<String>,
+    /// Standalone cache role with --meta (a job's delegate): serve only clients that
+    /// prove this key (the job's own, made at the spawn and held by the job's
+    /// processes alone) instead of the cluster key, which every user may hold. Required
+    /// for a delegate that holds no capability key.
+    #[arg(long, value_name = "FILE")]
+    job_key: Option<PathBuf>,
     /// Run while standard input stays open: at its end (the process that started this
     /// server closed it or died), write every dirty cache block back and exit. Job-scoped
     /// delegates run so under their launcher, so they never outlive their job.
@@ -303,9 +309,13 @@ pub struct Plan {
     /// What capabilities are signed with.
     pub capability_key: weft_rpc::CapabilityKey,
     /// A job's delegate (a cache role started by the job with `--meta` and no
-    /// capability key): it holds no servers' key, so it checks no capabilities and
-    /// asks the manager for them as the user it runs as, for what it writes back.
+    /// capability key): it holds no servers' key, so the manager verifies the
+    /// capabilities its clients present, and it asks the manager for capabilities as
+    /// the user it runs as, for what it writes back.
     pub acts_for_user: bool,
+    /// What clients must prove they hold to be served: the cluster key, or a job's
+    /// delegate's job key (`--job-key`).
+    pub listen_key: ClusterKey,
 }
 
 fn run(args: Args) -> Result<()> {
@@ -355,6 +365,9 @@ fn run(args: Args) -> Result<()> {
                 )
             }
         })?;
+        if args.job_key.is_some() {
+            bail!("--job-key is for a job's delegate (a standalone cache role with --meta), not a server of a description");
+        }
         let config_capabilities = config.capabilities;
         let capability_key = capability_key(
             args.capability_key
@@ -379,11 +392,12 @@ fn run(args: Args) -> Result<()> {
             cache_cio_unrequested: args.cache_cio_unrequested.clone(),
             delegate: args.delegate,
             metrics_addr: args.metrics_addr.clone().or_else(|| entry.metrics_addr.clone()),
-            key,
             key_path,
             capabilities: !args.insecure_no_capabilities && config_capabilities,
             capability_key,
             acts_for_user: false,
+            listen_key: key.clone(),
+            key,
         }
     } else {
         let roles = args
@@ -410,6 +424,16 @@ fn run(args: Args) -> Result<()> {
             .clone()
             .context("a server needs the cluster key: give --key FILE (`weft up` makes one in its home, `weft key create FILE` one for a cluster set up by hand)")?;
         let key = load_key(&key_path)?;
+        let acts_for_user =
+            args.capability_key.is_none() && args.meta.is_some() && args.cluster_file.is_none();
+        let listen_key = match &args.job_key {
+            Some(path) => ClusterKey::load(path).with_context(|| "reading the job key (--job-key)")?,
+            None if acts_for_user && roles.contains(&Role::Cache) => bail!(
+                "a job's delegate (--meta, no --capability-key) serves only its job: give --job-key FILE, a key \
+                 only the job's processes hold (`weft key create FILE`); the MPI-IO layer makes one per job"
+            ),
+            None => key.clone(),
+        };
         Plan {
             id: ServerId(args.id.unwrap_or(0)),
             roles,
@@ -428,9 +452,8 @@ fn run(args: Args) -> Result<()> {
             key,
             key_path,
             capabilities: !args.insecure_no_capabilities,
-            acts_for_user: args.capability_key.is_none()
-                && args.meta.is_some()
-                && args.cluster_file.is_none(),
+            acts_for_user,
+            listen_key,
         }
     };
     let (address, roles) = start(&plan, limits)?;
@@ -549,15 +572,20 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr,
             munge: handler.munge(),
         },
         limits,
-        plan.key.clone(),
+        plan.listen_key.clone(),
     )?;
     let names: Vec<&str> = plan.roles.iter().map(|r| r.name()).collect();
     eprintln!(
-        "weftd: server {} ({}) listening on {}, data in {}; only clients holding the cluster key are served{}",
+        "weftd: server {} ({}) listening on {}, data in {}; only clients holding the {} are served{}",
         plan.id,
         names.join(","),
         handle.local_addr,
         plan.data_dir.display(),
+        if plan.acts_for_user {
+            "job key (--job-key), with capabilities the metadata manager verifies,"
+        } else {
+            "cluster key"
+        },
         if handle.local_addr.ip().is_loopback() {
             " (loopback: this machine only)"
         } else {

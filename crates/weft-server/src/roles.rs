@@ -41,6 +41,9 @@ pub struct Roles {
     cache: Option<CacheService>,
     /// With an io or cache role: which connections may touch which objects.
     gate: Option<weft_rpc::Gate>,
+    /// With the meta role in a cluster that asks for capabilities: what signs them, and
+    /// verifies them for servers without the key (`VerifyCapability`).
+    issuer: Option<Arc<crate::capability::Issuer>>,
 }
 
 impl Roles {
@@ -68,6 +71,7 @@ impl Roles {
         };
         let mut owner = None;
         let mut munge = None;
+        let mut issuer = None;
         let meta = if plan.roles.contains(&Role::Meta) {
             let config = plan
                 .cluster
@@ -123,14 +127,16 @@ impl Roles {
             let service = Arc::new(service);
             if plan.capabilities {
                 let addrs = object_addrs;
-                service.set_capability_issuer(Arc::new(crate::capability::Issuer::start(
+                let started = Arc::new(crate::capability::Issuer::start(
                     plan.capability_key.clone(),
                     config
                         .capability_lifetime_ms
                         .unwrap_or(weft_rpc::capability::LIFETIME_DEFAULT_MS),
                     Arc::new(server_pool("weftd meta", plan)),
                     addrs,
-                )));
+                ));
+                service.set_capability_issuer(started.clone());
+                issuer = Some(started);
             }
             service.set_incarnation(incarnation);
             // After a clean stop with no lock held there is nothing to reclaim.
@@ -164,14 +170,25 @@ impl Roles {
         } else {
             None
         };
-        let gate = (io.is_some() || cache.is_some()).then(|| {
-            weft_rpc::Gate::new(
-                (plan.capabilities && !plan.acts_for_user).then(|| plan.capability_key.clone()),
-                format!("server {}", plan.id),
-            )
+        let name = format!("server {}", plan.id);
+        let gate = (io.is_some() || cache.is_some()).then(|| match (&plan.meta, plan.acts_for_user) {
+            // A job's delegate holds no capability key: the manager verifies for it.
+            (Some(meta), true) if plan.capabilities => weft_rpc::Gate::remote(
+                Arc::new(ManagerVerifier {
+                    pool: ConnectionPool::new(
+                        "weftd delegate",
+                        ClientAuth::cluster(plan.key.clone()),
+                        Timeouts::from_env(),
+                    ),
+                    meta: meta.clone(),
+                }),
+                name,
+            ),
+            _ => weft_rpc::Gate::new(plan.capabilities.then(|| plan.capability_key.clone()), name),
         });
         Ok(Roles {
             meta,
+            issuer,
             owner,
             munge,
             connections: Default::default(),
@@ -475,6 +492,39 @@ fn server_pool(name: &str, plan: &Plan) -> ConnectionPool {
     pool
 }
 
+/// How a job's delegate has capabilities verified: by the metadata manager, which
+/// holds the key (`VerifyCapability`), over the delegate's own connection to it.
+struct ManagerVerifier {
+    pool: ConnectionPool,
+    meta: String,
+}
+
+impl weft_rpc::CapabilityVerifier for ManagerVerifier {
+    fn verify(&self, cap: &weft_proto::Capability) -> Result<(), WireError> {
+        match self
+            .pool
+            .call(&self.meta, &Request::VerifyCapability { cap: cap.clone() }, &[])
+        {
+            Ok((Response::Done, _)) => Ok(()),
+            Ok((other, _)) => Err(WireError::new(
+                ErrorCode::Io,
+                format!(
+                    "the metadata manager {} answered a capability check with {other:?}",
+                    self.meta
+                ),
+            )),
+            Err(weft_rpc::RpcError::Remote { error, .. }) => Err(error),
+            Err(e) => Err(WireError::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "asking the metadata manager {} to verify a capability: {e}",
+                    self.meta
+                ),
+            )),
+        }
+    }
+}
+
 /// A job's delegate's pool: its writes back present capabilities the manager grants
 /// the user the delegate runs as (it holds no servers' key).
 fn user_pool(meta: &str, plan: &Plan) -> ConnectionPool {
@@ -537,6 +587,19 @@ impl Handler for Roles {
                 }
                 _ => gate.check(connection, &request)?,
             }
+        }
+        if let Request::VerifyCapability { cap } = &request {
+            return match (&self.meta, &self.issuer) {
+                (Some(_), Some(issuer)) => issuer.verify(cap).map(|()| (Response::Done, Vec::new())),
+                (Some(_), None) => Err(WireError::new(
+                    ErrorCode::Unsupported,
+                    "this cluster's io servers ask for no capabilities",
+                )),
+                (None, _) => Err(WireError::new(
+                    ErrorCode::Unsupported,
+                    "this server has no meta role; ask the metadata manager",
+                )),
+            };
         }
         if let Some(cache) = self.cache.as_ref().filter(|c| c.serves(&request)) {
             return cache.handle(connection, request, data);

@@ -103,7 +103,22 @@ impl User {
         program: &std::ffi::OsStr,
         args: &[&str],
     ) -> Output {
-        Command::new("setpriv")
+        self.command(cluster, munge_socket, program, args)
+            .output()
+            .expect("running setpriv")
+    }
+
+    /// `program args` to run as this user, with the cluster's address, this user's
+    /// key and the test's munged in its environment.
+    pub fn command(
+        &self,
+        cluster: &TestCluster,
+        munge_socket: &Path,
+        program: &std::ffi::OsStr,
+        args: &[&str],
+    ) -> Command {
+        let mut command = Command::new("setpriv");
+        command
             .arg(format!("--reuid={}", self.uid))
             .arg(format!("--regid={}", self.uid))
             .arg("--clear-groups")
@@ -115,9 +130,8 @@ impl User {
             .env("HOME", "/nonexistent")
             .env("WEFT_META", cluster.meta_addr())
             .env("WEFT_KEY", &self.key)
-            .env("WEFT_MUNGE_SOCKET", munge_socket)
-            .output()
-            .expect("running setpriv")
+            .env("WEFT_MUNGE_SOCKET", munge_socket);
+        command
     }
 
     /// A MUNGE credential for this user.
@@ -132,4 +146,14 @@ impl User {
         assert!(out.status.success(), "munge -n as uid {}: {out:?}", self.uid);
         out.stdout.trim_ascii().to_vec()
     }
+}
+
+/// A finished process's status and output, for assertion messages.
+pub fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }

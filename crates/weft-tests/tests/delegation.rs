@@ -178,11 +178,16 @@ fn a_job_scoped_delegate_learns_the_io_servers_from_the_manager_and_writes_back_
     });
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready");
+    // The job's own key: the delegate serves its holders only.
+    let job_key_path = dir.path().join("job.key");
+    let (job_key, _) = weft_client::ClusterKey::load_or_create(&job_key_path).unwrap();
     let mut delegate = Command::new(weft_testkit::bin("weftd"))
         .args(["--role", "cache", "--delegate", "--exit-on-stdin-eof"])
         .args(["--meta", &cluster.meta_addr()])
         .arg("--key")
         .arg(cluster.key_path())
+        .arg("--job-key")
+        .arg(&job_key_path)
         .arg("--data")
         .arg(dir.path().join("data"))
         .arg("--ready-file")
@@ -199,7 +204,7 @@ fn a_job_scoped_delegate_learns_the_io_servers_from_the_manager_and_writes_back_
     );
     let client = cluster.client();
     let mut file = client.create("/job", &CreateOptions::default()).unwrap();
-    file.use_delegates(&[addr.trim().to_owned()]).unwrap();
+    file.use_delegates(&[addr.trim().to_owned()], &job_key).unwrap();
     assert_eq!(file.cache_mode(), CacheMode::Delegated);
     // Whole stripes and an unaligned tail: 1 MiB + 1000 bytes over four io servers.
     let data = pattern(3, 0, (1 << 20) + 1000);

@@ -13,20 +13,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Output;
 use weft_client::{Client, ClientAuth, ClusterKey, Cred, ErrorCode, SetAttr};
 use weft_proto::handshake::Identity;
-use weft_testkit::munge::{Munged, User};
+use weft_testkit::munge::{text, Munged, User};
 use weft_testkit::{ClusterOptions, TestCluster};
 
 const ALICE: u32 = 4101;
 const BOB: u32 = 4102;
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 #[track_caller]
 fn denied(out: &Output, what: &str) {

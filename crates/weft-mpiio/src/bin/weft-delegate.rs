@@ -115,7 +115,7 @@ fn serve(options: &Options, parent: link::Handle) -> i32 {
     let host = link::host_hash(&link::processor_name());
     let orphaned =
         || (std::os::unix::process::parent_id() != ppid).then(|| "its MPI launcher exited".to_owned());
-    let watch = match link::recv_until(
+    let message = match link::recv_until(
         parent,
         0,
         link::tag::WATCH,
@@ -129,15 +129,23 @@ fn serve(options: &Options, parent: link::Handle) -> i32 {
             unsafe { libc::_exit(1) };
         }
     };
-    let parents = link::watched_here(&watch, host);
+    // A message without the job key starts no weftd; the error goes back as READY's.
+    let (job_key, watch) = match link::parse_watch(&message) {
+        Ok((key, watch)) => (Ok(key), watch),
+        Err(e) => (Err(e), ""),
+    };
+    let parents = link::watched_here(watch, host);
     // The weftd and its scratch directory, while it runs.
     let mut weftd = None;
-    let started = fresh_dir().and_then(|dir| match start_weftd(options, rank, &dir) {
-        Ok((child, addr)) => Ok((child, dir, addr)),
-        Err(e) => {
-            // The error already quotes its log.
-            let _ = std::fs::remove_dir_all(&dir);
-            Err(e)
+    let started = job_key.and_then(|key| {
+        let dir = fresh_dir()?;
+        match start_weftd(options, rank, &dir, key) {
+            Ok((child, addr)) => Ok((child, dir, addr)),
+            Err(e) => {
+                // The error already quotes its log.
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
+            }
         }
     });
     let ready = match started {
@@ -217,7 +225,8 @@ fn serve(options: &Options, parent: link::Handle) -> i32 {
 /// Most directory names tried before giving up (names taken by other delegates).
 const DIR_TRIES_MAX: u32 = 1000;
 
-/// A new, empty scratch directory for the weftd. Never one that exists: a directory
+/// A new, empty scratch directory for the weftd, which only this user may enter (it
+/// holds the job key). Never one that exists: a directory
 /// left by a killed job whose launcher had the same pid would hold that job's `ready`
 /// file, and its stale address would be handed to the job (pids wrap quickly on a busy
 /// machine; this made delegates "refuse connections" mid-job).
@@ -226,7 +235,9 @@ fn fresh_dir() -> Result<PathBuf, String> {
     let pid = std::process::id();
     for k in 0..DIR_TRIES_MAX {
         let dir = base.join(format!("weft-delegate-{pid}-{k}"));
-        match std::fs::create_dir(&dir) {
+        let mut builder = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        match builder.create(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(format!("creating {}: {e}", dir.display())),
@@ -249,9 +260,23 @@ fn parent_died(pids: &[i32]) -> Option<String> {
     })
 }
 
-/// Starts the weftd of delegate `rank` in `dir` and waits until it serves: the child
-/// and the address clients reach it at.
-fn start_weftd(options: &Options, rank: usize, dir: &Path) -> Result<(Child, String), String> {
+/// Starts the weftd of delegate `rank` in `dir`, serving holders of `job_key` (hex)
+/// only, and waits until it serves: the child and the address clients reach it at.
+/// The key reaches the weftd in a file only this user may read, not in its arguments
+/// or environment (a command line is anyone's to read in /proc).
+fn start_weftd(options: &Options, rank: usize, dir: &Path, job_key: &str) -> Result<(Child, String), String> {
+    let key_file = dir.join("job.key");
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&key_file)
+            .and_then(|mut f| f.write_all(format!("{job_key}\n").as_bytes()))
+            .map_err(|e| format!("writing the job key {}: {e}", key_file.display()))?;
+    }
     let ready = dir.join("ready");
     let log = dir.join("weftd.log");
     let log_file = std::fs::File::create(&log).map_err(|e| format!("creating {}: {e}", log.display()))?;
@@ -273,6 +298,8 @@ fn start_weftd(options: &Options, rank: usize, dir: &Path) -> Result<(Child, Str
         .arg(dir.join("data"))
         .arg("--ready-file")
         .arg(&ready)
+        .arg("--job-key")
+        .arg(&key_file)
         .arg("--exit-on-stdin-eof")
         .arg("--remove-on-exit")
         .arg(dir)
