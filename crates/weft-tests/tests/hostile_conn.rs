@@ -1,0 +1,218 @@
+//! Named attacks on a real cluster's availability (issue 29, findings 3 and 7): what a
+//! stranger without the key, or one key holder, does to everyone else on the same
+//! machine. Each attack runs as an attacker would, then a legitimate client (another
+//! user where the finding needs one) must still be served. Each failed on the code
+//! before the fix, as its comment says.
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use weft_rpc::{ClientAuth, ClusterKey, Connection, Timeouts};
+use weft_testkit::{ClusterOptions, TestCluster};
+
+/// The unprivileged user the victim runs as.
+const OTHER_UID: u32 = 65534;
+
+fn timeouts() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(5),
+        request: Duration::from_secs(10),
+    }
+}
+
+fn raise_descriptor_limit(wanted: u64) {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct passed.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl), 0);
+        assert!(
+            rl.rlim_max >= wanted,
+            "this test needs {wanted} open files; the hard limit is {}",
+            rl.rlim_max
+        );
+        rl.rlim_cur = rl.rlim_cur.max(wanted);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &rl), 0);
+    }
+}
+
+/// The manager's Unix socket, as the description records it (none before the fix).
+fn meta_socket(cluster: &TestCluster) -> Option<PathBuf> {
+    cluster.config().meta().socket.clone()
+}
+
+/// Lets `OTHER_UID` reach the cluster: the home searchable, the description readable,
+/// and a copy of the cluster key of its own (the key holder gave it the key).
+fn admit_other_user(cluster: &TestCluster) -> PathBuf {
+    let home = cluster.home();
+    for dir in [home.to_path_buf(), home.join("run")] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(home.join("cluster.toml"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let key = home.join("other-user.key");
+    std::fs::copy(cluster.key_path(), &key).unwrap();
+    std::os::unix::fs::chown(&key, Some(OTHER_UID), Some(OTHER_UID)).unwrap();
+    key
+}
+
+/// `weft args` run as `OTHER_UID` with its own copy of the key, in a directory it owns.
+fn weft_as_other(cluster: &TestCluster, key: &Path, cwd: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(weft_testkit::bin("weft"));
+    command
+        .args(args)
+        .envs(cluster.env())
+        .env("WEFT_KEY", key)
+        .env("HOME", cwd)
+        .current_dir(cwd)
+        .uid(OTHER_UID)
+        .gid(OTHER_UID);
+    command.output().unwrap()
+}
+
+#[track_caller]
+fn assert_served(what: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{what} was refused: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Attack: a stranger without the key makes failed and merely slow handshakes to every
+/// server from 127.0.0.1, to get the address refused.
+///
+/// Before: 20 failed (or slow: over 10 s) handshakes got 127.0.0.1 refused for 60 s,
+/// and the manager had no Unix socket, so `weft ls` of every local user and a client
+/// over TCP were both turned away with "too many failed authentications from
+/// 127.0.0.1". Now an address is never refused, slow handshakes are no failures, and
+/// local clients reach the manager on its socket.
+#[test]
+fn attack_keyless_ban_of_the_loopback_address() {
+    let cluster = TestCluster::start();
+    let stranger = ClientAuth::cluster(ClusterKey::from_bytes([0xa5; 32]));
+    let servers: Vec<String> = cluster.config().servers.iter().map(|s| s.addr.clone()).collect();
+    // Slow ones first: connected, silent, held until each server gives up on them.
+    let mut silent: Vec<TcpStream> = Vec::new();
+    for addr in &servers {
+        for _ in 0..25 {
+            silent.push(TcpStream::connect(addr).unwrap());
+        }
+    }
+    for addr in &servers {
+        for _ in 0..25 {
+            match Connection::connect(addr, "stranger", &stranger, timeouts()) {
+                Err(weft_rpc::RpcError::Authentication { .. }) => {}
+                Err(weft_rpc::RpcError::Remote { error, .. })
+                    if error.message.contains("failed authentications") => {}
+                other => panic!("a stranger was not refused: {:?}", other.map(|_| ())),
+            }
+        }
+    }
+    let started = Instant::now();
+    for s in &mut silent {
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "silent handshakes were held for {:?}",
+        started.elapsed()
+    );
+    // The key holder on this machine is served, through the CLI and over TCP.
+    assert_served(
+        "`weft mkdir` of a local key holder",
+        &cluster.weft(&["mkdir", "/after"]),
+    );
+    assert_served("`weft ls` of a local key holder", &cluster.weft(&["ls", "/"]));
+    let client = weft_client::Client::connect_with(&cluster.meta_addr(), cluster.auth())
+        .expect("a client over TCP from 127.0.0.1 is served");
+    client.stat("/after").unwrap();
+}
+
+/// Attack: one key holder opens as many connections as each server takes from it, over
+/// TCP from 127.0.0.1 and over the manager's Unix socket, and holds them idle.
+///
+/// Before: 4,096 idle connections filled the per-address cap of 127.0.0.1, and every
+/// other local user's `weft` got "too many connections from 127.0.0.1". Now local
+/// clients reach the manager on its socket, where the cap is per user (as the kernel
+/// tells it), and a connection counts only once it proved the key.
+#[test]
+fn attack_connection_cap_exhaustion_by_one_key_holder() {
+    let cap = weft_rpc::ServerLimits::default().peer_connections_max;
+    raise_descriptor_limit(4 * cap as u64 + 2048);
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        io_servers: 1,
+        ..ClusterOptions::default()
+    });
+    let key = admit_other_user(&cluster);
+    let auth = cluster.auth();
+    let meta = cluster.meta_addr();
+    // Over TCP: until the manager refuses this address.
+    let mut held: Vec<TcpStream> = Vec::new();
+    let refusal = loop {
+        let mut s = TcpStream::connect(&meta).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        match weft_rpc::auth::client_handshake(&mut s, &meta, "hog", &auth, 10_000) {
+            Ok(_) => held.push(s),
+            Err(e) => break e.to_string(),
+        }
+        assert!(
+            held.len() <= cap,
+            "the manager took more than {cap} connections from one address"
+        );
+    };
+    assert!(refusal.contains("too many connections"), "{refusal}");
+    // Over the manager's socket, as itself: until its own share is full.
+    let mut held_unix: Vec<UnixStream> = Vec::new();
+    if let Some(socket) = meta_socket(&cluster) {
+        let target = format!("unix:{}", socket.display());
+        loop {
+            let mut s = UnixStream::connect(&socket).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            match weft_rpc::auth::client_handshake(&mut s, &target, "hog", &auth, 10_000) {
+                Ok(_) => held_unix.push(s),
+                Err(e) => {
+                    assert!(
+                        e.to_string().contains("too many connections from local user 0"),
+                        "{e}"
+                    );
+                    break;
+                }
+            }
+            assert!(held_unix.len() <= cap);
+        }
+    }
+    // Another local user is served: reads the namespace, writes and reads a file.
+    let work = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let local = work.path().join("f");
+    std::fs::write(&local, b"written by another user").unwrap();
+    std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_served(
+        "`weft ls` of another user",
+        &weft_as_other(&cluster, &key, work.path(), &["ls", "/"]),
+    );
+    assert_served(
+        "`weft put` of another user",
+        &weft_as_other(
+            &cluster,
+            &key,
+            work.path(),
+            &["put", &local.display().to_string(), "/g"],
+        ),
+    );
+    let got = weft_as_other(&cluster, &key, work.path(), &["cat", "/g"]);
+    assert_served("`weft cat` of another user", &got);
+    assert_eq!(got.stdout, b"written by another user");
+    drop(held);
+    drop(held_unix);
+}
