@@ -216,3 +216,158 @@ fn attack_connection_cap_exhaustion_by_one_key_holder() {
     drop(held);
     drop(held_unix);
 }
+
+/// A tmpfs of `size` mounted over a directory (what it held copied in), unmounted when
+/// dropped, also when the test fails. Mounting needs root, which CI has.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn over(dir: &Path, size: &str) -> Tmpfs {
+        let saved = dir.with_extension("saved");
+        std::fs::rename(dir, &saved).unwrap();
+        std::fs::create_dir(dir).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "mounting a tmpfs over {} failed: this test needs root",
+            dir.display()
+        );
+        let mounted = Tmpfs(dir.to_owned());
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", saved.display()))
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        std::fs::remove_dir_all(&saved).unwrap();
+        mounted
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazily: servers still running keep their files until they stop.
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Attack: with every server's data and the manager's database on one file system (as
+/// `weft up`'s home puts them), a key holder fills it with data and then with empty
+/// files and directories, so that nobody can free space.
+///
+/// Before: once the disk was full, every `weft rm` failed with "metadata manager: no
+/// space left for its database", and a failed `weft put` left its hidden temporary
+/// file behind for the same reason; only a restart let one rm through. Now io servers
+/// refuse writes while less than their reserve is free, the manager refuses new entries
+/// while less than its (smaller) reserve is free, and removals always commit into it.
+#[test]
+fn attack_fill_the_shared_disk_so_that_nobody_can_remove() {
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        io_servers: 2,
+        ..ClusterOptions::default()
+    });
+    assert!(cluster.weft(&["down"]).status.success());
+    let data = cluster.home().join("data");
+    let _disk = Tmpfs::over(&data, "24m");
+    cluster.restart();
+    let client = cluster.client();
+    // Someone's files, written before the attack.
+    let kept: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    for k in 0..3 {
+        let file = client.create(&format!("/keep-{k}"), &Default::default()).unwrap();
+        file.write_at(0, &kept).unwrap();
+        file.sync().unwrap();
+    }
+    // A put larger than the disk fails and leaves nothing, not even its hidden file.
+    let local = cluster.home().join("big.bin");
+    std::fs::write(&local, vec![7u8; 30 << 20]).unwrap();
+    let out = cluster
+        .command("weft")
+        .arg("put")
+        .arg(&local)
+        .arg("/big")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a put larger than the disk succeeded");
+    std::fs::remove_file(&local).unwrap();
+    let names = |client: &weft_client::Client| -> Vec<String> {
+        client
+            .readdir("/")
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name.to_string())
+            .collect()
+    };
+    let left = names(&client);
+    assert!(
+        !left.iter().any(|n| n.contains("big")),
+        "a failed put left {left:?}"
+    );
+    // The attacker's data, until refused.
+    let block = vec![0xA5u8; 1 << 20];
+    let mut refused = None;
+    for k in 0..64 {
+        let written = client
+            .create(&format!("/hog-{k}"), &Default::default())
+            .and_then(|f| f.write_at(0, &block).and_then(|_| f.sync()));
+        if let Err(e) = written {
+            refused = Some(e);
+            break;
+        }
+    }
+    let refused = refused.expect("a 24 MiB disk took 64 MiB");
+    assert_eq!(refused.code(), weft_client::ErrorCode::NoSpace, "{refused}");
+    // Then empty directories, until refused: they grow only the manager's database.
+    let mut made = 0;
+    let refused = loop {
+        match client.mkdir(&format!("/d{made:0>200}"), 0o755) {
+            Ok(_) => made += 1,
+            Err(e) => break e,
+        }
+        assert!(
+            made < 200_000,
+            "the manager took 200,000 directories on a 24 MiB disk"
+        );
+    };
+    assert_eq!(refused.code(), weft_client::ErrorCode::NoSpace, "{refused}");
+    assert!(
+        refused.to_string().contains("removing files always works"),
+        "not refused for the reserve: {refused}"
+    );
+    // Anyone can still remove: files, and the attacker's directories.
+    for k in 0..3 {
+        let out = cluster.weft(&["rm", &format!("/keep-{k}")]);
+        assert_served("`weft rm` on a full disk", &out);
+    }
+    for k in 0..made.min(50) {
+        client
+            .rmdir(&format!("/d{k:0>200}"))
+            .expect("rmdir on a full disk");
+    }
+    for name in names(&client).iter().filter(|n| n.starts_with("hog-")) {
+        client.unlink(&format!("/{name}")).expect("unlink on a full disk");
+    }
+    // And once the removed files' objects are purged, writes go on.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let written = client
+            .create("/after", &Default::default())
+            .and_then(|f| f.write_at(0, &block).and_then(|_| f.sync()));
+        match written {
+            Ok(_) => break,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no write succeeded after the removals: {e}"
+                );
+                let _ = client.unlink("/after");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}

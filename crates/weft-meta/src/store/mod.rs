@@ -327,6 +327,35 @@ impl MetaStore {
         }
     }
 
+    /// Refuses, with `NoSpace`, an operation that grows the database (a create, a
+    /// link, an xattr) once less than the manager's reserve of its file system is free
+    /// (`weft_proto::space`): that room is kept for removals, which must always commit,
+    /// as they are how space comes back. Removals never ask.
+    pub fn check_room(&self) -> Result<(), WireError> {
+        let dir = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let Ok((free, total)) = file_system_space(dir) else {
+            // Not knowing, the commit itself finds out.
+            return Ok(());
+        };
+        let reserve = weft_proto::space::meta_reserve_bytes(total);
+        if free < reserve {
+            return Err(WireError::new(
+                ErrorCode::NoSpace,
+                format!(
+                    "metadata manager: no space left for new entries: {} free on its file system, \
+                     and the last {} are kept so that removing files always works; remove files to free space",
+                    weft_proto::space::human(free),
+                    weft_proto::space::human(reserve)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Runs `op` on the database, reopening it if `op` hit a disk error.
     fn with_database<T>(&self, op: impl FnOnce(&Database) -> Result<T, WireError>) -> Result<T, WireError> {
         let (db, generation) = self.database()?;
@@ -452,6 +481,21 @@ impl MetaStore {
             body(&tables)
         })
     }
+}
+
+/// (free bytes for unprivileged use, total bytes) of the file system holding `path`.
+fn file_system_space(path: &Path) -> std::io::Result<(u64, u64)> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs fills the zeroed struct; the path is a valid C string.
+    let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut v) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((
+        v.f_bavail as u64 * v.f_frsize as u64,
+        v.f_blocks as u64 * v.f_frsize as u64,
+    ))
 }
 
 /// Moves format 1's entries (UTF-8 names) into the byte-named table, in the caller's
