@@ -56,7 +56,7 @@ pub struct ObjectStore {
 
 /// How often the free space is read from the kernel; in between, each write's bytes
 /// are taken off the last reading, so a fast writer cannot overshoot the reserve by
-/// what it writes in that time.
+/// what it writes in that time. Within twice the reserve it is read at every write.
 const ROOM_REFRESH: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// An estimate of the free bytes of a file system: read by statvfs at most every
@@ -87,7 +87,13 @@ impl Room {
     fn take(&self, root: &Path, bytes: u64) -> Result<(), WireError> {
         let mut state = self.state.lock().unwrap();
         let now = std::time::Instant::now();
-        if state.0.is_none_or(|at| now.duration_since(at) >= ROOM_REFRESH) {
+        // Near the reserve, read afresh at every write: other servers on the same file
+        // system write too, and their writes are not taken off this estimate.
+        let near = state.1
+            < weft_proto::space::io_reserve_bytes(state.2)
+                .saturating_mul(2)
+                .saturating_add(bytes);
+        if near || state.0.is_none_or(|at| now.duration_since(at) >= ROOM_REFRESH) {
             match file_system_space(root) {
                 Ok((free, total)) => *state = (Some(now), free, total),
                 // Not knowing, the write itself finds out.

@@ -264,7 +264,8 @@ impl Drop for Tmpfs {
 /// space left for its database", and a failed `weft put` left its hidden temporary
 /// file behind for the same reason; only a restart let one rm through. Now io servers
 /// refuse writes while less than their reserve is free, the manager refuses new entries
-/// while less than its (smaller) reserve is free, and removals always commit into it.
+/// while less than its (smaller) reserve is free, and removals always commit into it;
+/// filled by another process, the manager releases its reserve file.
 #[test]
 fn attack_fill_the_shared_disk_so_that_nobody_can_remove() {
     let cluster = TestCluster::start_with(&ClusterOptions {
@@ -339,15 +340,26 @@ fn attack_fill_the_shared_disk_so_that_nobody_can_remove() {
         refused.to_string().contains("removing files always works"),
         "not refused for the reserve: {refused}"
     );
+    // Something other than Weft fills the rest, to the last byte: the first commit that
+    // finds no room fails, the manager releases its reserve file, and removals go on
+    // (without the release every later rmdir failed too).
+    let filler = fill(&data);
+    let mut failed = Vec::new();
+    for k in 0..made {
+        if let Err(e) = client.rmdir(&format!("/d{k:0>200}")) {
+            failed.push(e.to_string());
+            assert!(
+                failed.len() < 3,
+                "rmdir on a disk another process filled: {failed:?}"
+            );
+            client.rmdir(&format!("/d{k:0>200}")).expect("rmdir again");
+        }
+    }
+    std::fs::remove_file(filler).unwrap();
     // Anyone can still remove: files, and the attacker's directories.
     for k in 0..3 {
         let out = cluster.weft(&["rm", &format!("/keep-{k}")]);
         assert_served("`weft rm` on a full disk", &out);
-    }
-    for k in 0..made.min(50) {
-        client
-            .rmdir(&format!("/d{k:0>200}"))
-            .expect("rmdir on a full disk");
     }
     for name in names(&client).iter().filter(|n| n.starts_with("hog-")) {
         client.unlink(&format!("/{name}")).expect("unlink on a full disk");
@@ -370,4 +382,17 @@ fn attack_fill_the_shared_disk_so_that_nobody_can_remove() {
             }
         }
     }
+}
+
+/// Fills the file system of `dir` to the last byte with a file, as another process
+/// might.
+fn fill(dir: &Path) -> PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let chunk = vec![0x5A; 64 * 1024];
+    for size in [chunk.len(), 512, 1] {
+        while f.write(&chunk[..size]).is_ok_and(|n| n > 0) {}
+    }
+    path
 }
