@@ -444,7 +444,8 @@ pub fn up(options: &UpOptions) -> Result<()> {
             roles: vec![Role::Meta],
             addr: listen(0),
             data_dir: None,
-            socket: None,
+            // Local clients reach the manager on it: limits per user, not per address.
+            socket: socket_path(home, 0).filter(|_| network.is_none()),
             metrics_addr: Some(listen(0)),
         }];
         let auth = ClientAuth::cluster(ClusterKey::load(&key)?);

@@ -18,6 +18,9 @@ use weft_rpc::{ClientAuth, ConnectionPool, Timeouts};
 pub(crate) struct Inner {
     pub pool: Arc<ConnectionPool>,
     pub meta_addr: String,
+    /// What calls to the manager go to: `meta_addr`, or its Unix socket on its machine
+    /// (`meta_route`).
+    pub meta_route: String,
     pub cluster: ClusterInfo,
     pub io_addrs: HashMap<ServerId, Arc<ServerAddress>>,
     /// Addresses of the cache managers.
@@ -81,7 +84,7 @@ impl Inner {
     }
 
     pub fn meta(&self, request: &Request) -> Result<Response, ClientError> {
-        Ok(self.pool.call(&self.meta_addr, request, &[])?.0)
+        Ok(self.pool.call(&self.meta_route, request, &[])?.0)
     }
 }
 
@@ -198,13 +201,33 @@ impl FsStats {
 /// `WEFT_TRANSPORT=tcp` forces TCP; `unix` the socket without a segment; `shm` the
 /// segment (a server on this machine that cannot have one is an error, not TCP).
 fn io_address(pool: &ConnectionPool, server: &weft_proto::IoServer) -> String {
+    local_address(pool, server.id, &server.addr, server.socket.as_deref())
+}
+
+/// The address to reach the metadata manager at `meta_addr` by: its Unix socket when
+/// the cluster description this client found ($WEFT_HOME's) names one for that
+/// manager and it answers as the manager, else `meta_addr`. On the socket the
+/// manager counts this client's connections per user, as the kernel tells it
+/// (SO_PEERCRED), rather than per address: other local users, and strangers without
+/// the key, cannot fill its share.
+fn meta_route(pool: &ConnectionPool, meta_addr: &str) -> String {
+    match weft_config::local_meta_socket(meta_addr) {
+        Some((id, socket)) => local_address(pool, ServerId(id), meta_addr, Some(&socket.to_string_lossy())),
+        None => meta_addr.to_owned(),
+    }
+}
+
+/// The Unix socket `socket` of server `id` when this machine has it and the server
+/// behind it is that one, else its TCP address `addr` (see `io_address`).
+fn local_address(pool: &ConnectionPool, id: ServerId, addr: &str, socket: Option<&str>) -> String {
+    let server = LocalServer { id, addr, socket };
     let transport = weft_rpc::shm::Transport::from_env();
     let tcp_only = transport == weft_rpc::shm::Transport::Tcp;
-    let Some(path) = server.socket.as_deref().filter(|_| !tcp_only) else {
-        return server.addr.clone();
+    let Some(path) = server.socket.filter(|_| !tcp_only) else {
+        return server.addr.to_owned();
     };
     if !std::path::Path::new(path).exists() {
-        return server.addr.clone();
+        return server.addr.to_owned();
     }
     let local = format!("{}{path}", weft_rpc::stream::UNIX_PREFIX);
     pool.set_label(&local, &format!("{} (via {local})", server.addr));
@@ -214,13 +237,19 @@ fn io_address(pool: &ConnectionPool, server: &weft_proto::IoServer) -> String {
         // would not answer over TCP either. Its TCP address fails at once for a while,
         // so that the caller waits one timeout, not two.
         Err(e @ weft_rpc::RpcError::TimedOut { .. }) => {
-            pool.note_unresponsive(&server.addr, e);
-            server.addr.clone()
+            pool.note_unresponsive(server.addr, e);
+            server.addr.to_owned()
         }
         // Forced shared memory that cannot be had: calls fail with the reason.
         Err(_) if transport == weft_rpc::shm::Transport::Shm => local,
-        _ => server.addr.clone(),
+        _ => server.addr.to_owned(),
     }
+}
+
+struct LocalServer<'a> {
+    id: ServerId,
+    addr: &'a str,
+    socket: Option<&'a str>,
 }
 
 /// A file none of whose io servers holds an object.
@@ -267,12 +296,13 @@ impl Client {
     /// daemon checks each user's permission itself at open.
     pub fn connect_as(meta_addr: &str, auth: ClientAuth, cred: Cred) -> Result<Client, ClientError> {
         let pool = Arc::new(ConnectionPool::new(&client_name(), auth, Timeouts::from_env()));
+        let meta_route = meta_route(&pool, meta_addr);
         pool.set_capability_source(Arc::new(weft_rpc::capability::ManagerGrants::new(
             Arc::downgrade(&pool),
-            meta_addr,
+            &meta_route,
             cred.clone(),
         )));
-        let cluster = match pool.call(meta_addr, &Request::GetCluster, &[])?.0 {
+        let cluster = match pool.call(&meta_route, &Request::GetCluster, &[])?.0 {
             Response::Cluster(c) => c,
             other => return Err(unexpected(&other)),
         };
@@ -291,6 +321,7 @@ impl Client {
             inner: Arc::new(Inner {
                 pool,
                 meta_addr: meta_addr.to_owned(),
+                meta_route,
                 cluster,
                 io_addrs,
                 cache_addrs,
@@ -322,6 +353,7 @@ impl Client {
         let mut inner = Inner {
             pool: i.pool.clone(),
             meta_addr: i.meta_addr.clone(),
+            meta_route: i.meta_route.clone(),
             cluster: i.cluster.clone(),
             io_addrs: i.io_addrs.clone(),
             cache_addrs: i.cache_addrs.clone(),
@@ -504,7 +536,7 @@ impl Client {
     /// of `known`; that size is used if the answer is the same file (inode and layout),
     /// else the size is asked afresh.
     fn attr_sized(&self, request: Request, what: &str, known: Option<&Attr>) -> Result<Attr, ClientError> {
-        let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+        let meta = self.inner.pool.get(&self.inner.meta_route)?;
         let pending = meta.send(&request, &[])?;
         let early = known.filter(|a| a.kind == FileKind::File).map(|a| {
             let mut sized = objects_only(a);
@@ -558,7 +590,7 @@ impl Client {
     ) -> Result<(Attr, Option<DataStamp>), ClientError> {
         let what = steps.last().map(|s| s.name.to_string()).unwrap_or_default();
         let last = steps.last().map(|s| s.child);
-        let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+        let meta = self.inner.pool.get(&self.inner.meta_route)?;
         let pending = meta.send(
             &Request::Revalidate {
                 cred: self.cred_clone(),
@@ -1145,7 +1177,7 @@ impl Client {
                 let (entries, more) = self.readdir_page(dir, after, max_entries)?;
                 let names = entries.iter().map(|e| e.name.clone()).collect();
                 let mut attrs = Vec::with_capacity(entries.len());
-                let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+                let meta = self.inner.pool.get(&self.inner.meta_route)?;
                 let pending: Vec<_> = entries
                     .iter()
                     .map(|e| {
@@ -1198,7 +1230,7 @@ impl Client {
 
     /// Attributes (with sizes) of many entries of one directory, pipelined.
     pub fn getattr_many(&self, entries: &[DirEntry]) -> Result<Vec<Attr>, ClientError> {
-        let meta = self.inner.pool.get(&self.inner.meta_addr)?;
+        let meta = self.inner.pool.get(&self.inner.meta_route)?;
         let mut attrs = Vec::with_capacity(entries.len());
         for chunk in entries.chunks(256) {
             let pending: Vec<_> = chunk

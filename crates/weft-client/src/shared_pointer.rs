@@ -29,7 +29,7 @@ impl Client {
     /// The incarnation of the metadata manager this client talks to (its handshake's):
     /// what an open that makes no shared pointer records for `shared_pointer_since`.
     pub fn meta_incarnation(&self) -> Result<u64, ClientError> {
-        Ok(self.inner.pool.get(&self.inner.meta_addr)?.incarnation())
+        Ok(self.inner.pool.get(&self.inner.meta_route)?.incarnation())
     }
 
     /// `shared_pointer` for an open that made no pointer: the manager makes it (at 0)

@@ -540,6 +540,21 @@ pub fn client_key_path() -> Result<PathBuf, ConfigError> {
     })
 }
 
+/// The metadata manager's Unix socket (with its server id) for a client on its machine
+/// that reaches it at `meta_addr`: what the cluster description in `home_dir()` says,
+/// if its manager is at `meta_addr` and the socket exists. None for a client that found
+/// the cluster through $WEFT_META alone on another home, or of another machine.
+pub fn local_meta_socket(meta_addr: &str) -> Option<(u32, PathBuf)> {
+    let path = home_dir().join(CLUSTER_FILE_NAME);
+    if !path.exists() {
+        return None;
+    }
+    let config = ClusterConfig::load(&path).ok()?;
+    let meta = config.meta();
+    let socket = meta.socket.as_ref().filter(|_| meta.addr == meta_addr)?;
+    socket.exists().then(|| (meta.id, socket.clone()))
+}
+
 /// The metadata manager's address: $WEFT_META, else the meta server of
 /// `home_dir()/cluster.toml`.
 pub fn meta_address() -> Result<String, ConfigError> {

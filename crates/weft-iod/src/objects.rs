@@ -50,6 +50,74 @@ pub struct ObjectStore {
     /// Test hook (`set_slow_free`): milliseconds added to every freeing of a big
     /// object's blocks, as a synchronous discard of gigabytes takes. 0: none.
     slow_free_ms: Arc<AtomicU64>,
+    /// The free space of the objects' file system, for the reserve (`check_writable`).
+    room: Room,
+}
+
+/// How often the free space is read from the kernel; in between, each write's bytes
+/// are taken off the last reading, so a fast writer cannot overshoot the reserve by
+/// what it writes in that time. Within twice the reserve it is read at every write.
+const ROOM_REFRESH: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// An estimate of the free bytes of a file system: read by statvfs at most every
+/// `ROOM_REFRESH`, less what writes took since.
+struct Room {
+    /// (when read, free bytes then less writes since, total bytes).
+    state: Mutex<(Option<std::time::Instant>, u64, u64)>,
+}
+
+/// (free bytes for unprivileged use, total bytes) of the file system holding `path`.
+pub fn file_system_space(path: &Path) -> io::Result<(u64, u64)> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs fills the zeroed struct; the path is a valid C string.
+    let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut v) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((
+        v.f_bavail as u64 * v.f_frsize as u64,
+        v.f_blocks as u64 * v.f_frsize as u64,
+    ))
+}
+
+impl Room {
+    /// Takes `bytes` off the free space, or refuses with `NoSpace` if that would leave
+    /// less than the io servers' reserve (`weft_proto::space`).
+    fn take(&self, root: &Path, bytes: u64) -> Result<(), WireError> {
+        let mut state = self.state.lock().unwrap();
+        let now = std::time::Instant::now();
+        // Near the reserve, read afresh at every write: other servers on the same file
+        // system write too, and their writes are not taken off this estimate.
+        let near = state.1
+            < weft_proto::space::io_reserve_bytes(state.2)
+                .saturating_mul(2)
+                .saturating_add(bytes);
+        if near || state.0.is_none_or(|at| now.duration_since(at) >= ROOM_REFRESH) {
+            match file_system_space(root) {
+                Ok((free, total)) => *state = (Some(now), free, total),
+                // Not knowing, the write itself finds out.
+                Err(_) => return Ok(()),
+            }
+        }
+        let (free, total) = (state.1, state.2);
+        let reserve = weft_proto::space::io_reserve_bytes(total);
+        if free < reserve.saturating_add(bytes) {
+            // Read afresh next time: removals may have freed space meanwhile.
+            state.0 = None;
+            return Err(WireError::new(
+                ErrorCode::NoSpace,
+                format!(
+                    "No space left on device: {} free on the io server's file system, and the last {} \
+                     are kept so that removing files always works; remove files to free space",
+                    weft_proto::space::human(free),
+                    weft_proto::space::human(reserve)
+                ),
+            ));
+        }
+        state.1 = free - bytes;
+        Ok(())
+    }
 }
 
 /// Longest `ObjectStore::set_slow_free` takes.
@@ -95,6 +163,9 @@ impl ObjectStore {
             reaper,
             reaping,
             slow_free_ms,
+            room: Room {
+                state: Mutex::new((None, 0, 0)),
+            },
         };
         store.sweep_leftovers()?;
         Ok(store)
@@ -399,15 +470,23 @@ impl ObjectStore {
         file
     }
 
-    pub fn check_writable(&self) -> Result<(), WireError> {
+    /// Whether a write of `bytes` may go on: refused after a failed fsync, and when it
+    /// would leave less free than the io servers' reserve (`weft_proto::space`).
+    pub fn check_writable(&self, bytes: u64) -> Result<(), WireError> {
+        self.check_not_failed()?;
+        self.room.take(&self.root, bytes)
+    }
+
+    /// Whether a change that needs no room (a truncate, a punched hole: how space comes
+    /// back) may go on: refused only after a failed fsync.
+    pub fn check_not_failed(&self) -> Result<(), WireError> {
         if self.fsync_failed.load(Ordering::SeqCst) {
-            Err(WireError::new(
+            return Err(WireError::new(
                 ErrorCode::Io,
                 "an earlier fsync failed on this io server; it refuses writes until restarted",
-            ))
-        } else {
-            Ok(())
+            ));
         }
+        Ok(())
     }
 
     /// The object was truncated to nothing: no byte of it can have been lost since.

@@ -242,7 +242,7 @@ impl IoService {
         ranges: &[Range],
         data: &[u8],
     ) -> Result<Response, WireError> {
-        self.objects.check_writable()?;
+        self.objects.check_writable(data.len() as u64)?;
         let layout = striping.layout();
         let index = striping.server_index as usize;
         let expected = ranges_stream_len(&layout, index, ranges)?;
@@ -300,7 +300,7 @@ impl IoService {
         len: u64,
         data: &[u8],
     ) -> Result<Response, WireError> {
-        self.objects.check_writable()?;
+        self.objects.check_writable(data.len() as u64)?;
         let view = self.views.get(connection, view)?;
         let layout = striping.layout();
         let (expected, windows) =
@@ -423,7 +423,11 @@ impl IoService {
         mode: u32,
     ) -> Result<Response, WireError> {
         use std::os::fd::AsRawFd;
-        self.objects.check_writable()?;
+        if mode & libc::FALLOC_FL_PUNCH_HOLE as u32 != 0 {
+            self.objects.check_not_failed()?;
+        } else {
+            self.objects.check_writable(len)?;
+        }
         let supported = [
             0,
             libc::FALLOC_FL_KEEP_SIZE as u32,
@@ -484,7 +488,8 @@ impl IoService {
     /// Sets the object's local size for a file of `size` bytes (`Request::Truncate`);
     /// also called directly by a colocated cache manager truncating a cached file.
     pub fn truncate(&self, inode: InodeId, striping: Striping, size: u64) -> Result<Response, WireError> {
-        self.objects.check_writable()?;
+        // Truncating is a way to free space: never refused for the reserve.
+        self.objects.check_not_failed()?;
         weft_layout::stripe::check_range(size, 0)
             .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
         let local = striping
@@ -513,13 +518,9 @@ impl IoService {
                 }
             }
         }
-        let root = std::ffi::CString::new(self.objects.root().as_os_str().as_encoded_bytes())
-            .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
-        // SAFETY: statvfs fills the zeroed struct; the path is a valid C string.
-        let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
-        if unsafe { libc::statvfs(root.as_ptr(), &mut v) } == 0 {
-            s.bytes_free = v.f_bavail as u64 * v.f_frsize as u64;
-            s.bytes_total = v.f_blocks as u64 * v.f_frsize as u64;
+        if let Ok((free, total)) = crate::objects::file_system_space(self.objects.root()) {
+            s.bytes_free = free;
+            s.bytes_total = total;
         }
         Ok(Response::IoStatfs(s))
     }
@@ -809,7 +810,7 @@ impl IoService {
             // The test hook holds its write on a worker, never on the loop.
             return Ok(None);
         }
-        self.objects.check_writable()?;
+        self.objects.check_writable(data.len() as u64)?;
         let layout = striping.layout();
         let index = striping.server_index as usize;
         let expected = ranges_stream_len(&layout, index, ranges)?;
@@ -932,7 +933,7 @@ impl IoService {
                 Response::Done
             }
             Request::ObjPrecreate { inodes } => {
-                self.objects.check_writable()?;
+                self.objects.check_writable(0)?;
                 self.objects.precreate(&inodes)?;
                 Response::Done
             }

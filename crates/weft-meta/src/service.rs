@@ -522,6 +522,9 @@ impl MetaService {
             self.screen(user, &mut request)?;
         }
         let store = &self.store;
+        if grows_namespace(&request) {
+            store.check_room()?;
+        }
         match request {
             Request::GetCluster => Ok(Response::Cluster(self.cluster.clone())),
             Request::Resolve { cred, path } => store.resolve(&cred, &path).map(Response::Attr),
@@ -1678,5 +1681,21 @@ impl PurgerHandle {
 impl Drop for PurgerHandle {
     fn drop(&mut self) {
         self.shut_down();
+    }
+}
+
+/// Whether `request` adds to the manager's database (a new name or inode, an xattr):
+/// refused on a nearly full file system (`MetaStore::check_room`), unlike removals,
+/// renames and attribute changes, which must go on so that space can be freed.
+fn grows_namespace(request: &Request) -> bool {
+    match request {
+        Request::Create { .. }
+        | Request::Mkdir { .. }
+        | Request::Symlink { .. }
+        | Request::Link { .. }
+        | Request::Mknod { .. }
+        | Request::SetXattr { .. } => true,
+        Request::WithParent { request } => grows_namespace(request),
+        _ => false,
     }
 }

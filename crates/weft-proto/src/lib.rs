@@ -15,6 +15,7 @@ pub mod lock_table;
 pub mod msg;
 pub mod name;
 pub mod pattern;
+pub mod space;
 pub mod types;
 
 pub use capability::{Capability, Need};

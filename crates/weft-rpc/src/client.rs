@@ -345,9 +345,12 @@ impl Connection {
                 return Err(e);
             }
         };
-        // On a Unix socket, a shared segment for bulk data unless told otherwise.
+        // On a Unix socket, a shared segment for bulk data unless told otherwise; only
+        // servers that move bulk data (io, cache) get one: a metadata manager's local
+        // clients use its socket for the per-user limits, not for bulk data.
         let transport = Transport::from_env();
-        let segment = if target.starts_with(UNIX_PREFIX) && transport != Transport::Unix {
+        let bulk = hello.roles & (weft_proto::msg::roles::IO | weft_proto::msg::roles::CACHE) != 0;
+        let segment = if target.starts_with(UNIX_PREFIX) && transport != Transport::Unix && bulk {
             match attach_segment(&mut stream) {
                 Ok(segment) => Some(segment),
                 Err(reason) if transport == Transport::Shm => {

@@ -141,7 +141,12 @@ impl Listener {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        Ok(Listener::Unix(UnixListener::bind(path)?, path.to_owned()))
+        let listener = UnixListener::bind(path)?;
+        // Every local user may connect: the handshake (the cluster key) is the gate,
+        // as on TCP, and the kernel names each peer's user for the server's limits.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+        Ok(Listener::Unix(listener, path.to_owned()))
     }
 
     /// The address clients use: `host:port` or `unix:/path`.

@@ -280,28 +280,40 @@ fn a_server_that_cannot_prove_the_key_is_refused_by_the_client() {
     }
 }
 
+/// A Unix-socket user that keeps failing is refused for a while, and told why; an
+/// address never is: it may be shared by every user of a login node (or be 127.0.0.1),
+/// and a stranger's failures would lock them all out. Before, the address was refused
+/// too, right key or not (issue 29, finding 3).
 #[test]
-fn a_peer_that_keeps_failing_is_refused_for_a_while_with_the_reason() {
+fn a_user_that_keeps_failing_is_refused_for_a_while_but_an_address_never() {
     let window = Duration::from_millis(1500);
     let (server, _) = start(ServerLimits {
         auth_failures_max: 3,
         auth_failure_window: window,
         ..ServerLimits::default()
     });
+    let dir = tempfile::tempdir().unwrap();
+    let unix = server.serve_unix(&dir.path().join("s.sock")).unwrap();
     let addr = server.local_addr.to_string();
-    let started = Instant::now();
-    for _ in 0..3 {
-        let e = Connection::connect(&addr, "t", &ClientAuth::cluster(other_key()), timeouts(5000))
-            .err()
-            .unwrap();
-        assert!(matches!(e, RpcError::Authentication { .. }), "{e}");
+    // Past the limit on TCP; up to it on the socket.
+    for (target, failures) in [(&addr, 5), (&unix, 3)] {
+        for _ in 0..failures {
+            let e = Connection::connect(target, "t", &ClientAuth::cluster(other_key()), timeouts(5000))
+                .err()
+                .unwrap();
+            assert!(matches!(e, RpcError::Authentication { .. }), "{e}");
+        }
     }
-    // Now even the right key is turned away, and told why.
-    match Connection::connect(&addr, "t", &auth(), timeouts(5000)) {
+    let started = Instant::now();
+    Connection::connect(&addr, "t", &auth(), timeouts(5000)).expect("an address is never refused");
+    // The user on the socket is turned away even with the right key, and told why.
+    match Connection::connect(&unix, "t", &auth(), timeouts(5000)) {
         Err(RpcError::Remote { error, .. }) => {
             assert_eq!(error.code, ErrorCode::Busy);
             assert!(
-                error.message.contains("too many failed authentications"),
+                error
+                    .message
+                    .contains("too many failed authentications from local user"),
                 "{}",
                 error.message
             );
@@ -313,7 +325,46 @@ fn a_peer_that_keeps_failing_is_refused_for_a_while_with_the_reason() {
         "the test was too slow to observe the refusal"
     );
     std::thread::sleep(window.saturating_sub(started.elapsed()) + Duration::from_millis(200));
-    Connection::connect(&addr, "t", &auth(), timeouts(5000)).expect("served again once the window ended");
+    Connection::connect(&unix, "t", &auth(), timeouts(5000)).expect("served again once the window ended");
+}
+
+/// Handshakes held open by a stranger neither fill a peer's cap of connections (it
+/// counts only connections that proved the key) nor keep a client out: past
+/// `peer_handshakes_max` the oldest makes way, and a client's own handshake takes a
+/// round trip. Before, each silent connection took one of the address's slots until
+/// its deadline.
+#[test]
+fn handshakes_held_open_by_a_stranger_make_way_for_clients() {
+    let (server, _) = start(ServerLimits {
+        peer_connections_max: 2,
+        peer_handshakes_max: 4,
+        handshake_timeout: Duration::from_secs(30),
+        ..ServerLimits::default()
+    });
+    let addr = server.local_addr;
+    let mut silent: Vec<TcpStream> = (0..4).map(|_| connect_raw(addr)).collect();
+    // Let the server take them all before the clients come.
+    std::thread::sleep(Duration::from_millis(200));
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            Connection::connect(&addr.to_string(), "t", &auth(), timeouts(5000)).expect("a client is served")
+        })
+        .collect();
+    // The oldest held handshake made way for the first client, told why (the first
+    // client's handshake left a place for the second).
+    assert!(refused(&mut silent[0], ErrorCode::Busy).contains("made way"));
+    // The cap counts the clients only.
+    match Connection::connect(&addr.to_string(), "t", &auth(), timeouts(5000)) {
+        Err(RpcError::Remote { error, .. }) => {
+            assert!(
+                error.message.contains("too many connections from 127.0.0.1"),
+                "{}",
+                error.message
+            )
+        }
+        other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+    }
+    drop(clients);
 }
 
 #[test]

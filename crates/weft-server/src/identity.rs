@@ -84,6 +84,20 @@ pub enum Verified {
     Refused(String),
 }
 
+/// A connection's MUNGE verdict checked against its Unix-socket peer's user (`socket_uid`,
+/// from SO_PEERCRED), where it has one: a credential of another user than the process
+/// presenting it is refused (root's processes may present any: a mount's daemon acts
+/// for its users).
+pub fn same_user(verified: Verified, socket_uid: Option<u32>) -> Verified {
+    match (verified, socket_uid) {
+        (Verified::As(cred), Some(uid)) if uid != 0 && uid != cred.uid => Verified::Refused(format!(
+            "munge credential refused: it is uid {}'s, but the process presenting it on the manager's socket is uid {uid}",
+            cred.uid
+        )),
+        (verified, _) => verified,
+    }
+}
+
 /// The message for a connection that brought no credential.
 pub const MUNGE_REQUIRED: &str = "munge credential required: is munged running? (this cluster's metadata manager acts only with MUNGE-verified identities; set WEFT_MUNGE_SOCKET if munged listens elsewhere)";
 
@@ -219,4 +233,34 @@ fn with_groups(uid: u32, gid: u32) -> Cred {
     }
     groups.truncate(GROUPS_MAX);
     Cred { uid, gid, groups }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn as_uid(uid: u32) -> Verified {
+        Verified::As(Cred {
+            uid,
+            gid: uid,
+            groups: Vec::new(),
+        })
+    }
+
+    /// On the manager's Unix socket the kernel names the presenting process's user:
+    /// a credential of another user is refused (bob presenting alice's, captured), one's
+    /// own passes, and root's processes (a mount's daemon) or TCP (no peer user) pass.
+    #[test]
+    fn a_munge_credential_must_be_the_socket_peers_own() {
+        assert!(
+            matches!(same_user(as_uid(1000), Some(1001)), Verified::Refused(r) if r.contains("uid 1001"))
+        );
+        assert!(matches!(same_user(as_uid(1000), Some(1000)), Verified::As(c) if c.uid == 1000));
+        assert!(matches!(same_user(as_uid(1000), Some(0)), Verified::As(_)));
+        assert!(matches!(same_user(as_uid(1000), None), Verified::As(_)));
+        assert!(matches!(
+            same_user(Verified::Trusted, Some(1001)),
+            Verified::Trusted
+        ));
+    }
 }

@@ -237,7 +237,9 @@ impl Roles {
             ));
         };
         let verified = state.verified.get_or_init(|| match &state.identity {
-            weft_proto::handshake::Identity::Munge(credential) => munge.verify(credential),
+            weft_proto::handshake::Identity::Munge(credential) => {
+                crate::identity::same_user(munge.verify(credential), state.socket_uid)
+            }
             _ => crate::identity::Verified::Refused(crate::identity::MUNGE_REQUIRED.into()),
         });
         match verified {
@@ -711,6 +713,7 @@ impl Handler for Roles {
                 connection,
                 Arc::new(MungeConnection {
                     identity: peer.identity.clone(),
+                    socket_uid: peer.uid,
                     verified: Default::default(),
                 }),
             );
@@ -734,6 +737,8 @@ impl Handler for Roles {
 /// A connection of a manager in `munge` mode.
 struct MungeConnection {
     identity: weft_proto::handshake::Identity,
+    /// On the Unix socket, the connecting process's user as the kernel tells it.
+    socket_uid: Option<u32>,
     verified: std::sync::OnceLock<crate::identity::Verified>,
 }
 

@@ -51,7 +51,7 @@ pub use xattrs::{XATTRS_PER_INODE_MAX, XATTR_BYTES_PER_INODE_MAX};
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
@@ -149,6 +149,12 @@ pub struct MetaStore {
     generation: AtomicU64,
     /// This open created the database (a new file system).
     created: bool,
+    /// A file of preallocated blocks beside the database (`<db>.reserve`), released
+    /// when a commit finds the disk full anyway (filled by something other than Weft's
+    /// clients, which `check_room` stops first), so that the next removal has room.
+    reserve_file: PathBuf,
+    /// The reserve file is made and not released since.
+    reserve_held: AtomicBool,
     closed: Mutex<Option<Closed>>,
     cluster: RwLock<ClusterLayout>,
     reservation: Mutex<InodeReservation>,
@@ -248,7 +254,10 @@ impl MetaStore {
             reservation: Mutex::new(InodeReservation::default()),
             group: group::GroupCommit::default(),
             created,
+            reserve_file: reserve_path(path),
+            reserve_held: AtomicBool::new(false),
         };
+        store.hold_reserve();
         // The pool of precreated objects lived in the last process's memory: purge them.
         store
             .write(|tx| tx.precreated_to_orphans(None))
@@ -327,6 +336,9 @@ impl MetaStore {
             return;
         }
         self.generation.fetch_add(1, Ordering::SeqCst);
+        if error.code == ErrorCode::NoSpace {
+            self.release_reserve();
+        }
         eprintln!(
             "weftd meta: {}; closing and reopening the metadata store {}",
             error.message,
@@ -345,6 +357,82 @@ impl MetaStore {
                 });
             }
         }
+    }
+
+    /// Refuses, with `NoSpace`, an operation that grows the database (a create, a
+    /// link, an xattr) once less than the manager's reserve of its file system is free
+    /// (`weft_proto::space`): that room is kept for removals, which must always commit,
+    /// as they are how space comes back. Removals never ask.
+    pub fn check_room(&self) -> Result<(), WireError> {
+        let Ok((free, total)) = file_system_space(self.directory()) else {
+            // Not knowing, the commit itself finds out.
+            return Ok(());
+        };
+        let reserve = weft_proto::space::meta_reserve_bytes(total);
+        if !self.reserve_held.load(Ordering::Relaxed) && free >= 2 * reserve {
+            self.hold_reserve();
+        }
+        if free < reserve {
+            return Err(WireError::new(
+                ErrorCode::NoSpace,
+                format!(
+                    "metadata manager: no space left for new entries: {} free on its file system, \
+                     and the last {} are kept so that removing files always works; remove files to free space",
+                    weft_proto::space::human(free),
+                    weft_proto::space::human(reserve)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn directory(&self) -> &Path {
+        self.path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+    }
+
+    /// Makes the reserve file (half the manager's reserve, at most 1 MiB) if the disk
+    /// has room for it; a failure leaves it to the next try.
+    fn hold_reserve(&self) {
+        let Ok((free, total)) = file_system_space(self.directory()) else {
+            return;
+        };
+        let bytes = (weft_proto::space::meta_reserve_bytes(total) / 2).min(RESERVE_FILE_BYTES_MAX);
+        if free < 4 * bytes {
+            return;
+        }
+        let made = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.reserve_file)
+            .and_then(|f| {
+                use std::os::fd::AsRawFd;
+                // SAFETY: fallocate on an open descriptor of ours.
+                match unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, bytes as libc::off_t) } {
+                    0 => f.sync_all(),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            });
+        match made {
+            Ok(()) => self.reserve_held.store(true, Ordering::Relaxed),
+            Err(_) => {
+                let _ = std::fs::remove_file(&self.reserve_file);
+            }
+        }
+    }
+
+    /// Frees the reserve file's blocks for the commits that follow.
+    fn release_reserve(&self) {
+        if std::fs::remove_file(&self.reserve_file).is_ok() {
+            eprintln!(
+                "weftd meta: its disk is full: released the reserve file {} so that removals can commit",
+                self.reserve_file.display()
+            );
+        }
+        self.reserve_held.store(false, Ordering::Relaxed);
     }
 
     /// Runs `op` on the database, reopening it if `op` hit a disk error.
@@ -490,6 +578,31 @@ fn build_file_parents(txn: &WriteTransaction) -> Result<(), redb::Error> {
         }
     }
     Ok(())
+}
+
+/// Largest reserve file kept beside the database.
+const RESERVE_FILE_BYTES_MAX: u64 = 1 << 20;
+
+/// The reserve file of the database at `db`.
+fn reserve_path(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_os_string();
+    name.push(".reserve");
+    db.with_file_name(name)
+}
+
+/// (free bytes for unprivileged use, total bytes) of the file system holding `path`.
+fn file_system_space(path: &Path) -> std::io::Result<(u64, u64)> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs fills the zeroed struct; the path is a valid C string.
+    let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut v) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((
+        v.f_bavail as u64 * v.f_frsize as u64,
+        v.f_blocks as u64 * v.f_frsize as u64,
+    ))
 }
 
 /// Moves format 1's entries (UTF-8 names) into the byte-named table, in the caller's

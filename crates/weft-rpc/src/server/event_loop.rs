@@ -3,10 +3,13 @@
 //! deadlines. One thread serves thousands of connections (epoll, through mio); a
 //! connection costs its buffers, never a thread.
 //!
-//! 1. Loop 0 accepts; a connection is counted against the server's and its peer's
-//!    limits or refused with the reason written to it, then given to a loop.
+//! 1. Loop 0 accepts; a connection is counted against the server's limit and as one of
+//!    its peer's pending handshakes (the oldest of a peer with too many pending makes
+//!    way), or refused with the reason written to it, then given to a loop.
 //! 2. Until its handshake is done, a connection may send only `Hello` and
-//!    `Authenticate`, small and without bulk data; anything else ends it.
+//!    `Authenticate`, small and without bulk data; anything else ends it. Once it
+//!    proved the key it counts against its peer's cap of connections (per user on the
+//!    Unix socket), not before: a stranger never fills another's cap.
 //! 3. A request's bytes (message, bulk data, the reply's hint) are charged to its
 //!    peer's and the server's budgets before they are read; a connection that finds no
 //!    room, or has too many requests in flight, is not read until there is (TCP pushes
@@ -59,6 +62,8 @@ pub enum LoopMsg {
     Listen(ServerListener),
     /// Stop accepting (loop 0).
     StopAccepting,
+    /// End this connection's handshake: its peer's newer ones took its place.
+    Evict(ConnectionId),
 }
 
 /// A loop's mailbox.
@@ -175,6 +180,8 @@ struct Client {
     uid: Option<u32>,
     /// Counted against the limits (refused connections are not).
     counted: bool,
+    /// Its handshake succeeded and it counts against its peer's connection cap.
+    established: bool,
     phase: Phase,
     read: ReadState,
     /// Bytes read while the connection was being paused, consumed first on resume.
@@ -285,6 +292,7 @@ impl EventLoop {
                     budget_freed = true;
                 }
                 LoopMsg::Listen(listener) => self.listen(listener),
+                LoopMsg::Evict(id) => self.evict(id),
                 LoopMsg::StopAccepting => {
                     for (_, listener) in self.listeners.drain(..) {
                         let fd = match &listener {
@@ -360,15 +368,24 @@ impl EventLoop {
             };
             self.accept_error_logged = false;
             let now = Instant::now();
-            if let Err(reason) = self.shared.peers.admit(peer, now) {
-                self.refuse_at_accept(stream, addr, uid, reason);
-                continue;
-            }
             let id = ConnectionId(
                 self.shared
                     .next_connection_id
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             );
+            let target = self.next_loop % self.shared.loops.len();
+            match self.shared.peers.admit(peer, id.0, target, now) {
+                Err(reason) => {
+                    self.refuse_at_accept(stream, addr, uid, reason);
+                    continue;
+                }
+                Ok(None) => {}
+                Ok(Some(evicted)) if evicted.loop_index == self.index => {
+                    self.evict(ConnectionId(evicted.connection))
+                }
+                Ok(Some(evicted)) => self.shared.loops[evicted.loop_index]
+                    .post(LoopMsg::Evict(ConnectionId(evicted.connection))),
+            }
             let accepted = Accepted {
                 stream,
                 peer,
@@ -376,7 +393,6 @@ impl EventLoop {
                 uid,
                 id,
             };
-            let target = self.next_loop % self.shared.loops.len();
             self.next_loop = self.next_loop.wrapping_add(1);
             if target == self.index {
                 self.adopt(accepted);
@@ -417,11 +433,27 @@ impl EventLoop {
 
     /// Serves a connection counted against the limits: its handshake comes first.
     fn adopt(&mut self, accepted: Accepted) {
-        let peer = accepted.peer;
+        let (peer, id) = (accepted.peer, accepted.id);
         match self.install(accepted, OutState::default(), true, Phase::AwaitHello) {
             // Bytes that arrived before registration raise no edge: read them now.
             Some(token) => self.readable(token),
-            None => self.shared.peers.leave(peer),
+            None => self.shared.peers.leave(peer, id.0, false),
+        }
+    }
+
+    /// Ends a connection still in its handshake whose place a newer handshake of its
+    /// peer took (`Peers::admit`); one that got through meanwhile stays.
+    fn evict(&mut self, id: ConnectionId) {
+        let found = self.clients.iter().find_map(|(token, c)| {
+            (c.conn.id == id && matches!(c.phase, Phase::AwaitHello | Phase::AwaitAuthenticate { .. }))
+                .then_some(*token)
+        });
+        if let Some(token) = found {
+            let error = WireError::new(
+                ErrorCode::Busy,
+                "too many handshakes pending from this peer: this one made way for a newer one; try again",
+            );
+            self.end(token, End::Tell(error, 0, 0));
         }
     }
 
@@ -460,6 +492,7 @@ impl EventLoop {
             addr: accepted.addr,
             uid: accepted.uid,
             counted,
+            established: false,
             phase,
             read: ReadState::start(),
             stash: Vec::new(),
@@ -834,19 +867,19 @@ impl EventLoop {
         if !key.verify(Side::Client, &server_nonce, &client_nonce, &identity, &proof) {
             let failure = self.shared.peers.failed(client.conn.peer, Instant::now());
             let limits = &self.shared.limits;
-            if failure.failures == 1 || failure.banned_now {
+            if failure.failures == 1 || failure.limit_now {
+                let window = limits.auth_failure_window.as_secs();
                 eprintln!(
                     "weftd: refused {} ({}): it does not hold this cluster's key{}",
                     describe(client),
                     name,
-                    if failure.banned_now {
-                        format!(
-                            "; {} failures: refusing it for {} s",
-                            failure.failures,
-                            limits.auth_failure_window.as_secs()
-                        )
-                    } else {
-                        String::new()
+                    match (failure.limit_now, failure.banned_now) {
+                        (true, true) => format!("; {} failures: refusing this user for {window} s", failure.failures),
+                        (true, false) => format!(
+                            "; {} failures within {window} s (an address is never refused for them: others may share it)",
+                            failure.failures
+                        ),
+                        _ => String::new(),
                     }
                 );
             }
@@ -859,6 +892,16 @@ impl EventLoop {
                 header.request_id,
             ));
         }
+        // Only now does the connection count against its peer's cap: strangers holding
+        // handshakes open never fill it.
+        if let Err(reason) = self.shared.peers.established(client.conn.peer, client.conn.id.0) {
+            return Err(End::Tell(
+                WireError::new(ErrorCode::Busy, reason),
+                header.opcode,
+                header.request_id,
+            ));
+        }
+        client.established = true;
         let server_proof = key.proof(Side::Server, &server_nonce, &client_nonce, &identity);
         let peer = Peer {
             addr: client.addr,
@@ -1115,7 +1158,9 @@ impl EventLoop {
             self.draining -= 1;
         }
         if client.counted {
-            self.shared.peers.leave(client.conn.peer);
+            self.shared
+                .peers
+                .leave(client.conn.peer, client.conn.id.0, client.established);
         }
     }
 
@@ -1127,10 +1172,10 @@ impl EventLoop {
             let end = match &client.phase {
                 Phase::Draining { until } => (now >= *until).then_some((End::Now, None)),
                 Phase::AwaitHello | Phase::AwaitAuthenticate { .. } => {
+                    // A slow handshake is no failure: waiting costs the server no
+                    // thread, and its place among the peer's pending handshakes goes
+                    // to the next comer (`Peers::admit`), so nobody is refused for it.
                     (now.duration_since(client.accepted_at) >= limits.handshake_timeout).then(|| {
-                        // Holding a connection without proving anything counts as a
-                        // failed handshake: a peer cannot hold slots that way for long.
-                        self.shared.peers.failed(client.conn.peer, now);
                         (
                             End::Tell(
                                 WireError::new(

@@ -194,8 +194,13 @@ pub fn new_incarnation() -> u64 {
 #[derive(Debug, Clone, Copy)]
 pub struct ServerLimits {
     pub connections_max: usize,
-    /// Connections from one peer (one address; on the Unix socket, one user).
+    /// Established connections (their handshake proved the key) of one peer: one
+    /// address on TCP, one user (as the kernel tells it) on the Unix socket.
     pub peer_connections_max: usize,
+    /// Handshakes of one peer in progress at once; a new one past this ends the
+    /// peer's oldest (so a stranger holding handshakes open is pushed out by the next
+    /// comer, never the reverse).
+    pub peer_handshakes_max: usize,
     /// Requests of one connection handled at once; the connection is not read while
     /// this many are outstanding (TCP then pushes back on that peer alone). A request
     /// is outstanding until its reply is written.
@@ -219,8 +224,9 @@ pub struct ServerLimits {
     /// A connection whose replies cannot be written at all for this long (its peer
     /// does not read them) is dropped, and what it held is released.
     pub send_timeout: Duration,
-    /// Failed handshakes a peer may have in `auth_failure_window`; at this many it is
-    /// refused until the window ends.
+    /// Failed handshakes a peer may have in `auth_failure_window`; at this many a user
+    /// of the Unix socket is refused until the window ends, and an address is logged
+    /// (never refused: an address may be shared, see `peers`).
     pub auth_failures_max: u32,
     pub auth_failure_window: Duration,
 }
@@ -230,6 +236,7 @@ impl Default for ServerLimits {
         ServerLimits {
             connections_max: 16_384,
             peer_connections_max: 4096,
+            peer_handshakes_max: 1024,
             requests_inflight_max: 32,
             workers: 16,
             event_loops: 1,
@@ -237,7 +244,7 @@ impl Default for ServerLimits {
             peer_data_bytes_max: 256 << 20,
             idle_timeout: Duration::from_secs(3600),
             frame_deadline: Duration::from_secs(10),
-            handshake_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(5),
             send_timeout: Duration::from_secs(30),
             auth_failures_max: 20,
             auth_failure_window: Duration::from_secs(60),

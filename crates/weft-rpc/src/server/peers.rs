@@ -1,10 +1,19 @@
 //! Accounting by peer and for the whole server: connections (in all and per peer),
-//! failed handshakes per peer (a peer that fails too often is refused for a while),
-//! and the bytes of requests and replies held in memory (in all and per peer), so
-//! that no peer can take more than its share.
+//! failed handshakes per peer, and the bytes of requests and replies held in memory
+//! (in all and per peer), so that no peer can take more than its share.
+//!
+//! A stranger (no key) must not be able to turn a limit on others. So a connection is
+//! counted against its peer's cap of established connections only once its handshake
+//! proved the key: before, it is one of its peer's pending handshakes, of which a peer
+//! may have `peer_handshakes_max`, the oldest making way for a new one (a stranger who
+//! holds handshakes open is evicted by the next comer, and a client's own handshake
+//! takes a round trip). Failed handshakes are counted per peer, but only a peer the
+//! kernel names (a user on the Unix socket) is ever refused for them: a network address
+//! may be shared by every user of a login node or a NAT, and a failed handshake costs
+//! the server one MAC, so refusing the address would hand a stranger a lock-out.
 
 use super::ServerLimits;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -36,9 +45,20 @@ impl std::fmt::Display for PeerKey {
     }
 }
 
+impl PeerKey {
+    /// Whether failed handshakes may get this peer refused: only a user the kernel
+    /// vouches for (who locks out nobody but themselves), never an address.
+    fn bannable(self) -> bool {
+        matches!(self, PeerKey::LocalUser(_))
+    }
+}
+
 #[derive(Debug, Default)]
 struct PeerState {
+    /// Connections whose handshake succeeded.
     connections: usize,
+    /// Connections still in their handshake, oldest first: (connection, loop).
+    pending: VecDeque<(u64, usize)>,
     bytes: u64,
     /// Failed handshakes since `window_start`.
     failures: u32,
@@ -47,7 +67,7 @@ struct PeerState {
 
 impl PeerState {
     fn idle(&self) -> bool {
-        self.connections == 0 && self.bytes == 0 && self.failures == 0
+        self.connections == 0 && self.pending.is_empty() && self.bytes == 0 && self.failures == 0
     }
 }
 
@@ -62,8 +82,18 @@ pub struct Failure {
     /// Failures of this peer in the current window, this one included.
     pub failures: u32,
     /// This failure reached the limit: the peer is refused from now on until the
-    /// window ends.
+    /// window ends (a Unix-socket user), or, for an address, is logged once.
+    pub limit_now: bool,
+    /// The peer is refused from now on (never an address: see the module's text).
     pub banned_now: bool,
+}
+
+/// A pending handshake that made way for a newer one of its peer: the loop serving it
+/// ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evict {
+    pub connection: u64,
+    pub loop_index: usize,
 }
 
 pub struct Peers {
@@ -88,8 +118,17 @@ impl Peers {
         }
     }
 
-    /// Counts a new connection of `peer`, or says why it is refused.
-    pub fn admit(&self, peer: PeerKey, now: Instant) -> Result<(), String> {
+    /// Counts a new connection `connection` of `peer`, served by loop `loop_index`, as
+    /// a pending handshake, or says why it is refused. If the peer has
+    /// `peer_handshakes_max` pending already, its oldest is no longer counted and is
+    /// returned for its loop to end.
+    pub fn admit(
+        &self,
+        peer: PeerKey,
+        connection: u64,
+        loop_index: usize,
+        now: Instant,
+    ) -> Result<Option<Evict>, String> {
         let limits = &self.limits;
         let mut inner = self.inner.lock().unwrap();
         if inner.connections >= limits.connections_max {
@@ -99,29 +138,60 @@ impl Peers {
             ));
         }
         let state = inner.peers.entry(peer).or_default();
-        if let Some(left) = banned_for(state, limits, now) {
+        if let Some(left) = banned_for(peer, state, limits, now) {
             return Err(format!(
                 "too many failed authentications from {peer}; refused for another {} s",
                 left.as_secs().max(1)
             ));
         }
+        let evicted = if state.pending.len() >= limits.peer_handshakes_max.max(1) {
+            state.pending.pop_front().map(|(connection, loop_index)| Evict {
+                connection,
+                loop_index,
+            })
+        } else {
+            None
+        };
+        state.pending.push_back((connection, loop_index));
+        inner.connections += 1;
+        Ok(evicted)
+    }
+
+    /// `connection` of `peer` proved the key: it leaves the pending handshakes and is
+    /// counted against its peer's cap of established connections (per user on the Unix
+    /// socket, per address on TCP), or is refused with the reason (it stays counted as
+    /// pending until it closes). A connection evicted meanwhile is refused too.
+    pub fn established(&self, peer: PeerKey, connection: u64) -> Result<(), String> {
+        let limits = &self.limits;
+        let mut inner = self.inner.lock().unwrap();
+        let state = inner.peers.entry(peer).or_default();
+        let Some(at) = state.pending.iter().position(|p| p.0 == connection) else {
+            return Err(format!(
+                "too many handshakes pending from {peer}; this one made way for a newer one"
+            ));
+        };
         if state.connections >= limits.peer_connections_max {
             return Err(format!(
                 "too many connections from {peer} ({}); close some or try again later",
                 limits.peer_connections_max
             ));
         }
+        state.pending.remove(at);
         state.connections += 1;
-        inner.connections += 1;
         Ok(())
     }
 
-    /// A connection counted by `admit` closed.
-    pub fn leave(&self, peer: PeerKey) {
+    /// A connection counted by `admit` closed; `established` says whether its
+    /// handshake was counted by `established`.
+    pub fn leave(&self, peer: PeerKey, connection: u64, established: bool) {
         let mut inner = self.inner.lock().unwrap();
         inner.connections -= 1;
         if let Some(state) = inner.peers.get_mut(&peer) {
-            state.connections -= 1;
+            if established {
+                state.connections -= 1;
+            } else if let Some(at) = state.pending.iter().position(|p| p.0 == connection) {
+                state.pending.remove(at);
+            }
             if state.idle() {
                 inner.peers.remove(&peer);
             }
@@ -144,9 +214,11 @@ impl Peers {
             state.window_start = Some(now);
         }
         state.failures += 1;
+        let limit_now = state.failures == limits.auth_failures_max;
         Failure {
             failures: state.failures,
-            banned_now: state.failures == limits.auth_failures_max,
+            limit_now,
+            banned_now: limit_now && peer.bannable(),
         }
     }
 
@@ -241,9 +313,9 @@ impl Peers {
     }
 }
 
-/// How much longer `state`'s peer is refused, if it is.
-fn banned_for(state: &PeerState, limits: &ServerLimits, now: Instant) -> Option<Duration> {
-    if state.failures < limits.auth_failures_max {
+/// How much longer `peer` is refused, if it is.
+fn banned_for(peer: PeerKey, state: &PeerState, limits: &ServerLimits, now: Instant) -> Option<Duration> {
+    if !peer.bannable() || state.failures < limits.auth_failures_max {
         return None;
     }
     let end = state.window_start? + limits.auth_failure_window;
@@ -257,7 +329,9 @@ fn forget_oldest_failures(peers: &mut HashMap<PeerKey, PeerState>) {
     }
     starts.sort_unstable();
     let cut = starts[starts.len() / 2];
-    peers.retain(|_, s| s.connections > 0 || s.bytes > 0 || s.window_start.is_some_and(|w| w > cut));
+    peers.retain(|_, s| {
+        s.connections > 0 || !s.pending.is_empty() || s.bytes > 0 || s.window_start.is_some_and(|w| w > cut)
+    });
 }
 
 #[cfg(test)]
@@ -276,25 +350,65 @@ mod tests {
         }
     }
 
+    /// Admits connection `id` of `peer` and completes its handshake.
+    fn open(peers: &Peers, peer: PeerKey, id: u64, now: Instant) -> Result<(), String> {
+        peers.admit(peer, id, 0, now)?;
+        peers
+            .established(peer, id)
+            .inspect_err(|_| peers.leave(peer, id, false))
+    }
+
     #[test]
     fn connections_are_limited_in_all_and_per_peer() {
         let peers = Peers::new(limits());
         let (a, b) = (PeerKey::LocalUser(1), PeerKey::LocalUser(2));
         let now = Instant::now();
-        peers.admit(a, now).unwrap();
-        peers.admit(a, now).unwrap();
-        assert!(peers
-            .admit(a, now)
+        open(&peers, a, 1, now).unwrap();
+        open(&peers, a, 2, now).unwrap();
+        assert!(open(&peers, a, 3, now)
             .unwrap_err()
             .contains("too many connections from local user 1"));
-        peers.admit(b, now).unwrap();
-        assert!(peers
-            .admit(b, now)
+        open(&peers, b, 4, now).unwrap();
+        assert!(open(&peers, b, 5, now)
             .unwrap_err()
             .contains("server has too many connections"));
-        peers.leave(a);
-        peers.admit(b, now).unwrap();
+        peers.leave(a, 1, true);
+        open(&peers, b, 6, now).unwrap();
         assert_eq!(peers.totals().0, 3);
+    }
+
+    /// Handshakes in progress do not count against the peer's cap of connections, and
+    /// a peer's oldest handshake makes way for its newest past `peer_handshakes_max`:
+    /// a stranger holding handshakes open neither fills the cap nor keeps a client out.
+    #[test]
+    fn pending_handshakes_make_way_and_do_not_fill_the_cap() {
+        let peers = Peers::new(ServerLimits {
+            connections_max: 100,
+            peer_handshakes_max: 3,
+            ..limits()
+        });
+        let a = PeerKey::Ip("127.0.0.1".parse().unwrap());
+        let now = Instant::now();
+        for id in 1..=3 {
+            assert_eq!(peers.admit(a, id, 0, now), Ok(None));
+        }
+        // The client's handshake pushes out the stranger's oldest and goes through.
+        assert_eq!(
+            peers.admit(a, 10, 1, now),
+            Ok(Some(Evict {
+                connection: 1,
+                loop_index: 0
+            }))
+        );
+        peers.established(a, 10).unwrap();
+        // The evicted one cannot complete any more.
+        assert!(peers.established(a, 1).unwrap_err().contains("made way"));
+        peers.leave(a, 1, false);
+        for id in [2, 3] {
+            peers.leave(a, id, false);
+        }
+        peers.leave(a, 10, true);
+        assert_eq!(peers.totals(), (0, 0));
     }
 
     #[test]
@@ -364,17 +478,24 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_that_fails_too_often_is_refused_until_its_window_ends() {
+    fn a_user_that_fails_too_often_is_refused_until_its_window_ends_but_an_address_never() {
         let peers = Peers::new(limits());
         let a = PeerKey::LocalUser(1);
         let t0 = Instant::now();
         assert!(!peers.failed(a, t0).banned_now);
         assert!(peers.failed(a, t0).banned_now);
-        let e = peers.admit(a, t0 + Duration::from_secs(1)).unwrap_err();
+        let e = peers.admit(a, 1, 0, t0 + Duration::from_secs(1)).unwrap_err();
         assert!(e.contains("failed authentications"), "{e}");
         // Others are not affected.
-        peers.admit(PeerKey::LocalUser(2), t0).unwrap();
-        peers.admit(a, t0 + Duration::from_secs(11)).unwrap();
+        peers.admit(PeerKey::LocalUser(2), 2, 0, t0).unwrap();
+        peers.admit(a, 3, 0, t0 + Duration::from_secs(11)).unwrap();
         peers.sweep(t0 + Duration::from_secs(11));
+        // An address (maybe shared by a whole login node) is counted, never refused.
+        let ip = PeerKey::Ip("10.0.0.7".parse().unwrap());
+        assert!(!peers.failed(ip, t0).limit_now);
+        let at_limit = peers.failed(ip, t0);
+        assert!(at_limit.limit_now && !at_limit.banned_now);
+        peers.failed(ip, t0);
+        peers.admit(ip, 4, 0, t0 + Duration::from_secs(1)).unwrap();
     }
 }
