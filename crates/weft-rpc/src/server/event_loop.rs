@@ -886,7 +886,7 @@ impl EventLoop {
             return Err(End::Tell(
                 WireError::new(
                     ErrorCode::PermissionDenied,
-                    "authentication failed: this client does not hold this cluster's key (set WEFT_KEY to the cluster's key file)",
+                    "authentication failed: this client does not hold the key this server asks for (a server of the cluster: the cluster's key, set WEFT_KEY to its file; a job's delegate: that job's key, which only its processes get)",
                 ),
                 header.opcode,
                 header.request_id,
