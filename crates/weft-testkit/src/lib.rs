@@ -543,3 +543,22 @@ impl Rng {
         }
     }
 }
+
+/// Lets this test process open as many sockets as the hard limit allows.
+pub fn raise_descriptor_limit(wanted: u64) {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct passed.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl), 0);
+        assert!(
+            rl.rlim_max >= wanted,
+            "this test needs {wanted} open files; the hard limit is {}",
+            rl.rlim_max
+        );
+        rl.rlim_cur = rl.rlim_cur.max(wanted);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &rl), 0);
+    }
+}

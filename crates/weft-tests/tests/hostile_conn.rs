@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use weft_rpc::{ClientAuth, ClusterKey, Connection, Timeouts};
-use weft_testkit::{ClusterOptions, TestCluster};
+use weft_testkit::{raise_descriptor_limit, ClusterOptions, TestCluster};
 
 /// The unprivileged user the victim runs as.
 const OTHER_UID: u32 = 65534;
@@ -22,24 +22,6 @@ fn timeouts() -> Timeouts {
     Timeouts {
         connect: Duration::from_secs(5),
         request: Duration::from_secs(10),
-    }
-}
-
-fn raise_descriptor_limit(wanted: u64) {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write the struct passed.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl), 0);
-        assert!(
-            rl.rlim_max >= wanted,
-            "this test needs {wanted} open files; the hard limit is {}",
-            rl.rlim_max
-        );
-        rl.rlim_cur = rl.rlim_cur.max(wanted);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &rl), 0);
     }
 }
 

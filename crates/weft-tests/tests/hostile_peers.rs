@@ -20,7 +20,7 @@ use weft_proto::frame::{FrameHeader, FrameKind, PROTOCOL_VERSION};
 use weft_proto::msg::{Request, Response};
 use weft_proto::{Range, Striping};
 use weft_rpc::{ClientAuth, ClusterKey, Connection, Timeouts};
-use weft_testkit::TiedDir;
+use weft_testkit::{raise_descriptor_limit, TiedDir};
 
 const MIB: u64 = 1 << 20;
 const IDLE: usize = 10_000;
@@ -87,25 +87,6 @@ fn start_server(key: &Path) -> Server {
         std::thread::sleep(Duration::from_millis(20));
     };
     Server { child, addr, dir }
-}
-
-/// Lets this test process open as many sockets as the hard limit allows.
-fn raise_descriptor_limit(wanted: u64) {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write the struct passed.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl), 0);
-        assert!(
-            rl.rlim_max >= wanted,
-            "this test needs {wanted} open files; the hard limit is {}",
-            rl.rlim_max
-        );
-        rl.rlim_cur = rl.rlim_cur.max(wanted);
-        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &rl), 0);
-    }
 }
 
 /// (resident bytes, threads) of a process, from /proc.
