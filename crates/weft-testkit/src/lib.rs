@@ -562,3 +562,45 @@ pub fn raise_descriptor_limit(wanted: u64) {
         assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &rl), 0);
     }
 }
+
+/// A tmpfs of `size` mounted over a directory (what it held copied in), unmounted when
+/// dropped, also when the test fails. Mounting needs root, which CI has.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    pub fn over(dir: &Path, size: &str) -> Tmpfs {
+        let saved = dir.with_extension("saved");
+        std::fs::rename(dir, &saved).unwrap();
+        std::fs::create_dir(dir).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "mounting a tmpfs over {} failed: this test needs root",
+            dir.display()
+        );
+        let mounted = Tmpfs(dir.to_owned());
+        let copied = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", saved.display()))
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        std::fs::remove_dir_all(&saved).unwrap();
+        mounted
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazily: servers still running keep their files until they stop.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}

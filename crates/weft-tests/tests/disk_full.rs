@@ -12,50 +12,8 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use weft_client::{Client, CreateOptions, ErrorCode, LayoutRequest};
-use weft_testkit::{ClusterOptions, TestCluster};
-
-/// Small tmpfs file systems mounted over server data directories, unmounted when
-/// dropped (also when the test fails).
-struct Mounts(Vec<PathBuf>);
-
-impl Mounts {
-    /// Mounts an 8 MiB tmpfs over `dir`, keeping what `dir` held.
-    fn tmpfs_over(&mut self, dir: &Path) {
-        let saved = dir.with_extension("saved");
-        std::fs::rename(dir, &saved).unwrap();
-        std::fs::create_dir(dir).unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "mounting a tmpfs over {} failed: this test needs root",
-            dir.display()
-        );
-        self.0.push(dir.to_owned());
-        let copied = Command::new("cp")
-            .arg("-a")
-            .arg(format!("{}/.", saved.display()))
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(copied.success());
-        std::fs::remove_dir_all(&saved).unwrap();
-    }
-}
-
-impl Drop for Mounts {
-    fn drop(&mut self) {
-        for dir in self.0.drain(..).rev() {
-            // Lazily: servers still running keep their files until they stop.
-            let _ = Command::new("umount").arg("-l").arg(&dir).status();
-        }
-    }
-}
+use weft_testkit::{ClusterOptions, TestCluster, Tmpfs};
 
 /// Fills the file system of `dir` to the last byte with a file `filler`.
 fn fill(dir: &Path) -> PathBuf {
@@ -108,10 +66,12 @@ fn full_disks_give_clear_errors_keep_reads_going_and_recover_without_a_restart()
     });
     let out = cluster.weft(&["down"]);
     assert!(out.status.success());
-    let mut mounts = Mounts(Vec::new());
     let data = cluster.home().join("data");
-    mounts.tmpfs_over(&data.join("server-0"));
-    mounts.tmpfs_over(&data.join("server-1"));
+    // Unmounted when dropped, also when the test fails.
+    let mounts = [
+        Tmpfs::over(&data.join("server-0"), "8m"),
+        Tmpfs::over(&data.join("server-1"), "8m"),
+    ];
     cluster.restart();
     let pids: Vec<Option<i32>> = (0..=2).map(|id| cluster.pid(id)).collect();
     let client = cluster.client();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use weft_rpc::{ClientAuth, ClusterKey, Connection, Timeouts};
-use weft_testkit::{raise_descriptor_limit, ClusterOptions, TestCluster};
+use weft_testkit::{raise_descriptor_limit, ClusterOptions, TestCluster, Tmpfs};
 
 /// The unprivileged user the victim runs as.
 const OTHER_UID: u32 = 65534;
@@ -197,45 +197,6 @@ fn attack_connection_cap_exhaustion_by_one_key_holder() {
     assert_eq!(got.stdout, b"written by another user");
     drop(held);
     drop(held_unix);
-}
-
-/// A tmpfs of `size` mounted over a directory (what it held copied in), unmounted when
-/// dropped, also when the test fails. Mounting needs root, which CI has.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn over(dir: &Path, size: &str) -> Tmpfs {
-        let saved = dir.with_extension("saved");
-        std::fs::rename(dir, &saved).unwrap();
-        std::fs::create_dir(dir).unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "mounting a tmpfs over {} failed: this test needs root",
-            dir.display()
-        );
-        let mounted = Tmpfs(dir.to_owned());
-        let copied = Command::new("cp")
-            .arg("-a")
-            .arg(format!("{}/.", saved.display()))
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(copied.success());
-        std::fs::remove_dir_all(&saved).unwrap();
-        mounted
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        // Lazily: servers still running keep their files until they stop.
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
 }
 
 /// Attack: with every server's data and the manager's database on one file system (as
