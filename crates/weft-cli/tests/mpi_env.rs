@@ -22,8 +22,14 @@ fn a_missing_library_is_an_error_and_nothing_to_evaluate() {
         let out = mpi_env(&missing, mpi);
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "weft mpi-env --mpi {mpi} succeeded:\n{stdout}");
-        assert!(stdout.trim().is_empty(), "printed something to evaluate:\n{stdout}");
+        assert!(
+            !out.status.success(),
+            "weft mpi-env --mpi {mpi} succeeded:\n{stdout}"
+        );
+        assert!(
+            stdout.trim().is_empty(),
+            "printed something to evaluate:\n{stdout}"
+        );
         assert!(
             stderr.contains(&missing.display().to_string()) && stderr.contains("WEFT_MPIIO_LIB"),
             "the error does not name the missing library and where it came from:\n{stderr}"
@@ -36,7 +42,9 @@ fn a_missing_library_is_an_error_and_nothing_to_evaluate() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(
-        stdout.lines().any(|l| l == format!("export LD_PRELOAD={}", missing.display())),
+        stdout
+            .lines()
+            .any(|l| l == format!("export LD_PRELOAD={}", missing.display())),
         "{stdout}"
     );
 }

@@ -102,7 +102,12 @@ fn install_packages(root: &Path) {
     run(
         Command::new("dpkg")
             .arg(format!("--root={}", root.display()))
-            .args(["--force-depends", "--force-not-root", "--force-script-chrootless", "-i"])
+            .args([
+                "--force-depends",
+                "--force-not-root",
+                "--force-script-chrootless",
+                "-i",
+            ])
             .args(PACKAGES.map(package_file)),
         "dpkg --root -i",
     );
@@ -248,7 +253,9 @@ fn service_files_of_the_installed_package(root: &Path, scratch: &Path) {
     }
     let passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap_or_default();
     assert!(
-        passwd.lines().any(|l| l.starts_with("weft:") && l.ends_with(":/usr/sbin/nologin")),
+        passwd
+            .lines()
+            .any(|l| l.starts_with("weft:") && l.ends_with(":/usr/sbin/nologin")),
         "weft's postinst did not make the service user weft in the root's /etc/passwd:\n{passwd}"
     );
 
@@ -293,7 +300,12 @@ fn service_files_of_the_installed_package(root: &Path, scratch: &Path) {
     config.validate().expect("the example cluster.toml validates");
     for server in &config.servers {
         let dir = config.data_dir(server, Path::new("/etc/weft"));
-        assert!(dir.starts_with("/var/lib/weft/"), "server {} keeps data in {}", server.id, dir.display());
+        assert!(
+            dir.starts_with("/var/lib/weft/"),
+            "server {} keeps data in {}",
+            server.id,
+            dir.display()
+        );
     }
     assert_eq!(config.key_path(&example), Path::new("/etc/weft/cluster.key"));
     assert_eq!(
