@@ -6,6 +6,9 @@
 #   LIBDIR/libweft.so, LIBDIR/libweft_mpiio.so and PREFIX/bin/weft-delegate (when
 #   built with MPI), INCLUDEDIR/weft.h
 #   LIBDIR/pkgconfig/weft.pc, LIBDIR/cmake/Weft/WeftConfig.cmake (+ ConfigVersion)
+#   PREFIX/lib/systemd/system/weftd@.service and weft.target, PREFIX/lib/sysusers.d/weft.conf
+#   (servers as system services; see packaging/README.md), PREFIX/share/doc/weft/
+#   (README.md, LICENSE, examples/cluster.toml)
 #
 # Usage: packaging/install.sh --prefix DIR [--destdir DIR] [--libdir DIR]
 #            [--includedir DIR] [--target-dir DIR] [--no-mpiio] [--dev-files-only]
@@ -15,7 +18,8 @@
 #                           else target/release in the repository)
 #   --no-mpiio              leave libweft_mpiio.so and weft-delegate out even if the
 #                           target directory has them (from an earlier build with MPI)
-#   --dev-files-only        only weft.pc and the CMake files (for make deb)
+#   --dev-files-only        only the generated files: weft.pc, the CMake files and the
+#                           systemd units (for make deb)
 # Build first: cargo build --release (the workspace, or weft-cli, weft-server, weft-capi
 # and, for MPI-IO, weft-mpiio).
 set -euo pipefail
@@ -68,8 +72,13 @@ mkdir -p "$destdir$libdir/pkgconfig" "$destdir$cmake_dir"
 fill weft.pc.in "$destdir$libdir/pkgconfig/weft.pc"
 fill WeftConfig.cmake.in "$destdir$cmake_dir/WeftConfig.cmake"
 fill WeftConfigVersion.cmake.in "$destdir$cmake_dir/WeftConfigVersion.cmake"
+# Service files: systemd looks in PREFIX/lib/systemd/system for /usr and /usr/local.
+mkdir -p "$destdir$prefix/lib/systemd/system" "$destdir$prefix/lib/sysusers.d"
+fill weftd@.service.in "$destdir$prefix/lib/systemd/system/weftd@.service"
+fill weft.target.in "$destdir$prefix/lib/systemd/system/weft.target"
+fill weft-sysusers.conf.in "$destdir$prefix/lib/sysusers.d/weft.conf"
 if [ "$dev_only" = 1 ]; then
-    say "weft.pc and WeftConfig.cmake for $prefix written under ${destdir:-/}"
+    say "weft.pc, WeftConfig.cmake and the systemd units for $prefix written under ${destdir:-/}"
     exit 0
 fi
 
@@ -80,6 +89,9 @@ install -d "$destdir$prefix/bin" "$destdir$includedir"
 install -m 755 "$target_dir/weft" "$target_dir/weftd" "$destdir$prefix/bin/"
 install -m 644 "$target_dir/libweft.so" "$destdir$libdir/"
 install -m 644 "$repo/crates/weft-capi/include/weft.h" "$destdir$includedir/"
+install -d "$destdir$prefix/share/doc/weft/examples"
+install -m 644 "$repo/README.md" "$repo/LICENSE" "$destdir$prefix/share/doc/weft/"
+install -m 644 "$repo/packaging/examples/cluster.toml" "$destdir$prefix/share/doc/weft/examples/"
 if [ "$mpiio" = 0 ]; then
     say "MPI-IO left out (--no-mpiio)"
 elif [ -f "$target_dir/libweft_mpiio.so" ]; then

@@ -775,6 +775,26 @@ fn remove_network(home: &Path) -> Result<()> {
 }
 
 /// `weft down --stale-networks`: removes the emulated networks whose servers are all gone.
+/// `weft down` with $WEFT_META set and no --home: stops the cluster of the default
+/// home when it is the one $WEFT_META names; any other cluster was not started by
+/// `weft up` here, so say how to stop it instead of "nothing to stop".
+pub fn down_meta(home: &Path, meta: &str) -> Result<()> {
+    let description = home.join(CLUSTER_FILE_NAME);
+    if let Ok(config) = ClusterConfig::load(&description) {
+        if config.meta().addr == meta {
+            return down(home);
+        }
+    }
+    bail!(
+        "WEFT_META={meta} names a cluster `weft up` did not start in {}: `weft down` stops only \
+         a cluster it started (--home DIR, $WEFT_HOME or ~/.weft). Stop servers run as services \
+         with `systemctl stop weft.target` on each machine, an MPI job's servers by ending the job, \
+         and servers started by hand with SIGTERM to each weftd (unset WEFT_META to stop the \
+         home's cluster)",
+        home.display()
+    )
+}
+
 pub fn down_stale_networks() -> Result<()> {
     let removed = crate::netemu::sweep()?;
     if removed.is_empty() {

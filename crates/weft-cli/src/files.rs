@@ -843,6 +843,14 @@ pub fn df(client: &Client) -> Result<()> {
         "server", "address", "stored", "objects", "disk free"
     );
     let servers = stats.servers.len();
+    let space = stats.blocks();
+    let file_systems = stats
+        .servers
+        .iter()
+        .filter_map(|(_, s)| s.as_ref().ok())
+        .map(|s| s.file_system)
+        .collect::<std::collections::HashSet<_>>()
+        .len();
     let mut unreachable = 0;
     for (server, result) in stats.servers {
         unreachable += usize::from(result.is_err());
@@ -862,6 +870,15 @@ pub fn df(client: &Client) -> Result<()> {
             ),
         }
     }
+    let b = space;
+    println!(
+        "space: {} in all, {} free ({} file system{} under {servers} io server{})",
+        human_bytes(b.blocks * b.block_bytes),
+        human_bytes(b.blocks_avail * b.block_bytes),
+        file_systems,
+        if file_systems == 1 { "" } else { "s" },
+        if servers == 1 { "" } else { "s" },
+    );
     if unreachable > 0 {
         // As `weft status` and `weft top --once`: a script sees the cluster is not whole.
         eprintln!("weft: {unreachable} of {servers} io servers did not answer; their space is not counted");

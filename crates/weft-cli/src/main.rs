@@ -574,7 +574,15 @@ fn run(command: Command, given: &[String]) -> Result<()> {
         Command::Down {
             stale_networks: true, ..
         } => cluster::down_stale_networks(),
-        Command::Down { home, .. } => cluster::down(&home.resolve()),
+        Command::Down { home, .. } => {
+            // A client's cluster is $WEFT_META's when it is set: `weft down` must not
+            // answer "nothing to stop" about another cluster (the home's) then.
+            let meta = std::env::var("WEFT_META").ok().filter(|m| !m.is_empty());
+            match (home.home, meta) {
+                (None, Some(meta)) => cluster::down_meta(&weft_config::home_dir(), &meta),
+                (home, _) => cluster::down(&HomeArg { home }.resolve()),
+            }
+        }
         Command::Status { home, web } => {
             if !cluster::status(&cluster::StatusOf::choose(home.home), web)? {
                 std::process::exit(2);

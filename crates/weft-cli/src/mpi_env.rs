@@ -96,14 +96,25 @@ pub fn print(flag: Option<&str>) -> anyhow::Result<()> {
     let home = std::env::var("WEFT_HOME")
         .unwrap_or_else(|_| format!("{}/.weft", std::env::var("HOME").unwrap_or_else(|_| "~".into())));
     let lib_dir = lib.parent().map(|d| d.display().to_string()).unwrap_or_default();
-    if !lib.exists() {
+    if !lib.is_file() {
         let (package, deb) = match mpi {
             Mpi::OpenMpi => ("weft-mpiio", "weft-mpiio-openmpi"),
             Mpi::Mpich => ("weft-mpiio-mpich", "weft-mpiio-mpich"),
         };
-        eprintln!(
-            "weft: {} is missing: build it with `cargo build --release -p {package}` (or `make build`), \
-             or install the Debian package {deb}",
+        let how = if std::env::var_os("WEFT_MPIIO_LIB").is_some() {
+            "$WEFT_MPIIO_LIB names it".to_owned()
+        } else {
+            format!(
+                "build it with `cargo build --release -p {package}` (or `make build`), or install \
+                 the Debian package {deb}, or name a built library with WEFT_MPIIO_LIB"
+            )
+        };
+        // An environment naming a missing library would make every MPI program fail to
+        // start (ld.so ignores a missing LD_PRELOAD with only a warning, so worse: run
+        // without Weft): print nothing to evaluate and fail.
+        anyhow::bail!(
+            "the MPI-IO library for {} is not installed: {} is missing ({how})",
+            mpi.name(),
             lib.display()
         );
     }

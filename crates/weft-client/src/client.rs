@@ -161,9 +161,12 @@ pub struct FsStats {
 pub struct StatfsBlocks {
     /// Block and fragment size: `STATFS_BLOCK_BYTES`.
     pub block_bytes: u64,
-    /// Blocks of the io servers that answered, in all and free.
+    /// Blocks of the file systems of the io servers that answered (each counted once
+    /// however many servers share it): in all, free (f_bfree) and free for unprivileged
+    /// writers (f_bavail).
     pub blocks: u64,
     pub blocks_free: u64,
+    pub blocks_avail: u64,
     /// Inodes: those in use plus `files_free`, and `files_free` (u32::MAX: no fixed
     /// table limits them).
     pub files: u64,
@@ -178,16 +181,24 @@ pub const STATFS_BLOCK_BYTES: u64 = 4096;
 
 impl FsStats {
     pub fn blocks(&self) -> StatfsBlocks {
-        let (mut total, mut free) = (0u64, 0u64);
+        let (mut total, mut free, mut avail) = (0u64, 0u64, 0u64);
+        // Io servers on one machine's one file system (`weft up`, or several servers per
+        // node) report the same space: count it once, or df shows N times the disk.
+        let mut seen = std::collections::HashSet::new();
         for s in self.servers.iter().filter_map(|(_, s)| s.as_ref().ok()) {
+            if s.file_system != 0 && !seen.insert(s.file_system) {
+                continue;
+            }
             total = total.saturating_add(s.bytes_total);
-            free = free.saturating_add(s.bytes_free);
+            free = free.saturating_add(s.bytes_unused.max(s.bytes_free));
+            avail = avail.saturating_add(s.bytes_free);
         }
         let files_free = u32::MAX as u64;
         StatfsBlocks {
             block_bytes: STATFS_BLOCK_BYTES,
             blocks: total / STATFS_BLOCK_BYTES,
             blocks_free: free / STATFS_BLOCK_BYTES,
+            blocks_avail: avail / STATFS_BLOCK_BYTES,
             files: (self.meta.files + self.meta.directories).saturating_add(files_free),
             files_free,
             name_bytes_max: crate::path::NAME_BYTES_MAX as u64,

@@ -53,6 +53,10 @@ pub enum ConfigError {
     Read { path: PathBuf, reason: String },
     #[error("cluster description {path} is invalid: {reason}")]
     Invalid { path: PathBuf, reason: String },
+    #[error(
+        "WEFT_META={addr:?} {reason}: it must be HOST:PORT, e.g. node0:7400 (the metadata manager's address)"
+    )]
+    BadMetaAddress { addr: String, reason: &'static str },
     #[error("no Weft cluster found: set WEFT_META=host:port, or WEFT_HOME to a directory with cluster.toml (looked for {looked})")]
     NotFound { looked: String },
     #[error("no key for the Weft cluster: set WEFT_KEY to the cluster's key file (cluster.key in the home of the cluster; looked for {looked})")]
@@ -560,6 +564,7 @@ pub fn local_meta_socket(meta_addr: &str) -> Option<(u32, PathBuf)> {
 pub fn meta_address() -> Result<String, ConfigError> {
     if let Ok(addr) = std::env::var("WEFT_META") {
         if !addr.is_empty() {
+            check_meta_address(&addr)?;
             return Ok(addr);
         }
     }
@@ -572,9 +577,56 @@ pub fn meta_address() -> Result<String, ConfigError> {
     Ok(ClusterConfig::load(&path)?.meta().addr.clone())
 }
 
+/// $WEFT_META must be host:port (a host name, IPv4 address or [IPv6] address, and a
+/// port number): without this, a missing port surfaced as "cannot connect ... is the
+/// cluster running?".
+fn check_meta_address(addr: &str) -> Result<(), ConfigError> {
+    let invalid = |reason| ConfigError::BadMetaAddress {
+        addr: addr.to_owned(),
+        reason,
+    };
+    if addr.starts_with("unix:/") {
+        return Ok(());
+    }
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return Err(invalid("has no port"));
+    };
+    if host.is_empty() || (host.contains(':') && !(host.starts_with('[') && host.ends_with(']'))) {
+        return Err(invalid("has no host"));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(invalid("has no valid port")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn weft_meta_must_be_host_and_port() {
+        for good in [
+            "node0:7400",
+            "127.0.0.1:1",
+            "[::1]:7400",
+            "unix:/run/weft/server-0.sock",
+        ] {
+            assert!(check_meta_address(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "localhost",
+            "node0:",
+            ":7400",
+            "node0:0",
+            "node0:99999",
+            "::1",
+            "node0:port",
+        ] {
+            let e = check_meta_address(bad).unwrap_err().to_string();
+            assert!(e.contains("HOST:PORT") && e.contains("WEFT_META"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn descriptions_round_trip_and_bad_ones_are_refused() {

@@ -1739,7 +1739,7 @@ impl Filesystem for WeftFs {
         reply.statfs(
             b.blocks,
             b.blocks_free,
-            b.blocks_free,
+            b.blocks_avail,
             b.files,
             b.files_free,
             b.block_bytes as u32,

@@ -383,29 +383,51 @@ fn statfs_shows_the_cluster() {
 /// the block size is the fundamental one, as on ext4, NFS and CephFS.
 #[test]
 fn statfs_blocks_times_block_size_is_the_space() {
+    // The test cluster's io servers all keep their objects on the file system of its
+    // home: df of the mount must show that file system once (before, each io server's
+    // view of it was added up: N times the disk, and "used" = size - avail).
     let cluster = TestCluster::start();
     let mount = Mount::new(&cluster);
-    let path = std::ffi::CString::new(mount.path().as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a zeroed statfs is valid; statfs fills it from a NUL-terminated path.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    assert_eq!(unsafe { libc::statfs(path.as_ptr(), &mut st) }, 0);
-    let total: u64 = cluster
-        .client()
-        .statfs()
-        .unwrap()
-        .servers
-        .iter()
-        .filter_map(|(_, s)| s.as_ref().ok().map(|s| s.bytes_total))
-        .sum();
-    assert!(total > 0);
+    let statfs_of = |p: &std::path::Path| {
+        let path = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a zeroed statfs is valid; statfs fills it from a NUL-terminated path.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        assert_eq!(
+            unsafe { libc::statfs(path.as_ptr(), &mut st) },
+            0,
+            "statfs {}",
+            p.display()
+        );
+        st
+    };
+    let st = statfs_of(mount.path());
+    let local = statfs_of(cluster.home());
+    let servers = cluster.client().statfs().unwrap().servers.len();
+    assert!(
+        servers >= 2,
+        "the test needs several io servers on one file system"
+    );
     assert_eq!(
         st.f_bsize as u64, st.f_frsize as u64,
         "f_bsize and f_frsize differ"
     );
-    let shown = st.f_blocks as u64 * st.f_bsize as u64;
+    let bytes = |blocks: u64, unit: i64| blocks * unit as u64;
+    let shown = bytes(st.f_blocks, st.f_bsize);
+    let disk = bytes(local.f_blocks, local.f_bsize);
     assert!(
-        shown <= total && total - shown < st.f_bsize as u64,
-        "f_blocks x f_bsize is {shown} bytes; the io servers have {total}"
+        shown <= disk && disk - shown < st.f_bsize as u64,
+        "f_blocks x f_bsize is {shown} bytes; the {servers} io servers share one file system of {disk}"
+    );
+    // Free and available (what df's Used and Avail come from), within what other
+    // writers on this machine change between the two calls.
+    let near = |a: u64, b: u64| a.abs_diff(b) < 64 << 20;
+    let (free, avail) = (bytes(st.f_bfree, st.f_bsize), bytes(st.f_bavail, st.f_bsize));
+    assert!(avail <= free, "f_bavail {avail} > f_bfree {free}");
+    assert!(
+        near(free, bytes(local.f_bfree, local.f_bsize)) && near(avail, bytes(local.f_bavail, local.f_bsize)),
+        "free {free} / avail {avail} on the mount, {} / {} on the disk",
+        bytes(local.f_bfree, local.f_bsize),
+        bytes(local.f_bavail, local.f_bsize)
     );
 }
 

@@ -68,6 +68,23 @@ struct Room {
 
 /// (free bytes for unprivileged use, total bytes) of the file system holding `path`.
 pub fn file_system_space(path: &Path) -> io::Result<(u64, u64)> {
+    file_system_stats(path).map(|s| (s.avail, s.total))
+}
+
+/// The space of the file system holding an io server's objects, and which one it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileSystemStats {
+    /// Free bytes for unprivileged use (f_bavail), free in all (f_bfree), total.
+    pub avail: u64,
+    pub free: u64,
+    pub total: u64,
+    /// This machine and the file system's id (f_fsid), hashed: equal for io servers on
+    /// one file system of one machine, which a cluster's total counts once. The
+    /// machine part keeps two machines' file systems with equal ids apart.
+    pub identity: u64,
+}
+
+pub fn file_system_stats(path: &Path) -> io::Result<FileSystemStats> {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     // SAFETY: statvfs fills the zeroed struct; the path is a valid C string.
@@ -75,10 +92,38 @@ pub fn file_system_space(path: &Path) -> io::Result<(u64, u64)> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut v) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((
-        v.f_bavail as u64 * v.f_frsize as u64,
-        v.f_blocks as u64 * v.f_frsize as u64,
-    ))
+    let unit = v.f_frsize as u64;
+    let mut identity = machine_identity();
+    identity.extend_from_slice(&(v.f_fsid as u64).to_le_bytes());
+    Ok(FileSystemStats {
+        avail: v.f_bavail as u64 * unit,
+        free: v.f_bfree as u64 * unit,
+        total: v.f_blocks as u64 * unit,
+        // 0 means unknown to clients: a hash that happens to be 0 becomes 1.
+        identity: fnv1a(&identity).max(1),
+    })
+}
+
+/// What tells this machine from others: /etc/machine-id, else the host name.
+fn machine_identity() -> Vec<u8> {
+    if let Ok(id) = std::fs::read_to_string("/etc/machine-id") {
+        if !id.trim().is_empty() {
+            return id.trim().as_bytes().to_vec();
+        }
+    }
+    let mut name = [0u8; 256];
+    // SAFETY: gethostname writes at most the buffer's length.
+    if unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0 {
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        return name[..end].to_vec();
+    }
+    Vec::new()
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl Room {

@@ -518,9 +518,11 @@ impl IoService {
                 }
             }
         }
-        if let Ok((free, total)) = crate::objects::file_system_space(self.objects.root()) {
-            s.bytes_free = free;
-            s.bytes_total = total;
+        if let Ok(fs) = crate::objects::file_system_stats(self.objects.root()) {
+            s.bytes_free = fs.avail;
+            s.bytes_unused = fs.free;
+            s.bytes_total = fs.total;
+            s.file_system = fs.identity;
         }
         Ok(Response::IoStatfs(s))
     }

@@ -96,7 +96,7 @@ macro_rules! fill_common {
         $out.f_frsize = $b.block_bytes as _;
         $out.f_blocks = $b.blocks as _;
         $out.f_bfree = $b.blocks_free as _;
-        $out.f_bavail = $b.blocks_free as _;
+        $out.f_bavail = $b.blocks_avail as _;
         $out.f_files = $b.files as _;
         $out.f_ffree = $b.files_free as _;
     }};

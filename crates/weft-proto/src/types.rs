@@ -779,8 +779,16 @@ pub struct IoStatfs {
     pub objects: u64,
     /// Sum of the logical sizes of the objects stored.
     pub bytes_stored: u64,
+    /// Free bytes of the file system holding the objects that unprivileged writers may
+    /// use (statvfs f_bavail).
     pub bytes_free: u64,
     pub bytes_total: u64,
+    /// Free bytes in all, the root-reserved ones too (statvfs f_bfree): what df's "Used"
+    /// is counted from.
+    pub bytes_unused: u64,
+    /// Which file system holds the objects: equal for io servers sharing one (same
+    /// machine, same device), so that a cluster's space counts it once; 0 = unknown.
+    pub file_system: u64,
 }
 
 impl Wire for IoStatfs {
@@ -789,6 +797,8 @@ impl Wire for IoStatfs {
         w.u64(self.bytes_stored);
         w.u64(self.bytes_free);
         w.u64(self.bytes_total);
+        w.u64(self.bytes_unused);
+        w.u64(self.file_system);
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(IoStatfs {
@@ -796,6 +806,8 @@ impl Wire for IoStatfs {
             bytes_stored: r.u64()?,
             bytes_free: r.u64()?,
             bytes_total: r.u64()?,
+            bytes_unused: r.u64()?,
+            file_system: r.u64()?,
         })
     }
 }

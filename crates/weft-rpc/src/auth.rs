@@ -101,14 +101,21 @@ impl ClusterKey {
                 mode,
             });
         }
-        let mut text = String::new();
+        let mut bytes = Vec::new();
         // A key file is 65 bytes; reading a little more tells a wrong file apart.
-        file.take(256).read_to_string(&mut text).map_err(read_err)?;
-        parse_hex(text.trim())
+        file.take(256).read_to_end(&mut bytes).map_err(read_err)?;
+        // A binary file (random bytes, another tool's key) is no key either: say what
+        // a key file holds, not that the bytes are not UTF-8.
+        std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| parse_hex(text.trim()))
             .map(ClusterKey::from_bytes)
             .ok_or_else(|| KeyError::Invalid {
                 path: path.to_owned(),
-                reason: format!("expected {} hexadecimal digits", 2 * KEY_BYTES),
+                reason: format!(
+                    "expected {} hexadecimal digits (a key file made by `weft key create FILE`)",
+                    2 * KEY_BYTES
+                ),
             })
     }
 
@@ -574,6 +581,14 @@ mod tests {
         std::fs::write(&path, "not a key\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(matches!(ClusterKey::load(&path), Err(KeyError::Invalid { .. })));
+        // Binary bytes (32 random bytes instead of their hex): the same clear error,
+        // not the reader's "stream did not contain valid UTF-8".
+        std::fs::write(&path, [0xffu8, 0xfe, 0x00, 0x80, 0x12]).unwrap();
+        let e = ClusterKey::load(&path).unwrap_err();
+        assert!(
+            matches!(e, KeyError::Invalid { .. }) && e.to_string().contains("weft key create"),
+            "{e}"
+        );
         assert!(format!("{key:?}") == "ClusterKey(..)");
     }
 }

@@ -96,10 +96,18 @@ fn install_packages(root: &Path) {
         std::fs::create_dir_all(admin.join(dir)).unwrap();
     }
     std::fs::write(admin.join("status"), "").unwrap();
+    // weft's postinst makes the service user in ROOT/etc (systemd-sysusers --root): the
+    // scripts run without a chroot (the root has no shell), with DPKG_ROOT set.
+    std::fs::create_dir_all(root.join("etc")).unwrap();
     run(
         Command::new("dpkg")
             .arg(format!("--root={}", root.display()))
-            .args(["--force-depends", "--force-not-root", "-i"])
+            .args([
+                "--force-depends",
+                "--force-not-root",
+                "--force-script-chrootless",
+                "-i",
+            ])
             .args(PACKAGES.map(package_file)),
         "dpkg --root -i",
     );
@@ -160,6 +168,10 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
         "lib/pkgconfig/weft.pc",
         "lib/cmake/Weft/WeftConfig.cmake",
         "lib/cmake/Weft/WeftConfigVersion.cmake",
+        "lib/systemd/system/weftd@.service",
+        "lib/systemd/system/weft.target",
+        "lib/sysusers.d/weft.conf",
+        "share/doc/weft/examples/cluster.toml",
     ] {
         assert!(
             usr.join(file).is_file(),
@@ -210,6 +222,7 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
             "weft mpi-env --mpi {mpi}:\n{env}"
         );
     }
+    service_files_of_the_installed_package(root, scratch.path());
     mpi_io_through_the_installed_library(&cluster, &usr, scratch.path());
     c_programs_built_against_the_installed_library(&cluster, &usr, scratch.path());
 
@@ -218,6 +231,86 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
     assert!(
         (0..=4).all(|id| cluster.pid(id).is_none()),
         "servers left running after weft down"
+    );
+}
+
+/// The pieces a site runs Weft as a system service with: the license in every
+/// package's copyright file, the service user made by weft's postinst, weftd@.service
+/// and weft.target accepted by systemd (`systemd-analyze verify`, which reports unknown
+/// keys, bad values and a missing ExecStart binary on stderr), and the example
+/// /etc/weft/cluster.toml valid for weftd.
+fn service_files_of_the_installed_package(root: &Path, scratch: &Path) {
+    for name in PACKAGES {
+        let copyright = std::fs::read_to_string(root.join(format!("usr/share/doc/{name}/copyright")))
+            .unwrap_or_else(|e| panic!("{name}: no copyright file: {e}"));
+        assert!(
+            copyright.contains("License: Apache-2.0")
+                && copyright.contains("TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION")
+                && !copyright.contains("Copyright information missing"),
+            "{name}'s copyright file lacks the license text or the copyright line:\n{}",
+            &copyright[..copyright.len().min(400)]
+        );
+    }
+    let passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap_or_default();
+    assert!(
+        passwd
+            .lines()
+            .any(|l| l.starts_with("weft:") && l.ends_with(":/usr/sbin/nologin")),
+        "weft's postinst did not make the service user weft in the root's /etc/passwd:\n{passwd}"
+    );
+
+    // The units as installed, with the installed weftd's path in ExecStart (the unit
+    // names /usr/bin/weftd, which is in the test's root, not on this machine).
+    let units = root.join("usr/lib/systemd/system");
+    let unit_dir = scratch.join("units");
+    std::fs::create_dir_all(&unit_dir).unwrap();
+    let weftd = root.join("usr/bin/weftd");
+    for unit in ["weftd@.service", "weft.target"] {
+        let text = std::fs::read_to_string(units.join(unit)).unwrap();
+        if unit == "weftd@.service" {
+            assert!(
+                text.contains("ExecStart=/usr/bin/weftd --config /etc/weft/cluster.toml --id %i"),
+                "weftd@.service does not start the installed weftd:\n{text}"
+            );
+        }
+        std::fs::write(
+            unit_dir.join(unit),
+            text.replace("/usr/bin/weftd", weftd.to_str().unwrap()),
+        )
+        .unwrap();
+    }
+    let verify = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(unit_dir.join("weftd@0.service"))
+        .arg(unit_dir.join("weft.target"))
+        .output()
+        .expect("systemd-analyze (package systemd, installed by make deps)");
+    let stderr = String::from_utf8_lossy(&verify.stderr);
+    assert!(
+        verify.status.success() && stderr.trim().is_empty(),
+        "systemd-analyze verify weftd@0.service weft.target: {}\n{stderr}",
+        verify.status
+    );
+
+    // The example description weftd@N reads: valid, every server with a data directory
+    // under the units' StateDirectory, both keys named.
+    let example = root.join("usr/share/doc/weft/examples/cluster.toml");
+    let config = weft_config::ClusterConfig::load(&example)
+        .unwrap_or_else(|e| panic!("the example cluster.toml: {e}"));
+    config.validate().expect("the example cluster.toml validates");
+    for server in &config.servers {
+        let dir = config.data_dir(server, Path::new("/etc/weft"));
+        assert!(
+            dir.starts_with("/var/lib/weft/"),
+            "server {} keeps data in {}",
+            server.id,
+            dir.display()
+        );
+    }
+    assert_eq!(config.key_path(&example), Path::new("/etc/weft/cluster.key"));
+    assert_eq!(
+        config.capability_key_path(&example).as_deref(),
+        Some(Path::new("/etc/weft/capability.key"))
     );
 }
 

@@ -28,12 +28,13 @@ class Weft(Package):
     # The development line, for `spack develop weft@=main` on a local clone.
     version("main")
 
+    # Any MPI: the C half of libweft_mpiio.so is compiled with the MPI's own mpicc
+    # against its mpi.h (Rust sees MPI objects only as opaque integers), so Open MPI,
+    # MPICH, Cray MPICH, MVAPICH and Intel MPI all work through the `mpi` virtual.
     variant(
         "mpi",
-        default="openmpi",
-        values=("openmpi", "mpich", "none"),
-        multi=False,
-        description="MPI library libweft_mpiio.so is built against (none: no MPI-IO)",
+        default=True,
+        description="Build libweft_mpiio.so (MPI-IO on weft: files) against the spec's MPI",
     )
     variant(
         "fuse",
@@ -47,8 +48,7 @@ class Weft(Package):
     if _LANGUAGE_VIRTUALS:
         # The cc crate (MPI-IO's C half) and rustc's linker.
         depends_on("c", type="build")
-    depends_on("openmpi", when="mpi=openmpi")
-    depends_on("mpich", when="mpi=mpich")
+    depends_on("mpi", when="+mpi")
     # fusermount3 must be setuid root to serve other users: sites usually declare the
     # system's libfuse as an external rather than build it.
     depends_on("libfuse@3:+utils", type="run", when="+fuse")
@@ -56,13 +56,13 @@ class Weft(Package):
     def crates(self):
         """The workspace crates this spec builds (weft-mpiio links MPI; the others do not)."""
         crates = ["weft-cli", "weft-server", "weft-capi"]
-        if not self.spec.satisfies("mpi=none"):
+        if self.spec.satisfies("+mpi"):
             crates.append("weft-mpiio")
         return crates
 
     def setup_build_environment(self, env):
         env.set("CARGO_TARGET_DIR", join_path(self.stage.source_path, "target"))
-        if not self.spec.satisfies("mpi=none"):
+        if self.spec.satisfies("+mpi"):
             # weft-mpiio's build.rs compiles its C half with the MPI's compiler wrapper.
             env.set("MPICC", self.spec["mpi"].mpicc)
 
@@ -76,10 +76,16 @@ class Weft(Package):
             # The layout every way of installing Weft shares (make install, make deb).
             installer = Executable(join_path(source, "packaging", "install.sh"))
             options = ["--prefix", prefix, "--target-dir", join_path(source, "target", "release")]
-            if spec.satisfies("mpi=none"):
+            if spec.satisfies("~mpi"):
                 # A development tree may hold a libweft_mpiio.so of an earlier spec.
                 options.append("--no-mpiio")
             installer(*options)
+
+    def setup_run_environment(self, env):
+        if self.spec.satisfies("+mpi"):
+            # Built against this spec's MPI whatever its name: `weft mpi-env` prints this
+            # library instead of guessing one from the mpiexec on PATH.
+            env.set("WEFT_MPIIO_LIB", join_path(self.prefix.lib, "libweft_mpiio.so"))
 
     def test_version(self):
         """weft and weftd print their version and git revision"""
