@@ -65,7 +65,10 @@ enum Undo {
         replaced: Option<PathBuf>,
     },
     /// `path` (a file or an empty directory) was removed; it waits at `grave`.
-    Removed { path: PathBuf, grave: PathBuf },
+    Removed {
+        path: PathBuf,
+        grave: PathBuf,
+    },
 }
 
 struct State {
@@ -163,7 +166,9 @@ impl Store {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(flags & libc::O_ACCMODE != libc::O_RDONLY)
-            .custom_flags(flags & !(libc::O_ACCMODE | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_APPEND))
+            .custom_flags(
+                flags & !(libc::O_ACCMODE | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_APPEND),
+            )
             .open(self.path(rel))?;
         if flags & libc::O_TRUNC != 0 {
             Self::resize(&mut state, &Arc::new(file.try_clone()?), 0)?;
@@ -194,7 +199,11 @@ impl Store {
     }
 
     pub fn release(&self, fh: u64) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).handles.remove(&fh);
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .handles
+            .remove(&fh);
     }
 
     pub fn read(&self, fh: u64, offset: u64, size: usize) -> io::Result<Vec<u8>> {
@@ -402,7 +411,11 @@ impl Store {
         while let Some(undo) = state.undo.pop() {
             match undo {
                 Undo::Data {
-                    file, offset, old, old_size, ..
+                    file,
+                    offset,
+                    old,
+                    old_size,
+                    ..
                 } => {
                     file.set_len(old_size)?;
                     file.write_all_at(&old, offset)?;
@@ -595,15 +608,14 @@ impl Filesystem for FaultFs {
             let rel = self.rel(ino)?;
             let path = self.store.path(&rel);
             if let Some(mode) = mode {
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7777)).map_err(io_err)?;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7777))
+                    .map_err(io_err)?;
             }
             if uid.is_some() || gid.is_some() {
                 std::os::unix::fs::lchown(&path, uid, gid).map_err(io_err)?;
             }
             if let Some(size) = size {
-                self.store
-                    .truncate(fh.map(|h| h.0), &rel, size)
-                    .map_err(io_err)?;
+                self.store.truncate(fh.map(|h| h.0), &rel, size).map_err(io_err)?;
             }
             if atime.is_some() || mtime.is_some() {
                 let to_timespec = |t: Option<TimeOrNow>| match t {
@@ -624,9 +636,18 @@ impl Filesystem for FaultFs {
                     }
                 };
                 let times = [to_timespec(atime), to_timespec(mtime)];
-                let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
+                let c =
+                    std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
                 // SAFETY: a valid C path and two timespecs.
-                if unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+                if unsafe {
+                    libc::utimensat(
+                        libc::AT_FDCWD,
+                        c.as_ptr(),
+                        times.as_ptr(),
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                } != 0
+                {
                     return Err(io_err(io::Error::last_os_error()));
                 }
             }
@@ -759,7 +780,14 @@ impl Filesystem for FaultFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok()
     }
 
@@ -847,7 +875,10 @@ impl Filesystem for FaultFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.store.fallocate(fh.0, offset, length, mode).map_err(io_err))
+        empty(
+            reply,
+            self.store.fallocate(fh.0, offset, length, mode).map_err(io_err),
+        )
     }
 }
 
@@ -975,7 +1006,10 @@ mod tests {
         let f = s.create(Path::new("d/f"), 0o644, 0).unwrap();
         s.fsync(f).unwrap();
         assert_eq!(errno(&s.rmdir(Path::new("d")).unwrap_err()), libc::ENOTEMPTY);
-        assert_eq!(errno(&s.create(Path::new("d/f"), 0o644, libc::O_EXCL).unwrap_err()), libc::EEXIST);
+        assert_eq!(
+            errno(&s.create(Path::new("d/f"), 0o644, libc::O_EXCL).unwrap_err()),
+            libc::EEXIST
+        );
         assert_eq!(errno(&s.unlink(Path::new("d")).unwrap_err()), libc::EISDIR);
         assert_eq!(
             errno(&s.rename(Path::new("d/f"), Path::new("d")).unwrap_err()),

@@ -638,7 +638,11 @@ impl<'a> WeftMount<'a> {
         let mount = WeftMount { tied, child, path };
         let deadline = Instant::now() + Duration::from_secs(30);
         while !is_mounted(&mount.path) {
-            assert!(Instant::now() < deadline, "weft mount {} did not come up", mount.path.display());
+            assert!(
+                Instant::now() < deadline,
+                "weft mount {} did not come up",
+                mount.path.display()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         mount

@@ -48,10 +48,16 @@ pub fn record(client: u32, seq: u64) -> Vec<u8> {
 /// One client's view of its namespace, by path relative to the round's directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
-    Dir { mode: u32 },
+    Dir {
+        mode: u32,
+    },
     /// `id`: the seq of the create that made it; `records`: the seqs of the appends
     /// to it, in order.
-    File { id: u64, mode: u32, records: Vec<u64> },
+    File {
+        id: u64,
+        mode: u32,
+        records: Vec<u64>,
+    },
 }
 
 pub type Tree = BTreeMap<String, Node>;
@@ -155,7 +161,10 @@ pub fn next_op(rng: &mut Rng, tree: &Tree, k: u32, seq: u64) -> Op {
         .collect();
     // Where a new name may go: the client's directory, the shared one (names with the
     // client's prefix) and every directory of its own.
-    let mut places: Vec<(String, String)> = vec![(format!("c{k}"), String::new()), ("shared".into(), format!("c{k}."))];
+    let mut places: Vec<(String, String)> = vec![
+        (format!("c{k}"), String::new()),
+        ("shared".into(), format!("c{k}.")),
+    ];
     places.extend(dirs.iter().map(|d| (d.to_string(), String::new())));
     let new_name = |rng: &mut Rng, places: &[(String, String)], kind: &str| {
         let (dir, prefix) = &places[rng.below(places.len() as u64) as usize];
@@ -176,7 +185,11 @@ pub fn next_op(rng: &mut Rng, tree: &Tree, k: u32, seq: u64) -> Op {
         }
         25..=29 if !dirs.is_empty() => {
             let from = pick(rng, &dirs);
-            let targets: Vec<(String, String)> = places.iter().filter(|(d, _)| !is_within(d, &from)).cloned().collect();
+            let targets: Vec<(String, String)> = places
+                .iter()
+                .filter(|(d, _)| !is_within(d, &from))
+                .cloned()
+                .collect();
             Op::Rename(from, new_name(rng, &targets, "m"))
         }
         30..=39 if !files.is_empty() => Op::Unlink(pick(rng, &files)),
@@ -226,7 +239,9 @@ impl ClientSpec {
             self.stop.display(),
             self.seed,
             self.sync_percent,
-            self.mount.as_ref().map_or(String::new(), |m| m.display().to_string())
+            self.mount
+                .as_ref()
+                .map_or(String::new(), |m| m.display().to_string())
         )
     }
 
@@ -295,13 +310,11 @@ fn one_line(e: &ClientError) -> String {
 
 /// The storm of one client, until the stop file appears.
 pub fn run_client(client: &Client, spec: &ClientSpec) {
-    let mut log = Log(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&spec.log)
-            .expect("opening the storm log"),
-    );
+    let mut log = Log(std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&spec.log)
+        .expect("opening the storm log"));
     let mut rng = Rng::new(spec.seed);
     let mut tree = Tree::new();
     let abs = |p: &str| format!("{}/{p}", spec.root);
@@ -338,7 +351,10 @@ pub fn run_client(client: &Client, spec: &ClientSpec) {
             }
         }
     }
-    panic!("storm client {}: {OPS_PER_CLIENT_MAX} operations and no stop", spec.id);
+    panic!(
+        "storm client {}: {OPS_PER_CLIENT_MAX} operations and no stop",
+        spec.id
+    );
 }
 
 fn file_id(tree: &Tree, op: &Op) -> u64 {
@@ -390,14 +406,21 @@ fn execute_mounted(root: &Path, k: u32, seq: u64, op: &Op) -> Result<Option<std:
             .open(at(p))
             .map(Some)
             .map_err(err),
-        Op::Mkdir(p) => std::fs::DirBuilder::new().mode(0o755).create(at(p)).map(|()| None).map_err(err),
+        Op::Mkdir(p) => std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(at(p))
+            .map(|()| None)
+            .map_err(err),
         Op::Rename(a, b) => std::fs::rename(at(a), at(b)).map(|()| None).map_err(err),
         Op::Unlink(p) => std::fs::remove_file(at(p)).map(|()| None).map_err(err),
         Op::Chmod(p, m) => std::fs::set_permissions(at(p), std::fs::Permissions::from_mode(*m))
             .map(|()| None)
             .map_err(err),
         Op::Append(p) => {
-            let mut file = std::fs::OpenOptions::new().append(true).open(at(p)).map_err(err)?;
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(at(p))
+                .map_err(err)?;
             file.write_all(&record(k, seq)).map_err(err)?;
             // The sync (if any) goes to a second descriptor, after this one's close
             // reported how the bytes went.
@@ -469,9 +492,18 @@ fn probe(client: &Client, k: u32, seq: u64, op: &Op, abs: &dyn Fn(&str) -> Strin
     let deadline = Instant::now() + MANAGER_BACK_WAIT;
     loop {
         let looked = (|| -> Result<bool, ClientError> {
+            // A name that is not there (or whose directory is not) is an answer; after
+            // a crash that lost operations this client counts on, that is how it ends
+            // up (and the checker says what was lost).
+            let absent = |e: &ClientError| {
+                matches!(
+                    e.code(),
+                    ErrorCode::NotFound | ErrorCode::NotDirectory | ErrorCode::Stale
+                )
+            };
             let stat = |p: &str| match client.stat(&abs(p)) {
                 Ok(attr) => Ok(Some(attr)),
-                Err(e) if e.code() == ErrorCode::NotFound => Ok(None),
+                Err(e) if absent(&e) => Ok(None),
                 Err(e) => Err(e),
             };
             Ok(match op {
@@ -480,7 +512,10 @@ fn probe(client: &Client, k: u32, seq: u64, op: &Op, abs: &dyn Fn(&str) -> Strin
                 Op::Rename(a, _) | Op::Unlink(a) => stat(a)?.is_none(),
                 Op::Chmod(p, m) => stat(p)?.map(|a| a.mode & 0o7777) == Some(*m),
                 Op::Append(p) => {
-                    let content = read_all(client, &abs(p))?;
+                    let content = match read_all(client, &abs(p)) {
+                        Err(e) if absent(&e) => return Ok(false),
+                        other => other?,
+                    };
                     let mine = record(k, seq);
                     content.chunks(RECORD_BYTES).any(|r| r == mine.as_slice())
                 }
@@ -513,7 +548,9 @@ fn read_all(client: &Client, path: &str) -> Result<Vec<u8>, ClientError> {
 pub enum Outcome {
     Acknowledged,
     /// Failed, then found done (`P 1`) or not done (`P 0`).
-    Failed { done: bool },
+    Failed {
+        done: bool,
+    },
     /// No answer logged: the client died with it in flight (or before it looked).
     Unknown,
 }
@@ -567,18 +604,47 @@ impl ClientLog {
     }
 
     pub fn acknowledged(&self) -> usize {
-        self.entries.iter().filter(|e| e.outcome == Outcome::Acknowledged).count()
+        self.entries
+            .iter()
+            .filter(|e| e.outcome == Outcome::Acknowledged)
+            .count()
+    }
+
+    /// Operations with an outcome: acknowledged, or failed and then looked at.
+    pub fn resolved(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.outcome != Outcome::Unknown)
+            .count()
     }
 
     /// Operations that got an error (unacknowledged), done or not.
     pub fn failed(&self) -> usize {
-        self.entries.iter().filter(|e| matches!(e.outcome, Outcome::Failed { .. })).count()
+        self.entries
+            .iter()
+            .filter(|e| matches!(e.outcome, Outcome::Failed { .. }))
+            .count()
     }
 
-    /// The last `n` lines, for a failure message.
-    pub fn tail(&self, n: usize) -> String {
+    /// The lines around the crash, for a failure message: `before` lines before the
+    /// first error (or the end, for a client killed before it saw one) and `after`
+    /// lines from there.
+    pub fn around_crash(&self, before: usize, after: usize) -> String {
         let lines: Vec<&str> = self.text.lines().collect();
-        lines[lines.len().saturating_sub(n)..].join("\n")
+        let crash = lines
+            .iter()
+            .position(|l| l.starts_with("E "))
+            .unwrap_or(lines.len());
+        let from = crash.saturating_sub(before);
+        let to = (crash + after).min(lines.len());
+        format!(
+            "(lines {}..{} of {}; the first error at line {})\n{}",
+            from + 1,
+            to,
+            lines.len(),
+            crash + 1,
+            lines[from..to].join("\n")
+        )
     }
 }
 
@@ -646,7 +712,11 @@ pub fn walk(client: &Client, root: &str) -> Result<BTreeMap<String, Found>, Stri
         let mut subdirectories = 0;
         for e in entries {
             let name = e.name.to_string();
-            let child_rel = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            let child_rel = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
             let child_abs = format!("{base}/{child_rel}");
             let looked = client
                 .lookup(dir.inode, &e.name)
@@ -663,14 +733,23 @@ pub fn walk(client: &Client, root: &str) -> Result<BTreeMap<String, Found>, Stri
             match e.kind {
                 FileKind::Directory => {
                     subdirectories += 1;
-                    found.insert(child_rel.clone(), Found::Dir { mode: attr.mode & 0o7777 });
+                    found.insert(
+                        child_rel.clone(),
+                        Found::Dir {
+                            mode: attr.mode & 0o7777,
+                        },
+                    );
                     stack.push(child_rel);
                 }
                 FileKind::File => {
                     if attr.nlink != 1 {
-                        return Err(format!("{child_abs}: link count {} (no hard links are made)", attr.nlink));
+                        return Err(format!(
+                            "{child_abs}: link count {} (no hard links are made)",
+                            attr.nlink
+                        ));
                     }
-                    let content = read_all(client, &child_abs).map_err(err(format!("reading {child_abs}")))?;
+                    let content =
+                        read_all(client, &child_abs).map_err(err(format!("reading {child_abs}")))?;
                     found.insert(
                         child_rel,
                         Found::File {
@@ -709,7 +788,12 @@ pub enum Fate {
 /// Checks client `k`'s part of `found` against its log. Returns a description of what
 /// is wrong (with the log's tail and the differences), or the number of operations the
 /// found state holds.
-pub fn check_client(k: u32, log: &ClientLog, fate: Fate, found: &BTreeMap<String, Found>) -> Result<usize, String> {
+pub fn check_client(
+    k: u32,
+    log: &ClientLog,
+    fate: Fate,
+    found: &BTreeMap<String, Found>,
+) -> Result<usize, String> {
     let mine: BTreeMap<String, Found> = found
         .iter()
         .filter(|(p, _)| owner(p) == Some(k))
@@ -725,7 +809,10 @@ pub fn check_client(k: u32, log: &ClientLog, fate: Fate, found: &BTreeMap<String
             Outcome::Failed { done: false } => {}
             Outcome::Unknown => {
                 if fate == Fate::Survived {
-                    return Err(format!("client {k} survived but op {} has no answer in its log", e.seq));
+                    return Err(format!(
+                        "client {k} survived but op {} has no answer in its log",
+                        e.seq
+                    ));
                 }
                 unknown = Some(e);
             }
@@ -741,7 +828,13 @@ pub fn check_client(k: u32, log: &ClientLog, fate: Fate, found: &BTreeMap<String
         return if want == mine {
             Ok(history.len())
         } else {
-            Err(explain(k, log, "every answered operation exactly once", &want, &mine))
+            Err(explain(
+                k,
+                log,
+                "every answered operation exactly once",
+                &want,
+                &mine,
+            ))
         };
     }
     // Killed: the found state must be that of a prefix of the history at least as long
@@ -836,13 +929,23 @@ fn same_but_data(
     Ok(())
 }
 
-fn explain(k: u32, log: &ClientLog, rule: &str, want: &BTreeMap<String, Found>, got: &BTreeMap<String, Found>) -> String {
-    let mut text = format!("client {k}: the namespace breaks \"{rule}\"; differences (path: expected | found):\n");
+fn explain(
+    k: u32,
+    log: &ClientLog,
+    rule: &str,
+    want: &BTreeMap<String, Found>,
+    got: &BTreeMap<String, Found>,
+) -> String {
+    let mut text =
+        format!("client {k}: the namespace breaks \"{rule}\"; differences (path: expected | found):\n");
     let show = |f: Option<&Found>| match f {
         None => "-".to_string(),
         Some(Found::Dir { mode }) => format!("dir {mode:o}"),
         Some(Found::File { mode, content }) => {
-            format!("file {mode:o} [{}]", String::from_utf8_lossy(content).replace('\n', " "))
+            format!(
+                "file {mode:o} [{}]",
+                String::from_utf8_lossy(content).replace('\n', " ")
+            )
         }
     };
     let paths: std::collections::BTreeSet<&String> = want.keys().chain(got.keys()).collect();
@@ -851,7 +954,7 @@ fn explain(k: u32, log: &ClientLog, rule: &str, want: &BTreeMap<String, Found>, 
             let _ = writeln!(text, "  {p}: {} | {}", show(want.get(p)), show(got.get(p)));
         }
     }
-    let _ = write!(text, "client {k}'s log (last 60 lines):\n{}", log.tail(60));
+    let _ = write!(text, "client {k}'s log {}", log.around_crash(40, 30));
     text
 }
 
@@ -908,7 +1011,11 @@ mod tests {
             entries: vec![
                 entry(1, Op::Create("c0/f1".into()), Outcome::Acknowledged),
                 entry(2, Op::Append("c0/f1".into()), Outcome::Acknowledged),
-                entry(3, Op::Rename("c0/f1".into(), "shared/c0.r3".into()), Outcome::Acknowledged),
+                entry(
+                    3,
+                    Op::Rename("c0/f1".into(), "shared/c0.r3".into()),
+                    Outcome::Acknowledged,
+                ),
                 entry(4, Op::Chmod("shared/c0.r3".into(), 0o600), Outcome::Acknowledged),
             ],
             syncs: vec![(2, 1)],
