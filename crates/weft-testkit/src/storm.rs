@@ -326,7 +326,7 @@ pub fn run_client(client: &Client, spec: &ClientSpec) {
         log.line(format!("B {seq} {op}"));
         let sync = rng.chance(spec.sync_percent);
         let done = match &spec.mount {
-            None => execute(client, spec.id, seq, &op, &abs).map(|h| h.map(Handle::Native)),
+            None => execute(client, spec.id, seq, &op, &abs).map(|h| h.map(|f| Handle::Native(Box::new(f)))),
             Some(mount) => execute_mounted(&mount.join(spec.root.trim_start_matches('/')), spec.id, seq, &op)
                 .map(|h| h.map(Handle::Mounted)),
         };
@@ -369,7 +369,7 @@ fn file_id(tree: &Tree, op: &Op) -> u64 {
 
 /// An open file to sync after a create or an append.
 enum Handle {
-    Native(weft_client::File),
+    Native(Box<weft_client::File>),
     Mounted(std::fs::File),
 }
 
