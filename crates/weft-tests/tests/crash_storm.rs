@@ -194,8 +194,7 @@ fn manager_killed_in_a_storm_of_8_clients_keeps_what_it_answered() {
         "{} rounds: {answered} operations answered, {failed} failed across restarts, {killed_total} clients killed",
         rounds()
     );
-    assert!(
-        failed > 0,
-        "no operation ever met a manager crash: the kills came too late"
-    );
+    // No assertion on `failed`: with replay (issue 30 item 2) a surviving client sees no
+    // error at all. That every kill came mid-storm is by construction: each survivor
+    // worked before it (the first wait) and after the restart (the second).
 }
