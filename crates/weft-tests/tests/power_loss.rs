@@ -42,15 +42,30 @@ fn wait(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 }
 
 /// The cluster's data directory served by weft-faultfs from `<home>/data.backing`.
-struct PowerLayer {
+/// Unmounted (lazily) and ended on drop unless cut: a failing test leaves no mount.
+struct PowerLayer<'a> {
+    tied: &'a TiedDir,
     process: Child,
     data: PathBuf,
     backing: PathBuf,
     control: PathBuf,
+    cut: bool,
 }
 
-impl PowerLayer {
-    fn over(tied: &TiedDir, home: &Path, round: u64) -> PowerLayer {
+impl Drop for PowerLayer<'_> {
+    fn drop(&mut self) {
+        if !self.cut {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.data)
+                .status();
+            self.tied.stop(&mut self.process);
+        }
+    }
+}
+
+impl<'a> PowerLayer<'a> {
+    fn over(tied: &'a TiedDir, home: &Path, round: u64) -> PowerLayer<'a> {
         let data = home.join("data");
         let backing = home.join("data.backing");
         std::fs::rename(&data, &backing).unwrap();
@@ -69,16 +84,19 @@ impl PowerLayer {
             || weft_testkit::is_mounted(&data),
         );
         PowerLayer {
+            tied,
             process,
             data,
             backing,
             control,
+            cut: false,
         }
     }
 
     /// Drops what was not durable, unmounts, and puts the backing directory back in
     /// place. Every process using the layer must be dead.
-    fn cut(mut self, tied: &TiedDir) -> String {
+    fn cut(mut self) -> String {
+        let tied = self.tied;
         std::fs::write(&self.control, b"").unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
         let status = loop {
@@ -92,6 +110,7 @@ impl PowerLayer {
             std::thread::sleep(Duration::from_millis(20));
         };
         tied.forget(&self.process);
+        self.cut = true;
         assert!(status.success(), "weft-faultfs: {status}");
         let mut done = self.control.clone().into_os_string();
         done.push(".done");
@@ -174,7 +193,7 @@ fn power_cut_in_a_storm_keeps_what_was_synced() {
         for &id in &ids {
             cluster.kill9(id);
         }
-        let undone = layer.cut(&tied);
+        let undone = layer.cut();
         cluster.restart();
 
         let found = storm::walk(&admin, &root).unwrap_or_else(|e| panic!("round {round} (seed {seed}): {e}"));
