@@ -288,6 +288,9 @@ pub fn client_main_if_asked() -> bool {
         return false;
     };
     let spec = ClientSpec::decode(&text);
+    // Modes through a mount are the model's (0644, 0755) whatever umask the test ran with.
+    // SAFETY: umask only sets this process's mask.
+    unsafe { libc::umask(0) };
     let client = Client::from_env().expect("storm client: connecting through WEFT_HOME");
     run_client(&client, &spec);
     true
