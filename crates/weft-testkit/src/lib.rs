@@ -10,8 +10,10 @@
 //! The binaries come from the workspace's release build (`cargo build --release
 //! --workspace`, which `make test` runs first). A missing binary fails the test.
 
+pub mod faultfs;
 pub mod mpi;
 pub mod munge;
+pub mod storm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -602,5 +604,66 @@ impl Drop for Tmpfs {
             .arg("-l")
             .arg(&self.0)
             .status();
+    }
+}
+
+/// Whether something is mounted at `path` (/proc/self/mounts).
+pub fn is_mounted(path: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let path = path.to_string_lossy();
+    mounts.lines().any(|l| l.split(' ').nth(1) == Some(&*path))
+}
+
+/// A `weft mount --foreground` of a cluster at `<dir>/mnt`, started through a
+/// [`TiedDir`] (so it ends with the test process); stopped with SIGTERM (which
+/// unmounts) on drop, and unmounted lazily if it did not.
+pub struct WeftMount<'a> {
+    tied: &'a TiedDir,
+    child: std::process::Child,
+    path: PathBuf,
+}
+
+impl<'a> WeftMount<'a> {
+    pub fn start(cluster: &TestCluster, tied: &'a TiedDir, name: &str) -> WeftMount<'a> {
+        let path = tied.path().join(name);
+        std::fs::create_dir(&path).unwrap();
+        let mut command = cluster.command("weft");
+        command
+            .arg("mount")
+            .arg(&path)
+            .arg("--foreground")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(tied.path().join(format!("{name}.log"))).unwrap());
+        let child = tied.spawn(&mut command);
+        let mount = WeftMount { tied, child, path };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !is_mounted(&mount.path) {
+            assert!(
+                Instant::now() < deadline,
+                "weft mount {} did not come up",
+                mount.path.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        mount
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for WeftMount<'_> {
+    fn drop(&mut self) {
+        // SAFETY: signalling the mount daemon this guard started.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if is_mounted(&self.path) {
+            let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+        }
+        self.tied.stop(&mut self.child);
     }
 }
