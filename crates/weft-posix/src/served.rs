@@ -288,6 +288,31 @@ pub fn fstat(fd: c_int, e: &Entry, out: &mut libc::stat) -> c_int {
     0
 }
 
+/// A stat answer of the kernel for a file of a mount: the io servers' size when the
+/// library wrote the file through a descriptor still open.
+pub fn patch_stat(out: &mut libc::stat) {
+    if libc::major(out.st_dev) != 0 || out.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return;
+    }
+    if let Some(e) = table::written(out.st_ino) {
+        if let Ok(size) = size(&e) {
+            out.st_size = size as i64;
+        }
+    }
+}
+
+/// The same for statx.
+pub fn patch_statx(out: &mut libc::statx) {
+    if out.stx_dev_major != 0 || u32::from(out.stx_mode) & libc::S_IFMT != libc::S_IFREG {
+        return;
+    }
+    if let Some(e) = table::written(out.stx_ino) {
+        if let Ok(size) = size(&e) {
+            out.stx_size = size;
+        }
+    }
+}
+
 pub fn fsync(e: &Entry) -> c_int {
     match crate::guard::enter(|| e.file.sync()).expect("not busy") {
         Ok(()) => 0,
@@ -295,18 +320,23 @@ pub fn fsync(e: &Entry) -> c_int {
     }
 }
 
-pub fn ftruncate(e: &Entry, len: i64) -> c_int {
-    if !e.writable {
-        return fail(libc::EINVAL);
-    }
-    let Ok(len) = u64::try_from(len) else {
-        return fail(libc::EINVAL);
+/// ftruncate through the mount (its daemon keeps what it knows of the file's end, which
+/// a truncate it did not see would leave too large), then the native handle's idea of
+/// the size is read again (reads past the new end must find the end).
+pub fn ftruncate(fd: c_int, e: &Entry, len: i64) -> c_int {
+    let _held = lock(&e.offset);
+    let r = match real!("ftruncate64", unsafe extern "C" fn(c_int, i64) -> c_int) {
+        // SAFETY: plain values.
+        Some(f) => unsafe { f(fd, len) },
+        None => fail(libc::ENOSYS),
     };
-    e.wrote.store(true, Ordering::SeqCst);
-    match crate::guard::enter(|| e.file.truncate(len)).expect("not busy") {
-        Ok(()) => 0,
-        Err(err) => client_fail(&err) as c_int,
+    if r == 0 {
+        e.wrote.store(true, Ordering::SeqCst);
+        if let Err(errno) = size(e) {
+            return fail(errno);
+        }
     }
+    r
 }
 
 /// The mount's kernel forgets its attributes of `fd`'s file and asks the daemon again

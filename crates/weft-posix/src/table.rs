@@ -88,6 +88,19 @@ pub fn remove_all_of(entry: &Arc<Entry>) -> Vec<Arc<Entry>> {
     out
 }
 
+/// An entry of inode `ino` that wrote: its size is the one to report for the file
+/// (the mount's may be old until the library's close).
+pub fn written(ino: u64) -> Option<Arc<Entry>> {
+    if !crate::guard::active() || crate::guard::busy() {
+        return None;
+    }
+    let t = lock(&TABLE);
+    t.as_ref()?
+        .values()
+        .find(|e| e.file.inode().0 == ino && e.wrote.load(Ordering::SeqCst))
+        .cloned()
+}
+
 /// Whether `fd` is in the table (whatever the guard says).
 pub fn owned(fd: c_int) -> bool {
     index(fd).is_some_and(|i| OWNED[i].load(Ordering::Acquire))
