@@ -76,7 +76,7 @@ fn choose(flag: Option<&str>) -> anyhow::Result<(Mpi, String)> {
 
 /// The library for `mpi`: $WEFT_MPIIO_LIB, else next to this executable, else ../lib.
 fn library(mpi: Mpi) -> PathBuf {
-    crate::run::find_library("WEFT_MPIIO_LIB", mpi.library_name())
+    weft_interpose::find_library("WEFT_MPIIO_LIB", mpi.library_name())
 }
 
 pub fn print(flag: Option<&str>) -> anyhow::Result<()> {

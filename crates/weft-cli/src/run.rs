@@ -26,24 +26,9 @@ the mount as usual).
 The cluster is the mount's (its user.weft.cluster attribute), or WEFT_HOME's when set. \
 The library is $WEFT_POSIX_LIB, else libweft_posix.so beside this executable, else in ../lib.";
 
-/// A library named `name`: $`var`, else next to this executable, else in ../lib.
-pub fn find_library(var: &str, name: &str) -> PathBuf {
-    if let Some(p) = std::env::var_os(var) {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().unwrap_or_default();
-    let dir = exe.parent().map(PathBuf::from).unwrap_or_default();
-    for candidate in [dir.join(name), dir.join("../lib").join(name)] {
-        if candidate.exists() {
-            return candidate.canonicalize().unwrap_or(candidate);
-        }
-    }
-    dir.join(name)
-}
-
 /// Replaces this process with `program` under the library; returns only on failure.
 pub fn run(program: &str, args: &[String], stats: Option<PathBuf>) -> anyhow::Result<()> {
-    let lib = find_library("WEFT_POSIX_LIB", "libweft_posix.so");
+    let lib = weft_interpose::find_library("WEFT_POSIX_LIB", "libweft_posix.so");
     if !lib.exists() {
         anyhow::bail!(
             "{} is missing: build it with `cargo build --release -p weft-posix` (or `make build`), \

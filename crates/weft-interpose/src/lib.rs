@@ -4,10 +4,30 @@
 //!
 //! - [`mount`]: the process's Weft mounts, the Weft path of a name inside one, and the
 //!   cluster behind a mount;
+//! - [`find_library`]: where a preloaded library is installed;
 //! - [`real!`]: the next definition of an interposed function (`dlsym(RTLD_NEXT)`),
 //!   found once; [`set_errno`] and [`fail`]: libc's way of answering an error.
 
 pub mod mount;
+
+use std::path::PathBuf;
+
+/// Where a preloaded library named `name` is: $`var` when set, else beside the running
+/// executable (a build's target/release), else in ../lib of its directory (an
+/// installation's PREFIX/lib beside PREFIX/bin).
+pub fn find_library(var: &str, name: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(var) {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+    for candidate in [dir.join(name), dir.join("../lib").join(name)] {
+        if candidate.exists() {
+            return candidate.canonicalize().unwrap_or(candidate);
+        }
+    }
+    dir.join(name)
+}
 
 use std::ffi::c_int;
 

@@ -599,6 +599,7 @@ macro_rules! fallocate_like {
         pub unsafe extern "C" fn $name(fd: c_int, mode: c_int, offset: i64, len: i64) -> c_int {
             if let Some(e) = table::get(fd) {
                 e.wrote.store(true, std::sync::atomic::Ordering::SeqCst);
+                crate::ahead::wrote();
             }
             match real!($sym, unsafe extern "C" fn(c_int, c_int, i64, i64) -> c_int) {
                 // SAFETY: the same arguments.

@@ -15,6 +15,9 @@ use crate::{served, stats, table};
 pub fn handover(fd: c_int) {
     let Some(entry) = table::get(fd) else { return };
     let gone = table::remove_all_of(&entry);
+    // The kernel path may write now: no window of this process may outlive that.
+    entry.ahead.clear();
+    crate::ahead::wrote();
     if entry.wrote.load(Ordering::SeqCst) {
         served::refresh_mount(fd);
     }

@@ -25,6 +25,10 @@
 //!   sees the io servers' change stamps moved by the library's writes and drops its
 //!   cached pages; a `close` after writes asks the mount for the file's attributes
 //!   afresh, so `stat` through the mount shows the new size at once.
+//! - Sequential reads are read ahead ([`ahead`]): a window of up to 8 MiB per file
+//!   description, dropped at any write, truncate or allocation by this process (so the
+//!   process always reads its own writes); other clients' writes show from the next open,
+//!   as the mount's page cache shows them (close-to-open).
 //! - A forked child (without exec) leaves everything to the kernel: the native client's
 //!   connections and threads belong to the parent. Its descriptors keep working, through
 //!   the mount, with the offsets shared.
@@ -35,6 +39,7 @@
 //! - Counters ([`stats`]): `WEFT_POSIX_STATS=FILE` appends one line per process at exit
 //!   saying what the library served, so tests fail if interception silently stops.
 
+pub mod ahead;
 pub mod calls;
 pub mod guard;
 pub mod handover;

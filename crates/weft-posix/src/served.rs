@@ -137,6 +137,7 @@ pub fn adopt(fd: c_int, flags: c_int) {
                     sync: flags & (libc::O_SYNC | libc::O_DSYNC) != 0,
                     wrote: AtomicBool::new(false),
                     offset: Mutex::new(()),
+                    ahead: crate::ahead::Ahead::default(),
                 };
                 if table::insert(fd, Arc::new(entry)) {
                     stats::add(&stats::OPENS, 1);
@@ -176,7 +177,7 @@ pub fn read(fd: c_int, e: &Entry, buf: &mut [u8], at: Option<i64>) -> isize {
     if buf.is_empty() {
         return 0;
     }
-    let got = crate::guard::enter(|| e.file.read_at(offset as u64, buf)).expect("not busy");
+    let got = crate::guard::enter(|| e.ahead.read(&e.file, offset as u64, buf)).expect("not busy");
     match got {
         Ok(n) => {
             if at.is_none() && real_lseek(fd, offset + n as i64, libc::SEEK_SET) < 0 {
@@ -207,6 +208,7 @@ pub fn write(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> isize {
         return 0;
     }
     e.wrote.store(true, Ordering::SeqCst);
+    crate::ahead::wrote();
     let done = crate::guard::enter(|| {
         let end = if append {
             let at = e.file.append(buf)?;
@@ -332,6 +334,7 @@ pub fn ftruncate(fd: c_int, e: &Entry, len: i64) -> c_int {
     };
     if r == 0 {
         e.wrote.store(true, Ordering::SeqCst);
+        crate::ahead::wrote();
         if let Err(errno) = size(e) {
             return fail(errno);
         }

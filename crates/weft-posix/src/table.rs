@@ -30,6 +30,8 @@ pub struct Entry {
     pub wrote: AtomicBool,
     /// Serialises the calls that use the kernel's offset (take it, move data, move it).
     pub offset: Mutex<()>,
+    /// Sequential reads: the window read ahead (see `crate::ahead`).
+    pub ahead: crate::ahead::Ahead,
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
