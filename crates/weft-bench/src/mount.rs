@@ -33,8 +33,14 @@ With --floor, the FUSE floor runs in turn with the two: a file system in this pr
 stores nothing, mounted with the Weft mount's request size, readahead and threads, answering \
 reads with the expected bytes by one copy from memory, on the same FUSE library as the mount \
 (fuser): it shows which part of the gap to the native client is the mount's FUSE path.\n\n\
+With --library, a second table: the same work natively (in this process), through the mount, \
+through the mount with libweft_posix.so preloaded (`weft run`) and on a local directory, each \
+mount, library and local run a worker process making plain read/pread/pwrite/open/close calls: a \
+sequential read (1 MiB calls) of a --size file written just before (cold), random 4 KiB reads of \
+a fresh 64 MiB file, random 4 KiB first writes to a new file then fsync, and open+read+close of \
+small (4 KiB) files; with ratios of the library to the native client, the mount and local.\n\n\
 Needs a running cluster (`weft up`) and FUSE (/dev/fuse). Example:\n  weft bench mount --size 1G \
---repeat 3 --floor";
+--repeat 3 --floor --library";
 
 /// Bytes per read and write call through the mount (dd bs=1M; the mount's largest request).
 pub const MOUNT_REQUEST_BYTES: u64 = MIB;

@@ -355,7 +355,8 @@ fn drop_cache(path: &Path) {
 /// The table: rates, then the ratios the issue sets targets for.
 pub fn render(rows: &[Row]) -> String {
     let mut out = String::from(
-        "\nThe same work four ways (weft bench posix-worker; library = the mount with libweft_posix.so)\n",
+        "\nThe same calls four ways (library = the mount with libweft_posix.so; native = weft-client in this \
+         process with the same call sizes: 1 MiB sequential reads, no read-ahead)\n",
     );
     out.push_str(&format!(
         "{:<28} {:>10} {:>10} {:>10} {:>10}  {:>11} {:>11} {:>11}\n",

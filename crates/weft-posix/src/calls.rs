@@ -614,6 +614,25 @@ fallocate_like!(fallocate64, "fallocate64");
 
 // ---- descriptors ----
 
+/// The native client's own descriptors live high, out of the way of programs that
+/// dup2 onto small numbers of their choosing (shells, Python's subprocess): a socket
+/// made inside the library moves to the top of the descriptor limit.
+///
+/// # Safety
+/// socket(2)'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn socket(domain: c_int, kind: c_int, protocol: c_int) -> c_int {
+    let fd = match real!("socket", unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) {
+        // SAFETY: the same arguments.
+        Some(f) => unsafe { f(domain, kind, protocol) },
+        None => fail(libc::ENOSYS),
+    };
+    if fd >= 0 && crate::guard::busy() {
+        return crate::guard::move_high(fd);
+    }
+    fd
+}
+
 /// # Safety
 /// close(2)'s contract.
 #[no_mangle]

@@ -71,3 +71,33 @@ pub fn enter<T>(work: impl FnOnce() -> T) -> Option<T> {
 pub fn busy() -> bool {
     BUSY.with(|b| b.get())
 }
+
+/// Moves the library's descriptor `fd` to a number near the top of the process's limit
+/// (close-on-exec), where programs choosing numbers for dup2 do not go; `fd` itself when
+/// no such number is free.
+pub fn move_high(fd: libc::c_int) -> libc::c_int {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit buffer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return fd;
+    }
+    let soft = limit.rlim_cur.min(1 << 20) as libc::c_int;
+    let base = (soft - 256).max(soft / 2);
+    if base <= fd {
+        return fd;
+    }
+    let saved = weft_interpose::errno();
+    // SAFETY: plain descriptor calls on our own descriptor.
+    let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, base) };
+    if high < 0 {
+        weft_interpose::set_errno(saved);
+        return fd;
+    }
+    // SAFETY: as above.
+    unsafe { libc::close(fd) };
+    weft_interpose::set_errno(saved);
+    high
+}

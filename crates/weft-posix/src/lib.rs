@@ -11,7 +11,9 @@
 //!   and descriptor passing keep working, and a program exec'd without the library uses
 //!   the same descriptors through the mount. A regular file whose `st_dev` is a Weft
 //!   mount's is then opened natively too (by its inode number, which the mount shares
-//!   with Weft), and the descriptor enters the library's table ([`table`]).
+//!   with Weft), and the descriptor enters the library's table ([`table`]). Files opened
+//!   read-only below 1 MiB stay with the mount ([`served::READ_ADOPT_MIN`]): the mount
+//!   reads them in one request, fewer round trips than a native open and read.
 //! - The file offset stays in the kernel: a served `read` takes it with `lseek`, reads
 //!   from the io servers and moves it with `lseek` (system calls the FUSE mount answers
 //!   without its daemon). So offsets are shared exactly as POSIX says between dup'd

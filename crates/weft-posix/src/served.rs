@@ -28,6 +28,10 @@ static MOUNTS: Mutex<Mounts> = Mutex::new(Mounts {
     client: None,
 });
 
+/// Files opened read-only are served natively from this size on (smaller ones are read
+/// through the mount in one request).
+pub const READ_ADOPT_MIN: u64 = 1 << 20;
+
 /// How often an unknown FUSE device makes the library read mountinfo again.
 const REREAD: Duration = Duration::from_secs(1);
 
@@ -123,6 +127,11 @@ pub fn adopt(fd: c_int, flags: c_int) {
         };
         let access = flags & libc::O_ACCMODE;
         let writable = access != libc::O_RDONLY;
+        // A small file opened for reading costs the mount one read request; opening it
+        // natively too would cost more than it saves.
+        if !writable && (st.st_size as u64) < READ_ADOPT_MIN {
+            return;
+        }
         // The mount's inode numbers are Weft's.
         let opened = client
             .getattr_sized(weft_client::InodeId(st.st_ino), None)

@@ -40,7 +40,16 @@ st = os.fstat(fd)
 os.close(fd)
 with open(name, "rb") as f:
     digest = hashlib.sha256(f.read()).hexdigest()
-print(end, head.hex(), hashlib.sha256(mid).hexdigest(), st.st_size, digest)
+# A process reads its own writes through another descriptor (the library's read-ahead
+# window of `a` must not hide the write through `b`).
+a = os.open(name, os.O_RDONLY)
+b = os.open(name, os.O_WRONLY)
+first = os.read(a, 100)
+os.pwrite(b, b"Q" * 10, 50)
+os.lseek(a, 0, os.SEEK_SET)
+again = os.read(a, 100)
+os.close(a); os.close(b)
+print(end, head.hex(), hashlib.sha256(mid).hexdigest(), st.st_size, digest, first != again, again[45:65])
 "#;
 
 #[test]
