@@ -29,8 +29,17 @@ fn decide() -> bool {
     // first one serves too).
     // SAFETY: a NUL-terminated symbol name; RTLD_DEFAULT finds the first definition.
     let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"weft_posix_loaded".as_ptr()) };
-    let mine = std::ptr::addr_of!(weft_posix_loaded) as *mut libc::c_void;
-    let active = first.is_null() || first == mine;
+    // Which object each address is in: the symbol's own address would be bound to the
+    // first copy in every copy (symbol interposition), a private function's is not.
+    let base = |addr: *const libc::c_void| {
+        // SAFETY: a zeroed Dl_info is a valid buffer; dladdr only reads the address.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let found = unsafe { libc::dladdr(addr, &mut info) } != 0;
+        found.then_some(info.dli_fbase)
+    };
+    let mine = base(decide as *const libc::c_void);
+    let active = first.is_null() || mine.is_none() || base(first) == mine;
     if active {
         // SAFETY: registers a plain function for the child side of fork.
         unsafe { libc::pthread_atfork(None, None, Some(in_child)) };

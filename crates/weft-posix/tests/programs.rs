@@ -70,3 +70,52 @@ fn coreutils_with_the_library_match_a_local_directory() {
     );
     assert_eq!(t["errors"], 0, "{t:?}");
 }
+
+/// `weft run` preloads the library (counters prove it served the copy), and a second
+/// copy of the library preloaded beside the first serves nothing and breaks nothing.
+#[test]
+fn weft_run_serves_a_program_and_a_second_copy_of_the_library_stays_out() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let scratch = mount.scratch().to_path_buf();
+    let data = common::pattern(3, 2_500_000);
+    std::fs::write(scratch.join("in.dat"), &data).unwrap();
+    let stats = scratch.join("stats");
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .arg("run")
+        .arg("--stats")
+        .arg(&stats)
+        .arg("cp")
+        .arg(scratch.join("in.dat"))
+        .arg(mount.join("copy.dat"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(mount.join("copy.dat")).unwrap(), data);
+    let t = totals(&stats);
+    assert!(
+        t["written_bytes"] >= data.len() as u64,
+        "weft run served the copy: {t:?}"
+    );
+
+    let copy = scratch.join("libweft_posix_copy.so");
+    std::fs::copy(preload::library(), &copy).unwrap();
+    let twice = scratch.join("stats-twice");
+    let out = std::process::Command::new("cat")
+        .arg(mount.join("copy.dat"))
+        .env(
+            "LD_PRELOAD",
+            format!("{} {}", preload::library().display(), copy.display()),
+        )
+        .env("WEFT_POSIX_STATS", &twice)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.stdout, data,
+        "cat with the library loaded twice read other bytes"
+    );
+    let lines = std::fs::read_to_string(&twice).unwrap();
+    let served: Vec<&str> = lines.lines().filter(|l| !l.contains(" opens=0 ")).collect();
+    assert_eq!(served.len(), 1, "exactly one copy served: {lines}");
+}
