@@ -288,3 +288,84 @@ fn fsx_with_the_library_alternating_with_fsx_through_the_mount() {
         "fsx's I/O was served natively: {t:?}"
     );
 }
+
+/// The cluster goes away under a served descriptor: reads and writes fail with the
+/// errno the mount gives for the same file (no crash, no hang).
+#[test]
+fn a_cluster_gone_gives_the_mounts_errno_not_a_crash() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let scratch = mount.scratch().to_path_buf();
+    std::fs::write(mount.join("big.dat"), common::pattern(5, 4 << 20)).unwrap();
+    let script = scratch.join("gone.py");
+    std::fs::write(
+        &script,
+        r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.pread(fd, 4096, 2 << 20)
+print("ready", flush=True)
+sys.stdin.readline()
+def errno_of(call):
+    try:
+        call()
+        return 0
+    except OSError as e:
+        return e.errno
+print(errno_of(lambda: os.pread(fd, 4096, 1 << 20)), errno_of(lambda: os.pwrite(fd, b"x" * 4096, 0)))
+print("close", errno_of(lambda: os.close(fd)))
+"#,
+    )
+    .unwrap();
+    let run = |library: bool| {
+        let mut command = Command::new("python3");
+        command.arg(&script).arg(mount.join("big.dat"));
+        if library {
+            command.env("LD_PRELOAD", preload::library());
+        }
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut with_lib = run(true);
+    let mut plain = run(false);
+    for child in [&mut with_lib, &mut plain] {
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n");
+    }
+    for id in 1..=4 {
+        cluster.kill9(id);
+    }
+    let finish = |mut child: std::process::Child| {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (lib_out, plain_out) = (finish(with_lib), finish(plain));
+    eprintln!("library: {lib_out:?} mount: {plain_out:?}");
+    // "READ WRITE\nclose CLOSE" errnos. The mount keeps a small write and reports its
+    // failure at close (as NFS); the library's writes are never kept: the write fails.
+    let parse = |s: &str| -> Vec<i32> { s.split_whitespace().filter_map(|w| w.parse().ok()).collect() };
+    let (lib, plain) = (parse(&lib_out), parse(&plain_out));
+    assert_eq!(lib.len(), 3, "{lib_out}");
+    assert_eq!(plain.len(), 3, "{plain_out}");
+    assert!(
+        lib[0] != 0 && lib[0] == plain[0],
+        "reads: library {lib_out:?}, mount {plain_out:?}"
+    );
+    let mount_write = if plain[1] != 0 { plain[1] } else { plain[2] };
+    assert_eq!(
+        lib[1], mount_write,
+        "writes: library {lib_out:?}, mount {plain_out:?}"
+    );
+    assert!(lib[2] == 0 || lib[2] == mount_write, "close: library {lib_out:?}");
+}
