@@ -1,6 +1,6 @@
 # Installing Weft the way sites do (see packaging/README.md):
 #
-#   make install [PREFIX=/usr/local] [DESTDIR=]  bin/weft, bin/weftd, lib/libweft.so,
+#   make install [PREFIX=/usr/local] [DESTDIR=]  bin/weft, bin/weftd, lib/libweft.so, lib/libweft_posix.so,
 #                       lib/libweft_mpiio.so (and _mpich), include/weft.h, lib/pkgconfig/weft.pc,
 #                       lib/cmake/Weft/ (packaging/install.sh; the Spack recipe uses it too)
 #   make deb            the Debian packages weft, libweft, libweft-dev,

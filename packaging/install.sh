@@ -3,7 +3,7 @@
 # (`make install`, the Spack recipe, and `make deb`, which stages the generated files):
 #
 #   PREFIX/bin/weft, PREFIX/bin/weftd
-#   LIBDIR/libweft.so, LIBDIR/libweft_mpiio.so and PREFIX/bin/weft-delegate (when
+#   LIBDIR/libweft.so, LIBDIR/libweft_posix.so (weft run), LIBDIR/libweft_mpiio.so and PREFIX/bin/weft-delegate (when
 #   built with MPI), INCLUDEDIR/weft.h
 #   LIBDIR/pkgconfig/weft.pc, LIBDIR/cmake/Weft/WeftConfig.cmake (+ ConfigVersion)
 #   PREFIX/lib/systemd/system/weftd@.service and weft.target, PREFIX/lib/sysusers.d/weft.conf
@@ -82,12 +82,14 @@ if [ "$dev_only" = 1 ]; then
     exit 0
 fi
 
-for f in weft weftd libweft.so; do
+for f in weft weftd libweft.so libweft_posix.so; do
     [ -f "$target_dir/$f" ] || die "$target_dir/$f is missing: build first (cargo build --release --workspace)"
 done
 install -d "$destdir$prefix/bin" "$destdir$includedir"
 install -m 755 "$target_dir/weft" "$target_dir/weftd" "$destdir$prefix/bin/"
 install -m 644 "$target_dir/libweft.so" "$destdir$libdir/"
+# `weft run` preloads it from ../lib of the directory of weft (or $WEFT_POSIX_LIB).
+install -m 644 "$target_dir/libweft_posix.so" "$destdir$libdir/"
 install -m 644 "$repo/crates/weft-capi/include/weft.h" "$destdir$includedir/"
 install -d "$destdir$prefix/share/doc/weft/examples"
 install -m 644 "$repo/README.md" "$repo/LICENSE" "$destdir$prefix/share/doc/weft/"

@@ -28,6 +28,7 @@ pub mod open_close;
 pub mod pack;
 mod pattern;
 pub mod plot;
+pub mod posix;
 mod procs;
 pub mod regime;
 mod report;
@@ -112,6 +113,9 @@ pub enum BenchCommand {
     /// One client process of `weft bench noncontig` (started by it, not by hand).
     #[command(hide = true)]
     NoncontigWorker(noncontig::WorkerArgs),
+    /// One workload of `weft bench mount --library` (started by it, not by hand).
+    #[command(hide = true)]
+    PosixWorker(posix::WorkerArgs),
 }
 
 /// Runs a benchmark (or, in a worker process, a worker).
@@ -125,7 +129,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
             Some(_),
             BenchCommand::ConcurrentWorker(_)
             | BenchCommand::MetaWorker(_)
-            | BenchCommand::NoncontigWorker(_),
+            | BenchCommand::NoncontigWorker(_)
+            | BenchCommand::PosixWorker(_),
         ) => None,
         (Some(spec), command) => {
             regime::ask(&spec_text(spec));
@@ -137,7 +142,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     };
     let is_worker = matches!(
         args.command,
-        BenchCommand::ConcurrentWorker(_) | BenchCommand::MetaWorker(_) | BenchCommand::NoncontigWorker(_)
+        BenchCommand::ConcurrentWorker(_)
+            | BenchCommand::MetaWorker(_)
+            | BenchCommand::NoncontigWorker(_)
+            | BenchCommand::PosixWorker(_)
     );
     if !is_worker && !matches!(args.command, BenchCommand::Plot(_) | BenchCommand::Pack(_)) {
         eprintln!("regime: {}", regime::describe());
@@ -151,6 +159,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::ConcurrentWorker(a) => concurrent::worker(&a),
         BenchCommand::Noncontig(a) => noncontig::run(&a),
         BenchCommand::Mount(a) => mount::run(&a),
+        BenchCommand::PosixWorker(a) => posix::worker(&a),
         BenchCommand::Floor(a) => floor::run(&a),
         BenchCommand::Meta(a) => meta::run(&a),
         BenchCommand::MetaWorker(a) => meta::worker(&a),

@@ -33,8 +33,14 @@ With --floor, the FUSE floor runs in turn with the two: a file system in this pr
 stores nothing, mounted with the Weft mount's request size, readahead and threads, answering \
 reads with the expected bytes by one copy from memory, on the same FUSE library as the mount \
 (fuser): it shows which part of the gap to the native client is the mount's FUSE path.\n\n\
+With --library, a second table: the same work natively (in this process), through the mount, \
+through the mount with libweft_posix.so preloaded (`weft run`) and on a local directory, each \
+mount, library and local run a worker process making plain read/pread/pwrite/open/close calls: a \
+sequential read (1 MiB calls) of a --size file written just before (cold), random 4 KiB reads of \
+a fresh 64 MiB file, random 4 KiB first writes to a new file then fsync, and open+read+close of \
+small (4 KiB) files; with ratios of the library to the native client, the mount and local.\n\n\
 Needs a running cluster (`weft up`) and FUSE (/dev/fuse). Example:\n  weft bench mount --size 1G \
---repeat 3 --floor";
+--repeat 3 --floor --library";
 
 /// Bytes per read and write call through the mount (dd bs=1M; the mount's largest request).
 pub const MOUNT_REQUEST_BYTES: u64 = MIB;
@@ -82,6 +88,15 @@ pub struct MountArgs {
     /// mount's settings and FUSE library; what the mount's FUSE path allows here.
     #[arg(long)]
     pub floor: bool,
+    /// Also the library column: sequential cold read (--size), random 4 KiB reads and
+    /// first writes, and small-file open+read+close, natively, through the mount, through
+    /// the mount with libweft_posix.so preloaded ($WEFT_POSIX_LIB, else beside this
+    /// program or in ../lib) and on a local directory.
+    #[arg(long)]
+    pub library: bool,
+    /// Random calls (and small files, at most 2000) of the library column.
+    #[arg(long, default_value_t = 4000, value_name = "N")]
+    pub library_calls: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -282,6 +297,9 @@ struct Results {
     summary: Vec<Summary>,
     goals: Vec<Goal>,
     notes: Vec<String>,
+    /// `--library`: the same work natively, through the mount, with libweft_posix.so
+    /// and on a local directory.
+    library: Option<Vec<crate::posix::Row>>,
 }
 
 const GOAL_RATIO: f64 = 0.5;
@@ -382,6 +400,19 @@ pub fn run(args: &MountArgs) -> Result<()> {
     } else {
         client.unlink(&args.path)?;
     }
+    let library = if args.library {
+        let lib = weft_interpose::find_library("WEFT_POSIX_LIB", "libweft_posix.so");
+        let sizes = crate::posix::Sizes {
+            seq_bytes: size,
+            random_calls: args.library_calls,
+            random_span: 64 * MIB,
+            small_files: args.library_calls.min(2000),
+        };
+        eprintln!("library column: {} ({sizes:?})", lib.display());
+        Some(crate::posix::run(&client, mount.path(), &lib, sizes)?)
+    } else {
+        None
+    };
     let mountpoint = mount.path().display().to_string();
     let mounted_by_benchmark = mount.owned();
     mount.finish()?;
@@ -456,8 +487,12 @@ pub fn run(args: &MountArgs) -> Result<()> {
         summary,
         goals,
         notes,
+        library,
     };
     print!("{}", render(&results));
+    if let Some(rows) = &results.library {
+        print!("{}", crate::posix::render(rows));
+    }
     let figure = crate::report::phase_bars(
         &format!("weft bench mount ({} bytes, baseline native)", results.size_bytes),
         results

@@ -19,6 +19,7 @@ mod mpi_env;
 mod netemu;
 mod output;
 mod progress;
+mod run;
 mod top_cmd;
 mod trace_cmd;
 
@@ -433,6 +434,20 @@ and keep it readable by its owner only. An existing FILE is never overwritten."
         #[arg(long, value_name = "openmpi|mpich")]
         mpi: Option<String>,
     },
+    /// Run an unmodified program with libweft_posix.so: its reads and writes of files in
+    /// a Weft mount go to the io servers natively, not through FUSE.
+    #[command(long_about = run::LONG_ABOUT)]
+    Run {
+        /// Append the library's counters (files served, bytes read and written natively)
+        /// to FILE at the exit of every process of the program (WEFT_POSIX_STATS).
+        #[arg(long, value_name = "FILE")]
+        stats: Option<PathBuf>,
+        /// The program to run (found on PATH).
+        program: String,
+        /// Its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Unmount a Weft mount.
     Umount {
         /// Where Weft is mounted.
@@ -690,6 +705,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             Ok(())
         }
         Command::MpiEnv { mpi } => mpi_env::print(mpi.as_deref()),
+        Command::Run { stats, program, args } => run::run(&program, &args, stats),
         Command::Umount { mountpoint, lazy } => Ok(weft_fuse::unmount(&mountpoint, lazy)?),
     }
 }

@@ -76,18 +76,7 @@ fn choose(flag: Option<&str>) -> anyhow::Result<(Mpi, String)> {
 
 /// The library for `mpi`: $WEFT_MPIIO_LIB, else next to this executable, else ../lib.
 fn library(mpi: Mpi) -> PathBuf {
-    if let Some(p) = std::env::var_os("WEFT_MPIIO_LIB") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().unwrap_or_default();
-    let dir = exe.parent().map(PathBuf::from).unwrap_or_default();
-    let name = mpi.library_name();
-    for candidate in [dir.join(name), dir.join("../lib").join(name)] {
-        if candidate.exists() {
-            return candidate.canonicalize().unwrap_or(candidate);
-        }
-    }
-    dir.join(name)
+    weft_interpose::find_library("WEFT_MPIIO_LIB", mpi.library_name())
 }
 
 pub fn print(flag: Option<&str>) -> anyhow::Result<()> {

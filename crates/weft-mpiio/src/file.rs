@@ -70,23 +70,8 @@ fn note_servers_here(client: &Client) {
 /// mount's address and key.
 pub(crate) fn client_for_mount(cluster: &crate::mount::MountCluster) -> Result<Client> {
     let mut c = CLIENT.lock().unwrap_or_else(|e| e.into_inner());
-    let client = match c.as_ref() {
-        Some(client) => client.clone(),
-        None => match Client::from_env() {
-            Ok(client) => client,
-            Err(_) => crate::mount::connect(cluster)?,
-        },
-    };
-    if !crate::mount::same_manager(client.meta_addr(), &cluster.meta_addr) {
-        return Err(MpiioError::new(
-            ErrorClass::Io,
-            format!(
-                "the mount serves the cluster at {} and this process uses the one at {} (WEFT_HOME / WEFT_META)",
-                cluster.meta_addr,
-                client.meta_addr()
-            ),
-        ));
-    }
+    let client = weft_interpose::mount::client_for(cluster, c.clone())
+        .map_err(|why| MpiioError::new(ErrorClass::Io, why))?;
     note_servers_here(&client);
     *c = Some(client.clone());
     Ok(client)

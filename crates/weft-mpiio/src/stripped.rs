@@ -33,7 +33,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use weft_client::{ClientError, File, OpenOptions};
@@ -178,16 +178,7 @@ unsafe fn c_text<'a>(p: *const c_char) -> Option<&'a str> {
     unsafe { CStr::from_ptr(p) }.to_str().ok()
 }
 
-fn set_errno(e: c_int) {
-    // SAFETY: the calling thread's errno.
-    unsafe { *libc::__errno_location() = e };
-}
-
-/// -1 with errno `e`.
-fn fail(e: c_int) -> c_int {
-    set_errno(e);
-    -1
-}
+use weft_interpose::{fail, real, set_errno};
 
 /// Refuses a call on a tied name, loudly.
 fn refuse(call: &str, path: &str, weft: &str) -> c_int {
@@ -216,25 +207,6 @@ fn client(call: &str, path: &str) -> Option<weft_client::Client> {
             None
         }
     }
-}
-
-/// The real libc function `name` (NUL-terminated), found once.
-macro_rules! real {
-    ($name:literal, $ty:ty) => {{
-        static REAL: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-        let mut f = REAL.load(Ordering::Relaxed);
-        if f.is_null() {
-            // SAFETY: a NUL-terminated symbol name.
-            f = unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($name, "\0").as_ptr().cast()) };
-            REAL.store(f, Ordering::Relaxed);
-        }
-        if f.is_null() {
-            None
-        } else {
-            // SAFETY: the symbol is the libc (or PnetCDF) function of that type.
-            Some(unsafe { std::mem::transmute::<*mut c_void, $ty>(f) })
-        }
-    }};
 }
 
 fn access_weft(path: &str, weft: &str, mode: c_int) -> c_int {

@@ -1,0 +1,112 @@
+//! When the library acts at all: not in a forked child, not in a second copy of the
+//! library, and not inside its own work (the native client's own system calls pass
+//! straight to libc).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+thread_local! {
+    /// This thread is inside the library's own work.
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// 0: not decided yet; 1: active; 2: passing everything through.
+static STATE: AtomicU8 = AtomicU8::new(0);
+/// Set in a forked child: the parent's client is not usable there.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// The symbol a second copy of the library finds to know it is not the first.
+#[no_mangle]
+pub static weft_posix_loaded: u8 = 1;
+
+extern "C" fn in_child() {
+    FORKED.store(true, Ordering::SeqCst);
+}
+
+fn decide() -> bool {
+    // The first copy of the library loaded is the one the dynamic linker binds every
+    // call to; any other copy passes through (it would otherwise serve descriptors the
+    // first one serves too).
+    // SAFETY: a NUL-terminated symbol name; RTLD_DEFAULT finds the first definition.
+    let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"weft_posix_loaded".as_ptr()) };
+    // Which object each address is in: the symbol's own address would be bound to the
+    // first copy in every copy (symbol interposition), a private function's is not.
+    let base = |addr: *const libc::c_void| {
+        // SAFETY: a zeroed Dl_info is a valid buffer; dladdr only reads the address.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let found = unsafe { libc::dladdr(addr, &mut info) } != 0;
+        found.then_some(info.dli_fbase)
+    };
+    let mine = base(decide as *const libc::c_void);
+    let active = first.is_null() || mine.is_none() || base(first) == mine;
+    if active {
+        // SAFETY: registers a plain function for the child side of fork.
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+    }
+    STATE.store(if active { 1 } else { 2 }, Ordering::SeqCst);
+    active
+}
+
+/// Whether the library serves anything in this process now.
+pub fn active() -> bool {
+    if FORKED.load(Ordering::Relaxed) {
+        return false;
+    }
+    match STATE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => decide(),
+    }
+}
+
+/// Runs `work` as the library's own: the calls it makes pass straight to libc. `None`
+/// when the thread is already inside the library (a call the library made itself).
+pub fn enter<T>(work: impl FnOnce() -> T) -> Option<T> {
+    if BUSY.with(|b| b.replace(true)) {
+        return None;
+    }
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            BUSY.with(|b| b.set(false));
+        }
+    }
+    let _leave = Leave;
+    Some(work())
+}
+
+/// Whether this thread is inside the library's own work.
+pub fn busy() -> bool {
+    BUSY.with(|b| b.get())
+}
+
+/// Moves the library's descriptor `fd` to a number near the top of the process's limit
+/// (close-on-exec), where programs choosing numbers for dup2 do not go; `fd` itself when
+/// no such number is free.
+pub fn move_high(fd: libc::c_int) -> libc::c_int {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit buffer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return fd;
+    }
+    let soft = limit.rlim_cur.min(1 << 20) as libc::c_int;
+    let base = (soft - 256).max(soft / 2);
+    if base <= fd {
+        return fd;
+    }
+    let saved = weft_interpose::errno();
+    // SAFETY: plain descriptor calls on our own descriptor.
+    let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, base) };
+    if high < 0 {
+        weft_interpose::set_errno(saved);
+        return fd;
+    }
+    // SAFETY: as above.
+    unsafe { libc::close(fd) };
+    weft_interpose::set_errno(saved);
+    high
+}

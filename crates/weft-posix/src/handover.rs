@@ -1,0 +1,27 @@
+//! Handing a descriptor back to the kernel when the program does something the library
+//! does not serve on it (mmap, sendfile, splice, copy_file_range, fdopen, preadv2 and
+//! pwritev2 with flags): every descriptor of that open file description leaves the
+//! table, so from then on all its I/O goes through the mount. The library holds no data
+//! (its writes are on the io servers when they return), so nothing is lost or seen
+//! twice; when it wrote, the mount is made to read the file's size again and drop its
+//! cached pages first.
+
+use std::ffi::c_int;
+use std::sync::atomic::Ordering;
+
+use crate::{served, stats, table};
+
+/// Hands `fd` (when served) and its dup'd descriptors back to the kernel.
+pub fn handover(fd: c_int) {
+    let Some(entry) = table::get(fd) else { return };
+    let gone = table::remove_all_of(&entry);
+    // The kernel path may write now: no window of this process may outlive that.
+    entry.ahead.clear();
+    crate::ahead::wrote();
+    if entry.wrote.load(Ordering::SeqCst) {
+        served::refresh_mount(fd);
+    }
+    stats::add(&stats::HANDOVERS, 1);
+    drop(gone);
+    table::release(Some(entry));
+}

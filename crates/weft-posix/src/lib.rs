@@ -1,0 +1,51 @@
+//! `libweft_posix.so`: unmodified POSIX programs at native-client speed on files in a
+//! Weft mount. Preloaded (`LD_PRELOAD=libweft_posix.so PROGRAM`, or `weft run PROGRAM`),
+//! it serves the data calls of a dynamically linked program on regular files of a Weft
+//! mount (type `fuse.weft`) with the native client, straight to the io servers, and
+//! leaves everything else to libc and the kernel.
+//!
+//! The design, each choice with its reason:
+//! - Every open goes through the kernel, into the mount (so names, permissions,
+//!   O_CREAT/O_EXCL/O_TRUNC, the mount's close-to-open check and locks are the mount's),
+//!   and the program gets that real descriptor: fork, exec, dup, `/proc/self/fd`, select
+//!   and descriptor passing keep working, and a program exec'd without the library uses
+//!   the same descriptors through the mount. A regular file whose `st_dev` is a Weft
+//!   mount's is then opened natively too (by its inode number, which the mount shares
+//!   with Weft), and the descriptor enters the library's table ([`table`]). Files opened
+//!   read-only below 1 MiB stay with the mount ([`served::READ_ADOPT_MIN`]): the mount
+//!   reads them in one request, fewer round trips than a native open and read.
+//! - The file offset stays in the kernel: a served `read` takes it with `lseek`, reads
+//!   from the io servers and moves it with `lseek` (system calls the FUSE mount answers
+//!   without its daemon). So offsets are shared exactly as POSIX says between dup'd
+//!   descriptors, a forked child and an exec'd program, with no copy to keep in step.
+//! - The library holds no data: a write is on the io servers when it returns (as a
+//!   native-client write). So handing a descriptor back to the kernel ([`handover`]:
+//!   mmap, sendfile, splice, copy_file_range, fdopen, preadv2/pwritev2) loses and
+//!   repeats nothing; the handover refreshes the mount's size of the file and drops its
+//!   cached pages when the library wrote.
+//! - Consistency with the mount is the mount's close-to-open: its next open of the file
+//!   sees the io servers' change stamps moved by the library's writes and drops its
+//!   cached pages; a `close` after writes asks the mount for the file's attributes
+//!   afresh, so `stat` through the mount shows the new size at once.
+//! - Sequential reads are read ahead ([`ahead`]): a window of up to 8 MiB per file
+//!   description, dropped at any write, truncate or allocation by this process (so the
+//!   process always reads its own writes); other clients' writes show from the next open,
+//!   as the mount's page cache shows them (close-to-open).
+//! - A forked child (without exec) leaves everything to the kernel: the native client's
+//!   connections and threads belong to the parent. Its descriptors keep working, through
+//!   the mount, with the offsets shared.
+//! - stdio (`fopen`, `fread`...) reaches the kernel through glibc's internal calls, which
+//!   no preloaded library sees: stdio streams work through the mount.
+//! - Names: paths are the mount's own; `weft:/path` names the same path in the first
+//!   Weft mount of the process's cluster ([`names`]).
+//! - Counters ([`stats`]): `WEFT_POSIX_STATS=FILE` appends one line per process at exit
+//!   saying what the library served, so tests fail if interception silently stops.
+
+pub mod ahead;
+pub mod calls;
+pub mod guard;
+pub mod handover;
+pub mod names;
+pub mod served;
+pub mod stats;
+pub mod table;

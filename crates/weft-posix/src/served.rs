@@ -1,0 +1,376 @@
+//! Taking a descriptor the kernel opened into the table (when it is a regular file of a
+//! Weft mount this process's client reaches), and the data calls on served descriptors.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use weft_client::{Client, ClientError};
+use weft_interpose::mount::{self, WeftMount};
+use weft_interpose::{fail, real, set_errno};
+
+use crate::stats;
+use crate::table::{self, lock, Entry};
+
+/// The mounts known, and for each the client serving it (`None`: it cannot be served,
+/// said once on stderr).
+struct Mounts {
+    read_at: Option<Instant>,
+    list: Vec<(WeftMount, Option<Option<Client>>)>,
+    /// The client every served mount shares (one cluster per process).
+    client: Option<Client>,
+}
+
+static MOUNTS: Mutex<Mounts> = Mutex::new(Mounts {
+    read_at: None,
+    list: Vec::new(),
+    client: None,
+});
+
+/// Files opened read-only are served natively from this size on (smaller ones are read
+/// through the mount in one request).
+pub const READ_ADOPT_MIN: u64 = 1 << 20;
+
+/// How often an unknown FUSE device makes the library read mountinfo again.
+const REREAD: Duration = Duration::from_secs(1);
+
+/// The client serving the Weft mount of device `dev`, if it is one and can be served.
+fn client_of(dev: u64) -> Option<Client> {
+    let mut m = lock(&MOUNTS);
+    let known = m.list.iter().any(|(w, _)| w.dev == dev);
+    if !known && m.read_at.is_none_or(|t| t.elapsed() >= REREAD) {
+        let fresh = mount::weft_mounts();
+        m.read_at = Some(Instant::now());
+        let old = std::mem::take(&mut m.list);
+        m.list = fresh
+            .into_iter()
+            .map(|w| {
+                let served = old.iter().find(|(o, _)| *o == w).and_then(|(_, c)| c.clone());
+                (w, served)
+            })
+            .collect();
+    }
+    let i = m.list.iter().position(|(w, _)| w.dev == dev)?;
+    if m.list[i].1.is_none() {
+        let existing = m.client.clone();
+        let mountpoint = m.list[i].0.mountpoint.clone();
+        let made = mount::cluster_of(&mountpoint).and_then(|c| mount::client_for(&c, existing));
+        let served = match made {
+            Ok(client) => {
+                m.client = Some(client.clone());
+                Some(client)
+            }
+            Err(why) => {
+                eprintln!(
+                    "weft-posix: the Weft mount {} is used through the kernel (no native access): {why}",
+                    mountpoint.display()
+                );
+                None
+            }
+        };
+        m.list[i].1 = Some(served);
+    }
+    m.list[i].1.clone().flatten()
+}
+
+/// The first Weft mount this process serves (for `weft:` names).
+pub fn served_mountpoint() -> Option<std::path::PathBuf> {
+    let mounts = {
+        let mut m = lock(&MOUNTS);
+        if m.list.is_empty() && m.read_at.is_none_or(|t| t.elapsed() >= REREAD) {
+            m.read_at = Some(Instant::now());
+            m.list = mount::weft_mounts().into_iter().map(|w| (w, None)).collect();
+        }
+        m.list.iter().map(|(w, _)| w.clone()).collect::<Vec<_>>()
+    };
+    mounts
+        .into_iter()
+        .find(|w| client_of(w.dev).is_some())
+        .map(|w| w.mountpoint)
+}
+
+fn real_fstat(fd: c_int, st: &mut libc::stat) -> c_int {
+    match real!("fstat", unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int) {
+        // SAFETY: st is a valid stat buffer.
+        Some(f) => unsafe { f(fd, st) },
+        None => fail(libc::ENOSYS),
+    }
+}
+
+pub fn real_lseek(fd: c_int, offset: i64, whence: c_int) -> i64 {
+    match real!("lseek", unsafe extern "C" fn(c_int, i64, c_int) -> i64) {
+        // SAFETY: plain values.
+        Some(f) => unsafe { f(fd, offset, whence) },
+        None => fail(libc::ENOSYS) as i64,
+    }
+}
+
+/// The kernel just opened `fd` with `flags`: serve it natively when it is a regular
+/// file of a Weft mount. Errors leave it to the kernel (never fail the open).
+pub fn adopt(fd: c_int, flags: c_int) {
+    if fd < 0 || flags & libc::O_PATH != 0 || !crate::guard::active() {
+        return;
+    }
+    crate::guard::enter(|| {
+        // SAFETY: a zeroed stat is a valid buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if real_fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return;
+        }
+        // FUSE mounts have anonymous devices (major 0): nothing else is looked up.
+        if libc::major(st.st_dev) != 0 {
+            return;
+        }
+        let Some(client) = client_of(st.st_dev) else {
+            return;
+        };
+        let access = flags & libc::O_ACCMODE;
+        let writable = access != libc::O_RDONLY;
+        // A small file opened for reading costs the mount one read request; opening it
+        // natively too would cost more than it saves.
+        if !writable && (st.st_size as u64) < READ_ADOPT_MIN {
+            return;
+        }
+        // The mount's inode numbers are Weft's.
+        let opened = client
+            .getattr_sized(weft_client::InodeId(st.st_ino), None)
+            .and_then(|attr| client.open_attr(attr, writable));
+        match opened {
+            Ok(file) => {
+                let entry = Entry {
+                    file,
+                    readable: access != libc::O_WRONLY,
+                    writable,
+                    append: AtomicBool::new(flags & libc::O_APPEND != 0),
+                    sync: flags & (libc::O_SYNC | libc::O_DSYNC) != 0,
+                    wrote: AtomicBool::new(false),
+                    offset: Mutex::new(()),
+                    ahead: crate::ahead::Ahead::default(),
+                };
+                if table::insert(fd, Arc::new(entry)) {
+                    stats::add(&stats::OPENS, 1);
+                }
+            }
+            Err(e) => {
+                stats::add(&stats::ERRORS, 1);
+                eprintln!("weft-posix: inode {} left to the mount: {e}", st.st_ino);
+            }
+        }
+    });
+}
+
+fn client_fail(e: &ClientError) -> isize {
+    stats::add(&stats::ERRORS, 1);
+    fail(e.errno()) as isize
+}
+
+/// Reads into `buf` at `at`, or at the kernel's offset (moved past what was read).
+pub fn read(fd: c_int, e: &Entry, buf: &mut [u8], at: Option<i64>) -> isize {
+    if !e.readable {
+        return fail(libc::EBADF) as isize;
+    }
+    let _held;
+    let offset = match at {
+        Some(o) if o < 0 => return fail(libc::EINVAL) as isize,
+        Some(o) => o,
+        None => {
+            _held = lock(&e.offset);
+            let o = real_lseek(fd, 0, libc::SEEK_CUR);
+            if o < 0 {
+                return -1;
+            }
+            o
+        }
+    };
+    if buf.is_empty() {
+        return 0;
+    }
+    let got = crate::guard::enter(|| e.ahead.read(&e.file, offset as u64, buf)).expect("not busy");
+    match got {
+        Ok(n) => {
+            if at.is_none() && real_lseek(fd, offset + n as i64, libc::SEEK_SET) < 0 {
+                return -1;
+            }
+            stats::add(&stats::READS, 1);
+            stats::add(&stats::READ_BYTES, n as u64);
+            n as isize
+        }
+        Err(err) => client_fail(&err),
+    }
+}
+
+/// Writes `buf` at `at` (pwrite), at the end (O_APPEND), or at the kernel's offset.
+pub fn write(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> isize {
+    if !e.writable {
+        return fail(libc::EBADF) as isize;
+    }
+    if let Some(o) = at {
+        if o < 0 {
+            return fail(libc::EINVAL) as isize;
+        }
+    }
+    let append = e.append.load(Ordering::SeqCst);
+    // Linux's pwrite on an O_APPEND descriptor appends too.
+    let _held = (at.is_none() || append).then(|| lock(&e.offset));
+    if buf.is_empty() {
+        return 0;
+    }
+    e.wrote.store(true, Ordering::SeqCst);
+    crate::ahead::wrote();
+    let done = crate::guard::enter(|| {
+        let end = if append {
+            let at = e.file.append(buf)?;
+            at + buf.len() as u64
+        } else {
+            let offset = match at {
+                Some(o) => o,
+                None => {
+                    let o = real_lseek(fd, 0, libc::SEEK_CUR);
+                    if o < 0 {
+                        return Ok(None);
+                    }
+                    o
+                }
+            } as u64;
+            e.file.write_at(offset, buf)?;
+            offset + buf.len() as u64
+        };
+        if e.sync {
+            e.file.sync()?;
+        }
+        Ok(Some(end))
+    })
+    .expect("not busy");
+    match done {
+        Ok(Some(end)) => {
+            if at.is_none() && real_lseek(fd, end as i64, libc::SEEK_SET) < 0 {
+                return -1;
+            }
+            stats::add(&stats::WRITES, 1);
+            stats::add(&stats::WRITTEN_BYTES, buf.len() as u64);
+            buf.len() as isize
+        }
+        Ok(None) => -1,
+        Err(err) => client_fail(&err),
+    }
+}
+
+/// The file's size as the io servers see it.
+pub fn size(e: &Entry) -> Result<u64, c_int> {
+    crate::guard::enter(|| e.file.size())
+        .expect("not busy")
+        .map_err(|err| {
+            stats::add(&stats::ERRORS, 1);
+            err.errno()
+        })
+}
+
+/// lseek: the kernel keeps the offset; only SEEK_END after the library's own writes
+/// needs the io servers' size (the mount's may be old).
+pub fn lseek(fd: c_int, e: &Entry, offset: i64, whence: c_int) -> i64 {
+    if whence != libc::SEEK_END || !e.wrote.load(Ordering::SeqCst) {
+        return real_lseek(fd, offset, whence);
+    }
+    let _held = lock(&e.offset);
+    match size(e) {
+        Ok(size) => match (size as i64).checked_add(offset).filter(|p| *p >= 0) {
+            Some(p) => real_lseek(fd, p, libc::SEEK_SET),
+            None => fail(libc::EINVAL) as i64,
+        },
+        Err(errno) => fail(errno) as i64,
+    }
+}
+
+/// fstat: the kernel's answer, with the io servers' size once the library wrote.
+pub fn fstat(fd: c_int, e: &Entry, out: &mut libc::stat) -> c_int {
+    if real_fstat(fd, out) != 0 {
+        return -1;
+    }
+    if e.wrote.load(Ordering::SeqCst) {
+        match size(e) {
+            Ok(size) => {
+                out.st_size = size as i64;
+                out.st_blocks = out.st_blocks.max((size as i64 + 511) / 512);
+            }
+            Err(errno) => return fail(errno),
+        }
+    }
+    0
+}
+
+/// A stat answer of the kernel for a file of a mount: the io servers' size when the
+/// library wrote the file through a descriptor still open.
+pub fn patch_stat(out: &mut libc::stat) {
+    if libc::major(out.st_dev) != 0 || out.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return;
+    }
+    if let Some(e) = table::written(out.st_ino) {
+        if let Ok(size) = size(&e) {
+            out.st_size = size as i64;
+        }
+    }
+}
+
+/// The same for statx.
+pub fn patch_statx(out: &mut libc::statx) {
+    if out.stx_dev_major != 0 || u32::from(out.stx_mode) & libc::S_IFMT != libc::S_IFREG {
+        return;
+    }
+    if let Some(e) = table::written(out.stx_ino) {
+        if let Ok(size) = size(&e) {
+            out.stx_size = size;
+        }
+    }
+}
+
+pub fn fsync(e: &Entry) -> c_int {
+    match crate::guard::enter(|| e.file.sync()).expect("not busy") {
+        Ok(()) => 0,
+        Err(err) => client_fail(&err) as c_int,
+    }
+}
+
+/// ftruncate through the mount (its daemon keeps what it knows of the file's end, which
+/// a truncate it did not see would leave too large), then the native handle's idea of
+/// the size is read again (reads past the new end must find the end).
+pub fn ftruncate(fd: c_int, e: &Entry, len: i64) -> c_int {
+    let _held = lock(&e.offset);
+    let r = match real!("ftruncate64", unsafe extern "C" fn(c_int, i64) -> c_int) {
+        // SAFETY: plain values.
+        Some(f) => unsafe { f(fd, len) },
+        None => fail(libc::ENOSYS),
+    };
+    if r == 0 {
+        e.wrote.store(true, Ordering::SeqCst);
+        crate::ahead::wrote();
+        if let Err(errno) = size(e) {
+            return fail(errno);
+        }
+    }
+    r
+}
+
+/// The mount's kernel forgets its attributes of `fd`'s file and asks the daemon again
+/// (the size after the library's writes), and drops the file's clean cached pages.
+pub fn refresh_mount(fd: c_int) {
+    let saved = weft_interpose::errno();
+    crate::guard::enter(|| {
+        // SAFETY: a zeroed statx is a valid buffer; the empty path names fd itself.
+        let mut sx: libc::statx = unsafe { std::mem::zeroed() };
+        let flags = libc::AT_EMPTY_PATH | libc::AT_STATX_FORCE_SYNC;
+        // SAFETY: as above.
+        unsafe {
+            libc::syscall(
+                libc::SYS_statx,
+                fd,
+                c"".as_ptr(),
+                flags,
+                libc::STATX_SIZE,
+                &mut sx as *mut libc::statx,
+            );
+            libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
+        }
+    });
+    set_errno(saved);
+}

@@ -1,0 +1,52 @@
+//! What the library served, counted; `WEFT_POSIX_STATS=FILE` appends one line per
+//! process at its exit:
+//! `weft-posix pid=N opens=N reads=N read_bytes=N writes=N written_bytes=N handovers=N errors=N`.
+//! Tests read it to prove the data bypassed the mount (and fail if interception stops).
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub static OPENS: AtomicU64 = AtomicU64::new(0);
+pub static READS: AtomicU64 = AtomicU64::new(0);
+pub static READ_BYTES: AtomicU64 = AtomicU64::new(0);
+pub static WRITES: AtomicU64 = AtomicU64::new(0);
+pub static WRITTEN_BYTES: AtomicU64 = AtomicU64::new(0);
+pub static HANDOVERS: AtomicU64 = AtomicU64::new(0);
+pub static ERRORS: AtomicU64 = AtomicU64::new(0);
+
+pub fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// The counters as the line written at exit.
+pub fn line() -> String {
+    let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    format!(
+        "weft-posix pid={} opens={} reads={} read_bytes={} writes={} written_bytes={} handovers={} errors={}\n",
+        std::process::id(),
+        g(&OPENS),
+        g(&READS),
+        g(&READ_BYTES),
+        g(&WRITES),
+        g(&WRITTEN_BYTES),
+        g(&HANDOVERS),
+        g(&ERRORS)
+    )
+}
+
+extern "C" fn at_exit() {
+    let Some(path) = std::env::var_os("WEFT_POSIX_STATS") else {
+        return;
+    };
+    crate::guard::enter(|| {
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+            // One write of the whole line: lines of processes ending together do not mix.
+            let _ = f.write_all(line().as_bytes());
+        }
+    });
+}
+
+/// Run at the library's unloading (process exit, after atexit handlers).
+#[used]
+#[link_section = ".fini_array"]
+static AT_EXIT: extern "C" fn() = at_exit;

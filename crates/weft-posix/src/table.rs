@@ -1,0 +1,121 @@
+//! The descriptors the library serves: descriptor number -> [`Entry`] (one per open
+//! file description, shared by dup'd descriptors). Checking a descriptor that is not
+//! served costs one atomic load ([`OWNED`]), so the native client's own socket calls and
+//! every other descriptor pass through at once.
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use weft_client::File;
+
+/// Descriptors at or above this number are never served (left to the kernel).
+pub const FDS_MAX: usize = 65536;
+
+static OWNED: [AtomicBool; FDS_MAX] = [const { AtomicBool::new(false) }; FDS_MAX];
+static TABLE: Mutex<Option<HashMap<c_int, Arc<Entry>>>> = Mutex::new(None);
+
+/// A file served natively: one open file description of the mount.
+pub struct Entry {
+    pub file: File,
+    pub readable: bool,
+    pub writable: bool,
+    /// O_APPEND (F_SETFL may change it).
+    pub append: AtomicBool,
+    /// O_SYNC / O_DSYNC: every write is synced before it returns.
+    pub sync: bool,
+    /// The library wrote or truncated the file through this description: the mount's
+    /// size of it may be old.
+    pub wrote: AtomicBool,
+    /// Serialises the calls that use the kernel's offset (take it, move data, move it).
+    pub offset: Mutex<()>,
+    /// Sequential reads: the window read ahead (see `crate::ahead`).
+    pub ahead: crate::ahead::Ahead,
+}
+
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn index(fd: c_int) -> Option<usize> {
+    usize::try_from(fd).ok().filter(|i| *i < FDS_MAX)
+}
+
+/// The entry of `fd` when the library serves it.
+pub fn get(fd: c_int) -> Option<Arc<Entry>> {
+    let i = index(fd)?;
+    if !OWNED[i].load(Ordering::Acquire) || !crate::guard::active() || crate::guard::busy() {
+        return None;
+    }
+    lock(&TABLE).as_ref()?.get(&fd).cloned()
+}
+
+/// Serves `fd` from `entry` from now on. False when `fd` is out of range.
+pub fn insert(fd: c_int, entry: Arc<Entry>) -> bool {
+    let Some(i) = index(fd) else { return false };
+    let old = lock(&TABLE).get_or_insert_with(HashMap::new).insert(fd, entry);
+    OWNED[i].store(true, Ordering::Release);
+    drop(old);
+    true
+}
+
+/// Stops serving `fd`; the entry (closed natively when it was the last descriptor of
+/// its file description) is returned to be dropped outside the table's lock.
+pub fn remove(fd: c_int) -> Option<Arc<Entry>> {
+    let i = index(fd)?;
+    if !OWNED[i].load(Ordering::Acquire) {
+        return None;
+    }
+    OWNED[i].store(false, Ordering::Release);
+    lock(&TABLE).as_mut()?.remove(&fd)
+}
+
+/// Stops serving every descriptor of `entry`'s file description.
+pub fn remove_all_of(entry: &Arc<Entry>) -> Vec<Arc<Entry>> {
+    let mut t = lock(&TABLE);
+    let Some(map) = t.as_mut() else { return Vec::new() };
+    let fds: Vec<c_int> = map
+        .iter()
+        .filter(|(_, e)| Arc::ptr_eq(e, entry))
+        .map(|(fd, _)| *fd)
+        .collect();
+    let mut out = Vec::new();
+    for fd in fds {
+        if let Some(i) = index(fd) {
+            OWNED[i].store(false, Ordering::Release);
+        }
+        out.extend(map.remove(&fd));
+    }
+    out
+}
+
+/// An entry of inode `ino` that wrote: its size is the one to report for the file
+/// (the mount's may be old until the library's close).
+pub fn written(ino: u64) -> Option<Arc<Entry>> {
+    if !crate::guard::active() || crate::guard::busy() {
+        return None;
+    }
+    let t = lock(&TABLE);
+    t.as_ref()?
+        .values()
+        .find(|e| e.file.inode().0 == ino && e.wrote.load(Ordering::SeqCst))
+        .cloned()
+}
+
+/// Whether `fd` is in the table (whatever the guard says).
+pub fn owned(fd: c_int) -> bool {
+    index(fd).is_some_and(|i| OWNED[i].load(Ordering::Acquire))
+}
+
+/// The last descriptor of an entry is gone: close it natively.
+pub fn release(entry: Option<Arc<Entry>>) {
+    let Some(entry) = entry else { return };
+    if let Ok(entry) = Arc::try_unwrap(entry) {
+        crate::guard::enter(|| {
+            if entry.writable {
+                let _ = entry.file.close();
+            }
+        });
+    }
+}
