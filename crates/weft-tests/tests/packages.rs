@@ -160,6 +160,7 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
         "bin/weft",
         "bin/weftd",
         "lib/libweft.so",
+        "lib/libweft_posix.so",
         "lib/libweft_mpiio.so",
         "bin/weft-delegate",
         "lib/libweft_mpiio_mpich.so",
