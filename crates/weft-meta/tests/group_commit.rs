@@ -97,7 +97,7 @@ fn with_an_interval_operations_wait_for_commit_and_numbers_keep_rising() {
         assert_eq!(before.lag(), 0);
         store.set_commit_interval(std::time::Duration::from_secs(60));
         for k in 0..10 {
-            create(&store, &r, InodeId::ROOT, &format!("f{k}")).unwrap();
+            create(&store, &r, InodeId::ROOT, format!("f{k}")).unwrap();
         }
         let state = store.commit_state();
         assert!(state.seq >= before.seq + 10, "{state:?} after {before:?}");
