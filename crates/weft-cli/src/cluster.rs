@@ -64,6 +64,8 @@ pub struct UpOptions {
     pub capability_lifetime_ms: Option<u64>,
     /// The description's `lock_grace_ms`.
     pub lock_grace_ms: Option<u64>,
+    /// The description's `commit_interval_ms`.
+    pub commit_interval_ms: Option<u64>,
     /// Each server in its own network namespace behind a shaped link (see `netemu`).
     pub network: Option<weft_config::netemu::NetworkSpec>,
     /// The options given on the command line (long names, `io-servers` for `--io`):
@@ -131,6 +133,7 @@ fn unappliable(options: &UpOptions, config: &ClusterConfig) -> Vec<String> {
                 num(config.capability_lifetime_ms),
             ),
             "lock-grace-ms" => (num(options.lock_grace_ms), num(config.lock_grace_ms)),
+            "commit-interval-ms" => (num(options.commit_interval_ms), num(config.commit_interval_ms)),
             _ => continue,
         };
         if asked != has {
@@ -468,6 +471,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             capabilities: options.capabilities,
             capability_lifetime_ms: options.capability_lifetime_ms,
             lock_grace_ms: options.lock_grace_ms,
+            commit_interval_ms: options.commit_interval_ms,
             capability_key_file: Some(weft_config::CAPABILITY_KEY_FILE_NAME.into()),
             cache: options.cache_settings.clone(),
             name: "weft".into(),
@@ -1065,6 +1069,11 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
                     println!("{:<7} {line}", "");
                 }
             }
+            if let (true, Ok(c)) = (has(Role::Meta), &connection) {
+                if let Some(line) = commit_line(c) {
+                    println!("{:<7} {line}", "");
+                }
+            }
             match metrics_url(&s.addr, &auth, timeouts) {
                 Ok(Some(url)) => println!("{:<7} metrics {url}", ""),
                 Ok(None) => println!("{:<7} metrics: none (no metrics_addr)", ""),
@@ -1085,6 +1094,25 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
         );
     }
     Ok(all_up)
+}
+
+/// The metadata manager's commit lag (`None`: a manager that predates the question).
+fn commit_line(connection: &Connection) -> Option<String> {
+    match connection.call(&Request::CommitMetadata { wait: false }, &[]) {
+        Ok((Response::Committed(c), _)) if c.interval_us == 0 => {
+            Some("commits: every metadata operation is durable before it is answered".into())
+        }
+        Ok((Response::Committed(c), _)) => Some(format!(
+            "commits: durable every {} ms and at fsync; lag {} operations (acknowledged, not yet durable), last durable commit {}",
+            c.interval_us as f64 / 1000.0,
+            c.seq.saturating_sub(c.durable_seq),
+            match c.since_durable_ms {
+                u64::MAX => "none since the start".to_string(),
+                ms => format!("{ms} ms ago"),
+            }
+        )),
+        _ => None,
+    }
 }
 
 /// True when no server of `config` has a pid file in `home` and yet its metadata

@@ -218,6 +218,11 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// there is none when no mount is (no lock held at a crash or `weft down`).
         #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::LOCK_GRACE_MS_MAX))]
         lock_grace_ms: Option<u64>,
+        /// How long the metadata manager may hold an acknowledged operation before a
+        /// durable commit (milliseconds, at most 10000; see `weftd --commit-interval-ms`
+        /// and README's Durability section). Default 0: durable before answered.
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::COMMIT_INTERVAL_MS_MAX))]
+        commit_interval_ms: Option<u64>,
         /// Memory of each cache manager (K, M, G suffixes; 1M to 1T), default 512M.
         #[arg(long, value_name = "BYTES", value_parser = parse_cache_memory_arg)]
         cache_memory: Option<u64>,
@@ -557,6 +562,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             insecure_no_capabilities,
             capability_lifetime_ms,
             lock_grace_ms,
+            commit_interval_ms,
             emulate_network,
             tie_to_stdin,
         } => {
@@ -581,6 +587,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
                 capabilities: !insecure_no_capabilities,
                 capability_lifetime_ms,
                 lock_grace_ms,
+                commit_interval_ms,
                 network: emulate_network,
                 given: given.to_vec(),
                 tie_to_stdin,

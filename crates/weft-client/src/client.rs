@@ -86,6 +86,19 @@ impl Inner {
     pub fn meta(&self, request: &Request) -> Result<Response, ClientError> {
         Ok(self.pool.call(&self.meta_route, request, &[])?.0)
     }
+
+    /// Returns once every metadata operation the manager acknowledged so far (this
+    /// client's and everyone's) is durable: a manager with a commit interval answers
+    /// operations before they are (README: Durability). A manager that predates the
+    /// request commits every operation before answering it: nothing to wait for.
+    pub fn commit_metadata(&self) -> Result<(), ClientError> {
+        match self.meta(&Request::CommitMetadata { wait: true }) {
+            Ok(Response::Committed(_)) => Ok(()),
+            Ok(other) => Err(unexpected(&other)),
+            Err(e) if e.code() == ErrorCode::UnknownOpcode => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// A connection to a Weft cluster. Cheap to clone; clones share connections.
@@ -1839,6 +1852,12 @@ impl Client {
             name: Name::from(name),
         };
         self.done(request, &lossy(name))
+    }
+
+    /// Makes every metadata operation acknowledged so far durable (sync(2), syncfs(2),
+    /// fsync of a directory): see README's Durability section.
+    pub fn sync_metadata(&self) -> Result<(), ClientError> {
+        self.inner.commit_metadata()
     }
 
     /// Namespace counts and every io server's space (an unreachable server is reported,

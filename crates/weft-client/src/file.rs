@@ -931,7 +931,10 @@ impl File {
 
     /// Makes everything written so far durable on every server: when this returns, a
     /// server crash loses none of it. A cached file's managers write their dirty
-    /// blocks back first (reporting any earlier write-back that failed).
+    /// blocks back first (reporting any earlier write-back that failed). The metadata
+    /// manager commits too: the file's name and attributes, and every other metadata
+    /// operation acknowledged so far, are durable as well (fsync of a new file makes
+    /// its name durable, unlike on some local file systems).
     pub fn sync(&self) -> Result<(), ClientError> {
         self.to_cache_managers(|file| Request::CacheFlush { file })
             .map_err(|e| e.context(&self.path))?;
@@ -939,7 +942,7 @@ impl File {
             inode: self.attr.inode,
         })
         .map_err(|e| e.context(&self.path))?;
-        Ok(())
+        self.inner.commit_metadata().map_err(|e| e.context(&self.path))
     }
 
     /// Closes the handle. Like close(2), this does not make data durable: call `sync`.

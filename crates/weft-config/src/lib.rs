@@ -249,6 +249,12 @@ pub struct ClusterConfig {
     /// `weft_proto::LOCK_GRACE_DEFAULT`, 10000; 0: none, restarts lose locks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock_grace_ms: Option<u64>,
+    /// How long the metadata manager may hold an acknowledged operation before a
+    /// durable commit, in milliseconds (default `weft_proto::COMMIT_INTERVAL_DEFAULT`,
+    /// 0: every operation is durable before it is answered). fsync and sync commit at
+    /// once whatever this says; see README's Durability section.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_interval_ms: Option<u64>,
     /// The servers' own key that capabilities are signed with, relative to the
     /// description's directory; copied to server machines only. Without one,
     /// capabilities are signed with a key derived from the cluster key, which every
@@ -275,6 +281,8 @@ impl CacheSettings {
 
 /// The longest grace for lock reclaims a manager may be given (`lock_grace_ms`).
 pub const LOCK_GRACE_MS_MAX: u64 = 600_000;
+/// The longest commit interval a manager may be given (`commit_interval_ms`).
+pub const COMMIT_INTERVAL_MS_MAX: u64 = 10_000;
 
 impl ClusterConfig {
     pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
@@ -344,6 +352,13 @@ impl ClusterConfig {
             if ms > LOCK_GRACE_MS_MAX {
                 return Err(format!(
                     "lock_grace_ms = {ms}: expected at most {LOCK_GRACE_MS_MAX} (10 minutes)"
+                ));
+            }
+        }
+        if let Some(ms) = self.commit_interval_ms {
+            if ms > COMMIT_INTERVAL_MS_MAX {
+                return Err(format!(
+                    "commit_interval_ms = {ms}: expected at most {COMMIT_INTERVAL_MS_MAX} (10 s)"
                 ));
             }
         }
@@ -640,6 +655,7 @@ mod tests {
             capabilities: true,
             capability_lifetime_ms: None,
             lock_grace_ms: None,
+            commit_interval_ms: None,
             capability_key_file: None,
             name: "t".into(),
             stripe_size: 4096,
@@ -772,6 +788,7 @@ mod tests {
             capabilities: true,
             capability_lifetime_ms: None,
             lock_grace_ms: None,
+            commit_interval_ms: None,
             capability_key_file: None,
             name: "t".into(),
             stripe_size: 4096,

@@ -1726,9 +1726,13 @@ impl Filesystem for WeftFs {
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        // The manager commits every namespace change before it answers.
-        reply.ok();
+    fn fsyncdir(&self, req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // A manager with a commit interval answers namespace changes before they are
+        // durable: fsync of a directory commits them (all of them, as a journal would).
+        match self.caller(req).sync_metadata() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e, "fsyncdir")),
+        }
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

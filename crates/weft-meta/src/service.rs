@@ -679,6 +679,12 @@ impl MetaService {
                 Ok(self.lock_state(self.lock_grace_left()))
             }
             Request::LockSessionEnd { session } => self.end_lock_session(session).map(|()| Response::Done),
+            Request::CommitMetadata { wait } => {
+                if wait {
+                    store.commit()?;
+                }
+                Ok(Response::Committed(self.commit_info()))
+            }
             Request::SharedPointer {
                 inode,
                 open,
@@ -1499,6 +1505,12 @@ impl MetaService {
         if orphans.is_empty() {
             return 0;
         }
+        // The removals that made these orphans must be durable before their objects
+        // go: a crash must never bring back a name whose objects were purged.
+        if let Err(error) = self.store.commit() {
+            eprintln!("weftd meta: purge: committing the removals first: {error}; will retry");
+            return 0;
+        }
         let inodes: Vec<InodeId> = orphans.iter().map(|(inode, _)| *inode).collect();
         let managers: Vec<ServerId> = self.cluster.cache.managers.iter().map(|m| m.id).collect();
         for (manager, result) in managers.iter().zip(self.on_each_server(&managers, |manager| {
@@ -1546,6 +1558,50 @@ impl MetaService {
                 );
                 0
             }
+        }
+    }
+
+    /// Acknowledges operations once applied and makes them durable every `interval`
+    /// in a background thread (0: every operation is durable before it is answered, no
+    /// thread), until the handle is stopped or dropped, or the service is dropped.
+    pub fn spawn_committer(self: &Arc<Self>, interval: Duration) -> Option<PurgerHandle> {
+        self.store.set_commit_interval(interval);
+        if interval.is_zero() {
+            return None;
+        }
+        let service: Weak<MetaService> = Arc::downgrade(self);
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("weft-meta-committer".into())
+            .spawn(move || loop {
+                match stopped.recv_timeout(interval) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+                }
+                let Some(service) = service.upgrade() else {
+                    return;
+                };
+                if let Err(e) = service.store.commit() {
+                    eprintln!("weftd meta: background commit of the metadata store: {e}; will retry");
+                }
+            })
+            .expect("spawning the committer thread");
+        Some(PurgerHandle {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Where the store's commits stand, as `CommitMetadata` tells it.
+    pub fn commit_info(&self) -> weft_proto::CommitInfo {
+        let state = self.store.commit_state();
+        weft_proto::CommitInfo {
+            interval_us: state.interval.as_micros().min(u64::MAX as u128) as u64,
+            seq: state.seq,
+            durable_seq: state.durable_seq,
+            since_durable_ms: state
+                .since_durable
+                .map_or(u64::MAX, |d| d.as_millis().min(u64::MAX as u128 - 1) as u64),
         }
     }
 
@@ -1658,7 +1714,8 @@ fn first_failure(servers: &[ServerId], results: Vec<Result<(), WireError>>) -> O
         .find_map(|(server, result)| result.err().map(|e| (*server, e)))
 }
 
-/// Stops the purger thread when stopped or dropped (after its current round).
+/// Stops the purger (or committer) thread when stopped or dropped (after its current
+/// round).
 pub struct PurgerHandle {
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,

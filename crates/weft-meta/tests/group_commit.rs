@@ -81,3 +81,54 @@ fn concurrent_creates_share_commits_and_all_survive_reopening() {
         THREADS * CREATES_PER_THREAD
     );
 }
+
+/// With a commit interval, operations are acknowledged before they are durable: the
+/// store counts them (sequence numbers), `commit` makes them durable at once, and the
+/// numbers keep rising across a reopen (they are stored with every commit).
+#[test]
+fn with_an_interval_operations_wait_for_commit_and_numbers_keep_rising() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = root();
+    let last = {
+        let store = open(dir.path());
+        // Reserves a block of inode numbers (a durable commit of its own).
+        create(&store, &r, InodeId::ROOT, "first").unwrap();
+        let before = store.commit_state();
+        assert_eq!(before.lag(), 0);
+        store.set_commit_interval(std::time::Duration::from_secs(60));
+        for k in 0..10 {
+            create(&store, &r, InodeId::ROOT, format!("f{k}")).unwrap();
+        }
+        let state = store.commit_state();
+        assert!(state.seq >= before.seq + 10, "{state:?} after {before:?}");
+        assert_eq!(
+            state.durable_seq, before.durable_seq,
+            "nothing asked for a durable commit"
+        );
+        assert!(state.lag() >= 10, "{state:?}");
+        store.commit().unwrap();
+        let state = store.commit_state();
+        assert_eq!((state.lag(), state.durable_seq), (0, state.seq), "{state:?}");
+        // A refusal takes no number and leaves nothing to commit.
+        assert_eq!(
+            code(store.mkdir(&r, InodeId::ROOT, "f0", 0o755)),
+            ErrorCode::Exists
+        );
+        assert_eq!(store.commit_state().lag(), 0);
+        // Interval 0: durable before answered.
+        store.set_commit_interval(std::time::Duration::ZERO);
+        create(&store, &r, InodeId::ROOT, "g").unwrap();
+        let state = store.commit_state();
+        assert_eq!(state.lag(), 0, "{state:?}");
+        state.seq
+    };
+    let store = open(dir.path());
+    let state = store.commit_state();
+    // (Opening commits once more: it hands the precreated pool to the purger.)
+    assert!(
+        state.seq >= last && state.durable_seq == state.seq,
+        "{state:?} after {last}"
+    );
+    create(&store, &r, InodeId::ROOT, "h").unwrap();
+    assert!(store.commit_state().seq > state.seq);
+}

@@ -23,7 +23,7 @@ pub use codec::{DecodeError, Reader, Wire, Writer};
 pub use error::{ErrorCode, WireError};
 pub use frame::{FrameHeader, FrameKind, FRAME_HEADER_BYTES, PROTOCOL_VERSION};
 
-pub use msg::{Opcode, Request, Response, SharedOp, ViewId, XattrSet};
+pub use msg::{CommitInfo, Opcode, Request, Response, SharedOp, ViewId, XattrSet};
 pub use name::Name;
 pub use pattern::{AccessPattern, PatternRef};
 pub use types::*;

@@ -118,6 +118,7 @@ pub enum Opcode {
     LockSession = 183,
     LockReclaimComplete = 184,
     LockSessionEnd = 185,
+    CommitMetadata = 200,
     ViaCacheAware = 87,
     CacheCioStats = 88,
     Link = 65,
@@ -712,6 +713,14 @@ pub enum Request {
         session: u64,
         incarnation: u64,
     },
+    /// meta: with `wait`, make every metadata operation acknowledged so far durable
+    /// (fsync, sync: a manager with a commit interval acknowledges operations before
+    /// they are durable) and answer after; without, only say where commits stand.
+    /// Answered `Committed`. Added within protocol version 3: an older manager answers
+    /// `UnknownOpcode`, and commits every operation before answering it anyway.
+    CommitMetadata {
+        wait: bool,
+    },
     /// meta: mount session `session` ends (its mount is unmounting and dropped its
     /// locks): the manager forgets it in its record of lock-holding sessions, so that a
     /// restart soon after does not wait for it. Answered `Done`. Added within protocol
@@ -1014,6 +1023,39 @@ pub enum Response {
         attr: Attr,
         parent: Attr,
     },
+    /// `CommitMetadata`: where the manager's commits stand.
+    Committed(CommitInfo),
+}
+
+/// Where a metadata manager's commits stand (`CommitMetadata`, `weft status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CommitInfo {
+    /// Interval between background durable commits, microseconds (0: every operation
+    /// is durable before it is answered).
+    pub interval_us: u64,
+    /// Sequence number of the last operation acknowledged.
+    pub seq: u64,
+    /// Sequence number of the last operation in a durable commit.
+    pub durable_seq: u64,
+    /// Milliseconds since the last durable commit (`u64::MAX`: none since the start).
+    pub since_durable_ms: u64,
+}
+
+impl Wire for CommitInfo {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.interval_us);
+        w.u64(self.seq);
+        w.u64(self.durable_seq);
+        w.u64(self.since_durable_ms);
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CommitInfo {
+            interval_us: r.u64()?,
+            seq: r.u64()?,
+            durable_seq: r.u64()?,
+            since_durable_ms: r.u64()?,
+        })
+    }
 }
 
 impl Request {
@@ -1109,6 +1151,7 @@ impl Request {
             LockSession { .. } => Opcode::LockSession,
             LockReclaimComplete { .. } => Opcode::LockReclaimComplete,
             LockSessionEnd { .. } => Opcode::LockSessionEnd,
+            CommitMetadata { .. } => Opcode::CommitMetadata,
             Link { .. } => Opcode::Link,
             Mknod { .. } => Opcode::Mknod,
             SetXattr { .. } => Opcode::SetXattr,
@@ -1421,6 +1464,7 @@ impl Request {
                 w.u64(*incarnation);
             }
             LockSessionEnd { session } => w.u64(*session),
+            CommitMetadata { wait } => w.bool(*wait),
             Link {
                 cred,
                 inode,
@@ -1914,6 +1958,7 @@ impl Request {
                 incarnation: r.u64()?,
             },
             185 => Request::LockSessionEnd { session: r.u64()? },
+            200 => Request::CommitMetadata { wait: r.bool()? },
             65 => Request::Link {
                 cred: Cred::decode(r)?,
                 inode: InodeId::decode(r)?,
@@ -2217,6 +2262,10 @@ impl Wire for Response {
                 attr.encode(w);
                 parent.encode(w);
             }
+            Committed(info) => {
+                w.u8(67);
+                info.encode(w);
+            }
         }
     }
 
@@ -2299,6 +2348,7 @@ impl Response {
                 attr: Attr::decode(r)?,
                 parent: Attr::decode(r)?,
             },
+            67 => Response::Committed(CommitInfo::decode(r)?),
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -2694,6 +2744,7 @@ mod tests {
                 incarnation: u64::MAX,
             },
             Request::LockSessionEnd { session: 13 },
+            Request::CommitMetadata { wait: true },
             Request::PresentCapability {
                 cap: test_capability(),
                 reset: true,
@@ -3011,6 +3062,12 @@ mod tests {
                 more: true,
             }),
             Ok(Response::Extents(vec![0, u64::MAX])),
+            Ok(Response::Committed(CommitInfo {
+                interval_us: 5000,
+                seq: 9,
+                durable_seq: 7,
+                since_durable_ms: u64::MAX,
+            })),
             Ok(Response::View(ViewId(9))),
             Ok(Response::CacheCioStats(CioStats {
                 references: 5,

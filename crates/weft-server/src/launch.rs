@@ -207,6 +207,7 @@ pub fn mpi(
         capabilities: true,
         capability_lifetime_ms: None,
         lock_grace_ms: None,
+        commit_interval_ms: None,
         capability_key_file: None,
         cache: Default::default(),
         name: format!("weft-mpi-{key}"),

@@ -172,6 +172,15 @@ struct Args {
     /// locks at, a new database, or a clean stop (SIGTERM, `weft down`) with no lock held.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::LOCK_GRACE_MS_MAX))]
     lock_grace_ms: Option<u64>,
+    /// Meta role: how long an acknowledged metadata operation may wait for a durable
+    /// commit, in milliseconds. 0: every operation is committed durably (one disk flush
+    /// per group of concurrent operations) before it is answered; above 0 operations are
+    /// answered once applied and committed in the background this often, and fsync,
+    /// sync and MPI_File_sync commit at once. A crash of the manager loses at most this
+    /// much acknowledged and unsynced work, as a crash of a local disk does (README:
+    /// Durability). Default: the description's `commit_interval_ms`, else 0.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::COMMIT_INTERVAL_MS_MAX))]
+    commit_interval_ms: Option<u64>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -345,6 +354,9 @@ fn run(args: Args) -> Result<()> {
         let mut config = ClusterConfig::load(path)?;
         if let Some(ms) = args.lock_grace_ms {
             config.lock_grace_ms = Some(ms);
+        }
+        if let Some(ms) = args.commit_interval_ms {
+            config.commit_interval_ms = Some(ms);
         }
         let entry: ServerEntry = config
             .server(id)

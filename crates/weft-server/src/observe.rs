@@ -205,14 +205,31 @@ pub fn add_sources(
     });
     let meta_roles = roles.clone();
     metrics.add_source(move || {
-        let Some((commits, operations)) = meta_roles.group_commits() else {
+        let (Some((commits, operations)), Some(state)) =
+            (meta_roles.group_commits(), meta_roles.commit_state())
+        else {
             return Vec::new();
         };
         vec![
             External::counter(
                 "weft_meta_commits",
-                "Durable commits of the metadata store (one disk flush each; group commit)",
+                "Commits of the metadata store (group commit; durable ones flush the disk)",
                 commits,
+            ),
+            External::counter(
+                "weft_meta_durable_commits",
+                "Durable commits of the metadata store (one disk flush each)",
+                state.durable_commits,
+            ),
+            External::gauge(
+                "weft_meta_commit_lag",
+                "Metadata operations acknowledged and not yet durable (commit interval above 0)",
+                state.lag(),
+            ),
+            External::gauge(
+                "weft_meta_commit_age_ms",
+                "Milliseconds since the last durable commit of the metadata store",
+                state.since_durable.map_or(0, |d| d.as_millis() as u64),
             ),
             External::counter(
                 "weft_meta_committed_operations",

@@ -165,6 +165,16 @@ impl Roles {
                 service.set_precreate_batch(batch as usize);
             }
             std::mem::forget(service.spawn_purger(PURGE_PERIOD));
+            let interval = config
+                .commit_interval_ms
+                .map_or(weft_proto::COMMIT_INTERVAL_DEFAULT, Duration::from_millis);
+            if !interval.is_zero() {
+                eprintln!(
+                    "weftd meta: acknowledging metadata operations once applied, committed durably every {} ms and at every fsync (--commit-interval-ms)",
+                    interval.as_millis()
+                );
+            }
+            std::mem::forget(service.spawn_committer(interval));
             service.spawn_refiller();
             Some(service)
         } else {
@@ -262,6 +272,9 @@ impl Roles {
     /// none held, a record in `data_dir` that spares the next start its grace.
     pub fn stop_locks(&self, data_dir: &std::path::Path) {
         let Some(meta) = &self.meta else { return };
+        if let Err(e) = meta.store().commit() {
+            eprintln!("weftd meta: committing the metadata store at the stop: {e}");
+        }
         match meta.stop_locks() {
             0 => {
                 if let Err(e) = crate::stop::record_no_locks(data_dir) {
@@ -303,6 +316,11 @@ impl Roles {
     /// server has one.
     pub fn group_commits(&self) -> Option<(u64, u64)> {
         self.meta.as_ref().map(|m| m.store().group_commits())
+    }
+
+    /// Where the metadata store's commits stand (none without the meta role).
+    pub fn commit_state(&self) -> Option<weft_meta::store::CommitState> {
+        self.meta.as_ref().map(|m| m.store().commit_state())
     }
 
     /// The io role's extent-lock counts, if this server has one.

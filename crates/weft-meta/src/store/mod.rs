@@ -1,8 +1,12 @@
 //! `MetaStore`: the durable namespace (directories, inodes, attributes, layouts) on
-//! redb. Mutating operations run in write transactions committed with immediate
-//! durability, concurrent ones sharing one transaction (group commit, `group.rs`); an
-//! operation is acknowledged only after its transaction is durable, so an acknowledged
-//! operation survives a crash of the server.
+//! redb. Mutating operations run in write transactions, concurrent ones sharing one
+//! transaction (group commit, `group.rs`). With a commit interval of 0 an operation is
+//! acknowledged only after its transaction is durable; with one above 0 it is
+//! acknowledged once applied (a non-durable commit) and made durable within the
+//! interval, or at once by `commit` (fsync, sync); a crash then returns the namespace to
+//! its last durable commit, a prefix of the acknowledged history. What acts outside the
+//! database on the strength of a commit (inode number reservations, precreated objects,
+//! the record of lock sessions, the purger) waits for a durable one.
 //!
 //! Tables, one per concern:
 //! - `inodes`: inode number -> encoded inode record (`record.rs`);
@@ -43,6 +47,7 @@ mod record;
 mod xattrs;
 
 pub use access::{MAY_READ, MAY_WRITE};
+pub use group::CommitState;
 pub use names::{NAME_BYTES_MAX, PATH_BYTES_MAX};
 pub use ops::create::{CreateCheck, PendingCreate};
 pub use ops::link::LINKS_MAX;
@@ -244,6 +249,12 @@ impl MetaStore {
                     .map_err(redb::Error::from)?;
             }
         }
+        let last_seq = txn
+            .open_table(COUNTERS)
+            .map_err(redb::Error::from)?
+            .get(group::COUNTER_COMMIT_SEQ)
+            .map_err(redb::Error::from)?
+            .map_or(0, |v| v.value());
         txn.commit().map_err(redb::Error::from)?;
         let store = MetaStore {
             path: path.to_owned(),
@@ -257,10 +268,11 @@ impl MetaStore {
             reserve_file: reserve_path(path),
             reserve_held: AtomicBool::new(false),
         };
+        store.group.start_at(last_seq);
         store.hold_reserve();
         // The pool of precreated objects lived in the last process's memory: purge them.
         store
-            .write(|tx| tx.precreated_to_orphans(None))
+            .write_durable(|tx| tx.precreated_to_orphans(None))
             .map_err(|e| StoreError::Precreated(e.to_string()))?;
         Ok(store)
     }
@@ -513,7 +525,9 @@ impl MetaStore {
     fn allocate_inode(&self) -> Result<InodeId, WireError> {
         let mut reservation = self.reservation.lock().unwrap_or_else(|p| p.into_inner());
         if reservation.next == reservation.end {
-            let start = self.write(|tx| {
+            // Durable before any number of the block is used: objects on the io servers
+            // are named by them, and a crash must never hand one out again.
+            let start = self.write_durable(|tx| {
                 let start = tx.counter(COUNTER_INODE_NEXT)?;
                 let end = start
                     .checked_add(INODE_RESERVATION_BLOCK)
@@ -541,7 +555,37 @@ impl MetaStore {
     ) -> Result<T, WireError> {
         // Group commit inside the reopen guard: a group's transaction belongs to the
         // database it began on, and a reopen waits until every member has its outcome.
-        self.with_database(|db| self.group.write(db, body))
+        self.with_database(|db| self.group.write(db, false, body))
+    }
+
+    /// As `write`, returning only once `body`'s transaction (and so every one before
+    /// it) is durable, whatever the commit interval.
+    fn write_durable<T>(
+        &self,
+        body: impl FnOnce(&mut WriteTables<'_>) -> Result<T, WireError>,
+    ) -> Result<T, WireError> {
+        self.with_database(|db| self.group.write(db, true, body))
+    }
+
+    /// Makes every operation acknowledged so far durable (fsync, sync, the committer,
+    /// the purger); returns at once if they are.
+    pub fn commit(&self) -> Result<(), WireError> {
+        if !self.group.pending() {
+            return Ok(());
+        }
+        self.write_durable(|_| Ok(()))
+    }
+
+    /// Sets how long an acknowledged operation may stay non-durable: 0 (the default)
+    /// commits every operation durably before it is answered; above 0 the caller must
+    /// call `commit` at least this often (the service's committer thread does).
+    pub fn set_commit_interval(&self, interval: Duration) {
+        self.group.set_interval(interval);
+    }
+
+    /// Where the commits stand: sequence numbers acknowledged and durable.
+    pub fn commit_state(&self) -> CommitState {
+        self.group.state()
     }
 
     /// Runs `body` on a consistent snapshot.

@@ -21,7 +21,8 @@ impl MetaStore {
     /// `layout` (whose striping fields are not used). Refused for a number in use.
     pub fn add_precreated(&self, inodes: &[InodeId], layout: &Layout) -> Result<(), WireError> {
         let bytes = layout.to_bytes();
-        self.write(|tx| {
+        // Durable before the objects are made: a crash never leaks them unrecorded.
+        self.write_durable(|tx| {
             for &inode in inodes {
                 if tx.find_inode(inode)?.is_some() || tx.precreated.get(inode.0).storage()?.is_some() {
                     return Err(WireError::new(
