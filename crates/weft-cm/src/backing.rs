@@ -106,10 +106,7 @@ impl Backing {
         out: &mut [u8],
     ) -> Result<(), WireError> {
         let (local, connections) = self.reach(layout, ranges)?;
-        if let Some((k, io)) = local {
-            let (_, data) = io.read(inode, striping(layout, k), ranges)?;
-            Self::scatter(layout, k, ranges, &data, out)?;
-        }
+        // The remote servers first: their reads run while this process reads its own.
         let mut calls: Vec<(usize, PendingCall<'_>)> = Vec::new();
         for (k, connection) in &connections {
             let request = Request::Read {
@@ -121,6 +118,10 @@ impl Backing {
                 .send(&request, &[])
                 .map_err(|e| remote(layout.servers[*k], e))?;
             calls.push((*k, call));
+        }
+        if let Some((k, io)) = local {
+            let (_, data) = io.read(inode, striping(layout, k), ranges)?;
+            Self::scatter(layout, k, ranges, &data, out)?;
         }
         for (k, call) in calls {
             let (_, data) = call.wait().map_err(|e| remote(layout.servers[k], e))?;
@@ -232,13 +233,7 @@ impl Backing {
             parts
         };
         let (local, connections) = self.reach(layout, ranges)?;
-        if let Some((k, io)) = local {
-            let stream = stream_of(k);
-            match stream.as_slice() {
-                [only] => io.write(inode, striping(layout, k), ranges, only)?,
-                parts => io.write(inode, striping(layout, k), ranges, &parts.concat())?,
-            };
-        }
+        // The remote servers first: their writes run while this process writes its own.
         let mut calls = Vec::new();
         for (k, connection) in &connections {
             let request = Request::Write {
@@ -252,6 +247,34 @@ impl Backing {
             calls.push((*k, call));
         }
         let mut first_error = None;
+        if let Some((k, io)) = local {
+            // Range by range, each straight from the caller's bytes: gathering them into
+            // one stream first would copy every byte once more.
+            for (range, bytes) in ranges.iter().zip(data) {
+                let mut pieces = layout
+                    .pieces_on(k, range.offset, range.len)
+                    .expect("ranges checked")
+                    .map(|p| {
+                        let at = (p.file_offset - range.offset) as usize;
+                        &bytes[at..at + p.len as usize]
+                    })
+                    .peekable();
+                let Some(first) = pieces.next() else { continue };
+                let one = std::slice::from_ref(range);
+                let written = match pieces.peek() {
+                    None => io.write(inode, striping(layout, k), one, first),
+                    Some(_) => {
+                        let stream: Vec<u8> =
+                            std::iter::once(first).chain(pieces).flatten().copied().collect();
+                        io.write(inode, striping(layout, k), one, &stream)
+                    }
+                };
+                if let Err(e) = written {
+                    first_error = Some(e);
+                    break;
+                }
+            }
+        }
         for (k, call) in calls {
             match call.wait() {
                 Ok((Response::Bytes(_), _)) => {}
