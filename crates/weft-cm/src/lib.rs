@@ -191,7 +191,9 @@ impl CacheService {
     ) -> Result<(Response, Vec<u8>), WireError> {
         let inner = &self.inner;
         let reply = match request {
-            Request::ViaCache { file, request } => return inner.via_cache(connection, &file, *request, data),
+            Request::ViaCache { file, request } => {
+                return inner.via_cache(connection, &file, *request, &data)
+            }
             Request::ViaCacheAware {
                 file,
                 pattern,
@@ -253,6 +255,21 @@ impl CacheService {
             }
         };
         Ok((reply, Vec::new()))
+    }
+
+    /// `handle` for a request whose bulk data is borrowed from a client's shared
+    /// segment: a write through the cache goes from there straight into the blocks
+    /// (no copy of the payload first); anything else is handled as usual.
+    pub fn handle_borrowed(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: &[u8],
+    ) -> Result<(Response, Vec<u8>), WireError> {
+        match request {
+            Request::ViaCache { file, request } => self.inner.via_cache(connection, &file, *request, data),
+            other => self.handle(connection, other, data.to_vec()),
+        }
     }
 
     /// Bytes the reply to `request` will carry, for the server's memory budget.
@@ -351,7 +368,7 @@ impl Inner {
         connection: ConnectionId,
         file: &CacheFile,
         request: Request,
-        data: Vec<u8>,
+        data: &[u8],
     ) -> Result<(Response, Vec<u8>), WireError> {
         self.check_incarnation(file)?;
         let check_inode = |inode: InodeId| {
@@ -383,7 +400,7 @@ impl Inner {
                 let layout = striping.layout();
                 let pieces = range_pieces(&layout, striping, &ranges)?;
                 match write {
-                    true => self.write(file, striping, pieces, &data),
+                    true => self.write(file, striping, pieces, data),
                     false => self.read(file, striping, pieces, &ReadMode::Plain),
                 }
             }
@@ -406,7 +423,7 @@ impl Inner {
                 let layout = striping.layout();
                 let pieces = view_pieces(&view, &layout, striping, view_offset, len)?;
                 match write {
-                    true => self.write(file, striping, pieces, &data),
+                    true => self.write(file, striping, pieces, data),
                     false => self.read(file, striping, pieces, &ReadMode::Plain),
                 }
             }
@@ -449,6 +466,9 @@ impl Inner {
                 }
             }
         })?;
+        if self.tier.dirty_bytes() >= writeback::eager_bytes(&self.config) {
+            self.writeback.kick();
+        }
         Ok((Response::Bytes(stream_len), Vec::new()))
     }
 
