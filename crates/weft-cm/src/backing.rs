@@ -37,6 +37,14 @@ fn striping(layout: &Layout, index: usize) -> Striping {
     }
 }
 
+/// Bytes of `ranges` on server `k` of `layout`.
+fn local_bytes(layout: &Layout, k: usize, ranges: &[Range]) -> u64 {
+    ranges
+        .iter()
+        .map(|r| layout.bytes_on(k, r.offset, r.len))
+        .fold(0, u64::saturating_add)
+}
+
 /// An rpc failure as the error the cache manager reports, naming the io server.
 fn remote(server: ServerId, e: RpcError) -> WireError {
     match e {
@@ -119,15 +127,32 @@ impl Backing {
                 .map_err(|e| remote(layout.servers[*k], e))?;
             calls.push((*k, call));
         }
-        if let Some((k, io)) = local {
-            let (_, data) = io.read(inode, striping(layout, k), ranges)?;
-            Self::scatter(layout, k, ranges, &data, out)?;
+        match local {
+            // This process's own io server holds every byte (a colocated manager's own
+            // blocks): its stream is `out` itself, read straight into it.
+            Some((k, io)) if calls.is_empty() && out.len() as u64 == local_bytes(layout, k, ranges) => {
+                io.read_into(inode, striping(layout, k), ranges, out)?;
+            }
+            Some((k, io)) => {
+                let (_, data) = io.read(inode, striping(layout, k), ranges)?;
+                Self::scatter(layout, k, ranges, &data, out)?;
+            }
+            None => {}
         }
         for (k, call) in calls {
             let (_, data) = call.wait().map_err(|e| remote(layout.servers[k], e))?;
             Self::scatter(layout, k, ranges, &data, out)?;
         }
         Ok(())
+    }
+
+    /// Read-ahead: lets this process's own io server start reading its bytes of
+    /// `ranges` into its page cache, without waiting (the other servers are not asked).
+    pub fn will_need(&self, inode: InodeId, layout: &Layout, ranges: &[Range]) {
+        let Some((id, io)) = &self.local else { return };
+        if let Some(k) = layout.servers.iter().position(|s| s == id) {
+            io.will_need(inode, striping(layout, k), ranges);
+        }
     }
 
     /// Places server `k`'s stream of `ranges` into `out` (the ranges' bytes in list

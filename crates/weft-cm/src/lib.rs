@@ -482,16 +482,18 @@ impl Inner {
         let block_size = striping.stripe_size_bytes;
         let stream_len = pieces.stream_len;
         let mut out = vec![0u8; stream_len as usize];
-        let mut batch = ReadBatch::new(block_size);
+        let mut batch = ReadBatch::new(block_size, striping.stripe_count as u64);
+        // One buffer for every batch's fetch: no fresh memory per batch.
+        let mut fetched = Vec::new();
         pieces.for_each_block(block_size, |block, run| {
             if !batch.fits(block, run.len()) {
-                self.read_batch(file, block_size, &batch, mode, &mut out)?;
+                self.read_batch(file, block_size, &batch, mode, &mut out, &mut fetched)?;
                 batch.clear();
             }
             batch.push(block, run);
             Ok(())
         })?;
-        self.read_batch(file, block_size, &batch, mode, &mut out)?;
+        self.read_batch(file, block_size, &batch, mode, &mut out, &mut fetched)?;
         Ok((Response::Bytes(stream_len), out))
     }
 
@@ -509,6 +511,7 @@ impl Inner {
         batch: &ReadBatch,
         mode: &ReadMode,
         out: &mut [u8],
+        fetched: &mut Vec<u8>,
     ) -> Result<(), WireError> {
         let layout = &file.layout;
         let key_of = |block: u64| BlockKey::new(file.inode, block);
@@ -572,8 +575,15 @@ impl Inner {
                 })
                 .collect();
             let total: u64 = file_ranges.iter().map(|r| r.len).sum();
-            let mut fetched = vec![0u8; total as usize];
-            if let Err(e) = self.backing.read(file.inode, layout, &file_ranges, &mut fetched) {
+            // Read-ahead along the pattern: the batch missed, so the blocks of this
+            // manager that follow its last are likely asked for next; the io server's
+            // page cache starts on them while this batch is fetched.
+            let last = batch.runs.iter().map(|(b, _)| *b).max().unwrap_or(0);
+            self.backing
+                .will_need(file.inode, layout, &read_ahead(last, block_size, batch.managers));
+            fetched.clear();
+            fetched.resize(total as usize, 0);
+            if let Err(e) = self.backing.read(file.inode, layout, &file_ranges, fetched) {
                 abandon(&fetches);
                 return Err(e);
             }
@@ -581,7 +591,7 @@ impl Inner {
             let mut at = 0usize;
             for (n, f) in fetches.iter().enumerate() {
                 let key = key_of(batch.runs[f.run].0);
-                let parts = fetched_parts(&f.gaps, &fetched, &mut at);
+                let parts = fetched_parts(&f.gaps, fetched, &mut at);
                 let admission = self.admission(mode, key, f.resident);
                 match self
                     .tier
@@ -1053,11 +1063,35 @@ struct ReadBatch {
     runs: Vec<(u64, std::ops::Range<usize>)>,
     pieces: Vec<BlockPiece>,
     blocks_max: usize,
+    /// Cache managers of the file: this one's blocks are every this many.
+    managers: u64,
+}
+
+/// Bytes of a manager's blocks read ahead past a batch that missed (the io server's
+/// page cache, not the tier's memory, holds them).
+const READ_AHEAD_BYTES: u64 = 4 << 20;
+
+/// The file ranges of the blocks of this manager (one of `managers`) that follow block
+/// `last`, `READ_AHEAD_BYTES` of them.
+fn read_ahead(last: u64, block_size: u64, managers: u64) -> Vec<Range> {
+    let count = (READ_AHEAD_BYTES / block_size.max(1)).clamp(1, READ_BATCH_BLOCKS_MAX as u64);
+    (1..=count)
+        .filter_map(|i| {
+            let block = last.checked_add(i.checked_mul(managers.max(1))?)?;
+            let offset = block.checked_mul(block_size)?;
+            offset.checked_add(block_size)?;
+            Some(Range {
+                offset,
+                len: block_size,
+            })
+        })
+        .collect()
 }
 
 impl ReadBatch {
-    fn new(block_size: u64) -> ReadBatch {
+    fn new(block_size: u64, managers: u64) -> ReadBatch {
         ReadBatch {
+            managers,
             runs: Vec::new(),
             pieces: Vec::new(),
             blocks_max: (READ_BATCH_BYTES / block_size.max(1)).clamp(1, READ_BATCH_BLOCKS_MAX as u64)
