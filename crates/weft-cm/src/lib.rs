@@ -48,7 +48,7 @@ use weft_rpc::ConnectionId;
 pub use backing::{fixed_directory, Backing, Directory};
 use cio::{Asked, ReadMode};
 use tier::{Blocked, Fetching, Found, Ticket, Tier};
-use weft_cache::store::Snapshot;
+use weft_cache::store::{Snapshot, WriteBack};
 use weft_cache::Admission;
 use weft_proto::pattern::AccessPattern;
 
@@ -895,13 +895,15 @@ impl Inner {
     }
 
     /// Writes the dirty bytes of `keys` (blocks of `inode`, in block order) back to the
-    /// io servers, in requests of at most `WRITE_BACK_BATCH_BYTES`. Blocks being written
-    /// back by someone else are skipped. A file removed meanwhile loses its blocks; any
-    /// other failure keeps them dirty.
+    /// io servers, in requests of at most `WRITE_BACK_BATCH_BYTES`, up to
+    /// `WRITE_BACK_BATCHES_IN_FLIGHT` of them at once (each to every io server it
+    /// touches at once). Blocks being written back by someone else are skipped. A file
+    /// removed meanwhile loses its blocks; any other failure keeps them dirty.
     fn write_back(&self, inode: InodeId, keys: &[BlockKey]) -> Result<(), WireError> {
         let Some((layout, block_size, taken)) = self.tier.take_write_backs(inode, keys) else {
             return Ok(());
         };
+        let mut batches: Vec<Vec<WriteBack>> = Vec::new();
         let mut rest = taken.into_iter().peekable();
         while rest.peek().is_some() {
             let mut batch = Vec::new();
@@ -917,10 +919,13 @@ impl Inner {
                 ranges_count += wb.pieces().count();
                 batch.push(rest.next().expect("peeked"));
             }
+            batches.push(batch);
+        }
+        let send = |batch: &[WriteBack]| {
             // The bytes go out straight from the blocks' snapshots.
-            let mut ranges: Vec<Range> = Vec::with_capacity(ranges_count);
-            let mut data: Vec<&[u8]> = Vec::with_capacity(ranges_count);
-            for wb in &batch {
+            let mut ranges: Vec<Range> = Vec::new();
+            let mut data: Vec<&[u8]> = Vec::new();
+            for wb in batch {
                 let start = wb.key.block * block_size;
                 for (offset, piece) in wb.pieces() {
                     ranges.push(Range {
@@ -930,27 +935,54 @@ impl Inner {
                     data.push(piece);
                 }
             }
-            let written = self.backing.write(inode, &layout, &ranges, &data);
-            drop(data);
-            match written {
-                Ok(()) => self.tier.end_write_backs(batch, true),
-                Err(e) => {
-                    self.tier.end_write_backs(batch, false);
-                    self.tier.end_write_backs(rest.collect(), false);
-                    if e.code == ErrorCode::Stale {
-                        // The file was removed: nothing to write its bytes to.
-                        self.tier.drop_file(inode);
-                        return Ok(());
-                    }
-                    self.counters.write_back_errors.fetch_add(1, Ordering::Relaxed);
-                    return Err(WireError::new(
-                        e.code,
-                        format!("writing back inode {inode}: {}", e.message),
-                    ));
+            self.backing.write(inode, &layout, &ranges, &data)
+        };
+        let mut failed: Option<WireError> = None;
+        let mut pending = batches.into_iter();
+        loop {
+            let group: Vec<Vec<WriteBack>> = pending.by_ref().take(WRITE_BACK_BATCHES_IN_FLIGHT).collect();
+            if group.is_empty() {
+                break;
+            }
+            let results: Vec<Result<(), WireError>> = match group.len() {
+                1 => vec![send(&group[0])],
+                _ => std::thread::scope(|scope| {
+                    let running: Vec<_> = group.iter().map(|b| scope.spawn(|| send(b))).collect();
+                    running
+                        .into_iter()
+                        .map(|r| {
+                            r.join().unwrap_or_else(|_| {
+                                Err(WireError::new(ErrorCode::Io, "a write-back thread panicked"))
+                            })
+                        })
+                        .collect()
+                }),
+            };
+            for (batch, result) in group.into_iter().zip(results) {
+                self.tier.end_write_backs(batch, result.is_ok());
+                if let Err(e) = result {
+                    failed.get_or_insert(e);
                 }
             }
+            if failed.is_some() {
+                break;
+            }
         }
-        Ok(())
+        let Some(e) = failed else { return Ok(()) };
+        // Not sent: kept dirty.
+        for batch in pending {
+            self.tier.end_write_backs(batch, false);
+        }
+        if e.code == ErrorCode::Stale {
+            // The file was removed: nothing to write its bytes to.
+            self.tier.drop_file(inode);
+            return Ok(());
+        }
+        self.counters.write_back_errors.fetch_add(1, Ordering::Relaxed);
+        Err(WireError::new(
+            e.code,
+            format!("writing back inode {inode}: {}", e.message),
+        ))
     }
 
     /// Writes every block of the file dirty now back to the io servers, including those
@@ -994,6 +1026,10 @@ impl Inner {
         self.tier.dirty_end(inode)
     }
 }
+
+/// Write-back requests (of up to `WRITE_BACK_BATCH_BYTES`) one write-back keeps in
+/// flight: the io servers write one batch while the next travels.
+const WRITE_BACK_BATCHES_IN_FLIGHT: usize = 4;
 
 /// Rounds a flush makes over blocks that other write-backs had in flight and that
 /// failed (or were written to again).
