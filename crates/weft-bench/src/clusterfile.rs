@@ -598,7 +598,7 @@ fn goals(rows: &[Row]) -> Vec<Goal> {
                     sd.hot_read_mib_s / r.hot_read_mib_s,
                 ));
             }
-            // Where the tier cannot help: within 0.8x of the best uncached method.
+            // Where the tier cannot help: within 0.9x of the best uncached method (issue 32).
             let uncached = rows
                 .iter()
                 .filter(|r| r.pattern == sd.pattern && r.tier == Tier::Uncached);
@@ -607,14 +607,14 @@ fn goals(rows: &[Row]) -> Vec<Goal> {
             if best_write > 0.0 {
                 goals.push(Goal::new(
                     format!("{who} write+sync vs the best uncached method"),
-                    0.8,
+                    0.9,
                     sd.write_sync_mib_s / best_write,
                 ));
             }
             if let (Some(cold), true) = (sd.cold_read_mib_s, best_cold > 0.0) {
                 goals.push(Goal::new(
                     format!("{who} cold read vs the best uncached method"),
-                    0.8,
+                    0.9,
                     cold / best_cold,
                 ));
             }

@@ -37,6 +37,14 @@ fn striping(layout: &Layout, index: usize) -> Striping {
     }
 }
 
+/// Bytes of `ranges` on server `k` of `layout`.
+fn local_bytes(layout: &Layout, k: usize, ranges: &[Range]) -> u64 {
+    ranges
+        .iter()
+        .map(|r| layout.bytes_on(k, r.offset, r.len))
+        .fold(0, u64::saturating_add)
+}
+
 /// An rpc failure as the error the cache manager reports, naming the io server.
 fn remote(server: ServerId, e: RpcError) -> WireError {
     match e {
@@ -106,10 +114,7 @@ impl Backing {
         out: &mut [u8],
     ) -> Result<(), WireError> {
         let (local, connections) = self.reach(layout, ranges)?;
-        if let Some((k, io)) = local {
-            let (_, data) = io.read(inode, striping(layout, k), ranges)?;
-            Self::scatter(layout, k, ranges, &data, out)?;
-        }
+        // The remote servers first: their reads run while this process reads its own.
         let mut calls: Vec<(usize, PendingCall<'_>)> = Vec::new();
         for (k, connection) in &connections {
             let request = Request::Read {
@@ -122,11 +127,32 @@ impl Backing {
                 .map_err(|e| remote(layout.servers[*k], e))?;
             calls.push((*k, call));
         }
+        match local {
+            // This process's own io server holds every byte (a colocated manager's own
+            // blocks): its stream is `out` itself, read straight into it.
+            Some((k, io)) if calls.is_empty() && out.len() as u64 == local_bytes(layout, k, ranges) => {
+                io.read_into(inode, striping(layout, k), ranges, out)?;
+            }
+            Some((k, io)) => {
+                let (_, data) = io.read(inode, striping(layout, k), ranges)?;
+                Self::scatter(layout, k, ranges, &data, out)?;
+            }
+            None => {}
+        }
         for (k, call) in calls {
             let (_, data) = call.wait().map_err(|e| remote(layout.servers[k], e))?;
             Self::scatter(layout, k, ranges, &data, out)?;
         }
         Ok(())
+    }
+
+    /// Read-ahead: lets this process's own io server start reading its bytes of
+    /// `ranges` into its page cache, without waiting (the other servers are not asked).
+    pub fn will_need(&self, inode: InodeId, layout: &Layout, ranges: &[Range]) {
+        let Some((id, io)) = &self.local else { return };
+        if let Some(k) = layout.servers.iter().position(|s| s == id) {
+            io.will_need(inode, striping(layout, k), ranges);
+        }
     }
 
     /// Places server `k`'s stream of `ranges` into `out` (the ranges' bytes in list
@@ -232,13 +258,7 @@ impl Backing {
             parts
         };
         let (local, connections) = self.reach(layout, ranges)?;
-        if let Some((k, io)) = local {
-            let stream = stream_of(k);
-            match stream.as_slice() {
-                [only] => io.write(inode, striping(layout, k), ranges, only)?,
-                parts => io.write(inode, striping(layout, k), ranges, &parts.concat())?,
-            };
-        }
+        // The remote servers first: their writes run while this process writes its own.
         let mut calls = Vec::new();
         for (k, connection) in &connections {
             let request = Request::Write {
@@ -252,6 +272,34 @@ impl Backing {
             calls.push((*k, call));
         }
         let mut first_error = None;
+        if let Some((k, io)) = local {
+            // Range by range, each straight from the caller's bytes: gathering them into
+            // one stream first would copy every byte once more.
+            for (range, bytes) in ranges.iter().zip(data) {
+                let mut pieces = layout
+                    .pieces_on(k, range.offset, range.len)
+                    .expect("ranges checked")
+                    .map(|p| {
+                        let at = (p.file_offset - range.offset) as usize;
+                        &bytes[at..at + p.len as usize]
+                    })
+                    .peekable();
+                let Some(first) = pieces.next() else { continue };
+                let one = std::slice::from_ref(range);
+                let written = match pieces.peek() {
+                    None => io.write(inode, striping(layout, k), one, first),
+                    Some(_) => {
+                        let stream: Vec<u8> =
+                            std::iter::once(first).chain(pieces).flatten().copied().collect();
+                        io.write(inode, striping(layout, k), one, &stream)
+                    }
+                };
+                if let Err(e) = written {
+                    first_error = Some(e);
+                    break;
+                }
+            }
+        }
         for (k, call) in calls {
             match call.wait() {
                 Ok((Response::Bytes(_), _)) => {}

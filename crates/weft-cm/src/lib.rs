@@ -48,7 +48,7 @@ use weft_rpc::ConnectionId;
 pub use backing::{fixed_directory, Backing, Directory};
 use cio::{Asked, ReadMode};
 use tier::{Blocked, Fetching, Found, Ticket, Tier};
-use weft_cache::store::Snapshot;
+use weft_cache::store::{Snapshot, WriteBack};
 use weft_cache::Admission;
 use weft_proto::pattern::AccessPattern;
 
@@ -191,7 +191,9 @@ impl CacheService {
     ) -> Result<(Response, Vec<u8>), WireError> {
         let inner = &self.inner;
         let reply = match request {
-            Request::ViaCache { file, request } => return inner.via_cache(connection, &file, *request, data),
+            Request::ViaCache { file, request } => {
+                return inner.via_cache(connection, &file, *request, &data)
+            }
             Request::ViaCacheAware {
                 file,
                 pattern,
@@ -253,6 +255,21 @@ impl CacheService {
             }
         };
         Ok((reply, Vec::new()))
+    }
+
+    /// `handle` for a request whose bulk data is borrowed from a client's shared
+    /// segment: a write through the cache goes from there straight into the blocks
+    /// (no copy of the payload first); anything else is handled as usual.
+    pub fn handle_borrowed(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: &[u8],
+    ) -> Result<(Response, Vec<u8>), WireError> {
+        match request {
+            Request::ViaCache { file, request } => self.inner.via_cache(connection, &file, *request, data),
+            other => self.handle(connection, other, data.to_vec()),
+        }
     }
 
     /// Bytes the reply to `request` will carry, for the server's memory budget.
@@ -351,7 +368,7 @@ impl Inner {
         connection: ConnectionId,
         file: &CacheFile,
         request: Request,
-        data: Vec<u8>,
+        data: &[u8],
     ) -> Result<(Response, Vec<u8>), WireError> {
         self.check_incarnation(file)?;
         let check_inode = |inode: InodeId| {
@@ -383,7 +400,7 @@ impl Inner {
                 let layout = striping.layout();
                 let pieces = range_pieces(&layout, striping, &ranges)?;
                 match write {
-                    true => self.write(file, striping, pieces, &data),
+                    true => self.write(file, striping, pieces, data),
                     false => self.read(file, striping, pieces, &ReadMode::Plain),
                 }
             }
@@ -406,7 +423,7 @@ impl Inner {
                 let layout = striping.layout();
                 let pieces = view_pieces(&view, &layout, striping, view_offset, len)?;
                 match write {
-                    true => self.write(file, striping, pieces, &data),
+                    true => self.write(file, striping, pieces, data),
                     false => self.read(file, striping, pieces, &ReadMode::Plain),
                 }
             }
@@ -449,6 +466,9 @@ impl Inner {
                 }
             }
         })?;
+        if self.tier.dirty_bytes() >= writeback::eager_bytes(&self.config) {
+            self.writeback.kick();
+        }
         Ok((Response::Bytes(stream_len), Vec::new()))
     }
 
@@ -462,16 +482,18 @@ impl Inner {
         let block_size = striping.stripe_size_bytes;
         let stream_len = pieces.stream_len;
         let mut out = vec![0u8; stream_len as usize];
-        let mut batch = ReadBatch::new(block_size);
+        let mut batch = ReadBatch::new(block_size, striping.stripe_count as u64);
+        // One buffer for every batch's fetch: no fresh memory per batch.
+        let mut fetched = Vec::new();
         pieces.for_each_block(block_size, |block, run| {
             if !batch.fits(block, run.len()) {
-                self.read_batch(file, block_size, &batch, mode, &mut out)?;
+                self.read_batch(file, block_size, &batch, mode, &mut out, &mut fetched)?;
                 batch.clear();
             }
             batch.push(block, run);
             Ok(())
         })?;
-        self.read_batch(file, block_size, &batch, mode, &mut out)?;
+        self.read_batch(file, block_size, &batch, mode, &mut out, &mut fetched)?;
         Ok((Response::Bytes(stream_len), out))
     }
 
@@ -489,6 +511,7 @@ impl Inner {
         batch: &ReadBatch,
         mode: &ReadMode,
         out: &mut [u8],
+        fetched: &mut Vec<u8>,
     ) -> Result<(), WireError> {
         let layout = &file.layout;
         let key_of = |block: u64| BlockKey::new(file.inode, block);
@@ -552,8 +575,15 @@ impl Inner {
                 })
                 .collect();
             let total: u64 = file_ranges.iter().map(|r| r.len).sum();
-            let mut fetched = vec![0u8; total as usize];
-            if let Err(e) = self.backing.read(file.inode, layout, &file_ranges, &mut fetched) {
+            // Read-ahead along the pattern: the batch missed, so the blocks of this
+            // manager that follow its last are likely asked for next; the io server's
+            // page cache starts on them while this batch is fetched.
+            let last = batch.runs.iter().map(|(b, _)| *b).max().unwrap_or(0);
+            self.backing
+                .will_need(file.inode, layout, &read_ahead(last, block_size, batch.managers));
+            fetched.clear();
+            fetched.resize(total as usize, 0);
+            if let Err(e) = self.backing.read(file.inode, layout, &file_ranges, fetched) {
                 abandon(&fetches);
                 return Err(e);
             }
@@ -561,7 +591,7 @@ impl Inner {
             let mut at = 0usize;
             for (n, f) in fetches.iter().enumerate() {
                 let key = key_of(batch.runs[f.run].0);
-                let parts = fetched_parts(&f.gaps, &fetched, &mut at);
+                let parts = fetched_parts(&f.gaps, fetched, &mut at);
                 let admission = self.admission(mode, key, f.resident);
                 match self
                     .tier
@@ -865,13 +895,15 @@ impl Inner {
     }
 
     /// Writes the dirty bytes of `keys` (blocks of `inode`, in block order) back to the
-    /// io servers, in requests of at most `WRITE_BACK_BATCH_BYTES`. Blocks being written
-    /// back by someone else are skipped. A file removed meanwhile loses its blocks; any
-    /// other failure keeps them dirty.
+    /// io servers, in requests of at most `WRITE_BACK_BATCH_BYTES`, up to
+    /// `WRITE_BACK_BATCHES_IN_FLIGHT` of them at once (each to every io server it
+    /// touches at once). Blocks being written back by someone else are skipped. A file
+    /// removed meanwhile loses its blocks; any other failure keeps them dirty.
     fn write_back(&self, inode: InodeId, keys: &[BlockKey]) -> Result<(), WireError> {
         let Some((layout, block_size, taken)) = self.tier.take_write_backs(inode, keys) else {
             return Ok(());
         };
+        let mut batches: Vec<Vec<WriteBack>> = Vec::new();
         let mut rest = taken.into_iter().peekable();
         while rest.peek().is_some() {
             let mut batch = Vec::new();
@@ -887,10 +919,13 @@ impl Inner {
                 ranges_count += wb.pieces().count();
                 batch.push(rest.next().expect("peeked"));
             }
+            batches.push(batch);
+        }
+        let send = |batch: &[WriteBack]| {
             // The bytes go out straight from the blocks' snapshots.
-            let mut ranges: Vec<Range> = Vec::with_capacity(ranges_count);
-            let mut data: Vec<&[u8]> = Vec::with_capacity(ranges_count);
-            for wb in &batch {
+            let mut ranges: Vec<Range> = Vec::new();
+            let mut data: Vec<&[u8]> = Vec::new();
+            for wb in batch {
                 let start = wb.key.block * block_size;
                 for (offset, piece) in wb.pieces() {
                     ranges.push(Range {
@@ -900,27 +935,54 @@ impl Inner {
                     data.push(piece);
                 }
             }
-            let written = self.backing.write(inode, &layout, &ranges, &data);
-            drop(data);
-            match written {
-                Ok(()) => self.tier.end_write_backs(batch, true),
-                Err(e) => {
-                    self.tier.end_write_backs(batch, false);
-                    self.tier.end_write_backs(rest.collect(), false);
-                    if e.code == ErrorCode::Stale {
-                        // The file was removed: nothing to write its bytes to.
-                        self.tier.drop_file(inode);
-                        return Ok(());
-                    }
-                    self.counters.write_back_errors.fetch_add(1, Ordering::Relaxed);
-                    return Err(WireError::new(
-                        e.code,
-                        format!("writing back inode {inode}: {}", e.message),
-                    ));
+            self.backing.write(inode, &layout, &ranges, &data)
+        };
+        let mut failed: Option<WireError> = None;
+        let mut pending = batches.into_iter();
+        loop {
+            let group: Vec<Vec<WriteBack>> = pending.by_ref().take(WRITE_BACK_BATCHES_IN_FLIGHT).collect();
+            if group.is_empty() {
+                break;
+            }
+            let results: Vec<Result<(), WireError>> = match group.len() {
+                1 => vec![send(&group[0])],
+                _ => std::thread::scope(|scope| {
+                    let running: Vec<_> = group.iter().map(|b| scope.spawn(|| send(b))).collect();
+                    running
+                        .into_iter()
+                        .map(|r| {
+                            r.join().unwrap_or_else(|_| {
+                                Err(WireError::new(ErrorCode::Io, "a write-back thread panicked"))
+                            })
+                        })
+                        .collect()
+                }),
+            };
+            for (batch, result) in group.into_iter().zip(results) {
+                self.tier.end_write_backs(batch, result.is_ok());
+                if let Err(e) = result {
+                    failed.get_or_insert(e);
                 }
             }
+            if failed.is_some() {
+                break;
+            }
         }
-        Ok(())
+        let Some(e) = failed else { return Ok(()) };
+        // Not sent: kept dirty.
+        for batch in pending {
+            self.tier.end_write_backs(batch, false);
+        }
+        if e.code == ErrorCode::Stale {
+            // The file was removed: nothing to write its bytes to.
+            self.tier.drop_file(inode);
+            return Ok(());
+        }
+        self.counters.write_back_errors.fetch_add(1, Ordering::Relaxed);
+        Err(WireError::new(
+            e.code,
+            format!("writing back inode {inode}: {}", e.message),
+        ))
     }
 
     /// Writes every block of the file dirty now back to the io servers, including those
@@ -964,6 +1026,10 @@ impl Inner {
         self.tier.dirty_end(inode)
     }
 }
+
+/// Write-back requests (of up to `WRITE_BACK_BATCH_BYTES`) one write-back keeps in
+/// flight: the io servers write one batch while the next travels.
+const WRITE_BACK_BATCHES_IN_FLIGHT: usize = 4;
 
 /// Rounds a flush makes over blocks that other write-backs had in flight and that
 /// failed (or were written to again).
@@ -1033,11 +1099,35 @@ struct ReadBatch {
     runs: Vec<(u64, std::ops::Range<usize>)>,
     pieces: Vec<BlockPiece>,
     blocks_max: usize,
+    /// Cache managers of the file: this one's blocks are every this many.
+    managers: u64,
+}
+
+/// Bytes of a manager's blocks read ahead past a batch that missed (the io server's
+/// page cache, not the tier's memory, holds them).
+const READ_AHEAD_BYTES: u64 = 4 << 20;
+
+/// The file ranges of the blocks of this manager (one of `managers`) that follow block
+/// `last`, `READ_AHEAD_BYTES` of them.
+fn read_ahead(last: u64, block_size: u64, managers: u64) -> Vec<Range> {
+    let count = (READ_AHEAD_BYTES / block_size.max(1)).clamp(1, READ_BATCH_BLOCKS_MAX as u64);
+    (1..=count)
+        .filter_map(|i| {
+            let block = last.checked_add(i.checked_mul(managers.max(1))?)?;
+            let offset = block.checked_mul(block_size)?;
+            offset.checked_add(block_size)?;
+            Some(Range {
+                offset,
+                len: block_size,
+            })
+        })
+        .collect()
 }
 
 impl ReadBatch {
-    fn new(block_size: u64) -> ReadBatch {
+    fn new(block_size: u64, managers: u64) -> ReadBatch {
         ReadBatch {
+            managers,
             runs: Vec::new(),
             pieces: Vec::new(),
             blocks_max: (READ_BATCH_BYTES / block_size.max(1)).clamp(1, READ_BATCH_BLOCKS_MAX as u64)

@@ -537,6 +537,22 @@ impl Tier {
             .unwrap_or(0)
     }
 
+    /// Bytes dirty in this manager now.
+    pub fn dirty_bytes(&self) -> u64 {
+        self.state().cache.dirty_bytes()
+    }
+
+    /// Fully dirty blocks not being written back, at most `most`, by file (the eager
+    /// write-back of a stream of writes, see `writeback`).
+    pub fn fully_dirty(&self, most: usize) -> BTreeMap<InodeId, Vec<BlockKey>> {
+        let state = self.state();
+        let mut by_file: BTreeMap<InodeId, Vec<BlockKey>> = BTreeMap::new();
+        for k in state.cache.fully_dirty_idle().take(most) {
+            by_file.entry(k.inode).or_default().push(k);
+        }
+        by_file
+    }
+
     /// Dirty blocks to write back in the background: dirty since before
     /// `older_than_ms`; and when more than `limit_bytes` are dirty, the oldest until
     /// half of that remains. At most `most` of each kind, by file.

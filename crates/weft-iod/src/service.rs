@@ -289,6 +289,56 @@ impl IoService {
         Ok((Response::Bytes(total), data))
     }
 
+    /// Asks the kernel to start reading this server's bytes of `ranges` into the page
+    /// cache (`POSIX_FADV_WILLNEED`, adjacent pieces merged), without waiting: a cache
+    /// manager's read-ahead of the blocks a read is likely to ask for next. A missing
+    /// object is no error (nothing to read ahead).
+    pub fn will_need(&self, inode: InodeId, striping: Striping, ranges: &[Range]) {
+        use std::os::fd::AsRawFd;
+        let layout = striping.layout();
+        let index = striping.server_index as usize;
+        let Ok(file) = self.objects.get(inode) else { return };
+        let mut span: Option<(u64, u64)> = None;
+        let advise = |(at, len): (u64, u64)| {
+            // SAFETY: a plain advice call on an open descriptor; it reads no memory of ours.
+            unsafe {
+                libc::posix_fadvise(file.as_raw_fd(), at as i64, len as i64, libc::POSIX_FADV_WILLNEED)
+            };
+        };
+        for piece in range_pieces(&layout, index, ranges) {
+            span = match span {
+                Some((at, len)) if at + len == piece.local_offset => Some((at, len + piece.len)),
+                Some(done) => {
+                    advise(done);
+                    Some((piece.local_offset, piece.len))
+                }
+                None => Some((piece.local_offset, piece.len)),
+            };
+        }
+        if let Some(done) = span {
+            advise(done);
+        }
+    }
+
+    /// `read` into the caller's `out`, which must be exactly this server's stream of
+    /// `ranges` (a cache manager fetching into its own buffer: no reply buffer, no copy).
+    pub fn read_into(
+        &self,
+        inode: InodeId,
+        striping: Striping,
+        ranges: &[Range],
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        let layout = striping.layout();
+        let index = striping.server_index as usize;
+        let total = ranges_stream_len(&layout, index, ranges)?;
+        check_payload(out.len(), total, "ranges")?;
+        let file = self.objects.get(inode)?;
+        out.fill(0);
+        let pieces = range_pieces(&layout, index, ranges);
+        sieve::read_pieces(&file, inode, pieces, out, PIECES_PER_REQUEST_MAX)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn write_view(
         &self,

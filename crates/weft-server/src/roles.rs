@@ -652,6 +652,14 @@ impl Handler for Roles {
         data: &[u8],
     ) -> Result<(Response, Vec<u8>), WireError> {
         let cached = self.cache.as_ref().is_some_and(|c| c.serves(&request));
+        if let (Some(cache), true, Request::ViaCache { .. }) = (&self.cache, cached, &request) {
+            // A write through the cache copies its bytes from the segment into the
+            // blocks; the same capability gate as `handle`'s.
+            if let Some(gate) = &self.gate {
+                gate.check(connection, &request)?;
+            }
+            return cache.handle_borrowed(connection, request, data);
+        }
         match &self.io {
             Some(io) if !cached && is_io_request(&request) => {
                 // The shared-memory path: the same capability gate as `handle`.

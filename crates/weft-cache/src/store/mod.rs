@@ -30,6 +30,13 @@
 //! their block's current bytes (a copy-on-write or a block dropped while a reader
 //! still holds it), tracked by weak references until their last holder lets go.
 //! Nothing is allocated unless the total stays within `memory_bytes_max`.
+//!
+//! Block memory is reused: the bytes of a dropped block nobody else holds go to a pool
+//! (at most [`POOL_FRACTION`] of the bound, counted in the memory like a block) that the
+//! next new block of that length takes from, so a stream of writes through a full cache
+//! touches no fresh pages and zero-fills nothing; room for a block takes pooled bytes
+//! back before evicting anything. A pooled buffer holds a former block's bytes, which
+//! nobody sees: only valid bytes are ever read out of a block.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Deref, Range};
@@ -46,6 +53,9 @@ use crate::policy::{Admission, Incoming, Policy};
 /// node and key, the dirty indexes, the policy's node and index slot (an estimate on
 /// the high side).
 pub const ENTRY_OVERHEAD_BYTES: u64 = 256;
+
+/// The pool of free block buffers holds at most the memory bound over this.
+pub const POOL_FRACTION: u64 = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheConfig {
@@ -255,7 +265,10 @@ pub struct Cache<P> {
     /// Old bytes still held by snapshots: (weak reference, length).
     detached: Vec<(Weak<[u8]>, u64)>,
     detached_bytes: u64,
-    /// Charges of entries plus detached bytes.
+    /// Free block buffers of one length, uniquely held, for new blocks to reuse.
+    pool: Vec<Arc<[u8]>>,
+    pool_bytes: u64,
+    /// Charges of entries plus detached and pooled bytes.
     memory_bytes: u64,
     evicting_bytes: u64,
     next_serial: u64,
@@ -276,6 +289,8 @@ impl<P: Policy<BlockKey>> Cache<P> {
             evicting: BTreeSet::new(),
             detached: Vec::new(),
             detached_bytes: 0,
+            pool: Vec::new(),
+            pool_bytes: 0,
             memory_bytes: 0,
             evicting_bytes: 0,
             next_serial: 1,
@@ -695,6 +710,21 @@ impl<P: Policy<BlockKey>> Cache<P> {
         })
     }
 
+    /// Bytes dirty now (a gauge the caller may poll cheaply).
+    pub fn dirty_bytes(&self) -> u64 {
+        self.stats.bytes_dirty
+    }
+
+    /// Fully dirty blocks (written whole since they were last clean) with no write-back
+    /// in flight, in key order: written back early, they need no read and are unlikely
+    /// to be written again soon (a stream of writes has moved past them).
+    pub fn fully_dirty_idle(&self) -> impl Iterator<Item = BlockKey> + '_ {
+        self.dirty_keys.iter().copied().filter(|k| {
+            let e = &self.entries[k];
+            e.dirty.is_full() && e.write_back.is_none()
+        })
+    }
+
     /// Blocks of a file with a write-back in flight (a truncate of the file on its
     /// servers must wait for them, or they would write old bytes past the new end).
     pub fn write_backs_in_flight_of(&self, inode: InodeId) -> impl Iterator<Item = BlockKey> + '_ {
@@ -821,10 +851,19 @@ impl<P: Policy<BlockKey>> Cache<P> {
             });
         }
         let fresh = block_len as u64 + ENTRY_OVERHEAD_BYTES;
-        self.make_room(key, admission, fresh, true, None)?;
+        // A pooled buffer's bytes are counted already: taken out of the pool, they are
+        // the new entry's.
+        let pooled = self.take_pooled(block_len);
+        if let Err(e) = self.make_room(key, admission, fresh, true, None) {
+            if let Some(buffer) = pooled {
+                self.put_pooled(buffer);
+            }
+            return Err(e);
+        }
+        let data = pooled.unwrap_or_else(|| std::iter::repeat_n(0u8, block_len as usize).collect());
         let entry = Entry {
             serial: self.next_serial,
-            data: std::iter::repeat_n(0u8, block_len as usize).collect(),
+            data,
             valid: Extents::new(block_len),
             dirty: Extents::new(block_len),
             redirtied: None,
@@ -863,6 +902,12 @@ impl<P: Policy<BlockKey>> Cache<P> {
         exclude: Option<BlockKey>,
     ) -> Result<(), CacheError> {
         let max = self.config.memory_bytes_max;
+        // Pooled buffers go first: they hold no one's bytes.
+        while self.memory_bytes + need > max {
+            let Some(buffer) = self.pool.pop() else { break };
+            self.pool_bytes -= buffer.len() as u64;
+            self.memory_bytes -= buffer.len() as u64;
+        }
         loop {
             let slot = !new_slot || self.policy.len() < self.policy.capacity();
             if slot && self.memory_bytes + need <= max {
@@ -925,10 +970,12 @@ impl<P: Policy<BlockKey>> Cache<P> {
     fn change(&mut self, key: BlockKey, f: impl FnOnce(&mut Entry)) {
         let e = self.entries.get_mut(&key).expect("entry exists");
         let (valid0, dirty0, charged0) = (e.valid.bytes() as u64, e.dirty.bytes() as u64, e.charged);
-        let shared = Arc::strong_count(&e.data) > 1;
-        let old = Arc::downgrade(&e.data);
+        // A weak reference only while a snapshot shares the bytes: `Arc::make_mut` moves
+        // bytes that any weak reference points to into a new allocation, so one taken
+        // always made every write copy its whole block into fresh memory.
+        let old = (Arc::strong_count(&e.data) > 1).then(|| Arc::downgrade(&e.data));
         f(e);
-        if shared && !Weak::ptr_eq(&old, &Arc::downgrade(&e.data)) {
+        if let Some(old) = old.filter(|old| !Weak::ptr_eq(old, &Arc::downgrade(&e.data))) {
             // Copied on write: the old bytes live on in snapshots.
             let len = e.block_len() as u64;
             self.detached.push((old, len));
@@ -979,8 +1026,38 @@ impl<P: Policy<BlockKey>> Cache<P> {
             self.detached.push((Arc::downgrade(&e.data), len));
             self.detached_bytes += len;
             self.memory_bytes += len;
+        } else if Arc::weak_count(&e.data) == 0 {
+            self.put_pooled(e.data.clone());
         }
         e
+    }
+
+    /// Keeps a uniquely held buffer (its bytes not counted now) for a later block, if
+    /// the pool has room; buffers of another length leave the pool.
+    fn put_pooled(&mut self, buffer: Arc<[u8]>) {
+        let len = buffer.len() as u64;
+        if self.pool.first().is_some_and(|b| b.len() != buffer.len()) {
+            self.memory_bytes -= self.pool_bytes;
+            self.pool_bytes = 0;
+            self.pool.clear();
+        }
+        let room = self.config.memory_bytes_max / POOL_FRACTION;
+        if self.pool_bytes + len <= room && self.memory_bytes + len <= self.config.memory_bytes_max {
+            self.pool_bytes += len;
+            self.memory_bytes += len;
+            self.pool.push(buffer);
+        }
+    }
+
+    /// A pooled buffer of `block_len` bytes (still counted in the memory), if any.
+    fn take_pooled(&mut self, block_len: u32) -> Option<Arc<[u8]>> {
+        if self.pool.last()?.len() != block_len as usize {
+            return None;
+        }
+        let buffer = self.pool.pop()?;
+        self.pool_bytes -= buffer.len() as u64;
+        self.memory_bytes -= buffer.len() as u64;
+        Some(buffer)
     }
 
     /// Forgets detached bytes whose last snapshot is gone (dropping the weak reference

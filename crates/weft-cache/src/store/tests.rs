@@ -489,7 +489,9 @@ fn check<P: Policy<BlockKey>>(c: &Cache<P>, w: &World) -> Result<(), TestCaseErr
     prop_assert!(c.memory_bytes <= max, "{} > {}", c.memory_bytes, max);
     let charges: u64 = c.entries.values().map(Entry::charge).sum();
     let detached: u64 = c.detached.iter().map(|(_, len)| len).sum();
-    prop_assert_eq!(c.memory_bytes, charges + detached);
+    prop_assert_eq!(c.memory_bytes, charges + detached + c.pool_bytes);
+    prop_assert_eq!(c.pool_bytes, c.pool.iter().map(|b| b.len() as u64).sum::<u64>());
+    prop_assert!(c.pool_bytes <= max / POOL_FRACTION);
     prop_assert_eq!(c.detached_bytes, detached);
     let (mut valid, mut dirty) = (0u64, 0u64);
     for b in 0..BLOCKS {
@@ -777,4 +779,49 @@ proptest! {
             }
         }
     }
+}
+
+fn data_ptr<P: Policy<BlockKey>>(c: &Cache<P>, block: u64) -> *const u8 {
+    Arc::as_ptr(&c.entries[&key(block)].data) as *const u8
+}
+
+/// A write to a block no snapshot holds writes in place. It used to move the whole
+/// block into a fresh allocation at every write (the bookkeeping's weak reference made
+/// `Arc::make_mut` copy): a fresh 64 KiB of anonymous memory and a copy per write.
+#[test]
+fn a_write_to_a_block_nobody_else_holds_keeps_its_memory() {
+    let mut c = lru_cache(4);
+    c.write(key(0), LEN, 0, &[1; 4], 0).unwrap();
+    let at = data_ptr(&c, 0);
+    c.write(key(0), LEN, 4, &[2; 4], 0).unwrap();
+    assert_eq!(data_ptr(&c, 0), at, "written in place");
+    c.write_pieces(key(0), LEN, &[(8, &[3; 4][..]), (20, &[4; 4][..])], 0)
+        .unwrap();
+    assert_eq!(data_ptr(&c, 0), at, "written in place");
+    assert_eq!(hit_bytes(&mut c, 0, 0..12), [[1; 4], [2; 4], [3; 4]].concat());
+}
+
+/// The bytes of a dropped block serve the next new block (no fresh memory), counted
+/// in the memory while pooled, and the pool gives them back when room is needed.
+#[test]
+fn dropped_blocks_lend_their_memory_to_new_ones() {
+    let mut c = lru_cache(4);
+    c.write(key(0), LEN, 0, &[9; LEN as usize], 0).unwrap();
+    let at = data_ptr(&c, 0);
+    let before = c.stats().memory_bytes;
+    c.invalidate_inode(INODE);
+    assert_eq!(c.stats().memory_bytes, LEN as u64, "the pooled buffer is counted");
+    c.write(key(5), LEN, 0, &[1; 4], 0).unwrap();
+    assert_eq!(data_ptr(&c, 5), at, "the new block took the dropped one's bytes");
+    assert_eq!(c.stats().memory_bytes, before);
+    // Only valid bytes are read: the former block's 9s never show.
+    assert!(matches!(
+        c.lookup(key(5), LEN, 0..8, Touch::No).unwrap(),
+        Lookup::Miss { .. }
+    ));
+    // A cache full of blocks with a full pool still takes new blocks up to its bound.
+    for b in 0..4 {
+        c.write(key(10 + b), LEN, 0, &[2; LEN as usize], 0).ok();
+    }
+    assert!(c.stats().memory_bytes <= c.config().memory_bytes_max);
 }
