@@ -207,6 +207,9 @@ pub struct MpiFile {
     amode: i32,
     errhandler: AtomicUsize,
     state: Mutex<State>,
+    /// Write-behind buffer and read-ahead window (see `behind`). Locked after `state`
+    /// when both are held.
+    behind: Mutex<crate::behind::Behind>,
 }
 
 /// Rank 0's hints (defaults, $WEFT_HINTS, then `info`) on every rank.
@@ -603,11 +606,28 @@ impl MpiFile {
                 atomic: false,
                 history: History::default(),
             }),
+            behind: Default::default(),
         }))
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn behind(&self) -> MutexGuard<'_, crate::behind::Behind> {
+        self.behind.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends this process's write-behind buffer and drops its read-ahead window, before
+    /// something observes the file through this process; an error waits for the next
+    /// sync or close (see `behind`).
+    pub(crate) fn flush_behind(&self) {
+        self.behind().flush(&self.file);
+    }
+
+    /// Bytes in the write-behind buffer.
+    pub fn write_behind_bytes(&self) -> u64 {
+        self.behind().buffered()
     }
 
     pub fn errhandler(&self) -> Handle {
@@ -634,7 +654,7 @@ impl MpiFile {
                 let any = self.comm.allreduce_one(i64::from(used), mpi::Op::Max)?;
                 (done, any != 0)
             }
-            None => agree_and_any(&self.comm, Ok(()), used)?,
+            None => agree_and_any(&self.comm, self.behind().settle(&self.file), used)?,
         };
         let mut result = done;
         if result.is_ok() && self.amode & amode::DELETE_ON_CLOSE != 0 {
@@ -671,18 +691,21 @@ impl MpiFile {
     }
 
     pub fn sync(&self) -> Result<()> {
-        // Every rank's writes have returned once all ranks are here; one sync of every
-        // server then covers them all.
+        // Each rank sends what it holds back (write-behind) and learns of its deferred
+        // writes' errors; every rank's writes have returned once all ranks are here,
+        // and one sync of every server then covers them all.
+        let flushed = self.behind().settle(&self.file);
         self.comm.barrier()?;
         let r = if self.comm.rank() == 0 {
             self.file.sync().map_err(MpiioError::from)
         } else {
             Ok(())
         };
-        agree(&self.comm, r)
+        agree(&self.comm, flushed.and(r))
     }
 
     pub fn size(&self) -> Result<u64> {
+        self.flush_behind();
         Ok(self.file.size()?)
     }
 
@@ -696,6 +719,7 @@ impl MpiFile {
             Ok(size)
         })();
         let size = agree(&self.comm, r)?;
+        self.flush_behind();
         self.comm.barrier()?;
         let r = if self.comm.rank() == 0 {
             (|| {
@@ -720,6 +744,7 @@ impl MpiFile {
     }
 
     pub fn set_info(&self, info: Handle) -> Result<()> {
+        self.flush_behind();
         let current = self.state().hints.clone();
         let hints = agree(&self.comm, shared_hints(&self.comm, Some(&current), info))?;
         let aggregators = agree(&self.comm, aggregators_of(&self.comm, &hints))?;
@@ -730,6 +755,8 @@ impl MpiFile {
     }
 
     pub fn set_atomicity(&self, flag: bool) -> Result<()> {
+        // Atomic mode bypasses the write-behind buffer: it is empty from here on.
+        self.flush_behind();
         agree(&self.comm, Ok(()))?;
         self.state().atomic = flag;
         Ok(())
@@ -751,6 +778,7 @@ impl MpiFile {
         datarep: &str,
         info: Handle,
     ) -> Result<()> {
+        self.flush_behind();
         let checked = (|| -> Result<(View, u64, &'static str)> {
             let datarep = crate::datarep::check(datarep)?;
             if disp == i64::from(mpi::constant(Constant::DisplacementCurrent)) {
@@ -854,6 +882,7 @@ impl MpiFile {
             0 => 0i128,
             1 => i128::from(state.position),
             2 => {
+                self.flush_behind();
                 let size = self.file.size()?;
                 i128::from(state.view.file_to_view(size) / state.etype_size)
             }
@@ -920,9 +949,9 @@ impl MpiFile {
         } else {
             prepared.and_then(|(request, memory)| match state.atomic {
                 true => crate::atomic::locked(&self.file, write, &request, || {
-                    self.independent(&state.hints, write, &request, &memory)
+                    self.independent(&state.hints, true, write, &request, &memory)
                 }),
-                false => self.independent(&state.hints, write, &request, &memory),
+                false => self.independent(&state.hints, false, write, &request, &memory),
             })
         };
         crate::trace::end(&self.file);
@@ -1081,9 +1110,9 @@ impl MpiFile {
         };
         match p.atomic {
             true => crate::atomic::locked(&self.file, p.write, request, || {
-                self.independent(&p.hints, p.write, request, &p.memory)
+                self.independent(&p.hints, true, p.write, request, &p.memory)
             }),
-            false => self.independent(&p.hints, p.write, request, &p.memory),
+            false => self.independent(&p.hints, false, p.write, request, &p.memory),
         }
     }
 
@@ -1094,6 +1123,7 @@ impl MpiFile {
 
     /// The view's size in etypes of the file's current size (MPI_SEEK_END).
     pub(crate) fn size_in_etypes(&self) -> Result<u64> {
+        self.flush_behind();
         let size = self.file.size()?;
         let state = self.state();
         Ok(state.view.file_to_view(size) / state.etype_size)
@@ -1120,15 +1150,25 @@ impl MpiFile {
         &self.path
     }
 
-    fn independent(&self, hints: &Hints, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
+    /// An independent access; outside atomic mode through the write-behind buffer and
+    /// read-ahead window (see `behind`).
+    fn independent(
+        &self,
+        hints: &Hints,
+        atomic: bool,
+        write: bool,
+        request: &Request,
+        memory: &Memory,
+    ) -> Result<u64> {
         use crate::collective::independent;
-        with_data(memory, write, |data| {
-            if write {
-                independent::write(&self.file, request, data)?;
-                Ok(memory.bytes)
-            } else {
-                independent::read(&self.file, hints, request, data)
-            }
+        with_data(memory, write, |data| match (atomic, write) {
+            (true, true) => independent::write(&self.file, request, data).map(|()| memory.bytes),
+            (true, false) => independent::read(&self.file, hints, request, data),
+            (false, true) => self
+                .behind()
+                .write(&self.file, hints, request, data)
+                .map(|()| memory.bytes),
+            (false, false) => self.behind().read(&self.file, hints, request, data),
         })
     }
 
@@ -1141,6 +1181,9 @@ impl MpiFile {
         view_offset: u64,
         prepared: Result<(Request, Memory)>,
     ) -> Result<u64> {
+        // A collective call reads or writes around this process's buffer: what it
+        // holds goes first (its bytes are older), and the window may go stale.
+        self.flush_behind();
         if let Some(plan) = no_exchange::plan(&self.file, &state.hints, state.atomic, write, &state.history) {
             // Nothing of the other ranks is needed before the I/O: one allgather after
             // it agrees on the outcome and collects the extents for the history.
@@ -1148,7 +1191,7 @@ impl MpiFile {
             let local = prepared.and_then(|(request, memory)| match plan {
                 // Atomic mode: each rank's part under its own locks (see `atomic`).
                 Plan::Atomic => crate::atomic::locked(&self.file, write, &request, || {
-                    self.independent(&state.hints, write, &request, &memory)
+                    self.independent(&state.hints, true, write, &request, &memory)
                 }),
                 Plan::Method(method, why) => {
                     let ctx = Context {

@@ -275,7 +275,9 @@ pub fn ordered(f: &MpiFile, write: bool, buf: *mut u8, count: i32, datatype: Han
 /// seek_shared (collective; every rank passes the same arguments).
 pub fn seek(f: &MpiFile, offset: i64, whence: i32) -> Result<()> {
     let comm = f.comm();
-    // Every rank's earlier shared accesses are over before the pointer moves.
+    // Every rank's earlier shared accesses are over (and sent: MPI_SEEK_END reads the
+    // size, which every rank's buffered writes may extend) before the pointer moves.
+    f.flush_behind();
     comm.barrier()?;
     let r = if comm.rank() == 0 {
         (|| {
