@@ -242,7 +242,10 @@ impl Behind {
             }
             _ => {
                 let ranges: Vec<(u64, u64)> = extents.iter().map(|(s, b)| (*s, b.len() as u64)).collect();
-                let data = extents.into_values().flatten().collect::<Vec<u8>>();
+                let mut data = Vec::with_capacity(ranges.iter().map(|r| r.1 as usize).sum());
+                for bytes in extents.values() {
+                    data.extend_from_slice(bytes);
+                }
                 file.write_list(&ranges, &data).map(|_| ())
             }
         };
