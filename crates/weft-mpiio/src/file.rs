@@ -1182,7 +1182,10 @@ impl MpiFile {
         prepared: Result<(Request, Memory)>,
     ) -> Result<u64> {
         // A collective call reads or writes around this process's buffer: what it
-        // holds goes first (its bytes are older), and the window may go stale.
+        // holds goes first (its bytes are older), and the window may go stale. Its own
+        // bytes are not buffered, even when it runs `independent`: programs (ours in
+        // tests/c/errors.c, ROMIO's) read other ranks' collective writes in the next
+        // collective call without a sync, which ROMIO's collective I/O always allows.
         self.flush_behind();
         if let Some(plan) = no_exchange::plan(&self.file, &state.hints, state.atomic, write, &state.history) {
             // Nothing of the other ranks is needed before the I/O: one allgather after
