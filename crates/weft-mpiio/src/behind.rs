@@ -118,13 +118,21 @@ impl Behind {
         self.bytes
     }
 
-    /// An independent write: buffered, or sent now when it is large.
-    pub fn write(&mut self, file: &File, hints: &Hints, request: &Request, data: &[u8]) -> Result<()> {
+    /// An independent write: buffered (`buffer`, the hint `weft_write_behind` on, and
+    /// at most half the buffer), else sent now.
+    pub fn write(
+        &mut self,
+        file: &File,
+        hints: &Hints,
+        request: &Request,
+        data: &[u8],
+        buffer: bool,
+    ) -> Result<()> {
         self.ahead.drop_window();
         let Some((lo, hi)) = request.extent() else {
             return Ok(());
         };
-        if request.bytes() > hints.write_behind_size / 2 {
+        if !buffer || !hints.write_behind || request.bytes() > hints.write_behind_size / 2 {
             // The buffered bytes it overlaps are older: sent first, then overwritten.
             self.flush_range(file, lo, hi);
             return independent::write(file, request, data);

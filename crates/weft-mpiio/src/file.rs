@@ -16,6 +16,31 @@ use crate::error::{ErrorClass, MpiioError, Result};
 use crate::hints::Hints;
 use crate::mpi::{self, Comm, Constant, Handle};
 
+/// An `io` flag beside the C half's (`WM_IO_*`): an access through the shared file
+/// pointer, whose writes go to the servers before the call returns (programs read
+/// other ranks' records, or the size they make, after a barrier alone).
+pub const THROUGH_SHARED: i32 = 32;
+
+/// How an independent access goes: straight to the servers (atomic mode), through the
+/// write-behind buffer and read-ahead window, or past the buffer, sending now (after
+/// the buffered bytes it overlaps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Direct,
+    Buffered,
+    Through,
+}
+
+impl Route {
+    fn of(atomic: bool, flags: i32) -> Route {
+        match (atomic, flags & THROUGH_SHARED != 0) {
+            (true, _) => Route::Direct,
+            (false, false) => Route::Buffered,
+            (false, true) => Route::Through,
+        }
+    }
+}
+
 /// Access mode bits (`enum wm_amode`).
 pub mod amode {
     pub const RDONLY: i32 = 1;
@@ -400,6 +425,7 @@ pub(crate) struct Prepared {
     hints: Hints,
     /// Atomic mode when the access was started: it runs under extent locks.
     atomic: bool,
+    route: Route,
     write: bool,
     access: Access,
     memory: Memory,
@@ -949,9 +975,9 @@ impl MpiFile {
         } else {
             prepared.and_then(|(request, memory)| match state.atomic {
                 true => crate::atomic::locked(&self.file, write, &request, || {
-                    self.independent(&state.hints, true, write, &request, &memory)
+                    self.independent(&state.hints, Route::Direct, write, &request, &memory)
                 }),
-                false => self.independent(&state.hints, false, write, &request, &memory),
+                false => self.independent(&state.hints, Route::of(false, flags), write, &request, &memory),
             })
         };
         crate::trace::end(&self.file);
@@ -1079,6 +1105,7 @@ impl MpiFile {
             return Ok(Prepared {
                 hints: state.hints.clone(),
                 atomic: state.atomic,
+                route: Route::of(state.atomic, flags),
                 write,
                 access: Access::Overlapping(state.view.clone(), view_offset),
                 memory,
@@ -1094,6 +1121,7 @@ impl MpiFile {
         Ok(Prepared {
             hints: state.hints.clone(),
             atomic: state.atomic,
+            route: Route::of(state.atomic, flags),
             write,
             access: Access::Request(request),
             memory,
@@ -1110,9 +1138,9 @@ impl MpiFile {
         };
         match p.atomic {
             true => crate::atomic::locked(&self.file, p.write, request, || {
-                self.independent(&p.hints, true, p.write, request, &p.memory)
+                self.independent(&p.hints, Route::Direct, p.write, request, &p.memory)
             }),
-            false => self.independent(&p.hints, false, p.write, request, &p.memory),
+            false => self.independent(&p.hints, p.route, p.write, request, &p.memory),
         }
     }
 
@@ -1155,20 +1183,20 @@ impl MpiFile {
     fn independent(
         &self,
         hints: &Hints,
-        atomic: bool,
+        route: Route,
         write: bool,
         request: &Request,
         memory: &Memory,
     ) -> Result<u64> {
         use crate::collective::independent;
-        with_data(memory, write, |data| match (atomic, write) {
-            (true, true) => independent::write(&self.file, request, data).map(|()| memory.bytes),
-            (true, false) => independent::read(&self.file, hints, request, data),
-            (false, true) => self
+        with_data(memory, write, |data| match (route, write) {
+            (Route::Direct, true) => independent::write(&self.file, request, data).map(|()| memory.bytes),
+            (Route::Direct, false) => independent::read(&self.file, hints, request, data),
+            (route, true) => self
                 .behind()
-                .write(&self.file, hints, request, data)
+                .write(&self.file, hints, request, data, route == Route::Buffered)
                 .map(|()| memory.bytes),
-            (false, false) => self.behind().read(&self.file, hints, request, data),
+            (_, false) => self.behind().read(&self.file, hints, request, data),
         })
     }
 
@@ -1194,7 +1222,7 @@ impl MpiFile {
             let local = prepared.and_then(|(request, memory)| match plan {
                 // Atomic mode: each rank's part under its own locks (see `atomic`).
                 Plan::Atomic => crate::atomic::locked(&self.file, write, &request, || {
-                    self.independent(&state.hints, true, write, &request, &memory)
+                    self.independent(&state.hints, Route::Direct, write, &request, &memory)
                 }),
                 Plan::Method(method, why) => {
                     let ctx = Context {

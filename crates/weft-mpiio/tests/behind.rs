@@ -9,6 +9,8 @@
 //!   winning, a read-ahead window dropped by the process's own write);
 //! - a deferred write's error (an io server killed after the writes returned) reported
 //!   at the next sync, or at close when there is no sync;
+//! - with `weft_write_behind=disable`, writes seen by another rank after a barrier
+//!   alone; write_shared records always (in the size after a barrier);
 //! - a process killed before its sync loses only its unsynced writes, its synced ones
 //!   none;
 //! - memory bounded under a write storm 16 times the buffer (1000-byte pieces and
@@ -111,6 +113,28 @@ fn a_deferred_writes_error_shows_at_the_next_sync_or_at_close() {
     let lines = deferred(true);
     let io = class_after(&lines, "io ");
     assert_eq!(class_after(&lines, "close class "), io, "{lines:?}");
+}
+
+// Regression: the hint weft_write_behind=disable was read but not obeyed (writes were
+// buffered all the same), and write_shared records were buffered, so a barrier alone
+// did not show them in the size (tests/c/api.c's append check failed).
+#[test]
+fn writes_with_write_behind_disabled_and_shared_pointer_records_show_after_a_barrier() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = compile(dir.path(), "behind");
+    let cluster = cluster();
+    let hints = dir.path().join("hints");
+    std::fs::write(&hints, "weft_write_behind disable\n").unwrap();
+    let out = mpirun(
+        2,
+        &cluster,
+        &[("WEFT_HINTS", hints.to_str().unwrap())],
+        &program,
+        &["weft:/direct", "direct"],
+    );
+    assert_no_errors(&out, "weft_write_behind=disable");
+    let out = mpirun(4, &cluster, &[], &program, &["weft:/shared", "shared"]);
+    assert_no_errors(&out, "write_shared records with write-behind on");
 }
 
 #[test]

@@ -14,6 +14,11 @@
  *                                (the test kills an io server), prints "io C" (the class
  *                                MPI_ERR_IO), then syncs (unless "close") and closes:
  *                                prints "sync class C" and "close class C" (agreed)
+ *   behind FILE direct           with weft_write_behind=disable (the test sets it):
+ *                                rank 0's writes seen by rank 1 after a barrier alone;
+ *                                then write_shared records of every rank counted in
+ *                                the size after a barrier alone
+ *   behind FILE shared           the write_shared part alone (write-behind on)
  *   behind FILE crash            rank 0 writes 'S' at [0, 64 KiB), syncs, writes 'U' at
  *                                [64 KiB, 128 KiB), prints "unsynced", and is killed
  *   behind FILE storm MIB        every rank writes MIB MiB in 1000-byte pieces and
@@ -256,6 +261,43 @@ static void crash(const char *name)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Writes visible after a barrier alone: every write with weft_write_behind=disable
+ * (the test sets it), and write_shared records always. */
+static void direct(const char *name, int all)
+{
+    MPI_File fh;
+    MPI_Status st;
+    MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    char buf[PIECE], got[PIECE];
+    if (all && rank == 0)
+        for (int i = 0; i < PIECES; i++) {
+            memset(buf, 'A' + i % 26, PIECE);
+            MPI_File_write_at(fh, (MPI_Offset)i * 2 * PIECE, buf, PIECE, MPI_BYTE, &st);
+        }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (all && rank == 1)
+        for (int i = 0; i < PIECES; i++) {
+            MPI_File_read_at(fh, (MPI_Offset)i * 2 * PIECE, got, PIECE, MPI_BYTE, &st);
+            for (int j = 0; j < PIECE; j++)
+                CHECK(got[j] == 'A' + i % 26, "direct piece %d byte %d is %d", i, j, got[j]);
+        }
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* Records through the shared file pointer, then the size after a barrier. */
+    MPI_File_seek_shared(fh, 0, MPI_SEEK_END);
+    MPI_Offset before;
+    MPI_File_get_size(fh, &before);
+    MPI_Barrier(MPI_COMM_WORLD);
+    memset(buf, 'r', PIECE);
+    for (int k = 0; k < 10; k++)
+        MPI_File_write_shared(fh, buf, PIECE, MPI_BYTE, &st);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Offset size;
+    MPI_File_get_size(fh, &size);
+    CHECK(size == before + (MPI_Offset)nprocs * 10 * PIECE, "size %lld after the records, %lld before",
+          (long long)size, (long long)before);
+    MPI_File_close(&fh);
+}
+
 static long vm_hwm_kib(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -330,6 +372,10 @@ int main(int argc, char **argv)
         views(argv[1]);
     else if (!strcmp(mode, "deferred") && argc >= 4)
         deferred(argv[1], argv[3], argc == 5 && !strcmp(argv[4], "close"));
+    else if (!strcmp(mode, "direct"))
+        direct(argv[1], 1);
+    else if (!strcmp(mode, "shared"))
+        direct(argv[1], 0);
     else if (!strcmp(mode, "crash"))
         crash(argv[1]);
     else if (!strcmp(mode, "storm") && argc == 4)
