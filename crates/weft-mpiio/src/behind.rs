@@ -92,8 +92,10 @@ impl Ahead {
         let mut copy = |offset: u64, len: u64, data: &mut [u8]| {
             let len = len as usize;
             let have = valid_end.saturating_sub(offset).min(len as u64) as usize;
-            let from = (offset - self.start) as usize;
-            data[at..at + have].copy_from_slice(&self.window[from..from + have]);
+            if have > 0 {
+                let from = (offset - self.start) as usize;
+                data[at..at + have].copy_from_slice(&self.window[from..from + have]);
+            }
             data[at + have..at + len].fill(0);
             at += len;
         };
@@ -351,6 +353,25 @@ mod tests {
         assert_eq!(b.overlapping(4, 10).count(), 0);
         assert_eq!(b.overlapping(3, 11).collect::<Vec<_>>(), vec![0, 10]);
         assert_eq!(b.overlapping(12, 13).collect::<Vec<_>>(), vec![10]);
+    }
+
+    // Regression: a read wholly past the end of file met in a window panicked
+    // (slicing the window from past its end); api.c's 3- and 4-process runs did it.
+    #[test]
+    fn a_read_past_the_end_of_file_in_a_window_reads_nothing() {
+        let view = weft_layout::view::View::contiguous();
+        let ahead = Ahead {
+            window: vec![7; 10],
+            eof: true,
+            ..Ahead::default()
+        };
+        let mut data = [9u8; 5];
+        let past = Request::new(&view, 20, 5, true).unwrap();
+        assert_eq!(ahead.serve(&past, &mut data), Some(0));
+        assert_eq!(data, [0; 5]);
+        let across = Request::new(&view, 8, 5, true).unwrap();
+        assert_eq!(ahead.serve(&across, &mut data), Some(2));
+        assert_eq!(data, [7, 7, 0, 0, 0]);
     }
 
     #[test]
