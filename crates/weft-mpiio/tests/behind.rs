@@ -15,6 +15,7 @@
 //!   none;
 //! - memory bounded under a write storm 16 times the buffer (1000-byte pieces and
 //!   scattered single bytes), every byte read back.
+//!
 //! Atomic mode bypassing the buffer is `atomic.rs` (and ROMIO's atomicity test), with
 //! write-behind on by default.
 //!
