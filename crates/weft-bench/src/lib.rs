@@ -33,6 +33,7 @@ mod procs;
 pub mod regime;
 mod report;
 pub mod simulate;
+pub mod small_io;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -94,6 +95,10 @@ pub enum BenchCommand {
     /// write_at_all, on Weft (MPI-IO).
     #[command(long_about = mpiio_api::LONG_ABOUT)]
     MpiioApi(mpiio_api::MpiioApiArgs),
+    /// Small and independent MPI-IO (BT-IO-like rows, IOR-like 100,000-byte transfers,
+    /// an HDF5-like mix) on Weft with write-behind off and on, against ROMIO locally.
+    #[command(long_about = small_io::LONG_ABOUT)]
+    SmallIo(small_io::SmallIoArgs),
     /// MPI-IO open + access + close cycles on Weft against the MPI library's MPI-IO on a
     /// local directory (the fixed cost per open), and a fresh file's first write.
     #[command(long_about = open_close::LONG_ABOUT)]
@@ -165,6 +170,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::MetaWorker(a) => meta::worker(&a),
         BenchCommand::Pack(a) => pack::run(&a),
         BenchCommand::MpiioApi(a) => mpiio_api::run(&a),
+        BenchCommand::SmallIo(a) => small_io::run(&a),
         BenchCommand::OpenClose(a) => open_close::run(&a),
         BenchCommand::Cio(a) => cio::run(&a),
         BenchCommand::CioRecord(a) => cio::run_record(&a),

@@ -16,6 +16,31 @@ use crate::error::{ErrorClass, MpiioError, Result};
 use crate::hints::Hints;
 use crate::mpi::{self, Comm, Constant, Handle};
 
+/// An `io` flag beside the C half's (`WM_IO_*`): an access through the shared file
+/// pointer, whose writes go to the servers before the call returns (programs read
+/// other ranks' records, or the size they make, after a barrier alone).
+pub const THROUGH_SHARED: i32 = 32;
+
+/// How an independent access goes: straight to the servers (atomic mode), through the
+/// write-behind buffer and read-ahead window, or past the buffer, sending now (after
+/// the buffered bytes it overlaps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Direct,
+    Buffered,
+    Through,
+}
+
+impl Route {
+    fn of(atomic: bool, flags: i32) -> Route {
+        match (atomic, flags & THROUGH_SHARED != 0) {
+            (true, _) => Route::Direct,
+            (false, false) => Route::Buffered,
+            (false, true) => Route::Through,
+        }
+    }
+}
+
 /// Access mode bits (`enum wm_amode`).
 pub mod amode {
     pub const RDONLY: i32 = 1;
@@ -192,6 +217,9 @@ pub struct MpiFile {
     amode: i32,
     errhandler: AtomicUsize,
     state: Mutex<State>,
+    /// Write-behind buffer and read-ahead window (see `behind`). Locked after `state`
+    /// when both are held.
+    behind: Mutex<crate::behind::Behind>,
 }
 
 /// Rank 0's hints (defaults, $WEFT_HINTS, then `info`) on every rank.
@@ -382,6 +410,7 @@ pub(crate) struct Prepared {
     hints: Hints,
     /// Atomic mode when the access was started: it runs under extent locks.
     atomic: bool,
+    route: Route,
     write: bool,
     access: Access,
     memory: Memory,
@@ -588,11 +617,28 @@ impl MpiFile {
                 atomic: false,
                 history: History::default(),
             }),
+            behind: Default::default(),
         }))
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn behind(&self) -> MutexGuard<'_, crate::behind::Behind> {
+        self.behind.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends this process's write-behind buffer and drops its read-ahead window, before
+    /// something observes the file through this process; an error waits for the next
+    /// sync or close (see `behind`).
+    pub(crate) fn flush_behind(&self) {
+        self.behind().flush(&self.file);
+    }
+
+    /// Bytes in the write-behind buffer.
+    pub fn write_behind_bytes(&self) -> u64 {
+        self.behind().buffered()
     }
 
     pub fn errhandler(&self) -> Handle {
@@ -619,7 +665,7 @@ impl MpiFile {
                 let any = self.comm.allreduce_one(i64::from(used), mpi::Op::Max)?;
                 (done, any != 0)
             }
-            None => agree_and_any(&self.comm, Ok(()), used)?,
+            None => agree_and_any(&self.comm, self.behind().settle(&self.file), used)?,
         };
         let mut result = done;
         if result.is_ok() && self.amode & amode::DELETE_ON_CLOSE != 0 {
@@ -656,18 +702,21 @@ impl MpiFile {
     }
 
     pub fn sync(&self) -> Result<()> {
-        // Every rank's writes have returned once all ranks are here; one sync of every
-        // server then covers them all.
+        // Each rank sends what it holds back (write-behind) and learns of its deferred
+        // writes' errors; every rank's writes have returned once all ranks are here,
+        // and one sync of every server then covers them all.
+        let flushed = self.behind().settle(&self.file);
         self.comm.barrier()?;
         let r = if self.comm.rank() == 0 {
             self.file.sync().map_err(MpiioError::from)
         } else {
             Ok(())
         };
-        agree(&self.comm, r)
+        agree(&self.comm, flushed.and(r))
     }
 
     pub fn size(&self) -> Result<u64> {
+        self.flush_behind();
         Ok(self.file.size()?)
     }
 
@@ -681,6 +730,7 @@ impl MpiFile {
             Ok(size)
         })();
         let size = agree(&self.comm, r)?;
+        self.flush_behind();
         self.comm.barrier()?;
         let r = if self.comm.rank() == 0 {
             (|| {
@@ -705,6 +755,7 @@ impl MpiFile {
     }
 
     pub fn set_info(&self, info: Handle) -> Result<()> {
+        self.flush_behind();
         let current = self.state().hints.clone();
         let hints = agree(&self.comm, shared_hints(&self.comm, Some(&current), info))?;
         let aggregators = agree(&self.comm, aggregators_of(&self.comm, &hints))?;
@@ -715,6 +766,8 @@ impl MpiFile {
     }
 
     pub fn set_atomicity(&self, flag: bool) -> Result<()> {
+        // Atomic mode bypasses the write-behind buffer: it is empty from here on.
+        self.flush_behind();
         agree(&self.comm, Ok(()))?;
         self.state().atomic = flag;
         Ok(())
@@ -736,6 +789,7 @@ impl MpiFile {
         datarep: &str,
         info: Handle,
     ) -> Result<()> {
+        self.flush_behind();
         let checked = (|| -> Result<(View, u64, &'static str)> {
             let datarep = crate::datarep::check(datarep)?;
             if disp == i64::from(mpi::constant(Constant::DisplacementCurrent)) {
@@ -839,6 +893,7 @@ impl MpiFile {
             0 => 0i128,
             1 => i128::from(state.position),
             2 => {
+                self.flush_behind();
                 let size = self.file.size()?;
                 i128::from(state.view.file_to_view(size) / state.etype_size)
             }
@@ -905,9 +960,9 @@ impl MpiFile {
         } else {
             prepared.and_then(|(request, memory)| match state.atomic {
                 true => crate::atomic::locked(&self.file, write, &request, || {
-                    self.independent(&state.hints, write, &request, &memory)
+                    self.independent(&state.hints, Route::Direct, write, &request, &memory)
                 }),
-                false => self.independent(&state.hints, write, &request, &memory),
+                false => self.independent(&state.hints, Route::of(false, flags), write, &request, &memory),
             })
         };
         crate::trace::end(&self.file);
@@ -1035,6 +1090,7 @@ impl MpiFile {
             return Ok(Prepared {
                 hints: state.hints.clone(),
                 atomic: state.atomic,
+                route: Route::of(state.atomic, flags),
                 write,
                 access: Access::Overlapping(state.view.clone(), view_offset),
                 memory,
@@ -1050,6 +1106,7 @@ impl MpiFile {
         Ok(Prepared {
             hints: state.hints.clone(),
             atomic: state.atomic,
+            route: Route::of(state.atomic, flags),
             write,
             access: Access::Request(request),
             memory,
@@ -1066,9 +1123,9 @@ impl MpiFile {
         };
         match p.atomic {
             true => crate::atomic::locked(&self.file, p.write, request, || {
-                self.independent(&p.hints, p.write, request, &p.memory)
+                self.independent(&p.hints, Route::Direct, p.write, request, &p.memory)
             }),
-            false => self.independent(&p.hints, p.write, request, &p.memory),
+            false => self.independent(&p.hints, p.route, p.write, request, &p.memory),
         }
     }
 
@@ -1079,6 +1136,7 @@ impl MpiFile {
 
     /// The view's size in etypes of the file's current size (MPI_SEEK_END).
     pub(crate) fn size_in_etypes(&self) -> Result<u64> {
+        self.flush_behind();
         let size = self.file.size()?;
         let state = self.state();
         Ok(state.view.file_to_view(size) / state.etype_size)
@@ -1105,15 +1163,25 @@ impl MpiFile {
         &self.path
     }
 
-    fn independent(&self, hints: &Hints, write: bool, request: &Request, memory: &Memory) -> Result<u64> {
+    /// An independent access; outside atomic mode through the write-behind buffer and
+    /// read-ahead window (see `behind`).
+    fn independent(
+        &self,
+        hints: &Hints,
+        route: Route,
+        write: bool,
+        request: &Request,
+        memory: &Memory,
+    ) -> Result<u64> {
         use crate::collective::independent;
-        with_data(memory, write, |data| {
-            if write {
-                independent::write(&self.file, request, data)?;
-                Ok(memory.bytes)
-            } else {
-                independent::read(&self.file, hints, request, data)
-            }
+        with_data(memory, write, |data| match (route, write) {
+            (Route::Direct, true) => independent::write(&self.file, request, data).map(|()| memory.bytes),
+            (Route::Direct, false) => independent::read(&self.file, hints, request, data),
+            (route, true) => self
+                .behind()
+                .write(&self.file, hints, request, data, route == Route::Buffered)
+                .map(|()| memory.bytes),
+            (_, false) => self.behind().read(&self.file, hints, request, data),
         })
     }
 
@@ -1126,6 +1194,12 @@ impl MpiFile {
         view_offset: u64,
         prepared: Result<(Request, Memory)>,
     ) -> Result<u64> {
+        // A collective call reads or writes around this process's buffer: what it
+        // holds goes first (its bytes are older), and the window may go stale. Its own
+        // bytes are not buffered, even when it runs `independent`: programs (ours in
+        // tests/c/errors.c, ROMIO's) read other ranks' collective writes in the next
+        // collective call without a sync, which ROMIO's collective I/O always allows.
+        self.flush_behind();
         if let Some(plan) = no_exchange::plan(&self.file, &state.hints, state.atomic, write, &state.history) {
             // Nothing of the other ranks is needed before the I/O: one allgather after
             // it agrees on the outcome and collects the extents for the history.
@@ -1133,7 +1207,7 @@ impl MpiFile {
             let local = prepared.and_then(|(request, memory)| match plan {
                 // Atomic mode: each rank's part under its own locks (see `atomic`).
                 Plan::Atomic => crate::atomic::locked(&self.file, write, &request, || {
-                    self.independent(&state.hints, write, &request, &memory)
+                    self.independent(&state.hints, Route::Direct, write, &request, &memory)
                 }),
                 Plan::Method(method, why) => {
                     let ctx = Context {

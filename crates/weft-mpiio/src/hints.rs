@@ -161,7 +161,21 @@ pub struct Hints {
     /// `weft_delegate_hosts`: where to start them (MPI_Comm_spawn's "host" info, comma
     /// separated); default: the MPI library's choice among the job's hosts.
     pub delegate_hosts: Option<String>,
+    /// `weft_write_behind`: independent writes outside atomic mode wait in a bounded
+    /// per-handle buffer, merged, until a sync, close or anything that observes them
+    /// (see `behind`). Default on.
+    pub write_behind: bool,
+    /// `weft_write_behind_size`: bytes that buffer holds per file handle.
+    pub write_behind_size: u64,
+    /// `weft_read_ahead`: independent reads whose pattern repeats (sequential or a
+    /// constant stride) are served from a window read ahead of them (see `behind`).
+    pub read_ahead: bool,
+    /// `weft_read_ahead_size`: bytes of that window per file handle.
+    pub read_ahead_size: u64,
 }
+
+/// Largest `weft_write_behind_size` and `weft_read_ahead_size`.
+pub const BEHIND_SIZE_MAX: u64 = 1 << 30;
 
 impl Default for Hints {
     fn default() -> Self {
@@ -188,6 +202,10 @@ impl Default for Hints {
             delegate_mapping_any: false,
             delegate_memory: None,
             delegate_hosts: None,
+            write_behind: true,
+            write_behind_size: 4 << 20,
+            read_ahead: true,
+            read_ahead_size: 1 << 20,
         }
     }
 }
@@ -209,6 +227,15 @@ fn number(key: &str, value: &str, min: u64, max: u64) -> Result<u64> {
         return Err(bad(key, value, &range()));
     }
     Ok(n)
+}
+
+/// An `enable` / `disable` hint.
+fn on_off(key: &str, value: &str) -> Result<bool> {
+    match value.trim() {
+        "enable" | "true" => Ok(true),
+        "disable" | "false" => Ok(false),
+        _ => Err(bad(key, value, "expected enable or disable")),
+    }
 }
 
 impl Hints {
@@ -356,6 +383,10 @@ impl Hints {
                     hosts => Some(hosts.to_owned()),
                 }
             }
+            "weft_write_behind" => self.write_behind = on_off(key, value)?,
+            "weft_write_behind_size" => self.write_behind_size = number(key, value, 1, BEHIND_SIZE_MAX)?,
+            "weft_read_ahead" => self.read_ahead = on_off(key, value)?,
+            "weft_read_ahead_size" => self.read_ahead_size = number(key, value, 1, BEHIND_SIZE_MAX)?,
             "weft_cio_aware" => {
                 self.cio_aware = match value.trim() {
                     "true" | "enable" => true,
@@ -402,6 +433,14 @@ impl Hints {
             out.push(("weft_cache".into(), mode.name().into()));
         }
         out.push(("weft_cm_schedule".into(), self.cm_schedule.name().into()));
+        let switch = |on: bool| if on { "enable" } else { "disable" }.to_owned();
+        out.push(("weft_write_behind".into(), switch(self.write_behind)));
+        out.push((
+            "weft_write_behind_size".into(),
+            self.write_behind_size.to_string(),
+        ));
+        out.push(("weft_read_ahead".into(), switch(self.read_ahead)));
+        out.push(("weft_read_ahead_size".into(), self.read_ahead_size.to_string()));
         if let Some(n) = self.delegates {
             out.push(("weft_delegates".into(), n.to_string()));
             let mapping = if self.delegate_mapping_any {
@@ -480,8 +519,17 @@ mod tests {
     #[test]
     fn text_round_trip_keeps_every_value() {
         let mut h = Hints::default();
-        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nweft_cache cached\nweft_cm_schedule in_order\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\nweft_trace /tmp/my traces\nweft_cio_aware true\nweft_cb_predict disable\nweft_delegates 3\nweft_delegate_mapping any\nweft_delegate_memory 2097152\nweft_delegate_hosts a,b\n")
+        h.apply_text("# comment\ncb_buffer_size 1048576\ncb_nodes 3\nromio_cb_write disable\nweft_cb_method interleaved_pipelined\nweft_pipeline_depth 8\nweft_cache cached\nweft_cm_schedule in_order\nstriping_unit 65536\nstriping_factor 2\ncb_config_list *:2\nweft_trace /tmp/my traces\nweft_cio_aware true\nweft_cb_predict disable\nweft_delegates 3\nweft_delegate_mapping any\nweft_delegate_memory 2097152\nweft_delegate_hosts a,b\nweft_write_behind disable\nweft_write_behind_size 65536\nweft_read_ahead disable\nweft_read_ahead_size 4096\n")
             .unwrap();
+        assert_eq!(
+            (
+                h.write_behind,
+                h.write_behind_size,
+                h.read_ahead,
+                h.read_ahead_size
+            ),
+            (false, 65536, false, 4096)
+        );
         assert_eq!(h.trace.as_deref(), Some("/tmp/my traces"));
         assert!(h.cio_aware);
         assert_eq!(h.cb_predict, Switch::Disable);

@@ -31,6 +31,7 @@
 
 pub mod abi;
 pub mod atomic;
+pub mod behind;
 pub mod collective;
 pub mod datarep;
 pub mod datatype;

@@ -185,6 +185,8 @@ fn etypes(f: &MpiFile, count: i32, datatype: Handle) -> Result<u64> {
     Ok(bytes / etype)
 }
 
+use crate::file::THROUGH_SHARED;
+
 const WRITE: i32 = 1;
 const COLLECTIVE: i32 = 2;
 const EXPLICIT: i32 = 4;
@@ -196,7 +198,7 @@ pub fn independent(f: &MpiFile, write: bool, buf: *mut u8, count: i32, datatype:
     let offset =
         i64::try_from(at).map_err(|_| MpiioError::new(ErrorClass::Io, "shared file pointer overflows"))?;
     f.io(
-        EXPLICIT | if write { WRITE } else { 0 },
+        EXPLICIT | THROUGH_SHARED | if write { WRITE } else { 0 },
         offset,
         buf,
         count,
@@ -220,7 +222,7 @@ pub fn start(
     nonblocking::start(
         fh,
         f,
-        EXPLICIT | if write { WRITE } else { 0 },
+        EXPLICIT | THROUGH_SHARED | if write { WRITE } else { 0 },
         offset,
         buf,
         count,
@@ -275,7 +277,9 @@ pub fn ordered(f: &MpiFile, write: bool, buf: *mut u8, count: i32, datatype: Han
 /// seek_shared (collective; every rank passes the same arguments).
 pub fn seek(f: &MpiFile, offset: i64, whence: i32) -> Result<()> {
     let comm = f.comm();
-    // Every rank's earlier shared accesses are over before the pointer moves.
+    // Every rank's earlier shared accesses are over (and sent: MPI_SEEK_END reads the
+    // size, which every rank's buffered writes may extend) before the pointer moves.
+    f.flush_behind();
     comm.barrier()?;
     let r = if comm.rank() == 0 {
         (|| {

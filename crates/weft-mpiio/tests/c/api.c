@@ -410,7 +410,17 @@ static int error_class(int rc)
 
 static void ioerr(const char *dir)
 {
-    MPI_File fh = open_file("ioerr", MPI_MODE_CREATE | MPI_MODE_RDWR);
+    /* A 1 MiB write larger than half the write-behind buffer goes to the servers in
+     * the background, so its error reaches MPI_Wait (a smaller one would wait in the
+     * buffer and fail at the next sync or close: tests/behind.rs). */
+    char path[4096];
+    snprintf(path, sizeof path, "%sioerr", prefix);
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "weft_write_behind_size", "1048576");
+    MPI_File fh;
+    OK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, info, &fh));
+    MPI_Info_free(&info);
     static char buf[2][1 << 20];
     handshake(dir);
     MPI_Offset at = (MPI_Offset)rank * 2 * sizeof buf[0];
