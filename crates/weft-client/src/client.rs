@@ -31,6 +31,9 @@ pub(crate) struct Inner {
     /// `*_made` operations send their request alone from then on. Shared by every
     /// client made from this one.
     pub no_parent_attrs: Arc<AtomicBool>,
+    /// The manager answered a `CreateGranted` with `UnknownOpcode` (it predates it):
+    /// creates are sent without asking for the new file's capability from then on.
+    pub no_create_grants: Arc<AtomicBool>,
 }
 
 impl Inner {
@@ -328,6 +331,7 @@ impl Client {
                 cred,
                 transfer: TransferOptions::default(),
                 no_parent_attrs: Arc::new(AtomicBool::new(false)),
+                no_create_grants: Arc::new(AtomicBool::new(false)),
             }),
         })
     }
@@ -360,6 +364,7 @@ impl Client {
             cred: i.cred.clone(),
             transfer: i.transfer,
             no_parent_attrs: i.no_parent_attrs.clone(),
+            no_create_grants: i.no_create_grants.clone(),
         };
         change(&mut inner);
         Client {
@@ -446,6 +451,46 @@ impl Client {
             self.attr_of(request, what)
                 .map(|made| Made { made, parent: None })
         }
+    }
+
+    /// A `Create` sent as a `CreateGranted`: made, with its directory's attributes (kept
+    /// if `parent`) and the capability to write the new file, which this client's
+    /// connections keep, so that the file's first write asks the manager for nothing.
+    /// To a manager that predates it, `attr_made`.
+    fn create_granted(&self, request: Request, what: &str, parent: bool) -> Result<Made<Attr>, ClientError> {
+        let request = if self.inner.no_create_grants.load(Ordering::Relaxed) {
+            request
+        } else {
+            let wrapped = Request::CreateGranted {
+                request: Box::new(request),
+            };
+            match self.inner.meta(&wrapped) {
+                Ok(Response::MadeGranted {
+                    attr,
+                    parent: dir,
+                    capability,
+                }) => {
+                    if let (Some(cap), Some(source)) = (capability, self.inner.pool.capability_source()) {
+                        source.adopt(&cap);
+                    }
+                    return Ok(Made {
+                        made: attr,
+                        parent: parent.then_some(dir),
+                    });
+                }
+                Ok(other) => return Err(unexpected(&other)),
+                // Refused at decode, before anything was done: the create alone.
+                Err(e) if e.code() == ErrorCode::UnknownOpcode => {
+                    self.inner.no_create_grants.store(true, Ordering::Relaxed);
+                    match wrapped {
+                        Request::CreateGranted { request } => *request,
+                        other => other,
+                    }
+                }
+                Err(e) => return Err(e.context(what)),
+            }
+        };
+        self.attr_made(request, what, parent)
     }
 
     fn done(&self, request: Request, what: &str) -> Result<(), ClientError> {
@@ -1000,7 +1045,7 @@ impl Client {
         let Made {
             made: attr,
             parent: parent_attr,
-        } = self.attr_made(request, path, with_parent)?;
+        } = self.create_granted(request, path, with_parent)?;
         if attr.kind != FileKind::File {
             return Err(ClientError::refused(
                 ErrorCode::IsDirectory,

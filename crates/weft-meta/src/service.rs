@@ -401,6 +401,34 @@ impl MetaService {
         Ok(Response::Capability(capability))
     }
 
+    /// `CreateGranted`: the create as a `WithParent` makes it, then the capability to
+    /// read and write the file that its first write would ask for, in the same round
+    /// trip. A grant refused (the cluster asks for none, the mode gives the creator no
+    /// access) is no error: the file is made, and the client asks at its first write as
+    /// for any open.
+    fn create_granted(&self, caller: &Caller, request: Request) -> Result<Response, WireError> {
+        use weft_proto::capability::rights::{READ, WRITE};
+        let cred = match &request {
+            Request::Create { cred, .. } => cred.clone(),
+            other => {
+                return Err(WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{:?} is no create: only a create is granted with", other.opcode()),
+                ))
+            }
+        };
+        let Made { attr, parent } = self.made(request)?;
+        let capability = match self.grant_capability(caller, &cred, attr.inode, READ | WRITE) {
+            Ok(Response::Capability(cap)) => Some(cap),
+            _ => None,
+        };
+        Ok(Response::MadeGranted {
+            attr,
+            parent,
+            capability,
+        })
+    }
+
     pub fn store(&self) -> &MetaStore {
         &self.store
     }
@@ -743,6 +771,7 @@ impl MetaService {
             Request::WithParent { request } => self
                 .made(*request)
                 .map(|Made { attr, parent }| Response::Made { attr, parent }),
+            Request::CreateGranted { request } => self.create_granted(caller, *request),
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
             | Request::ObjPrecreate { .. }
@@ -1631,7 +1660,7 @@ fn addressed(request: &Request) -> Vec<InodeId> {
         Request::FileLock(lock) | Request::FileLockReclaim(lock) | Request::FileLockTest(lock) => {
             vec![lock.inode]
         }
-        Request::WithParent { request } => addressed(request),
+        Request::WithParent { request } | Request::CreateGranted { request } => addressed(request),
         _ => Vec::new(),
     }
 }
@@ -1695,7 +1724,7 @@ fn grows_namespace(request: &Request) -> bool {
         | Request::Link { .. }
         | Request::Mknod { .. }
         | Request::SetXattr { .. } => true,
-        Request::WithParent { request } => grows_namespace(request),
+        Request::WithParent { request } | Request::CreateGranted { request } => grows_namespace(request),
         _ => false,
     }
 }

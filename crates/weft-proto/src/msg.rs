@@ -147,6 +147,7 @@ pub enum Opcode {
     GrantCapability = 101,
     RevokeCapabilities = 102,
     VerifyCapability = 103,
+    CreateGranted = 191,
 }
 
 /// Which roles a server process carries (bit set).
@@ -843,6 +844,15 @@ pub enum Request {
     WithParent {
         request: Box<Request>,
     },
+    /// meta: `request`, always a `Create`, answered with `MadeGranted`: what a
+    /// `WithParent` create answers, plus a capability to read and write the file (when
+    /// the cluster uses capabilities and the caller may have one), granted in the same
+    /// round trip: the new file's first write asks the manager for nothing. Added within
+    /// protocol version 3: an older manager answers `UnknownOpcode`, and the client
+    /// sends a `WithParent` instead.
+    CreateGranted {
+        request: Box<Request>,
+    },
 }
 
 /// What a `SharedPointer` request does.
@@ -1014,6 +1024,14 @@ pub enum Response {
         attr: Attr,
         parent: Attr,
     },
+    /// `CreateGranted`: `Made`'s fields and the capability granted with the create
+    /// (`None`: the cluster asks for none, or the grant was refused; the client asks
+    /// at the first write, as for any open).
+    MadeGranted {
+        attr: Attr,
+        parent: Attr,
+        capability: Option<Capability>,
+    },
 }
 
 impl Request {
@@ -1047,7 +1065,7 @@ impl Request {
             | Request::ListXattr { cred, .. }
             | Request::RemoveXattr { cred, .. }
             | Request::GrantCapability { cred, .. } => Some(cred),
-            Request::WithParent { request } => request.cred_mut(),
+            Request::WithParent { request } | Request::CreateGranted { request } => request.cred_mut(),
             _ => None,
         }
     }
@@ -1134,6 +1152,7 @@ impl Request {
             RevokeCapabilities { .. } => Opcode::RevokeCapabilities,
             VerifyCapability { .. } => Opcode::VerifyCapability,
             WithParent { .. } => Opcode::WithParent,
+            CreateGranted { .. } => Opcode::CreateGranted,
         }
     }
 
@@ -1161,6 +1180,8 @@ impl Request {
                 w.u16(request.opcode() as u16);
                 w.bytes.extend_from_slice(&request.encode_body());
             }
+            // The create's own body: decoding reads it back as a `Create`.
+            CreateGranted { request } => w.bytes.extend_from_slice(&request.encode_body()),
             ViaCacheAware {
                 file,
                 pattern,
@@ -2025,6 +2046,9 @@ impl Request {
                     request: Box::new(Request::decode(inner, r.take_rest())?),
                 }
             }
+            191 => Request::CreateGranted {
+                request: Box::new(Request::decode(Opcode::Create as u16, r.take_rest())?),
+            },
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
@@ -2044,7 +2068,7 @@ impl Request {
     /// `WithParent` carries (what metrics count it as).
     pub fn meta_request(&self) -> &Request {
         match self {
-            Request::WithParent { request } => request,
+            Request::WithParent { request } | Request::CreateGranted { request } => request,
             other => other,
         }
     }
@@ -2217,6 +2241,16 @@ impl Wire for Response {
                 attr.encode(w);
                 parent.encode(w);
             }
+            MadeGranted {
+                attr,
+                parent,
+                capability,
+            } => {
+                w.u8(67);
+                attr.encode(w);
+                parent.encode(w);
+                w.opt(capability);
+            }
         }
     }
 
@@ -2298,6 +2332,11 @@ impl Response {
             66 => Response::Made {
                 attr: Attr::decode(r)?,
                 parent: Attr::decode(r)?,
+            },
+            67 => Response::MadeGranted {
+                attr: Attr::decode(r)?,
+                parent: Attr::decode(r)?,
+                capability: r.opt()?,
             },
             v => {
                 return Err(DecodeError::Invalid {
@@ -2821,6 +2860,16 @@ mod tests {
                     name: "other".into(),
                 }),
             },
+            Request::CreateGranted {
+                request: Box::new(Request::Create {
+                    cred: cred(),
+                    parent: InodeId(5),
+                    name: "granted".into(),
+                    mode: 0o644,
+                    layout: LayoutRequest::default(),
+                    exclusive: false,
+                }),
+            },
         ];
         for mut req in reqs {
             // Every request that claims a credential lets the server replace it (owner
@@ -3101,6 +3150,19 @@ mod tests {
                     layout: None,
                     ..attr.clone()
                 },
+            }),
+            Ok(Response::MadeGranted {
+                attr: attr.clone(),
+                parent: Attr {
+                    kind: FileKind::Directory,
+                    ..attr.clone()
+                },
+                capability: Some(test_capability()),
+            }),
+            Ok(Response::MadeGranted {
+                attr: attr.clone(),
+                parent: attr.clone(),
+                capability: None,
             }),
             Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];

@@ -185,6 +185,39 @@ fn capability_grants(cluster: &TestCluster) -> f64 {
     cluster.manager_requests_where(|op| op == Some("grant_capability"))
 }
 
+/// A file made by the native client is written without asking the manager for a
+/// capability: the create's answer carries it (`CreateGranted`). Before, every new
+/// file's first write cost a `GrantCapability` round trip (20 here). Another client
+/// (its own connections and capabilities) reads every byte back.
+#[test]
+fn a_new_file_is_written_without_a_capability_request() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/granted", 0o777).unwrap();
+    let grants = capability_grants(&cluster);
+    for i in 0..20u64 {
+        let f = client
+            .create(&format!("/granted/f{i}"), &CreateOptions::default())
+            .unwrap();
+        f.write_at(0, &pattern(i, 4096 + i as usize)).unwrap();
+        f.close().unwrap();
+    }
+    let asked = capability_grants(&cluster) - grants;
+    assert_eq!(asked, 0.0, "{asked} capability grants for 20 new files written");
+    let reader = cluster.client();
+    for i in 0..20u64 {
+        let data = pattern(i, 4096 + i as usize);
+        let f = reader
+            .open(&format!("/granted/f{i}"), &OpenOptions::default())
+            .unwrap();
+        let mut back = vec![0u8; data.len() + 10];
+        assert_eq!(f.read_at(0, &mut back).unwrap(), data.len());
+        assert!(back[..data.len()] == data, "f{i} reads back other bytes");
+        f.close().unwrap();
+    }
+}
+
 /// `weft bench open-close`'s program: open/write/close, open/read/close (verified) and
 /// open/rewrite/close cycles, one file per cycle.
 const OPEN_CLOSE_C: &str = include_str!("../../weft-bench/c/open_close.c");
