@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use weft_layout::{InodeId, LayoutRequest, ServerId};
-use weft_proto::msg::{Request, Response, XattrSet, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
+use weft_proto::msg::{Request, Response, XattrSet, BATCH_INODES_MAX, LOOKUP_MANY_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::{
     Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, HeldLock, IoServer, IoStatfs, LockRequest,
     LockState, MetaStatfs, Name, ObjStamped, PathStep, SetAttr, Striping,
@@ -600,6 +600,85 @@ impl Client {
             }
         }
         Ok(attr)
+    }
+
+    /// Attributes of each of `names` in directory `parent`, files' sizes included, in
+    /// the order given (`None`: no such name, or a file removed meanwhile): one request to
+    /// the manager per `LOOKUP_MANY_MAX` names (`LookupMany`), then one to each io server
+    /// involved, where a stat of each costs a lookup and a size query per name. Against a
+    /// manager without `LookupMany`, the lookups one by one (pipelined).
+    pub fn stat_many<N: AsRef<[u8]>>(
+        &self,
+        parent: InodeId,
+        names: &[N],
+    ) -> Result<Vec<Option<Attr>>, ClientError> {
+        let mut found: Vec<Option<Attr>> = Vec::with_capacity(names.len());
+        for chunk in names.chunks(LOOKUP_MANY_MAX) {
+            found.extend(self.lookup_many(parent, chunk)?);
+        }
+        let at: Vec<usize> = (0..found.len()).filter(|k| found[*k].is_some()).collect();
+        let mut attrs: Vec<Attr> = at.iter().filter_map(|k| found[*k].take()).collect();
+        let gone = self.sizes(&mut attrs)?;
+        for ((k, attr), gone) in at.into_iter().zip(attrs).zip(gone) {
+            if !gone {
+                found[k] = Some(attr);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Up to `LOOKUP_MANY_MAX` `names` in `parent`, without the sizes.
+    fn lookup_many<N: AsRef<[u8]>>(
+        &self,
+        parent: InodeId,
+        names: &[N],
+    ) -> Result<Vec<Option<Attr>>, ClientError> {
+        let request = Request::LookupMany {
+            cred: self.cred_clone(),
+            parent,
+            names: names.iter().map(|n| Name::from(n.as_ref())).collect(),
+        };
+        match self.inner.meta(&request) {
+            Ok(Response::EntriesPlus { entries, .. }) => {
+                // In the order asked, the names not found left out.
+                let mut entries = entries.into_iter().peekable();
+                Ok(names
+                    .iter()
+                    .map(|n| match entries.peek() {
+                        Some((name, _)) if name.as_bytes() == n.as_ref() => entries.next().map(|(_, a)| a),
+                        _ => None,
+                    })
+                    .collect())
+            }
+            Ok(other) => Err(unexpected(&other)),
+            Err(e) if e.code() == ErrorCode::UnknownOpcode => {
+                let meta = self.inner.pool.get(&self.inner.meta_route)?;
+                let pending: Vec<_> = names
+                    .iter()
+                    .map(|n| {
+                        meta.send(
+                            &Request::Lookup {
+                                cred: self.cred_clone(),
+                                parent,
+                                name: Name::from(n.as_ref()),
+                            },
+                            &[],
+                        )
+                    })
+                    .collect::<Result<_, _>>()?;
+                let mut out = Vec::with_capacity(names.len());
+                for call in pending {
+                    match call.wait().map_err(ClientError::from) {
+                        Ok((Response::Attr(a), _)) => out.push(Some(a)),
+                        Ok((other, _)) => return Err(unexpected(&other)),
+                        Err(e) if e.code() == ErrorCode::NotFound => out.push(None),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(out)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Looks a name up in a directory (without the derived size). Names are bytes, as

@@ -14,7 +14,8 @@ use std::time::Instant;
 use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
 use weft_proto::msg::BATCH_INODES_MAX;
 use weft_proto::{
-    Attr, ClusterInfo, Cred, ErrorCode, FileKind, Request, Response, SetAttr, TimeSet, Timespec, WireError,
+    Attr, ClusterInfo, Cred, ErrorCode, FileKind, Name, Request, Response, SetAttr, TimeSet, Timespec,
+    WireError,
 };
 
 use crate::store::{ClusterLayout, CreateCheck, Made, MetaStore};
@@ -429,6 +430,31 @@ impl MetaService {
         })
     }
 
+    /// `LookupMany`: every name of `names` found in `parent`, with its attributes, in
+    /// the order asked; a name not there is left out, any other failure (no such
+    /// directory, no search permission) fails the whole request.
+    fn lookup_many(&self, cred: &Cred, parent: InodeId, names: &[Name]) -> Result<Response, WireError> {
+        if names.len() > weft_proto::msg::LOOKUP_MANY_MAX {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{} names in one lookup-many: at most {}",
+                    names.len(),
+                    weft_proto::msg::LOOKUP_MANY_MAX
+                ),
+            ));
+        }
+        let mut entries = Vec::with_capacity(names.len());
+        for name in names {
+            match self.store.lookup(cred, parent, name) {
+                Ok(attr) => entries.push((name.clone(), attr)),
+                Err(e) if e.code == ErrorCode::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Response::EntriesPlus { entries, more: false })
+    }
+
     pub fn store(&self) -> &MetaStore {
         &self.store
     }
@@ -557,6 +583,7 @@ impl MetaService {
             Request::GetCluster => Ok(Response::Cluster(self.cluster.clone())),
             Request::Resolve { cred, path } => store.resolve(&cred, &path).map(Response::Attr),
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
+            Request::LookupMany { cred, parent, names } => self.lookup_many(&cred, parent, &names),
             Request::GetAttr { cred, inode } => store.getattr(&cred, inode).map(Response::Attr),
             Request::SetAttr { cred, inode, changes } => self.setattr(&cred, inode, &changes),
             Request::GrantCapability { cred, inode, rights } => {
@@ -1614,6 +1641,7 @@ impl MetaService {
 fn addressed(request: &Request) -> Vec<InodeId> {
     match request {
         Request::Lookup { parent, .. }
+        | Request::LookupMany { parent, .. }
         | Request::Mkdir { parent, .. }
         | Request::Create { parent, .. }
         | Request::Unlink { parent, .. }

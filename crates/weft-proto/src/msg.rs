@@ -28,6 +28,8 @@ pub const XATTR_VALUE_BYTES_MAX: usize = 65_536;
 pub const REVALIDATE_STEPS_MAX: usize = 256;
 /// Most entries a readdir page may return.
 pub const READDIR_ENTRIES_MAX: u32 = 4096;
+/// Most names one `LookupMany` asks for.
+pub const LOOKUP_MANY_MAX: usize = 4096;
 /// Most inodes in one batched io-server request (create/remove/extents).
 pub const BATCH_INODES_MAX: usize = 4096;
 /// Largest wire form of a view in a `RegisterView` (the message limit less room for the
@@ -148,6 +150,7 @@ pub enum Opcode {
     RevokeCapabilities = 102,
     VerifyCapability = 103,
     CreateGranted = 191,
+    LookupMany = 192,
 }
 
 /// Which roles a server process carries (bit set).
@@ -853,6 +856,17 @@ pub enum Request {
     CreateGranted {
         request: Box<Request>,
     },
+    /// meta: looks up every one of `names` (at most `LOOKUP_MANY_MAX`) in directory
+    /// `parent`, answered with `EntriesPlus` (`more` false): the names found, in the order
+    /// asked, with their attributes (files' sizes 0: their io servers hold them); names
+    /// not there are left out. One request for what takes one `Lookup` per name (a
+    /// stat-many, `Client::stat_many`). Added within protocol version 3: an older manager
+    /// answers `UnknownOpcode`, and the client sends the lookups one by one (pipelined).
+    LookupMany {
+        cred: Cred,
+        parent: InodeId,
+        names: Vec<Name>,
+    },
 }
 
 /// What a `SharedPointer` request does.
@@ -1066,6 +1080,7 @@ impl Request {
             | Request::RemoveXattr { cred, .. }
             | Request::GrantCapability { cred, .. } => Some(cred),
             Request::WithParent { request } | Request::CreateGranted { request } => request.cred_mut(),
+            Request::LookupMany { cred, .. } => Some(cred),
             _ => None,
         }
     }
@@ -1153,6 +1168,7 @@ impl Request {
             VerifyCapability { .. } => Opcode::VerifyCapability,
             WithParent { .. } => Opcode::WithParent,
             CreateGranted { .. } => Opcode::CreateGranted,
+            LookupMany { .. } => Opcode::LookupMany,
         }
     }
 
@@ -1182,6 +1198,11 @@ impl Request {
             }
             // The create's own body: decoding reads it back as a `Create`.
             CreateGranted { request } => w.bytes.extend_from_slice(&request.encode_body()),
+            LookupMany { cred, parent, names } => {
+                cred.encode(&mut w);
+                parent.encode(&mut w);
+                w.seq(names);
+            }
             ViaCacheAware {
                 file,
                 pattern,
@@ -2049,6 +2070,19 @@ impl Request {
             191 => Request::CreateGranted {
                 request: Box::new(Request::decode(Opcode::Create as u16, r.take_rest())?),
             },
+            192 => {
+                let cred = Cred::decode(r)?;
+                let parent = InodeId::decode(r)?;
+                let names: Vec<Name> = r.seq()?;
+                if names.len() > LOOKUP_MANY_MAX {
+                    return Err(DecodeError::TooLarge {
+                        what: "names of one lookup-many",
+                        len: names.len() as u64,
+                        max: LOOKUP_MANY_MAX as u64,
+                    });
+                }
+                Request::LookupMany { cred, parent, names }
+            }
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
@@ -2869,6 +2903,11 @@ mod tests {
                     layout: LayoutRequest::default(),
                     exclusive: false,
                 }),
+            },
+            Request::LookupMany {
+                cred: cred(),
+                parent: InodeId(5),
+                names: vec!["a".into(), "bb".into(), "".into()],
             },
         ];
         for mut req in reqs {

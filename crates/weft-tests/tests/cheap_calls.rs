@@ -218,6 +218,51 @@ fn a_new_file_is_written_without_a_capability_request() {
     }
 }
 
+/// `Client::stat_many`: 200 names of one directory (some missing, some files
+/// removed by another client after they were made) in one manager request and one size
+/// request per io server, where a stat of each costs the manager one lookup per name;
+/// sizes as written, missing and removed names `None`, in the order asked.
+#[test]
+fn many_names_are_stat_in_one_manager_request() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    let dir = client.mkdir("/stats", 0o755).unwrap();
+    for i in 0..200u64 {
+        let f = client
+            .create(&format!("/stats/f{i}"), &CreateOptions::default())
+            .unwrap();
+        f.write_at(0, &pattern(i, i as usize * 10)).unwrap();
+        f.close().unwrap();
+    }
+    let other = cluster.client();
+    other.unlink("/stats/f7").unwrap();
+    let mut names: Vec<String> = (0..200).map(|i| format!("f{i}")).collect();
+    names.insert(3, "nothing".into());
+    let lookups = cluster.manager_requests("lookup");
+    let batches = cluster.manager_requests("lookup_many");
+    let found = client.stat_many(dir.inode, &names).unwrap();
+    assert_eq!(cluster.manager_requests("lookup_many") - batches, 1.0);
+    assert_eq!(cluster.manager_requests("lookup") - lookups, 0.0);
+    assert_eq!(found.len(), names.len());
+    for (name, attr) in names.iter().zip(&found) {
+        match name.as_str() {
+            "nothing" | "f7" => assert!(attr.is_none(), "{name}: {attr:?}"),
+            _ => {
+                let i: usize = name[1..].parse().unwrap();
+                assert_eq!(attr.as_ref().map(|a| a.size), Some(i as u64 * 10), "{name}");
+            }
+        }
+    }
+    // More names than one request holds: split, still in order.
+    let many: Vec<String> = (0..weft_proto::msg::LOOKUP_MANY_MAX + 3)
+        .map(|i| format!("f{}", i % 200))
+        .collect();
+    let found = client.stat_many(dir.inode, &many).unwrap();
+    assert_eq!(found.len(), many.len());
+    assert_eq!(found[200 + 9].as_ref().map(|a| a.size), Some(90));
+}
+
 /// `weft bench open-close`'s program: open/write/close, open/read/close (verified) and
 /// open/rewrite/close cycles, one file per cycle.
 const OPEN_CLOSE_C: &str = include_str!("../../weft-bench/c/open_close.c");
