@@ -125,6 +125,11 @@
 #define WEFT_DISTRIBUTE_DFLT_DARG -1
 
 /**
+ * Most names one `weft_stat_many` call takes.
+ */
+#define WEFT_STAT_MANY_MAX (1 << 20)
+
+/**
  * File type mask of `weft_stat_t.mode` (these are the values of Linux's `S_IFMT` and
  * friends, so `S_ISREG(st.mode)` from `<sys/stat.h>` works too).
  */
@@ -766,6 +771,22 @@ int weft_truncate(weft_client_t *client, const char *path, int64_t length);
  * NULL or points to a `weft_stat_t`.
  */
 int weft_stat(weft_client_t *client, const char *path, weft_stat_t *out);
+
+/**
+ * Stats many names of one directory at once: for each `i` below `count`, fills
+ * `out[i]` with the attributes of `names[i]` in directory `dir`, as `weft_stat` would
+ * (a regular file's size included), or zeroes it (`mode` 0) when there is no such name.
+ * Returns how many were found. One request to the metadata manager per 4,096 names and
+ * one to each io server involved, where a `weft_stat` of each costs two round trips per
+ * name. `count` is at most `WEFT_STAT_MANY_MAX`; a name is one path component (no
+ * '/').
+ *
+ * # Safety
+ * `client` is NULL or a live client handle; `dir` is NULL or NUL-terminated; `names`
+ * is NULL or points to `count` pointers, each NULL or NUL-terminated; `out` is NULL or
+ * writable for `count` `weft_stat_t`s.
+ */
+int weft_stat_many(weft_client_t *client, const char *dir, const char *const *names, size_t count, weft_stat_t *out);
 
 /**
  * The layout of `path`. For a regular file: every field of `out` (`fields` has all

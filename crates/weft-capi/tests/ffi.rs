@@ -285,6 +285,86 @@ fn directories_are_read_page_by_page() {
     }
 }
 
+/// `weft_stat_many` answers for many names of one directory in one manager request
+/// (`lookup_many`; a `weft_stat` of each is a resolve per name), sizes included; a name
+/// not there is zeroed and not counted; bad arguments are EINVAL.
+#[test]
+fn many_names_are_stat_in_one_manager_request() {
+    let cluster = TestCluster::start();
+    let client = connect(&cluster);
+    // SAFETY: live handles, valid strings and buffers of the sizes given.
+    unsafe {
+        assert_eq!(weft_mkdir(client, c"/many".as_ptr(), 0o755), 0);
+        for k in 0..30usize {
+            let file = open(
+                client,
+                &format!("/many/f{k}"),
+                WEFT_O_WRONLY | WEFT_O_CREAT | WEFT_O_EXCL,
+            );
+            let data = vec![7u8; k * 100];
+            assert_eq!(
+                weft_pwrite(file, data.as_ptr().cast(), data.len(), 0),
+                data.len() as isize
+            );
+            assert_eq!(weft_close(file), 0);
+        }
+        let mut names: Vec<CString> = (0..30).map(|k| c(&format!("f{k}"))).collect();
+        names.insert(5, c("missing"));
+        let pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+        let mut out = vec![weft_stat_t::default(); pointers.len()];
+        let lookups = cluster.manager_requests("lookup") + cluster.manager_requests("resolve");
+        let batches = cluster.manager_requests("lookup_many");
+        let found = weft_stat_many(
+            client,
+            c"/many".as_ptr(),
+            pointers.as_ptr(),
+            pointers.len(),
+            out.as_mut_ptr(),
+        );
+        assert_eq!(found, 30, "{}", last_error());
+        assert_eq!(cluster.manager_requests("lookup_many") - batches, 1.0);
+        let per_name = cluster.manager_requests("lookup") + cluster.manager_requests("resolve") - lookups;
+        assert!(per_name <= 1.0, "{per_name} lookups besides the one lookup-many");
+        for (i, st) in out.iter().enumerate() {
+            match i.cmp(&5) {
+                std::cmp::Ordering::Equal => assert_eq!(st.mode, 0, "the missing name is zeroed"),
+                std::cmp::Ordering::Less => assert_eq!(st.size, (i * 100) as u64, "f{i}"),
+                std::cmp::Ordering::Greater => assert_eq!(st.size, ((i - 1) * 100) as u64, "f{}", i - 1),
+            }
+        }
+        assert_eq!(
+            weft_stat_many(client, c"/many".as_ptr(), null(), 1, out.as_mut_ptr()),
+            EINVAL
+        );
+        let slash = [c"a/b".as_ptr()];
+        assert_eq!(
+            weft_stat_many(client, c"/many".as_ptr(), slash.as_ptr(), 1, out.as_mut_ptr()),
+            EINVAL
+        );
+        assert_eq!(
+            weft_stat_many(
+                client,
+                c"/many".as_ptr(),
+                pointers.as_ptr(),
+                WEFT_STAT_MANY_MAX + 1,
+                out.as_mut_ptr()
+            ),
+            EINVAL
+        );
+        assert_eq!(
+            weft_stat_many(
+                client,
+                c"/many/f1".as_ptr(),
+                pointers.as_ptr(),
+                1,
+                out.as_mut_ptr()
+            ),
+            -libc::ENOTDIR
+        );
+        assert_eq!(weft_disconnect(client), 0);
+    }
+}
+
 #[test]
 fn file_handles_are_shared_by_threads_and_outlive_their_client() {
     let cluster = TestCluster::start();

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use weft_layout::{InodeId, LayoutRequest, ServerId};
-use weft_proto::msg::{Request, Response, XattrSet, BATCH_INODES_MAX, READDIR_ENTRIES_MAX};
+use weft_proto::msg::{Request, Response, XattrSet, BATCH_INODES_MAX, LOOKUP_MANY_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::{
     Attr, ClusterInfo, Cred, DirEntry, ErrorCode, FileKind, HeldLock, IoServer, IoStatfs, LockRequest,
     LockState, MetaStatfs, Name, ObjStamped, PathStep, SetAttr, Striping,
@@ -31,6 +31,9 @@ pub(crate) struct Inner {
     /// `*_made` operations send their request alone from then on. Shared by every
     /// client made from this one.
     pub no_parent_attrs: Arc<AtomicBool>,
+    /// The manager answered a `CreateGranted` with `UnknownOpcode` (it predates it):
+    /// creates are sent without asking for the new file's capability from then on.
+    pub no_create_grants: Arc<AtomicBool>,
 }
 
 impl Inner {
@@ -352,6 +355,7 @@ impl Client {
                 cred,
                 transfer: TransferOptions::default(),
                 no_parent_attrs: Arc::new(AtomicBool::new(false)),
+                no_create_grants: Arc::new(AtomicBool::new(false)),
             }),
         })
     }
@@ -384,6 +388,7 @@ impl Client {
             cred: i.cred.clone(),
             transfer: i.transfer,
             no_parent_attrs: i.no_parent_attrs.clone(),
+            no_create_grants: i.no_create_grants.clone(),
         };
         change(&mut inner);
         Client {
@@ -470,6 +475,46 @@ impl Client {
             self.attr_of(request, what)
                 .map(|made| Made { made, parent: None })
         }
+    }
+
+    /// A `Create` sent as a `CreateGranted`: made, with its directory's attributes (kept
+    /// if `parent`) and the capability to write the new file, which this client's
+    /// connections keep, so that the file's first write asks the manager for nothing.
+    /// To a manager that predates it, `attr_made`.
+    fn create_granted(&self, request: Request, what: &str, parent: bool) -> Result<Made<Attr>, ClientError> {
+        let request = if self.inner.no_create_grants.load(Ordering::Relaxed) {
+            request
+        } else {
+            let wrapped = Request::CreateGranted {
+                request: Box::new(request),
+            };
+            match self.inner.meta(&wrapped) {
+                Ok(Response::MadeGranted {
+                    attr,
+                    parent: dir,
+                    capability,
+                }) => {
+                    if let (Some(cap), Some(source)) = (capability, self.inner.pool.capability_source()) {
+                        source.adopt(&cap);
+                    }
+                    return Ok(Made {
+                        made: attr,
+                        parent: parent.then_some(dir),
+                    });
+                }
+                Ok(other) => return Err(unexpected(&other)),
+                // Refused at decode, before anything was done: the create alone.
+                Err(e) if e.code() == ErrorCode::UnknownOpcode => {
+                    self.inner.no_create_grants.store(true, Ordering::Relaxed);
+                    match wrapped {
+                        Request::CreateGranted { request } => *request,
+                        other => other,
+                    }
+                }
+                Err(e) => return Err(e.context(what)),
+            }
+        };
+        self.attr_made(request, what, parent)
     }
 
     fn done(&self, request: Request, what: &str) -> Result<(), ClientError> {
@@ -579,6 +624,85 @@ impl Client {
             }
         }
         Ok(attr)
+    }
+
+    /// Attributes of each of `names` in directory `parent`, files' sizes included, in
+    /// the order given (`None`: no such name, or a file removed meanwhile): one request to
+    /// the manager per `LOOKUP_MANY_MAX` names (`LookupMany`), then one to each io server
+    /// involved, where a stat of each costs a lookup and a size query per name. Against a
+    /// manager without `LookupMany`, the lookups one by one (pipelined).
+    pub fn stat_many<N: AsRef<[u8]>>(
+        &self,
+        parent: InodeId,
+        names: &[N],
+    ) -> Result<Vec<Option<Attr>>, ClientError> {
+        let mut found: Vec<Option<Attr>> = Vec::with_capacity(names.len());
+        for chunk in names.chunks(LOOKUP_MANY_MAX) {
+            found.extend(self.lookup_many(parent, chunk)?);
+        }
+        let at: Vec<usize> = (0..found.len()).filter(|k| found[*k].is_some()).collect();
+        let mut attrs: Vec<Attr> = at.iter().filter_map(|k| found[*k].take()).collect();
+        let gone = self.sizes(&mut attrs)?;
+        for ((k, attr), gone) in at.into_iter().zip(attrs).zip(gone) {
+            if !gone {
+                found[k] = Some(attr);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Up to `LOOKUP_MANY_MAX` `names` in `parent`, without the sizes.
+    fn lookup_many<N: AsRef<[u8]>>(
+        &self,
+        parent: InodeId,
+        names: &[N],
+    ) -> Result<Vec<Option<Attr>>, ClientError> {
+        let request = Request::LookupMany {
+            cred: self.cred_clone(),
+            parent,
+            names: names.iter().map(|n| Name::from(n.as_ref())).collect(),
+        };
+        match self.inner.meta(&request) {
+            Ok(Response::EntriesPlus { entries, .. }) => {
+                // In the order asked, the names not found left out.
+                let mut entries = entries.into_iter().peekable();
+                Ok(names
+                    .iter()
+                    .map(|n| match entries.peek() {
+                        Some((name, _)) if name.as_bytes() == n.as_ref() => entries.next().map(|(_, a)| a),
+                        _ => None,
+                    })
+                    .collect())
+            }
+            Ok(other) => Err(unexpected(&other)),
+            Err(e) if e.code() == ErrorCode::UnknownOpcode => {
+                let meta = self.inner.pool.get(&self.inner.meta_route)?;
+                let pending: Vec<_> = names
+                    .iter()
+                    .map(|n| {
+                        meta.send(
+                            &Request::Lookup {
+                                cred: self.cred_clone(),
+                                parent,
+                                name: Name::from(n.as_ref()),
+                            },
+                            &[],
+                        )
+                    })
+                    .collect::<Result<_, _>>()?;
+                let mut out = Vec::with_capacity(names.len());
+                for call in pending {
+                    match call.wait().map_err(ClientError::from) {
+                        Ok((Response::Attr(a), _)) => out.push(Some(a)),
+                        Ok((other, _)) => return Err(unexpected(&other)),
+                        Err(e) if e.code() == ErrorCode::NotFound => out.push(None),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(out)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Looks a name up in a directory (without the derived size). Names are bytes, as
@@ -1024,7 +1148,7 @@ impl Client {
         let Made {
             made: attr,
             parent: parent_attr,
-        } = self.attr_made(request, path, with_parent)?;
+        } = self.create_granted(request, path, with_parent)?;
         if attr.kind != FileKind::File {
             return Err(ClientError::refused(
                 ErrorCode::IsDirectory,

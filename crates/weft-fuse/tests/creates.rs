@@ -40,6 +40,40 @@ fn shell_truncating_creates_of_new_files_send_no_truncate() {
     assert_eq!(std::fs::read(mount.join("f2")).unwrap(), b"line 2\nmore\n");
 }
 
+/// New files written through the mount ask the manager for no capability: the
+/// create's answer carries the one the first write needs (`CreateGranted`). Before, each
+/// new file cost a `GrantCapability` round trip between its create and its first write
+/// (40 here). What was written reads back through another mount.
+#[test]
+fn new_files_written_through_the_mount_ask_for_no_capability() {
+    let _alone = common::one_at_a_time();
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let other = Mount::new(&cluster);
+    let grants = cluster.manager_requests("grant_capability");
+    let creates = cluster.manager_requests("create");
+    common::sh(
+        &mount.join("."),
+        "for i in $(seq 1 40); do echo line $i > g$i; done",
+    );
+    let asked = cluster.manager_requests("grant_capability") - grants;
+    assert_eq!(
+        cluster.manager_requests("create") - creates,
+        40.0,
+        "one create request per new file"
+    );
+    assert!(
+        asked <= 1.0,
+        "{asked} capability grants for 40 new files written through the mount"
+    );
+    for i in 1..=40 {
+        assert_eq!(
+            std::fs::read(other.join(&format!("g{i}"))).unwrap(),
+            format!("line {i}\n").into_bytes()
+        );
+    }
+}
+
 /// Threads of two mounts open the same new names with O_CREAT (no O_EXCL) at once and
 /// each writes its own 8 bytes: every open succeeds, and no writer's bytes are lost
 /// (an open of a name another made meanwhile does not truncate it). With O_TRUNC too,

@@ -14,7 +14,8 @@ use std::time::Instant;
 use weft_layout::{InodeId, Layout, LayoutRequest, ServerId};
 use weft_proto::msg::BATCH_INODES_MAX;
 use weft_proto::{
-    Attr, ClusterInfo, Cred, ErrorCode, FileKind, Request, Response, SetAttr, TimeSet, Timespec, WireError,
+    Attr, ClusterInfo, Cred, ErrorCode, FileKind, Name, Request, Response, SetAttr, TimeSet, Timespec,
+    WireError,
 };
 
 use crate::store::{ClusterLayout, CreateCheck, Made, MetaStore};
@@ -401,6 +402,59 @@ impl MetaService {
         Ok(Response::Capability(capability))
     }
 
+    /// `CreateGranted`: the create as a `WithParent` makes it, then the capability to
+    /// read and write the file that its first write would ask for, in the same round
+    /// trip. A grant refused (the cluster asks for none, the mode gives the creator no
+    /// access) is no error: the file is made, and the client asks at its first write as
+    /// for any open.
+    fn create_granted(&self, caller: &Caller, request: Request) -> Result<Response, WireError> {
+        use weft_proto::capability::rights::{READ, WRITE};
+        let cred = match &request {
+            Request::Create { cred, .. } => cred.clone(),
+            other => {
+                return Err(WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{:?} is no create: only a create is granted with", other.opcode()),
+                ))
+            }
+        };
+        let Made { attr, parent } = self.made(request)?;
+        let capability = match self.grant_capability(caller, &cred, attr.inode, READ | WRITE) {
+            Ok(Response::Capability(cap)) => Some(cap),
+            _ => None,
+        };
+        Ok(Response::MadeGranted {
+            attr,
+            parent,
+            capability,
+        })
+    }
+
+    /// `LookupMany`: every name of `names` found in `parent`, with its attributes, in
+    /// the order asked; a name not there is left out, any other failure (no such
+    /// directory, no search permission) fails the whole request.
+    fn lookup_many(&self, cred: &Cred, parent: InodeId, names: &[Name]) -> Result<Response, WireError> {
+        if names.len() > weft_proto::msg::LOOKUP_MANY_MAX {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{} names in one lookup-many: at most {}",
+                    names.len(),
+                    weft_proto::msg::LOOKUP_MANY_MAX
+                ),
+            ));
+        }
+        let mut entries = Vec::with_capacity(names.len());
+        for name in names {
+            match self.store.lookup(cred, parent, name) {
+                Ok(attr) => entries.push((name.clone(), attr)),
+                Err(e) if e.code == ErrorCode::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Response::EntriesPlus { entries, more: false })
+    }
+
     pub fn store(&self) -> &MetaStore {
         &self.store
     }
@@ -529,6 +583,7 @@ impl MetaService {
             Request::GetCluster => Ok(Response::Cluster(self.cluster.clone())),
             Request::Resolve { cred, path } => store.resolve(&cred, &path).map(Response::Attr),
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
+            Request::LookupMany { cred, parent, names } => self.lookup_many(&cred, parent, &names),
             Request::GetAttr { cred, inode } => store.getattr(&cred, inode).map(Response::Attr),
             Request::SetAttr { cred, inode, changes } => self.setattr(&cred, inode, &changes),
             Request::GrantCapability { cred, inode, rights } => {
@@ -749,6 +804,7 @@ impl MetaService {
             Request::WithParent { request } => self
                 .made(*request)
                 .map(|Made { attr, parent }| Response::Made { attr, parent }),
+            Request::CreateGranted { request } => self.create_granted(caller, *request),
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
             | Request::ObjPrecreate { .. }
@@ -1641,6 +1697,7 @@ impl MetaService {
 fn addressed(request: &Request) -> Vec<InodeId> {
     match request {
         Request::Lookup { parent, .. }
+        | Request::LookupMany { parent, .. }
         | Request::Mkdir { parent, .. }
         | Request::Create { parent, .. }
         | Request::Unlink { parent, .. }
@@ -1687,7 +1744,7 @@ fn addressed(request: &Request) -> Vec<InodeId> {
         Request::FileLock(lock) | Request::FileLockReclaim(lock) | Request::FileLockTest(lock) => {
             vec![lock.inode]
         }
-        Request::WithParent { request } => addressed(request),
+        Request::WithParent { request } | Request::CreateGranted { request } => addressed(request),
         _ => Vec::new(),
     }
 }
@@ -1752,7 +1809,7 @@ fn grows_namespace(request: &Request) -> bool {
         | Request::Link { .. }
         | Request::Mknod { .. }
         | Request::SetXattr { .. } => true,
-        Request::WithParent { request } => grows_namespace(request),
+        Request::WithParent { request } | Request::CreateGranted { request } => grows_namespace(request),
         _ => false,
     }
 }

@@ -28,6 +28,8 @@ pub const XATTR_VALUE_BYTES_MAX: usize = 65_536;
 pub const REVALIDATE_STEPS_MAX: usize = 256;
 /// Most entries a readdir page may return.
 pub const READDIR_ENTRIES_MAX: u32 = 4096;
+/// Most names one `LookupMany` asks for.
+pub const LOOKUP_MANY_MAX: usize = 4096;
 /// Most inodes in one batched io-server request (create/remove/extents).
 pub const BATCH_INODES_MAX: usize = 4096;
 /// Largest wire form of a view in a `RegisterView` (the message limit less room for the
@@ -148,6 +150,8 @@ pub enum Opcode {
     GrantCapability = 101,
     RevokeCapabilities = 102,
     VerifyCapability = 103,
+    CreateGranted = 191,
+    LookupMany = 192,
 }
 
 /// Which roles a server process carries (bit set).
@@ -852,6 +856,26 @@ pub enum Request {
     WithParent {
         request: Box<Request>,
     },
+    /// meta: `request`, always a `Create`, answered with `MadeGranted`: what a
+    /// `WithParent` create answers, plus a capability to read and write the file (when
+    /// the cluster uses capabilities and the caller may have one), granted in the same
+    /// round trip: the new file's first write asks the manager for nothing. Added within
+    /// protocol version 3: an older manager answers `UnknownOpcode`, and the client
+    /// sends a `WithParent` instead.
+    CreateGranted {
+        request: Box<Request>,
+    },
+    /// meta: looks up every one of `names` (at most `LOOKUP_MANY_MAX`) in directory
+    /// `parent`, answered with `EntriesPlus` (`more` false): the names found, in the order
+    /// asked, with their attributes (files' sizes 0: their io servers hold them); names
+    /// not there are left out. One request for what takes one `Lookup` per name (a
+    /// stat-many, `Client::stat_many`). Added within protocol version 3: an older manager
+    /// answers `UnknownOpcode`, and the client sends the lookups one by one (pipelined).
+    LookupMany {
+        cred: Cred,
+        parent: InodeId,
+        names: Vec<Name>,
+    },
 }
 
 /// What a `SharedPointer` request does.
@@ -1025,6 +1049,14 @@ pub enum Response {
     },
     /// `CommitMetadata`: where the manager's commits stand.
     Committed(CommitInfo),
+    /// `CreateGranted`: `Made`'s fields and the capability granted with the create
+    /// (`None`: the cluster asks for none, or the grant was refused; the client asks
+    /// at the first write, as for any open).
+    MadeGranted {
+        attr: Attr,
+        parent: Attr,
+        capability: Option<Capability>,
+    },
 }
 
 /// Where a metadata manager's commits stand (`CommitMetadata`, `weft status`).
@@ -1089,7 +1121,8 @@ impl Request {
             | Request::ListXattr { cred, .. }
             | Request::RemoveXattr { cred, .. }
             | Request::GrantCapability { cred, .. } => Some(cred),
-            Request::WithParent { request } => request.cred_mut(),
+            Request::WithParent { request } | Request::CreateGranted { request } => request.cred_mut(),
+            Request::LookupMany { cred, .. } => Some(cred),
             _ => None,
         }
     }
@@ -1177,6 +1210,8 @@ impl Request {
             RevokeCapabilities { .. } => Opcode::RevokeCapabilities,
             VerifyCapability { .. } => Opcode::VerifyCapability,
             WithParent { .. } => Opcode::WithParent,
+            CreateGranted { .. } => Opcode::CreateGranted,
+            LookupMany { .. } => Opcode::LookupMany,
         }
     }
 
@@ -1203,6 +1238,13 @@ impl Request {
             WithParent { request } => {
                 w.u16(request.opcode() as u16);
                 w.bytes.extend_from_slice(&request.encode_body());
+            }
+            // The create's own body: decoding reads it back as a `Create`.
+            CreateGranted { request } => w.bytes.extend_from_slice(&request.encode_body()),
+            LookupMany { cred, parent, names } => {
+                cred.encode(&mut w);
+                parent.encode(&mut w);
+                w.seq(names);
             }
             ViaCacheAware {
                 file,
@@ -2070,6 +2112,22 @@ impl Request {
                     request: Box::new(Request::decode(inner, r.take_rest())?),
                 }
             }
+            191 => Request::CreateGranted {
+                request: Box::new(Request::decode(Opcode::Create as u16, r.take_rest())?),
+            },
+            192 => {
+                let cred = Cred::decode(r)?;
+                let parent = InodeId::decode(r)?;
+                let names: Vec<Name> = r.seq()?;
+                if names.len() > LOOKUP_MANY_MAX {
+                    return Err(DecodeError::TooLarge {
+                        what: "names of one lookup-many",
+                        len: names.len() as u64,
+                        max: LOOKUP_MANY_MAX as u64,
+                    });
+                }
+                Request::LookupMany { cred, parent, names }
+            }
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
@@ -2089,7 +2147,7 @@ impl Request {
     /// `WithParent` carries (what metrics count it as).
     pub fn meta_request(&self) -> &Request {
         match self {
-            Request::WithParent { request } => request,
+            Request::WithParent { request } | Request::CreateGranted { request } => request,
             other => other,
         }
     }
@@ -2266,6 +2324,16 @@ impl Wire for Response {
                 w.u8(67);
                 info.encode(w);
             }
+            MadeGranted {
+                attr,
+                parent,
+                capability,
+            } => {
+                w.u8(68);
+                attr.encode(w);
+                parent.encode(w);
+                w.opt(capability);
+            }
         }
     }
 
@@ -2349,6 +2417,11 @@ impl Response {
                 parent: Attr::decode(r)?,
             },
             67 => Response::Committed(CommitInfo::decode(r)?),
+            68 => Response::MadeGranted {
+                attr: Attr::decode(r)?,
+                parent: Attr::decode(r)?,
+                capability: r.opt()?,
+            },
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",
@@ -2872,6 +2945,21 @@ mod tests {
                     name: "other".into(),
                 }),
             },
+            Request::CreateGranted {
+                request: Box::new(Request::Create {
+                    cred: cred(),
+                    parent: InodeId(5),
+                    name: "granted".into(),
+                    mode: 0o644,
+                    layout: LayoutRequest::default(),
+                    exclusive: false,
+                }),
+            },
+            Request::LookupMany {
+                cred: cred(),
+                parent: InodeId(5),
+                names: vec!["a".into(), "bb".into(), "".into()],
+            },
         ];
         for mut req in reqs {
             // Every request that claims a credential lets the server replace it (owner
@@ -3158,6 +3246,19 @@ mod tests {
                     layout: None,
                     ..attr.clone()
                 },
+            }),
+            Ok(Response::MadeGranted {
+                attr: attr.clone(),
+                parent: Attr {
+                    kind: FileKind::Directory,
+                    ..attr.clone()
+                },
+                capability: Some(test_capability()),
+            }),
+            Ok(Response::MadeGranted {
+                attr: attr.clone(),
+                parent: attr.clone(),
+                capability: None,
             }),
             Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];

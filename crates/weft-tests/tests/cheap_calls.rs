@@ -185,6 +185,84 @@ fn capability_grants(cluster: &TestCluster) -> f64 {
     cluster.manager_requests_where(|op| op == Some("grant_capability"))
 }
 
+/// A file made by the native client is written without asking the manager for a
+/// capability: the create's answer carries it (`CreateGranted`). Before, every new
+/// file's first write cost a `GrantCapability` round trip (20 here). Another client
+/// (its own connections and capabilities) reads every byte back.
+#[test]
+fn a_new_file_is_written_without_a_capability_request() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/granted", 0o777).unwrap();
+    let grants = capability_grants(&cluster);
+    for i in 0..20u64 {
+        let f = client
+            .create(&format!("/granted/f{i}"), &CreateOptions::default())
+            .unwrap();
+        f.write_at(0, &pattern(i, 4096 + i as usize)).unwrap();
+        f.close().unwrap();
+    }
+    let asked = capability_grants(&cluster) - grants;
+    assert_eq!(asked, 0.0, "{asked} capability grants for 20 new files written");
+    let reader = cluster.client();
+    for i in 0..20u64 {
+        let data = pattern(i, 4096 + i as usize);
+        let f = reader
+            .open(&format!("/granted/f{i}"), &OpenOptions::default())
+            .unwrap();
+        let mut back = vec![0u8; data.len() + 10];
+        assert_eq!(f.read_at(0, &mut back).unwrap(), data.len());
+        assert!(back[..data.len()] == data, "f{i} reads back other bytes");
+        f.close().unwrap();
+    }
+}
+
+/// `Client::stat_many`: 200 names of one directory (some missing, some files
+/// removed by another client after they were made) in one manager request and one size
+/// request per io server, where a stat of each costs the manager one lookup per name;
+/// sizes as written, missing and removed names `None`, in the order asked.
+#[test]
+fn many_names_are_stat_in_one_manager_request() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    let dir = client.mkdir("/stats", 0o755).unwrap();
+    for i in 0..200u64 {
+        let f = client
+            .create(&format!("/stats/f{i}"), &CreateOptions::default())
+            .unwrap();
+        f.write_at(0, &pattern(i, i as usize * 10)).unwrap();
+        f.close().unwrap();
+    }
+    let other = cluster.client();
+    other.unlink("/stats/f7").unwrap();
+    let mut names: Vec<String> = (0..200).map(|i| format!("f{i}")).collect();
+    names.insert(3, "nothing".into());
+    let lookups = cluster.manager_requests("lookup");
+    let batches = cluster.manager_requests("lookup_many");
+    let found = client.stat_many(dir.inode, &names).unwrap();
+    assert_eq!(cluster.manager_requests("lookup_many") - batches, 1.0);
+    assert_eq!(cluster.manager_requests("lookup") - lookups, 0.0);
+    assert_eq!(found.len(), names.len());
+    for (name, attr) in names.iter().zip(&found) {
+        match name.as_str() {
+            "nothing" | "f7" => assert!(attr.is_none(), "{name}: {attr:?}"),
+            _ => {
+                let i: usize = name[1..].parse().unwrap();
+                assert_eq!(attr.as_ref().map(|a| a.size), Some(i as u64 * 10), "{name}");
+            }
+        }
+    }
+    // More names than one request holds: split, still in order.
+    let many: Vec<String> = (0..weft_proto::msg::LOOKUP_MANY_MAX + 3)
+        .map(|i| format!("f{}", i % 200))
+        .collect();
+    let found = client.stat_many(dir.inode, &many).unwrap();
+    assert_eq!(found.len(), many.len());
+    assert_eq!(found[200 + 9].as_ref().map(|a| a.size), Some(90));
+}
+
 /// `weft bench open-close`'s program: open/write/close, open/read/close (verified) and
 /// open/rewrite/close cycles, one file per cycle.
 const OPEN_CLOSE_C: &str = include_str!("../../weft-bench/c/open_close.c");
