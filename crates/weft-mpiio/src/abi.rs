@@ -384,6 +384,16 @@ pub extern "C" fn weft_mpiio_from_fint(fint: c_int) -> Handle {
 #[no_mangle]
 pub extern "C" fn weft_mpiio_finalize() {
     guard(|| {
+        // Files left open: their write-behind buffers go out now, before the MPI library
+        // (and often the process) ends; a failure is said, as close would have said it.
+        let open: Vec<usize> = registry().slots.iter().flatten().copied().collect();
+        for fh in open {
+            if let Err(e) = file(fh).and_then(|f| f.settle_at_finalize()) {
+                eprintln!(
+                    "weft-mpiio: MPI_Finalize with a weft: file still open: its last writes failed: {e}"
+                );
+            }
+        }
         crate::profile::finalize();
         crate::spawn::finalize();
         Ok(())

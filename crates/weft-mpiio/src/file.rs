@@ -636,6 +636,14 @@ impl MpiFile {
         self.behind().flush(&self.file);
     }
 
+    /// At MPI_Finalize with the file still open (MPI asks programs to close files
+    /// first; many do not): sends what write-behind holds, as ROMIO, which keeps
+    /// nothing back, would have written it already. The error of a deferred write, which
+    /// no sync or close will now report, is returned to be printed.
+    pub(crate) fn settle_at_finalize(&self) -> Result<()> {
+        self.behind().settle(&self.file)
+    }
+
     /// Bytes in the write-behind buffer.
     pub fn write_behind_bytes(&self) -> u64 {
         self.behind().buffered()

@@ -139,6 +139,29 @@ fn writes_with_write_behind_disabled_and_shared_pointer_records_show_after_a_bar
 }
 
 #[test]
+fn writes_of_a_file_left_open_at_finalize_are_not_lost() {
+    // MPI asks programs to close files before MPI_Finalize; many do not, and ROMIO
+    // (which keeps nothing back) has written every byte by then. Before the finalize
+    // hook sent them, the buffered writes of a file left open were lost.
+    let dir = tempfile::tempdir().unwrap();
+    let program = compile(dir.path(), "behind");
+    let cluster = cluster();
+    let out = mpirun(3, &cluster, &[], &program, &["weft:/unclosed", "unclosed"]);
+    assert_no_errors(&out, "writes to a file left open at MPI_Finalize");
+    let bytes = weft_bytes(&cluster, "/unclosed");
+    let expected: Vec<u8> = (0..300)
+        .flat_map(|piece| [b'a' + (piece % 3) as u8; 100])
+        .collect();
+    assert!(
+        bytes == expected,
+        "{} bytes read back of {}; first difference at {:?}",
+        bytes.len(),
+        expected.len(),
+        bytes.iter().zip(&expected).position(|(a, b)| a != b)
+    );
+}
+
+#[test]
 fn a_process_killed_before_its_sync_loses_only_its_unsynced_writes() {
     let dir = tempfile::tempdir().unwrap();
     let program = compile(dir.path(), "behind");

@@ -21,6 +21,9 @@
  *   behind FILE shared           the write_shared part alone (write-behind on)
  *   behind FILE crash            rank 0 writes 'S' at [0, 64 KiB), syncs, writes 'U' at
  *                                [64 KiB, 128 KiB), prints "unsynced", and is killed
+ *   behind FILE unclosed         every rank writes 100 small pieces of its rank's letter
+ *                                and calls MPI_Finalize with the file still open (no
+ *                                sync, no close): the test reads every byte back
  *   behind FILE storm MIB        every rank writes MIB MiB in 1000-byte pieces and
  *                                1-byte scattered pieces, then reads everything back;
  *                                prints "peak growth KIB" (largest VmHWM growth over the
@@ -358,6 +361,21 @@ static void storm(const char *name, int mib)
     MPI_File_close(&fh);
 }
 
+static void unclosed(const char *path)
+{
+    MPI_File fh;
+    MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    char piece[100];
+    memset(piece, 'a' + rank, sizeof piece);
+    for (int i = 0; i < 100; i++) {
+        MPI_Offset at = ((MPI_Offset)i * nprocs + rank) * (MPI_Offset)sizeof piece;
+        CHECK(MPI_File_write_at(fh, at, piece, sizeof piece, MPI_CHAR, MPI_STATUS_IGNORE) ==
+                  MPI_SUCCESS,
+              "write_at %d", i);
+    }
+    /* No MPI_File_close: MPI_Finalize follows in main. */
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -378,6 +396,8 @@ int main(int argc, char **argv)
         direct(argv[1], 0);
     else if (!strcmp(mode, "crash"))
         crash(argv[1]);
+    else if (!strcmp(mode, "unclosed"))
+        unclosed(argv[1]);
     else if (!strcmp(mode, "storm") && argc == 4)
         storm(argv[1], atoi(argv[3]));
     else
