@@ -114,6 +114,8 @@ pub enum StoreError {
     UnknownFormat { found: u64 },
     #[error("metadata database: handing precreated objects to the purger: {0}")]
     Precreated(String),
+    #[error("metadata database: {0}")]
+    Io(String),
 }
 
 /// What the store needs to know of the cluster to resolve layouts.
@@ -176,6 +178,17 @@ impl std::fmt::Debug for MetaStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MetaStore").finish_non_exhaustive()
     }
+}
+
+/// fsync of the directory holding `path`.
+fn sync_parent_directory(path: &Path) -> Result<(), StoreError> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(parent)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|e| StoreError::Io(format!("syncing the directory {}: {e}", parent.display())))
 }
 
 impl MetaStore {
@@ -270,6 +283,14 @@ impl MetaStore {
         };
         store.group.start_at(last_seq);
         store.hold_reserve();
+        if created {
+            // A new database file (and its reserve beside it): their names must be
+            // durable before anything in them is acknowledged. ext4, xfs and btrfs make
+            // a name durable with its fsynced file; POSIX promises it only after an
+            // fsync of the directory, so a power cut before the first clean restart
+            // could otherwise lose the whole namespace on another file system.
+            sync_parent_directory(path)?;
+        }
         // The pool of precreated objects lived in the last process's memory: purge them.
         store
             .write_durable(|tx| tx.precreated_to_orphans(None))
