@@ -902,13 +902,16 @@ impl<P: Policy<BlockKey>> Cache<P> {
         exclude: Option<BlockKey>,
     ) -> Result<(), CacheError> {
         let max = self.config.memory_bytes_max;
-        // Pooled buffers go first: they hold no one's bytes.
-        while self.memory_bytes + need > max {
-            let Some(buffer) = self.pool.pop() else { break };
-            self.pool_bytes -= buffer.len() as u64;
-            self.memory_bytes -= buffer.len() as u64;
-        }
         loop {
+            // Pooled buffers go first: they hold no one's bytes. Also after each
+            // eviction, whose freed buffer the pool may just have kept: counted there,
+            // it would make room look short and evict a block the policy alone would
+            // keep (the CIO-aware cache's hits then parted from its simulator's).
+            while self.memory_bytes + need > max {
+                let Some(buffer) = self.pool.pop() else { break };
+                self.pool_bytes -= buffer.len() as u64;
+                self.memory_bytes -= buffer.len() as u64;
+            }
             let slot = !new_slot || self.policy.len() < self.policy.capacity();
             if slot && self.memory_bytes + need <= max {
                 return Ok(());
@@ -1049,7 +1052,8 @@ impl<P: Policy<BlockKey>> Cache<P> {
         }
     }
 
-    /// A pooled buffer of `block_len` bytes (still counted in the memory), if any.
+    /// A pooled buffer of `block_len` bytes, if any (no longer counted in the memory:
+    /// the caller charges it as the new entry's).
     fn take_pooled(&mut self, block_len: u32) -> Option<Arc<[u8]>> {
         if self.pool.last()?.len() != block_len as usize {
             return None;
