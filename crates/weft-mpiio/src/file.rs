@@ -1182,6 +1182,18 @@ impl MpiFile {
         memory: &Memory,
     ) -> Result<u64> {
         use crate::collective::independent;
+        // Files whose small writes something else absorbs (job-scoped or persistent
+        // delegates, the cache tier: their caches are what aggregates them, and what a
+        // job that aborts has handed its bytes to), and traced files (a trace records
+        // the requests as the program made them, and the CIO-aware cache replays them
+        // in that order), go straight through.
+        let route = match self.file.cache_mode() != weft_client::CacheMode::None
+            || self.delegates.is_some()
+            || self.file.trace().is_some()
+        {
+            true if route == Route::Buffered => Route::Direct,
+            _ => route,
+        };
         with_data(memory, write, |data| match (route, write) {
             (Route::Direct, true) => independent::write(&self.file, request, data).map(|()| memory.bytes),
             (Route::Direct, false) => independent::read(&self.file, hints, request, data),
