@@ -281,7 +281,10 @@ fn a_new_files_write_capability_comes_with_its_create() {
     file.write_all(b"kept until close").unwrap();
     // Whatever a background request would do, it would have done it by now.
     std::thread::sleep(Duration::from_millis(300));
-    assert!(cluster.manager_requests("create") - creates >= 1.0, "the create was not counted");
+    assert!(
+        cluster.manager_requests("create") - creates >= 1.0,
+        "the create was not counted"
+    );
     file.write_all(b", and more").unwrap();
     fchown(&file, Some(0), Some(0)).unwrap();
     file.set_permissions(Permissions::from_mode(0o644)).unwrap();
