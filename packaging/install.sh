@@ -8,7 +8,8 @@
 #   LIBDIR/pkgconfig/weft.pc, LIBDIR/cmake/Weft/WeftConfig.cmake (+ ConfigVersion)
 #   PREFIX/lib/systemd/system/weftd@.service and weft.target, PREFIX/lib/sysusers.d/weft.conf
 #   (servers as system services; see packaging/README.md), PREFIX/share/doc/weft/
-#   (README.md, LICENSE, examples/cluster.toml)
+#   (README.md, LICENSE, examples/cluster.toml), PREFIX/share/man/man1/ (weft.1.gz, a
+#   page per subcommand such as weft-put.1.gz, weftd.1.gz: written by the built programs)
 #
 # Usage: packaging/install.sh --prefix DIR [--destdir DIR] [--libdir DIR]
 #            [--includedir DIR] [--target-dir DIR] [--no-mpiio] [--dev-files-only]
@@ -18,8 +19,8 @@
 #                           else target/release in the repository)
 #   --no-mpiio              leave libweft_mpiio.so and weft-delegate out even if the
 #                           target directory has them (from an earlier build with MPI)
-#   --dev-files-only        only the generated files: weft.pc, the CMake files and the
-#                           systemd units (for make deb)
+#   --dev-files-only        only the generated files: weft.pc, the CMake files, the
+#                           systemd units and the manual pages (for make deb)
 # Build first: cargo build --release (the workspace, or weft-cli, weft-server, weft-capi
 # and, for MPI-IO, weft-mpiio).
 set -euo pipefail
@@ -77,12 +78,25 @@ mkdir -p "$destdir$prefix/lib/systemd/system" "$destdir$prefix/lib/sysusers.d"
 fill weftd@.service.in "$destdir$prefix/lib/systemd/system/weftd@.service"
 fill weft.target.in "$destdir$prefix/lib/systemd/system/weft.target"
 fill weft-sysusers.conf.in "$destdir$prefix/lib/sysusers.d/weft.conf"
+for f in weft weftd; do
+    [ -x "$target_dir/$f" ] || die "$target_dir/$f is missing: build first (cargo build --release --workspace)"
+done
+# Manual pages, from the programs' own clap definitions (crates/weft-man); gzip -n as
+# Debian policy asks (no time stamp: the same build gives the same bytes).
+man_dir="$destdir$prefix/share/man/man1"
+rm -f "$man_dir"/weft.1.gz "$man_dir"/weft-*.1.gz "$man_dir"/weftd.1.gz
+"$target_dir/weft" --generate-man-pages "$man_dir" >/dev/null
+"$target_dir/weftd" --generate-man-pages "$man_dir" >/dev/null
+for page in "$man_dir"/weft.1 "$man_dir"/weft-*.1 "$man_dir"/weftd.1; do
+    chmod 644 "$page"
+    gzip -9nf "$page"
+done
 if [ "$dev_only" = 1 ]; then
-    say "weft.pc, WeftConfig.cmake and the systemd units for $prefix written under ${destdir:-/}"
+    say "weft.pc, WeftConfig.cmake, the systemd units and the manual pages for $prefix written under ${destdir:-/}"
     exit 0
 fi
 
-for f in weft weftd libweft.so libweft_posix.so; do
+for f in libweft.so libweft_posix.so; do
     [ -f "$target_dir/$f" ] || die "$target_dir/$f is missing: build first (cargo build --release --workspace)"
 done
 install -d "$destdir$prefix/bin" "$destdir$includedir"

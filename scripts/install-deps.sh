@@ -36,6 +36,7 @@ DEBIAN_PACKAGES=(
     python3-prometheus-client  # the reference OpenMetrics parser the metrics tests check the endpoint with
     chromium             # a real headless browser for the status page test
     systemd              # systemd-analyze verify and systemd-sysusers: the packaging test checks the weftd@ units and the service user
+    groff-base           # groff: the packaging test renders every manual page with warnings on
     iproute2             # ip, tc: `weft up --emulate-network` (namespaces, veth links, tbf) and its test
     curl                 # fetches rustup when no suitable Rust is installed
     ca-certificates      # ... over https

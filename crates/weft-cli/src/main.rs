@@ -464,6 +464,10 @@ and keep it readable by its owner only. An existing FILE is never overwritten."
 }
 
 fn main() {
+    // Packagers: `weft --generate-man-pages DIR` writes weft.1 and a page per subcommand.
+    if let Some(dir) = weft_man::requested(std::env::args_os().skip(1)) {
+        weft_man::write_and_exit("weft", Cli::command(), &dir);
+    }
     let matches = counts::checked(Cli::command())
         .try_get_matches()
         .unwrap_or_else(|e| counts::explain(e).exit());

@@ -10,7 +10,7 @@ mod status_page;
 mod stop;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -274,6 +274,10 @@ fn keep_freed_buffers() {
 }
 
 fn main() {
+    // Packagers: `weftd --generate-man-pages DIR` writes weftd.1 (weft-man).
+    if let Some(dir) = weft_man::requested(std::env::args_os().skip(1)) {
+        weft_man::write_and_exit("weftd", Args::command(), &dir);
+    }
     keep_freed_buffers();
     let args = Args::parse();
     if let Err(e) = run(args) {

@@ -224,6 +224,7 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
         );
     }
     service_files_of_the_installed_package(root, scratch.path());
+    manual_pages_of_the_installed_package(&usr);
     mpi_io_through_the_installed_library(&cluster, &usr, scratch.path());
     c_programs_built_against_the_installed_library(&cluster, &usr, scratch.path());
 
@@ -312,6 +313,68 @@ fn service_files_of_the_installed_package(root: &Path, scratch: &Path) {
     assert_eq!(
         config.capability_key_path(&example).as_deref(),
         Some(Path::new("/etc/weft/capability.key"))
+    );
+}
+
+/// Manual pages: weft.1, weftd.1 and one per subcommand that `weft --help` lists
+/// (weft-put.1 for `weft put`), gzipped, each accepted by groff with all warnings on,
+/// and each telling what its command does (the first line of its --help).
+fn manual_pages_of_the_installed_package(usr: &Path) {
+    let man1 = usr.join("share/man/man1");
+    let help = run(Command::new(usr.join("bin/weft")).arg("--help"), "weft --help");
+    let commands: Vec<String> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        // A command's name is indented by two; wrapped descriptions by more.
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|name| name != "help")
+        .collect();
+    assert!(commands.len() > 10, "no command list in weft --help:\n{help}");
+    let mut pages = vec!["weft".to_string(), "weftd".to_string()];
+    pages.extend(commands.iter().map(|c| format!("weft-{c}")));
+    for page in &pages {
+        let file = man1.join(format!("{page}.1.gz"));
+        assert!(file.is_file(), "no manual page {}", file.display());
+        let roff = run(Command::new("zcat").arg(&file), "zcat");
+        assert!(
+            roff.contains(&format!(".TH {page} 1")),
+            "{} is not the page of {page}:\n{}",
+            file.display(),
+            &roff[..roff.len().min(300)]
+        );
+        let rendered = Command::new("groff")
+            .args(["-man", "-Tutf8", "-ww", "-z"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(roff.as_bytes())?;
+                child.wait_with_output()
+            })
+            .expect("groff (package groff-base, installed by make deps)");
+        let warnings = String::from_utf8_lossy(&rendered.stderr);
+        assert!(
+            rendered.status.success() && warnings.trim().is_empty(),
+            "groff on {page}.1: {}\n{warnings}",
+            rendered.status
+        );
+    }
+    // The page of a subcommand says what the command's --help says it does.
+    let put_help = run(
+        Command::new(usr.join("bin/weft")).args(["put", "--help"]),
+        "weft put --help",
+    );
+    let summary = put_help.lines().next().unwrap().trim_end_matches('.');
+    let put_page = run(Command::new("zcat").arg(man1.join("weft-put.1.gz")), "zcat");
+    let first_words: String = summary.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+    assert!(
+        put_page.contains(&first_words),
+        "weft-put.1 does not say what `weft put --help` says ({first_words:?})"
     );
 }
 
