@@ -11,6 +11,7 @@
 #   make lint         rustfmt and clippy, as CI runs them
 #   make deb          Debian packages weft, libweft, libweft-dev, weft-mpiio-openmpi/-mpich in
 #                     target/debian/ (mk/packaging.mk; packaging/README.md)
+#   make dist         the release tarball (crates vendored: builds offline), target/dist/
 #   make install      into PREFIX (default /usr/local; DESTDIR for staging): binaries,
 #                     libraries, weft.h, weft.pc, CMake files (packaging/install.sh)
 #   make fuzz-smoke   FUZZ_SECONDS (30) of libFuzzer per fuzz target
@@ -71,6 +72,7 @@ test: deb-deps lint build test-build deb-packages
 	mkdir -p target
 	$(CARGO) test --release --workspace 2>&1 | tee target/cargo-test.log
 	$(MAKE) --no-print-directory fuzz-smoke
+	$(MAKE) --no-print-directory dist-check
 	scripts/test-summary.sh target/cargo-test.log
 
 # The fuzz crate is a workspace of its own, so `--all` does not reach it.

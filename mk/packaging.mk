@@ -6,6 +6,9 @@
 #   make deb            the Debian packages weft, libweft, libweft-dev,
 #                       weft-mpiio-openmpi and weft-mpiio-mpich in target/debian/ (cargo-deb, from crates.io;
 #                       installed by `scripts/install-deps.sh deb`)
+#   make dist           the release tarball target/dist/weft-VERSION.tar.xz (+ .sha256): the sources
+#                       of HEAD with every crate vendored, so it builds offline (scripts/dist.sh)
+#   make dist-check     make dist, then build weft and weftd from the tarball with no network
 
 PREFIX ?= /usr/local
 DEB_DIR := $(or $(CARGO_TARGET_DIR),target)/debian
@@ -13,7 +16,7 @@ DEB_DIR := $(or $(CARGO_TARGET_DIR),target)/debian
 # directory, whose target/release/ prefix cargo-deb maps to the real target directory.
 DEB_STAGE := $(or $(CARGO_TARGET_DIR),target)/release/deb-stage
 
-.PHONY: install deb deb-deps deb-packages
+.PHONY: install deb deb-deps deb-packages dist dist-check
 
 install: build
 	packaging/install.sh --prefix "$(PREFIX)" $(if $(DESTDIR),--destdir "$(DESTDIR)")
@@ -35,3 +38,9 @@ deb-packages:
 	$(CARGO) deb --no-build --strip --quiet -p weft-mpiio -o $(DEB_DIR)
 	$(CARGO) deb --no-build --strip --quiet -p weft-mpiio-mpich -o $(DEB_DIR)
 	ls -l $(DEB_DIR)
+
+dist:
+	scripts/dist.sh
+
+dist-check:
+	scripts/dist.sh --check

@@ -4,8 +4,9 @@
 //! from its build.rs) finds the git revision and hands it to the compiler, and as a
 //! dependency, whose [`version!`] macro builds the string in the binary. The revision is
 //! `$WEFT_GIT_REVISION` when set (a packager building from a tarball knows it), else
-//! `git rev-parse --short HEAD` when the crate is part of a git checkout, else "unknown"
-//! (a release tarball).
+//! `git rev-parse --short HEAD` when the crate is part of a git checkout, else the
+//! `GIT_REVISION` file at the top of a release tarball (`make dist` writes it), else
+//! "unknown".
 
 use std::path::Path;
 use std::process::Command;
@@ -36,7 +37,10 @@ pub fn emit() {
         Ok(r) if !r.trim().is_empty() => r.trim().to_owned(),
         _ => {
             let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
-            git_revision(Path::new(&manifest_dir)).unwrap_or_else(|| "unknown".into())
+            let manifest_dir = Path::new(&manifest_dir);
+            git_revision(manifest_dir)
+                .or_else(|| tarball_revision(manifest_dir))
+                .unwrap_or_else(|| "unknown".into())
         }
     };
     println!("cargo:rustc-env={REVISION_VARIABLE}={revision}");
@@ -74,6 +78,26 @@ fn git_revision(crate_dir: &Path) -> Option<String> {
     Some(revision)
 }
 
+/// The name of the file a release tarball (`make dist`) names its revision in, at the
+/// top of the tree.
+pub const REVISION_FILE: &str = "GIT_REVISION";
+
+/// The revision in the `GIT_REVISION` file of the workspace `crate_dir` is in (the
+/// crate's directory or one of the two above it: `crates/NAME` of the workspace).
+fn tarball_revision(crate_dir: &Path) -> Option<String> {
+    let file = crate_dir
+        .ancestors()
+        .take(3)
+        .map(|dir| dir.join(REVISION_FILE))
+        .find(|file| file.is_file())?;
+    println!("cargo:rerun-if-changed={}", file.display());
+    let text = std::fs::read_to_string(file).ok()?;
+    let revision = text.trim();
+    // A short hex revision; anything else is not ours to print.
+    (!revision.is_empty() && revision.len() <= 40 && revision.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| revision.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +108,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("Cargo.toml"), "[package]\n").unwrap();
         assert_eq!(git_revision(dir.path()), None);
+    }
+
+    #[test]
+    fn a_tarball_names_its_revision_in_its_top_directory() {
+        let top = tempfile::tempdir().unwrap();
+        let crate_dir = top.path().join("crates/weft-cli");
+        std::fs::create_dir_all(&crate_dir).unwrap();
+        assert_eq!(tarball_revision(&crate_dir), None);
+        std::fs::write(top.path().join(REVISION_FILE), "1a2b3c4\n").unwrap();
+        assert_eq!(tarball_revision(&crate_dir).as_deref(), Some("1a2b3c4"));
+        std::fs::write(top.path().join(REVISION_FILE), "not a revision\n").unwrap();
+        assert_eq!(tarball_revision(&crate_dir), None);
     }
 
     #[test]
