@@ -9,6 +9,8 @@
 #   make deps         install what building and testing need (scripts/install-deps.sh)
 #   make build        cargo build --release --workspace, then the C test programs
 #   make lint         rustfmt and clippy, as CI runs them
+#   make docs         the guide (mdbook build docs: docs/book/), its link check, and the
+#                     crates' documentation with warnings denied
 #   make deb          Debian packages weft, libweft, libweft-dev, weft-mpiio-openmpi/-mpich in
 #                     target/debian/ (mk/packaging.mk; packaging/README.md)
 #   make install      into PREFIX (default /usr/local; DESTDIR for staging): binaries,
@@ -42,7 +44,7 @@ BUILD_EXTRA :=
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS = $(sort $(basename $(notdir $(wildcard fuzz/fuzz_targets/*.rs))))
 
-.PHONY: all deps build run test test-build lint fuzz-smoke bench clean
+.PHONY: all deps build run test test-build lint docs fuzz-smoke bench clean
 
 all: build
 
@@ -67,7 +69,7 @@ run: deps build
 # built (`--no-run`) before the packages: building them links the binaries again with the
 # dev-dependencies' features (weft-cli's tests use weft-testkit), and packages older than
 # the binaries the tests run would fail packages.rs.
-test: deb-deps lint build test-build deb-packages
+test: deb-deps lint docs build test-build deb-packages
 	mkdir -p target
 	$(CARGO) test --release --workspace 2>&1 | tee target/cargo-test.log
 	$(MAKE) --no-print-directory fuzz-smoke
@@ -78,6 +80,16 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
+
+# The guide (docs/, mdBook) and the crates' `//!` documentation. The link check reads
+# every Markdown file of the repository and the built book: a relative link must name
+# a file that exists (and a heading, with #anchor); links out of the repository fail.
+# cargo doc runs with warnings denied, so a broken intra-doc link fails the build.
+docs:
+	@command -v mdbook >/dev/null || scripts/install-deps.sh
+	mdbook build docs
+	scripts/check-links.py --book docs/book
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
 # `-s none`: no sanitizer. The decoders are safe Rust, so AddressSanitizer finds nothing that
 # a panic would not; without it the build takes ~15% less time, libFuzzer runs ~7x more inputs
