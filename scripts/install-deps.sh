@@ -51,6 +51,11 @@ RUST_VERSION_MIN=1.90  # keep equal to rust-version in the workspace Cargo.toml
 RUSTUP_INIT_URL=https://static.rust-lang.org/rustup/rustup-init.sh
 CARGO_DEB_VERSION=3.8.0  # `make deb`; pinned so that every machine builds the same packages
 FSX_VERSION=0.3.2  # fsx-rs, the file system exerciser weft-fuse's cached_fsx test runs (xfstests' C fsx is not in Debian)
+# mdBook, which builds the guide in docs/ (`make docs`, part of `make test`); not in Debian 12.
+# Built without its default `serve` and `watch` features (a web server with tokio, and a
+# file watcher: nothing the build uses). Measured: 13 min on a 2-core machine loaded with
+# other builds (load 11), 2 min 55 s of CPU; once, then `mdbook --version` finds it.
+MDBOOK_VERSION=0.5.4
 
 say() { printf 'install-deps: %s\n' "$*"; }
 die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
@@ -178,6 +183,15 @@ install_fsx() {
     cargo install fsx --version "$FSX_VERSION" --locked
 }
 
+install_mdbook() {
+    if command -v mdbook >/dev/null && [ "$(mdbook --version 2>/dev/null | awk '{print $NF}')" = "v$MDBOOK_VERSION" ]; then
+        say "mdbook $MDBOOK_VERSION: present"
+        return
+    fi
+    say "installing mdbook $MDBOOK_VERSION from crates.io (the guide in docs/)"
+    cargo install mdbook --version "$MDBOOK_VERSION" --locked --no-default-features --features search
+}
+
 install_cargo_deb() {
     if command -v cargo-deb >/dev/null && [ "$(cargo-deb --version 2>/dev/null | awk '{print $NF}')" = "$CARGO_DEB_VERSION" ]; then
         say "cargo-deb $CARGO_DEB_VERSION: present"
@@ -192,6 +206,7 @@ keep_openmpi_default
 ensure_rust
 install_cargo_fuzz
 install_fsx
+install_mdbook
 case "${1:-}" in
     "") ;;
     deb) install_cargo_deb ;;

@@ -10,6 +10,63 @@
 //! as `<exe> bench <name>-worker ...` (hidden subcommands) and drives the workers
 //! through their standard input and output (see `procs`). Any binary that embeds
 //! [`BenchArgs`] under a `bench` subcommand therefore works as its own worker.
+//!
+//! # Code map
+//!
+//! `weft bench ...`: benchmark programs, one module per benchmark (`concurrent.rs`:
+//! PVFS's concurrent read/write test, once per process count of `--procs`; `capcompare.rs`:
+//! its `--compare-capabilities` form, two clusters of its own side by side, capabilities
+//! on and off, shown to differ by a capability-less read, the same workers' verified
+//! write/read/rewrite/reread alternated between them phase by phase, pair after pair
+//! (`--fresh-workers`: new processes per cycle, so grants and presents are timed), the median of the
+//! pairs' on/off ratios per phase; `noncontig.rs`: the Clusterfile 2D CYCLIC(k)
+//! benchmark, view I/O against contiguous access of the same bytes on Weft, with CPU
+//! seconds per GiB of clients and servers; `pack.rs`: the view engine's pack/unpack
+//! against memcpy; `cio.rs`: the collective-I/O-aware caching study, the tile, IOR and
+//! mpi-io-test workloads of `c/cio_workloads.c` run traced and generated, then simulated;
+//! `delegation.rs`: the 3D block, S3D-IO and FLASH-IO written by independent calls
+//! through job-scoped delegates 1, 2, 4, 8 and 3 (unaligned) and persistent ones, against
+//! the best native collective method, native independent I/O and ROMIO on local files, on
+//! clusters it starts with `clusterfile.rs`'s throwaway `Cluster`; `mpiio_api.rs`: MPI-IO
+//! nonblocking writes overlapped with computation, the fraction of the I/O time hidden on
+//! Weft and through ROMIO locally, and `write_ordered` against `write_at_all`, with
+//! `c/mpiio_api.c`; `posix.rs`: `mount --library`, the same work natively, through the
+//! mount, with libweft_posix.so and locally (its worker is `posix-worker`); `mount.rs`: dd-style I/O through the mount against the native client,
+//! with `--floor` the FUSE floor too; `floor.rs`: `weft bench floor`, the floor mounted for
+//! outside tools such as fio),
+//! each measuring a baseline in the same run and printing a table. The FUSE floor
+//! (weft-fuse `floor.rs`, `mount_floor`) is a file system in the benchmark's process that
+//! keeps its namespace in memory and stores no data: directories, files and symbolic links
+//! with modes, owners, times and sizes (a read-write lock over the tree, taken shared by
+//! reads and writes; bounded by `--inodes`), reads answered by a given function with one
+//! copy from memory, writes dropped (they only raise the size), on fuser and mounted with
+//! the Weft mount's request limits (`fs.rs`'s `request_limits`, shared), readahead and
+//! threads, so that what fio, dd or tar reach there is what the mount's FUSE path allows
+//! on the machine (a request loop of one's own on /dev/fuse measured the same; FUSE over
+//! io_uring, not used by the mount, took 4 KiB writes about 1.4x as fast, in a measurement
+//! outside the product). Every benchmark saves
+//! through one function, `report::write_results`: its results as JSON with its figure
+//! (`plot::Figure`: panels of series, x axes base-2, linear or categories) added under
+//! `"plot"`, and the figure drawn as SVG (`plot.rs`, plotters' SVG backend: lines with
+//! markers, or grouped bars) next to it; `weft bench plot FILE.json...` reads the figures
+//! back, redraws one or overlays several (panels merged by title, series named after
+//! their file). Figures read from files are checked (bounded sizes, finite values, x > 0
+//! on a log axis). `tests/common/svg_check.rs` parses an SVG (roxmltree) and checks it
+//! draws a figure: every title, series and category as text, every point a marker placed
+//! in proportion to its value. `simulate.rs` is `weft sim` (weft-trace's simulator: table,
+//! JSON, the same SVG plot). `regime.rs`: the regime measured (`local`, or the emulated
+//! network of the cluster, from its `netemu.toml`), printed by every benchmark and saved
+//! as `"regime"` by `write_results`; `weft bench --emulate-network` (a global option)
+//! gives a benchmark a throwaway emulated cluster, or makes the clusters it starts
+//! emulated. Clusters a benchmark starts are recorded (`cluster.rs`): SIGINT, SIGTERM or
+//! SIGHUP stop them (`weft down`, from a thread woken by the signal handler through a pipe)
+//! before the benchmark exits with 128 + the signal; and each is tied to the benchmark
+//! (`clusterfile::Cluster` holds a weft-config `HomeTie`: `weft up --tie-to-stdin`, and a
+//! sweeper that removes the home), so that kill -9, where no handler runs, leaves no
+//! server and no home either (`tests/compare_capabilities_smoke.rs` kills one). Client processes are real
+//! processes: the `weft` binary re-executed as a hidden worker subcommand, driven
+//! through pipes, phases started together (`procs.rs`); workers verify what they read
+//! against a pattern of (rank, offset, run) (`pattern.rs`). Never a timed test.
 
 pub mod atomic;
 pub mod capcompare;

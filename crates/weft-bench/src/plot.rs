@@ -3,7 +3,7 @@
 //! A [`Figure`] is data: panels side by side, each with an x axis (logarithmic in base
 //! 2, linear, or named categories) and one series per method or configuration. Every
 //! benchmark builds its figure from its results and hands both to
-//! [`crate::report::write_results`], which stores the figure in the JSON under `"plot"`
+//! `crate::report::write_results`, which stores the figure in the JSON under `"plot"`
 //! and draws it next to it; `weft bench plot` reads the figures back from saved JSON
 //! files and redraws one or overlays several ([`overlay`]).
 //!

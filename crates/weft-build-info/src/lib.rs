@@ -7,6 +7,14 @@
 //! `git rev-parse --short HEAD` when the crate is part of a git checkout, else the
 //! `GIT_REVISION` file at the top of a release tarball (`make dist` writes it), else
 //! "unknown".
+//!
+//! # Code map
+//!
+//! The version string of the binaries, "0.1.0 (git 1a2b3c4)": `emit()` for build.rs (the
+//! revision from `$WEFT_GIT_REVISION`, else `git rev-parse --short HEAD` when the crate is
+//! tracked by a git checkout, else the tarball's `GIT_REVISION`, else "unknown") and the
+//! `version!()` macro. Used by weft-cli and weft-server (`--version`, and weftd's build in
+//! `ServerInfo`); no dependencies.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,7 +23,7 @@ use std::process::Command;
 /// build.rs to the compiler.
 pub const REVISION_VARIABLE: &str = "WEFT_GIT_REVISION";
 
-/// "<package version> (git <revision>)" of the crate that calls it; the crate's build.rs
+/// `"<package version> (git <revision>)"` of the crate that calls it; the crate's build.rs
 /// must call [`emit`].
 #[macro_export]
 macro_rules! version {

@@ -1,7 +1,7 @@
 //! The opaque handles C holds (a connection, an open file, an open directory), connecting
 //! and disconnecting, and the library's version.
 //!
-//! Handles are boxed Rust values given to C as raw pointers, recorded in [`crate::live`]
+//! Handles are boxed Rust values given to C as raw pointers, recorded in `crate::live`
 //! until closed: a handle used after its close, or closed twice, is `EBADF`.
 
 use crate::args;

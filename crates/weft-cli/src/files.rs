@@ -243,7 +243,7 @@ fn report_unreachable(
     Ok(())
 }
 
-/// "io server 3 could not be reached: <error>" (or "cache manager 5 ...").
+/// `"io server 3 could not be reached: <error>"` (or "cache manager 5 ...").
 fn unreachable_server(client: &Client, server: ServerId, error: &weft_client::ClientError) -> String {
     let role = if client.cluster_info().io_servers.iter().any(|s| s.id == server) {
         "io server"

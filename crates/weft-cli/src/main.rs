@@ -1,4 +1,64 @@
 //! `weft`: start and stop a local cluster, move files in and out, inspect layouts.
+//!
+//! # Code map
+//!
+//! The `weft` tool: `run.rs` (`weft run PROGRAM`: execs it with libweft_posix.so in
+//! `LD_PRELOAD`), `cluster.rs` (up/down/status, pid and log files under the home;
+//! `up` makes the home's `cluster.key` before any server starts and gives it to the
+//! standalone servers (`--key`); status says how the cluster is secured and shows each
+//! server's protocol version and build, or `refused` for a server that rejects the key),
+//! `weft key create FILE` (in `main.rs`); `weft status` describes the cluster a client
+//! uses (`--home`, else `$WEFT_META`, asking that manager for its servers, else the home),
+//! each server's metrics URL, and `--web` the status page's; `up` gives every server a
+//! loopback metrics endpoint and records it in the description; `down` of a cluster that
+//! answers without pid files (an MPI job's) says how to stop it. `top_cmd.rs`: `weft top`,
+//! weft-metrics' view every second or `--once`. `counts.rs`: the options of `weft
+//! up` and `weft bench`, and the numeric options of every other command (those whose
+//! parser gives a number, found from the parser's type; tests/numeric_options.txt lists
+//! them and a unit test keeps the list whole), take a value starting with `-` as their
+//! value and refuse a negative one saying what they take (`--io` 1..=64), not clap's
+//! "unexpected argument".
+//! `files.rs` (ls, stat, mkdir, rm, mv, put, get, cat, layout, df): `put` creates the
+//! file under a hidden temporary name in the target's directory with the source's mode
+//! under the umask (`-`: standard input, created 0666 under the umask, and the target must
+//! name the file), and renames it over the target once written and synced (removing it
+//! on failure, SIGINT or SIGTERM); `ls -l` lists an entry whose attributes or objects are
+//! missing marked `?`, reports it and fails at the end, as GNU ls does, and lists a
+//! directory whose io server or cache manager is down too: the sizes that need that
+//! server shown as `?` (with a cache manager down, every file in the cache tier: its last
+//! bytes may be on any manager), the server named once on stderr
+//! (`Client::fill_sizes_partial`); so do `ls -l FILE` and `stat` of a file with an object
+//! on such a server (its other attributes are the manager's; `stat` says `Size: ?` and
+//! fails naming the server); `rm` refuses `/`
+//! before removing anything (GNU rm's --preserve-root); `mkdir` and `mv` say the
+//! manager's refusals with the paths given (its messages name directories by inode);
+//! `get` names the local file in write and sync errors and fails on a failed fsync, and
+//! replaces an existing regular local file only once the whole copy is synced (it copies to
+//! a hidden sibling `.NAME.weft-get-PID`, created exclusively, `-N` added when a killed
+//! earlier get with the same pid left that name, and renames it over, keeping the old
+//! file's mode;
+//! failure, SIGINT or SIGTERM leave the old file as it was); `df`
+//! exits 2 when an io server does not answer, as `status` does; `main.rs` names the io
+//! server of a transport error by looking its address up in the cluster (`io server 2:
+//! cannot connect to ...`). Sizes and ranges of
+//! options (`--stripe-size`, `--cache-memory`, `--capability-lifetime-ms`) are checked
+//! where clap parses them (`main.rs`), so nothing is sent or started with a value the
+//! servers would refuse. `escape.rs`:
+//! names holding control or bidirectional-text characters or bytes that are not UTF-8
+//! are printed shell-escaped (`'a'$'\n''b'`), as GNU ls prints them on a terminal.
+//! `output.rs`: the crate's `println!`; a closed standard output (`weft stat | head`)
+//! ends the program by SIGPIPE, quietly. `progress.rs`.
+//! `trace_cmd.rs`: `weft trace show` and `weft trace synth`; `weft sim` is weft-bench's
+//! `simulate.rs`. `netemu.rs`: `weft up --emulate-network RATE[,LATENCY]`: a bridge
+//! `weft-<id>` and, per server, a namespace `weft-<id>-<server>` joined to it by a veth
+//! link of the same name (`eth0` inside), in a /22 of 10.213.0.0/16 that no host address
+//! or route touches, shaped both ways with tc (tbf; netem's delay first where the kernel
+//! has it, else the record says why not); the servers are spawned into their namespaces
+//! (`setns` before exec), listen on their namespace's address and get no Unix socket, so
+//! clients cross the links over TCP. The record (`netemu.toml`) stays in the home: `weft
+//! down` removes the network, a restart makes it again. Making and sweeping hold
+//! `/run/weft-netemu.lock` (`up` until its servers run); a set whose namespaces hold no
+//! process is stale (`weft down --stale-networks`, and every emulated `up`, remove it).
 
 /// `println!` that ends the program as a closed pipe ends GNU tools (`weft stat | head`:
 /// quietly, by SIGPIPE) instead of panicking; shadows std's in every module below.
@@ -220,7 +280,7 @@ cluster that is stopped, `weft up` starts it again with its data."
         lock_grace_ms: Option<u64>,
         /// How long the metadata manager may hold an acknowledged operation before a
         /// durable commit (milliseconds, at most 10000; see `weftd --commit-interval-ms`
-        /// and README's Durability section). Default 0: durable before answered.
+        /// and the guide's docs/src/consistency.md). Default 0: durable before answered.
         #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::COMMIT_INTERVAL_MS_MAX))]
         commit_interval_ms: Option<u64>,
         /// Memory of each cache manager (K, M, G suffixes; 1M to 1T), default 512M.

@@ -140,7 +140,7 @@ mpicc.mpich app.c -L{lib_dir} -Wl,-rpath,{lib_dir} -lweft_mpiio_mpich -o app"
 # weft_cb_method=auto|two_phase|interleaved|pipelined|interleaved_pipelined|stripe_aligned|independent,
 # weft_pipeline_depth), or a file of \"key value\" lines named by WEFT_HINTS;
 # WEFT_PRINT_HINTS=1 prints the effective hints and each collective call's method;
-# WEFT_MPIIO_VERBOSE=1 prints every error's message. See crates/weft-mpiio/README.md."
+# WEFT_MPIIO_VERBOSE=1 prints every error's message. See docs/src/mpi-io.md."
     );
     Ok(())
 }

@@ -92,7 +92,7 @@ impl Inner {
 
     /// Returns once every metadata operation the manager acknowledged so far (this
     /// client's and everyone's) is durable: a manager with a commit interval answers
-    /// operations before they are (README: Durability). A manager that predates the
+    /// operations before they are (docs/src/consistency.md, Durability). A manager that predates the
     /// request commits every operation before answering it: nothing to wait for.
     pub fn commit_metadata(&self) -> Result<(), ClientError> {
         match self.meta(&Request::CommitMetadata { wait: true }) {
@@ -1979,7 +1979,7 @@ impl Client {
     }
 
     /// Makes every metadata operation acknowledged so far durable (sync(2), syncfs(2),
-    /// fsync of a directory): see README's Durability section.
+    /// fsync of a directory): see docs/src/consistency.md, Durability.
     pub fn sync_metadata(&self) -> Result<(), ClientError> {
         self.inner.commit_metadata()
     }

@@ -17,6 +17,55 @@
 //! file.sync()?;
 //! # Ok::<(), weft_client::ClientError>(())
 //! ```
+//!
+//! # Code map
+//!
+//! The native client library. `client.rs`: discovery, credentials (and the job id,
+//! `WEFT_JOB` or the batch system's, in the handshake's client name, for per-job metrics), namespace
+//! operations, batched size derivation for listings, `stat_many` (many names of one
+//! directory: one `LookupMany` per 4,096 names, then one size request per io server),
+//! `readdir_plus_page` (`ls -l`: one
+//! round trip to the manager per page, one to each io server for the page's sizes; files
+//! whose objects went meanwhile are left out rather than failing the listing); `open_handoff`
+//! opens, with no request to the manager, a file another process of the job opened
+//! (`File::handoff`: the open's answer, versioned; the kind and this process's permission are
+//! checked locally, as `open` checks them; `File::handoff_with_capability` adds the
+//! handle's capability and its uid, adopted by a receiver of the same uid, so that it
+//! needs no grant of its own; refused or expired, it is asked for as usual). `file.rs`: the data path (segments
+//! of whole stripe rows, a window of requests in flight per server, every server's window
+//! stepped in turn from the calling thread by `drive.rs` (a call of 16 MiB or more spreads the
+//! servers over at most 4 threads, the caller included, however wide the striping), writev from
+//! the caller's buffer; reads received by the threads reading the connections straight into
+//! the caller's buffer through reply sinks, with no staging copy; `append`: under the
+//! file's append lock, the end from every server's extent, then the write). `view_io.rs`: file
+//! views (`set_view`, `set_partition`), registered lazily per server connection and
+//! again after a reconnect; `read_view`/`write_view` cut each server's share into
+//! requests slice by slice (one slice of the caller's buffer per stripe, sent by writev
+//! and received by reply sinks), each server's share a steppable `Share` that a
+//! `Schedule` drives: every server at once (stepped in turn by `drive.rs`, as the
+//! contiguous calls are), one after another, or the
+//! decentralised schedule (one thread, step `j` to server `(rank + j) mod n`;
+//! `read_view_scheduled`/`write_view_scheduled`); `read_view_into`/`write_view_from` for memory laid out
+//! by a datatype (staged through pack/unpack unless contiguous). `list_io.rs`:
+//! `read_list`/`write_list`, each server sent only the ranges touching it.
+//! `extent_lock.rs`: `File::lock_extents`, an access's ranges cut by the striping and
+//! locked at each io server holding some (in server id order, retried while busy up to the
+//! request timeout), released by the returned `ExtentLock` (or its drop).
+//! `gather.rs`: a request's bulk data from small pieces (staged) and large ones
+//! (borrowed). `cache_route.rs`: a cached file's managers and block size from the
+//! cluster's `CacheTier` (aligned: the io servers' own managers if all have one, else the
+//! largest factor or multiple of the stripe count among the separate managers; hashed:
+//! all managers; delegated files always aligned; `File::use_delegates`: one handle's
+//! blocks over job-scoped delegates known by address, block `x` to delegate `x mod n`);
+//! `File::data_request` wraps a file's
+//! reads and writes in `ViaCache` with the incarnation the handle first saw per manager,
+//! and size, sync (flush, then the io servers' fsync), truncate (managers first) and
+//! close (write back soon) reach the managers too. `trace.rs`: trace capture (`WEFT_TRACE`, or per file from the MPI-IO
+//! layer): a per-process, per-directory `Tracer` (buffered, bounded by
+//! `WEFT_TRACE_MAX_BYTES`) and a per-handle `FileTrace` that records each request the
+//! handle sends (contiguous, list, view I/O) and carries the MPI-IO call in progress. A
+//! handle given an access pattern (`set_access_pattern`) sends its reads to cache
+//! managers as `ViaCacheAware`, and falls back to plain reads for managers that refuse it.
 
 mod cache_route;
 mod client;

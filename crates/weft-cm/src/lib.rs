@@ -24,6 +24,68 @@
 //!
 //! Colocated with an io server (disk-directed I/O), the manager fetches and writes back
 //! that server's stripes in the same process (`Backing`).
+//!
+//! # Code map
+//!
+//! The cache role (a cache manager). `lib.rs`: `CacheService` answers `ViaCache` (a
+//! range-list or view read or write with the cache's striping, walked block by block in
+//! stream order, at most 65,536 pieces of a block per hold of the lock; a read looks its
+//! blocks up in batches of up to 1 MiB and fetches all of a batch's misses with one list
+//! read per io server, copying each block out as soon as it is there, so a batch pins no
+//! cache memory), `CacheFlush`
+//! (write back the file's dirty blocks, waiting for write-backs in flight and retrying
+//! those that failed), `CacheTruncate` (once its write-backs in flight are done, forget
+//! the bytes from the new end on, revoke their fetches, and truncate the file's io
+//! objects itself while holding the cut: no fetch or write-back of those blocks until the
+//! objects are cut, so a concurrent read cannot fetch the removed bytes back, issue 28;
+//! the client truncates the objects again once every manager answered), `CachePunch` (opcode 187: forget a range, dirty or not,
+//! after the client's `CacheFlush` and its fallocate punching that hole in the objects, so
+//! a punch at the file's end keeps its size and no cached byte outlives the hole), `CacheExtents` (end of dirty data; a client asks it before the io
+//! servers' ends, since a block turns clean only once written back, so a write-back between
+//! the two answers is counted by the second), `CacheClose`,
+//! `CacheStats`, `CacheDrop`, and view registration when there is no io role to share
+//! the registry with; its opening comment gives the algorithm in five lines. Every
+//! request carries the manager's incarnation as the client first saw it; another one
+//! (the manager restarted, its unsynced dirty blocks gone) is refused with EIO naming the
+//! restart. `tier.rs`: weft-cache's `Cache` behind one lock plus what a server adds: each
+//! file's layout and block size (checked against every request: all clients must route a
+//! file alike), one fetch per block at a time (others wait), each with a ticket that a
+//! truncate, punch or drop of its block revokes (a revoked fill installs nothing and the
+//! read looks again), truncates in progress (`begin_truncate`/`end_truncate`: the cut),
+//! waiting for write-backs in flight; bytes are copied out of snapshots and written back from snapshots outside the
+//! lock. The policy is sized for the blocks the memory holds: each new file raises its
+//! capacity (`AnyPolicy::grow`, never lowered) to the memory bound over the charge of the
+//! file's blocks (bytes plus the store's per-block overhead; at most the bound over
+//! 4 KiB), so ARC's and S3-FIFO's targets are those of a cache of that many blocks, the
+//! cache `weft sim` simulates (sized for 4 KiB blocks while 64 KiB ones filled the memory,
+//! ARC's T1 target could pass what T1 can ever hold, and the manager's hits drifted from
+//! the simulator's by up to 170 of 3,840 references, order by order). `cio.rs`: what a
+//! manager keeps of collective reads' original patterns (each call's references applied
+//! once, in the pattern's time order, ties by rank; the blocks each recent call asked
+//! for), and the test hook `WEFT_CIO_RECORD=<directory>`: every reference applied, in
+//! order, as `inode call rank block` lines in `cio-<server id>.txt` there (at most 2^20),
+//! which the MPI test compares with the trace's original stream. `backing.rs`: fetch, write-back and a truncate's cut of the objects as list I/O to the file's io servers, a
+//! direct call into this process's io role for its own server (colocated), else the
+//! network; addresses from the cluster description, read lazily when the manager started
+//! before the description existed (`weft up`, MPI launch). `writeback.rs`: the background
+//! thread (files closed since the last round; blocks dirty longer than the dirty age,
+//! 5 s; the oldest when dirty data pass the dirty limit, half the memory, until half of
+//! that remains; past 8 MiB dirty, woken by the writes, the blocks written whole, so that
+//! write-back runs while the writers go on). ViaCache writes that come in a client's
+//! shared segment are copied from there into the blocks (`CacheService::handle_borrowed`).
+//! Write-backs to this process's own io server go range by range from the blocks' bytes
+//! (never gathered into one stream), after the remote servers' requests are sent; one
+//! write-back keeps up to 4 batches of 4 MiB in flight. A colocated manager's fetch that
+//! its own io server holds whole is read straight into the fetch buffer
+//! (`IoService::read_into`), and a read batch that missed advises the manager's next
+//! 4 MiB of blocks `POSIX_FADV_WILLNEED` on its own io server (read-ahead into the page
+//! cache, not into the tier).
+//! `CacheService::write_back_all` writes every dirty block back (a delegate leaving).
+//! A manager started with `--delegate` (implied by the aligned mapping, passed by `weft
+//! up --cache-mapping aligned`) is a delegate: its store marks fully dirty blocks and the
+//! policy, wrapped in weft-cache's `Prefer`, evicts them first; its `CacheStats` policy
+//! name says so ("arc, fully dirty first") and `write_backs_full` counts blocks written
+//! back whole (the rest went as their dirty extents, list I/O, nothing fetched).
 
 mod backing;
 mod cio;
@@ -77,7 +139,7 @@ pub struct CacheConfig {
     /// then by `policy`.
     pub prefer_full_dirty: bool,
     /// Test hook: a file to record every collective-I/O-aware reference applied in,
-    /// in order ([`cio::Record`]).
+    /// in order (`cio::Record`).
     pub cio_record: Option<std::path::PathBuf>,
 }
 

@@ -26,6 +26,25 @@
 //! default = "cached"        # caching mode of new files: none, cached, delegated
 //! memory = 1073741824       # bytes of file data each cache manager holds at most
 //! ```
+//!
+//! # Code map
+//!
+//! The cluster description (`cluster.toml`): servers, roles, addresses, data
+//! directories, default layout, the cache tier's `[cache]` section (default caching
+//! mode of new files, mapping, block size, memory and policy of each manager; the
+//! mapping defaults to aligned when every io server carries the cache role, else hashed);
+//! validation; `key_file` and `key_path` (the key beside the description by default);
+//! `metrics_addr` per server (its metrics endpoint, none by default);
+//! how clients find the cluster and its key (`client_key_path`: `$WEFT_KEY`, else beside
+//! the home's cluster.toml, else an error naming WEFT_KEY); `is_loopback_address` and
+//! `network_addresses` (a description with any is a multi-host cluster); `parse_size`
+//! for every size users type. `netemu.rs`: `RATE[,LATENCY]` parsed, and the emulated
+//! network's record in a home (`netemu.toml`: cluster id, subnet, rate, latency asked and
+//! whether applied, io servers), read by weft-cli and weft-bench. `tie.rs`: `HomeTie`,
+//! a home's servers tied to one process's life (a pipe whose only write end that process
+//! holds, `weft up --tie-to-stdin` on the read end, and a sweeper `sh` that at the pipe's
+//! end continues stopped servers, SIGTERMs the processes recorded in `run/*.tied`, waits
+//! up to 10 s and removes the home), used by weft-testkit and by weft-bench's own clusters.
 
 pub mod netemu;
 pub mod tie;
@@ -252,7 +271,7 @@ pub struct ClusterConfig {
     /// How long the metadata manager may hold an acknowledged operation before a
     /// durable commit, in milliseconds (default `weft_proto::COMMIT_INTERVAL_DEFAULT`,
     /// 0: every operation is durable before it is answered). fsync and sync commit at
-    /// once whatever this says; see README's Durability section.
+    /// once whatever this says; see docs/src/consistency.md, Durability.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit_interval_ms: Option<u64>,
     /// The servers' own key that capabilities are signed with, relative to the

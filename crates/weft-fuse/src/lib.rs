@@ -75,6 +75,148 @@
 //! locks has reclaimed them and said so); a lock that could not be
 //! reclaimed fails its holder's I/O on the file with EIO (see `locks`); rename with
 //! RENAME_NOREPLACE checks and renames in two steps.
+//!
+//! # Code map
+//!
+//! The FUSE adapter behind `weft mount` (fuser, pure-Rust mount path). Serves kernel
+//! requests with the native client, one `File` per open file; Weft inode numbers are the
+//! FUSE node ids; each request acts with the caller's credentials (one client per
+//! credential; `default_permissions`); write-through page cache with close-to-open caching
+//! (no FUSE writeback cache, under which the kernel would trust its own file size over
+//! other clients'), small writes (< 128 KiB) kept by the daemon and sent as one list write
+//! per io server at close, fsync, read, truncate, append or open of the file, or past 8 MiB
+//! or 4,096 extents per file or 256 MiB per mount (`behind.rs`; a read, append or other
+//! send of a file waits for a send of it already under way, so none goes to the io servers
+//! ahead of the kept bytes; the size and the blocks the mount reports count the kept
+//! bytes, since a file with a size and no blocks is "all hole" to `tar --sparse`); byte-range and
+//! `flock` locks are the manager's, cluster-wide (`locks.rs`, below); read and write requests
+//! of up to 4 MiB (a root mount raises Linux's `fs.fuse.max_pages_limit` to 1024 pages if
+//! lower; older kernels keep 1 MiB) with a 16 MiB read-ahead, each worker answering reads
+//! into a 4 MiB buffer of the process's read pool (weft-rpc `shm::Pool`, one buffer per
+//! worker, leased per read), where the io servers place the reply's bytes themselves
+//! (`ShmScatter`), so the daemon copies nothing before the reply's write to /dev/fuse;
+//! with no pool (`WEFT_READ_POOL=0`, `WEFT_TRANSPORT=unix|tcp`, a server without it) or
+//! every buffer busy, from the worker's own 4 MiB buffer of transparent huge pages where
+//! the kernel allows them, into which the connections copy (`buffer.rs`: the reply's write
+//! to /dev/fuse pins the buffer page by page, and with 4 KiB pages that pinning was 15% of
+//! a cold read's daemon time; the pool is shmem, 4 KiB pages where shmem huge pages are
+//! off, as on the development machine); layouts
+//! as the `user.weft.layout` extended attribute, other `user.*`/`trusted.*`/`security.*`
+//! attributes stored by the manager (`security.*` set by root only, read and listed by
+//! anyone, as on ext4; not `security.capability`, which a write by another user would have
+//! to drop); hard links, FIFOs, devices and sockets; fallocate; the kernel
+//! leaves setuid/setgid dropping to the mount (`FUSE_HANDLE_KILLPRIV_V2`); mounted as type
+//! `fuse.weft` (by mount(2) as root, by fusermount3 otherwise); files removed while open are kept by the
+//! manager, nameless, for the mount's session until their last close (`kept.rs`).
+//! `fcntl` and `flock` locks are held cluster-wide by the manager (`locks.rs`; the kernel
+//! sends them with `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS`, `flock` as a whole-file lock
+//! of the open file, so, as on NFS, the two kinds exclude each other): a granted lock drops
+//! the kernel's pages and attributes of the file and its cached names beside it (SQLite
+//! looks for its journal there right after locking), kept writes are sent before an
+//! unlock, a waiting F_SETLKW asks again with a growing pause (2-100 ms) on a thread of
+//! its own (at most 256) and ends with EINTR once its process is gone or has SIGKILL pending (the kernel keeps a killed waiter until the answer) or its thread has a caught, unblocked signal pending (read from /proc/TID/status at each try: fuser answers FUSE_INTERRUPT with ENOSYS, so the kernel cannot tell the daemon), the owner's close
+//! (flush) or the open file's release drops its locks, and the session is renewed while
+//! any are held. The mount keeps a copy of its own locks (a `LockTable`) and, while it
+//! holds any, and for 60 s (twice `LOCK_RECORD_IDLE`) after its last, asks the manager's
+//! incarnation every second (`LockSession`); a new one (the manager restarted) makes it
+//! send every lock again as a reclaim (with the same session: its id is the mount's), then
+//! `LockReclaimComplete` (still holding the order lock, so no lock of its own is granted
+//! meanwhile). At unmount, after dropping its locks, a mount that took any sends
+//! `LockSessionEnd`. A reclaim refused is a lost lock: logged (`LOST LOCK`), and
+//! every read, write, fsync and close through descriptors of the file open at the loss
+//! fails with EIO, as on Linux NFS; I/O on a locked file whose locks went unconfirmed for
+//! 3 s (the daemon was stopped, the manager silent) first asks the manager itself,
+//! waiting for a renewal under way. Lock requests and F_GETLK that the grace holds back
+//! are asked again on a waiting thread until answered. Every
+//! open revalidates (`names.rs`): the mount remembers the directory and name the kernel
+//! knows each inode by, and an open checks that path with the manager and reads the size
+//! afresh; a stale name is answered ESTALE, on which the kernel looks the path up again and
+//! retries once (that retry is trusted). An open whose own path walk ended in a lookup
+//! makes no second check (`walked.rs`): the lookup of a name whose inode the mount knew is
+//! sent as a `Revalidate` of the parent's path plus that name (same cost as a plain lookup,
+//! the size and data stamp asked of the io servers meanwhile), and the same thread's open
+//! of that inode within 5 ms of its answer goes by it, as NFS trusts its open's lookup: it
+//! was made after the open began, so it is as fresh as a second check. A lookup for an
+//! earlier call (a `stat` whose entry the kernel still holds), another thread's, one
+//! answered from a listing, one whose check failed (a plain lookup then answers) and any
+//! open of a file open here are not trusted. mdtest's read phase went from two manager
+//! requests and eight io-server requests per open to one and four. O_APPEND writes append at the file's true end
+//! (`File::append`) and bypass the page cache. Directory streams (`dir.rs`) fetch
+//! readdir-plus pages (1,024 entries), so the kernel's readdirplus costs no per-entry
+//! request to the manager, and the sizes of a page's files are asked of the io servers once
+//! per page (one request per server, `DirStream::size_page`), not per kernel call (~25
+//! entries). A lookup or getattr of a file the mount knows
+//! asks the io servers for its size while the manager answers (`Client::lookup_sized`,
+//! `getattr_sized`: the size is kept only if the manager confirms the same inode and
+//! layout), one round trip's wait instead of two. A directory that sends 16 found names
+//! to the manager within a second is listed instead (`recent.rs`: readdir-plus pages plus
+//! one size request per io server per page, up to 16,384 entries), and its next lookups
+//! are answered from that listing while it is younger than three quarters of the attribute
+//! timeout, the kernel told to keep each answer only for what remains of the timeout, so no
+//! answer is older than one the manager gave and the kernel cached; a name the listing
+//! lacks, a thread retrying after ESTALE and an inode open here always ask the manager, and
+//! the mount's own changes drop what they change (and discard a listing fetched across
+//! them); a directory this mount changed within the last second is not listed (an unlink
+//! or create phase would throw every listing away) until 64 found names went to the manager
+//! with no change here in between (its changes stopped: mdtest's stat phase right after its
+//! create phase went name by name before); opening for writing drops nothing, the first
+//! write, truncate or allocation through the descriptor does, and the close of a descriptor
+//! that did none of those (open only for reading, or O_RDWR and never written) changes
+//! nothing and drops nothing (readers closing file after file threw away every listing
+//! being fetched; mdtest's read phase opens O_RDWR, and its every open and close did). mdtest's stat phase, which comes after the timeout, costs a few requests per
+//! 1,024 files instead of five per file. Mode, owner and time changes of a file the mount
+//! created with O_EXCL and holds open (tar's futimens, fchown, fchmod after each file),
+//! by root or the owner where the outcome is known without the manager, are kept, merged
+//! in the manager's order (owner, mode, times) and sent as one setattr at close, fsync,
+//! release or another open of the file (`deferred.rs`); every attribute the mount reports
+//! is overlaid with them meanwhile. Such a file has no extended attributes (the manager
+//! gives a new file none), so until its first close, another open of it here, or a
+//! setxattr/removexattr of it here, the mount answers getxattr itself (the kernel's
+//! `security.capability` questions at the first write and at each chown). At such a file's first
+//! kept write, one background thread asks the manager for its write capability
+//! (`prefetch.rs`, `File::prepare_writing`), so that the close sends its writes without
+//! that round trip first. A create without O_EXCL (the kernel asks only after finding the name
+//! missing) is made exclusively first, so a new file needs neither a size request to every io
+//! server nor, for O_TRUNC (a shell's `>`), a truncate (a durable manager commit and a request per
+//! io server); only if another client made the name meanwhile is it opened as it is. Every create, mkdir, symlink, mknod and link asks for the
+//! directory's attributes with it (`WithParent`, `Client::create_in_made` and the other
+//! `*_made` calls); the kernel drops its cached attributes of the directory at each such
+//! operation and asks again (GETATTR, for `default_permissions`) at the next permission
+//! check there, and that GETATTR is answered once with them (`parents.rs`), the kernel told
+//! to keep them for what remains of the attribute timeout counted from when the operation
+//! was sent: no answer is older than one a GETATTR sent with the operation would have
+//! given, and `tar x` makes one manager request less per entry. An answer is kept only if
+//! no other change of that directory by this mount began or ended while the operation was
+//! on its way, any later change of it here drops it, and a rename drops them all and
+//! keeps none while in flight (it changes a moved directory's `..` and times too).
+//! Every inode answers the read-only
+//! `user.weft.cluster` attribute (`meta=HOST:PORT`, `key=PATH`: how the mount reaches its
+//! cluster), by which weft-mpiio serves MPI-IO on paths in the mount natively. Invariant: the daemon caches no data
+//! for reading; a write it acknowledged is on its io servers, or kept in `behind.rs`,
+//! counted in every size the mount reports, and sent before anything in the mount reads,
+//! opens, truncates or appends to the file and before its close or fsync returns (a
+//! failure to send is that call's error, as on NFS). Kept pages: the open's size query
+//! asks `ObjStamp` instead of `ObjStat` (`Client::revalidate_stamped`, no extra round
+//! trip); the mount remembers each file's `DataStamp` at each open and returns
+//! FOPEN_KEEP_CACHE only when the new one equals it (and the manager's attributes are as
+//! the kernel was told), else the kernel drops the file's pages at the open. A stamp
+//! counts only once the open that found it has completed (its first read or flush came:
+//! the kernel drops the pages as an open without the flag completes, after the daemon's
+//! answer), so a concurrent open cannot keep pages older than the stamp. Invariant:
+//! every write, truncate or allocation of any object, by any client (native, MPI-IO, C ABI,
+//! another mount, this one), changes that object's ctime on its server, so a kept page was
+//! read after the last change; stamps are withheld while unsettled and for files in the
+//! cache tier (whose managers hold data the objects do not), so those opens drop pages.
+//! `log.rs`: the background daemon's log. Its standard error is a pipe to a logger
+//! process it forks first (while it has one thread; a process, so that a daemon that
+//! aborts still has its last words written), which stamps each line with the UTC time
+//! (lines cut at 16 KiB) and writes them to a `RotatingLog`: at 8 MiB the file becomes
+//! `FILE.1` (the older `.1` replaced) and starts again. The default file is
+//! `mount-NAME.log` (NAME the mountpoint, slashes as dashes, plus a hash of the path when
+//! that would not be one to one: `/a-b` and `/a/b`) in `$XDG_STATE_HOME/weft`,
+//! else `/var/log/weft` for root, else `~/.local/state/weft` (files 0600, directories
+//! 0700); `--log FILE` is bounded the same way, `--no-log` discards. Invariant: a mount's
+//! log takes at most 2 x 8 MiB.
 
 mod attr;
 mod behind;

@@ -7,6 +7,17 @@
 //! - [`find_library`]: where a preloaded library is installed;
 //! - [`real!`]: the next definition of an interposed function (`dlsym(RTLD_NEXT)`),
 //!   found once; [`set_errno`] and [`fail`]: libc's way of answering an error.
+//!
+//! # Code map
+//!
+//! What the two preloaded libraries (weft-mpiio, weft-posix) share: `mount.rs` finds the
+//! process's `fuse.weft` mounts (mountpoint and device number, from /proc/self/mountinfo),
+//! the Weft path of a name inside one, the cluster a mount names in its
+//! `user.weft.cluster` attribute and the client that serves it (`client_for`: the
+//! process's, else the environment's, else one made from the attribute; refused when it
+//! talks to another manager); `real!` finds the next definition of an interposed libc
+//! function (`dlsym(RTLD_NEXT)`, once); `find_library` finds an installed preload library
+//! (`$VAR`, beside the executable, `../lib`) for `weft run`, `weft mpi-env` and the bench.
 
 pub mod mount;
 

@@ -4,6 +4,87 @@
 //!
 //! Invariant: this crate opens no sockets; it reaches io servers only through the
 //! [`service::ObjectServers`] trait.
+//!
+//! # Code map
+//!
+//! The metadata manager. `store/` is the durable namespace on redb (tables: inodes,
+//! names keyed by (parent, name bytes), orphans, kept, xattrs, lock_sessions,
+//! file_parents, counters), one file per
+//! operation in `store/ops/` (links, special files and each extended attribute call
+//! included), POSIX permission checks in `store/access.rs`, the extended attribute rules
+//! and limits in `store/xattrs.rs`, group commit in `store/group.rs` (operations that
+//! arrive while a commit is running share the next write transaction and its one fsync;
+//! the leader waits for as many members as the last group had, at most half the recent
+//! commit time (2 ms), since a flush costs the same for one operation as for many;
+//! each is answered only once its group is durable, or with a commit interval
+//! (`commit_interval_ms`) once its group committed non-durably, a background committer
+//! (`MetaService::spawn_committer`) and `CommitMetadata` (fsync, sync) making them durable;
+//! every operation gets a sequence number, the last one stored with each commit (counter
+//! `commit_seq`); a refusal stays out of the group, a storage error fails the whole group). Non-directories carry a link count; a file whose last name goes while a mount has it open is kept, nameless,
+//! for that mount's session (`ops/release.rs`) until the mount releases it. `file_locks.rs`
+//! keeps mounts' `fcntl` and `flock` locks in memory (per file, per owner: a mount session
+//! and the kernel's lock owner there; POSIX splitting and replacing of an owner's ranges;
+//! at most 4,096 per file and 2^20 in all, past which a lock is refused as too many; the
+//! rules are weft-proto's `lock_table.rs`); a lock request renews its session, a lapsed
+//! session's locks are dropped with its kept files, and the session is remembered
+//! (`lapsed.rs`, at most 4,096): its next `FileLock` or `FileLockReclaim` is answered
+//! `Stale`, and its next `LockSession` too, which forgets it. The mount then counts every
+//! lock it held as lost (`LOST LOCK`, EIO on descriptors open at the loss), unlocks them
+//! at the manager and asks again; otherwise a mount stopped past the lease came back to
+//! the same incarnation and took its locks for confirmed while another process held
+//! them. A mount that has had no answer from the manager to a lock request or renewal for
+//! 5/6 of the lease (50 s) fails I/O on its locked files with EIO (weft-fuse `locks.rs`,
+//! `locks_trusted`) until one comes, as an NFS client stops at its lease's end: a mount cut
+//! off from the manager but not from the io servers would otherwise write on under locks
+//! the manager may have given away. `WEFT_SESSION_LEASE_MS` shortens the 60 s lease for
+//! tests, in weftd and the mount alike. Locks live in memory; after a start
+//! the manager grants only reclaims for a grace (`--lock-grace-ms`, default
+//! `LOCK_GRACE_DEFAULT`, 10 s, ten of the mounts' 1 s `LOCK_RENEW_PERIOD`; none when the
+//! start created the database: `MetaStore::created`), as NFS does: a lock that a reclaimed
+//! one refuses is refused at once, any other lock or F_GETLK is held back until the grace
+//! ends, and the grace, measured from the start, ends for good once passed. The grace waits
+//! only for the sessions in the durable record of lock holders (table `lock_sessions`,
+//! `ops/lock_sessions.rs`, as knfsd's client-tracking database): a session is written there
+//! (a small transaction of its own, which waits for the group committing at the time)
+//! before its first lock is granted (`Outcome::Unrecorded`: record, then ask again), and
+//! dropped at its `LockSessionEnd` (unless it still holds locks) or once it has held no
+//! lock for `LOCK_RECORD_IDLE` (the purger's round looks at most every 7.5 s). `service.rs`'s `lock_records` mutex orders each session's additions and
+//! removals, and a grant checks the in-memory copy under `file_locks`' mutex, where a
+//! removal is decided: a session holding a lock is always in the durable record. At a start
+//! none recorded means no grace; else it ends once every recorded session has sent
+//! `LockReclaimComplete`, or when its time is up. At most 4,096 sessions (`RECORDED_MAX`);
+//! past that a durable full mark (counter `lock_sessions_overflow`) stands for the rest,
+//! and the next start waits its whole grace (the mark goes after that grace). A stale
+//! record (a session that held none at the crash, or whose mount is gone) only makes the
+//! grace run its whole time; a start that wants no grace (new database, clean stop with
+//! none held, `--lock-grace-ms 0`) clears the record.
+//! `ops/lookup.rs`'s `may_access_data` is the check behind `GrantCapability` (a regular
+//! file; the open's read/write permission, owner and root always; a removed file waiting
+//! for its purge, read only, and for a verified user only if granted before);
+//! `MetaService::handle_as` takes the `Caller` weft-server established: `Trusted` (`owner`
+//! and `claimed` modes, a `munge_trusted_uids` daemon) or `User(cred)` (a MUNGE-verified
+//! user), whose requests `screen` checks first: every inode they name by number must be
+//! reachable (`ops/search.rs`'s `may_reach`: search permission on each directory from the
+//! root down, walked up from any directory holding one of a file's names, `file_parents`,
+//! built at the first open of a store made before it), a `SetAttr { by_handle }`
+//! keeps its handle only for the owner, root, or a uid `handles.rs` records a live write
+//! grant for (else it is checked as a path-based change), and a lock needs
+//! `may_access_data` in the lock's mode. `handles.rs` is the record of the capabilities
+//! granted to verified users, (inode, uid, right) -> expiry, at most 262,144, forgotten
+//! at the inode's chmod or chown. `service.rs` grants
+//! through a `CapabilityIssuer` the server process provides, taking the issue time
+//! before the check and after every earlier revocation, and revokes after every chmod
+//! and chown (`SetAttr` with mode, uid or gid).
+//! `ops/revalidate.rs` checks, in one snapshot, that a path a mount cached still holds
+//! name by name; `ops/precreated.rs` the numbers of precreated objects. `service.rs` turns
+//! requests into store operations, hands creates precreated numbers from its pools
+//! (refilling a pool, or making one file's objects, before committing a create; a refiller
+//! thread, `spawn_refiller`, refills pools running low in the background), tracks mount sessions (releasing the kept files of
+//! sessions that stop renewing), and purges orphans' objects in the background, each one
+//! round after it first saw it. `shared_pointer.rs`: MPI-IO shared file pointers, in
+//! memory only (at most 65,536, the longest unused one making room), served as an atomic
+//! fetch-and-add; a restart loses them and their requests fail with `NotFound`, never
+//! handing out an offset twice.
 
 pub mod file_locks;
 pub mod handles;

@@ -119,7 +119,7 @@ impl Switch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hints {
     pub cb_buffer_size: u64,
-    /// Number of aggregators; `None`: every process (see README).
+    /// Number of aggregators; `None`: every process (see docs/src/mpi-io.md).
     pub cb_nodes: Option<usize>,
     /// "*:N": N aggregators per host. Empty: not set.
     pub cb_config_list: String,

@@ -40,6 +40,28 @@
 //!   Weft mount of the process's cluster ([`names`]).
 //! - Counters ([`stats`]): `WEFT_POSIX_STATS=FILE` appends one line per process at exit
 //!   saying what the library served, so tests fail if interception silently stops.
+//!
+//! # Code map
+//!
+//! `libweft_posix.so` (`weft run PROGRAM`, or `LD_PRELOAD`): unmodified, dynamically
+//! linked programs read and write regular files of a Weft mount with the native client
+//! instead of through FUSE. `calls.rs` interposes the libc calls (open family with glibc's
+//! fortified names, read/write/pread/pwrite and the v variants, lseek, fstat and the stat
+//! family, fsync, ftruncate, fallocate, close and close_range, dup family and fcntl,
+//! mmap, fdopen, sendfile, splice, copy_file_range, and the name calls for `weft:` names
+//! (`names.rs`: rewritten to the path in the first served mount)). Every open goes to the
+//! kernel, into the mount; `served.rs` then adopts the descriptor when it is a regular
+//! file whose `st_dev` is a Weft mount's, opening the same inode natively (mount inode
+//! numbers are Weft's), into `table.rs` (descriptor -> entry per open file description,
+//! one atomic load for a descriptor not served). The offset stays in the kernel: a served
+//! read or write takes it with `lseek`, moves the data natively and sets it with `lseek`,
+//! under the entry's lock, so dup, fork and exec share it as POSIX says. `ahead.rs` reads
+//! sequential reads ahead in windows. `handover.rs` gives a descriptor (with its dups)
+//! back to the kernel when the program maps, splices or fdopens it. `guard.rs`: a
+//! thread-local flag passes the library's own calls straight to libc, a forked child
+//! (without exec) and a second copy of the library serve nothing. `stats.rs`: counters
+//! appended to `$WEFT_POSIX_STATS` at exit. Tests (`tests/`) run coreutils, Python and
+//! fsx with the library on a real mount against a local directory or the mount alone.
 
 pub mod ahead;
 pub mod calls;

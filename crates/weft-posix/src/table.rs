@@ -1,6 +1,6 @@
 //! The descriptors the library serves: descriptor number -> [`Entry`] (one per open
 //! file description, shared by dup'd descriptors). Checking a descriptor that is not
-//! served costs one atomic load ([`OWNED`]), so the native client's own socket calls and
+//! served costs one atomic load (`OWNED`), so the native client's own socket calls and
 //! every other descriptor pass through at once.
 
 use std::collections::HashMap;

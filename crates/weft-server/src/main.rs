@@ -1,5 +1,70 @@
 //! `weftd`: one server binary carrying the meta and/or io roles. Thin: it reads the
 //! cluster description or flags, opens each role's store, and serves.
+//!
+//! # Code map
+//!
+//! `weftd`, thin: reads the description or flags and the cluster key (`load_key`: no key,
+//! no server, with a message saying how to make one and, for a description with network
+//! addresses, that the cluster spans machines), raises its open-file limit to its
+//! connection limit, opens the roles, serves. At start it sets malloc's mmap threshold
+//! (32 MiB) and trim threshold (256 MiB) so that requests' bulk-data buffers are reused
+//! from the heap rather than faulted in afresh per request (2 pages in 5 of a TCP write
+//! were page faults with glibc's defaults; `weft-tests/tests/tcp_write_buffers.rs`);
+//! what is kept is bounded by the peak in use, which the byte budget bounds. `--connections-max`, `--inflight-memory`,
+//! `--send-timeout-ms` and the other limit flags fill `ServerLimits`. `identity.rs`: the
+//! key file owner's credential (uid, primary group, groups), which `roles.rs` puts in
+//! place of every metadata request's claimed one in `owner` mode; `Munge`, which in
+//! `munge` mode decodes a connection's credential with `unmunge` at its first request
+//! that carries a credential (once per connection, kept in `roles.rs`'s per-connection
+//! map, dropped at `connection_closed`), refuses a credential it accepted before within
+//! its TTL (at most 65,536 remembered), and gives the decoded uid and gid with that
+//! user's groups from this host's group database (`getgrouplist`); a uid in
+//! `munge_trusted_uids` keeps the credentials its requests claim.
+//! A standalone cache role may learn the io servers from the metadata manager instead of
+//! a description (`--meta`, `roles.rs`'s `meta_directory`), and with `--exit-on-stdin-eof`
+//! writes every dirty block back and exits when its standard input closes: how a
+//! job-scoped delegate runs under its launcher.
+//! `stop.rs`: how a server ends cleanly. SIGTERM, SIGINT and SIGHUP (and, with
+//! `--exit-on-stdin-eof`, the input's end) wake the main thread through a pipe the handler
+//! writes one byte to; it writes every dirty cache block back, then exits (a second signal
+//! exits at once). `weft down` (weft-cli `cluster.rs`) stops separate cache managers first
+//! and waits for them (up to 60 s, then SIGKILL with a message), then the other servers,
+//! so write-backs find their io servers up; a colocated manager writes into its own
+//! process's io role (`weft-tests/tests/cache_tier.rs`: written, not synced, `weft down`,
+//! `weft up`: every byte there; main's servers lost all of it). A stopping metadata
+//! manager grants no lock from then on and, with none held, leaves `locks-clean-stop`
+//! (fsynced) in its data directory; the next start removes it durably before serving and
+//! skips the lock grace (weft-fuse `tests/locks.rs`: the first lock after a clean stop
+//! without locks is granted at once; with one held the grace still comes, and ends when
+//! its holder has reclaimed).
+//! `capability.rs` is the manager's `CapabilityIssuer`: it signs with the capability key
+//! and sends revocations to every io server and cache manager from a background thread
+//! (at most 1,024 queued; a dropped or failed one leaves the lifetime as the bound). The
+//! io and cache roles put a `Gate` in front of their requests (`roles.rs`: in `handle`,
+//! in `handle_borrowed` for writes over shared memory, and in `reply_from_file` for reads
+//! answered from the object file); the
+//! manager's and cache managers' pools present the server's own capability; a job's
+//! delegate (`--meta` without `--capability-key`) has no capability key: its gate is
+//! `Gate::remote`, which has the manager verify each capability presented
+//! (`VerifyCapability`, answered by `roles.rs` with the `Issuer`'s key and the
+//! revocations it made), and it writes back with capabilities the manager grants the
+//! user it runs as. Such a delegate must be given `--job-key FILE` and its handshake
+//! asks for that key (`Plan::listen_key`), not the cluster key.
+//! `roles.rs` dispatches requests by opcode to the meta, io or cache role (cache opcodes
+//! and, without an io role, view registration go to the cache role; with one, both share
+//! its view registry and the cache role reaches its objects directly) and implements the
+//! manager's calls to io servers; the server's incarnation is chosen once and given to
+//! the handshake and the cache role alike. `observe.rs` wraps the roles in `Metered` (every request counted and timed by the role
+//! that serves it; `Metrics` answered there), adds the roles' own counters as metric
+//! sources (cache statistics, weft-iod's `io_counts`, the transport's held bytes), and
+//! serves the metrics endpoint (`--metrics-addr`, else `metrics_addr` in the description;
+//! a taken port falls back to any); on the metadata manager the endpoint also serves the
+//! status page, whose view `status_page.rs` makes from every server's metrics read over
+//! the cluster's authenticated connections (one round at a time, reused for 0.9 s).
+//! `launch.rs` starts a job-scoped cluster inside
+//! an MPI job without linking MPI (ranks meet through files in the shared home; rank 0
+//! makes the home's cluster key first, the others wait for it): rank 0 meta, the others io with a colocated cache manager each (`--mpi-cache none` to leave
+//! it out), the last `--cache-ranks N` cache managers only.
 
 mod capability;
 mod identity;
@@ -113,11 +178,11 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     cluster_file: Option<PathBuf>,
     /// Cache role: most bytes of file data held (suffixes K, M, G); default: the
-    /// description's [cache] memory, else 512M.
+    /// description's `[cache]` memory, else 512M.
     #[arg(long, value_name = "BYTES", value_parser = parse_size_arg)]
     cache_memory: Option<u64>,
     /// Cache role: replacement policy (lru, lfu, fifo, arc, s3fifo); default: the
-    /// description's [cache] policy, else arc.
+    /// description's `[cache]` policy, else arc.
     #[arg(long, value_name = "POLICY")]
     cache_policy: Option<String>,
     /// Cache role, collective-I/O-aware reads: a block an aggregated read fetched but no
@@ -177,7 +242,7 @@ struct Args {
     /// per group of concurrent operations) before it is answered; above 0 operations are
     /// answered once applied and committed in the background this often, and fsync,
     /// sync and MPI_File_sync commit at once. A crash of the manager loses at most this
-    /// much acknowledged and unsynced work, as a crash of a local disk does (README:
+    /// much acknowledged and unsynced work, as a crash of a local disk does (docs/src/consistency.md:
     /// Durability). Default: the description's `commit_interval_ms`, else 0.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::COMMIT_INTERVAL_MS_MAX))]
     commit_interval_ms: Option<u64>,

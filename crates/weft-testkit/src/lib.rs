@@ -9,6 +9,43 @@
 //!
 //! The binaries come from the workspace's release build (`cargo build --release
 //! --workspace`, which `make test` runs first). A missing binary fails the test.
+//!
+//! # Code map
+//!
+//! Test harness: real clusters started with the `weft` binary in temporary homes (the
+//! build's, or an installed one with `TestCluster::start_from`), killed/restarted on
+//! demand, always stopped on drop (a test that failed first prints the last 40 lines of
+//! each server's log, which go with the home). Also when the test process is killed (SIGKILL, a CI
+//! timeout), where no drop runs: each cluster holds a pipe whose only write end
+//! (close-on-exec) is the test process's, and starts every server with `weft up
+//! --tie-to-stdin` and the read end as standard input, so each weftd runs with
+//! `--exit-on-stdin-eof` and ends when the kernel closes the write end with the process
+//! (`tests/killed_test.rs` SIGKILLs a helper holding a cluster and counts the weftds left).
+//! A sweeper (`sh`) reading the same pipe then continues every server of the home (one
+//! the test stopped with SIGSTOP reads nothing) and removes the home (weft-config's
+//! `HomeTie`). Processes a test starts itself (a weftd of its own, an mpirun job:
+//! weft-tests' launch.rs and hostile_peers.rs) go through `TiedDir`, the same tie on a
+//! temporary directory: `TiedDir::weftd()` adds `--exit-on-stdin-eof`, `spawn` gives the
+//! pipe as standard input and records the pid for the sweeper's SIGTERM (mpirun reads
+//! no pipe; it forwards the SIGTERM to its ranks); killed_test.rs's second helper proves
+//! it for a standalone weftd. Invariant: no weftd a TestCluster or TiedDir starts
+//! outlives the test process. `mpi.rs`: what the MPI-IO tests of weft-mpiio,
+//! weft-mpiio-mpich and weft-fuse share (the library of the build, Open MPI's mpirun line,
+//! a file's bytes and their comparison with a reference run's).
+//! `storm.rs`: the storm clients of the crash and power-loss tests (this test binary run
+//! again, `WEFT_STORM_CLIENT`; creates, mkdirs, renames, unlinks, chmods and appends in
+//! a directory of their own and a shared one, each with names of its own, logging every
+//! operation with its answer, error, later finding and sync) and the checker: a walk that
+//! checks every entry (lookup agrees with readdir, attributes, link counts, objects read
+//! back) and per client a model built from its log, which a survivor's part of the
+//! namespace must equal (every answered operation exactly once) and a killed client's must
+//! match as a prefix no shorter than its last sync (file contents a prefix of its appends).
+//! `faultfs.rs` and the `weft-faultfs` binary: the power-loss layer, a FUSE pass-through
+//! (fuser) that applies changes to a backing directory at once and keeps their undo in
+//! memory until they are durable in ext4's model (a file's data at that file's
+//! fsync/fdatasync; namespace changes, journaled in order, at any fsync); a cut undoes the
+//! rest newest first. Invariant: the storm's model and the layer's `Store` are pure enough
+//! to be unit-tested without servers or FUSE (`cargo test -p weft-testkit --lib`).
 
 pub mod faultfs;
 pub mod mpi;

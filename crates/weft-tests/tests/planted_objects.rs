@@ -49,7 +49,7 @@ fn objects_planted_for_future_inodes_are_never_served_as_a_new_files_content() {
     };
     for (index, server) in layout.servers.iter().enumerate() {
         // Holding the key, the planter can make itself a server capability (see the
-        // README: capabilities protect files from clients that are not key holders'
+        // docs/src/security.md: capabilities protect files from clients that are not key holders'
         // equals only through the manager); planting must fail even so.
         let planter = cluster.server_connection(&cluster.addr(server.0), timeouts);
         for inode in (next..next + PLANTED).map(InodeId) {

@@ -57,7 +57,7 @@ impl View {
     /// A view for reading only, whose filetype may overlap itself: MPI (13.3) forbids
     /// overlapping data only in a file opened for writing. The runs of the typemap must
     /// still start at nondecreasing offsets (checked over at most
-    /// [`OVERLAP_RUNS_MAX`] runs of one tile, else refused), and no data byte may fall
+    /// `OVERLAP_RUNS_MAX` runs of one tile, else refused), and no data byte may fall
     /// before file offset 0. Only [`View::pieces`] and [`View::view_to_file`] are meant
     /// for such a view (its pieces come in typemap order, which is not file order);
     /// requests, server views and `file_to_view` assume a monotonic filetype.

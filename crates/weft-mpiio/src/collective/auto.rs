@@ -34,7 +34,7 @@
 //! 0.75 vs 0.54 s), and an outside benchmark measured two_phase faster on CYCLIC(32)
 //! both behind a 2 Gbit/s link and without it, so the few-rounds choice is two_phase.
 //! On cached files `server_directed` ran 2-3x two_phase's write and hot read on
-//! CYCLIC(32) (see README.md of this crate for the figures).
+//! CYCLIC(32) (see docs/src/internals/mpiio.md for the figures).
 //!
 //! `stripe_aligned` is never chosen: its windows are many separate stripes, and until
 //! its reads go through list I/O they are the slowest here.

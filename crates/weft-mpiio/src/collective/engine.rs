@@ -575,7 +575,7 @@ impl FirstError {
     }
 }
 
-/// [`write`] over the requests' region as `domains` partitions it; nothing to write
+/// [`write()`] over the requests' region as `domains` partitions it; nothing to write
 /// when every request is empty (no region, so no `domains`).
 pub fn write_region<D: Domains>(
     ctx: &Context<'_>,

@@ -4,10 +4,10 @@
 //! file-domain partition (who aggregates which bytes, in which windows) and an
 //! executor (sequential phases, or I/O on a helper thread overlapping the exchange):
 //!
-//! | method                  | partition ([`Domains`])      | executor   |
+//! | method                  | partition ([`engine::Domains`])| executor   |
 //! |-------------------------|------------------------------|------------|
 //! | `two_phase`             | [`two_phase`]: even domains  | sequential |
-//! | `interleaved`           | [`interleaved`]: round robin | sequential |
+//! | `interleaved`           | [`mod@interleaved`]: round robin | sequential |
 //! | `pipelined`             | even domains                 | [`pipelined`] |
 //! | `interleaved_pipelined` | round robin                  | pipelined  |
 //! | `stripe_aligned`        | [`stripe_aligned`]: stripes  | sequential |
@@ -155,7 +155,7 @@ impl Context<'_> {
         (lo < hi).then_some((lo, hi))
     }
 
-    /// Whether requests of different ranks interleave (see [`interleaved`]).
+    /// Whether requests of different ranks interleave (see [`interleaved()`]).
     pub fn interleaved(&self) -> bool {
         interleaved(self.extents.iter().copied())
     }

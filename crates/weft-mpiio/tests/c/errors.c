@@ -47,7 +47,7 @@ static void says(int rc, int want, const char *needle, const char *what)
     MPI_Error_string(want, c, &cl);
     const char *reason = s + cl;
 #ifdef MPICH
-    /* Under MPICH the library returns the class (README): its own text, nothing more. */
+    /* Under MPICH the library returns the class (docs/src/mpi-io.md): its own text, nothing more. */
     if (class_of(rc) != want || strcmp(s, c) != 0) {
         fprintf(stderr, "rank %d: %s says \"%s\", not the class's \"%s\"\n", rank, what, s, c);
         failures++;
