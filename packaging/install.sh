@@ -8,7 +8,8 @@
 #   LIBDIR/pkgconfig/weft.pc, LIBDIR/cmake/Weft/WeftConfig.cmake (+ ConfigVersion)
 #   PREFIX/lib/systemd/system/weftd@.service and weft.target, PREFIX/lib/sysusers.d/weft.conf
 #   (servers as system services; see packaging/README.md), PREFIX/share/doc/weft/
-#   (README.md, LICENSE, examples/cluster.toml), PREFIX/share/man/man1/ (weft.1.gz, a
+#   (README.md, LICENSE, examples/cluster.toml, the guide's Markdown in docs/src/ where
+#   README's links point), PREFIX/share/man/man1/ (weft.1.gz, a
 #   page per subcommand such as weft-put.1.gz, weftd.1.gz: written by the built programs)
 #
 # Usage: packaging/install.sh --prefix DIR [--destdir DIR] [--libdir DIR]
@@ -107,6 +108,9 @@ install -m 644 "$target_dir/libweft_posix.so" "$destdir$libdir/"
 install -m 644 "$repo/crates/weft-capi/include/weft.h" "$destdir$includedir/"
 install -d "$destdir$prefix/share/doc/weft/examples"
 install -m 644 "$repo/README.md" "$repo/LICENSE" "$destdir$prefix/share/doc/weft/"
+install -d "$destdir$prefix/share/doc/weft/docs/src/internals"
+install -m 644 "$repo"/docs/src/*.md "$destdir$prefix/share/doc/weft/docs/src/"
+install -m 644 "$repo"/docs/src/internals/*.md "$destdir$prefix/share/doc/weft/docs/src/internals/"
 install -m 644 "$repo/packaging/examples/cluster.toml" "$destdir$prefix/share/doc/weft/examples/"
 if [ "$mpiio" = 0 ]; then
     say "MPI-IO left out (--no-mpiio)"

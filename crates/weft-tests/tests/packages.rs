@@ -173,6 +173,9 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
         "lib/systemd/system/weft.target",
         "lib/sysusers.d/weft.conf",
         "share/doc/weft/examples/cluster.toml",
+        // README.md's links into the guide resolve in the installed documentation.
+        "share/doc/weft/docs/src/operations.md",
+        "share/doc/weft/docs/src/internals/index.md",
     ] {
         assert!(
             usr.join(file).is_file(),
@@ -225,6 +228,7 @@ fn installed_packages_run_a_cluster_mpi_io_and_c_programs() {
     }
     service_files_of_the_installed_package(root, scratch.path());
     manual_pages_of_the_installed_package(&usr);
+    readme_links_resolve_in_the_installed_documentation(&usr);
     mpi_io_through_the_installed_library(&cluster, &usr, scratch.path());
     c_programs_built_against_the_installed_library(&cluster, &usr, scratch.path());
 
@@ -314,6 +318,27 @@ fn service_files_of_the_installed_package(root: &Path, scratch: &Path) {
         config.capability_key_path(&example).as_deref(),
         Some(Path::new("/etc/weft/capability.key"))
     );
+}
+
+/// Every link of the installed README.md into the guide (`](docs/src/X.md...)`)
+/// names a file the package installed beside it.
+fn readme_links_resolve_in_the_installed_documentation(usr: &Path) {
+    let doc = usr.join("share/doc/weft");
+    let readme = std::fs::read_to_string(doc.join("README.md")).expect("the installed README.md");
+    let targets: Vec<&str> = readme
+        .split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split([')', '#']).next())
+        .filter(|target| target.starts_with("docs/"))
+        .collect();
+    assert!(targets.len() >= 5, "README.md links into the guide: {targets:?}");
+    for target in targets {
+        assert!(
+            doc.join(target).is_file(),
+            "README.md links to {target}, which the package did not install in {}",
+            doc.display()
+        );
+    }
 }
 
 /// Manual pages: weft.1, weftd.1 and one per subcommand that `weft --help` lists
