@@ -22,6 +22,6 @@ pub use client::{
     BIG_REPLY_BYTES,
 };
 pub use server::{
-    new_incarnation, serve, Changes, ConnectionId, FileReply, Handler, Inline, Peer, ServerHandle,
+    new_incarnation, serve, Changes, ConnectionId, FileReply, Handler, Inline, Peer, ReplyInto, ServerHandle,
     ServerIdentity, ServerLimits,
 };
