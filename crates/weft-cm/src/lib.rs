@@ -1178,7 +1178,7 @@ impl Inner {
         } else {
             std::thread::scope(|scope| {
                 for _ in 1..workers {
-                    scope.spawn(&work);
+                    scope.spawn(work);
                 }
                 work();
             });
