@@ -36,6 +36,10 @@
 //! The bytes of a dropped block nobody holds go to a pool (at most 1/8 of the memory
 //! bound, counted in it, given back before any eviction) that new blocks of that length
 //! take from; a pooled buffer's old bytes are never read, only valid bytes are.
+//! `fetch_buffer` lends a pooled (or fresh) buffer to a caller fetching a whole block, not
+//! counted while the caller holds it (as any fetch buffer); `install` makes it the block's
+//! bytes, all valid (no copy), or, if the block was cached meanwhile, fills from it
+//! without touching valid bytes and pools it.
 //!
 //! Replacement is our own code, not a cache crate's. foyer (foyer-memory) and quick_cache
 //! are well kept, but both are whole caches owning the values, their hashing, weights and

@@ -24,6 +24,20 @@ pub struct Backing {
     directory: Directory,
 }
 
+/// Connections to one file's io servers (layout index), each made once when first
+/// needed (`Backing::links`).
+pub struct Links {
+    cells: Vec<std::cell::OnceCell<Result<Arc<Connection>, WireError>>>,
+}
+
+/// A read `Backing::send_read` started: the remote servers' calls in flight, and the
+/// layout index of this process's own io server if it holds bytes of the ranges.
+pub struct SentRead<'c> {
+    ranges: Vec<Range>,
+    local: Option<usize>,
+    calls: Vec<(usize, PendingCall<'c>)>,
+}
+
 /// A directory of fixed addresses.
 pub fn fixed_directory(addrs: HashMap<ServerId, String>) -> Directory {
     Box::new(move |server| addrs.get(&server).cloned())
@@ -35,14 +49,6 @@ fn striping(layout: &Layout, index: usize) -> Striping {
         stripe_count: layout.servers.len() as u32,
         server_index: index as u32,
     }
-}
-
-/// Bytes of `ranges` on server `k` of `layout`.
-fn local_bytes(layout: &Layout, k: usize, ranges: &[Range]) -> u64 {
-    ranges
-        .iter()
-        .map(|r| layout.bytes_on(k, r.offset, r.len))
-        .fold(0, u64::saturating_add)
 }
 
 /// An rpc failure as the error the cache manager reports, naming the io server.
@@ -104,44 +110,105 @@ impl Backing {
         Ok((local, connections))
     }
 
-    /// Reads the file bytes of `ranges` (in list order) into `out`, which is exactly
-    /// their total length. Holes and bytes past the end of the file read as zeros.
-    pub fn read(
+    /// Connections to a file's io servers, made as first needed, held for the reads
+    /// of one request (several of whose fetches may be in flight at once).
+    pub fn links(&self, layout: &Layout) -> Links {
+        Links {
+            cells: (0..layout.servers.len())
+                .map(|_| std::cell::OnceCell::new())
+                .collect(),
+        }
+    }
+
+    /// Reads the file bytes of each of `ranges` into its own buffer, `outs[i]` exactly
+    /// `ranges[i].len` bytes (a fetched block's own memory: nothing is gathered and
+    /// copied again). Holes and bytes past the end of the file read as zeros.
+    pub fn read_parts(
         &self,
         inode: InodeId,
         layout: &Layout,
         ranges: &[Range],
-        out: &mut [u8],
+        outs: &mut [&mut [u8]],
     ) -> Result<(), WireError> {
-        let (local, connections) = self.reach(layout, ranges)?;
-        // The remote servers first: their reads run while this process reads its own.
-        let mut calls: Vec<(usize, PendingCall<'_>)> = Vec::new();
-        for (k, connection) in &connections {
+        let links = self.links(layout);
+        let sent = self.send_read(&links, inode, layout, ranges.to_vec())?;
+        self.finish_read(sent, inode, layout, outs)
+    }
+
+    /// Starts a read of `ranges` (see `read_parts`): the remote servers are asked now,
+    /// this process's own io server is read by `finish_read`, so several reads can be
+    /// in flight to all the servers at once.
+    pub fn send_read<'c>(
+        &self,
+        links: &'c Links,
+        inode: InodeId,
+        layout: &Layout,
+        ranges: Vec<Range>,
+    ) -> Result<SentRead<'c>, WireError> {
+        let mut local = None;
+        let mut calls: Vec<(usize, PendingCall<'c>)> = Vec::new();
+        for k in 0..layout.servers.len() {
+            if !ranges.iter().any(|r| layout.bytes_on(k, r.offset, r.len) > 0) {
+                continue;
+            }
+            let server = layout.servers[k];
+            if matches!(&self.local, Some((id, _)) if *id == server) {
+                local = Some(k);
+                continue;
+            }
+            let connection = links.cells[k]
+                .get_or_init(|| {
+                    let addr = self.addr(server)?;
+                    self.pool.get(&addr).map_err(|e| remote(server, e))
+                })
+                .as_ref()
+                .map_err(Clone::clone)?;
             let request = Request::Read {
                 inode,
-                striping: striping(layout, *k),
-                ranges: ranges.to_vec(),
+                striping: striping(layout, k),
+                ranges: ranges.clone(),
             };
-            let call = connection
-                .send(&request, &[])
-                .map_err(|e| remote(layout.servers[*k], e))?;
-            calls.push((*k, call));
+            let call = connection.send(&request, &[]).map_err(|e| remote(server, e))?;
+            calls.push((k, call));
         }
-        match local {
-            // This process's own io server holds every byte (a colocated manager's own
-            // blocks): its stream is `out` itself, read straight into it.
-            Some((k, io)) if calls.is_empty() && out.len() as u64 == local_bytes(layout, k, ranges) => {
-                io.read_into(inode, striping(layout, k), ranges, out)?;
+        Ok(SentRead { ranges, local, calls })
+    }
+
+    /// Ends a read `send_read` started: this process's own server's bytes are read,
+    /// the remote answers waited for, each range's bytes placed in `outs[i]`.
+    pub fn finish_read(
+        &self,
+        sent: SentRead<'_>,
+        inode: InodeId,
+        layout: &Layout,
+        outs: &mut [&mut [u8]],
+    ) -> Result<(), WireError> {
+        let SentRead { ranges, local, calls } = sent;
+        debug_assert!(
+            ranges.len() == outs.len()
+                && ranges
+                    .iter()
+                    .zip(outs.iter())
+                    .all(|(r, o)| r.len == o.len() as u64)
+        );
+        if let (Some(k), Some((_, io))) = (local, &self.local) {
+            if calls.is_empty()
+                && ranges
+                    .iter()
+                    .all(|r| layout.bytes_on(k, r.offset, r.len) == r.len)
+            {
+                // This process's own io server holds every byte of every range (a
+                // colocated manager's own blocks): each is read straight into its
+                // buffer, adjacent ones by one preadv.
+                io.read_into_parts(inode, striping(layout, k), &ranges, outs)?;
+            } else {
+                let (_, data) = io.read(inode, striping(layout, k), &ranges)?;
+                Self::scatter(layout, k, &ranges, &data, outs)?;
             }
-            Some((k, io)) => {
-                let (_, data) = io.read(inode, striping(layout, k), ranges)?;
-                Self::scatter(layout, k, ranges, &data, out)?;
-            }
-            None => {}
         }
         for (k, call) in calls {
             let (_, data) = call.wait().map_err(|e| remote(layout.servers[k], e))?;
-            Self::scatter(layout, k, ranges, &data, out)?;
+            Self::scatter(layout, k, &ranges, &data, outs)?;
         }
         Ok(())
     }
@@ -155,24 +222,23 @@ impl Backing {
         }
     }
 
-    /// Places server `k`'s stream of `ranges` into `out` (the ranges' bytes in list
-    /// order).
+    /// Places server `k`'s stream of `ranges` into `outs` (range `i`'s bytes in
+    /// `outs[i]`).
     fn scatter(
         layout: &Layout,
         k: usize,
         ranges: &[Range],
         stream: &[u8],
-        out: &mut [u8],
+        outs: &mut [&mut [u8]],
     ) -> Result<(), WireError> {
         let mut at = 0usize;
-        let mut base = 0usize;
-        for range in ranges {
+        for (range, out) in ranges.iter().zip(outs.iter_mut()) {
             for piece in layout
                 .pieces_on(k, range.offset, range.len)
                 .expect("ranges checked")
             {
                 let n = piece.len as usize;
-                let into = base + (piece.file_offset - range.offset) as usize;
+                let into = (piece.file_offset - range.offset) as usize;
                 let Some(bytes) = stream.get(at..at + n) else {
                     return Err(WireError::new(
                         ErrorCode::Io,
@@ -182,7 +248,6 @@ impl Backing {
                 out[into..into + n].copy_from_slice(bytes);
                 at += n;
             }
-            base += range.len as usize;
         }
         Ok(())
     }

@@ -75,9 +75,16 @@
 //! shared segment are copied from there into the blocks (`CacheService::handle_borrowed`).
 //! Write-backs to this process's own io server go range by range from the blocks' bytes
 //! (never gathered into one stream), after the remote servers' requests are sent; one
-//! write-back keeps up to 4 batches of 4 MiB in flight. A colocated manager's fetch that
-//! its own io server holds whole is read straight into the fetch buffer
-//! (`IoService::read_into`), and a read batch that missed advises the manager's next
+//! write-back keeps up to 4 batches of 4 MiB in flight, a sliding window (a sender takes
+//! the next batch as soon as its last is answered). A read's fetch reads each block
+//! missing whole into a buffer of its own (`Cache::fetch_buffer`: pooled block memory,
+//! else fresh) that becomes the block's bytes (`Cache::install`, no copy); only a resident
+//! block's gaps go through a separate buffer and `fill`. A colocated manager whose own io
+//! server holds a fetch whole reads it straight into those buffers (`IoService::read_into`,
+//! no zero-fill first). A read through the cache from a colocated client's shared segment
+//! (`ShmCall`) is answered by `CacheService::reply_into` (`Handler::reply_into` in
+//! weft-rpc): the pieces are copied from the blocks straight into the client's region,
+//! with no reply buffer, when the reply fits there. A read batch that missed advises the manager's next
 //! 4 MiB of blocks `POSIX_FADV_WILLNEED` on its own io server (read-ahead into the page
 //! cache, not into the tier).
 //! `CacheService::write_back_all` writes every dirty block back (a delegate leaving).
@@ -105,11 +112,11 @@ use weft_layout::{InodeId, Layout};
 use weft_proto::frame::DATA_BYTES_MAX;
 use weft_proto::msg::{CacheFile, CacheStats, Request, Response};
 use weft_proto::{ErrorCode, Range, Striping, WireError};
-use weft_rpc::ConnectionId;
+use weft_rpc::{ConnectionId, ReplyInto as Reply};
 
 pub use backing::{fixed_directory, Backing, Directory};
 use cio::{Asked, ReadMode};
-use tier::{Blocked, Fetching, Found, Ticket, Tier};
+use tier::{Blocked, Fetched, Fetching, Found, Ticket, Tier};
 use weft_cache::store::{Snapshot, WriteBack};
 use weft_cache::Admission;
 use weft_proto::pattern::AccessPattern;
@@ -254,7 +261,9 @@ impl CacheService {
         let inner = &self.inner;
         let reply = match request {
             Request::ViaCache { file, request } => {
-                return inner.via_cache(connection, &file, *request, &data)
+                return inner
+                    .via_cache(connection, &file, &request, &data, Dest::Reply)
+                    .map(into_frame)
             }
             Request::ViaCacheAware {
                 file,
@@ -262,7 +271,9 @@ impl CacheService {
                 request,
             } => {
                 inner.check_incarnation(&file)?;
-                return inner.read_aware(connection, &file, &pattern, *request);
+                return inner
+                    .read_aware(connection, &file, &pattern, &request, Dest::Reply)
+                    .map(into_frame);
             }
             Request::CacheCioStats => Response::CacheCioStats(inner.cio.stats()),
             Request::CacheFlush { file } => {
@@ -329,8 +340,40 @@ impl CacheService {
         data: &[u8],
     ) -> Result<(Response, Vec<u8>), WireError> {
         match request {
-            Request::ViaCache { file, request } => self.inner.via_cache(connection, &file, *request, data),
+            Request::ViaCache { file, request } => self
+                .inner
+                .via_cache(connection, &file, &request, data, Dest::Reply)
+                .map(into_frame),
             other => self.handle(connection, other, data.to_vec()),
+        }
+    }
+
+    /// Serves a read through the cache (`ViaCache` or `ViaCacheAware` carrying a read)
+    /// with its reply written straight from the blocks into `region`, a colocated
+    /// client's shared memory, when it fits there (`Reply::Placed`); else the reply's
+    /// bytes to send (`Reply::Data`). `None`: not such a read.
+    pub fn reply_into(
+        &self,
+        connection: ConnectionId,
+        request: &Request,
+        region: &weft_rpc::shm::Region,
+    ) -> Option<Result<(Response, Reply), WireError>> {
+        let inner = &self.inner;
+        let read = |r: &Request| matches!(r, Request::Read { .. } | Request::ReadView { .. });
+        match request {
+            Request::ViaCache { file, request } if read(request) => {
+                Some(inner.via_cache(connection, file, request, &[], Dest::Region(region)))
+            }
+            Request::ViaCacheAware {
+                file,
+                pattern,
+                request,
+            } if read(request) => {
+                Some(inner.check_incarnation(file).and_then(|()| {
+                    inner.read_aware(connection, file, pattern, request, Dest::Region(region))
+                }))
+            }
+            _ => None,
         }
     }
 
@@ -425,13 +468,15 @@ impl Inner {
         }
     }
 
+    /// A read or write through the cache; a read's reply goes to `dest`.
     fn via_cache(
         &self,
         connection: ConnectionId,
         file: &CacheFile,
-        request: Request,
+        request: &Request,
         data: &[u8],
-    ) -> Result<(Response, Vec<u8>), WireError> {
+        dest: Dest<'_>,
+    ) -> Result<(Response, Reply), WireError> {
         self.check_incarnation(file)?;
         let check_inode = |inode: InodeId| {
             if inode == file.inode {
@@ -458,12 +503,12 @@ impl Inner {
                 striping,
                 ranges,
             } => {
-                check_inode(inode)?;
+                check_inode(*inode)?;
                 let layout = striping.layout();
-                let pieces = range_pieces(&layout, striping, &ranges)?;
+                let pieces = range_pieces(&layout, *striping, ranges)?;
                 match write {
-                    true => self.write(file, striping, pieces, data),
-                    false => self.read(file, striping, pieces, &ReadMode::Plain),
+                    true => self.write(file, *striping, pieces, data),
+                    false => self.read(file, *striping, pieces, &ReadMode::Plain, dest),
                 }
             }
             Request::WriteView {
@@ -480,13 +525,13 @@ impl Inner {
                 view_offset,
                 len,
             } => {
-                check_inode(inode)?;
-                let view = self.views.get(connection, view)?;
+                check_inode(*inode)?;
+                let view = self.views.get(connection, *view)?;
                 let layout = striping.layout();
-                let pieces = view_pieces(&view, &layout, striping, view_offset, len)?;
+                let pieces = view_pieces(&view, &layout, *striping, *view_offset, *len)?;
                 match write {
-                    true => self.write(file, striping, pieces, data),
-                    false => self.read(file, striping, pieces, &ReadMode::Plain),
+                    true => self.write(file, *striping, pieces, data),
+                    false => self.read(file, *striping, pieces, &ReadMode::Plain, dest),
                 }
             }
             other => Err(WireError::new(
@@ -502,7 +547,7 @@ impl Inner {
         striping: Striping,
         pieces: Pieces<impl Iterator<Item = (u64, u64)>>,
         data: &[u8],
-    ) -> Result<(Response, Vec<u8>), WireError> {
+    ) -> Result<(Response, Reply), WireError> {
         let stream_len = pieces.stream_len;
         // Checked before anything is written, so a mismatched write changes nothing.
         if data.len() as u64 != stream_len {
@@ -531,58 +576,93 @@ impl Inner {
         if self.tier.dirty_bytes() >= writeback::eager_bytes(&self.config) {
             self.writeback.kick();
         }
-        Ok((Response::Bytes(stream_len), Vec::new()))
+        Ok((Response::Bytes(stream_len), Reply::Data(Vec::new())))
     }
 
+    /// Serves a read of `pieces`: its reply's bytes go to `dest` (a shared-memory
+    /// region the reply fits in, else a reply buffer).
     fn read(
         &self,
         file: &CacheFile,
         striping: Striping,
         pieces: Pieces<impl Iterator<Item = (u64, u64)>>,
         mode: &ReadMode,
-    ) -> Result<(Response, Vec<u8>), WireError> {
+        dest: Dest<'_>,
+    ) -> Result<(Response, Reply), WireError> {
         let block_size = striping.stripe_size_bytes;
         let stream_len = pieces.stream_len;
-        let mut out = vec![0u8; stream_len as usize];
-        let mut batch = ReadBatch::new(block_size, striping.stripe_count as u64);
-        // One buffer for every batch's fetch: no fresh memory per batch.
-        let mut fetched = Vec::new();
-        pieces.for_each_block(block_size, |block, run| {
+        let mut reply = Vec::new();
+        let mut region_out;
+        let out: &mut dyn Out = match dest {
+            Dest::Region(region) if stream_len <= region.len() => {
+                // One madvise for the region's pages rather than a fault per page.
+                region.populate(stream_len, true);
+                region_out = RegionOut(region);
+                &mut region_out
+            }
+            _ => {
+                reply = vec![0u8; stream_len as usize];
+                &mut reply
+            }
+        };
+        let managers = striping.stripe_count as u64;
+        let links = self.backing.links(&file.layout);
+        // Up to `READ_BATCHES_IN_FLIGHT` batches' fetches in flight at once (to all the
+        // io servers each), oldest served first; the blocks a batch could not serve
+        // (fetched by another request meanwhile, or no room) are served one by one at
+        // the end, when this request holds no fetch another might wait for.
+        let mut window: Window<'_> = Default::default();
+        let mut later: Later = Vec::new();
+        let mut batch = ReadBatch::new(block_size, managers);
+        let walked = pieces.for_each_block(block_size, |block, run| {
             if !batch.fits(block, run.len()) {
-                self.read_batch(file, block_size, &batch, mode, &mut out, &mut fetched)?;
-                batch.clear();
+                let full = std::mem::replace(&mut batch, ReadBatch::new(block_size, managers));
+                let started = self.start_batch(file, block_size, full, mode, &links, out)?;
+                self.slide(file, block_size, started, mode, &mut window, out, &mut later)?;
             }
             batch.push(block, run);
             Ok(())
-        })?;
-        self.read_batch(file, block_size, &batch, mode, &mut out, &mut fetched)?;
-        Ok((Response::Bytes(stream_len), out))
+        });
+        let mut served = walked
+            .and_then(|()| self.start_batch(file, block_size, batch, mode, &links, out))
+            .and_then(|started| self.slide(file, block_size, started, mode, &mut window, out, &mut later));
+        while let Some(oldest) = window.pop_front() {
+            if served.is_err() {
+                self.abandon_batch(file, oldest);
+                continue;
+            }
+            served = self.finish_batch(file, block_size, oldest, mode, out, &mut later);
+        }
+        served?;
+        for (block, pieces) in later {
+            let key = BlockKey::new(file.inode, block);
+            let ranges: Vec<std::ops::Range<u32>> =
+                pieces.iter().map(|p| p.offset..p.offset + p.len).collect();
+            let snapshot = self.block_for_read(key, &file.layout, block_size, &ranges, mode)?;
+            copy_pieces(&pieces, snapshot.block(), out);
+        }
+        let placed = match dest {
+            Dest::Region(region) if stream_len <= region.len() => Reply::Placed(stream_len),
+            _ => Reply::Data(reply),
+        };
+        Ok((Response::Bytes(stream_len), placed))
     }
 
-    /// Serves a batch of a read's blocks: looks them all up, fetches every missing one
-    /// with one list read per io server (a cold read pays one round trip per batch,
-    /// not per block), fills them, and copies each block's pieces out as soon as its
-    /// bytes are there (one snapshot held at a time: the store charges the bytes of
-    /// snapshots still held, so a batch never pins memory). A block another request is
-    /// fetching, or that memory pressure kept out, is served on its own afterwards,
-    /// when this batch holds no fetch open that the other request might wait for.
-    fn read_batch(
+    /// Starts a batch of a read's blocks: looks them all up, copies out the hits, and
+    /// sends the fetch of every missing one (one list read per io server for the
+    /// batch: a cold read pays one round trip per batch, not per block). A block
+    /// another request is fetching is left for later (`finish_batch`).
+    fn start_batch<'c>(
         &self,
         file: &CacheFile,
         block_size: u64,
-        batch: &ReadBatch,
+        batch: ReadBatch,
         mode: &ReadMode,
-        out: &mut [u8],
-        fetched: &mut Vec<u8>,
-    ) -> Result<(), WireError> {
+        links: &'c backing::Links,
+        out: &mut dyn Out,
+    ) -> Result<BatchInFlight<'c>, WireError> {
         let layout = &file.layout;
         let key_of = |block: u64| BlockKey::new(file.inode, block);
-        let copy_out = |i: usize, bytes: &[u8], out: &mut [u8]| {
-            for p in &batch.pieces[batch.runs[i].1.clone()] {
-                let (at, n) = (p.offset as usize, p.len as usize);
-                out[p.stream_at..p.stream_at + n].copy_from_slice(&bytes[at..at + n]);
-            }
-        };
         let mut done = vec![false; batch.runs.len()];
         let mut fetches: Vec<BatchFetch> = Vec::new();
         let abandon = |fetches: &[BatchFetch]| {
@@ -592,19 +672,18 @@ impl Inner {
         };
         for (i, (block, _)) in batch.runs.iter().enumerate() {
             let ranges = batch.ranges(i);
-            let touch = mode.touch();
             let found = self.tier.lookup(
                 key_of(*block),
                 layout,
                 block_size,
                 &ranges,
-                touch,
+                mode.touch(),
                 Fetching::Return,
             );
             match found {
                 Ok(Found::Hit(snapshot)) => {
                     self.counters.hits.fetch_add(1, Ordering::Relaxed);
-                    copy_out(i, snapshot.block(), out);
+                    copy_pieces(batch.run_pieces(i), snapshot.block(), out);
                     done[i] = true;
                 }
                 Ok(Found::Fetch {
@@ -625,71 +704,227 @@ impl Inner {
                 }
             }
         }
+        let mut sent = None;
+        let mut buffers = Vec::new();
         if !fetches.is_empty() {
-            let file_ranges: Vec<Range> = fetches
-                .iter()
-                .flat_map(|f| {
-                    let start = batch.runs[f.run].0 * block_size;
-                    f.gaps.iter().map(move |g| Range {
-                        offset: start + g.start as u64,
-                        len: (g.end - g.start) as u64,
-                    })
-                })
-                .collect();
-            let total: u64 = file_ranges.iter().map(|r| r.len).sum();
             // Read-ahead along the pattern: the batch missed, so the blocks of this
             // manager that follow its last are likely asked for next; the io server's
             // page cache starts on them while this batch is fetched.
             let last = batch.runs.iter().map(|(b, _)| *b).max().unwrap_or(0);
             self.backing
                 .will_need(file.inode, layout, &read_ahead(last, block_size, batch.managers));
-            fetched.clear();
-            fetched.resize(total as usize, 0);
-            if let Err(e) = self.backing.read(file.inode, layout, &file_ranges, fetched) {
+            let wanted: Vec<Wanted<'_>> = fetches
+                .iter()
+                .map(|f| Wanted {
+                    block: batch.runs[f.run].0,
+                    gaps: &f.gaps,
+                    resident: f.resident,
+                })
+                .collect();
+            let (file_ranges, made) = self.fetch_buffers(block_size, &wanted);
+            buffers = made;
+            match self.backing.send_read(links, file.inode, layout, file_ranges) {
+                Ok(s) => sent = Some(s),
+                Err(e) => {
+                    abandon(&fetches);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(BatchInFlight {
+            batch,
+            done,
+            fetches,
+            buffers,
+            sent,
+        })
+    }
+
+    /// Adds a batch just started to the window, and serves the oldest if that makes
+    /// more than `READ_BATCHES_IN_FLIGHT`.
+    #[allow(clippy::too_many_arguments)]
+    fn slide<'c>(
+        &self,
+        file: &CacheFile,
+        block_size: u64,
+        started: BatchInFlight<'c>,
+        mode: &ReadMode,
+        window: &mut Window<'c>,
+        out: &mut dyn Out,
+        later: &mut Later,
+    ) -> Result<(), WireError> {
+        window.push_back(started);
+        if window.len() > READ_BATCHES_IN_FLIGHT {
+            let oldest = window.pop_front().expect("not empty");
+            self.finish_batch(file, block_size, oldest, mode, out, later)?;
+        }
+        Ok(())
+    }
+
+    /// A batch `start_batch` began and that is given up (the request failed): its
+    /// fetches end, so that other requests may make them.
+    fn abandon_batch(&self, file: &CacheFile, started: BatchInFlight<'_>) {
+        for f in &started.fetches {
+            self.tier
+                .abandon_fetch(BlockKey::new(file.inode, started.batch.runs[f.run].0), f.ticket);
+        }
+    }
+
+    /// Ends a batch `start_batch` began: waits for its fetch, hands each block's bytes
+    /// to the tier and copies its pieces out (one snapshot held at a time: the store
+    /// charges the bytes of snapshots still held, so a batch never pins memory). The
+    /// blocks not served (fetched by another request, no room, a fetch revoked) go to
+    /// `later`.
+    fn finish_batch(
+        &self,
+        file: &CacheFile,
+        block_size: u64,
+        started: BatchInFlight<'_>,
+        mode: &ReadMode,
+        out: &mut dyn Out,
+        later: &mut Later,
+    ) -> Result<(), WireError> {
+        let BatchInFlight {
+            batch,
+            mut done,
+            fetches,
+            mut buffers,
+            sent,
+        } = started;
+        let layout = &file.layout;
+        let key_of = |block: u64| BlockKey::new(file.inode, block);
+        let abandon = |fetches: &[BatchFetch]| {
+            for f in fetches {
+                self.tier.abandon_fetch(key_of(batch.runs[f.run].0), f.ticket);
+            }
+        };
+        if let Some(sent) = sent {
+            let mut outs = fetch_outs(block_size, &mut buffers, fetches.iter().map(|f| &f.gaps[..]));
+            if let Err(e) = self.backing.finish_read(sent, file.inode, layout, &mut outs) {
                 abandon(&fetches);
                 return Err(e);
             }
+            let total: u64 = outs.iter().map(|o| o.len() as u64).sum();
             self.counters.fetched_bytes.fetch_add(total, Ordering::Relaxed);
-            let mut at = 0usize;
-            for (n, f) in fetches.iter().enumerate() {
-                let key = key_of(batch.runs[f.run].0);
-                let parts = fetched_parts(&f.gaps, fetched, &mut at);
-                let admission = self.admission(mode, key, f.resident);
-                match self
-                    .tier
-                    .fill(key, f.ticket, layout, block_size, &f.ranges, &parts, admission)
-                {
-                    Ok(Ok(Some(snapshot))) => {
-                        self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                        copy_out(f.run, snapshot.block(), out);
-                        done[f.run] = true;
-                    }
-                    Ok(Ok(None)) => {
-                        // Not admitted, and all of the block was fetched: serve it as is.
-                        self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                        debug_assert_eq!(parts.len(), 1);
-                        copy_out(f.run, parts[0].1, out);
-                        done[f.run] = true;
-                    }
-                    // No room now, or the fetch was revoked (a truncate, punch or drop
-                    // meanwhile): served on its own below, which makes room first or
-                    // fetches again.
-                    Ok(Err(_)) => {}
-                    Err(e) => {
-                        abandon(&fetches[n + 1..]);
-                        return Err(e);
-                    }
+        }
+        for (n, (f, buffer)) in fetches.iter().zip(buffers).enumerate() {
+            let key = key_of(batch.runs[f.run].0);
+            let admission = self.admission(mode, key, f.resident);
+            match self.fill(
+                key, f.ticket, layout, block_size, &f.ranges, &f.gaps, buffer, admission,
+            ) {
+                Ok(Ok(snapshot)) => {
+                    self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                    copy_pieces(batch.run_pieces(f.run), snapshot.block(), out);
+                    done[f.run] = true;
+                }
+                // No room now, or the fetch was revoked (a truncate, punch or drop
+                // meanwhile): served on its own later, which makes room first or
+                // fetches again.
+                Ok(Err(_)) => {}
+                Err(e) => {
+                    abandon(&fetches[n + 1..]);
+                    return Err(e);
                 }
             }
         }
         for (i, (block, _)) in batch.runs.iter().enumerate() {
             if !done[i] {
-                let bytes =
-                    self.block_for_read(key_of(*block), layout, block_size, &batch.ranges(i), mode)?;
-                copy_out(i, bytes.as_slice(), out);
+                later.push((*block, batch.run_pieces(i).to_vec()));
             }
         }
         Ok(())
+    }
+
+    /// The file ranges of the `wanted` blocks' gaps, and a buffer for each block: a
+    /// block missing whole gets one that becomes its bytes (`FetchBuffer::Block`), the
+    /// gaps of a resident one a buffer of their own to copy in.
+    fn fetch_buffers(&self, block_size: u64, wanted: &[Wanted<'_>]) -> (Vec<Range>, Vec<FetchBuffer>) {
+        let whole = 0..block_size as u32;
+        let mut file_ranges: Vec<Range> = Vec::new();
+        let mut buffers: Vec<FetchBuffer> = Vec::with_capacity(wanted.len());
+        for w in wanted {
+            let start = w.block * block_size;
+            file_ranges.extend(w.gaps.iter().map(|g| Range {
+                offset: start + g.start as u64,
+                len: (g.end - g.start) as u64,
+            }));
+            buffers.push(if !w.resident && w.gaps.len() == 1 && w.gaps[0] == whole {
+                FetchBuffer::Block(self.tier.fetch_buffer(block_size))
+            } else {
+                let len: u32 = w.gaps.iter().map(|g| g.end - g.start).sum();
+                FetchBuffer::Gaps(vec![0u8; len as usize])
+            });
+        }
+        (file_ranges, buffers)
+    }
+
+    /// Reads the `wanted` blocks' gaps from the io servers into buffers of
+    /// `fetch_buffers`, one list read per server.
+    fn fetch(
+        &self,
+        inode: InodeId,
+        layout: &Layout,
+        block_size: u64,
+        wanted: &[Wanted<'_>],
+    ) -> Result<Vec<FetchBuffer>, WireError> {
+        let (file_ranges, mut buffers) = self.fetch_buffers(block_size, wanted);
+        let mut outs = fetch_outs(block_size, &mut buffers, wanted.iter().map(|w| w.gaps));
+        self.backing.read_parts(inode, layout, &file_ranges, &mut outs)?;
+        let total: u64 = file_ranges.iter().map(|r| r.len).sum();
+        self.counters.fetched_bytes.fetch_add(total, Ordering::Relaxed);
+        Ok(buffers)
+    }
+
+    /// Hands a block's fetched bytes to the tier (see `Tier::fill`); the block's bytes
+    /// with every piece of `ranges` valid, or what to do first.
+    #[allow(clippy::too_many_arguments)]
+    fn fill(
+        &self,
+        key: BlockKey,
+        ticket: Ticket,
+        layout: &Layout,
+        block_size: u64,
+        ranges: &[std::ops::Range<u32>],
+        gaps: &[std::ops::Range<u32>],
+        buffer: FetchBuffer,
+        admission: Option<Admission>,
+    ) -> Result<Result<Snapshot, Blocked>, WireError> {
+        let filled = match &buffer {
+            FetchBuffer::Block(_) => None,
+            FetchBuffer::Gaps(bytes) => {
+                let parts = fetched_parts(gaps, bytes, &mut 0);
+                Some(self.tier.fill(
+                    key,
+                    ticket,
+                    layout,
+                    block_size,
+                    ranges,
+                    Fetched::Parts(&parts),
+                    admission,
+                )?)
+            }
+        };
+        let filled = match (filled, buffer) {
+            (Some(filled), _) => filled,
+            (None, FetchBuffer::Block(bytes)) => self.tier.fill(
+                key,
+                ticket,
+                layout,
+                block_size,
+                ranges,
+                Fetched::Block(bytes),
+                admission,
+            )?,
+            (None, FetchBuffer::Gaps(_)) => unreachable!("gaps are filled above"),
+        };
+        Ok(match filled {
+            Ok(Some(snapshot)) => Ok(snapshot),
+            // Not admitted, and the block left the cache while only its gaps were
+            // fetched: fetch it again, whole.
+            Ok(None) => Err(Blocked::Again),
+            Err(blocked) => Err(blocked),
+        })
     }
 
     /// How a block fetched for a read enters the cache: normally; for a pattern-aware
@@ -719,7 +954,7 @@ impl Inner {
         block_size: u64,
         ranges: &[std::ops::Range<u32>],
         mode: &ReadMode,
-    ) -> Result<BlockBytes, WireError> {
+    ) -> Result<Snapshot, WireError> {
         let mut first = true;
         loop {
             let (gaps, resident, ticket) =
@@ -734,7 +969,7 @@ impl Inner {
                             &self.counters.misses
                         };
                         counter.fetch_add(1, Ordering::Relaxed);
-                        return Ok(BlockBytes::Cached(snapshot));
+                        return Ok(snapshot);
                     }
                     Found::Wait => {
                         first = false;
@@ -746,36 +981,23 @@ impl Inner {
                         ticket,
                     } => (gaps, resident, ticket),
                 };
-            let start = key.block * block_size;
-            let file_ranges: Vec<Range> = gaps
-                .iter()
-                .map(|g| Range {
-                    offset: start + g.start as u64,
-                    len: (g.end - g.start) as u64,
-                })
-                .collect();
-            let total: u64 = file_ranges.iter().map(|r| r.len).sum();
-            let mut fetched = vec![0u8; total as usize];
-            if let Err(e) = self.backing.read(key.inode, layout, &file_ranges, &mut fetched) {
-                self.tier.abandon_fetch(key, ticket);
-                return Err(e);
-            }
-            self.counters.fetched_bytes.fetch_add(total, Ordering::Relaxed);
-            let admission = self.admission(mode, key, resident);
-            let parts = fetched_parts(&gaps, &fetched, &mut 0);
-            match self
-                .tier
-                .fill(key, ticket, layout, block_size, ranges, &parts, admission)?
-            {
-                Ok(Some(snapshot)) => {
-                    self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                    return Ok(BlockBytes::Cached(snapshot));
+            let wanted = [Wanted {
+                block: key.block,
+                gaps: &gaps,
+                resident,
+            }];
+            let buffer = match self.fetch(key.inode, layout, block_size, &wanted) {
+                Ok(mut buffers) => buffers.pop().expect("one block wanted"),
+                Err(e) => {
+                    self.tier.abandon_fetch(key, ticket);
+                    return Err(e);
                 }
-                Ok(None) => {
-                    // Not admitted (and not resident: all of the block was fetched).
+            };
+            let admission = self.admission(mode, key, resident);
+            match self.fill(key, ticket, layout, block_size, ranges, &gaps, buffer, admission)? {
+                Ok(snapshot) => {
                     self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                    debug_assert_eq!(total, block_size);
-                    return Ok(BlockBytes::Fetched(fetched));
+                    return Ok(snapshot);
                 }
                 Err(blocked) => self.unblock(blocked)?,
             }
@@ -792,9 +1014,10 @@ impl Inner {
         connection: ConnectionId,
         file: &CacheFile,
         pattern: &AccessPattern,
-        request: Request,
-    ) -> Result<(Response, Vec<u8>), WireError> {
-        let (inode, striping) = match &request {
+        request: &Request,
+        dest: Dest<'_>,
+    ) -> Result<(Response, Reply), WireError> {
+        let (inode, striping) = match request {
             Request::Read { inode, striping, .. } | Request::ReadView { inode, striping, .. } => {
                 (*inode, *striping)
             }
@@ -822,8 +1045,8 @@ impl Inner {
         let layout = striping.layout();
         match request {
             Request::Read { ranges, .. } => {
-                let pieces = range_pieces(&layout, striping, &ranges)?;
-                self.read(file, striping, pieces, &mode)
+                let pieces = range_pieces(&layout, striping, ranges)?;
+                self.read(file, striping, pieces, &mode, dest)
             }
             Request::ReadView {
                 view,
@@ -831,9 +1054,9 @@ impl Inner {
                 len,
                 ..
             } => {
-                let view = self.views.get(connection, view)?;
-                let pieces = view_pieces(&view, &layout, striping, view_offset, len)?;
-                self.read(file, striping, pieces, &mode)
+                let view = self.views.get(connection, *view)?;
+                let pieces = view_pieces(&view, &layout, striping, *view_offset, *len)?;
+                self.read(file, striping, pieces, &mode, dest)
             }
             _ => unreachable!("checked above"),
         }
@@ -999,40 +1222,41 @@ impl Inner {
             }
             self.backing.write(inode, &layout, &ranges, &data)
         };
-        let mut failed: Option<WireError> = None;
-        let mut pending = batches.into_iter();
-        loop {
-            let group: Vec<Vec<WriteBack>> = pending.by_ref().take(WRITE_BACK_BATCHES_IN_FLIGHT).collect();
-            if group.is_empty() {
+        // A sliding window: each of up to `WRITE_BACK_BATCHES_IN_FLIGHT` senders takes
+        // the next batch as soon as its last one is answered (no waiting for the
+        // slowest of a group), until none is left or one fails.
+        let workers = WRITE_BACK_BATCHES_IN_FLIGHT.min(batches.len());
+        let queue = std::sync::Mutex::new(batches.into_iter());
+        let failed: std::sync::Mutex<Option<WireError>> = std::sync::Mutex::new(None);
+        let work = || loop {
+            if failed.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
                 break;
             }
-            let results: Vec<Result<(), WireError>> = match group.len() {
-                1 => vec![send(&group[0])],
-                _ => std::thread::scope(|scope| {
-                    let running: Vec<_> = group.iter().map(|b| scope.spawn(|| send(b))).collect();
-                    running
-                        .into_iter()
-                        .map(|r| {
-                            r.join().unwrap_or_else(|_| {
-                                Err(WireError::new(ErrorCode::Io, "a write-back thread panicked"))
-                            })
-                        })
-                        .collect()
-                }),
+            let Some(batch) = queue.lock().unwrap_or_else(|p| p.into_inner()).next() else {
+                break;
             };
-            for (batch, result) in group.into_iter().zip(results) {
-                self.tier.end_write_backs(batch, result.is_ok());
-                if let Err(e) = result {
-                    failed.get_or_insert(e);
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| send(&batch)))
+                .unwrap_or_else(|_| Err(WireError::new(ErrorCode::Io, "a write-back sender panicked")));
+            self.tier.end_write_backs(batch, result.is_ok());
+            if let Err(e) = result {
+                failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+            }
+        };
+        if workers <= 1 {
+            work();
+        } else {
+            std::thread::scope(|scope| {
+                for _ in 1..workers {
+                    scope.spawn(work);
                 }
-            }
-            if failed.is_some() {
-                break;
-            }
+                work();
+            });
         }
-        let Some(e) = failed else { return Ok(()) };
+        let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) else {
+            return Ok(());
+        };
         // Not sent: kept dirty.
-        for batch in pending {
+        for batch in queue.into_inner().unwrap_or_else(|p| p.into_inner()) {
             self.tier.end_write_backs(batch, false);
         }
         if e.code == ErrorCode::Stale {
@@ -1090,26 +1314,122 @@ impl Inner {
 }
 
 /// Write-back requests (of up to `WRITE_BACK_BATCH_BYTES`) one write-back keeps in
-/// flight: the io servers write one batch while the next travels.
+/// flight, as a sliding window: the io servers write one batch while the next travels.
 const WRITE_BACK_BATCHES_IN_FLIGHT: usize = 4;
 
 /// Rounds a flush makes over blocks that other write-backs had in flight and that
 /// failed (or were written to again).
 const FLUSH_ROUNDS_MAX: usize = 3;
 
-/// A block's bytes for a read: a snapshot of the cached block, or the block as fetched
-/// when it was not admitted.
-enum BlockBytes {
-    Cached(Snapshot),
-    Fetched(Vec<u8>),
+/// Where a fetch reads a block's bytes into (`Inner::fetch`).
+enum FetchBuffer {
+    /// A block missing whole: the buffer becomes its bytes.
+    Block(Arc<[u8]>),
+    /// The gaps of a resident block, one after another.
+    Gaps(Vec<u8>),
 }
 
-impl BlockBytes {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            BlockBytes::Cached(s) => s.block(),
-            BlockBytes::Fetched(v) => v,
+/// The buffers a fetch reads into, one per gap in order (a block's own buffer is its
+/// one gap, the whole block).
+fn fetch_outs<'b, 'g>(
+    block_size: u64,
+    buffers: &'b mut [FetchBuffer],
+    gaps: impl Iterator<Item = &'g [std::ops::Range<u32>]>,
+) -> Vec<&'b mut [u8]> {
+    let mut outs: Vec<&mut [u8]> = Vec::new();
+    for (buffer, gaps) in buffers.iter_mut().zip(gaps) {
+        match buffer {
+            FetchBuffer::Block(bytes) => {
+                if Arc::get_mut(bytes).is_none() {
+                    *bytes = std::iter::repeat_n(0u8, block_size as usize).collect();
+                }
+                outs.push(Arc::get_mut(bytes).expect("a fresh buffer is held once"));
+            }
+            FetchBuffer::Gaps(bytes) => {
+                let mut rest = &mut bytes[..];
+                for g in gaps {
+                    let (this, next) = std::mem::take(&mut rest).split_at_mut((g.end - g.start) as usize);
+                    outs.push(this);
+                    rest = next;
+                }
+            }
         }
+    }
+    outs
+}
+
+/// Copies a run's pieces out of its block's bytes into the reply stream.
+fn copy_pieces(pieces: &[BlockPiece], block: &[u8], out: &mut dyn Out) {
+    for p in pieces {
+        let (at, n) = (p.offset as usize, p.len as usize);
+        out.put(p.stream_at, &block[at..at + n]);
+    }
+}
+
+/// A read's batches in flight, oldest first.
+type Window<'c> = std::collections::VecDeque<BatchInFlight<'c>>;
+
+/// A read's blocks left to serve one by one at its end, with their pieces.
+type Later = Vec<(u64, Vec<BlockPiece>)>;
+
+/// A read batch whose fetch `Inner::start_batch` sent.
+struct BatchInFlight<'c> {
+    batch: ReadBatch,
+    /// Runs served already (hits).
+    done: Vec<bool>,
+    fetches: Vec<BatchFetch>,
+    /// One per fetch.
+    buffers: Vec<FetchBuffer>,
+    sent: Option<backing::SentRead<'c>>,
+}
+
+/// Read batches one request keeps in flight besides the one being served (their
+/// fetches sent to the io servers while it is copied out).
+const READ_BATCHES_IN_FLIGHT: usize = 3;
+
+/// A block a fetch reads: its gaps (all it lacks) and whether it is resident.
+struct Wanted<'a> {
+    block: u64,
+    gaps: &'a [std::ops::Range<u32>],
+    resident: bool,
+}
+
+/// Where a read's reply goes.
+#[derive(Clone, Copy)]
+enum Dest<'a> {
+    /// A reply buffer (sent in the frame, or copied by the server into shared memory).
+    Reply,
+    /// A client's shared-memory region, written straight from the blocks when the
+    /// reply fits (else a reply buffer).
+    Region(&'a weft_rpc::shm::Region),
+}
+
+/// A reply made for the frame (`Dest::Reply`), which places nothing.
+fn into_frame((response, reply): (Response, Reply)) -> (Response, Vec<u8>) {
+    match reply {
+        Reply::Data(data) => (response, data),
+        Reply::Placed(_) => unreachable!("a reply for the frame is never placed"),
+    }
+}
+
+/// A read's reply stream, written piece by piece at stream offsets.
+trait Out {
+    fn put(&mut self, at: usize, bytes: &[u8]);
+}
+
+impl Out for Vec<u8> {
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        self[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+}
+
+/// A reply stream in a client's region (which the reply fits, checked first).
+struct RegionOut<'a>(&'a weft_rpc::shm::Region);
+
+impl Out for RegionOut<'_> {
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        let placed = self.0.write_at(at as u64, bytes);
+        debug_assert!(placed, "the reply fits the region");
     }
 }
 
@@ -1211,9 +1531,9 @@ impl ReadBatch {
         self.runs.push((block, start..self.pieces.len()));
     }
 
-    fn clear(&mut self) {
-        self.runs.clear();
-        self.pieces.clear();
+    /// Run `i`'s pieces.
+    fn run_pieces(&self, i: usize) -> &[BlockPiece] {
+        &self.pieces[self.runs[i].1.clone()]
     }
 
     /// Run `i`'s ranges in its block.

@@ -102,6 +102,15 @@ pub enum Found {
     Wait,
 }
 
+/// Bytes a fetch brings to `Tier::fill`.
+pub enum Fetched<'a> {
+    /// `(offset in block, bytes)` pieces, copied into the block.
+    Parts(&'a [(u32, &'a [u8])]),
+    /// The whole block, read into a buffer of `Tier::fetch_buffer`: it becomes the
+    /// block's bytes.
+    Block(std::sync::Arc<[u8]>),
+}
+
 /// What a lookup does when another request is fetching the block.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Fetching {
@@ -308,11 +317,19 @@ impl Tier {
         self.settled.notify_all();
     }
 
-    /// Hands in fetched bytes `(offset in block, bytes)` and ends the fetch; returns the
-    /// block's bytes for the request that fetched them (every piece of `ranges` valid).
-    /// A block not cached is admitted with `admission`, or with `None` left out of the
-    /// cache (`Ok(Ok(None))`: the caller serves the fetched bytes themselves). A fetch
-    /// revoked meanwhile installs nothing (`Blocked::Again`).
+    /// A buffer to fetch a whole block of `block_size_bytes` into, for `fill` with
+    /// `Fetched::Block` (pooled block memory when there is some).
+    pub fn fetch_buffer(&self, block_size_bytes: u64) -> std::sync::Arc<[u8]> {
+        self.state().cache.fetch_buffer(block_size_bytes as u32)
+    }
+
+    /// Hands in fetched bytes and ends the fetch; returns the block's bytes for the
+    /// request that fetched them (every piece of `ranges` valid). A block not cached is
+    /// admitted with `admission` (a whole block fetched into its own buffer becomes the
+    /// block, no copy), or with `None` left out of the cache: `Ok(Ok(None))` for
+    /// `Fetched::Parts` (the caller serves its fetched bytes themselves), the buffer
+    /// itself for `Fetched::Block`. A fetch revoked meanwhile installs nothing
+    /// (`Blocked::Again`).
     #[allow(clippy::too_many_arguments)]
     pub fn fill(
         &self,
@@ -321,7 +338,7 @@ impl Tier {
         layout: &Layout,
         block_size_bytes: u64,
         ranges: &[Range<u32>],
-        fetched: &[(u32, &[u8])],
+        fetched: Fetched<'_>,
         admission: Option<Admission>,
     ) -> Result<Result<Option<Snapshot>, Blocked>, WireError> {
         let mut state = self.state();
@@ -331,17 +348,30 @@ impl Tier {
             return Ok(Err(Blocked::Again));
         }
         state.fetching.remove(&key);
-        let admission = match admission {
-            Some(a) => a,
-            None if !state.cache.contains(&key) => return Ok(Ok(None)),
-            None => Admission::Normal,
+        let admission = match (admission, fetched) {
+            (Some(a), fetched) => (a, fetched),
+            (None, Fetched::Block(buffer)) if !state.cache.contains(&key) => {
+                return Ok(Ok(Some(Snapshot::detached(buffer))))
+            }
+            (None, _) if !state.cache.contains(&key) => return Ok(Ok(None)),
+            (None, fetched) => (Admission::Normal, fetched),
         };
+        let (admission, fetched) = admission;
         // The file's entry may have gone while the fetch ran (its last block dropped).
         self.check_file(&mut state, key.inode, layout, block_size_bytes)?;
         let len = block_size_bytes as u32;
-        for (offset, bytes) in fetched {
-            if let Err(b) = blocked(state.cache.fill(key, len, *offset, bytes, admission))? {
-                return Ok(Err(b));
+        match fetched {
+            Fetched::Block(buffer) => {
+                if let Err(b) = blocked(state.cache.install(key, len, buffer, admission))? {
+                    return Ok(Err(b));
+                }
+            }
+            Fetched::Parts(parts) => {
+                for (offset, bytes) in parts {
+                    if let Err(b) = blocked(state.cache.fill(key, len, *offset, bytes, admission))? {
+                        return Ok(Err(b));
+                    }
+                }
             }
         }
         // Under the same lock: every byte is valid now (fetched, or dirty).

@@ -14,7 +14,7 @@
 
 use proptest::prelude::*;
 
-use crate::tier::{Blocked, Fetching, Found, Ticket, Tier};
+use crate::tier::{Blocked, Fetched, Fetching, Found, Ticket, Tier};
 use weft_cache::policy::PolicyKind;
 use weft_cache::store::{Touch, WriteBack, ENTRY_OVERHEAD_BYTES};
 use weft_cache::BlockKey;
@@ -195,6 +195,17 @@ impl Run {
                 (g.start, &read[at - n..at])
             })
             .collect();
+        // A whole block fetched goes in as the block's own buffer (the read path's
+        // cold fetch), anything else as pieces.
+        let fetched = if p.gaps.len() == 1 && p.gaps[0] == (0..BS as u32) {
+            let mut buffer = self.tier.fetch_buffer(BS);
+            std::sync::Arc::get_mut(&mut buffer)
+                .expect("a fresh buffer")
+                .copy_from_slice(&read);
+            Fetched::Block(buffer)
+        } else {
+            Fetched::Parts(&parts)
+        };
         match self
             .tier
             .fill(
@@ -203,7 +214,7 @@ impl Run {
                 &self.layout,
                 BS,
                 WHOLE,
-                &parts,
+                fetched,
                 Some(weft_cache::Admission::Normal),
             )
             .unwrap()

@@ -135,6 +135,9 @@ fn view_windows<'a>(
 
 /// Bytes of `ranges` held by this server, refusing totals that cannot travel in a frame
 /// before any piece is walked.
+/// Most buffers one `preadv` of `read_into_parts` fills (the kernel's IOV_MAX).
+const PREADV_PARTS_MAX: usize = 1024;
+
 fn check_payload(carried: usize, expected: u64, what: &str) -> Result<(), WireError> {
     if carried as u64 == expected {
         Ok(())
@@ -334,9 +337,57 @@ impl IoService {
         let total = ranges_stream_len(&layout, index, ranges)?;
         check_payload(out.len(), total, "ranges")?;
         let file = self.objects.get(inode)?;
-        out.fill(0);
+        // Every byte of `out` is read, or zeroed past the object's end, by
+        // `read_pieces`: no zero-fill first (a cache manager's fetch reads every block
+        // through here).
         let pieces = range_pieces(&layout, index, ranges);
         sieve::read_pieces(&file, inode, pieces, out, PIECES_PER_REQUEST_MAX)
+    }
+
+    /// `read_into` of several ranges, each into its own buffer (`outs[i]` exactly this
+    /// server's bytes of `ranges[i]`: a cache manager's block buffers): pieces that
+    /// follow each other in the object are read by one `preadv`, so consecutive
+    /// blocks read as one request though each lands in its own buffer.
+    pub fn read_into_parts(
+        &self,
+        inode: InodeId,
+        striping: Striping,
+        ranges: &[Range],
+        outs: &mut [&mut [u8]],
+    ) -> Result<(), WireError> {
+        let layout = striping.layout();
+        let index = striping.server_index as usize;
+        if ranges.len() != outs.len() {
+            return Err(WireError::new(ErrorCode::InvalidArgument, "one buffer per range"));
+        }
+        for (range, out) in ranges.iter().zip(outs.iter()) {
+            let expected = ranges_stream_len(&layout, index, std::slice::from_ref(range))?;
+            check_payload(out.len(), expected, "range")?;
+        }
+        let file = self.objects.get(inode)?;
+        // (object offset, buffer) per piece, in order; runs of adjacent ones together.
+        let mut run: Vec<&mut [u8]> = Vec::new();
+        let mut run_at = 0u64;
+        let mut run_end = 0u64;
+        for (range, out) in ranges.iter().zip(outs.iter_mut()) {
+            let mut rest: &mut [u8] = out;
+            for piece in range_pieces(&layout, index, std::slice::from_ref(range)) {
+                let (this, next) = std::mem::take(&mut rest).split_at_mut(piece.len as usize);
+                rest = next;
+                if this.is_empty() {
+                    continue;
+                }
+                if run.is_empty() || piece.local_offset != run_end || run.len() >= PREADV_PARTS_MAX {
+                    sieve::read_vectored_full_at(&file, &mut run, run_at)
+                        .map_err(|e| io_error(e, inode, "read"))?;
+                    run.clear();
+                    run_at = piece.local_offset;
+                }
+                run_end = piece.local_offset + piece.len;
+                run.push(this);
+            }
+        }
+        sieve::read_vectored_full_at(&file, &mut run, run_at).map_err(|e| io_error(e, inode, "read"))
     }
 
     #[allow(clippy::too_many_arguments)]

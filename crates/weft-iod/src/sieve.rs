@@ -434,6 +434,74 @@ pub(crate) fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io:
     Ok(())
 }
 
+/// Fills `bufs`, one after another, from `offset` of `file` (bytes past its end read
+/// as zeros): `preadv`, again after a short read, until all are full.
+pub(crate) fn read_vectored_full_at(
+    file: &File,
+    bufs: &mut [&mut [u8]],
+    mut offset: u64,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (mut first, mut skip) = (0usize, 0usize);
+    while first < bufs.len() {
+        if bufs[first].len() == skip {
+            first += 1;
+            skip = 0;
+            continue;
+        }
+        let iov: Vec<libc::iovec> = bufs[first..]
+            .iter_mut()
+            .enumerate()
+            .map(|(j, b)| {
+                let from = if j == 0 { skip } else { 0 };
+                libc::iovec {
+                    iov_base: b[from..].as_mut_ptr().cast(),
+                    iov_len: b.len() - from,
+                }
+            })
+            .collect();
+        // SAFETY: every iovec points into a buffer we hold mutably for this call, with
+        // its length; the descriptor is open.
+        let n = unsafe {
+            libc::preadv(
+                file.as_raw_fd(),
+                iov.as_ptr(),
+                iov.len() as libc::c_int,
+                offset as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            // Past the object's end: a hole, read as zeros.
+            bufs[first][skip..].fill(0);
+            for b in &mut bufs[first + 1..] {
+                b.fill(0);
+            }
+            return Ok(());
+        }
+        let mut n = n as usize;
+        offset += n as u64;
+        while n > 0 {
+            let left = bufs[first].len() - skip;
+            if n >= left {
+                n -= left;
+                first += 1;
+                skip = 0;
+            } else {
+                skip += n;
+                n = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

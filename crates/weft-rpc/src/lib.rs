@@ -24,8 +24,10 @@
 //! (first fit, 4 KiB units), copies its data in and sends `ShmCall` (opcode 141: region
 //! offset and length, data length, the inner request); the worker checks the region
 //! against the segment, serves a plain read by `pread` straight into it
-//! (`reply_from_file`'s runs) and anything else through `Handler::handle_borrowed` (the io
-//! role writes the region's bytes to the object with no copy; other roles get a copy),
+//! (`reply_from_file`'s runs), a read the handler places itself through
+//! `Handler::reply_into` (the cache role, from its blocks), and anything else through
+//! `Handler::handle_borrowed` (the io role writes the region's bytes to the object with no
+//! copy; other roles get a copy),
 //! and answers `ShmPlaced` (tag 60: the inner response, bytes placed); a reply too large
 //! for its region travels in the frame. Each side populates its page-table entries for a
 //! region's pages before the first copy through them (`Region::populate`:
@@ -164,6 +166,6 @@ pub use client::{
     BIG_REPLY_BYTES,
 };
 pub use server::{
-    new_incarnation, serve, Changes, ConnectionId, FileReply, Handler, Inline, Peer, ServerHandle,
+    new_incarnation, serve, Changes, ConnectionId, FileReply, Handler, Inline, Peer, ReplyInto, ServerHandle,
     ServerIdentity, ServerLimits,
 };

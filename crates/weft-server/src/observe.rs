@@ -104,6 +104,26 @@ impl Handler for Metered {
         attempt
     }
 
+    fn reply_into(
+        &self,
+        connection: ConnectionId,
+        request: &Request,
+        region: &weft_rpc::shm::Region,
+    ) -> Option<Result<(Response, weft_rpc::ReplyInto), WireError>> {
+        let role = self.roles.role_of(request);
+        let call = self.metrics.begin(role, connection, request, 0);
+        // None: `handle_borrowed` serves it, and counts it.
+        let result = self.roles.reply_into(connection, request, region)?;
+        call.finish(
+            result.as_ref().map_err(|e| e.code).map(|(_, reply)| match reply {
+                weft_rpc::ReplyInto::Placed(n) => *n,
+                weft_rpc::ReplyInto::Data(data) => data.len() as u64,
+            }),
+            false,
+        );
+        Some(result)
+    }
+
     fn reply_from_file(
         &self,
         connection: ConnectionId,

@@ -719,6 +719,24 @@ impl Handler for Roles {
         self.io.as_ref().map_or(0, |io| io.reply_bytes_hint(request))
     }
 
+    /// A read through the cache from a colocated client: the cache role writes its
+    /// reply from the blocks straight into the client's shared region, after the same
+    /// capability gate as `handle`'s.
+    fn reply_into(
+        &self,
+        connection: ConnectionId,
+        request: &Request,
+        region: &weft_rpc::shm::Region,
+    ) -> Option<Result<(Response, weft_rpc::ReplyInto), WireError>> {
+        let cache = self.cache.as_ref().filter(|c| c.serves(request))?;
+        if let Some(gate) = &self.gate {
+            if let Err(e) = gate.check(connection, request) {
+                return Some(Err(e));
+            }
+        }
+        cache.reply_into(connection, request, region)
+    }
+
     fn reply_from_file(
         &self,
         connection: ConnectionId,

@@ -90,6 +90,13 @@ impl Snapshot {
         self.range.clone()
     }
 
+    /// A snapshot of bytes that are no block's (a block fetched and left out of the
+    /// cache), all of them shown.
+    pub fn detached(bytes: Arc<[u8]>) -> Snapshot {
+        let range = 0..bytes.len() as u32;
+        Snapshot { bytes, range }
+    }
+
     /// The whole block as it was (only the valid bytes mean anything).
     pub fn block(&self) -> &Arc<[u8]> {
         &self.bytes
@@ -583,6 +590,44 @@ impl<P: Policy<BlockKey>> Cache<P> {
         Ok(())
     }
 
+    /// A buffer of `block_len` bytes to fetch a whole block into before handing it to
+    /// [`Cache::install`]: a pooled one (its old bytes are garbage: fetch over all of
+    /// them), else fresh. It is not counted in the memory while the caller holds it,
+    /// as any fetch buffer of the caller's.
+    pub fn fetch_buffer(&mut self, block_len: u32) -> Arc<[u8]> {
+        self.take_pooled(block_len)
+            .unwrap_or_else(|| std::iter::repeat_n(0u8, block_len as usize).collect())
+    }
+
+    /// A whole block fetched into `buffer` (from [`Cache::fetch_buffer`], uniquely
+    /// held, every byte the server's): a missing block takes the buffer itself as its
+    /// bytes (no copy), all valid, admitted with `admission`; a cached one is filled
+    /// from it as `fill` does (its valid bytes are kept) and the buffer is pooled.
+    pub fn install(
+        &mut self,
+        key: BlockKey,
+        block_len: u32,
+        buffer: Arc<[u8]>,
+        admission: Admission,
+    ) -> Result<(), CacheError> {
+        check_range(key, block_len, 0, buffer.len() as u64)?;
+        if buffer.len() != block_len as usize || Arc::strong_count(&buffer) != 1 {
+            // Not a whole block's buffer of the caller's alone: filled like any fetch.
+            return self.fill(key, block_len, 0, &buffer, admission);
+        }
+        self.prune_detached();
+        if self.entries.contains_key(&key) {
+            let filled = self.fill(key, block_len, 0, &buffer, admission);
+            if Arc::weak_count(&buffer) == 0 {
+                self.put_pooled(buffer);
+            }
+            return filled;
+        }
+        self.entry_with(key, block_len, admission, Some(buffer))?;
+        self.change(key, |e| e.valid.insert(0..block_len));
+        Ok(())
+    }
+
     /// Pins a cached block: it is not chosen as a victim until unpinned (an
     /// invalidation still drops it).
     pub fn pin(&mut self, key: &BlockKey) -> Option<PinToken> {
@@ -832,6 +877,19 @@ impl<P: Policy<BlockKey>> Cache<P> {
     /// The entry for `key`, created (and admitted) if missing. Returns whether it
     /// existed.
     fn entry_for(&mut self, key: BlockKey, block_len: u32, admission: Admission) -> Result<bool, CacheError> {
+        self.entry_with(key, block_len, admission, None)
+    }
+
+    /// `entry_for`, a new entry taking `buffer` (uniquely held, `block_len` bytes) as
+    /// its bytes if given; a buffer not taken (the entry existed, or no room) is
+    /// pooled or dropped.
+    fn entry_with(
+        &mut self,
+        key: BlockKey,
+        block_len: u32,
+        admission: Admission,
+        buffer: Option<Arc<[u8]>>,
+    ) -> Result<bool, CacheError> {
         if let Some(e) = self.entries.get(&key) {
             if e.block_len() != block_len {
                 return Err(CacheError::BlockLength {
@@ -853,7 +911,11 @@ impl<P: Policy<BlockKey>> Cache<P> {
         let fresh = block_len as u64 + ENTRY_OVERHEAD_BYTES;
         // A pooled buffer's bytes are counted already: taken out of the pool, they are
         // the new entry's.
-        let pooled = self.take_pooled(block_len);
+        // A buffer handed in is not counted yet: the new entry's charge counts it.
+        let pooled = match buffer {
+            Some(buffer) => Some(buffer),
+            None => self.take_pooled(block_len),
+        };
         if let Err(e) = self.make_room(key, admission, fresh, true, None) {
             if let Some(buffer) = pooled {
                 self.put_pooled(buffer);

@@ -825,3 +825,52 @@ fn dropped_blocks_lend_their_memory_to_new_ones() {
     }
     assert!(c.stats().memory_bytes <= c.config().memory_bytes_max);
 }
+
+/// A block fetched whole into a fetch buffer becomes the block itself (no copy into
+/// fresh memory), all valid, counted once; installed over a block cached meanwhile it
+/// keeps that block's bytes (a write that came first is newer than the fetch) and
+/// goes back to the pool.
+#[test]
+fn a_block_fetched_whole_becomes_the_block_without_a_copy() {
+    let mut c = lru_cache(4);
+    let mut buffer = c.fetch_buffer(LEN);
+    Arc::get_mut(&mut buffer)
+        .unwrap()
+        .copy_from_slice(&[5; LEN as usize]);
+    let at = buffer.as_ptr() as usize;
+    c.install(key(0), LEN, buffer, Admission::Normal).unwrap();
+    assert_eq!(
+        data_ptr(&c, 0) as usize,
+        at,
+        "the fetched buffer is the block's bytes"
+    );
+    assert_eq!(hit_bytes(&mut c, 0, 0..LEN), vec![5; LEN as usize]);
+    // Counted as a block filled whole by a copy is: once.
+    let mut filled = lru_cache(4);
+    filled
+        .fill(key(0), LEN, 0, &[5; LEN as usize], Admission::Normal)
+        .unwrap();
+    assert_eq!(c.stats().memory_bytes, filled.stats().memory_bytes);
+    assert_eq!(c.stats().bytes_valid, LEN as u64);
+    assert_eq!(c.stats().bytes_dirty, 0);
+
+    // Written while its fetch ran: the write's bytes stay, the rest comes from the
+    // fetch, and the fetch buffer goes to the pool for the next block.
+    c.write(key(1), LEN, 8, &[1; 8], 0).unwrap();
+    let mut buffer = c.fetch_buffer(LEN);
+    Arc::get_mut(&mut buffer)
+        .unwrap()
+        .copy_from_slice(&[6; LEN as usize]);
+    let pooled = buffer.as_ptr() as usize;
+    c.install(key(1), LEN, buffer, Admission::Normal).unwrap();
+    let mut want = vec![6u8; LEN as usize];
+    want[8..16].fill(1);
+    assert_eq!(hit_bytes(&mut c, 1, 0..LEN), want);
+    assert_eq!(c.dirty_extents(&key(1)).unwrap().bytes() as u64, 8);
+    assert_eq!(
+        c.fetch_buffer(LEN).as_ptr() as usize,
+        pooled,
+        "the unused buffer was pooled"
+    );
+    assert!(c.stats().memory_bytes <= c.config().memory_bytes_max);
+}

@@ -94,6 +94,20 @@ pub trait Handler: Send + Sync + 'static {
         None
     }
 
+    /// Answers `request`, a `ShmCall` carrying no request data, with its reply's bulk
+    /// data written by the handler itself into `region` of the client's segment
+    /// (`ReplyInto::Placed`: a cache manager copies straight from its blocks), or
+    /// returned (`ReplyInto::Data`, when it does not fit); `None` leaves the request to
+    /// `reply_from_file` and `handle_borrowed`.
+    fn reply_into(
+        &self,
+        _connection: ConnectionId,
+        _request: &Request,
+        _region: &crate::shm::Region,
+    ) -> Option<Result<(Response, ReplyInto), WireError>> {
+        None
+    }
+
     /// Whether `request` is quick and never waits for anything but its own small I/O
     /// (no fsync, no lock another request may hold for long, no call to another
     /// server): such a request is run by the event loop that read it, right away,
@@ -149,6 +163,15 @@ pub struct Peer {
     pub client: String,
     /// The identity the client proved.
     pub identity: Identity,
+}
+
+/// A reply's bulk data as `Handler::reply_into` left it.
+#[derive(Debug)]
+pub enum ReplyInto {
+    /// This many bytes written at the start of the call's region.
+    Placed(u64),
+    /// Not placed: to go in the region if it fits, else in the frame.
+    Data(Vec<u8>),
 }
 
 /// Bulk data of a reply read by the kernel from a file into the socket.
@@ -518,6 +541,26 @@ fn run_shm_call(shared: &Shared, conn: &Conn, call: Request) -> Result<(Response
                 },
                 Body::Bytes(Vec::new()),
             ));
+        }
+    }
+    if data_len == 0 {
+        let into = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            handler.reply_into(conn.id, &request, &region)
+        }))
+        .unwrap_or_else(|_| Some(Err(internal())));
+        match into {
+            Some(Ok((response, ReplyInto::Placed(n)))) => {
+                return Ok((
+                    Response::ShmPlaced {
+                        data_len: n,
+                        response: Box::new(response),
+                    },
+                    Body::Bytes(Vec::new()),
+                ))
+            }
+            Some(Ok((response, ReplyInto::Data(data)))) => return Ok(place_reply(&region, response, data)),
+            Some(Err(e)) => return Err(e),
+            None => {}
         }
     }
     let mut request = Some(*request);
