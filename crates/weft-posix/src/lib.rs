@@ -18,11 +18,15 @@
 //!   from the io servers and moves it with `lseek` (system calls the FUSE mount answers
 //!   without its daemon). So offsets are shared exactly as POSIX says between dup'd
 //!   descriptors, a forked child and an exec'd program, with no copy to keep in step.
-//! - The library holds no data: a write is on the io servers when it returns (as a
-//!   native-client write). So handing a descriptor back to the kernel ([`handover`]:
-//!   mmap, sendfile, splice, copy_file_range, fdopen, preadv2/pwritev2) loses and
-//!   repeats nothing; the handover refreshes the mount's size of the file and drops its
-//!   cached pages when the library wrote.
+//! - Small writes are buffered per open file description ([`behind`]: at most 4 MiB
+//!   each, 64 MiB per process) and sent as list requests; the buffer is sent before
+//!   anything that can observe the file (close, fsync, reads of the file, stat sizes,
+//!   ftruncate, lseek SEEK_END, dup, fork, exec, spawn, fopen, handover, exit).
+//!   Deferred errors show at the next fsync or close. So handing a descriptor back to
+//!   the kernel ([`handover`]: mmap, sendfile, splice, copy_file_range, fdopen,
+//!   preadv2/pwritev2) sends the buffer first and then loses and repeats nothing; the
+//!   handover refreshes the mount's size of the file and drops its cached pages when
+//!   the library wrote.
 //! - Consistency with the mount is the mount's close-to-open: its next open of the file
 //!   sees the io servers' change stamps moved by the library's writes and drops its
 //!   cached pages; a `close` after writes asks the mount for the file's attributes
@@ -42,10 +46,12 @@
 //!   saying what the library served, so tests fail if interception silently stops.
 
 pub mod ahead;
+pub mod behind;
 pub mod calls;
 pub mod guard;
 pub mod handover;
 pub mod names;
+pub mod raw;
 pub mod served;
 pub mod stats;
 pub mod table;
