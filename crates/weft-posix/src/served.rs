@@ -98,6 +98,34 @@ fn real_fstat(fd: c_int, st: &mut libc::stat) -> c_int {
     }
 }
 
+/// `fd`'s attributes as the kernel caches them (statx with AT_STATX_DONT_SYNC: a FUSE
+/// file system is not asked), in a stat.
+fn cached_stat(fd: c_int) -> Option<libc::stat> {
+    // SAFETY: zeroed stat/statx are valid buffers; the empty path names fd itself.
+    let mut sx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE,
+            &mut sx as *mut libc::statx,
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: a zeroed stat is a valid buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    st.st_dev = libc::makedev(sx.stx_dev_major, sx.stx_dev_minor);
+    st.st_ino = sx.stx_ino;
+    st.st_mode = u32::from(sx.stx_mode);
+    st.st_size = sx.stx_size as i64;
+    Some(st)
+}
+
 pub fn real_lseek(fd: c_int, offset: i64, whence: c_int) -> i64 {
     match real!("lseek", unsafe extern "C" fn(c_int, i64, c_int) -> i64) {
         // SAFETY: plain values.
@@ -114,9 +142,11 @@ pub fn adopt(fd: c_int, flags: c_int) {
     }
     let _quiet = crate::guard::Quiet::new();
     crate::guard::enter(|| {
-        // SAFETY: a zeroed stat is a valid buffer.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if real_fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        // The attributes the kernel has cached from the open itself (no GETATTR round
+        // trip to the mount's daemon): device, inode and type never change, and the
+        // size only chooses whether a read-only file is served.
+        let Some(mut st) = cached_stat(fd) else { return };
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return;
         }
         // FUSE mounts have anonymous devices (major 0): nothing else is looked up.
