@@ -405,6 +405,12 @@ pub fn size(e: &Entry) -> Result<u64, c_int> {
 /// lseek: the kernel keeps the offset; only SEEK_END after the library's own writes
 /// needs the io servers' size (the mount's may be old).
 pub fn lseek(fd: c_int, e: &Entry, offset: i64, whence: c_int) -> i64 {
+    // SEEK_DATA and SEEK_HOLE ask the mount, which asks the io servers.
+    if (whence == libc::SEEK_DATA || whence == libc::SEEK_HOLE)
+        && flush_inode(e.file.inode().0).is_ok_and(|s| s)
+    {
+        refresh_mount(fd);
+    }
     if whence != libc::SEEK_END || !e.wrote.load(Ordering::SeqCst) {
         return real_lseek(fd, offset, whence);
     }
@@ -461,6 +467,10 @@ pub fn patch_statx(out: &mut libc::statx) {
 }
 
 pub fn fsync(fd: c_int, e: &Entry) -> c_int {
+    // fsync is of the file: what other descriptions of it in this process buffered too.
+    if let Err(errno) = flush_inode(e.file.inode().0) {
+        return fail(errno);
+    }
     if let Err(errno) = settle(e) {
         return fail(errno);
     }

@@ -439,7 +439,8 @@ fn raw_system_calls_mixed_with_libc_calls_see_a_local_files_answers() {
 }
 
 /// Writes the library keeps in its buffer are seen by other programs through the mount
-/// after fsync and after close, by a forked child (which reads through the kernel)
+/// after fsync (also an fsync through another descriptor of the file) and after close,
+/// by a forked child (which reads through the kernel)
 /// right after the fork, and by a program the process starts; the file matches a
 /// local run's.
 const BUFFERED: &str = r#"
@@ -449,6 +450,27 @@ plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 def cat():
     return subprocess.run(["cat", name], env=plain, capture_output=True, check=True).stdout
 fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+# A reader forked before any write (the library is off in it): it opens the file afresh
+# for each question, through the mount, with nothing sent on its behalf by a fork or
+# spawn of the writer.
+ask_r, ask_w = os.pipe()
+say_r, say_w = os.pipe()
+if os.fork() == 0:
+    os.close(ask_w)
+    os.close(say_r)
+    while True:
+        q = os.read(ask_r, 64)
+        if not q:
+            os._exit(0)
+        at, n = map(int, q.split())
+        h = os.open(name, os.O_RDONLY)
+        os.write(say_w, os.pread(h, n, at) or b"-")
+        os.close(h)
+os.close(ask_r)
+os.close(say_w)
+def peek(at, n):
+    os.write(ask_w, b"%d %d" % (at, n))
+    return os.read(say_r, 65536)
 for i in range(200):
     os.pwrite(fd, b"%04d" % i, (i * 37 % 200) * 4)
 os.fsync(fd)
@@ -471,10 +493,15 @@ while True:
 os.waitpid(pid, 0)
 os.pwrite(fd, b"spawned", 1300)
 spawned = cat()
+g = os.open(name, os.O_WRONLY)
+os.pwrite(g, b"other", 1500)
+os.fsync(fd)
+via_other = peek(1500, 5)
+os.close(g)
 os.pwrite(fd, b"closed", 1400)
 os.close(fd)
 after_close = cat()
-print(after_fsync.decode(), child.decode(), spawned[1300:].decode(), after_close[1400:].decode())
+print(after_fsync.decode(), child.decode(), spawned[1300:].decode(), via_other.decode(), after_close[1400:].decode())
 "#;
 
 #[test]
@@ -491,7 +518,11 @@ fn buffered_writes_are_seen_after_fsync_close_fork_and_exec() {
     let stats = scratch.join("stats");
     let with_lib = sh_lib(
         &scratch,
-        &format!("python3 {} {}", script.display(), mount.join("b.dat").display()),
+        &format!(
+            "timeout 120 python3 {} {}",
+            script.display(),
+            mount.join("b.dat").display()
+        ),
         &stats,
     );
     assert_eq!(
