@@ -14,9 +14,8 @@ thread_local! {
 static STATE: AtomicU8 = AtomicU8::new(0);
 /// Set in a forked child: the parent's client is not usable there.
 static FORKED: AtomicBool = AtomicBool::new(false);
-/// The process the library serves. A child made by vfork (or posix_spawn, Python's
-/// subprocess) runs in its parent's memory until it execs: its close, close_range and
-/// dup2 must not change the parent's table, so it is served by nothing.
+/// The process the library serves. A child sharing its parent's memory (clone with
+/// CLONE_VM) until it execs must not change the parent's table ([`own_process`]).
 static PID: AtomicI32 = AtomicI32::new(0);
 
 /// The symbol a second copy of the library finds to know it is not the first.
@@ -65,13 +64,20 @@ pub fn active() -> bool {
     if FORKED.load(Ordering::Relaxed) {
         return false;
     }
-    let active = match STATE.load(Ordering::Relaxed) {
+    match STATE.load(Ordering::Relaxed) {
         1 => true,
         2 => false,
         _ => decide(),
-    };
+    }
+}
+
+/// Whether this is the process the library started in: not a child made by clone with
+/// CLONE_VM outside the library (vfork itself is made a fork, see `calls::vfork`), which
+/// shares the parent's memory and must not change its table. One system call: checked
+/// where the table changes (close, close_range, dup2), not on every served call.
+pub fn own_process() -> bool {
     // SAFETY: getpid has no preconditions.
-    active && PID.load(Ordering::Relaxed) == unsafe { libc::getpid() }
+    PID.load(Ordering::Relaxed) == unsafe { libc::getpid() }
 }
 
 /// Runs `work` as the library's own: the calls it makes pass straight to libc. `None`

@@ -146,7 +146,9 @@ pub fn entries_of(ino: Option<u64>) -> Vec<(c_int, Arc<Entry>)> {
 
 /// Whether `fd` is in the table and this process may change it (not a vfork child).
 pub fn owned(fd: c_int) -> bool {
-    index(fd).is_some_and(|i| OWNED[i].load(Ordering::Acquire)) && crate::guard::active()
+    index(fd).is_some_and(|i| OWNED[i].load(Ordering::Acquire))
+        && crate::guard::active()
+        && crate::guard::own_process()
 }
 
 /// The last descriptor of an entry is gone: close it natively.
