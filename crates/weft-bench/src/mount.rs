@@ -37,7 +37,7 @@ With --library, a second table: the same work natively (in this process), throug
 through the mount with libweft_posix.so preloaded (`weft run`) and on a local directory, each \
 mount, library and local run a worker process making plain read/pread/pwrite/open/close calls: a \
 sequential read (1 MiB calls) of a --size file written just before (cold), random 4 KiB reads of \
-a fresh 64 MiB file, random 4 KiB first writes to a new file then fsync, and open+read+close of \
+a fresh 64 MiB file, random 4 KiB first writes to a new file then fsync, random 4 KiB rewrites of it then fsync, and open+read+close of \
 small (4 KiB) files; with ratios of the library to the native client, the mount and local.\n\n\
 Needs a running cluster (`weft up`) and FUSE (/dev/fuse). Example:\n  weft bench mount --size 1G \
 --repeat 3 --floor --library";

@@ -16,8 +16,15 @@ mount. Everything else goes to libc unchanged.
 Use it for programs that move a lot of data through a mount with read/write/pread/pwrite \
 (cp, dd, tar, sort, Python, your own programs). Not served natively: stdio streams \
 (fopen/fread: they go through the mount), mmap and splice (the file is handed back to the \
-mount), statically linked programs and direct syscall(2) (nothing intercepted: they use \
-the mount as usual).
+mount), statically linked programs and system calls made without libc (nothing \
+intercepted: they use the mount as usual); syscall(2) for read, write, close and the other \
+descriptor calls is served like the libc calls.
+
+Small writes are buffered (at most 4 MiB per open file, 64 MiB per process) and sent \
+before anything that can see the file: close, fsync, a read of the file, stat, ftruncate, \
+fork, exec, exit. Other programs see them after the writer's close or fsync (as through \
+the mount); a failed buffered write is reported by the next fsync or close (as NFS); a \
+process killed with SIGKILL loses what it buffered and had not closed or synced.
 
   weft mount /mnt/weft
   weft run cp big.dat /mnt/weft/

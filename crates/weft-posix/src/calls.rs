@@ -557,7 +557,7 @@ macro_rules! fsync_like {
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int) -> c_int {
             if let Some(e) = table::get(fd) {
-                return served::fsync(&e);
+                return served::fsync(fd, &e);
             }
             match real!($sym, unsafe extern "C" fn(c_int) -> c_int) {
                 // SAFETY: the same arguments.
@@ -637,9 +637,14 @@ pub unsafe extern "C" fn socket(domain: c_int, kind: c_int, protocol: c_int) -> 
 /// close(2)'s contract.
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    let mut deferred = None;
     if table::owned(fd) {
+        let _quiet = crate::guard::Quiet::new();
         let entry = table::remove(fd);
         if let Some(e) = &entry {
+            // Close of any descriptor sends the buffer (close-to-open) and reports a
+            // deferred write's failure, as NFS does.
+            deferred = served::settle(e).err();
             // The last descriptor of a file the library wrote: the mount reads its size
             // again, so `stat` through it is right at once.
             if std::sync::Arc::strong_count(e) == 1 && e.wrote.load(std::sync::atomic::Ordering::SeqCst) {
@@ -648,10 +653,15 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         }
         table::release(entry);
     }
-    match real!("close", unsafe extern "C" fn(c_int) -> c_int) {
+    let r = match real!("close", unsafe extern "C" fn(c_int) -> c_int) {
         // SAFETY: the same arguments.
         Some(f) => unsafe { f(fd) },
         None => fail(libc::ENOSYS),
+    };
+    match deferred {
+        // The descriptor is closed all the same (as Linux's close after an error).
+        Some(errno) if r == 0 => fail(errno),
+        _ => r,
     }
 }
 
@@ -660,7 +670,11 @@ fn forget_range(first: c_uint, last: c_uint) {
     let last = last.min(table::FDS_MAX as c_uint - 1);
     for fd in first..=last {
         if table::owned(fd as c_int) {
-            table::release(table::remove(fd as c_int));
+            let entry = table::remove(fd as c_int);
+            if let Some(e) = &entry {
+                let _ = served::flush(e);
+            }
+            table::release(entry);
         }
     }
 }
@@ -699,11 +713,13 @@ fn duplicated(old: c_int, new: c_int) {
     if new < 0 {
         return;
     }
+    let _quiet = crate::guard::Quiet::new();
     if table::owned(new) {
         table::release(table::remove(new));
     }
     if let Some(e) = table::get(old) {
-        table::insert(new, e);
+        let _ = served::flush(&e);
+        table::insert(new, e.entry.clone());
     }
 }
 
@@ -963,12 +979,15 @@ pub unsafe extern "C" fn copy_file_range(
 
 // ---- names: `weft:` names rewritten to their mount path, everything else as given ----
 
+// Each sends the process's buffered writes first (stdio and truncate reach the file
+// through the kernel; one atomic load when nothing is buffered).
 macro_rules! path_call {
     ($name:ident, $sym:literal, ($($arg:ident: $ty:ty),*), $ret:ty, $err:expr) => {
         /// # Safety
         /// The libc function's contract.
         #[no_mangle]
         pub unsafe extern "C" fn $name(path: *const c_char $(, $arg: $ty)*) -> $ret {
+            served::flush_all();
             named!(path);
             match real!($sym, unsafe extern "C" fn(*const c_char $(, $ty)*) -> $ret) {
                 // SAFETY: the same arguments.
@@ -990,6 +1009,8 @@ path_call!(truncate64, "truncate64", (len: i64), c_int, -1);
 path_call!(opendir, "opendir", (), *mut libc::DIR, std::ptr::null_mut());
 path_call!(fopen, "fopen", (mode: *const c_char), *mut libc::FILE, std::ptr::null_mut());
 path_call!(fopen64, "fopen64", (mode: *const c_char), *mut libc::FILE, std::ptr::null_mut());
+path_call!(freopen, "freopen", (mode: *const c_char, stream: *mut libc::FILE), *mut libc::FILE, std::ptr::null_mut());
+path_call!(freopen64, "freopen64", (mode: *const c_char, stream: *mut libc::FILE), *mut libc::FILE, std::ptr::null_mut());
 
 macro_rules! stat_like {
     ($name:ident, $sym:literal) => {
@@ -1088,6 +1109,67 @@ pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int
     ) {
         // SAFETY: the same arguments.
         Some(f) => unsafe { f(from, to) },
+        None => fail(libc::ENOSYS),
+    }
+}
+
+// ---- programs and streams that reach the file without the library ----
+
+macro_rules! flushing {
+    ($name:ident, $sym:literal, ($($arg:ident: $ty:ty),*) -> $ret:ty, $none:expr) => {
+        /// Every buffered write is sent first: what runs next (a new program, a child,
+        /// stdio's internal calls) reads the files through the kernel.
+        ///
+        /// # Safety
+        /// The libc function's contract.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            served::flush_all();
+            match real!($sym, unsafe extern "C" fn($($ty),*) -> $ret) {
+                // SAFETY: the same arguments.
+                Some(f) => unsafe { f($($arg),*) },
+                None => {
+                    fail(libc::ENOSYS);
+                    $none
+                }
+            }
+        }
+    };
+}
+type Argv = *const *const c_char;
+flushing!(execve, "execve", (path: *const c_char, argv: Argv, envp: Argv) -> c_int, -1);
+flushing!(execv, "execv", (path: *const c_char, argv: Argv) -> c_int, -1);
+flushing!(execvp, "execvp", (file: *const c_char, argv: Argv) -> c_int, -1);
+flushing!(execvpe, "execvpe", (file: *const c_char, argv: Argv, envp: Argv) -> c_int, -1);
+flushing!(fexecve, "fexecve", (fd: c_int, argv: Argv, envp: Argv) -> c_int, -1);
+flushing!(
+    posix_spawn,
+    "posix_spawn",
+    (pid: *mut libc::pid_t, path: *const c_char, actions: *const c_void, attr: *const c_void, argv: Argv, envp: Argv) -> c_int,
+    libc::ENOSYS
+);
+flushing!(
+    posix_spawnp,
+    "posix_spawnp",
+    (pid: *mut libc::pid_t, file: *const c_char, actions: *const c_void, attr: *const c_void, argv: Argv, envp: Argv) -> c_int,
+    libc::ENOSYS
+);
+flushing!(system, "system", (command: *const c_char) -> c_int, -1);
+flushing!(popen, "popen", (command: *const c_char, mode: *const c_char) -> *mut libc::FILE, std::ptr::null_mut());
+
+/// vfork, made a fork: a vfork child runs in its parent's memory (with its own copy of
+/// the descriptors) until it execs, where nothing of the library can run safely, and a
+/// wrapper cannot return twice on one stack as vfork does. A program using vfork as
+/// POSIX allows (exec or _exit in the child) cannot tell the difference; fork's handlers
+/// send the buffered writes first and turn the library off in the child.
+///
+/// # Safety
+/// vfork(2)'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn vfork() -> libc::pid_t {
+    match real!("fork", unsafe extern "C" fn() -> libc::pid_t) {
+        // SAFETY: no arguments.
+        Some(f) => unsafe { f() },
         None => fail(libc::ENOSYS),
     }
 }

@@ -3,7 +3,7 @@
 //! straight to libc).
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 
 thread_local! {
     /// This thread is inside the library's own work.
@@ -14,10 +14,19 @@ thread_local! {
 static STATE: AtomicU8 = AtomicU8::new(0);
 /// Set in a forked child: the parent's client is not usable there.
 static FORKED: AtomicBool = AtomicBool::new(false);
+/// The process the library serves. A child sharing its parent's memory (clone with
+/// CLONE_VM) until it execs must not change the parent's table ([`own_process`]).
+static PID: AtomicI32 = AtomicI32::new(0);
 
 /// The symbol a second copy of the library finds to know it is not the first.
 #[no_mangle]
 pub static weft_posix_loaded: u8 = 1;
+
+extern "C" fn before_fork() {
+    // The child gets the parent's descriptors: what the parent wrote is on the io
+    // servers first (the child reads through the mount).
+    crate::served::flush_all();
+}
 
 extern "C" fn in_child() {
     FORKED.store(true, Ordering::SeqCst);
@@ -42,8 +51,10 @@ fn decide() -> bool {
     let active = first.is_null() || mine.is_none() || base(first) == mine;
     if active {
         // SAFETY: registers a plain function for the child side of fork.
-        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+        unsafe { libc::pthread_atfork(Some(before_fork), None, Some(in_child)) };
     }
+    // SAFETY: getpid has no preconditions.
+    PID.store(unsafe { libc::getpid() }, Ordering::SeqCst);
     STATE.store(if active { 1 } else { 2 }, Ordering::SeqCst);
     active
 }
@@ -60,6 +71,15 @@ pub fn active() -> bool {
     }
 }
 
+/// Whether this is the process the library started in: not a child made by clone with
+/// CLONE_VM outside the library (vfork itself is made a fork, see `calls::vfork`), which
+/// shares the parent's memory and must not change its table. One system call: checked
+/// where the table changes (close, close_range, dup2), not on every served call.
+pub fn own_process() -> bool {
+    // SAFETY: getpid has no preconditions.
+    PID.load(Ordering::Relaxed) == unsafe { libc::getpid() }
+}
+
 /// Runs `work` as the library's own: the calls it makes pass straight to libc. `None`
 /// when the thread is already inside the library (a call the library made itself).
 pub fn enter<T>(work: impl FnOnce() -> T) -> Option<T> {
@@ -74,6 +94,15 @@ pub fn enter<T>(work: impl FnOnce() -> T) -> Option<T> {
     }
     let _leave = Leave;
     Some(work())
+}
+
+/// Runs `work` as the library's own, whether or not the thread is inside it already.
+pub fn within<T>(work: impl FnOnce() -> T) -> T {
+    if busy() {
+        return work();
+    }
+    let mut work = Some(work);
+    enter(|| (work.take().expect("once"))()).expect("not busy")
 }
 
 /// Whether this thread is inside the library's own work.
@@ -109,4 +138,37 @@ pub fn move_high(fd: libc::c_int) -> libc::c_int {
     unsafe { libc::close(fd) };
     weft_interpose::set_errno(saved);
     high
+}
+
+/// Every signal blocked on this thread while it lives (the mask restored at drop). A
+/// served call is several steps under the library's locks (the offset taken, data
+/// moved, the offset set; a buffer changed): a signal handler entering the library in
+/// between would wait forever for a lock its own thread holds, or land between the
+/// steps. Blocked, the handler runs after the call, as it runs after a system call.
+pub struct Quiet(libc::sigset_t);
+
+impl Quiet {
+    pub fn new() -> Quiet {
+        // SAFETY: sigset_t buffers filled by sigfillset / pthread_sigmask.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+            Quiet(old)
+        }
+    }
+}
+
+impl Default for Quiet {
+    fn default() -> Quiet {
+        Quiet::new()
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        // SAFETY: the mask saved at creation.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
 }

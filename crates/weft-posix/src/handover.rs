@@ -13,7 +13,13 @@ use crate::{served, stats, table};
 
 /// Hands `fd` (when served) and its dup'd descriptors back to the kernel.
 pub fn handover(fd: c_int) {
-    let Some(entry) = table::get(fd) else { return };
+    let Some(served) = table::get(fd) else { return };
+    let (entry, _quiet) = served.take();
+    // What the library holds goes to the io servers before the kernel serves the file
+    // (a failure stays for the kernel path's close to miss: it is counted and said).
+    if let Err(errno) = served::flush(&entry) {
+        eprintln!("weft-posix: descriptor {fd} handed to the kernel; buffered writes failed (errno {errno})");
+    }
     let gone = table::remove_all_of(&entry);
     // The kernel path may write now: no window of this process may outlive that.
     entry.ahead.clear();

@@ -18,11 +18,15 @@
 //!   from the io servers and moves it with `lseek` (system calls the FUSE mount answers
 //!   without its daemon). So offsets are shared exactly as POSIX says between dup'd
 //!   descriptors, a forked child and an exec'd program, with no copy to keep in step.
-//! - The library holds no data: a write is on the io servers when it returns (as a
-//!   native-client write). So handing a descriptor back to the kernel ([`handover`]:
-//!   mmap, sendfile, splice, copy_file_range, fdopen, preadv2/pwritev2) loses and
-//!   repeats nothing; the handover refreshes the mount's size of the file and drops its
-//!   cached pages when the library wrote.
+//! - Small writes are buffered per open file description ([`behind`]: at most 4 MiB
+//!   each, 64 MiB per process) and sent as list requests; the buffer is sent before
+//!   anything that can observe the file (close, fsync, reads of the file, stat sizes,
+//!   ftruncate, lseek SEEK_END, dup, fork, exec, spawn, fopen, handover, exit).
+//!   Deferred errors show at the next fsync or close. So handing a descriptor back to
+//!   the kernel ([`handover`]: mmap, sendfile, splice, copy_file_range, fdopen,
+//!   preadv2/pwritev2) sends the buffer first and then loses and repeats nothing; the
+//!   handover refreshes the mount's size of the file and drops its cached pages when
+//!   the library wrote.
 //! - Consistency with the mount is the mount's close-to-open: its next open of the file
 //!   sees the io servers' change stamps moved by the library's writes and drops its
 //!   cached pages; a `close` after writes asks the mount for the file's attributes
@@ -56,18 +60,24 @@
 //! one atomic load for a descriptor not served). The offset stays in the kernel: a served
 //! read or write takes it with `lseek`, moves the data natively and sets it with `lseek`,
 //! under the entry's lock, so dup, fork and exec share it as POSIX says. `ahead.rs` reads
-//! sequential reads ahead in windows. `handover.rs` gives a descriptor (with its dups)
-//! back to the kernel when the program maps, splices or fdopens it. `guard.rs`: a
+//! sequential reads ahead in windows; `behind.rs` buffers small writes per open file
+//! description (bounded) and sends them as list requests before anything that can observe
+//! the file. `handover.rs` gives a descriptor (with its dups) back to the kernel when the
+//! program maps, splices or fdopens it, after sending its buffer. `raw.rs` routes
+//! `syscall(2)` descriptor calls to the library's own functions. `guard.rs`: a
 //! thread-local flag passes the library's own calls straight to libc, a forked child
-//! (without exec) and a second copy of the library serve nothing. `stats.rs`: counters
+//! (without exec) and a second copy of the library serve nothing (vfork is made a fork),
+//! and `Quiet` blocks signals for the length of a served call. `stats.rs`: counters
 //! appended to `$WEFT_POSIX_STATS` at exit. Tests (`tests/`) run coreutils, Python and
 //! fsx with the library on a real mount against a local directory or the mount alone.
 
 pub mod ahead;
+pub mod behind;
 pub mod calls;
 pub mod guard;
 pub mod handover;
 pub mod names;
+pub mod raw;
 pub mod served;
 pub mod stats;
 pub mod table;

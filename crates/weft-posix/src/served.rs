@@ -98,6 +98,34 @@ fn real_fstat(fd: c_int, st: &mut libc::stat) -> c_int {
     }
 }
 
+/// `fd`'s attributes as the kernel caches them (statx with AT_STATX_DONT_SYNC: a FUSE
+/// file system is not asked), in a stat.
+fn cached_stat(fd: c_int) -> Option<libc::stat> {
+    // SAFETY: zeroed stat/statx are valid buffers; the empty path names fd itself.
+    let mut sx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE,
+            &mut sx as *mut libc::statx,
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: a zeroed stat is a valid buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    st.st_dev = libc::makedev(sx.stx_dev_major, sx.stx_dev_minor);
+    st.st_ino = sx.stx_ino;
+    st.st_mode = u32::from(sx.stx_mode);
+    st.st_size = sx.stx_size as i64;
+    Some(st)
+}
+
 pub fn real_lseek(fd: c_int, offset: i64, whence: c_int) -> i64 {
     match real!("lseek", unsafe extern "C" fn(c_int, i64, c_int) -> i64) {
         // SAFETY: plain values.
@@ -112,10 +140,13 @@ pub fn adopt(fd: c_int, flags: c_int) {
     if fd < 0 || flags & libc::O_PATH != 0 || !crate::guard::active() {
         return;
     }
+    let _quiet = crate::guard::Quiet::new();
     crate::guard::enter(|| {
-        // SAFETY: a zeroed stat is a valid buffer.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if real_fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        // The attributes the kernel has cached from the open itself (no GETATTR round
+        // trip to the mount's daemon): device, inode and type never change, and the
+        // size only chooses whether a read-only file is served.
+        let Some(mut st) = cached_stat(fd) else { return };
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return;
         }
         // FUSE mounts have anonymous devices (major 0): nothing else is looked up.
@@ -125,6 +156,14 @@ pub fn adopt(fd: c_int, flags: c_int) {
         let Some(client) = client_of(st.st_dev) else {
             return;
         };
+        // This process's buffered writes to the file go out before it is read through
+        // this new descriptor (the mount's or the library's).
+        if crate::behind::any() && flush_inode(st.st_ino).is_ok_and(|sent| sent) {
+            refresh_mount(fd);
+            if real_fstat(fd, &mut st) != 0 {
+                return;
+            }
+        }
         let access = flags & libc::O_ACCMODE;
         let writable = access != libc::O_RDONLY;
         // A small file opened for reading costs the mount one read request; opening it
@@ -147,6 +186,7 @@ pub fn adopt(fd: c_int, flags: c_int) {
                     wrote: AtomicBool::new(false),
                     offset: Mutex::new(()),
                     ahead: crate::ahead::Ahead::default(),
+                    behind: Mutex::new(crate::behind::Behind::default()),
                 };
                 if table::insert(fd, Arc::new(entry)) {
                     stats::add(&stats::OPENS, 1);
@@ -169,6 +209,10 @@ fn client_fail(e: &ClientError) -> isize {
 pub fn read(fd: c_int, e: &Entry, buf: &mut [u8], at: Option<i64>) -> isize {
     if !e.readable {
         return fail(libc::EBADF) as isize;
+    }
+    // A process reads its own writes, through any of its descriptors.
+    if let Err(errno) = flush_inode(e.file.inode().0) {
+        return fail(errno) as isize;
     }
     let _held;
     let offset = match at {
@@ -218,6 +262,14 @@ pub fn write(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> isize {
     }
     e.wrote.store(true, Ordering::SeqCst);
     crate::ahead::wrote();
+    if !append && !e.sync && buf.len() <= crate::behind::PIECE_MAX {
+        if let Some(n) = buffered(fd, e, buf, at) {
+            return n;
+        }
+    } else if let Err(errno) = flush(e) {
+        // The buffered bytes are older than this write: they go first.
+        return fail(errno) as isize;
+    }
     let done = crate::guard::enter(|| {
         let end = if append {
             let at = e.file.append(buf)?;
@@ -256,8 +308,92 @@ pub fn write(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> isize {
     }
 }
 
-/// The file's size as the io servers see it.
+/// A small write kept in the description's buffer (at `at`, or at the kernel's offset,
+/// moved past it). `None`: the buffer cannot take it (full after sending, the process
+/// bound reached): the caller sends it itself.
+fn buffered(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> Option<isize> {
+    let offset = match at {
+        Some(o) => o,
+        None => {
+            let o = real_lseek(fd, 0, libc::SEEK_CUR);
+            if o < 0 {
+                return Some(-1);
+            }
+            o
+        }
+    } as u64;
+    let mut b = lock(&e.behind);
+    if let Some(errno) = b.failed {
+        return Some(fail(errno) as isize);
+    }
+    if b.full_for(buf.len()) {
+        if let Err(errno) = crate::guard::within(|| b.send(&e.file)) {
+            return Some(fail(errno) as isize);
+        }
+        if b.full_for(buf.len()) {
+            return None;
+        }
+    }
+    b.put(offset, buf);
+    drop(b);
+    if at.is_none() && real_lseek(fd, offset as i64 + buf.len() as i64, libc::SEEK_SET) < 0 {
+        return Some(-1);
+    }
+    stats::add(&stats::WRITES, 1);
+    stats::add(&stats::WRITTEN_BYTES, buf.len() as u64);
+    Some(buf.len() as isize)
+}
+
+/// Sends `e`'s buffered writes now. Err: this send failed (kept for fsync/close too).
+pub fn flush(e: &Entry) -> Result<bool, c_int> {
+    let mut b = lock(&e.behind);
+    if b.bytes() == 0 {
+        return Ok(false);
+    }
+    crate::guard::within(|| b.send(&e.file)).map(|()| true)
+}
+
+/// Sends the buffered writes of every description of inode `ino` in this process
+/// (Ok(true): something was sent).
+pub fn flush_inode(ino: u64) -> Result<bool, c_int> {
+    if !crate::behind::any() {
+        return Ok(false);
+    }
+    let mut sent = false;
+    for (_, e) in table::entries_of(Some(ino)) {
+        sent |= flush(&e)?;
+    }
+    Ok(sent)
+}
+
+/// Sends every buffered write of the process (fork, exec, spawn, stdio opens, exit);
+/// failures stay for the descriptions' fsync or close.
+pub fn flush_all() {
+    if !crate::guard::active() || !crate::behind::any() {
+        return;
+    }
+    for (fd, e) in table::entries_of(None) {
+        // What runs next reads through the kernel: the mount drops the pages it cached
+        // of the file and reads its size again.
+        if flush(&e).is_ok_and(|sent| sent) {
+            refresh_mount(fd);
+        }
+    }
+}
+
+/// Sends `e`'s buffer and takes the error of any deferred send since the last settle:
+/// what fsync, fdatasync and close report.
+pub fn settle(e: &Entry) -> Result<(), c_int> {
+    let _ = flush(e);
+    match lock(&e.behind).failed.take() {
+        Some(errno) => Err(errno),
+        None => Ok(()),
+    }
+}
+
+/// The file's size as the io servers see it (this process's buffered writes sent first).
 pub fn size(e: &Entry) -> Result<u64, c_int> {
+    flush_inode(e.file.inode().0)?;
     crate::guard::enter(|| e.file.size())
         .expect("not busy")
         .map_err(|err| {
@@ -269,6 +405,12 @@ pub fn size(e: &Entry) -> Result<u64, c_int> {
 /// lseek: the kernel keeps the offset; only SEEK_END after the library's own writes
 /// needs the io servers' size (the mount's may be old).
 pub fn lseek(fd: c_int, e: &Entry, offset: i64, whence: c_int) -> i64 {
+    // SEEK_DATA and SEEK_HOLE ask the mount, which asks the io servers.
+    if (whence == libc::SEEK_DATA || whence == libc::SEEK_HOLE)
+        && flush_inode(e.file.inode().0).is_ok_and(|s| s)
+    {
+        refresh_mount(fd);
+    }
     if whence != libc::SEEK_END || !e.wrote.load(Ordering::SeqCst) {
         return real_lseek(fd, offset, whence);
     }
@@ -324,7 +466,17 @@ pub fn patch_statx(out: &mut libc::statx) {
     }
 }
 
-pub fn fsync(e: &Entry) -> c_int {
+pub fn fsync(fd: c_int, e: &Entry) -> c_int {
+    // fsync is of the file: what other descriptions of it in this process buffered too.
+    if let Err(errno) = flush_inode(e.file.inode().0) {
+        return fail(errno);
+    }
+    if let Err(errno) = settle(e) {
+        return fail(errno);
+    }
+    if e.wrote.load(Ordering::SeqCst) {
+        refresh_mount(fd);
+    }
     match crate::guard::enter(|| e.file.sync()).expect("not busy") {
         Ok(()) => 0,
         Err(err) => client_fail(&err) as c_int,
@@ -336,6 +488,10 @@ pub fn fsync(e: &Entry) -> c_int {
 /// the size is read again (reads past the new end must find the end).
 pub fn ftruncate(fd: c_int, e: &Entry, len: i64) -> c_int {
     let _held = lock(&e.offset);
+    // Buffered bytes are older than the truncate: sent first, or they would land after.
+    if let Err(errno) = flush_inode(e.file.inode().0) {
+        return fail(errno);
+    }
     let r = match real!("ftruncate64", unsafe extern "C" fn(c_int, i64) -> c_int) {
         // SAFETY: plain values.
         Some(f) => unsafe { f(fd, len) },

@@ -35,6 +35,9 @@ pub fn line() -> String {
 }
 
 extern "C" fn at_exit() {
+    // What the process buffered and never closed goes out as it exits (a local file's
+    // page cache outlives its process too).
+    crate::served::flush_all();
     let Some(path) = std::env::var_os("WEFT_POSIX_STATS") else {
         return;
     };

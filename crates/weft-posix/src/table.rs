@@ -32,6 +32,8 @@ pub struct Entry {
     pub offset: Mutex<()>,
     /// Sequential reads: the window read ahead (see `crate::ahead`).
     pub ahead: crate::ahead::Ahead,
+    /// Small writes not sent yet (see `crate::behind`).
+    pub behind: Mutex<crate::behind::Behind>,
 }
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -42,13 +44,37 @@ fn index(fd: c_int) -> Option<usize> {
     usize::try_from(fd).ok().filter(|i| *i < FDS_MAX)
 }
 
+/// A served descriptor's entry, with signals blocked on this thread while it is held
+/// (see [`crate::guard::Quiet`]).
+pub struct Served {
+    // Dropped first: the signals come back after everything else.
+    pub entry: Arc<Entry>,
+    _quiet: crate::guard::Quiet,
+}
+
+impl std::ops::Deref for Served {
+    type Target = Arc<Entry>;
+    fn deref(&self) -> &Arc<Entry> {
+        &self.entry
+    }
+}
+
+impl Served {
+    /// The entry and the blocked signals, apart.
+    pub fn take(self) -> (Arc<Entry>, crate::guard::Quiet) {
+        (self.entry, self._quiet)
+    }
+}
+
 /// The entry of `fd` when the library serves it.
-pub fn get(fd: c_int) -> Option<Arc<Entry>> {
+pub fn get(fd: c_int) -> Option<Served> {
     let i = index(fd)?;
     if !OWNED[i].load(Ordering::Acquire) || !crate::guard::active() || crate::guard::busy() {
         return None;
     }
-    lock(&TABLE).as_ref()?.get(&fd).cloned()
+    let quiet = crate::guard::Quiet::new();
+    let entry = lock(&TABLE).as_ref()?.get(&fd).cloned()?;
+    Some(Served { entry, _quiet: quiet })
 }
 
 /// Serves `fd` from `entry` from now on. False when `fd` is out of range.
@@ -96,6 +122,7 @@ pub fn written(ino: u64) -> Option<Arc<Entry>> {
     if !crate::guard::active() || crate::guard::busy() {
         return None;
     }
+    let _quiet = crate::guard::Quiet::new();
     let t = lock(&TABLE);
     t.as_ref()?
         .values()
@@ -103,15 +130,34 @@ pub fn written(ino: u64) -> Option<Arc<Entry>> {
         .cloned()
 }
 
-/// Whether `fd` is in the table (whatever the guard says).
+/// Every entry of inode `ino` (`None`: of every file), each with one of its descriptors.
+pub fn entries_of(ino: Option<u64>) -> Vec<(c_int, Arc<Entry>)> {
+    let _quiet = crate::guard::Quiet::new();
+    let t = lock(&TABLE);
+    let Some(map) = t.as_ref() else { return Vec::new() };
+    let mut out: Vec<(c_int, Arc<Entry>)> = Vec::new();
+    for (fd, e) in map {
+        if ino.is_none_or(|i| e.file.inode().0 == i) && !out.iter().any(|(_, o)| Arc::ptr_eq(o, e)) {
+            out.push((*fd, e.clone()));
+        }
+    }
+    out
+}
+
+/// Whether `fd` is in the table and this process may change it (not a vfork child).
 pub fn owned(fd: c_int) -> bool {
     index(fd).is_some_and(|i| OWNED[i].load(Ordering::Acquire))
+        && crate::guard::active()
+        && crate::guard::own_process()
 }
 
 /// The last descriptor of an entry is gone: close it natively.
 pub fn release(entry: Option<Arc<Entry>>) {
     let Some(entry) = entry else { return };
     if let Ok(entry) = Arc::try_unwrap(entry) {
+        // A description dropped without a close of ours (dup2 over it, close_range)
+        // still sends what it buffered.
+        let _ = crate::served::flush(&entry);
         crate::guard::enter(|| {
             if entry.writable {
                 let _ = entry.file.close();

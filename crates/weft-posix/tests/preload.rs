@@ -59,3 +59,24 @@ pub fn totals(stats: &Path) -> HashMap<String, u64> {
     }
     sum
 }
+
+/// Compiles the test program `tests/c/NAME.c` (its text, `source`) with `compiler`
+/// into `dir/NAME`; panics with the compiler's output when it fails.
+pub fn compile(compiler: &str, dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join(name);
+    let result = Command::new(compiler)
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(extra)
+        .output()
+        .unwrap_or_else(|e| panic!("running {compiler} (scripts/install-deps.sh installs it): {e}"));
+    assert!(
+        result.status.success(),
+        "{compiler} {name}.c failed:\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out
+}
