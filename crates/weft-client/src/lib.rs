@@ -27,6 +27,7 @@ mod file;
 mod gather;
 mod list_io;
 pub mod path;
+pub mod replica;
 mod shared_pointer;
 pub mod trace;
 mod view_io;
@@ -42,7 +43,7 @@ pub use extent_lock::{ranges_per_server, ExtentLock};
 pub use file::{File, TransferOptions};
 pub use view_io::{Schedule, MEMORY_STAGE_BYTES_MAX};
 pub use weft_layout::view::{Datatype, Distribution, Field, Order, View, ViewError};
-pub use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, ServerId};
+pub use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, Redundancy, ServerId};
 pub use weft_proto::msg::LockStats;
 pub use weft_proto::msg::REVALIDATE_STEPS_MAX;
 pub use weft_proto::{

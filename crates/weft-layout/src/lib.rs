@@ -4,8 +4,10 @@
 //! beyond their identifiers.
 
 pub mod ids;
+pub mod redundancy;
 pub mod stripe;
 pub mod view;
 
 pub use ids::{InodeId, ServerId};
+pub use redundancy::{Redundancy, Replication};
 pub use stripe::{CacheMapping, CacheMode, Layout, LayoutError, LayoutRequest, StripePiece};
