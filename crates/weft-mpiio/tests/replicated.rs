@@ -58,7 +58,8 @@ fn collective_view_io_on_a_replicated_file_survives_a_killed_io_server() {
 
     // Still down: a new job reads it all back right.
     let verify = |when: &str| {
-        let out = mpirun(2, &cluster, &[], &program, &["weft:/rep", "verify"]);
+        // As many ranks as wrote it: the program checks the size and blocks from that.
+        let out = mpirun(3, &cluster, &[], &program, &["weft:/rep", "verify"]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success() && stdout.ends_with("ok\n"),
