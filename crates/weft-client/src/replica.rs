@@ -95,8 +95,8 @@ impl Replicas {
         (0..self.copies())
             .filter(|&c| {
                 let server = self.pieces[slot][c].0;
-                !stale.contains(&server)
-                    && !(reading && down.get(&server).is_some_and(|at| at.elapsed() < DOWN_RETRY))
+                let seen_down = reading && down.get(&server).is_some_and(|at| at.elapsed() < DOWN_RETRY);
+                !(stale.contains(&server) || seen_down)
             })
             .collect()
     }

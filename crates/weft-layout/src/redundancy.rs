@@ -143,7 +143,7 @@ impl Layout {
     pub(crate) fn validate_replication(&self) -> Result<(), LayoutError> {
         let width = self.servers.len();
         let copies = &self.replication.copies;
-        if copies.len() % width != 0 || copies.len() / width + 1 > REPLICAS_MAX as usize {
+        if !copies.len().is_multiple_of(width) || copies.len() / width + 1 > REPLICAS_MAX as usize {
             return Err(LayoutError::Replicas(copies.len() / width.max(1) + 1));
         }
         let all = self.all_servers();

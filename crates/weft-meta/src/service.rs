@@ -1057,9 +1057,9 @@ impl MetaService {
         exclusive: bool,
     ) -> Result<Made, WireError> {
         match self.create_or_open(cred, parent, name, mode, layout, exclusive)? {
-            Created::Made(made) => Ok(made),
+            Created::Made(made) => Ok(*made),
             Created::Existing(attr) => Ok(Made {
-                attr,
+                attr: *attr,
                 parent: self.store.getattr(cred, parent)?,
             }),
         }
@@ -1084,7 +1084,7 @@ impl MetaService {
     ) -> Result<Attr, WireError> {
         match self.create_or_open(cred, parent, name, mode, layout, exclusive)? {
             Created::Made(made) => Ok(made.attr),
-            Created::Existing(attr) => Ok(attr),
+            Created::Existing(attr) => Ok(*attr),
         }
     }
 
@@ -1104,7 +1104,7 @@ impl MetaService {
                 .store
                 .create_check(cred, parent, name, mode, layout, exclusive)?
             {
-                CreateCheck::Existing(attr) => return Ok(Created::Existing(attr)),
+                CreateCheck::Existing(attr) => return Ok(Created::Existing(Box::new(attr))),
                 CreateCheck::New(pending) => pending,
             };
             let pooled = match self.take_precreated(pending.layout()) {
@@ -1146,7 +1146,7 @@ impl MetaService {
             }
             let layout = pending.layout().clone();
             match self.store.create_commit_made(cred, pending) {
-                Ok(made) => return Ok(Created::Made(made)),
+                Ok(made) => return Ok(Created::Made(Box::new(made))),
                 Err(error) => {
                     if matches!(error.code, ErrorCode::Io | ErrorCode::NoSpace) {
                         // The commit may have reached the disk before failing: its
@@ -1766,9 +1766,10 @@ fn unix_ms() -> u64 {
 /// The first failed call, with its server.
 /// What `create_or_open` did.
 enum Created {
-    Made(Made),
+    /// Both boxed: attributes with their layouts (a replicated one's copies) are large.
+    Made(Box<Made>),
     /// A non-exclusive create found a file of that name.
-    Existing(Attr),
+    Existing(Box<Attr>),
 }
 
 fn first_failure(servers: &[ServerId], results: Vec<Result<(), WireError>>) -> Option<(ServerId, WireError)> {

@@ -488,7 +488,7 @@ fn create_resolves_layouts_and_handles_existing_names() {
         plain.layout,
         Some(Layout {
             stripe_size_bytes: 65536,
-            servers: vec![ServerId(10), ServerId(11)]
+            servers: vec![ServerId(10), ServerId(11)],
             replication: Default::default(),
         })
     );
@@ -505,7 +505,7 @@ fn create_resolves_layouts_and_handles_existing_names() {
         wide.layout,
         Some(Layout {
             stripe_size_bytes: 1 << 20,
-            servers: vec![ServerId(12), ServerId(13), ServerId(10)]
+            servers: vec![ServerId(12), ServerId(13), ServerId(10)],
             replication: Default::default(),
         })
     );
@@ -634,7 +634,7 @@ fn directory_layouts_are_inherited_and_validated() {
         f.layout,
         Some(Layout {
             stripe_size_bytes: 4096,
-            servers: vec![ServerId(13), ServerId(10), ServerId(11)]
+            servers: vec![ServerId(13), ServerId(10), ServerId(11)],
             replication: Default::default(),
         })
     );
@@ -659,7 +659,7 @@ fn directory_layouts_are_inherited_and_validated() {
         h.layout,
         Some(Layout {
             stripe_size_bytes: 8192,
-            servers: vec![ServerId(10), ServerId(11)]
+            servers: vec![ServerId(10), ServerId(11)],
             replication: Default::default(),
         })
     );
@@ -670,7 +670,7 @@ fn directory_layouts_are_inherited_and_validated() {
         i.layout,
         Some(Layout {
             stripe_size_bytes: 65536,
-            servers: vec![ServerId(10), ServerId(11)]
+            servers: vec![ServerId(10), ServerId(11)],
             replication: Default::default(),
         })
     );
