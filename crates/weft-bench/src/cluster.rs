@@ -31,6 +31,7 @@ pub fn striped(stripe_size_bytes: Option<u64>, stripe_count: Option<u32>) -> Cre
             stripe_size_bytes,
             stripe_count,
             first_server: None,
+            redundancy: None,
         },
         exclusive: true,
         ..Default::default()

@@ -472,6 +472,7 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
             stripe_size_bytes: args.stripe_size,
             stripe_count: args.stripe_count,
             first_server: None,
+            redundancy: None,
         },
         ..Default::default()
     };

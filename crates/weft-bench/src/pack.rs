@@ -126,6 +126,7 @@ fn four_servers() -> Layout {
     Layout {
         stripe_size_bytes: 64 << 10,
         servers: (0..4).map(ServerId).collect(),
+        replication: Default::default(),
     }
 }
 
@@ -291,6 +292,7 @@ pub fn run(args: &PackArgs) -> Result<()> {
     let striped = |stripe_size_bytes: u64, count: u32| Layout {
         stripe_size_bytes,
         servers: (0..count).map(ServerId).collect(),
+        replication: Default::default(),
     };
     let darray = Datatype::darray(
         4,

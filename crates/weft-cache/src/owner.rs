@@ -201,6 +201,7 @@ mod tests {
         let layout = Layout {
             stripe_size_bytes: 65536,
             servers: vec![ServerId(3), ServerId(5)],
+            replication: Default::default(),
         };
         let stripe_blocks = BlockMap::new(65536).unwrap();
         let small_blocks = BlockMap::new(4096).unwrap();

@@ -197,6 +197,9 @@ impl weft_layout_t {
             stripe_size_bytes: set(WEFT_LAYOUT_STRIPE_SIZE).then_some(self.stripe_size_bytes),
             stripe_count: set(WEFT_LAYOUT_STRIPE_COUNT).then_some(self.stripe_count),
             first_server: set(WEFT_LAYOUT_FIRST_SERVER).then_some(self.first_server),
+            // The C ABI has no redundancy field yet (its struct is fixed): the
+            // directory's or the cluster's default applies.
+            redundancy: None,
         })
     }
 
@@ -313,6 +316,7 @@ mod tests {
             stripe_size_bytes: Some(4096),
             stripe_count: None,
             first_server: Some(0),
+            redundancy: None,
         };
         let c = weft_layout_t::from_request(&request);
         assert_eq!(c.fields, WEFT_LAYOUT_STRIPE_SIZE | WEFT_LAYOUT_FIRST_SERVER);

@@ -477,6 +477,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             name: "weft".into(),
             stripe_size: options.stripe_size,
             stripe_count: options.stripe_count,
+            redundancy: None,
             precreate: options.precreate,
             servers: entries,
         };

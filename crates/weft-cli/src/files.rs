@@ -264,7 +264,7 @@ fn no_objects(attr: &Attr) -> String {
 pub fn describe_layout(attr: &Attr) -> String {
     if let Some(l) = &attr.layout {
         let servers: Vec<String> = l.servers.iter().map(|s| s.to_string()).collect();
-        return format!(
+        let mut text = format!(
             "stripe_size={} ({}) stripe_count={} servers={} (stripe i on servers[i mod {}]) cache={}",
             l.stripe_size_bytes,
             human_bytes(l.stripe_size_bytes),
@@ -273,23 +273,50 @@ pub fn describe_layout(attr: &Attr) -> String {
             l.servers.len(),
             attr.cache
         );
+        text.push_str(&describe_pieces(l));
+        return text;
     }
     match &attr.dir_layout {
         Some(r) => {
             let field = |v: Option<String>| v.unwrap_or_else(|| "inherit".into());
             format!(
-                "default for new files: stripe_size={} stripe_count={} first_server={} cache={}",
+                "default for new files: stripe_size={} stripe_count={} first_server={} cache={} redundancy={}",
                 field(r.stripe_size_bytes.map(|v| v.to_string())),
                 field(
                     r.stripe_count
                         .map(|v| if v == 0 { "all".to_string() } else { v.to_string() })
                 ),
                 field(r.first_server.map(|v| v.to_string())),
-                field(r.cache.map(|v| v.to_string()))
+                field(r.cache.map(|v| v.to_string())),
+                field(r.redundancy.map(|v| v.to_string()))
             )
         }
         None => "default for new files: the cluster default".into(),
     }
+}
+
+/// A replicated layout's pieces: per slot, the servers holding each copy of its
+/// stripes (primary first), stale ones marked. Nothing for a plain layout.
+fn describe_pieces(l: &weft_client::Layout) -> String {
+    if l.replica_count() < 2 {
+        return " redundancy=plain".into();
+    }
+    let mut text = format!(
+        " redundancy={}\n  pieces (slot: servers of its copies, primary first):",
+        l.redundancy()
+    );
+    for slot in 0..l.width() {
+        let copies: Vec<String> = l
+            .slot_servers(slot)
+            .into_iter()
+            .map(|s| match l.is_stale(s) {
+                true => format!("{s}(stale)"),
+                false => s.to_string(),
+            })
+            .collect();
+        text.push_str(&format!("\n    slot {slot}: {}", copies.join(" ")));
+    }
+    text
 }
 
 /// Shows `path`'s attributes. When a server holding its objects cannot be reached,
@@ -818,16 +845,35 @@ pub fn mv(client: &Client, from: &str, to: &str) -> Result<()> {
 }
 
 pub fn layout(client: &Client, path: &str, set: Option<LayoutRequest>, clear: bool) -> Result<()> {
+    if let (Some(request), false) = (set, clear) {
+        // A path that does not exist yet: an empty file with that layout (as Lustre's
+        // `lfs setstripe FILE`), which writes then fill.
+        if let Err(e) = client.resolve(path) {
+            if e.code() != weft_client::ErrorCode::NotFound {
+                return Err(e.into());
+            }
+            let options = weft_client::CreateOptions {
+                layout: request,
+                exclusive: true,
+                ..Default::default()
+            };
+            client.create(path, &options)?.close()?;
+            let attr = client.resolve(path)?;
+            println!("{path}: {}", describe_layout(&attr));
+            return Ok(());
+        }
+    }
     if clear || set.is_some() {
         let attr = client.resolve(path)?;
         if attr.kind != FileKind::Directory {
-            bail!("{path}: a file's layout is fixed at creation; --set applies to directories (the default for new files)");
+            bail!("{path}: a file's layout is fixed at creation; --set applies to directories (the default for new files) and to paths that do not exist yet (an empty file is made)");
         }
         let attr = client.set_dir_layout(path, if clear { None } else { set })?;
         println!("{path}: {}", describe_layout(&attr));
         return Ok(());
     }
-    let attr = client.stat(path)?;
+    // The manager's attributes: a layout needs no size, so it shows with a server down.
+    let attr = client.resolve(path)?;
     println!("{path}: {}", describe_layout(&attr));
     Ok(())
 }

@@ -130,6 +130,10 @@ struct LayoutArgs {
     /// server-aligned file domains). Default: the directory's, else the cluster's.
     #[arg(long, value_name = "MODE")]
     cache: Option<weft_layout::CacheMode>,
+    /// Copies of the data: plain (one) or replicas=N (N copies of every stripe on N
+    /// distinct io servers; reads and writes go on with one of them down).
+    #[arg(long, value_name = "KIND")]
+    redundancy: Option<weft_layout::Redundancy>,
 }
 
 impl LayoutArgs {
@@ -139,6 +143,7 @@ impl LayoutArgs {
             stripe_size_bytes: self.stripe_size,
             stripe_count: self.stripe_count,
             first_server: self.first_server,
+            redundancy: self.redundancy,
         }
     }
     fn is_set(&self) -> bool {
@@ -146,6 +151,7 @@ impl LayoutArgs {
             || self.stripe_count.is_some()
             || self.first_server.is_some()
             || self.cache.is_some()
+            || self.redundancy.is_some()
     }
 }
 
@@ -410,7 +416,9 @@ cluster that is stopped, `weft up` starts it again with its data."
     #[command(
         long_about = "Show a file's layout (stripe size, stripe count, first server, servers), or with --set \
 set a directory's default layout, inherited by files created in it (and by new subdirectories).\n\nExamples:\n  \
-weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 /data\n  weft layout --clear /data"
+weft layout /data/out.h5\n  weft layout --set --stripe-size 1M --stripe-count 2 /data\n  \
+weft layout --set --redundancy replicas=2 /data/safe.bin   (a path that does not exist: an empty file is made)\n  \
+weft layout --clear /data"
     )]
     Layout {
         /// A file (its layout is shown) or a directory (its default for new files).
@@ -716,13 +724,14 @@ fn run(command: Command, given: &[String]) -> Result<()> {
         } => {
             if set && !layout.is_set() {
                 anyhow::bail!(
-                    "--set needs at least one of --stripe-size, --stripe-count, --first-server, --cache"
+                    "--set needs at least one of --stripe-size, --stripe-count, --first-server, --cache, --redundancy"
                 );
             }
             if !set && layout.is_set() {
                 anyhow::bail!(
-                    "--stripe-size, --stripe-count, --first-server and --cache go with --set (a \
-                     directory's default for new files; a file's layout is fixed when it is created)"
+                    "--stripe-size, --stripe-count, --first-server, --cache and --redundancy go with --set (a \
+                     directory's default for new files, or a new empty file; a file's layout is fixed \
+                     when it is created)"
                 );
             }
             files::layout(&connect()?, &path, set.then(|| layout.request()), clear)

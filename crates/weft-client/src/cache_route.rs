@@ -32,6 +32,7 @@ impl CacheRoute {
             blocks: Layout {
                 stripe_size_bytes: block_size_bytes,
                 servers: managers,
+                replication: Default::default(),
             },
             file_layout: file_layout.clone(),
         })
@@ -47,6 +48,7 @@ impl CacheRoute {
                 servers: (0..count as u32)
                     .map(|k| ServerId(JOB_DELEGATE_ID_BASE + k))
                     .collect(),
+                replication: Default::default(),
             },
             file_layout: file_layout.clone(),
         }
@@ -155,6 +157,7 @@ mod tests {
         Layout {
             stripe_size_bytes: 4096,
             servers: ids.iter().map(|&i| ServerId(i)).collect(),
+            replication: Default::default(),
         }
     }
 

@@ -247,6 +247,7 @@ mod tests {
         weft_layout::Layout {
             stripe_size_bytes: stripe,
             servers: (0..servers as u32).map(ServerId).collect(),
+            replication: Default::default(),
         }
     }
 

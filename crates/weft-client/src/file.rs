@@ -73,6 +73,8 @@ pub struct File {
     privileges_dropped: AtomicBool,
     /// Whether the handle's data goes through job-scoped delegates (`use_delegates`).
     job_delegates: bool,
+    /// A replicated file's copies (`replica.rs`); `None`: a plain file.
+    pub(crate) replicas: Option<crate::replica::Replicas>,
 }
 
 const MODE_SETUID: u32 = 0o4000;
@@ -141,6 +143,11 @@ impl File {
             ),
             false => None,
         };
+        let replicas = match cache {
+            // The manager refuses cached replicated files.
+            Some(_) => None,
+            None => crate::replica::Replicas::new(&file_layout, |s| inner.io_addr(s).map(str::to_owned))?,
+        };
         let (layout, addrs) = match &cache {
             None => (file_layout, io_addrs.clone()),
             Some(route) => (
@@ -154,6 +161,7 @@ impl File {
             ),
         };
         let mut file = File {
+            replicas,
             inner,
             attr,
             layout,
@@ -261,6 +269,12 @@ impl File {
                 .pool
                 .set_auth(addr, weft_rpc::ClientAuth::cluster(job_key.clone()));
         }
+        if self.replicas.is_some() {
+            return Err(ClientError::refused(
+                ErrorCode::Unsupported,
+                format!("{}: delegates do not serve replicated files yet", self.path),
+            ));
+        }
         let route = CacheRoute::job_delegates(delegates.len(), self.layout());
         self.layout = route.blocks.clone();
         self.addrs = delegates.to_vec();
@@ -316,6 +330,8 @@ impl File {
         let attached = self.cache.is_some()
             && !self.patterns_refused.load(Ordering::Relaxed)
             && self.pattern.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        // A replicated file's read goes on on another copy when a server is down.
+        let mut read = || self.with_fallback(&mut read);
         match read() {
             Err(e) if attached && matches!(e.code(), ErrorCode::Unsupported | ErrorCode::UnknownOpcode) => {
                 self.patterns_refused.store(true, Ordering::Relaxed);
@@ -485,7 +501,7 @@ impl File {
         }
         // The io servers' striping, not the data layout's (a cached file's is over its
         // cache managers: every fallocate of one was refused as EINVAL).
-        self.to_io_servers(|k| Request::Allocate {
+        self.to_io_servers(true, |k| Request::Allocate {
             inode: self.attr.inode,
             striping: self.io_striping(k),
             offset,
@@ -516,44 +532,46 @@ impl File {
         let len = buf.len() as u64;
         let segments = self.segments(offset, len);
         let servers = self.servers_holding(offset, len);
-        let connections = self.connections_of(&servers)?;
         let inflight = self.inner.transfer.inflight_per_server;
-        crate::drive::drive(servers.len(), len, |i| {
-            let (index, connection) = (servers[i], &connections[i]);
-            let mut left = segments.iter();
-            let next = move || -> Result<Option<(PendingCall<'_>, ())>, ClientError> {
-                for segment in left.by_ref() {
-                    let parts: Vec<&[u8]> = self
-                        .layout
-                        .pieces_on(index, segment.offset, segment.len)
-                        .expect("range checked")
-                        .map(|piece| {
-                            let at = (piece.file_offset - offset) as usize;
-                            &buf[at..at + piece.len as usize]
-                        })
-                        .collect();
-                    if parts.is_empty() {
-                        continue;
+        self.with_copies(|| {
+            let connections = self.connections_of(&servers)?;
+            crate::drive::drive(servers.len(), len, |i| {
+                let (index, connection) = (servers[i], &connections[i]);
+                let mut left = segments.iter();
+                let next = move || -> Result<Option<(PendingCall<'_>, ())>, ClientError> {
+                    for segment in left.by_ref() {
+                        let parts: Vec<&[u8]> = self
+                            .layout
+                            .pieces_on(index, segment.offset, segment.len)
+                            .expect("range checked")
+                            .map(|piece| {
+                                let at = (piece.file_offset - offset) as usize;
+                                &buf[at..at + piece.len as usize]
+                            })
+                            .collect();
+                        if parts.is_empty() {
+                            continue;
+                        }
+                        let request = self.data_request(
+                            index,
+                            connection,
+                            Request::Write {
+                                inode: self.attr.inode,
+                                striping: self.striping(index),
+                                ranges: vec![Range {
+                                    offset: segment.offset,
+                                    len: segment.len,
+                                }],
+                            },
+                        );
+                        return Ok(Some((connection.send_parts(&request, &parts)?, ())));
                     }
-                    let request = self.data_request(
-                        index,
-                        connection,
-                        Request::Write {
-                            inode: self.attr.inode,
-                            striping: self.striping(index),
-                            ranges: vec![Range {
-                                offset: segment.offset,
-                                len: segment.len,
-                            }],
-                        },
-                    );
-                    return Ok(Some((connection.send_parts(&request, &parts)?, ())));
-                }
-                Ok(None)
-            };
-            Ok(Pipeline::new(inflight, next, |call: PendingCall<'_>, ()| {
-                expect_bytes(call.wait()?.0)
-            }))
+                    Ok(None)
+                };
+                Ok(Pipeline::new(inflight, next, |call: PendingCall<'_>, ()| {
+                    expect_bytes(call.wait()?.0)
+                }))
+            })
         })
         .map_err(|e| e.context(&self.path))?;
         self.known_size
@@ -728,7 +746,7 @@ impl File {
     pub(crate) fn connections_of(&self, servers: &[usize]) -> Result<Vec<Arc<Connection>>, ClientError> {
         servers
             .iter()
-            .map(|k| self.inner.pool.get(&self.addrs[*k]).map_err(ClientError::from))
+            .map(|k| self.connection_of(*k))
             .collect::<Result<_, _>>()
             .map_err(|e: ClientError| e.context(&self.path))
     }
@@ -776,9 +794,45 @@ impl File {
         }
     }
 
-    /// Sends one request to every io server of the file at once.
-    fn to_io_servers(&self, request_for: impl Fn(usize) -> Request) -> Result<Vec<Response>, ClientError> {
-        self.to_servers(&self.io_addrs, |k, _| request_for(k))
+    /// Sends one request to every io server of the file at once. A replicated file's
+    /// request for slot `k` goes to every fresh copy of the slot when it `changes` the
+    /// objects (truncate, sync, allocate: see `with_copies`), else to one (answers in
+    /// slot order either way).
+    fn to_io_servers(
+        &self,
+        changes: bool,
+        request_for: impl Fn(usize) -> Request + Sync,
+    ) -> Result<Vec<Response>, ClientError> {
+        if self.replicas.is_none() {
+            return self.to_servers(&self.io_addrs, |k, _| request_for(k));
+        }
+        let to_slots = || -> Result<Vec<Response>, ClientError> {
+            let connections = (0..self.layout.servers.len())
+                .map(|k| self.connection_of(k))
+                .collect::<Result<Vec<_>, _>>()?;
+            retry_if_revoked(|| {
+                let pending: Vec<PendingCall<'_>> = connections
+                    .iter()
+                    .enumerate()
+                    .map(|(k, c)| c.send(&request_for(k), &[]))
+                    .collect::<Result<_, _>>()?;
+                let mut out = Vec::with_capacity(pending.len());
+                let mut first_error = None;
+                for call in pending {
+                    match call.wait() {
+                        Ok((response, _)) => out.push(response),
+                        Err(e) => {
+                            first_error.get_or_insert(ClientError::from(e));
+                        }
+                    }
+                }
+                first_error.map_or(Ok(out), Err)
+            })
+        };
+        match changes {
+            true => self.with_copies(to_slots),
+            false => self.with_fallback(to_slots),
+        }
     }
 
     /// Sends one request to every cache manager of a cached file at once (nothing for
@@ -852,7 +906,7 @@ impl File {
             }
         }
         let answers = self
-            .to_io_servers(|k| Request::Extents {
+            .to_io_servers(false, |k| Request::Extents {
                 items: vec![(self.attr.inode, self.io_striping(k))],
             })
             .map_err(|e| e.context(&self.path))?;
@@ -919,7 +973,7 @@ impl File {
         // removes what another manager's write-back in flight put there meanwhile.
         self.to_cache_managers(|file| Request::CacheTruncate { file, size })
             .map_err(|e| e.context(&self.path))?;
-        self.to_io_servers(|k| Request::Truncate {
+        self.to_io_servers(true, |k| Request::Truncate {
             inode: self.attr.inode,
             striping: self.io_striping(k),
             size,
@@ -938,7 +992,7 @@ impl File {
     pub fn sync(&self) -> Result<(), ClientError> {
         self.to_cache_managers(|file| Request::CacheFlush { file })
             .map_err(|e| e.context(&self.path))?;
-        self.to_io_servers(|_| Request::Sync {
+        self.to_io_servers(true, |_| Request::Sync {
             inode: self.attr.inode,
         })
         .map_err(|e| e.context(&self.path))?;

@@ -47,7 +47,9 @@
 //! decentralised schedule (one thread, step `j` to server `(rank + j) mod n`;
 //! `read_view_scheduled`/`write_view_scheduled`); `read_view_into`/`write_view_from` for memory laid out
 //! by a datatype (staged through pack/unpack unless contiguous). `list_io.rs`:
-//! `read_list`/`write_list`, each server sent only the ranges touching it.
+//! `read_list`/`write_list`, each server sent only the ranges touching it. `replica.rs`: replicated
+//! files below all of these (each slot's connection from `File::connection_of`; writes to
+//! every fresh copy, reads falling back to another, stale pieces recorded at the manager).
 //! `extent_lock.rs`: `File::lock_extents`, an access's ranges cut by the striping and
 //! locked at each io server holding some (in server id order, retried while busy up to the
 //! request timeout), released by the returned `ExtentLock` (or its drop).
@@ -76,6 +78,7 @@ mod file;
 mod gather;
 mod list_io;
 pub mod path;
+pub mod replica;
 mod shared_pointer;
 pub mod trace;
 mod view_io;
@@ -91,7 +94,7 @@ pub use extent_lock::{ranges_per_server, ExtentLock};
 pub use file::{File, TransferOptions};
 pub use view_io::{Schedule, MEMORY_STAGE_BYTES_MAX};
 pub use weft_layout::view::{Datatype, Distribution, Field, Order, View, ViewError};
-pub use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, ServerId};
+pub use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, Redundancy, ServerId};
 pub use weft_proto::msg::LockStats;
 pub use weft_proto::msg::REVALIDATE_STEPS_MAX;
 pub use weft_proto::{

@@ -105,30 +105,32 @@ impl File {
         let chunk_bytes = self.list_chunk_bytes();
         let inflight = self.inner.transfer.inflight_per_server.max(1);
         let servers = self.servers_of_list(ranges);
-        let connections = self.connections_of(&servers)?;
-        crate::drive::drive(servers.len(), buf.len() as u64, |i| {
-            let (index, connection) = (servers[i], &connections[i]);
-            let mut chunks = self.list_chunks(index, ranges, &starts, chunk_bytes);
-            let mut gather = Gather::with_capacity(chunk_bytes as usize);
-            let next = move || -> Result<Option<(PendingCall<'_>, ())>, ClientError> {
-                gather.clear();
-                let Some(sent) = chunks.next(|at, n| gather.push(buf, at as usize, n as usize)) else {
-                    return Ok(None);
+        self.with_copies(|| {
+            let connections = self.connections_of(&servers)?;
+            crate::drive::drive(servers.len(), buf.len() as u64, |i| {
+                let (index, connection) = (servers[i], &connections[i]);
+                let mut chunks = self.list_chunks(index, ranges, &starts, chunk_bytes);
+                let mut gather = Gather::with_capacity(chunk_bytes as usize);
+                let next = move || -> Result<Option<(PendingCall<'_>, ())>, ClientError> {
+                    gather.clear();
+                    let Some(sent) = chunks.next(|at, n| gather.push(buf, at as usize, n as usize)) else {
+                        return Ok(None);
+                    };
+                    let request = self.data_request(
+                        index,
+                        connection,
+                        Request::Write {
+                            inode: self.inode(),
+                            striping: self.striping(index),
+                            ranges: sent.iter().map(|s| s.range).collect(),
+                        },
+                    );
+                    Ok(Some((connection.send_parts(&request, &gather.slices(buf))?, ())))
                 };
-                let request = self.data_request(
-                    index,
-                    connection,
-                    Request::Write {
-                        inode: self.inode(),
-                        striping: self.striping(index),
-                        ranges: sent.iter().map(|s| s.range).collect(),
-                    },
-                );
-                Ok(Some((connection.send_parts(&request, &gather.slices(buf))?, ())))
-            };
-            Ok(Pipeline::new(inflight, next, |call: PendingCall<'_>, ()| {
-                expect_bytes(call.wait()?.0)
-            }))
+                Ok(Pipeline::new(inflight, next, |call: PendingCall<'_>, ()| {
+                    expect_bytes(call.wait()?.0)
+                }))
+            })
         })
         .map_err(|e| e.context(&self.path))?;
         self.known_size.fetch_max(end, Ordering::SeqCst);
@@ -282,6 +284,7 @@ mod tests {
         let layout = Layout {
             stripe_size_bytes: 1024,
             servers: (0..3).map(ServerId).collect(),
+            replication: Default::default(),
         };
         let mut ranges = vec![(0u64, 10_000u64), (50_000, 1), (7, 0), (3000, 5000)];
         ranges.extend((0..200u64).map(|k| (100_000 + 1500 * k, 100 + k)));

@@ -40,8 +40,10 @@ pub(crate) struct FileView {
     /// `Some(base)` when view byte `v` is file byte `base + v`: then view I/O is plain
     /// contiguous I/O and nothing is registered.
     dense_base: Option<u64>,
-    /// Per server of the layout: the connection the view is registered on, and its id.
-    registrations: Vec<Mutex<Option<Registration>>>,
+    /// Per server of the layout: the connections the view is registered on, and its
+    /// ids (more than one for a replicated file, whose slot's requests go to each copy's
+    /// server; at most `REGISTRATIONS_PER_SLOT_MAX`).
+    registrations: Vec<Mutex<Vec<Registration>>>,
 }
 
 struct Registration {
@@ -58,7 +60,7 @@ impl FileView {
         FileView {
             view,
             dense_base,
-            registrations: (0..servers).map(|_| Mutex::new(None)).collect(),
+            registrations: (0..servers).map(|_| Mutex::new(Vec::new())).collect(),
         }
     }
 
@@ -66,9 +68,18 @@ impl FileView {
     /// not registered on that very connection (a new connection has no views).
     fn id_on(&self, index: usize, connection: &Arc<Connection>) -> Result<ViewId, ClientError> {
         let mut slot = self.registrations[index].lock().unwrap();
-        if let Some(registration) = slot.as_ref() {
-            if std::ptr::eq(registration.connection.as_ptr(), Arc::as_ptr(connection)) {
-                return Ok(registration.id);
+        if let Some(registration) = slot
+            .iter()
+            .find(|r| std::ptr::eq(r.connection.as_ptr(), Arc::as_ptr(connection)))
+        {
+            return Ok(registration.id);
+        }
+        // Connections that closed took their views with them.
+        slot.retain(|r| r.connection.strong_count() > 0);
+        if slot.len() >= REGISTRATIONS_PER_SLOT_MAX {
+            let oldest = slot.remove(0);
+            if let Some(old) = oldest.connection.upgrade() {
+                let _ = old.send(&Request::ReleaseView { view: oldest.id }, &[]);
             }
         }
         let request = Request::RegisterView {
@@ -78,7 +89,7 @@ impl FileView {
             Response::View(id) => id,
             other => return Err(crate::client::unexpected(&other)),
         };
-        *slot = Some(Registration {
+        slot.push(Registration {
             connection: Arc::downgrade(connection),
             id,
         });
@@ -86,14 +97,18 @@ impl FileView {
     }
 }
 
+/// Registrations of one view on one slot's servers kept at once (a replicated
+/// file's copies, and connections made again after a server came back).
+const REGISTRATIONS_PER_SLOT_MAX: usize = 8;
+
 impl Drop for FileView {
     fn drop(&mut self) {
         // Best effort: a connection that closed took its views with it.
         for slot in &self.registrations {
-            let Some(registration) = slot.lock().unwrap().take() else {
-                continue;
-            };
-            if let Some(connection) = registration.connection.upgrade() {
+            for registration in std::mem::take(&mut *slot.lock().unwrap()) {
+                let Some(connection) = registration.connection.upgrade() else {
+                    continue;
+                };
                 let _ = connection.send(
                     &Request::ReleaseView {
                         view: registration.id,
@@ -239,16 +254,18 @@ impl File {
             t.sent_view(true, view, view_offset, len);
         }
         let (file_start, file_end) = self.view_span(view, view_offset, len)?;
-        self.view_servers(file_start, file_end)?
-            .run(schedule, len, |index, connection| {
-                Ok(WriteShare {
-                    requests: Requests::new(self, &file_view, index, connection, view_offset, len)?,
-                    buf,
-                    gather: Gather::with_capacity(self.view_chunk_bytes() as usize),
-                    window: VecDeque::new(),
+        self.with_copies(|| {
+            self.view_servers(file_start, file_end)?
+                .run(schedule, len, |index, connection| {
+                    Ok(WriteShare {
+                        requests: Requests::new(self, &file_view, index, connection, view_offset, len)?,
+                        buf,
+                        gather: Gather::with_capacity(self.view_chunk_bytes() as usize),
+                        window: VecDeque::new(),
+                    })
                 })
-            })
-            .map_err(|e| e.context(&self.path))?;
+        })
+        .map_err(|e| e.context(&self.path))?;
         self.known_size.fetch_max(file_end, Ordering::SeqCst);
         Ok(buf.len())
     }
@@ -361,7 +378,7 @@ impl File {
         let servers = self.servers_between(file_start, file_end);
         let connections = servers
             .iter()
-            .map(|k| self.inner.pool.get(&self.addrs[*k]).map_err(ClientError::from))
+            .map(|k| self.connection_of(*k))
             .collect::<Result<_, _>>()
             .map_err(|e: ClientError| e.context(&self.path))?;
         Ok(ViewServers {

@@ -645,6 +645,7 @@ mod tests {
         Layout {
             stripe_size_bytes: stripe,
             servers: vec![weft_layout::ServerId(1)],
+            replication: Default::default(),
         }
     }
 

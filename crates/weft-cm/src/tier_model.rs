@@ -93,6 +93,7 @@ impl Run {
             layout: Layout {
                 stripe_size_bytes: BS,
                 servers: vec![ServerId(1)],
+                replication: Default::default(),
             },
             file: Vec::new(),
             io: Vec::new(),

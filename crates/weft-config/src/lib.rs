@@ -8,6 +8,7 @@
 //! name = "weft"
 //! stripe_size = 65536     # bytes; default layout for new files
 //! stripe_count = 0        # 0 = all io servers
+//! # redundancy = "replicas=2"   # copies of new files' data (default "plain")
 //!
 //! [[server]]
 //! id = 0
@@ -230,6 +231,9 @@ pub struct ClusterConfig {
     /// Default number of io servers a file is striped over; 0 = all.
     #[serde(default)]
     pub stripe_count: u32,
+    /// Default redundancy of new files: "plain" or "replicas=N"; default plain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redundancy: Option<String>,
     #[serde(default, skip_serializing_if = "CacheSettings::is_default")]
     pub cache: CacheSettings,
     /// Objects the metadata manager precreates on the io servers per refill of its pool
@@ -408,6 +412,9 @@ impl ClusterConfig {
                 ));
             }
         }
+        if let Some(r) = &self.redundancy {
+            r.parse::<weft_layout::Redundancy>()?;
+        }
         let request = self.default_layout();
         let io: Vec<ServerId> = self.io_servers().map(|s| s.server_id()).collect();
         weft_layout::Layout::resolve(&request, &LayoutRequest::default(), &io)
@@ -476,6 +483,7 @@ impl ClusterConfig {
             stripe_count: Some(self.stripe_count),
             first_server: None,
             cache: self.cache_default_mode().ok(),
+            redundancy: self.redundancy.as_deref().and_then(|r| r.parse().ok()),
         }
     }
 
@@ -679,6 +687,7 @@ mod tests {
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 2,
+            redundancy: None,
             precreate: None,
             cache: CacheSettings {
                 memory: Some(64 << 20),
@@ -812,6 +821,7 @@ mod tests {
             name: "t".into(),
             stripe_size: 4096,
             stripe_count: 0,
+            redundancy: None,
             precreate: None,
             cache: CacheSettings::default(),
             servers: vec![

@@ -1,6 +1,7 @@
 //! The layout as an extended attribute (the OrangeFS `user.pvfs2.dist_*` idea):
 //! `user.weft.layout` reads as "stripe_size=65536 stripe_count=4 servers=1,2,3,4
-//! cache=none" on a file, and on a directory as its default for new files, which
+//! cache=none" on a file (a replicated one adds "redundancy=replicas=2 copy1=3,4" and
+//! "stale=..." when pieces are stale), and on a directory as its default for new files, which
 //! setfattr changes.
 
 use weft_client::{Attr, LayoutRequest};
@@ -28,13 +29,29 @@ pub fn cluster_value(meta_addr: &str) -> Vec<u8> {
 pub fn format(attr: &Attr) -> Option<String> {
     if let Some(layout) = &attr.layout {
         let servers: Vec<String> = layout.servers.iter().map(|s| s.to_string()).collect();
-        return Some(format!(
+        let mut value = format!(
             "stripe_size={} stripe_count={} servers={} cache={}",
             layout.stripe_size_bytes,
             layout.servers.len(),
             servers.join(","),
             attr.cache
-        ));
+        );
+        // A replicated file: its redundancy, each further copy's servers (slot order)
+        // and the stale pieces, if any.
+        if layout.replica_count() > 1 {
+            value.push_str(&format!(" redundancy={}", layout.redundancy()));
+            for copy in 1..layout.replica_count() {
+                let servers: Vec<String> = (0..layout.width())
+                    .map(|k| layout.replica_server(copy, k).to_string())
+                    .collect();
+                value.push_str(&format!(" copy{copy}={}", servers.join(",")));
+            }
+            if !layout.replication.stale.is_empty() {
+                let stale: Vec<String> = layout.replication.stale.iter().map(|s| s.to_string()).collect();
+                value.push_str(&format!(" stale={}", stale.join(",")));
+            }
+        }
+        return Some(value);
     }
     let request = attr.dir_layout?;
     let mut fields = Vec::new();
@@ -49,6 +66,9 @@ pub fn format(attr: &Attr) -> Option<String> {
     }
     if let Some(v) = request.cache {
         fields.push(format!("cache={v}"));
+    }
+    if let Some(v) = request.redundancy {
+        fields.push(format!("redundancy={v}"));
     }
     Some(fields.join(" "))
 }
@@ -69,6 +89,7 @@ pub fn parse(value: &str) -> Result<LayoutRequest, String> {
             "stripe_count" => request.stripe_count = Some(parse_number(v)?),
             "first_server" => request.first_server = Some(parse_number(v)?),
             "cache" => request.cache = Some(v.parse()?),
+            "redundancy" => request.redundancy = Some(v.parse()?),
             "servers" => {
                 return Err("servers cannot be chosen one by one: set stripe_count and first_server".into())
             }
@@ -76,7 +97,9 @@ pub fn parse(value: &str) -> Result<LayoutRequest, String> {
         }
     }
     if request == LayoutRequest::default() {
-        return Err("no layout field given (stripe_size, stripe_count, first_server, cache)".into());
+        return Err(
+            "no layout field given (stripe_size, stripe_count, first_server, cache, redundancy)".into(),
+        );
     }
     Ok(request)
 }
@@ -105,6 +128,10 @@ mod tests {
         );
         assert_eq!(parse("stripe_size=64K\0").unwrap().stripe_size_bytes, Some(65536));
         assert_eq!(
+            parse("redundancy=replicas=2").unwrap().redundancy,
+            Some(weft_client::Redundancy::Replicas(2))
+        );
+        assert_eq!(
             parse("cache=cached").unwrap().cache,
             Some(weft_client::CacheMode::Cached)
         );
@@ -115,6 +142,8 @@ mod tests {
             "colour=blue",
             "servers=1,2",
             "cache=sometimes",
+            "redundancy=replicas=0",
+            "redundancy=ec=4+2",
             "stripe_size=99999999999G",
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");

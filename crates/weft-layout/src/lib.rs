@@ -18,11 +18,15 @@
 //! tree past that (`Datatype::fits_wire`) is walked locally but never registered (the
 //! client's `set_view_to` refuses it, and weft-mpiio's accesses through it go as offset
 //! lists). `View::for_reading` admits a filetype whose data overlap (MPI allows it on a
-//! file opened read-only), walked in typemap order only.
+//! file opened read-only), walked in typemap order only. `redundancy.rs`: replicated layouts' copies
+//! and stale pieces, their placement and the piece map (see the guide's internals,
+//! "Redundancy").
 
 pub mod ids;
+pub mod redundancy;
 pub mod stripe;
 pub mod view;
 
 pub use ids::{InodeId, ServerId};
+pub use redundancy::{Redundancy, Replication};
 pub use stripe::{CacheMapping, CacheMode, Layout, LayoutError, LayoutRequest, StripePiece};

@@ -6,6 +6,7 @@
 //! starts at local offset `(i / count) * s`.
 
 use crate::ids::ServerId;
+use crate::redundancy::{place_copies, Redundancy, Replication};
 
 /// Smallest stripe size accepted (bytes).
 pub const STRIPE_SIZE_BYTES_MIN: u64 = 512;
@@ -34,6 +35,17 @@ pub enum LayoutError {
     FirstServer { first: usize, available: usize },
     #[error("range at offset {offset} with length {len} runs past the largest file offset 2^62")]
     RangeOverflow { offset: u64, len: u64 },
+    #[error("{0} replicas is outside 1..={max}", max = crate::redundancy::REPLICAS_MAX)]
+    Replicas(usize),
+    #[error("stale server {0} holds no piece of the layout")]
+    StaleServer(ServerId),
+    #[error("{replicas} replicas of {width} stripes need {wanted} distinct io servers, the cluster has {available}")]
+    NotEnoughServersForReplicas {
+        replicas: usize,
+        width: usize,
+        wanted: usize,
+        available: usize,
+    },
 }
 
 /// How a file is striped: a stripe size and the ordered list of servers holding its
@@ -42,6 +54,9 @@ pub enum LayoutError {
 pub struct Layout {
     pub stripe_size_bytes: u64,
     pub servers: Vec<ServerId>,
+    /// Extra copies of the stripes and stale pieces (empty: a plain layout); see
+    /// `redundancy.rs`.
+    pub replication: Replication,
 }
 
 /// What a user asks for when creating a file or setting a directory default: any field
@@ -54,6 +69,8 @@ pub struct LayoutRequest {
     pub first_server: Option<u32>,
     /// Whether the file's data goes through the cache tier.
     pub cache: Option<CacheMode>,
+    /// Copies of the data (`replicas=N`).
+    pub redundancy: Option<Redundancy>,
 }
 
 /// How a file's data reaches its io servers: a property of the file, fixed at create,
@@ -170,7 +187,7 @@ impl Layout {
         if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
             return Err(LayoutError::DuplicateServer(w[0]));
         }
-        Ok(())
+        self.validate_replication()
     }
 
     /// Resolves a request against the cluster's io servers (in cluster order) and the
@@ -186,9 +203,18 @@ impl Layout {
             .or(defaults.stripe_size_bytes)
             .unwrap_or(STRIPE_SIZE_BYTES_DEFAULT);
         check_stripe_size(stripe_size_bytes)?;
-        // A count of 0 means "all io servers".
+        let replicas = request
+            .redundancy
+            .or(defaults.redundancy)
+            .unwrap_or_default()
+            .copies();
+        if replicas == 0 || replicas > crate::redundancy::REPLICAS_MAX as usize {
+            return Err(LayoutError::Replicas(replicas));
+        }
+        // A count of 0 means "all io servers" (of a replicated file: as many as leave
+        // a distinct server for every copy of every slot).
         let count = match request.stripe_count.or(defaults.stripe_count) {
-            None | Some(0) => available,
+            None | Some(0) => (available / replicas).max(1),
             Some(n) => n as usize,
         };
         if count == 0 || count > STRIPE_COUNT_MAX {
@@ -204,12 +230,24 @@ impl Layout {
         if first >= available {
             return Err(LayoutError::FirstServer { first, available });
         }
+        if replicas * count > available {
+            return Err(LayoutError::NotEnoughServersForReplicas {
+                replicas,
+                width: count,
+                wanted: replicas * count,
+                available,
+            });
+        }
         let servers = (0..count)
             .map(|k| cluster_servers[(first + k) % available])
             .collect();
         Ok(Layout {
             stripe_size_bytes,
             servers,
+            replication: Replication {
+                copies: place_copies(cluster_servers, first, count, replicas),
+                stale: Vec::new(),
+            },
         })
     }
 
@@ -375,6 +413,7 @@ mod tests {
         Layout {
             stripe_size_bytes: stripe,
             servers: (0..count).map(ServerId).collect(),
+            replication: Default::default(),
         }
     }
 

@@ -387,6 +387,7 @@ fn contiguous_view_is_one_piece_split_by_stripes() {
     let layout = Layout {
         stripe_size_bytes: 1024,
         servers: (0..3).map(ServerId).collect(),
+        replication: Default::default(),
     };
     // Bytes 1000..5000: stripes 0 (0..1024), 1, 2, 3, 4 (4096..5120). Server 1 holds
     // stripes 1 and 4.

@@ -11,6 +11,7 @@ fn layout(stripe_size_bytes: u64, count: u32) -> Layout {
     Layout {
         stripe_size_bytes,
         servers: (0..count).map(ServerId).collect(),
+        replication: Default::default(),
     }
 }
 

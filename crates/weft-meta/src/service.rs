@@ -670,6 +670,9 @@ impl MetaService {
             Request::SetDirLayout { cred, dir, layout } => {
                 store.set_dir_layout(&cred, dir, layout).map(Response::Attr)
             }
+            Request::MarkStale { cred, inode, server } => {
+                store.mark_stale(&cred, inode, server).map(Response::Attr)
+            }
             Request::Symlink {
                 cred,
                 parent,
@@ -889,26 +892,26 @@ impl MetaService {
         let (attr, times) = match early {
             Some((mtime, layout)) => {
                 let mut committed = None;
-                let results = self
-                    .objects
-                    .set_mtime_each(&layout.servers, &[inode], mtime, &mut || {
-                        committed = Some(store.setattr(cred, inode, changes));
-                    });
+                let results =
+                    self.objects
+                        .set_mtime_each(&layout.all_servers(), &[inode], mtime, &mut || {
+                            committed = Some(store.setattr(cred, inode, changes));
+                        });
                 // An implementation that did not run `meanwhile` leaves the commit here.
                 let attr = match committed {
                     Some(result) => result?,
                     None => store.setattr(cred, inode, changes)?,
                 };
-                (attr, Some((mtime, layout.servers, results)))
+                (attr, Some((mtime, layout.all_servers(), results)))
             }
             None => {
                 let attr = store.setattr(cred, inode, changes)?;
                 let times = match (changes.mtime, &attr.layout) {
                     (Some(TimeSet::At(mtime)), Some(layout)) => Some((
                         mtime,
-                        layout.servers.clone(),
+                        layout.all_servers(),
                         self.objects
-                            .set_mtime_each(&layout.servers, &[inode], mtime, &mut || {}),
+                            .set_mtime_each(&layout.all_servers(), &[inode], mtime, &mut || {}),
                     )),
                     _ => None,
                 };
@@ -1054,9 +1057,9 @@ impl MetaService {
         exclusive: bool,
     ) -> Result<Made, WireError> {
         match self.create_or_open(cred, parent, name, mode, layout, exclusive)? {
-            Created::Made(made) => Ok(made),
+            Created::Made(made) => Ok(*made),
             Created::Existing(attr) => Ok(Made {
-                attr,
+                attr: *attr,
                 parent: self.store.getattr(cred, parent)?,
             }),
         }
@@ -1081,7 +1084,7 @@ impl MetaService {
     ) -> Result<Attr, WireError> {
         match self.create_or_open(cred, parent, name, mode, layout, exclusive)? {
             Created::Made(made) => Ok(made.attr),
-            Created::Existing(attr) => Ok(attr),
+            Created::Existing(attr) => Ok(*attr),
         }
     }
 
@@ -1101,7 +1104,7 @@ impl MetaService {
                 .store
                 .create_check(cred, parent, name, mode, layout, exclusive)?
             {
-                CreateCheck::Existing(attr) => return Ok(Created::Existing(attr)),
+                CreateCheck::Existing(attr) => return Ok(Created::Existing(Box::new(attr))),
                 CreateCheck::New(pending) => pending,
             };
             let pooled = match self.take_precreated(pending.layout()) {
@@ -1119,7 +1122,7 @@ impl MetaService {
             };
             let inode = pending.inode();
             if !pooled {
-                let servers = &pending.layout().servers;
+                let servers = &pending.layout().all_servers();
                 let created =
                     self.on_each_server(servers, |server| self.objects.precreate_objects(server, &[inode]));
                 let created = self.replace_stale_objects(inode, servers, created);
@@ -1143,7 +1146,7 @@ impl MetaService {
             }
             let layout = pending.layout().clone();
             match self.store.create_commit_made(cred, pending) {
-                Ok(made) => return Ok(Created::Made(made)),
+                Ok(made) => return Ok(Created::Made(Box::new(made))),
                 Err(error) => {
                     if matches!(error.code, ErrorCode::Io | ErrorCode::NoSpace) {
                         // The commit may have reached the disk before failing: its
@@ -1239,7 +1242,9 @@ impl MetaService {
     /// pool when empty (one request per server for `PRECREATE_BATCH` numbers). `None`
     /// when the set has no pool and cannot get one (`PRECREATE_POOLS_MAX`).
     fn take_precreated(&self, layout: &Layout) -> Result<Option<InodeId>, WireError> {
-        let mut servers = layout.servers.clone();
+        // Every server of the file, its copies' too (a replicated file's objects are
+        // made on all of them).
+        let mut servers = layout.all_servers();
         servers.sort_unstable();
         let batch = self.batch_for(&servers);
         // `ran_dry`: the set's pool was filled before and is empty now.
@@ -1391,6 +1396,7 @@ impl MetaService {
         let inodes = self.store.allocate_inodes(batch)?;
         let pool_layout = Layout {
             servers: servers.to_vec(),
+            replication: Default::default(),
             ..layout.clone()
         };
         self.store.add_precreated(&inodes, &pool_layout)?;
@@ -1470,7 +1476,9 @@ impl MetaService {
 
     /// Puts a precreated number a create did not use back into its pool.
     fn return_precreated(&self, layout: &Layout, inode: InodeId) {
-        let mut servers = layout.servers.clone();
+        // Every server of the file, its copies' too (a replicated file's objects are
+        // made on all of them).
+        let mut servers = layout.all_servers();
         servers.sort_unstable();
         self.precreated
             .lock()
@@ -1483,10 +1491,9 @@ impl MetaService {
     /// Removes the objects of a create that will not commit; on failure hands
     /// them to the purger through the orphans table.
     fn discard_objects(&self, inode: InodeId, layout: &Layout) {
-        let removed = self.on_each_server(&layout.servers, |server| {
-            self.objects.remove_objects(server, &[inode])
-        });
-        if let Some((server, error)) = first_failure(&layout.servers, removed) {
+        let servers = layout.all_servers();
+        let removed = self.on_each_server(&servers, |server| self.objects.remove_objects(server, &[inode]));
+        if let Some((server, error)) = first_failure(&servers, removed) {
             eprintln!(
                 "weftd meta: removing objects of uncommitted inode {inode} from io server {server} failed ({error}); leaving them to the purger"
             );
@@ -1580,8 +1587,8 @@ impl MetaService {
         }
         let mut by_server: BTreeMap<ServerId, Vec<InodeId>> = BTreeMap::new();
         for (inode, layout) in &orphans {
-            for server in &layout.servers {
-                by_server.entry(*server).or_default().push(*inode);
+            for server in layout.all_servers() {
+                by_server.entry(server).or_default().push(*inode);
             }
         }
         let servers: Vec<ServerId> = by_server.keys().copied().collect();
@@ -1599,7 +1606,7 @@ impl MetaService {
         }
         let done: Vec<InodeId> = orphans
             .iter()
-            .filter(|(_, layout)| layout.servers.iter().all(|s| !failed.contains(s)))
+            .filter(|(_, layout)| layout.all_servers().iter().all(|s| !failed.contains(s)))
             .map(|(inode, _)| *inode)
             .collect();
         if done.is_empty() {
@@ -1759,9 +1766,10 @@ fn unix_ms() -> u64 {
 /// The first failed call, with its server.
 /// What `create_or_open` did.
 enum Created {
-    Made(Made),
+    /// Both boxed: attributes with their layouts (a replicated one's copies) are large.
+    Made(Box<Made>),
     /// A non-exclusive create found a file of that name.
-    Existing(Attr),
+    Existing(Box<Attr>),
 }
 
 fn first_failure(servers: &[ServerId], results: Vec<Result<(), WireError>>) -> Option<(ServerId, WireError)> {

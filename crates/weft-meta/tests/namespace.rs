@@ -488,7 +488,8 @@ fn create_resolves_layouts_and_handles_existing_names() {
         plain.layout,
         Some(Layout {
             stripe_size_bytes: 65536,
-            servers: vec![ServerId(10), ServerId(11)]
+            servers: vec![ServerId(10), ServerId(11)],
+            replication: Default::default(),
         })
     );
     // Request fields win; a count of 3 from index 2 wraps around the cluster.
@@ -497,13 +498,15 @@ fn create_resolves_layouts_and_handles_existing_names() {
         stripe_size_bytes: Some(1 << 20),
         stripe_count: Some(3),
         first_server: Some(2),
+        redundancy: None,
     };
     let wide = create_with(&store, &alice(), d, "wide", 0o600, &asked).unwrap();
     assert_eq!(
         wide.layout,
         Some(Layout {
             stripe_size_bytes: 1 << 20,
-            servers: vec![ServerId(12), ServerId(13), ServerId(10)]
+            servers: vec![ServerId(12), ServerId(13), ServerId(10)],
+            replication: Default::default(),
         })
     );
     assert_eq!(wide.mode, 0o600);
@@ -617,6 +620,7 @@ fn directory_layouts_are_inherited_and_validated() {
         stripe_size_bytes: Some(4096),
         stripe_count: Some(3),
         first_server: None,
+        redundancy: None,
     };
     let attr = store.set_dir_layout(&a, d, Some(wanted)).unwrap();
     assert_eq!(attr.dir_layout, Some(wanted));
@@ -630,7 +634,8 @@ fn directory_layouts_are_inherited_and_validated() {
         f.layout,
         Some(Layout {
             stripe_size_bytes: 4096,
-            servers: vec![ServerId(13), ServerId(10), ServerId(11)]
+            servers: vec![ServerId(13), ServerId(10), ServerId(11)],
+            replication: Default::default(),
         })
     );
     // A partial directory default takes the rest from the cluster default.
@@ -654,7 +659,8 @@ fn directory_layouts_are_inherited_and_validated() {
         h.layout,
         Some(Layout {
             stripe_size_bytes: 8192,
-            servers: vec![ServerId(10), ServerId(11)]
+            servers: vec![ServerId(10), ServerId(11)],
+            replication: Default::default(),
         })
     );
     // Clearing returns to the cluster default.
@@ -664,7 +670,8 @@ fn directory_layouts_are_inherited_and_validated() {
         i.layout,
         Some(Layout {
             stripe_size_bytes: 65536,
-            servers: vec![ServerId(10), ServerId(11)]
+            servers: vec![ServerId(10), ServerId(11)],
+            replication: Default::default(),
         })
     );
 

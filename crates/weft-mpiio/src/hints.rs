@@ -3,7 +3,7 @@
 //! set_view and set_info. Rank 0's result is broadcast so that every rank of a file
 //! runs the same collective method with the same parameters.
 
-use weft_client::{CacheMode, LayoutRequest};
+use weft_client::{CacheMode, LayoutRequest, Redundancy};
 
 use crate::error::{ErrorClass, MpiioError, Result};
 
@@ -148,6 +148,9 @@ pub struct Hints {
     /// `weft_cache`: the caching mode of a file this open creates; `None`: the
     /// directory's default, else the cluster's.
     pub cache: Option<CacheMode>,
+    /// `weft_redundancy`: the redundancy of a file this open creates (`plain`,
+    /// `replicas=N`); `None`: the directory's default, else the cluster's.
+    pub redundancy: Option<Redundancy>,
     pub cm_schedule: CmSchedule,
     /// `weft_delegates` (or `$WEFT_DELEGATES`): job-scoped delegates started for the
     /// file at open (see `spawn`); `None` or 0: none.
@@ -197,6 +200,7 @@ impl Default for Hints {
             cio_aware: false,
             cb_predict: Switch::Automatic,
             cache: None,
+            redundancy: None,
             cm_schedule: CmSchedule::Decentralised,
             delegates: None,
             delegate_mapping_any: false,
@@ -298,8 +302,13 @@ impl Hints {
             stripe_size_bytes: self
                 .striping_unit
                 .filter(|u| (STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(u)),
-            stripe_count: self.striping_factor.map(|f| f.min(io_servers.max(1) as u32)),
+            // A replicated file needs a distinct server for every copy of every slot.
+            stripe_count: self.striping_factor.map(|f| {
+                let copies = self.redundancy.map_or(1, |r| r.copies());
+                f.min((io_servers / copies).max(1) as u32)
+            }),
             first_server: None,
+            redundancy: self.redundancy,
         }
     }
 
@@ -348,6 +357,9 @@ impl Hints {
                         .parse::<CacheMode>()
                         .map_err(|_| bad(key, value, "expected none, cached or delegated"))?,
                 )
+            }
+            "weft_redundancy" => {
+                self.redundancy = Some(value.parse::<Redundancy>().map_err(|e| bad(key, value, &e))?)
             }
             "weft_cm_schedule" => {
                 self.cm_schedule = CmSchedule::parse(value)
@@ -431,6 +443,9 @@ impl Hints {
         out.push(("weft_cb_predict".into(), self.cb_predict.name().into()));
         if let Some(mode) = self.cache {
             out.push(("weft_cache".into(), mode.name().into()));
+        }
+        if let Some(r) = self.redundancy {
+            out.push(("weft_redundancy".into(), r.to_string()));
         }
         out.push(("weft_cm_schedule".into(), self.cm_schedule.name().into()));
         let switch = |on: bool| if on { "enable" } else { "disable" }.to_owned();

@@ -121,6 +121,7 @@ pub enum Opcode {
     LockReclaimComplete = 184,
     LockSessionEnd = 185,
     CommitMetadata = 200,
+    MarkStale = 230,
     ViaCacheAware = 87,
     CacheCioStats = 88,
     Link = 65,
@@ -725,6 +726,16 @@ pub enum Request {
     CommitMetadata {
         wait: bool,
     },
+    /// meta: a writer found io server `server` down while writing replicated file
+    /// `inode`: its piece of the file is stale (missed writes), recorded in the file's
+    /// layout before the write is acknowledged, so that no reader uses it until it is
+    /// rebuilt. Needs write permission on the file. Answered `Attr` (the layout with
+    /// the piece marked). Refused if that would leave some slot with no fresh copy.
+    MarkStale {
+        cred: Cred,
+        inode: InodeId,
+        server: ServerId,
+    },
     /// meta: mount session `session` ends (its mount is unmounting and dropped its
     /// locks): the manager forgets it in its record of lock-holding sessions, so that a
     /// restart soon after does not wait for it. Answered `Done`. Added within protocol
@@ -1111,6 +1122,7 @@ impl Request {
             | Request::RenameNoReplace { cred, .. }
             | Request::Statfs { cred, .. }
             | Request::SetDirLayout { cred, .. }
+            | Request::MarkStale { cred, .. }
             | Request::Symlink { cred, .. }
             | Request::Readlink { cred, .. }
             | Request::Revalidate { cred, .. }
@@ -1185,6 +1197,7 @@ impl Request {
             LockReclaimComplete { .. } => Opcode::LockReclaimComplete,
             LockSessionEnd { .. } => Opcode::LockSessionEnd,
             CommitMetadata { .. } => Opcode::CommitMetadata,
+            MarkStale { .. } => Opcode::MarkStale,
             Link { .. } => Opcode::Link,
             Mknod { .. } => Opcode::Mknod,
             SetXattr { .. } => Opcode::SetXattr,
@@ -1507,6 +1520,11 @@ impl Request {
             }
             LockSessionEnd { session } => w.u64(*session),
             CommitMetadata { wait } => w.bool(*wait),
+            MarkStale { cred, inode, server } => {
+                cred.encode(&mut w);
+                inode.encode(&mut w);
+                server.encode(&mut w);
+            }
             Link {
                 cred,
                 inode,
@@ -2001,6 +2019,11 @@ impl Request {
             },
             185 => Request::LockSessionEnd { session: r.u64()? },
             200 => Request::CommitMetadata { wait: r.bool()? },
+            230 => Request::MarkStale {
+                cred: Cred::decode(r)?,
+                inode: InodeId::decode(r)?,
+                server: ServerId::decode(r)?,
+            },
             65 => Request::Link {
                 cred: Cred::decode(r)?,
                 inode: InodeId::decode(r)?,
@@ -2582,6 +2605,7 @@ mod tests {
                     stripe_size_bytes: Some(4096),
                     stripe_count: Some(2),
                     first_server: None,
+                    redundancy: None,
                 },
                 exclusive: true,
             },
@@ -2818,6 +2842,11 @@ mod tests {
             },
             Request::LockSessionEnd { session: 13 },
             Request::CommitMetadata { wait: true },
+            Request::MarkStale {
+                cred: cred(),
+                inode: InodeId(9),
+                server: ServerId(3),
+            },
             Request::PresentCapability {
                 cap: test_capability(),
                 reset: true,
@@ -2984,6 +3013,7 @@ mod tests {
             layout: Layout {
                 stripe_size_bytes: 4096,
                 servers: vec![ServerId(2), ServerId(5)],
+                replication: Default::default(),
             },
             incarnation: 77,
         }
@@ -3123,6 +3153,7 @@ mod tests {
             layout: Some(Layout {
                 stripe_size_bytes: 65536,
                 servers: vec![ServerId(1), ServerId(2)],
+                replication: Default::default(),
             }),
             dir_layout: None,
             rdev: 0x0801,

@@ -3,7 +3,7 @@
 use crate::codec::{DecodeError, Reader, Wire, Writer};
 use crate::name::Name;
 use weft_layout::stripe::{STRIPE_COUNT_MAX, STRIPE_SIZE_BYTES_MAX, STRIPE_SIZE_BYTES_MIN};
-use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, ServerId};
+use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, Redundancy, ServerId};
 
 /// Most supplementary groups carried in a credential.
 pub const GROUPS_MAX: usize = 64;
@@ -194,15 +194,39 @@ impl Wire for ServerId {
     }
 }
 
+/// Set in a layout's encoded stripe size (never above 2^30) when its replication
+/// follows: a plain layout encodes as before redundancy existed, so the manager's
+/// stored records and orphans written then decode unchanged.
+const LAYOUT_REPLICATED_FLAG: u64 = 1 << 63;
+
+/// Set in a layout request's first option tag when its redundancy follows (same
+/// reason: directory defaults stored before redundancy decode unchanged).
+const REQUEST_REDUNDANCY_FLAG: u8 = 2;
+
 impl Wire for Layout {
     fn encode(&self, w: &mut Writer) {
-        w.u64(self.stripe_size_bytes);
+        let replicated = self.replication != Default::default();
+        w.u64(self.stripe_size_bytes | if replicated { LAYOUT_REPLICATED_FLAG } else { 0 });
         w.seq(&self.servers);
+        if replicated {
+            w.seq(&self.replication.copies);
+            w.seq(&self.replication.stale);
+        }
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let stripe = r.u64()?;
+        let servers = r.seq()?;
+        let replication = match stripe & LAYOUT_REPLICATED_FLAG {
+            0 => Default::default(),
+            _ => weft_layout::Replication {
+                copies: r.seq()?,
+                stale: r.seq()?,
+            },
+        };
         let layout = Layout {
-            stripe_size_bytes: r.u64()?,
-            servers: r.seq()?,
+            stripe_size_bytes: stripe & !LAYOUT_REPLICATED_FLAG,
+            servers,
+            replication,
         };
         layout.validate().map_err(|e| DecodeError::View(e.to_string()))?;
         Ok(layout)
@@ -211,18 +235,52 @@ impl Wire for Layout {
 
 impl Wire for LayoutRequest {
     fn encode(&self, w: &mut Writer) {
-        w.opt(&self.stripe_size_bytes);
+        let flag = match self.redundancy {
+            Some(_) => REQUEST_REDUNDANCY_FLAG,
+            None => 0,
+        };
+        match self.stripe_size_bytes {
+            None => w.u8(flag),
+            Some(s) => {
+                w.u8(flag | 1);
+                w.u64(s);
+            }
+        }
         w.opt(&self.stripe_count);
         w.opt(&self.first_server);
         w.opt(&self.cache);
+        if let Some(Redundancy::Replicas(n)) = self.redundancy {
+            w.u8(n);
+        }
     }
     fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let request = LayoutRequest {
-            stripe_size_bytes: r.opt()?,
+        let tag = r.u8()?;
+        if tag & !(REQUEST_REDUNDANCY_FLAG | 1) != 0 {
+            return Err(DecodeError::Invalid {
+                what: "option tag",
+                value: tag as u64,
+            });
+        }
+        let mut request = LayoutRequest {
+            stripe_size_bytes: match tag & 1 {
+                0 => None,
+                _ => Some(r.u64()?),
+            },
             stripe_count: r.opt()?,
             first_server: r.opt()?,
             cache: r.opt()?,
+            redundancy: None,
         };
+        if tag & REQUEST_REDUNDANCY_FLAG != 0 {
+            let n = r.u8()?;
+            if !(1..=weft_layout::redundancy::REPLICAS_MAX).contains(&n) {
+                return Err(DecodeError::Invalid {
+                    what: "replicas",
+                    value: n as u64,
+                });
+            }
+            request.redundancy = Some(Redundancy::Replicas(n));
+        }
         if let Some(s) = request.stripe_size_bytes {
             if !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&s) {
                 return Err(DecodeError::Invalid {
@@ -451,6 +509,7 @@ impl Striping {
         Layout {
             stripe_size_bytes: self.stripe_size_bytes,
             servers: (0..self.stripe_count).map(ServerId).collect(),
+            replication: Default::default(),
         }
     }
 }
@@ -841,5 +900,68 @@ impl Wire for Range {
             value: range.offset,
         })?;
         Ok(range)
+    }
+}
+
+#[cfg(test)]
+mod redundancy_tests {
+    use super::*;
+    use weft_layout::Replication;
+
+    fn plain() -> Layout {
+        Layout {
+            stripe_size_bytes: 65536,
+            servers: vec![ServerId(1), ServerId(2)],
+            replication: Replication::default(),
+        }
+    }
+
+    #[test]
+    fn a_plain_layout_and_request_encode_as_before_redundancy() {
+        // What protocol version 4 (and the manager's stored records) wrote.
+        let mut old = Writer::default();
+        old.u64(65536);
+        old.seq(&[ServerId(1), ServerId(2)]);
+        assert_eq!(plain().to_bytes(), old.bytes);
+        assert_eq!(Layout::from_bytes(&old.bytes).unwrap(), plain());
+        let request = LayoutRequest {
+            stripe_size_bytes: Some(4096),
+            first_server: Some(1),
+            ..Default::default()
+        };
+        let mut old = Writer::default();
+        old.opt(&Some(4096u64));
+        old.opt(&None::<u32>);
+        old.opt(&Some(1u32));
+        old.opt(&None::<CacheMode>);
+        assert_eq!(request.to_bytes(), old.bytes);
+        assert_eq!(LayoutRequest::from_bytes(&old.bytes).unwrap(), request);
+    }
+
+    #[test]
+    fn replicated_layouts_and_requests_round_trip() {
+        let layout = Layout {
+            replication: Replication {
+                copies: vec![ServerId(3), ServerId(4)],
+                stale: vec![ServerId(1)],
+            },
+            ..plain()
+        };
+        assert_eq!(Layout::from_bytes(&layout.to_bytes()).unwrap(), layout);
+        for stripe in [None, Some(1 << 20)] {
+            let request = LayoutRequest {
+                stripe_size_bytes: stripe,
+                redundancy: Some(Redundancy::Replicas(3)),
+                ..Default::default()
+            };
+            assert_eq!(LayoutRequest::from_bytes(&request.to_bytes()).unwrap(), request);
+        }
+        // A copy on a primary's server, a stale piece outside the layout: refused.
+        let mut bad = layout.clone();
+        bad.replication.copies[1] = ServerId(2);
+        assert!(Layout::from_bytes(&bad.to_bytes()).is_err());
+        let mut bad = layout;
+        bad.replication.stale = vec![ServerId(9)];
+        assert!(Layout::from_bytes(&bad.to_bytes()).is_err());
     }
 }

@@ -213,6 +213,7 @@ pub fn mpi(
         name: format!("weft-mpi-{key}"),
         stripe_size: STRIPE_SIZE_BYTES_DEFAULT,
         stripe_count: 0,
+        redundancy: None,
         precreate: None,
         servers,
     };

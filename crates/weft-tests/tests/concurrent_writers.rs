@@ -72,6 +72,7 @@ fn concurrent_writers_to_one_file() {
                     stripe_size_bytes: Some(STRIPE_BYTES),
                     stripe_count: Some(4),
                     first_server: None,
+                    redundancy: None,
                 },
                 ..CreateOptions::default()
             },

@@ -41,6 +41,7 @@ fn io_server_killed_mid_writes_loses_nothing_synced() {
                     stripe_size_bytes: Some(16 << 10),
                     stripe_count: Some(4),
                     first_server: None,
+                    redundancy: None,
                 },
                 ..CreateOptions::default()
             },

@@ -27,6 +27,7 @@ fn request(stripe: u64, count: u32, first: u32) -> LayoutRequest {
         stripe_size_bytes: Some(stripe),
         stripe_count: Some(count),
         first_server: Some(first),
+        redundancy: None,
     }
 }
 

@@ -524,11 +524,26 @@ impl MetaStore {
                 stripe_count: d.stripe_count.or(cluster_default.stripe_count),
                 first_server: d.first_server.or(cluster_default.first_server),
                 cache: d.cache.or(cluster_default.cache),
+                redundancy: d.redundancy.or(cluster_default.redundancy),
             },
         };
         let layout = Layout::resolve(request, &defaults, &cluster.io_servers)
             .map_err(|e| WireError::new(ErrorCode::InvalidLayout, e.to_string()))?;
-        let cache = request.cache.or(defaults.cache).unwrap_or_default();
+        // A replicated file is uncached unless the create asks for caching itself
+        // (refused below): a default caching mode does not apply to it.
+        let cache = match (request.cache, layout.replica_count() > 1) {
+            (None, true) => CacheMode::None,
+            (asked, _) => asked.or(defaults.cache).unwrap_or_default(),
+        };
+        if cache.uses_tier() && layout.replica_count() > 1 {
+            return Err(WireError::new(
+                ErrorCode::InvalidLayout,
+                format!(
+                    "cache mode {cache} with {}: the cache tier does not write replicated files back yet",
+                    layout.redundancy()
+                ),
+            ));
+        }
         if cache.uses_tier() && cluster.cache_managers == 0 {
             return Err(WireError::new(
                 ErrorCode::InvalidLayout,

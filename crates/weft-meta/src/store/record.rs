@@ -155,6 +155,7 @@ fn decode_format1_dir_layout(r: &mut Reader<'_>) -> Result<Option<LayoutRequest>
         stripe_count: r.opt()?,
         first_server: r.opt()?,
         cache: None,
+        redundancy: None,
     }))
 }
 
@@ -213,6 +214,7 @@ mod tests {
         record.layout = Some(Layout {
             stripe_size_bytes: 65536,
             servers: vec![ServerId(3), ServerId(1)],
+            replication: Default::default(),
         });
         record.cache = CacheMode::Delegated;
         let bytes = record.encode();
@@ -242,11 +244,13 @@ mod tests {
             stripe_count: None,
             first_server: Some(2),
             cache: None,
+            redundancy: None,
         });
         let mut file = InodeRecord::new(FileKind::File, 0o644, (1, 2), InodeId(1), Timespec::default());
         file.layout = Some(Layout {
             stripe_size_bytes: 8192,
             servers: vec![ServerId(4)],
+            replication: Default::default(),
         });
         for record in [dir, file] {
             // Format 1, written field by field as that version did.
@@ -285,6 +289,7 @@ mod tests {
         file.layout = Some(Layout {
             stripe_size_bytes: 8192,
             servers: vec![ServerId(4)],
+            replication: Default::default(),
         });
         file.cache = CacheMode::Cached;
         // Format 2 was format 3 without the last two fields (u32 links, u64 rdev).

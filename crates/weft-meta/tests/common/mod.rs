@@ -18,6 +18,7 @@ pub fn cluster_default() -> LayoutRequest {
         stripe_size_bytes: Some(65536),
         stripe_count: Some(2),
         first_server: None,
+        redundancy: None,
     }
 }
 

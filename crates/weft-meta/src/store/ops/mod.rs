@@ -6,6 +6,7 @@ pub mod link;
 mod listxattr;
 mod lock_sessions;
 mod lookup;
+mod mark_stale;
 mod mkdir;
 mod mknod;
 mod orphans;
