@@ -11,6 +11,7 @@ pub mod lapsed;
 pub mod service;
 pub mod shared_pointer;
 pub mod store;
+pub mod writers;
 
 pub use service::{Caller, CapabilityIssuer, MetaService, ObjectServers, PurgerHandle};
 pub use store::{
