@@ -856,8 +856,8 @@ impl MetaService {
             Request::Vouched { request } => self.vouched(*request),
             Request::ReleaseWrites { releases } => {
                 if let Some(writers) = self.writers.get() {
-                    for (inode, count) in releases {
-                        writers.released(inode, count);
+                    for (inode, (count, first_issued_ms)) in releases {
+                        writers.released(inode, count, first_issued_ms);
                     }
                 }
                 Ok(Response::Done)

@@ -52,6 +52,8 @@ struct Table {
     floor: u64,
     /// No vouch before this (Unix ms).
     vouch_from_ms: u64,
+    /// When this table was made (Unix ms): grants issued before were another run's.
+    started_ms: u64,
 }
 
 /// The manager's table of write grants (see the module's text).
@@ -78,6 +80,7 @@ impl Writers {
                 next: start + 1,
                 floor: start,
                 vouch_from_ms: now_ms + lifetime_ms + EXPIRY_GRACE_MS,
+                started_ms: now_ms,
             }),
             lifetime_ms,
             max,
@@ -147,9 +150,14 @@ impl Writers {
         }
     }
 
-    /// `count` write grants of `inode` were given back.
-    pub fn released(&self, inode: InodeId, count: u32) {
+    /// `count` write grants of `inode`, the first issued at `first_issued_ms`, were
+    /// given back. Ignored when some were issued before this table was made (another
+    /// run's: subtracting them would take this run's grants of other writers off).
+    pub fn released(&self, inode: InodeId, count: u32, first_issued_ms: u64) {
         let mut table = self.table();
+        if first_issued_ms < table.started_ms {
+            return;
+        }
         if let Some(entry) = table.entries.get_mut(&inode) {
             entry.live = entry.live.saturating_sub(count);
         }
@@ -214,14 +222,25 @@ mod tests {
         w.granted(A, now + LIFE, now);
         assert_eq!(w.vouch(A, now), None);
         assert_eq!(w.vouch(B, now), Some(before), "other files keep theirs");
-        w.released(A, 1);
+        w.released(A, 1, now);
         assert_eq!(w.vouch(A, now), None, "one grant still out");
-        w.released(A, 1);
+        w.released(A, 1, now);
         let after = w.vouch(A, now).unwrap();
         assert!(after > before);
         // A grant given back more than once changes nothing more.
-        w.released(A, 5);
+        w.released(A, 5, now);
         assert_eq!(w.vouch(A, now), Some(after));
+    }
+
+    #[test]
+    fn grants_of_an_earlier_run_given_back_take_nothing_off() {
+        let (w, now) = ready();
+        w.granted(A, now + LIFE, now);
+        // A writer of the earlier run closes: its grants were never counted here.
+        w.released(A, 3, T0 - 1);
+        assert_eq!(w.vouch(A, now), None, "this run's writer is still live");
+        w.released(A, 1, now);
+        assert!(w.vouch(A, now).is_some());
     }
 
     #[test]
@@ -238,7 +257,7 @@ mod tests {
         let now = T0 + LIFE + EXPIRY_GRACE_MS;
         for i in 0..4 {
             w.granted(InodeId(100 + i), now + LIFE, now);
-            w.released(InodeId(100 + i), 1);
+            w.released(InodeId(100 + i), 1, now);
         }
         let quiet = w.vouch(InodeId(100), now).unwrap();
         // A fifth lets the quiet ones go: their vouch moves (a miss, never a wrong hit).

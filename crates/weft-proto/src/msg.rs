@@ -892,10 +892,12 @@ pub enum Request {
     },
     /// meta: the caller gives back write capabilities: for each inode, how many write
     /// grants it had from the manager (all of them: it holds no writable handle of the
-    /// file any more and wrote everything it will write with them). Answered with
-    /// `Done`. At most `RELEASE_WRITES_MAX` entries. Added in protocol version 5.
+    /// file any more and wrote everything it will write with them) and the issue time
+    /// of the first (a manager started after it ignores the entry: those grants were
+    /// another run's). Answered with `Done`. At most `RELEASE_WRITES_MAX` entries. Added
+    /// in protocol version 5.
     ReleaseWrites {
-        releases: Vec<(InodeId, u32)>,
+        releases: Vec<(InodeId, (u32, u64))>,
     },
 }
 
@@ -3039,7 +3041,7 @@ mod tests {
                 }),
             },
             Request::ReleaseWrites {
-                releases: vec![(InodeId(9), 2), (InodeId(12), 1)],
+                releases: vec![(InodeId(9), (2, 1_700_000_000_000)), (InodeId(12), (1, 5))],
             },
         ];
         for mut req in reqs {

@@ -666,15 +666,20 @@ mod grants {
     struct Writes {
         /// Handles open for writing, per inode.
         open: HashMap<InodeId, u32>,
-        /// Write grants had from the manager and not given back, per inode.
-        granted: HashMap<InodeId, u32>,
+        /// Write grants had from the manager and not given back, per inode, with the
+        /// issue time of the first.
+        granted: HashMap<InodeId, (u32, u64)>,
     }
+
+    /// Write grants of one inode to give back: how many, and the first one's issue time.
+    type Release = (InodeId, (u32, u64));
 
     /// Write grants to give back, sent by a thread of their own in batches: a close
     /// waits for no manager. The manager vouches for a file only once it has them.
     #[derive(Default)]
     struct Releases {
-        queue: Mutex<(Vec<(InodeId, u32)>, bool)>,
+        /// The grants, and whether the sending thread runs.
+        queue: Mutex<(Vec<Release>, bool)>,
         queued: Condvar,
         /// The manager does not know `ReleaseWrites`.
         off: AtomicBool,
@@ -726,14 +731,16 @@ mod grants {
             if writes.granted.len() >= GRANTED_MAX && !writes.granted.contains_key(&cap.inode) {
                 writes.granted.clear();
             }
-            *writes.granted.entry(cap.inode).or_insert(0) += 1;
+            let counted = writes.granted.entry(cap.inode).or_insert((0, cap.issued_ms));
+            counted.0 += 1;
+            counted.1 = counted.1.min(cap.issued_ms);
         }
 
         /// Queues `count` write grants of `inode` to be given back.
-        fn give_back(&self, inode: InodeId, count: u32) {
+        fn give_back(&self, inode: InodeId, count: (u32, u64)) {
             // Grants asked over another pool's connections may be presented where this
             // one cannot see: those expire instead.
-            if count == 0 || self._own.is_some() || self.releases.off.load(Ordering::Relaxed) {
+            if count.0 == 0 || self._own.is_some() || self.releases.off.load(Ordering::Relaxed) {
                 return;
             }
             let mut queue = self.releases.queue.lock().unwrap();
@@ -932,7 +939,7 @@ mod grants {
                 }
                 None => return,
             }
-            let count = writes.granted.remove(&inode).unwrap_or(0);
+            let count = writes.granted.remove(&inode).unwrap_or((0, 0));
             // Under the same lock as `writer_opened`: a handle opened after this asks
             // for a new capability (and a connection that presented this one presents
             // that instead, see `holds`), which the manager counts.
@@ -949,7 +956,7 @@ mod grants {
     /// The thread that gives write grants back, in batches, until its pool is dropped.
     fn send_releases(releases: Arc<Releases>, pool: Weak<ConnectionPool>, meta_addr: String) {
         loop {
-            let batch: Vec<(InodeId, u32)> = {
+            let batch: Vec<Release> = {
                 let mut queue = releases.queue.lock().unwrap();
                 while queue.0.is_empty() {
                     if pool.strong_count() == 0 {
