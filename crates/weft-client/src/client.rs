@@ -34,6 +34,11 @@ pub(crate) struct Inner {
     /// The manager answered a `CreateGranted` with `UnknownOpcode` (it predates it):
     /// creates are sent without asking for the new file's capability from then on.
     pub no_create_grants: Arc<AtomicBool>,
+    /// The manager answered a `Vouched` with `UnknownOpcode`: lookups are sent alone.
+    pub no_vouch: Arc<AtomicBool>,
+    /// What this client learnt of files' data under the manager's vouch (see
+    /// `vouched`). Shared by every client made from this one.
+    pub(crate) vouched: Arc<crate::vouched::Vouched>,
 }
 
 impl Inner {
@@ -356,6 +361,8 @@ impl Client {
                 transfer: TransferOptions::default(),
                 no_parent_attrs: Arc::new(AtomicBool::new(false)),
                 no_create_grants: Arc::new(AtomicBool::new(false)),
+                no_vouch: Arc::new(AtomicBool::new(false)),
+                vouched: Arc::default(),
             }),
         })
     }
@@ -389,6 +396,8 @@ impl Client {
             transfer: i.transfer,
             no_parent_attrs: i.no_parent_attrs.clone(),
             no_create_grants: i.no_create_grants.clone(),
+            no_vouch: i.no_vouch.clone(),
+            vouched: i.vouched.clone(),
         };
         change(&mut inner);
         Client {
@@ -495,7 +504,7 @@ impl Client {
                     capability,
                 }) => {
                     if let (Some(cap), Some(source)) = (capability, self.inner.pool.capability_source()) {
-                        source.adopt(&cap);
+                        source.granted(&cap);
                     }
                     return Ok(Made {
                         made: attr,
@@ -605,25 +614,110 @@ impl Client {
     /// of `known`; that size is used if the answer is the same file (inode and layout),
     /// else the size is asked afresh.
     fn attr_sized(&self, request: Request, what: &str, known: Option<&Attr>) -> Result<Attr, ClientError> {
-        let meta = self.inner.pool.get(&self.inner.meta_route)?;
-        let pending = meta.send(&request, &[])?;
-        let early = known.filter(|a| a.kind == FileKind::File).map(|a| {
-            let mut sized = objects_only(a);
-            self.fill_sizes(std::slice::from_mut(&mut sized)).map(|()| sized)
-        });
-        let mut attr = match pending.wait().map_err(|e| ClientError::from(e).context(what))?.0 {
-            Response::Attr(a) => a,
-            other => return Err(unexpected(&other)),
+        self.answer_sized(request, what, known, false)
+            .map(|(attr, _)| attr)
+    }
+
+    /// Sends `request` (answered with one inode's attributes) and fills in a file's
+    /// size, times and `DataStamp` (`stamped`: one is wanted; facts held without one do
+    /// not serve). Sent as a `Vouched`: when the manager vouches for the file at the
+    /// stamp under which this client read them from the io servers (see `vouched`),
+    /// they serve and the io servers are not asked. Otherwise, while the request travels,
+    /// the io servers are asked about `known` (the file the caller expects), used if the
+    /// answer is that file (inode and layout); else they are asked afterwards.
+    fn answer_sized(
+        &self,
+        request: Request,
+        what: &str,
+        known: Option<&Attr>,
+        stamped: bool,
+    ) -> Result<(Attr, Option<DataStamp>), ClientError> {
+        let vouching = !self.inner.no_vouch.load(Ordering::Relaxed);
+        let sent = if vouching {
+            Request::Vouched {
+                request: Box::new(request),
+            }
+        } else {
+            request
         };
-        if attr.kind == FileKind::File {
-            match early {
-                Some(Ok(sized)) if sized.inode == attr.inode && sized.layout == attr.layout => {
-                    take_sized(&mut attr, &sized);
+        let meta = self.inner.pool.get(&self.inner.meta_route)?;
+        let pending = meta.send(&sent, &[])?;
+        let guess = known.filter(|a| a.kind == FileKind::File);
+        let before = guess.and_then(|a| self.inner.vouched.get(a.inode));
+        let usable = |facts: &crate::vouched::Facts| !stamped || facts.stamp.is_some();
+        // Facts held for the guess: the io servers are asked only if the vouch moved.
+        let early = match &before {
+            Some(seen) if seen.facts.as_ref().is_some_and(usable) => None,
+            _ => guess.map(|a| self.attr_stamped(objects_only(a))),
+        };
+        let (mut attr, vouch) = match pending.wait() {
+            Ok((Response::AttrVouched { attr, vouch }, _)) => (attr, vouch),
+            Ok((Response::Attr(attr), _)) => (attr, None),
+            Ok((other, _)) => return Err(unexpected(&other)),
+            Err(e) => {
+                let e = ClientError::from(e);
+                if vouching && e.code() == ErrorCode::UnknownOpcode {
+                    self.inner.no_vouch.store(true, Ordering::Relaxed);
+                    let Request::Vouched { request } = sent else {
+                        unreachable!("sent as a Vouched")
+                    };
+                    return self.answer_sized(*request, what, known, stamped);
                 }
-                _ => self.fill_sizes(std::slice::from_mut(&mut attr))?,
+                return Err(e.context(what));
+            }
+        };
+        if attr.kind != FileKind::File {
+            return Ok((attr, None));
+        }
+        let tier = attr.cache.uses_tier();
+        let trusted = |stamp: Option<DataStamp>| stamp.filter(|_| !tier);
+        let Some(vouch) = vouch else {
+            self.inner.vouched.forget(attr.inode);
+            return match early {
+                Some(Ok((sized, stamp))) if sized.inode == attr.inode && sized.layout == attr.layout => {
+                    take_sized(&mut attr, &sized);
+                    let stamp = trusted(stamp);
+                    Ok((attr, stamp))
+                }
+                _ => self.attr_stamped(attr),
+            };
+        };
+        if let Some(facts) = self
+            .inner
+            .vouched
+            .facts(attr.inode, vouch, &attr.layout)
+            .filter(usable)
+        {
+            facts.fill(&mut attr);
+            return Ok((attr, facts.stamp));
+        }
+        match early {
+            Some(Ok((sized, stamp))) if sized.inode == attr.inode && sized.layout == attr.layout => {
+                // Asked after this client was told the same vouch: the facts hold.
+                let told_before = before.as_ref().is_some_and(|seen| seen.vouch == vouch);
+                let facts = told_before.then(|| crate::vouched::Facts::of(&sized, stamp.clone()));
+                self.inner.vouched.record(attr.inode, vouch, facts);
+                take_sized(&mut attr, &sized);
+                Ok((attr, trusted(stamp)))
+            }
+            _ => {
+                // Asked after the vouch was told: what the io servers say holds under it.
+                let (attr, stamp) = self.attr_stamped(attr)?;
+                self.inner.vouched.record(
+                    attr.inode,
+                    vouch,
+                    Some(crate::vouched::Facts::of(&attr, stamp.clone())),
+                );
+                Ok((attr, stamp))
             }
         }
-        Ok(attr)
+    }
+
+    /// Opens and stats this client (and every client made from it) answered without
+    /// asking the io servers, on the manager's vouch that nobody wrote the file since it
+    /// last asked them.
+    pub fn vouched_skips(&self) -> u64 {
+        self.inner.vouched.skipped()
     }
 
     /// Attributes of each of `names` in directory `parent`, files' sizes included, in
@@ -738,31 +832,13 @@ impl Client {
     ) -> Result<(Attr, Option<DataStamp>), ClientError> {
         let what = steps.last().map(|s| s.name.to_string()).unwrap_or_default();
         let last = steps.last().map(|s| s.child);
-        let meta = self.inner.pool.get(&self.inner.meta_route)?;
-        let pending = meta.send(
-            &Request::Revalidate {
-                cred: self.cred_clone(),
-                steps,
-            },
-            &[],
-        )?;
-        let early = known
-            .filter(|a| Some(a.inode) == last && a.kind == FileKind::File)
-            .map(|a| self.attr_stamped(objects_only(a)));
-        let attr = match pending.wait().map_err(|e| ClientError::from(e).context(&what))?.0 {
-            Response::Attr(a) => a,
-            other => return Err(unexpected(&other)),
+        let request = Request::Revalidate {
+            cred: self.cred_clone(),
+            steps,
         };
-        match early {
-            Some(Ok((sized, stamp))) if sized.layout == attr.layout && attr.kind == FileKind::File => {
-                let stamp = stamp.filter(|_| !attr.cache.uses_tier());
-                let mut attr = attr;
-                take_sized(&mut attr, &sized);
-                Ok((attr, stamp))
-            }
-            // The path holds, so a failed size is a real failure; ask once more.
-            _ => self.attr_stamped(attr),
-        }
+        // The path holds if answered, so a failed size is a real failure (asked once
+        // more after the answer).
+        self.answer_sized(request, &what, known.filter(|a| Some(a.inode) == last), true)
     }
 
     /// An inode's attributes with its size and `DataStamp` filled in (the rest as given).

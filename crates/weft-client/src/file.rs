@@ -178,6 +178,11 @@ impl File {
             privileges_dropped: AtomicBool::new(false),
             job_delegates: false,
         };
+        if writable {
+            if let Some(source) = file.inner.pool.capability_source() {
+                source.writer_opened(file.attr.inode);
+            }
+        }
         if let Some(dir) = crate::trace::env_dir() {
             if let Err(e) = file.set_trace_dir(Some(dir)) {
                 eprintln!(
@@ -367,6 +372,12 @@ impl File {
             .pool
             .capability_source()
             .and_then(|source| source.capability(self.attr.inode, right).ok().flatten());
+        if self.writable && cap.is_some() {
+            // Other processes write with it: it is never given back (it expires).
+            if let Some(source) = self.inner.pool.capability_source() {
+                source.shared(self.attr.inode);
+            }
+        }
         let from = cap.map(|cap| (self.inner.cred.uid, cap));
         crate::client::Handoff::encode(&self.attr, from.as_ref())
     }
@@ -1007,6 +1018,25 @@ impl File {
                 .map_err(|e| e.context(&self.path))?;
         }
         Ok(())
+    }
+}
+
+impl Drop for File {
+    /// The last handle of this client that may write the file gives its write
+    /// capabilities back (asynchronously): the manager can then vouch that nobody
+    /// writes it, and opens elsewhere skip the io servers (see `Client::vouched`).
+    /// Every write through this handle was answered by now (writes are synchronous).
+    fn drop(&mut self) {
+        if self.writable {
+            if let Some(source) = self.inner.pool.capability_source() {
+                if self.cache.is_some() {
+                    // Cache managers and delegates write back after the close, with
+                    // what they were presented: those grants expire instead.
+                    source.shared(self.attr.inode);
+                }
+                source.writer_closed(self.attr.inode);
+            }
+        }
     }
 }
 

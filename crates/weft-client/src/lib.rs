@@ -82,6 +82,7 @@ pub mod replica;
 mod shared_pointer;
 pub mod trace;
 mod view_io;
+mod vouched;
 
 pub use cache_route::{aligned_count, managers_of, JOB_DELEGATE_ID_BASE};
 pub use client::{

@@ -84,7 +84,17 @@
 //! round after it first saw it. `shared_pointer.rs`: MPI-IO shared file pointers, in
 //! memory only (at most 65,536, the longest unused one making room), served as an atomic
 //! fetch-and-add; a restart loses them and their requests fail with `NotFound`, never
-//! handing out an offset twice.
+//! handing out an offset twice. `writers.rs`: per inode the write capabilities granted
+//! and not given back (`ReleaseWrites`), per holder (the authenticated user, or the
+//! servers: a release counts only against its sender's own grants), their latest expiry
+//! and the stamp of the latest grant (stamps rise, starting above any of an earlier run);
+//! `Vouched` answers a file's attributes with that stamp when none is live (a grant never
+//! given back counts until its expiry plus 2 s), so a client that read the file's size and
+//! change stamps under it can skip the io servers. Bounded (65,536 inodes, 16 holders
+//! each): an inode without an entry is vouched for at a floor raised past every entry let
+//! go; a table full of live entries starts over and, like a restarted manager (not one
+//! whose database is new), vouches for nothing until every capability granted before can
+//! have expired. A `SetAttr` of size or times moves the inode's stamp.
 
 pub mod file_locks;
 pub mod handles;
@@ -92,6 +102,7 @@ pub mod lapsed;
 pub mod service;
 pub mod shared_pointer;
 pub mod store;
+pub mod writers;
 
 pub use service::{Caller, CapabilityIssuer, MetaService, ObjectServers, PurgerHandle};
 pub use store::{

@@ -156,6 +156,9 @@ pub struct MetaService {
     handles: crate::handles::Handles,
     /// Grants capabilities (none: the cluster asks for none, see `GrantCapability`).
     capabilities: std::sync::OnceLock<Arc<dyn CapabilityIssuer>>,
+    /// The write capabilities granted and not given back, per inode (set with the
+    /// issuer: without capabilities nothing is vouched for; see `writers`).
+    writers: std::sync::OnceLock<crate::writers::Writers>,
     /// The background refiller (`spawn_refiller`), if started: asked to refill a
     /// server set's pool once it runs low, so that creates seldom wait for a refill.
     refiller: Mutex<Option<mpsc::SyncSender<RefillAsk>>>,
@@ -346,6 +349,7 @@ impl MetaService {
             batch_doublings: Mutex::new(HashMap::new()),
             handles: Default::default(),
             capabilities: Default::default(),
+            writers: Default::default(),
             refiller: Mutex::new(None),
             refills_asked: Mutex::new(BTreeSet::new()),
         })
@@ -361,7 +365,46 @@ impl MetaService {
     /// Grants capabilities with `issuer` (set once; without one, `GrantCapability`
     /// answers that the cluster asks for none).
     pub fn set_capability_issuer(&self, issuer: Arc<dyn CapabilityIssuer>) {
-        let _ = self.capabilities.set(issuer);
+        let now = unix_ms();
+        let sample = issuer.issue(InodeId(0), 0, now);
+        let lifetime = sample.expiry_ms.saturating_sub(sample.issued_ms);
+        if self.capabilities.set(issuer).is_ok() {
+            let _ = self.writers.set(crate::writers::Writers::new(now, lifetime));
+        }
+    }
+
+    /// The database was made by this run: no capability was granted before it, and the
+    /// manager vouches for files at once (after a restart it waits until capabilities
+    /// of the earlier run can have expired, see `writers`). Call after
+    /// `set_capability_issuer`.
+    pub fn fresh_start(&self) {
+        if let Some(writers) = self.writers.get() {
+            writers.no_earlier_grants(unix_ms());
+        }
+    }
+
+    /// `Vouched`: `request`'s attributes, and for a regular file outside the cache tier
+    /// (whose managers write back on their own) the manager's vouch (see `writers`).
+    fn vouched(&self, cred_request: Request) -> Result<Response, WireError> {
+        let store = &self.store;
+        let attr = match cred_request {
+            Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name)?,
+            Request::Revalidate { cred, steps } => store.revalidate(&cred, &steps)?,
+            Request::GetAttr { cred, inode } => store.getattr(&cred, inode)?,
+            other => {
+                return Err(WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{:?} is answered with no vouch", other.opcode()),
+                ))
+            }
+        };
+        let vouch = match self.writers.get() {
+            Some(writers) if attr.kind == FileKind::File && !attr.cache.uses_tier() => {
+                writers.vouch(attr.inode, unix_ms())
+            }
+            _ => None,
+        };
+        Ok(Response::AttrVouched { attr, vouch })
     }
 
     /// `GrantCapability`: the permission check of an open, then a signed capability. A
@@ -395,6 +438,11 @@ impl MetaService {
         };
         self.store.may_access_data(cred, inode, want, orphan_read)?;
         let capability = issuer.issue(inode, rights, issued);
+        if rights & WRITE != 0 {
+            if let Some(writers) = self.writers.get() {
+                writers.granted(inode, capability.expiry_ms, unix_ms());
+            }
+        }
         if let Caller::User(user) = caller {
             self.handles
                 .record(inode, user.uid, rights, capability.expiry_ms, unix_ms());
@@ -808,6 +856,15 @@ impl MetaService {
                 .made(*request)
                 .map(|Made { attr, parent }| Response::Made { attr, parent }),
             Request::CreateGranted { request } => self.create_granted(caller, *request),
+            Request::Vouched { request } => self.vouched(*request),
+            Request::ReleaseWrites { releases } => {
+                if let Some(writers) = self.writers.get() {
+                    for (inode, (count, first_issued_ms)) in releases {
+                        writers.released(inode, count, first_issued_ms);
+                    }
+                }
+                Ok(Response::Done)
+            }
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
             | Request::ObjPrecreate { .. }
@@ -928,6 +985,13 @@ impl MetaService {
                      a stat may show the object's later time",
                     e.message
                 );
+            }
+        }
+        // Sizes and times are the io servers' too (the objects' were set above): a
+        // vouch given before no longer covers what a client read of them.
+        if changes.size.is_some() || changes.mtime.is_some() || changes.atime.is_some() {
+            if let Some(writers) = self.writers.get() {
+                writers.changed(inode);
             }
         }
         // A chmod or chown may take rights away: capabilities issued before it
@@ -1751,7 +1815,9 @@ fn addressed(request: &Request) -> Vec<InodeId> {
         Request::FileLock(lock) | Request::FileLockReclaim(lock) | Request::FileLockTest(lock) => {
             vec![lock.inode]
         }
-        Request::WithParent { request } | Request::CreateGranted { request } => addressed(request),
+        Request::WithParent { request }
+        | Request::CreateGranted { request }
+        | Request::Vouched { request } => addressed(request),
         _ => Vec::new(),
     }
 }

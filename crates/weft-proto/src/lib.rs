@@ -76,6 +76,15 @@
 //! `LOOKUP_MANY_MAX` (4,096) names; answered with the names found, in the order asked, and
 //! their attributes (names not there left out; any other failure fails the request). Behind
 //! `Client::stat_many` and the C API's `weft_stat_many`.
+//! `Vouched` (opcode 220, reply `AttrVouched`, tag 85, version 5): carries a `Lookup`,
+//! `Revalidate` or `GetAttr` (its opcode and body, as `WithParent`) and is answered with its
+//! attributes and `Option<u64>`, the manager's vouch for a regular file outside the cache
+//! tier: no write capability of it live, none issued since that stamp (weft-meta
+//! `writers.rs`). `ReleaseWrites` (opcode 221, reply `Done`, version 5): at most
+//! `RELEASE_WRITES_MAX` (4,096) (inode, (count, first issue time)) entries, the write grants
+//! a client gives back after its last writable handle of each file closed (a manager
+//! started after that issue time ignores the entry; only the sender's own grants count).
+//! Both count as what they carry ("lookup", ...) or as "release_writes" in the metrics.
 //! `CommitMetadata` (opcode 200, reply `Committed`, tag 67, added within version 4; an older
 //! manager answers `UnknownOpcode`, which the client takes as "already durable": older
 //! managers commit before they answer): `wait`, and the answer `CommitInfo` (commit

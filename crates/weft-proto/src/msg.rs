@@ -30,6 +30,8 @@ pub const REVALIDATE_STEPS_MAX: usize = 256;
 pub const READDIR_ENTRIES_MAX: u32 = 4096;
 /// Most names one `LookupMany` asks for.
 pub const LOOKUP_MANY_MAX: usize = 4096;
+/// Most files one `ReleaseWrites` gives back.
+pub const RELEASE_WRITES_MAX: usize = 4096;
 /// Most inodes in one batched io-server request (create/remove/extents).
 pub const BATCH_INODES_MAX: usize = 4096;
 /// Largest wire form of a view in a `RegisterView` (the message limit less room for the
@@ -153,6 +155,8 @@ pub enum Opcode {
     VerifyCapability = 103,
     CreateGranted = 191,
     LookupMany = 192,
+    Vouched = 220,
+    ReleaseWrites = 221,
 }
 
 /// Which roles a server process carries (bit set).
@@ -887,6 +891,25 @@ pub enum Request {
         parent: InodeId,
         names: Vec<Name>,
     },
+    /// meta: `request` (a `Lookup`, `Revalidate` or `GetAttr`), answered with
+    /// `AttrVouched`: its attributes and, for a regular file, the manager's vouch that
+    /// no write capability of the file is live and none was issued since the stamp it
+    /// gives (see `weft_meta::writers`). A client that asked the io servers for the
+    /// file's size and change stamps after it was told that stamp, and is told the
+    /// same stamp again, knows the file's data did not change in between: it skips the
+    /// io servers. Added in protocol version 5.
+    Vouched {
+        request: Box<Request>,
+    },
+    /// meta: the caller gives back write capabilities: for each inode, how many write
+    /// grants it had from the manager (all of them: it holds no writable handle of the
+    /// file any more and wrote everything it will write with them) and the issue time
+    /// of the first (a manager started after it ignores the entry: those grants were
+    /// another run's). Answered with `Done`. At most `RELEASE_WRITES_MAX` entries. Added
+    /// in protocol version 5.
+    ReleaseWrites {
+        releases: Vec<(InodeId, (u32, u64))>,
+    },
 }
 
 /// What a `SharedPointer` request does.
@@ -1068,6 +1091,13 @@ pub enum Response {
         parent: Attr,
         capability: Option<Capability>,
     },
+    /// `Vouched`: the attributes and, for a regular file no writer may be changing,
+    /// the stamp of the manager's vouch (`None`: a write capability may be live, or
+    /// the manager cannot say).
+    AttrVouched {
+        attr: Attr,
+        vouch: Option<u64>,
+    },
 }
 
 /// Where a metadata manager's commits stand (`CommitMetadata`, `weft status`).
@@ -1135,6 +1165,7 @@ impl Request {
             | Request::GrantCapability { cred, .. } => Some(cred),
             Request::WithParent { request } | Request::CreateGranted { request } => request.cred_mut(),
             Request::LookupMany { cred, .. } => Some(cred),
+            Request::Vouched { request } => request.cred_mut(),
             _ => None,
         }
     }
@@ -1225,6 +1256,8 @@ impl Request {
             WithParent { .. } => Opcode::WithParent,
             CreateGranted { .. } => Opcode::CreateGranted,
             LookupMany { .. } => Opcode::LookupMany,
+            Vouched { .. } => Opcode::Vouched,
+            ReleaseWrites { .. } => Opcode::ReleaseWrites,
         }
     }
 
@@ -1259,6 +1292,11 @@ impl Request {
                 parent.encode(&mut w);
                 w.seq(names);
             }
+            Vouched { request } => {
+                w.u16(request.opcode() as u16);
+                w.bytes.extend_from_slice(&request.encode_body());
+            }
+            ReleaseWrites { releases } => w.seq(releases),
             ViaCacheAware {
                 file,
                 pattern,
@@ -2151,6 +2189,21 @@ impl Request {
                 }
                 Request::LookupMany { cred, parent, names }
             }
+            220 => {
+                let inner = r.u16()?;
+                if !Request::VOUCHABLE.iter().any(|o| *o as u16 == inner) {
+                    return Err(DecodeError::Invalid {
+                        what: "request answered with a vouch (only lookup, revalidate and getattr are)",
+                        value: inner as u64,
+                    });
+                }
+                Request::Vouched {
+                    request: Box::new(Request::decode(inner, r.take_rest())?),
+                }
+            }
+            221 => Request::ReleaseWrites {
+                releases: bounded(r.seq()?, RELEASE_WRITES_MAX, "write releases")?,
+            },
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
@@ -2166,11 +2219,16 @@ impl Request {
         Opcode::Link,
     ];
 
+    /// The requests a `Vouched` may carry: those answered with one inode's attributes.
+    pub const VOUCHABLE: [Opcode; 3] = [Opcode::Lookup, Opcode::Revalidate, Opcode::GetAttr];
+
     /// The request a manager carries out: the request itself, or the one a
     /// `WithParent` carries (what metrics count it as).
     pub fn meta_request(&self) -> &Request {
         match self {
-            Request::WithParent { request } | Request::CreateGranted { request } => request,
+            Request::WithParent { request }
+            | Request::CreateGranted { request }
+            | Request::Vouched { request } => request,
             other => other,
         }
     }
@@ -2357,6 +2415,11 @@ impl Wire for Response {
                 parent.encode(w);
                 w.opt(capability);
             }
+            AttrVouched { attr, vouch } => {
+                w.u8(85);
+                attr.encode(w);
+                w.opt(vouch);
+            }
         }
     }
 
@@ -2444,6 +2507,10 @@ impl Response {
                 attr: Attr::decode(r)?,
                 parent: Attr::decode(r)?,
                 capability: r.opt()?,
+            },
+            85 => Response::AttrVouched {
+                attr: Attr::decode(r)?,
+                vouch: r.opt()?,
             },
             v => {
                 return Err(DecodeError::Invalid {
@@ -2989,6 +3056,22 @@ mod tests {
                 parent: InodeId(5),
                 names: vec!["a".into(), "bb".into(), "".into()],
             },
+            Request::Vouched {
+                request: Box::new(Request::Lookup {
+                    cred: cred(),
+                    parent: InodeId(5),
+                    name: "seen".into(),
+                }),
+            },
+            Request::Vouched {
+                request: Box::new(Request::GetAttr {
+                    cred: cred(),
+                    inode: InodeId(9),
+                }),
+            },
+            Request::ReleaseWrites {
+                releases: vec![(InodeId(9), (2, 1_700_000_000_000)), (InodeId(12), (1, 5))],
+            },
         ];
         for mut req in reqs {
             // Every request that claims a credential lets the server replace it (owner
@@ -3290,6 +3373,14 @@ mod tests {
                 attr: attr.clone(),
                 parent: attr.clone(),
                 capability: None,
+            }),
+            Ok(Response::AttrVouched {
+                attr: attr.clone(),
+                vouch: Some(1 << 40),
+            }),
+            Ok(Response::AttrVouched {
+                attr: attr.clone(),
+                vouch: None,
             }),
             Err(WireError::new(crate::ErrorCode::NotEmpty, "dir /x is not empty")),
         ];

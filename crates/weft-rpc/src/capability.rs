@@ -526,6 +526,26 @@ pub trait CapabilitySource: Send + Sync {
     /// source that asks a manager is spared the round trip. Refused or expired, it is
     /// forgotten and asked for as usual.
     fn adopt(&self, _cap: &Capability) {}
+    /// Keeps `cap`, granted to this process along with another request (a create's):
+    /// as `adopt`, and a write right counts as granted here (given back at the last
+    /// close, see `writer_closed`).
+    fn granted(&self, cap: &Capability) {
+        self.adopt(cap)
+    }
+    /// Whether `cap`, presented on a connection before, may still be used for writing:
+    /// a write capability given back to the manager may not (a new one is asked for).
+    fn holds(&self, _cap: &Capability) -> bool {
+        true
+    }
+    /// A handle that may write `inode` was opened.
+    fn writer_opened(&self, _inode: InodeId) {}
+    /// A handle that may write `inode` was closed, everything written through it
+    /// acknowledged: after the last one, the write capabilities granted for it go back
+    /// to the manager.
+    fn writer_closed(&self, _inode: InodeId) {}
+    /// `inode`'s write capability was handed to other processes (`adopt`): it is never
+    /// given back (it expires).
+    fn shared(&self, _inode: InodeId) {}
 }
 
 /// A server's source: its own server capability, made from the key.
@@ -596,6 +616,11 @@ impl PresentedHere {
         reset
     }
 
+    /// The capability presented for `key`, if any.
+    pub(crate) fn presented(&self, key: (InodeId, u8)) -> Option<&Capability> {
+        self.entries.get(&key)
+    }
+
     /// Whether recording one more would start over.
     pub(crate) fn full(&self) -> bool {
         self.entries.len() + 2 > PER_CONNECTION_MAX
@@ -617,7 +642,7 @@ mod grants {
     use crate::{ConnectionPool, RpcError};
     use std::collections::{HashMap, HashSet};
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Condvar, Mutex, Weak};
+    use std::sync::{Arc, Condvar, Mutex, Weak};
     use weft_layout::InodeId;
     use weft_proto::msg::{Request, Response};
     use weft_proto::{Capability, Cred, ErrorCode};
@@ -629,6 +654,36 @@ mod grants {
     /// at 4,096, 4,000 files written were forgotten again and again, and each read-back
     /// open asked the manager anew.
     const KEPT_MAX: usize = 32_768;
+    /// Most inodes whose write grants are counted (`Writes::granted`); past this the
+    /// counts start over: those grants are never given back, and expire.
+    const GRANTED_MAX: usize = 65_536;
+    /// Most write grants waiting to be given back; past this more are not (they
+    /// expire).
+    const RELEASES_QUEUED_MAX: usize = 65_536;
+
+    /// Write handles and grants, for giving write capabilities back at the last close.
+    #[derive(Default)]
+    struct Writes {
+        /// Handles open for writing, per inode.
+        open: HashMap<InodeId, u32>,
+        /// Write grants had from the manager and not given back, per inode, with the
+        /// issue time of the first.
+        granted: HashMap<InodeId, (u32, u64)>,
+    }
+
+    /// Write grants of one inode to give back: how many, and the first one's issue time.
+    type Release = (InodeId, (u32, u64));
+
+    /// Write grants to give back, sent by a thread of their own in batches: a close
+    /// waits for no manager. The manager vouches for a file only once it has them.
+    #[derive(Default)]
+    struct Releases {
+        /// The grants, and whether the sending thread runs.
+        queue: Mutex<(Vec<Release>, bool)>,
+        queued: Condvar,
+        /// The manager does not know `ReleaseWrites`.
+        off: AtomicBool,
+    }
 
     /// A client's source: the metadata manager at `meta_addr`, asked as `cred`.
     pub struct ManagerGrants {
@@ -647,6 +702,8 @@ mod grants {
         answered: Condvar,
         /// The manager said the cluster asks for no capabilities.
         off: AtomicBool,
+        writes: Mutex<Writes>,
+        releases: Arc<Releases>,
     }
 
     impl ManagerGrants {
@@ -660,7 +717,51 @@ mod grants {
                 asking: Mutex::default(),
                 answered: Condvar::new(),
                 off: AtomicBool::new(false),
+                writes: Mutex::default(),
+                releases: Arc::default(),
             }
+        }
+
+        /// Counts a write grant of `cap`'s inode (given back at the last close).
+        fn count_grant(&self, cap: &Capability) {
+            if cap.rights & rights::WRITE == 0 {
+                return;
+            }
+            let mut writes = self.writes.lock().unwrap();
+            if writes.granted.len() >= GRANTED_MAX && !writes.granted.contains_key(&cap.inode) {
+                writes.granted.clear();
+            }
+            let counted = writes.granted.entry(cap.inode).or_insert((0, cap.issued_ms));
+            counted.0 += 1;
+            counted.1 = counted.1.min(cap.issued_ms);
+        }
+
+        /// Queues `count` write grants of `inode` to be given back.
+        fn give_back(&self, inode: InodeId, count: (u32, u64)) {
+            // Grants asked over another pool's connections may be presented where this
+            // one cannot see: those expire instead.
+            if count.0 == 0 || self._own.is_some() || self.releases.off.load(Ordering::Relaxed) {
+                return;
+            }
+            let mut queue = self.releases.queue.lock().unwrap();
+            if queue.0.len() >= RELEASES_QUEUED_MAX {
+                return;
+            }
+            queue.0.push((inode, count));
+            if !queue.1 {
+                queue.1 = true;
+                let releases = self.releases.clone();
+                let pool = self.pool.clone();
+                let meta_addr = self.meta_addr.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("weft-release".into())
+                    .spawn(move || send_releases(releases, pool, meta_addr));
+                if spawned.is_err() {
+                    queue.0.clear();
+                    queue.1 = false;
+                }
+            }
+            self.releases.queued.notify_one();
         }
 
         /// Asks the manager over a pool of its own (for connections of another pool).
@@ -734,6 +835,7 @@ mod grants {
             };
             match granted {
                 Ok(cap) => {
+                    self.count_grant(&cap);
                     self.keep(&cap);
                     Ok(Some(cap))
                 }
@@ -802,6 +904,84 @@ mod grants {
 
         fn forget(&self, inode: InodeId) {
             self.kept.lock().unwrap().retain(|(i, _), _| *i != inode);
+        }
+
+        fn granted(&self, cap: &Capability) {
+            if cap.rights & (rights::READ | rights::WRITE) != 0 {
+                self.count_grant(cap);
+                if !renew_due(cap, now_ms()) {
+                    self.keep(cap);
+                }
+            }
+        }
+
+        fn holds(&self, cap: &Capability) -> bool {
+            self.kept
+                .lock()
+                .unwrap()
+                .get(&(cap.inode, rights::WRITE))
+                .is_some_and(|kept| kept.issued_ms == cap.issued_ms && kept.mac == cap.mac)
+        }
+
+        fn writer_opened(&self, inode: InodeId) {
+            *self.writes.lock().unwrap().open.entry(inode).or_insert(0) += 1;
+        }
+
+        fn writer_closed(&self, inode: InodeId) {
+            let mut writes = self.writes.lock().unwrap();
+            match writes.open.get_mut(&inode) {
+                Some(open) if *open > 1 => {
+                    *open -= 1;
+                    return;
+                }
+                Some(_) => {
+                    writes.open.remove(&inode);
+                }
+                None => return,
+            }
+            let count = writes.granted.remove(&inode).unwrap_or((0, 0));
+            // Under the same lock as `writer_opened`: a handle opened after this asks
+            // for a new capability (and a connection that presented this one presents
+            // that instead, see `holds`), which the manager counts.
+            self.kept.lock().unwrap().remove(&(inode, rights::WRITE));
+            drop(writes);
+            self.give_back(inode, count);
+        }
+
+        fn shared(&self, inode: InodeId) {
+            self.writes.lock().unwrap().granted.remove(&inode);
+        }
+    }
+
+    /// The thread that gives write grants back, in batches, until its pool is dropped.
+    fn send_releases(releases: Arc<Releases>, pool: Weak<ConnectionPool>, meta_addr: String) {
+        loop {
+            let batch: Vec<Release> = {
+                let mut queue = releases.queue.lock().unwrap();
+                while queue.0.is_empty() {
+                    if pool.strong_count() == 0 {
+                        queue.1 = false;
+                        return;
+                    }
+                    queue = releases
+                        .queued
+                        .wait_timeout(queue, std::time::Duration::from_millis(500))
+                        .unwrap()
+                        .0;
+                }
+                let n = queue.0.len().min(weft_proto::msg::RELEASE_WRITES_MAX);
+                queue.0.drain(..n).collect()
+            };
+            let Some(pool) = pool.upgrade() else {
+                releases.queue.lock().unwrap().1 = false;
+                return;
+            };
+            let request = Request::ReleaseWrites { releases: batch };
+            if let Err(RpcError::Remote { error, .. }) = pool.call(&meta_addr, &request, &[]) {
+                if error.code == ErrorCode::UnknownOpcode {
+                    releases.off.store(true, Ordering::Relaxed);
+                }
+            }
         }
     }
 }

@@ -548,10 +548,17 @@ impl Connection {
         let now = crate::capability::now_ms();
         {
             let presented = self.presented.lock().unwrap();
+            // A write capability given back (see `CapabilitySource::writer_closed`) is
+            // asked for anew, so that the manager knows of the writer.
+            let usable = |r: u8| {
+                presented.covers((inode, r), now)
+                    && (r != rights::WRITE
+                        || presented
+                            .presented((inode, r))
+                            .is_some_and(|cap| source.holds(cap)))
+            };
             if presented.covers((weft_layout::InodeId(0), rights::SERVER), now)
-                || rights_in_order
-                    .iter()
-                    .any(|r| wanted & r != 0 && presented.covers((inode, *r), now))
+                || rights_in_order.iter().any(|r| wanted & r != 0 && usable(*r))
             {
                 return Ok(Some(inode));
             }

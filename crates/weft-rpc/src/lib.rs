@@ -150,6 +150,16 @@
 //! a reply `CapabilityRequired` (revoked) forgets it so the next request presents a fresh
 //! one (`ConnectionPool::call` and weft-client's `retry_if_revoked` repeat the request
 //! once).
+//! Write capabilities go back at close: `ManagerGrants` counts the write grants it got per
+//! inode (asked, or with a create: `granted`) and the writable handles open
+//! (`writer_opened`/`writer_closed`, called by weft-client's `File` at open and drop); when
+//! the last one closes it forgets the kept write capability (under the same lock as
+//! `writer_opened`) and a thread of its own sends the counts back in batches
+//! (`ReleaseWrites`). A connection uses a write capability it presented only while the
+//! source still `holds` it, so a writer after the release asks for (and is counted with) a
+//! new grant. Never given back, expiring instead: a capability handed to other processes
+//! (`shared`, MPI handoff), one of a file written through cache managers or delegates
+//! (they write back after the close), grants of a source with a pool of its own.
 
 pub mod auth;
 pub mod capability;

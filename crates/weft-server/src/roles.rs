@@ -88,6 +88,7 @@ impl Roles {
                 ));
             }
             let db = plan.data_dir.join("meta.redb");
+            let fresh = !db.exists();
             // The file system's root belongs to whoever created it.
             let owner = unsafe { (libc::geteuid(), libc::getegid()) };
             let store = MetaStore::open(&db, owner)
@@ -136,6 +137,9 @@ impl Roles {
                     addrs,
                 ));
                 service.set_capability_issuer(started.clone());
+                if fresh {
+                    service.fresh_start();
+                }
                 issuer = Some(started);
             }
             service.set_incarnation(incarnation);

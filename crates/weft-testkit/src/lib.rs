@@ -386,6 +386,33 @@ impl TestCluster {
         self.manager_requests_where(|o| o == Some(op))
     }
 
+    /// Requests of operation `op` (snake case: "obj_stamp", "read") all io servers have
+    /// served, from their metrics endpoints.
+    pub fn io_requests(&self, op: &str) -> f64 {
+        let config = self.config();
+        let mut addrs: Vec<String> = config
+            .io_servers()
+            .filter_map(|s| s.metrics_addr.clone())
+            .collect();
+        addrs.sort();
+        addrs.dedup();
+        addrs
+            .iter()
+            .map(|addr| {
+                let body =
+                    weft_metrics::http::get(&format!("http://{addr}/metrics"), Duration::from_secs(10))
+                        .unwrap_or_else(|e| panic!("scraping io server {addr}: {e}"));
+                let text = String::from_utf8(body).expect("metrics are UTF-8");
+                weft_metrics::parse::parse(&text)
+                    .unwrap()
+                    .iter()
+                    .filter(|s| s.name == "weft_io_requests_total" && s.label("op") == Some(op))
+                    .map(|s| s.value)
+                    .sum::<f64>()
+            })
+            .sum()
+    }
+
     /// Starts every stopped server again at its address and with its data.
     pub fn restart(&self) {
         let out = self.weft(&["up"]);

@@ -1,0 +1,112 @@
+//! What this client learnt of files' data from their io servers, under the manager's
+//! vouch (`Request::Vouched`): "no write capability of the file is live, and none was
+//! issued since stamp S". Facts read from the io servers by a query sent after this
+//! client was told S, and found under S again at a later lookup, are still true: no
+//! write, truncate or allocation can have reached the objects in between (each needs a
+//! write capability, and every grant moves the stamp; the manager's own size and time
+//! changes move it too). An open or stat that finds them skips the io servers.
+//!
+//! Bounded (`FACTS_MAX` files); shared by every client made from one connection.
+
+use crate::client::DataStamp;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use weft_layout::{InodeId, Layout};
+use weft_proto::{Attr, Timespec};
+
+/// Most files remembered; past this the table starts over.
+pub const FACTS_MAX: usize = 65_536;
+
+/// A file's data as its io servers told it.
+#[derive(Debug, Clone)]
+pub(crate) struct Facts {
+    layout: Option<Layout>,
+    size: u64,
+    blocks: u64,
+    /// The objects' latest modification time.
+    mtime: Timespec,
+    pub(crate) stamp: Option<DataStamp>,
+}
+
+impl Facts {
+    /// From `sized`, the attributes the io servers' answer filled in.
+    pub(crate) fn of(sized: &Attr, stamp: Option<DataStamp>) -> Facts {
+        Facts {
+            layout: sized.layout.clone(),
+            size: sized.size,
+            blocks: sized.blocks,
+            mtime: sized.mtime,
+            stamp,
+        }
+    }
+
+    /// Fills `attr` (the manager's) in as the io servers' answer would.
+    pub(crate) fn fill(&self, attr: &mut Attr) {
+        attr.size = self.size;
+        attr.blocks = self.blocks;
+        attr.mtime = attr.mtime.max(self.mtime);
+        attr.ctime = attr.ctime.max(self.mtime);
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    /// The vouch this client was last told.
+    pub(crate) vouch: u64,
+    /// Facts read after it was told, if any.
+    pub(crate) facts: Option<Facts>,
+}
+
+#[derive(Default)]
+pub(crate) struct Vouched {
+    table: Mutex<HashMap<InodeId, Seen>>,
+    /// Opens and stats answered without the io servers.
+    skipped: AtomicU64,
+}
+
+impl Vouched {
+    pub(crate) fn get(&self, inode: InodeId) -> Option<Seen> {
+        self.table
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&inode)
+            .cloned()
+    }
+
+    /// The facts of `inode` held under `vouch` for `layout`, if any (counted as a skip).
+    pub(crate) fn facts(&self, inode: InodeId, vouch: u64, layout: &Option<Layout>) -> Option<Facts> {
+        let table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        let facts = table
+            .get(&inode)
+            .filter(|seen| seen.vouch == vouch)
+            .and_then(|seen| seen.facts.as_ref())
+            .filter(|facts| facts.layout == *layout)
+            .cloned();
+        if facts.is_some() {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+        }
+        facts
+    }
+
+    /// This client was told `vouch` for `inode`, with `facts` read after it was told.
+    pub(crate) fn record(&self, inode: InodeId, vouch: u64, facts: Option<Facts>) {
+        let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if table.len() >= FACTS_MAX && !table.contains_key(&inode) {
+            table.clear();
+        }
+        table.insert(inode, Seen { vouch, facts });
+    }
+
+    /// Forgets `inode` (told no vouch: a writer may be live).
+    pub(crate) fn forget(&self, inode: InodeId) {
+        self.table
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&inode);
+    }
+
+    pub(crate) fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,190 @@
+//! Opens and stats that skip the io servers on the manager's vouch (issue 30 item 3):
+//! writers give their write capabilities back at close, the manager vouches "no write
+//! capability of this file live or issued since stamp S", and a client that read the
+//! file's size and change stamps under S answers the next open or stat from them.
+//! Close-to-open must hold all the same: another client (a second mount, the native
+//! client) that writes and closes is seen, every byte, by the next open.
+
+mod common;
+
+use common::{native_write, pattern, Mount};
+use std::time::{Duration, Instant};
+use weft_client::{Client, CreateOptions, OpenOptions};
+use weft_testkit::TestCluster;
+
+/// Looks `name` up in `dir` until `client` answers it without the io servers (the
+/// writer's capability goes back in the background), at most 10 s.
+fn until_vouched(client: &Client, dir: weft_client::InodeId, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let skips = client.vouched_skips();
+    while client.vouched_skips() == skips {
+        client.lookup_sized(dir, name, None).unwrap();
+        assert!(
+            Instant::now() < deadline,
+            "{name}: never vouched for (a write capability still counted live?)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read_native(client: &Client, path: &str) -> Vec<u8> {
+    let dir = client.resolve(path.rsplit_once('/').unwrap().0).unwrap().inode;
+    let attr = client
+        .lookup_sized(dir, path.rsplit_once('/').unwrap().1, None)
+        .unwrap();
+    let size = attr.size as usize;
+    let file = client.open_attr(attr, false).unwrap();
+    let mut buf = vec![0u8; size];
+    let mut at = 0;
+    while at < size {
+        let n = file.read_at(at as u64, &mut buf[at..]).unwrap();
+        assert!(n > 0, "{path}: short read at {at} of {size}");
+        at += n;
+    }
+    file.close().unwrap();
+    buf
+}
+
+/// A file written and closed by one client is then looked up and read 20 times by
+/// another: after the first look, no size or stamp request reaches an io server.
+/// Before this change every look asked every io server of the file ("20 stamp
+/// requests for 20 looks"): the writer kept its write capability for its 60 s lifetime
+/// after close, and the manager could vouch for nothing.
+#[test]
+fn looks_at_a_file_nobody_writes_skip_its_io_servers() {
+    let cluster = TestCluster::start();
+    let writer = cluster.client();
+    let reader = cluster.client();
+    writer.mkdir("/quiet", 0o755).unwrap();
+    let data = pattern(7, 4096 * 3 + 11);
+    let f = writer.create("/quiet/f", &CreateOptions::default()).unwrap();
+    f.write_at(0, &data).unwrap();
+    f.close().unwrap();
+    let dir = reader.resolve("/quiet").unwrap().inode;
+    until_vouched(&reader, dir, "f");
+
+    let stamps = cluster.io_requests("obj_stamp");
+    let skips = reader.vouched_skips();
+    for look in 0..20 {
+        let attr = reader.lookup_sized(dir, "f", None).unwrap();
+        assert_eq!(attr.size, data.len() as u64, "look {look}");
+    }
+    let asked = cluster.io_requests("obj_stamp") - stamps;
+    assert_eq!(
+        asked, 0.0,
+        "{asked} stamp requests for 20 looks at a file nobody writes"
+    );
+    assert_eq!(reader.vouched_skips() - skips, 20);
+    assert!(read_native(&reader, "/quiet/f") == data);
+}
+
+/// Close-to-open with the io servers skipped: a reader holding vouched facts of a file
+/// sees every byte and the new size at its next open once another client (native or a
+/// second mount) wrote and closed it, at once, without waiting for the writer's
+/// capability to go back.
+#[test]
+fn a_vouched_open_sees_what_another_client_wrote_and_closed() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    let native = cluster.client();
+    std::fs::create_dir(a.join("cto")).unwrap();
+    let mut expected = pattern(1, 5000);
+    std::fs::write(a.join("cto/f"), &expected).unwrap();
+    let dir = native.resolve("/cto").unwrap().inode;
+    until_vouched(&native, dir, "f");
+    // Mount b reads it (and keeps the pages) until its looks skip the io servers too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stamps = cluster.io_requests("obj_stamp");
+        assert!(std::fs::read(b.join("cto/f")).unwrap() == expected);
+        if cluster.io_requests("obj_stamp") == stamps {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "mount b's opens never skipped the io servers"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    for round in 0..3u64 {
+        // The native client appends and closes: both mounts and the native reader see it.
+        let more = pattern(10 + round, 3000 + round as usize);
+        native_write(&native, "/cto/f", expected.len() as u64, &more);
+        expected.extend_from_slice(&more);
+        assert!(
+            read_native(&native, "/cto/f") == expected,
+            "round {round}: native after native"
+        );
+        assert!(
+            std::fs::read(b.join("cto/f")).unwrap() == expected,
+            "round {round}: mount b after native"
+        );
+        assert_eq!(
+            std::fs::metadata(b.join("cto/f")).unwrap().len(),
+            expected.len() as u64
+        );
+
+        // Mount a overwrites the middle and closes; b and the native client see it.
+        let middle = pattern(20 + round, 1000);
+        {
+            use std::io::{Seek, Write};
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(a.join("cto/f"))
+                .unwrap();
+            f.seek(std::io::SeekFrom::Start(2000)).unwrap();
+            f.write_all(&middle).unwrap();
+        }
+        expected[2000..3000].copy_from_slice(&middle);
+        assert!(
+            std::fs::read(b.join("cto/f")).unwrap() == expected,
+            "round {round}: mount b after mount a"
+        );
+        assert!(
+            read_native(&native, "/cto/f") == expected,
+            "round {round}: native after mount a"
+        );
+
+        // Mount b truncates it shorter; the native client sees the new size at once.
+        let short = expected.len() - 100;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(b.join("cto/f"))
+            .unwrap()
+            .set_len(short as u64)
+            .unwrap();
+        expected.truncate(short);
+        let attr = native.lookup_sized(dir, "f", None).unwrap();
+        assert_eq!(
+            attr.size, short as u64,
+            "round {round}: native size after b's truncate"
+        );
+        assert!(read_native(&native, "/cto/f") == expected);
+        // Quiet again: the looks skip the io servers before the next round.
+        until_vouched(&native, dir, "f");
+    }
+    // A writer still open keeps the vouch away: the reader asks the io servers.
+    let open = native
+        .open(
+            "/cto/f",
+            &OpenOptions {
+                write: true,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+    open.write_at(0, b"live").unwrap();
+    expected[..4].copy_from_slice(b"live");
+    let other = cluster.client();
+    let skips = other.vouched_skips();
+    assert!(read_native(&other, "/cto/f") == expected);
+    assert!(read_native(&other, "/cto/f") == expected);
+    assert_eq!(
+        other.vouched_skips(),
+        skips,
+        "vouched for while a writer was open"
+    );
+    drop(open);
+}
