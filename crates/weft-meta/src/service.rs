@@ -440,7 +440,7 @@ impl MetaService {
         let capability = issuer.issue(inode, rights, issued);
         if rights & WRITE != 0 {
             if let Some(writers) = self.writers.get() {
-                writers.granted(inode, capability.expiry_ms, unix_ms());
+                writers.granted(inode, holder(caller), capability.expiry_ms, unix_ms());
             }
         }
         if let Caller::User(user) = caller {
@@ -860,7 +860,7 @@ impl MetaService {
             Request::ReleaseWrites { releases } => {
                 if let Some(writers) = self.writers.get() {
                     for (inode, (count, first_issued_ms)) in releases {
-                        writers.released(inode, count, first_issued_ms);
+                        writers.released(inode, holder(caller), count, first_issued_ms);
                     }
                 }
                 Ok(Response::Done)
@@ -1885,5 +1885,13 @@ fn grows_namespace(request: &Request) -> bool {
         | Request::SetXattr { .. } => true,
         Request::WithParent { request } | Request::CreateGranted { request } => grows_namespace(request),
         _ => false,
+    }
+}
+
+/// Whose write grants a caller's `ReleaseWrites` may give back: its own only.
+fn holder(caller: &Caller) -> crate::writers::Holder {
+    match caller {
+        Caller::Trusted => crate::writers::Holder::Servers,
+        Caller::User(user) => crate::writers::Holder::Uid(user.uid),
     }
 }

@@ -6,7 +6,10 @@
 //! gives its capabilities back only after its last handle is closed, everything it
 //! wrote acknowledged).
 //!
-//! Per inode, in memory: how many write grants are not given back yet (`ReleaseWrites`),
+//! Per inode, in memory: how many write grants each holder has not given back yet
+//! (`ReleaseWrites`; a holder is the authenticated user, or the servers: a release
+//! counts only against its sender's own grants, so no user can make the manager vouch
+//! for a file another user is writing),
 //! the latest expiry among them, and the stamp of the latest grant (stamps rise, and
 //! start above any of an earlier run of the manager). A grant not given back counts
 //! until its expiry (plus `EXPIRY_GRACE_MS`, for writes accepted just before it): a
@@ -27,11 +30,25 @@ pub const WRITERS_MAX: usize = 65_536;
 /// How long after its expiry a write capability still counts as live: a write an io
 /// server accepted just before the expiry may land a little after it.
 pub const EXPIRY_GRACE_MS: u64 = 2_000;
+/// Most holders counted apart per inode; grants of further holders count as never
+/// given back (they expire).
+pub const HOLDERS_MAX: usize = 16;
 
-#[derive(Debug, Clone, Copy)]
+/// Who holds a write grant: releases count only against the sender's own grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Holder {
+    /// The servers (a trusted connection).
+    Servers,
+    /// A user, by the uid the manager acts as for the connection.
+    Uid(u32),
+}
+
+#[derive(Debug, Clone)]
 struct Entry {
-    /// Write grants not given back.
-    live: u32,
+    /// Write grants not given back, per holder (at most `HOLDERS_MAX`).
+    holders: Vec<(Holder, u32)>,
+    /// Grants of holders past `HOLDERS_MAX`: never given back, they expire.
+    unowned: u32,
     /// Latest expiry among them.
     expiry_ms: u64,
     /// Stamp of the latest write grant.
@@ -40,7 +57,17 @@ struct Entry {
 
 impl Entry {
     fn quiet(&self, now_ms: u64) -> bool {
-        self.live == 0 || self.expiry_ms.saturating_add(EXPIRY_GRACE_MS) < now_ms
+        let live = self.unowned > 0 || self.holders.iter().any(|&(_, n)| n > 0);
+        !live || self.expiry_ms.saturating_add(EXPIRY_GRACE_MS) < now_ms
+    }
+
+    fn empty(stamp: u64) -> Entry {
+        Entry {
+            holders: Vec::new(),
+            unowned: 0,
+            expiry_ms: 0,
+            stamp,
+        }
     }
 }
 
@@ -91,8 +118,8 @@ impl Writers {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A write capability of `inode` expiring at `expiry_ms` was granted.
-    pub fn granted(&self, inode: InodeId, expiry_ms: u64, now_ms: u64) {
+    /// A write capability of `inode` expiring at `expiry_ms` was granted to `holder`.
+    pub fn granted(&self, inode: InodeId, holder: Holder, expiry_ms: u64, now_ms: u64) {
         let mut table = self.table();
         if !table.entries.contains_key(&inode) && table.entries.len() >= self.max {
             let mut let_go = table.floor;
@@ -116,12 +143,14 @@ impl Writers {
         }
         let stamp = table.next;
         table.next += 1;
-        let entry = table.entries.entry(inode).or_insert(Entry {
-            live: 0,
-            expiry_ms: 0,
-            stamp,
-        });
-        entry.live = entry.live.saturating_add(1);
+        let entry = table.entries.entry(inode).or_insert_with(|| Entry::empty(stamp));
+        if let Some((_, n)) = entry.holders.iter_mut().find(|(h, _)| *h == holder) {
+            *n = n.saturating_add(1);
+        } else if entry.holders.len() < HOLDERS_MAX {
+            entry.holders.push((holder, 1));
+        } else {
+            entry.unowned = entry.unowned.saturating_add(1);
+        }
         entry.expiry_ms = entry.expiry_ms.max(expiry_ms);
         entry.stamp = stamp;
     }
@@ -136,30 +165,26 @@ impl Writers {
         match table.entries.get_mut(&inode) {
             Some(entry) => entry.stamp = stamp,
             None if room => {
-                table.entries.insert(
-                    inode,
-                    Entry {
-                        live: 0,
-                        expiry_ms: 0,
-                        stamp,
-                    },
-                );
+                table.entries.insert(inode, Entry::empty(stamp));
             }
             // No room: every inode without an entry moves on.
             None => table.floor = stamp,
         }
     }
 
-    /// `count` write grants of `inode`, the first issued at `first_issued_ms`, were
-    /// given back. Ignored when some were issued before this table was made (another
-    /// run's: subtracting them would take this run's grants of other writers off).
-    pub fn released(&self, inode: InodeId, count: u32, first_issued_ms: u64) {
+    /// `count` write grants of `inode` that `holder` got, the first issued at
+    /// `first_issued_ms`, were given back. Only `holder`'s own count goes down. Ignored
+    /// when some were issued before this table was made (another run's: subtracting them
+    /// would take this run's grants of other writers off).
+    pub fn released(&self, inode: InodeId, holder: Holder, count: u32, first_issued_ms: u64) {
         let mut table = self.table();
         if first_issued_ms < table.started_ms {
             return;
         }
         if let Some(entry) = table.entries.get_mut(&inode) {
-            entry.live = entry.live.saturating_sub(count);
+            if let Some((_, n)) = entry.holders.iter_mut().find(|(h, _)| *h == holder) {
+                *n = n.saturating_sub(count);
+            }
         }
     }
 
@@ -197,6 +222,7 @@ mod tests {
     use super::*;
 
     const LIFE: u64 = 60_000;
+    const U: Holder = Holder::Uid(1000);
     const T0: u64 = 1_000_000;
     const A: InodeId = InodeId(7);
     const B: InodeId = InodeId(8);
@@ -218,35 +244,35 @@ mod tests {
     fn a_grant_stops_the_vouch_until_given_back_and_changes_the_stamp() {
         let (w, now) = ready();
         let before = w.vouch(A, now).unwrap();
-        w.granted(A, now + LIFE, now);
-        w.granted(A, now + LIFE, now);
+        w.granted(A, U, now + LIFE, now);
+        w.granted(A, U, now + LIFE, now);
         assert_eq!(w.vouch(A, now), None);
         assert_eq!(w.vouch(B, now), Some(before), "other files keep theirs");
-        w.released(A, 1, now);
+        w.released(A, U, 1, now);
         assert_eq!(w.vouch(A, now), None, "one grant still out");
-        w.released(A, 1, now);
+        w.released(A, U, 1, now);
         let after = w.vouch(A, now).unwrap();
         assert!(after > before);
         // A grant given back more than once changes nothing more.
-        w.released(A, 5, now);
+        w.released(A, U, 5, now);
         assert_eq!(w.vouch(A, now), Some(after));
     }
 
     #[test]
     fn grants_of_an_earlier_run_given_back_take_nothing_off() {
         let (w, now) = ready();
-        w.granted(A, now + LIFE, now);
+        w.granted(A, U, now + LIFE, now);
         // A writer of the earlier run closes: its grants were never counted here.
-        w.released(A, 3, T0 - 1);
+        w.released(A, U, 3, T0 - 1);
         assert_eq!(w.vouch(A, now), None, "this run's writer is still live");
-        w.released(A, 1, now);
+        w.released(A, U, 1, now);
         assert!(w.vouch(A, now).is_some());
     }
 
     #[test]
     fn a_grant_never_given_back_counts_until_it_expired() {
         let (w, now) = ready();
-        w.granted(A, now + 10, now);
+        w.granted(A, U, now + 10, now);
         assert_eq!(w.vouch(A, now + 10 + EXPIRY_GRACE_MS), None);
         assert!(w.vouch(A, now + 11 + EXPIRY_GRACE_MS).is_some());
     }
@@ -256,18 +282,18 @@ mod tests {
         let w = Writers::bounded(T0, LIFE, 4);
         let now = T0 + LIFE + EXPIRY_GRACE_MS;
         for i in 0..4 {
-            w.granted(InodeId(100 + i), now + LIFE, now);
-            w.released(InodeId(100 + i), 1, now);
+            w.granted(InodeId(100 + i), U, now + LIFE, now);
+            w.released(InodeId(100 + i), U, 1, now);
         }
         let quiet = w.vouch(InodeId(100), now).unwrap();
         // A fifth lets the quiet ones go: their vouch moves (a miss, never a wrong hit).
-        w.granted(InodeId(200), now + LIFE, now);
+        w.granted(InodeId(200), U, now + LIFE, now);
         assert!(w.len() <= 4);
         assert_ne!(w.vouch(InodeId(100), now), Some(quiet));
         assert_eq!(w.vouch(InodeId(200), now), None);
         // Full of live ones: it starts over and vouches for nothing until they expired.
         for i in 0..4 {
-            w.granted(InodeId(300 + i), now + LIFE, now);
+            w.granted(InodeId(300 + i), U, now + LIFE, now);
         }
         assert!(w.len() <= 4);
         assert_eq!(w.vouch(InodeId(200), now), None);
@@ -275,5 +301,34 @@ mod tests {
         assert!(w
             .vouch(InodeId(999), now + 2 * LIFE + 2 * EXPIRY_GRACE_MS)
             .is_some());
+    }
+
+    #[test]
+    fn a_release_counts_only_against_its_senders_own_grants() {
+        // Another user's ReleaseWrites for a file user 1000 is writing: before, it took
+        // the grant off and the manager vouched for a file being written.
+        let now = T0 + LIFE + EXPIRY_GRACE_MS;
+        let w = Writers::new(T0, LIFE);
+        w.granted(A, U, now + LIFE, now);
+        w.released(A, Holder::Uid(1001), 1, now);
+        assert_eq!(w.vouch(A, now), None, "another user's release ended the grant");
+        w.released(A, Holder::Servers, 1, now);
+        assert_eq!(w.vouch(A, now), None, "the servers' release ended a user's grant");
+        w.released(A, U, 1, now);
+        assert!(w.vouch(A, now).is_some(), "the holder's own release did not end it");
+    }
+
+    #[test]
+    fn grants_past_the_holders_bound_count_until_they_expire() {
+        let now = T0 + LIFE + EXPIRY_GRACE_MS;
+        let w = Writers::new(T0, LIFE);
+        for uid in 0..=HOLDERS_MAX as u32 {
+            w.granted(A, Holder::Uid(uid), now + LIFE, now);
+        }
+        for uid in 0..=HOLDERS_MAX as u32 {
+            w.released(A, Holder::Uid(uid), 1, now);
+        }
+        assert_eq!(w.vouch(A, now), None, "a grant nobody can give back was dropped");
+        assert!(w.vouch(A, now + LIFE + EXPIRY_GRACE_MS + 1).is_some());
     }
 }

@@ -225,9 +225,10 @@ impl Roles {
     /// In `munge` mode, who `request` comes from on `connection`: the user its MUNGE
     /// credential vouches for, whose credential replaces the claimed one (a trusted uid
     /// keeps what it claims and is a trusted caller). The credential is decoded at the
-    /// connection's first request that carries a credential or names a file to lock or
-    /// to move a shared pointer of; other requests without a credential (the cluster's
-    /// description, session renewals) act as a trusted caller, as in the other modes.
+    /// connection's first request that carries a credential, names a file to lock or to
+    /// move a shared pointer of, or gives write grants back; other requests without a
+    /// credential (the cluster's description, session renewals) act as a trusted caller,
+    /// as in the other modes.
     fn munge_identity(&self, connection: ConnectionId, request: &mut Request) -> Result<Caller, WireError> {
         let Some(munge) = &self.munge else {
             return Ok(Caller::Trusted);
@@ -239,6 +240,8 @@ impl Roles {
                 | Request::FileLockTest(_)
                 | Request::SharedPointer { .. }
                 | Request::SharedPointerSince { .. }
+                // Gives back write grants: only the sender's own (weft-meta writers.rs).
+                | Request::ReleaseWrites { .. }
         );
         if request.cred_mut().is_none() && !names_a_file {
             return Ok(Caller::Trusted);
