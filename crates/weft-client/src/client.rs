@@ -34,6 +34,9 @@ pub(crate) struct Inner {
     /// The manager answered a `CreateGranted` with `UnknownOpcode` (it predates it):
     /// creates are sent without asking for the new file's capability from then on.
     pub no_create_grants: Arc<AtomicBool>,
+    /// Namespace changes kept until durable, replayed after a manager restart
+    /// (`replay.rs`); one per connection pool.
+    pub tracker: Arc<crate::replay::Tracker>,
 }
 
 impl Inner {
@@ -87,6 +90,10 @@ impl Inner {
     }
 
     pub fn meta(&self, request: &Request) -> Result<Response, ClientError> {
+        if request.is_tracked() {
+            return self.tracker.call(self, request);
+        }
+        self.tracker.before(self)?;
         Ok(self.pool.call(&self.meta_route, request, &[])?.0)
     }
 
@@ -94,9 +101,17 @@ impl Inner {
     /// client's and everyone's) is durable: a manager with a commit interval answers
     /// operations before they are (README: Durability). A manager that predates the
     /// request commits every operation before answering it: nothing to wait for.
+    /// Skipped when the manager's answers said every operation of this client is
+    /// durable already (interval 0, or committed since).
     pub fn commit_metadata(&self) -> Result<(), ClientError> {
+        if self.tracker.all_durable() {
+            return Ok(());
+        }
         match self.meta(&Request::CommitMetadata { wait: true }) {
-            Ok(Response::Committed(_)) => Ok(()),
+            Ok(Response::Committed(info)) => {
+                self.tracker.durable(info.durable_seq);
+                Ok(())
+            }
             Ok(other) => Err(unexpected(&other)),
             Err(e) if e.code() == ErrorCode::UnknownOpcode => Ok(()),
             Err(e) => Err(e),
@@ -356,6 +371,7 @@ impl Client {
                 transfer: TransferOptions::default(),
                 no_parent_attrs: Arc::new(AtomicBool::new(false)),
                 no_create_grants: Arc::new(AtomicBool::new(false)),
+                tracker: Arc::new(crate::replay::Tracker::new()),
             }),
         })
     }
@@ -389,11 +405,18 @@ impl Client {
             transfer: i.transfer,
             no_parent_attrs: i.no_parent_attrs.clone(),
             no_create_grants: i.no_create_grants.clone(),
+            tracker: i.tracker.clone(),
         };
         change(&mut inner);
         Client {
             inner: Arc::new(inner),
         }
+    }
+
+    /// Namespace changes this client was answered for that the manager has not made
+    /// durable yet: kept to replay after a manager restart (README: Durability).
+    pub fn metadata_kept(&self) -> usize {
+        self.inner.tracker.kept()
     }
 
     pub fn cred(&self) -> &Cred {

@@ -27,6 +27,7 @@ mod file;
 mod gather;
 mod list_io;
 pub mod path;
+mod replay;
 mod shared_pointer;
 pub mod trace;
 mod view_io;

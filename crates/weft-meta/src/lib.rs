@@ -8,6 +8,7 @@
 pub mod file_locks;
 pub mod handles;
 pub mod lapsed;
+pub mod replay;
 pub mod service;
 pub mod shared_pointer;
 pub mod store;
