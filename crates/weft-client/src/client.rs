@@ -101,6 +101,13 @@ impl Inner {
     /// client's and everyone's) is durable: a manager with a commit interval answers
     /// operations before they are (README: Durability). A manager that predates the
     /// request commits every operation before answering it: nothing to wait for.
+    /// The connection to the manager, for requests sent pipelined (never namespace
+    /// changes): after a manager restart, what this client kept is replayed first.
+    pub fn meta_connection(&self) -> Result<Arc<weft_rpc::Connection>, ClientError> {
+        self.tracker.before(self)?;
+        Ok(self.pool.get(&self.meta_route)?)
+    }
+
     /// Skipped when the manager's answers said every operation of this client is
     /// durable already (interval 0, or committed since).
     pub fn commit_metadata(&self) -> Result<(), ClientError> {
@@ -628,7 +635,7 @@ impl Client {
     /// of `known`; that size is used if the answer is the same file (inode and layout),
     /// else the size is asked afresh.
     fn attr_sized(&self, request: Request, what: &str, known: Option<&Attr>) -> Result<Attr, ClientError> {
-        let meta = self.inner.pool.get(&self.inner.meta_route)?;
+        let meta = self.inner.meta_connection()?;
         let pending = meta.send(&request, &[])?;
         let early = known.filter(|a| a.kind == FileKind::File).map(|a| {
             let mut sized = objects_only(a);
@@ -699,7 +706,7 @@ impl Client {
             }
             Ok(other) => Err(unexpected(&other)),
             Err(e) if e.code() == ErrorCode::UnknownOpcode => {
-                let meta = self.inner.pool.get(&self.inner.meta_route)?;
+                let meta = self.inner.meta_connection()?;
                 let pending: Vec<_> = names
                     .iter()
                     .map(|n| {
@@ -761,7 +768,7 @@ impl Client {
     ) -> Result<(Attr, Option<DataStamp>), ClientError> {
         let what = steps.last().map(|s| s.name.to_string()).unwrap_or_default();
         let last = steps.last().map(|s| s.child);
-        let meta = self.inner.pool.get(&self.inner.meta_route)?;
+        let meta = self.inner.meta_connection()?;
         let pending = meta.send(
             &Request::Revalidate {
                 cred: self.cred_clone(),
@@ -1348,7 +1355,7 @@ impl Client {
                 let (entries, more) = self.readdir_page(dir, after, max_entries)?;
                 let names = entries.iter().map(|e| e.name.clone()).collect();
                 let mut attrs = Vec::with_capacity(entries.len());
-                let meta = self.inner.pool.get(&self.inner.meta_route)?;
+                let meta = self.inner.meta_connection()?;
                 let pending: Vec<_> = entries
                     .iter()
                     .map(|e| {
@@ -1401,7 +1408,7 @@ impl Client {
 
     /// Attributes (with sizes) of many entries of one directory, pipelined.
     pub fn getattr_many(&self, entries: &[DirEntry]) -> Result<Vec<Attr>, ClientError> {
-        let meta = self.inner.pool.get(&self.inner.meta_route)?;
+        let meta = self.inner.meta_connection()?;
         let mut attrs = Vec::with_capacity(entries.len());
         for chunk in entries.chunks(256) {
             let pending: Vec<_> = chunk

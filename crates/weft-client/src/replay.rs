@@ -190,46 +190,42 @@ impl Tracker {
     }
 
     /// Replays every kept request to the manager of `epoch`, in sequence order, then
-    /// says it is done.
+    /// says it is done. The kept requests are numbered in the old epoch until every one
+    /// was replayed: only then do the new numbers (and the new manager's durable number,
+    /// which counts from the last durable operation, not past the lost ones) replace
+    /// them. A replay broken off (the manager gone again) leaves them as they were.
     fn replay(&self, inner: &Inner, epoch: u64) -> Result<(), ClientError> {
-        let seqs: Vec<u64> = self.kept.lock().unwrap().ops.keys().copied().collect();
-        let mut replayed = 0;
-        for seq in seqs {
-            let wrapped = {
-                let kept = self.kept.lock().unwrap();
-                let Some(op) = kept.ops.get(&seq) else { continue };
-                Request::Tracked {
-                    client: self.client,
-                    slot: op.slot,
-                    xid: op.xid,
-                    replay: seq,
-                    made: op.made.clone(),
-                    request: Box::new(op.request.clone()),
-                }
-            };
-            let answer = inner.pool.call(&inner.meta_route, &wrapped, &[]);
-            let mut kept = self.kept.lock().unwrap();
-            match answer {
+        let old: Vec<(u64, Request)> = {
+            let kept = self.kept.lock().unwrap();
+            kept.ops
+                .iter()
+                .map(|(&seq, op)| {
+                    let wrapped = Request::Tracked {
+                        client: self.client,
+                        slot: op.slot,
+                        xid: op.xid,
+                        replay: seq,
+                        made: op.made.clone(),
+                        request: Box::new(op.request.clone()),
+                    };
+                    (seq, wrapped)
+                })
+                .collect()
+        };
+        let mut renumbered = Vec::with_capacity(old.len());
+        let mut durable_seq = 0;
+        for (seq, wrapped) in &old {
+            match inner.pool.call(&inner.meta_route, wrapped, &[]) {
                 Ok((
                     Response::Tracked {
                         seq: now,
-                        durable_seq,
+                        durable_seq: durable,
                         ..
                     },
                     _,
                 )) => {
-                    replayed += 1;
-                    if let Some(op) = kept.ops.remove(&seq) {
-                        if now > 0 {
-                            // Done again under a new number: kept until that is durable.
-                            kept.ops.insert(now, op);
-                            kept.max_seq = kept.max_seq.max(now);
-                        } else {
-                            kept.bytes -= op.bytes;
-                        }
-                    }
-                    kept.durable_seq = kept.durable_seq.max(durable_seq);
-                    kept.drop_durable();
+                    durable_seq = durable_seq.max(durable);
+                    renumbered.push((*seq, Some(now)));
                 }
                 Err(e) if e.is_transport() => return Err(e.into()),
                 other => {
@@ -237,13 +233,11 @@ impl Tracker {
                         Ok((response, _)) => format!("unexpected answer {response:?}"),
                         Err(e) => e.to_string(),
                     };
-                    if let Some(op) = kept.ops.remove(&seq) {
-                        kept.bytes -= op.bytes;
-                        eprintln!(
-                            "weft: replaying {:?} after a restart of the metadata manager failed: {what}; it is lost",
-                            op.request.meta_request().opcode()
-                        );
-                    }
+                    eprintln!(
+                        "weft: replaying {:?} after a restart of the metadata manager failed: {what}; it is lost",
+                        wrapped.meta_request().opcode()
+                    );
+                    renumbered.push((*seq, None));
                 }
             }
         }
@@ -252,16 +246,30 @@ impl Tracker {
             &Request::ReplayDone { client: self.client },
             &[],
         ) {
-            Ok(_) => {}
             Err(e) if e.is_transport() => return Err(e.into()),
-            Err(_) => {}
+            Ok(_) | Err(_) => {}
         }
-        if replayed > 0 {
+        let mut kept = self.kept.lock().unwrap();
+        let mut ops = std::mem::take(&mut kept.ops);
+        kept.bytes = 0;
+        kept.max_seq = 0;
+        kept.durable_seq = durable_seq;
+        for (seq, now) in renumbered {
+            let Some(op) = ops.remove(&seq) else { continue };
+            // 0: found done before (durable); else done again under a new number.
+            if let Some(now) = now.filter(|&now| now > durable_seq) {
+                kept.bytes += op.bytes;
+                kept.max_seq = kept.max_seq.max(now);
+                kept.ops.insert(now, op);
+            }
+        }
+        kept.epoch = epoch;
+        if !old.is_empty() {
             eprintln!(
-                "weft: replayed {replayed} metadata operations after a restart of the metadata manager"
+                "weft: replayed {} metadata operations after a restart of the metadata manager",
+                old.len()
             );
         }
-        self.kept.lock().unwrap().epoch = epoch;
         Ok(())
     }
 
@@ -281,10 +289,12 @@ impl Tracker {
             request: Box::new(request.clone()),
         };
         let deadline = Instant::now() + self.restart_wait;
-        let answer = loop {
-            let sent = self
-                .replayed(inner)
-                .and_then(|_hold| Ok(inner.pool.call(&inner.meta_route, &wrapped, &[])?));
+        // The shared hold lasts until the answer is kept: a replay never runs between.
+        let (answer, _hold) = loop {
+            let sent = self.replayed(inner).and_then(|hold| {
+                let answer = inner.pool.call(&inner.meta_route, &wrapped, &[])?;
+                Ok((answer, hold))
+            });
             match sent {
                 Err(ClientError::Transport(e)) if e.is_transport() && Instant::now() < deadline => {
                     // The answer may be lost, or the manager restarting: ask again once
@@ -309,7 +319,11 @@ impl Tracker {
         };
         let full = {
             let mut kept = self.kept.lock().unwrap();
-            kept.durable_seq = kept.durable_seq.max(durable_seq);
+            // Numbers of another epoch (a restart between the check and the answer) say
+            // nothing of what was kept.
+            if kept.epoch == epoch {
+                kept.durable_seq = kept.durable_seq.max(durable_seq);
+            }
             if kept.epoch == epoch && seq > kept.durable_seq {
                 let bytes = request.encode_body().len() + 64;
                 kept.bytes += bytes;
@@ -328,6 +342,7 @@ impl Tracker {
             kept.drop_durable();
             kept.ops.len() > KEPT_MAX || kept.bytes > KEPT_BYTES_MAX
         };
+        drop(_hold);
         drop(slot);
         if full {
             // Bounded: wait for the manager to make what is kept durable.

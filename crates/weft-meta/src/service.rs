@@ -431,7 +431,7 @@ impl MetaService {
             forget: self.replay.to_forget(),
             recorded: None,
         });
-        let result = self.handle_as(caller, *request);
+        let result = self.serve(caller, *request);
         let tracking = crate::store::replies::untrack();
         if replay > 0 {
             self.replay.turn_over();
@@ -668,7 +668,31 @@ impl MetaService {
     /// Answers one request of `caller`. `Hello` and `ServerInfo` belong to the
     /// connection layer (it knows the server id, roles and build) and io opcodes to io
     /// servers: all are `Unsupported`.
-    pub fn handle_as(&self, caller: &Caller, mut request: Request) -> Result<Response, WireError> {
+    pub fn handle_as(&self, caller: &Caller, request: Request) -> Result<Response, WireError> {
+        // During the replay window after a restart only replays (and what a client needs
+        // to make them) are served: the rest waits for the namespace they rebuild.
+        if !matches!(
+            request,
+            Request::Tracked { .. }
+                | Request::ReplayDone { .. }
+                | Request::GetCluster
+                | Request::CommitMetadata { .. }
+                | Request::RenewSession { .. }
+                | Request::FileLock(_)
+                | Request::FileLockReclaim(_)
+                | Request::FileLockTest(_)
+                | Request::LockSession { .. }
+                | Request::LockReclaimComplete { .. }
+                | Request::LockSessionEnd { .. }
+                | Request::VerifyCapability { .. }
+        ) {
+            self.replay.wait_open();
+        }
+        self.serve(caller, request)
+    }
+
+    /// `handle_as` once the replay window lets `request` through.
+    fn serve(&self, caller: &Caller, mut request: Request) -> Result<Response, WireError> {
         if let Caller::User(user) = caller {
             self.screen(user, &mut request)?;
         }
