@@ -23,6 +23,9 @@ use super::{MetaStore, StorageResult};
 /// (client, slot) -> `Reply::to_bytes`.
 pub(super) const REPLIES: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("replies");
 
+/// A record's key: (client, request slot).
+pub type ReplyKey = (u64, u32);
+
 /// One recorded answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
@@ -76,7 +79,7 @@ pub struct Tracking {
     pub reuse: Option<(InodeId, Option<Layout>)>,
     pub reply_of: ReplyOf,
     /// Records of clients aged out, removed in the same transaction.
-    pub forget: Vec<(u64, u32)>,
+    pub forget: Vec<ReplyKey>,
     /// Set once written: what was recorded.
     pub recorded: Option<Reply>,
 }
@@ -152,7 +155,7 @@ pub(super) fn record(txn: &WriteTransaction, value: &dyn Any, seq: u64) -> Resul
 impl MetaStore {
     /// Every recorded answer (read once at the start; the service bounds how many there
     /// are, `replay::RECORDS_MAX`).
-    pub fn replies(&self) -> Result<Vec<((u64, u32), Reply)>, WireError> {
+    pub fn replies(&self) -> Result<Vec<(ReplyKey, Reply)>, WireError> {
         self.with_database(|db| {
             let txn = db.begin_read().storage()?;
             let table = txn.open_table(REPLIES).storage()?;
