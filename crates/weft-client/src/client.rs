@@ -39,6 +39,9 @@ pub(crate) struct Inner {
     /// What this client learnt of files' data under the manager's vouch (see
     /// `vouched`). Shared by every client made from this one.
     pub(crate) vouched: Arc<crate::vouched::Vouched>,
+    /// Namespace changes kept until durable, replayed after a manager restart
+    /// (`replay.rs`); one per connection pool.
+    pub tracker: Arc<crate::replay::Tracker>,
 }
 
 impl Inner {
@@ -92,6 +95,10 @@ impl Inner {
     }
 
     pub fn meta(&self, request: &Request) -> Result<Response, ClientError> {
+        if request.is_tracked() {
+            return self.tracker.call(self, request);
+        }
+        self.tracker.before(self)?;
         Ok(self.pool.call(&self.meta_route, request, &[])?.0)
     }
 
@@ -99,9 +106,24 @@ impl Inner {
     /// client's and everyone's) is durable: a manager with a commit interval answers
     /// operations before they are (docs/src/consistency.md, Durability). A manager that predates the
     /// request commits every operation before answering it: nothing to wait for.
+    /// The connection to the manager, for requests sent pipelined (never namespace
+    /// changes): after a manager restart, what this client kept is replayed first.
+    pub fn meta_connection(&self) -> Result<Arc<weft_rpc::Connection>, ClientError> {
+        self.tracker.before(self)?;
+        Ok(self.pool.get(&self.meta_route)?)
+    }
+
+    /// Skipped when the manager's answers said every operation of this client is
+    /// durable already (interval 0, or committed since).
     pub fn commit_metadata(&self) -> Result<(), ClientError> {
+        if self.tracker.all_durable() {
+            return Ok(());
+        }
         match self.meta(&Request::CommitMetadata { wait: true }) {
-            Ok(Response::Committed(_)) => Ok(()),
+            Ok(Response::Committed(info)) => {
+                self.tracker.durable(info.durable_seq);
+                Ok(())
+            }
             Ok(other) => Err(unexpected(&other)),
             Err(e) if e.code() == ErrorCode::UnknownOpcode => Ok(()),
             Err(e) => Err(e),
@@ -363,6 +385,7 @@ impl Client {
                 no_create_grants: Arc::new(AtomicBool::new(false)),
                 no_vouch: Arc::new(AtomicBool::new(false)),
                 vouched: Arc::default(),
+                tracker: Arc::new(crate::replay::Tracker::new()),
             }),
         })
     }
@@ -398,11 +421,18 @@ impl Client {
             no_create_grants: i.no_create_grants.clone(),
             no_vouch: i.no_vouch.clone(),
             vouched: i.vouched.clone(),
+            tracker: i.tracker.clone(),
         };
         change(&mut inner);
         Client {
             inner: Arc::new(inner),
         }
+    }
+
+    /// Namespace changes this client was answered for that the manager has not made
+    /// durable yet: kept to replay after a manager restart (README: Durability).
+    pub fn metadata_kept(&self) -> usize {
+        self.inner.tracker.kept()
     }
 
     pub fn cred(&self) -> &Cred {
@@ -640,7 +670,7 @@ impl Client {
         } else {
             request
         };
-        let meta = self.inner.pool.get(&self.inner.meta_route)?;
+        let meta = self.inner.meta_connection()?;
         let pending = meta.send(&sent, &[])?;
         let guess = known.filter(|a| a.kind == FileKind::File);
         let before = guess.and_then(|a| self.inner.vouched.get(a.inode));
@@ -770,7 +800,7 @@ impl Client {
             }
             Ok(other) => Err(unexpected(&other)),
             Err(e) if e.code() == ErrorCode::UnknownOpcode => {
-                let meta = self.inner.pool.get(&self.inner.meta_route)?;
+                let meta = self.inner.meta_connection()?;
                 let pending: Vec<_> = names
                     .iter()
                     .map(|n| {
@@ -1401,7 +1431,7 @@ impl Client {
                 let (entries, more) = self.readdir_page(dir, after, max_entries)?;
                 let names = entries.iter().map(|e| e.name.clone()).collect();
                 let mut attrs = Vec::with_capacity(entries.len());
-                let meta = self.inner.pool.get(&self.inner.meta_route)?;
+                let meta = self.inner.meta_connection()?;
                 let pending: Vec<_> = entries
                     .iter()
                     .map(|e| {
@@ -1454,7 +1484,7 @@ impl Client {
 
     /// Attributes (with sizes) of many entries of one directory, pipelined.
     pub fn getattr_many(&self, entries: &[DirEntry]) -> Result<Vec<Attr>, ClientError> {
-        let meta = self.inner.pool.get(&self.inner.meta_route)?;
+        let meta = self.inner.meta_connection()?;
         let mut attrs = Vec::with_capacity(entries.len());
         for chunk in entries.chunks(256) {
             let pending: Vec<_> = chunk

@@ -20,7 +20,14 @@
 //!
 //! # Code map
 //!
-//! The native client library. `client.rs`: discovery, credentials (and the job id,
+//! The native client library. `replay.rs`: every namespace change goes `Tracked` (64
+//! slots); requests answered and not yet durable are kept (4,096 / 8 MiB, past which the
+//! client waits for a `CommitMetadata`) and replayed in their order when the manager's
+//! epoch (the connection's incarnation) changes, before any other request, pipelined
+//! ones included (`Inner::meta_connection`); a request whose answer was lost is sent again
+//! with the same slot and number while the manager restarts (`WEFT_RESTART_WAIT_MS`, 15 s);
+//! `commit_metadata` (so `File::sync`) skips the manager when every answer of this client
+//! is durable. `client.rs`: discovery, credentials (and the job id,
 //! `WEFT_JOB` or the batch system's, in the handshake's client name, for per-job metrics), namespace
 //! operations, batched size derivation for listings, `stat_many` (many names of one
 //! directory: one `LookupMany` per 4,096 names, then one size request per io server),
@@ -78,6 +85,7 @@ mod file;
 mod gather;
 mod list_io;
 pub mod path;
+mod replay;
 pub mod replica;
 mod shared_pointer;
 pub mod trace;

@@ -95,10 +95,29 @@
 //! go; a table full of live entries starts over and, like a restarted manager (not one
 //! whose database is new), vouches for nothing until every capability granted before can
 //! have expired. A `SetAttr` of size or times moves the inode's stamp.
+//!
+//! ## Replay (`replay.rs`, `store/replies.rs`)
+//!
+//! Replay after a restart (as Lustre's recovery). The store records, per
+//! (client, slot), the last tracked request's number, sequence number and encoded answer
+//! in table `replies`, in the operation's own write transaction: the service sets the
+//! thread's `Tracking` before calling the store, and the group commit records it for the
+//! first body whose value `reply_of` turns into the answer (so a create's durable inode
+//! reservation records nothing). A request whose slot record has its number is answered
+//! from the record; a later number there means it was done. A replayed create, mkdir,
+//! symlink or mknod gets its first inode number back (`allocate_inode` takes it from the
+//! `Tracking`; a file also its layout, its number leaves the precreated table or the
+//! orphans, and its existing objects are kept). After a start with a commit interval the
+//! manager holds a window (`WEFT_REPLAY_WINDOW_MS`, default 3 s): replays go in their
+//! original sequence order across clients (the lowest waiting once every expected client
+//! has one waiting or said `ReplayDone`), other requests wait, the purger pauses; it ends
+//! when every client with a record within 60 s of the newest said `ReplayDone`. At most
+//! 4,096 clients' records, the least recently active forgotten first.
 
 pub mod file_locks;
 pub mod handles;
 pub mod lapsed;
+pub mod replay;
 pub mod service;
 pub mod shared_pointer;
 pub mod store;

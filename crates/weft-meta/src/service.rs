@@ -164,6 +164,8 @@ pub struct MetaService {
     refiller: Mutex<Option<mpsc::SyncSender<RefillAsk>>>,
     /// Server sets a background refill was asked for and has not finished.
     refills_asked: Mutex<BTreeSet<Vec<ServerId>>>,
+    /// Tracked requests' records and the replay window (`replay.rs`).
+    replay: crate::replay::Replay,
 }
 
 /// Signs the capabilities the manager grants and tells the servers of revocations
@@ -352,7 +354,102 @@ impl MetaService {
             writers: Default::default(),
             refiller: Mutex::new(None),
             refills_asked: Mutex::new(BTreeSet::new()),
+            replay: Default::default(),
         })
+    }
+
+    /// Loads the records of tracked requests; with `window` (a start that may have lost
+    /// acknowledged operations: a commit interval above 0) holds the replay window
+    /// (see `replay.rs`).
+    pub fn start_replay(&self, window: Option<Duration>) -> Result<(), WireError> {
+        let records = self.store.replies()?;
+        self.replay.start(records, window);
+        Ok(())
+    }
+
+    /// Whether the replay window after the start is still open.
+    pub fn replay_window_open(&self) -> bool {
+        self.replay.window_open()
+    }
+
+    /// A `Tracked` request (see `replay.rs`): answered from its record if it was done,
+    /// else done, with its answer recorded in its own transaction.
+    fn tracked(&self, caller: &Caller, tracked: Request) -> Result<Response, WireError> {
+        let Request::Tracked {
+            client,
+            slot,
+            xid,
+            replay,
+            made,
+            request,
+        } = tracked
+        else {
+            unreachable!("tracked() is given Tracked requests");
+        };
+        if replay == 0 {
+            self.replay.wait_open();
+        }
+        let answer = |seq: u64, response: Response| {
+            Ok(Response::Tracked {
+                seq,
+                durable_seq: self.store.commit_state().durable_seq,
+                epoch: self.incarnation.load(Ordering::Relaxed),
+                response: Box::new(response),
+            })
+        };
+        let key = (client, slot);
+        let (_hold, seen) = self.replay.claim(key, xid);
+        match seen {
+            crate::replay::Seen::Done(seq, body) => {
+                let response = match (crate::replay::decode_reply(&body)?, &*request) {
+                    // The capability is not recorded: the client asks at its first write.
+                    (Response::Made { attr, parent }, Request::CreateGranted { .. }) => {
+                        Response::MadeGranted {
+                            attr,
+                            parent,
+                            capability: None,
+                        }
+                    }
+                    (response, _) => response,
+                };
+                return answer(seq, response);
+            }
+            crate::replay::Seen::Superseded if replay > 0 => return answer(0, Response::Done),
+            crate::replay::Seen::Superseded => {
+                return Err(WireError::new(
+                    ErrorCode::Stale,
+                    format!("request {xid} of client {client:x} slot {slot} was overtaken by a later one"),
+                ))
+            }
+            crate::replay::Seen::New => {}
+        }
+        if replay > 0 {
+            self.replay.turn(client, replay);
+        }
+        crate::store::replies::track(crate::store::replies::Tracking {
+            client,
+            slot,
+            xid,
+            reuse: made.map(|attr| (attr.inode, attr.layout)),
+            reply_of: crate::replay::reply_of(&request),
+            forget: self.replay.to_forget(),
+            recorded: None,
+        });
+        let result = self.serve(caller, *request);
+        let tracking = crate::store::replies::untrack();
+        if replay > 0 {
+            self.replay.turn_over();
+        }
+        let response = result?;
+        let seq = match tracking.and_then(|t| t.recorded) {
+            Some(reply) => {
+                let seq = reply.seq;
+                self.replay.recorded(key, reply);
+                seq
+            }
+            None => 0,
+        };
+        answer(seq, response)
     }
 
     /// Objects to precreate per refill of a pool, at most `BATCH_INODES_MAX`; 0 turns
@@ -619,7 +716,31 @@ impl MetaService {
     /// Answers one request of `caller`. `Hello` and `ServerInfo` belong to the
     /// connection layer (it knows the server id, roles and build) and io opcodes to io
     /// servers: all are `Unsupported`.
-    pub fn handle_as(&self, caller: &Caller, mut request: Request) -> Result<Response, WireError> {
+    pub fn handle_as(&self, caller: &Caller, request: Request) -> Result<Response, WireError> {
+        // During the replay window after a restart only replays (and what a client needs
+        // to make them) are served: the rest waits for the namespace they rebuild.
+        if !matches!(
+            request,
+            Request::Tracked { .. }
+                | Request::ReplayDone { .. }
+                | Request::GetCluster
+                | Request::CommitMetadata { .. }
+                | Request::RenewSession { .. }
+                | Request::FileLock(_)
+                | Request::FileLockReclaim(_)
+                | Request::FileLockTest(_)
+                | Request::LockSession { .. }
+                | Request::LockReclaimComplete { .. }
+                | Request::LockSessionEnd { .. }
+                | Request::VerifyCapability { .. }
+        ) {
+            self.replay.wait_open();
+        }
+        self.serve(caller, request)
+    }
+
+    /// `handle_as` once the replay window lets `request` through.
+    fn serve(&self, caller: &Caller, mut request: Request) -> Result<Response, WireError> {
         if let Caller::User(user) = caller {
             self.screen(user, &mut request)?;
         }
@@ -863,6 +984,11 @@ impl MetaService {
                         writers.released(inode, holder(caller), count, first_issued_ms);
                     }
                 }
+                Ok(Response::Done)
+            }
+            tracked @ Request::Tracked { .. } => self.tracked(caller, tracked),
+            Request::ReplayDone { client } => {
+                self.replay.done(client);
                 Ok(Response::Done)
             }
             io @ (Request::ObjCreate { .. }
@@ -1164,6 +1290,8 @@ impl MetaService {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            // A replay makes the file under its first number (see `replay.rs`).
+            let again = crate::store::replies::reuse_peek();
             let mut pending = match self
                 .store
                 .create_check(cred, parent, name, mode, layout, exclusive)?
@@ -1171,7 +1299,15 @@ impl MetaService {
                 CreateCheck::Existing(attr) => return Ok(Created::Existing(Box::new(attr))),
                 CreateCheck::New(pending) => pending,
             };
-            let pooled = match self.take_precreated(pending.layout()) {
+            let again = again.filter(|(inode, layout)| *inode == pending.inode() && layout.is_some());
+            if let Some((_, Some(layout))) = &again {
+                pending = pending.use_again(layout.clone());
+            }
+            let taken = match again {
+                Some(_) => Ok(None),
+                None => self.take_precreated(pending.layout()),
+            };
+            let pooled = match taken {
                 Ok(Some(inode)) => {
                     pending = pending.use_precreated(inode);
                     true
@@ -1189,7 +1325,22 @@ impl MetaService {
                 let servers = &pending.layout().all_servers();
                 let created =
                     self.on_each_server(servers, |server| self.objects.precreate_objects(server, &[inode]));
-                let created = self.replace_stale_objects(inode, servers, created);
+                let created = match pending.reused() {
+                    // A replayed create's objects are its own, maybe with data since.
+                    true => created
+                        .into_iter()
+                        .map(|r| {
+                            r.or_else(|e| {
+                                if e.code == ErrorCode::Exists {
+                                    Ok(())
+                                } else {
+                                    Err(e)
+                                }
+                            })
+                        })
+                        .collect(),
+                    false => self.replace_stale_objects(inode, servers, created),
+                };
                 if let Some((server, error)) = first_failure(servers, created) {
                     self.discard_objects(inode, pending.layout());
                     // A stale object that could not be replaced is this server's fault,
@@ -1750,6 +1901,10 @@ impl MetaService {
                 };
                 service.release_lapsed_sessions();
                 service.forget_idle_lock_sessions();
+                // A replay may yet make a file of a number a restart made an orphan.
+                if service.replay_window_open() {
+                    continue;
+                }
                 while service.purge_round(true) == PURGE_BATCH_INODES_MAX {
                     if !matches!(stopped.try_recv(), Err(TryRecvError::Empty)) {
                         return;
@@ -1818,6 +1973,7 @@ fn addressed(request: &Request) -> Vec<InodeId> {
         Request::WithParent { request }
         | Request::CreateGranted { request }
         | Request::Vouched { request } => addressed(request),
+        Request::Tracked { request, .. } => addressed(request),
         _ => Vec::new(),
     }
 }
@@ -1884,6 +2040,7 @@ fn grows_namespace(request: &Request) -> bool {
         | Request::Mknod { .. }
         | Request::SetXattr { .. } => true,
         Request::WithParent { request } | Request::CreateGranted { request } => grows_namespace(request),
+        Request::Tracked { request, .. } => grows_namespace(request),
         _ => false,
     }
 }

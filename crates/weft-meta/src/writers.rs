@@ -315,7 +315,10 @@ mod tests {
         w.released(A, Holder::Servers, 1, now);
         assert_eq!(w.vouch(A, now), None, "the servers' release ended a user's grant");
         w.released(A, U, 1, now);
-        assert!(w.vouch(A, now).is_some(), "the holder's own release did not end it");
+        assert!(
+            w.vouch(A, now).is_some(),
+            "the holder's own release did not end it"
+        );
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //! re-encoded. `codec.rs` is a bounded reader/writer; `msg.rs` the requests and
 //! responses; `types.rs` shared value types (`Attr`, `Cred`, `Striping`, ...); `name.rs`
 //! `Name`, the byte string of entry names and symlink targets; `error.rs` the stable numbered error codes and their errno mapping. `frame.rs` holds
-//! `PROTOCOL_VERSION` (4: `IoStatfs` carries f_bfree and a file-system identity, so that
+//! `PROTOCOL_VERSION` (5: `Tracked`, opcode 210, wraps every namespace change with the
+//! client's identity, slot and request number and is answered `Tracked`, tag 80, with the
+//! operation's sequence number, the durable one and the manager's epoch; `ReplayDone`,
+//! opcode 211; `Vouched`, `ReleaseWrites` and `MarkStale` below; 4: `IoStatfs` carries f_bfree and a file-system identity, so that
 //! a cluster's space counts a file system shared by several io servers once; 3: the
 //! authenticated handshake); `ServerInfo` (opcode 2, added
 //! within version 1) asks a server for its protocol version and build, for `weft status`.

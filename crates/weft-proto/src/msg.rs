@@ -157,6 +157,8 @@ pub enum Opcode {
     LookupMany = 192,
     Vouched = 220,
     ReleaseWrites = 221,
+    Tracked = 210,
+    ReplayDone = 211,
 }
 
 /// Which roles a server process carries (bit set).
@@ -910,6 +912,30 @@ pub enum Request {
     ReleaseWrites {
         releases: Vec<(InodeId, (u32, u64))>,
     },
+    /// meta: `request` (one that changes the namespace: `Request::TRACKED`, or a
+    /// `WithParent`/`CreateGranted` of one), sent by client `client` (a random number
+    /// for the client's life) in its request slot `slot` as its request number `xid`
+    /// (rising). Answered `Tracked` with the operation's sequence number. The manager
+    /// records the answer in the operation's own transaction, per (client, slot): a
+    /// request sent again (its answer lost) is answered from the record, not done twice
+    /// (see weft-meta's `replay.rs`). `replay`: the sequence number the operation had
+    /// when first acknowledged (0: not a replay), sent again after a manager restart;
+    /// `made`: what it made then (its inode number is used again). Added in protocol
+    /// version 5.
+    Tracked {
+        client: u64,
+        slot: u32,
+        xid: u64,
+        replay: u64,
+        made: Option<Attr>,
+        request: Box<Request>,
+    },
+    /// meta: client `client` has replayed everything it kept (or had nothing to), after
+    /// a manager restart; answered `Done`. The manager's replay window ends once every
+    /// client it expects said so. Added in protocol version 5.
+    ReplayDone {
+        client: u64,
+    },
 }
 
 /// What a `SharedPointer` request does.
@@ -1098,6 +1124,15 @@ pub enum Response {
         attr: Attr,
         vouch: Option<u64>,
     },
+    /// `Tracked`: the operation's answer, its sequence number (0: it changed nothing),
+    /// the last sequence number the manager made durable, and the manager's epoch (its
+    /// incarnation: another value after a restart).
+    Tracked {
+        seq: u64,
+        durable_seq: u64,
+        epoch: u64,
+        response: Box<Response>,
+    },
 }
 
 /// Where a metadata manager's commits stand (`CommitMetadata`, `weft status`).
@@ -1164,6 +1199,7 @@ impl Request {
             | Request::RemoveXattr { cred, .. }
             | Request::GrantCapability { cred, .. } => Some(cred),
             Request::WithParent { request } | Request::CreateGranted { request } => request.cred_mut(),
+            Request::Tracked { request, .. } => request.cred_mut(),
             Request::LookupMany { cred, .. } => Some(cred),
             Request::Vouched { request } => request.cred_mut(),
             _ => None,
@@ -1258,6 +1294,8 @@ impl Request {
             LookupMany { .. } => Opcode::LookupMany,
             Vouched { .. } => Opcode::Vouched,
             ReleaseWrites { .. } => Opcode::ReleaseWrites,
+            Tracked { .. } => Opcode::Tracked,
+            ReplayDone { .. } => Opcode::ReplayDone,
         }
     }
 
@@ -1287,6 +1325,23 @@ impl Request {
             }
             // The create's own body: decoding reads it back as a `Create`.
             CreateGranted { request } => w.bytes.extend_from_slice(&request.encode_body()),
+            Tracked {
+                client,
+                slot,
+                xid,
+                replay,
+                made,
+                request,
+            } => {
+                w.u64(*client);
+                w.u32(*slot);
+                w.u64(*xid);
+                w.u64(*replay);
+                w.opt(made);
+                w.u16(request.opcode() as u16);
+                w.bytes.extend_from_slice(&request.encode_body());
+            }
+            ReplayDone { client } => w.u64(*client),
             LookupMany { cred, parent, names } => {
                 cred.encode(&mut w);
                 parent.encode(&mut w);
@@ -2204,6 +2259,34 @@ impl Request {
             221 => Request::ReleaseWrites {
                 releases: bounded(r.seq()?, RELEASE_WRITES_MAX, "write releases")?,
             },
+            210 => {
+                let client = r.u64()?;
+                let slot = r.u32()?;
+                let xid = r.u64()?;
+                let replay = r.u64()?;
+                let made = r.opt()?;
+                let inner = r.u16()?;
+                let wrapped = [Opcode::WithParent, Opcode::CreateGranted];
+                if !Request::TRACKED
+                    .iter()
+                    .chain(&wrapped)
+                    .any(|o| *o as u16 == inner)
+                {
+                    return Err(DecodeError::Invalid {
+                        what: "tracked request (only namespace changes are)",
+                        value: inner as u64,
+                    });
+                }
+                Request::Tracked {
+                    client,
+                    slot,
+                    xid,
+                    replay,
+                    made,
+                    request: Box::new(Request::decode(inner, r.take_rest())?),
+                }
+            }
+            211 => Request::ReplayDone { client: r.u64()? },
             other => return Err(DecodeError::UnknownOpcode(other)),
         };
         r.finish()?;
@@ -2221,14 +2304,40 @@ impl Request {
 
     /// The requests a `Vouched` may carry: those answered with one inode's attributes.
     pub const VOUCHABLE: [Opcode; 3] = [Opcode::Lookup, Opcode::Revalidate, Opcode::GetAttr];
+    /// The requests a client sends `Tracked` (alone or in a `WithParent` or
+    /// `CreateGranted`): those that change the namespace in the manager's store.
+    pub const TRACKED: [Opcode; 15] = [
+        Opcode::Create,
+        Opcode::Mkdir,
+        Opcode::Symlink,
+        Opcode::Mknod,
+        Opcode::Link,
+        Opcode::SetAttr,
+        Opcode::Unlink,
+        Opcode::Rmdir,
+        Opcode::Rename,
+        Opcode::RenameExchange,
+        Opcode::RenameNoReplace,
+        Opcode::SetDirLayout,
+        Opcode::SetXattr,
+        Opcode::RemoveXattr,
+        Opcode::Release,
+    ];
+
+    /// Whether a client sends this request `Tracked` (see `TRACKED`).
+    pub fn is_tracked(&self) -> bool {
+        let op = self.meta_request().opcode();
+        Request::TRACKED.contains(&op)
+    }
 
     /// The request a manager carries out: the request itself, or the one a
-    /// `WithParent` carries (what metrics count it as).
+    /// `WithParent` (or `Tracked`) carries (what metrics count it as).
     pub fn meta_request(&self) -> &Request {
         match self {
             Request::WithParent { request }
             | Request::CreateGranted { request }
             | Request::Vouched { request } => request,
+            Request::Tracked { request, .. } => request.meta_request(),
             other => other,
         }
     }
@@ -2420,6 +2529,18 @@ impl Wire for Response {
                 attr.encode(w);
                 w.opt(vouch);
             }
+            Tracked {
+                seq,
+                durable_seq,
+                epoch,
+                response,
+            } => {
+                w.u8(80);
+                w.u64(*seq);
+                w.u64(*durable_seq);
+                w.u64(*epoch);
+                response.encode(w);
+            }
         }
     }
 
@@ -2512,6 +2633,22 @@ impl Response {
                 attr: Attr::decode(r)?,
                 vouch: r.opt()?,
             },
+            80 => {
+                let (seq, durable_seq, epoch) = (r.u64()?, r.u64()?, r.u64()?);
+                let inner = r.u8()?;
+                if inner == 80 || inner == 60 {
+                    return Err(DecodeError::Invalid {
+                        what: "response tag inside Tracked",
+                        value: inner as u64,
+                    });
+                }
+                Response::Tracked {
+                    seq,
+                    durable_seq,
+                    epoch,
+                    response: Box::new(Response::decode_tagged(inner, r)?),
+                }
+            }
             v => {
                 return Err(DecodeError::Invalid {
                     what: "response tag",

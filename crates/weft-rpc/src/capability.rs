@@ -806,7 +806,26 @@ mod grants {
                 inode,
                 rights,
             };
-            match pool.call(&self.meta_addr, &request, &[])? {
+            // A grant changes nothing: asked again, as often as needed, while the
+            // manager restarts (its answer lost with the connection), for as long as a
+            // client's namespace changes wait for it (weft-client `replay.rs`).
+            let wait = std::env::var("WEFT_RESTART_WAIT_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(
+                    std::time::Duration::from_secs(15),
+                    std::time::Duration::from_millis,
+                );
+            let deadline = std::time::Instant::now() + wait;
+            let answer = loop {
+                match pool.call(&self.meta_addr, &request, &[]) {
+                    Err(e) if e.is_transport() && std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                    other => break other?,
+                }
+            };
+            match answer {
                 (Response::Capability(cap), _) => Ok(cap),
                 (other, _) => Err(RpcError::Protocol {
                     addr: self.meta_addr.clone(),

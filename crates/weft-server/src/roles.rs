@@ -178,6 +178,15 @@ impl Roles {
                     interval.as_millis()
                 );
             }
+            // With an interval, acknowledged operations may have been lost with the last
+            // process: clients replay them in a window (weft-meta `replay.rs`).
+            let window = std::env::var("WEFT_REPLAY_WINDOW_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(weft_meta::replay::WINDOW_DEFAULT, Duration::from_millis);
+            service
+                .start_replay((!interval.is_zero()).then_some(window))
+                .map_err(|e| anyhow::anyhow!("reading the record of tracked requests: {e}"))?;
             std::mem::forget(service.spawn_committer(interval));
             service.spawn_refiller();
             Some(service)

@@ -211,7 +211,7 @@ impl GroupCommit {
     /// Runs `body` in the current group's transaction and returns once the group is
     /// durable (see the module comment).
     /// `durable`: the group commits durably whatever the interval.
-    pub(super) fn write<T>(
+    pub(super) fn write<T: 'static>(
         &self,
         db: &Database,
         durable: bool,
@@ -254,6 +254,7 @@ impl GroupCommit {
         }
 
         // Join: run the body in the open transaction.
+        let next_seq = state.seq + 1;
         let group = state.open.as_mut().expect("a group is open");
         let outcome = Arc::clone(&group.outcome);
         group.joined += 1;
@@ -261,7 +262,11 @@ impl GroupCommit {
             Some(error) => Err(error.clone()),
             None => catch_unwind(AssertUnwindSafe(|| {
                 let mut tables = WriteTables::open(&group.txn)?;
-                body(&mut tables)
+                let value = body(&mut tables)?;
+                drop(tables);
+                // A tracked operation's answer, in its own transaction (`replies.rs`).
+                super::replies::record(&group.txn, &value, next_seq)?;
+                Ok(value)
             }))
             .unwrap_or_else(|_| {
                 Err(WireError::new(

@@ -44,6 +44,7 @@ mod group;
 mod names;
 mod ops;
 mod record;
+pub mod replies;
 mod xattrs;
 
 pub use access::{MAY_READ, MAY_WRITE};
@@ -210,6 +211,7 @@ impl MetaStore {
             txn.open_table(PRECREATED).map_err(redb::Error::from)?;
             txn.open_table(LOCK_SESSIONS).map_err(redb::Error::from)?;
             txn.open_table(FILE_PARENTS).map_err(redb::Error::from)?;
+            txn.open_table(replies::REPLIES).map_err(redb::Error::from)?;
             let mut counters = txn.open_table(COUNTERS).map_err(redb::Error::from)?;
             let format = counters
                 .get(COUNTER_FORMAT)
@@ -559,6 +561,11 @@ impl MetaStore {
     /// Hands out a fresh inode number. Must not be called while this thread holds a
     /// write transaction: it may commit one of its own to reserve the next block.
     fn allocate_inode(&self) -> Result<InodeId, WireError> {
+        // A replayed operation makes its inode under the number it had (reserved
+        // durably then, never handed out again).
+        if let Some(inode) = replies::take_reuse() {
+            return Ok(inode);
+        }
         let mut reservation = self.reservation.lock().unwrap_or_else(|p| p.into_inner());
         if reservation.next == reservation.end {
             // Durable before any number of the block is used: objects on the io servers
@@ -585,7 +592,7 @@ impl MetaStore {
     /// operation that arrived while the previous group was committing. Bodies check
     /// everything before their first write, so a refusal leaves the group's transaction
     /// as it found it; a storage or internal error fails the whole group.
-    fn write<T>(
+    fn write<T: 'static>(
         &self,
         body: impl FnOnce(&mut WriteTables<'_>) -> Result<T, WireError>,
     ) -> Result<T, WireError> {
@@ -596,7 +603,7 @@ impl MetaStore {
 
     /// As `write`, returning only once `body`'s transaction (and so every one before
     /// it) is durable, whatever the commit interval.
-    fn write_durable<T>(
+    fn write_durable<T: 'static>(
         &self,
         body: impl FnOnce(&mut WriteTables<'_>) -> Result<T, WireError>,
     ) -> Result<T, WireError> {

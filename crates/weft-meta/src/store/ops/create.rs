@@ -37,9 +37,22 @@ pub struct PendingCreate {
     /// `inode` is a precreated number (its objects exist): the commit takes it from the
     /// precreated table.
     precreated: bool,
+    /// `inode` is a replayed create's number, used again (`use_again`).
+    reused: bool,
 }
 
 impl PendingCreate {
+    /// A replayed create (issue 30's replay) makes its file under the inode number and
+    /// layout it had when first acknowledged (`create_check` allocated `inode` then: a
+    /// replay's allocation hands it out again), whose objects may hold data written
+    /// since. The commit takes the number out of the precreated table or the orphans,
+    /// where a restart may have put it, so that its objects are not purged.
+    pub fn use_again(mut self, layout: Layout) -> PendingCreate {
+        self.layout = layout;
+        self.reused = true;
+        self
+    }
+
     /// Uses precreated `inode` (objects on every server of the layout, durable) instead
     /// of the number `create_check` allocated, which is dropped unused. The commit fails
     /// unless `inode` is in the precreated table, and takes it out of it.
@@ -49,6 +62,10 @@ impl PendingCreate {
         self
     }
 
+    /// A replayed create's number, used again (`use_again`).
+    pub fn reused(&self) -> bool {
+        self.reused
+    }
     pub fn parent(&self) -> InodeId {
         self.parent
     }
@@ -130,6 +147,7 @@ impl MetaStore {
             layout,
             cache,
             precreated: false,
+            reused: false,
         }))
     }
 
@@ -151,6 +169,7 @@ impl MetaStore {
             layout,
             cache,
             precreated,
+            reused,
             ..
         } = pending;
         let name = name.as_slice();
@@ -167,6 +186,9 @@ impl MetaStore {
             }
             if precreated {
                 tx.take_precreated(inode)?;
+            }
+            if reused {
+                tx.take_back(inode)?;
             }
             let (mode, gid) = new_mode_and_group(cred, &parent_record, mode, false);
             let mut record = InodeRecord::new(FileKind::File, mode, (cred.uid, gid), parent, tx.now);

@@ -70,6 +70,16 @@ impl WriteTables<'_> {
         }
     }
 
+    /// A replayed create's inode number (see `PendingCreate::use_again`) leaves the
+    /// precreated table and the orphans, whichever holds it: its objects stay.
+    pub(in crate::store) fn take_back(&mut self, inode: InodeId) -> Result<(), WireError> {
+        self.precreated.remove(inode.0).storage()?;
+        if self.orphans.remove(inode.0).storage()?.is_some() {
+            self.add_counter(COUNTER_ORPHANS, -1)?;
+        }
+        Ok(())
+    }
+
     /// Moves precreated numbers to the orphans: their objects are purged. `only`: just
     /// these numbers, with the encoded layout of the servers that made their objects
     /// (else all, with the layouts recorded).

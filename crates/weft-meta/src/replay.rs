@@ -1,0 +1,400 @@
+//! Replay after a restart (issue 30 item 2, along the lines of Lustre's recovery): the
+//! manager's side.
+//!
+//! A client sends every namespace change `Tracked`: its identity (a random number for
+//! its life), a request slot (one request at a time per slot) and a request number
+//! (`xid`, rising). The store records, per (client, slot), the last request done there
+//! with its sequence number and its answer, in the operation's own transaction
+//! (`store/replies.rs`). So:
+//! - a request sent again (its answer was lost: the connection broke, the manager
+//!   restarted) whose record is there is answered from the record, not done twice; one
+//!   whose record is not there was not done (or was undone by a crash, record and all),
+//!   and is done now;
+//! - a request whose slot records a later one was done (the client sent the later one
+//!   only after its answer): a replay of it is answered as done.
+//!
+//! Every answer tells the operation's sequence number, the last durable one and the
+//! manager's epoch (its incarnation). A client keeps what it was answered for and is not
+//! durable yet; when it finds a new epoch it replays them, in their sequence order, then
+//! says `ReplayDone`. After a start that may have lost acknowledged operations (a
+//! commit interval above 0), the manager holds a replay window
+//! (`WEFT_REPLAY_WINDOW_MS`, default `WINDOW_DEFAULT`): replays are applied in their
+//! original sequence order across clients (the lowest waiting goes once every client
+//! the manager expects has a replay waiting or said it is done; the manager expects
+//! the clients whose records are at most `EXPECT_RECENT` older than the newest); every
+//! other request waits until the window ends, which it does once every expected client
+//! said `ReplayDone`, or at its end. A client that died with the manager leaves a gap:
+//! the others' replays wait for it until the window's end, then go on in order; what
+//! depended on its lost operations (a file in a directory only it made) fails to
+//! replay, and that client's dependants hear it as an error of that operation (logged
+//! by the client; the operation is lost, as an unsynced operation on a local disk).
+//! A replay arriving after the window is applied as a new request.
+//!
+//! Bounds: a client uses at most `weft_proto`'s slots in flight; the manager keeps the
+//! records of at most `CLIENTS_MAX` clients, forgetting the least recently active
+//! (its records go in the transaction of the next tracked operation).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use weft_proto::{Attr, ErrorCode, Request, Response, WireError};
+
+use crate::store::replies::{Reply, ReplyOf};
+
+/// How long the manager waits for replays after a start that may have lost
+/// acknowledged operations, unless `WEFT_REPLAY_WINDOW_MS` says.
+pub const WINDOW_DEFAULT: Duration = Duration::from_secs(3);
+/// Clients whose records are at most this much older than the newest record are
+/// expected to replay.
+const EXPECT_RECENT: Duration = Duration::from_secs(60);
+/// Most clients whose records are kept.
+pub const CLIENTS_MAX: usize = 4096;
+
+type Key = (u64, u32);
+
+#[derive(Default)]
+struct State {
+    records: HashMap<Key, Reply>,
+    /// Client -> (last use ms, slots recorded).
+    clients: HashMap<u64, (u64, u32)>,
+    /// Slots with a request being served.
+    busy: HashSet<Key>,
+    /// The window's end (`None`: no window, or over).
+    until: Option<Instant>,
+    /// Clients the window waits for, until they say `ReplayDone`.
+    expected: HashSet<u64>,
+    /// Replays waiting for their turn: original sequence number -> client.
+    waiting: BTreeMap<u64, u64>,
+    /// A replay is being applied.
+    applying: bool,
+}
+
+/// See the module comment.
+#[derive(Default)]
+pub struct Replay {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+/// What a tracked request is, once its slot is held.
+pub enum Seen {
+    /// Done before: this answer (sequence number, encoded answer).
+    Done(u64, Vec<u8>),
+    /// A later request of the slot was done: so was this one.
+    Superseded,
+    /// Not done: do it.
+    New,
+}
+
+impl Replay {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Loads the records the store holds; with `window` (a start that may have lost
+    /// acknowledged operations) opens the replay window.
+    pub fn start(&self, records: Vec<(Key, Reply)>, window: Option<Duration>) {
+        let mut state = self.lock();
+        let newest = records.iter().map(|(_, r)| r.used_ms).max().unwrap_or(0);
+        for (key, reply) in records {
+            let client = state.clients.entry(key.0).or_insert((0, 0));
+            client.0 = client.0.max(reply.used_ms);
+            client.1 += 1;
+            if let Some(window) = window.filter(|w| !w.is_zero()) {
+                if reply.used_ms + EXPECT_RECENT.as_millis() as u64 >= newest {
+                    state.expected.insert(key.0);
+                }
+                state.until = Some(Instant::now() + window);
+            }
+            state.records.insert(key, reply);
+        }
+        if state.until.is_some() {
+            eprintln!(
+                "weftd meta: waiting up to {} ms for {} clients to replay what they were answered for and is not durable (WEFT_REPLAY_WINDOW_MS)",
+                window.unwrap_or_default().as_millis(),
+                state.expected.len()
+            );
+        }
+    }
+
+    /// Whether the replay window is open.
+    pub fn window_open(&self) -> bool {
+        let mut state = self.lock();
+        Self::open(&mut state)
+    }
+
+    fn open(state: &mut State) -> bool {
+        match state.until {
+            Some(until) if Instant::now() < until && !state.expected.is_empty() => true,
+            Some(_) => {
+                state.until = None;
+                state.expected.clear();
+                eprintln!("weftd meta: the replay window is over");
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Waits until the replay window is over (a new request).
+    pub fn wait_open(&self) {
+        let mut state = self.lock();
+        while Self::open(&mut state) {
+            let left = state
+                .until
+                .map_or(Duration::ZERO, |u| u.saturating_duration_since(Instant::now()));
+            state = self
+                .changed
+                .wait_timeout(state, left.max(Duration::from_millis(1)))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// `ReplayDone`: the window stops waiting for `client`.
+    pub fn done(&self, client: u64) {
+        let mut state = self.lock();
+        state.expected.remove(&client);
+        Self::open(&mut state);
+        self.changed.notify_all();
+    }
+
+    /// Holds `key`'s slot (waiting while another request of it is served) and says what
+    /// the request `xid` is.
+    pub fn claim(&self, key: Key, xid: u64) -> (SlotHold<'_>, Seen) {
+        let mut state = self.lock();
+        while state.busy.contains(&key) {
+            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        state.busy.insert(key);
+        let seen = match state.records.get(&key) {
+            Some(r) if r.xid == xid => Seen::Done(r.seq, r.body.clone()),
+            Some(r) if r.xid > xid => Seen::Superseded,
+            _ => Seen::New,
+        };
+        (SlotHold { replay: self, key }, seen)
+    }
+
+    /// Waits for the turn of the replay first acknowledged as `seq` (see the module
+    /// comment); `turn_over` must follow.
+    pub fn turn(&self, client: u64, seq: u64) {
+        let mut state = self.lock();
+        state.waiting.insert(seq, client);
+        self.changed.notify_all();
+        loop {
+            let open = Self::open(&mut state);
+            let first = state.waiting.keys().next().copied();
+            let ready = !state.applying
+                && first == Some(seq)
+                && (!open
+                    || state
+                        .expected
+                        .iter()
+                        .all(|c| state.waiting.values().any(|w| w == c)));
+            if ready {
+                break;
+            }
+            let left = state.until.map_or(Duration::from_millis(50), |u| {
+                u.saturating_duration_since(Instant::now())
+            });
+            state = self
+                .changed
+                .wait_timeout(
+                    state,
+                    left.clamp(Duration::from_millis(1), Duration::from_millis(50)),
+                )
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        state.waiting.remove(&seq);
+        state.applying = true;
+    }
+
+    /// The replay whose `turn` came is applied.
+    pub fn turn_over(&self) {
+        self.lock().applying = false;
+        self.changed.notify_all();
+    }
+
+    /// Keeps `reply`, recorded in its operation's transaction, for `key`.
+    pub fn recorded(&self, key: Key, reply: Reply) {
+        let mut state = self.lock();
+        let used = reply.used_ms;
+        if state.records.insert(key, reply).is_none() {
+            state.clients.entry(key.0).or_insert((0, 0)).1 += 1;
+        }
+        state.clients.entry(key.0).or_insert((0, 0)).0 = used;
+    }
+
+    /// Records to remove with the next tracked operation: every slot of the least
+    /// recently active client while more than `CLIENTS_MAX` are kept.
+    pub fn to_forget(&self) -> Vec<Key> {
+        let mut state = self.lock();
+        if state.clients.len() <= CLIENTS_MAX {
+            return Vec::new();
+        }
+        let Some((&oldest, _)) = state.clients.iter().min_by_key(|(_, (used, _))| *used) else {
+            return Vec::new();
+        };
+        state.clients.remove(&oldest);
+        let keys: Vec<Key> = state.records.keys().filter(|k| k.0 == oldest).copied().collect();
+        for key in &keys {
+            state.records.remove(key);
+        }
+        keys
+    }
+
+    /// Records kept (tests, figures).
+    pub fn records(&self) -> usize {
+        self.lock().records.len()
+    }
+}
+
+/// A slot held by `Replay::claim`, let go on drop.
+pub struct SlotHold<'a> {
+    replay: &'a Replay,
+    key: Key,
+}
+
+impl Drop for SlotHold<'_> {
+    fn drop(&mut self) {
+        self.replay.lock().busy.remove(&self.key);
+        self.replay.changed.notify_all();
+    }
+}
+
+/// How the store's value of a tracked operation's body becomes its recorded answer.
+pub fn reply_of(request: &Request) -> ReplyOf {
+    use std::any::Any;
+    fn made(value: &dyn Any) -> Option<&crate::store::Made> {
+        value.downcast_ref::<crate::store::Made>()
+    }
+    fn encode(response: Response) -> Option<Vec<u8>> {
+        Some(weft_proto::msg::encode_result(&Ok(response)))
+    }
+    match request {
+        Request::WithParent { .. } | Request::CreateGranted { .. } => Box::new(|v: &dyn Any| {
+            made(v).and_then(|m| {
+                encode(Response::Made {
+                    attr: m.attr.clone(),
+                    parent: m.parent.clone(),
+                })
+            })
+        }),
+        Request::Create { .. }
+        | Request::Mkdir { .. }
+        | Request::Symlink { .. }
+        | Request::Mknod { .. }
+        | Request::Link { .. } => {
+            Box::new(|v: &dyn Any| made(v).and_then(|m| encode(Response::Attr(m.attr.clone()))))
+        }
+        Request::SetAttr { .. } | Request::SetDirLayout { .. } => Box::new(|v: &dyn Any| {
+            v.downcast_ref::<Attr>()
+                .and_then(|a| encode(Response::Attr(a.clone())))
+        }),
+        Request::Unlink { .. } => Box::new(|v: &dyn Any| {
+            v.downcast_ref::<Option<weft_layout::InodeId>>()
+                .and_then(|kept| encode(Response::Unlinked { kept: *kept }))
+        }),
+        Request::Rename { .. } => Box::new(|v: &dyn Any| {
+            v.downcast_ref::<(Attr, Option<weft_layout::InodeId>)>()
+                .and_then(|(moved, kept)| {
+                    encode(Response::Renamed {
+                        moved: moved.clone(),
+                        kept: *kept,
+                    })
+                })
+        }),
+        Request::RenameExchange { .. } | Request::RenameNoReplace { .. } => Box::new(|v: &dyn Any| {
+            v.downcast_ref::<Attr>().and_then(|moved| {
+                encode(Response::Renamed {
+                    moved: moved.clone(),
+                    kept: None,
+                })
+            })
+        }),
+        _ => Box::new(|v: &dyn Any| v.downcast_ref::<()>().and_then(|()| encode(Response::Done))),
+    }
+}
+
+/// A recorded answer back as a response (it was encoded as a result).
+pub fn decode_reply(body: &[u8]) -> Result<Response, WireError> {
+    match weft_proto::msg::decode_result(body) {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(e)) => Err(e),
+        Err(e) => Err(WireError::new(
+            ErrorCode::Internal,
+            format!("a recorded answer does not decode: {e}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(xid: u64, seq: u64, used_ms: u64) -> Reply {
+        Reply {
+            xid,
+            seq,
+            used_ms,
+            body: weft_proto::msg::encode_result(&Ok(Response::Done)),
+        }
+    }
+
+    #[test]
+    fn a_request_sent_again_is_recognised_by_its_slot_record() {
+        let replay = Replay::default();
+        replay.start(vec![((1, 0), reply(5, 40, 1000))], None);
+        assert!(matches!(replay.claim((1, 0), 5).1, Seen::Done(40, _)));
+        assert!(matches!(replay.claim((1, 0), 4).1, Seen::Superseded));
+        assert!(matches!(replay.claim((1, 0), 6).1, Seen::New));
+        assert!(matches!(replay.claim((1, 1), 5).1, Seen::New));
+        assert!(!replay.window_open());
+    }
+
+    #[test]
+    fn replays_go_in_sequence_order_across_clients_and_the_window_ends_when_all_are_done() {
+        let replay = std::sync::Arc::new(Replay::default());
+        replay.start(
+            vec![((1, 0), reply(1, 10, 1000)), ((2, 0), reply(1, 11, 1000))],
+            Some(Duration::from_secs(30)),
+        );
+        assert!(replay.window_open());
+        let order = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let spawn = |client: u64, seq: u64| {
+            let (replay, order) = (replay.clone(), order.clone());
+            std::thread::spawn(move || {
+                replay.turn(client, seq);
+                order.lock().unwrap().push(seq);
+                replay.turn_over();
+            })
+        };
+        // Client 2's replay of 13 waits for client 1's 12, though it came first.
+        let late = spawn(2, 13);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            order.lock().unwrap().is_empty(),
+            "13 went before every client was ready"
+        );
+        let early = spawn(1, 12);
+        early.join().unwrap();
+        replay.done(1);
+        late.join().unwrap();
+        assert_eq!(*order.lock().unwrap(), vec![12, 13]);
+        replay.done(2);
+        assert!(!replay.window_open(), "every expected client is done");
+    }
+
+    #[test]
+    fn the_least_recently_active_client_is_forgotten_past_the_bound() {
+        let replay = Replay::default();
+        for c in 0..=CLIENTS_MAX as u64 {
+            replay.recorded((c, 0), reply(1, c, 1000 + c));
+        }
+        assert_eq!(replay.to_forget(), vec![(0, 0)]);
+        assert!(replay.to_forget().is_empty());
+        assert_eq!(replay.records(), CLIENTS_MAX);
+    }
+}
