@@ -5,7 +5,7 @@
 //! to a copy unchanged.
 //!
 //! - A write runs once per copy, in parallel (one thread per copy beyond the first),
-//!   each run's requests going to that copy of every slot ([`File::with_copies`]). A
+//!   each run's requests going to that copy of every slot (`File::with_copies`). A
 //!   run that fails because a server is unreachable (refused, lost or timed out: the
 //!   client's timeout decides) gets that server's piece marked stale at the manager
 //!   (`MarkStale`, in the file's layout) before the write is acknowledged, and runs
@@ -14,7 +14,7 @@
 //!   fresh copies than the minimum (default all but one, at least one).
 //! - A read goes to the first fresh copy of each slot that this handle has not seen down;
 //!   an unreachable server is noted down (for `DOWN_RETRY`) and the read runs again
-//!   ([`File::with_fallback`]), without an error reaching the caller while a fresh copy
+//!   (`File::with_fallback`), without an error reaching the caller while a fresh copy
 //!   of every slot answers.
 //! - Stale pieces are never read or written again (until a rebuild, not built yet).
 

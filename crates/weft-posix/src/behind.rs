@@ -3,7 +3,7 @@
 //! per server), instead of one round trip each.
 //!
 //! The buffer is sent before anything that can observe the file ([`crate::served`]
-//! and [`crate::calls`] call [`flush`] / [`flush_inode`] / [`flush_all`]): close of any
+//! and [`crate::calls`] call `flush` / `flush_inode` / `flush_all`): close of any
 //! descriptor of the description, fsync/fdatasync, any read of the same file in this
 //! process (through any description), fstat/stat (sizes), ftruncate, lseek SEEK_END,
 //! dup/dup2/dup3/F_DUPFD, an open of the same file (a small read-only file stays with
