@@ -72,6 +72,12 @@ impl Handler for Manager {
                 root: InodeId::ROOT,
                 cache: Default::default(),
             })),
+            // A manager of protocol version 4 (it knows `WithParent`, not the requests
+            // of version 5): its decode fails before any handler runs.
+            Request::Tracked { .. } | Request::Vouched { .. } => Err(WireError::new(
+                ErrorCode::UnknownOpcode,
+                format!("unknown opcode {}", request.opcode() as u16),
+            )),
             Request::WithParent { request } => {
                 self.with_parent.fetch_add(1, Ordering::SeqCst);
                 if self.knows_with_parent {
