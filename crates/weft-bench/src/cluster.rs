@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, Once};
 use weft_client::{Client, CreateOptions, ErrorCode, Layout, LayoutRequest};
 
@@ -43,6 +43,16 @@ pub fn striped(stripe_size_bytes: Option<u64>, stripe_count: Option<u32>) -> Cre
 static STARTED: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
 /// The write end of the pipe on which the signal handler passes the signal's number.
 static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+/// Set once a signal made the benchmark stop its clusters: what the main thread then
+/// meets (servers gone) is no failure of its own, and the signal thread's exit status
+/// (128 + the signal) is the one to give.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Whether a signal is stopping the benchmark's clusters (see `STOPPING`): the caller
+/// should then wait for the process to exit rather than report an error of its own.
+pub fn stopping_on_signal() -> bool {
+    STOPPING.load(Ordering::SeqCst)
+}
 
 /// Records a cluster this benchmark started in `home`. From the first one on, SIGINT,
 /// SIGTERM and SIGHUP make the benchmark stop every recorded cluster (`weft down`),
@@ -96,6 +106,7 @@ fn stop_clusters_on_signals() {
             // SAFETY: reads one byte into `byte` from the pipe this thread owns.
             while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } != 1 {}
             let signal = i32::from(byte);
+            STOPPING.store(true, Ordering::SeqCst);
             let clusters = std::mem::take(&mut *lock_started());
             eprintln!(
                 "weft bench: interrupted (signal {signal}); stopping the {} cluster(s) it started",

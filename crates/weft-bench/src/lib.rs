@@ -72,6 +72,7 @@ pub mod atomic;
 pub mod capcompare;
 pub mod cio;
 mod cluster;
+pub use cluster::stopping_on_signal;
 pub mod clusterfile;
 pub mod collective;
 pub mod concurrent;

@@ -541,7 +541,14 @@ fn main() {
         .unwrap_or_else(|e| counts::explain(e).exit());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let given = given_flags(&matches);
-    if let Err(e) = run(cli.command, &given) {
+    let result = run(cli.command, &given);
+    // A benchmark interrupted by a signal: its signal thread is stopping the clusters
+    // and exits with 128 + the signal; an error the servers' going caused here is not
+    // this run's to report (it raced that exit before, giving status 1).
+    while weft_bench::stopping_on_signal() {
+        std::thread::park();
+    }
+    if let Err(e) = result {
         if e.chain().any(output::is_broken_pipe) {
             output::die_of_broken_pipe();
         }
