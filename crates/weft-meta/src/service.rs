@@ -736,7 +736,16 @@ impl MetaService {
         ) {
             self.replay.wait_open();
         }
-        self.serve(caller, request)
+        // A namespace change that does not grow the database (a removal, a rename, an
+        // attribute change) and met a full disk is served once more: the store released
+        // its reserve file on that error (`MetaStore::recover`), and removals must commit
+        // into it (a tracked change's answer record needs a little room too). The failed
+        // commit left nothing, so the second try is the only one applied.
+        let again = (request.is_tracked() && !grows_namespace(&request)).then(|| request.clone());
+        match (self.serve(caller, request), again) {
+            (Err(e), Some(again)) if e.code == ErrorCode::NoSpace => self.serve(caller, again),
+            (result, _) => result,
+        }
     }
 
     /// `handle_as` once the replay window lets `request` through.
