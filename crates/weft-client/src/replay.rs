@@ -289,6 +289,11 @@ impl Tracker {
             request: Box::new(request.clone()),
         };
         let deadline = Instant::now() + self.restart_wait;
+        // Whether the request may have reached the manager (a connection lost with it in
+        // flight): only then is it asked again while the manager restarts. A manager
+        // that refuses the connection never got it: the caller hears at once that the
+        // manager is down, as for any other request.
+        let mut maybe_sent = false;
         // The shared hold lasts until the answer is kept: a replay never runs between.
         let (answer, _hold) = loop {
             let sent = self.replayed(inner).and_then(|hold| {
@@ -296,7 +301,12 @@ impl Tracker {
                 Ok((answer, hold))
             });
             match sent {
-                Err(ClientError::Transport(e)) if e.is_transport() && Instant::now() < deadline => {
+                Err(ClientError::Transport(e))
+                    if e.is_transport()
+                        && (maybe_sent || !matches!(e, weft_rpc::RpcError::Connect { .. }))
+                        && Instant::now() < deadline =>
+                {
+                    maybe_sent = true;
                     // The answer may be lost, or the manager restarting: ask again once
                     // it answers (it recognises a request it did).
                     std::thread::sleep(Duration::from_millis(50));
