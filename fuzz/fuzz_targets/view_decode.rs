@@ -45,6 +45,7 @@ fn check_view(view: &View) {
     let layout = Layout {
         stripe_size_bytes: 4096,
         servers: (0..3).map(ServerId).collect(),
+        replication: Default::default(),
     };
     if let Ok(pieces) = view.pieces_on(7, INTERVAL_BYTES, &layout, 1) {
         for piece in pieces.take(PIECES_MAX) {
