@@ -214,6 +214,8 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
     let scratch = tempfile::Builder::new().prefix("weft-bench-capcmp-").tempdir()?;
     // Removed by the tie's sweeper if this process is killed where no drop runs.
     let _scratch_tie = weft_config::tie::HomeTie::new(scratch.path())?;
+    // And by the signal thread if a signal stops the benchmark (see cluster::scratch).
+    let _scratch_on_signal = crate::cluster::scratch(scratch.path());
     let unused_local = scratch.path().join("unused.dat");
 
     let spec = WorkerSpec {

@@ -41,6 +41,10 @@ pub fn striped(stripe_size_bytes: Option<u64>, stripe_count: Option<u32>) -> Cre
 /// Clusters a benchmark started and has not stopped yet (the `weft` executable and the
 /// home), so that an interrupted benchmark stops them too.
 static STARTED: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+/// Scratch directories of a running benchmark (not cluster homes): removed by the signal
+/// thread too, since the main thread may be between dropping a directory's tie (which
+/// kills its sweeper) and dropping the directory itself when the exit comes.
+static SCRATCH: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// The write end of the pipe on which the signal handler passes the signal's number.
 static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 /// Set once a signal made the benchmark stop its clusters: what the main thread then
@@ -62,6 +66,30 @@ pub(crate) fn started(weft: &Path, home: &Path) {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(stop_clusters_on_signals);
     lock_started().push((weft.to_path_buf(), home.to_path_buf()));
+}
+
+/// A scratch directory the benchmark removes when done: an interrupted benchmark removes
+/// it as well. Dropping the returned guard removes the directory and forgets it; declare
+/// it after the directory's other owners, so that it drops first.
+pub(crate) fn scratch(dir: &Path) -> ScratchGuard {
+    lock_scratch().push(dir.to_path_buf());
+    ScratchGuard(dir.to_path_buf())
+}
+
+/// Removes and forgets its scratch directory (see [`scratch`]) when dropped.
+pub(crate) struct ScratchGuard(PathBuf);
+
+impl Drop for ScratchGuard {
+    fn drop(&mut self) {
+        // Under the lock: the signal thread, holding it until exit, removes it otherwise.
+        let mut scratch = lock_scratch();
+        let _ = std::fs::remove_dir_all(&self.0);
+        scratch.retain(|d| d != &self.0);
+    }
+}
+
+fn lock_scratch() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    SCRATCH.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The cluster in `home` is stopped (or about to be, by its owner).
@@ -119,6 +147,11 @@ fn stop_clusters_on_signals() {
                     .stdout(std::process::Stdio::null())
                     .status();
                 let _ = std::fs::remove_dir_all(&home);
+            }
+            // Held until exit, so the main thread forgets none of them meanwhile.
+            let scratch = lock_scratch();
+            for dir in scratch.iter() {
+                let _ = std::fs::remove_dir_all(dir);
             }
             std::process::exit(128 + signal);
         });
