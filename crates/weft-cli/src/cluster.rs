@@ -472,6 +472,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             capability_lifetime_ms: options.capability_lifetime_ms,
             lock_grace_ms: options.lock_grace_ms,
             commit_interval_ms: options.commit_interval_ms,
+            replay_window_ms: None,
             capability_key_file: Some(weft_config::CAPABILITY_KEY_FILE_NAME.into()),
             cache: options.cache_settings.clone(),
             name: "weft".into(),

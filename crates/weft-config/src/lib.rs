@@ -274,10 +274,15 @@ pub struct ClusterConfig {
     pub lock_grace_ms: Option<u64>,
     /// How long the metadata manager may hold an acknowledged operation before a
     /// durable commit, in milliseconds (default `weft_proto::COMMIT_INTERVAL_DEFAULT`,
-    /// 0: every operation is durable before it is answered). fsync and sync commit at
+    /// 5; 0: every operation is durable before it is answered). fsync and sync commit at
     /// once whatever this says; see docs/src/consistency.md, Durability.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit_interval_ms: Option<u64>,
+    /// How long a manager that may have lost acknowledged operations (a crash with a
+    /// commit interval above 0) waits after its start for clients to replay them, in
+    /// milliseconds (default 3000; the environment's `WEFT_REPLAY_WINDOW_MS` overrides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_window_ms: Option<u64>,
     /// The servers' own key that capabilities are signed with, relative to the
     /// description's directory; copied to server machines only. Without one,
     /// capabilities are signed with a key derived from the cluster key, which every
@@ -306,6 +311,8 @@ impl CacheSettings {
 pub const LOCK_GRACE_MS_MAX: u64 = 600_000;
 /// The longest commit interval a manager may be given (`commit_interval_ms`).
 pub const COMMIT_INTERVAL_MS_MAX: u64 = 10_000;
+/// The longest replay window a manager may be given (`replay_window_ms`).
+pub const REPLAY_WINDOW_MS_MAX: u64 = 600_000;
 
 impl ClusterConfig {
     pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
@@ -382,6 +389,13 @@ impl ClusterConfig {
             if ms > COMMIT_INTERVAL_MS_MAX {
                 return Err(format!(
                     "commit_interval_ms = {ms}: expected at most {COMMIT_INTERVAL_MS_MAX} (10 s)"
+                ));
+            }
+        }
+        if let Some(ms) = self.replay_window_ms {
+            if ms > REPLAY_WINDOW_MS_MAX {
+                return Err(format!(
+                    "replay_window_ms = {ms}: expected at most {REPLAY_WINDOW_MS_MAX} (10 minutes)"
                 ));
             }
         }
@@ -683,6 +697,7 @@ mod tests {
             capability_lifetime_ms: None,
             lock_grace_ms: None,
             commit_interval_ms: None,
+            replay_window_ms: None,
             capability_key_file: None,
             name: "t".into(),
             stripe_size: 4096,
@@ -817,6 +832,7 @@ mod tests {
             capability_lifetime_ms: None,
             lock_grace_ms: None,
             commit_interval_ms: None,
+            replay_window_ms: None,
             capability_key_file: None,
             name: "t".into(),
             stripe_size: 4096,

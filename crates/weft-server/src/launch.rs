@@ -208,6 +208,7 @@ pub fn mpi(
         capability_lifetime_ms: None,
         lock_grace_ms: None,
         commit_interval_ms: None,
+        replay_window_ms: None,
         capability_key_file: None,
         cache: Default::default(),
         name: format!("weft-mpi-{key}"),

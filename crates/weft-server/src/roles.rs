@@ -179,13 +179,16 @@ impl Roles {
                 );
             }
             // With an interval, acknowledged operations may have been lost with the last
-            // process: clients replay them in a window (weft-meta `replay.rs`).
+            // process: clients replay them in a window (weft-meta `replay.rs`). Not after
+            // a clean stop, which made everything it answered durable first.
             let window = std::env::var("WEFT_REPLAY_WINDOW_MS")
                 .ok()
                 .and_then(|v| v.parse().ok())
+                .or(config.replay_window_ms)
                 .map_or(weft_meta::replay::WINDOW_DEFAULT, Duration::from_millis);
+            let lost_nothing = crate::stop::take_all_durable(&plan.data_dir);
             service
-                .start_replay((!interval.is_zero()).then_some(window))
+                .start_replay((!interval.is_zero() && !lost_nothing).then_some(window))
                 .map_err(|e| anyhow::anyhow!("reading the record of tracked requests: {e}"))?;
             std::mem::forget(service.spawn_committer(interval));
             service.spawn_refiller();
@@ -288,8 +291,16 @@ impl Roles {
     /// none held, a record in `data_dir` that spares the next start its grace.
     pub fn stop_locks(&self, data_dir: &std::path::Path) {
         let Some(meta) = &self.meta else { return };
-        if let Err(e) = meta.store().commit() {
-            eprintln!("weftd meta: committing the metadata store at the stop: {e}");
+        // From here every operation is durable before it is answered, so that after
+        // this commit nothing acknowledged can be lost with the process.
+        meta.store().set_commit_interval(Duration::ZERO);
+        match meta.store().commit() {
+            Ok(()) => {
+                if let Err(e) = crate::stop::record_all_durable(data_dir) {
+                    eprintln!("weftd meta: recording a stop with every operation durable: {e} (the next start waits for replays)");
+                }
+            }
+            Err(e) => eprintln!("weftd meta: committing the metadata store at the stop: {e}"),
         }
         match meta.stop_locks() {
             0 => {

@@ -82,17 +82,43 @@ pub fn wait(stdin_eof: bool) -> Result<String> {
 /// grace.
 const LOCKS_CLEAN: &str = "locks-clean-stop";
 
+/// In the metadata manager's data directory after a clean stop that made every
+/// operation it had answered durable (and answered later ones only once durable): its
+/// next start lost nothing acknowledged, so it holds no replay window (clients' replays
+/// of what it did are answered from its records). Removed durably by that start, as
+/// [`LOCKS_CLEAN`].
+const ALL_DURABLE: &str = "all-durable-stop";
+
 /// Records a clean stop with no lock held in `data_dir` (see [`LOCKS_CLEAN`]).
 pub fn record_no_locks(data_dir: &std::path::Path) -> std::io::Result<()> {
-    let path = data_dir.join(LOCKS_CLEAN);
-    std::fs::File::create(&path)?.sync_all()?;
-    std::fs::File::open(data_dir)?.sync_all()
+    record(data_dir, LOCKS_CLEAN)
 }
 
 /// Whether the last stop was clean with no lock held; the record is gone afterwards.
 /// A record that cannot be removed counts as absent (the grace is the safe side).
 pub fn take_no_locks(data_dir: &std::path::Path) -> bool {
-    let path = data_dir.join(LOCKS_CLEAN);
+    take(data_dir, LOCKS_CLEAN)
+}
+
+/// Records a clean stop with every answered operation durable (see [`ALL_DURABLE`]).
+pub fn record_all_durable(data_dir: &std::path::Path) -> std::io::Result<()> {
+    record(data_dir, ALL_DURABLE)
+}
+
+/// Whether the last stop left every answered operation durable; the record is gone
+/// afterwards (a record that cannot be removed counts as absent: a replay window).
+pub fn take_all_durable(data_dir: &std::path::Path) -> bool {
+    take(data_dir, ALL_DURABLE)
+}
+
+fn record(data_dir: &std::path::Path, name: &str) -> std::io::Result<()> {
+    let path = data_dir.join(name);
+    std::fs::File::create(&path)?.sync_all()?;
+    std::fs::File::open(data_dir)?.sync_all()
+}
+
+fn take(data_dir: &std::path::Path, name: &str) -> bool {
+    let path = data_dir.join(name);
     if !path.exists() {
         return false;
     }
