@@ -441,13 +441,13 @@ pub const LOCK_RENEW_PERIOD: std::time::Duration = std::time::Duration::from_sec
 /// lease, for the same reason).
 pub const LOCK_GRACE_DEFAULT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The metadata manager's default commit interval (`commit_interval_ms`): operations
-/// are answered once applied and committed durably in the background this often (and
-/// at once at every fsync/sync), as ext4 commits its journal every 5 s and Lustre's
-/// metadata server in the background. Clients that survive a manager crash replay what
-/// was answered and not yet durable, so nothing they were answered for is lost; 0
-/// makes every operation durable before it is answered.
-pub const COMMIT_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_millis(5);
+/// The metadata manager's default commit interval (`commit_interval_ms`): 0, every
+/// operation durable before it is answered. Above 0 operations are answered once
+/// applied, and clients that survive a manager crash replay what was not durable; it
+/// is not the default yet because a disk error in the manager (a disk filled at once by
+/// something else) reopens its database without the non-durable commits while the
+/// process, and so its clients' epoch, stays the same: they would not replay them.
+pub const COMMIT_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::ZERO;
 
 /// How long a mount session that holds no lock any more stays in the manager's durable
 /// record of lock-holding sessions (whose reclaims a restart waits for). A mount goes on

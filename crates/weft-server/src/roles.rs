@@ -293,8 +293,7 @@ impl Roles {
         let Some(meta) = &self.meta else { return };
         // From here every operation is durable before it is answered, so that after
         // this commit nothing acknowledged can be lost with the process.
-        meta.store().set_commit_interval(Duration::ZERO);
-        match meta.store().commit() {
+        match meta.store().commit_final() {
             Ok(()) => {
                 if let Err(e) = crate::stop::record_all_durable(data_dir) {
                     eprintln!("weftd meta: recording a stop with every operation durable: {e} (the next start waits for replays)");

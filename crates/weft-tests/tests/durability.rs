@@ -150,15 +150,18 @@ fn replay_windows(cluster: &TestCluster) -> usize {
         .count()
 }
 
-/// The default commit interval answers at apply (issue 30 item 1), so a crash of the
-/// manager may lose acknowledged operations: its next start holds a replay window, and
-/// the surviving client's unsynced mkdir comes back by replay. A clean stop (SIGTERM, as
+/// A commit interval answers at apply (issue 30 item 1), so a crash of the manager may
+/// lose acknowledged operations: its next start holds a replay window, and the
+/// surviving client's unsynced mkdir comes back by replay. A clean stop (SIGTERM, as
 /// `weft down`) makes everything it answered durable first, so the start after it holds
 /// no window: before the stop's record, each `weft down` and `weft up` kept new requests
 /// waiting for replays for up to 3 s.
 #[test]
 fn a_clean_stop_needs_no_replay_window_and_a_crash_does() {
-    let cluster = TestCluster::start();
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        extra: vec!["--commit-interval-ms".into(), "5".into()],
+        ..ClusterOptions::default()
+    });
     let client = cluster.client();
     client.mkdir("/before-stop", 0o755).unwrap();
     cluster.signal(0, libc::SIGTERM);
@@ -179,6 +182,6 @@ fn a_clean_stop_needs_no_replay_window_and_a_crash_does() {
     assert_eq!(
         replay_windows(&cluster),
         1,
-        "no replay window after a crash with the default commit interval"
+        "no replay window after a crash with a commit interval"
     );
 }

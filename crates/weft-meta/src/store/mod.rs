@@ -619,6 +619,15 @@ impl MetaStore {
         self.write_durable(|_| Ok(()))
     }
 
+    /// A clean stop's last commit: from here every operation is durable before it is
+    /// answered, and one durable commit follows every group already under way (`commit`
+    /// would skip a group committing non-durably at this moment: its members are not
+    /// counted as acknowledged until it returns).
+    pub fn commit_final(&self) -> Result<(), WireError> {
+        self.set_commit_interval(Duration::ZERO);
+        self.write_durable(|_| Ok(()))
+    }
+
     /// Sets how long an acknowledged operation may stay non-durable: 0 (the default)
     /// commits every operation durably before it is answered; above 0 the caller must
     /// call `commit` at least this often (the service's committer thread does).
