@@ -371,7 +371,7 @@ impl Client {
             .iter()
             .map(|s| (s.id, ServerAddress::new(s)))
             .collect();
-        Ok(Client {
+        let client = Client {
             inner: Arc::new(Inner {
                 pool,
                 meta_addr: meta_addr.to_owned(),
@@ -387,7 +387,9 @@ impl Client {
                 vouched: Arc::default(),
                 tracker: Arc::new(crate::replay::Tracker::new()),
             }),
-        })
+        };
+        crate::replay::watch(&client.inner);
+        Ok(client)
     }
 
     /// Finds the cluster through $WEFT_META, else $WEFT_HOME (or ~/.weft)/cluster.toml.

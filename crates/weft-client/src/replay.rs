@@ -35,6 +35,13 @@ pub const KEPT_MAX: usize = 4096;
 pub const KEPT_BYTES_MAX: usize = 8 << 20;
 /// How long a request whose answer was lost waits for the manager to answer again.
 pub const RESTART_WAIT_DEFAULT: Duration = Duration::from_secs(15);
+/// How often a client holding kept requests looks whether the manager restarted (see
+/// [`watch`]); without any, how often its watcher looks whether the client is gone.
+const WATCH_PERIOD: Duration = Duration::from_millis(100);
+const IDLE_WATCH_PERIOD: Duration = Duration::from_secs(1);
+/// Kept requests with no tracked answer since this long: the watcher asks the manager
+/// for a commit, which makes them durable and drops them.
+const IDLE_COMMIT_AFTER: Duration = Duration::from_secs(1);
 
 struct KeptOp {
     slot: u32,
@@ -55,6 +62,8 @@ struct Kept {
     /// Acknowledged, not durable yet: sequence number -> request.
     ops: BTreeMap<u64, KeptOp>,
     bytes: usize,
+    /// When the last tracked answer came.
+    last_answer: Option<Instant>,
 }
 
 impl Kept {
@@ -329,6 +338,7 @@ impl Tracker {
         };
         let full = {
             let mut kept = self.kept.lock().unwrap();
+            kept.last_answer = Some(Instant::now());
             // Numbers of another epoch (a restart between the check and the answer) say
             // nothing of what was kept.
             if kept.epoch == epoch {
@@ -361,6 +371,15 @@ impl Tracker {
         Ok(*response)
     }
 
+    /// Whether requests are kept, and how long since the last tracked answer.
+    fn kept_idle(&self) -> Option<Duration> {
+        let kept = self.kept.lock().unwrap();
+        if kept.ops.is_empty() || self.off.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(kept.last_answer.map_or(Duration::MAX, |t| t.elapsed()))
+    }
+
     /// Before an untracked request: replays first if the manager restarted.
     pub fn before(&self, inner: &Inner) -> Result<(), ClientError> {
         if self.off.load(Ordering::Relaxed) {
@@ -371,6 +390,49 @@ impl Tracker {
             // The call itself will say what is wrong.
             Err(_) => Ok(()),
         }
+    }
+}
+
+/// Starts the watcher of `inner`'s kept requests: a client that holds requests answered
+/// and not durable replays them within the manager's replay window after a restart even
+/// when it sends nothing (an idle mount, a program between phases), as Lustre's clients
+/// reconnect by themselves. Before it, such a client replayed only at its next call: the
+/// window ended without it, other clients saw the namespace without its operations, and
+/// its late replays brought back names they had been told were gone (the storm test's
+/// mount client). It pings the manager every `WATCH_PERIOD` while requests are kept (a
+/// broken connection is noticed and replaced, the new incarnation then replayed to), and
+/// asks for a commit once they have been idle for `IDLE_COMMIT_AFTER`. It ends when the
+/// client is dropped.
+pub(crate) fn watch(inner: &std::sync::Arc<Inner>) {
+    let weak = std::sync::Arc::downgrade(inner);
+    let tracker = inner.tracker.clone();
+    let spawned = std::thread::Builder::new()
+        .name("weft-replay-watch".into())
+        .spawn(move || loop {
+            let idle = tracker.kept_idle();
+            std::thread::sleep(if idle.is_some() {
+                WATCH_PERIOD
+            } else {
+                IDLE_WATCH_PERIOD
+            });
+            let Some(inner) = weak.upgrade() else { return };
+            match idle {
+                None => {}
+                Some(idle) if idle >= IDLE_COMMIT_AFTER => {
+                    let _ = inner.commit_metadata();
+                }
+                Some(_) => {
+                    // Finds a connection the manager's death broke (it is replaced at
+                    // the next call), then replays to a new incarnation.
+                    let _ = inner.pool.call(&inner.meta_route, &Request::GetCluster, &[]);
+                    let _ = tracker.before(&inner);
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!(
+            "weft: no thread to watch for manager restarts ({e}); an idle client replays at its next call"
+        );
     }
 }
 

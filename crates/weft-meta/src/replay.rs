@@ -218,6 +218,12 @@ impl Replay {
     }
 
     /// Keeps `reply`, recorded in its operation's transaction, for `key`.
+    /// Whether `client` has a record here (a client without one is not waited for in a
+    /// replay window).
+    pub fn knows(&self, client: u64) -> bool {
+        self.lock().clients.contains_key(&client)
+    }
+
     pub fn recorded(&self, key: Key, reply: Reply) {
         let mut state = self.lock();
         let used = reply.used_ms;

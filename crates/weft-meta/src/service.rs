@@ -426,6 +426,11 @@ impl MetaService {
         if replay > 0 {
             self.replay.turn(client, replay);
         }
+        // A client's first tracked request commits durably before it is answered: its
+        // record must survive a crash for the next start's replay window to wait for it
+        // (a client whose every record a crash undid would not be expected, and its
+        // replays would come after others had seen the namespace without them).
+        let first_of_client = !self.replay.knows(client);
         crate::store::replies::track(crate::store::replies::Tracking {
             client,
             slot,
@@ -449,6 +454,9 @@ impl MetaService {
             }
             None => 0,
         };
+        if first_of_client && seq > 0 {
+            self.store.commit()?;
+        }
         answer(seq, response)
     }
 

@@ -185,3 +185,30 @@ fn a_clean_stop_needs_no_replay_window_and_a_crash_does() {
         "no replay window after a crash with a commit interval"
     );
 }
+
+/// A client that sends nothing after a manager restart still replays what it was
+/// answered for within the manager's replay window (its watcher notices the restart),
+/// so another client sees its operations. Before the watcher, an idle client replayed
+/// only at its next call: the window ended without it and the other client's stat of
+/// its acknowledged mkdir said ENOENT (the storm test's idle mount client made a probe
+/// believe a name gone that its late replay brought back). And before a client's first
+/// change committed durably, a crash that undid all its records left the manager not
+/// expecting it at all: no window, the same ENOENT.
+#[test]
+fn an_idle_client_replays_within_the_window_and_others_see_its_operations() {
+    let cluster = deferred_commits();
+    let idle = cluster.client();
+    // Its first change commits durably (so that the manager expects it after a crash);
+    // the second is answered at apply.
+    idle.mkdir("/first-of-an-idle-client", 0o755).unwrap();
+    idle.mkdir("/made-by-an-idle-client", 0o755).unwrap();
+    cluster.kill9(0);
+    cluster.restart();
+    let other = cluster.client();
+    let seen = other.stat("/made-by-an-idle-client");
+    assert!(
+        seen.is_ok(),
+        "the idle client's acknowledged mkdir is not seen after the restart: {seen:?}"
+    );
+    drop(idle);
+}
