@@ -33,7 +33,8 @@ macro_rules! open_like {
         #[no_mangle]
         pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
             named!(path);
-            if let Some(fd) = served::open_path(libc::AT_FDCWD, path, flags) {
+            // SAFETY: the caller's name, as open requires.
+            if let Some(fd) = unsafe { served::open_path(libc::AT_FDCWD, path, flags) } {
                 return fd;
             }
             let fd = match real!(
@@ -59,7 +60,8 @@ macro_rules! open_2_like {
         #[no_mangle]
         pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int) -> c_int {
             named!(path);
-            if let Some(fd) = served::open_path(libc::AT_FDCWD, path, flags) {
+            // SAFETY: the caller's name, as open requires.
+            if let Some(fd) = unsafe { served::open_path(libc::AT_FDCWD, path, flags) } {
                 return fd;
             }
             let fd = match real!($sym, unsafe extern "C" fn(*const c_char, c_int) -> c_int) {
@@ -82,7 +84,8 @@ macro_rules! openat_like {
         #[no_mangle]
         pub unsafe extern "C" fn $name(dir: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
             named!(path);
-            if let Some(fd) = served::open_path(dir, path, flags) {
+            // SAFETY: the caller's name, as open requires.
+            if let Some(fd) = unsafe { served::open_path(dir, path, flags) } {
                 return fd;
             }
             let fd = match real!(
@@ -108,7 +111,8 @@ macro_rules! openat_2_like {
         #[no_mangle]
         pub unsafe extern "C" fn $name(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
             named!(path);
-            if let Some(fd) = served::open_path(dir, path, flags) {
+            // SAFETY: the caller's name, as open requires.
+            if let Some(fd) = unsafe { served::open_path(dir, path, flags) } {
                 return fd;
             }
             let fd = match real!(

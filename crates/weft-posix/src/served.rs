@@ -263,7 +263,10 @@ fn maybe_weft(path: &[u8]) -> bool {
 /// of a served mount and `flags` neither create nor truncate it (see `crate::upgrade`).
 /// `Some(fd)`: the answer to give the program (-1 with errno when the name does not
 /// lead to a file); `None`: open it for real.
-pub fn open_path(dir: c_int, path: *const libc::c_char, flags: c_int) -> Option<c_int> {
+///
+/// # Safety
+/// `path` is null or a C string, as open requires.
+pub unsafe fn open_path(dir: c_int, path: *const libc::c_char, flags: c_int) -> Option<c_int> {
     const REAL_ONLY: c_int =
         libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_PATH | libc::O_TMPFILE | libc::O_DIRECTORY;
     if flags & REAL_ONLY != 0 || path.is_null() || !crate::guard::active() || crate::guard::busy() {
@@ -474,7 +477,7 @@ pub fn write(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> isize {
 /// A small write kept in the description's buffer (at `at`, or at the kernel's offset,
 /// moved past it). `None`: the buffer cannot take it (full after sending, the process
 /// bound reached): the caller sends it itself.
-fn buffered(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>, mut held: Option<&mut i64>) -> Option<isize> {
+fn buffered(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>, held: Option<&mut i64>) -> Option<isize> {
     let offset = match (at, held.as_deref()) {
         (Some(o), _) => o,
         (None, Some(g)) => {
@@ -500,7 +503,7 @@ fn buffered(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>, mut held: Option<
     }
     b.put(offset, buf);
     drop(b);
-    if let (None, Some(g)) = (at, held.as_deref_mut()) {
+    if let (None, Some(g)) = (at, held) {
         if !seek_to(fd, e, g, offset as i64 + buf.len() as i64) {
             return Some(-1);
         }
