@@ -307,6 +307,12 @@ pub unsafe fn open_path(dir: c_int, path: *const libc::c_char, flags: c_int) -> 
         let Some((client, st)) = weft_file(fd) else {
             return drop_probe();
         };
+        // A small file opened for reading is read through the mount (one request), as
+        // for a real open: a native open and read cost more round trips than the
+        // mount's open, read, flush and release together.
+        if flags & libc::O_ACCMODE == libc::O_RDONLY && (st.st_size as u64) < READ_ADOPT_MIN {
+            return drop_probe();
+        }
         // An O_PATH open checks no permission on the file itself: the access the
         // program asks for is checked as the real open would (the mount uses
         // default_permissions: the kernel decides from the attributes it holds).

@@ -1,8 +1,8 @@
 //! O_PATH opens and their upgrade. A FUSE open costs the mount's daemon an OPEN, and the
 //! close a FLUSH and a RELEASE (about a millisecond each file here); an O_PATH open of
 //! the same file costs a LOOKUP the kernel has usually cached. So a regular file of a
-//! served mount opened without O_CREAT, O_TRUNC or O_EXCL is opened by the kernel with
-//! O_PATH ([`crate::served::open_path`]): the program still gets a real kernel
+//! served mount opened without O_CREAT, O_TRUNC or O_EXCL (for reading only: from
+//! [`crate::served::READ_ADOPT_MIN`] bytes) is opened by the kernel with O_PATH ([`crate::served::open_path`]): the program still gets a real kernel
 //! descriptor (its number, `/proc/self/fd`, close-on-exec, dup and passing work), and
 //! the library serves reads, writes, lseek, fstat, fsync and F_GETFL/F_SETFL on it,
 //! with the offset and the status flags in the entry.
