@@ -76,7 +76,23 @@ impl Ahead {
             *next = offset + n as u64;
             return Ok(n);
         }
-        let mut data = vec![0u8; WINDOW];
+        // Within the size the file had at its open, the window ends there: a window
+        // past the end would only make the client ask the io servers for the size
+        // (one more round trip for every small file read). Past that size (the file
+        // grew), a whole window.
+        let at_open = file.attr().size;
+        let want = if offset < at_open {
+            ((at_open - offset) as usize).clamp(buf.len(), WINDOW)
+        } else {
+            WINDOW
+        };
+        if want <= buf.len() {
+            HELD.fetch_sub(WINDOW, Ordering::SeqCst);
+            let n = file.read_at(offset, buf)?;
+            *next = offset + n as u64;
+            return Ok(n);
+        }
+        let mut data = vec![0u8; want];
         let n = match file.read_at(offset, &mut data) {
             Ok(n) => n,
             Err(e) => {
@@ -84,6 +100,8 @@ impl Ahead {
                 return Err(e);
             }
         };
+        // HELD counts the window's capacity (given back when the window goes).
+        HELD.fetch_sub(WINDOW - want, Ordering::SeqCst);
         data.truncate(n);
         let give = n.min(buf.len());
         buf[..give].copy_from_slice(&data[..give]);

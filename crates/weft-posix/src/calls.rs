@@ -33,6 +33,10 @@ macro_rules! open_like {
         #[no_mangle]
         pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
             named!(path);
+            // SAFETY: the caller's name, as open requires.
+            if let Some(fd) = unsafe { served::open_path(libc::AT_FDCWD, path, flags) } {
+                return fd;
+            }
             let fd = match real!(
                 $sym,
                 unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int
@@ -56,6 +60,10 @@ macro_rules! open_2_like {
         #[no_mangle]
         pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int) -> c_int {
             named!(path);
+            // SAFETY: the caller's name, as open requires.
+            if let Some(fd) = unsafe { served::open_path(libc::AT_FDCWD, path, flags) } {
+                return fd;
+            }
             let fd = match real!($sym, unsafe extern "C" fn(*const c_char, c_int) -> c_int) {
                 // SAFETY: the same arguments.
                 Some(f) => unsafe { f(path, flags) },
@@ -76,6 +84,10 @@ macro_rules! openat_like {
         #[no_mangle]
         pub unsafe extern "C" fn $name(dir: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
             named!(path);
+            // SAFETY: the caller's name, as open requires.
+            if let Some(fd) = unsafe { served::open_path(dir, path, flags) } {
+                return fd;
+            }
             let fd = match real!(
                 $sym,
                 unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int
@@ -99,6 +111,10 @@ macro_rules! openat_2_like {
         #[no_mangle]
         pub unsafe extern "C" fn $name(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
             named!(path);
+            // SAFETY: the caller's name, as open requires.
+            if let Some(fd) = unsafe { served::open_path(dir, path, flags) } {
+                return fd;
+            }
             let fd = match real!(
                 $sym,
                 unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int
@@ -597,6 +613,9 @@ macro_rules! fallocate_like {
         /// fallocate(2)'s contract.
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, mode: c_int, offset: i64, len: i64) -> c_int {
+            if let Err(errno) = crate::upgrade::upgrade_fd(fd) {
+                return fail(errno);
+            }
             if let Some(e) = table::get(fd) {
                 e.wrote.store(true, std::sync::atomic::Ordering::SeqCst);
                 crate::ahead::wrote();
@@ -720,6 +739,17 @@ fn duplicated(old: c_int, new: c_int) {
     if let Some(e) = table::get(old) {
         let _ = served::flush(&e);
         table::insert(new, e.entry.clone());
+        // Standard input, output and error are read and written by stdio with glibc's
+        // internal calls, which the library never sees: a real descriptor there.
+        if new <= 2 {
+            let (entry, quiet) = e.take();
+            if let Err(errno) = crate::upgrade::upgrade(&entry) {
+                eprintln!(
+                    "weft-posix: descriptor {new} could not be reopened through the mount (errno {errno})"
+                );
+            }
+            drop(quiet);
+        }
     }
 }
 
@@ -772,6 +802,9 @@ macro_rules! fcntl_like {
         /// fcntl(2)'s contract.
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+            if let Some(r) = path_fcntl(fd, cmd, arg) {
+                return r;
+            }
             let r = match real!($sym, unsafe extern "C" fn(c_int, c_int, ...) -> c_int) {
                 // SAFETY: the same arguments.
                 Some(f) => unsafe { f(fd, cmd, arg) },
@@ -797,6 +830,46 @@ macro_rules! fcntl_like {
 }
 fcntl_like!(fcntl, "fcntl");
 fcntl_like!(fcntl64, "fcntl64");
+
+/// fcntl on an O_PATH description: F_GETFL and F_SETFL served from the entry (the
+/// kernel would report O_PATH), the descriptor-flag and dup commands left to the kernel
+/// (`None`), and any other command (locks, leases, owners...) on a real descriptor:
+/// upgraded first (`None`, or `Some(-1)` when that failed).
+fn path_fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> Option<c_int> {
+    use std::sync::atomic::Ordering::SeqCst;
+    let e = table::get(fd)?;
+    if !e.path.load(SeqCst) {
+        return None;
+    }
+    match cmd {
+        libc::F_GETFD | libc::F_SETFD | libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => None,
+        libc::F_GETFL => {
+            let held = table::lock(&e.offset);
+            let flags = e.path.load(SeqCst).then(|| e.flags.load(SeqCst));
+            drop(held);
+            // Upgraded meanwhile: the kernel answers.
+            flags
+        }
+        libc::F_SETFL => {
+            let held = table::lock(&e.offset);
+            if !e.path.load(SeqCst) {
+                return None;
+            }
+            let set = arg as c_int & crate::upgrade::SETTABLE;
+            let old = e.flags.load(SeqCst);
+            e.flags.store((old & !crate::upgrade::SETTABLE) | set, SeqCst);
+            e.append.store(set & libc::O_APPEND != 0, SeqCst);
+            drop(held);
+            Some(0)
+        }
+        _ => {
+            let (entry, quiet) = e.take();
+            let r = crate::upgrade::upgrade(&entry);
+            drop(quiet);
+            r.err().map(fail)
+        }
+    }
+}
 
 // ---- what the kernel serves: the descriptor is handed back first ----
 
@@ -1116,15 +1189,18 @@ pub unsafe extern "C" fn rename(from: *const c_char, to: *const c_char) -> c_int
 // ---- programs and streams that reach the file without the library ----
 
 macro_rules! flushing {
-    ($name:ident, $sym:literal, ($($arg:ident: $ty:ty),*) -> $ret:ty, $none:expr) => {
+    ($inherited:literal, $name:ident, $sym:literal, ($($arg:ident: $ty:ty),*) -> $ret:ty, $none:expr) => {
         /// Every buffered write is sent first: what runs next (a new program, a child,
-        /// stdio's internal calls) reads the files through the kernel.
+        /// stdio's internal calls) reads the files through the kernel. The O_PATH
+        /// descriptors the new program gets become real ones of the mount (a spawn's
+        /// file actions may dup any descriptor: there all of them).
         ///
         /// # Safety
         /// The libc function's contract.
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             served::flush_all();
+            crate::upgrade::upgrade_all($inherited);
             match real!($sym, unsafe extern "C" fn($($ty),*) -> $ret) {
                 // SAFETY: the same arguments.
                 Some(f) => unsafe { f($($arg),*) },
@@ -1137,25 +1213,27 @@ macro_rules! flushing {
     };
 }
 type Argv = *const *const c_char;
-flushing!(execve, "execve", (path: *const c_char, argv: Argv, envp: Argv) -> c_int, -1);
-flushing!(execv, "execv", (path: *const c_char, argv: Argv) -> c_int, -1);
-flushing!(execvp, "execvp", (file: *const c_char, argv: Argv) -> c_int, -1);
-flushing!(execvpe, "execvpe", (file: *const c_char, argv: Argv, envp: Argv) -> c_int, -1);
-flushing!(fexecve, "fexecve", (fd: c_int, argv: Argv, envp: Argv) -> c_int, -1);
+flushing!(true, execve, "execve", (path: *const c_char, argv: Argv, envp: Argv) -> c_int, -1);
+flushing!(true, execv, "execv", (path: *const c_char, argv: Argv) -> c_int, -1);
+flushing!(true, execvp, "execvp", (file: *const c_char, argv: Argv) -> c_int, -1);
+flushing!(true, execvpe, "execvpe", (file: *const c_char, argv: Argv, envp: Argv) -> c_int, -1);
+flushing!(true, fexecve, "fexecve", (fd: c_int, argv: Argv, envp: Argv) -> c_int, -1);
 flushing!(
+    false,
     posix_spawn,
     "posix_spawn",
     (pid: *mut libc::pid_t, path: *const c_char, actions: *const c_void, attr: *const c_void, argv: Argv, envp: Argv) -> c_int,
     libc::ENOSYS
 );
 flushing!(
+    false,
     posix_spawnp,
     "posix_spawnp",
     (pid: *mut libc::pid_t, file: *const c_char, actions: *const c_void, attr: *const c_void, argv: Argv, envp: Argv) -> c_int,
     libc::ENOSYS
 );
-flushing!(system, "system", (command: *const c_char) -> c_int, -1);
-flushing!(popen, "popen", (command: *const c_char, mode: *const c_char) -> *mut libc::FILE, std::ptr::null_mut());
+flushing!(true, system, "system", (command: *const c_char) -> c_int, -1);
+flushing!(true, popen, "popen", (command: *const c_char, mode: *const c_char) -> *mut libc::FILE, std::ptr::null_mut());
 
 /// vfork, made a fork: a vfork child runs in its parent's memory (with its own copy of
 /// the descriptors) until it execs, where nothing of the library can run safely, and a

@@ -26,6 +26,9 @@ extern "C" fn before_fork() {
     // The child gets the parent's descriptors: what the parent wrote is on the io
     // servers first (the child reads through the mount).
     crate::served::flush_all();
+    // The child serves nothing itself: its descriptors (shared with the parent, offsets
+    // and all) must be real ones of the mount.
+    crate::upgrade::upgrade_all(false);
 }
 
 extern "C" fn in_child() {

@@ -15,6 +15,10 @@ use crate::{served, stats, table};
 pub fn handover(fd: c_int) {
     let Some(served) = table::get(fd) else { return };
     let (entry, _quiet) = served.take();
+    // An O_PATH descriptor becomes a real one of the mount first (it sends the buffer).
+    if let Err(errno) = crate::upgrade::upgrade(&entry) {
+        eprintln!("weft-posix: descriptor {fd} could not be reopened through the mount (errno {errno})");
+    }
     // What the library holds goes to the io servers before the kernel serves the file
     // (a failure stays for the kernel path's close to miss: it is counted and said).
     if let Err(errno) = served::flush(&entry) {

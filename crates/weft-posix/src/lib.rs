@@ -5,19 +5,33 @@
 //! leaves everything else to libc and the kernel.
 //!
 //! The design, each choice with its reason:
-//! - Every open goes through the kernel, into the mount (so names, permissions,
-//!   O_CREAT/O_EXCL/O_TRUNC, the mount's close-to-open check and locks are the mount's),
-//!   and the program gets that real descriptor: fork, exec, dup, `/proc/self/fd`, select
-//!   and descriptor passing keep working, and a program exec'd without the library uses
-//!   the same descriptors through the mount. A regular file whose `st_dev` is a Weft
-//!   mount's is then opened natively too (by its inode number, which the mount shares
-//!   with Weft), and the descriptor enters the library's table ([`table`]). Files opened
-//!   read-only below 1 MiB stay with the mount ([`served::READ_ADOPT_MIN`]): the mount
-//!   reads them in one request, fewer round trips than a native open and read.
-//! - The file offset stays in the kernel: a served `read` takes it with `lseek`, reads
-//!   from the io servers and moves it with `lseek` (system calls the FUSE mount answers
-//!   without its daemon). So offsets are shared exactly as POSIX says between dup'd
-//!   descriptors, a forked child and an exec'd program, with no copy to keep in step.
+//! - Every open goes through the kernel, into the mount, and the program gets a real
+//!   kernel descriptor: fork, exec, dup, `/proc/self/fd`, close-on-exec, select and
+//!   descriptor passing keep working. A regular file whose `st_dev` is a Weft mount's is
+//!   then opened natively too (by its inode number, which the mount shares with Weft),
+//!   and the descriptor enters the library's table ([`table`]).
+//! - O_PATH opens ([`upgrade`]): a file opened without O_CREAT, O_TRUNC or O_EXCL (for
+//!   reading only: from 1 MiB) is opened by the kernel with O_PATH (a LOOKUP the kernel has usually cached, where a
+//!   real FUSE open costs the daemon OPEN, FLUSH and RELEASE, about a millisecond a file
+//!   here), the access the program asked for checked with faccessat2 (the mount uses
+//!   default_permissions), and the library serves reads, writes, lseek, fstat, fsync,
+//!   F_GETFL and F_SETFL on it, keeping the offset and the status flags itself. The
+//!   moment the program does anything else with the descriptor (another fcntl command,
+//!   locks, ioctl, fchmod, xattrs, poll/select/epoll, aio, passing it in a message,
+//!   mmap and the other handovers, dup onto 0-2, fork, exec, spawn) the library sends
+//!   what it buffered, opens the file for real through the mount (`/proc/self/fd/N`,
+//!   the program's flags less O_CREAT/O_TRUNC/O_EXCL), sets the offset and dup3()s it
+//!   over every descriptor of the description, each keeping its close-on-exec flag.
+//!   Fork upgrades every O_PATH description (the child serves nothing), exec those an
+//!   exec keeps (no close-on-exec), spawn all. `WEFT_POSIX_PATH_OPEN=0` turns this off.
+//! - Files opened read-only below 1 MiB stay with the mount ([`served::READ_ADOPT_MIN`]):
+//!   the mount reads them in one request, fewer round trips than a native open and read.
+//! - On a real descriptor the file offset stays in the kernel: a served `read` takes it
+//!   with `lseek`, reads from the io servers and moves it with `lseek` (system calls the
+//!   FUSE mount answers without its daemon). So offsets are shared exactly as POSIX says
+//!   between dup'd descriptors, a forked child and an exec'd program, with no copy to
+//!   keep in step; on an O_PATH one the entry (one per open file description, shared by
+//!   its dups) holds it until the upgrade hands it to the kernel.
 //! - Small writes are buffered per open file description ([`behind`]: at most 4 MiB
 //!   each, 64 MiB per process) and sent as list requests; the buffer is sent before
 //!   anything that can observe the file (close, fsync, reads of the file, stat sizes,
@@ -37,7 +51,7 @@
 //!   as the mount's page cache shows them (close-to-open).
 //! - A forked child (without exec) leaves everything to the kernel: the native client's
 //!   connections and threads belong to the parent. Its descriptors keep working, through
-//!   the mount, with the offsets shared.
+//!   the mount, with the offsets shared (the parent upgraded its O_PATH ones before).
 //! - stdio (`fopen`, `fread`...) reaches the kernel through glibc's internal calls, which
 //!   no preloaded library sees: stdio streams work through the mount.
 //! - Names: paths are the mount's own; `weft:/path` names the same path in the first
@@ -54,12 +68,19 @@
 //! family, fsync, ftruncate, fallocate, close and close_range, dup family and fcntl,
 //! mmap, fdopen, sendfile, splice, copy_file_range, and the name calls for `weft:` names
 //! (`names.rs`: rewritten to the path in the first served mount)). Every open goes to the
-//! kernel, into the mount; `served.rs` then adopts the descriptor when it is a regular
-//! file whose `st_dev` is a Weft mount's, opening the same inode natively (mount inode
-//! numbers are Weft's), into `table.rs` (descriptor -> entry per open file description,
-//! one atomic load for a descriptor not served). The offset stays in the kernel: a served
-//! read or write takes it with `lseek`, moves the data natively and sets it with `lseek`,
-//! under the entry's lock, so dup, fork and exec share it as POSIX says. `ahead.rs` reads
+//! kernel, into the mount: with O_PATH when it neither creates nor truncates
+//! (`served::open_path`), else for real; `served.rs` then adopts the descriptor when it
+//! is a regular file whose `st_dev` is a Weft mount's, opening the same inode natively
+//! (mount inode numbers are Weft's), into `table.rs` (descriptor -> entry per open file
+//! description, one atomic load for a descriptor not served). On a real descriptor the
+//! offset stays in the kernel: a served read or write takes it with `lseek`, moves the
+//! data natively and sets it with `lseek`, under the entry's lock, so dup, fork and exec
+//! share it as POSIX says; on an O_PATH one the entry holds it. `upgrade.rs` turns an
+//! O_PATH description into a real one (reopened through `/proc/self/fd/N`, dup3'd over
+//! its descriptors) before anything the library does not serve: `unserved.rs`
+//! interposes those calls (flock, lockf, ioctl, fchmod, fchown, xattrs, futimens,
+//! fadvise, posix_fallocate, poll, select, epoll_ctl, aio, sendmsg with SCM_RIGHTS),
+//! fcntl, handover, dup onto 0-2, fork, exec and spawn call it too. `ahead.rs` reads
 //! sequential reads ahead in windows; `behind.rs` buffers small writes per open file
 //! description (bounded) and sends them as list requests before anything that can observe
 //! the file. `handover.rs` gives a descriptor (with its dups) back to the kernel when the
@@ -81,3 +102,5 @@ pub mod raw;
 pub mod served;
 pub mod stats;
 pub mod table;
+pub mod unserved;
+pub mod upgrade;

@@ -105,6 +105,11 @@ unsafe fn route(n: c_long, args: [c_long; 6]) -> Option<c_long> {
                 e as usize,
                 f as c_uint,
             ) as c_long,
+            libc::SYS_flock => crate::unserved::flock(fd, b as c_int) as c_long,
+            libc::SYS_ioctl => crate::unserved::ioctl(fd, b as c_ulong, c as *mut c_void) as c_long,
+            libc::SYS_fchmod => crate::unserved::fchmod(fd, b as libc::mode_t) as c_long,
+            libc::SYS_fchown => crate::unserved::fchown(fd, b as libc::uid_t, c as libc::gid_t) as c_long,
+            libc::SYS_syncfs => crate::unserved::syncfs(fd) as c_long,
             #[cfg(target_arch = "x86_64")]
             libc::SYS_dup2 => calls::dup2(fd, b as c_int) as c_long,
             #[cfg(target_arch = "x86_64")]

@@ -2,7 +2,7 @@
 //! Weft mount this process's client reaches), and the data calls on served descriptors.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,7 +40,7 @@ fn client_of(dev: u64) -> Option<Client> {
     let mut m = lock(&MOUNTS);
     let known = m.list.iter().any(|(w, _)| w.dev == dev);
     if !known && m.read_at.is_none_or(|t| t.elapsed() >= REREAD) {
-        let fresh = mount::weft_mounts();
+        let fresh = crate::guard::within(mount::weft_mounts);
         m.read_at = Some(Instant::now());
         let old = std::mem::take(&mut m.list);
         m.list = fresh
@@ -80,7 +80,10 @@ pub fn served_mountpoint() -> Option<std::path::PathBuf> {
         let mut m = lock(&MOUNTS);
         if m.list.is_empty() && m.read_at.is_none_or(|t| t.elapsed() >= REREAD) {
             m.read_at = Some(Instant::now());
-            m.list = mount::weft_mounts().into_iter().map(|w| (w, None)).collect();
+            m.list = crate::guard::within(mount::weft_mounts)
+                .into_iter()
+                .map(|w| (w, None))
+                .collect();
         }
         m.list.iter().map(|(w, _)| w.clone()).collect::<Vec<_>>()
     };
@@ -145,59 +148,223 @@ pub fn adopt(fd: c_int, flags: c_int) {
         // The attributes the kernel has cached from the open itself (no GETATTR round
         // trip to the mount's daemon): device, inode and type never change, and the
         // size only chooses whether a read-only file is served.
-        let Some(mut st) = cached_stat(fd) else { return };
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return;
-        }
-        // FUSE mounts have anonymous devices (major 0): nothing else is looked up.
-        if libc::major(st.st_dev) != 0 {
-            return;
-        }
-        let Some(client) = client_of(st.st_dev) else {
-            return;
-        };
-        // This process's buffered writes to the file go out before it is read through
-        // this new descriptor (the mount's or the library's).
-        if crate::behind::any() && flush_inode(st.st_ino).is_ok_and(|sent| sent) {
-            refresh_mount(fd);
-            if real_fstat(fd, &mut st) != 0 {
-                return;
-            }
-        }
-        let access = flags & libc::O_ACCMODE;
-        let writable = access != libc::O_RDONLY;
+        let Some((client, st)) = weft_file(fd) else { return };
+        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
         // A small file opened for reading costs the mount one read request; opening it
         // natively too would cost more than it saves.
         if !writable && (st.st_size as u64) < READ_ADOPT_MIN {
             return;
         }
-        // The mount's inode numbers are Weft's.
-        let opened = client
-            .getattr_sized(weft_client::InodeId(st.st_ino), None)
-            .and_then(|attr| client.open_attr(attr, writable));
-        match opened {
-            Ok(file) => {
-                let entry = Entry {
-                    file,
-                    readable: access != libc::O_WRONLY,
-                    writable,
-                    append: AtomicBool::new(flags & libc::O_APPEND != 0),
-                    sync: flags & (libc::O_SYNC | libc::O_DSYNC) != 0,
-                    wrote: AtomicBool::new(false),
-                    offset: Mutex::new(()),
-                    ahead: crate::ahead::Ahead::default(),
-                    behind: Mutex::new(crate::behind::Behind::default()),
-                };
-                if table::insert(fd, Arc::new(entry)) {
-                    stats::add(&stats::OPENS, 1);
-                }
-            }
-            Err(e) => {
-                stats::add(&stats::ERRORS, 1);
-                eprintln!("weft-posix: inode {} left to the mount: {e}", st.st_ino);
+        if let Some(entry) = open_native(&client, &st, flags, false) {
+            if table::insert(fd, Arc::new(entry)) {
+                stats::add(&stats::OPENS, 1);
             }
         }
     });
+}
+
+/// `fd`'s client and attributes when it is a regular file of a served Weft mount (this
+/// process's buffered writes to it sent first, the attributes then read again).
+fn weft_file(fd: c_int) -> Option<(Client, libc::stat)> {
+    let mut st = cached_stat(fd)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    // FUSE mounts have anonymous devices (major 0): nothing else is looked up.
+    if libc::major(st.st_dev) != 0 {
+        return None;
+    }
+    let client = client_of(st.st_dev)?;
+    // This process's buffered writes to the file go out before it is read through
+    // this new descriptor (the mount's or the library's).
+    if crate::behind::any() && flush_inode(st.st_ino).is_ok_and(|sent| sent) {
+        refresh_mount(fd);
+        if real_fstat(fd, &mut st) != 0 {
+            return None;
+        }
+    }
+    Some((client, st))
+}
+
+/// The file `st` names opened natively as an entry (`path`: its descriptor is an O_PATH
+/// one); `None` (said on stderr) when the client cannot open it.
+fn open_native(client: &Client, st: &libc::stat, flags: c_int, path: bool) -> Option<Entry> {
+    let access = flags & libc::O_ACCMODE;
+    let writable = access != libc::O_RDONLY;
+    // The mount's inode numbers are Weft's.
+    let opened = client
+        .getattr_sized(weft_client::InodeId(st.st_ino), None)
+        .and_then(|attr| client.open_attr(attr, writable));
+    match opened {
+        Ok(file) => Some(Entry {
+            file,
+            readable: access != libc::O_WRONLY,
+            writable,
+            append: AtomicBool::new(flags & libc::O_APPEND != 0),
+            sync: flags & (libc::O_SYNC | libc::O_DSYNC) != 0,
+            wrote: AtomicBool::new(false),
+            path: AtomicBool::new(path),
+            flags: AtomicI32::new(crate::upgrade::status_flags(flags)),
+            offset: Mutex::new(0),
+            ahead: crate::ahead::Ahead::default(),
+            behind: Mutex::new(crate::behind::Behind::default()),
+        }),
+        Err(e) => {
+            stats::add(&stats::ERRORS, 1);
+            eprintln!("weft-posix: inode {} left to the mount: {e}", st.st_ino);
+            None
+        }
+    }
+}
+
+/// O_PATH opens: 0 not decided yet, 1 on, 2 off (`WEFT_POSIX_PATH_OPEN=0`).
+static PATH_OPEN: AtomicU8 = AtomicU8::new(0);
+
+fn path_open_on() -> bool {
+    match PATH_OPEN.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let off = std::env::var_os("WEFT_POSIX_PATH_OPEN").is_some_and(|v| v == "0");
+            PATH_OPEN.store(if off { 2 } else { 1 }, Ordering::Relaxed);
+            !off
+        }
+    }
+}
+
+/// Whether `path` may name a file of a served mount: a relative name when any Weft
+/// mount is known, an absolute one below one of them.
+fn maybe_weft(path: &[u8]) -> bool {
+    let mut m = lock(&MOUNTS);
+    if m.read_at.is_none() {
+        // The first open: the mounts are listed (their clients made at the first file
+        // served, as for a real open).
+        m.read_at = Some(Instant::now());
+        m.list = crate::guard::within(mount::weft_mounts)
+            .into_iter()
+            .map(|w| (w, None))
+            .collect();
+    }
+    if m.list.is_empty() {
+        return false;
+    }
+    if path.first() != Some(&b'/') {
+        return true;
+    }
+    m.list.iter().any(|(w, served)| {
+        let point = w.mountpoint.as_os_str().as_encoded_bytes();
+        !matches!(served, Some(None))
+            && path.starts_with(point)
+            && (path.len() == point.len() || path[point.len()] == b'/' || point == b"/")
+    })
+}
+
+/// Opens `path` (relative to `dir`) with O_PATH and serves it when it is a regular file
+/// of a served mount and `flags` neither create nor truncate it (see `crate::upgrade`).
+/// `Some(fd)`: the answer to give the program (-1 with errno when the name does not
+/// lead to a file); `None`: open it for real.
+///
+/// # Safety
+/// `path` is null or a C string, as open requires.
+pub unsafe fn open_path(dir: c_int, path: *const libc::c_char, flags: c_int) -> Option<c_int> {
+    const REAL_ONLY: c_int =
+        libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_PATH | libc::O_TMPFILE | libc::O_DIRECTORY;
+    if flags & REAL_ONLY != 0 || path.is_null() || !crate::guard::active() || crate::guard::busy() {
+        return None;
+    }
+    if !path_open_on() {
+        return None;
+    }
+    // SAFETY: the caller passes a C string, as open requires.
+    let name = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
+    if !maybe_weft(name) {
+        return None;
+    }
+    let _quiet = crate::guard::Quiet::new();
+    crate::guard::enter(|| {
+        let openat = real!(
+            "openat",
+            unsafe extern "C" fn(c_int, *const libc::c_char, c_int, ...) -> c_int
+        )?;
+        let probe_flags = libc::O_PATH | (flags & (libc::O_CLOEXEC | libc::O_NOFOLLOW));
+        // SAFETY: the program's name and directory, as it passed them.
+        let fd = unsafe { openat(dir, path, probe_flags, 0) };
+        if fd < 0 {
+            // Without O_CREAT a real open fails the same way on a name that leads
+            // nowhere; any other failure is the real open's to report.
+            let e = weft_interpose::errno();
+            return (e == libc::ENOENT || e == libc::ENOTDIR).then_some(-1);
+        }
+        let drop_probe = || {
+            let saved = weft_interpose::errno();
+            if let Some(close) = real!("close", unsafe extern "C" fn(c_int) -> c_int) {
+                // SAFETY: our own probe descriptor.
+                unsafe { close(fd) };
+            }
+            set_errno(saved);
+            None
+        };
+        let Some((client, st)) = weft_file(fd) else {
+            return drop_probe();
+        };
+        // A small file opened for reading is read through the mount (one request), as
+        // for a real open: a native open and read cost more round trips than the
+        // mount's open, read, flush and release together.
+        if flags & libc::O_ACCMODE == libc::O_RDONLY && (st.st_size as u64) < READ_ADOPT_MIN {
+            return drop_probe();
+        }
+        // An O_PATH open checks no permission on the file itself: the access the
+        // program asks for is checked as the real open would (the mount uses
+        // default_permissions: the kernel decides from the attributes it holds).
+        let want = match flags & libc::O_ACCMODE {
+            libc::O_RDONLY => libc::R_OK,
+            libc::O_WRONLY => libc::W_OK,
+            _ => libc::R_OK | libc::W_OK,
+        };
+        // SAFETY: the empty name with AT_EMPTY_PATH names the probe itself.
+        let allowed = unsafe {
+            libc::syscall(
+                libc::SYS_faccessat2,
+                fd,
+                c"".as_ptr(),
+                want,
+                libc::AT_EMPTY_PATH | libc::AT_EACCESS,
+            )
+        };
+        if allowed != 0 {
+            return drop_probe();
+        }
+        let Some(entry) = open_native(&client, &st, flags, true) else {
+            return drop_probe();
+        };
+        if !table::insert(fd, Arc::new(entry)) {
+            return drop_probe();
+        }
+        stats::add(&stats::OPENS, 1);
+        stats::add(&stats::PATH_OPENS, 1);
+        Some(fd)
+    })
+    .flatten()
+}
+
+/// The offset of a read or write at the descriptor's offset: the entry's own while its
+/// descriptor is an O_PATH one, else the kernel's (-1 with errno on failure).
+fn tell(fd: c_int, e: &Entry, held: &i64) -> i64 {
+    if e.path.load(Ordering::SeqCst) {
+        *held
+    } else {
+        real_lseek(fd, 0, libc::SEEK_CUR)
+    }
+}
+
+/// Moves the descriptor's offset to `to` (false: failed, errno set).
+fn seek_to(fd: c_int, e: &Entry, held: &mut i64, to: i64) -> bool {
+    if e.path.load(Ordering::SeqCst) {
+        *held = to;
+        true
+    } else {
+        real_lseek(fd, to, libc::SEEK_SET) >= 0
+    }
 }
 
 fn client_fail(e: &ClientError) -> isize {
@@ -214,13 +381,13 @@ pub fn read(fd: c_int, e: &Entry, buf: &mut [u8], at: Option<i64>) -> isize {
     if let Err(errno) = flush_inode(e.file.inode().0) {
         return fail(errno) as isize;
     }
-    let _held;
+    let mut held = None;
     let offset = match at {
         Some(o) if o < 0 => return fail(libc::EINVAL) as isize,
         Some(o) => o,
         None => {
-            _held = lock(&e.offset);
-            let o = real_lseek(fd, 0, libc::SEEK_CUR);
+            let g = held.insert(lock(&e.offset));
+            let o = tell(fd, e, g);
             if o < 0 {
                 return -1;
             }
@@ -233,8 +400,10 @@ pub fn read(fd: c_int, e: &Entry, buf: &mut [u8], at: Option<i64>) -> isize {
     let got = crate::guard::enter(|| e.ahead.read(&e.file, offset as u64, buf)).expect("not busy");
     match got {
         Ok(n) => {
-            if at.is_none() && real_lseek(fd, offset + n as i64, libc::SEEK_SET) < 0 {
-                return -1;
+            if let Some(g) = held.as_mut() {
+                if !seek_to(fd, e, g, offset + n as i64) {
+                    return -1;
+                }
             }
             stats::add(&stats::READS, 1);
             stats::add(&stats::READ_BYTES, n as u64);
@@ -256,14 +425,14 @@ pub fn write(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> isize {
     }
     let append = e.append.load(Ordering::SeqCst);
     // Linux's pwrite on an O_APPEND descriptor appends too.
-    let _held = (at.is_none() || append).then(|| lock(&e.offset));
+    let mut held = (at.is_none() || append).then(|| lock(&e.offset));
     if buf.is_empty() {
         return 0;
     }
     e.wrote.store(true, Ordering::SeqCst);
     crate::ahead::wrote();
     if !append && !e.sync && buf.len() <= crate::behind::PIECE_MAX {
-        if let Some(n) = buffered(fd, e, buf, at) {
+        if let Some(n) = buffered(fd, e, buf, at, held.as_deref_mut()) {
             return n;
         }
     } else if let Err(errno) = flush(e) {
@@ -275,15 +444,16 @@ pub fn write(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> isize {
             let at = e.file.append(buf)?;
             at + buf.len() as u64
         } else {
-            let offset = match at {
-                Some(o) => o,
-                None => {
-                    let o = real_lseek(fd, 0, libc::SEEK_CUR);
+            let offset = match (at, held.as_deref()) {
+                (Some(o), _) => o,
+                (None, Some(g)) => {
+                    let o = tell(fd, e, g);
                     if o < 0 {
                         return Ok(None);
                     }
                     o
                 }
+                (None, None) => return Ok(None),
             } as u64;
             e.file.write_at(offset, buf)?;
             offset + buf.len() as u64
@@ -296,8 +466,10 @@ pub fn write(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> isize {
     .expect("not busy");
     match done {
         Ok(Some(end)) => {
-            if at.is_none() && real_lseek(fd, end as i64, libc::SEEK_SET) < 0 {
-                return -1;
+            if let (None, Some(g)) = (at, held.as_mut()) {
+                if !seek_to(fd, e, g, end as i64) {
+                    return -1;
+                }
             }
             stats::add(&stats::WRITES, 1);
             stats::add(&stats::WRITTEN_BYTES, buf.len() as u64);
@@ -311,16 +483,17 @@ pub fn write(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> isize {
 /// A small write kept in the description's buffer (at `at`, or at the kernel's offset,
 /// moved past it). `None`: the buffer cannot take it (full after sending, the process
 /// bound reached): the caller sends it itself.
-fn buffered(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> Option<isize> {
-    let offset = match at {
-        Some(o) => o,
-        None => {
-            let o = real_lseek(fd, 0, libc::SEEK_CUR);
+fn buffered(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>, held: Option<&mut i64>) -> Option<isize> {
+    let offset = match (at, held.as_deref()) {
+        (Some(o), _) => o,
+        (None, Some(g)) => {
+            let o = tell(fd, e, g);
             if o < 0 {
                 return Some(-1);
             }
             o
         }
+        (None, None) => return Some(fail(libc::EINVAL) as isize),
     } as u64;
     let mut b = lock(&e.behind);
     if let Some(errno) = b.failed {
@@ -336,8 +509,10 @@ fn buffered(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>) -> Option<isize> 
     }
     b.put(offset, buf);
     drop(b);
-    if at.is_none() && real_lseek(fd, offset as i64 + buf.len() as i64, libc::SEEK_SET) < 0 {
-        return Some(-1);
+    if let (None, Some(g)) = (at, held) {
+        if !seek_to(fd, e, g, offset as i64 + buf.len() as i64) {
+            return Some(-1);
+        }
     }
     stats::add(&stats::WRITES, 1);
     stats::add(&stats::WRITTEN_BYTES, buf.len() as u64);
@@ -405,6 +580,16 @@ pub fn size(e: &Entry) -> Result<u64, c_int> {
 /// lseek: the kernel keeps the offset; only SEEK_END after the library's own writes
 /// needs the io servers' size (the mount's may be old).
 pub fn lseek(fd: c_int, e: &Entry, offset: i64, whence: c_int) -> i64 {
+    if e.path.load(Ordering::SeqCst) {
+        if whence == libc::SEEK_DATA || whence == libc::SEEK_HOLE {
+            // The mount answers these: the descriptor becomes a real one first.
+            if let Err(errno) = crate::upgrade::upgrade(e) {
+                return fail(errno) as i64;
+            }
+        } else if let Some(r) = path_lseek(e, offset, whence) {
+            return r;
+        }
+    }
     // SEEK_DATA and SEEK_HOLE ask the mount, which asks the io servers.
     if (whence == libc::SEEK_DATA || whence == libc::SEEK_HOLE)
         && flush_inode(e.file.inode().0).is_ok_and(|s| s)
@@ -422,6 +607,31 @@ pub fn lseek(fd: c_int, e: &Entry, offset: i64, whence: c_int) -> i64 {
         },
         Err(errno) => fail(errno) as i64,
     }
+}
+
+/// lseek on an O_PATH description: the entry's offset (`None`: it was upgraded
+/// meanwhile, the kernel has the offset).
+fn path_lseek(e: &Entry, offset: i64, whence: c_int) -> Option<i64> {
+    let mut held = lock(&e.offset);
+    if !e.path.load(Ordering::SeqCst) {
+        return None;
+    }
+    let base = match whence {
+        libc::SEEK_SET => 0,
+        libc::SEEK_CUR => *held,
+        libc::SEEK_END => match size(e) {
+            Ok(size) => size as i64,
+            Err(errno) => return Some(fail(errno) as i64),
+        },
+        _ => return Some(fail(libc::EINVAL) as i64),
+    };
+    Some(match base.checked_add(offset).filter(|p| *p >= 0) {
+        Some(p) => {
+            *held = p;
+            p
+        }
+        None => fail(libc::EINVAL) as i64,
+    })
 }
 
 /// fstat: the kernel's answer, with the io servers' size once the library wrote.
@@ -487,6 +697,9 @@ pub fn fsync(fd: c_int, e: &Entry) -> c_int {
 /// a truncate it did not see would leave too large), then the native handle's idea of
 /// the size is read again (reads past the new end must find the end).
 pub fn ftruncate(fd: c_int, e: &Entry, len: i64) -> c_int {
+    if let Err(errno) = crate::upgrade::upgrade(e) {
+        return fail(errno);
+    }
     let _held = lock(&e.offset);
     // Buffered bytes are older than the truncate: sent first, or they would land after.
     if let Err(errno) = flush_inode(e.file.inode().0) {

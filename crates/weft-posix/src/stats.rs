@@ -1,6 +1,6 @@
 //! What the library served, counted; `WEFT_POSIX_STATS=FILE` appends one line per
 //! process at its exit:
-//! `weft-posix pid=N opens=N reads=N read_bytes=N writes=N written_bytes=N handovers=N errors=N`.
+//! `weft-posix pid=N opens=N reads=N read_bytes=N writes=N written_bytes=N path_opens=N upgrades=N handovers=N errors=N`.
 //! Tests read it to prove the data bypassed the mount (and fail if interception stops).
 
 use std::io::Write;
@@ -11,6 +11,10 @@ pub static READS: AtomicU64 = AtomicU64::new(0);
 pub static READ_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static WRITES: AtomicU64 = AtomicU64::new(0);
 pub static WRITTEN_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Opens served on an O_PATH descriptor (see `crate::upgrade`).
+pub static PATH_OPENS: AtomicU64 = AtomicU64::new(0);
+/// O_PATH descriptions made real descriptors of the mount.
+pub static UPGRADES: AtomicU64 = AtomicU64::new(0);
 pub static HANDOVERS: AtomicU64 = AtomicU64::new(0);
 pub static ERRORS: AtomicU64 = AtomicU64::new(0);
 
@@ -22,13 +26,15 @@ pub fn add(counter: &AtomicU64, n: u64) {
 pub fn line() -> String {
     let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
     format!(
-        "weft-posix pid={} opens={} reads={} read_bytes={} writes={} written_bytes={} handovers={} errors={}\n",
+        "weft-posix pid={} opens={} reads={} read_bytes={} writes={} written_bytes={} path_opens={} upgrades={} handovers={} errors={}\n",
         std::process::id(),
         g(&OPENS),
         g(&READS),
         g(&READ_BYTES),
         g(&WRITES),
         g(&WRITTEN_BYTES),
+        g(&PATH_OPENS),
+        g(&UPGRADES),
         g(&HANDOVERS),
         g(&ERRORS)
     )

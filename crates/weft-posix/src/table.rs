@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use weft_client::File;
@@ -28,8 +28,16 @@ pub struct Entry {
     /// The library wrote or truncated the file through this description: the mount's
     /// size of it may be old.
     pub wrote: AtomicBool,
-    /// Serialises the calls that use the kernel's offset (take it, move data, move it).
-    pub offset: Mutex<()>,
+    /// The descriptor is an O_PATH one (see `crate::upgrade`): the offset is the one in
+    /// `offset`, the status flags those in `flags`. False once it is a real descriptor of
+    /// the mount (the kernel keeps offset and flags); changed only under `offset`'s lock.
+    pub path: AtomicBool,
+    /// The status flags the program opened with (F_GETFL while `path`; the upgrade's
+    /// open flags).
+    pub flags: AtomicI32,
+    /// Serialises the calls that use the offset (take it, move data, move it); holds the
+    /// offset itself while `path`.
+    pub offset: Mutex<i64>,
     /// Sequential reads: the window read ahead (see `crate::ahead`).
     pub ahead: crate::ahead::Ahead,
     /// Small writes not sent yet (see `crate::behind`).
@@ -128,6 +136,16 @@ pub fn written(ino: u64) -> Option<Arc<Entry>> {
         .values()
         .find(|e| e.file.inode().0 == ino && e.wrote.load(Ordering::SeqCst))
         .cloned()
+}
+
+/// Every descriptor serving `entry`'s file description.
+pub fn fds_of(entry: &Entry) -> Vec<c_int> {
+    let t = lock(&TABLE);
+    let Some(map) = t.as_ref() else { return Vec::new() };
+    map.iter()
+        .filter(|(_, e)| std::ptr::eq(Arc::as_ptr(e), entry))
+        .map(|(fd, _)| *fd)
+        .collect()
 }
 
 /// Every entry of inode `ino` (`None`: of every file), each with one of its descriptors.

@@ -536,3 +536,49 @@ fn buffered_writes_are_seen_after_fsync_close_fork_and_exec() {
     let t = totals(&stats);
     assert!(t["writes"] >= 300, "the writes were served natively: {t:?}");
 }
+
+/// Descriptors the library opens with O_PATH behave as real ones (tests/c/opath.c):
+/// F_GETFL reports the program's flags, fstat and /proc/self/fd name the file, mmap
+/// sees a write the library buffered, dup'd descriptors share their offset through an
+/// upgrade, poll, select, flock, record locks and fchmod work, and a program exec'd
+/// without the library reads and writes the inherited descriptors at their offsets.
+/// A naive O_PATH library fails each (F_GETFL shows O_PATH, mmap/flock/select/fchmod/
+/// fcntl locks give EBADF, poll POLLNVAL, the exec'd program's read and write EBADF).
+#[test]
+fn path_opened_descriptors_behave_as_real_ones_and_upgrade() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let scratch = mount.scratch().to_path_buf();
+    let program = compile("cc", &scratch, "opath", include_str!("c/opath.c"), &[]);
+    let local = scratch.join("local");
+    std::fs::create_dir_all(&local).unwrap();
+    let run = |dir: &Path| {
+        let p = program.display();
+        let d = dir.display();
+        // The exec replaces the process: its half runs apart, so the first half's
+        // counters are written at its exit.
+        format!("{p} {d} && {p} exec {d}")
+    };
+    let expected = sh(&scratch, &run(&local));
+    let stats = scratch.join("stats");
+    let dir = mount.join("opath");
+    std::fs::create_dir_all(&dir).unwrap();
+    let got = sh_lib(&scratch, &run(&dir), &stats);
+    assert_eq!(
+        expected, got,
+        "O_PATH descriptors answered otherwise than local ones"
+    );
+    assert!(got.contains("child wrote 5"), "{got}");
+    for name in ["opath-a", "opath-b"] {
+        assert_eq!(
+            std::fs::read(local.join(name)).unwrap(),
+            std::fs::read(dir.join(name)).unwrap(),
+            "{name} differs"
+        );
+    }
+    let t = totals(&stats);
+    assert!(
+        t["path_opens"] >= 6 && t["upgrades"] >= 5,
+        "the descriptors were opened with O_PATH and upgraded: {t:?}"
+    );
+}
