@@ -23,7 +23,7 @@
 //!   the program's flags less O_CREAT/O_TRUNC/O_EXCL), sets the offset and dup3()s it
 //!   over every descriptor of the description, each keeping its close-on-exec flag.
 //!   Fork upgrades every O_PATH description (the child serves nothing), exec those an
-//!   exec keeps (no close-on-exec), spawn all. `WEFT_POSIX_PATH_OPEN=0` turns this off.
+//!   exec keeps (no close-on-exec), spawn all. Only with `WEFT_POSIX_PATH_OPEN=1` (off by default: io_uring, libaio and raw system calls would get EBADF).
 //! - Files opened read-only below 1 MiB stay with the mount ([`served::READ_ADOPT_MIN`]):
 //!   the mount reads them in one request, fewer round trips than a native open and read.
 //! - On a real descriptor the file offset stays in the kernel: a served `read` takes it

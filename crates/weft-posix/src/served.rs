@@ -217,7 +217,10 @@ fn open_native(client: &Client, st: &libc::stat, flags: c_int, path: bool) -> Op
     }
 }
 
-/// O_PATH opens: 0 not decided yet, 1 on, 2 off (`WEFT_POSIX_PATH_OPEN=0`).
+/// O_PATH opens: 0 not decided yet, 1 on (`WEFT_POSIX_PATH_OPEN=1`), 2 off. Off by
+/// default: a program that uses io_uring, libaio or system calls without libc on such
+/// a descriptor gets EBADF (the library never sees those calls), and small files gain
+/// nothing yet (the client's own open is their cost).
 static PATH_OPEN: AtomicU8 = AtomicU8::new(0);
 
 fn path_open_on() -> bool {
@@ -225,7 +228,7 @@ fn path_open_on() -> bool {
         1 => true,
         2 => false,
         _ => {
-            let off = std::env::var_os("WEFT_POSIX_PATH_OPEN").is_some_and(|v| v == "0");
+            let off = std::env::var_os("WEFT_POSIX_PATH_OPEN").is_none_or(|v| v != "1");
             PATH_OPEN.store(if off { 2 } else { 1 }, Ordering::Relaxed);
             !off
         }

@@ -557,7 +557,7 @@ fn path_opened_descriptors_behave_as_real_ones_and_upgrade() {
         let d = dir.display();
         // The exec replaces the process: its half runs apart, so the first half's
         // counters are written at its exit.
-        format!("{p} {d} && {p} exec {d}")
+        format!("WEFT_POSIX_PATH_OPEN=1 {p} {d} && WEFT_POSIX_PATH_OPEN=1 {p} exec {d}")
     };
     let expected = sh(&scratch, &run(&local));
     let stats = scratch.join("stats");
