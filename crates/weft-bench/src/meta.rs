@@ -1094,15 +1094,14 @@ fn goals(phases: &[PhaseSummary], workloads: &[WorkloadSummary]) -> Vec<Goal> {
     for p in phases.iter().filter(|p| p.method == Method::Mount) {
         match p.phase {
             Phase::Create | Phase::Stat => goals.push(Goal::new(
-                format!("mount {} ({}) vs local", p.phase.name(), p.layout.name()),
+                format!("mount {} ({})", p.phase.name(), p.layout.name()),
+                "a local directory",
                 0.5,
                 p.vs_local,
             )),
             Phase::Read => goals.push(Goal::new(
-                format!(
-                    "mount open+read+close ({}) vs {READ_RATE_TARGET:.0}/s",
-                    p.layout.name()
-                ),
+                format!("mount open+read+close ({})", p.layout.name()),
+                format!("{READ_RATE_TARGET:.0}/s"),
                 1.0,
                 p.ops_per_s_median / READ_RATE_TARGET,
             )),
@@ -1115,7 +1114,8 @@ fn goals(phases: &[PhaseSummary], workloads: &[WorkloadSummary]) -> Vec<Goal> {
     {
         // Within 2x local time: local's time over the mount's at least 0.5.
         goals.push(Goal::new(
-            format!("mount {} speed vs local", w.workload.name()),
+            format!("mount {} speed", w.workload.name()),
+            "a local directory's",
             0.5,
             1.0 / w.time_vs_local.max(1e-9),
         ));

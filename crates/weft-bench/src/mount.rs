@@ -444,11 +444,11 @@ pub fn run(args: &MountArgs) -> Result<()> {
             .find(|s| s.method == Method::Mount && s.phase == phase)
             .map(|s| s.ratio_vs_native)
             .expect("mount row");
-        Goal::new(what, GOAL_RATIO, ratio)
+        Goal::new(what, "the native client", GOAL_RATIO, ratio)
     };
     let goals = vec![
-        goal("mount write+sync vs native", Phase::WriteSync),
-        goal("mount read vs native", Phase::Read),
+        goal("mount write+sync", Phase::WriteSync),
+        goal("mount read", Phase::Read),
     ];
     let mut notes: Vec<String> = [NOTE_CACHE, NOTE_SETTLE, NOTE_CHECK].map(String::from).into();
     if args.floor {

@@ -180,6 +180,7 @@ pub fn run(a: &OpenCloseArgs) -> Result<()> {
             let allowed = (3.0 * local.median_s[i]).max(1e-3);
             Goal::new(
                 format!("{l} cycle: (max of 3x local, 1 ms) / weft time"),
+                "(within 3x the local time, or 1 ms)",
                 1.0,
                 allowed / weft.median_s[i].max(1e-12),
             )

@@ -153,16 +153,15 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
         c
     };
     // runs[target][repeat]: (workload, phase) → seconds.
-    let mut runs: Vec<Vec<BTreeMap<(String, String), f64>>> = vec![Vec::new(); TARGETS.len()];
-    for r in 0..a.repeat {
-        for (t, name) in TARGETS.iter().enumerate() {
-            eprintln!("repeat {} of {}: {name} ...", r + 1, a.repeat);
+    let targets: Vec<usize> = (0..TARGETS.len()).collect();
+    let runs: Vec<Vec<BTreeMap<(String, String), f64>>> =
+        crate::report::alternated(&targets, a.repeat, |&t| {
+            eprintln!("{} ...", TARGETS[t]);
             let ran = crate::report::run_program(command(t))?;
             let parsed = parse(&ran.stdout);
             ensure!(!parsed.is_empty(), "{}: no figures in\n{}", ran.shown, ran.stdout);
-            runs[t].push(parsed);
-        }
-    }
+            Ok(parsed)
+        })?;
     let keys: Vec<(String, String)> = runs[0][0].keys().cloned().collect();
     let mut rows = Vec::new();
     for key in &keys {
@@ -200,27 +199,32 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
     };
     let goals = vec![
         Goal::new(
-            "BT-IO-like simple write phase vs ROMIO local",
+            "BT-IO-like simple write phase",
+            "ROMIO on local files",
             0.5,
             ratio_of("btio", "write"),
         ),
         Goal::new(
-            "100,000-byte independent writes vs ROMIO local",
+            "100,000-byte independent writes",
+            "ROMIO on local files",
             0.7,
             ratio_of("ior_ind", "write"),
         ),
         Goal::new(
-            "100,000-byte independent reads vs ROMIO local",
+            "100,000-byte independent reads",
+            "ROMIO on local files",
             0.7,
             ratio_of("ior_ind", "read"),
         ),
         Goal::new(
-            "100,000-byte collective writes vs ROMIO local",
+            "100,000-byte collective writes",
+            "ROMIO on local files",
             0.7,
             ratio_of("ior_coll", "write"),
         ),
         Goal::new(
-            "100,000-byte collective reads vs ROMIO local",
+            "100,000-byte collective reads",
+            "ROMIO on local files",
             0.7,
             ratio_of("ior_coll", "read"),
         ),

@@ -54,7 +54,8 @@ fn pack_writes_an_svg_next_to_its_json_drawing_its_figures() {
     for (name, key) in [
         ("pack", "pack_gib_s"),
         ("unpack", "unpack_gib_s"),
-        ("memcpy (baseline)", "memcpy_gib_s"),
+        ("memcpy like pack (baseline)", "pack_memcpy_gib_s"),
+        ("memcpy like unpack (baseline)", "unpack_memcpy_gib_s"),
     ] {
         let points = series(&plot, 0, name);
         assert_eq!(points.len(), rows.len(), "{name}");
