@@ -7,6 +7,7 @@
 //! aggregated LRU, measured in the same run. `weft bench cio-record` runs one workload
 //! and keeps its traces.
 
+use crate::cluster::WeftDir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -64,9 +65,13 @@ pub struct CioArgs {
 /// How a workload runs on the cluster.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Weft directory for the workloads' files (created).
+    /// Weft directory for the workloads' files: made for each run (it must not exist)
+    /// and removed afterwards with all it holds, unless --keep.
     #[arg(long, default_value = "/bench-cio", value_name = "PATH")]
     pub path: String,
+    /// Keep the Weft directory (--path) and the workload's file in it.
+    #[arg(long)]
+    pub keep: bool,
     /// libweft_mpiio.so. Default: next to this executable.
     #[arg(long, value_name = "FILE")]
     pub library: Option<PathBuf>,
@@ -134,13 +139,8 @@ fn record(
 ) -> Result<(f64, u64, String)> {
     let library = library(run.library.as_deref())?;
     let client = weft_client::Client::from_env()?;
-    crate::report::make_dir(&client, &run.path)?;
-    let file = format!("{}/{}", run.path.trim_end_matches('/'), workload.name());
-    match client.unlink(&file) {
-        Ok(_) => {}
-        Err(e) if e.code() == weft_client::ErrorCode::NotFound => {}
-        Err(e) => return Err(e.into()),
-    }
+    let dir = WeftDir::make(&client, &run.path, run.keep)?;
+    let file = format!("{}/{}", dir.path(), workload.name());
     simulate::write_traces(traces, &[])?;
     let traces = std::fs::canonicalize(traces)?;
     let mut c: Command = mpirun_procs(procs);

@@ -8,6 +8,7 @@
 //!   same offsets (the ordered call's price: one `MPI_Exscan` and one fetch-and-add at
 //!   the metadata manager per call).
 
+use crate::cluster::WeftDir;
 use anyhow::{ensure, Result};
 use clap::Args;
 use serde::Serialize;
@@ -49,9 +50,13 @@ pub struct MpiioApiArgs {
     /// Runs; the medians count.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub repeat: u32,
-    /// Weft directory for the files (created).
+    /// Weft directory for the files: made by the benchmark (it must not exist) and
+    /// removed afterwards with all it holds, unless --keep.
     #[arg(long, default_value = "/bench-mpiio-api", value_name = "PATH")]
     pub path: String,
+    /// Keep the Weft directory (--path) and what the benchmark wrote in it.
+    #[arg(long)]
+    pub keep: bool,
     #[command(flatten)]
     pub programs: MpiPrograms,
     #[arg(long, default_value = "bench-results/mpiio-api.json", value_name = "FILE")]
@@ -145,7 +150,7 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
         .tempdir()?;
     let program = compile_mpi(work.path(), "mpiio_api", SOURCE)?;
     let client = weft_client::Client::from_env()?;
-    crate::report::make_dir(&client, &a.path)?;
+    let weft_dir = WeftDir::make(&client, &a.path, a.keep)?;
     let home = std::env::var("WEFT_HOME").ok();
     let weft = |args: &[String]| {
         let mut c = mpirun_procs(a.procs);
@@ -156,7 +161,7 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
         c.arg(&program).args(args);
         c
     };
-    let dir = a.path.trim_end_matches('/');
+    let dir = weft_dir.path();
     let repeat = a.repeat.to_string();
     let overlap_args = |file: String| {
         vec![

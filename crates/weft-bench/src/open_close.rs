@@ -7,6 +7,7 @@
 //! with the Weft runs, and the medians are compared. With `--cycles 1 --kib 65536` it
 //! measures the first write of a fresh file against rewriting it.
 
+use crate::cluster::WeftDir;
 use anyhow::{bail, ensure, Result};
 use clap::Args;
 use serde::Serialize;
@@ -49,9 +50,13 @@ pub struct OpenCloseArgs {
     /// WEFT_PROFILE=1.
     #[arg(long, value_delimiter = ',', value_name = "NAME=VALUE")]
     pub env: Vec<String>,
-    /// Weft directory for the files (created).
+    /// Weft directory for the files: made by the benchmark (it must not exist) and
+    /// removed afterwards with all it holds, unless --keep.
     #[arg(long, default_value = "/bench-open-close", value_name = "PATH")]
     pub path: String,
+    /// Keep the Weft directory (--path) and what the benchmark wrote in it.
+    #[arg(long)]
+    pub keep: bool,
     #[command(flatten)]
     pub programs: MpiPrograms,
     #[arg(long, default_value = "bench-results/open-close.json", value_name = "FILE")]
@@ -121,9 +126,9 @@ pub fn run(a: &OpenCloseArgs) -> Result<()> {
         .tempdir()?;
     let program = compile_mpi(work.path(), "open_close", SOURCE)?;
     let client = weft_client::Client::from_env()?;
-    crate::report::make_dir(&client, &a.path)?;
+    let weft_dir = WeftDir::make(&client, &a.path, a.keep)?;
     let home = std::env::var("WEFT_HOME").ok();
-    let dir = a.path.trim_end_matches('/');
+    let dir = weft_dir.path();
     let args = |prefix: String| vec![prefix, a.cycles.to_string(), a.kib.to_string()];
     let weft = || {
         let mut c = mpirun_procs(a.procs);

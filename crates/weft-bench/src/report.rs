@@ -61,15 +61,6 @@ pub fn run_program(mut command: std::process::Command) -> Result<Ran> {
     })
 }
 
-/// Makes the benchmark's directory `path` in Weft unless it exists.
-pub fn make_dir(client: &weft_client::Client, path: &str) -> Result<()> {
-    match client.mkdir(path, 0o755) {
-        Ok(_) => Ok(()),
-        Err(e) if e.code() == weft_client::ErrorCode::Exists => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// A text table with a header row; columns are padded to their widest cell, text
 /// aligned left and numbers right.
 pub struct Table {

@@ -7,6 +7,7 @@
 //! collective, written then read by the next rank), and an HDF5-like mix of small
 //! metadata writes and large collective data writes.
 
+use crate::cluster::WeftDir;
 use anyhow::{ensure, Result};
 use clap::Args;
 use serde::Serialize;
@@ -50,9 +51,13 @@ pub struct SmallIoArgs {
     /// Runs of each target; min, median and max count.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,
-    /// Weft directory for the files (created).
+    /// Weft directory for the files: made by the benchmark (it must not exist) and
+    /// removed afterwards with all it holds, unless --keep.
     #[arg(long, default_value = "/bench-small-io", value_name = "PATH")]
     pub path: String,
+    /// Keep the Weft directory (--path) and what the benchmark wrote in it.
+    #[arg(long)]
+    pub keep: bool,
     #[command(flatten)]
     pub programs: MpiPrograms,
     #[arg(long, default_value = "bench-results/small-io.json", value_name = "FILE")]
@@ -131,9 +136,9 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
     let on = work.path().join("hints-on");
     std::fs::write(&on, "weft_write_behind enable\nweft_read_ahead enable\n")?;
     let client = weft_client::Client::from_env()?;
-    crate::report::make_dir(&client, &a.path)?;
+    let weft_dir = WeftDir::make(&client, &a.path, a.keep)?;
     let home = std::env::var("WEFT_HOME").ok();
-    let dir = a.path.trim_end_matches('/');
+    let dir = weft_dir.path();
     let args = [a.n, a.steps, a.ior_mib, a.datasets].map(|v| v.to_string());
     let command = |target: usize| {
         let mut c = mpirun_procs(a.procs);
