@@ -10,7 +10,8 @@
 use crate::cluster;
 use crate::mount::MountGuard;
 use crate::procs::{self, Workers};
-use crate::report::{command_line, host_cpus, median, unix_now_s, write_json, Goal, Table};
+use crate::plot::{Figure, Panel};
+use crate::report::{command_line, host_cpus, median, svg_next_to, unix_now_s, write_results, Goal, Table};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -122,7 +123,8 @@ pub struct MetaArgs {
     /// Directory for the local baseline. Default: the system temporary directory.
     #[arg(long, value_name = "DIR")]
     pub local_dir: Option<PathBuf>,
-    /// Where to write the JSON results (the directory is created).
+    /// Where to write the JSON results (the directory is created); the SVG plot goes
+    /// next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/meta.json", value_name = "FILE")]
     pub json: PathBuf,
 }
@@ -683,9 +685,33 @@ pub fn run(args: &MetaArgs) -> Result<()> {
         notes: vec![NOTE_LOCAL, NOTE_ORDER],
     };
     print!("{}", render(&results, &methods));
-    write_json(&args.json, &results)?;
-    eprintln!("meta: wrote {}", args.json.display());
-    Ok(())
+    write_results(&args.json, &svg_next_to(&args.json), &results, &figure(&results))
+}
+
+/// Operations per second (median) per phase, a panel per layout, and the workloads'
+/// median seconds; a bar per method.
+fn figure(r: &Results) -> Figure {
+    let mut panels: Vec<Panel> = Vec::new();
+    for p in &r.phases {
+        let title = format!("{} files: operations/s (median)", p.layout.name());
+        let at = match panels.iter().position(|x| x.title == title) {
+            Some(i) => i,
+            None => {
+                panels.push(Panel::bars(title, "phase", "ops/s", Vec::new()));
+                panels.len() - 1
+            }
+        };
+        panels[at].bar(p.method.name(), p.phase.name(), p.ops_per_s_median);
+    }
+    let mut workloads = Panel::bars("workloads: seconds (median)", "workload", "s", Vec::new());
+    for w in &r.workloads {
+        workloads.bar(w.method.name(), w.workload.name(), w.seconds_median);
+    }
+    panels.push(workloads);
+    Figure {
+        title: format!("weft bench meta: {} processes, {} files", r.procs, r.files),
+        panels,
+    }
 }
 
 /// The mdtest phases of one method in one repeat, by `procs` worker processes.

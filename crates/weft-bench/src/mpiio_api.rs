@@ -16,7 +16,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use crate::collective::{compile_mpi, mpirun_procs, MpiPrograms};
-use crate::report::{median, target_lines, write_json, Goal, Table};
+use crate::plot::{Figure, Panel};
+use crate::report::{median, svg_next_to, target_lines, write_results, Goal, Table};
 
 pub const LONG_ABOUT: &str = "Nonblocking writes overlapped with computation and write_ordered \
 against write_at_all, on Weft. Overlap: each of --procs processes writes --mib MiB of its own \
@@ -26,7 +27,8 @@ MPI_File_iwrite_at, the chunk's share of the computation, MPI_Wait); the fractio
 hidden is (io + computation - both) / io, on Weft and through ROMIO on the local file system (its \
 nonblocking calls block: nothing is hidden). Ordered: --calls calls of MPI_File_write_ordered of \
 --ordered-kib KiB per process, against MPI_File_write_at_all of the same bytes at the same \
-offsets. Medians of --repeat runs. Prints a table and target lines, writes JSON.\n\nNeeds a \
+offsets. Medians of --repeat runs. Prints a table and target lines, writes JSON and an SVG plot next to \
+it; the files go in --path, made and removed by the benchmark (--keep keeps it).\n\nNeeds a \
 running cluster (`weft up`), mpicc and mpirun, and libweft_mpiio.so next to the weft binary. \
 Example:\n  weft bench mpiio-api --procs 4 --mib 64";
 
@@ -59,6 +61,7 @@ pub struct MpiioApiArgs {
     pub keep: bool,
     #[command(flatten)]
     pub programs: MpiPrograms,
+    /// Where to write the JSON results; the SVG plot goes next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/mpiio-api.json", value_name = "FILE")]
     pub json: PathBuf,
 }
@@ -87,6 +90,7 @@ struct Ordered {
 
 #[derive(Debug, Serialize)]
 struct Report {
+    benchmark: &'static str,
     procs: u32,
     mib_per_process: u64,
     chunk_kib: u64,
@@ -244,6 +248,7 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
     println!("{}", t.render());
     print!("{}", target_lines(&goals));
     let report = Report {
+        benchmark: "mpiio-api",
         procs: a.procs,
         mib_per_process: a.mib,
         chunk_kib: a.chunk_kib,
@@ -253,7 +258,20 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
         ordered,
         goals,
     };
-    write_json(&a.json, &report)?;
-    println!("JSON: {}", a.json.display());
-    Ok(())
+    let mut hidden = Panel::bars("nonblocking writes: I/O time hidden", "where", "fraction", Vec::new());
+    let mut times = Panel::bars("overlap: seconds (median)", "where", "s", Vec::new());
+    for o in &report.overlap {
+        hidden.bar("hidden", &o.target, o.hidden);
+        times.bar("I/O alone", &o.target, o.io_s);
+        times.bar("computation alone", &o.target, o.compute_s);
+        times.bar("both overlapped", &o.target, o.both_s);
+    }
+    let mut ordered = Panel::bars("ordered writes: seconds (median)", "call", "s", Vec::new());
+    ordered.bar("weft", "write_ordered", report.ordered.write_ordered_s);
+    ordered.bar("weft", "write_at_all", report.ordered.write_at_all_s);
+    let figure = Figure {
+        title: format!("weft bench mpiio-api: {} processes", a.procs),
+        panels: vec![hidden, times, ordered],
+    };
+    write_results(&a.json, &svg_next_to(&a.json), &report, &figure)
 }

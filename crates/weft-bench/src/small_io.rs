@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::collective::{compile_mpi, mpirun_procs, MpiPrograms};
-use crate::report::{median, target_lines, write_json, Goal, Table};
+use crate::plot::{Figure, Panel};
+use crate::report::{median, svg_next_to, target_lines, write_results, Goal, Table};
 
 pub const LONG_ABOUT: &str = "Small and independent MPI-IO on Weft with write-behind and \
 read-ahead off and on, against ROMIO on a local directory, in the same run (repeats alternate \
@@ -26,7 +27,8 @@ step for --steps steps, then read back row by row); ior_ind and ior_coll, IOR-li
 transfers over --ior-mib MiB per rank, written then read by the next rank, independent and \
 collective; h5mix, --datasets datasets each of 16 small metadata writes by rank 0 and a 1 MiB \
 collective write per rank. Prints per workload and phase the min/median/max seconds and the \
-speed ratio to ROMIO (ROMIO's time over Weft's, per repeat), target lines, writes JSON.\n\n\
+speed ratio to ROMIO (ROMIO's time over Weft's, per repeat), target lines, writes JSON and an SVG \
+plot next to it. The three targets alternate, the order rotating from repeat to repeat.\n\n\
 Needs a running cluster (`weft up`), mpicc and mpirun (Open MPI, for ROMIO through --mca io \
 romio321), and libweft_mpiio.so next to the weft binary. Example:\n  weft bench small-io \
 --procs 4 --repeat 3";
@@ -60,6 +62,7 @@ pub struct SmallIoArgs {
     pub keep: bool,
     #[command(flatten)]
     pub programs: MpiPrograms,
+    /// Where to write the JSON results; the SVG plot goes next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/small-io.json", value_name = "FILE")]
     pub json: PathBuf,
 }
@@ -85,6 +88,7 @@ struct Row {
 
 #[derive(Debug, Serialize)]
 struct Report {
+    benchmark: &'static str,
     procs: u32,
     n: u32,
     steps: u32,
@@ -257,6 +261,7 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
     println!("{}", t.render());
     print!("{}", target_lines(&goals));
     let report = Report {
+        benchmark: "small-io",
         procs: a.procs,
         n: a.n,
         steps: a.steps,
@@ -266,9 +271,26 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
         rows,
         goals,
     };
-    write_json(&a.json, &report)?;
-    println!("JSON: {}", a.json.display());
-    Ok(())
+    // One panel per workload: the phases' median seconds, one bar per target.
+    let mut panels: Vec<Panel> = Vec::new();
+    for r in &report.rows {
+        let at = match panels.iter().position(|p| p.title == r.workload) {
+            Some(i) => i,
+            None => {
+                panels.push(Panel::bars(r.workload.clone(), "phase", "s (median)", Vec::new()));
+                panels.len() - 1
+            }
+        };
+        panels[at].bar(&r.target, &r.phase, r.median_s);
+    }
+    let figure = Figure {
+        title: format!(
+            "weft bench small-io: {} processes, medians of {} alternated runs",
+            a.procs, a.repeat
+        ),
+        panels,
+    };
+    write_results(&a.json, &svg_next_to(&a.json), &report, &figure)
 }
 
 #[cfg(test)]
