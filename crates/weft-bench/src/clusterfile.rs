@@ -771,6 +771,21 @@ fn figure(rows: &[Row]) -> Figure {
     }
 }
 
+/// A throwaway emulated cluster for a benchmark that uses the environment's cluster:
+/// started now, named to this process through WEFT_HOME, stopped (and its network
+/// removed) on drop.
+pub(crate) fn start_emulated() -> Result<Cluster> {
+    let weft = std::env::current_exe()?.with_file_name("weft");
+    let home = tempfile::Builder::new().prefix("weft-bench-netemu-").tempdir()?;
+    let args = vec!["--io".to_owned(), crate::regime::EMULATED_IO_SERVERS.to_string()];
+    let cluster = Cluster::start_with(&weft, home, args)
+        .context("starting the emulated cluster for --emulate-network")?;
+    // The benchmark, its workers and its mpirun children find it through WEFT_HOME.
+    std::env::set_var("WEFT_HOME", cluster.home());
+    std::env::remove_var("WEFT_META");
+    Ok(cluster)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

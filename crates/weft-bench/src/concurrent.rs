@@ -393,11 +393,9 @@ pub const SWEEP_MAX: usize = 16;
 /// Runs the benchmark for each process count: prints the tables on stdout, progress on
 /// stderr, JSON to --json and the plot next to it: bars per method and phase for one
 /// count, bandwidth against the process count for several (the JSON's `sweep` then
-/// holds one result per count).
+/// holds one result per count). Its `--compare-capabilities` form is `capcompare::run`
+/// (`run` in lib.rs chooses), which builds on this module, never the other way round.
 pub fn run(args: &ConcurrentArgs) -> Result<()> {
-    if args.compare_capabilities {
-        return crate::capcompare::run(args);
-    }
     ensure!(
         (1..=SWEEP_MAX).contains(&args.procs.len()),
         "--procs: 1 to {SWEEP_MAX} process counts"

@@ -199,7 +199,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             regime::ask(&spec_text(spec));
             match command {
                 BenchCommand::Clusterfile(_) | BenchCommand::Delegation(_) => None,
-                _ => Some(regime::start_cluster()?),
+                _ => Some(clusterfile::start_emulated()?),
             }
         }
     };
@@ -214,6 +214,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         eprintln!("regime: {}", regime::describe());
     }
     match args.command {
+        BenchCommand::Concurrent(a) if a.compare_capabilities => capcompare::run(&a),
         BenchCommand::Concurrent(a) => concurrent::run(&a),
         BenchCommand::Collective(a) => collective::run(&a),
         BenchCommand::Delegation(a) => delegation::run(&a),

@@ -258,7 +258,12 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
         ordered,
         goals,
     };
-    let mut hidden = Panel::bars("nonblocking writes: I/O time hidden", "where", "fraction", Vec::new());
+    let mut hidden = Panel::bars(
+        "nonblocking writes: I/O time hidden",
+        "where",
+        "fraction",
+        Vec::new(),
+    );
     let mut times = Panel::bars("overlap: seconds (median)", "where", "s", Vec::new());
     for o in &report.overlap {
         hidden.bar("hidden", &o.target, o.hidden);

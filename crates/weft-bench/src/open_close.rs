@@ -236,7 +236,10 @@ pub fn run(a: &OpenCloseArgs) -> Result<()> {
         }
     }
     let figure = Figure {
-        title: format!("weft bench open-close: {} processes, {} KiB per access", a.procs, a.kib),
+        title: format!(
+            "weft bench open-close: {} processes, {} KiB per access",
+            a.procs, a.kib
+        ),
         panels: vec![panel],
     };
     write_results(&a.json, &svg_next_to(&a.json), &report, &figure)
