@@ -4,7 +4,9 @@
 //! without atomic mode through `independent` (the data path atomic mode takes, so that
 //! the difference is the locks alone), and in atomic mode (every access under extent
 //! locks at the io servers). The io servers' lock counts (requests, grants, conflicts,
-//! waits) are read before and after each run and shown as the run's share.
+//! waits) are read before and after each run and shown per run. The three alternate run
+//! by run, the order rotating; MiB/s as median (min-max), ratios of medians; files in a
+//! directory it makes and removes (`--keep`); JSON and an SVG.
 
 use crate::cluster::WeftDir;
 use anyhow::{ensure, Result};

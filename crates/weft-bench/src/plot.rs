@@ -522,8 +522,15 @@ pub fn draw(path: &Path, figure: &Figure) -> Result<()> {
             .iter()
             .flat_map(|s| &s.points)
             .fold(0f64, |m, p| m.max(p.1));
-        let y_range = 0f64..(y_max * 1.1).max(f64::MIN_POSITIVE);
-        let y_fmt = |y: &f64| tick_label(*y, y_max);
+        // Below 0 where a value is (a fraction of time hidden can be negative: the
+        // overlap made it slower); bars then reach down from 0.
+        let y_min = panel
+            .series
+            .iter()
+            .flat_map(|s| &s.points)
+            .fold(0f64, |m, p| m.min(p.1));
+        let y_range = y_min * 1.1..(y_max * 1.1).max(f64::MIN_POSITIVE);
+        let y_fmt = |y: &f64| tick_label(*y, y_max.max(-y_min));
         let mut builder = ChartBuilder::on(area);
         builder
             .caption(&panel.title, ("sans-serif", 16))
@@ -806,6 +813,19 @@ mod tests {
         assert_eq!(powers_of_two(3.0, 3.0), Vec::<f64>::new());
         assert_eq!(powers_of_two(0.25, 1.0), [0.25, 0.5, 1.0]);
         assert_eq!(powers_of_two(1.0, 1048576.0).len(), 11);
+    }
+
+    /// mpiio-api's fraction of I/O time hidden is negative where overlapping made the
+    /// run slower: the y axis started at 0 and drew such a bar as nothing.
+    #[test]
+    fn bars_below_zero_reach_down_from_it() {
+        let mut hidden = Panel::bars("I/O time hidden", "where", "fraction", vec![]);
+        hidden.bar("hidden", "weft", -0.4);
+        hidden.bar("hidden", "local", 0.8);
+        assert_draws(&Figure {
+            title: "negative".into(),
+            panels: vec![hidden],
+        });
     }
 
     #[test]

@@ -227,7 +227,6 @@ fn noncontig_plots_bandwidth_against_k_with_the_contiguous_baseline() {
 #[test]
 fn collective_plots_every_method_and_baseline_per_pattern() {
     let cluster = weft_testkit::TestCluster::start();
-    cluster.weft(&["mkdir", "/bc"]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("collective.json");
     let out = cluster

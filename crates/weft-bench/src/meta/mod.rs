@@ -47,7 +47,7 @@ the programs as any user runs them) and a local directory (the baseline). Each r
 method, in an order that alternates between repeats; every ratio is to the local directory in the \
 same repeat, and the table shows the median ratio with each figure's min/median/max. Every process \
 checks what it sees (sizes, bytes, entry counts); a mismatch fails the benchmark. Prints a table \
-and writes every figure to --json. What the benchmark makes in Weft and locally is removed at the \
+and writes every figure to --json, with an SVG plot next to it. What the benchmark makes in Weft and locally is removed at the \
 end (the Weft directory too, if the benchmark made it).\n\n\
 Without --mountpoint the benchmark mounts the cluster itself on a temporary directory and \
 unmounts it at the end. Needs a running cluster (`weft up`), FUSE (/dev/fuse), tar, find, du, cp, \

@@ -129,9 +129,17 @@ pub fn check(svg: &str, plot: &Value) -> Result<(), String> {
         let (lo, hi) = points.iter().fold((points[0], points[0]), |(lo, hi), &p| {
             (if p.1 < lo.1 { p } else { lo }, if p.1 > hi.1 { p } else { hi })
         });
-        // Pixel = offset + scale * value; bars start at 0, so their offset is 0.
+        // Pixel = offset + scale * value; bars start at 0, so their offset is 0 and their
+        // height is in proportion to the value's size (they reach down for one below 0).
+        let hi = match categories {
+            Some(_) => *points
+                .iter()
+                .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+                .unwrap(),
+            None => hi,
+        };
         let (offset, scale) = if categories.is_some() {
-            (0.0, if hi.1 > 0.0 { hi.2.b / hi.1 } else { 0.0 })
+            (0.0, if hi.1 != 0.0 { hi.2.b / hi.1.abs() } else { 0.0 })
         } else if hi.1 > lo.1 {
             let scale = (hi.2.b - lo.2.b) / (hi.1 - lo.1);
             (lo.2.b - scale * lo.1, scale)
@@ -139,7 +147,7 @@ pub fn check(svg: &str, plot: &Value) -> Result<(), String> {
             (lo.2.b, 0.0)
         };
         for &(x, y, m) in &points {
-            let expected = offset + scale * y;
+            let expected = offset + scale * if categories.is_some() { y.abs() } else { y };
             if (m.b - expected).abs() > TOLERANCE_PX {
                 return Err(format!(
                     "panel {ptitle:?}: the value {y} at x={x} is drawn at {} px, not the {expected:.1} px the other values place it at",
