@@ -31,6 +31,7 @@ DEBIAN_PACKAGES=(
     xz-utils             # unpacks PnetCDF's source package (apt-get source) for its own tests on weft: names (weft-mpiio's pnetcdf test)
     munge                # munged, munge, unmunge, mungekey: `identity = "munge"` and its test (crates/weft-tests/tests/munge.rs)
     hdf5-tools           # h5dump, h5ls for checking files written through Weft
+    librsvg2-bin         # rsvg-convert: weft-bench's tests render every benchmark's SVG
     fio                  # scripts/bench-small-io.sh: random 4 KiB reads and writes through a mount (benchmark only)
     python3
     python3-prometheus-client  # the reference OpenMetrics parser the metrics tests check the endpoint with

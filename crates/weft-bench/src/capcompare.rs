@@ -375,7 +375,8 @@ pub fn run(args: &ConcurrentArgs) -> Result<()> {
         .iter()
         .map(|s| {
             Goal::new(
-                format!("{}: capabilities on / off (median of pairs)", s.phase),
+                format!("{}: capabilities on (median of pairs)", s.phase),
+                "capabilities off",
                 TARGET,
                 s.ratio_median,
             )

@@ -22,6 +22,80 @@ pub fn recreate(client: &Client, path: &str, create: &CreateOptions) -> Result<L
     Ok(client.create(path, create)?.layout().clone())
 }
 
+/// The one directory in the cluster's namespace that a benchmark puts everything it
+/// makes in: made fresh (an existing one is refused, so that nothing of the user's is
+/// removed) and removed with all it holds when dropped, even after an error, unless kept
+/// (`--keep`).
+pub struct WeftDir {
+    client: Client,
+    path: String,
+    keep: bool,
+}
+
+impl WeftDir {
+    pub fn make(client: &Client, path: &str, keep: bool) -> Result<WeftDir> {
+        let path = path.trim_end_matches('/');
+        anyhow::ensure!(
+            path.starts_with('/') && path.len() > 1,
+            "{path:?}: the benchmark's directory must be an absolute path below / (it is removed afterwards)"
+        );
+        match client.mkdir(path, 0o755) {
+            Err(e) if e.code() == ErrorCode::Exists => anyhow::bail!(
+                "{path} exists already (left by a run with --keep?): remove it (`weft rm -r {path}`) \
+                 or give the benchmark another directory; it makes its own and removes it afterwards"
+            ),
+            Err(e) => return Err(anyhow::Error::from(e).context(format!("making {path}"))),
+            Ok(_) => {}
+        }
+        Ok(WeftDir {
+            client: client.clone(),
+            path: path.to_owned(),
+            keep,
+        })
+    }
+
+    /// The directory, without a trailing slash.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+impl Drop for WeftDir {
+    fn drop(&mut self) {
+        if self.keep {
+            eprintln!("kept {} (--keep)", self.path);
+            return;
+        }
+        if let Err(e) = remove_tree(&self.client, &self.path) {
+            eprintln!("weft bench: could not remove {}: {e:#}", self.path);
+        }
+    }
+}
+
+/// Removes the Weft directory `dir` and everything below it, depth first, without
+/// recursion (deep trees cannot overflow the stack).
+pub fn remove_tree(client: &Client, dir: &str) -> Result<()> {
+    // (path, listed already): a directory is removed once its entries are gone.
+    let mut stack = vec![(dir.to_owned(), false)];
+    while let Some((path, listed)) = stack.pop() {
+        if listed {
+            client.rmdir(&path).with_context(|| format!("removing {path}"))?;
+            continue;
+        }
+        stack.push((path.clone(), true));
+        for entry in client.readdir(&path).with_context(|| format!("listing {path}"))? {
+            let child = format!("{path}/{}", String::from_utf8_lossy(entry.name.as_ref()));
+            match entry.kind {
+                weft_client::FileKind::Directory => stack.push((child, false)),
+                _ => client
+                    .unlink(&child)
+                    .with_context(|| format!("removing {child}"))?,
+            }
+        }
+    }
+    Ok(())
+}
+
 /// An exclusive create of a file striped as the benchmark's options ask (a size or count
 /// of `None` leaves the cluster's default).
 pub fn striped(stripe_size_bytes: Option<u64>, stripe_count: Option<u32>) -> CreateOptions {

@@ -6,8 +6,9 @@
 //! collectively (with MPI_File_sync), reads back collectively and checks the data.
 //! This crate does not link MPI: it runs mpirun.
 
+use crate::cluster::WeftDir;
 use crate::plot::{Figure, Panel};
-use crate::report::{command_line, write_results, Table, MIB};
+use crate::report::{alternated, command_line, median, write_results, Table, MIB};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -85,12 +86,17 @@ pub struct CollectiveArgs {
     /// Extra hints for every Weft run (key=value, comma separated), e.g. cb_buffer_size=4194304.
     #[arg(long, value_delimiter = ',')]
     pub hints: Vec<String>,
-    /// Runs of each configuration; the table shows the median time.
+    /// Runs of each configuration, alternated with the others; the table shows the
+    /// median time.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeat: u32,
-    /// Weft directory for the files (created).
+    /// Weft directory for the files: made by the benchmark (it must not exist) and
+    /// removed afterwards with all it holds, unless --keep.
     #[arg(long, default_value = "/bench-collective", value_name = "PATH")]
     pub path: String,
+    /// Keep the Weft directory (--path) and what the benchmark wrote in it.
+    #[arg(long)]
+    pub keep: bool,
     #[command(flatten)]
     pub programs: MpiPrograms,
     #[arg(long, default_value = "bench-results/collective.json", value_name = "FILE")]
@@ -210,27 +216,21 @@ pub(crate) fn compile_mpi(dir: &Path, name: &str, source: &str) -> Result<PathBu
     Ok(exe)
 }
 
-/// Runs `make()`'s mpirun `repeat` times; returns the median write and read times.
+/// Runs `make()`'s mpirun `repeat` times in a row; returns the median write and read
+/// times. Only where the configurations compared cannot alternate (delegation's run on
+/// clusters of their own, started one after the other); elsewhere `report::alternated`.
 pub(crate) fn run_median(repeat: u32, only: &str, make: impl Fn() -> Command) -> Result<(f64, f64, String)> {
-    let mut writes = Vec::new();
-    let mut reads = Vec::new();
-    let mut command = String::new();
-    for _ in 0..repeat.max(1) {
-        let (w, r, c) = run_one(make(), only)?;
-        writes.push(w);
-        reads.push(r);
-        command = c;
-    }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    Ok((median(&mut writes), median(&mut reads), command))
+    let runs = (0..repeat.max(1))
+        .map(|_| run_one(make(), only))
+        .collect::<Result<Vec<_>>>()?;
+    let w = median(&runs.iter().map(|r| r.0).collect::<Vec<_>>());
+    let r = median(&runs.iter().map(|r| r.1).collect::<Vec<_>>());
+    Ok((w, r, runs.last().map(|r| r.2.clone()).unwrap_or_default()))
 }
 
 /// Runs one mpirun; returns (write s, read s) from the program's --timing line, the
 /// write including its sync.
-fn run_one(command: Command, only: &str) -> Result<(f64, f64, String)> {
+pub(crate) fn run_one(command: Command, only: &str) -> Result<(f64, f64, String)> {
     let (t, shown, _) = run_timed(command, only)?;
     Ok((t.write_s + t.sync_s, t.read_s, shown))
 }
@@ -294,36 +294,45 @@ pub fn run(a: &CollectiveArgs) -> Result<()> {
         .tempdir()?;
     let program = compile(work.path())?;
     let client = weft_client::Client::from_env()?;
-    crate::report::make_dir(&client, &a.path)?;
+    let dir = WeftDir::make(&client, &a.path, a.keep)?;
     let home = std::env::var("WEFT_HOME").ok();
     let mut rows: Vec<Row> = Vec::new();
     for case in cases(a) {
-        for io in &a.baselines {
-            let (w, r, command) = run_median(a.repeat, case.only, || {
-                let mut c = mpirun(a);
-                c.args(["--mca", "io", io]).arg(&program);
+        // The local baselines and the Weft methods alternate run by run, the order
+        // rotating, so that none always runs first or on a warmer machine.
+        let configs: Vec<(bool, &String)> = a
+            .baselines
+            .iter()
+            .map(|io| (true, io))
+            .chain(a.methods.iter().map(|m| (false, m)))
+            .collect();
+        let runs = alternated(&configs, a.repeat, |&(local_io, name)| {
+            let mut c = mpirun(a);
+            if local_io {
+                c.args(["--mca", "io", name]).arg(&program);
                 c.arg(format!("{}/", local.path().display()));
                 c.args(["--only", case.only, "--timing"]).args(&case.args);
-                c
-            })?;
-            rows.push(row(&case, io, w, r, command));
-            eprintln!("{}: {io}: write {w:.3} s, read {r:.3} s", case.name);
-        }
-        for method in &a.methods {
-            let (w, r, command) = run_median(a.repeat, case.only, || {
-                let mut c = mpirun(a);
+            } else {
                 c.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
                 if let Some(h) = &home {
                     c.arg("-x").arg(format!("WEFT_HOME={h}"));
                 }
-                c.arg(&program)
-                    .arg(format!("weft:{}/", a.path.trim_end_matches('/')));
+                c.arg(&program).arg(format!("weft:{}/", dir.path()));
                 c.args(["--only", case.only, "--timing"]).args(&case.args);
-                c.arg(format!("weft_cb_method={method}")).args(&a.hints);
-                c
-            })?;
-            rows.push(row(&case, method, w, r, command));
-            eprintln!("{}: {method}: write {w:.3} s, read {r:.3} s", case.name);
+                c.arg(format!("weft_cb_method={name}")).args(&a.hints);
+            }
+            run_one(c, case.only)
+        })?;
+        for ((_, name), ran) in configs.iter().zip(runs) {
+            let w = median(&ran.iter().map(|r| r.0).collect::<Vec<_>>());
+            let r = median(&ran.iter().map(|r| r.1).collect::<Vec<_>>());
+            let command = ran.last().map(|r| r.2.clone()).unwrap_or_default();
+            eprintln!(
+                "{}: {name}: write {w:.3} s, read {r:.3} s (median of {})",
+                case.name,
+                ran.len()
+            );
+            rows.push(row(&case, name, w, r, command));
         }
     }
     print_table(&rows);

@@ -22,7 +22,7 @@
 //! pairs' on/off ratios per phase; `noncontig.rs`: the Clusterfile 2D CYCLIC(k)
 //! benchmark, view I/O against contiguous access of the same bytes on Weft, with CPU
 //! seconds per GiB of clients and servers; `pack.rs`: the view engine's pack/unpack
-//! against memcpy; `cio.rs`: the collective-I/O-aware caching study, the tile, IOR and
+//! against memcpy of the same bytes between the same buffers; `cio.rs`: the collective-I/O-aware caching study, the tile, IOR and
 //! mpi-io-test workloads of `c/cio_workloads.c` run traced and generated, then simulated;
 //! `delegation.rs`: the 3D block, S3D-IO and FLASH-IO written by independent calls
 //! through job-scoped delegates 1, 2, 4, 8 and 3 (unaligned) and persistent ones, against
@@ -34,7 +34,13 @@
 //! mount, with libweft_posix.so and locally (its worker is `posix-worker`); `mount.rs`: dd-style I/O through the mount against the native client,
 //! with `--floor` the FUSE floor too; `floor.rs`: `weft bench floor`, the floor mounted for
 //! outside tools such as fio),
-//! each measuring a baseline in the same run and printing a table. The FUSE floor
+//! each measuring a baseline in the same run and printing a table; `meta/`: mdtest-style
+//! phases and everyday programs (`mod.rs` the benchmark, `workloads.rs` the programs,
+//! `worker.rs` its client process). What they share (`report.rs`): targets only where
+//! one applies, each naming its baseline (`Goal`); configurations alternated run by run,
+//! the order rotating (`alternated`), summarised as median, min and max (`Spread`).
+//! What a benchmark makes in the cluster's namespace goes in one directory made fresh
+//! and removed when dropped, unless `--keep` (`cluster::WeftDir`). The FUSE floor
 //! (weft-fuse `floor.rs`, `mount_floor`) is a file system in the benchmark's process that
 //! keeps its namespace in memory and stores no data: directories, files and symbolic links
 //! with modes, owners, times and sizes (a read-write lock over the tree, taken shared by
@@ -46,18 +52,23 @@
 //! io_uring, not used by the mount, took 4 KiB writes about 1.4x as fast, in a measurement
 //! outside the product). Every benchmark saves
 //! through one function, `report::write_results`: its results as JSON with its figure
-//! (`plot::Figure`: panels of series, x axes base-2, linear or categories) added under
+//! (`plot::Figure`: panels of series, x axes base-2, linear or categories, drawn in a grid
+//! that fits a screen, base-2 axes ticked at powers of two, whole-number axes at whole
+//! numbers) added under
 //! `"plot"`, and the figure drawn as SVG (`plot.rs`, plotters' SVG backend: lines with
 //! markers, or grouped bars) next to it; `weft bench plot FILE.json...` reads the figures
 //! back, redraws one or overlays several (panels merged by title, series named after
 //! their file). Figures read from files are checked (bounded sizes, finite values, x > 0
 //! on a log axis). `tests/common/svg_check.rs` parses an SVG (roxmltree) and checks it
 //! draws a figure: every title, series and category as text, every point a marker placed
-//! in proportion to its value. `simulate.rs` is `weft sim` (weft-trace's simulator: table,
+//! in proportion to its value; `readable` renders it with rsvg-convert
+//! (librsvg2-bin) and checks the picture fits a screen and no tick label repeats on an
+//! axis; `tests/common/mod.rs` checks after a run that nothing is left in the cluster's
+//! namespace and that `weft bench plot` reads the JSON. `simulate.rs` is `weft sim` (weft-trace's simulator: table,
 //! JSON, the same SVG plot). `regime.rs`: the regime measured (`local`, or the emulated
 //! network of the cluster, from its `netemu.toml`), printed by every benchmark and saved
 //! as `"regime"` by `write_results`; `weft bench --emulate-network` (a global option)
-//! gives a benchmark a throwaway emulated cluster, or makes the clusters it starts
+//! gives a benchmark a throwaway emulated cluster (`clusterfile::start_emulated`), or makes the clusters it starts
 //! emulated. Clusters a benchmark starts are recorded (`cluster.rs`): SIGINT, SIGTERM or
 //! SIGHUP stop them (`weft down`, from a thread woken by the signal handler through a pipe)
 //! before the benchmark exits with 128 + the signal; and each is tied to the benchmark
@@ -199,7 +210,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             regime::ask(&spec_text(spec));
             match command {
                 BenchCommand::Clusterfile(_) | BenchCommand::Delegation(_) => None,
-                _ => Some(regime::start_cluster()?),
+                _ => Some(clusterfile::start_emulated()?),
             }
         }
     };
@@ -214,6 +225,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         eprintln!("regime: {}", regime::describe());
     }
     match args.command {
+        BenchCommand::Concurrent(a) if a.compare_capabilities => capcompare::run(&a),
         BenchCommand::Concurrent(a) => concurrent::run(&a),
         BenchCommand::Collective(a) => collective::run(&a),
         BenchCommand::Delegation(a) => delegation::run(&a),

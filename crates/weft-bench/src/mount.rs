@@ -80,7 +80,7 @@ pub struct MountArgs {
     /// next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/mount.json", value_name = "FILE")]
     pub json: PathBuf,
-    /// Keep the Weft file afterwards.
+    /// Keep the Weft file afterwards (and, with --library, the /bench-posix directory).
     #[arg(long)]
     pub keep: bool,
     /// Also measure the FUSE floor: a file system in this process that stores nothing
@@ -409,7 +409,7 @@ pub fn run(args: &MountArgs) -> Result<()> {
             small_files: args.library_calls.min(2000),
         };
         eprintln!("library column: {} ({sizes:?})", lib.display());
-        Some(crate::posix::run(&client, mount.path(), &lib, sizes)?)
+        Some(crate::posix::run(&client, mount.path(), &lib, sizes, args.keep)?)
     } else {
         None
     };
@@ -444,11 +444,11 @@ pub fn run(args: &MountArgs) -> Result<()> {
             .find(|s| s.method == Method::Mount && s.phase == phase)
             .map(|s| s.ratio_vs_native)
             .expect("mount row");
-        Goal::new(what, GOAL_RATIO, ratio)
+        Goal::new(what, "the native client", GOAL_RATIO, ratio)
     };
     let goals = vec![
-        goal("mount write+sync vs native", Phase::WriteSync),
-        goal("mount read vs native", Phase::Read),
+        goal("mount write+sync", Phase::WriteSync),
+        goal("mount read", Phase::Read),
     ];
     let mut notes: Vec<String> = [NOTE_CACHE, NOTE_SETTLE, NOTE_CHECK].map(String::from).into();
     if args.floor {

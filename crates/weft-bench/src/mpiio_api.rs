@@ -8,6 +8,7 @@
 //!   same offsets (the ordered call's price: one `MPI_Exscan` and one fetch-and-add at
 //!   the metadata manager per call).
 
+use crate::cluster::WeftDir;
 use anyhow::{ensure, Result};
 use clap::Args;
 use serde::Serialize;
@@ -15,7 +16,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use crate::collective::{compile_mpi, mpirun_procs, MpiPrograms};
-use crate::report::{median, target_lines, write_json, Goal, Table};
+use crate::plot::{Figure, Panel};
+use crate::report::{median, svg_next_to, target_lines, write_results, Goal, Table};
 
 pub const LONG_ABOUT: &str = "Nonblocking writes overlapped with computation and write_ordered \
 against write_at_all, on Weft. Overlap: each of --procs processes writes --mib MiB of its own \
@@ -25,7 +27,8 @@ MPI_File_iwrite_at, the chunk's share of the computation, MPI_Wait); the fractio
 hidden is (io + computation - both) / io, on Weft and through ROMIO on the local file system (its \
 nonblocking calls block: nothing is hidden). Ordered: --calls calls of MPI_File_write_ordered of \
 --ordered-kib KiB per process, against MPI_File_write_at_all of the same bytes at the same \
-offsets. Medians of --repeat runs. Prints a table and target lines, writes JSON.\n\nNeeds a \
+offsets. Medians of --repeat runs. Prints a table and target lines, writes JSON and an SVG plot next to \
+it; the files go in --path, made and removed by the benchmark (--keep keeps it).\n\nNeeds a \
 running cluster (`weft up`), mpicc and mpirun, and libweft_mpiio.so next to the weft binary. \
 Example:\n  weft bench mpiio-api --procs 4 --mib 64";
 
@@ -49,11 +52,16 @@ pub struct MpiioApiArgs {
     /// Runs; the medians count.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub repeat: u32,
-    /// Weft directory for the files (created).
+    /// Weft directory for the files: made by the benchmark (it must not exist) and
+    /// removed afterwards with all it holds, unless --keep.
     #[arg(long, default_value = "/bench-mpiio-api", value_name = "PATH")]
     pub path: String,
+    /// Keep the Weft directory (--path) and what the benchmark wrote in it.
+    #[arg(long)]
+    pub keep: bool,
     #[command(flatten)]
     pub programs: MpiPrograms,
+    /// Where to write the JSON results; the SVG plot goes next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/mpiio-api.json", value_name = "FILE")]
     pub json: PathBuf,
 }
@@ -82,6 +90,7 @@ struct Ordered {
 
 #[derive(Debug, Serialize)]
 struct Report {
+    benchmark: &'static str,
     procs: u32,
     mib_per_process: u64,
     chunk_kib: u64,
@@ -145,7 +154,7 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
         .tempdir()?;
     let program = compile_mpi(work.path(), "mpiio_api", SOURCE)?;
     let client = weft_client::Client::from_env()?;
-    crate::report::make_dir(&client, &a.path)?;
+    let weft_dir = WeftDir::make(&client, &a.path, a.keep)?;
     let home = std::env::var("WEFT_HOME").ok();
     let weft = |args: &[String]| {
         let mut c = mpirun_procs(a.procs);
@@ -156,7 +165,7 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
         c.arg(&program).args(args);
         c
     };
-    let dir = a.path.trim_end_matches('/');
+    let dir = weft_dir.path();
     let repeat = a.repeat.to_string();
     let overlap_args = |file: String| {
         vec![
@@ -201,10 +210,11 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
     let goals = vec![
         Goal::new(
             "fraction of the I/O time hidden by nonblocking writes",
+            "(of the I/O time alone)",
             0.8,
             overlap[0].hidden,
         ),
-        Goal::new("write_ordered speed / write_at_all speed", 0.7, ordered.ratio),
+        Goal::new("write_ordered speed", "write_at_all's", 0.7, ordered.ratio),
     ];
     let mut t = Table::new(&["overlap", "io s", "compute s", "both s", "I/O hidden", "runs"]);
     for o in &overlap {
@@ -238,6 +248,7 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
     println!("{}", t.render());
     print!("{}", target_lines(&goals));
     let report = Report {
+        benchmark: "mpiio-api",
         procs: a.procs,
         mib_per_process: a.mib,
         chunk_kib: a.chunk_kib,
@@ -247,7 +258,25 @@ pub fn run(a: &MpiioApiArgs) -> Result<()> {
         ordered,
         goals,
     };
-    write_json(&a.json, &report)?;
-    println!("JSON: {}", a.json.display());
-    Ok(())
+    let mut hidden = Panel::bars(
+        "nonblocking writes: I/O time hidden",
+        "where",
+        "fraction",
+        Vec::new(),
+    );
+    let mut times = Panel::bars("overlap: seconds (median)", "where", "s", Vec::new());
+    for o in &report.overlap {
+        hidden.bar("hidden", &o.target, o.hidden);
+        times.bar("I/O alone", &o.target, o.io_s);
+        times.bar("computation alone", &o.target, o.compute_s);
+        times.bar("both overlapped", &o.target, o.both_s);
+    }
+    let mut ordered = Panel::bars("ordered writes: seconds (median)", "call", "s", Vec::new());
+    ordered.bar("weft", "write_ordered", report.ordered.write_ordered_s);
+    ordered.bar("weft", "write_at_all", report.ordered.write_at_all_s);
+    let figure = Figure {
+        title: format!("weft bench mpiio-api: {} processes", a.procs),
+        panels: vec![hidden, times, ordered],
+    };
+    write_results(&a.json, &svg_next_to(&a.json), &report, &figure)
 }

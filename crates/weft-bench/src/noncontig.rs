@@ -564,7 +564,8 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
         };
         for (phase, ratio) in [("write", s.write_vs_contiguous), ("read", s.read_vs_contiguous)] {
             goals.push(Goal::new(
-                format!("CYCLIC({k}) {phase} vs contiguous"),
+                format!("CYCLIC({k}) {phase}"),
+                "contiguous access on Weft",
                 ratio_min,
                 ratio,
             ));

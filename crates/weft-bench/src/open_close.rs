@@ -7,6 +7,7 @@
 //! with the Weft runs, and the medians are compared. With `--cycles 1 --kib 65536` it
 //! measures the first write of a fresh file against rewriting it.
 
+use crate::cluster::WeftDir;
 use anyhow::{bail, ensure, Result};
 use clap::Args;
 use serde::Serialize;
@@ -14,7 +15,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use crate::collective::{compile_mpi, mpirun_procs, MpiPrograms};
-use crate::report::{median, target_lines, write_json, Goal, Table};
+use crate::plot::{Figure, Panel};
+use crate::report::{median, svg_next_to, target_lines, write_results, Goal, Table};
 
 pub const LONG_ABOUT: &str = "The fixed cost of MPI-IO open/close cycles on Weft against the MPI \
 library's MPI-IO on a local directory, in the same run. Each of --procs processes runs three \
@@ -24,7 +26,8 @@ open(RDONLY) + MPI_File_read_at + close (data verified); open(WRONLY) + write_at
 existing file. The slowest rank's time per cycle counts; --repeat runs alternate the local \
 baseline and Weft and the medians are compared. The target: Weft within 3x of the local time \
 or under 1 ms per cycle, whichever is larger. `--cycles 1 --kib 65536` measures a fresh file's \
-first write (create) against rewriting it, in MiB/s.\n\nNeeds a running cluster (`weft up`), \
+first write (create) against rewriting it, in MiB/s. Writes JSON and an SVG plot next to it; the \
+files go in --path, made and removed by the benchmark (--keep keeps it).\n\nNeeds a running cluster (`weft up`), \
 mpicc and mpirun, and libweft_mpiio.so next to the weft binary. Example:\n  weft bench \
 open-close --procs 4 --cycles 50 --kib 1024";
 
@@ -49,11 +52,16 @@ pub struct OpenCloseArgs {
     /// WEFT_PROFILE=1.
     #[arg(long, value_delimiter = ',', value_name = "NAME=VALUE")]
     pub env: Vec<String>,
-    /// Weft directory for the files (created).
+    /// Weft directory for the files: made by the benchmark (it must not exist) and
+    /// removed afterwards with all it holds, unless --keep.
     #[arg(long, default_value = "/bench-open-close", value_name = "PATH")]
     pub path: String,
+    /// Keep the Weft directory (--path) and what the benchmark wrote in it.
+    #[arg(long)]
+    pub keep: bool,
     #[command(flatten)]
     pub programs: MpiPrograms,
+    /// Where to write the JSON results; the SVG plot goes next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/open-close.json", value_name = "FILE")]
     pub json: PathBuf,
 }
@@ -73,6 +81,7 @@ struct Target {
 
 #[derive(Debug, Serialize)]
 struct Report {
+    benchmark: &'static str,
     procs: u32,
     cycles: u32,
     kib: u64,
@@ -121,9 +130,9 @@ pub fn run(a: &OpenCloseArgs) -> Result<()> {
         .tempdir()?;
     let program = compile_mpi(work.path(), "open_close", SOURCE)?;
     let client = weft_client::Client::from_env()?;
-    crate::report::make_dir(&client, &a.path)?;
+    let weft_dir = WeftDir::make(&client, &a.path, a.keep)?;
     let home = std::env::var("WEFT_HOME").ok();
-    let dir = a.path.trim_end_matches('/');
+    let dir = weft_dir.path();
     let args = |prefix: String| vec![prefix, a.cycles.to_string(), a.kib.to_string()];
     let weft = || {
         let mut c = mpirun_procs(a.procs);
@@ -180,6 +189,7 @@ pub fn run(a: &OpenCloseArgs) -> Result<()> {
             let allowed = (3.0 * local.median_s[i]).max(1e-3);
             Goal::new(
                 format!("{l} cycle: (max of 3x local, 1 ms) / weft time"),
+                "(within 3x the local time, or 1 ms)",
                 1.0,
                 allowed / weft.median_s[i].max(1e-12),
             )
@@ -211,6 +221,7 @@ pub fn run(a: &OpenCloseArgs) -> Result<()> {
     print!("{}", target_lines(&goals));
     println!("local: {}\nweft:  {}", local.command, weft.command);
     let report = Report {
+        benchmark: "open-close",
         procs: a.procs,
         cycles: a.cycles,
         kib: a.kib,
@@ -218,7 +229,18 @@ pub fn run(a: &OpenCloseArgs) -> Result<()> {
         weft_over_local,
         goals,
     };
-    write_json(&a.json, &report)?;
-    println!("JSON: {}", a.json.display());
-    Ok(())
+    let mut panel = Panel::bars("ms per cycle (median)", "loop", "ms", Vec::new());
+    for tg in &report.targets {
+        for (i, l) in LOOPS.iter().enumerate() {
+            panel.bar(&tg.target, l, tg.median_s[i] * 1e3);
+        }
+    }
+    let figure = Figure {
+        title: format!(
+            "weft bench open-close: {} processes, {} KiB per access",
+            a.procs, a.kib
+        ),
+        panels: vec![panel],
+    };
+    write_results(&a.json, &svg_next_to(&a.json), &report, &figure)
 }

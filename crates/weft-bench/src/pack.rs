@@ -1,11 +1,12 @@
 //! `weft bench pack`: the view engine's pack/unpack and piece iteration, no I/O.
 //! Pack and unpack move 64 MiB of strided pieces (stride twice the piece) and are
-//! compared with a plain memcpy of the same bytes in the same run; iteration walks a
+//! compared with memcpy of the same bytes between the same (pre-touched) buffers, the
+//! four alternated round by round (medians, min and max); iteration walks a
 //! CYCLIC(8) x CYCLIC(8) darray over a 256 MiB matrix on a 2 x 2 process grid; server
 //! iteration (`pieces_on`) is compared with splitting and filtering every view piece.
 
 use crate::plot::{Figure, Panel, XAxis};
-use crate::report::{command_line, svg_next_to, write_results, Goal, Table};
+use crate::report::{command_line, svg_next_to, target_lines, write_results, Goal, Spread, Table};
 use anyhow::{ensure, Result};
 use clap::Args;
 use serde::Serialize;
@@ -17,8 +18,9 @@ use weft_layout::{Layout, ServerId};
 
 pub const LONG_ABOUT: &str = "Pack/unpack and piece iteration of the view engine, without I/O. \
 Pack and unpack move 64 MiB of strided pieces of 8, 32 and 256 bytes (stride = 2 x piece) between \
-memory and a contiguous buffer, against a plain memcpy of the same bytes measured in the same rounds \
-(best round of each). Piece iteration walks rank 0's share of a CYCLIC(8) x CYCLIC(8) darray over a \
+memory and a contiguous buffer, against memcpy of the same bytes between the same buffers (into the \
+packed buffer for pack, into memory for unpack), all four alternated round by round, the order \
+rotating (median, min and max of the rounds). Piece iteration walks rank 0's share of a CYCLIC(8) x CYCLIC(8) darray over a \
 256 MiB matrix (2 x 2 grid); server iteration finds server 0's pieces with pieces_on and, as the \
 reference, by splitting and filtering every view piece.\n\nTarget: pack and unpack of 32-byte pieces \
 at least 0.3x memcpy. Writes JSON to --json and a plot next to it (.svg). Example:\n  weft bench pack";
@@ -29,8 +31,8 @@ pub const REPETITIONS_MAX: u32 = 1000;
 
 #[derive(Args, Debug, Clone)]
 pub struct PackArgs {
-    /// Rounds of every measurement; the best one counts (the least disturbed by other
-    /// jobs on the machine).
+    /// Rounds of every measurement, alternated: pack/unpack and their memcpy baselines
+    /// report median, min and max; piece iteration the best round.
     #[arg(long, default_value_t = 7, value_name = "N")]
     pub repetitions: u32,
     /// Where to write the JSON results (the directory is created); the SVG plot goes
@@ -59,56 +61,99 @@ fn gib_per_second(bytes: usize, time: Duration) -> f64 {
 #[derive(Debug, Serialize)]
 struct PackFigures {
     piece_bytes: u64,
+    /// Medians over the rounds.
     pack_gib_s: f64,
     unpack_gib_s: f64,
-    memcpy_gib_s: f64,
+    /// memcpy of the same bytes between the same buffers: `pack`'s baseline writes the
+    /// packed buffer, `unpack`'s writes the memory buffer.
+    pack_memcpy_gib_s: f64,
+    unpack_memcpy_gib_s: f64,
     pack_vs_memcpy: f64,
     unpack_vs_memcpy: f64,
+    /// GiB/s of every round: min, median, max.
+    pack_spread: Spread,
+    unpack_spread: Spread,
+    pack_memcpy_spread: Spread,
+    unpack_memcpy_spread: Spread,
+}
+
+/// What one round of `measure_pack` times.
+#[derive(Clone, Copy)]
+enum Move {
+    Pack,
+    Unpack,
+    /// memcpy of `MOVED_BYTES` from the memory buffer into the packed buffer.
+    MemcpyLikePack,
+    /// memcpy of `MOVED_BYTES` from the packed buffer into the memory buffer.
+    MemcpyLikeUnpack,
 }
 
 fn measure_pack(piece_bytes: u64, repetitions: u32) -> Result<PackFigures> {
     let count = MOVED_BYTES as u64 / piece_bytes;
     let stride = 2 * piece_bytes as i64;
     let strided = Datatype::hvector(count, 1, stride, &Datatype::bytes(piece_bytes)?)?;
+    // Every buffer written before any timing, so that no measurement pays for first
+    // touches of fresh pages (a baseline copying into fresh pages measured page faults).
     let mut memory: Vec<u8> = (0..2 * MOVED_BYTES).map(|i| (i * 7) as u8).collect();
-    let mut packed = vec![0u8; MOVED_BYTES];
-    let mut copy = vec![0u8; MOVED_BYTES];
-    // Pack, unpack and memcpy alternate in every round, so that load from other jobs
-    // falls on all three alike; the best round of each counts.
-    let (mut pack_time, mut unpack_time, mut memcpy_time) = (Duration::MAX, Duration::MAX, Duration::MAX);
-    for _ in 0..repetitions {
-        pack_time = pack_time.min(timed(|| {
-            pack(&strided, 1, black_box(&memory), 0, &mut packed).expect("pack");
-            black_box(&packed);
-        }));
-        unpack_time = unpack_time.min(timed(|| {
-            unpack(&strided, 1, black_box(&packed), 0, &mut memory).expect("unpack");
-            black_box(&memory);
-        }));
-        memcpy_time = memcpy_time.min(timed(|| {
-            copy.copy_from_slice(black_box(&packed));
-            black_box(&copy);
-        }));
-    }
-    // The packed stream must be the pieces in order: check one piece in the middle.
+    let mut packed = vec![1u8; MOVED_BYTES];
+    // The four alternate round by round, each round starting one further along, so that
+    // load from other jobs falls on all alike; medians count, min and max are kept.
+    let moves = [
+        Move::Pack,
+        Move::Unpack,
+        Move::MemcpyLikePack,
+        Move::MemcpyLikeUnpack,
+    ];
+    let runs = crate::report::alternated(&moves, repetitions, |m| {
+        Ok(timed(|| match m {
+            Move::Pack => {
+                pack(&strided, 1, black_box(&memory), 0, &mut packed).expect("pack");
+                black_box(&packed);
+            }
+            Move::Unpack => {
+                unpack(&strided, 1, black_box(&packed), 0, &mut memory).expect("unpack");
+                black_box(&memory);
+            }
+            Move::MemcpyLikePack => {
+                packed.copy_from_slice(black_box(&memory[..MOVED_BYTES]));
+                black_box(&packed);
+            }
+            Move::MemcpyLikeUnpack => {
+                memory[..MOVED_BYTES].copy_from_slice(black_box(&packed));
+                black_box(&memory);
+            }
+        }))
+    })?;
+    // The packed stream must be the pieces in order: pack once more (the copies changed
+    // both buffers) and check one piece in the middle.
+    pack(&strided, 1, &memory, 0, &mut packed)?;
     let middle = (count / 2) as usize;
     let expected = &memory[middle * stride as usize..][..piece_bytes as usize];
     ensure!(
         &packed[middle * piece_bytes as usize..][..piece_bytes as usize] == expected,
         "pack produced the wrong bytes"
     );
-    let (pack_gib_s, unpack_gib_s, memcpy_gib_s) = (
-        gib_per_second(MOVED_BYTES, pack_time),
-        gib_per_second(MOVED_BYTES, unpack_time),
-        gib_per_second(MOVED_BYTES, memcpy_time),
-    );
+    let spread = |times: &[Duration]| {
+        Spread::of(
+            &times
+                .iter()
+                .map(|&t| gib_per_second(MOVED_BYTES, t))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let [p, u, mp, mu] = [0, 1, 2, 3].map(|i| spread(&runs[i]));
     Ok(PackFigures {
         piece_bytes,
-        pack_gib_s,
-        unpack_gib_s,
-        memcpy_gib_s,
-        pack_vs_memcpy: pack_gib_s / memcpy_gib_s,
-        unpack_vs_memcpy: unpack_gib_s / memcpy_gib_s,
+        pack_gib_s: p.median,
+        unpack_gib_s: u.median,
+        pack_memcpy_gib_s: mp.median,
+        unpack_memcpy_gib_s: mu.median,
+        pack_vs_memcpy: p.median / mp.median,
+        unpack_vs_memcpy: u.median / mu.median,
+        pack_spread: p,
+        unpack_spread: u,
+        pack_memcpy_spread: mp,
+        unpack_memcpy_spread: mu,
     })
 }
 
@@ -186,28 +231,33 @@ fn measure_server(
     layout: &Layout,
     repetitions: u32,
 ) -> Result<ServerFigures> {
-    let mut pieces = 0;
-    let pieces_on_time = best(repetitions, || {
-        pieces = view
-            .pieces_on(0, len, layout, 0)
-            .expect("server pieces")
-            .fold(0u64, |count, p| {
-                black_box(p.len);
-                count + 1
-            });
-    });
-    let mut filtered = 0;
-    let filter_time = best(repetitions, || {
-        filtered = 0;
-        for piece in view.pieces(0, len).expect("pieces") {
-            for stripe_piece in layout.pieces(piece.file_offset, piece.len).expect("stripes") {
-                if stripe_piece.server_index == 0 {
-                    black_box(stripe_piece.local_offset);
-                    filtered += 1;
+    let (mut pieces, mut filtered) = (0, 0);
+    // The two ways alternate round by round; the best round of each counts.
+    let runs = crate::report::alternated(&[true, false], repetitions, |&on| {
+        Ok(timed(|| {
+            if on {
+                pieces = view
+                    .pieces_on(0, len, layout, 0)
+                    .expect("server pieces")
+                    .fold(0u64, |count, p| {
+                        black_box(p.len);
+                        count + 1
+                    });
+                return;
+            }
+            filtered = 0;
+            for piece in view.pieces(0, len).expect("pieces") {
+                for stripe_piece in layout.pieces(piece.file_offset, piece.len).expect("stripes") {
+                    if stripe_piece.server_index == 0 {
+                        black_box(stripe_piece.local_offset);
+                        filtered += 1;
+                    }
                 }
             }
-        }
-    });
+        }))
+    })?;
+    let best_of = |i: usize| runs[i].iter().min().copied().expect("a round");
+    let (pieces_on_time, filter_time) = (best_of(0), best_of(1));
     ensure!(pieces == filtered, "{case}: both ways must find the same pieces");
     Ok(ServerFigures {
         case,
@@ -241,22 +291,27 @@ pub fn run(args: &PackArgs) -> Result<()> {
         .into_iter()
         .map(|piece| measure_pack(piece, repetitions))
         .collect::<Result<Vec<_>>>()?;
-    println!("pack/unpack of 64 MiB in strided pieces (stride = 2 x piece), best of {repetitions}");
+    println!(
+        "pack/unpack of 64 MiB in strided pieces (stride = 2 x piece) against memcpy of the same \
+         bytes between the same buffers; GiB/s median (min-max) of {repetitions} alternated rounds"
+    );
     let mut table = Table::new(&[
         "piece bytes",
         "pack GiB/s",
-        "unpack GiB/s",
         "memcpy GiB/s",
         "pack/memcpy",
+        "unpack GiB/s",
+        "memcpy GiB/s",
         "unpack/memcpy",
     ]);
     for f in &pack_rows {
         table.row(vec![
             f.piece_bytes.to_string(),
-            format!("{:.2}", f.pack_gib_s),
-            format!("{:.2}", f.unpack_gib_s),
-            format!("{:.2}", f.memcpy_gib_s),
+            f.pack_spread.cell(2),
+            f.pack_memcpy_spread.cell(2),
             format!("{:.2}", f.pack_vs_memcpy),
+            f.unpack_spread.cell(2),
+            f.unpack_memcpy_spread.cell(2),
             format!("{:.2}", f.unpack_vs_memcpy),
         ]);
     }
@@ -351,18 +406,20 @@ pub fn run(args: &PackArgs) -> Result<()> {
         .find(|f| f.piece_bytes == 32)
         .expect("32-byte row");
     let goals = vec![
-        Goal::new("pack of 32-byte pieces vs memcpy", 0.3, at_32.pack_vs_memcpy),
-        Goal::new("unpack of 32-byte pieces vs memcpy", 0.3, at_32.unpack_vs_memcpy),
+        Goal::new(
+            "pack of 32-byte pieces",
+            "memcpy of the same bytes",
+            0.3,
+            at_32.pack_vs_memcpy,
+        ),
+        Goal::new(
+            "unpack of 32-byte pieces",
+            "memcpy of the same bytes",
+            0.3,
+            at_32.unpack_vs_memcpy,
+        ),
     ];
-    for g in &goals {
-        println!(
-            "target: {} >= {}: {:.2} {}",
-            g.what,
-            g.ratio_min,
-            g.ratio,
-            if g.met { "met" } else { "MISSED" }
-        );
-    }
+    print!("{}", target_lines(&goals));
     let results = Results {
         benchmark: "pack",
         command_line: command_line(),
@@ -391,7 +448,8 @@ fn figure(results: &Results) -> Figure {
         let x = f.piece_bytes as f64;
         moves.point("pack", x, f.pack_gib_s);
         moves.point("unpack", x, f.unpack_gib_s);
-        moves.point("memcpy (baseline)", x, f.memcpy_gib_s);
+        moves.point("memcpy like pack (baseline)", x, f.pack_memcpy_gib_s);
+        moves.point("memcpy like unpack (baseline)", x, f.unpack_memcpy_gib_s);
     }
     let mut server = Panel::bars("a server's pieces (ms)", "case", "ms", Vec::new());
     for f in &results.server {
@@ -400,7 +458,7 @@ fn figure(results: &Results) -> Figure {
     }
     Figure {
         title: format!(
-            "weft bench pack: {} MiB moved, best of {}",
+            "weft bench pack: {} MiB moved, medians of {} rounds",
             results.moved_bytes >> 20,
             results.repetitions
         ),

@@ -1,18 +1,23 @@
 //! Figures of benchmark results and their SVG drawing (plotters, SVG backend only).
 //!
-//! A [`Figure`] is data: panels side by side, each with an x axis (logarithmic in base
+//! A [`Figure`] is data: panels (drawn in a grid that fits a screen), each with an x axis (logarithmic in base
 //! 2, linear, or named categories) and one series per method or configuration. Every
 //! benchmark builds its figure from its results and hands both to
 //! `crate::report::write_results`, which stores the figure in the JSON under `"plot"`
 //! and draws it next to it; `weft bench plot` reads the figures back from saved JSON
 //! files and redraws one or overlays several ([`overlay`]).
 //!
-//! Drawing: numeric axes get a line per series with a marker (circle) per point;
+//! Drawing: the panels go in a grid of equal cells ([`Grid`]: up to three columns, as
+//! many as fit 1,560 pixels, rows below), the legend at the right. Numeric axes get a
+//! line per series with a marker (circle) per point, whole-number ticks only where every
+//! x is a whole number (process counts, k), and labels with the decimals their range
+//! needs, so that no label repeats on an axis;
 //! category axes get grouped bars, one bar per series and category. One legend at the
 //! right for all panels, a series of the same name having the same colour in each.
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use plotters::coord::combinators::BindKeyPoints;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -183,11 +188,18 @@ pub const SERIES_MAX: usize = 256;
 pub const POINTS_MAX: usize = 4096;
 
 const PANEL_WIDTH_PX: u32 = 480;
-const PANEL_WIDTH_MAX_PX: u32 = 4000;
+/// The widest a panel gets (categories with long labels); the grid then has one column.
+const PANEL_WIDTH_MAX_PX: u32 = 1500;
 const LEGEND_TOP_PX: u32 = 50;
 const LEGEND_LINE_PX: u32 = 20;
-const LEGEND_WIDTH_PX: u32 = 340;
-const HEIGHT_PX: u32 = 460;
+pub const LEGEND_WIDTH_PX: u32 = 340;
+/// A panel's height, and the figure's title above the grid.
+pub const PANEL_HEIGHT_PX: u32 = 420;
+const TITLE_PX: u32 = 30;
+/// The width the panels' grid fits in (with the legend, a 1920-pixel screen).
+const GRID_WIDTH_MAX_PX: u32 = 1560;
+/// Most columns of the grid.
+const COLUMNS_MAX: u32 = 3;
 
 impl Panel {
     /// A panel of grouped bars: one bar per series for each of `categories`.
@@ -251,6 +263,92 @@ impl Panel {
 
     fn has_points(&self) -> bool {
         self.series.iter().any(|s| !s.points.is_empty())
+    }
+}
+
+/// Where a figure's panels go: a grid of equal cells, row by row, as many columns as
+/// fit `GRID_WIDTH_MAX_PX` (at most `COLUMNS_MAX`), and the legend at the right.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Grid {
+    pub columns: u32,
+    pub rows: u32,
+    pub cell_width: u32,
+    /// The whole figure's size in pixels.
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Grid {
+    fn of(panels: &[&Panel], legend_lines: usize) -> Grid {
+        let n = panels.len().max(1) as u32;
+        let cell_width = panels
+            .iter()
+            .map(|p| panel_width(p))
+            .max()
+            .unwrap_or(PANEL_WIDTH_PX);
+        let columns = (GRID_WIDTH_MAX_PX / cell_width).clamp(1, COLUMNS_MAX).min(n);
+        let rows = n.div_ceil(columns);
+        let legend = LEGEND_TOP_PX + LEGEND_LINE_PX * legend_lines as u32 + 20;
+        Grid {
+            columns,
+            rows,
+            cell_width,
+            width: columns * cell_width + LEGEND_WIDTH_PX,
+            height: (TITLE_PX + rows * PANEL_HEIGHT_PX).max(legend),
+        }
+    }
+
+    /// The grid `draw` gives `figure` (its panels with points).
+    pub fn for_figure(figure: &Figure) -> Grid {
+        let panels: Vec<&Panel> = figure.panels.iter().filter(|p| p.has_points()).collect();
+        let mut names: Vec<&str> = Vec::new();
+        for s in panels.iter().flat_map(|p| &p.series) {
+            if !s.points.is_empty() && !names.contains(&s.name.as_str()) {
+                names.push(&s.name);
+            }
+        }
+        Grid::of(&panels, names.len())
+    }
+}
+
+/// The powers of two from `lo` to `hi`, every second or fourth one where there would be
+/// more than ten.
+fn powers_of_two(lo: f64, hi: f64) -> Vec<f64> {
+    let (first, last) = (lo.log2().ceil() as i32, hi.log2().floor() as i32);
+    let step = match last - first {
+        ..=10 => 1,
+        11..=20 => 2,
+        _ => ((last - first) / 10).max(1),
+    };
+    (first..=last)
+        .step_by(step as usize)
+        .map(|k| 2f64.powi(k))
+        .collect()
+}
+
+/// The x values of a panel's points, each once, in order (at most 16).
+fn distinct_x(panel: &Panel) -> Vec<f64> {
+    let mut xs: Vec<f64> = panel.series.iter().flat_map(|s| &s.points).map(|p| p.0).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    xs.truncate(16);
+    xs
+}
+
+/// A tick's label on an axis reaching `largest`: as many decimals as ticks about a tenth
+/// of it apart need to differ (none from 100 on), trailing zeros dropped.
+fn tick_label(value: f64, largest: f64) -> String {
+    let magnitude = largest.abs().max(f64::MIN_POSITIVE).log10().floor() as i32;
+    let decimals = (2 - magnitude).clamp(0, 12) as usize;
+    let text = format!("{value:.decimals$}");
+    let text = match text.contains('.') {
+        true => text.trim_end_matches('0').trim_end_matches('.').to_owned(),
+        false => text,
+    };
+    if text == "-0" {
+        "0".into()
+    } else {
+        text
     }
 }
 
@@ -373,7 +471,7 @@ pub fn overlay(title: &str, figures: &[(String, Figure)]) -> Result<Figure> {
 }
 
 /// Draws `figure` into the SVG file `path` (its directory created): its panels with
-/// points left to right, one legend at the right; y axes start at 0.
+/// points in a grid (row by row), one legend at the right; y axes start at 0.
 pub fn draw(path: &Path, figure: &Figure) -> Result<()> {
     figure.check()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -391,18 +489,18 @@ pub fn draw(path: &Path, figure: &Figure) -> Result<()> {
             names.push(&series.name);
         }
     }
-    // Room for every category's label and every legend line.
-    let widths: Vec<u32> = panels.iter().map(|p| panel_width(p)).collect();
-    let charts_width: u32 = widths.iter().sum();
-    let width = charts_width + LEGEND_WIDTH_PX;
-    let height = HEIGHT_PX.max(LEGEND_TOP_PX + LEGEND_LINE_PX * names.len() as u32 + 20);
-    let root = SVGBackend::new(path, (width, height)).into_drawing_area();
+    // The panels in a grid of equal cells that fits a screen, one legend at the right.
+    let grid = Grid::of(&panels, names.len());
+    let root = SVGBackend::new(path, (grid.width, grid.height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let root = root
         .titled(&figure.title, ("sans-serif", 20))
         .map_err(|e| err(&e))?;
-    let (charts, legend) = root.split_horizontally(charts_width);
-    let charts = charts.shrink((0, 0), (charts_width, HEIGHT_PX - 30));
+    let (charts, legend) = root.split_horizontally(grid.columns * grid.cell_width);
+    let charts = charts.shrink(
+        (0, 0),
+        (grid.columns * grid.cell_width, grid.rows * PANEL_HEIGHT_PX),
+    );
     let color_of = |name: &str| {
         let i = names.iter().position(|n| *n == name).unwrap_or(0);
         Palette99::pick(i).to_rgba()
@@ -417,30 +515,22 @@ pub fn draw(path: &Path, figure: &Figure) -> Result<()> {
             .draw(&Text::new(name.to_string(), (40, y - 7), ("sans-serif", 12)))
             .map_err(|e| err(&e))?;
     }
-    let mut areas = Vec::new();
-    let mut rest = charts;
-    for w in &widths {
-        let (area, right) = rest.split_horizontally(*w);
-        areas.push(area);
-        rest = right;
-    }
+    let areas = charts.split_evenly((grid.rows as usize, grid.columns as usize));
     for (area, panel) in areas.iter().zip(&panels) {
         let y_max = panel
             .series
             .iter()
             .flat_map(|s| &s.points)
             .fold(0f64, |m, p| m.max(p.1));
-        let y_range = 0f64..(y_max * 1.1).max(f64::MIN_POSITIVE);
-        let y_fmt = |y: &f64| {
-            if y_max >= 100.0 {
-                format!("{y:.0}")
-            } else {
-                format!("{y:.3}")
-                    .trim_end_matches('0')
-                    .trim_end_matches('.')
-                    .to_owned()
-            }
-        };
+        // Below 0 where a value is (a fraction of time hidden can be negative: the
+        // overlap made it slower); bars then reach down from 0.
+        let y_min = panel
+            .series
+            .iter()
+            .flat_map(|s| &s.points)
+            .fold(0f64, |m, p| m.min(p.1));
+        let y_range = y_min * 1.1..(y_max * 1.1).max(f64::MIN_POSITIVE);
+        let y_fmt = |y: &f64| tick_label(*y, y_max.max(-y_min));
         let mut builder = ChartBuilder::on(area);
         builder
             .caption(&panel.title, ("sans-serif", 16))
@@ -487,6 +577,19 @@ pub fn draw(path: &Path, figure: &Figure) -> Result<()> {
                     x_min = x_min.min(x);
                     x_max = x_max.max(x);
                 }
+                // Whole-number x values (processes, k, bytes) get whole-number ticks
+                // only: a tick between two of them is left unlabelled, never rounded
+                // to a neighbour's label.
+                let integers = panel
+                    .series
+                    .iter()
+                    .flat_map(|s| &s.points)
+                    .all(|&(x, _)| x.fract() == 0.0);
+                let x_fmt = |x: &f64| match integers {
+                    true if (x - x.round()).abs() < 1e-9 => format!("{}", x.round()),
+                    true => String::new(),
+                    false => tick_label(*x, x_max.abs().max(x_min.abs())),
+                };
                 macro_rules! lines {
                     ($x_range:expr) => {{
                         let mut chart = builder
@@ -497,7 +600,7 @@ pub fn draw(path: &Path, figure: &Figure) -> Result<()> {
                             .light_line_style(WHITE)
                             .x_desc(panel.x_label.as_str())
                             .y_desc(panel.y_label.as_str())
-                            .x_label_formatter(&|x| format!("{x:.0}"))
+                            .x_label_formatter(&x_fmt)
                             .y_label_formatter(&y_fmt)
                             .draw()
                             .map_err(|e| err(&e))?;
@@ -520,10 +623,19 @@ pub fn draw(path: &Path, figure: &Figure) -> Result<()> {
                         }
                     }};
                 }
+                // Ticks of our own where plotters' would mislead: its base-2 axes give
+                // fractional ticks and one of them twice.
+                let pad = ((x_max - x_min) * 0.05).max(0.5);
                 if *axis == XAxis::Log2 {
-                    lines!((x_min / 1.2..x_max * 1.2).log_scale().base(2.0));
+                    let mut ticks = powers_of_two(x_min, x_max);
+                    if ticks.len() < 2 {
+                        ticks = distinct_x(panel);
+                    }
+                    lines!((x_min / 1.2..x_max * 1.2)
+                        .log_scale()
+                        .base(2.0)
+                        .with_key_points(ticks));
                 } else {
-                    let pad = ((x_max - x_min) * 0.05).max(0.5);
                     lines!(x_min - pad..x_max + pad);
                 }
             }
@@ -545,8 +657,12 @@ pub(crate) fn assert_draws(figure: &Figure) {
     let path = dir.path().join("figure.svg");
     draw(&path, figure).unwrap();
     let svg = std::fs::read_to_string(&path).unwrap();
-    if let Err(e) = svg_check::check(&svg, &serde_json::to_value(figure).unwrap()) {
+    let plot = serde_json::to_value(figure).unwrap();
+    if let Err(e) = svg_check::check(&svg, &plot) {
         panic!("the SVG of {:?} is wrong: {e}", figure.title);
+    }
+    if let Err(e) = svg_check::readable(&path, &plot) {
+        panic!("the SVG of {:?} is not readable: {e}", figure.title);
     }
 }
 
@@ -661,6 +777,64 @@ mod tests {
         c.panels[1].x_axis = XAxis::Linear;
         let e = overlay("x", &[("a".into(), figure()), ("c".into(), c)]).unwrap_err();
         assert!(e.to_string().contains("c: panel \"vs k\""), "{e}");
+    }
+
+    /// Six panels over process counts 1 to 8 (linear and log2) and tiny y values: they
+    /// were drawn as a 3,220-pixel strip with x ticks "1 1 1 2 2 2 2 2" (fractional
+    /// ticks rounded) and y ticks all "0"; now a grid that fits a screen, each label once.
+    #[test]
+    fn many_panels_go_in_a_grid_and_no_tick_label_repeats() {
+        let mut f = Figure::new("six panels");
+        for i in 0..6 {
+            let axis = if i % 2 == 0 { XAxis::Linear } else { XAxis::Log2 };
+            let mut p = Panel::lines(format!("panel {i}"), "processes", "s", axis);
+            for procs in [1.0, 2.0, 4.0, 8.0] {
+                p.point("weft", procs, procs * 1e-5 * (i + 1) as f64);
+                p.point("local", procs, procs * 2e-5);
+            }
+            f.panels.push(p);
+        }
+        let grid = Grid::for_figure(&f);
+        assert_eq!((grid.columns, grid.rows), (3, 2), "{grid:?}");
+        assert_draws(&f);
+        // Two processes only: the axis from 1 to 2 used to say "1 1 1 2 2 2".
+        let mut few = Panel::lines("two counts", "processes", "MiB/s", XAxis::Log2);
+        few.point("weft", 1.0, 10.0);
+        few.point("weft", 2.0, 20.0);
+        assert_draws(&Figure {
+            title: "two".into(),
+            panels: vec![few],
+        });
+    }
+
+    #[test]
+    fn log2_ticks_are_powers_of_two() {
+        assert_eq!(powers_of_two(1.0, 8.0), [1.0, 2.0, 4.0, 8.0]);
+        assert_eq!(powers_of_two(3.0, 3.0), Vec::<f64>::new());
+        assert_eq!(powers_of_two(0.25, 1.0), [0.25, 0.5, 1.0]);
+        assert_eq!(powers_of_two(1.0, 1048576.0).len(), 11);
+    }
+
+    /// mpiio-api's fraction of I/O time hidden is negative where overlapping made the
+    /// run slower: the y axis started at 0 and drew such a bar as nothing.
+    #[test]
+    fn bars_below_zero_reach_down_from_it() {
+        let mut hidden = Panel::bars("I/O time hidden", "where", "fraction", vec![]);
+        hidden.bar("hidden", "weft", -0.4);
+        hidden.bar("hidden", "local", 0.8);
+        assert_draws(&Figure {
+            title: "negative".into(),
+            panels: vec![hidden],
+        });
+    }
+
+    #[test]
+    fn tick_labels_have_the_decimals_their_axis_needs() {
+        assert_eq!(tick_label(250.0, 1000.0), "250");
+        assert_eq!(tick_label(0.5, 3.0), "0.5");
+        assert_eq!(tick_label(0.00002, 0.0001), "0.00002");
+        assert_eq!(tick_label(0.0, 0.0001), "0");
+        assert_eq!(tick_label(12.5, 50.0), "12.5");
     }
 
     #[test]

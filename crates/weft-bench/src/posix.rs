@@ -196,15 +196,15 @@ fn fresh(client: &Client, path: &str, bytes: u64) -> Result<()> {
 
 /// Runs the four workloads the four ways; `mount` is the mount's directory, `library`
 /// the libweft_posix.so to preload.
-pub fn run(client: &Client, mount: &Path, library: &Path, sizes: Sizes) -> Result<Vec<Row>> {
+pub fn run(client: &Client, mount: &Path, library: &Path, sizes: Sizes, keep: bool) -> Result<Vec<Row>> {
     ensure!(
         library.exists(),
         "{} is missing: build weft-posix (cargo build --release -p weft-posix)",
         library.display()
     );
     let local = tempfile::Builder::new().prefix("weft-bench-posix-").tempdir()?;
-    let dir = "/bench-posix";
-    let _ = client.mkdir(dir, 0o755);
+    let weft_dir = crate::cluster::WeftDir::make(client, "/bench-posix", keep)?;
+    let dir = weft_dir.path();
     let weft = |name: &str| format!("{dir}/{name}");
     let mounted = |name: &str| mount.join(dir.trim_start_matches('/')).join(name);
     let mut rows = Vec::new();

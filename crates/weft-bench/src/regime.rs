@@ -8,7 +8,7 @@
 //! emulated regime: benchmarks that start their own clusters start them emulated; the
 //! others get a throwaway emulated cluster of 4 io servers for the run.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::path::Path;
 use std::sync::Mutex;
 use weft_config::netemu::NetworkEmulation;
@@ -94,19 +94,4 @@ pub fn json() -> serde_json::Value {
         }),
         None => serde_json::json!({ "kind": "local", "description": describe() }),
     }
-}
-
-/// A throwaway emulated cluster for a benchmark that uses the environment's cluster:
-/// started now, named to this process through WEFT_HOME, stopped (and its network
-/// removed) on drop.
-pub(crate) fn start_cluster() -> Result<crate::clusterfile::Cluster> {
-    let weft = std::env::current_exe()?.with_file_name("weft");
-    let home = tempfile::Builder::new().prefix("weft-bench-netemu-").tempdir()?;
-    let args = vec!["--io".to_owned(), EMULATED_IO_SERVERS.to_string()];
-    let cluster = crate::clusterfile::Cluster::start_with(&weft, home, args)
-        .context("starting the emulated cluster for --emulate-network")?;
-    // The benchmark, its workers and its mpirun children find it through WEFT_HOME.
-    std::env::set_var("WEFT_HOME", cluster.home());
-    std::env::remove_var("WEFT_META");
-    Ok(cluster)
 }

@@ -61,15 +61,6 @@ pub fn run_program(mut command: std::process::Command) -> Result<Ran> {
     })
 }
 
-/// Makes the benchmark's directory `path` in Weft unless it exists.
-pub fn make_dir(client: &weft_client::Client, path: &str) -> Result<()> {
-    match client.mkdir(path, 0o755) {
-        Ok(_) => Ok(()),
-        Err(e) if e.code() == weft_client::ErrorCode::Exists => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// A text table with a header row; columns are padded to their widest cell, text
 /// aligned left and numbers right.
 pub struct Table {
@@ -172,19 +163,24 @@ pub fn runs_cell(values: &[f64]) -> String {
         .join(" ")
 }
 
-/// A target: Weft's figure over the baseline's must be at least `ratio_min`.
+/// A target: Weft's figure over its baseline's must be at least `ratio_min`. Only where
+/// a target applies (one the project set for this comparison): a comparison without one
+/// is shown as its ratio, never as met or missed.
 #[derive(Debug, Serialize)]
 pub struct Goal {
     pub what: String,
+    /// What `ratio` is measured against, named in the target line.
+    pub baseline: String,
     pub ratio_min: f64,
     pub ratio: f64,
     pub met: bool,
 }
 
 impl Goal {
-    pub fn new(what: impl Into<String>, ratio_min: f64, ratio: f64) -> Goal {
+    pub fn new(what: impl Into<String>, baseline: impl Into<String>, ratio_min: f64, ratio: f64) -> Goal {
         Goal {
             what: what.into(),
+            baseline: baseline.into(),
             ratio_min,
             ratio,
             met: ratio >= ratio_min,
@@ -192,20 +188,79 @@ impl Goal {
     }
 }
 
-/// One `target: ...` line per goal, ratios shown as multiples of the baseline.
+/// One `target: ...` line per goal, ratios shown as multiples of the named baseline.
 pub fn target_lines(goals: &[Goal]) -> String {
     goals
         .iter()
         .map(|g| {
             format!(
-                "target: {} >= {:.2}x: {} ({:.2}x)\n",
+                "target: {} >= {:.2}x {}: {} ({:.2}x)\n",
                 g.what,
                 g.ratio_min,
+                g.baseline,
                 if g.met { "met" } else { "MISSED" },
                 g.ratio
             )
         })
         .collect()
+}
+
+/// The lowest, middle and highest of several runs of one measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values` (all 0 for none).
+    pub fn of(values: &[f64]) -> Spread {
+        let lowest = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let highest = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        match values.is_empty() {
+            true => Spread {
+                min: 0.0,
+                median: 0.0,
+                max: 0.0,
+            },
+            false => Spread {
+                min: lowest,
+                median: median(values),
+                max: highest,
+            },
+        }
+    }
+
+    /// "median (min-max)" with `decimals` places.
+    pub fn cell(&self, decimals: usize) -> String {
+        format!(
+            "{:.d$} ({:.d$}-{:.d$})",
+            self.median,
+            self.min,
+            self.max,
+            d = decimals
+        )
+    }
+}
+
+/// Runs every one of `configs` `repeat` times, alternated: round after round, each round
+/// running every configuration once, starting one further along each round (so that no
+/// configuration always runs first, after the same one, or while the machine warms up).
+/// `run(config)` measures one run; returns each configuration's runs in `configs`' order.
+pub fn alternated<C, T>(
+    configs: &[C],
+    repeat: u32,
+    mut run: impl FnMut(&C) -> Result<T>,
+) -> Result<Vec<Vec<T>>> {
+    let mut runs: Vec<Vec<T>> = configs.iter().map(|_| Vec::new()).collect();
+    for round in 0..repeat.max(1) as usize {
+        for k in 0..configs.len() {
+            let i = (round + k) % configs.len();
+            runs[i].push(run(&configs[i])?);
+        }
+    }
+    Ok(runs)
 }
 
 /// The body of a report against a baseline: the summary table (per method and phase:
@@ -357,7 +412,7 @@ mod tests {
         let text = summary_text(
             "local",
             [("weft", "read", 8.0, 0.5, &runs[..])],
-            &[Goal::new("weft read vs local", 0.5, 0.5)],
+            &[Goal::new("weft read", "the local file", 0.5, 0.5)],
             &["a note"],
         );
         assert_eq!(
@@ -365,7 +420,7 @@ mod tests {
             "method  phase  MiB/s  vs local  runs (MiB/s)\n\
              weft    read     8.0      0.50           7 9\n\
              \n\
-             target: weft read vs local >= 0.50x: met (0.50x)\n\
+             target: weft read >= 0.50x the local file: met (0.50x)\n\
              note: a note\n"
         );
     }
@@ -394,13 +449,30 @@ mod tests {
     #[test]
     fn a_target_is_met_from_its_minimum_on() {
         let goals = [
-            Goal::new("weft read vs local", 0.5, 0.5),
-            Goal::new("x", 0.7, 0.25),
+            Goal::new("weft read", "the local file", 0.5, 0.5),
+            Goal::new("x", "y", 0.7, 0.25),
         ];
         assert!(goals[0].met && !goals[1].met);
         assert_eq!(
             target_lines(&goals),
-            "target: weft read vs local >= 0.50x: met (0.50x)\ntarget: x >= 0.70x: MISSED (0.25x)\n"
+            "target: weft read >= 0.50x the local file: met (0.50x)\ntarget: x >= 0.70x y: MISSED (0.25x)\n"
         );
+    }
+
+    #[test]
+    fn alternated_runs_rotate_the_order_every_round() {
+        let mut order = Vec::new();
+        let runs = alternated(&['a', 'b', 'c'], 3, |c| {
+            order.push(*c);
+            Ok(order.len())
+        })
+        .unwrap();
+        // A fixed order (a b c a b c ...) would always run `a` first: each starts a round.
+        assert_eq!(order, ['a', 'b', 'c', 'b', 'c', 'a', 'c', 'a', 'b']);
+        assert_eq!(runs, [vec![1, 6, 8], vec![2, 4, 9], vec![3, 5, 7]]);
+        let s = Spread::of(&[3.0, 1.0, 2.0, 10.0]);
+        assert_eq!((s.min, s.median, s.max), (1.0, 3.0, 10.0));
+        assert_eq!(s.cell(1), "3.0 (1.0-10.0)");
+        assert_eq!(Spread::of(&[]).max, 0.0);
     }
 }

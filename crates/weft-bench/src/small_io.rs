@@ -7,6 +7,7 @@
 //! collective, written then read by the next rank), and an HDF5-like mix of small
 //! metadata writes and large collective data writes.
 
+use crate::cluster::WeftDir;
 use anyhow::{ensure, Result};
 use clap::Args;
 use serde::Serialize;
@@ -14,7 +15,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::collective::{compile_mpi, mpirun_procs, MpiPrograms};
-use crate::report::{median, target_lines, write_json, Goal, Table};
+use crate::plot::{Figure, Panel};
+use crate::report::{median, svg_next_to, target_lines, write_results, Goal, Table};
 
 pub const LONG_ABOUT: &str = "Small and independent MPI-IO on Weft with write-behind and \
 read-ahead off and on, against ROMIO on a local directory, in the same run (repeats alternate \
@@ -25,7 +27,8 @@ step for --steps steps, then read back row by row); ior_ind and ior_coll, IOR-li
 transfers over --ior-mib MiB per rank, written then read by the next rank, independent and \
 collective; h5mix, --datasets datasets each of 16 small metadata writes by rank 0 and a 1 MiB \
 collective write per rank. Prints per workload and phase the min/median/max seconds and the \
-speed ratio to ROMIO (ROMIO's time over Weft's, per repeat), target lines, writes JSON.\n\n\
+speed ratio to ROMIO (ROMIO's time over Weft's, per repeat), target lines, writes JSON and an SVG \
+plot next to it. The three targets alternate, the order rotating from repeat to repeat.\n\n\
 Needs a running cluster (`weft up`), mpicc and mpirun (Open MPI, for ROMIO through --mca io \
 romio321), and libweft_mpiio.so next to the weft binary. Example:\n  weft bench small-io \
 --procs 4 --repeat 3";
@@ -50,11 +53,16 @@ pub struct SmallIoArgs {
     /// Runs of each target; min, median and max count.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,
-    /// Weft directory for the files (created).
+    /// Weft directory for the files: made by the benchmark (it must not exist) and
+    /// removed afterwards with all it holds, unless --keep.
     #[arg(long, default_value = "/bench-small-io", value_name = "PATH")]
     pub path: String,
+    /// Keep the Weft directory (--path) and what the benchmark wrote in it.
+    #[arg(long)]
+    pub keep: bool,
     #[command(flatten)]
     pub programs: MpiPrograms,
+    /// Where to write the JSON results; the SVG plot goes next to it (.svg for .json).
     #[arg(long, default_value = "bench-results/small-io.json", value_name = "FILE")]
     pub json: PathBuf,
 }
@@ -80,6 +88,7 @@ struct Row {
 
 #[derive(Debug, Serialize)]
 struct Report {
+    benchmark: &'static str,
     procs: u32,
     n: u32,
     steps: u32,
@@ -131,9 +140,9 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
     let on = work.path().join("hints-on");
     std::fs::write(&on, "weft_write_behind enable\nweft_read_ahead enable\n")?;
     let client = weft_client::Client::from_env()?;
-    crate::report::make_dir(&client, &a.path)?;
+    let weft_dir = WeftDir::make(&client, &a.path, a.keep)?;
     let home = std::env::var("WEFT_HOME").ok();
-    let dir = a.path.trim_end_matches('/');
+    let dir = weft_dir.path();
     let args = [a.n, a.steps, a.ior_mib, a.datasets].map(|v| v.to_string());
     let command = |target: usize| {
         let mut c = mpirun_procs(a.procs);
@@ -153,16 +162,15 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
         c
     };
     // runs[target][repeat]: (workload, phase) → seconds.
-    let mut runs: Vec<Vec<BTreeMap<(String, String), f64>>> = vec![Vec::new(); TARGETS.len()];
-    for r in 0..a.repeat {
-        for (t, name) in TARGETS.iter().enumerate() {
-            eprintln!("repeat {} of {}: {name} ...", r + 1, a.repeat);
+    let targets: Vec<usize> = (0..TARGETS.len()).collect();
+    let runs: Vec<Vec<BTreeMap<(String, String), f64>>> =
+        crate::report::alternated(&targets, a.repeat, |&t| {
+            eprintln!("{} ...", TARGETS[t]);
             let ran = crate::report::run_program(command(t))?;
             let parsed = parse(&ran.stdout);
             ensure!(!parsed.is_empty(), "{}: no figures in\n{}", ran.shown, ran.stdout);
-            runs[t].push(parsed);
-        }
-    }
+            Ok(parsed)
+        })?;
     let keys: Vec<(String, String)> = runs[0][0].keys().cloned().collect();
     let mut rows = Vec::new();
     for key in &keys {
@@ -200,27 +208,32 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
     };
     let goals = vec![
         Goal::new(
-            "BT-IO-like simple write phase vs ROMIO local",
+            "BT-IO-like simple write phase",
+            "ROMIO on local files",
             0.5,
             ratio_of("btio", "write"),
         ),
         Goal::new(
-            "100,000-byte independent writes vs ROMIO local",
+            "100,000-byte independent writes",
+            "ROMIO on local files",
             0.7,
             ratio_of("ior_ind", "write"),
         ),
         Goal::new(
-            "100,000-byte independent reads vs ROMIO local",
+            "100,000-byte independent reads",
+            "ROMIO on local files",
             0.7,
             ratio_of("ior_ind", "read"),
         ),
         Goal::new(
-            "100,000-byte collective writes vs ROMIO local",
+            "100,000-byte collective writes",
+            "ROMIO on local files",
             0.7,
             ratio_of("ior_coll", "write"),
         ),
         Goal::new(
-            "100,000-byte collective reads vs ROMIO local",
+            "100,000-byte collective reads",
+            "ROMIO on local files",
             0.7,
             ratio_of("ior_coll", "read"),
         ),
@@ -248,6 +261,7 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
     println!("{}", t.render());
     print!("{}", target_lines(&goals));
     let report = Report {
+        benchmark: "small-io",
         procs: a.procs,
         n: a.n,
         steps: a.steps,
@@ -257,9 +271,26 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
         rows,
         goals,
     };
-    write_json(&a.json, &report)?;
-    println!("JSON: {}", a.json.display());
-    Ok(())
+    // One panel per workload: the phases' median seconds, one bar per target.
+    let mut panels: Vec<Panel> = Vec::new();
+    for r in &report.rows {
+        let at = match panels.iter().position(|p| p.title == r.workload) {
+            Some(i) => i,
+            None => {
+                panels.push(Panel::bars(r.workload.clone(), "phase", "s (median)", Vec::new()));
+                panels.len() - 1
+            }
+        };
+        panels[at].bar(&r.target, &r.phase, r.median_s);
+    }
+    let figure = Figure {
+        title: format!(
+            "weft bench small-io: {} processes, medians of {} alternated runs",
+            a.procs, a.repeat
+        ),
+        panels,
+    };
+    write_results(&a.json, &svg_next_to(&a.json), &report, &figure)
 }
 
 #[cfg(test)]

@@ -123,7 +123,7 @@ fn comparing_capabilities_runs_two_clusters_that_differ_and_reports_ratios_per_p
     }
     assert_eq!(r["goals"].as_array().unwrap().len(), 4);
     assert!(
-        stdout.contains("target: write: capabilities on / off"),
+        stdout.contains("target: write: capabilities on (median of pairs) >= 0.97x capabilities off: "),
         "{stdout}"
     );
 

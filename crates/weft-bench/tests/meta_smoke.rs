@@ -3,6 +3,8 @@
 //! in alternating order, with min/median/max and ratios to the local directory, and
 //! that nothing is left behind (no mount, no temporary directory, nothing in Weft).
 
+mod common;
+
 use serde_json::Value;
 use weft_testkit::TestCluster;
 
@@ -25,7 +27,7 @@ fn the_metadata_benchmark_runs_every_phase_and_program_and_leaves_nothing() {
     assert!(out.status.success(), "weft bench meta failed:\n{stdout}{stderr}");
     assert!(stdout.contains("git clone"), "no programs table:\n{stdout}");
     assert!(
-        stdout.contains("target: mount create (shared) vs local"),
+        stdout.contains("target: mount create (shared) >= 0.50x a local directory: "),
         "{stdout}"
     );
 
@@ -84,4 +86,7 @@ fn the_metadata_benchmark_runs_every_phase_and_program_and_leaves_nothing() {
         !stat.status.success(),
         "the benchmark's Weft directory was left behind"
     );
+    // A readable SVG next to the JSON, which `weft bench plot` reads (before issue 36:
+    // no SVG, and "not written by `weft bench`").
+    common::assert_clean_and_plotted(&cluster, &json);
 }

@@ -43,7 +43,10 @@ fn the_mount_benchmark_moves_and_verifies_every_byte_and_unmounts() {
         &json,
     );
     assert!(stdout.contains("mount   read"), "no table:\n{stdout}");
-    assert!(stdout.contains("target: mount read vs native"), "{stdout}");
+    assert!(
+        stdout.contains("target: mount read >= 0.50x the native client: "),
+        "{stdout}"
+    );
 
     let results: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     // Its figure drawn next to the JSON: native and mount per phase.
@@ -96,6 +99,7 @@ fn the_mount_benchmark_moves_and_verifies_every_byte_and_unmounts() {
     assert!(left.is_empty(), "left behind in TMPDIR: {left:?}");
     let stat = cluster.weft(&["stat", "/bench-mount.dat"]);
     assert!(!stat.status.success(), "the Weft file was left behind");
+    common::assert_clean_and_plotted(&cluster, &json);
 }
 
 /// With --floor the FUSE floor runs in turn with the others, its reads are checked

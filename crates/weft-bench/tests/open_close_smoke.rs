@@ -1,7 +1,10 @@
 //! `weft bench open-close` end to end on a small real cluster: not timed, only that the
 //! MPI program runs its three loops on Weft and on the local baseline, verifies what it
-//! read, removes its files, and reports per-loop times and the target lines; and that
+//! read, removes its directory, writes JSON and a readable SVG, and reports per-loop
+//! times and the target lines with their baseline; and that
 //! bad arguments are refused before anything runs.
+
+mod common;
 
 use serde_json::Value;
 use weft_testkit::TestCluster;
@@ -41,6 +44,10 @@ fn the_open_close_benchmark_runs_every_loop_on_both_targets_and_cleans_up() {
         3,
         "one target line per loop:\n{stdout}"
     );
+    assert!(
+        stdout.contains("x (within 3x the local time, or 1 ms): "),
+        "the baseline named:\n{stdout}"
+    );
 
     let results: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(results["procs"], 2);
@@ -58,9 +65,11 @@ fn the_open_close_benchmark_runs_every_loop_on_both_targets_and_cleans_up() {
         }
         assert!(t["command"].as_str().unwrap().contains("mpirun"), "{t}");
     }
-    // The program deleted its files on Weft.
-    let left = cluster.client().readdir("/oc").unwrap();
-    assert!(left.is_empty(), "files left on Weft: {left:?}");
+    // Its directory removed (it made /oc, so the namespace is empty again), the JSON
+    // drawn as a readable SVG, and `weft bench plot` reads the JSON: before issue 36 /oc
+    // stayed behind and open-close wrote no SVG.
+    let plot = common::assert_clean_and_plotted(&cluster, &json);
+    assert_eq!(plot["panels"][0]["series"].as_array().unwrap().len(), 2, "{plot}");
 }
 
 #[test]
