@@ -39,6 +39,8 @@ impl WeftDir {
             path.starts_with('/') && path.len() > 1,
             "{path:?}: the benchmark's directory must be an absolute path below / (it is removed afterwards)"
         );
+        // Before the directory exists: a signal from now on removes it (see `on_signals`).
+        on_signals();
         match client.mkdir(path, 0o755) {
             Err(e) if e.code() == ErrorCode::Exists => anyhow::bail!(
                 "{path} exists already (left by a run with --keep?): remove it (`weft rm -r {path}`) \
@@ -46,6 +48,9 @@ impl WeftDir {
             ),
             Err(e) => return Err(anyhow::Error::from(e).context(format!("making {path}"))),
             Ok(_) => {}
+        }
+        if !keep {
+            lock_weft_dirs().push(path.to_owned());
         }
         Ok(WeftDir {
             client: client.clone(),
@@ -66,10 +71,20 @@ impl Drop for WeftDir {
             eprintln!("kept {} (--keep)", self.path);
             return;
         }
+        // Under the lock: the signal thread, holding it until exit, removes it otherwise.
+        let mut dirs = lock_weft_dirs();
         if let Err(e) = remove_tree(&self.client, &self.path) {
             eprintln!("weft bench: could not remove {}: {e:#}", self.path);
         }
+        dirs.retain(|d| d != &self.path);
     }
+}
+
+/// The `WeftDir`s not kept and not removed yet: removed by the signal thread too.
+static WEFT_DIRS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn lock_weft_dirs() -> std::sync::MutexGuard<'static, Vec<String>> {
+    WEFT_DIRS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Removes the Weft directory `dir` and everything below it, depth first, without
@@ -137,9 +152,16 @@ pub fn stopping_on_signal() -> bool {
 /// remove its home and exit with 128 + the signal's number, instead of dying at once
 /// and leaving the servers running.
 pub(crate) fn started(weft: &Path, home: &Path) {
+    on_signals();
+    lock_started().push((weft.to_path_buf(), home.to_path_buf()));
+}
+
+/// From the first call on, SIGINT, SIGTERM and SIGHUP make the benchmark remove its
+/// `WeftDir`s (`weft rm -r`, on the cluster of its environment), stop the clusters it
+/// started and exit with 128 + the signal.
+fn on_signals() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(stop_clusters_on_signals);
-    lock_started().push((weft.to_path_buf(), home.to_path_buf()));
 }
 
 /// A scratch directory the benchmark removes when done: an interrupted benchmark removes
@@ -209,6 +231,21 @@ fn stop_clusters_on_signals() {
             while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } != 1 {}
             let signal = i32::from(byte);
             STOPPING.store(true, Ordering::SeqCst);
+            // First the directories, while the clusters they are on still run. Held
+            // until exit, so that the main thread removes none of them meanwhile.
+            let weft_dirs = lock_weft_dirs();
+            if let (false, Ok(weft)) = (weft_dirs.is_empty(), std::env::current_exe()) {
+                eprintln!(
+                    "weft bench: interrupted (signal {signal}); removing {}",
+                    weft_dirs.join(", ")
+                );
+                for dir in weft_dirs.iter() {
+                    let _ = std::process::Command::new(&weft)
+                        .args(["rm", "-r", dir])
+                        .stdout(std::process::Stdio::null())
+                        .status();
+                }
+            }
             let clusters = std::mem::take(&mut *lock_started());
             eprintln!(
                 "weft bench: interrupted (signal {signal}); stopping the {} cluster(s) it started",

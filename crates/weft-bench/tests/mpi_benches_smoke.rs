@@ -147,3 +147,56 @@ fn mpiio_api_cleans_up_and_plots() {
     );
     common::assert_clean_and_plotted(&cluster, &json);
 }
+
+/// Interrupted like Ctrl-C in a terminal (SIGINT to the process group), a benchmark on
+/// the user's cluster removes its directory and exits with 128 + 2: before, no handler
+/// was installed for it, so it died at once and left the directory behind.
+#[test]
+fn an_interrupted_benchmark_removes_its_directory() {
+    use std::os::unix::process::CommandExt;
+    let cluster = TestCluster::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut child = cluster
+        .command("weft")
+        .args([
+            "bench", "atomic", "--procs", "2", "--n", "32", "--repeat", "100", "--path", "/intr",
+        ])
+        .arg("--json")
+        .arg(scratch.path().join("atomic.json"))
+        .arg("--local-dir")
+        .arg(scratch.path())
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let client = cluster.client();
+    let started = std::time::Instant::now();
+    // Until its directory holds a file: mpirun is running.
+    while client.readdir("/intr").map_or(true, |e| e.is_empty()) {
+        assert!(
+            started.elapsed().as_secs() < 120,
+            "the benchmark never wrote in /intr"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the benchmark ended before it was interrupted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: signals the benchmark's own process group, made above.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let left: Vec<String> = client
+        .readdir("/")
+        .unwrap()
+        .iter()
+        .map(|e| e.name.to_string())
+        .collect();
+    assert!(left.is_empty(), "left after the interrupt: {left:?}\n{stderr}");
+}
