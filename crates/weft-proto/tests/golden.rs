@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use weft_layout::view::{Datatype, Order, View};
+use weft_layout::view::View;
 use weft_layout::{
     CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, Redundancy, Replication, ServerId,
 };
@@ -296,34 +296,27 @@ fn replicated_layout() -> Layout {
 }
 
 fn pattern() -> AccessPattern {
-    let tile = Datatype::subarray(
-        &[64, 64],
-        &[32, 32],
-        &[16, 0],
-        Order::C,
-        &Datatype::bytes(8).unwrap(),
-    )
-    .unwrap();
+    // A strided view and the whole file, two processes' references in time order.
     AccessPattern {
-        call: 0xfeed,
+        call: 0xbeef,
         views: vec![
-            Arc::new(View::new(0, tile).unwrap()),
+            Arc::new(View::partition(4096, 16, 48).unwrap()),
             Arc::new(View::contiguous()),
         ],
         refs: vec![
             PatternRef {
-                rank: 3,
-                time_ns: 100,
+                rank: 1,
+                time_ns: 7,
                 view: 0,
-                view_offset: 0,
-                len: 8192,
+                view_offset: 32,
+                len: 64,
             },
             PatternRef {
                 rank: 0,
-                time_ns: 105,
+                time_ns: 9,
                 view: 1,
-                view_offset: 4096,
-                len: 100,
+                view_offset: 0,
+                len: 4096,
             },
         ],
     }

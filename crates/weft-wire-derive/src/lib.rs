@@ -171,6 +171,16 @@ fn decode_field(attrs: &FieldAttrs) -> Tokens {
     }
 }
 
+/// A pattern binding every field of `path` by name (`f0`, `f1` for tuple fields).
+fn pattern(path: &Tokens, fields: &Fields) -> Tokens {
+    let names = bindings(fields);
+    match fields {
+        Fields::Named(_) => quote! { #path { #(#names),* } },
+        Fields::Unnamed(_) => quote! { #path ( #(#names),* ) },
+        Fields::Unit => quote! { #path },
+    }
+}
+
 /// The fields' names as bound in a pattern (`a`, `b`, or `f0`, `f1` for tuple fields).
 fn bindings(fields: &Fields) -> Vec<Ident> {
     fields
@@ -284,7 +294,7 @@ fn variant_code(enum_name: &Ident, variant: &syn::Variant, attrs: &ItemAttrs) ->
         None => value,
     };
     Ok(VariantCode {
-        pattern: construct(&path, &variant.fields, &bound),
+        pattern: pattern(&path, &variant.fields),
         encode: encode_fields(&variant.fields, &bound)?,
         decode,
     })
@@ -372,10 +382,7 @@ fn expand_opcode_enum(name: &Ident, opcode: &Path, data: &syn::DataEnum) -> syn:
         let constant = format_ident!("OPCODE_{}", v);
         opcode_arms.extend(quote! { #name::#v { .. } => #opcode::#v, });
         encode_arms.extend(quote! { #pattern => { #encode } });
-        consts.extend(quote! {
-            #[allow(non_upper_case_globals)]
-            const #constant: u16 = #opcode::#v as u16;
-        });
+        consts.extend(quote! { const #constant: u16 = #opcode::#v as u16; });
         decode_arms.extend(quote! { #constant => #decode, });
     }
     Ok(quote! {
@@ -394,6 +401,7 @@ fn expand_opcode_enum(name: &Ident, opcode: &Path, data: &syn::DataEnum) -> syn:
             }
             /// Decodes the body of a request of `opcode` from `r` (what follows it is
             /// the caller's to check).
+            #[allow(non_upper_case_globals)]
             pub fn decode_body(opcode: u16, r: &mut crate::codec::Reader<'_>) -> ::core::result::Result<Self, crate::codec::DecodeError> {
                 #consts
                 Ok(match opcode {
