@@ -2,7 +2,7 @@
 //! copy of the hand-written one it replaced (below, `hand`), measured alternately in
 //! the same run. Prints ns/op of each and the ratio derived/hand-written (median of
 //! the rounds, with min and max). `cargo run --release -p weft-proto --example
-//! codec_bench [iterations]`.
+//! codec_bench [iterations [rounds]]`.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -340,7 +340,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(200_000);
-    const ROUNDS: usize = 11;
+    let rounds: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(11);
     let requests = vec![
         (
             "Read, 1 range",
@@ -405,7 +405,7 @@ fn main() {
         let (mut hs, mut ds, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         // Alternated, the order swapped every round, so that neither codec always
         // runs on a warmer cache or a quieter machine.
-        for round in 0..ROUNDS {
+        for round in 0..rounds {
             let (h, d) = if round % 2 == 0 {
                 let h = time(iterations, &mut *hand);
                 (h, time(iterations, &mut *derived))

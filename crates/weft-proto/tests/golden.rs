@@ -38,13 +38,13 @@ fn request_name(r: &Request) -> &'static str {
         AppendLock { .. } => "AppendLock",
         AppendUnlock { .. } => "AppendUnlock",
         Authenticate { .. } => "Authenticate",
-        CacheCioStats { .. } => "CacheCioStats",
+        CacheCioStats => "CacheCioStats",
         CacheClose { .. } => "CacheClose",
         CacheDrop { .. } => "CacheDrop",
         CacheExtents { .. } => "CacheExtents",
         CacheFlush { .. } => "CacheFlush",
         CachePunch { .. } => "CachePunch",
-        CacheStats { .. } => "CacheStats",
+        CacheStats => "CacheStats",
         CacheTruncate { .. } => "CacheTruncate",
         CommitMetadata { .. } => "CommitMetadata",
         Create { .. } => "Create",
@@ -56,17 +56,17 @@ fn request_name(r: &Request) -> &'static str {
         FileLockReclaim { .. } => "FileLockReclaim",
         FileLockTest { .. } => "FileLockTest",
         GetAttr { .. } => "GetAttr",
-        GetCluster { .. } => "GetCluster",
+        GetCluster => "GetCluster",
         GetXattr { .. } => "GetXattr",
         GrantCapability { .. } => "GrantCapability",
         Hello { .. } => "Hello",
-        IoStatfs { .. } => "IoStatfs",
+        IoStatfs => "IoStatfs",
         Link { .. } => "Link",
         ListXattr { .. } => "ListXattr",
         LockReclaimComplete { .. } => "LockReclaimComplete",
         LockSession { .. } => "LockSession",
         LockSessionEnd { .. } => "LockSessionEnd",
-        LockStats { .. } => "LockStats",
+        LockStats => "LockStats",
         Lookup { .. } => "Lookup",
         LookupMany { .. } => "LookupMany",
         MarkStale { .. } => "MarkStale",
@@ -99,7 +99,7 @@ fn request_name(r: &Request) -> &'static str {
         Revalidate { .. } => "Revalidate",
         RevokeCapabilities { .. } => "RevokeCapabilities",
         Rmdir { .. } => "Rmdir",
-        ServerInfo { .. } => "ServerInfo",
+        ServerInfo => "ServerInfo",
         SetAttr { .. } => "SetAttr",
         SetDirLayout { .. } => "SetDirLayout",
         SetXattr { .. } => "SetXattr",
@@ -137,7 +137,7 @@ fn response_name(r: &Response) -> &'static str {
         Attr { .. } => "Attr",
         Entries { .. } => "Entries",
         EntriesPlus { .. } => "EntriesPlus",
-        Done { .. } => "Done",
+        Done => "Done",
         Statfs { .. } => "Statfs",
         Link { .. } => "Link",
         Bytes { .. } => "Bytes",
@@ -168,19 +168,22 @@ fn response_name(r: &Response) -> &'static str {
     }
 }
 
+/// Decodes pinned bytes and compares them with the sample's value.
+type DecodesBack = Box<dyn Fn(&[u8]) -> Result<(), String>>;
+
 /// One pinned encoding: its bytes as the codec writes them, and a check that decodes
 /// bytes back to the sample's value.
 struct Sample {
     name: String,
     bytes: Vec<u8>,
-    decodes_back: Box<dyn Fn(&[u8]) -> Result<(), String>>,
+    decodes_back: DecodesBack,
 }
 
 #[derive(Default)]
 struct Samples(Vec<Sample>);
 
 impl Samples {
-    fn push(&mut self, name: String, bytes: Vec<u8>, decodes_back: Box<dyn Fn(&[u8]) -> Result<(), String>>) {
+    fn push(&mut self, name: String, bytes: Vec<u8>, decodes_back: DecodesBack) {
         // Several samples of one variant: "Name", "Name.2", "Name.3", ...
         let taken = self
             .0
