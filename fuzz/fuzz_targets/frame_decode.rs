@@ -8,11 +8,12 @@
 //! not wrap and holds its data, and its inner request must be no handshake or
 //! shared-memory request: the server trusts the decoder for that much. Likewise a pool
 //! scatter list (opcode 190) holds 1 to `SCATTER_PIECES_MAX` pieces, none empty, none
-//! wrapping, no two overlapping, and carries a read.
+//! wrapping, no two overlapping, and carries a read. Whatever decodes, request or
+//! response, encodes (with the derived encoders) to bytes that decode to the same value.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weft_proto::msg::{decode_result, Request, Response};
+use weft_proto::msg::{decode_result, encode_result, Request, Response};
 use weft_proto::{FrameHeader, FRAME_HEADER_BYTES};
 
 fuzz_target!(|data: &[u8]| {
@@ -24,6 +25,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let opcode = u16::from_le_bytes([*opcode_low, *opcode_high]);
     let decoded = Request::decode(opcode, body);
+    if let Ok(request) = &decoded {
+        assert_eq!(Request::decode(opcode, &request.encode_body()).as_ref(), Ok(request));
+    }
     if let Ok(Request::ShmCall {
         offset,
         len,
@@ -48,7 +52,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(Request::ShmScatter { pieces, request }) = Request::decode(190, body) {
         check_scatter(&pieces, &request);
     }
-    if let Ok(Ok(Response::ShmPlaced { response, .. })) = decode_result(body) {
+    let result = decode_result(body);
+    if let Ok(result) = &result {
+        assert_eq!(decode_result(&encode_result(result)).as_ref(), Ok(result));
+    }
+    if let Ok(Ok(Response::ShmPlaced { response, .. })) = result {
         assert!(!matches!(*response, Response::ShmPlaced { .. }));
     }
 });

@@ -21,10 +21,10 @@
 //! manager at once; one that missed it honours old capabilities until they expire, so
 //! the lifetime bounds how long a permission change takes to reach every server.
 
-use crate::codec::{DecodeError, Reader, Wire, Writer};
-use crate::handshake::read_fixed;
+use crate::codec::{DecodeError, Reader};
 use crate::msg::Request;
 use weft_layout::InodeId;
+use weft_wire_derive::Wire;
 
 /// Bytes of a capability's MAC (HMAC-SHA256).
 pub const CAPABILITY_MAC_BYTES: usize = 32;
@@ -55,15 +55,17 @@ pub mod rights {
 }
 
 /// A grant of `rights` on `inode`'s data until `expiry_ms`, signed by the manager.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash, Wire)]
 pub struct Capability {
     pub inode: InodeId,
+    #[wire(decode = checked_rights)]
     pub rights: u8,
     /// When the manager issued it (Unix ms): a revocation refuses capabilities issued
     /// before it.
     pub issued_ms: u64,
     /// When it stops being honoured (Unix ms).
     pub expiry_ms: u64,
+    #[wire(fixed = "capability MAC length")]
     pub mac: [u8; CAPABILITY_MAC_BYTES],
 }
 
@@ -94,31 +96,17 @@ impl Capability {
     }
 }
 
-impl Wire for Capability {
-    fn encode(&self, w: &mut Writer) {
-        self.inode.encode(w);
-        w.u8(self.rights);
-        w.u64(self.issued_ms);
-        w.u64(self.expiry_ms);
-        w.bytes(&self.mac);
+/// A capability's rights as decoded: some, and none unknown (checked before the rest
+/// of the capability is read).
+fn checked_rights(r: &mut Reader<'_>) -> Result<u8, DecodeError> {
+    let rights = r.u8()?;
+    if rights == 0 || rights & !rights::ALL != 0 {
+        return Err(DecodeError::Invalid {
+            what: "capability rights",
+            value: rights as u64,
+        });
     }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let inode = InodeId::decode(r)?;
-        let rights = r.u8()?;
-        if rights == 0 || rights & !rights::ALL != 0 {
-            return Err(DecodeError::Invalid {
-                what: "capability rights",
-                value: rights as u64,
-            });
-        }
-        Ok(Capability {
-            inode,
-            rights,
-            issued_ms: r.u64()?,
-            expiry_ms: r.u64()?,
-            mac: read_fixed(r, "capability MAC length")?,
-        })
-    }
+    Ok(rights)
 }
 
 /// What a request needs a capability for.

@@ -240,3 +240,54 @@ impl<A: Wire, B: Wire> Wire for (A, B) {
         Ok((A::decode(r)?, B::decode(r)?))
     }
 }
+
+/// A sequence: a `u32` count, then the elements (at most `SEQUENCE_LEN_MAX`).
+impl<T: Wire> Wire for Vec<T> {
+    fn encode(&self, w: &mut Writer) {
+        w.seq(self)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.seq()
+    }
+}
+
+/// A `u8` tag, 0 for `None` or 1 followed by the value.
+impl<T: Wire> Wire for Option<T> {
+    fn encode(&self, w: &mut Writer) {
+        w.opt(self)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.opt()
+    }
+}
+
+impl<T: Wire> Wire for Box<T> {
+    fn encode(&self, w: &mut Writer) {
+        (**self).encode(w)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        T::decode(r).map(Box::new)
+    }
+}
+
+impl<T: Wire> Wire for std::sync::Arc<T> {
+    fn encode(&self, w: &mut Writer) {
+        (**self).encode(w)
+    }
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        T::decode(r).map(std::sync::Arc::new)
+    }
+}
+
+/// `items`, if there are at most `max` of them (`#[wire(max = .., what = ..)]`).
+pub fn bounded<T>(items: Vec<T>, max: usize, what: &'static str) -> Result<Vec<T>, DecodeError> {
+    if items.len() > max {
+        Err(DecodeError::TooLarge {
+            what,
+            len: items.len() as u64,
+            max: max as u64,
+        })
+    } else {
+        Ok(items)
+    }
+}

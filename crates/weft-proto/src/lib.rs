@@ -6,12 +6,39 @@
 //! A frame is a fixed 32-byte [`FrameHeader`], then `header_len` bytes of encoded
 //! message, then `data_len` bytes of bulk data that travel raw (never re-encoded).
 //!
+//! # Declared once
+//!
+//! Every message and value type is declared once and its encoder and decoder derived
+//! (`#[derive(Wire)]`, crate weft-wire-derive, whose `//!` docs list the attributes):
+//! fields in declaration order; a response's reply tag and a tagged enum's tag as
+//! `#[wire(tag = N)]`; a request's opcode by its name (`Request::Read` travels as
+//! `Opcode::Read`); limits as field attributes (`#[wire(max = RANGES_MAX, what = "range
+//! list")]`, `bytes_max`, `fixed`), checks that span fields as `check = fn`, and the few
+//! layouts that are not fields in order (a request carried in another, `Layout`'s flag
+//! bit, `SharedOp`, `Identity`, `AccessPattern`, `WireError`) by hand.
+//!
+//! We chose our own derive over serde with a compact format (postcard, bincode): the
+//! existing format has to stay byte for byte (fixed-width little-endian integers, `u32`
+//! lengths, `u8` option tags and reply tags, opcodes out of band in the frame header,
+//! fields an older peer leaves off at the end), which no serde format writes without a
+//! custom serializer as large as the codec; and every limit and error of the
+//! hand-written decoders had to stay exactly as it was. The derive writes the code a
+//! person would, so the hot messages cost what they did: `cargo run --release -p
+//! weft-proto --example codec_bench` times them against a frozen copy of the
+//! hand-written codec, alternated in one run.
+//!
+//! `tests/golden.rs` pins the bytes of every request, response and value type
+//! (`tests/golden/wire.txt`); a decoder that knows an opcode or tag without a sample
+//! fails it, and so does a new variant not named there. A deliberate format change
+//! updates that file and `PROTOCOL_VERSION` together.
+//!
 //! # Code map
 //!
 //! The wire protocol. A frame is a 32-byte header (magic, version, kind, opcode, request
 //! id, message length, bulk length), an encoded message, and raw bulk data that is never
-//! re-encoded. `codec.rs` is a bounded reader/writer; `msg.rs` the requests and
-//! responses; `types.rs` shared value types (`Attr`, `Cred`, `Striping`, ...); `name.rs`
+//! re-encoded. `codec.rs` is a bounded reader/writer; `msg/` the requests
+//! (`request.rs`, opcodes in `opcode.rs`, carried requests and shared-memory descriptors
+//! in `request/nested.rs`) and responses (`response.rs`); `types.rs` shared value types (`Attr`, `Cred`, `Striping`, ...); `name.rs`
 //! `Name`, the byte string of entry names and symlink targets; `error.rs` the stable numbered error codes and their errno mapping. `frame.rs` holds
 //! `PROTOCOL_VERSION` (5: `Tracked`, opcode 210, wraps every namespace change with the
 //! client's identity, slot and request number and is answered `Tracked`, tag 80, with the

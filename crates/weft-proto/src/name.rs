@@ -2,11 +2,12 @@
 //! They need not be UTF-8; the manager refuses only what no name may hold ('/' and NUL
 //! in names, NUL in targets) and what is too long.
 
-use crate::codec::{DecodeError, Reader, Wire, Writer, STRING_BYTES_MAX};
+use crate::codec::STRING_BYTES_MAX;
+use weft_wire_derive::Wire;
 
 /// A name (or a symlink's target) as bytes. Shown lossily as UTF-8.
-#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Name(Vec<u8>);
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Wire)]
+pub struct Name(#[wire(bytes_max = STRING_BYTES_MAX)] Vec<u8>);
 
 impl Name {
     pub fn new(bytes: impl Into<Vec<u8>>) -> Name {
@@ -90,18 +91,10 @@ impl PartialEq<&str> for Name {
     }
 }
 
-impl Wire for Name {
-    fn encode(&self, w: &mut Writer) {
-        w.bytes(&self.0);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Name(r.bytes_max(STRING_BYTES_MAX)?.to_vec()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::Wire;
 
     #[test]
     fn names_are_bytes_on_the_wire_and_shown_lossily() {

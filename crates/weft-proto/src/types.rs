@@ -4,15 +4,17 @@ use crate::codec::{DecodeError, Reader, Wire, Writer};
 use crate::name::Name;
 use weft_layout::stripe::{STRIPE_COUNT_MAX, STRIPE_SIZE_BYTES_MAX, STRIPE_SIZE_BYTES_MIN};
 use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, Redundancy, ServerId};
+use weft_wire_derive::Wire;
 
 /// Most supplementary groups carried in a credential.
 pub const GROUPS_MAX: usize = 64;
 
 /// Who is asking: checked against mode bits on every metadata operation.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Wire)]
 pub struct Cred {
     pub uid: u32,
     pub gid: u32,
+    #[wire(max = GROUPS_MAX, what = "group list")]
     pub groups: Vec<u32>,
 }
 
@@ -43,35 +45,26 @@ impl Cred {
     }
 }
 
-impl Wire for Cred {
-    fn encode(&self, w: &mut Writer) {
-        w.u32(self.uid);
-        w.u32(self.gid);
-        w.seq(&self.groups);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let uid = r.u32()?;
-        let gid = r.u32()?;
-        let groups: Vec<u32> = r.seq()?;
-        if groups.len() > GROUPS_MAX {
-            return Err(DecodeError::TooLarge {
-                what: "group list",
-                len: groups.len() as u64,
-                max: GROUPS_MAX as u64,
-            });
-        }
-        Ok(Cred { uid, gid, groups })
-    }
-}
-
 /// Seconds and nanoseconds since the Unix epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash, Wire)]
+#[wire(check = Timespec::check)]
 pub struct Timespec {
     pub secs: i64,
     pub nanos: u32,
 }
 
 impl Timespec {
+    /// The decoder's check: nanoseconds within a second.
+    fn check(&self) -> Result<(), DecodeError> {
+        if self.nanos >= 1_000_000_000 {
+            return Err(DecodeError::Invalid {
+                what: "nanoseconds",
+                value: self.nanos as u64,
+            });
+        }
+        Ok(())
+    }
+
     pub fn now() -> Timespec {
         let d = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -83,27 +76,10 @@ impl Timespec {
     }
 }
 
-impl Wire for Timespec {
-    fn encode(&self, w: &mut Writer) {
-        w.i64(self.secs);
-        w.u32(self.nanos);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let secs = r.i64()?;
-        let nanos = r.u32()?;
-        if nanos >= 1_000_000_000 {
-            return Err(DecodeError::Invalid {
-                what: "nanoseconds",
-                value: nanos as u64,
-            });
-        }
-        Ok(Timespec { secs, nanos })
-    }
-}
-
 /// What an inode is. FIFOs, devices and sockets are namespace objects only: their data
 /// (if any) never reaches Weft's io servers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Wire)]
+#[wire(tag_what = "file kind")]
 pub enum FileKind {
     File = 1,
     Directory = 2,
@@ -134,19 +110,6 @@ impl FileKind {
             self,
             FileKind::Fifo | FileKind::CharDevice | FileKind::BlockDevice | FileKind::Socket
         )
-    }
-}
-
-impl Wire for FileKind {
-    fn encode(&self, w: &mut Writer) {
-        w.u8(*self as u8)
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let code = r.u8()?;
-        FileKind::from_code(code).ok_or(DecodeError::Invalid {
-            what: "file kind",
-            value: code as u64,
-        })
     }
 }
 
@@ -310,7 +273,7 @@ impl Wire for LayoutRequest {
 /// stamp was read could leave it as it was; the server therefore answers `UNSETTLED`
 /// for an object changed less than `SETTLE_NS` ago by its clock (or in its future),
 /// which a client never takes as unchanged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Wire)]
 pub struct ObjStamped {
     /// Logical end of the file as this object says, `u64::MAX` when it is missing.
     pub end: u64,
@@ -336,7 +299,8 @@ impl ObjStamped {
 
 /// What a `FileLock` does: take a shared or exclusive lock, or drop what the owner
 /// holds in the range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Wire)]
+#[wire(tag_what = "lock kind")]
 #[repr(u8)]
 pub enum LockKind {
     Read = 0,
@@ -344,27 +308,10 @@ pub enum LockKind {
     Unlock = 2,
 }
 
-impl Wire for LockKind {
-    fn encode(&self, w: &mut Writer) {
-        w.u8(*self as u8);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        match r.u8()? {
-            0 => Ok(LockKind::Read),
-            1 => Ok(LockKind::Write),
-            2 => Ok(LockKind::Unlock),
-            other => Err(DecodeError::Invalid {
-                what: "lock kind",
-                value: u64::from(other),
-            }),
-        }
-    }
-}
-
 /// A byte-range lock as the manager holds it for a mount's lock owner (`FileLock`,
 /// `FileLockTest`): `[start, end]`, both inclusive (`end` `u64::MAX`: to the end of any
 /// file), shared (`write` false) or exclusive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Wire)]
 pub struct HeldLock {
     pub write: bool,
     pub start: u64,
@@ -373,30 +320,13 @@ pub struct HeldLock {
     pub pid: u32,
 }
 
-impl Wire for HeldLock {
-    fn encode(&self, w: &mut Writer) {
-        w.bool(self.write);
-        w.u64(self.start);
-        w.u64(self.end);
-        w.u32(self.pid);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(HeldLock {
-            write: r.bool()?,
-            start: r.u64()?,
-            end: r.u64()?,
-            pid: r.u32()?,
-        })
-    }
-}
-
 /// One lock request of a mount, as every layer passes it on (`FileLock`,
 /// `FileLockReclaim`, `FileLockTest`, the client's `file_lock`, the manager's table, the
 /// mount's): mount session `session`'s lock owner `owner` (a process's descriptors, or
 /// one open file for `flock`, as the kernel names them) asks for `kind` on bytes
 /// `[start, end]` of `inode`, both inclusive (`end` `u64::MAX`: to the end of any file).
 /// `pid` is the asking process on its machine (what F_GETLK reports; unused by tests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Wire)]
 pub struct LockRequest {
     pub session: u64,
     pub owner: u64,
@@ -405,29 +335,6 @@ pub struct LockRequest {
     pub kind: LockKind,
     pub start: u64,
     pub end: u64,
-}
-
-impl Wire for LockRequest {
-    fn encode(&self, w: &mut Writer) {
-        w.u64(self.session);
-        w.u64(self.owner);
-        self.inode.encode(w);
-        w.u32(self.pid);
-        self.kind.encode(w);
-        w.u64(self.start);
-        w.u64(self.end);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(LockRequest {
-            session: r.u64()?,
-            owner: r.u64()?,
-            inode: InodeId::decode(r)?,
-            pid: r.u32()?,
-            kind: LockKind::decode(r)?,
-            start: r.u64()?,
-            end: r.u64()?,
-        })
-    }
 }
 
 /// How often a mount that holds locks tells the manager it is alive and learns the
@@ -459,45 +366,16 @@ pub const LOCK_RECORD_IDLE: std::time::Duration = std::time::Duration::from_secs
 /// The manager's answer about its lock state (`LockState`): the process's incarnation
 /// (another value after every restart) and how long its grace for reclaims lasts still
 /// (0: over; a lock request answered with a grace left was not granted: ask again).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Wire)]
 pub struct LockState {
     pub incarnation: u64,
     pub grace_left_ms: u64,
 }
 
-impl Wire for LockState {
-    fn encode(&self, w: &mut Writer) {
-        w.u64(self.incarnation);
-        w.u64(self.grace_left_ms);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(LockState {
-            incarnation: r.u64()?,
-            grace_left_ms: r.u64()?,
-        })
-    }
-}
-
-impl Wire for ObjStamped {
-    fn encode(&self, w: &mut Writer) {
-        w.u64(self.end);
-        w.u64(self.allocated);
-        w.u64(self.stamp);
-        self.mtime.encode(w);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(ObjStamped {
-            end: r.u64()?,
-            allocated: r.u64()?,
-            stamp: r.u64()?,
-            mtime: Timespec::decode(r)?,
-        })
-    }
-}
-
 /// The striping parameters an io server needs to place a request: the file's stripe
 /// size and count, and which of the file's servers it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Wire)]
+#[wire(check = Striping::check)]
 pub struct Striping {
     pub stripe_size_bytes: u64,
     pub stripe_count: u32,
@@ -505,6 +383,22 @@ pub struct Striping {
 }
 
 impl Striping {
+    /// The decoder's check: a stripe size and count within the limits, and this
+    /// server among them.
+    fn check(&self) -> Result<(), DecodeError> {
+        if !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&self.stripe_size_bytes)
+            || self.stripe_count == 0
+            || self.stripe_count as usize > STRIPE_COUNT_MAX
+            || self.server_index >= self.stripe_count
+        {
+            return Err(DecodeError::Invalid {
+                what: "striping",
+                value: self.stripe_size_bytes,
+            });
+        }
+        Ok(())
+    }
+
     /// A layout with placeholder server ids: all that striping math needs.
     pub fn layout(&self) -> Layout {
         Layout {
@@ -515,36 +409,10 @@ impl Striping {
     }
 }
 
-impl Wire for Striping {
-    fn encode(&self, w: &mut Writer) {
-        w.u64(self.stripe_size_bytes);
-        w.u32(self.stripe_count);
-        w.u32(self.server_index);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let s = Striping {
-            stripe_size_bytes: r.u64()?,
-            stripe_count: r.u32()?,
-            server_index: r.u32()?,
-        };
-        if !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&s.stripe_size_bytes)
-            || s.stripe_count == 0
-            || s.stripe_count as usize > STRIPE_COUNT_MAX
-            || s.server_index >= s.stripe_count
-        {
-            return Err(DecodeError::Invalid {
-                what: "striping",
-                value: s.stripe_size_bytes,
-            });
-        }
-        Ok(s)
-    }
-}
-
 /// Attributes of an inode as the metadata manager knows them. For regular files
 /// `size` is filled in by the client from the io servers' extents (PVFS): the manager
 /// never sees file data.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Wire)]
 pub struct Attr {
     pub inode: InodeId,
     pub kind: FileKind,
@@ -570,47 +438,8 @@ pub struct Attr {
     pub blocks: u64,
 }
 
-impl Wire for Attr {
-    fn encode(&self, w: &mut Writer) {
-        self.inode.encode(w);
-        self.kind.encode(w);
-        w.u32(self.mode);
-        w.u32(self.uid);
-        w.u32(self.gid);
-        w.u32(self.nlink);
-        w.u64(self.size);
-        self.atime.encode(w);
-        self.mtime.encode(w);
-        self.ctime.encode(w);
-        w.opt(&self.layout);
-        self.cache.encode(w);
-        w.opt(&self.dir_layout);
-        w.u64(self.rdev);
-        w.u64(self.blocks);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Attr {
-            inode: InodeId::decode(r)?,
-            kind: FileKind::decode(r)?,
-            mode: r.u32()?,
-            uid: r.u32()?,
-            gid: r.u32()?,
-            nlink: r.u32()?,
-            size: r.u64()?,
-            atime: Timespec::decode(r)?,
-            mtime: Timespec::decode(r)?,
-            ctime: Timespec::decode(r)?,
-            layout: r.opt()?,
-            cache: CacheMode::decode(r)?,
-            dir_layout: r.opt()?,
-            rdev: r.u64()?,
-            blocks: r.u64()?,
-        })
-    }
-}
-
 /// What a setattr changes; `None` leaves a field alone.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Wire)]
 pub struct SetAttr {
     pub mode: Option<u32>,
     pub uid: Option<u32>,
@@ -629,106 +458,32 @@ pub struct SetAttr {
 }
 
 /// A time to set: an explicit value, or the server's clock (`utimensat(UTIME_NOW)`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Wire)]
+#[wire(tag_what = "time tag")]
 pub enum TimeSet {
+    #[wire(tag = 0)]
     Now,
+    #[wire(tag = 1)]
     At(Timespec),
 }
 
-impl Wire for TimeSet {
-    fn encode(&self, w: &mut Writer) {
-        match self {
-            TimeSet::Now => w.u8(0),
-            TimeSet::At(t) => {
-                w.u8(1);
-                t.encode(w);
-            }
-        }
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        match r.u8()? {
-            0 => Ok(TimeSet::Now),
-            1 => Ok(TimeSet::At(Timespec::decode(r)?)),
-            v => Err(DecodeError::Invalid {
-                what: "time tag",
-                value: v as u64,
-            }),
-        }
-    }
-}
-
-impl Wire for SetAttr {
-    fn encode(&self, w: &mut Writer) {
-        w.opt(&self.mode);
-        w.opt(&self.uid);
-        w.opt(&self.gid);
-        w.opt(&self.size);
-        w.opt(&self.atime);
-        w.opt(&self.mtime);
-        w.bool(self.kill_privileges);
-        w.bool(self.by_handle);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(SetAttr {
-            mode: r.opt()?,
-            uid: r.opt()?,
-            gid: r.opt()?,
-            size: r.opt()?,
-            atime: r.opt()?,
-            mtime: r.opt()?,
-            kill_privileges: r.bool()?,
-            by_handle: r.bool()?,
-        })
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Wire)]
 pub struct DirEntry {
     pub name: Name,
     pub inode: InodeId,
     pub kind: FileKind,
 }
 
-impl Wire for DirEntry {
-    fn encode(&self, w: &mut Writer) {
-        self.name.encode(w);
-        self.inode.encode(w);
-        self.kind.encode(w);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(DirEntry {
-            name: Name::decode(r)?,
-            inode: InodeId::decode(r)?,
-            kind: FileKind::decode(r)?,
-        })
-    }
-}
-
 /// One step of a path as a client resolved it: `parent`'s entry `name` named `child`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Wire)]
 pub struct PathStep {
     pub parent: InodeId,
     pub name: Name,
     pub child: InodeId,
 }
 
-impl Wire for PathStep {
-    fn encode(&self, w: &mut Writer) {
-        self.parent.encode(w);
-        self.name.encode(w);
-        self.child.encode(w);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(PathStep {
-            parent: InodeId::decode(r)?,
-            name: Name::decode(r)?,
-            child: InodeId::decode(r)?,
-        })
-    }
-}
-
 /// One io server as clients see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Wire)]
 pub struct IoServer {
     pub id: ServerId,
     /// `host:port`.
@@ -737,24 +492,10 @@ pub struct IoServer {
     pub socket: Option<String>,
 }
 
-impl Wire for IoServer {
-    fn encode(&self, w: &mut Writer) {
-        self.id.encode(w);
-        w.str(&self.addr);
-        w.opt(&self.socket);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(IoServer {
-            id: ServerId::decode(r)?,
-            addr: r.string()?,
-            socket: r.opt()?,
-        })
-    }
-}
-
 /// The cache tier as clients see it: which servers are cache managers and how blocks
 /// of cached files map onto them.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Wire)]
+#[wire(check = CacheTier::check)]
 pub struct CacheTier {
     /// Servers with the cache role, in id order; empty when the cluster has no tier.
     pub managers: Vec<IoServer>,
@@ -763,32 +504,24 @@ pub struct CacheTier {
     pub block_size_bytes: u64,
 }
 
-impl Wire for CacheTier {
-    fn encode(&self, w: &mut Writer) {
-        w.seq(&self.managers);
-        self.mapping.encode(w);
-        w.u64(self.block_size_bytes);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let tier = CacheTier {
-            managers: r.seq()?,
-            mapping: CacheMapping::decode(r)?,
-            block_size_bytes: r.u64()?,
-        };
-        if tier.block_size_bytes != 0
-            && !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&tier.block_size_bytes)
+impl CacheTier {
+    /// The decoder's check: a block size of 0 (no cache tier) or within the stripe
+    /// size limits.
+    fn check(&self) -> Result<(), DecodeError> {
+        if self.block_size_bytes != 0
+            && !(STRIPE_SIZE_BYTES_MIN..=STRIPE_SIZE_BYTES_MAX).contains(&self.block_size_bytes)
         {
             return Err(DecodeError::Invalid {
                 what: "cache block size",
-                value: tier.block_size_bytes,
+                value: self.block_size_bytes,
             });
         }
-        Ok(tier)
+        Ok(())
     }
 }
 
 /// What a client learns from the metadata manager when it connects.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Wire)]
 pub struct ClusterInfo {
     pub name: String,
     pub io_servers: Vec<IoServer>,
@@ -797,27 +530,8 @@ pub struct ClusterInfo {
     pub cache: CacheTier,
 }
 
-impl Wire for ClusterInfo {
-    fn encode(&self, w: &mut Writer) {
-        w.str(&self.name);
-        w.seq(&self.io_servers);
-        self.default_layout.encode(w);
-        self.root.encode(w);
-        self.cache.encode(w);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(ClusterInfo {
-            name: r.string()?,
-            io_servers: r.seq()?,
-            default_layout: LayoutRequest::decode(r)?,
-            root: InodeId::decode(r)?,
-            cache: CacheTier::decode(r)?,
-        })
-    }
-}
-
 /// Namespace counts from the metadata manager.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Wire)]
 pub struct MetaStatfs {
     pub files: u64,
     pub directories: u64,
@@ -825,23 +539,8 @@ pub struct MetaStatfs {
     pub orphans: u64,
 }
 
-impl Wire for MetaStatfs {
-    fn encode(&self, w: &mut Writer) {
-        w.u64(self.files);
-        w.u64(self.directories);
-        w.u64(self.orphans);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(MetaStatfs {
-            files: r.u64()?,
-            directories: r.u64()?,
-            orphans: r.u64()?,
-        })
-    }
-}
-
 /// Space on one io server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Wire)]
 pub struct IoStatfs {
     pub objects: u64,
     /// Sum of the logical sizes of the objects stored.
@@ -858,49 +557,22 @@ pub struct IoStatfs {
     pub file_system: u64,
 }
 
-impl Wire for IoStatfs {
-    fn encode(&self, w: &mut Writer) {
-        w.u64(self.objects);
-        w.u64(self.bytes_stored);
-        w.u64(self.bytes_free);
-        w.u64(self.bytes_total);
-        w.u64(self.bytes_unused);
-        w.u64(self.file_system);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(IoStatfs {
-            objects: r.u64()?,
-            bytes_stored: r.u64()?,
-            bytes_free: r.u64()?,
-            bytes_total: r.u64()?,
-            bytes_unused: r.u64()?,
-            file_system: r.u64()?,
-        })
-    }
-}
-
 /// A file byte range `[offset, offset + len)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Wire)]
+#[wire(check = Range::check)]
 pub struct Range {
     pub offset: u64,
     pub len: u64,
 }
 
-impl Wire for Range {
-    fn encode(&self, w: &mut Writer) {
-        w.u64(self.offset);
-        w.u64(self.len);
-    }
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        let range = Range {
-            offset: r.u64()?,
-            len: r.u64()?,
-        };
-        weft_layout::stripe::check_range(range.offset, range.len).map_err(|_| DecodeError::Invalid {
+impl Range {
+    /// The decoder's check: the range ends within 2^64.
+    fn check(&self) -> Result<(), DecodeError> {
+        weft_layout::stripe::check_range(self.offset, self.len).map_err(|_| DecodeError::Invalid {
             what: "range end (offset + length overflows)",
-            value: range.offset,
+            value: self.offset,
         })?;
-        Ok(range)
+        Ok(())
     }
 }
 

@@ -1,0 +1,67 @@
+//! Requests and responses. A request's opcode travels in the frame header; its body
+//! is the encoded message; bulk data (write payloads, read results) follows raw.
+//!
+//! Every message is declared once, its wire layout derived (`#[derive(Wire)]`, crate
+//! weft-wire-derive): `request.rs` the requests (opcodes in `opcode.rs`), `response.rs`
+//! the responses and result bodies, `cache.rs` and `values.rs` what they carry. The
+//! limits below are checked by the decoders.
+
+mod cache;
+mod opcode;
+mod request;
+mod response;
+mod values;
+
+pub use cache::{CacheFile, CacheStats, CioStats};
+pub use opcode::Opcode;
+pub use request::Request;
+pub use response::{decode_result, encode_result, Response};
+pub use values::{CommitInfo, LockStats, SharedOp, ViewId, XattrSet};
+
+/// Most ranges in one list-I/O request to one server.
+pub const RANGES_MAX: usize = 16_384;
+/// Most separate pieces a range-list read or write may have on the server it goes to:
+/// bounds the memory a server holds to place them. Clients cut list requests at this
+/// many pieces as well as at the data limit. (View requests need no such limit: the
+/// server walks them a bounded window at a time.)
+pub const PIECES_PER_REQUEST_MAX: usize = 1 << 18;
+/// Most pieces of the client's read pool one `ShmScatter` names.
+pub const SCATTER_PIECES_MAX: usize = 4096;
+/// Longest extended attribute name (bytes, prefix included), as Linux's XATTR_NAME_MAX.
+pub const XATTR_NAME_BYTES_MAX: usize = 255;
+/// Largest extended attribute value (bytes), as Linux's XATTR_SIZE_MAX.
+pub const XATTR_VALUE_BYTES_MAX: usize = 65_536;
+
+/// Most names in one `Revalidate` (the deepest path a mount checks in one request).
+pub const REVALIDATE_STEPS_MAX: usize = 256;
+/// Most entries a readdir page may return.
+pub const READDIR_ENTRIES_MAX: u32 = 4096;
+/// Most names one `LookupMany` asks for.
+pub const LOOKUP_MANY_MAX: usize = 4096;
+/// Most files one `ReleaseWrites` gives back.
+pub const RELEASE_WRITES_MAX: usize = 4096;
+/// Most inodes in one batched io-server request (create/remove/extents).
+pub const BATCH_INODES_MAX: usize = 4096;
+/// Largest wire form of a view in a `RegisterView` (the message limit less room for the
+/// length prefix): views are datatype trees, not byte lists, and real ones take a few
+/// hundred bytes.
+pub const VIEW_BYTES_MAX: usize = crate::frame::MESSAGE_BYTES_MAX as usize - 1024;
+/// Most views registered at once on one connection to an io server. A client keeps one
+/// per file view it uses over that connection; closing the connection releases them.
+pub const VIEWS_PER_CONNECTION_MAX: usize = 64;
+
+/// Most byte ranges one extent lock covers (a client merges the ranges of an access on
+/// one server, closest first, until they fit). Merged ranges cover other processes'
+/// bytes and make false conflicts: 4096 keeps the 3D block with 8 processes free of
+/// them (1024 did not), in a 64 KiB message.
+pub const LOCK_RANGES_MAX: usize = 4096;
+
+/// Which roles a server process carries (bit set).
+pub mod roles {
+    pub const META: u32 = 1;
+    pub const IO: u32 = 2;
+    pub const CACHE: u32 = 4;
+}
+
+#[cfg(test)]
+mod tests;

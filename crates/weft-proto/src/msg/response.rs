@@ -1,0 +1,220 @@
+//! Responses: `Response`, each variant declared once with its reply tag
+//! (`#[derive(Wire)]`), and a response body, `encode_result` / `decode_result`: a
+//! result tag, then the response or a `WireError`.
+
+use super::cache::{CacheStats, CioStats};
+use super::values::{CommitInfo, LockStats, ViewId};
+use super::XATTR_VALUE_BYTES_MAX;
+use crate::capability::Capability;
+use crate::codec::{DecodeError, Reader, Wire, Writer};
+use crate::error::WireError;
+use crate::handshake::{NONCE_BYTES, PROOF_BYTES};
+use crate::name::Name;
+use crate::types::*;
+use weft_layout::{InodeId, ServerId};
+use weft_wire_derive::Wire;
+
+#[derive(Debug, Clone, PartialEq, Eq, Wire)]
+#[wire(tag_what = "response tag")]
+pub enum Response {
+    /// The answer to a client's `Authenticate`: the handshake is done.
+    #[wire(tag = 1)]
+    Hello {
+        server_id: ServerId,
+        roles: u32,
+        /// Differs each time the server process starts: a client that sees another
+        /// value than before knows state it kept in the server (a cache manager's dirty
+        /// blocks) may be gone.
+        incarnation: u64,
+        /// The server's MAC over both nonces: it holds the cluster key too.
+        #[wire(fixed = "proof length")]
+        proof: [u8; PROOF_BYTES],
+    },
+    /// The answer to `Hello`: the nonce the client's proof must cover.
+    #[wire(tag = 32)]
+    Challenge {
+        #[wire(fixed = "nonce length")]
+        nonce: [u8; NONCE_BYTES],
+    },
+    /// The answer to `Hello` from a metadata manager in `munge` identity mode: as
+    /// `Challenge`, and the client should claim an `Identity::Munge` for the connection.
+    #[wire(tag = 41)]
+    MungeChallenge {
+        #[wire(fixed = "nonce length")]
+        nonce: [u8; NONCE_BYTES],
+    },
+    #[wire(tag = 12)]
+    ServerInfo {
+        protocol_version: u16,
+        /// The server binary's version and git revision, "0.1.0 (git 1a2b3c4)".
+        build: String,
+    },
+    #[wire(tag = 2)]
+    Cluster(ClusterInfo),
+    #[wire(tag = 3)]
+    Attr(Attr),
+    #[wire(tag = 4)]
+    Entries { entries: Vec<DirEntry>, more: bool },
+    /// `ReaddirPlus`: names with their inodes' attributes.
+    #[wire(tag = 21)]
+    EntriesPlus { entries: Vec<(Name, Attr)>, more: bool },
+    #[wire(tag = 5)]
+    Done,
+    #[wire(tag = 6)]
+    Statfs(MetaStatfs),
+    #[wire(tag = 7)]
+    Link(Name),
+    /// Bytes moved by a read or write.
+    #[wire(tag = 8)]
+    Bytes(u64),
+    #[wire(tag = 9)]
+    Extents(Vec<u64>),
+    #[wire(tag = 10)]
+    IoStatfs(IoStatfs),
+    /// The id of a view just registered.
+    #[wire(tag = 11)]
+    View(ViewId),
+    #[wire(tag = 13)]
+    CacheStats(CacheStats),
+    #[wire(tag = 17)]
+    CacheCioStats(CioStats),
+    /// A lock's token (`AppendLock`, `ExtentLock`).
+    #[wire(tag = 14)]
+    Token(u64),
+    /// `LockStats`: an io server's extent-lock counts.
+    #[wire(tag = 50)]
+    LockStats(LockStats),
+    /// A name went (`Unlink`); the inode kept for the session that asked, if any.
+    #[wire(tag = 15)]
+    Unlinked { kept: Option<InodeId> },
+    /// `Rename`: the moved inode, and a replaced file kept for the session that asked.
+    #[wire(tag = 16)]
+    Renamed { moved: Attr, kept: Option<InodeId> },
+    /// An extended attribute's value.
+    #[wire(tag = 18)]
+    Value(#[wire(bytes_max = XATTR_VALUE_BYTES_MAX)] Vec<u8>),
+    /// Extended attribute names.
+    #[wire(tag = 19)]
+    Names(Vec<Name>),
+    /// `ObjStat`: (logical end, bytes allocated) per object.
+    #[wire(tag = 20)]
+    ObjStats(Vec<(u64, u64)>),
+    /// `ObjStamp`: per object.
+    #[wire(tag = 65)]
+    ObjStamps(Vec<ObjStamped>),
+    /// `Metrics`: the server's metrics endpoint, `http://host:port/metrics`, or empty
+    /// when it serves none.
+    #[wire(tag = 55)]
+    Metrics { url: String },
+    /// `SharedPointer`: the pointer's value before the operation.
+    #[wire(tag = 53)]
+    Position(u64),
+    /// `FileLockTest`: the conflicting lock, if any.
+    #[wire(tag = 76)]
+    LockHolder(Option<HeldLock>),
+    /// `FileLockReclaim`, `LockSession`, and `FileLock` or `FileLockTest` held back by
+    /// the grace: the manager's incarnation and grace left.
+    #[wire(tag = 77)]
+    LockState(LockState),
+    /// `ShmCall`: the inner request's answer; its bulk data, `data_len` bytes, is at
+    /// the start of the call's region of the shared segment.
+    #[wire(tag = 60)]
+    ShmPlaced {
+        data_len: u64,
+        #[wire(decode = placed_response)]
+        response: Box<Response>,
+    },
+    /// `GrantCapability`: the capability.
+    #[wire(tag = 40)]
+    Capability(Capability),
+    /// `WithParent`: the inode made (or, for a non-exclusive create of an existing
+    /// file, found; for `Link`, linked) and the attributes of the directory the name is
+    /// in, just after the operation.
+    #[wire(tag = 66)]
+    Made { attr: Attr, parent: Attr },
+    /// `CommitMetadata`: where the manager's commits stand.
+    #[wire(tag = 67)]
+    Committed(CommitInfo),
+    /// `CreateGranted`: `Made`'s fields and the capability granted with the create
+    /// (`None`: the cluster asks for none, or the grant was refused; the client asks
+    /// at the first write, as for any open).
+    #[wire(tag = 68)]
+    MadeGranted {
+        attr: Attr,
+        parent: Attr,
+        capability: Option<Capability>,
+    },
+    /// `Vouched`: the attributes and, for a regular file no writer may be changing,
+    /// the stamp of the manager's vouch (`None`: a write capability may be live, or
+    /// the manager cannot say).
+    #[wire(tag = 85)]
+    AttrVouched { attr: Attr, vouch: Option<u64> },
+    /// `Tracked`: the operation's answer, its sequence number (0: it changed nothing),
+    /// the last sequence number the manager made durable, and the manager's epoch (its
+    /// incarnation: another value after a restart).
+    #[wire(tag = 80)]
+    Tracked {
+        seq: u64,
+        durable_seq: u64,
+        epoch: u64,
+        #[wire(decode = tracked_response)]
+        response: Box<Response>,
+    },
+}
+
+/// `ShmPlaced`'s answer: anything but another `ShmPlaced`, refused before recursing
+/// (nesting must not grow the stack).
+fn placed_response(r: &mut Reader<'_>) -> Result<Box<Response>, DecodeError> {
+    let inner = r.u8()?;
+    if inner == 60 {
+        return Err(DecodeError::Invalid {
+            what: "response tag inside ShmPlaced",
+            value: 60,
+        });
+    }
+    Ok(Box::new(Response::decode_tagged(inner, r)?))
+}
+
+/// `Tracked`'s answer: neither another `Tracked` nor a `ShmPlaced`.
+fn tracked_response(r: &mut Reader<'_>) -> Result<Box<Response>, DecodeError> {
+    let inner = r.u8()?;
+    if inner == 80 || inner == 60 {
+        return Err(DecodeError::Invalid {
+            what: "response tag inside Tracked",
+            value: inner as u64,
+        });
+    }
+    Ok(Box::new(Response::decode_tagged(inner, r)?))
+}
+
+/// A response body: success with a response, or an error.
+pub fn encode_result(result: &Result<Response, WireError>) -> Vec<u8> {
+    let mut w = Writer::default();
+    match result {
+        Ok(resp) => {
+            w.u8(0);
+            resp.encode(&mut w);
+        }
+        Err(e) => {
+            w.u8(1);
+            e.encode(&mut w);
+        }
+    }
+    w.bytes
+}
+
+pub fn decode_result(body: &[u8]) -> Result<Result<Response, WireError>, DecodeError> {
+    let mut r = Reader::new(body);
+    let out = match r.u8()? {
+        0 => Ok(Response::decode(&mut r)?),
+        1 => Err(WireError::decode(&mut r)?),
+        v => {
+            return Err(DecodeError::Invalid {
+                what: "result tag",
+                value: v as u64,
+            })
+        }
+    };
+    r.finish()?;
+    Ok(out)
+}
