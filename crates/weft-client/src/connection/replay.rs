@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use weft_proto::msg::{Request, Response};
 use weft_proto::{Attr, ErrorCode};
 
-use crate::client::{unexpected, Inner};
+use crate::connection::Inner;
+use crate::error::unexpected;
 use crate::error::ClientError;
 
 /// Most tracked requests of one client in flight at once (more wait for a slot).

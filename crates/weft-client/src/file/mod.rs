@@ -4,8 +4,9 @@
 //! a bounded number of threads, see `drive`).
 
 use crate::cache_route::CacheRoute;
-use crate::client::{unexpected, Inner};
-use crate::drive::Pipeline;
+use crate::connection::Inner;
+use crate::drive::{retry_if_revoked, Pipeline};
+use crate::error::unexpected;
 use crate::error::ClientError;
 use crate::trace::{FileTrace, Tracer};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,23 +18,8 @@ use weft_proto::msg::{Request, Response};
 use weft_proto::{AccessPattern, Attr, ErrorCode, Range, Striping};
 use weft_rpc::{Connection, PendingCall, ReplySink, SinkReply};
 
-/// How transfers are cut and pipelined.
-#[derive(Debug, Clone, Copy)]
-pub struct TransferOptions {
-    /// Largest payload of one request to one server.
-    pub chunk_bytes: u64,
-    /// Requests in flight per server.
-    pub inflight_per_server: usize,
-}
-
-impl Default for TransferOptions {
-    fn default() -> Self {
-        TransferOptions {
-            chunk_bytes: 4 << 20,
-            inflight_per_server: 4,
-        }
-    }
-}
+pub mod replica;
+pub(crate) mod view_io;
 
 /// First pause before asking again for an append lock another client holds.
 const APPEND_RETRY_PAUSE_MIN: std::time::Duration = std::time::Duration::from_micros(50);
@@ -60,7 +46,7 @@ pub struct File {
     pub(crate) known_size: AtomicU64,
     /// The view set by `set_view` (none: the whole file), registered lazily with each
     /// server (see `view_io`).
-    pub(crate) view: std::sync::Mutex<Option<Arc<crate::view_io::FileView>>>,
+    pub(crate) view: std::sync::Mutex<Option<Arc<view_io::FileView>>>,
     /// Where this handle's requests are recorded (`WEFT_TRACE`, or the MPI-IO layer's
     /// hint); none: not traced.
     pub(crate) trace: Option<FileTrace>,
@@ -74,7 +60,7 @@ pub struct File {
     /// Whether the handle's data goes through job-scoped delegates (`use_delegates`).
     job_delegates: bool,
     /// A replicated file's copies (`replica.rs`); `None`: a plain file.
-    pub(crate) replicas: Option<crate::replica::Replicas>,
+    pub(crate) replicas: Option<replica::Replicas>,
 }
 
 const MODE_SETUID: u32 = 0o4000;
@@ -146,7 +132,7 @@ impl File {
         let replicas = match cache {
             // The manager refuses cached replicated files.
             Some(_) => None,
-            None => crate::replica::Replicas::new(&file_layout, |s| inner.io_addr(s).map(str::to_owned))?,
+            None => replica::Replicas::new(&file_layout, |s| inner.io_addr(s).map(str::to_owned))?,
         };
         let (layout, addrs) = match &cache {
             None => (file_layout, io_addrs.clone()),
@@ -353,7 +339,7 @@ impl File {
     /// What another process of the same job needs to open this file without asking
     /// the manager ([`crate::Client::open_handoff`]): a few hundred bytes to broadcast.
     pub fn handoff(&self) -> Vec<u8> {
-        crate::client::Handoff::encode(&self.attr, None)
+        crate::handoff::Handoff::encode(&self.attr, None)
     }
 
     /// `handoff` with this handle's capability (read, or read and write for a writable
@@ -379,7 +365,7 @@ impl File {
             }
         }
         let from = cap.map(|cap| (self.inner.cred.uid, cap));
-        crate::client::Handoff::encode(&self.attr, from.as_ref())
+        crate::handoff::Handoff::encode(&self.attr, from.as_ref())
     }
 
     /// Asks now for the capability this handle's writes need, if the cluster wants
@@ -1039,29 +1025,6 @@ impl Drop for File {
         }
     }
 }
-
-/// Runs `work` again if a server refused it for want of a capability (one revoked
-/// by a chmod since it was presented): the connection then presents a fresh one, which
-/// the manager grants only if the caller still has the permission. Data requests are
-/// idempotent (the same bytes to the same places), so repeating them is safe.
-///
-/// Up to [`CAPABILITY_RETRIES`] times: a server that forgets a connection's capabilities
-/// to stay within its bound (`weft_rpc::capability::PER_CONNECTION_MAX`) may do so again
-/// while threads sharing the connection present theirs, so one retry can meet a second
-/// forgetting.
-pub(crate) fn retry_if_revoked<T>(work: impl Fn() -> Result<T, ClientError>) -> Result<T, ClientError> {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match work() {
-            Err(e) if e.code() == ErrorCode::CapabilityRequired && tries <= CAPABILITY_RETRIES => {}
-            other => return other,
-        }
-    }
-}
-
-/// How many times a request refused for want of a capability is repeated.
-const CAPABILITY_RETRIES: usize = 3;
 
 fn striping_of(layout: &Layout, server_index: usize) -> Striping {
     Striping {

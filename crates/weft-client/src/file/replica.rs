@@ -18,8 +18,8 @@
 //!   of every slot answers.
 //! - Stale pieces are never read or written again (until a rebuild, not built yet).
 
+use super::File;
 use crate::error::ClientError;
-use crate::file::File;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -288,7 +288,7 @@ impl File {
         };
         match self.inner.meta(&request).map_err(|e| e.context(&self.path))? {
             Response::Attr(_) => {}
-            other => return Err(crate::client::unexpected(&other)),
+            other => return Err(crate::error::unexpected(&other)),
         }
         replicas
             .stale

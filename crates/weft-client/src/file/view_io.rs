@@ -12,9 +12,9 @@
 //! `read_view_into` take them from (or put them into) a noncontiguous memory layout
 //! described by a datatype.
 
+use super::{expect_bytes, File, SharedBuffer};
 use crate::drive::Share;
 use crate::error::ClientError;
-use crate::file::{expect_bytes, File, SharedBuffer};
 use crate::gather::Gather;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -87,7 +87,7 @@ impl FileView {
         };
         let id = match connection.call(&request, &[])?.0 {
             Response::View(id) => id,
-            other => return Err(crate::client::unexpected(&other)),
+            other => return Err(crate::error::unexpected(&other)),
         };
         slot.push(Registration {
             connection: Arc::downgrade(connection),
@@ -786,7 +786,7 @@ impl Reply<'_> {
                     Err(short_reply())
                 }
                 SinkReply::Filled(other) | SinkReply::Other(other, _) => {
-                    Err(crate::client::unexpected(&other))
+                    Err(crate::error::unexpected(&other))
                 }
             },
             Reply::Copy(call, places) => {
