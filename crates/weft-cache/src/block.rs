@@ -2,37 +2,13 @@
 //! per-block pieces in file order. A block is the cache's unit of placement and
 //! replacement (by default one stripe).
 
-use std::fmt;
 use std::ops::Range;
 
 use weft_layout::stripe::check_range;
-use weft_layout::{InodeId, Layout};
+use weft_layout::Layout;
 
 use crate::error::CacheError;
-
-/// Largest block accepted (1 GiB, the largest stripe): every offset inside a block fits
-/// in a `u32`.
-pub const BLOCK_SIZE_BYTES_MAX: u64 = 1 << 30;
-
-/// A cached block: block `block` of file `inode`. Orders by inode, then block, so all
-/// of a file's blocks are one range of an ordered map, in file order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct BlockKey {
-    pub inode: InodeId,
-    pub block: u64,
-}
-
-impl BlockKey {
-    pub fn new(inode: InodeId, block: u64) -> Self {
-        BlockKey { inode, block }
-    }
-}
-
-impl fmt::Display for BlockKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.inode, self.block)
-    }
-}
+pub use crate::key::{BlockKey, BLOCK_SIZE_BYTES_MAX};
 
 /// How a file is cut into blocks: block `x` is bytes `[x*b, (x+1)*b)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

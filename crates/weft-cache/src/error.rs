@@ -2,13 +2,13 @@
 //! and the store's "no space right now" outcomes, which the caller resolves by writing
 //! blocks back or waiting for pins to be released.
 
-use crate::block::BlockKey;
+use crate::key::BlockKey;
 use weft_layout::LayoutError;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CacheError {
-    #[error("block size {0} bytes is outside 1..={max}", max = crate::block::BLOCK_SIZE_BYTES_MAX)]
+    #[error("block size {0} bytes is outside 1..={max}", max = crate::key::BLOCK_SIZE_BYTES_MAX)]
     BlockSize(u64),
     #[error(transparent)]
     Layout(#[from] LayoutError),

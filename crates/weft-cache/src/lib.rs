@@ -9,7 +9,7 @@
 //! # Code map
 //!
 //! The cache tier's bookkeeping, pure (no I/O, no clocks: callers pass the time), shared
-//! by the `cache` server role and by the trace-driven simulator. `block.rs`: the block map
+//! by the `cache` server role and by the trace-driven simulator. `key.rs`: a block's key and the largest block. `block.rs`: the block map
 //! of a file (block size, by default the stripe size; a range cut into per-block pieces
 //! in file order) and `BlockKey` (inode, block). `owner.rs`: which cache manager owns a
 //! block: Hash Distributed Caching (block x to manager x mod n), the same function for
@@ -60,6 +60,7 @@
 pub mod block;
 pub mod error;
 pub mod extents;
+mod key;
 pub mod owner;
 pub mod policy;
 pub mod store;

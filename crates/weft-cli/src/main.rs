@@ -3,7 +3,7 @@
 //! # Code map
 //!
 //! The `weft` tool: `run.rs` (`weft run PROGRAM`: execs it with libweft_posix.so in
-//! `LD_PRELOAD`), `cluster.rs` (up/down/status, pid and log files under the home;
+//! `LD_PRELOAD`), `cluster/` (up/down in `mod.rs`, status in `status.rs`, pid and log files under the home;
 //! `up` makes the home's `cluster.key` before any server starts and gives it to the
 //! standalone servers (`--key`); status says how the cluster is secured and shows each
 //! server's protocol version and build, or `refused` for a server that rejects the key),

@@ -10,6 +10,7 @@
 use crate::error::ClientError;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use weft_proto::ErrorCode;
 use weft_rpc::PendingCall;
 
 /// Most threads a call drives its servers from, the calling thread included.
@@ -27,6 +28,47 @@ static HELPERS_STARTED: AtomicU64 = AtomicU64::new(0);
 pub fn transfer_threads_started() -> u64 {
     HELPERS_STARTED.load(Ordering::Relaxed)
 }
+
+/// How transfers are cut and pipelined.
+#[derive(Debug, Clone, Copy)]
+pub struct TransferOptions {
+    /// Largest payload of one request to one server.
+    pub chunk_bytes: u64,
+    /// Requests in flight per server.
+    pub inflight_per_server: usize,
+}
+
+impl Default for TransferOptions {
+    fn default() -> Self {
+        TransferOptions {
+            chunk_bytes: 4 << 20,
+            inflight_per_server: 4,
+        }
+    }
+}
+
+/// Runs `work` again if a server refused it for want of a capability (one revoked
+/// by a chmod since it was presented): the connection then presents a fresh one, which
+/// the manager grants only if the caller still has the permission. Data requests are
+/// idempotent (the same bytes to the same places), so repeating them is safe.
+///
+/// Up to [`CAPABILITY_RETRIES`] times: a server that forgets a connection's capabilities
+/// to stay within its bound (`weft_rpc::capability::PER_CONNECTION_MAX`) may do so again
+/// while threads sharing the connection present theirs, so one retry can meet a second
+/// forgetting.
+pub(crate) fn retry_if_revoked<T>(work: impl Fn() -> Result<T, ClientError>) -> Result<T, ClientError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match work() {
+            Err(e) if e.code() == ErrorCode::CapabilityRequired && tries <= CAPABILITY_RETRIES => {}
+            other => return other,
+        }
+    }
+}
+
+/// How many times a request refused for want of a capability is repeated.
+const CAPABILITY_RETRIES: usize = 3;
 
 /// One server's part of a call, advanced one request at a time.
 pub(crate) trait Share {
@@ -51,13 +93,13 @@ fn threads_for(shares: usize, bytes: u64) -> usize {
 /// of `bytes`: all from the calling thread, or for a large call spread over at most
 /// [`TRANSFER_THREADS_MAX`] threads (share `i` on thread `i mod threads`). Returns the
 /// first error. A call a server refused for want of a capability (one revoked since
-/// its connection presented it) runs once more, see [`crate::file::retry_if_revoked`].
+/// its connection presented it) runs once more, see [`retry_if_revoked`].
 pub(crate) fn drive<'s, S: Share>(
     count: usize,
     bytes: u64,
     make: impl Fn(usize) -> Result<S, ClientError> + Sync + 's,
 ) -> Result<(), ClientError> {
-    crate::file::retry_if_revoked(|| drive_once(count, bytes, &make))
+    retry_if_revoked(|| drive_once(count, bytes, &make))
 }
 
 fn drive_once<'s, S: Share>(

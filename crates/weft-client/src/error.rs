@@ -1,5 +1,6 @@
 //! The client's error type: what failed, which server, and a stable code.
 
+use weft_proto::msg::Response;
 use weft_proto::ErrorCode;
 use weft_rpc::RpcError;
 
@@ -73,4 +74,12 @@ impl From<weft_config::ConfigError> for ClientError {
     fn from(e: weft_config::ConfigError) -> Self {
         ClientError::Config(e.to_string())
     }
+}
+
+/// A server answered with a response of the wrong kind.
+pub(crate) fn unexpected(response: &Response) -> ClientError {
+    ClientError::refused(
+        ErrorCode::Io,
+        format!("unexpected answer from server: {response:?}"),
+    )
 }

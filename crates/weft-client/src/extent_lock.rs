@@ -137,7 +137,7 @@ impl File {
             };
             match self.inner.pool.call(addr, &request, &[]) {
                 Ok((Response::Token(token), _)) => return Ok(token),
-                Ok((other, _)) => return Err(crate::client::unexpected(&other)),
+                Ok((other, _)) => return Err(crate::error::unexpected(&other)),
                 Err(e) => {
                     let e = ClientError::from(e);
                     if e.code() != ErrorCode::Busy {
@@ -184,7 +184,7 @@ impl crate::Client {
                 let addr = self.inner.io_addr(s.id)?;
                 match self.inner.pool.call(addr, &Request::LockStats, &[]) {
                     Ok((Response::LockStats(st), _)) => Ok((addr.to_owned(), st)),
-                    Ok((other, _)) => Err(crate::client::unexpected(&other)),
+                    Ok((other, _)) => Err(crate::error::unexpected(&other)),
                     Err(e) => Err(ClientError::from(e)),
                 }
             })
@@ -219,7 +219,7 @@ impl ExtentLock<'_> {
                 .call(&self.file.io_addrs[index], &request, &[])
             {
                 Ok((Response::Done, _)) => Ok(()),
-                Ok((other, _)) => Err(crate::client::unexpected(&other)),
+                Ok((other, _)) => Err(crate::error::unexpected(&other)),
                 Err(e) => Err(ClientError::from(e).context(&self.file.path)),
             };
             if first.is_ok() {

@@ -20,14 +20,18 @@
 //!
 //! # Code map
 //!
-//! The native client library. `replay.rs`: every namespace change goes `Tracked` (64
+//! The native client library. `connection.rs`: what every handle made from one client
+//! shares (the pool, the servers' chosen addresses, the route to the manager);
+//! `connection/replay.rs`: every namespace change goes `Tracked` (64
 //! slots); requests answered and not yet durable are kept (4,096 / 8 MiB, past which the
 //! client waits for a `CommitMetadata`) and replayed in their order when the manager's
 //! epoch (the connection's incarnation) changes, before any other request, pipelined
 //! ones included (`Inner::meta_connection`); a request whose answer was lost is sent again
 //! with the same slot and number while the manager restarts (`WEFT_RESTART_WAIT_MS`, 15 s);
 //! `commit_metadata` (so `File::sync`) skips the manager when every answer of this client
-//! is durable. `client.rs`: discovery, credentials (and the job id,
+//! is durable. `client/`: discovery, credentials (`mod.rs`; its calls by subject:
+//! `attrs.rs` attributes with sizes, `namespace.rs` namespace changes and listings,
+//! `open.rs` create and open, `locks.rs` record locks and lock sessions) (and the job id,
 //! `WEFT_JOB` or the batch system's, in the handshake's client name, for per-job metrics), namespace
 //! operations, batched size derivation for listings, `stat_many` (many names of one
 //! directory: one `LookupMany` per 4,096 names, then one size request per io server),
@@ -38,13 +42,13 @@
 //! (`File::handoff`: the open's answer, versioned; the kind and this process's permission are
 //! checked locally, as `open` checks them; `File::handoff_with_capability` adds the
 //! handle's capability and its uid, adopted by a receiver of the same uid, so that it
-//! needs no grant of its own; refused or expired, it is asked for as usual). `file.rs`: the data path (segments
+//! needs no grant of its own; refused or expired, it is asked for as usual; the handoff's bytes are `handoff.rs`'s). `file/mod.rs`: the data path (segments
 //! of whole stripe rows, a window of requests in flight per server, every server's window
 //! stepped in turn from the calling thread by `drive.rs` (a call of 16 MiB or more spreads the
 //! servers over at most 4 threads, the caller included, however wide the striping), writev from
 //! the caller's buffer; reads received by the threads reading the connections straight into
 //! the caller's buffer through reply sinks, with no staging copy; `append`: under the
-//! file's append lock, the end from every server's extent, then the write). `view_io.rs`: file
+//! file's append lock, the end from every server's extent, then the write). `file/view_io.rs`: file
 //! views (`set_view`, `set_partition`), registered lazily per server connection and
 //! again after a reconnect; `read_view`/`write_view` cut each server's share into
 //! requests slice by slice (one slice of the caller's buffer per stripe, sent by writev
@@ -54,7 +58,7 @@
 //! decentralised schedule (one thread, step `j` to server `(rank + j) mod n`;
 //! `read_view_scheduled`/`write_view_scheduled`); `read_view_into`/`write_view_from` for memory laid out
 //! by a datatype (staged through pack/unpack unless contiguous). `list_io.rs`:
-//! `read_list`/`write_list`, each server sent only the ranges touching it. `replica.rs`: replicated
+//! `read_list`/`write_list`, each server sent only the ranges touching it. `file/replica.rs`: replicated
 //! files below all of these (each slot's connection from `File::connection_of`; writes to
 //! every fresh copy, reads falling back to another, stale pieces recorded at the manager).
 //! `extent_lock.rs`: `File::lock_extents`, an access's ranges cut by the striping and
@@ -78,30 +82,31 @@
 
 mod cache_route;
 mod client;
+mod connection;
 mod drive;
 mod error;
 mod extent_lock;
 mod file;
 mod gather;
+mod handoff;
 mod list_io;
 pub mod path;
-mod replay;
-pub mod replica;
 mod shared_pointer;
 pub mod trace;
-mod view_io;
 mod vouched;
 
 pub use cache_route::{aligned_count, managers_of, JOB_DELEGATE_ID_BASE};
 pub use client::{
-    Client, CreateOptions, DataStamp, FsStats, LockTest, Made, OpenOptions, PartialSizes, SizeOf,
-    StatfsBlocks, STATFS_BLOCK_BYTES,
+    Client, CreateOptions, FsStats, LockTest, Made, OpenOptions, PartialSizes, SizeOf, StatfsBlocks,
+    STATFS_BLOCK_BYTES,
 };
-pub use drive::{transfer_threads_started, THREADED_CALL_BYTES_MIN, TRANSFER_THREADS_MAX};
+pub use drive::{transfer_threads_started, TransferOptions, THREADED_CALL_BYTES_MIN, TRANSFER_THREADS_MAX};
 pub use error::ClientError;
 pub use extent_lock::{ranges_per_server, ExtentLock};
-pub use file::{File, TransferOptions};
-pub use view_io::{Schedule, MEMORY_STAGE_BYTES_MAX};
+pub use file::replica;
+pub use file::view_io::{Schedule, MEMORY_STAGE_BYTES_MAX};
+pub use file::File;
+pub use vouched::DataStamp;
 pub use weft_layout::view::{Datatype, Distribution, Field, Order, View, ViewError};
 pub use weft_layout::{CacheMapping, CacheMode, InodeId, Layout, LayoutRequest, Redundancy, ServerId};
 pub use weft_proto::msg::LockStats;

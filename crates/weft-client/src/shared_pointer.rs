@@ -4,7 +4,8 @@
 use weft_layout::InodeId;
 use weft_proto::{Request, Response, SharedOp};
 
-use crate::client::{unexpected, Client};
+use crate::client::Client;
+use crate::error::unexpected;
 use crate::error::ClientError;
 
 impl Client {

@@ -8,7 +8,6 @@
 //!
 //! Bounded (`FACTS_MAX` files); shared by every client made from one connection.
 
-use crate::client::DataStamp;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -17,6 +16,18 @@ use weft_proto::{Attr, Timespec};
 
 /// Most files remembered; past this the table starts over.
 pub const FACTS_MAX: usize = 65_536;
+
+/// A file's data as its io servers last changed it: the change stamps of its objects
+/// (`ObjStamped`, each object's ctime on its server). Two equal stamps of one file, taken
+/// at two moments, mean no write, truncate or allocation by any client touched its
+/// objects between them. Not to be had (`None` where it is returned) while an object
+/// changed within the last `ObjStamped::SETTLE_NS`, from servers that predate it, and
+/// for files whose data a cache manager holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataStamp {
+    pub(crate) inode: InodeId,
+    pub(crate) objects: Vec<u64>,
+}
 
 /// A file's data as its io servers told it.
 #[derive(Debug, Clone)]

@@ -17,7 +17,7 @@
 //! killed with kept bytes loses them, as a crash loses a local file system's page
 //! cache.
 
-use crate::fs::OpenFile;
+use crate::open_file::OpenFile;
 use fuser::Errno;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -10,7 +10,7 @@
 //! pinning walks two levels of page table fewer and the copies miss the TLB 512 times
 //! less often. Where huge pages are off, it is plain anonymous memory, as before.
 
-use crate::fs::REQUEST_BYTES_MAX;
+use crate::kernel::REQUEST_BYTES_MAX;
 
 /// Alignment (and size unit) of a transparent huge page on x86-64 and arm64 (4 KiB base pages).
 const HUGE_PAGE_BYTES: usize = 2 << 20;

@@ -11,7 +11,7 @@
 //! acknowledged, dropped and only extends the size. Used by `weft bench mount --floor`
 //! and `weft bench floor` (crates/weft-bench).
 
-use crate::fs::{request_limits, REQUEST_BYTES_MAX};
+use crate::kernel::{request_limits, REQUEST_BYTES_MAX};
 use crate::mount::{raise_request_pages_limit, set_readahead};
 use fuser::{
     BackgroundSession, BsdFileFlags, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,

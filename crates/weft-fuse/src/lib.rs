@@ -79,7 +79,10 @@
 //! # Code map
 //!
 //! The FUSE adapter behind `weft mount` (fuser, pure-Rust mount path). Serves kernel
-//! requests with the native client, one `File` per open file; Weft inode numbers are the
+//! requests with the native client (`fs/`: the mount's state in `mod.rs`, the kernel's
+//! requests in `filesystem.rs`, the work behind them in `calls.rs`, lock waits in
+//! `locking.rs`; `open_file.rs` one open, `kernel.rs` the limits asked for at INIT), one
+//! `File` per open file; Weft inode numbers are the
 //! FUSE node ids; each request acts with the caller's credentials (one client per
 //! credential; `default_permissions`); write-through page cache with close-to-open caching
 //! (no FUSE writeback cache, under which the kernel would trust its own file size over
@@ -227,10 +230,12 @@ mod dir;
 mod floor;
 mod fs;
 mod kept;
+mod kernel;
 mod locks;
 pub mod log;
 mod mount;
 mod names;
+mod open_file;
 mod parents;
 mod prefetch;
 mod recent;
@@ -238,7 +243,8 @@ mod walked;
 mod xattr;
 
 pub use floor::{mount_floor, FillFn, FloorMount, FLOOR_INODES_MAX};
-pub use fs::{CacheOptions, REQUEST_BYTES_MAX};
+pub use fs::CacheOptions;
+pub use kernel::REQUEST_BYTES_MAX;
 pub use log::MountLog;
 pub use mount::{
     is_weft_mount, mount_background, mount_entry, mount_foreground, unmount, MountEntry, FS_NAME,

@@ -180,10 +180,10 @@ fn connect(options: &MountOptions) -> Result<Client, MountError> {
     // Before any connection is made: each io server connection with a shared segment
     // then takes the pool too, and replies are placed straight into the workers'
     // buffers (`fs.rs`'s `do_read`).
-    if crate::fs::read_pool_wanted() {
+    if crate::kernel::read_pool_wanted() {
         weft_rpc::shm::Pool::install(
             options.threads.clamp(1, THREADS_MAX),
-            crate::fs::REQUEST_BYTES_MAX as usize,
+            crate::kernel::REQUEST_BYTES_MAX as usize,
         );
     }
     let client = match &options.meta_addr {
@@ -288,7 +288,7 @@ fn mount_as_root(mountpoint: &Path) -> std::io::Result<OwnedFd> {
 /// 1 MiB requests.
 pub(crate) fn raise_request_pages_limit() {
     const KNOB: &str = "/proc/sys/fs/fuse/max_pages_limit";
-    let wanted = crate::fs::REQUEST_BYTES_MAX as u64 / 4096;
+    let wanted = crate::kernel::REQUEST_BYTES_MAX as u64 / 4096;
     // SAFETY: no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return;

@@ -8,7 +8,7 @@
 //! usually held. Nothing changes in what is checked: the manager makes the same
 //! permission check for the same handle, and a chmod or chown still revokes it.
 
-use crate::fs::OpenFile;
+use crate::open_file::OpenFile;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 

@@ -30,10 +30,12 @@
 //! the reaper), and `remove` of the object removes it too. Test
 //! hook `WEFT_FAULT_SLOW_FREE_MS`: freeing a big object's blocks takes that much longer,
 //! wherever it happens (`big_truncate.rs`).
-//! `service.rs`: reads and writes of range lists and of view intervals as one stream;
+//! `service/`: reads and writes of range lists and of view intervals as one stream;
 //! extents, object stats (end and allocated bytes, for sizes and `st_blocks`), truncate,
 //! fallocate (one local run per server: a server's stripes of a range lie back to back in
-//! its object), sync, statfs. `views.rs`: views registered per connection (at
+//! its object), sync, statfs (`service/mod.rs`; this server's share of a request in
+//! `pieces.rs`, the dispatch and sendfile replies in `handler.rs`, the inline path's
+//! `RWF_NOWAIT` checks in `inline.rs`, unit tests in `tests.rs`). `views.rs`: views registered per connection (at
 //! most 64, dropped when the connection closes). `sieve.rs`: a request is served window
 //! by window (a view's per-stripe slices cut to 1 MiB of the object; a range list, at
 //! most 2^18 pieces); each window's pieces are merged into runs, and runs separated by

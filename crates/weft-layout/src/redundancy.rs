@@ -12,7 +12,6 @@
 //! one piece of a file and an io server's object per inode stays unambiguous.
 
 use crate::ids::ServerId;
-use crate::stripe::{Layout, LayoutError};
 
 /// Most copies of a file's data (`replicas=N`, N at most this).
 pub const REPLICAS_MAX: u8 = 8;
@@ -84,78 +83,6 @@ impl std::str::FromStr for Redundancy {
         Err(format!(
             "redundancy {s:?} is not one of plain, replicas=N (N in 1..={REPLICAS_MAX})"
         ))
-    }
-}
-
-impl Layout {
-    /// Stripes per row: the number of slots (primary servers).
-    pub fn width(&self) -> usize {
-        self.servers.len()
-    }
-
-    /// Copies of each stripe (1 for a plain layout).
-    pub fn replica_count(&self) -> usize {
-        1 + self.replication.copies.len() / self.servers.len().max(1)
-    }
-
-    pub fn redundancy(&self) -> Redundancy {
-        Redundancy::Replicas(self.replica_count() as u8)
-    }
-
-    /// The server of copy `copy` (0: the primary) of slot `slot`.
-    pub fn replica_server(&self, copy: usize, slot: usize) -> ServerId {
-        match copy {
-            0 => self.servers[slot],
-            r => self.replication.copies[(r - 1) * self.servers.len() + slot],
-        }
-    }
-
-    /// The servers holding slot `slot`'s stripes, primary first.
-    pub fn slot_servers(&self, slot: usize) -> Vec<ServerId> {
-        (0..self.replica_count())
-            .map(|r| self.replica_server(r, slot))
-            .collect()
-    }
-
-    /// Every server holding a piece of the file: the primaries, then each copy's.
-    pub fn all_servers(&self) -> Vec<ServerId> {
-        let mut all = self.servers.clone();
-        all.extend_from_slice(&self.replication.copies);
-        all
-    }
-
-    /// Whether `server`'s piece is recorded stale.
-    pub fn is_stale(&self, server: ServerId) -> bool {
-        self.replication.stale.contains(&server)
-    }
-
-    /// The slot and copy of `server` in this layout, if it holds a piece.
-    pub fn piece_of(&self, server: ServerId) -> Option<(usize, usize)> {
-        let width = self.servers.len();
-        self.all_servers()
-            .iter()
-            .position(|s| *s == server)
-            .map(|i| (i % width, i / width))
-    }
-
-    /// Checks the replication part of a layout received from outside (the striping
-    /// part is checked by `validate`, which calls this).
-    pub(crate) fn validate_replication(&self) -> Result<(), LayoutError> {
-        let width = self.servers.len();
-        let copies = &self.replication.copies;
-        if !copies.len().is_multiple_of(width) || copies.len() / width + 1 > REPLICAS_MAX as usize {
-            return Err(LayoutError::Replicas(copies.len() / width.max(1) + 1));
-        }
-        let all = self.all_servers();
-        let mut seen = all.clone();
-        seen.sort_unstable();
-        if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
-            return Err(LayoutError::DuplicateServer(w[0]));
-        }
-        if let Some(s) = self.replication.stale.iter().find(|s| !all.contains(s)) {
-            return Err(LayoutError::StaleServer(*s));
-        }
-        Ok(())
     }
 }
 

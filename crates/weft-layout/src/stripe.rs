@@ -6,7 +6,7 @@
 //! starts at local offset `(i / count) * s`.
 
 use crate::ids::ServerId;
-use crate::redundancy::{place_copies, Redundancy, Replication};
+use crate::redundancy::{place_copies, Redundancy, Replication, REPLICAS_MAX};
 
 /// Smallest stripe size accepted (bytes).
 pub const STRIPE_SIZE_BYTES_MIN: u64 = 512;
@@ -401,6 +401,80 @@ impl Iterator for StripePieces<'_> {
         self.offset = piece_end;
         self.skip_to_server();
         Some(piece)
+    }
+}
+
+/// A replicated layout's copies (see `redundancy`): slots, the servers of each copy,
+/// and the check of the replication part of a layout received from outside.
+impl Layout {
+    /// Stripes per row: the number of slots (primary servers).
+    pub fn width(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// Copies of each stripe (1 for a plain layout).
+    pub fn replica_count(&self) -> usize {
+        1 + self.replication.copies.len() / self.servers.len().max(1)
+    }
+
+    pub fn redundancy(&self) -> Redundancy {
+        Redundancy::Replicas(self.replica_count() as u8)
+    }
+
+    /// The server of copy `copy` (0: the primary) of slot `slot`.
+    pub fn replica_server(&self, copy: usize, slot: usize) -> ServerId {
+        match copy {
+            0 => self.servers[slot],
+            r => self.replication.copies[(r - 1) * self.servers.len() + slot],
+        }
+    }
+
+    /// The servers holding slot `slot`'s stripes, primary first.
+    pub fn slot_servers(&self, slot: usize) -> Vec<ServerId> {
+        (0..self.replica_count())
+            .map(|r| self.replica_server(r, slot))
+            .collect()
+    }
+
+    /// Every server holding a piece of the file: the primaries, then each copy's.
+    pub fn all_servers(&self) -> Vec<ServerId> {
+        let mut all = self.servers.clone();
+        all.extend_from_slice(&self.replication.copies);
+        all
+    }
+
+    /// Whether `server`'s piece is recorded stale.
+    pub fn is_stale(&self, server: ServerId) -> bool {
+        self.replication.stale.contains(&server)
+    }
+
+    /// The slot and copy of `server` in this layout, if it holds a piece.
+    pub fn piece_of(&self, server: ServerId) -> Option<(usize, usize)> {
+        let width = self.servers.len();
+        self.all_servers()
+            .iter()
+            .position(|s| *s == server)
+            .map(|i| (i % width, i / width))
+    }
+
+    /// Checks the replication part of a layout received from outside (the striping
+    /// part is checked by `validate`, which calls this).
+    pub(crate) fn validate_replication(&self) -> Result<(), LayoutError> {
+        let width = self.servers.len();
+        let copies = &self.replication.copies;
+        if !copies.len().is_multiple_of(width) || copies.len() / width + 1 > REPLICAS_MAX as usize {
+            return Err(LayoutError::Replicas(copies.len() / width.max(1) + 1));
+        }
+        let all = self.all_servers();
+        let mut seen = all.clone();
+        seen.sort_unstable();
+        if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+            return Err(LayoutError::DuplicateServer(w[0]));
+        }
+        if let Some(s) = self.replication.stale.iter().find(|s| !all.contains(s)) {
+            return Err(LayoutError::StaleServer(*s));
+        }
+        Ok(())
     }
 }
 

@@ -48,7 +48,7 @@
 //! (a small transaction of its own, which waits for the group committing at the time)
 //! before its first lock is granted (`Outcome::Unrecorded`: record, then ask again), and
 //! dropped at its `LockSessionEnd` (unless it still holds locks) or once it has held no
-//! lock for `LOCK_RECORD_IDLE` (the purger's round looks at most every 7.5 s). `service.rs`'s `lock_records` mutex orders each session's additions and
+//! lock for `LOCK_RECORD_IDLE` (the purger's round looks at most every 7.5 s). `service/locks.rs`: the `lock_records` mutex orders each session's additions and
 //! removals, and a grant checks the in-memory copy under `file_locks`' mutex, where a
 //! removal is decided: a session holding a lock is always in the durable record. At a start
 //! none recorded means no grace; else it ends once every recorded session has sent
@@ -71,17 +71,19 @@
 //! grant for (else it is checked as a path-based change), and a lock needs
 //! `may_access_data` in the lock's mode. `handles.rs` is the record of the capabilities
 //! granted to verified users, (inode, uid, right) -> expiry, at most 262,144, forgotten
-//! at the inode's chmod or chown. `service.rs` grants
+//! at the inode's chmod or chown. `service/capabilities.rs` grants
 //! through a `CapabilityIssuer` the server process provides, taking the issue time
 //! before the check and after every earlier revocation, and revokes after every chmod
 //! and chown (`SetAttr` with mode, uid or gid).
 //! `ops/revalidate.rs` checks, in one snapshot, that a path a mount cached still holds
-//! name by name; `ops/precreated.rs` the numbers of precreated objects. `service.rs` turns
-//! requests into store operations, hands creates precreated numbers from its pools
-//! (refilling a pool, or making one file's objects, before committing a create; a refiller
-//! thread, `spawn_refiller`, refills pools running low in the background), tracks mount sessions (releasing the kept files of
-//! sessions that stop renewing), and purges orphans' objects in the background, each one
-//! round after it first saw it. `shared_pointer.rs`: MPI-IO shared file pointers, in
+//! name by name; `ops/precreated.rs` the numbers of precreated objects. `service/` turns
+//! requests into store operations (`mod.rs`: the dispatch, `serve`), hands creates
+//! precreated numbers from its pools (`create.rs`, `precreate.rs`: refilling a pool, or
+//! making one file's objects, before committing a create; a refiller thread,
+//! `spawn_refiller`, refills pools running low in the background), tracks mount sessions
+//! (`locks.rs`: releasing the kept files of sessions that stop renewing), answers tracked
+//! changes once (`tracked.rs`), and purges orphans' objects in the background
+//! (`background.rs`), each one round after it first saw it. `shared_pointer.rs`: MPI-IO shared file pointers, in
 //! memory only (at most 65,536, the longest unused one making room), served as an atomic
 //! fetch-and-add; a restart loses them and their requests fail with `NotFound`, never
 //! handing out an offset twice. `writers.rs`: per inode the write capabilities granted

@@ -114,3 +114,51 @@ mod tests {
         assert_eq!(ErrorClass::from_code(21), None);
     }
 }
+
+fn verbose() -> bool {
+    std::env::var("WEFT_MPIIO_VERBOSE").is_ok_and(|v| v == "1")
+}
+
+thread_local! {
+    /// The message of this thread's last failed call, for the error code the C half
+    /// returns for it and MPI_ERRORS_ARE_FATAL's report (`weft_mpiio_take_last_error`);
+    /// cleared by every call that succeeds and by that taking.
+    static LAST_ERROR: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Most of a message kept for the fatal report (a message can name many servers).
+const LAST_ERROR_MAX: usize = 4096;
+
+/// Reports an error on stderr when WEFT_MPIIO_VERBOSE=1 (MPI returns only a class),
+/// and keeps its message for a fatal error handler.
+pub fn report(error: &MpiioError) {
+    if verbose() {
+        eprintln!("weft-mpiio: {} ({:?})", error.message, error.class);
+    }
+    LAST_ERROR.with(|last| {
+        let mut last = last.borrow_mut();
+        last.clear();
+        let mut end = error.message.len().min(LAST_ERROR_MAX);
+        while !error.message.is_char_boundary(end) {
+            end -= 1;
+        }
+        last.push_str(&error.message[..end]);
+    });
+}
+
+/// Forgets this thread's last error (a call succeeded).
+pub fn forget_error() {
+    LAST_ERROR.with(|last| last.borrow_mut().clear());
+}
+
+/// This thread's last error message ("" if the last call succeeded).
+pub fn last_error() -> String {
+    LAST_ERROR.with(|last| last.borrow().clone())
+}
+
+/// This thread's last error message, forgotten here: the C half moves it into the error
+/// code it returns for that failure (`weft_mpiio_take_last_error`), so that no later
+/// error is given it.
+pub fn take_error() -> String {
+    LAST_ERROR.with(|last| std::mem::take(&mut *last.borrow_mut()))
+}

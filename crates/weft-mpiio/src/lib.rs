@@ -53,7 +53,8 @@
 //! and reads that repeat a pattern are served from a read-ahead window (hints
 //! `weft_write_behind`, `weft_read_ahead`). `collective/pattern.rs` gathers a collective read's
 //! original pattern for the cache tier under `weft_cio_aware`; `trace.rs` records each
-//! call's original request and id (`weft_trace`); `profile.rs` is `WEFT_PROFILE`: per
+//! call's original request and id (`weft_trace`); `profile.rs` is `WEFT_PROFILE` (its switch and the per-thread clock the `mpi` wrappers
+//! record into in `timing.rs`): per
 //! file and MPI-IO function calls, bytes and seconds, the methods run, and each call's time
 //! split into exchange and waiting (timed in `mpi.rs`'s wrappers) and I/O (the rest),
 //! gathered to rank 0 and printed and written as JSON at `MPI_Finalize`.
@@ -115,7 +116,10 @@
 //! (`csrc/requests.c`) complete the bound requests whose I/O is done on the thread that
 //! called MPI, so no `MPI_THREAD_MULTIPLE` is needed; collective nonblocking calls and
 //! split collectives (`requests.rs`, one outstanding per handle) do their work at the
-//! call, as ROMIO does. `file.rs`'s open: rank 0 alone creates or opens the file (and makes
+//! call, as ROMIO does. `abi.rs`'s entry points share `handles.rs` (the open files'
+//! handles, the error guard). `file/`: an open file (`mod.rs`), its view and file pointer
+//! (`views.rs`), reads and writes (`io.rs`); `cluster.rs` the process's client and the
+//! Weft path of a name. `file/open.rs`'s open: rank 0 alone creates or opens the file (and makes
 //! the shared file pointer) and broadcasts the outcome with its hints and the handle's
 //! handoff with its capability; the other ranks open from the handoff and need no
 //! capability grant of their own; one broadcast and one agreement per open.
@@ -124,7 +128,8 @@
 //! open file uses it (a fresh duplicate otherwise, and always under `MPI_THREAD_MULTIPLE`).
 //! The shared file pointer is made by the manager at its first use (`SharedPointerSince`);
 //! close agrees on its outcome and on whether any rank used the pointer in one allreduce,
-//! and rank 0 drops only a pointer that was used. `shared.rs`: shared file pointers held by the metadata manager
+//! and rank 0 drops only a pointer that was used. `shared.rs`: shared file pointers held by the metadata manager (an open's pointer id in
+//! `shared_id.rs`)
 //! (one fetch-and-add per independent shared access; the ordered calls take one
 //! `MPI_Exscan` of the counts, the last rank adds the total, then a `write/read_at_all`
 //! at each rank's offset); the pointer counts etypes of the view and restarts at 0 with
@@ -165,6 +170,7 @@
 pub mod abi;
 pub mod atomic;
 pub mod behind;
+mod cluster;
 pub mod collective;
 pub mod datarep;
 pub mod datatype;
@@ -173,6 +179,7 @@ pub mod delegation;
 pub mod entry;
 pub mod error;
 pub mod file;
+mod handles;
 pub mod hints;
 pub mod mount;
 pub mod mpi;
@@ -180,7 +187,9 @@ pub mod nonblocking;
 pub mod profile;
 pub mod requests;
 pub mod shared;
+mod shared_id;
 pub mod spawn;
 pub mod statvfs;
 pub mod stripped;
+mod timing;
 pub mod trace;

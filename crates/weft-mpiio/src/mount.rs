@@ -41,7 +41,7 @@ fn claim(name: &str) -> bool {
         return false;
     };
     let served = cluster_of(&mounted.mountpoint)
-        .and_then(|cluster| crate::file::client_for_mount(&cluster).map_err(|e| e.message));
+        .and_then(|cluster| crate::cluster::client_for_mount(&cluster).map_err(|e| e.message));
     match served {
         Ok(_) => true,
         Err(why) => {

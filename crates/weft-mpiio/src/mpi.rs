@@ -261,7 +261,7 @@ impl Comm {
 
     /// Element-wise reduction of `values` over all ranks, in place.
     pub fn allreduce(&self, values: &mut [i64], op: Op) -> Result<()> {
-        let _span = crate::profile::span(crate::profile::Phase::Waiting);
+        let _span = crate::timing::span(crate::timing::Phase::Waiting);
         // SAFETY: the slice is valid for its length.
         check("MPI_Allreduce", unsafe {
             ffi::wm_allreduce_i64(
@@ -281,7 +281,7 @@ impl Comm {
 
     /// Broadcasts `buf` from `root`.
     pub fn bcast(&self, buf: &mut [u8], root: usize) -> Result<()> {
-        let _span = crate::profile::span(crate::profile::Phase::Exchange);
+        let _span = crate::timing::span(crate::timing::Phase::Exchange);
         // SAFETY: the slice is valid for its length.
         check("MPI_Bcast", unsafe {
             ffi::wm_bcast(
@@ -341,7 +341,7 @@ impl Comm {
 
     /// Gathers `send` (the same length on every rank) from every rank, rank order.
     pub fn allgather(&self, send: &[i64]) -> Result<Vec<i64>> {
-        let _span = crate::profile::span(crate::profile::Phase::Exchange);
+        let _span = crate::timing::span(crate::timing::Phase::Exchange);
         let mut recv = vec![0i64; send.len() * self.size];
         // SAFETY: recv holds size * n values.
         check("MPI_Allgather", unsafe {
@@ -352,7 +352,7 @@ impl Comm {
 
     /// One value to every rank, one from every rank.
     pub fn alltoall(&self, send: &[i64]) -> Result<Vec<i64>> {
-        let _span = crate::profile::span(crate::profile::Phase::Exchange);
+        let _span = crate::timing::span(crate::timing::Phase::Exchange);
         assert_eq!(send.len(), self.size);
         let mut recv = vec![0i64; self.size];
         // SAFETY: both hold `size` values.
@@ -373,7 +373,7 @@ impl Comm {
         rcounts: &[i32],
         rdispls: &[i32],
     ) -> Result<()> {
-        let _span = crate::profile::span(crate::profile::Phase::Exchange);
+        let _span = crate::timing::span(crate::timing::Phase::Exchange);
         for r in 0..self.size {
             assert!(sdispls[r] as usize + scounts[r] as usize <= send.len());
             assert!(rdispls[r] as usize + rcounts[r] as usize <= recv.len());
@@ -412,7 +412,7 @@ impl Comm {
 pub const BCAST_INLINE_BYTES: usize = 4096;
 
 pub fn barrier_of(comm: Handle) -> Result<()> {
-    let _span = crate::profile::span(crate::profile::Phase::Waiting);
+    let _span = crate::timing::span(crate::timing::Phase::Waiting);
     // SAFETY: no pointers.
     check("MPI_Barrier", unsafe { ffi::wm_barrier(comm) })
 }

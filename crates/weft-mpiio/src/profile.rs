@@ -23,7 +23,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -31,6 +31,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::mpi::{Comm, Handle};
+#[cfg(test)]
+use crate::timing::setting;
+pub use crate::timing::{enabled, method, span, Phase, Span};
+use crate::timing::{COLLECTIVES, DIR, EXCHANGE_NS, METHOD, WAITING_NS};
 
 /// Most files one process profiles by name; the calls on further files are added to
 /// one entry, [`OTHER_FILES`].
@@ -39,23 +43,6 @@ pub const OTHER_FILES: &str = "(other files)";
 /// Largest merged profile gathered to rank 0 (bytes of JSON); a larger one is written
 /// per process instead.
 const GATHER_BYTES_MAX: usize = 1 << 30;
-
-/// The directory of the JSON, when profiling.
-static DIR: LazyLock<Option<PathBuf>> =
-    LazyLock::new(|| setting(std::env::var("WEFT_PROFILE").ok().as_deref()));
-
-/// What `WEFT_PROFILE` asks for: no profile, or the directory of its JSON.
-fn setting(value: Option<&str>) -> Option<PathBuf> {
-    match value.map(str::trim) {
-        None | Some("" | "0" | "no" | "off" | "false") => None,
-        Some("1" | "yes" | "on" | "true") => Some(PathBuf::from(".")),
-        Some(dir) => Some(PathBuf::from(dir)),
-    }
-}
-
-pub fn enabled() -> bool {
-    DIR.is_some()
-}
 
 /// One MPI-IO function on one file.
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
@@ -186,53 +173,6 @@ impl State {
         });
         self.by_name.insert(key.to_owned(), self.files.len() - 1);
         self.files.len() - 1
-    }
-}
-
-thread_local! {
-    /// This thread's nanoseconds in exchanging and in waiting MPI calls, so far.
-    static EXCHANGE_NS: Cell<u64> = const { Cell::new(0) };
-    static WAITING_NS: Cell<u64> = const { Cell::new(0) };
-    /// This thread's MPI collective operations, so far.
-    static COLLECTIVES: Cell<u64> = const { Cell::new(0) };
-    /// The collective method the current call ran with.
-    static METHOD: Cell<Option<&'static str>> = const { Cell::new(None) };
-}
-
-/// What an MPI call of the layer counts as.
-#[derive(Debug, Clone, Copy)]
-pub enum Phase {
-    Exchange,
-    Waiting,
-}
-
-/// Times an MPI call for the split, until dropped.
-pub struct Span(Option<(Phase, Instant)>);
-
-pub fn span(phase: Phase) -> Span {
-    Span(enabled().then(|| {
-        COLLECTIVES.with(|c| c.set(c.get() + 1));
-        (phase, Instant::now())
-    }))
-}
-
-impl Drop for Span {
-    fn drop(&mut self) {
-        if let Some((phase, start)) = self.0 {
-            let ns = start.elapsed().as_nanos() as u64;
-            let cell = match phase {
-                Phase::Exchange => &EXCHANGE_NS,
-                Phase::Waiting => &WAITING_NS,
-            };
-            cell.with(|c| c.set(c.get() + ns));
-        }
-    }
-}
-
-/// The current call runs collective method `name`.
-pub fn method(name: &'static str) {
-    if enabled() {
-        METHOD.with(|m| m.set(Some(name)));
     }
 }
 
@@ -557,6 +497,7 @@ fn unix_now_s() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn the_setting_is_off_on_or_a_directory() {

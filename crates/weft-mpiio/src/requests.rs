@@ -7,8 +7,8 @@ use std::ffi::{c_int, c_void};
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-use crate::abi::{file, guard, out};
 use crate::error::{ErrorClass, MpiioError, Result};
+use crate::handles::{file, guard, out};
 use crate::mpi::Handle;
 use crate::nonblocking::{self, op_ref};
 

@@ -24,6 +24,7 @@ use crate::error::{ErrorClass, MpiioError, Result};
 use crate::file::MpiFile;
 use crate::mpi::{self, Handle};
 use crate::nonblocking::{self, Op};
+pub use crate::shared_id::{new_pointer, SharedId};
 
 extern "C" {
     /// `csrc/requests.c`: MPI_Exscan (sum) of one int64; rank 0 gets 0.
@@ -71,22 +72,8 @@ fn key_of(f: &MpiFile) -> Result<Key> {
         })
 }
 
-/// A random open id (64 bits from the process's randomly keyed hasher, the time and
-/// the pid).
-fn draw_id() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    h.finish() | 1
-}
-
 fn call(f: &MpiFile, key: Key, op: SharedOp) -> Result<u64> {
-    let client = crate::file::client()?;
+    let client = crate::cluster::client()?;
     f.shared_pointer_used();
     client
         .shared_pointer_since(f.weft_file().inode(), key.open, key.epoch, key.incarnation, op)
@@ -98,30 +85,6 @@ fn call(f: &MpiFile, key: Key, op: SharedOp) -> Result<u64> {
             }
             e
         })
-}
-
-/// At open, on rank 0 only: draws the open's id and notes the manager's incarnation.
-/// The open broadcasts both with the rest of what rank 0 learnt; the manager makes the
-/// pointer (at 0) at its first use, so an open whose program never uses it costs the
-/// manager nothing (the lazy request refuses a pointer a restart lost).
-pub fn new_pointer(client: &weft_client::Client, path: &str) -> Result<SharedId> {
-    let incarnation = client.meta_incarnation().map_err(|e| {
-        let mut e = MpiioError::from(e);
-        e.message = format!("{path}: shared file pointer: {}", e.message);
-        e
-    })?;
-    Ok(SharedId {
-        open: draw_id(),
-        incarnation,
-    })
-}
-
-/// One open's shared file pointer at the manager: the open's id and the manager's
-/// incarnation at the open.
-#[derive(Debug, Clone, Copy)]
-pub struct SharedId {
-    pub open: u64,
-    pub incarnation: u64,
 }
 
 /// At open, on every rank: remembers the open's pointer (its id came with the open's
@@ -156,7 +119,7 @@ pub fn closing(f: &MpiFile) -> Option<(weft_layout::InodeId, u64, bool)> {
 /// if any rank used it (`used`, agreed at close): one never used was never made.
 pub fn drop_pointer(closed: Option<(weft_layout::InodeId, u64, bool)>, used: bool) {
     if let (Some((inode, open, true)), true) = (closed, used) {
-        if let Ok(client) = crate::file::client() {
+        if let Ok(client) = crate::cluster::client() {
             let _ = client.shared_pointer(inode, open, 0, SharedOp::Drop);
         }
     }

@@ -12,7 +12,7 @@
 //! Keys for other purposes are derived from the cluster key with their own label
 //! (`ClusterKey::derive`), so that a MAC made for one purpose never verifies for another.
 
-use crate::client::RpcError;
+use crate::error::RpcError;
 use crate::frame_io::{read_exact_vec, read_header, write_frame, ReadFrameError};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;

@@ -13,7 +13,8 @@
 //! (`unix:/path`); servers listen on TCP and, when given `--socket`, on a Unix socket
 //! too; a client on the server's machine uses the socket when it exists and the
 //! handshake names the expected server id (bulk data then skips the TCP stack on both
-//! sides), else TCP. `shm.rs`: the shared-memory transport on the Unix socket. Right
+//! sides), else TCP. `shm/`: the shared-memory transport on the Unix socket (`mod.rs`;
+//! the read pool in `pool.rs`, descriptor passing in `fds.rs`). Right
 //! after the handshake the client makes a memfd (`WEFT_SHM_BYTES`, default 16 MiB),
 //! seals it against shrinking and growing, maps it and passes it with `ShmAttach`
 //! (opcode 140; the descriptor rides the frame's bytes, SCM_RIGHTS); the server's event
@@ -73,7 +74,10 @@
 //! `MungeChallenge` (reply tag 41) instead of `Challenge`; a client whose `ClientAuth`
 //! claims no identity of its own (`Cluster`) then runs `munge -n` (`munge_credential`,
 //! on `$WEFT_MUNGE_SOCKET`) and claims `Munge(credential)`, or stays `Cluster` when munge
-//! fails (the manager then says a credential is required). `client.rs`: a `Connection` does the handshake before its
+//! fails (the manager then says a credential is required). `error.rs`: `RpcError`. `client/`
+//! (`mod.rs` the `Connection`, `waiters.rs` the calls it waits for, `pending.rs` a call
+//! waiting, `reader.rs` reading replies and the watcher, `pool.rs` the `ConnectionPool`):
+//! a `Connection` does the handshake before its
 //! watcher thread starts, then multiplexes many requests over one socket, matched by
 //! request id by whichever thread reads the socket (leader/follower): a waiting call's
 //! thread reads replies, handing each to its call, until its own comes, then asks another
@@ -95,7 +99,7 @@
 //! while that thread may still write there. `server/`: `mod.rs` the `Handler` a role
 //! implements, `ServerLimits`, `serve` and the worker pool (a request answered 10 s or
 //! more after it arrived is logged, `weftd: slow request: ...`, with the time it waited
-//! to run and the time it ran); `event_loop.rs` the event
+//! to run and the time it ran); `event_loop/` the event
 //! loops (mio, epoll; `event_loops` threads, default 1), which accept (loop 0), run the
 //! handshake, read each connection's frames into its own buffers (bulk data straight into
 //! the request's buffer), hand whole requests to the workers (one queue, one wake-up per job), run those the
@@ -105,7 +109,8 @@
 //! `preadv2(RWF_NOWAIT)`, writes with `pwritev2(RWF_NOWAIT)` where the file system takes
 //! it, and touches no object a sieving write holds; what would wait goes to a worker,
 //! counted as `weft_io_inline_to_worker`), answer `ServerInfo`
-//! themselves, and end connections past a deadline (handshake, frame, send, idle);
+//! themselves, and end connections past a deadline (handshake, frame, send, idle;
+//! `admission.rs` the handshake and admission, `frames.rs` frames in and replies out);
 //! `order.rs` the arrival order of data-changing requests: each one the handler says
 //! changes bytes (`Handler::changes`: an io server's writes, view writes, truncates and
 //! allocations, as runs of its object) registers them on dispatch, and one that overlaps
@@ -123,7 +128,7 @@
 //! `connection_opened` (with the `Peer`: address, Unix user, client name, proven
 //! identity) once its handshake succeeded, `connection_closed` once after its last
 //! request (registered views are released when their connection closes).
-//! `capability.rs`: `CapabilityKey` (HMAC-SHA256 key: `derive("weft capability v1")` of
+//! `capability/` (`mod.rs`; the client side's `ManagerGrants` in `grants.rs`): `CapabilityKey` (HMAC-SHA256 key: `derive("weft capability v1")` of
 //! the servers-only capability key, or of the cluster key when there is none; issues and
 //! verifies in constant time); `Gate`, the io and cache roles' check: `present` verifies a
 //! capability once and remembers per connection (64 shards of maps, at most 1,024 entries
@@ -164,6 +169,7 @@
 pub mod auth;
 pub mod capability;
 pub mod client;
+mod error;
 pub mod frame_io;
 pub mod server;
 pub mod shm;

@@ -1,0 +1,341 @@
+//! The client handle: cluster discovery, credentials, and what every request to the
+//! manager shares (answers of the expected kind, `WithParent`, `CreateGranted`). Its
+//! calls by subject: `attrs.rs` (attributes with sizes from the io servers),
+//! `namespace.rs` (changing the namespace, listings, statfs), `open.rs` (create and
+//! open) and `locks.rs` (record locks and lock sessions).
+
+use crate::connection::{client_name, meta_route, Inner, ServerAddress};
+use crate::drive::TransferOptions;
+use crate::error::{unexpected, ClientError};
+use crate::path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use weft_layout::{InodeId, ServerId};
+use weft_proto::msg::{Request, Response};
+use weft_proto::{Attr, ClusterInfo, Cred, ErrorCode, FileKind};
+use weft_rpc::{ClientAuth, ConnectionPool, Timeouts};
+
+mod attrs;
+mod locks;
+mod namespace;
+mod open;
+
+pub use attrs::{PartialSizes, SizeOf};
+pub use locks::LockTest;
+pub use namespace::{FsStats, StatfsBlocks, STATFS_BLOCK_BYTES};
+pub use open::{CreateOptions, OpenOptions};
+
+/// A connection to a Weft cluster. Cheap to clone; clones share connections.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// What an operation that makes a name (`create_in_made`, `mkdir_in_made`, ...) made,
+/// with the attributes of the directory the name went into.
+#[derive(Debug)]
+pub struct Made<T> {
+    pub made: T,
+    /// The directory's attributes as the manager's transaction of the operation left
+    /// them (as fresh as a `getattr` sent when the operation was; a group commit may
+    /// have added other clients' changes by its answer). `None` from a manager that
+    /// predates `WithParent`.
+    pub parent: Option<Attr>,
+}
+
+/// The calling process's credentials.
+pub fn process_cred() -> Cred {
+    // SAFETY: these calls have no preconditions; getgroups writes at most `n` entries.
+    unsafe {
+        let mut groups = vec![0 as libc::gid_t; 64];
+        let n = libc::getgroups(groups.len() as i32, groups.as_mut_ptr());
+        groups.truncate(n.max(0) as usize);
+        Cred {
+            uid: libc::geteuid(),
+            gid: libc::getegid(),
+            groups,
+        }
+    }
+}
+
+impl Client {
+    /// Connects to the metadata manager at `meta_addr` (`host:port`) and learns the
+    /// cluster's io servers from it; the cluster key is found as
+    /// `weft_config::client_key_path` says ($WEFT_KEY, else beside the cluster.toml).
+    pub fn connect(meta_addr: &str) -> Result<Client, ClientError> {
+        let path = weft_config::client_key_path()?;
+        let key = weft_rpc::ClusterKey::load(&path).map_err(|e| ClientError::Config(e.to_string()))?;
+        Client::connect_with(meta_addr, ClientAuth::cluster(key))
+    }
+
+    /// Connects as `connect` does, proving `auth` to every server.
+    pub fn connect_with(meta_addr: &str, auth: ClientAuth) -> Result<Client, ClientError> {
+        Client::connect_as(meta_addr, auth, process_cred())
+    }
+
+    /// Connects as `connect_with` does, acting as `cred` (where the cluster believes a
+    /// claimed identity), capabilities included. `with_cred` instead shares this
+    /// client's connections and the capabilities granted to its credential: a FUSE
+    /// daemon checks each user's permission itself at open.
+    pub fn connect_as(meta_addr: &str, auth: ClientAuth, cred: Cred) -> Result<Client, ClientError> {
+        let pool = Arc::new(ConnectionPool::new(&client_name(), auth, Timeouts::from_env()));
+        let meta_route = meta_route(&pool, meta_addr);
+        pool.set_capability_source(Arc::new(weft_rpc::capability::ManagerGrants::new(
+            Arc::downgrade(&pool),
+            &meta_route,
+            cred.clone(),
+        )));
+        let cluster = match pool.call(&meta_route, &Request::GetCluster, &[])?.0 {
+            Response::Cluster(c) => c,
+            other => return Err(unexpected(&other)),
+        };
+        let io_addrs = cluster
+            .io_servers
+            .iter()
+            .map(|s| (s.id, ServerAddress::new(s)))
+            .collect();
+        let cache_addrs = cluster
+            .cache
+            .managers
+            .iter()
+            .map(|s| (s.id, ServerAddress::new(s)))
+            .collect();
+        let client = Client {
+            inner: Arc::new(Inner {
+                pool,
+                meta_addr: meta_addr.to_owned(),
+                meta_route,
+                cluster,
+                io_addrs,
+                cache_addrs,
+                cred,
+                transfer: TransferOptions::default(),
+                no_parent_attrs: Arc::new(AtomicBool::new(false)),
+                no_create_grants: Arc::new(AtomicBool::new(false)),
+                no_vouch: Arc::new(AtomicBool::new(false)),
+                vouched: Arc::default(),
+                tracker: Arc::new(crate::connection::replay::Tracker::new()),
+            }),
+        };
+        crate::connection::replay::watch(&client.inner);
+        Ok(client)
+    }
+
+    /// Finds the cluster through $WEFT_META, else $WEFT_HOME (or ~/.weft)/cluster.toml.
+    pub fn from_env() -> Result<Client, ClientError> {
+        Client::connect(&weft_config::meta_address()?)
+    }
+
+    /// The same connections acting with other credentials (a FUSE daemon serving many
+    /// users, or a test).
+    pub fn with_cred(&self, cred: Cred) -> Client {
+        self.rebuild(|inner| inner.cred = cred)
+    }
+
+    /// The same connections with other transfer settings.
+    pub fn with_transfer(&self, transfer: TransferOptions) -> Client {
+        self.rebuild(|inner| inner.transfer = transfer)
+    }
+
+    fn rebuild(&self, change: impl FnOnce(&mut Inner)) -> Client {
+        let i = &self.inner;
+        let mut inner = Inner {
+            pool: i.pool.clone(),
+            meta_addr: i.meta_addr.clone(),
+            meta_route: i.meta_route.clone(),
+            cluster: i.cluster.clone(),
+            io_addrs: i.io_addrs.clone(),
+            cache_addrs: i.cache_addrs.clone(),
+            cred: i.cred.clone(),
+            transfer: i.transfer,
+            no_parent_attrs: i.no_parent_attrs.clone(),
+            no_create_grants: i.no_create_grants.clone(),
+            no_vouch: i.no_vouch.clone(),
+            vouched: i.vouched.clone(),
+            tracker: i.tracker.clone(),
+        };
+        change(&mut inner);
+        Client {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Namespace changes this client was answered for that the manager has not made
+    /// durable yet: kept to replay after a manager restart (README: Durability).
+    pub fn metadata_kept(&self) -> usize {
+        self.inner.tracker.kept()
+    }
+
+    pub fn cred(&self) -> &Cred {
+        &self.inner.cred
+    }
+
+    /// Per io server, how this client reaches it and moves bulk data: "shm", "unix"
+    /// or "tcp" (connecting if not yet connected), or the error that stops it.
+    pub fn io_transports(&self) -> Vec<(ServerId, Result<&'static str, ClientError>)> {
+        self.inner
+            .cluster
+            .io_servers
+            .iter()
+            .map(|s| {
+                let transport = self
+                    .inner
+                    .io_addr(s.id)
+                    .and_then(|addr| Ok(self.inner.pool.get(addr)?.transport()));
+                (s.id, transport)
+            })
+            .collect()
+    }
+
+    pub fn cluster_info(&self) -> &ClusterInfo {
+        &self.inner.cluster
+    }
+
+    pub fn meta_addr(&self) -> &str {
+        &self.inner.meta_addr
+    }
+
+    fn cred_clone(&self) -> Cred {
+        self.inner.cred.clone()
+    }
+
+    fn attr_of(&self, request: Request, what: &str) -> Result<Attr, ClientError> {
+        match self.inner.meta(&request).map_err(|e| e.context(what))? {
+            Response::Attr(a) => Ok(a),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// `request` (one that makes a name) answered with its directory's attributes: sent
+    /// in a `WithParent`, or alone to a manager that does not know it.
+    fn made_of(&self, request: Request, what: &str) -> Result<Made<Attr>, ClientError> {
+        let plain = if self.inner.no_parent_attrs.load(Ordering::Relaxed) {
+            request
+        } else {
+            let wrapped = Request::WithParent {
+                request: Box::new(request),
+            };
+            match self.inner.meta(&wrapped) {
+                Ok(Response::Made { attr, parent }) => {
+                    return Ok(Made {
+                        made: attr,
+                        parent: Some(parent),
+                    })
+                }
+                Ok(other) => return Err(unexpected(&other)),
+                // Refused at decode, before anything was done: the request alone.
+                Err(e) if e.code() == ErrorCode::UnknownOpcode => {
+                    self.inner.no_parent_attrs.store(true, Ordering::Relaxed);
+                    match wrapped {
+                        Request::WithParent { request } => *request,
+                        other => other,
+                    }
+                }
+                Err(e) => return Err(e.context(what)),
+            }
+        };
+        self.attr_of(plain, what).map(|made| Made { made, parent: None })
+    }
+
+    /// `attr_of`, or with `parent` `made_of`.
+    fn attr_made(&self, request: Request, what: &str, parent: bool) -> Result<Made<Attr>, ClientError> {
+        if parent {
+            self.made_of(request, what)
+        } else {
+            self.attr_of(request, what)
+                .map(|made| Made { made, parent: None })
+        }
+    }
+
+    /// A `Create` sent as a `CreateGranted`: made, with its directory's attributes (kept
+    /// if `parent`) and the capability to write the new file, which this client's
+    /// connections keep, so that the file's first write asks the manager for nothing.
+    /// To a manager that predates it, `attr_made`.
+    fn create_granted(&self, request: Request, what: &str, parent: bool) -> Result<Made<Attr>, ClientError> {
+        let request = if self.inner.no_create_grants.load(Ordering::Relaxed) {
+            request
+        } else {
+            let wrapped = Request::CreateGranted {
+                request: Box::new(request),
+            };
+            match self.inner.meta(&wrapped) {
+                Ok(Response::MadeGranted {
+                    attr,
+                    parent: dir,
+                    capability,
+                }) => {
+                    if let (Some(cap), Some(source)) = (capability, self.inner.pool.capability_source()) {
+                        source.granted(&cap);
+                    }
+                    return Ok(Made {
+                        made: attr,
+                        parent: parent.then_some(dir),
+                    });
+                }
+                Ok(other) => return Err(unexpected(&other)),
+                // Refused at decode, before anything was done: the create alone.
+                Err(e) if e.code() == ErrorCode::UnknownOpcode => {
+                    self.inner.no_create_grants.store(true, Ordering::Relaxed);
+                    match wrapped {
+                        Request::CreateGranted { request } => *request,
+                        other => other,
+                    }
+                }
+                Err(e) => return Err(e.context(what)),
+            }
+        };
+        self.attr_made(request, what, parent)
+    }
+
+    fn done(&self, request: Request, what: &str) -> Result<(), ClientError> {
+        match self.inner.meta(&request).map_err(|e| e.context(what))? {
+            Response::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The manager's attributes of a path, without the derived file size.
+    pub fn resolve(&self, path: &str) -> Result<Attr, ClientError> {
+        // The manager takes canonical paths: "/a/b/" is sent as "/a/b".
+        let canonical = format!("/{}", path::components(path)?.join("/"));
+        let attr = self.attr_of(
+            Request::Resolve {
+                cred: self.cred_clone(),
+                path: canonical,
+            },
+            path,
+        )?;
+        // "/a/b/" names a directory (or a link to one), as in Linux.
+        if path::names_a_directory(path) && !matches!(attr.kind, FileKind::Directory | FileKind::Symlink) {
+            return Err(not_a_directory(path));
+        }
+        Ok(attr)
+    }
+
+    /// Makes sure the manager granted this client writing `inode` (a write capability
+    /// kept, or asked for now): the open the manager checks a MUNGE-verified user's
+    /// handle-based request (`SetAttr { by_handle }`: ftruncate, a write dropping
+    /// setuid) against. Call it before such a request. A refusal is no error here: the
+    /// request is then checked against the file's mode, as a path-based one is.
+    pub fn hold_write_grant(&self, inode: InodeId) {
+        self.inner.hold_write_grant(inode);
+    }
+
+    /// Makes every metadata operation acknowledged so far durable (sync(2), syncfs(2),
+    /// fsync of a directory): see docs/src/consistency.md, Durability.
+    pub fn sync_metadata(&self) -> Result<(), ClientError> {
+        self.inner.commit_metadata()
+    }
+}
+
+/// A name for messages (not UTF-8: replacement characters).
+fn lossy(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
+
+fn not_a_directory(path: &str) -> ClientError {
+    ClientError::refused(
+        ErrorCode::NotDirectory,
+        format!("{path}: not a directory (a path ending with / names one)"),
+    )
+}

@@ -1,0 +1,226 @@
+//! Opening files: create, open by path, by a handoff from another process, or by
+//! attributes, with the permission check a local open(2) makes.
+
+use super::{lossy, Client, Made};
+use crate::error::ClientError;
+use crate::file::File;
+use crate::handoff::{Handed, Handoff};
+use crate::path;
+use weft_layout::{InodeId, LayoutRequest};
+use weft_proto::msg::Request;
+use weft_proto::{Attr, Cred, ErrorCode, FileKind, Name};
+
+/// How to create a file.
+#[derive(Debug, Clone, Copy)]
+pub struct CreateOptions {
+    /// Permission bits.
+    pub mode: u32,
+    /// Fields left out come from the directory default, then the cluster default.
+    pub layout: LayoutRequest,
+    /// Fail if the file exists (O_EXCL); otherwise open it as it is.
+    pub exclusive: bool,
+    /// Truncate an existing file to zero length (O_TRUNC).
+    pub truncate: bool,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        CreateOptions {
+            mode: 0o644,
+            layout: LayoutRequest::default(),
+            exclusive: false,
+            truncate: true,
+        }
+    }
+}
+
+/// How to open a file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenOptions {
+    pub write: bool,
+    /// Create the file if missing, with these options.
+    pub create: Option<CreateOptions>,
+    pub truncate: bool,
+}
+
+/// The mode-bit check a local open(2) would do, so that a read-only file is refused at
+/// open rather than at the first write (io servers do not check permissions).
+fn check_access(cred: &Cred, attr: &Attr, want: u32) -> Result<(), ClientError> {
+    if cred.permits(attr.kind, attr.mode, attr.uid, attr.gid, want) {
+        Ok(())
+    } else {
+        Err(ClientError::refused(
+            ErrorCode::PermissionDenied,
+            "permission denied",
+        ))
+    }
+}
+
+impl Client {
+    /// Creates (or with `exclusive: false` opens) a file for reading and writing.
+    pub fn create(&self, path: &str, options: &CreateOptions) -> Result<File, ClientError> {
+        let (parent, name) = path::split(path, ErrorCode::IsDirectory)?;
+        if path::names_a_directory(path) {
+            return Err(ClientError::refused(
+                ErrorCode::IsDirectory,
+                format!("{path}: a path ending with / names a directory, not a file to create"),
+            ));
+        }
+        let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
+        self.create_named(parent.inode, name.as_bytes(), options, path, false)
+            .map(|made| made.made)
+    }
+
+    /// Creates (or with `exclusive: false` opens) file `name` in directory `parent`.
+    pub fn create_in(
+        &self,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        options: &CreateOptions,
+    ) -> Result<File, ClientError> {
+        let name = name.as_ref();
+        self.create_named(parent, name, options, &lossy(name), false)
+            .map(|made| made.made)
+    }
+
+    /// `create_in`, with `parent`'s attributes after it (see [`Made`]).
+    pub fn create_in_made(
+        &self,
+        parent: InodeId,
+        name: impl AsRef<[u8]>,
+        options: &CreateOptions,
+    ) -> Result<Made<File>, ClientError> {
+        let name = name.as_ref();
+        self.create_named(parent, name, options, &lossy(name), true)
+    }
+
+    pub(super) fn create_named(
+        &self,
+        parent: InodeId,
+        name: &[u8],
+        options: &CreateOptions,
+        path: &str,
+        with_parent: bool,
+    ) -> Result<Made<File>, ClientError> {
+        let request = Request::Create {
+            cred: self.cred_clone(),
+            parent,
+            name: Name::from(name),
+            mode: options.mode,
+            layout: options.layout,
+            exclusive: options.exclusive,
+        };
+        let Made {
+            made: attr,
+            parent: parent_attr,
+        } = self.create_granted(request, path, with_parent)?;
+        if attr.kind != FileKind::File {
+            return Err(ClientError::refused(
+                ErrorCode::IsDirectory,
+                format!("{path}: not a regular file"),
+            ));
+        }
+        let file = File::new(self.inner.clone(), attr, path.to_owned(), true)?;
+        if options.truncate {
+            file.truncate(0)?;
+        }
+        Ok(Made {
+            made: file,
+            parent: parent_attr,
+        })
+    }
+
+    /// Opens a file. Reading is always allowed by the handle; the manager checked
+    /// permission for what `options` asks.
+    pub fn open(&self, path: &str, options: &OpenOptions) -> Result<File, ClientError> {
+        let attr = match self.resolve(path) {
+            Err(e) if e.code() == ErrorCode::NotFound && options.create.is_some() => {
+                let mut create = options.create.unwrap_or_default();
+                create.exclusive = false;
+                create.truncate = options.truncate;
+                return self.create(path, &create);
+            }
+            other => other?,
+        };
+        match attr.kind {
+            FileKind::File => {}
+            FileKind::Directory => {
+                return Err(ClientError::refused(
+                    ErrorCode::IsDirectory,
+                    format!("{path}: is a directory"),
+                ))
+            }
+            FileKind::Symlink => {
+                return Err(ClientError::refused(
+                    ErrorCode::InvalidArgument,
+                    format!("{path}: is a symbolic link"),
+                ))
+            }
+            special => {
+                // FIFOs, devices and sockets have no data in Weft: their I/O is local.
+                return Err(ClientError::refused(
+                    ErrorCode::Unsupported,
+                    format!("{path}: is a {special:?}: only regular files are read and written through Weft"),
+                ));
+            }
+        }
+        check_access(&self.inner.cred, &attr, if options.write { 0o6 } else { 0o4 })
+            .map_err(|e| e.context(path))?;
+        let file = File::new(self.inner.clone(), attr, path.to_owned(), options.write)?;
+        if options.truncate && options.write {
+            file.truncate(0)?;
+        }
+        Ok(file)
+    }
+
+    /// Opens, without asking the manager, the file another process of the same job
+    /// opened: `handoff` is that handle's [`File::handoff`]. The kind and this process's
+    /// permission for what `write` asks are checked here, as [`Client::open`] checks
+    /// them; the path walk and the create were done once, by the process that opened.
+    /// A collective open (MPI-IO) costs the manager one request instead of one per
+    /// process this way. A handoff from [`File::handoff_with_capability`] also spares
+    /// this process the manager's capability grant, when it is the same user's.
+    pub fn open_handoff(&self, handoff: &[u8], path: &str, write: bool) -> Result<File, ClientError> {
+        let Handed { attr, capability } = Handoff::decode(handoff).map_err(|e| {
+            ClientError::refused(
+                ErrorCode::InvalidArgument,
+                format!("{path}: a damaged open handoff: {e}"),
+            )
+        })?;
+        if attr.kind != FileKind::File {
+            return Err(ClientError::refused(
+                ErrorCode::InvalidArgument,
+                format!("{path}: the open handoff is not of a regular file"),
+            ));
+        }
+        check_access(&self.inner.cred, &attr, if write { 0o6 } else { 0o4 }).map_err(|e| e.context(path))?;
+        // The maker's capability serves this process too when it is the same user's
+        // and covers the access asked for; a server that refuses it (revoked, expired)
+        // makes the connection forget it and ask the manager.
+        if let Some((uid, cap)) = capability {
+            use weft_proto::capability::rights::{READ, WRITE};
+            let wanted = if write { WRITE } else { READ };
+            if uid == self.inner.cred.uid && cap.rights & wanted != 0 {
+                if let Some(source) = self.inner.pool.capability_source() {
+                    source.adopt(&cap);
+                }
+            }
+        }
+        File::new(self.inner.clone(), attr, path.to_owned(), write)
+    }
+
+    /// Opens a file known by its attributes (for adapters that track inodes).
+    /// `attr.size` is taken as the size the io servers gave just now (as `getattr_sized`
+    /// and `revalidate` fill it in): reads within it need not ask them again.
+    pub fn open_attr(&self, attr: Attr, writable: bool) -> Result<File, ClientError> {
+        let size = attr.size;
+        let file = File::new(
+            self.inner.clone(),
+            attr.clone(),
+            format!("inode {}", attr.inode),
+            writable,
+        )?;
+        file.known_size.store(size, std::sync::atomic::Ordering::SeqCst);
+        Ok(file)
+    }
+}

@@ -1,0 +1,220 @@
+//! What a client reaches the cluster through, shared by every handle made from it: the
+//! connection pool, the cluster's servers and the address each is reached by (chosen
+//! when first used), the route to the manager and the replay of namespace changes.
+
+use crate::drive::TransferOptions;
+use crate::error::{unexpected, ClientError};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+use weft_layout::{InodeId, ServerId};
+use weft_proto::msg::{Request, Response};
+use weft_proto::{ClusterInfo, Cred, ErrorCode, IoServer};
+use weft_rpc::ConnectionPool;
+
+pub(crate) mod replay;
+
+pub(crate) struct Inner {
+    pub pool: Arc<ConnectionPool>,
+    pub meta_addr: String,
+    /// What calls to the manager go to: `meta_addr`, or its Unix socket on its machine
+    /// (`meta_route`).
+    pub meta_route: String,
+    pub cluster: ClusterInfo,
+    pub io_addrs: HashMap<ServerId, Arc<ServerAddress>>,
+    /// Addresses of the cache managers.
+    pub cache_addrs: HashMap<ServerId, Arc<ServerAddress>>,
+    pub cred: Cred,
+    pub transfer: TransferOptions,
+    /// The manager answered a `WithParent` with `UnknownOpcode` (it predates it): the
+    /// `*_made` operations send their request alone from then on. Shared by every
+    /// client made from this one.
+    pub no_parent_attrs: Arc<AtomicBool>,
+    /// The manager answered a `CreateGranted` with `UnknownOpcode` (it predates it):
+    /// creates are sent without asking for the new file's capability from then on.
+    pub no_create_grants: Arc<AtomicBool>,
+    /// The manager answered a `Vouched` with `UnknownOpcode`: lookups are sent alone.
+    pub no_vouch: Arc<AtomicBool>,
+    /// What this client learnt of files' data under the manager's vouch (see
+    /// `vouched`). Shared by every client made from this one.
+    pub(crate) vouched: Arc<crate::vouched::Vouched>,
+    /// Namespace changes kept until durable, replayed after a manager restart
+    /// (`replay.rs`); one per connection pool.
+    pub tracker: Arc<replay::Tracker>,
+}
+
+impl Inner {
+    /// See `Client::hold_write_grant`.
+    pub fn hold_write_grant(&self, inode: InodeId) {
+        if let Some(source) = self.pool.capability_source() {
+            let _ = source.capability(inode, weft_proto::capability::rights::WRITE);
+        }
+    }
+}
+
+/// Where to reach a server, chosen when it is first used (see `io_address`): a client
+/// pays for no server it does not use, and a hung one costs one timeout, not two.
+pub(crate) struct ServerAddress {
+    server: IoServer,
+    chosen: OnceLock<String>,
+}
+
+impl ServerAddress {
+    pub(crate) fn new(server: &IoServer) -> Arc<ServerAddress> {
+        Arc::new(ServerAddress {
+            server: server.clone(),
+            chosen: OnceLock::new(),
+        })
+    }
+
+    fn get(&self, pool: &ConnectionPool) -> &str {
+        self.chosen.get_or_init(|| io_address(pool, &self.server))
+    }
+}
+
+impl Inner {
+    pub fn io_addr(&self, server: ServerId) -> Result<&str, ClientError> {
+        match self.io_addrs.get(&server) {
+            Some(address) => Ok(address.get(&self.pool)),
+            None => Err(ClientError::refused(
+                ErrorCode::Unavailable,
+                format!("io server {server} is not in the cluster description"),
+            )),
+        }
+    }
+
+    pub fn cache_addr(&self, server: ServerId) -> Result<&str, ClientError> {
+        match self.cache_addrs.get(&server) {
+            Some(address) => Ok(address.get(&self.pool)),
+            None => Err(ClientError::refused(
+                ErrorCode::Unavailable,
+                format!("cache manager {server} is not in the cluster description"),
+            )),
+        }
+    }
+
+    pub fn meta(&self, request: &Request) -> Result<Response, ClientError> {
+        if request.is_tracked() {
+            return self.tracker.call(self, request);
+        }
+        self.tracker.before(self)?;
+        Ok(self.pool.call(&self.meta_route, request, &[])?.0)
+    }
+
+    /// Returns once every metadata operation the manager acknowledged so far (this
+    /// client's and everyone's) is durable: a manager with a commit interval answers
+    /// operations before they are (docs/src/consistency.md, Durability). A manager that predates the
+    /// request commits every operation before answering it: nothing to wait for.
+    /// The connection to the manager, for requests sent pipelined (never namespace
+    /// changes): after a manager restart, what this client kept is replayed first.
+    pub fn meta_connection(&self) -> Result<Arc<weft_rpc::Connection>, ClientError> {
+        self.tracker.before(self)?;
+        Ok(self.pool.get(&self.meta_route)?)
+    }
+
+    /// Skipped when the manager's answers said every operation of this client is
+    /// durable already (interval 0, or committed since).
+    pub fn commit_metadata(&self) -> Result<(), ClientError> {
+        if self.tracker.all_durable() {
+            return Ok(());
+        }
+        match self.meta(&Request::CommitMetadata { wait: true }) {
+            Ok(Response::Committed(info)) => {
+                self.tracker.durable(info.durable_seq);
+                Ok(())
+            }
+            Ok(other) => Err(unexpected(&other)),
+            Err(e) if e.code() == ErrorCode::UnknownOpcode => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The address to reach an io server by: its Unix socket when this machine has it and
+/// the server behind it is the one expected (same id), else TCP. Over the socket, bulk
+/// data moves through a shared segment where one can be had (`weft_rpc::shm`).
+/// `WEFT_TRANSPORT=tcp` forces TCP; `unix` the socket without a segment; `shm` the
+/// segment (a server on this machine that cannot have one is an error, not TCP).
+fn io_address(pool: &ConnectionPool, server: &weft_proto::IoServer) -> String {
+    local_address(pool, server.id, &server.addr, server.socket.as_deref())
+}
+
+/// The address to reach the metadata manager at `meta_addr` by: its Unix socket when
+/// the cluster description this client found ($WEFT_HOME's) names one for that
+/// manager and it answers as the manager, else `meta_addr`. On the socket the
+/// manager counts this client's connections per user, as the kernel tells it
+/// (SO_PEERCRED), rather than per address: other local users, and strangers without
+/// the key, cannot fill its share.
+pub(crate) fn meta_route(pool: &ConnectionPool, meta_addr: &str) -> String {
+    match weft_config::local_meta_socket(meta_addr) {
+        Some((id, socket)) => local_address(pool, ServerId(id), meta_addr, Some(&socket.to_string_lossy())),
+        None => meta_addr.to_owned(),
+    }
+}
+
+/// The Unix socket `socket` of server `id` when this machine has it and the server
+/// behind it is that one, else its TCP address `addr` (see `io_address`).
+fn local_address(pool: &ConnectionPool, id: ServerId, addr: &str, socket: Option<&str>) -> String {
+    let server = LocalServer { id, addr, socket };
+    let transport = weft_rpc::shm::Transport::from_env();
+    let tcp_only = transport == weft_rpc::shm::Transport::Tcp;
+    let Some(path) = server.socket.filter(|_| !tcp_only) else {
+        return server.addr.to_owned();
+    };
+    if !std::path::Path::new(path).exists() {
+        return server.addr.to_owned();
+    }
+    let local = format!("{}{path}", weft_rpc::stream::UNIX_PREFIX);
+    pool.set_label(&local, &format!("{} (via {local})", server.addr));
+    match pool.get(&local) {
+        Ok(connection) if connection.server().0 == server.id => local,
+        // The server took the connection and did not answer: it is there, hung, and
+        // would not answer over TCP either. Its TCP address fails at once for a while,
+        // so that the caller waits one timeout, not two.
+        Err(e @ weft_rpc::RpcError::TimedOut { .. }) => {
+            pool.note_unresponsive(server.addr, e);
+            server.addr.to_owned()
+        }
+        // Forced shared memory that cannot be had: calls fail with the reason.
+        Err(_) if transport == weft_rpc::shm::Transport::Shm => local,
+        _ => server.addr.to_owned(),
+    }
+}
+
+struct LocalServer<'a> {
+    id: ServerId,
+    addr: &'a str,
+    socket: Option<&'a str>,
+}
+
+pub(crate) fn client_name() -> String {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let name = format!(
+        "{} pid {}",
+        exe.unwrap_or_else(|| "client".into()),
+        std::process::id()
+    );
+    match job_id() {
+        // Servers attribute this connection's requests to the job (their metrics).
+        Some(job) => format!("{name} job {job}"),
+        None => name,
+    }
+}
+
+/// The job this process belongs to, for the servers' per-job metrics: $WEFT_JOB, else
+/// the batch system's or the MPI launcher's job id.
+fn job_id() -> Option<String> {
+    [
+        "WEFT_JOB",
+        "SLURM_JOB_ID",
+        "PBS_JOBID",
+        "PMIX_NAMESPACE",
+        "OMPI_MCA_ess_base_jobid",
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    // Servers keep 64 bytes of it; a long one must not make the handshake too large.
+    .map(|job| job.chars().take(64).collect())
+}

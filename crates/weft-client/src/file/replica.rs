@@ -1,0 +1,312 @@
+//! Replicated files (`replicas=N`) on the client's stripe path, below views, list I/O
+//! and collective methods: those address slots (layout indices), and `File::connection_of`
+//! maps a slot to one of its copies' servers. Every copy of a slot stores the slot's
+//! stripes at the same local offsets (`weft_layout::redundancy`), so a request is sent
+//! to a copy unchanged.
+//!
+//! - A write runs once per copy, in parallel (one thread per copy beyond the first),
+//!   each run's requests going to that copy of every slot (`File::with_copies`). A
+//!   run that fails because a server is unreachable (refused, lost or timed out: the
+//!   client's timeout decides) gets that server's piece marked stale at the manager
+//!   (`MarkStale`, in the file's layout) before the write is acknowledged, and runs
+//!   again with that slot's requests sent to another fresh copy. The write is
+//!   acknowledged once every fresh copy has it, and never while some slot has fewer
+//!   fresh copies than the minimum (default all but one, at least one).
+//! - A read goes to the first fresh copy of each slot that this handle has not seen down;
+//!   an unreachable server is noted down (for `DOWN_RETRY`) and the read runs again
+//!   (`File::with_fallback`), without an error reaching the caller while a fresh copy
+//!   of every slot answers.
+//! - Stale pieces are never read or written again (until a rebuild, not built yet).
+
+use super::File;
+use crate::error::ClientError;
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use weft_layout::{Layout, ServerId};
+use weft_proto::msg::{Request, Response};
+use weft_proto::ErrorCode;
+use weft_rpc::RpcError;
+
+/// How long a server a read found unreachable is left alone before it is tried again.
+pub const DOWN_RETRY: Duration = Duration::from_secs(10);
+
+thread_local! {
+    /// During a replicated write: the copy this thread's requests go to. `None`: a
+    /// read (or anything else), which goes to the first usable copy of each slot.
+    static COPY: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The smallest number of fresh copies of every slot a write may be acknowledged on:
+/// `$WEFT_WRITE_COPIES_MIN` if set (1..=replicas), else all but one (at least one).
+pub fn write_copies_min(replicas: usize) -> usize {
+    std::env::var("WEFT_WRITE_COPIES_MIN")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| (1..=replicas).contains(n))
+        .unwrap_or(replicas.saturating_sub(1).max(1))
+}
+
+/// A replicated file's copies as one handle sees them.
+pub(crate) struct Replicas {
+    /// `[slot][copy]`: the server and its address, primary first.
+    pieces: Vec<Vec<(ServerId, String)>>,
+    /// Stale pieces: the layout's at open, and those this handle marked.
+    stale: Mutex<HashSet<ServerId>>,
+    /// Servers this handle found unreachable while reading, and when.
+    down: Mutex<HashMap<ServerId, Instant>>,
+    copies_min: usize,
+}
+
+impl Replicas {
+    pub(crate) fn new(
+        layout: &Layout,
+        addr_of: impl Fn(ServerId) -> Result<String, ClientError>,
+    ) -> Result<Option<Replicas>, ClientError> {
+        if layout.replica_count() < 2 {
+            return Ok(None);
+        }
+        let pieces = (0..layout.width())
+            .map(|slot| {
+                layout
+                    .slot_servers(slot)
+                    .into_iter()
+                    .map(|s| Ok((s, addr_of(s)?)))
+                    .collect::<Result<Vec<_>, ClientError>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(Replicas {
+            pieces,
+            stale: Mutex::new(layout.replication.stale.iter().copied().collect()),
+            down: Mutex::new(HashMap::new()),
+            copies_min: write_copies_min(layout.replica_count()),
+        }))
+    }
+
+    fn copies(&self) -> usize {
+        self.pieces[0].len()
+    }
+
+    /// The fresh copies of `slot` (and, for reads, not seen down lately), in order.
+    fn usable(&self, slot: usize, reading: bool) -> Vec<usize> {
+        let stale = self.stale.lock().unwrap_or_else(|p| p.into_inner());
+        let down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        (0..self.copies())
+            .filter(|&c| {
+                let server = self.pieces[slot][c].0;
+                let seen_down = reading && down.get(&server).is_some_and(|at| at.elapsed() < DOWN_RETRY);
+                !(stale.contains(&server) || seen_down)
+            })
+            .collect()
+    }
+
+    /// The address this thread's request for `slot` goes to.
+    pub(crate) fn addr_for(&self, slot: usize) -> Result<&str, ClientError> {
+        let copy = COPY.with(|c| c.get());
+        let usable = self.usable(slot, copy.is_none());
+        let chosen = match copy {
+            // A write's run for copy `r`: the r-th fresh copy, or (fewer fresh copies
+            // than runs) the last one again, which is harmless: the same bytes.
+            Some(r) => usable.get(r).or(usable.last()),
+            None => usable.first(),
+        };
+        match chosen {
+            Some(&c) => Ok(&self.pieces[slot][c].1),
+            None => Err(ClientError::refused(
+                ErrorCode::Unavailable,
+                format!(
+                    "no copy of stripe slot {slot} can be reached (servers {})",
+                    self.pieces[slot]
+                        .iter()
+                        .map(|(s, _)| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// The server at `addr` (as an error names it: the address, or for a server on
+    /// this machine "TCP-ADDRESS (via unix:PATH)", reached at "unix:PATH") if it holds
+    /// a piece of this file.
+    fn server_at(&self, addr: &str) -> Option<ServerId> {
+        let address = match addr.split_once(" (via ") {
+            Some((_, via)) => via.strip_suffix(')').unwrap_or(via),
+            None => addr,
+        };
+        self.pieces
+            .iter()
+            .flatten()
+            .find(|(_, a)| a == address)
+            .map(|(s, _)| *s)
+    }
+
+    fn mark_down(&self, server: ServerId) {
+        self.down
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(server, Instant::now());
+    }
+
+    /// Fails when some slot has fewer fresh copies than a write needs.
+    fn check_copies_min(&self) -> Result<(), ClientError> {
+        for slot in 0..self.pieces.len() {
+            let fresh = self.usable(slot, false).len();
+            if fresh < self.copies_min {
+                return Err(ClientError::refused(
+                    ErrorCode::Io,
+                    format!(
+                        "only {fresh} fresh copies of stripe slot {slot} are left, a write needs {}",
+                        self.copies_min
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The address of the server a transport error came from, if it is one (a server down
+/// or not answering, as opposed to a refusal).
+fn unreachable_addr(e: &ClientError) -> Option<&str> {
+    match e {
+        ClientError::Transport(
+            RpcError::Connect { addr, .. }
+            | RpcError::Disconnected { addr, .. }
+            | RpcError::TimedOut { addr, .. },
+        ) => Some(addr),
+        _ => None,
+    }
+}
+
+impl File {
+    /// Runs `write` once per copy of a replicated file (once for a plain one), see the
+    /// module comment; returns the first copy's result.
+    pub(crate) fn with_copies<T: Send>(
+        &self,
+        write: impl Fn() -> Result<T, ClientError> + Sync,
+    ) -> Result<T, ClientError> {
+        let Some(replicas) = &self.replicas else {
+            return write();
+        };
+        let run = |copy: usize| {
+            COPY.with(|c| c.set(Some(copy)));
+            let out = write();
+            COPY.with(|c| c.set(None));
+            out
+        };
+        let mut pending: Vec<usize> = (0..replicas.copies()).collect();
+        let mut first = None;
+        // Each retry follows a newly stale piece: bounded by the pieces of the file.
+        for _ in 0..=replicas.copies() * replicas.pieces.len() {
+            let results: Vec<(usize, Result<T, ClientError>)> = std::thread::scope(|scope| {
+                let helpers: Vec<_> = pending[1..]
+                    .iter()
+                    .map(|&copy| (copy, scope.spawn(move || run(copy))))
+                    .collect();
+                let mut out = vec![(pending[0], run(pending[0]))];
+                for (copy, helper) in helpers {
+                    out.push((copy, helper.join().expect("replica write thread panicked")));
+                }
+                out
+            });
+            let mut again = Vec::new();
+            let mut unreachable = Vec::new();
+            for (copy, result) in results {
+                match result {
+                    Ok(value) => {
+                        first.get_or_insert(value);
+                    }
+                    Err(e) => match unreachable_addr(&e).and_then(|a| replicas.server_at(a)) {
+                        Some(server) => {
+                            unreachable.push(server);
+                            again.push(copy);
+                        }
+                        None => return Err(e),
+                    },
+                }
+            }
+            if again.is_empty() {
+                return Ok(first.expect("a run succeeded"));
+            }
+            for server in unreachable {
+                self.mark_stale(server)?;
+            }
+            replicas.check_copies_min()?;
+            pending = again;
+        }
+        Err(ClientError::refused(
+            ErrorCode::Io,
+            format!("{}: a replicated write kept failing on its servers", self.path),
+        ))
+    }
+
+    /// Runs `read` and, while it fails because a server of a replicated file cannot
+    /// be reached, notes that server down and runs it again (each slot's requests then
+    /// go to another fresh copy).
+    pub(crate) fn with_fallback<T>(
+        &self,
+        mut read: impl FnMut() -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let Some(replicas) = &self.replicas else {
+            return read();
+        };
+        let mut tries = 0;
+        loop {
+            match read() {
+                Err(e) => match unreachable_addr(&e).and_then(|a| replicas.server_at(a)) {
+                    Some(server) if tries < replicas.copies() * replicas.pieces.len() => {
+                        tries += 1;
+                        replicas.mark_down(server);
+                    }
+                    _ => return Err(e),
+                },
+                ok => return ok,
+            }
+        }
+    }
+
+    /// Records at the manager that `server`'s piece of this file missed writes, then
+    /// stops using it.
+    fn mark_stale(&self, server: ServerId) -> Result<(), ClientError> {
+        let Some(replicas) = &self.replicas else {
+            return Ok(());
+        };
+        if replicas
+            .stale
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&server)
+        {
+            return Ok(());
+        }
+        let request = Request::MarkStale {
+            cred: self.inner.cred.clone(),
+            inode: self.inode(),
+            server,
+        };
+        match self.inner.meta(&request).map_err(|e| e.context(&self.path))? {
+            Response::Attr(_) => {}
+            other => return Err(crate::error::unexpected(&other)),
+        }
+        replicas
+            .stale
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(server);
+        Ok(())
+    }
+
+    /// The connection requests for slot `k` of the data layout go to now.
+    pub(crate) fn connection_of(
+        &self,
+        k: usize,
+    ) -> Result<std::sync::Arc<weft_rpc::Connection>, ClientError> {
+        let addr = match &self.replicas {
+            None => &self.addrs[k],
+            Some(replicas) => replicas.addr_for(k)?,
+        };
+        self.inner.pool.get(addr).map_err(ClientError::from)
+    }
+}

@@ -1,0 +1,78 @@
+//! The bytes one process hands another so that it opens the same file without asking
+//! the manager (`File::handoff`, `Client::open_handoff`).
+
+use weft_proto::Attr;
+
+/// What [`File::handoff`](crate::File::handoff) carries: the manager's answer to the open (its attributes,
+/// layout included), versioned so that a handoff between mismatched builds fails
+/// clearly. Whatever else a manager's open answer grants a handle belongs here too.
+pub(crate) struct Handoff;
+
+/// What a handoff carries.
+pub(crate) struct Handed {
+    pub attr: Attr,
+    /// The capability of the process that made it, and its uid.
+    pub capability: Option<(u32, weft_proto::Capability)>,
+}
+
+impl Handoff {
+    /// The attributes alone.
+    const VERSION: u8 = 1;
+    /// The attributes' length, the attributes, then optionally the uid and capability.
+    const VERSION_CAPABLE: u8 = 2;
+
+    pub(crate) fn encode(attr: &Attr, capability: Option<&(u32, weft_proto::Capability)>) -> Vec<u8> {
+        use weft_proto::Wire;
+        let attr = attr.to_bytes();
+        let Some((uid, cap)) = capability else {
+            let mut out = vec![Handoff::VERSION];
+            out.extend_from_slice(&attr);
+            return out;
+        };
+        let mut out = vec![Handoff::VERSION_CAPABLE];
+        out.extend_from_slice(&(attr.len() as u64).to_le_bytes());
+        out.extend_from_slice(&attr);
+        out.extend_from_slice(&uid.to_le_bytes());
+        out.extend_from_slice(&cap.to_bytes());
+        out
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Handed, String> {
+        use weft_proto::Wire;
+        match bytes.split_first() {
+            Some((&Handoff::VERSION, rest)) => Ok(Handed {
+                attr: Attr::from_bytes(rest).map_err(|e| e.to_string())?,
+                capability: None,
+            }),
+            Some((&Handoff::VERSION_CAPABLE, rest)) => {
+                let short = || "truncated".to_owned();
+                let len = rest.get(..8).ok_or_else(short)?;
+                let len = usize::try_from(u64::from_le_bytes(len.try_into().expect("8 bytes")))
+                    .map_err(|_| short())?;
+                let attr_end = len.checked_add(8).ok_or_else(short)?;
+                let attr = rest.get(8..attr_end).ok_or_else(short)?;
+                let attr = Attr::from_bytes(attr).map_err(|e| e.to_string())?;
+                let uid = rest.get(attr_end..attr_end + 4).ok_or_else(short)?;
+                let uid = u32::from_le_bytes(uid.try_into().expect("4 bytes"));
+                let cap = weft_proto::Capability::from_bytes(&rest[attr_end + 4..])
+                    .map_err(|e| format!("its capability: {e}"))?;
+                if cap.inode != attr.inode {
+                    return Err(format!(
+                        "its capability is for inode {}, the file is inode {}",
+                        cap.inode, attr.inode
+                    ));
+                }
+                Ok(Handed {
+                    attr,
+                    capability: Some((uid, cap)),
+                })
+            }
+            Some((v, _)) => Err(format!(
+                "version {v}, this build reads {} and {}",
+                Handoff::VERSION,
+                Handoff::VERSION_CAPABLE
+            )),
+            None => Err("empty".into()),
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Capabilities and vouching: write and read capabilities granted with opens and
+//! creates, and lookups vouched for (no write capability live since a stamp).
+
+use super::*;
+
+impl MetaService {
+    /// Grants capabilities with `issuer` (set once; without one, `GrantCapability`
+    /// answers that the cluster asks for none).
+    pub fn set_capability_issuer(&self, issuer: Arc<dyn CapabilityIssuer>) {
+        let now = unix_ms();
+        let sample = issuer.issue(InodeId(0), 0, now);
+        let lifetime = sample.expiry_ms.saturating_sub(sample.issued_ms);
+        if self.capabilities.set(issuer).is_ok() {
+            let _ = self.writers.set(crate::writers::Writers::new(now, lifetime));
+        }
+    }
+
+    /// `Vouched`: `request`'s attributes, and for a regular file outside the cache tier
+    /// (whose managers write back on their own) the manager's vouch (see `writers`).
+    pub(super) fn vouched(&self, cred_request: Request) -> Result<Response, WireError> {
+        let store = &self.store;
+        let attr = match cred_request {
+            Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name)?,
+            Request::Revalidate { cred, steps } => store.revalidate(&cred, &steps)?,
+            Request::GetAttr { cred, inode } => store.getattr(&cred, inode)?,
+            other => {
+                return Err(WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{:?} is answered with no vouch", other.opcode()),
+                ))
+            }
+        };
+        let vouch = match self.writers.get() {
+            Some(writers) if attr.kind == FileKind::File && !attr.cache.uses_tier() => {
+                writers.vouch(attr.inode, unix_ms())
+            }
+            _ => None,
+        };
+        Ok(Response::AttrVouched { attr, vouch })
+    }
+
+    /// `GrantCapability`: the permission check of an open, then a signed capability. A
+    /// verified user's grant is recorded (`handles`): it is the open that the user's
+    /// handle-based requests, and reads of the file once removed, are checked against.
+    pub(super) fn grant_capability(
+        &self,
+        caller: &Caller,
+        cred: &Cred,
+        inode: InodeId,
+        rights: u8,
+    ) -> Result<Response, WireError> {
+        use weft_proto::capability::rights::{READ, WRITE};
+        let Some(issuer) = self.capabilities.get() else {
+            return Err(WireError::new(
+                ErrorCode::Unsupported,
+                "this cluster's io servers ask for no capabilities",
+            ));
+        };
+        let mut want = 0;
+        if rights & READ != 0 {
+            want |= crate::store::MAY_READ;
+        }
+        if rights & WRITE != 0 {
+            want |= crate::store::MAY_WRITE;
+        }
+        let issued = issuer.issue_time();
+        let orphan_read = match caller {
+            Caller::Trusted => true,
+            Caller::User(user) => self.handles.holds(inode, user.uid, rights, unix_ms()),
+        };
+        self.store.may_access_data(cred, inode, want, orphan_read)?;
+        let capability = issuer.issue(inode, rights, issued);
+        if rights & WRITE != 0 {
+            if let Some(writers) = self.writers.get() {
+                writers.granted(inode, holder(caller), capability.expiry_ms, unix_ms());
+            }
+        }
+        if let Caller::User(user) = caller {
+            self.handles
+                .record(inode, user.uid, rights, capability.expiry_ms, unix_ms());
+        }
+        Ok(Response::Capability(capability))
+    }
+
+    /// `CreateGranted`: the create as a `WithParent` makes it, then the capability to
+    /// read and write the file that its first write would ask for, in the same round
+    /// trip. A grant refused (the cluster asks for none, the mode gives the creator no
+    /// access) is no error: the file is made, and the client asks at its first write as
+    /// for any open.
+    pub(super) fn create_granted(&self, caller: &Caller, request: Request) -> Result<Response, WireError> {
+        use weft_proto::capability::rights::{READ, WRITE};
+        let cred = match &request {
+            Request::Create { cred, .. } => cred.clone(),
+            other => {
+                return Err(WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{:?} is no create: only a create is granted with", other.opcode()),
+                ))
+            }
+        };
+        let Made { attr, parent } = self.made(request)?;
+        let capability = match self.grant_capability(caller, &cred, attr.inode, READ | WRITE) {
+            Ok(Response::Capability(cap)) => Some(cap),
+            _ => None,
+        };
+        Ok(Response::MadeGranted {
+            attr,
+            parent,
+            capability,
+        })
+    }
+}
