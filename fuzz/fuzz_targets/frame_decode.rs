@@ -26,7 +26,10 @@ fuzz_target!(|data: &[u8]| {
     let opcode = u16::from_le_bytes([*opcode_low, *opcode_high]);
     let decoded = Request::decode(opcode, body);
     if let Ok(request) = &decoded {
-        assert_eq!(Request::decode(opcode, &request.encode_body()).as_ref(), Ok(request));
+        assert_eq!(
+            Request::decode(opcode, &request.encode_body()).as_ref(),
+            Ok(request)
+        );
     }
     if let Ok(Request::ShmCall {
         offset,
