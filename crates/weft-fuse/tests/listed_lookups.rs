@@ -214,6 +214,9 @@ fn read_one_by_one(for_writing: bool) -> (Mount, TestCluster) {
     // before the first listing and during each fetch. Without listings it would be
     // one lookup per file.
     let pages_allowed = 2.0 * (seconds.ceil() + 5.0);
+    eprintln!(
+        "{lookups} lookups, {listings} listing pages, {seconds:.2} s (opened for writing: {for_writing})"
+    );
     assert!(
         lookups < (MANY / 4) as f64 && listings <= pages_allowed,
         "{lookups} manager lookups and {listings} listing pages (at most {pages_allowed} for \

@@ -31,7 +31,7 @@ impl WeftFs {
     ) -> Result<(FileAttr, Duration, Option<Ticket>), Errno> {
         let name = name_bytes(name);
         if !self.retries.retrying(req.pid()) {
-            if let Some((attr, left)) = self.recent.get(inode(parent), name) {
+            if let Some((attr, left)) = self.recent.get_or_wait(inode(parent), name) {
                 // What is open here may have changed here since the listing.
                 if !self.open_inodes.is_open(attr.inode) {
                     self.retries.looked_up(req.pid(), attr.inode);
