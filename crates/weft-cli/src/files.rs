@@ -467,7 +467,7 @@ fn target_path(client: &Client, local: &str, path: &str) -> Result<String> {
 }
 
 /// The process's umask, without changing it (from /proc; else set and restored).
-fn umask() -> u32 {
+pub(crate) fn umask() -> u32 {
     if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
         if let Some(mask) = status
             .lines()

@@ -18,6 +18,9 @@
 //! them and a unit test keeps the list whole), take a value starting with `-` as their
 //! value and refuse a negative one saying what they take (`--io` 1..=64), not clap's
 //! "unexpected argument".
+//! `admin.rs`: chmod, chown, chgrp, touch, du, find over a tree walked a listing page at
+//! a time, and relative Weft paths (`-C`, `$WEFT_CWD`; `in_cwd` in `main.rs` makes every
+//! command's Weft paths absolute before it runs).
 //! `files.rs` (ls, stat, mkdir, rm, mv, put, get, cat, layout, df): `put` creates the
 //! file under a hidden temporary name in the target's directory with the source's mode
 //! under the umask (`-`: standard input, created 0666 under the umask, and the target must
@@ -71,6 +74,7 @@ macro_rules! println {
     };
 }
 
+mod admin;
 mod cluster;
 mod counts;
 mod escape;
@@ -97,6 +101,10 @@ use weft_client::{Client, LayoutRequest};
 Clients find the cluster through $WEFT_META=host:port (the metadata manager), else\n$WEFT_HOME/cluster.toml, else ~/.weft/cluster.toml; and its key through $WEFT_KEY (a file),\nelse cluster.key beside that cluster.toml."
 )]
 struct Cli {
+    /// The current Weft directory: relative Weft paths are taken against it (default:
+    /// $WEFT_CWD, else /).
+    #[arg(short = 'C', long = "directory", global = true, value_name = "DIR")]
+    directory: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -412,6 +420,93 @@ cluster that is stopped, `weft up` starts it again with its data."
         #[arg(required = true)]
         paths: Vec<String>,
     },
+    /// Change permission bits (octal such as 750, or symbolic such as u+x,go-w).
+    Chmod {
+        /// Change the entries under directories too (symbolic links are left alone).
+        #[arg(short = 'R')]
+        recursive: bool,
+        /// The mode: octal (0 to 7777) or symbolic clauses [ugoa][+-=][rwxXst], comma
+        /// separated (the umask is not applied).
+        #[arg(value_parser = admin::parse_mode_change, allow_hyphen_values = true)]
+        mode: admin::ModeChange,
+        /// Files and directories to change.
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Change owner and group (root only, or the owner to a group it belongs to).
+    Chown {
+        /// Change the entries under directories too.
+        #[arg(short = 'R')]
+        recursive: bool,
+        /// OWNER, OWNER:GROUP, OWNER: or :GROUP; names from this machine's user and group
+        /// databases, or numbers.
+        owner: String,
+        /// Files and directories to change.
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Change group.
+    Chgrp {
+        /// Change the entries under directories too.
+        #[arg(short = 'R')]
+        recursive: bool,
+        /// A group name from this machine's database, or a number.
+        group: String,
+        /// Files and directories to change.
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Set access and modification times to now, creating empty files where none are.
+    Touch {
+        /// Do not create missing files.
+        #[arg(short = 'c', long = "no-create")]
+        no_create: bool,
+        /// Files to touch (created empty where missing, unless -c).
+        #[arg(required = true)]
+        paths: Vec<String>,
+    },
+    /// Space used under each path, per directory (KiB, as du).
+    Du {
+        /// One total per path.
+        #[arg(short = 's')]
+        summary: bool,
+        /// Sizes as 1.5K, 234M, 2.0G.
+        #[arg(short = 'H', long = "human-readable")]
+        human: bool,
+        /// Count file sizes rather than allocated blocks.
+        #[arg(long)]
+        apparent_size: bool,
+        /// Default: the current Weft directory.
+        paths: Vec<String>,
+    },
+    /// Find entries by name, type, size, age or stripe count, as find(1) and `lfs find`.
+    #[command(
+        long_about = "Find entries under each PATH (default: the current Weft directory) that pass every test \
+given, and print their paths.\n\nExamples:\n  weft find /data --name '*.h5' --size +1G\n  \
+weft find /scratch --type f --mtime +30\n  weft find / --stripe-count 1 --type f"
+    )]
+    Find {
+        /// Where to look.
+        paths: Vec<String>,
+        /// Names matching this shell pattern (quote it: `'*.h5'`).
+        #[arg(long)]
+        name: Option<String>,
+        /// f (file), d (directory), l (symbolic link), p, s, c or b.
+        #[arg(long = "type", value_parser = admin::parse_kind)]
+        kind: Option<weft_client::FileKind>,
+        /// Files larger (+N), smaller (-N) or exactly N bytes; K, M, G, T suffixes.
+        #[arg(long, value_parser = admin::parse_size_test, allow_hyphen_values = true)]
+        size: Option<(std::cmp::Ordering, u64)>,
+        /// Modified more than (+N), less than (-N) or exactly N whole days ago.
+        #[arg(long, value_parser = admin::parse_days_test, allow_hyphen_values = true)]
+        mtime: Option<(std::cmp::Ordering, i64)>,
+        /// Files striped over exactly N io servers.
+        #[arg(long, value_name = "N")]
+        stripe_count: Option<u32>,
+        /// Descend at most N levels below each PATH (0: the paths themselves).
+        #[arg(long, value_name = "N")]
+        maxdepth: Option<u32>,
+    },
     /// Show a file's layout, or set a directory's default layout for new files.
     #[command(
         long_about = "Show a file's layout (stripe size, stripe count, first server, servers), or with --set \
@@ -541,7 +636,14 @@ fn main() {
         .unwrap_or_else(|e| counts::explain(e).exit());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let given = given_flags(&matches);
-    let result = run(cli.command, &given);
+    let command = match in_cwd(cli.command, cli.directory.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("weft: {e:#}");
+            std::process::exit(2);
+        }
+    };
+    let result = run(command, &given);
     // A benchmark interrupted by a signal: its signal thread is stopping the clusters
     // and exits with 128 + the signal; an error the servers' going caused here is not
     // this run's to report (it raced that exit before, giving status 1).
@@ -622,6 +724,42 @@ fn name_io_server(client: &Client, e: anyhow::Error) -> anyhow::Error {
         }
         _ => e,
     }
+}
+
+/// The command with its Weft paths made absolute against the current Weft directory
+/// (`-C`, else $WEFT_CWD, else /); du and find without paths take that directory, and
+/// so does ls when one is given.
+fn in_cwd(mut command: Command, cwd: Option<&str>) -> Result<Command> {
+    let given = cwd.is_some() || std::env::var_os("WEFT_CWD").is_some();
+    let one = |p: &mut String| -> Result<()> {
+        *p = admin::absolute(p, cwd)?;
+        Ok(())
+    };
+    let all = |ps: &mut Vec<String>, default_here: bool| -> Result<()> {
+        if ps.is_empty() && default_here {
+            ps.push(".".to_string());
+        }
+        ps.iter_mut().try_for_each(one)
+    };
+    match &mut command {
+        Command::Ls { paths, .. } => all(paths, given)?,
+        Command::Du { paths, .. } | Command::Find { paths, .. } => all(paths, true)?,
+        Command::Stat { paths }
+        | Command::Cat { paths }
+        | Command::Mkdir { paths, .. }
+        | Command::Rm { paths, .. }
+        | Command::Chmod { paths, .. }
+        | Command::Chown { paths, .. }
+        | Command::Chgrp { paths, .. }
+        | Command::Touch { paths, .. } => all(paths, false)?,
+        Command::Mv { from, to } => {
+            one(from)?;
+            one(to)?;
+        }
+        Command::Put { path, .. } | Command::Get { path, .. } | Command::Layout { path, .. } => one(path)?,
+        _ => {}
+    }
+    Ok(command)
 }
 
 fn run(command: Command, given: &[String]) -> Result<()> {
@@ -722,6 +860,57 @@ fn run(command: Command, given: &[String]) -> Result<()> {
         Command::Cat { paths } => {
             let client = connect()?;
             files::cat(&client, &paths).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Chmod {
+            recursive,
+            mode,
+            paths,
+        } => admin::chmod(&connect()?, &mode, &paths, recursive),
+        Command::Chown {
+            recursive,
+            owner,
+            paths,
+        } => {
+            let (uid, gid) = admin::parse_owner(&owner)?;
+            admin::chown(&connect()?, uid, gid, &paths, recursive)
+        }
+        Command::Chgrp {
+            recursive,
+            group,
+            paths,
+        } => {
+            let gid = admin::group_id(&group)?;
+            admin::chown(&connect()?, None, Some(gid), &paths, recursive)
+        }
+        Command::Touch { no_create, paths } => admin::touch(&connect()?, &paths, no_create),
+        Command::Du {
+            summary,
+            human,
+            apparent_size,
+            paths,
+        } => {
+            let client = connect()?;
+            admin::du(&client, &paths, summary, human, apparent_size).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Find {
+            paths,
+            name,
+            kind,
+            size,
+            mtime,
+            stripe_count,
+            maxdepth,
+        } => {
+            let client = connect()?;
+            let filter = admin::FindFilter {
+                name,
+                kind,
+                size,
+                mtime_days: mtime,
+                stripe_count,
+                max_depth: maxdepth.map(|d| d as usize),
+            };
+            admin::find(&client, &paths, &filter).map_err(|e| name_io_server(&client, e))
         }
         Command::Layout {
             path,
