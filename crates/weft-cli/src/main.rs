@@ -18,6 +18,7 @@
 //! them and a unit test keeps the list whole), take a value starting with `-` as their
 //! value and refuse a negative one saying what they take (`--io` 1..=64), not clap's
 //! "unexpected argument".
+//! `tree_copy.rs`: `put -r` and `get -r`, a file at a time through `put`/`get`.
 //! `admin.rs`: chmod, chown, chgrp, touch, du, find over a tree walked a listing page at
 //! a time, and relative Weft paths (`-C`, `$WEFT_CWD`; `in_cwd` in `main.rs` makes every
 //! command's Weft paths absolute before it runs).
@@ -86,6 +87,7 @@ mod progress;
 mod run;
 mod top_cmd;
 mod trace_cmd;
+mod tree_copy;
 
 use anyhow::Result;
 use clap::{Args as ClapArgs, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -396,6 +398,10 @@ cluster that is stopped, `weft up` starts it again with its data."
     },
     /// Copy a local file into Weft (into a directory if PATH is one), then sync it.
     Put {
+        /// Copy a local directory and everything in it (as cp -r: into PATH under its
+        /// own name if PATH is a directory, else as PATH); symbolic links stay links.
+        #[arg(short = 'r', long)]
+        recursive: bool,
         /// The local file to copy; `-` reads standard input (then PATH must name the
         /// file, not a directory).
         local: String,
@@ -407,6 +413,10 @@ cluster that is stopped, `weft up` starts it again with its data."
     },
     /// Copy a Weft file to a local file.
     Get {
+        /// Copy a Weft directory and everything in it (as cp -r: into LOCAL under its
+        /// own name if LOCAL is a directory, else as LOCAL).
+        #[arg(short = 'r', long)]
+        recursive: bool,
         /// The Weft file to copy.
         path: String,
         /// The local file to write (an existing one is replaced once the whole copy is
@@ -849,11 +859,34 @@ fn run(command: Command, given: &[String]) -> Result<()> {
         Command::Mkdir { parents, paths, mode } => files::mkdir(&connect()?, &paths, parents, mode),
         Command::Rm { recursive, paths } => files::rm(&connect()?, &paths, recursive),
         Command::Mv { from, to } => files::mv(&connect()?, &from, &to),
-        Command::Put { local, path, layout } => {
+        Command::Put {
+            recursive: true,
+            local,
+            path,
+            layout,
+        } => {
+            if local == "-" {
+                anyhow::bail!("put -r copies a directory; standard input is not one");
+            }
+            let client = connect()?;
+            tree_copy::put_tree(&client, &local, &path, layout.request())
+                .map_err(|e| name_io_server(&client, e))
+        }
+        Command::Put {
+            local, path, layout, ..
+        } => {
             let client = connect()?;
             files::put(&client, &local, &path, layout.request()).map_err(|e| name_io_server(&client, e))
         }
-        Command::Get { path, local } => {
+        Command::Get {
+            recursive: true,
+            path,
+            local,
+        } => {
+            let client = connect()?;
+            tree_copy::get_tree(&client, &path, &local).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Get { path, local, .. } => {
             let client = connect()?;
             files::get(&client, &path, &local).map_err(|e| name_io_server(&client, e))
         }

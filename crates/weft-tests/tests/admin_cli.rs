@@ -240,3 +240,61 @@ fn du_counts_what_the_files_hold() {
         "{summary}"
     );
 }
+
+#[test]
+fn put_and_get_copy_whole_trees_as_cp_r_does() {
+    let cluster = TestCluster::start();
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src");
+    let mut rng = Rng::new(3);
+    for dir in ["src/a/b", "src/empty", "src/ro"] {
+        std::fs::create_dir_all(local.path().join(dir)).unwrap();
+    }
+    for (file, size) in [
+        ("src/f", 10),
+        ("src/a/g", 200_000),
+        ("src/a/b/h", 0),
+        ("src/ro/i", 5),
+    ] {
+        std::fs::write(local.path().join(file), rng.bytes(size)).unwrap();
+    }
+    std::os::unix::fs::symlink("../f", local.path().join("src/a/link")).unwrap();
+    std::fs::set_permissions(local.path().join("src/a"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    std::fs::set_permissions(
+        local.path().join("src/ro"),
+        std::fs::Permissions::from_mode(0o555),
+    )
+    .unwrap();
+
+    // Into an existing directory: under the source's name.
+    weft_ok(&cluster, &["mkdir", "/in"]);
+    weft_ok(&cluster, &["put", "-r", src.to_str().unwrap(), "/in"]);
+    let client = cluster.client();
+    assert_eq!(client.stat("/in/src/a").unwrap().mode & 0o777, 0o750);
+    assert_eq!(client.readlink("/in/src/a/link").unwrap().as_ref(), b"../f");
+    // Back out to a new name, and compared whole with the source.
+    let back = local.path().join("back");
+    weft_ok(
+        &cluster,
+        &["-C", "/in", "get", "-r", "src", back.to_str().unwrap()],
+    );
+    let diff = std::process::Command::new("diff")
+        .args(["-r", "--no-dereference"])
+        .arg(&src)
+        .arg(&back)
+        .output()
+        .unwrap();
+    output_ok(diff, "diff -r of the source and the copy back");
+    for dir in ["a", "ro", "empty"] {
+        let mode = |root: &Path| std::fs::metadata(root.join(dir)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&back), mode(&src), "{dir}'s mode");
+    }
+    let (_, err) = weft_err(&cluster, &["put", "-r", "-", "/in"]);
+    assert!(err.contains("standard input"), "{err}");
+    std::fs::set_permissions(
+        local.path().join("src/ro"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::set_permissions(back.join("ro"), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
