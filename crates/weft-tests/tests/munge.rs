@@ -113,6 +113,43 @@ fn munge_identities_are_verified_per_connection() {
                 denied(&out, &format!("uid {} reading {remote}", user.uid));
                 let out = user.weft(&cluster, &socket, &["ls", &format!("/shared/{}", owner.uid)]);
                 denied(&out, &format!("uid {} listing the other's directory", user.uid));
+                // The admin commands act as the user MUNGE vouched for too: nothing of
+                // the other's may be changed, touched or walked.
+                let dir = format!("/shared/{}", owner.uid);
+                for args in [
+                    vec!["chmod", "777", dir.as_str()],
+                    vec!["chown", "-R", &user.uid.to_string(), dir.as_str()],
+                    vec!["touch", "-c", dir.as_str()],
+                ] {
+                    let out = user.weft(&cluster, &socket, &args);
+                    assert!(
+                        !out.status.success(),
+                        "uid {} ran {args:?}:\n{}",
+                        user.uid,
+                        text(&out)
+                    );
+                    let said = String::from_utf8_lossy(&out.stderr);
+                    assert!(
+                        said.contains("ermission denied")
+                            || said.contains("not permitted")
+                            || said.contains("may not"),
+                        "uid {} ran {args:?}:\n{}",
+                        user.uid,
+                        text(&out)
+                    );
+                }
+                let out = user.weft(&cluster, &socket, &["find", dir.as_str()]);
+                assert!(
+                    !String::from_utf8_lossy(&out.stdout).contains("secret"),
+                    "{}",
+                    text(&out)
+                );
+                let attr = root.stat(&dir).unwrap();
+                assert_eq!(
+                    (attr.uid, attr.mode & 0o7777),
+                    (owner.uid, 0o700),
+                    "{dir} changed"
+                );
             }
         }
     }
