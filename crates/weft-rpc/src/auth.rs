@@ -372,6 +372,43 @@ pub fn client_handshake<S: Read + Write>(
     }
 }
 
+/// Whether the server at `target` is running: a fresh connection's first handshake
+/// step (answered by the server's event loop, whatever its workers are doing) within
+/// `within`. Spends no credential (it never authenticates). Err only for no answer
+/// in time or no server at all (refused); a server that answers anything, even a
+/// refusal, or closes the connection, is running.
+pub(crate) fn probe_alive(target: &str, addr: &str, within: std::time::Duration) -> Result<(), String> {
+    let mut stream = match crate::stream::Stream::connect(target, within) {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused || e.kind() == io::ErrorKind::NotFound => {
+            return Err(format!("nothing listens at {target} any more"))
+        }
+        Err(e) if e.kind() == io::ErrorKind::TimedOut || e.kind() == io::ErrorKind::WouldBlock => {
+            return Err(format!(
+                "a new connection was not accepted within {} ms",
+                within.as_millis()
+            ))
+        }
+        // Out of descriptors, say: nothing known about the server.
+        Err(_) => return Ok(()),
+    };
+    stream.set_read_timeout(Some(within)).ok();
+    stream.set_write_timeout(Some(within)).ok();
+    let hello = Request::Hello {
+        client: "liveness probe".to_owned(),
+    };
+    let answered = match exchange(&mut stream, addr, within.as_millis() as u64, 1, &hello) {
+        Err(RpcError::TimedOut { .. }) => Err(format!(
+            "it accepted a new connection but did not answer its first handshake step within {} ms \
+             (stopped or hung?)",
+            within.as_millis()
+        )),
+        _ => Ok(()),
+    };
+    stream.shutdown(std::net::Shutdown::Both).ok();
+    answered
+}
+
 fn unexpected(addr: &str, response: &Response) -> RpcError {
     RpcError::Protocol {
         addr: addr.to_owned(),

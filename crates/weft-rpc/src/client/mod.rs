@@ -35,6 +35,10 @@ pub use waiters::{ReplySink, SinkReply};
 /// A response with its bulk data.
 pub type CallReply = (Response, Vec<u8>);
 
+/// Longest wait for each step of a new connection's handshake (unless the connect
+/// timeout is longer).
+pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
+
 /// How long to wait for a connection and for each answer.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -128,17 +132,20 @@ impl Connection {
             reason,
         };
         let mut stream = Stream::connect(target, timeouts.connect).map_err(|e| connect_err(e.to_string()))?;
-        // A server that stops reading must not block a writer forever.
-        stream.set_write_timeout(Some(timeouts.request)).ok();
-        // The handshake runs before the watcher thread exists, each wait bounded by the
-        // request timeout; no request can go out before it succeeded.
-        stream.set_read_timeout(Some(timeouts.request)).ok();
+        // The handshake runs before the watcher thread exists; no request can go out
+        // before it succeeded. Its steps are answered by the server's event loop at
+        // once, so each wait is bounded by `HANDSHAKE_WAIT` (or the connect timeout if
+        // longer), not by the request timeout: a stopped server accepts connections
+        // (the kernel does) and answers nothing, and every new client waited a minute.
+        let handshake_wait = timeouts.connect.max(HANDSHAKE_WAIT).min(timeouts.request);
+        stream.set_write_timeout(Some(handshake_wait)).ok();
+        stream.set_read_timeout(Some(handshake_wait)).ok();
         let hello = client_handshake(
             &mut stream,
             addr,
             client_name,
             auth,
-            timeouts.request.as_millis() as u64,
+            handshake_wait.as_millis() as u64,
         );
         let hello = match hello {
             Ok(h) => h,
@@ -173,8 +180,11 @@ impl Connection {
             _ => None,
         };
         stream.set_read_timeout(None).ok();
+        // A server that stops reading must not block a writer forever.
+        stream.set_write_timeout(Some(timeouts.request)).ok();
         let reader = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
         let control = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
+        let watch_control = stream.try_clone().map_err(|e| connect_err(e.to_string()))?;
         let pending = Arc::new(Mutex::new(PendingTable {
             waiters: HashMap::new(),
             broken: None,
@@ -186,6 +196,7 @@ impl Connection {
             big: 0,
             stopped: false,
             watch: Default::default(),
+            quiet_since: Instant::now(),
         }));
         let reader = Arc::new(Mutex::new(reader));
         let connection = Connection {
@@ -203,10 +214,14 @@ impl Connection {
             presented: Default::default(),
         };
         let watch_addr = addr.to_owned();
+        let watch_target = target.to_owned();
         let request_timeout = timeouts.request;
         std::thread::Builder::new()
             .name(format!("weft-rpc-{addr}"))
-            .spawn(move || watch(&reader, &pending, &watch_addr, request_timeout))
+            .spawn(move || {
+                let names = (watch_addr.as_str(), watch_target.as_str());
+                watch(&reader, &pending, &watch_control, names, request_timeout)
+            })
             .map_err(|e| connect_err(e.to_string()))?;
         Ok(Arc::new(connection))
     }
@@ -459,6 +474,9 @@ impl Connection {
                 if !table.leader {
                     table.watch.notify_one();
                 }
+            }
+            if table.waiters.is_empty() {
+                table.quiet_since = Instant::now();
             }
             table.waiters.insert(
                 id,

@@ -55,6 +55,7 @@ pub(super) fn read_frame(
     }
     let waiter = {
         let mut table = pending.lock().unwrap();
+        table.quiet_since = std::time::Instant::now();
         table.late.remove(&header.request_id);
         table.late_pool.remove(&header.request_id);
         table.take(header.request_id)
@@ -186,12 +187,73 @@ pub(super) const WATCH_IDLE: Duration = Duration::from_millis(500);
 /// their callers' threads (`Connection`).
 pub const BIG_REPLY_BYTES: u64 = 256 * 1024;
 
+/// A connection silent this long with calls waiting has its server probed (a fresh
+/// connection's first handshake step); one that does not answer the probe within
+/// `probe_wait` fails its calls at once, not at the request timeout. So a stopped
+/// or hung server costs a few seconds, not a minute (a killed one closes the
+/// connection, which fails the calls at once anyway).
+pub const PROBE_AFTER: Duration = Duration::from_secs(2);
+
+/// How long a probe waits for its answer: `WEFT_PROBE_WAIT_MS`, else 5 s.
+fn probe_wait() -> Duration {
+    static WAIT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *WAIT.get_or_init(|| {
+        std::env::var("WEFT_PROBE_WAIT_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|ms| Duration::from_millis(ms.clamp(100, 600_000)))
+            .unwrap_or(Duration::from_secs(5))
+    })
+}
+
+/// Probes the server of a connection silent for `PROBE_AFTER` with calls waiting
+/// (shorter than the request timeout); a server that does not answer ends the
+/// connection, failing every call on it with why.
+fn liveness(
+    pending: &Mutex<PendingTable>,
+    control: &Stream,
+    (addr, target): (&str, &str),
+    timeout: Duration,
+) {
+    let silent = {
+        let table = pending.lock().unwrap();
+        !table.waiters.is_empty() && table.quiet_since.elapsed() >= PROBE_AFTER
+    };
+    if !silent || timeout <= PROBE_AFTER {
+        return;
+    }
+    let verdict = crate::auth::probe_alive(target, addr, probe_wait());
+    let mut table = pending.lock().unwrap();
+    match verdict {
+        // Not again before another quiet spell.
+        Ok(()) => table.quiet_since = std::time::Instant::now(),
+        Err(why) if !table.waiters.is_empty() && table.broken.is_none() => {
+            drop(table);
+            fail_all(pending, addr, &format!("the server does not answer: {why}"));
+            // Ends a thread blocked reading it.
+            control.shutdown(Shutdown::Both).ok();
+        }
+        Err(_) => {}
+    }
+}
+
 /// The watcher thread of a connection: reads what nobody else does, and the connection
-/// whenever a large reply is due, until the connection ends.
-pub(super) fn watch(reader: &Mutex<Stream>, pending: &Mutex<PendingTable>, addr: &str, timeout: Duration) {
-    // Open as long as `reader` is (this thread holds it).
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&*reader.lock().unwrap());
+/// whenever a large reply is due, probes a silent server (`liveness`), until the
+/// connection ends.
+pub(super) fn watch(
+    reader: &Mutex<Stream>,
+    pending: &Mutex<PendingTable>,
+    control: &Stream,
+    names: (&str, &str),
+    timeout: Duration,
+) {
+    let addr = names.0;
+    // The socket's, through this thread's own descriptor of it: taking `reader`'s lock
+    // here waited for a call leading the reading (a whole request timeout when the
+    // server hung), and with it every probe.
+    let fd = std::os::fd::AsRawFd::as_raw_fd(control);
     loop {
+        liveness(pending, control, names, timeout);
         let table = pending.lock().unwrap();
         let period = if table.waiters.is_empty() {
             WATCH_IDLE

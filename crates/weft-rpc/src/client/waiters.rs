@@ -125,6 +125,9 @@ pub(super) struct PendingTable {
     /// Wakes the watcher (a large reply expected, the leader left while one is, or
     /// the connection dropped).
     pub(super) watch: Arc<std::sync::Condvar>,
+    /// Since when the connection has been silent with calls waiting: the later of the
+    /// last frame read and the first call sent while none waited (see `liveness`).
+    pub(super) quiet_since: std::time::Instant,
 }
 
 impl PendingTable {

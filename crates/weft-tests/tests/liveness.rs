@@ -1,0 +1,132 @@
+//! A stopped (or hung) server is found out within seconds, not at the request timeout
+//! (a minute by default): a connection silent for 2 s with calls waiting has its server
+//! probed with a fresh connection's first handshake step, which the server's event loop
+//! answers at once whatever its workers do; no answer within the probe's wait fails the
+//! calls, naming the server. A new connection's handshake waits 10 s at most. Before,
+//! `ls -l`, `stat`, `cat` and `df` each froze 61 s on a SIGSTOPped io server.
+//!
+//! Its own test binary: it sets `WEFT_PROBE_WAIT_MS` for this process and keeps the
+//! default request timeout, which other test binaries shorten.
+
+mod common;
+
+use std::sync::Once;
+use std::time::{Duration, Instant};
+use weft_client::{Client, ClientError};
+use weft_testkit::TestCluster;
+
+/// A failing call's bound: 2 s of silence, the probe's 2 s, a busy machine's slack;
+/// far below the 60 s request timeout.
+const BOUND: Duration = Duration::from_secs(20);
+
+fn init() -> TestCluster {
+    static ENV: Once = Once::new();
+    ENV.call_once(|| {
+        std::env::remove_var("WEFT_TIMEOUT_MS");
+        std::env::set_var("WEFT_PROBE_WAIT_MS", "2000");
+    });
+    TestCluster::start()
+}
+
+#[track_caller]
+fn fails_within<T>(
+    what: &str,
+    limit: Duration,
+    call: impl FnOnce() -> Result<T, ClientError>,
+) -> ClientError {
+    let started = Instant::now();
+    let result = call();
+    let took = started.elapsed();
+    let error = match result {
+        Ok(_) => panic!("{what}: succeeded although the server is stopped"),
+        Err(e) => e,
+    };
+    eprintln!("{what}: failed after {} ms: {error}", took.as_millis());
+    assert!(
+        took <= limit,
+        "{what}: took {took:?}, more than {limit:?}: {error}"
+    );
+    error
+}
+
+#[test]
+fn a_stopped_io_server_fails_calls_within_seconds_and_serves_again_when_resumed() {
+    let cluster = init();
+    let client = cluster.client();
+    let file = client.create("/f", &Default::default()).unwrap();
+    assert_eq!(file.layout().servers.len(), 4);
+    file.write_at(0, &common::pattern(1, 0, 1 << 20)).unwrap();
+    file.sync().unwrap();
+    let stopped = cluster.addr(2);
+    common::hang(&cluster, 2);
+
+    // On connections made before it stopped.
+    let mut buf = vec![0u8; 1 << 20];
+    let read = fails_within("read", BOUND, || file.read_at(0, &mut buf));
+    let write = fails_within("large write", BOUND, || {
+        file.write_at(0, &common::pattern(2, 0, 8 << 20))
+    });
+    // On a new client: its handshake with the stopped server.
+    let stat = fails_within("stat from a new client", BOUND, || {
+        Client::connect_with(&cluster.meta_addr(), cluster.auth())?.stat("/f")
+    });
+    for error in [&read, &write, &stat] {
+        assert!(
+            error.to_string().contains(&stopped),
+            "{error} does not name {stopped}"
+        );
+    }
+    assert!(read.to_string().contains("does not answer"), "{read}");
+
+    // A program through the command line, with its default timeouts.
+    let started = Instant::now();
+    let out = cluster.command("weft").args(["cat", "/f"]).output().unwrap();
+    assert!(
+        !out.status.success(),
+        "weft cat succeeded with a stopped io server"
+    );
+    assert!(
+        started.elapsed() <= BOUND,
+        "weft cat took {:?}",
+        started.elapsed()
+    );
+
+    cluster.signal(2, libc::SIGCONT);
+    // The same handle works again once the server runs.
+    let data = common::pattern(3, 0, 2 << 20);
+    common::wait_for("the resumed server to answer", Duration::from_secs(10), || {
+        file.write_at(0, &data).ok()
+    });
+    file.sync().unwrap();
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(file.read_at(0, &mut back).unwrap(), data.len());
+    assert!(back == data, "data after resuming differs");
+}
+
+/// A server that answers the probe in time (here: stopped for a moment only) is not
+/// taken for a stopped one: the call waits on and succeeds.
+#[test]
+fn a_server_resumed_within_the_probes_wait_is_waited_for() {
+    let cluster = init();
+    let client = cluster.client();
+    client.mkdir("/d", 0o755).unwrap();
+    // The manager stopped for a while shorter than the probe's silence plus its wait
+    // would fail a call: resumed in time, the call succeeds.
+    common::hang(&cluster, 0);
+    let resumer = std::thread::spawn({
+        let pid = cluster.pid(0).unwrap();
+        move || {
+            std::thread::sleep(Duration::from_millis(2500));
+            // SAFETY: a signal to a process this test started.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+    });
+    let started = Instant::now();
+    let made = client.mkdir("/d/e", 0o755);
+    resumer.join().unwrap();
+    assert!(
+        made.is_ok(),
+        "a call to a server resumed within the probe's wait failed: {made:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(2000));
+}
