@@ -133,6 +133,18 @@ pub(super) fn read_frame(
 }
 
 /// Whether the socket `fd` has something to read now (or `events`), without waiting.
+/// Whether the socket has something to read (or ended) within `wait`.
+fn wait_readable(fd: std::os::fd::RawFd, wait: Duration) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one pollfd of a descriptor the caller keeps open.
+    let n = unsafe { libc::poll(&mut p, 1, wait.as_millis() as libc::c_int) };
+    n != 0
+}
+
 pub(super) fn ready(fd: std::os::fd::RawFd, events: libc::c_short) -> bool {
     let mut fd = libc::pollfd {
         fd,
@@ -283,6 +295,17 @@ pub(super) fn watch(
                 .set_read_timeout(Some(timeout + Duration::from_secs(1)))
                 .ok();
             loop {
+                // Between frames, wait for the next one's first bytes probing a silent
+                // server (a large reply from a stopped one was waited for a whole
+                // request timeout: this thread was reading it, not probing).
+                let waited = std::time::Instant::now();
+                while !wait_readable(fd, WATCH_BUSY) {
+                    liveness(pending, control, names, timeout);
+                    let t = pending.lock().unwrap();
+                    if t.broken.is_some() || t.stopped || waited.elapsed() > timeout {
+                        break;
+                    }
+                }
                 if let Err(reason) = read_frame(&mut stream, addr, pending) {
                     fail_all(pending, addr, &reason);
                     stream.shutdown(Shutdown::Both).ok();
