@@ -368,6 +368,31 @@ impl File {
         crate::handoff::Handoff::encode(&self.attr, from.as_ref())
     }
 
+    /// What a mount hands a process of the caller's user that may read this file (the
+    /// kernel checked that it may, see weft-fuse's `user.weft.handoff`), for
+    /// [`crate::Client::open_handoff`]: this handle's attributes with the size it was
+    /// opened with (the io servers' at the open's check, so the receiver's reads within
+    /// it ask them nothing) and a read capability for this inode only, whatever the
+    /// handle's own access (granted now if not held; left out when capabilities are off
+    /// or the grant failed: the receiver then asks itself).
+    pub fn handoff_opened(&self) -> Vec<u8> {
+        let cap = self
+            .inner
+            .pool
+            .capability_source()
+            .and_then(|source| {
+                source
+                    .capability(self.attr.inode, weft_proto::capability::rights::READ)
+                    .ok()
+                    .flatten()
+            })
+            .filter(|cap| cap.inode == self.attr.inode && cap.rights == weft_proto::capability::rights::READ);
+        let mut attr = self.attr.clone();
+        attr.size = self.known_size.load(Ordering::SeqCst);
+        let from = cap.map(|cap| (self.inner.cred.uid, cap));
+        crate::handoff::Handoff::encode_opened(&attr, from.as_ref())
+    }
+
     /// Asks now for the capability this handle's writes need, if the cluster wants
     /// one and none is held; it is kept for the writes (and renewed as usual). A mount
     /// that keeps small writes until close asks in the background at the first one, so
