@@ -63,11 +63,13 @@
 //!
 //! `libweft_posix.so` (`weft run PROGRAM`, or `LD_PRELOAD`): unmodified, dynamically
 //! linked programs read and write regular files of a Weft mount with the native client
-//! instead of through FUSE. `calls.rs` interposes the libc calls (open family with glibc's
-//! fortified names, read/write/pread/pwrite and the v variants, lseek, fstat and the stat
-//! family, fsync, ftruncate, fallocate, close and close_range, dup family and fcntl,
-//! mmap, fdopen, sendfile, splice, copy_file_range, and the name calls for `weft:` names
-//! (`names.rs`: rewritten to the path in the first served mount)). Every open goes to the
+//! instead of through FUSE. `calls/` interposes the libc calls: `mod.rs` the open family
+//! (with glibc's fortified names), read/write/pread/pwrite and the v variants, lseek,
+//! fstat, fsync, ftruncate, fallocate, mmap, fdopen, sendfile, splice and
+//! copy_file_range; `descriptors.rs` close and close_range, the dup family and fcntl;
+//! `paths.rs` the stat family and the name calls for `weft:` names (`names.rs`:
+//! rewritten to the path in the first served mount); `programs.rs` exec, spawn, system,
+//! popen and vfork. Every open goes to the
 //! kernel, into the mount: with O_PATH when it neither creates nor truncates
 //! (`served::open_path`), else for real; `served.rs` then adopts the descriptor when it
 //! is a regular file whose `st_dev` is a Weft mount's, opening the same inode natively
@@ -82,21 +84,29 @@
 //! fadvise, posix_fallocate, poll, select, epoll_ctl, aio, sendmsg with SCM_RIGHTS),
 //! fcntl, handover, dup onto 0-2, fork, exec and spawn call it too. `ahead.rs` reads
 //! sequential reads ahead in windows; `behind.rs` buffers small writes per open file
-//! description (bounded) and sends them as list requests before anything that can observe
-//! the file. `handover.rs` gives a descriptor (with its dups) back to the kernel when the
-//! program maps, splices or fdopens it, after sending its buffer. `raw.rs` routes
+//! description (bounded) and `flush.rs` sends them as list requests before anything that
+//! can observe the file. `handover.rs` gives a descriptor (with its dups) back to the
+//! kernel when the program maps, splices or fdopens it, after sending its buffer.
+//! `kernel.rs`: lseek and stat past the interposition, and the mount made to read a
+//! file's attributes again. `raw.rs` routes
 //! `syscall(2)` descriptor calls to the library's own functions. `guard.rs`: a
 //! thread-local flag passes the library's own calls straight to libc, a forked child
 //! (without exec) and a second copy of the library serve nothing (vfork is made a fork),
 //! and `Quiet` blocks signals for the length of a served call. `stats.rs`: counters
-//! appended to `$WEFT_POSIX_STATS` at exit. Tests (`tests/`) run coreutils, Python and
+//! appended to `$WEFT_POSIX_STATS` at exit. `lifecycle.rs` does the fork and exit work
+//! (buffers sent, O_PATH descriptors upgraded, counters written), so that the low
+//! modules (`guard`, `stats`, `ahead`, `behind`, `table`) call up to none of the others.
+//! Tests (`tests/`) run coreutils, Python and
 //! fsx with the library on a real mount against a local directory or the mount alone.
 
 pub mod ahead;
 pub mod behind;
 pub mod calls;
+pub mod flush;
 pub mod guard;
 pub mod handover;
+pub mod kernel;
+pub mod lifecycle;
 pub mod names;
 pub mod raw;
 pub mod served;

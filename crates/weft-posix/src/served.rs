@@ -10,8 +10,11 @@ use weft_client::{Client, ClientError};
 use weft_interpose::mount::{self, WeftMount};
 use weft_interpose::{fail, real, set_errno};
 
+use crate::flush::{flush, flush_inode, settle};
+use crate::guard::lock;
+use crate::kernel::{cached_stat, real_fstat, real_lseek, refresh_mount};
 use crate::stats;
-use crate::table::{self, lock, Entry};
+use crate::table::{self, Entry};
 
 /// The mounts known, and for each the client serving it (`None`: it cannot be served,
 /// said once on stderr).
@@ -91,50 +94,6 @@ pub fn served_mountpoint() -> Option<std::path::PathBuf> {
         .into_iter()
         .find(|w| client_of(w.dev).is_some())
         .map(|w| w.mountpoint)
-}
-
-fn real_fstat(fd: c_int, st: &mut libc::stat) -> c_int {
-    match real!("fstat", unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int) {
-        // SAFETY: st is a valid stat buffer.
-        Some(f) => unsafe { f(fd, st) },
-        None => fail(libc::ENOSYS),
-    }
-}
-
-/// `fd`'s attributes as the kernel caches them (statx with AT_STATX_DONT_SYNC: a FUSE
-/// file system is not asked), in a stat.
-fn cached_stat(fd: c_int) -> Option<libc::stat> {
-    // SAFETY: zeroed stat/statx are valid buffers; the empty path names fd itself.
-    let mut sx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_statx,
-            fd,
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
-            libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE,
-            &mut sx as *mut libc::statx,
-        )
-    };
-    if r != 0 {
-        return None;
-    }
-    // SAFETY: a zeroed stat is a valid buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    st.st_dev = libc::makedev(sx.stx_dev_major, sx.stx_dev_minor);
-    st.st_ino = sx.stx_ino;
-    st.st_mode = u32::from(sx.stx_mode);
-    st.st_size = sx.stx_size as i64;
-    Some(st)
-}
-
-pub fn real_lseek(fd: c_int, offset: i64, whence: c_int) -> i64 {
-    match real!("lseek", unsafe extern "C" fn(c_int, i64, c_int) -> i64) {
-        // SAFETY: plain values.
-        Some(f) => unsafe { f(fd, offset, whence) },
-        None => fail(libc::ENOSYS) as i64,
-    }
 }
 
 /// The kernel just opened `fd` with `flags`: serve it natively when it is a regular
@@ -522,53 +481,6 @@ fn buffered(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>, held: Option<&mut
     Some(buf.len() as isize)
 }
 
-/// Sends `e`'s buffered writes now. Err: this send failed (kept for fsync/close too).
-pub fn flush(e: &Entry) -> Result<bool, c_int> {
-    let mut b = lock(&e.behind);
-    if b.bytes() == 0 {
-        return Ok(false);
-    }
-    crate::guard::within(|| b.send(&e.file)).map(|()| true)
-}
-
-/// Sends the buffered writes of every description of inode `ino` in this process
-/// (Ok(true): something was sent).
-pub fn flush_inode(ino: u64) -> Result<bool, c_int> {
-    if !crate::behind::any() {
-        return Ok(false);
-    }
-    let mut sent = false;
-    for (_, e) in table::entries_of(Some(ino)) {
-        sent |= flush(&e)?;
-    }
-    Ok(sent)
-}
-
-/// Sends every buffered write of the process (fork, exec, spawn, stdio opens, exit);
-/// failures stay for the descriptions' fsync or close.
-pub fn flush_all() {
-    if !crate::guard::active() || !crate::behind::any() {
-        return;
-    }
-    for (fd, e) in table::entries_of(None) {
-        // What runs next reads through the kernel: the mount drops the pages it cached
-        // of the file and reads its size again.
-        if flush(&e).is_ok_and(|sent| sent) {
-            refresh_mount(fd);
-        }
-    }
-}
-
-/// Sends `e`'s buffer and takes the error of any deferred send since the last settle:
-/// what fsync, fdatasync and close report.
-pub fn settle(e: &Entry) -> Result<(), c_int> {
-    let _ = flush(e);
-    match lock(&e.behind).failed.take() {
-        Some(errno) => Err(errno),
-        None => Ok(()),
-    }
-}
-
 /// The file's size as the io servers see it (this process's buffered writes sent first).
 pub fn size(e: &Entry) -> Result<u64, c_int> {
     flush_inode(e.file.inode().0)?;
@@ -721,28 +633,4 @@ pub fn ftruncate(fd: c_int, e: &Entry, len: i64) -> c_int {
         }
     }
     r
-}
-
-/// The mount's kernel forgets its attributes of `fd`'s file and asks the daemon again
-/// (the size after the library's writes), and drops the file's clean cached pages.
-pub fn refresh_mount(fd: c_int) {
-    let saved = weft_interpose::errno();
-    crate::guard::enter(|| {
-        // SAFETY: a zeroed statx is a valid buffer; the empty path names fd itself.
-        let mut sx: libc::statx = unsafe { std::mem::zeroed() };
-        let flags = libc::AT_EMPTY_PATH | libc::AT_STATX_FORCE_SYNC;
-        // SAFETY: as above.
-        unsafe {
-            libc::syscall(
-                libc::SYS_statx,
-                fd,
-                c"".as_ptr(),
-                flags,
-                libc::STATX_SIZE,
-                &mut sx as *mut libc::statx,
-            );
-            libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
-        }
-    });
-    set_errno(saved);
 }

@@ -1,9 +1,8 @@
 //! What the library served, counted; `WEFT_POSIX_STATS=FILE` appends one line per
-//! process at its exit:
+//! process at its exit (`crate::lifecycle` writes it):
 //! `weft-posix pid=N opens=N reads=N read_bytes=N writes=N written_bytes=N path_opens=N upgrades=N handovers=N errors=N`.
 //! Tests read it to prove the data bypassed the mount (and fail if interception stops).
 
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub static OPENS: AtomicU64 = AtomicU64::new(0);
@@ -39,23 +38,3 @@ pub fn line() -> String {
         g(&ERRORS)
     )
 }
-
-extern "C" fn at_exit() {
-    // What the process buffered and never closed goes out as it exits (a local file's
-    // page cache outlives its process too).
-    crate::served::flush_all();
-    let Some(path) = std::env::var_os("WEFT_POSIX_STATS") else {
-        return;
-    };
-    crate::guard::enter(|| {
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
-            // One write of the whole line: lines of processes ending together do not mix.
-            let _ = f.write_all(line().as_bytes());
-        }
-    });
-}
-
-/// Run at the library's unloading (process exit, after atexit handlers).
-#[used]
-#[link_section = ".fini_array"]
-static AT_EXIT: extern "C" fn() = at_exit;
