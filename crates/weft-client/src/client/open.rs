@@ -217,6 +217,12 @@ impl Client {
         if sized {
             // The maker checked the file as an open does just now (a mount's handoff).
             file.known_size.store(size, std::sync::atomic::Ordering::SeqCst);
+            if !write {
+                // Reads end at that size for a while, as the mount's kernel ends them at
+                // the size it cached (a read past it would ask every io server).
+                *file.size_trusted_until.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(std::time::Instant::now() + crate::file::HANDED_SIZE_TRUST);
+            }
         }
         Ok(file)
     }

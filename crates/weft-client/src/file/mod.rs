@@ -44,6 +44,11 @@ pub struct File {
     writable: bool,
     /// The largest size this handle knows of; reads past it ask the servers again.
     pub(crate) known_size: AtomicU64,
+    /// Until when a read past `known_size` ends there without asking the io servers: a
+    /// read-only handle opened from a mount's handoff (`Client::open_handoff`), whose
+    /// size the mount checked at the open, for as long as the mount's kernel trusts a
+    /// size it cached ([`HANDED_SIZE_TRUST`]); any other handle asks.
+    pub(crate) size_trusted_until: std::sync::Mutex<Option<std::time::Instant>>,
     /// The view set by `set_view` (none: the whole file), registered lazily with each
     /// server (see `view_io`).
     pub(crate) view: std::sync::Mutex<Option<Arc<view_io::FileView>>>,
@@ -163,6 +168,7 @@ impl File {
             patterns_refused: std::sync::atomic::AtomicBool::new(false),
             privileges_dropped: AtomicBool::new(false),
             job_delegates: false,
+            size_trusted_until: std::sync::Mutex::new(None),
         };
         if writable {
             if let Some(source) = file.inner.pool.capability_source() {
@@ -663,6 +669,15 @@ impl File {
         }
     }
 
+    /// Whether `known_size` is the end of the file for reads now (see
+    /// `size_trusted_until`).
+    fn size_trusted(&self) -> bool {
+        self.size_trusted_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|until| std::time::Instant::now() < until)
+    }
+
     /// Reads into `buf` from `offset`; returns fewer bytes than asked only at the end
     /// of the file. Holes read as zeros.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
@@ -680,7 +695,7 @@ impl File {
 
     fn read_at_checked(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
         let mut size = self.known_size.load(Ordering::SeqCst);
-        if offset + buf.len() as u64 > size {
+        if offset + buf.len() as u64 > size && !self.size_trusted() {
             size = self.size()?;
         }
         if offset >= size || buf.is_empty() {
@@ -1050,6 +1065,11 @@ impl Drop for File {
         }
     }
 }
+
+/// How long a read-only handle opened from a mount's handoff takes the size the mount
+/// checked at the open as the end of the file (the mount's default attribute timeout:
+/// the kernel answers reads through the mount from a size it cached that long).
+pub const HANDED_SIZE_TRUST: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn striping_of(layout: &Layout, server_index: usize) -> Striping {
     Striping {
