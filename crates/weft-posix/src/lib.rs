@@ -10,8 +10,8 @@
 //!   descriptor passing keep working. A regular file whose `st_dev` is a Weft mount's is
 //!   then opened natively too (by its inode number, which the mount shares with Weft),
 //!   and the descriptor enters the library's table ([`table`]).
-//! - O_PATH opens ([`upgrade`]): a file opened without O_CREAT, O_TRUNC or O_EXCL (for
-//!   reading only: from 1 MiB) is opened by the kernel with O_PATH (a LOOKUP the kernel has usually cached, where a
+//! - O_PATH opens ([`upgrade`]): a file opened without O_CREAT, O_TRUNC or O_EXCL is
+//!   opened by the kernel with O_PATH (a LOOKUP the kernel has usually cached, where a
 //!   real FUSE open costs the daemon OPEN, FLUSH and RELEASE, about a millisecond a file
 //!   here), the access the program asked for checked with faccessat2 (the mount uses
 //!   default_permissions), and the library serves reads, writes, lseek, fstat, fsync,
@@ -24,8 +24,12 @@
 //!   over every descriptor of the description, each keeping its close-on-exec flag.
 //!   Fork upgrades every O_PATH description (the child serves nothing), exec those an
 //!   exec keeps (no close-on-exec), spawn all. Only with `WEFT_POSIX_PATH_OPEN=1` (off by default: io_uring, libaio and raw system calls would get EBADF).
-//! - Files opened read-only below 1 MiB stay with the mount ([`served::READ_ADOPT_MIN`]):
-//!   the mount reads them in one request, fewer round trips than a native open and read.
+//! - An O_PATH open is opened natively from the mount's `user.weft.handoff` (read
+//!   through `/proc/self/fd/N`: the kernel checks read permission, the daemon checks the
+//!   file as its open would and hands the attributes and a read capability): no request
+//!   of the library's own to the manager or the io servers. Without it, files opened
+//!   read-only below 1 MiB stay with the mount ([`served::READ_ADOPT_MIN`]): the mount
+//!   reads them in one request, fewer round trips than a native open and read.
 //! - On a real descriptor the file offset stays in the kernel: a served `read` takes it
 //!   with `lseek`, reads from the io servers and moves it with `lseek` (system calls the
 //!   FUSE mount answers without its daemon). So offsets are shared exactly as POSIX says

@@ -114,7 +114,7 @@ pub fn adopt(fd: c_int, flags: c_int) {
         if !writable && (st.st_size as u64) < READ_ADOPT_MIN {
             return;
         }
-        if let Some(entry) = open_native(&client, &st, flags, false) {
+        if let Some(entry) = open_native(&client, &st, flags, false, None) {
             if table::insert(fd, Arc::new(entry)) {
                 stats::add(&stats::OPENS, 1);
             }
@@ -145,15 +145,53 @@ fn weft_file(fd: c_int) -> Option<(Client, libc::stat)> {
     Some((client, st))
 }
 
+/// Longest `user.weft.handoff` value taken (a file's attributes with its layout and a
+/// capability: a few hundred bytes).
+const HANDOFF_BYTES_MAX: usize = 16 << 10;
+
+/// The mount's `user.weft.handoff` of the file open as `fd` (asked through
+/// /proc/self/fd, so it is of the very inode the descriptor holds): the kernel checks the
+/// process's read permission of the file first; `None` when refused or not a Weft file.
+fn handoff(fd: c_int) -> Option<Vec<u8>> {
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
+    let mut value = vec![0u8; HANDOFF_BYTES_MAX];
+    // SAFETY: a C string, and a buffer of the length passed.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getxattr,
+            path.as_ptr(),
+            c"user.weft.handoff".as_ptr(),
+            value.as_mut_ptr(),
+            value.len(),
+        )
+    };
+    let n = usize::try_from(n).ok().filter(|&n| n > 0)?;
+    value.truncate(n);
+    Some(value)
+}
+
 /// The file `st` names opened natively as an entry (`path`: its descriptor is an O_PATH
-/// one); `None` (said on stderr) when the client cannot open it.
-fn open_native(client: &Client, st: &libc::stat, flags: c_int, path: bool) -> Option<Entry> {
+/// one), from the mount's `handoff` of it if there is one; `None` (said on stderr) when
+/// the client cannot open it.
+fn open_native(
+    client: &Client,
+    st: &libc::stat,
+    flags: c_int,
+    path: bool,
+    handoff: Option<&[u8]>,
+) -> Option<Entry> {
     let access = flags & libc::O_ACCMODE;
     let writable = access != libc::O_RDONLY;
-    // The mount's inode numbers are Weft's.
-    let opened = client
-        .getattr_sized(weft_client::InodeId(st.st_ino), None)
-        .and_then(|attr| client.open_attr(attr, writable));
+    let opened = match handoff.map(|h| client.open_handoff(h, &format!("inode {}", st.st_ino), writable)) {
+        Some(Ok(file)) if file.inode().0 == st.st_ino => {
+            stats::add(&stats::HANDOFFS, 1);
+            Ok(file)
+        }
+        // The mount's inode numbers are Weft's.
+        _ => client
+            .getattr_sized(weft_client::InodeId(st.st_ino), None)
+            .and_then(|attr| client.open_attr(attr, writable)),
+    };
     match opened {
         Ok(file) => Some(Entry {
             file,
@@ -269,12 +307,6 @@ pub unsafe fn open_path(dir: c_int, path: *const libc::c_char, flags: c_int) -> 
         let Some((client, st)) = weft_file(fd) else {
             return drop_probe();
         };
-        // A small file opened for reading is read through the mount (one request), as
-        // for a real open: a native open and read cost more round trips than the
-        // mount's open, read, flush and release together.
-        if flags & libc::O_ACCMODE == libc::O_RDONLY && (st.st_size as u64) < READ_ADOPT_MIN {
-            return drop_probe();
-        }
         // An O_PATH open checks no permission on the file itself: the access the
         // program asks for is checked as the real open would (the mount uses
         // default_permissions: the kernel decides from the attributes it holds).
@@ -296,7 +328,19 @@ pub unsafe fn open_path(dir: c_int, path: *const libc::c_char, flags: c_int) -> 
         if allowed != 0 {
             return drop_probe();
         }
-        let Some(entry) = open_native(&client, &st, flags, true) else {
+        // What the mount holds of the file, checked as its open would (close-to-open),
+        // with a read capability: no request of the library's own before the read.
+        let handed = handoff(fd);
+        // Without it, a small file opened for reading is read through the mount (one
+        // request), as for a real open: a native open and read cost more round trips
+        // than the mount's open, read, flush and release together.
+        if handed.is_none()
+            && flags & libc::O_ACCMODE == libc::O_RDONLY
+            && (st.st_size as u64) < READ_ADOPT_MIN
+        {
+            return drop_probe();
+        }
+        let Some(entry) = open_native(&client, &st, flags, true, handed.as_deref()) else {
             return drop_probe();
         };
         if !table::insert(fd, Arc::new(entry)) {
