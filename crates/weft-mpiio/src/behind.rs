@@ -15,10 +15,11 @@
 //! Read-ahead: an independent read that follows the pattern of the previous ones (the
 //! same stride between first bytes, or starting where the last ended) is served from a
 //! window read from its first byte; random reads never fill one. A stream's first
-//! window is [`WINDOW_FIRST`] bytes (or `weft_read_ahead_size` if smaller); each window
-//! the reads run on into is twice the last, up to `weft_read_ahead_size`, so a long
-//! stream of small reads (IOR's 100,000-byte transfers through a rank's block) costs
-//! one request per io server per window. The window's memory is reused from fill to
+//! window is [`WINDOW_FIRST`] bytes (or `weft_read_ahead_size` if smaller); when the
+//! reads are sequential (each starting where the last ended), each window they run on
+//! into is twice the last, up to `weft_read_ahead_size`, so a long stream of small
+//! reads (IOR's 100,000-byte transfers through a rank's block) costs one request per
+//! io server per window; a strided stream keeps the first size. The window's memory is reused from fill to
 //! fill (no fresh pages per window). The window is dropped by every write of this
 //! handle, sync, set_view, set_size and collective calls, so a read after
 //! MPI_File_sync reads the servers.
@@ -220,14 +221,18 @@ impl Behind {
             return independent::read(file, hints, request, data);
         }
         let size = hints.read_ahead_size;
+        // Each read starting where the last ended: every byte read ahead is for this
+        // stream, so its windows may grow (a strided stream keeps the first size).
+        let sequential = self.ahead.last.is_some_and(|(_, last_hi)| last_hi == lo);
         let predicts = self.ahead.predicts(lo, hi, size);
         if let Some(n) = self.ahead.serve(request, data) {
             return Ok(n);
         }
-        // A read past the window, within what the next one would hold: the stream goes
-        // on, and its next window is larger.
+        // A sequential read past the window, within what the next one would hold: the
+        // stream goes on, and its next window is larger.
         let valid_end = self.ahead.start + self.ahead.valid as u64;
-        let goes_on = self.ahead.valid > 0
+        let goes_on = sequential
+            && self.ahead.valid > 0
             && lo >= self.ahead.start
             && lo < valid_end.saturating_add(self.ahead.upcoming(size));
         let grown = self.ahead.next_size;
