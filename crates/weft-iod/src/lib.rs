@@ -59,6 +59,7 @@ mod append;
 mod counters;
 mod extent_lock;
 mod objects;
+mod rebuild;
 mod service;
 mod sieve;
 mod views;
