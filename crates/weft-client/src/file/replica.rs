@@ -114,7 +114,7 @@ impl Replicas {
         let down = self.down.lock().unwrap_or_else(|p| p.into_inner());
         order.extend((0..self.copies()).filter(|&c| {
             let server = self.pieces[slot][c].0;
-            stale.contains(&server) && !down.get(&server).is_some_and(|at| at.elapsed() < DOWN_RETRY)
+            stale.contains(&server) && down.get(&server).is_none_or(|at| at.elapsed() >= DOWN_RETRY)
         }));
         order
     }

@@ -13,6 +13,9 @@ use weft_proto::{Attr, Cred, ErrorCode, WireError};
 
 use super::super::record::InodeRecord;
 
+/// Replicated files and their stale pieces' servers, in inode order.
+pub type StaleFiles = Vec<(InodeId, Vec<ServerId>)>;
+
 /// Most pieces whose generation is kept apart; past it every generation is forgotten
 /// and reads as the floor (see `StaleGenerations`).
 const GENERATIONS_MAX: usize = 65_536;
@@ -144,7 +147,7 @@ impl MetaStore {
         all: bool,
         after: InodeId,
         max: u32,
-    ) -> Result<(Vec<(InodeId, Vec<ServerId>)>, bool), WireError> {
+    ) -> Result<(StaleFiles, bool), WireError> {
         if !is_root(cred) {
             return Err(WireError::new(
                 ErrorCode::PermissionDenied,
