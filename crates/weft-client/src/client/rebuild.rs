@@ -17,7 +17,8 @@
 //!   `rebuild_server` with `missing`) is marked stale first, then copied the same way;
 //!   the target's object is made by the first stamp (`create`).
 //!
-//! Each chunk clips to the fresh copy's end read just before it, so a truncate
+//! The target's object is synced before the mark is cleared. Each chunk clips to the
+//! fresh copy's end read just before it, so a truncate
 //! meanwhile does not leave zeros past the file's end on the target. Holes in the
 //! fresh copy are written as zeros (the rebuilt piece is not sparse).
 
@@ -330,6 +331,11 @@ impl Client {
                 other => Err(unexpected(&other)),
             }
         };
+        // The copy is durable on the target before its mark is cleared.
+        let sync = || -> Result<(), ClientError> {
+            pool.call(&target_addr, &Request::Sync { inode }, &[])?;
+            Ok(())
+        };
         // Makes the target's object if it is missing, then cuts it to the fresh
         // copy's end: bytes past it are stale (a truncate it missed).
         stamp(Vec::new(), true)?;
@@ -409,14 +415,14 @@ impl Client {
                 }
             };
             let Some((bytes, end)) = copied else {
-                return Ok(());
+                return sync();
             };
             done.bytes += bytes;
             pace.add(bytes);
             progress(done);
             offset += rows * row;
             if offset >= end {
-                return Ok(());
+                return sync();
             }
         }
     }
