@@ -782,6 +782,7 @@ fn in_cwd(mut command: Command, cwd: Option<&str>) -> Result<Command> {
             one(to)?;
         }
         Command::Put { path, .. } | Command::Get { path, .. } | Command::Layout { path, .. } => one(path)?,
+        Command::Rebuild(args) => args.path.iter_mut().try_for_each(one)?,
         _ => {}
     }
     Ok(command)
