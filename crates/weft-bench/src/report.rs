@@ -14,12 +14,16 @@ pub fn mib_per_s(bytes: u64, ns: u64) -> f64 {
     bytes as f64 / MIB as f64 / (ns.max(1) as f64 / 1e9)
 }
 
-/// The middle value of `v` (the upper of the two middle ones for an even count), 0 for
-/// none.
+/// The middle value of `v` (the mean of the two middle ones for an even count: with two
+/// runs the upper one was the maximum), 0 for none.
 pub fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// What a benchmark program that ran to a successful end printed.
@@ -363,6 +367,16 @@ pub fn svg_next_to(json: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With an even count the median is the mean of the middle two: it was the upper
+    /// one, so two runs reported their maximum as the median.
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&[3.0, 1.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[5.0, 1.0, 3.0]), 3.0);
+        assert_eq!(median(&[]), 0.0);
+    }
 
     #[test]
     fn bandwidth_and_tables() {
