@@ -41,11 +41,6 @@ export OMPI_MCA_rmaps_base_oversubscribe := 1
 BUILD_EXTRA :=
 -include $(wildcard mk/*.mk)
 
-# Crates `make lint`'s structure check (files over 1,200 lines, import rings inside a
-# crate: scripts/check-structure.py) leaves out while their split is on another branch
-# (issue 36); empty once those branches are merged.
-STRUCTURE_SKIP ?= weft-posix
-
 # libFuzzer seconds per fuzz target in `make fuzz-smoke`; every file in fuzz/fuzz_targets/ runs.
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS = $(sort $(basename $(notdir $(wildcard fuzz/fuzz_targets/*.rs))))
@@ -85,7 +80,7 @@ test: deb-deps lint docs build test-build deb-packages
 # The fuzz crate is a workspace of its own, so `--all` does not reach it.
 lint:
 	$(CARGO) fmt --all -- --check
-	scripts/check-structure.py $(addprefix --skip ,$(STRUCTURE_SKIP))
+	scripts/check-structure.py
 	$(CARGO) fmt --manifest-path fuzz/Cargo.toml -- --check
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 

@@ -121,7 +121,7 @@ pub fn run(a: &AtomicArgs) -> Result<()> {
         let case = Case::block3d(n);
         // The three alternate run by run, so that none always runs first, after the same
         // one, or on a warmer machine.
-        let runs = alternated(&RUNS, a.repeat, |(run, extra)| {
+        let runs = alternated(&RUNS, a.repeat, |_, (run, extra)| {
             let mut c = mpirun_procs(a.procs);
             c.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
             if let Some(h) = &home {

@@ -13,7 +13,8 @@ pub fn connect() -> Result<Client> {
 }
 
 /// Removes `path` if it exists and creates it afresh, so that the layout asked for
-/// is the one measured; returns that layout.
+/// is the one measured; returns that layout. On a cluster of the benchmark's own (gone
+/// with it); on the user's cluster [`WeftFile::recreate`], which removes the file again.
 pub fn recreate(client: &Client, path: &str, create: &CreateOptions) -> Result<Layout> {
     match client.unlink(path) {
         Err(e) if e.code() != ErrorCode::NotFound => return Err(e.into()),
@@ -50,7 +51,7 @@ impl WeftDir {
             Ok(_) => {}
         }
         if !keep {
-            lock_weft_dirs().push(path.to_owned());
+            lock_weft_paths().push(path.to_owned());
         }
         Ok(WeftDir {
             client: client.clone(),
@@ -71,20 +72,72 @@ impl Drop for WeftDir {
             eprintln!("kept {} (--keep)", self.path);
             return;
         }
-        // Under the lock: the signal thread, holding it until exit, removes it otherwise.
-        let mut dirs = lock_weft_dirs();
-        if let Err(e) = remove_tree(&self.client, &self.path) {
-            eprintln!("weft bench: could not remove {}: {e:#}", self.path);
-        }
-        dirs.retain(|d| d != &self.path);
+        forget_removing(&self.path, || remove_tree(&self.client, &self.path));
     }
 }
 
-/// The `WeftDir`s not kept and not removed yet: removed by the signal thread too.
-static WEFT_DIRS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The one file in the cluster's namespace that a file benchmark (concurrent, mount,
+/// noncontig) measures: made afresh (a file of that name is removed first, so that the
+/// layout asked for is the one measured) and removed when dropped, even after an error,
+/// and by the signal thread on an interrupt, unless kept (`--keep`).
+pub struct WeftFile {
+    client: Client,
+    path: String,
+    keep: bool,
+}
 
-fn lock_weft_dirs() -> std::sync::MutexGuard<'static, Vec<String>> {
-    WEFT_DIRS.lock().unwrap_or_else(|e| e.into_inner())
+impl WeftFile {
+    /// `path` created afresh as `create` asks; with its layout.
+    pub fn recreate(
+        client: &Client,
+        path: &str,
+        create: &CreateOptions,
+        keep: bool,
+    ) -> Result<(WeftFile, Layout)> {
+        // Before the file exists: a signal from now on removes it (see `on_signals`).
+        on_signals();
+        if !keep {
+            lock_weft_paths().push(path.to_owned());
+        }
+        // From here on a failure removes what was made.
+        let file = WeftFile {
+            client: client.clone(),
+            path: path.to_owned(),
+            keep,
+        };
+        let layout = recreate(client, path, create)?;
+        Ok((file, layout))
+    }
+}
+
+impl Drop for WeftFile {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        forget_removing(&self.path, || match self.client.unlink(&self.path) {
+            Err(e) if e.code() != ErrorCode::NotFound => Err(e.into()),
+            _ => Ok(()),
+        });
+    }
+}
+
+/// Removes a registered path (`remove`) and forgets it, under the lock: the signal
+/// thread, holding it until exit, removes it otherwise.
+fn forget_removing(path: &str, remove: impl FnOnce() -> Result<()>) {
+    let mut paths = lock_weft_paths();
+    if let Err(e) = remove() {
+        eprintln!("weft bench: could not remove {path}: {e:#}");
+    }
+    paths.retain(|p| p != path);
+}
+
+/// The `WeftDir`s and `WeftFile`s not kept and not removed yet: removed by the signal
+/// thread too.
+static WEFT_PATHS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn lock_weft_paths() -> std::sync::MutexGuard<'static, Vec<String>> {
+    WEFT_PATHS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Removes the Weft directory `dir` and everything below it, depth first, without
@@ -157,8 +210,8 @@ pub(crate) fn started(weft: &Path, home: &Path) {
 }
 
 /// From the first call on, SIGINT, SIGTERM and SIGHUP make the benchmark remove its
-/// `WeftDir`s (`weft rm -r`, on the cluster of its environment), stop the clusters it
-/// started and exit with 128 + the signal.
+/// `WeftDir`s and `WeftFile`s (`weft rm -r`, on the cluster of its environment), stop
+/// the clusters it started and exit with 128 + the signal.
 fn on_signals() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(stop_clusters_on_signals);
@@ -231,15 +284,16 @@ fn stop_clusters_on_signals() {
             while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } != 1 {}
             let signal = i32::from(byte);
             STOPPING.store(true, Ordering::SeqCst);
-            // First the directories, while the clusters they are on still run. Held
-            // until exit, so that the main thread removes none of them meanwhile.
-            let weft_dirs = lock_weft_dirs();
-            if let (false, Ok(weft)) = (weft_dirs.is_empty(), std::env::current_exe()) {
+            // First the directories and files, while the clusters they are on still
+            // run. Held until exit, so that the main thread removes none of them
+            // meanwhile.
+            let weft_paths = lock_weft_paths();
+            if let (false, Ok(weft)) = (weft_paths.is_empty(), std::env::current_exe()) {
                 eprintln!(
                     "weft bench: interrupted (signal {signal}); removing {}",
-                    weft_dirs.join(", ")
+                    weft_paths.join(", ")
                 );
-                for dir in weft_dirs.iter() {
+                for dir in weft_paths.iter() {
                     let _ = std::process::Command::new(&weft)
                         .args(["rm", "-r", dir])
                         .stdout(std::process::Stdio::null())

@@ -103,8 +103,9 @@ pub struct ClusterfileArgs {
     pub library: Option<PathBuf>,
     #[arg(long, default_value = "bench-results/clusterfile.json", value_name = "FILE")]
     pub json: PathBuf,
-    #[arg(long, default_value = "bench-results/clusterfile.svg", value_name = "FILE")]
-    pub svg: PathBuf,
+    /// The SVG plot. Default: next to --json (.svg for .json).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 /// Where a configuration's file lives.
@@ -549,7 +550,11 @@ pub fn run(a: &ClusterfileArgs) -> Result<()> {
         rows: &rows,
         goals: &goals,
     };
-    write_results(&a.json, &a.svg, &report, &figure(&rows))?;
+    let svg = a
+        .svg
+        .clone()
+        .unwrap_or_else(|| crate::report::svg_next_to(&a.json));
+    write_results(&a.json, &svg, &report, &figure(&rows))?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 
 use crate::cluster::WeftDir;
 use crate::plot::{Figure, Panel};
-use crate::report::{alternated, command_line, median, write_results, Table, MIB};
+use crate::report::{alternated, command_line, median, svg_next_to, write_results, Table, MIB};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -101,8 +101,9 @@ pub struct CollectiveArgs {
     pub programs: MpiPrograms,
     #[arg(long, default_value = "bench-results/collective.json", value_name = "FILE")]
     pub json: PathBuf,
-    #[arg(long, default_value = "bench-results/collective.svg", value_name = "FILE")]
-    pub svg: PathBuf,
+    /// The SVG plot. Default: next to --json (.svg for .json).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -216,18 +217,6 @@ pub(crate) fn compile_mpi(dir: &Path, name: &str, source: &str) -> Result<PathBu
     Ok(exe)
 }
 
-/// Runs `make()`'s mpirun `repeat` times in a row; returns the median write and read
-/// times. Only where the configurations compared cannot alternate (delegation's run on
-/// clusters of their own, started one after the other); elsewhere `report::alternated`.
-pub(crate) fn run_median(repeat: u32, only: &str, make: impl Fn() -> Command) -> Result<(f64, f64, String)> {
-    let runs = (0..repeat.max(1))
-        .map(|_| run_one(make(), only))
-        .collect::<Result<Vec<_>>>()?;
-    let w = median(&runs.iter().map(|r| r.0).collect::<Vec<_>>());
-    let r = median(&runs.iter().map(|r| r.1).collect::<Vec<_>>());
-    Ok((w, r, runs.last().map(|r| r.2.clone()).unwrap_or_default()))
-}
-
 /// Runs one mpirun; returns (write s, read s) from the program's --timing line, the
 /// write including its sync.
 pub(crate) fn run_one(command: Command, only: &str) -> Result<(f64, f64, String)> {
@@ -306,7 +295,7 @@ pub fn run(a: &CollectiveArgs) -> Result<()> {
             .map(|io| (true, io))
             .chain(a.methods.iter().map(|m| (false, m)))
             .collect();
-        let runs = alternated(&configs, a.repeat, |&(local_io, name)| {
+        let runs = alternated(&configs, a.repeat, |_, &(local_io, name)| {
             let mut c = mpirun(a);
             if local_io {
                 c.args(["--mca", "io", name]).arg(&program);
@@ -342,7 +331,8 @@ pub fn run(a: &CollectiveArgs) -> Result<()> {
         "procs": a.procs,
         "rows": rows,
     });
-    write_results(&a.json, &a.svg, &results, &figure(a, &rows))?;
+    let svg = a.svg.clone().unwrap_or_else(|| svg_next_to(&a.json));
+    write_results(&a.json, &svg, &results, &figure(a, &rows))?;
     Ok(())
 }
 

@@ -8,8 +8,8 @@ use crate::pattern;
 use crate::plot::{Figure, Panel, XAxis};
 use crate::procs::{self, Workers};
 use crate::report::{
-    command_line, host_cpus, mib_per_s, summarise, summary_text, svg_next_to, unix_now_s, write_results,
-    Goal, MIB,
+    alternated, command_line, host_cpus, mib_per_s, summarise, summary_text, svg_next_to, unix_now_s,
+    write_results, Goal, Spread, MIB,
 };
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
@@ -25,8 +25,9 @@ processes, started by this command) each write one contiguous block of B MiB int
 one shared Weft file, then read it back; bandwidth = total bytes / slowest process's time. Phases \
 start together (a barrier through pipes). In the same run the same processes do the same with \
 pwrite/pread on one shared local file, the baseline. Every process checks the data it read back; \
-a mismatch fails the benchmark.\n\nEach configuration runs --repeat times; with 3 or more runs the \
-lowest and highest are dropped and the rest averaged (as PVFS did). Prints a table and writes every \
+a mismatch fails the benchmark.\n\nEach configuration runs --repeat times, the two alternated run by \
+run, the order rotating; MiB/s are shown as median (min-max) of the runs, ratios are of the \
+medians. The Weft file is removed afterwards, also on failure or interrupt, unless --keep. Prints a table and writes every \
 timing to --json, and a plot of the summary next to it (.svg).\n\nNeeds a running cluster (`weft up`). Example:\n  weft bench concurrent --procs 4 \
 --block-mib 256";
 
@@ -52,10 +53,10 @@ pub struct ConcurrentArgs {
     /// Do not sync at the end of the write phase.
     #[arg(long)]
     pub no_sync: bool,
-    /// Runs of each method; with 3 or more the lowest and highest are dropped.
+    /// Runs of each method, alternated with the other; the median counts.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,
-    /// The Weft file to create (replaced if it exists).
+    /// The Weft file to create (replaced if it exists; removed afterwards unless --keep).
     #[arg(long, default_value = "/bench.dat", value_name = "PATH")]
     pub path: String,
     /// Directory for the local baseline file. Default: the cluster home (the io
@@ -350,8 +351,10 @@ impl Phase {
 struct Summary {
     method: Method,
     phase: Phase,
-    /// Trimmed mean over runs (see `repeat_summary`).
+    /// The median of the runs (see `repeat_summary`).
     mib_per_s: f64,
+    /// The runs' min, median and max.
+    mib_per_s_spread: Spread,
     ratio_vs_local: f64,
     per_run_mib_per_s: Vec<f64>,
 }
@@ -472,13 +475,15 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
     let client = cluster::connect()?;
     let create = crate::cluster::striped(args.stripe_size, args.stripe_count);
     // A fresh file, so that the layout asked for is the one measured.
-    let layout = cluster::recreate(&client, &args.path, &create)?;
+    let (weft_file, layout) = cluster::WeftFile::recreate(&client, &args.path, &create, args.keep)?;
 
     let local_base = args.local_dir.clone().unwrap_or_else(default_local_dir);
     let local_dir = tempfile::Builder::new()
         .prefix("weft-bench-")
         .tempdir_in(&local_base)
         .with_context(|| format!("creating a directory under {}", local_base.display()))?;
+    // An interrupted run removes it too (the signal thread; see `cluster::scratch`).
+    let _local_scratch = (!args.keep).then(|| cluster::scratch(local_dir.path()));
     let local_path = local_dir.path().join("concurrent.dat");
 
     eprintln!(
@@ -512,32 +517,26 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
         eprintln!("concurrent: files filled (unmeasured); every run rewrites them in place");
     }
     let mut runs = Vec::new();
-    for run in 0..args.repeat {
-        // Alternating the order keeps either method from always running on a warmer
-        // (or more fragmented) machine.
-        let order = if run % 2 == 0 {
-            [Method::Weft, Method::Local]
-        } else {
-            [Method::Local, Method::Weft]
-        };
-        for method in order {
-            let r = one_run(&client, &mut workers, method, run, args, &local_path, total)?;
-            eprintln!(
-                "concurrent: run {}/{} {:<5} write {:>8.1} MiB/s{}  read {:>8.1} MiB/s",
-                run + 1,
-                args.repeat,
-                method.name(),
-                r.bandwidth(Phase::Write, total),
-                if sync {
-                    format!("  write+sync {:>8.1} MiB/s", r.bandwidth(Phase::WriteSync, total))
-                } else {
-                    String::new()
-                },
-                r.bandwidth(Phase::Read, total),
-            );
-            runs.push(r);
-        }
-    }
+    // Alternating, the order rotating, keeps either method from always running on a
+    // warmer (or more fragmented) machine.
+    alternated(&[Method::Weft, Method::Local], args.repeat, |run, &method| {
+        let r = one_run(&client, &mut workers, method, run, args, &local_path, total)?;
+        eprintln!(
+            "concurrent: run {}/{} {:<5} write {:>8.1} MiB/s{}  read {:>8.1} MiB/s",
+            run + 1,
+            args.repeat,
+            method.name(),
+            r.bandwidth(Phase::Write, total),
+            if sync {
+                format!("  write+sync {:>8.1} MiB/s", r.bandwidth(Phase::WriteSync, total))
+            } else {
+                String::new()
+            },
+            r.bandwidth(Phase::Read, total),
+        );
+        runs.push(r);
+        Ok(())
+    })?;
     workers.finish()?;
 
     if args.keep {
@@ -548,9 +547,9 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
             kept.join("concurrent.dat").display()
         );
     } else {
-        client.unlink(&args.path)?;
         local_dir.close()?;
     }
+    drop(weft_file);
 
     let mut phases = vec![Phase::Write];
     if sync {
@@ -573,6 +572,7 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
         method: s.method,
         phase: s.phase,
         mib_per_s: s.mib_per_s,
+        mib_per_s_spread: s.spread,
         ratio_vs_local: s.ratio,
         per_run_mib_per_s: s.per_run_mib_per_s,
     })
@@ -607,7 +607,7 @@ fn measure(args: &ConcurrentArgs, procs: u32) -> Result<Results> {
         block_bytes,
         total_bytes: total,
         repeat: args.repeat,
-        repeat_summary: "mean of the runs left after dropping the lowest and highest (3 or more runs)",
+        repeat_summary: crate::report::REPEAT_SUMMARY,
         sync,
         rewrite: args.rewrite,
         weft_path: args.path.clone(),
@@ -722,7 +722,7 @@ fn render(r: &Results) -> String {
         (
             s.method.name(),
             s.phase.name(),
-            s.mib_per_s,
+            s.mib_per_s_spread,
             s.ratio_vs_local,
             &s.per_run_mib_per_s[..],
         )

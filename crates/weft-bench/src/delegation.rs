@@ -6,8 +6,10 @@
 //! --cache-mapping aligned`, files `delegated`), against Weft's native collective I/O
 //! (the better of two_phase and interleaved_pipelined), Weft's native independent I/O
 //! (no delegates) and ROMIO on the local file system, all in one run on clusters it
-//! starts itself. Times are the program's write (with sync) and read phases; spawning
-//! the delegates happens at open, outside them (said in the closing line).
+//! starts itself (all up at once, so that every configuration of a pattern alternates
+//! with the others run by run, the order rotating; MiB/s as median (min-max)). Times are
+//! the program's write (with sync) and read phases; spawning the delegates happens at
+//! open, outside them (said in the closing line).
 
 use anyhow::{ensure, Result};
 use clap::Args;
@@ -16,9 +18,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use crate::clusterfile::Cluster;
-use crate::collective::{compile, mpirun_procs, run_median, Case, MpiPrograms};
+use crate::collective::{compile, mpirun_procs, run_one, Case, MpiPrograms};
 use crate::plot::{Figure, Panel, Series, XAxis};
-use crate::report::{write_results, Table, MIB};
+use crate::report::{alternated, svg_next_to, write_results, Spread, Table, MIB};
 
 pub const LONG_ABOUT: &str = "I/O delegation: the coll_perf 3D block, the S3D-IO checkpoint and \
 the FLASH-IO checkpoint written (with sync) and read back by --procs processes with independent \
@@ -28,8 +30,9 @@ exchange), through job-scoped delegates the MPI-IO layer spawns for each D of --
 weft_delegate_mapping=any) and through persistent delegates (weft up --cache D --cache-mapping \
 aligned, files delegated) for each D of --persistent, against Weft's best native collective \
 method, Weft's native independent I/O and ROMIO on the local file system, in the same run. \
-Starts its own clusters (weft up in temporary homes). Prints MiB/s and ratios, writes JSON and \
-an SVG plot.\n\nExample:\n  weft bench delegation --procs 4 --delegates 1,2,4,8,3";
+Starts its own clusters (weft up in temporary homes), all up at once: every configuration of a \
+pattern runs --repeat times, alternated with the others run by run, the order rotating. Prints \
+MiB/s as median (min-max) of the runs and ratios of the medians, writes JSON and an SVG plot.\n\nExample:\n  weft bench delegation --procs 4 --delegates 1,2,4,8,3";
 
 /// Weft's native collective methods; the best of them is the baseline.
 const NATIVE_COLLECTIVE: [&str; 2] = ["two_phase", "interleaved_pipelined"];
@@ -68,15 +71,16 @@ pub struct DelegationArgs {
     /// FLASH blocks per process (process r has B + r % 3; 8^3 cells of 24 doubles).
     #[arg(long, default_value_t = 64, value_name = "B")]
     pub flash_blocks: u64,
-    /// Runs of each configuration; the median counts.
+    /// Runs of each configuration, alternated with the others; the median counts.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeat: u32,
     #[command(flatten)]
     pub programs: MpiPrograms,
     #[arg(long, default_value = "bench-results/delegation.json", value_name = "FILE")]
     pub json: PathBuf,
-    #[arg(long, default_value = "bench-results/delegation.svg", value_name = "FILE")]
-    pub svg: PathBuf,
+    /// The SVG plot. Default: next to --json (.svg for .json).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Serialize, Clone)]
@@ -87,9 +91,121 @@ struct Row {
     /// Delegates the client used (0 without delegates).
     delegates_used: u32,
     bytes: u64,
+    /// Medians of the runs.
     write_mib_s: f64,
     read_mib_s: f64,
+    /// The runs' min, median and max.
+    write_mib_s_spread: Spread,
+    read_mib_s_spread: Spread,
     command: String,
+}
+
+/// Where a configuration runs: ROMIO on the local directory, or through
+/// libweft_mpiio.so on one of the clusters (an index into the clusters started).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum On {
+    Local,
+    Cluster(usize),
+}
+
+/// One configuration of the comparison.
+#[derive(Clone, Debug, PartialEq)]
+struct Config {
+    name: String,
+    /// Delegates the client uses (0 without delegates).
+    used: u32,
+    on: On,
+    hints: Vec<String>,
+}
+
+/// Every configuration, the baselines first: ROMIO on the local file system, Weft's
+/// native collective methods and its independent I/O (cluster 0, which also serves the
+/// job-scoped delegates), then the persistent delegates (cluster 1 on, one per count of
+/// --persistent).
+fn configs(a: &DelegationArgs, memory_bytes: u64) -> Vec<Config> {
+    let config = |name: String, used, on, hints: Vec<String>| Config {
+        name,
+        used,
+        on,
+        hints,
+    };
+    let independent = || INDEPENDENT.iter().map(|h| h.to_string()).collect::<Vec<_>>();
+    let mut out = vec![config("romio local".into(), 0, On::Local, Vec::new())];
+    for method in NATIVE_COLLECTIVE {
+        let hint = format!("weft_cb_method={method}");
+        out.push(config(
+            format!("native collective ({method})"),
+            0,
+            On::Cluster(0),
+            vec![hint],
+        ));
+    }
+    let hint = "weft_cb_method=independent".to_string();
+    out.push(config("native independent".into(), 0, On::Cluster(0), vec![hint]));
+    for &d in &a.delegates {
+        let aligned = weft_client::aligned_count(d as usize, a.io_servers as usize) as u32 == d;
+        let mut hints = independent();
+        hints.push(format!("weft_delegates={d}"));
+        hints.push(format!("weft_delegate_memory={memory_bytes}"));
+        if !aligned {
+            hints.push("weft_delegate_mapping=any".into());
+        }
+        let unaligned = if aligned { "" } else { ", unaligned" };
+        out.push(config(
+            format!("job delegates {d}{unaligned}"),
+            d,
+            On::Cluster(0),
+            hints,
+        ));
+    }
+    for (i, &d) in a.persistent.iter().enumerate() {
+        let used = weft_client::aligned_count(d as usize, a.io_servers as usize) as u32;
+        let mut hints = independent();
+        hints.push("weft_cache=delegated".into());
+        out.push(config(
+            format!("persistent delegates {d}"),
+            used,
+            On::Cluster(1 + i),
+            hints,
+        ));
+    }
+    out
+}
+
+/// The rows of one pattern: every configuration run `repeat` times, alternated (see
+/// `report::alternated`); `run` gives one run's write and read seconds and the command.
+fn measure(
+    case: &Case,
+    configs: &[Config],
+    repeat: u32,
+    mut run: impl FnMut(&Config) -> Result<(f64, f64, String)>,
+) -> Result<Vec<Row>> {
+    let runs = alternated(configs, repeat, |_, config| {
+        let (w, r, command) = run(config)?;
+        eprintln!("{}: {}: write {w:.3} s, read {r:.3} s", case.name, config.name);
+        Ok((w, r, command))
+    })?;
+    Ok(configs
+        .iter()
+        .zip(runs)
+        .map(|(config, ran)| {
+            let rate = |f: &dyn Fn(&(f64, f64, String)) -> f64| {
+                Spread::of(&ran.iter().map(|r| mib_s(case.bytes, f(r))).collect::<Vec<_>>())
+            };
+            let (write, read) = (rate(&|r| r.0), rate(&|r| r.1));
+            Row {
+                pattern: case.name.clone(),
+                config: config.name.clone(),
+                delegates_used: config.used,
+                bytes: case.bytes,
+                write_mib_s: write.median,
+                read_mib_s: read.median,
+                write_mib_s_spread: write,
+                read_mib_s_spread: read,
+                command: ran.last().map(|r| r.2.clone()).unwrap_or_default(),
+            }
+        })
+        .collect())
 }
 
 fn cases(a: &DelegationArgs) -> Vec<Case> {
@@ -132,67 +248,12 @@ pub fn run(a: &DelegationArgs) -> Result<()> {
         "--stripe-size".into(),
         a.stripe.to_string(),
     ];
-    let weft_run = |cluster: &Cluster, case: &Case, hints: &[String]| {
-        run_median(a.repeat, case.only, || {
-            let mut c = mpirun_procs(a.procs);
-            c.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
-            c.arg("-x").arg(format!("WEFT_HOME={}", cluster.home().display()));
-            c.arg(&program).arg("weft:/");
-            c.args(["--only", case.only, "--timing"])
-                .args(&case.args)
-                .args(hints);
-            c
-        })
-    };
-    let mut rows = Vec::new();
-    let mut push = |case: &Case, config: String, used: u32, (w, r, command): (f64, f64, String)| {
-        eprintln!("{}: {config}: write {w:.3} s, read {r:.3} s", case.name);
-        rows.push(Row {
-            pattern: case.name.clone(),
-            config,
-            delegates_used: used,
-            bytes: case.bytes,
-            write_mib_s: mib_s(case.bytes, w),
-            read_mib_s: mib_s(case.bytes, r),
-            command,
-        });
-    };
-    for case in cases(a) {
-        let romio = run_median(a.repeat, case.only, || {
-            let mut c: Command = mpirun_procs(a.procs);
-            c.args(["--mca", "io", "romio321"]).arg(&program);
-            c.arg(format!("{}/", local.path().display()));
-            c.args(["--only", case.only, "--timing"]).args(&case.args);
-            c
-        })?;
-        push(&case, "romio local".into(), 0, romio);
-    }
-    {
-        let home = tempfile::Builder::new().prefix("weft-bench-deleg-").tempdir()?;
-        let cluster = Cluster::start_with(&weft, home, base_args.clone())?;
-        for case in cases(a) {
-            for method in NATIVE_COLLECTIVE {
-                let t = weft_run(&cluster, &case, &[format!("weft_cb_method={method}")])?;
-                push(&case, format!("native collective ({method})"), 0, t);
-            }
-            let t = weft_run(&cluster, &case, &["weft_cb_method=independent".to_string()])?;
-            push(&case, "native independent".into(), 0, t);
-            for &d in &a.delegates {
-                let aligned = weft_client::aligned_count(d as usize, a.io_servers as usize) as u32 == d;
-                let mut hints: Vec<String> = INDEPENDENT.iter().map(|h| h.to_string()).collect();
-                hints.push(format!("weft_delegates={d}"));
-                hints.push(format!("weft_delegate_memory={memory_bytes}"));
-                if !aligned {
-                    hints.push("weft_delegate_mapping=any".into());
-                }
-                let t = weft_run(&cluster, &case, &hints)?;
-                let unaligned = if aligned { "" } else { ", unaligned" };
-                push(&case, format!("job delegates {d}{unaligned}"), d, t);
-            }
-        }
-    }
+    // Every cluster up at once, so that the configurations alternate: the native one
+    // (native methods and job-scoped delegates), then one per persistent count.
+    let mut clusters = Vec::new();
+    let home = tempfile::Builder::new().prefix("weft-bench-deleg-").tempdir()?;
+    clusters.push(Cluster::start_with(&weft, home, base_args.clone())?);
     for &d in &a.persistent {
-        let used = weft_client::aligned_count(d as usize, a.io_servers as usize) as u32;
         let home = tempfile::Builder::new().prefix("weft-bench-deleg-").tempdir()?;
         let mut up = base_args.clone();
         up.extend([
@@ -203,14 +264,32 @@ pub fn run(a: &DelegationArgs) -> Result<()> {
             "--cache-mapping".into(),
             "aligned".into(),
         ]);
-        let cluster = Cluster::start_with(&weft, home, up)?;
-        for case in cases(a) {
-            let mut hints: Vec<String> = INDEPENDENT.iter().map(|h| h.to_string()).collect();
-            hints.push("weft_cache=delegated".into());
-            let t = weft_run(&cluster, &case, &hints)?;
-            push(&case, format!("persistent delegates {d}"), used, t);
-        }
+        clusters.push(Cluster::start_with(&weft, home, up)?);
     }
+    let configs = configs(a, memory_bytes);
+    let mut rows = Vec::new();
+    for case in cases(a) {
+        rows.extend(measure(&case, &configs, a.repeat, |config| {
+            let mut c: Command = mpirun_procs(a.procs);
+            match config.on {
+                On::Local => {
+                    c.args(["--mca", "io", "romio321"]).arg(&program);
+                    c.arg(format!("{}/", local.path().display()));
+                }
+                On::Cluster(i) => {
+                    c.arg("-x").arg(format!("LD_PRELOAD={}", library.display()));
+                    c.arg("-x")
+                        .arg(format!("WEFT_HOME={}", clusters[i].home().display()));
+                    c.arg(&program).arg("weft:/");
+                }
+            }
+            c.args(["--only", case.only, "--timing"])
+                .args(&case.args)
+                .args(&config.hints);
+            run_one(c, case.only)
+        })?);
+    }
+    drop(clusters);
     print_table(&rows);
     let results = serde_json::json!({
         "benchmark": "delegation",
@@ -218,9 +297,13 @@ pub fn run(a: &DelegationArgs) -> Result<()> {
         "procs": a.procs,
         "rows": rows,
     });
-    write_results(&a.json, &a.svg, &results, &figure(&rows))?;
+    let svg = a.svg.clone().unwrap_or_else(|| svg_next_to(&a.json));
+    write_results(&a.json, &svg, &results, &figure(&rows))?;
     println!(
-        "(times are the write+sync and read phases; job-scoped delegates are spawned at open, outside them)"
+        "(MiB/s: median (min-max) of {} runs, every configuration of a pattern alternated with the \
+         others, the order rotating; ratios of medians; times are the write+sync and read phases; \
+         job-scoped delegates are spawned at open, outside them)",
+        a.repeat
     );
     Ok(())
 }
@@ -242,8 +325,8 @@ fn print_table(rows: &[Row]) {
         "pattern",
         "config",
         "used",
-        "write MiB/s",
-        "read MiB/s",
+        "write MiB/s median (min-max)",
+        "read MiB/s median (min-max)",
         "w/r vs best coll",
         "w/r vs native ind",
         "w/r vs romio",
@@ -261,8 +344,8 @@ fn print_table(rows: &[Row]) {
             r.pattern.clone(),
             r.config.clone(),
             r.delegates_used.to_string(),
-            format!("{:.1}", r.write_mib_s),
-            format!("{:.1}", r.read_mib_s),
+            r.write_mib_s_spread.cell(1),
+            r.read_mib_s_spread.cell(1),
             ratio(r, best_collective),
             ratio(r, independent),
             ratio(r, romio),
@@ -347,8 +430,93 @@ mod tests {
             bytes: 1 << 20,
             write_mib_s: w,
             read_mib_s: w * 2.0,
+            write_mib_s_spread: Spread::of(&[w]),
+            read_mib_s_spread: Spread::of(&[w * 2.0]),
             command: String::new(),
         }
+    }
+
+    fn args(delegates: Vec<u32>, persistent: Vec<u32>) -> DelegationArgs {
+        DelegationArgs {
+            procs: 2,
+            io_servers: 4,
+            stripe: 65536,
+            delegates,
+            persistent,
+            cache_memory: "1M".into(),
+            n: 8,
+            s3d_n: 4,
+            flash_blocks: 1,
+            repeat: 3,
+            programs: MpiPrograms {
+                local_dir: None,
+                library: None,
+            },
+            json: "d.json".into(),
+            svg: None,
+        }
+    }
+
+    /// Every configuration of a pattern alternates with the others, the order rotating
+    /// round by round, and each row keeps the median, min and max of its runs. Before,
+    /// each configuration's repeats ran back to back (the baselines first, the
+    /// persistent delegates last, on clusters started one after the other) and only the
+    /// median was kept.
+    #[test]
+    fn configurations_alternate_round_by_round_and_rows_keep_their_spread() {
+        let a = args(vec![1, 3], vec![4]);
+        let configs = configs(&a, 1 << 20);
+        let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "romio local",
+                "native collective (two_phase)",
+                "native collective (interleaved_pipelined)",
+                "native independent",
+                "job delegates 1",
+                "job delegates 3, unaligned",
+                "persistent delegates 4"
+            ]
+        );
+        assert_eq!(configs[0].on, On::Local);
+        assert!(configs[1..6].iter().all(|c| c.on == On::Cluster(0)));
+        assert_eq!((configs[6].on, configs[6].used), (On::Cluster(1), 4));
+        assert!(configs[5]
+            .hints
+            .contains(&"weft_delegate_mapping=any".to_string()));
+
+        let case = Case::block3d(8);
+        let mut order = Vec::new();
+        let rows = measure(&case, &configs, 3, |c| {
+            order.push(c.name.clone());
+            let s = order.len() as f64;
+            Ok((s, 2.0 * s, String::new()))
+        })
+        .unwrap();
+        // Each round runs every configuration once, starting one further along.
+        assert_eq!(order.len(), 21);
+        for (round, first) in [(0, 0), (1, 1), (2, 2)] {
+            assert_eq!(order[round * 7], names[first], "{order:?}");
+            let mut this_round = order[round * 7..round * 7 + 7].to_vec();
+            this_round.sort();
+            let mut all: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            all.sort();
+            assert_eq!(this_round, all);
+        }
+        // romio ran 1st, 14th (last of round 1) and 20th (sixth of round 2).
+        let rate = |s: f64| mib_s(case.bytes, s);
+        assert_eq!(rows.len(), 7);
+        assert_eq!(
+            rows[0].write_mib_s_spread,
+            Spread {
+                min: rate(20.0),
+                median: rate(14.0),
+                max: rate(1.0)
+            }
+        );
+        assert_eq!(rows[0].write_mib_s, rate(14.0));
+        assert_eq!(rows[0].read_mib_s_spread.max, rate(2.0));
     }
 
     #[test]

@@ -40,8 +40,9 @@
 //! one applies, each naming its baseline (`Goal`); configurations alternated run by run,
 //! the order rotating (`alternated`), summarised as median, min and max (`Spread`).
 //! What a benchmark makes in the cluster's namespace goes in one directory made fresh
-//! and removed when dropped, unless `--keep` (`cluster::WeftDir`; a signal's thread
-//! removes it too, with `weft rm -r`). The FUSE floor
+//! and removed when dropped, unless `--keep` (`cluster::WeftDir`; the file benchmarks'
+//! one file: `cluster::WeftFile`; a signal's thread removes both too, with `weft rm -r`,
+//! and the local scratch directories registered with `cluster::scratch`). The FUSE floor
 //! (weft-fuse `floor.rs`, `mount_floor`) is a file system in the benchmark's process that
 //! keeps its namespace in memory and stores no data: directories, files and symbolic links
 //! with modes, owners, times and sizes (a read-write lock over the tree, taken shared by

@@ -5,8 +5,8 @@
 use crate::cluster;
 use crate::pattern;
 use crate::report::{
-    command_line, host_cpus, mib_per_s, summarise, summary_text, svg_next_to, unix_now_s, write_results,
-    Goal, MIB,
+    alternated, command_line, host_cpus, mib_per_s, summarise, summary_text, svg_next_to, unix_now_s,
+    write_results, Goal, Spread, MIB,
 };
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use clap::Args;
@@ -24,11 +24,12 @@ dd style (1 MiB read and write calls, the write ending with fsync), against the 
 the same file in the same run (16 MiB blocks, as `weft put` and `weft get`, the write ending with a \
 sync). Each reads the file twice, opening it anew: the mount's re-read is served from the page \
 cache its kernel kept (the file is unchanged; the native client has no cache). The order of the \
-two alternates from run to run. Both sides check every byte they read \
+methods rotates from run to run. Both sides check every byte they read \
 back; a mismatch fails the benchmark.\n\nWithout --mountpoint the benchmark mounts the cluster \
 itself on a temporary directory (`weft mount --foreground` as a child process) and unmounts it at \
-the end, also on failure. Each method runs --repeat times; with 3 or more runs the lowest and \
-highest are dropped and the rest averaged. Prints a table, writes every timing to --json and a plot of the summary next to it (.svg).\n\n\
+the end, also on failure; the Weft file is removed afterwards, also on failure or interrupt, unless \
+--keep. Each method runs --repeat times, the methods alternated run by run, the order rotating; \
+MiB/s are shown as median (min-max) of the runs, ratios are of the medians. Prints a table, writes every timing to --json and a plot of the summary next to it (.svg).\n\n\
 With --floor, the FUSE floor runs in turn with the two: a file system in this process that \
 stores nothing, mounted with the Weft mount's request size, readahead and threads, answering \
 reads with the expected bytes by one copy from memory, on the same FUSE library as the mount \
@@ -60,7 +61,7 @@ pub struct MountArgs {
     /// Bytes to write and read (K, M, G suffixes; a multiple of 1 MiB).
     #[arg(long, default_value = "1G", value_name = "BYTES", value_parser = crate::parse_size_arg)]
     pub size: u64,
-    /// Runs of each method; with 3 or more the lowest and highest are dropped.
+    /// Runs of each method, alternated with the others; the median counts.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,
     /// A Weft mount of the cluster to use. Default: mount it on a temporary directory
@@ -269,8 +270,10 @@ impl Run {
 struct Summary {
     method: Method,
     phase: Phase,
-    /// Trimmed mean over runs (see `repeat_summary`).
+    /// The median of the runs (see `repeat_summary`).
     mib_per_s: f64,
+    /// The runs' min, median and max.
+    mib_per_s_spread: Spread,
     ratio_vs_native: f64,
     per_run_mib_per_s: Vec<f64>,
 }
@@ -342,7 +345,7 @@ pub fn run(args: &MountArgs) -> Result<()> {
 
     let create = crate::cluster::striped(args.stripe_size, args.stripe_count);
     // A fresh file, so that the layout asked for is the one measured.
-    let layout = cluster::recreate(&client, &args.path, &create)?;
+    let (weft_file, layout) = cluster::WeftFile::recreate(&client, &args.path, &create, args.keep)?;
     // The mount must show the file the native client created: the same cluster.
     ensure!(
         mounted_path.is_file(),
@@ -371,35 +374,31 @@ pub fn run(args: &MountArgs) -> Result<()> {
         methods.push(Method::Floor);
     }
     let mut runs = Vec::new();
-    for run in 0..args.repeat {
-        // Rotating the order keeps any method from always running on a warmer (or more
-        // fragmented) machine.
-        let mut order = methods.clone();
-        order.rotate_left(run as usize % methods.len());
-        for method in order {
-            let file = match method {
-                Method::Floor => floor_file.as_deref().expect("the floor is mounted"),
-                _ => &mounted_path,
-            };
-            let r = one_run(&client, method, run, &args.path, file, size)?;
-            eprintln!(
-                "mount: run {}/{} {:<6} write+sync {:>8.1} MiB/s  read {:>8.1} MiB/s  re-read {:>8.1} MiB/s",
-                run + 1,
-                args.repeat,
-                method.name(),
-                r.bandwidth(Phase::WriteSync, size),
-                r.bandwidth(Phase::Read, size),
-                r.bandwidth(Phase::Reread, size),
-            );
-            runs.push(r);
-        }
-    }
+    // Rotating the order keeps any method from always running on a warmer (or more
+    // fragmented) machine.
+    alternated(&methods, args.repeat, |run, &method| {
+        let file = match method {
+            Method::Floor => floor_file.as_deref().expect("the floor is mounted"),
+            _ => &mounted_path,
+        };
+        let r = one_run(&client, method, run, &args.path, file, size)?;
+        eprintln!(
+            "mount: run {}/{} {:<6} write+sync {:>8.1} MiB/s  read {:>8.1} MiB/s  re-read {:>8.1} MiB/s",
+            run + 1,
+            args.repeat,
+            method.name(),
+            r.bandwidth(Phase::WriteSync, size),
+            r.bandwidth(Phase::Read, size),
+            r.bandwidth(Phase::Reread, size),
+        );
+        runs.push(r);
+        Ok(())
+    })?;
 
     if args.keep {
         eprintln!("mount: kept {}", args.path);
-    } else {
-        client.unlink(&args.path)?;
     }
+    drop(weft_file);
     let library = if args.library {
         let lib = weft_interpose::find_library("WEFT_POSIX_LIB", "libweft_posix.so");
         let sizes = crate::posix::Sizes {
@@ -434,6 +433,7 @@ pub fn run(args: &MountArgs) -> Result<()> {
         method: s.method,
         phase: s.phase,
         mib_per_s: s.mib_per_s,
+        mib_per_s_spread: s.spread,
         ratio_vs_native: s.ratio,
         per_run_mib_per_s: s.per_run_mib_per_s,
     })
@@ -477,7 +477,7 @@ pub fn run(args: &MountArgs) -> Result<()> {
         mount_request_bytes: MOUNT_REQUEST_BYTES,
         native_block_bytes: NATIVE_BLOCK_BYTES,
         repeat: args.repeat,
-        repeat_summary: "mean of the runs left after dropping the lowest and highest (3 or more runs)",
+        repeat_summary: crate::report::REPEAT_SUMMARY,
         weft_path: args.path.clone(),
         mountpoint,
         mounted_by_benchmark,
@@ -940,7 +940,7 @@ fn render(r: &Results) -> String {
         (
             s.method.name(),
             s.phase.name(),
-            s.mib_per_s,
+            s.mib_per_s_spread,
             s.ratio_vs_native,
             &s.per_run_mib_per_s[..],
         )

@@ -9,8 +9,8 @@ use crate::cluster;
 use crate::plot::{Figure, Panel, XAxis};
 use crate::procs::Workers;
 use crate::report::{
-    command_line, host_cpus, mib_per_s, svg_next_to, trimmed_mean, unix_now_s, write_results, Goal, Table,
-    MIB,
+    alternated, command_line, host_cpus, mib_per_s, svg_next_to, unix_now_s, write_results, Goal, Spread,
+    Table, MIB,
 };
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
@@ -28,7 +28,10 @@ carry only (view id, interval), and each server gathers or scatters its own piec
 file is created afresh; phases start together (a barrier through pipes); bandwidth = matrix bytes / \
 slowest process's time. In the same run the same processes write and read the same bytes \
 contiguously (process r the r-th P-th of the file): the reference. Every process checks what it \
-reads back, and unless --no-verify the whole file is checked after each write phase. Writes JSON \
+reads back, and unless --no-verify the whole file is checked after each write phase. Every \
+configuration runs --repeat times, all alternated run by run, the order rotating; MiB/s are shown as \
+median (min-max) of the runs, ratios are of the medians. The Weft file is removed afterwards, also \
+on failure or interrupt. Writes JSON \
 to --json and a plot of MiB/s against k next to it (.svg).\n\nTargets: \
 view I/O at k >= 32 at least 0.5x the contiguous reference, at k = 8 at least 0.2x.\n\nNeeds a \
 running cluster (`weft up`). Example:\n  weft bench noncontig --procs 4 --matrix-mib 256";
@@ -50,10 +53,10 @@ pub struct NoncontigArgs {
     /// CYCLIC block sizes k, comma separated.
     #[arg(long, default_value = BLOCKS_DEFAULT, value_delimiter = ',', value_name = "K,...")]
     pub k: Vec<u64>,
-    /// Runs of every configuration; with 3 or more the lowest and highest are dropped.
+    /// Runs of every configuration, alternated with the others; the median counts.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,
-    /// The Weft file to use (replaced for every configuration).
+    /// The Weft file to use (replaced for every configuration; removed afterwards).
     #[arg(long, default_value = "/noncontig.dat", value_name = "PATH")]
     pub path: String,
     /// Stripe size of the file (K, M, G suffixes). Default: the cluster's.
@@ -404,8 +407,12 @@ impl Run {
 struct Summary {
     access: Access,
     pieces_per_process: u64,
+    /// Medians of the runs.
     write_mib_per_s: f64,
     read_mib_per_s: f64,
+    /// The runs' min, median and max.
+    write_mib_per_s_spread: Spread,
+    read_mib_per_s_spread: Spread,
     write_vs_contiguous: f64,
     read_vs_contiguous: f64,
     /// CPU seconds (clients and local io servers) per GiB, median over runs.
@@ -476,7 +483,7 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
         },
         ..Default::default()
     };
-    let layout = cluster::recreate(&client, &args.path, &create)?;
+    let (weft_file, layout) = cluster::WeftFile::recreate(&client, &args.path, &create, false)?;
     eprintln!(
         "noncontig: {procs} processes on a {grid} x {grid} grid, {side} x {side} matrix ({} MiB), weft {} \
          (stripe {} KiB x {})",
@@ -501,28 +508,23 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
     let mut accesses = vec![Access::Contiguous];
     accesses.extend(args.k.iter().map(|&k| Access::Cyclic(k)));
     let mut runs = Vec::new();
-    for run in 0..args.repeat {
-        // Alternating the order keeps any configuration from always running on a
-        // warmer (or more fragmented) machine.
-        let mut order = accesses.clone();
-        if run % 2 == 1 {
-            order.reverse();
-        }
-        for &access in &order {
-            let r = one_run(&client, &mut workers, args, &create, access, run, total)?;
-            eprintln!(
-                "noncontig: run {}/{} {:<12} write {:>8.1} MiB/s  read {:>8.1} MiB/s",
-                run + 1,
-                args.repeat,
-                access.label(),
-                r.bandwidth(true),
-                r.bandwidth(false)
-            );
-            runs.push(r);
-        }
-    }
+    // Alternating, the order rotating, keeps any configuration from always running on a
+    // warmer (or more fragmented) machine.
+    alternated(&accesses, args.repeat, |run, &access| {
+        let r = one_run(&client, &mut workers, args, &create, access, run, total)?;
+        eprintln!(
+            "noncontig: run {}/{} {:<12} write {:>8.1} MiB/s  read {:>8.1} MiB/s",
+            run + 1,
+            args.repeat,
+            access.label(),
+            r.bandwidth(true),
+            r.bandwidth(false)
+        );
+        runs.push(r);
+        Ok(())
+    })?;
     workers.finish()?;
-    client.unlink(&args.path)?;
+    drop(weft_file);
 
     let mut summary: Vec<Summary> = accesses
         .iter()
@@ -535,11 +537,14 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
                 v.sort_by(f64::total_cmp);
                 v[v.len() / 2]
             };
+            let (write, read) = (Spread::of(&writes), Spread::of(&reads));
             Summary {
                 access,
                 pieces_per_process: mine[0].pieces.iter().max().copied().unwrap_or(0),
-                write_mib_per_s: trimmed_mean(&writes),
-                read_mib_per_s: trimmed_mean(&reads),
+                write_mib_per_s: write.median,
+                read_mib_per_s: read.median,
+                write_mib_per_s_spread: write,
+                read_mib_per_s_spread: read,
                 write_vs_contiguous: 0.0,
                 read_vs_contiguous: 0.0,
                 write_cpu_s_per_gib: cpu(true),
@@ -575,8 +580,8 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
     let mut table = Table::new(&[
         "access",
         "pieces/proc",
-        "write MiB/s",
-        "read MiB/s",
+        "write MiB/s median (min-max)",
+        "read MiB/s median (min-max)",
         "write/contig",
         "read/contig",
         "target",
@@ -596,8 +601,8 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
         table.row(vec![
             s.access.label(),
             s.pieces_per_process.to_string(),
-            format!("{:.1}", s.write_mib_per_s),
-            format!("{:.1}", s.read_mib_per_s),
+            s.write_mib_per_s_spread.cell(1),
+            s.read_mib_per_s_spread.cell(1),
             format!("{:.2}", s.write_vs_contiguous),
             format!("{:.2}", s.read_vs_contiguous),
             match target {
@@ -610,7 +615,7 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
     }
     println!(
         "noncontig: {procs} processes ({grid} x {grid}), {side} x {side} bytes, {} io servers, stripe {} KiB, \
-         trimmed mean of {} runs",
+         {} alternated runs (ratios of medians)",
         layout.servers.len(),
         layout.stripe_size_bytes / 1024,
         args.repeat
@@ -628,7 +633,7 @@ pub fn run(args: &NoncontigArgs) -> Result<()> {
         matrix_side: side,
         matrix_bytes: total,
         repeat: args.repeat,
-        repeat_summary: "trimmed mean: with 3 or more runs the lowest and highest are dropped",
+        repeat_summary: crate::report::REPEAT_SUMMARY,
         weft_path: args.path.clone(),
         stripe_size_bytes: layout.stripe_size_bytes,
         stripe_count: layout.servers.len(),

@@ -104,7 +104,7 @@ fn measure_pack(piece_bytes: u64, repetitions: u32) -> Result<PackFigures> {
         Move::MemcpyLikePack,
         Move::MemcpyLikeUnpack,
     ];
-    let runs = crate::report::alternated(&moves, repetitions, |m| {
+    let runs = crate::report::alternated(&moves, repetitions, |_, m| {
         Ok(timed(|| match m {
             Move::Pack => {
                 pack(&strided, 1, black_box(&memory), 0, &mut packed).expect("pack");
@@ -233,7 +233,7 @@ fn measure_server(
 ) -> Result<ServerFigures> {
     let (mut pieces, mut filtered) = (0, 0);
     // The two ways alternate round by round; the best round of each counts.
-    let runs = crate::report::alternated(&[true, false], repetitions, |&on| {
+    let runs = crate::report::alternated(&[true, false], repetitions, |_, &on| {
         Ok(timed(|| {
             if on {
                 pieces = view

@@ -1,5 +1,6 @@
-//! Shared reporting: bandwidth arithmetic, the PVFS way of summarising repeats, text
-//! tables, targets, the facts every result file records, and JSON files.
+//! Shared reporting: bandwidth arithmetic, repeats run alternated and summarised as
+//! median, min and max, text tables, targets, the facts every result file records, and
+//! JSON files.
 
 use crate::plot::Figure;
 use anyhow::{bail, Context, Result};
@@ -13,22 +14,16 @@ pub fn mib_per_s(bytes: u64, ns: u64) -> f64 {
     bytes as f64 / MIB as f64 / (ns.max(1) as f64 / 1e9)
 }
 
-/// PVFS's summary of repeated runs: with three or more, the lowest and highest are
-/// discarded and the rest averaged; with fewer, all are averaged.
-pub fn trimmed_mean(values: &[f64]) -> f64 {
-    assert!(!values.is_empty(), "no values to summarise");
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let kept = if v.len() >= 3 { &v[1..v.len() - 1] } else { &v[..] };
-    kept.iter().sum::<f64>() / kept.len() as f64
-}
-
-/// The middle value of `v` (the upper of the two middle ones for an even count), 0 for
-/// none.
+/// The middle value of `v` (the mean of the two middle ones for an even count: with two
+/// runs the upper one was the maximum), 0 for none.
 pub fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// What a benchmark program that ran to a successful end printed.
@@ -114,9 +109,11 @@ impl Table {
 pub struct Summarised<M, P> {
     pub method: M,
     pub phase: P,
-    /// Trimmed mean over runs.
+    /// The median of the runs.
     pub mib_per_s: f64,
-    /// `mib_per_s` over the baseline method's in the same phase.
+    /// The runs' min, median and max.
+    pub spread: Spread,
+    /// `mib_per_s` over the baseline method's in the same phase (a ratio of medians).
     pub ratio: f64,
     pub per_run_mib_per_s: Vec<f64>,
 }
@@ -134,10 +131,12 @@ pub fn summarise<M: Copy + PartialEq, P: Copy + PartialEq>(
     for &method in methods {
         for &phase in phases {
             let per_run = per_run(method, phase);
+            let spread = Spread::of(&per_run);
             summary.push(Summarised {
                 method,
                 phase,
-                mib_per_s: trimmed_mean(&per_run),
+                mib_per_s: spread.median,
+                spread,
                 ratio: 0.0,
                 per_run_mib_per_s: per_run,
             });
@@ -247,38 +246,44 @@ impl Spread {
 /// Runs every one of `configs` `repeat` times, alternated: round after round, each round
 /// running every configuration once, starting one further along each round (so that no
 /// configuration always runs first, after the same one, or while the machine warms up).
-/// `run(config)` measures one run; returns each configuration's runs in `configs`' order.
+/// `run(round, config)` measures one run (`round` from 0); returns each configuration's
+/// runs in `configs`' order.
 pub fn alternated<C, T>(
     configs: &[C],
     repeat: u32,
-    mut run: impl FnMut(&C) -> Result<T>,
+    mut run: impl FnMut(u32, &C) -> Result<T>,
 ) -> Result<Vec<Vec<T>>> {
     let mut runs: Vec<Vec<T>> = configs.iter().map(|_| Vec::new()).collect();
-    for round in 0..repeat.max(1) as usize {
+    for round in 0..repeat.max(1) {
         for k in 0..configs.len() {
-            let i = (round + k) % configs.len();
-            runs[i].push(run(&configs[i])?);
+            let i = (round as usize + k) % configs.len();
+            runs[i].push(run(round, &configs[i])?);
         }
     }
     Ok(runs)
 }
 
+/// How the runs of a configuration are summarised (a results file's `repeat_summary`).
+pub const REPEAT_SUMMARY: &str =
+    "median of the runs, min and max kept; the configurations alternated run by run, the order rotating";
+
 /// The body of a report against a baseline: the summary table (per method and phase:
-/// MiB/s, the ratio to `baseline`, every run's MiB/s), then the target lines, then the
-/// notes. `rows` are (method, phase, MiB/s, ratio, per-run MiB/s).
+/// MiB/s as median (min-max), the ratio of medians to `baseline`, every run's MiB/s),
+/// then the target lines, then the notes. `rows` are (method, phase, MiB/s, ratio,
+/// per-run MiB/s).
 pub fn summary_text<'a>(
     baseline: &str,
-    rows: impl IntoIterator<Item = (&'a str, &'a str, f64, f64, &'a [f64])>,
+    rows: impl IntoIterator<Item = (&'a str, &'a str, Spread, f64, &'a [f64])>,
     goals: &[Goal],
     notes: &[&str],
 ) -> String {
     let vs = format!("vs {baseline}");
-    let mut table = Table::new(&["method", "phase", "MiB/s", &vs, "runs (MiB/s)"]);
-    for (method, phase, mib_per_s, ratio, per_run) in rows {
+    let mut table = Table::new(&["method", "phase", "MiB/s median (min-max)", &vs, "runs (MiB/s)"]);
+    for (method, phase, spread, ratio, per_run) in rows {
         table.row(vec![
             method.into(),
             phase.into(),
-            format!("{mib_per_s:.1}"),
+            spread.cell(1),
             format!("{ratio:.2}"),
             runs_cell(per_run),
         ]);
@@ -363,12 +368,14 @@ pub fn svg_next_to(json: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
+    /// With an even count the median is the mean of the middle two: it was the upper
+    /// one, so two runs reported their maximum as the median.
     #[test]
-    fn the_summary_drops_the_extremes_only_from_three_runs_on() {
-        assert_eq!(trimmed_mean(&[10.0]), 10.0);
-        assert_eq!(trimmed_mean(&[10.0, 20.0]), 15.0);
-        assert_eq!(trimmed_mean(&[100.0, 10.0, 20.0]), 20.0);
-        assert_eq!(trimmed_mean(&[1.0, 10.0, 20.0, 30.0, 1000.0]), 20.0);
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&[3.0, 1.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[5.0, 1.0, 3.0]), 3.0);
+        assert_eq!(median(&[]), 0.0);
     }
 
     #[test]
@@ -381,12 +388,15 @@ mod tests {
         assert_eq!(runs_cell(&[12.4, 1000.6]), "12 1001");
     }
 
+    /// Each row is the median of its runs with their min and max, compared with the
+    /// baseline's median in its own phase. Before, rows were trimmed means (40 and 20 gave
+    /// 30; 5, 100, 16 and 15 gave 15.5) and the spread of the runs was not kept.
     #[test]
-    fn every_row_is_compared_with_the_baseline_in_its_own_phase() {
+    fn every_row_is_a_median_with_its_spread_compared_with_the_baseline_in_its_own_phase() {
         let figures = |method: char, phase: u8| match (method, phase) {
             ('b', 0) => vec![10.0],
             ('b', _) => vec![40.0, 20.0],
-            ('w', 0) => vec![5.0, 100.0, 15.0],
+            ('w', 0) => vec![5.0, 100.0, 16.0, 15.0],
             (_, _) => vec![10.0],
         };
         let s = summarise(&['b', 'w'], &[0u8, 1], 'b', figures);
@@ -398,12 +408,20 @@ mod tests {
             rows,
             [
                 ('b', 0, 10.0, 1.0),
-                ('b', 1, 30.0, 1.0),
-                ('w', 0, 15.0, 1.5),
-                ('w', 1, 10.0, 10.0 / 30.0)
+                ('b', 1, 40.0, 1.0),
+                ('w', 0, 16.0, 1.6),
+                ('w', 1, 10.0, 0.25)
             ]
         );
-        assert_eq!(s[2].per_run_mib_per_s, [5.0, 100.0, 15.0]);
+        assert_eq!(s[2].per_run_mib_per_s, [5.0, 100.0, 16.0, 15.0]);
+        assert_eq!(
+            s[2].spread,
+            Spread {
+                min: 5.0,
+                median: 16.0,
+                max: 100.0
+            }
+        );
     }
 
     #[test]
@@ -411,14 +429,14 @@ mod tests {
         let runs = [7.0, 9.0];
         let text = summary_text(
             "local",
-            [("weft", "read", 8.0, 0.5, &runs[..])],
+            [("weft", "read", Spread::of(&runs), 0.5, &runs[..])],
             &[Goal::new("weft read", "the local file", 0.5, 0.5)],
             &["a note"],
         );
         assert_eq!(
             text,
-            "method  phase  MiB/s  vs local  runs (MiB/s)\n\
-             weft    read     8.0      0.50           7 9\n\
+            "method  phase  MiB/s median (min-max)  vs local  runs (MiB/s)\n\
+             weft    read            9.0 (7.0-9.0)      0.50           7 9\n\
              \n\
              target: weft read >= 0.50x the local file: met (0.50x)\n\
              note: a note\n"
@@ -462,13 +480,16 @@ mod tests {
     #[test]
     fn alternated_runs_rotate_the_order_every_round() {
         let mut order = Vec::new();
-        let runs = alternated(&['a', 'b', 'c'], 3, |c| {
-            order.push(*c);
+        let runs = alternated(&['a', 'b', 'c'], 3, |round, c| {
+            order.push((round, *c));
             Ok(order.len())
         })
         .unwrap();
         // A fixed order (a b c a b c ...) would always run `a` first: each starts a round.
-        assert_eq!(order, ['a', 'b', 'c', 'b', 'c', 'a', 'c', 'a', 'b']);
+        let configs: Vec<char> = order.iter().map(|o| o.1).collect();
+        assert_eq!(configs, ['a', 'b', 'c', 'b', 'c', 'a', 'c', 'a', 'b']);
+        let rounds: Vec<u32> = order.iter().map(|o| o.0).collect();
+        assert_eq!(rounds, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
         assert_eq!(runs, [vec![1, 6, 8], vec![2, 4, 9], vec![3, 5, 7]]);
         let s = Spread::of(&[3.0, 1.0, 2.0, 10.0]);
         assert_eq!((s.min, s.median, s.max), (1.0, 3.0, 10.0));

@@ -164,7 +164,7 @@ pub fn run(a: &SmallIoArgs) -> Result<()> {
     // runs[target][repeat]: (workload, phase) → seconds.
     let targets: Vec<usize> = (0..TARGETS.len()).collect();
     let runs: Vec<Vec<BTreeMap<(String, String), f64>>> =
-        crate::report::alternated(&targets, a.repeat, |&t| {
+        crate::report::alternated(&targets, a.repeat, |_, &t| {
             eprintln!("{} ...", TARGETS[t]);
             let ran = crate::report::run_program(command(t))?;
             let parsed = parse(&ran.stdout);

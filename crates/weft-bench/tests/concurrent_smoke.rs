@@ -116,6 +116,65 @@ fn the_concurrent_benchmark_moves_and_verifies_every_byte_and_writes_json() {
     assert!(left.is_empty(), "local files left behind: {left:?}");
 }
 
+/// A run that fails after making its Weft file removes it: before, the file was removed
+/// only at the end of a successful run (here the local directory cannot be made, after
+/// the Weft file was, and /fail.dat stayed in the namespace).
+#[test]
+fn a_failed_run_removes_its_weft_file() {
+    let cluster = TestCluster::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let out = cluster
+        .command("weft")
+        .args([
+            "bench",
+            "concurrent",
+            "--procs",
+            "1",
+            "--block-mib",
+            "1",
+            "--path",
+            "/fail.dat",
+        ])
+        .arg("--json")
+        .arg(scratch.path().join("c.json"))
+        .arg("--local-dir")
+        .arg(scratch.path().join("missing"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("missing"), "{stderr}");
+    common::assert_namespace_empty(&cluster, &stderr);
+}
+
+/// Interrupted like Ctrl-C in a terminal (SIGINT to the process group), a file benchmark
+/// on the user's cluster removes its Weft file and its local directory and exits with
+/// 128 + 2: before, it installed no handler, died at once and left /intr.dat behind.
+#[test]
+fn an_interrupted_file_benchmark_removes_its_weft_file_and_local_directory() {
+    let cluster = TestCluster::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut command = cluster.command("weft");
+    command
+        .args(["bench", "concurrent", "--procs", "2", "--block-mib", "8"])
+        .args(["--repeat", "100", "--path", "/intr.dat", "--json"])
+        .arg(scratch.path().join("out").join("c.json"))
+        .arg("--local-dir")
+        .arg(scratch.path());
+    let client = cluster.client();
+    // Until the file holds data: the runs are under way.
+    let (code, stderr) = common::interrupt(&mut command, "a write in /intr.dat", || {
+        client.stat("/intr.dat").is_ok_and(|a| a.size > 0)
+    });
+    assert_eq!(code, Some(130), "{stderr}");
+    common::assert_namespace_empty(&cluster, &stderr);
+    let left: Vec<_> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "local files left behind: {left:?}\n{stderr}");
+}
+
 #[test]
 fn the_benchmark_fails_clearly_without_a_cluster() {
     let home = tempfile::tempdir().unwrap();

@@ -84,6 +84,7 @@ mod mpi_env;
 mod netemu;
 mod output;
 mod progress;
+mod rebuild_cmd;
 mod run;
 mod top_cmd;
 mod trace_cmd;
@@ -537,6 +538,20 @@ weft layout --clear /data"
         #[command(flatten)]
         layout: LayoutArgs,
     },
+    /// Copy replicated files' stale pieces back from fresh copies and mark them fresh.
+    #[command(
+        long_about = "Copy the stale pieces of replicated files (replicas=N layouts) back from a fresh copy \
+and clear their stale marks, so that the files are fully redundant again. A piece is stale when its io \
+server missed writes (it was down or unreachable); `weft layout FILE` shows stale pieces as `(stale)`. \
+Writes to the file may go on during the rebuild: a chunk a write reaches meanwhile is copied again, and \
+a piece a writer marks stale again is copied again.\n\nExamples:\n  \
+weft rebuild /data/safe.bin            (one file)\n  \
+weft rebuild                           (every file with a stale piece; root)\n  \
+weft rebuild --server 2                (every stale piece on io server 2)\n  \
+weft rebuild --server 2 --missing      (io server 2's disk was replaced by an empty one)\n  \
+weft rebuild --rate 200M               (at most 200 MB/s)"
+    )]
+    Rebuild(rebuild_cmd::RebuildArgs),
     /// Show namespace counts and each io server's space (exit status 2 if one does not
     /// answer).
     Df,
@@ -767,6 +782,7 @@ fn in_cwd(mut command: Command, cwd: Option<&str>) -> Result<Command> {
             one(to)?;
         }
         Command::Put { path, .. } | Command::Get { path, .. } | Command::Layout { path, .. } => one(path)?,
+        Command::Rebuild(args) => args.path.iter_mut().try_for_each(one)?,
         _ => {}
     }
     Ok(command)
@@ -964,6 +980,10 @@ fn run(command: Command, given: &[String]) -> Result<()> {
                 );
             }
             files::layout(&connect()?, &path, set.then(|| layout.request()), clear)
+        }
+        Command::Rebuild(args) => {
+            let client = connect()?;
+            rebuild_cmd::run(&client, args).map_err(|e| name_io_server(&client, e))
         }
         Command::Df => files::df(&connect()?),
         Command::Top(args) => top_cmd::run(args),

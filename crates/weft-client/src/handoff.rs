@@ -13,6 +13,10 @@ pub(crate) struct Handed {
     pub attr: Attr,
     /// The capability of the process that made it, and its uid.
     pub capability: Option<(u32, weft_proto::Capability)>,
+    /// `attr.size` is the size the io servers gave when the handoff was made, after the
+    /// maker checked the file as an open checks it (a mount's handoff, `VERSION_OPENED`):
+    /// reads within it need not ask them again.
+    pub sized: bool,
 }
 
 impl Handoff {
@@ -20,18 +24,44 @@ impl Handoff {
     const VERSION: u8 = 1;
     /// The attributes' length, the attributes, then optionally the uid and capability.
     const VERSION_CAPABLE: u8 = 2;
+    /// As `VERSION_CAPABLE`, and the size in the attributes is the io servers' as of
+    /// the maker's open-time check (a mount's `user.weft.handoff`).
+    const VERSION_OPENED: u8 = 3;
 
     pub(crate) fn encode(attr: &Attr, capability: Option<&(u32, weft_proto::Capability)>) -> Vec<u8> {
+        Handoff::encode_as(attr, capability, false)
+    }
+
+    /// `encode`, with `attr.size` vouched as the io servers' size at an open-time check.
+    pub(crate) fn encode_opened(attr: &Attr, capability: Option<&(u32, weft_proto::Capability)>) -> Vec<u8> {
+        Handoff::encode_as(attr, capability, true)
+    }
+
+    fn encode_as(attr: &Attr, capability: Option<&(u32, weft_proto::Capability)>, sized: bool) -> Vec<u8> {
         use weft_proto::Wire;
         let attr = attr.to_bytes();
-        let Some((uid, cap)) = capability else {
-            let mut out = vec![Handoff::VERSION];
-            out.extend_from_slice(&attr);
-            return out;
+        let capability = match capability {
+            Some(c) => Some(c),
+            None if !sized => {
+                let mut out = vec![Handoff::VERSION];
+                out.extend_from_slice(&attr);
+                return out;
+            }
+            None => None,
         };
-        let mut out = vec![Handoff::VERSION_CAPABLE];
+        let version = if sized {
+            Handoff::VERSION_OPENED
+        } else {
+            Handoff::VERSION_CAPABLE
+        };
+        let mut out = vec![version];
         out.extend_from_slice(&(attr.len() as u64).to_le_bytes());
         out.extend_from_slice(&attr);
+        // An opened handoff may come without a capability (capabilities off): uid only.
+        let Some((uid, cap)) = capability else {
+            out.extend_from_slice(&u32::MAX.to_le_bytes());
+            return out;
+        };
         out.extend_from_slice(&uid.to_le_bytes());
         out.extend_from_slice(&cap.to_bytes());
         out
@@ -43,8 +73,10 @@ impl Handoff {
             Some((&Handoff::VERSION, rest)) => Ok(Handed {
                 attr: Attr::from_bytes(rest).map_err(|e| e.to_string())?,
                 capability: None,
+                sized: false,
             }),
-            Some((&Handoff::VERSION_CAPABLE, rest)) => {
+            Some((&version @ (Handoff::VERSION_CAPABLE | Handoff::VERSION_OPENED), rest)) => {
+                let sized = version == Handoff::VERSION_OPENED;
                 let short = || "truncated".to_owned();
                 let len = rest.get(..8).ok_or_else(short)?;
                 let len = usize::try_from(u64::from_le_bytes(len.try_into().expect("8 bytes")))
@@ -54,6 +86,13 @@ impl Handoff {
                 let attr = Attr::from_bytes(attr).map_err(|e| e.to_string())?;
                 let uid = rest.get(attr_end..attr_end + 4).ok_or_else(short)?;
                 let uid = u32::from_le_bytes(uid.try_into().expect("4 bytes"));
+                if sized && uid == u32::MAX && rest.len() == attr_end + 4 {
+                    return Ok(Handed {
+                        attr,
+                        capability: None,
+                        sized,
+                    });
+                }
                 let cap = weft_proto::Capability::from_bytes(&rest[attr_end + 4..])
                     .map_err(|e| format!("its capability: {e}"))?;
                 if cap.inode != attr.inode {
@@ -65,12 +104,13 @@ impl Handoff {
                 Ok(Handed {
                     attr,
                     capability: Some((uid, cap)),
+                    sized,
                 })
             }
             Some((v, _)) => Err(format!(
-                "version {v}, this build reads {} and {}",
+                "version {v}, this build reads {} to {}",
                 Handoff::VERSION,
-                Handoff::VERSION_CAPABLE
+                Handoff::VERSION_OPENED
             )),
             None => Err("empty".into()),
         }

@@ -97,8 +97,8 @@ mod vouched;
 
 pub use cache_route::{aligned_count, managers_of, JOB_DELEGATE_ID_BASE};
 pub use client::{
-    Client, CreateOptions, FsStats, LockTest, Made, OpenOptions, PartialSizes, SizeOf, StatfsBlocks,
-    STATFS_BLOCK_BYTES,
+    Client, CreateOptions, FsStats, LockTest, Made, OpenOptions, PartialSizes, RebuildOptions,
+    RebuildProgress, SizeOf, StatfsBlocks, REBUILD_CHUNK_BYTES, STATFS_BLOCK_BYTES,
 };
 pub use drive::{transfer_threads_started, TransferOptions, THREADED_CALL_BYTES_MIN, TRANSFER_THREADS_MAX};
 pub use error::ClientError;

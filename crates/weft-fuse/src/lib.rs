@@ -54,6 +54,11 @@
 //!   and sockets are namespace objects; names are bytes (need not be UTF-8). The
 //!   read-only `user.weft.cluster` (every inode; not listed) says how the mount
 //!   reaches its cluster, for MPI-IO (weft-mpiio) to serve paths in the mount natively.
+//!   The read-only `user.weft.handoff` (regular files; not listed) is what libweft_posix
+//!   opens a file from natively: answered only to a caller the kernel let read the file
+//!   (the `user.*` read check, `default_permissions`) and whose uid, gid and groups may
+//!   read it, after the checks an open makes (close-to-open): the attributes with the
+//!   size and a read capability of that inode only, never write access.
 //! - Setuid/setgid: the kernel leaves dropping them to the file system
 //!   (`FUSE_HANDLE_KILLPRIV_V2`); a write by an unprivileged process asks the manager to
 //!   drop them, as truncate and chown do themselves.

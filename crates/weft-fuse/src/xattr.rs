@@ -14,6 +14,13 @@ pub const LAYOUT_XATTR: &str = "user.weft.layout";
 /// mount natively. Not listed by listxattr, so copies do not carry it along.
 pub const CLUSTER_XATTR: &str = "user.weft.cluster";
 
+/// Read-only, on every regular file of a mount, asked by libweft_posix through
+/// `/proc/self/fd/N` of the descriptor it just opened: what the library needs to read the
+/// file natively without asking the manager or the io servers anything
+/// (`weft_client::File::handoff_opened`, for `Client::open_handoff`). Checked as an open
+/// for reading is (permission, close-to-open) at each get; never listed, never set.
+pub const HANDOFF_XATTR: &str = "user.weft.handoff";
+
 /// The value of [`CLUSTER_XATTR`] for a mount of the cluster at `meta_addr`.
 pub fn cluster_value(meta_addr: &str) -> Vec<u8> {
     let key = weft_config::client_key_path()

@@ -44,7 +44,9 @@
 //! that keeps read-modify-write from undoing concurrent writes or truncates. Plain reads
 //! of range lists skip all of that: `Handler::reply_from_file` hands the rpc server the
 //! object and its local runs, and the reply's bulk data goes out by `sendfile(2)`, page
-//! cache to socket, with zeros for bytes past the object's end. `counters.rs`: process-wide counts of sieve spans, read-modify-writes and fsyncs, for
+//! cache to socket, with zeros for bytes past the object's end. `rebuild.rs`: stamps of objects'
+//! 4 MiB chunks, bumped as changes arrive, so that a rebuild's `RebuildWrite` of a replicated
+//! file's stale piece (`service/rebuild.rs`) never covers a newer write. `counters.rs`: process-wide counts of sieve spans, read-modify-writes and fsyncs, for
 //! the metrics. `append.rs`: append locks,
 //! one per file at the server of its first stripe, never waited for on the server (busy
 //! is an answer, the client tries again), released with the connection that took them. `extent_lock.rs`: extent locks (MPI-IO's atomic mode): byte ranges of a
@@ -59,6 +61,7 @@ mod append;
 mod counters;
 mod extent_lock;
 mod objects;
+mod rebuild;
 mod service;
 mod sieve;
 mod views;

@@ -14,9 +14,15 @@
 //!
 //! Read-ahead: an independent read that follows the pattern of the previous ones (the
 //! same stride between first bytes, or starting where the last ended) is served from a
-//! window of `weft_read_ahead_size` bytes read from its first byte; random reads never
-//! fill one. The window is dropped by every write of this handle, sync, set_view,
-//! set_size and collective calls, so a read after MPI_File_sync reads the servers.
+//! window read from its first byte; random reads never fill one. A stream's first
+//! window is [`WINDOW_FIRST`] bytes (or `weft_read_ahead_size` if smaller); when the
+//! reads are sequential (each starting where the last ended), each window they run on
+//! into is twice the last, up to `weft_read_ahead_size`, so a long stream of small
+//! reads (IOR's 100,000-byte transfers through a rank's block) costs one request per
+//! io server per window; a strided stream keeps the first size. The window's memory is reused from fill to
+//! fill (no fresh pages per window). The window is dropped by every write of this
+//! handle, sync, set_view, set_size and collective calls, so a read after
+//! MPI_File_sync reads the servers.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +35,10 @@ use crate::hints::Hints;
 /// Most separate extents the write-behind buffer holds (each costs a map entry): a
 /// storm of tiny scattered writes is sent at this count whatever its bytes.
 pub const EXTENTS_MAX: usize = 16_384;
+
+/// The first window of a stream (bytes), when `weft_read_ahead_size` is larger: a
+/// pattern that stops after a few reads costs little, one that goes on doubles it.
+pub const WINDOW_FIRST: u64 = 1 << 20;
 
 /// One handle's write-behind buffer and read-ahead window.
 #[derive(Default)]
@@ -43,21 +53,27 @@ pub struct Behind {
 
 #[derive(Default)]
 struct Ahead {
-    /// The window: file bytes from `start`; `eof` when reading it met the end of file.
+    /// The window: `valid` file bytes from `start` in `window` (whose length is what
+    /// was allocated, reused from fill to fill); `eof` when reading it met the end of
+    /// file.
     start: u64,
     window: Vec<u8>,
+    valid: usize,
     eof: bool,
     /// The last read's (first byte, end), the stride before it, and how many reads in
     /// a row kept the pattern.
     last: Option<(u64, u64)>,
     stride: Option<u64>,
     streak: u32,
+    /// The size of the next window of this stream (0: the first).
+    next_size: u64,
 }
 
 impl Ahead {
     fn drop_window(&mut self) {
-        self.window = Vec::new();
+        self.valid = 0;
         self.eof = false;
+        self.next_size = 0;
     }
 
     /// Notes a read of [lo, hi); whether the pattern predicts more like it within a
@@ -81,11 +97,26 @@ impl Ahead {
         self.streak >= 1 && hi - lo <= size / 2 && stride <= size / 2 && (hi - lo) * 16 >= stride
     }
 
+    /// The size of the next window of this stream.
+    fn upcoming(&self, size: u64) -> u64 {
+        match self.next_size {
+            0 => WINDOW_FIRST.min(size),
+            n => n.min(size),
+        }
+    }
+
+    /// The size of the next window of this stream, doubling the one after it.
+    fn grow(&mut self, size: u64) -> u64 {
+        let now = self.upcoming(size);
+        self.next_size = now.saturating_mul(2).min(size);
+        now
+    }
+
     /// Serves `request` from the window if it lies there; the bytes read.
     fn serve(&self, request: &Request, data: &mut [u8]) -> Option<u64> {
         let (lo, hi) = request.extent()?;
-        let valid_end = self.start + self.window.len() as u64;
-        if self.window.is_empty() || lo < self.start || (hi > valid_end && !self.eof) {
+        let valid_end = self.start + self.valid as u64;
+        if (self.valid == 0 && !self.eof) || lo < self.start || (hi > valid_end && !self.eof) {
             return None;
         }
         let mut at = 0usize;
@@ -111,6 +142,28 @@ impl Ahead {
         } else {
             request.bytes()
         })
+    }
+
+    /// The window's memory, at least `len` bytes, for a new fill (the last window's
+    /// when it is large enough: no fresh pages; its old bytes are never read past
+    /// what the fill reads).
+    fn buffer(&mut self, len: usize) -> Vec<u8> {
+        self.valid = 0;
+        self.eof = false;
+        let mut buf = std::mem::take(&mut self.window);
+        if buf.len() < len {
+            buf = vec![0u8; len];
+        }
+        buf
+    }
+
+    /// Makes `buf`, holding `n` bytes from `start` read for a window of `len`, the
+    /// window.
+    fn install(&mut self, start: u64, buf: Vec<u8>, n: usize, len: u64) {
+        self.window = buf;
+        self.start = start;
+        self.valid = n;
+        self.eof = (n as u64) < len;
     }
 }
 
@@ -155,8 +208,8 @@ impl Behind {
     }
 
     /// An independent read: the buffered bytes it overlaps are sent first; then served
-    /// from the read-ahead window, or read (filling a window when the pattern predicts
-    /// more reads). Returns the bytes read before the end of file.
+    /// from the read-ahead window or the next one, or read (filling a window when the
+    /// pattern predicts more reads). Returns the bytes read before the end of file.
     pub fn read(&mut self, file: &File, hints: &Hints, request: &Request, data: &mut [u8]) -> Result<u64> {
         let Some((lo, hi)) = request.extent() else {
             return Ok(0);
@@ -167,24 +220,45 @@ impl Behind {
         if !hints.read_ahead {
             return independent::read(file, hints, request, data);
         }
-        let predicts = self.ahead.predicts(lo, hi, hints.read_ahead_size);
+        let size = hints.read_ahead_size;
+        // Each read starting where the last ended: every byte read ahead is for this
+        // stream, so its windows may grow (a strided stream keeps the first size).
+        let sequential = self.ahead.last.is_some_and(|(_, last_hi)| last_hi == lo);
+        let predicts = self.ahead.predicts(lo, hi, size);
         if let Some(n) = self.ahead.serve(request, data) {
             return Ok(n);
         }
+        // A sequential read past the window, within what the next one would hold: the
+        // stream goes on, and its next window is larger.
+        let valid_end = self.ahead.start + self.ahead.valid as u64;
+        let goes_on = sequential
+            && self.ahead.valid > 0
+            && lo >= self.ahead.start
+            && lo < valid_end.saturating_add(self.ahead.upcoming(size));
+        let grown = self.ahead.next_size;
         self.ahead.drop_window();
         if !predicts {
             return independent::read(file, hints, request, data);
         }
-        let end = lo.saturating_add(hints.read_ahead_size);
+        if goes_on {
+            self.ahead.next_size = grown;
+        }
+        // At least two requests' worth (the pattern predicts them within `size`).
+        let need = (hi - lo).max(self.ahead.stride.unwrap_or(0)).saturating_mul(2);
+        let len = self.ahead.grow(size).max(need).min(size);
+        let end = lo.saturating_add(len);
         if let Some(e) = self.flush_range(file, lo, end) {
             return Err(e);
         }
-        let mut window = vec![0u8; (end - lo) as usize];
-        let n = file.read_at(lo, &mut window)?;
-        window.truncate(n);
-        self.ahead.start = lo;
-        self.ahead.eof = (n as u64) < end - lo;
-        self.ahead.window = window;
+        let mut window = self.ahead.buffer(len as usize);
+        let n = match file.read_at(lo, &mut window[..len as usize]) {
+            Ok(n) => n,
+            Err(e) => {
+                self.ahead.window = window;
+                return Err(e.into());
+            }
+        };
+        self.ahead.install(lo, window, n, len);
         match self.ahead.serve(request, data) {
             Some(n) => Ok(n),
             None => independent::read(file, hints, request, data),
@@ -362,6 +436,7 @@ mod tests {
         let view = weft_layout::view::View::contiguous();
         let ahead = Ahead {
             window: vec![7; 10],
+            valid: 10,
             eof: true,
             ..Ahead::default()
         };
@@ -372,6 +447,21 @@ mod tests {
         let across = Request::new(&view, 8, 5, true).unwrap();
         assert_eq!(ahead.serve(&across, &mut data), Some(2));
         assert_eq!(data, [7, 7, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_streams_windows_double_up_to_the_hint() {
+        let mut a = Ahead::default();
+        let size = 4 << 20;
+        let sizes: Vec<u64> = (0..4).map(|_| a.grow(size)).collect();
+        assert_eq!(sizes, [1 << 20, 2 << 20, 4 << 20, 4 << 20]);
+        // A dropped window starts the next stream small again.
+        a.drop_window();
+        assert_eq!(a.grow(size), 1 << 20);
+        // A hint below the first window is the window.
+        let mut small = Ahead::default();
+        assert_eq!(small.grow(4096), 4096);
+        assert_eq!(small.grow(4096), 4096);
     }
 
     #[test]

@@ -173,7 +173,8 @@ pub struct Hints {
     /// `weft_read_ahead`: independent reads whose pattern repeats (sequential or a
     /// constant stride) are served from a window read ahead of them (see `behind`).
     pub read_ahead: bool,
-    /// `weft_read_ahead_size`: bytes of that window per file handle.
+    /// `weft_read_ahead_size`: the largest window per file handle (a stream's windows
+    /// start at 1 MiB and double up to it). Default 4 MiB.
     pub read_ahead_size: u64,
 }
 
@@ -209,7 +210,7 @@ impl Default for Hints {
             write_behind: true,
             write_behind_size: 4 << 20,
             read_ahead: true,
-            read_ahead_size: 1 << 20,
+            read_ahead_size: 4 << 20,
         }
     }
 }

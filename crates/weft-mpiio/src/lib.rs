@@ -50,7 +50,8 @@
 //! atomic mode (collective ones as each rank's independent access) under the extent locks
 //! of its pieces. `behind.rs`: outside atomic mode, independent writes wait merged in a
 //! bounded per-handle write-behind buffer until sync, close or anything that observes them,
-//! and reads that repeat a pattern are served from a read-ahead window (hints
+//! and reads that repeat a pattern are served from a read-ahead window, doubling while
+//! the stream goes on (hints
 //! `weft_write_behind`, `weft_read_ahead`). `collective/pattern.rs` gathers a collective read's
 //! original pattern for the cache tier under `weft_cio_aware`; `trace.rs` records each
 //! call's original request and id (`weft_trace`); `profile.rs` is `WEFT_PROFILE` (its switch and the per-thread clock the `mpi` wrappers

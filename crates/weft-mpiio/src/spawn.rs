@@ -6,7 +6,8 @@
 //! close the processes sync (the delegates write back, the io servers fsync) and the
 //! delegates forget the file; they stay, idle, for the next open by the same processes
 //! with the same delegate hints, and stop at `MPI_Finalize` (those of files left open
-//! write back first). Spawning once per job, not once per open, is also what keeps
+//! write back first). Files the same processes have open at once with the same
+//! delegate hints share one set: only the first open of the job pays for the spawn. Spawning once per job, not once per open, is also what keeps
 //! Open MPI 4.1 with PMIx 4 (Debian 12) reliable: its spawns hang now and then when
 //! they follow other spawns' teardowns (openpmix issue 2735).
 //!
@@ -54,6 +55,8 @@ pub struct JobDelegates {
     pub addrs: Vec<String>,
     /// What the delegates serve: the set's own key.
     pub job_key: weft_client::ClusterKey,
+    /// The communicator of the file using it (the layer's duplicate).
+    comm: crate::mpi::Handle,
 }
 
 /// A set of delegates started and not yet stopped: in use by one open file, or idle.
@@ -62,9 +65,9 @@ struct Live {
     /// What the set was started for (the processes and the delegate hints): a later
     /// open with the same key reuses it.
     key: u64,
-    /// The communicator of the file using the set (the layer's duplicate, alive while
-    /// the file is open); `None`: idle.
-    comm: Option<crate::mpi::Handle>,
+    /// The communicators of the files using the set (the layer's duplicates, alive
+    /// while their files are open); empty: idle.
+    comms: Vec<crate::mpi::Handle>,
     rank: usize,
     intercomm: link::Handle,
     addrs: Vec<String>,
@@ -140,16 +143,17 @@ pub fn start(
     let pairs: Vec<(i64, i64)> = processes.chunks(2).map(|p| (p[0], p[1])).collect();
     let watch = link::watch_text(&pairs);
     let key = key_of(&watch, count, hints);
-    // Every rank holds the same sets (started by the same collective opens), so every
-    // rank finds the same idle one.
+    // Every rank holds the same sets (started and released by the same collective opens
+    // and closes), so every rank finds the same one, idle or in use by another file.
     {
         let mut sets = live();
-        if let Some(set) = sets.iter_mut().find(|s| s.key == key && s.comm.is_none()) {
-            set.comm = Some(comm.handle());
+        if let Some(set) = sets.iter_mut().find(|s| s.key == key) {
+            set.comms.push(comm.handle());
             let delegates = JobDelegates {
                 id: set.id,
                 addrs: set.addrs.clone(),
                 job_key: link::job_key(&set.job_key).map_err(io_error)?,
+                comm: comm.handle(),
             };
             drop(sets);
             // The synced tier above may have changed the file: nothing of it is cached
@@ -215,7 +219,7 @@ pub fn start(
     let mut set = Live {
         id: next_id(),
         key,
-        comm: Some(comm.handle()),
+        comms: vec![comm.handle()],
         rank: comm.rank(),
         intercomm,
         addrs: Vec::new(),
@@ -229,6 +233,7 @@ pub fn start(
                 id,
                 addrs,
                 job_key: link::job_key(&job_key).map_err(io_error)?,
+                comm: comm.handle(),
             };
             set.job_key = job_key;
             live().push(set);
@@ -365,7 +370,8 @@ fn wait_ready(
 
 impl JobDelegates {
     /// The file closes (after it was synced): the delegates forget it (rank 0 tells
-    /// them) and wait, idle, for the next open of the same processes, or MPI_Finalize.
+    /// them) and serve the set's other open files, or wait, idle, for the next open of
+    /// the same processes, or MPI_Finalize.
     pub fn release(self, file: &File, rank: usize) -> Result<()> {
         let forgotten = if rank == 0 {
             file.drop_from_cache_managers().map_err(MpiioError::from)
@@ -373,7 +379,7 @@ impl JobDelegates {
             Ok(())
         };
         if let Some(set) = live().iter_mut().find(|s| s.id == self.id) {
-            set.comm = None;
+            set.comms.retain(|&c| c != self.comm);
         }
         forgotten
     }
@@ -422,7 +428,7 @@ fn stop_set(set: Live) -> Result<()> {
 pub fn finalize() {
     let sets: Vec<Live> = std::mem::take(&mut *live());
     for set in sets {
-        if let Some(comm) = set.comm {
+        if let Some(&comm) = set.comms.first() {
             if let Err(e) = crate::mpi::barrier_of(comm) {
                 eprintln!("weft-mpiio: MPI_Finalize: job-scoped delegates: {}", e.message);
             }

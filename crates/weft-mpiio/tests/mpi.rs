@@ -1220,6 +1220,54 @@ fn job_scoped_delegates_end_with_their_job_however_it_ends() {
     }
 }
 
+// Issue 32: the first open of a file with weft_delegates spawns the set (0.7 s); a second
+// file opened while the first was open spawned a second set. Now it shares the first:
+// both files' closes (WEFT_PRINT_HINTS) name the same delegates.
+#[test]
+fn job_scoped_delegates_are_shared_by_the_files_a_job_has_open_at_once() {
+    let p = programs();
+    let cluster = cluster();
+    let out = mpirun(
+        4,
+        Some(&cluster),
+        &[("WEFT_PRINT_HINTS", "1")],
+        &[],
+        &p.delegates,
+        &["weft:/two", "two", "weft_delegates=2"],
+    );
+    assert_ok(&out, "two files");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // "weft-mpiio: PATH: delegate K at ADDR: ..." at each close.
+    let delegates_of = |path: &str| -> Vec<String> {
+        let prefix = format!("weft-mpiio: {path}: delegate ");
+        stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter_map(|rest| rest.split(' ').nth(2))
+            .map(|a| a.trim_end_matches(':').to_owned())
+            .collect()
+    };
+    let first = delegates_of("/two");
+    let second = delegates_of("/two-2");
+    assert_eq!(first.len(), 2, "delegate lines of /two:\n{stderr}");
+    assert_eq!(
+        first, second,
+        "the second file had delegates of its own:\n{stderr}"
+    );
+    assert_delegates_gone(&cluster, "two");
+    for path in ["/two", "/two-2"] {
+        let bytes = weft_bytes(&cluster, path);
+        let part = 65536;
+        assert_eq!(bytes.len(), (1 << 20) + 4 * part, "{path}: file size");
+        for (start, tag) in [(0usize, 0u64), (1 << 20, 1)] {
+            for x in 0..4 * part {
+                let want = ((x as u64 * 7 + tag) & 0xff) as u8;
+                assert_eq!(bytes[start + x], want, "{path}: part {tag}, byte {x}");
+            }
+        }
+    }
+}
+
 /// The names of delegate scratch directories in `dir`.
 fn delegate_dirs(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)

@@ -52,7 +52,7 @@ impl Drop for Ahead {
 impl Ahead {
     /// Reads `buf` at `offset` of `file`, from the window when it holds it.
     pub fn read(&self, file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
-        let mut inner = crate::table::lock(&self.inner);
+        let mut inner = crate::guard::lock(&self.inner);
         let generation = GENERATION.load(Ordering::SeqCst);
         let (window, next) = &mut *inner;
         if let Some(w) = window.as_ref().filter(|w| w.generation == generation) {
@@ -116,7 +116,7 @@ impl Ahead {
 
     /// Forgets the window (the descriptor goes to the kernel).
     pub fn clear(&self) {
-        let mut inner = crate::table::lock(&self.inner);
+        let mut inner = crate::guard::lock(&self.inner);
         if let Some(w) = inner.0.take() {
             HELD.fetch_sub(w.data.capacity(), Ordering::SeqCst);
         }

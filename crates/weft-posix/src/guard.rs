@@ -4,6 +4,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 thread_local! {
     /// This thread is inside the library's own work.
@@ -22,13 +23,21 @@ static PID: AtomicI32 = AtomicI32::new(0);
 #[no_mangle]
 pub static weft_posix_loaded: u8 = 1;
 
+/// The work before a fork, given by the module that knows it ([`on_fork`]): this module
+/// is below every other one and calls none of them.
+static BEFORE_FORK: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what runs in the parent before every fork (`crate::lifecycle` gives it as the
+/// library loads; the handler is registered with pthread_atfork when the library first
+/// decides to serve, and reads it at each fork).
+pub fn on_fork(prepare: fn()) {
+    let _ = BEFORE_FORK.set(prepare);
+}
+
 extern "C" fn before_fork() {
-    // The child gets the parent's descriptors: what the parent wrote is on the io
-    // servers first (the child reads through the mount).
-    crate::served::flush_all();
-    // The child serves nothing itself: its descriptors (shared with the parent, offsets
-    // and all) must be real ones of the mount.
-    crate::upgrade::upgrade_all(false);
+    if let Some(prepare) = BEFORE_FORK.get() {
+        prepare();
+    }
 }
 
 extern "C" fn in_child() {
@@ -75,12 +84,18 @@ pub fn active() -> bool {
 }
 
 /// Whether this is the process the library started in: not a child made by clone with
-/// CLONE_VM outside the library (vfork itself is made a fork, see `calls::vfork`), which
+/// CLONE_VM outside the library (vfork itself is made a fork, see `calls::programs::vfork`), which
 /// shares the parent's memory and must not change its table. One system call: checked
 /// where the table changes (close, close_range, dup2), not on every served call.
 pub fn own_process() -> bool {
     // SAFETY: getpid has no preconditions.
     PID.load(Ordering::Relaxed) == unsafe { libc::getpid() }
+}
+
+/// Takes one of the library's locks, also when a thread panicked holding it (poisoning
+/// is ignored).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Runs `work` as the library's own: the calls it makes pass straight to libc. `None`

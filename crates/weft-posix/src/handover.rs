@@ -9,7 +9,9 @@
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
-use crate::{served, stats, table};
+use crate::flush::{flush, release};
+use crate::kernel::refresh_mount;
+use crate::{stats, table};
 
 /// Hands `fd` (when served) and its dup'd descriptors back to the kernel.
 pub fn handover(fd: c_int) {
@@ -21,7 +23,7 @@ pub fn handover(fd: c_int) {
     }
     // What the library holds goes to the io servers before the kernel serves the file
     // (a failure stays for the kernel path's close to miss: it is counted and said).
-    if let Err(errno) = served::flush(&entry) {
+    if let Err(errno) = flush(&entry) {
         eprintln!("weft-posix: descriptor {fd} handed to the kernel; buffered writes failed (errno {errno})");
     }
     let gone = table::remove_all_of(&entry);
@@ -29,9 +31,9 @@ pub fn handover(fd: c_int) {
     entry.ahead.clear();
     crate::ahead::wrote();
     if entry.wrote.load(Ordering::SeqCst) {
-        served::refresh_mount(fd);
+        refresh_mount(fd);
     }
     stats::add(&stats::HANDOVERS, 1);
     drop(gone);
-    table::release(Some(entry));
+    release(Some(entry));
 }

@@ -10,8 +10,8 @@
 //!   descriptor passing keep working. A regular file whose `st_dev` is a Weft mount's is
 //!   then opened natively too (by its inode number, which the mount shares with Weft),
 //!   and the descriptor enters the library's table ([`table`]).
-//! - O_PATH opens ([`upgrade`]): a file opened without O_CREAT, O_TRUNC or O_EXCL (for
-//!   reading only: from 1 MiB) is opened by the kernel with O_PATH (a LOOKUP the kernel has usually cached, where a
+//! - O_PATH opens ([`upgrade`]): a file opened without O_CREAT, O_TRUNC or O_EXCL is
+//!   opened by the kernel with O_PATH (a LOOKUP the kernel has usually cached, where a
 //!   real FUSE open costs the daemon OPEN, FLUSH and RELEASE, about a millisecond a file
 //!   here), the access the program asked for checked with faccessat2 (the mount uses
 //!   default_permissions), and the library serves reads, writes, lseek, fstat, fsync,
@@ -24,8 +24,12 @@
 //!   over every descriptor of the description, each keeping its close-on-exec flag.
 //!   Fork upgrades every O_PATH description (the child serves nothing), exec those an
 //!   exec keeps (no close-on-exec), spawn all. Only with `WEFT_POSIX_PATH_OPEN=1` (off by default: io_uring, libaio and raw system calls would get EBADF).
-//! - Files opened read-only below 1 MiB stay with the mount ([`served::READ_ADOPT_MIN`]):
-//!   the mount reads them in one request, fewer round trips than a native open and read.
+//! - An O_PATH open is opened natively from the mount's `user.weft.handoff` (read
+//!   through `/proc/self/fd/N`: the kernel checks read permission, the daemon checks the
+//!   file as its open would and hands the attributes and a read capability): no request
+//!   of the library's own to the manager or the io servers. Without it, files opened
+//!   read-only below 1 MiB stay with the mount ([`served::READ_ADOPT_MIN`]): the mount
+//!   reads them in one request, fewer round trips than a native open and read.
 //! - On a real descriptor the file offset stays in the kernel: a served `read` takes it
 //!   with `lseek`, reads from the io servers and moves it with `lseek` (system calls the
 //!   FUSE mount answers without its daemon). So offsets are shared exactly as POSIX says
@@ -63,11 +67,13 @@
 //!
 //! `libweft_posix.so` (`weft run PROGRAM`, or `LD_PRELOAD`): unmodified, dynamically
 //! linked programs read and write regular files of a Weft mount with the native client
-//! instead of through FUSE. `calls.rs` interposes the libc calls (open family with glibc's
-//! fortified names, read/write/pread/pwrite and the v variants, lseek, fstat and the stat
-//! family, fsync, ftruncate, fallocate, close and close_range, dup family and fcntl,
-//! mmap, fdopen, sendfile, splice, copy_file_range, and the name calls for `weft:` names
-//! (`names.rs`: rewritten to the path in the first served mount)). Every open goes to the
+//! instead of through FUSE. `calls/` interposes the libc calls: `mod.rs` the open family
+//! (with glibc's fortified names), read/write/pread/pwrite and the v variants, lseek,
+//! fstat, fsync, ftruncate, fallocate, mmap, fdopen, sendfile, splice and
+//! copy_file_range; `descriptors.rs` close and close_range, the dup family and fcntl;
+//! `paths.rs` the stat family and the name calls for `weft:` names (`names.rs`:
+//! rewritten to the path in the first served mount); `programs.rs` exec, spawn, system,
+//! popen and vfork. Every open goes to the
 //! kernel, into the mount: with O_PATH when it neither creates nor truncates
 //! (`served::open_path`), else for real; `served.rs` then adopts the descriptor when it
 //! is a regular file whose `st_dev` is a Weft mount's, opening the same inode natively
@@ -82,21 +88,29 @@
 //! fadvise, posix_fallocate, poll, select, epoll_ctl, aio, sendmsg with SCM_RIGHTS),
 //! fcntl, handover, dup onto 0-2, fork, exec and spawn call it too. `ahead.rs` reads
 //! sequential reads ahead in windows; `behind.rs` buffers small writes per open file
-//! description (bounded) and sends them as list requests before anything that can observe
-//! the file. `handover.rs` gives a descriptor (with its dups) back to the kernel when the
-//! program maps, splices or fdopens it, after sending its buffer. `raw.rs` routes
+//! description (bounded) and `flush.rs` sends them as list requests before anything that
+//! can observe the file. `handover.rs` gives a descriptor (with its dups) back to the
+//! kernel when the program maps, splices or fdopens it, after sending its buffer.
+//! `kernel.rs`: lseek and stat past the interposition, and the mount made to read a
+//! file's attributes again. `raw.rs` routes
 //! `syscall(2)` descriptor calls to the library's own functions. `guard.rs`: a
 //! thread-local flag passes the library's own calls straight to libc, a forked child
 //! (without exec) and a second copy of the library serve nothing (vfork is made a fork),
 //! and `Quiet` blocks signals for the length of a served call. `stats.rs`: counters
-//! appended to `$WEFT_POSIX_STATS` at exit. Tests (`tests/`) run coreutils, Python and
+//! appended to `$WEFT_POSIX_STATS` at exit. `lifecycle.rs` does the fork and exit work
+//! (buffers sent, O_PATH descriptors upgraded, counters written), so that the low
+//! modules (`guard`, `stats`, `ahead`, `behind`, `table`) call up to none of the others.
+//! Tests (`tests/`) run coreutils, Python and
 //! fsx with the library on a real mount against a local directory or the mount alone.
 
 pub mod ahead;
 pub mod behind;
 pub mod calls;
+pub mod flush;
 pub mod guard;
 pub mod handover;
+pub mod kernel;
+pub mod lifecycle;
 pub mod names;
 pub mod raw;
 pub mod served;

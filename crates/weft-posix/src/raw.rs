@@ -15,7 +15,7 @@ use std::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
 
 use weft_interpose::{fail, real};
 
-use crate::calls;
+use crate::calls::{self, descriptors};
 
 /// # Safety
 /// syscall(2)'s contract.
@@ -69,16 +69,16 @@ unsafe fn route(n: c_long, args: [c_long; 6]) -> Option<c_long> {
                 calls::pwritev64v2(fd, b as *const libc::iovec, c as c_int, d, f as c_int) as c_long
             }
             libc::SYS_lseek => calls::lseek64(fd, b, c as c_int),
-            libc::SYS_close => calls::close(fd) as c_long,
-            libc::SYS_close_range => calls::close_range(a as c_uint, b as c_uint, c as c_int) as c_long,
+            libc::SYS_close => descriptors::close(fd) as c_long,
+            libc::SYS_close_range => descriptors::close_range(a as c_uint, b as c_uint, c as c_int) as c_long,
             libc::SYS_fsync => calls::fsync(fd) as c_long,
             libc::SYS_fdatasync => calls::fdatasync(fd) as c_long,
             libc::SYS_ftruncate => calls::ftruncate64(fd, b) as c_long,
             libc::SYS_fallocate => calls::fallocate64(fd, b as c_int, c, d) as c_long,
             libc::SYS_fstat => calls::fstat64(fd, b as *mut libc::stat) as c_long,
-            libc::SYS_dup => calls::dup(fd) as c_long,
-            libc::SYS_dup3 => calls::dup3(fd, b as c_int, c as c_int) as c_long,
-            libc::SYS_fcntl => calls::fcntl64(fd, b as c_int, c as c_ulong) as c_long,
+            libc::SYS_dup => descriptors::dup(fd) as c_long,
+            libc::SYS_dup3 => descriptors::dup3(fd, b as c_int, c as c_int) as c_long,
+            libc::SYS_fcntl => descriptors::fcntl64(fd, b as c_int, c as c_ulong) as c_long,
             libc::SYS_openat => calls::openat64(fd, b as *const c_char, c as c_int, d as c_uint) as c_long,
             libc::SYS_mmap => calls::mmap64(
                 a as *mut c_void,
@@ -111,7 +111,7 @@ unsafe fn route(n: c_long, args: [c_long; 6]) -> Option<c_long> {
             libc::SYS_fchown => crate::unserved::fchown(fd, b as libc::uid_t, c as libc::gid_t) as c_long,
             libc::SYS_syncfs => crate::unserved::syncfs(fd) as c_long,
             #[cfg(target_arch = "x86_64")]
-            libc::SYS_dup2 => calls::dup2(fd, b as c_int) as c_long,
+            libc::SYS_dup2 => descriptors::dup2(fd, b as c_int) as c_long,
             #[cfg(target_arch = "x86_64")]
             libc::SYS_open => calls::open64(a as *const c_char, b as c_int, c as c_uint) as c_long,
             #[cfg(target_arch = "x86_64")]

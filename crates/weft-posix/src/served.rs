@@ -10,8 +10,11 @@ use weft_client::{Client, ClientError};
 use weft_interpose::mount::{self, WeftMount};
 use weft_interpose::{fail, real, set_errno};
 
+use crate::flush::{flush, flush_inode, settle};
+use crate::guard::lock;
+use crate::kernel::{cached_stat, real_fstat, real_lseek, refresh_mount};
 use crate::stats;
-use crate::table::{self, lock, Entry};
+use crate::table::{self, Entry};
 
 /// The mounts known, and for each the client serving it (`None`: it cannot be served,
 /// said once on stderr).
@@ -93,50 +96,6 @@ pub fn served_mountpoint() -> Option<std::path::PathBuf> {
         .map(|w| w.mountpoint)
 }
 
-fn real_fstat(fd: c_int, st: &mut libc::stat) -> c_int {
-    match real!("fstat", unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int) {
-        // SAFETY: st is a valid stat buffer.
-        Some(f) => unsafe { f(fd, st) },
-        None => fail(libc::ENOSYS),
-    }
-}
-
-/// `fd`'s attributes as the kernel caches them (statx with AT_STATX_DONT_SYNC: a FUSE
-/// file system is not asked), in a stat.
-fn cached_stat(fd: c_int) -> Option<libc::stat> {
-    // SAFETY: zeroed stat/statx are valid buffers; the empty path names fd itself.
-    let mut sx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_statx,
-            fd,
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
-            libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE,
-            &mut sx as *mut libc::statx,
-        )
-    };
-    if r != 0 {
-        return None;
-    }
-    // SAFETY: a zeroed stat is a valid buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    st.st_dev = libc::makedev(sx.stx_dev_major, sx.stx_dev_minor);
-    st.st_ino = sx.stx_ino;
-    st.st_mode = u32::from(sx.stx_mode);
-    st.st_size = sx.stx_size as i64;
-    Some(st)
-}
-
-pub fn real_lseek(fd: c_int, offset: i64, whence: c_int) -> i64 {
-    match real!("lseek", unsafe extern "C" fn(c_int, i64, c_int) -> i64) {
-        // SAFETY: plain values.
-        Some(f) => unsafe { f(fd, offset, whence) },
-        None => fail(libc::ENOSYS) as i64,
-    }
-}
-
 /// The kernel just opened `fd` with `flags`: serve it natively when it is a regular
 /// file of a Weft mount. Errors leave it to the kernel (never fail the open).
 pub fn adopt(fd: c_int, flags: c_int) {
@@ -155,7 +114,7 @@ pub fn adopt(fd: c_int, flags: c_int) {
         if !writable && (st.st_size as u64) < READ_ADOPT_MIN {
             return;
         }
-        if let Some(entry) = open_native(&client, &st, flags, false) {
+        if let Some(entry) = open_native(&client, &st, flags, false, None) {
             if table::insert(fd, Arc::new(entry)) {
                 stats::add(&stats::OPENS, 1);
             }
@@ -186,15 +145,53 @@ fn weft_file(fd: c_int) -> Option<(Client, libc::stat)> {
     Some((client, st))
 }
 
+/// Longest `user.weft.handoff` value taken (a file's attributes with its layout and a
+/// capability: a few hundred bytes).
+const HANDOFF_BYTES_MAX: usize = 16 << 10;
+
+/// The mount's `user.weft.handoff` of the file open as `fd` (asked through
+/// /proc/self/fd, so it is of the very inode the descriptor holds): the kernel checks the
+/// process's read permission of the file first; `None` when refused or not a Weft file.
+fn handoff(fd: c_int) -> Option<Vec<u8>> {
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).ok()?;
+    let mut value = vec![0u8; HANDOFF_BYTES_MAX];
+    // SAFETY: a C string, and a buffer of the length passed.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getxattr,
+            path.as_ptr(),
+            c"user.weft.handoff".as_ptr(),
+            value.as_mut_ptr(),
+            value.len(),
+        )
+    };
+    let n = usize::try_from(n).ok().filter(|&n| n > 0)?;
+    value.truncate(n);
+    Some(value)
+}
+
 /// The file `st` names opened natively as an entry (`path`: its descriptor is an O_PATH
-/// one); `None` (said on stderr) when the client cannot open it.
-fn open_native(client: &Client, st: &libc::stat, flags: c_int, path: bool) -> Option<Entry> {
+/// one), from the mount's `handoff` of it if there is one; `None` (said on stderr) when
+/// the client cannot open it.
+fn open_native(
+    client: &Client,
+    st: &libc::stat,
+    flags: c_int,
+    path: bool,
+    handoff: Option<&[u8]>,
+) -> Option<Entry> {
     let access = flags & libc::O_ACCMODE;
     let writable = access != libc::O_RDONLY;
-    // The mount's inode numbers are Weft's.
-    let opened = client
-        .getattr_sized(weft_client::InodeId(st.st_ino), None)
-        .and_then(|attr| client.open_attr(attr, writable));
+    let opened = match handoff.map(|h| client.open_handoff(h, &format!("inode {}", st.st_ino), writable)) {
+        Some(Ok(file)) if file.inode().0 == st.st_ino => {
+            stats::add(&stats::HANDOFFS, 1);
+            Ok(file)
+        }
+        // The mount's inode numbers are Weft's.
+        _ => client
+            .getattr_sized(weft_client::InodeId(st.st_ino), None)
+            .and_then(|attr| client.open_attr(attr, writable)),
+    };
     match opened {
         Ok(file) => Some(Entry {
             file,
@@ -310,12 +307,6 @@ pub unsafe fn open_path(dir: c_int, path: *const libc::c_char, flags: c_int) -> 
         let Some((client, st)) = weft_file(fd) else {
             return drop_probe();
         };
-        // A small file opened for reading is read through the mount (one request), as
-        // for a real open: a native open and read cost more round trips than the
-        // mount's open, read, flush and release together.
-        if flags & libc::O_ACCMODE == libc::O_RDONLY && (st.st_size as u64) < READ_ADOPT_MIN {
-            return drop_probe();
-        }
         // An O_PATH open checks no permission on the file itself: the access the
         // program asks for is checked as the real open would (the mount uses
         // default_permissions: the kernel decides from the attributes it holds).
@@ -337,7 +328,19 @@ pub unsafe fn open_path(dir: c_int, path: *const libc::c_char, flags: c_int) -> 
         if allowed != 0 {
             return drop_probe();
         }
-        let Some(entry) = open_native(&client, &st, flags, true) else {
+        // What the mount holds of the file, checked as its open would (close-to-open),
+        // with a read capability: no request of the library's own before the read.
+        let handed = handoff(fd);
+        // Without it, a small file opened for reading is read through the mount (one
+        // request), as for a real open: a native open and read cost more round trips
+        // than the mount's open, read, flush and release together.
+        if handed.is_none()
+            && flags & libc::O_ACCMODE == libc::O_RDONLY
+            && (st.st_size as u64) < READ_ADOPT_MIN
+        {
+            return drop_probe();
+        }
+        let Some(entry) = open_native(&client, &st, flags, true, handed.as_deref()) else {
             return drop_probe();
         };
         if !table::insert(fd, Arc::new(entry)) {
@@ -522,53 +525,6 @@ fn buffered(fd: c_int, e: &Entry, buf: &[u8], at: Option<i64>, held: Option<&mut
     Some(buf.len() as isize)
 }
 
-/// Sends `e`'s buffered writes now. Err: this send failed (kept for fsync/close too).
-pub fn flush(e: &Entry) -> Result<bool, c_int> {
-    let mut b = lock(&e.behind);
-    if b.bytes() == 0 {
-        return Ok(false);
-    }
-    crate::guard::within(|| b.send(&e.file)).map(|()| true)
-}
-
-/// Sends the buffered writes of every description of inode `ino` in this process
-/// (Ok(true): something was sent).
-pub fn flush_inode(ino: u64) -> Result<bool, c_int> {
-    if !crate::behind::any() {
-        return Ok(false);
-    }
-    let mut sent = false;
-    for (_, e) in table::entries_of(Some(ino)) {
-        sent |= flush(&e)?;
-    }
-    Ok(sent)
-}
-
-/// Sends every buffered write of the process (fork, exec, spawn, stdio opens, exit);
-/// failures stay for the descriptions' fsync or close.
-pub fn flush_all() {
-    if !crate::guard::active() || !crate::behind::any() {
-        return;
-    }
-    for (fd, e) in table::entries_of(None) {
-        // What runs next reads through the kernel: the mount drops the pages it cached
-        // of the file and reads its size again.
-        if flush(&e).is_ok_and(|sent| sent) {
-            refresh_mount(fd);
-        }
-    }
-}
-
-/// Sends `e`'s buffer and takes the error of any deferred send since the last settle:
-/// what fsync, fdatasync and close report.
-pub fn settle(e: &Entry) -> Result<(), c_int> {
-    let _ = flush(e);
-    match lock(&e.behind).failed.take() {
-        Some(errno) => Err(errno),
-        None => Ok(()),
-    }
-}
-
 /// The file's size as the io servers see it (this process's buffered writes sent first).
 pub fn size(e: &Entry) -> Result<u64, c_int> {
     flush_inode(e.file.inode().0)?;
@@ -721,28 +677,4 @@ pub fn ftruncate(fd: c_int, e: &Entry, len: i64) -> c_int {
         }
     }
     r
-}
-
-/// The mount's kernel forgets its attributes of `fd`'s file and asks the daemon again
-/// (the size after the library's writes), and drops the file's clean cached pages.
-pub fn refresh_mount(fd: c_int) {
-    let saved = weft_interpose::errno();
-    crate::guard::enter(|| {
-        // SAFETY: a zeroed statx is a valid buffer; the empty path names fd itself.
-        let mut sx: libc::statx = unsafe { std::mem::zeroed() };
-        let flags = libc::AT_EMPTY_PATH | libc::AT_STATX_FORCE_SYNC;
-        // SAFETY: as above.
-        unsafe {
-            libc::syscall(
-                libc::SYS_statx,
-                fd,
-                c"".as_ptr(),
-                flags,
-                libc::STATX_SIZE,
-                &mut sx as *mut libc::statx,
-            );
-            libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
-        }
-    });
-    set_errno(saved);
 }

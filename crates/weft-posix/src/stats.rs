@@ -1,9 +1,8 @@
 //! What the library served, counted; `WEFT_POSIX_STATS=FILE` appends one line per
-//! process at its exit:
-//! `weft-posix pid=N opens=N reads=N read_bytes=N writes=N written_bytes=N path_opens=N upgrades=N handovers=N errors=N`.
+//! process at its exit (`crate::lifecycle` writes it):
+//! `weft-posix pid=N opens=N reads=N read_bytes=N writes=N written_bytes=N path_opens=N handoffs=N upgrades=N handovers=N errors=N`.
 //! Tests read it to prove the data bypassed the mount (and fail if interception stops).
 
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub static OPENS: AtomicU64 = AtomicU64::new(0);
@@ -13,6 +12,9 @@ pub static WRITES: AtomicU64 = AtomicU64::new(0);
 pub static WRITTEN_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Opens served on an O_PATH descriptor (see `crate::upgrade`).
 pub static PATH_OPENS: AtomicU64 = AtomicU64::new(0);
+/// Native opens made from the mount's `user.weft.handoff` (no request of their own to
+/// the manager or the io servers).
+pub static HANDOFFS: AtomicU64 = AtomicU64::new(0);
 /// O_PATH descriptions made real descriptors of the mount.
 pub static UPGRADES: AtomicU64 = AtomicU64::new(0);
 pub static HANDOVERS: AtomicU64 = AtomicU64::new(0);
@@ -26,7 +28,7 @@ pub fn add(counter: &AtomicU64, n: u64) {
 pub fn line() -> String {
     let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
     format!(
-        "weft-posix pid={} opens={} reads={} read_bytes={} writes={} written_bytes={} path_opens={} upgrades={} handovers={} errors={}\n",
+        "weft-posix pid={} opens={} reads={} read_bytes={} writes={} written_bytes={} path_opens={} handoffs={} upgrades={} handovers={} errors={}\n",
         std::process::id(),
         g(&OPENS),
         g(&READS),
@@ -34,28 +36,9 @@ pub fn line() -> String {
         g(&WRITES),
         g(&WRITTEN_BYTES),
         g(&PATH_OPENS),
+        g(&HANDOFFS),
         g(&UPGRADES),
         g(&HANDOVERS),
         g(&ERRORS)
     )
 }
-
-extern "C" fn at_exit() {
-    // What the process buffered and never closed goes out as it exits (a local file's
-    // page cache outlives its process too).
-    crate::served::flush_all();
-    let Some(path) = std::env::var_os("WEFT_POSIX_STATS") else {
-        return;
-    };
-    crate::guard::enter(|| {
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
-            // One write of the whole line: lines of processes ending together do not mix.
-            let _ = f.write_all(line().as_bytes());
-        }
-    });
-}
-
-/// Run at the library's unloading (process exit, after atexit handlers).
-#[used]
-#[link_section = ".fini_array"]
-static AT_EXIT: extern "C" fn() = at_exit;

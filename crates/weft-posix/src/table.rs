@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use crate::guard::lock;
 
 use weft_client::File;
 
@@ -42,10 +44,6 @@ pub struct Entry {
     pub ahead: crate::ahead::Ahead,
     /// Small writes not sent yet (see `crate::behind`).
     pub behind: Mutex<crate::behind::Behind>,
-}
-
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn index(fd: c_int) -> Option<usize> {
@@ -167,19 +165,4 @@ pub fn owned(fd: c_int) -> bool {
     index(fd).is_some_and(|i| OWNED[i].load(Ordering::Acquire))
         && crate::guard::active()
         && crate::guard::own_process()
-}
-
-/// The last descriptor of an entry is gone: close it natively.
-pub fn release(entry: Option<Arc<Entry>>) {
-    let Some(entry) = entry else { return };
-    if let Ok(entry) = Arc::try_unwrap(entry) {
-        // A description dropped without a close of ours (dup2 over it, close_range)
-        // still sends what it buffered.
-        let _ = crate::served::flush(&entry);
-        crate::guard::enter(|| {
-            if entry.writable {
-                let _ = entry.file.close();
-            }
-        });
-    }
 }

@@ -22,8 +22,10 @@ use std::sync::atomic::Ordering;
 
 use weft_interpose::{errno, fail, real};
 
-use crate::table::{self, lock, Entry};
-use crate::{served, stats};
+use crate::guard::lock;
+use crate::kernel::{real_lseek, refresh_mount};
+use crate::table::{self, Entry};
+use crate::{flush, stats};
 
 /// `O_LARGEFILE` as the kernel reports it in F_GETFL (the libc crate's constant is 0 on
 /// 64-bit targets, where the kernel forces the flag on every open).
@@ -56,7 +58,7 @@ pub fn upgrade(entry: &Entry) -> Result<(), c_int> {
     }
     // The kernel serves the file from now on: what the library holds goes first (a
     // failure stays for the description's fsync or close to report).
-    let _ = served::flush(entry);
+    let _ = flush::flush(entry);
     let fds = table::fds_of(entry);
     let Some(&first) = fds.first() else {
         return Ok(());
@@ -75,7 +77,7 @@ pub fn upgrade(entry: &Entry) -> Result<(), c_int> {
         if new < 0 {
             return Err(errno());
         }
-        served::real_lseek(new, *offset, libc::SEEK_SET);
+        real_lseek(new, *offset, libc::SEEK_SET);
         let fcntl = real!("fcntl", unsafe extern "C" fn(c_int, c_int, ...) -> c_int);
         let dup3 = real!("dup3", unsafe extern "C" fn(c_int, c_int, c_int) -> c_int);
         let close = real!("close", unsafe extern "C" fn(c_int) -> c_int);
@@ -107,7 +109,7 @@ pub fn upgrade(entry: &Entry) -> Result<(), c_int> {
     *offset = 0;
     stats::add(&stats::UPGRADES, 1);
     if entry.wrote.load(Ordering::SeqCst) {
-        served::refresh_mount(first);
+        refresh_mount(first);
     }
     Ok(())
 }

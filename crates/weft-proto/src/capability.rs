@@ -139,7 +139,9 @@ pub fn need(request: &Request) -> Need {
         | Request::WriteView { inode, .. }
         | Request::Truncate { inode, .. }
         | Request::Allocate { inode, .. }
-        | Request::AppendLock { inode } => Need::on(*inode, WRITE),
+        | Request::AppendLock { inode }
+        | Request::RebuildStamp { inode, .. }
+        | Request::RebuildWrite { inode, .. } => Need::on(*inode, WRITE),
         Request::ExtentLock { inode, exclusive, .. } => {
             Need::on(*inode, if *exclusive { WRITE } else { READ })
         }

@@ -70,6 +70,11 @@ fn request_name(r: &Request) -> &'static str {
         Lookup { .. } => "Lookup",
         LookupMany { .. } => "LookupMany",
         MarkStale { .. } => "MarkStale",
+        RebuildStamp { .. } => "RebuildStamp",
+        RebuildWrite { .. } => "RebuildWrite",
+        StaleGeneration { .. } => "StaleGeneration",
+        ClearStale { .. } => "ClearStale",
+        StaleList { .. } => "StaleList",
         Metrics { .. } => "Metrics",
         Mkdir { .. } => "Mkdir",
         Mknod { .. } => "Mknod",
@@ -164,6 +169,9 @@ fn response_name(r: &Response) -> &'static str {
         Committed { .. } => "Committed",
         MadeGranted { .. } => "MadeGranted",
         AttrVouched { .. } => "AttrVouched",
+        Stamp { .. } => "Stamp",
+        Generation { .. } => "Generation",
+        StaleFiles { .. } => "StaleFiles",
         Tracked { .. } => "Tracked",
     }
 }
@@ -713,6 +721,46 @@ fn requests(s: &mut Samples) {
             inode: InodeId(9),
             server: ServerId(3),
         },
+        Request::RebuildStamp {
+            inode: InodeId(9),
+            striping: striping(),
+            ranges: vec![Range {
+                offset: 1 << 20,
+                len: 4 << 20,
+            }],
+            create: true,
+        },
+        Request::RebuildWrite {
+            inode: InodeId(9),
+            striping: striping(),
+            ranges: vec![Range { offset: 0, len: 4096 }],
+            stamp: 0x1234_5678_9abc,
+        },
+        Request::StaleGeneration {
+            cred: cred(),
+            inode: InodeId(9),
+            server: ServerId(3),
+        },
+        Request::ClearStale {
+            cred: cred(),
+            inode: InodeId(9),
+            server: ServerId(3),
+            generation: 77,
+        },
+        Request::StaleList {
+            cred: cred(),
+            server: Some(ServerId(2)),
+            all: false,
+            after: InodeId(1),
+            max: 100,
+        },
+        Request::StaleList {
+            cred: cred(),
+            server: None,
+            all: true,
+            after: InodeId(0),
+            max: 1,
+        },
         Request::Link {
             cred: cred(),
             inode: InodeId(9),
@@ -995,6 +1043,12 @@ fn responses(s: &mut Samples) {
         Response::AttrVouched {
             attr: attr(),
             vouch: None,
+        },
+        Response::Stamp(u64::MAX - 1),
+        Response::Generation(5),
+        Response::StaleFiles {
+            files: vec![(InodeId(9), vec![ServerId(3)]), (InodeId(12), vec![])],
+            more: true,
         },
         Response::Tracked {
             seq: 12,

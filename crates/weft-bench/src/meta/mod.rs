@@ -122,7 +122,8 @@ pub struct MetaArgs {
     #[arg(long, value_name = "DIR")]
     pub mountpoint: Option<PathBuf>,
     /// The Weft directory to work in (made if missing; what the benchmark makes in it is
-    /// removed at the end, and the directory too if the benchmark made it).
+    /// removed at the end, and the directory too if the benchmark made it, also on
+    /// failure or interrupt).
     #[arg(long, default_value = "/bench-meta", value_name = "PATH")]
     pub path: String,
     /// Directory for the local baseline. Default: the system temporary directory.
@@ -427,14 +428,20 @@ pub fn run(args: &MetaArgs) -> Result<()> {
 
     let client = cluster::connect()?;
     let weft_root = args.path.trim_end_matches('/').to_owned();
+    // A directory the benchmark makes is removed with all it holds at the end, also on
+    // failure or interrupt (`WeftDir`); in one of the user's only what it made goes.
     let made_root = match client.resolve(&weft_root) {
-        Ok(_) => false,
-        Err(e) if e.code() == weft_client::ErrorCode::NotFound => true,
+        Ok(_) => None,
+        Err(e) if e.code() == weft_client::ErrorCode::NotFound => {
+            if let Some((parent, _)) = weft_root.rsplit_once('/').filter(|(p, _)| !p.is_empty()) {
+                client
+                    .mkdir_all(parent, 0o755)
+                    .with_context(|| format!("making {parent}"))?;
+            }
+            Some(cluster::WeftDir::make(&client, &weft_root, false)?)
+        }
         Err(e) => return Err(anyhow::Error::new(e).context(format!("looking up {weft_root}"))),
     };
-    client
-        .mkdir_all(&weft_root, 0o755)
-        .with_context(|| format!("making {weft_root}"))?;
     let mount = if methods.contains(&Method::Mount) {
         Some(match &args.mountpoint {
             Some(dir) => MountGuard::existing(dir)?,
@@ -502,11 +509,7 @@ pub fn run(args: &MetaArgs) -> Result<()> {
     if let Some(m) = mount {
         m.finish()?;
     }
-    if made_root {
-        client
-            .rmdir(&weft_root)
-            .with_context(|| format!("removing {weft_root}"))?;
-    }
+    drop(made_root);
     let results = Results {
         benchmark: "meta",
         command_line: command_line(),

@@ -10,14 +10,7 @@ use std::path::Path;
 /// able to redraw the figure from the JSON. Returns the figure.
 #[allow(dead_code)]
 pub fn assert_clean_and_plotted(cluster: &weft_testkit::TestCluster, json: &Path) -> serde_json::Value {
-    let left: Vec<String> = cluster
-        .client()
-        .readdir("/")
-        .unwrap()
-        .iter()
-        .map(|e| e.name.to_string())
-        .collect();
-    assert!(left.is_empty(), "left in the cluster's namespace: {left:?}");
+    assert_namespace_empty(cluster, "");
     let plot = svg_check::assert_draws(json, &json.with_extension("svg"));
     let again = json.with_extension("again.svg");
     let out = std::process::Command::new(weft_testkit::bin("weft"))
@@ -35,4 +28,55 @@ pub fn assert_clean_and_plotted(cluster: &weft_testkit::TestCluster, json: &Path
     );
     svg_check::assert_draws(json, &again);
     plot
+}
+
+/// The cluster was fresh: nothing of a benchmark's is left in its namespace (`context`
+/// is shown on failure).
+#[allow(dead_code)]
+pub fn assert_namespace_empty(cluster: &weft_testkit::TestCluster, context: &str) {
+    let left: Vec<String> = cluster
+        .client()
+        .readdir("/")
+        .unwrap()
+        .iter()
+        .map(|e| e.name.to_string())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "left in the cluster's namespace: {left:?}\n{context}"
+    );
+}
+
+/// Runs the benchmark `command` in a process group of its own, waits until `started()`
+/// says it is under way, then interrupts it like Ctrl-C in a terminal (SIGINT to the
+/// process group); returns its exit code and standard error.
+#[allow(dead_code)]
+pub fn interrupt(
+    command: &mut std::process::Command,
+    what: &str,
+    started: impl Fn() -> bool,
+) -> (Option<i32>, String) {
+    use std::os::unix::process::CommandExt;
+    let mut child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let begun = std::time::Instant::now();
+    while !started() {
+        assert!(begun.elapsed().as_secs() < 120, "{what} never happened");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the benchmark ended before it was interrupted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signals the benchmark's own process group, made above.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -2,7 +2,8 @@
 //! manager shares (answers of the expected kind, `WithParent`, `CreateGranted`). Its
 //! calls by subject: `attrs.rs` (attributes with sizes from the io servers),
 //! `namespace.rs` (changing the namespace, listings, statfs), `open.rs` (create and
-//! open) and `locks.rs` (record locks and lock sessions).
+//! open), `locks.rs` (record locks and lock sessions) and `rebuild.rs` (copying
+//! replicated files' stale pieces back from fresh copies).
 
 use crate::connection::{client_name, meta_route, Inner, ServerAddress};
 use crate::drive::TransferOptions;
@@ -19,11 +20,13 @@ mod attrs;
 mod locks;
 mod namespace;
 mod open;
+mod rebuild;
 
 pub use attrs::{PartialSizes, SizeOf};
 pub use locks::LockTest;
 pub use namespace::{FsStats, StatfsBlocks, STATFS_BLOCK_BYTES};
 pub use open::{CreateOptions, OpenOptions};
+pub use rebuild::{RebuildOptions, RebuildProgress, REBUILD_CHUNK_BYTES};
 
 /// A connection to a Weft cluster. Cheap to clone; clones share connections.
 #[derive(Clone)]

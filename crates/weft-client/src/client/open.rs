@@ -179,9 +179,15 @@ impl Client {
     /// them; the path walk and the create were done once, by the process that opened.
     /// A collective open (MPI-IO) costs the manager one request instead of one per
     /// process this way. A handoff from [`File::handoff_with_capability`] also spares
-    /// this process the manager's capability grant, when it is the same user's.
+    /// this process the manager's capability grant, when it is the same user's; one from
+    /// [`File::handoff_opened`] (a mount's `user.weft.handoff`) also the io servers'
+    /// size, for reads within the size it carries.
     pub fn open_handoff(&self, handoff: &[u8], path: &str, write: bool) -> Result<File, ClientError> {
-        let Handed { attr, capability } = Handoff::decode(handoff).map_err(|e| {
+        let Handed {
+            attr,
+            capability,
+            sized,
+        } = Handoff::decode(handoff).map_err(|e| {
             ClientError::refused(
                 ErrorCode::InvalidArgument,
                 format!("{path}: a damaged open handoff: {e}"),
@@ -206,7 +212,29 @@ impl Client {
                 }
             }
         }
-        File::new(self.inner.clone(), attr, path.to_owned(), write)
+        let size = attr.size;
+        let file = File::new(self.inner.clone(), attr, path.to_owned(), write)?;
+        if sized {
+            // The maker checked the file as an open does just now (a mount's handoff).
+            file.known_size.store(size, std::sync::atomic::Ordering::SeqCst);
+            if !write {
+                // Reads end at that size for a while, as the mount's kernel ends them at
+                // the size it cached (a read past it would ask every io server).
+                *file.size_trusted_until.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(std::time::Instant::now() + crate::file::HANDED_SIZE_TRUST);
+            }
+        }
+        Ok(file)
+    }
+
+    /// Asks now, if the cluster wants capabilities and none is held, for the read
+    /// capability of `inode` that a handoff made a moment later carries
+    /// ([`File::handoff_opened`]): a mount asks while it checks the file, one round
+    /// trip's wait rather than two. A failure is left to the handoff, which goes without.
+    pub fn ask_read_capability(&self, inode: InodeId) {
+        if let Some(source) = self.inner.pool.capability_source() {
+            let _ = source.capability(inode, weft_proto::capability::rights::READ);
+        }
     }
 
     /// Opens a file known by its attributes (for adapters that track inodes).

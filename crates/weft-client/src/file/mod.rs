@@ -44,6 +44,11 @@ pub struct File {
     writable: bool,
     /// The largest size this handle knows of; reads past it ask the servers again.
     pub(crate) known_size: AtomicU64,
+    /// Until when a read past `known_size` ends there without asking the io servers: a
+    /// read-only handle opened from a mount's handoff (`Client::open_handoff`), whose
+    /// size the mount checked at the open, for as long as the mount's kernel trusts a
+    /// size it cached ([`HANDED_SIZE_TRUST`]); any other handle asks.
+    pub(crate) size_trusted_until: std::sync::Mutex<Option<std::time::Instant>>,
     /// The view set by `set_view` (none: the whole file), registered lazily with each
     /// server (see `view_io`).
     pub(crate) view: std::sync::Mutex<Option<Arc<view_io::FileView>>>,
@@ -163,6 +168,7 @@ impl File {
             patterns_refused: std::sync::atomic::AtomicBool::new(false),
             privileges_dropped: AtomicBool::new(false),
             job_delegates: false,
+            size_trusted_until: std::sync::Mutex::new(None),
         };
         if writable {
             if let Some(source) = file.inner.pool.capability_source() {
@@ -366,6 +372,31 @@ impl File {
         }
         let from = cap.map(|cap| (self.inner.cred.uid, cap));
         crate::handoff::Handoff::encode(&self.attr, from.as_ref())
+    }
+
+    /// What a mount hands a process of the caller's user that may read this file (the
+    /// kernel checked that it may, see weft-fuse's `user.weft.handoff`), for
+    /// [`crate::Client::open_handoff`]: this handle's attributes with the size it was
+    /// opened with (the io servers' at the open's check, so the receiver's reads within
+    /// it ask them nothing) and a read capability for this inode only, whatever the
+    /// handle's own access (granted now if not held; left out when capabilities are off
+    /// or the grant failed: the receiver then asks itself).
+    pub fn handoff_opened(&self) -> Vec<u8> {
+        let cap = self
+            .inner
+            .pool
+            .capability_source()
+            .and_then(|source| {
+                source
+                    .capability(self.attr.inode, weft_proto::capability::rights::READ)
+                    .ok()
+                    .flatten()
+            })
+            .filter(|cap| cap.inode == self.attr.inode && cap.rights == weft_proto::capability::rights::READ);
+        let mut attr = self.attr.clone();
+        attr.size = self.known_size.load(Ordering::SeqCst);
+        let from = cap.map(|cap| (self.inner.cred.uid, cap));
+        crate::handoff::Handoff::encode_opened(&attr, from.as_ref())
     }
 
     /// Asks now for the capability this handle's writes need, if the cluster wants
@@ -638,6 +669,15 @@ impl File {
         }
     }
 
+    /// Whether `known_size` is the end of the file for reads now (see
+    /// `size_trusted_until`).
+    fn size_trusted(&self) -> bool {
+        self.size_trusted_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|until| std::time::Instant::now() < until)
+    }
+
     /// Reads into `buf` from `offset`; returns fewer bytes than asked only at the end
     /// of the file. Holes read as zeros.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
@@ -655,7 +695,7 @@ impl File {
 
     fn read_at_checked(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
         let mut size = self.known_size.load(Ordering::SeqCst);
-        if offset + buf.len() as u64 > size {
+        if offset + buf.len() as u64 > size && !self.size_trusted() {
             size = self.size()?;
         }
         if offset >= size || buf.is_empty() {
@@ -1025,6 +1065,11 @@ impl Drop for File {
         }
     }
 }
+
+/// How long a read-only handle opened from a mount's handoff takes the size the mount
+/// checked at the open as the end of the file (the mount's default attribute timeout:
+/// the kernel answers reads through the mount from a size it cached that long).
+pub const HANDED_SIZE_TRUST: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn striping_of(layout: &Layout, server_index: usize) -> Striping {
     Striping {

@@ -4,19 +4,24 @@
 //! stripes at the same local offsets (`weft_layout::redundancy`), so a request is sent
 //! to a copy unchanged.
 //!
-//! - A write runs once per copy, in parallel (one thread per copy beyond the first),
-//!   each run's requests going to that copy of every slot (`File::with_copies`). A
-//!   run that fails because a server is unreachable (refused, lost or timed out: the
-//!   client's timeout decides) gets that server's piece marked stale at the manager
-//!   (`MarkStale`, in the file's layout) before the write is acknowledged, and runs
-//!   again with that slot's requests sent to another fresh copy. The write is
-//!   acknowledged once every fresh copy has it, and never while some slot has fewer
-//!   fresh copies than the minimum (default all but one, at least one).
+//! - A write runs once per copy (`File::with_copies`), each run's requests going to
+//!   that copy of every slot: the fresh copies first, then those this handle knows
+//!   stale. The runs to fresh copies go in parallel (one thread per copy beyond the
+//!   first); a run that reaches a stale copy starts only after them, so that a stale
+//!   piece being rebuilt gets a write only once every fresh copy of its slot has it
+//!   (what the rebuild's stamps rest on: `crate::rebuild`). A run that fails because a
+//!   server is unreachable (refused, lost or timed out: the client's timeout decides)
+//!   gets that server's piece marked stale at the manager (`MarkStale`, in the file's
+//!   layout) before the write is acknowledged, and runs again with that slot's requests
+//!   sent to another fresh copy. A stale copy this handle skipped (found unreachable
+//!   lately) is marked again after the write, which moves its generation: a rebuild
+//!   copying it meanwhile does not clear it. The write is acknowledged once every fresh
+//!   copy has it, and never while some slot has fewer fresh copies than the minimum
+//!   (default all but one, at least one).
 //! - A read goes to the first fresh copy of each slot that this handle has not seen down;
 //!   an unreachable server is noted down (for `DOWN_RETRY`) and the read runs again
 //!   (`File::with_fallback`), without an error reaching the caller while a fresh copy
-//!   of every slot answers.
-//! - Stale pieces are never read or written again (until a rebuild, not built yet).
+//!   of every slot answers. Stale pieces are never read.
 
 use super::File;
 use crate::error::ClientError;
@@ -101,18 +106,59 @@ impl Replicas {
             .collect()
     }
 
+    /// The copies of `slot` a write's runs go to, run `r` to the r-th: the fresh ones,
+    /// then the stale ones not seen down lately.
+    fn write_order(&self, slot: usize) -> Vec<usize> {
+        let mut order = self.usable(slot, false);
+        let stale = self.stale.lock().unwrap_or_else(|p| p.into_inner());
+        let down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        order.extend((0..self.copies()).filter(|&c| {
+            let server = self.pieces[slot][c].0;
+            stale.contains(&server) && down.get(&server).is_none_or(|at| at.elapsed() >= DOWN_RETRY)
+        }));
+        order
+    }
+
+    /// The fewest fresh copies any slot has (the runs before it write fresh copies only).
+    fn fresh_min(&self) -> usize {
+        (0..self.pieces.len())
+            .map(|slot| self.usable(slot, false).len())
+            .min()
+            .unwrap_or(0)
+    }
+
+    fn any_stale(&self) -> bool {
+        !self.stale.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+    }
+
+    /// Stale pieces' servers this handle found unreachable lately: a write skips them.
+    fn stale_and_down(&self) -> Vec<ServerId> {
+        let stale = self.stale.lock().unwrap_or_else(|p| p.into_inner());
+        let down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        stale
+            .iter()
+            .filter(|s| down.get(s).is_some_and(|at| at.elapsed() < DOWN_RETRY))
+            .copied()
+            .collect()
+    }
+
     /// The address this thread's request for `slot` goes to.
     pub(crate) fn addr_for(&self, slot: usize) -> Result<&str, ClientError> {
         let copy = COPY.with(|c| c.get());
-        let usable = self.usable(slot, copy.is_none());
         let chosen = match copy {
-            // A write's run for copy `r`: the r-th fresh copy, or (fewer fresh copies
-            // than runs) the last one again, which is harmless: the same bytes.
-            Some(r) => usable.get(r).or(usable.last()),
-            None => usable.first(),
+            // A write's run for copy `r` (see `write_order`), or (fewer copies to write
+            // than runs) the last fresh one again, which is harmless: the same bytes.
+            Some(r) => {
+                let order = self.write_order(slot);
+                order
+                    .get(r)
+                    .copied()
+                    .or_else(|| self.usable(slot, false).last().copied())
+            }
+            None => self.usable(slot, true).first().copied(),
         };
         match chosen {
-            Some(&c) => Ok(&self.pieces[slot][c].1),
+            Some(c) => Ok(&self.pieces[slot][c].1),
             None => Err(ClientError::refused(
                 ErrorCode::Unavailable,
                 format!(
@@ -196,23 +242,44 @@ impl File {
             COPY.with(|c| c.set(None));
             out
         };
-        let mut pending: Vec<usize> = (0..replicas.copies()).collect();
-        let mut first = None;
-        // Each retry follows a newly stale piece: bounded by the pieces of the file.
-        for _ in 0..=replicas.copies() * replicas.pieces.len() {
-            let results: Vec<(usize, Result<T, ClientError>)> = std::thread::scope(|scope| {
-                let helpers: Vec<_> = pending[1..]
+        let run_parallel = |runs: &[usize]| -> Vec<(usize, Result<T, ClientError>)> {
+            std::thread::scope(|scope| {
+                let helpers: Vec<_> = runs[1..]
                     .iter()
                     .map(|&copy| (copy, scope.spawn(move || run(copy))))
                     .collect();
-                let mut out = vec![(pending[0], run(pending[0]))];
+                let mut out = vec![(runs[0], run(runs[0]))];
                 for (copy, helper) in helpers {
                     out.push((copy, helper.join().expect("replica write thread panicked")));
                 }
                 out
-            });
+            })
+        };
+        let mut pending: Vec<usize> = (0..replicas.copies()).collect();
+        let mut first = None;
+        // Each retry follows a newly stale or unreachable piece: bounded by the pieces.
+        for _ in 0..=replicas.copies() * replicas.pieces.len() {
+            // Runs before `fresh_min` write fresh copies only and go together; the
+            // others may reach a stale copy and go one by one after them.
+            let (mut now, mut later): (Vec<usize>, Vec<usize>) = match replicas.any_stale() {
+                true => pending.iter().partition(|&&r| r < replicas.fresh_min()),
+                false => (pending.clone(), Vec::new()),
+            };
+            if now.is_empty() {
+                now.push(later.remove(0));
+            }
+            let mut results = run_parallel(&now);
             let mut again = Vec::new();
+            let after_fresh = results.iter().all(|(_, r)| r.is_ok());
+            if after_fresh {
+                for &copy in &later {
+                    results.push((copy, run(copy)));
+                }
+            } else {
+                again.extend(later.iter().copied());
+            }
             let mut unreachable = Vec::new();
+            let mut stale_refused = false;
             for (copy, result) in results {
                 match result {
                     Ok(value) => {
@@ -223,17 +290,36 @@ impl File {
                             unreachable.push(server);
                             again.push(copy);
                         }
+                        // A run after the fresh ones (which all took the write) refused:
+                        // by a stale copy (its object lost with its disk, say), which a
+                        // rebuild will make whole. Stale copies are left alone for now.
+                        None if after_fresh && later.contains(&copy) => {
+                            stale_refused = true;
+                            again.push(copy);
+                        }
                         None => return Err(e),
                     },
                 }
             }
+            if stale_refused {
+                for server in replicas.stale.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                    replicas.mark_down(*server);
+                }
+            }
             if again.is_empty() {
+                // Stale copies skipped because they were unreachable: marked again
+                // (their generation moves), now that every fresh copy has the write.
+                for server in replicas.stale_and_down() {
+                    self.mark_stale(server)?;
+                }
                 return Ok(first.expect("a run succeeded"));
             }
             for server in unreachable {
+                replicas.mark_down(server);
                 self.mark_stale(server)?;
             }
             replicas.check_copies_min()?;
+            again.sort_unstable();
             pending = again;
         }
         Err(ClientError::refused(
@@ -268,19 +354,12 @@ impl File {
     }
 
     /// Records at the manager that `server`'s piece of this file missed writes, then
-    /// stops using it.
+    /// stops reading it.
     fn mark_stale(&self, server: ServerId) -> Result<(), ClientError> {
         let Some(replicas) = &self.replicas else {
             return Ok(());
         };
-        if replicas
-            .stale
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&server)
-        {
-            return Ok(());
-        }
+        // Sent also for a piece this handle knows stale: the mark moves its generation.
         let request = Request::MarkStale {
             cred: self.inner.cred.clone(),
             inode: self.inode(),

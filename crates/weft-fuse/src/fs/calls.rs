@@ -194,52 +194,10 @@ impl WeftFs {
         ino: INodeNo,
         flags: OpenFlags,
     ) -> Result<(u64, FopenFlags), Errno> {
-        // What another descriptor here wrote is on the io servers before this open reads
-        // the size (close-to-open holds between descriptors of one mount too), and the
-        // attributes kept here are the manager's.
-        self.behind.send(inode(ino))?;
-        self.deferred.send(inode(ino))?;
-        self.deferred.xattrs_unknown(inode(ino));
-        let client = self.caller(req);
-        let told = self.remembered(inode(ino));
-        // The lookup that ended this open's walk checked every name, size and data stamp
-        // a moment ago (see `walked`); not for a file open here, whose kept writes
-        // were sent just now.
-        let walked = self
-            .walks
-            .take(req.pid(), inode(ino))
-            .filter(|_| told.is_some() && !self.open_inodes.is_open(inode(ino)));
-        let (attr, stamp) = match told
-            .clone()
-            .filter(|_| self.retries.trusts(req.pid(), inode(ino)))
-        {
-            // Found by the retried walk a moment ago, within this very open (its data
-            // is not vouched for: the cached pages go).
-            Some(attr) => (attr, None),
-            None => match walked
-                .map(Ok)
-                .unwrap_or_else(|| self.current_attr(&client, inode(ino), told.as_ref()))
-            {
-                // A file kept nameless for some mount's open descriptors is not opened anew.
-                Ok((attr, _)) if attr.kind == FileKind::File && attr.nlink == 0 => {
-                    self.retries.refused(req.pid());
-                    return Err(Errno::ESTALE);
-                }
-                Ok(found) => found,
-                Err(e) if e.code() == ErrorCode::Stale || e.code() == ErrorCode::NotFound => {
-                    self.retries.refused(req.pid());
-                    return Err(Errno::ESTALE);
-                }
-                Err(e) => return Err(errno(&e, "open")),
-            },
-        };
+        let (client, changed, attr, stamp) = self.checked_for_open(req, ino, true)?;
         if attr.kind != FileKind::File {
             return Err(Errno::EISDIR);
         }
-        let changed = told.as_ref().is_none_or(|t| {
-            (t.size, t.mtime, t.ctime, t.mode, t.uid, t.gid)
-                != (attr.size, attr.mtime, attr.ctime, attr.mode, attr.uid, attr.gid)
-        });
         self.remember(&attr);
         // Opened for writing, the file is dropped from listings once it is written
         // through this descriptor (see `OpenFile::changed`); open here, it is not
@@ -260,6 +218,110 @@ impl WeftFs {
         // attribute, but does change the stamp); see `keeps_pages`.
         let keep = self.keeps_pages(inode(ino), stamp, fh, !changed);
         Ok((fh, self.open_flags(flags.0, keep)))
+    }
+
+    /// What an open of `ino` by `req`'s caller finds, checked as close-to-open wants
+    /// (see the crate docs): kept writes and changes of this mount sent first, then the
+    /// file's names, attributes, size and data stamp checked with the manager and the
+    /// io servers, or taken from the lookup that ended the caller's walk a moment ago
+    /// (see `walked`). `retried`: a lookup of the kernel's retry within this very open
+    /// may answer (an open; not a handoff, which is not retried by the kernel). Also the
+    /// caller's client and whether the attributes differ from what the kernel was told.
+    /// ESTALE when a name on the way changed or the file is kept nameless.
+    pub(super) fn checked_for_open(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        retried: bool,
+    ) -> Result<(Client, bool, Attr, Option<DataStamp>), Errno> {
+        // What another descriptor here wrote is on the io servers before this open reads
+        // the size (close-to-open holds between descriptors of one mount too), and the
+        // attributes kept here are the manager's.
+        self.behind.send(inode(ino))?;
+        self.deferred.send(inode(ino))?;
+        self.deferred.xattrs_unknown(inode(ino));
+        let client = self.caller(req);
+        let told = self.remembered(inode(ino));
+        // The lookup that ended this open's walk checked every name, size and data stamp
+        // a moment ago (see `walked`); not for a file open here, whose kept writes
+        // were sent just now.
+        let walked = self
+            .walks
+            .take(req.pid(), inode(ino))
+            .filter(|_| told.is_some() && !self.open_inodes.is_open(inode(ino)));
+        let (attr, stamp) = match told
+            .clone()
+            .filter(|_| retried && self.retries.trusts(req.pid(), inode(ino)))
+        {
+            // Found by the retried walk a moment ago, within this very open (its data
+            // is not vouched for: the cached pages go).
+            Some(attr) => (attr, None),
+            None => match walked
+                .map(Ok)
+                .unwrap_or_else(|| self.current_attr(&client, inode(ino), told.as_ref()))
+            {
+                // A file kept nameless for some mount's open descriptors is not opened anew.
+                Ok((attr, _)) if attr.kind == FileKind::File && attr.nlink == 0 => {
+                    if retried {
+                        self.retries.refused(req.pid());
+                    }
+                    return Err(Errno::ESTALE);
+                }
+                Ok(found) => found,
+                Err(e) if e.code() == ErrorCode::Stale || e.code() == ErrorCode::NotFound => {
+                    if retried {
+                        self.retries.refused(req.pid());
+                    }
+                    return Err(Errno::ESTALE);
+                }
+                Err(e) => return Err(errno(&e, "open")),
+            },
+        };
+        let changed = told.as_ref().is_none_or(|t| {
+            (t.size, t.mtime, t.ctime, t.mode, t.uid, t.gid)
+                != (attr.size, attr.mtime, attr.ctime, attr.mode, attr.uid, attr.gid)
+        });
+        Ok((client, changed, attr, stamp))
+    }
+
+    /// The value of `user.weft.handoff` (`xattr::HANDOFF_XATTR`) of `ino` for `req`'s
+    /// caller: what libweft_posix needs to read the file natively with no request of
+    /// its own to the manager or the io servers (`weft_client::File::handoff_opened`).
+    /// The kernel asked the caller's read permission of the file (the `user.*`
+    /// namespace; `default_permissions`) as an open for reading would, and the daemon
+    /// asks it again of the caller's uid, gid and groups, so the handoff gives no one
+    /// more than an open for reading through this mount would: the attributes, checked
+    /// now as an open checks them (close-to-open), and a read capability of this inode
+    /// only. Never write access: writers open through the kernel. Regular files only.
+    pub(super) fn handoff_value(&self, req: &Request, ino: INodeNo) -> Result<Vec<u8>, Errno> {
+        // The read capability is asked for while the file is checked (handed over only
+        // if the checks pass).
+        let base = self.clients.base();
+        let checked = std::thread::scope(|scope| {
+            let asking = scope.spawn(|| base.ask_read_capability(inode(ino)));
+            let checked = self.checked_for_open(req, ino, false);
+            let _ = asking.join();
+            checked
+        });
+        let (client, changed, attr, _stamp) = checked?;
+        if attr.kind != FileKind::File {
+            return Err(Errno::NO_XATTR);
+        }
+        if !client
+            .cred()
+            .permits(attr.kind, attr.mode, attr.uid, attr.gid, 0o4)
+        {
+            return Err(Errno::EACCES);
+        }
+        self.remember(&attr);
+        if changed {
+            // As at an open: the kernel's attributes of the file go.
+            if let Some(n) = self.notifier.get() {
+                let _ = n.inval_inode(ino, -1, 0);
+            }
+        }
+        let file = client.open_attr(attr, false).map_err(|e| errno(&e, "handoff"))?;
+        Ok(file.handoff_opened())
     }
 
     /// How the kernel is to treat an open file: `keep`, whether the pages it has cached

@@ -9,7 +9,7 @@ use crate::dir::{DirStream, Listed};
 use crate::kept::{self};
 use crate::kernel::request_limits;
 use crate::locks::{self, Asked};
-use crate::xattr::{CLUSTER_XATTR, LAYOUT_XATTR};
+use crate::xattr::{CLUSTER_XATTR, HANDOFF_XATTR, LAYOUT_XATTR};
 use fuser::{
     Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
     OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
@@ -650,7 +650,7 @@ impl Filesystem for WeftFs {
         // Before the change: from now on a getxattr of this file asks the manager.
         self.deferred.xattrs_unknown(inode(ino));
         let change = self.parents.begin(inode(ino));
-        let result = if name == OsStr::new(CLUSTER_XATTR) {
+        let result = if name == OsStr::new(CLUSTER_XATTR) || name == OsStr::new(HANDOFF_XATTR) {
             Err(Errno::EPERM)
         } else if name == OsStr::new(LAYOUT_XATTR) {
             self.set_layout_xattr_as(req, ino, value, how)
@@ -670,6 +670,8 @@ impl Filesystem for WeftFs {
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let value = if name == OsStr::new(CLUSTER_XATTR) {
             Ok(self.cluster_xattr.clone())
+        } else if name == OsStr::new(HANDOFF_XATTR) {
+            self.handoff_value(req, ino)
         } else if name == OsStr::new(LAYOUT_XATTR) {
             self.xattr_value(req, ino, name)
         } else if self.deferred.has_no_xattrs(inode(ino)) {
@@ -708,7 +710,7 @@ impl Filesystem for WeftFs {
         // Before the change: from now on a getxattr of this file asks the manager.
         self.deferred.xattrs_unknown(inode(ino));
         let change = self.parents.begin(inode(ino));
-        let result = if name == OsStr::new(CLUSTER_XATTR) {
+        let result = if name == OsStr::new(CLUSTER_XATTR) || name == OsStr::new(HANDOFF_XATTR) {
             Err(Errno::EPERM)
         } else if name == OsStr::new(LAYOUT_XATTR) {
             self.set_layout_xattr(req, ino, None)

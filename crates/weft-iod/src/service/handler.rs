@@ -127,48 +127,50 @@ impl weft_rpc::Handler for IoService {
     /// the file: their runs of it in object (local) offsets, so that only requests
     /// touching the same bytes here are ordered. A server's part of one file range is
     /// one run of its object (its stripes of the range sit back to back).
+    ///
+    /// Each such change, on arrival, also moves the rebuild stamps of the bytes it
+    /// changes (`crate::rebuild`); a `RebuildWrite` is ordered like a write but moves
+    /// none.
     fn changes(&self, connection: ConnectionId, request: &Request) -> Option<weft_rpc::Changes> {
         let local = |striping: &Striping, offset: u64| {
             striping
                 .layout()
                 .local_size_for(striping.server_index as usize, offset)
         };
-        let (inode, runs) = match request {
+        let (inode, runs, stamped) = match request {
+            // Ranges were checked against overflow when decoded.
             Request::Write {
                 inode,
                 striping,
                 ranges,
-            } => {
-                let layout = striping.layout();
-                let index = striping.server_index as usize;
-                // Ranges were checked against overflow when decoded.
-                let runs = ranges
-                    .iter()
-                    .map(|r| {
-                        (
-                            layout.local_size_for(index, r.offset),
-                            layout.local_size_for(index, r.offset + r.len),
-                        )
-                    })
-                    .collect();
-                (*inode, runs)
-            }
+            } => (*inode, Self::local_runs(striping, ranges), true),
+            Request::RebuildWrite {
+                inode,
+                striping,
+                ranges,
+                ..
+            } => (*inode, Self::local_runs(striping, ranges), false),
             Request::WriteView {
                 inode,
                 striping,
                 view,
                 view_offset,
                 len,
-            } => (
-                *inode,
-                self.view_runs(connection, striping, *view, *view_offset, *len)?,
-            ),
+            } => {
+                // A view write may touch many chunks: it moves the whole-object stamp.
+                self.stamp_change(*inode, None);
+                (
+                    *inode,
+                    self.view_runs(connection, striping, *view, *view_offset, *len)?,
+                    false,
+                )
+            }
             // Everything from the new end on: the bytes cut, or the zeros added.
             Request::Truncate {
                 inode,
                 striping,
                 size,
-            } => (*inode, vec![(local(striping, *size), u64::MAX)]),
+            } => (*inode, vec![(local(striping, *size), u64::MAX)], true),
             Request::Allocate {
                 inode,
                 striping,
@@ -181,9 +183,13 @@ impl weft_rpc::Handler for IoService {
                     local(striping, *offset),
                     local(striping, offset.saturating_add(*len)),
                 )],
+                true,
             ),
             _ => return None,
         };
+        if stamped {
+            self.stamp_change(inode, Some(&runs));
+        }
         Some(weft_rpc::Changes::new(inode.0, runs))
     }
 
@@ -327,6 +333,18 @@ impl IoService {
                 Response::Done
             }
             Request::LockStats => Response::LockStats(self.extent_locks.stats()),
+            Request::RebuildStamp {
+                inode,
+                striping,
+                ranges,
+                create,
+            } => self.rebuild_stamp(inode, striping, &ranges, create)?,
+            Request::RebuildWrite {
+                inode,
+                striping,
+                ranges,
+                stamp,
+            } => self.rebuild_write(inode, striping, &ranges, stamp, data)?,
             other => {
                 return Err(WireError::new(
                     ErrorCode::Unsupported,

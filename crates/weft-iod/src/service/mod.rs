@@ -21,6 +21,7 @@ use weft_rpc::ConnectionId;
 mod handler;
 mod inline;
 mod pieces;
+mod rebuild;
 
 pub use handler::INLINE_BYTES_MAX;
 use pieces::{check_payload, range_pieces, view_windows};
@@ -40,6 +41,8 @@ pub struct IoService {
     /// The data directory's file system refused a non-blocking buffered write
     /// (`RWF_NOWAIT`; ext4 does): the loop writes small writes as before.
     nowait_writes_unsupported: std::sync::atomic::AtomicBool,
+    /// The stamps of objects' chunks, for rebuilds (`crate::rebuild`).
+    stamps: crate::rebuild::Stamps,
 }
 
 /// The test hook of `IoService::stall_write_once`.
@@ -74,6 +77,7 @@ impl IoService {
             extent_locks: ExtentLocks::default(),
             stall: None,
             nowait_writes_unsupported: std::sync::atomic::AtomicBool::new(false),
+            stamps: Default::default(),
         })
     }
 

@@ -442,6 +442,26 @@ impl MetaService {
             Request::MarkStale { cred, inode, server } => {
                 store.mark_stale(&cred, inode, server).map(Response::Attr)
             }
+            Request::StaleGeneration { cred, inode, server } => store
+                .stale_generation(&cred, inode, server)
+                .map(Response::Generation),
+            Request::ClearStale {
+                cred,
+                inode,
+                server,
+                generation,
+            } => store
+                .clear_stale(&cred, inode, server, generation)
+                .map(Response::Attr),
+            Request::StaleList {
+                cred,
+                server,
+                all,
+                after,
+                max,
+            } => store
+                .stale_list(&cred, server, all, after, max)
+                .map(|(files, more)| Response::StaleFiles { files, more }),
             Request::Symlink {
                 cred,
                 parent,
@@ -609,6 +629,8 @@ impl MetaService {
             | Request::ExtentLock { .. }
             | Request::ExtentUnlock { .. }
             | Request::LockStats
+            | Request::RebuildStamp { .. }
+            | Request::RebuildWrite { .. }
             | Request::ShmAttach { .. }
             | Request::ShmCall { .. }
             | Request::ShmAttachPool { .. }

@@ -167,6 +167,8 @@ pub struct MetaStore {
     cluster: RwLock<ClusterLayout>,
     reservation: Mutex<InodeReservation>,
     group: group::GroupCommit,
+    /// Stale pieces' generations, for rebuilds (`ops/rebuild.rs`).
+    stale_generations: ops::rebuild::StaleGenerations,
 }
 
 thread_local! {
@@ -279,6 +281,7 @@ impl MetaStore {
             cluster: RwLock::new(ClusterLayout::default()),
             reservation: Mutex::new(InodeReservation::default()),
             group: group::GroupCommit::default(),
+            stale_generations: Default::default(),
             created,
             reserve_file: reserve_path(path),
             reserve_held: AtomicBool::new(false),

@@ -24,6 +24,15 @@
  *   behind FILE unclosed         every rank writes 100 small pieces of its rank's letter
  *                                and calls MPI_Finalize with the file still open (no
  *                                sync, no close): the test reads every byte back
+ *   behind FILE stream-write MIB every rank writes its block of MIB MiB (IOR-like,
+ *                                100,000-byte transfers), closes
+ *   behind FILE stream-read MIB  every rank reads the next rank's block in 100,000-byte
+ *                                read_at calls, checking every byte
+ *   behind FILE restream MIB     rank 0 writes its block, sync-barrier-sync; rank 1
+ *                                reads its first half in 100,000-byte calls (windows
+ *                                grown past the half); rank 0 rewrites the block,
+ *                                sync-barrier-sync; rank 1 reads the second half: every
+ *                                byte new
  *   behind FILE storm MIB        every rank writes MIB MiB in 1000-byte pieces and
  *                                1-byte scattered pieces, then reads everything back;
  *                                prints "peak growth KIB" (largest VmHWM growth over the
@@ -301,6 +310,83 @@ static void direct(const char *name, int all)
     MPI_File_close(&fh);
 }
 
+/* IOR-like blocks of 100,000-byte transfers: transfer i of rank r's block holds the
+ * letter base + (7r + i) mod 26. */
+#define XFER 100000
+
+static void transfer_bytes(char *b, int owner, long i, char base)
+{
+    memset(b, base + (owner * 7 + i) % 26, XFER);
+}
+
+static void stream_write(const char *name, int mib)
+{
+    long n = (long)mib * 1048576 / XFER;
+    char *buf = malloc(XFER);
+    MPI_File fh;
+    MPI_Status st;
+    CHECK(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh) == 0,
+          "open");
+    for (long i = 0; i < n; i++) {
+        transfer_bytes(buf, rank, i, 'a');
+        CHECK(MPI_File_write_at(fh, (rank * n + i) * XFER, buf, XFER, MPI_BYTE, &st) == 0, "write %ld", i);
+    }
+    CHECK(MPI_File_close(&fh) == 0, "close");
+    free(buf);
+}
+
+/* Reads transfers [from, to) of `owner`'s block, checking every byte against `base`. */
+static void read_transfers(MPI_File fh, int owner, long n, long from, long to, char base)
+{
+    char *buf = malloc(XFER), *want = malloc(XFER);
+    MPI_Status st;
+    for (long i = from; i < to; i++) {
+        transfer_bytes(want, owner, i, base);
+        CHECK(MPI_File_read_at(fh, (owner * n + i) * XFER, buf, XFER, MPI_BYTE, &st) == 0, "read %ld", i);
+        CHECK(memcmp(buf, want, XFER) == 0, "transfer %ld of rank %d's block: byte 0 is %d, want %d", i, owner,
+              buf[0], want[0]);
+    }
+    free(buf);
+    free(want);
+}
+
+static void stream_read(const char *name, int mib)
+{
+    long n = (long)mib * 1048576 / XFER;
+    MPI_File fh;
+    CHECK(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh) == 0, "open");
+    read_transfers(fh, (rank + 1) % nprocs, n, 0, n, 'a');
+    CHECK(MPI_File_close(&fh) == 0, "close");
+}
+
+static void restream(const char *name, int mib)
+{
+    long n = (long)mib * 1048576 / XFER;
+    char *buf = malloc(XFER);
+    MPI_File fh;
+    MPI_Status st;
+    CHECK(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh) == 0,
+          "open");
+    for (int pass = 0; pass < 2; pass++) {
+        char base = pass ? 'A' : 'a';
+        if (rank == 0)
+            for (long i = 0; i < n; i++) {
+                transfer_bytes(buf, 0, i, base);
+                MPI_File_write_at(fh, i * XFER, buf, XFER, MPI_BYTE, &st);
+            }
+        CHECK(MPI_File_sync(fh) == 0, "sync");
+        MPI_Barrier(MPI_COMM_WORLD);
+        CHECK(MPI_File_sync(fh) == 0, "sync");
+        /* First pass: the first half, leaving windows that reach past it; second: the
+         * rest, after the rewrite. */
+        if (rank == 1)
+            read_transfers(fh, 0, n, pass ? n / 2 : 0, pass ? n : n / 2, base);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    CHECK(MPI_File_close(&fh) == 0, "close");
+    free(buf);
+}
+
 static long vm_hwm_kib(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -398,6 +484,12 @@ int main(int argc, char **argv)
         crash(argv[1]);
     else if (!strcmp(mode, "unclosed"))
         unclosed(argv[1]);
+    else if (!strcmp(mode, "stream-write") && argc == 4)
+        stream_write(argv[1], atoi(argv[3]));
+    else if (!strcmp(mode, "stream-read") && argc == 4)
+        stream_read(argv[1], atoi(argv[3]));
+    else if (!strcmp(mode, "restream") && argc == 4)
+        restream(argv[1], atoi(argv[3]));
     else if (!strcmp(mode, "storm") && argc == 4)
         storm(argv[1], atoi(argv[3]));
     else

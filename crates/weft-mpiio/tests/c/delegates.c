@@ -13,6 +13,8 @@
  *             every 8-byte piece k with k % size == r (value k * 1000 + r, one
  *             MPI_File_write_at each) at 2 MiB, then after a barrier every rank reads
  *             the page and checks every rank's pieces; then as close
+ *   two       a second file, FILE-2, opened with the same hints while FILE is open,
+ *             both parts written to it, closed; then as close
  * Byte x of a part is (x * 7 + part) & 0xff, x counted from the part's start. Prints
  * "ready" on rank 0 before ending; key=value pairs are hints (weft_delegates=N). */
 #include <mpi.h>
@@ -87,6 +89,16 @@ int main(int argc, char **argv)
             }
         }
         free(page);
+        end = "close";
+    }
+    if (strcmp(end, "two") == 0) {
+        char second[4096];
+        snprintf(second, sizeof second, "%s-2", argv[1]);
+        MPI_File fh2;
+        MPI_File_open(MPI_COMM_WORLD, second, MPI_MODE_CREATE | MPI_MODE_RDWR, info, &fh2);
+        write_part(fh2, 0);
+        write_part(fh2, 1);
+        MPI_File_close(&fh2);
         end = "close";
     }
     if (rank == 0) {

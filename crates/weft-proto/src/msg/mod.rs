@@ -40,6 +40,8 @@ pub const READDIR_ENTRIES_MAX: u32 = 4096;
 pub const LOOKUP_MANY_MAX: usize = 4096;
 /// Most files one `ReleaseWrites` gives back.
 pub const RELEASE_WRITES_MAX: usize = 4096;
+/// Most files one `StaleList` answer names (a rebuild walks the list in such pages).
+pub const STALE_LIST_MAX: usize = 1024;
 /// Most inodes in one batched io-server request (create/remove/extents).
 pub const BATCH_INODES_MAX: usize = 4096;
 /// Largest wire form of a view in a `RegisterView` (the message limit less room for the

@@ -447,6 +447,59 @@ pub enum Request {
         inode: InodeId,
         server: ServerId,
     },
+    /// io (rebuild, protocol 6): the stamp of this server's pieces of `ranges` of
+    /// `inode`: a number that changes whenever a write, view write, truncate or
+    /// allocation of any of those bytes arrives here (and may change more often, never
+    /// less). With `create`, a missing object is made first (a server whose disk was
+    /// replaced). Needs write access to the file. Answered `Stamp`.
+    RebuildStamp {
+        inode: InodeId,
+        striping: Striping,
+        #[wire(max = RANGES_MAX, what = "range list")]
+        ranges: Vec<Range>,
+        create: bool,
+    },
+    /// io (rebuild, protocol 6): as `Write` (the bulk data is this server's pieces of
+    /// `ranges`), applied only if the stamp of those ranges is still `stamp`; else
+    /// refused `Busy` and nothing written: a client's write arrived meanwhile, and its
+    /// bytes, not the rebuild's older copy of them, must stay.
+    RebuildWrite {
+        inode: InodeId,
+        striping: Striping,
+        #[wire(max = RANGES_MAX, what = "range list")]
+        ranges: Vec<Range>,
+        stamp: u64,
+    },
+    /// meta (rebuild, protocol 6): the generation of `server`'s piece of replicated file
+    /// `inode`: it changes with every `MarkStale` of that piece (also of an already stale
+    /// one). Needs write permission. Answered `Generation`.
+    StaleGeneration {
+        cred: Cred,
+        inode: InodeId,
+        server: ServerId,
+    },
+    /// meta (rebuild, protocol 6): `server`'s piece of `inode` has been copied from a
+    /// fresh copy: clear its stale mark, but only if its generation is still
+    /// `generation` (no writer marked it again while it was copied), else refused
+    /// `Busy`. Needs write permission. Answered `Attr`.
+    ClearStale {
+        cred: Cred,
+        inode: InodeId,
+        server: ServerId,
+        generation: u64,
+    },
+    /// meta (rebuild, protocol 6): replicated files after inode `after`, in inode order,
+    /// with their stale pieces: only files with a stale piece, or with `all` every
+    /// replicated file; only those with a piece on `server` if given. At most `max`
+    /// (capped at `STALE_LIST_MAX`). Needs a key holder (root in `trusted` mode).
+    /// Answered `StaleFiles`.
+    StaleList {
+        cred: Cred,
+        server: Option<ServerId>,
+        all: bool,
+        after: InodeId,
+        max: u32,
+    },
     /// meta: mount session `session` ends (its mount is unmounting and dropped its
     /// locks): the manager forgets it in its record of lock-holding sessions, so that a
     /// restart soon after does not wait for it. Answered `Done`. Added within protocol
@@ -677,6 +730,9 @@ impl Request {
             | Request::Statfs { cred, .. }
             | Request::SetDirLayout { cred, .. }
             | Request::MarkStale { cred, .. }
+            | Request::StaleGeneration { cred, .. }
+            | Request::ClearStale { cred, .. }
+            | Request::StaleList { cred, .. }
             | Request::Symlink { cred, .. }
             | Request::Readlink { cred, .. }
             | Request::Revalidate { cred, .. }

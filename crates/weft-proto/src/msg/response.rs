@@ -4,7 +4,7 @@
 
 use super::cache::{CacheStats, CioStats};
 use super::values::{CommitInfo, LockStats, ViewId};
-use super::XATTR_VALUE_BYTES_MAX;
+use super::{STALE_LIST_MAX, XATTR_VALUE_BYTES_MAX};
 use crate::capability::Capability;
 use crate::codec::{DecodeError, Reader, Wire, Writer};
 use crate::error::WireError;
@@ -149,6 +149,20 @@ pub enum Response {
     /// the manager cannot say).
     #[wire(tag = 85)]
     AttrVouched { attr: Attr, vouch: Option<u64> },
+    /// `RebuildStamp`: the stamp of the ranges asked about.
+    #[wire(tag = 90)]
+    Stamp(u64),
+    /// `StaleGeneration`: the piece's generation.
+    #[wire(tag = 91)]
+    Generation(u64),
+    /// `StaleList`: replicated files and their stale pieces, in inode order; `more`
+    /// when the list stopped at `max`.
+    #[wire(tag = 92)]
+    StaleFiles {
+        #[wire(max = STALE_LIST_MAX, what = "stale file list")]
+        files: Vec<(InodeId, Vec<ServerId>)>,
+        more: bool,
+    },
     /// `Tracked`: the operation's answer, its sequence number (0: it changed nothing),
     /// the last sequence number the manager made durable, and the manager's epoch (its
     /// incarnation: another value after a restart).

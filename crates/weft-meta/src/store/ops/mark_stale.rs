@@ -9,10 +9,11 @@ impl MetaStore {
     /// Records `server`'s piece of replicated file `inode` as stale (it missed writes),
     /// in the file's layout, so that every client opening the file afterwards neither
     /// reads it nor writes it until it is rebuilt. Needs write permission on the file
-    /// (a writer asks). Marking an already stale piece changes nothing. Refused (`Io`)
+    /// (a writer asks). Marking an already stale piece changes only its generation. Refused (`Io`)
     /// when the piece is the last fresh copy of its slot: the writer then has nowhere
     /// left to write, and its write fails instead.
     pub fn mark_stale(&self, cred: &Cred, inode: InodeId, server: ServerId) -> Result<Attr, WireError> {
+        let generations = &self.stale_generations;
         self.write(|tx| {
             let mut record = tx.inode(inode)?;
             if !permits(cred, &record, MAY_WRITE) {
@@ -33,6 +34,9 @@ impl MetaStore {
                     format!("io server {server} holds no piece of inode {inode}"),
                 ));
             };
+            // Every mark moves the piece's generation, also of a piece already stale:
+            // a rebuild copying it meanwhile then does not clear it (`rebuild.rs`).
+            generations.bump(inode, server);
             if layout.is_stale(server) {
                 return Ok(record.attr(inode));
             }

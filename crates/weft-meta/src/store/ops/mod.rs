@@ -12,6 +12,7 @@ mod mknod;
 mod orphans;
 mod precreated;
 mod readdir;
+pub(crate) mod rebuild;
 mod release;
 mod removexattr;
 mod rename;
