@@ -98,7 +98,17 @@ impl Inner {
             return self.tracker.call(self, request);
         }
         self.tracker.before(self)?;
-        Ok(self.pool.call(&self.meta_route, request, &[])?.0)
+        match self.pool.call(&self.meta_route, request, &[]) {
+            Ok((response, _)) => Ok(response),
+            // A read whose connection the manager closed as it acted restarted (its store
+            // lost operations to a disk error, see `replay.rs`): asked again once this
+            // client replayed, so that it sees them.
+            Err(e) if e.is_transport() && self.tracker.resend_after_restart(self, request) => {
+                self.tracker.before(self)?;
+                Ok(self.pool.call(&self.meta_route, request, &[])?.0)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Returns once every metadata operation the manager acknowledged so far (this

@@ -696,6 +696,7 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr,
             ),
         }
     }
+    handler.set_restarter(handle.restarter());
     let local_addr = handle.local_addr;
     observe::add_sources(&metrics, &handler, handle, limits.data_bytes_inflight_max);
     if let Some(addr) = &plan.metrics_addr {
