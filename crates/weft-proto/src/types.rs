@@ -348,13 +348,13 @@ pub const LOCK_RENEW_PERIOD: std::time::Duration = std::time::Duration::from_sec
 /// lease, for the same reason).
 pub const LOCK_GRACE_DEFAULT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The metadata manager's default commit interval (`commit_interval_ms`): 0, every
-/// operation durable before it is answered. Above 0 operations are answered once
-/// applied, and clients that survive a manager crash replay what was not durable; it
-/// is not the default yet because a disk error in the manager (a disk filled at once by
-/// something else) reopens its database without the non-durable commits while the
-/// process, and so its clients' epoch, stays the same: they would not replay them.
-pub const COMMIT_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::ZERO;
+/// The metadata manager's default commit interval (`commit_interval_ms`): 5 ms.
+/// Operations are answered once applied and made durable within it (and at once by
+/// fsync, sync, `MPI_File_sync`); clients that survive a manager crash replay what was
+/// not durable, and so they do after a disk error made the manager reopen its store
+/// without it (the manager then acts as restarted). 0: every operation durable before
+/// it is answered.
+pub const COMMIT_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// How long a mount session that holds no lock any more stays in the manager's durable
 /// record of lock-holding sessions (whose reclaims a restart waits for). A mount goes on

@@ -253,8 +253,8 @@ fn full_disks_give_clear_errors_keep_reads_going_and_recover_without_a_restart()
 /// there, exactly once.
 ///
 /// Before (the same process kept its incarnation after the reopen), the client never
-/// replayed: the rename chain was found back at an earlier name and chmods were undone
-/// (the assertions below on `/d/r-N` and the modes failed).
+/// replayed: the next rename of the chain failed with `no entry "r-4-xxx..."` (the
+/// acknowledged rename to it was gone), at the assertion in the loop.
 #[test]
 fn a_disk_error_that_loses_acknowledged_operations_makes_clients_replay_them() {
     let cluster = TestCluster::start_with(&ClusterOptions {
