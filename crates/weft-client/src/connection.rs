@@ -140,6 +140,21 @@ impl Inner {
     }
 }
 
+/// A client dropped while it keeps operations that are answered and not durable asks the
+/// manager to commit them first: a program that made changes and exits (a failed
+/// `weft put` removing its hidden file) would otherwise lose them to a later manager
+/// crash or store disk error with nobody left to replay them, which a manager with a
+/// commit interval of 0 never did (hostile_conn's full-disk attack found the file back).
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.tracker.kept() > 0 {
+            if let Err(e) = self.commit_metadata() {
+                eprintln!("weft: committing this client's last metadata operations as it ends: {e}");
+            }
+        }
+    }
+}
+
 /// The address to reach an io server by: its Unix socket when this machine has it and
 /// the server behind it is the one expected (same id), else TCP. Over the socket, bulk
 /// data moves through a shared segment where one can be had (`weft_rpc::shm`).
