@@ -98,7 +98,17 @@ impl Inner {
             return self.tracker.call(self, request);
         }
         self.tracker.before(self)?;
-        Ok(self.pool.call(&self.meta_route, request, &[])?.0)
+        match self.pool.call(&self.meta_route, request, &[]) {
+            Ok((response, _)) => Ok(response),
+            // A read whose connection the manager closed as it acted restarted (its store
+            // lost operations to a disk error, see `replay.rs`): asked again once this
+            // client replayed, so that it sees them.
+            Err(e) if e.is_transport() && self.tracker.resend_after_restart(self, request) => {
+                self.tracker.before(self)?;
+                Ok(self.pool.call(&self.meta_route, request, &[])?.0)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Returns once every metadata operation the manager acknowledged so far (this
@@ -126,6 +136,21 @@ impl Inner {
             Ok(other) => Err(unexpected(&other)),
             Err(e) if e.code() == ErrorCode::UnknownOpcode => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+}
+
+/// A client dropped while it keeps operations that are answered and not durable asks the
+/// manager to commit them first: a program that made changes and exits (a failed
+/// `weft put` removing its hidden file) would otherwise lose them to a later manager
+/// crash or store disk error with nobody left to replay them, which a manager with a
+/// commit interval of 0 never did (hostile_conn's full-disk attack found the file back).
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.tracker.kept() > 0 {
+            if let Err(e) = self.commit_metadata() {
+                eprintln!("weft: committing this client's last metadata operations as it ends: {e}");
+            }
         }
     }
 }

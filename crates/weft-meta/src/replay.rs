@@ -118,6 +118,22 @@ impl Replay {
         }
     }
 
+    /// After the store lost acknowledged operations in this process (a disk error, see
+    /// `MetaStore::on_loss`): forgets the records it had for those of the reopened
+    /// store and opens the window, as a start does. Slots being served and replays
+    /// waiting for their turn stay as they are.
+    pub fn restart(&self, records: Vec<(Key, Reply)>, window: Duration) {
+        {
+            let mut state = self.lock();
+            state.records.clear();
+            state.clients.clear();
+            state.expected.clear();
+            state.until = None;
+        }
+        self.start(records, Some(window));
+        self.changed.notify_all();
+    }
+
     /// Whether the replay window is open.
     pub fn window_open(&self) -> bool {
         let mut state = self.lock();

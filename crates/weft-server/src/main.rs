@@ -242,8 +242,8 @@ struct Args {
     /// per group of concurrent operations) before it is answered; above 0 operations are
     /// answered once applied and committed in the background this often, and fsync,
     /// sync and MPI_File_sync commit at once. A crash of the manager loses at most this
-    /// much acknowledged and unsynced work, as a crash of a local disk does (docs/src/consistency.md:
-    /// Durability). Default: the description's `commit_interval_ms`, else 0.
+    /// much acknowledged and unsynced work of clients that die with it; surviving clients
+    /// replay theirs (docs/src/consistency.md: Durability). Default: the description's `commit_interval_ms`, else 0.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::COMMIT_INTERVAL_MS_MAX))]
     commit_interval_ms: Option<u64>,
     #[command(flatten)]
@@ -696,6 +696,7 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr,
             ),
         }
     }
+    handler.set_restarter(handle.restarter());
     let local_addr = handle.local_addr;
     observe::add_sources(&metrics, &handler, handle, limits.data_bytes_inflight_max);
     if let Some(addr) = &plan.metrics_addr {

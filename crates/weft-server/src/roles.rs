@@ -44,6 +44,9 @@ pub struct Roles {
     /// With the meta role in a cluster that asks for capabilities: what signs them, and
     /// verifies them for servers without the key (`VerifyCapability`).
     issuer: Option<Arc<crate::capability::Issuer>>,
+    /// With the meta role: how the manager acts as restarted when its store loses
+    /// acknowledged operations (set once serving, `set_restarter`).
+    restarter: Arc<std::sync::OnceLock<weft_rpc::Restarter>>,
 }
 
 impl Roles {
@@ -72,6 +75,7 @@ impl Roles {
         let mut owner = None;
         let mut munge = None;
         let mut issuer = None;
+        let restarter: Arc<std::sync::OnceLock<weft_rpc::Restarter>> = Arc::default();
         let meta = if plan.roles.contains(&Role::Meta) {
             let config = plan
                 .cluster
@@ -186,6 +190,24 @@ impl Roles {
                 .and_then(|v| v.parse().ok())
                 .or(config.replay_window_ms)
                 .map_or(weft_meta::replay::WINDOW_DEFAULT, Duration::from_millis);
+            // A disk error that loses acknowledged operations later in this process
+            // acts as a restart toward clients (a new incarnation), so that they replay
+            // them. Not with a cache role here: its requests carry the incarnation.
+            if plan.roles.contains(&Role::Cache) {
+                eprintln!(
+                    "weftd meta: with a cache role in the same process, a disk error that loses acknowledged operations is not announced to clients (no replay)"
+                );
+            } else {
+                let restarter = restarter.clone();
+                service.restart_on_loss(
+                    window,
+                    weft_rpc::new_incarnation,
+                    Arc::new(move |incarnation| match restarter.get() {
+                        Some(restarter) => restarter.restart(incarnation),
+                        None => eprintln!("weftd meta: not serving yet: no connection to close"),
+                    }),
+                );
+            }
             let lost_nothing = crate::stop::take_all_durable(&plan.data_dir);
             service
                 .start_replay((!interval.is_zero() && !lost_nothing).then_some(window))
@@ -221,7 +243,13 @@ impl Roles {
             io,
             cache,
             gate,
+            restarter,
         })
+    }
+
+    /// Lets the meta role act as a restarted server (see `restart_on_loss`).
+    pub fn set_restarter(&self, restarter: weft_rpc::Restarter) {
+        let _ = self.restarter.set(restarter);
     }
 
     /// The credential every metadata request acts with, in `owner` mode.

@@ -12,7 +12,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use weft_client::{Client, CreateOptions, ErrorCode, LayoutRequest};
+use weft_client::{Client, CreateOptions, ErrorCode, LayoutRequest, SetAttr};
 use weft_testkit::{ClusterOptions, TestCluster, Tmpfs};
 
 /// Fills the file system of `dir` to the last byte with a file `filler`.
@@ -242,4 +242,120 @@ fn full_disks_give_clear_errors_keep_reads_going_and_recover_without_a_restart()
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     drop(mounts);
+}
+
+/// Issue 30's blocker for a commit interval above 0: a disk error in the manager's
+/// store makes it close and reopen its database, which comes back without the commits
+/// made non-durably since the last durable one. Operations the clients were answered
+/// for are then gone. The manager must act as restarted (a new incarnation, every
+/// connection closed, the record of tracked requests reloaded, a replay window), so
+/// that its clients replay them: afterwards every acknowledged chmod and rename is
+/// there, exactly once.
+///
+/// Before (the same process kept its incarnation after the reopen), the client never
+/// replayed: the next rename of the chain failed with `no entry "r-4-xxx..."` (the
+/// acknowledged rename to it was gone), at the assertion in the loop.
+#[test]
+fn a_disk_error_that_loses_acknowledged_operations_makes_clients_replay_them() {
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        io_servers: 1,
+        extra: vec!["--commit-interval-ms".into(), "5".into()],
+        ..Default::default()
+    });
+    let out = cluster.weft(&["down"]);
+    assert!(out.status.success());
+    let data = cluster.home().join("data");
+    let mount = Tmpfs::over(&data.join("server-0"), "8m");
+    cluster.restart();
+    let pid = cluster.pid(0);
+    let log = cluster.home().join("logs").join("server-0.log");
+    let reopens = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("closing and reopening the metadata store")
+            .count()
+    };
+    let client = cluster.client();
+    client.mkdir("/d", 0o755).unwrap();
+    const FILES: usize = 8;
+    for k in 0..FILES {
+        client
+            .create(&format!("/d/f{k}"), &CreateOptions::default())
+            .unwrap();
+    }
+    let long = |n: usize| format!("/d/r-{n}-{}", "x".repeat(200));
+    client.create(&long(0), &CreateOptions::default()).unwrap();
+    client.sync_metadata().unwrap();
+
+    // The manager's disk fills; chmods and renames need no new room in the namespace
+    // (they are not refused for it) but every commit writes new pages: one fails.
+    let filler = fill(&data.join("server-0"));
+    let mut modes = [None; FILES];
+    let mut at = 0;
+    let mut refused = 0;
+    for k in 0..20_000usize {
+        if reopens() > 0 {
+            break;
+        }
+        let f = k % FILES;
+        let mode = 0o600 | (k as u32 % 0o100);
+        let chmod = SetAttr {
+            mode: Some(mode),
+            ..Default::default()
+        };
+        match client.setattr(&format!("/d/f{f}"), &chmod) {
+            Ok(_) => modes[f] = Some(mode),
+            Err(e) => {
+                assert!(matches!(e.code(), ErrorCode::NoSpace | ErrorCode::Io), "{e}");
+                refused += 1;
+            }
+        }
+        match client.rename(&long(at), &long(at + 1)) {
+            Ok(_) => at += 1,
+            Err(e) => {
+                assert!(matches!(e.code(), ErrorCode::NoSpace | ErrorCode::Io), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        reopens() > 0,
+        "no commit failed on the full disk: nothing was tested"
+    );
+    eprintln!("acknowledged: renames up to r-{at}, {refused} operations refused; the manager says:");
+    for line in std::fs::read_to_string(&log).unwrap_or_default().lines() {
+        if line.contains("reopen") || line.contains("lost") || line.contains("incarnation") {
+            eprintln!("  {line}");
+        }
+    }
+    std::fs::remove_file(filler).unwrap();
+
+    // Every acknowledged operation is there, once (the client's calls replay first).
+    let names: Vec<String> = client
+        .readdir("/d")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name.to_string())
+        .collect();
+    let chain: Vec<&String> = names.iter().filter(|n| n.starts_with("r-")).collect();
+    assert_eq!(
+        chain,
+        vec![&long(at)[3..].to_string()],
+        "the rename chain, acknowledged up to r-{at} ({refused} operations refused)"
+    );
+    for (f, mode) in modes.iter().enumerate() {
+        if let Some(mode) = mode {
+            let found = client.stat(&format!("/d/f{f}")).unwrap().mode & 0o7777;
+            assert_eq!(found, *mode, "/d/f{f}: its last acknowledged chmod");
+        }
+    }
+    assert_eq!(cluster.pid(0), pid, "the manager process restarted");
+    // And it is durable: a new client after a kill -9 of the manager sees it too.
+    client.sync_metadata().unwrap();
+    drop(client);
+    cluster.kill9(0);
+    cluster.restart();
+    let client = cluster.client();
+    assert!(client.stat(&long(at)).is_ok(), "r-{at} after a crash");
+    drop(mount);
 }

@@ -381,6 +381,34 @@ impl Tracker {
         Some(kept.last_answer.map_or(Duration::MAX, |t| t.elapsed()))
     }
 
+    /// Whether an untracked `request` that lost its connection is asked again: a read
+    /// (nothing happens twice), to a manager with a new incarnation (it restarted, or
+    /// acted so after its store lost operations: its connections were closed).
+    pub fn resend_after_restart(&self, inner: &Inner, request: &Request) -> bool {
+        use weft_proto::msg::Opcode;
+        const READS: [Opcode; 11] = [
+            Opcode::GetCluster,
+            Opcode::Resolve,
+            Opcode::Lookup,
+            Opcode::LookupMany,
+            Opcode::GetAttr,
+            Opcode::Readdir,
+            Opcode::ReaddirPlus,
+            Opcode::Readlink,
+            Opcode::Statfs,
+            Opcode::GetXattr,
+            Opcode::ListXattr,
+        ];
+        if self.off.load(Ordering::Relaxed) || !READS.contains(&request.meta_request().opcode()) {
+            return false;
+        }
+        let epoch = self.kept.lock().unwrap().epoch;
+        inner
+            .pool
+            .get(&inner.meta_route)
+            .is_ok_and(|c| epoch != 0 && c.incarnation() != epoch)
+    }
+
     /// Before an untracked request: replays first if the manager restarted.
     pub fn before(&self, inner: &Inner) -> Result<(), ClientError> {
         if self.off.load(Ordering::Relaxed) {

@@ -13,6 +13,32 @@ impl MetaService {
         Ok(())
     }
 
+    /// Acts as a restarted manager whenever the store loses acknowledged operations (a
+    /// disk error made it reopen its database without its non-durable commits): the
+    /// record of tracked requests is reloaded from the reopened store, the replay window
+    /// opens for `window`, and `announce` is given a new incarnation, which it must
+    /// hand out in every handshake from then on and close every connection, so that
+    /// clients find a new epoch and replay exactly what was lost. All of it before any
+    /// other operation reaches the reopened store.
+    pub fn restart_on_loss(
+        self: &Arc<Self>,
+        window: Duration,
+        new_incarnation: fn() -> u64,
+        announce: Arc<dyn Fn(u64) + Send + Sync>,
+    ) {
+        let service = Arc::downgrade(self);
+        self.store.on_loss(Box::new(move |records| {
+            let Some(service) = service.upgrade() else { return };
+            service.replay.restart(records, window);
+            let incarnation = new_incarnation();
+            service.set_incarnation(incarnation);
+            eprintln!(
+                "weftd meta: new incarnation {incarnation:x}: every connection closed, clients replay what they were answered for and was lost"
+            );
+            announce(incarnation);
+        }));
+    }
+
     /// Whether the replay window after the start is still open.
     pub fn replay_window_open(&self) -> bool {
         self.replay.window_open()
@@ -32,6 +58,7 @@ impl MetaService {
         else {
             unreachable!("tracked() is given Tracked requests");
         };
+        let losses = self.store.losses();
         if replay == 0 {
             self.replay.wait_open();
         }
@@ -85,6 +112,7 @@ impl MetaService {
             reply_of: crate::replay::reply_of(&request),
             forget: self.replay.to_forget(),
             recorded: None,
+            losses,
         });
         let result = self.serve(caller, *request);
         let tracking = crate::store::replies::untrack();

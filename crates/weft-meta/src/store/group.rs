@@ -186,6 +186,16 @@ impl GroupCommit {
         state.durable_seq = state.durable_seq.max(seq);
     }
 
+    /// After a reopen that found the store back at `seq` (acknowledged operations after
+    /// it lost with the database's non-durable commits): numbers go on from there, as
+    /// after a restart.
+    pub(super) fn restart_at(&self, seq: u64) {
+        let mut state = self.lock();
+        state.seq = seq;
+        state.committed_seq = seq;
+        state.durable_seq = seq;
+    }
+
     /// Sets the interval between background durable commits (0: every commit durable).
     pub(super) fn set_interval(&self, interval: Duration) {
         self.lock().interval = interval;

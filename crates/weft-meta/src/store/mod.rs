@@ -37,7 +37,11 @@
 //! operation ("Previous I/O error occurred"). The store then closes the database and
 //! opens it again from what was committed, at once and, if that fails too, at the next
 //! operation after `REOPEN_RETRY`: nothing acknowledged is lost, and writes resume by
-//! themselves once space is freed.
+//! themselves once space is freed. With a commit interval above 0 the reopened
+//! database lacks the non-durable commits since the last durable one: acknowledged
+//! operations are gone, as after a crash. The store then tells its loss hook
+//! (`on_loss`: the service acts as a restarted manager, whose clients replay them) with
+//! the record of tracked requests as it is now, while no operation can run.
 
 mod access;
 mod group;
@@ -169,7 +173,17 @@ pub struct MetaStore {
     group: group::GroupCommit,
     /// Stale pieces' generations, for rebuilds (`ops/rebuild.rs`).
     stale_generations: ops::rebuild::StaleGenerations,
+    /// Told when a reopen lost acknowledged operations (see the module comment).
+    loss_hook: std::sync::OnceLock<LossHook>,
+    /// Reopens that lost acknowledged operations.
+    losses: AtomicU64,
 }
+
+/// What the store calls when a reopen after a disk error found acknowledged operations
+/// gone, with the record of tracked requests the reopened database holds. It runs while
+/// the database is held alone (no operation runs before it returns): it must not call
+/// the store.
+pub type LossHook = Box<dyn Fn(Vec<(replies::ReplyKey, replies::Reply)>) + Send + Sync>;
 
 thread_local! {
     /// Set by `storage()` when redb reports a disk error: the database refuses every
@@ -282,6 +296,8 @@ impl MetaStore {
             reservation: Mutex::new(InodeReservation::default()),
             group: group::GroupCommit::default(),
             stale_generations: Default::default(),
+            loss_hook: std::sync::OnceLock::new(),
+            losses: AtomicU64::new(0),
             created,
             reserve_file: reserve_path(path),
             reserve_held: AtomicBool::new(false),
@@ -332,6 +348,7 @@ impl MetaStore {
             match Database::open(&self.path) {
                 Ok(opened) => {
                     eprintln!("weftd meta: metadata store {} reopened", self.path.display());
+                    self.reopened(&opened);
                     *db = Some(opened);
                     *closed = None;
                     self.generation.fetch_add(1, Ordering::SeqCst);
@@ -346,6 +363,54 @@ impl MetaStore {
                     return Err(cause);
                 }
             }
+        }
+    }
+
+    /// Reopens so far that lost acknowledged operations (a tracked request notes it when
+    /// it comes: see `replies::fence`).
+    pub fn losses(&self) -> u64 {
+        self.losses.load(Ordering::SeqCst)
+    }
+
+    /// Sets what is told when a reopen loses acknowledged operations (once).
+    pub fn on_loss(&self, hook: LossHook) {
+        if self.loss_hook.set(hook).is_err() {
+            eprintln!("weftd meta: the store's loss hook was set twice; the first one stays");
+        }
+    }
+
+    /// After a reopen (the database held alone): if it is back before operations that
+    /// were acknowledged (non-durable commits the failed database never made durable),
+    /// numbers go on from where it is and the loss hook hears it. Before, the process
+    /// went on as if nothing was lost, and its clients, seeing the same manager, never
+    /// replayed what they had been answered for (issue 30).
+    fn reopened(&self, db: &Database) {
+        let acknowledged = self.group.state().seq;
+        let found = (|| -> Result<_, redb::Error> {
+            let txn = db.begin_read()?;
+            let stored = txn
+                .open_table(COUNTERS)?
+                .get(group::COUNTER_COMMIT_SEQ)?
+                .map_or(0, |v| v.value());
+            Ok((stored, replies::read_all(&txn)?))
+        })();
+        match found {
+            Ok((stored, _)) if stored >= acknowledged => {}
+            Ok((stored, records)) => {
+                eprintln!(
+                    "weftd meta: the reopened metadata store is back at operation {stored}: the {} acknowledged after it (not durable yet) are lost with the failed database; acting as a restarted manager so that clients replay them",
+                    acknowledged - stored
+                );
+                self.group.restart_at(stored);
+                self.losses.fetch_add(1, Ordering::SeqCst);
+                match self.loss_hook.get() {
+                    Some(hook) => hook(records),
+                    None => eprintln!("weftd meta: nobody to tell of the loss (no loss hook)"),
+                }
+            }
+            Err(e) => eprintln!(
+                "weftd meta: reading the reopened metadata store's commit number: {e}; cannot tell whether acknowledged operations were lost"
+            ),
         }
     }
 
@@ -385,7 +450,10 @@ impl MetaStore {
         // Closing first: redb holds a lock on the file while open.
         drop(db.take());
         match Database::open(&self.path) {
-            Ok(opened) => *db = Some(opened),
+            Ok(opened) => {
+                self.reopened(&opened);
+                *db = Some(opened)
+            }
             Err(e) => {
                 let cause = self.closed_error(&redb::Error::from(e));
                 eprintln!("weftd meta: {}", cause.message);
@@ -601,7 +669,10 @@ impl MetaStore {
     ) -> Result<T, WireError> {
         // Group commit inside the reopen guard: a group's transaction belongs to the
         // database it began on, and a reopen waits until every member has its outcome.
-        self.with_database(|db| self.group.write(db, false, body))
+        self.with_database(|db| {
+            replies::fence(self.losses())?;
+            self.group.write(db, false, body)
+        })
     }
 
     /// As `write`, returning only once `body`'s transaction (and so every one before
@@ -610,7 +681,10 @@ impl MetaStore {
         &self,
         body: impl FnOnce(&mut WriteTables<'_>) -> Result<T, WireError>,
     ) -> Result<T, WireError> {
-        self.with_database(|db| self.group.write(db, true, body))
+        self.with_database(|db| {
+            replies::fence(self.losses())?;
+            self.group.write(db, true, body)
+        })
     }
 
     /// Makes every operation acknowledged so far durable (fsync, sync, the committer,

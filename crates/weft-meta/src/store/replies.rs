@@ -82,6 +82,9 @@ pub struct Tracking {
     pub forget: Vec<ReplyKey>,
     /// Set once written: what was recorded.
     pub recorded: Option<Reply>,
+    /// The store's losses (`MetaStore::losses`) when the request came: one that came
+    /// before a loss is not applied after it (`fence`).
+    pub losses: u64,
 }
 
 thread_local! {
@@ -96,6 +99,22 @@ pub fn track(tracking: Tracking) {
 /// Takes back what `track` set, with what was recorded.
 pub fn untrack() -> Option<Tracking> {
     TRACKING.with(|t| t.borrow_mut().take())
+}
+
+/// Refuses the thread's tracked operation if the store lost acknowledged operations
+/// since it came (`losses` now): it would be applied before the clients' replays of
+/// what was lost, which it may follow (a chmod replayed after a later one). Its
+/// connection was closed with the loss, so its client never hears this refusal: it sends
+/// the request again after its replays.
+pub(super) fn fence(losses: u64) -> Result<(), WireError> {
+    TRACKING.with(|t| match t.borrow().as_ref() {
+        Some(tracking) if tracking.losses != losses => Err(WireError::new(
+            weft_proto::ErrorCode::Unavailable,
+            "the metadata manager lost acknowledged operations to a disk error and acts as restarted: \
+             send the request again after replaying",
+        )),
+        _ => Ok(()),
+    })
 }
 
 /// The inode a replayed operation made before (and its layout), without taking it.
@@ -156,19 +175,21 @@ impl MetaStore {
     /// Every recorded answer (read once at the start; the service bounds how many there
     /// are, `replay::RECORDS_MAX`).
     pub fn replies(&self) -> Result<Vec<(ReplyKey, Reply)>, WireError> {
-        self.with_database(|db| {
-            let txn = db.begin_read().storage()?;
-            let table = txn.open_table(REPLIES).storage()?;
-            let mut out = Vec::new();
-            for item in table.iter().storage()? {
-                let (key, value) = item.storage()?;
-                if let Some(reply) = Reply::from_bytes(value.value()) {
-                    out.push((key.value(), reply));
-                }
-            }
-            Ok(out)
-        })
+        self.with_database(|db| read_all(&db.begin_read().storage()?).storage())
     }
+}
+
+/// Every record `txn` sees.
+pub(super) fn read_all(txn: &redb::ReadTransaction) -> Result<Vec<(ReplyKey, Reply)>, redb::Error> {
+    let table = txn.open_table(REPLIES)?;
+    let mut out = Vec::new();
+    for item in table.iter()? {
+        let (key, value) = item?;
+        if let Some(reply) = Reply::from_bytes(value.value()) {
+            out.push((key.value(), reply));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -196,7 +196,8 @@ pub struct ServerIdentity {
     pub roles: u32,
     /// The server binary's version and git revision, "0.1.0 (git 1a2b3c4)".
     pub build: &'static str,
-    /// Chosen anew at each start (see [`new_incarnation`]).
+    /// Chosen anew at each start (see [`new_incarnation`]), and at each
+    /// [`Restarter::restart`].
     pub incarnation: u64,
     /// Ask clients for a MUNGE credential in the handshake (`MungeChallenge`): a
     /// metadata manager in `munge` identity mode.
@@ -306,6 +307,56 @@ impl ServerHandle {
     pub fn load(&self) -> (usize, u64) {
         self.shared.peers.totals()
     }
+
+    /// What lets the handler act as a restart of this server (see [`Restarter`]).
+    pub fn restarter(&self) -> Restarter {
+        Restarter {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Longest `Restarter::restart` waits for the event loops to close their connections.
+const RESTART_CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// Makes the running server look restarted to its clients without a new process: a
+/// new incarnation in every handshake from now on, and every connection closed, so that
+/// each client reconnects and finds it. A metadata manager whose store lost
+/// acknowledged operations (a disk error, weft-meta `replay.rs`) uses it so that its
+/// clients replay them, as after a real restart.
+#[derive(Clone)]
+pub struct Restarter {
+    shared: Arc<Shared>,
+}
+
+impl Restarter {
+    /// Hands out `incarnation` from now on and closes every connection, returning once
+    /// they are closed (at most `RESTART_CLOSE_WAIT`): no reply to a request that came
+    /// before reaches its client, which sends it again on a new connection. A handshake
+    /// the loops had answered with the old incarnation belongs to a connection they
+    /// close too (the loops write the handshake's answer and close in order).
+    pub fn restart(&self, incarnation: u64) {
+        self.shared
+            .incarnation
+            .store(incarnation, std::sync::atomic::Ordering::SeqCst);
+        let (done, closed) = std::sync::mpsc::channel();
+        for handle in &self.shared.loops {
+            handle.post(LoopMsg::CloseAll(done.clone()));
+        }
+        let deadline = Instant::now() + RESTART_CLOSE_WAIT;
+        for _ in &self.shared.loops {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if closed.recv_timeout(left).is_err() {
+                eprintln!("weftd: an event loop did not close its connections within {RESTART_CLOSE_WAIT:?}");
+                return;
+            }
+        }
+    }
+
+    /// The incarnation handshakes give now.
+    pub fn incarnation(&self) -> u64 {
+        self.shared.incarnation.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// A request read whole, on its way to a worker.
@@ -326,6 +377,8 @@ pub(crate) struct Job {
 pub(crate) struct Shared {
     handler: Arc<dyn Handler>,
     identity: ServerIdentity,
+    /// The incarnation handshakes give (`identity`'s until a `Restarter` changes it).
+    incarnation: AtomicU64,
     limits: ServerLimits,
     key: ClusterKey,
     peers: peers::Peers,
@@ -407,6 +460,7 @@ pub fn serve(
     let shared = Arc::new(Shared {
         handler,
         identity,
+        incarnation: AtomicU64::new(identity.incarnation),
         limits,
         key,
         peers: peers::Peers::new(limits),

@@ -114,7 +114,7 @@ impl EventLoop {
             Ok(Response::Hello {
                 server_id: identity.server_id,
                 roles: identity.roles,
-                incarnation: identity.incarnation,
+                incarnation: self.shared.incarnation.load(std::sync::atomic::Ordering::SeqCst),
                 proof: server_proof,
             }),
         );

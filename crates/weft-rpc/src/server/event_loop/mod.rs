@@ -74,6 +74,8 @@ pub enum LoopMsg {
     StopAccepting,
     /// End this connection's handshake: its peer's newer ones took its place.
     Evict(ConnectionId),
+    /// Close every connection (`Restarter::restart`), then say so.
+    CloseAll(std::sync::mpsc::Sender<()>),
 }
 
 /// A loop's mailbox.
@@ -303,6 +305,13 @@ impl EventLoop {
                 }
                 LoopMsg::Listen(listener) => self.listen(listener),
                 LoopMsg::Evict(id) => self.evict(id),
+                LoopMsg::CloseAll(done) => {
+                    let tokens: Vec<mio::Token> = self.clients.keys().copied().collect();
+                    for token in tokens {
+                        self.close(token);
+                    }
+                    let _ = done.send(());
+                }
                 LoopMsg::StopAccepting => {
                     for (_, listener) in self.listeners.drain(..) {
                         let fd = match &listener {
