@@ -315,7 +315,7 @@ fn set(client: &Client, e: &Entry, changes: SetAttr) -> Result<()> {
         .map_err(|err| anyhow::anyhow!("{}: {err}", escape::name(e.path.as_bytes())))
 }
 
-/// OWNER[:GROUP] (or OWNER: / :GROUP) as chown(1) takes it: names from the system's
+/// `OWNER[:GROUP]` (or `OWNER:` or `:GROUP`) as chown(1) takes it: names from the system's
 /// user and group databases, or numbers.
 pub fn parse_owner(text: &str) -> Result<(Option<u32>, Option<u32>)> {
     let (user, group) = match text.split_once([':', '.']) {

@@ -436,8 +436,9 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// Change the entries under directories too (symbolic links are left alone).
         #[arg(short = 'R')]
         recursive: bool,
-        /// The mode: octal (0 to 7777) or symbolic clauses [ugoa][+-=][rwxXst], comma
-        /// separated (the umask is not applied).
+        /// The mode: octal (0 to 7777) or symbolic clauses, comma separated: who (u, g,
+        /// o, a; none is all), then +, - or =, then r, w, x, X, s, t (the umask is not
+        /// applied).
         #[arg(value_parser = admin::parse_mode_change, allow_hyphen_values = true)]
         mode: admin::ModeChange,
         /// Files and directories to change.

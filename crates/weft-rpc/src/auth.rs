@@ -377,17 +377,22 @@ pub fn client_handshake<S: Read + Write>(
 /// `within`. Spends no credential (it never authenticates). Err only for no answer
 /// in time or no server at all (refused); a server that answers anything, even a
 /// refusal, or closes the connection, is running.
-pub(crate) fn probe_alive(target: &str, addr: &str, within: std::time::Duration) -> Result<(), String> {
+pub(crate) fn probe_alive(target: &str, addr: &str, within: std::time::Duration) -> Result<(), RpcError> {
+    let dead = |reason: String| RpcError::Connect {
+        addr: addr.to_owned(),
+        reason,
+    };
+    let no_answer = RpcError::TimedOut {
+        addr: addr.to_owned(),
+        after_ms: within.as_millis() as u64,
+    };
     let mut stream = match crate::stream::Stream::connect(target, within) {
         Ok(s) => s,
         Err(e) if e.kind() == io::ErrorKind::ConnectionRefused || e.kind() == io::ErrorKind::NotFound => {
-            return Err(format!("nothing listens at {target} any more"))
+            return Err(dead(format!("nothing listens at {target} any more")))
         }
         Err(e) if e.kind() == io::ErrorKind::TimedOut || e.kind() == io::ErrorKind::WouldBlock => {
-            return Err(format!(
-                "a new connection was not accepted within {} ms",
-                within.as_millis()
-            ))
+            return Err(no_answer)
         }
         // Out of descriptors, say: nothing known about the server.
         Err(_) => return Ok(()),
@@ -398,11 +403,7 @@ pub(crate) fn probe_alive(target: &str, addr: &str, within: std::time::Duration)
         client: "liveness probe".to_owned(),
     };
     let answered = match exchange(&mut stream, addr, within.as_millis() as u64, 1, &hello) {
-        Err(RpcError::TimedOut { .. }) => Err(format!(
-            "it accepted a new connection but did not answer its first handshake step within {} ms \
-             (stopped or hung?)",
-            within.as_millis()
-        )),
+        Err(RpcError::TimedOut { .. }) => Err(no_answer),
         _ => Ok(()),
     };
     stream.shutdown(std::net::Shutdown::Both).ok();

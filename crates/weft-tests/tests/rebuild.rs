@@ -67,25 +67,7 @@ fn a_piece_that_missed_writes_is_rebuilt_and_survives_its_partner() {
     std::fs::write(&source, &data).unwrap();
 
     // Server 1 (slot 0's primary) is killed in the middle of the put.
-    let mut put = cluster
-        .command("weft")
-        .args(["put", source.to_str().unwrap(), "/r/f"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(250));
-    assert!(
-        put.try_wait().unwrap().is_none(),
-        "the put ended before the kill: make the file larger"
-    );
-    cluster.kill9(1);
-    let out = put.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "put: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::put_killing(&cluster, "/r/f", &data, 1);
     let layout = layout_of(&client, "/r/f");
     assert_eq!(layout.replication.stale, vec![ServerId(1)]);
 

@@ -1,7 +1,8 @@
 //! The client side: a multiplexed connection to one server, and a pool of them. Here:
 //! `Connection` (the handshake, sending calls, capabilities presented before a call);
 //! `waiters.rs` the calls it waits for, `pending.rs` a call waiting for its reply,
-//! `reader.rs` reading replies off the connection, `pool.rs` the pool.
+//! `reader.rs` reading replies off the connection and probing a silent server,
+//! `suspects.rs` servers that did not answer lately, `pool.rs` the pool.
 
 use crate::auth::{client_handshake, ClientAuth};
 use crate::capability::{CapabilitySource, PresentedHere};
@@ -22,6 +23,7 @@ use weft_proto::ErrorCode;
 mod pending;
 mod pool;
 mod reader;
+mod suspects;
 mod waiters;
 
 pub use crate::error::RpcError;
@@ -131,6 +133,17 @@ impl Connection {
             addr: addr.to_owned(),
             reason,
         };
+        if suspects::suspected(addr).is_some() {
+            // A quick probe first: a server that runs again is used at once.
+            match crate::auth::probe_alive(target, addr, suspects::RECHECK_WAIT) {
+                Ok(()) => suspects::cleared(addr),
+                // The probe's error says how: no answer in time, or nothing listening.
+                Err(e) => {
+                    suspects::suspect(addr);
+                    return Err(e);
+                }
+            }
+        }
         let mut stream = Stream::connect(target, timeouts.connect).map_err(|e| connect_err(e.to_string()))?;
         // The handshake runs before the watcher thread exists; no request can go out
         // before it succeeded. Its steps are answered by the server's event loop at
@@ -148,8 +161,14 @@ impl Connection {
             handshake_wait.as_millis() as u64,
         );
         let hello = match hello {
-            Ok(h) => h,
+            Ok(h) => {
+                suspects::cleared(addr);
+                h
+            }
             Err(e) => {
+                if matches!(e, RpcError::TimedOut { .. }) {
+                    suspects::suspect(addr);
+                }
                 stream.shutdown(Shutdown::Both).ok();
                 return Err(e);
             }

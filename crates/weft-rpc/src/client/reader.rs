@@ -241,6 +241,14 @@ fn liveness(
         Ok(()) => table.quiet_since = std::time::Instant::now(),
         Err(why) if !table.waiters.is_empty() && table.broken.is_none() => {
             drop(table);
+            super::suspects::suspect(addr);
+            let why = match why {
+                RpcError::TimedOut { after_ms, .. } => format!(
+                    "it accepted a new connection but did not answer its first handshake step \
+                     within {after_ms} ms (stopped or hung?)"
+                ),
+                other => other.to_string(),
+            };
             fail_all(pending, addr, &format!("the server does not answer: {why}"));
             // Ends a thread blocked reading it.
             control.shutdown(Shutdown::Both).ok();

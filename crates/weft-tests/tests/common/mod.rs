@@ -168,3 +168,32 @@ pub fn hang(cluster: &TestCluster, id: u32) {
             .then_some(())
     });
 }
+
+/// Runs `weft put - PATH` fed `data` through a pipe, killing io server `victim` with
+/// SIGKILL when half of it has been taken: the put is then in the middle for certain (it
+/// waits for the rest), however fast the machine. It must succeed. (A fixed delay
+/// before the kill let a quiet machine finish first.)
+pub fn put_killing(cluster: &TestCluster, path: &str, data: &[u8], victim: u32) {
+    use std::io::Write;
+    let mut child = cluster
+        .command("weft")
+        .args(["put", "-", path])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let (first, rest) = data.split_at(data.len() / 2);
+    input.write_all(first).unwrap();
+    cluster.kill9(victim);
+    input.write_all(rest).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "weft put with io server {victim} killed halfway failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
