@@ -9,11 +9,13 @@
 //!   separate cache managers (Clusterfile's two-phase, "2P"), in each cache manager
 //!   schedule (`weft_cm_schedule`) for the patterns chosen by --schedule-k.
 //!
-//! Each configuration is measured `--repeat` times (the median counts): a run writes
-//! collectively (timed), syncs (timed), and reads back right away (the hot read: from
-//! the tier for a cached file, from the page cache otherwise); then, per repeat, the
-//! cluster is restarted (an empty tier), the kernel's caches are dropped (`echo 3 >
+//! Each configuration is measured `--repeat` times, the configurations of a pattern
+//! alternated run by run with the order rotating (the median counts, min and max are
+//! kept): a run writes collectively (timed), syncs (timed), and reads back right away
+//! (the hot read: from the tier for a cached file, from the page cache otherwise); then
+//! its cluster is restarted (an empty tier), the kernel's caches are dropped (`echo 3 >
 //! /proc/sys/vm/drop_caches`, where permitted) and the file read again (the cold read).
+//! Every cluster is started first and runs until the end.
 //! Prints a table and the targets, writes JSON and an SVG plot.
 
 use crate::collective::{compile, library, mpirun_procs, run_timed, Timing};
@@ -397,62 +399,76 @@ impl Bench<'_> {
         c
     }
 
-    /// Measures `run` on `case`; `restart` empties the tier before a cold read.
-    fn measure(&mut self, run: &Run<'_>, case: &Case, restart: &dyn Fn() -> Result<()>) -> Result<Row> {
-        let mut runs = Vec::new();
-        let mut command = String::new();
-        let mut chosen = None;
-        for _ in 0..self.a.repeat {
-            let (t, shown, stderr): (Timing, String, String) =
-                run_timed(self.command(run, case, "both"), case.only)?;
-            runs.push([t.write_s, t.sync_s, t.read_s]);
-            command = shown;
-            chosen = chosen_methods(&stderr);
-        }
-        let mut cold_runs = Vec::new();
-        if !self.a.no_cold {
-            for _ in 0..self.a.repeat {
+    /// One run of `run` on `case`: write, sync and hot read (seconds), then, unless
+    /// --no-cold, a cold read after `restart` emptied the tier and the kernel's caches
+    /// were dropped; with the command line and the methods the library chose.
+    fn measure_once(&mut self, run: &Run<'_>, case: &Case, restart: &dyn Fn() -> Result<()>) -> Result<Once> {
+        let (t, command, stderr): (Timing, String, String) =
+            run_timed(self.command(run, case, "both"), case.only)?;
+        let cold = match self.a.no_cold {
+            true => None,
+            false => {
                 restart()?;
                 self.caches_dropped = drop_caches();
-                let (t, _, _) = run_timed(self.command(run, case, "read"), case.only)?;
-                cold_runs.push(t.read_s);
+                Some(run_timed(self.command(run, case, "read"), case.only)?.0.read_s)
             }
-        }
-        let column = |i: usize| median(&runs.iter().map(|r| r[i]).collect::<Vec<_>>());
-        let (write_s, sync_s, hot_read_s) = (column(0), column(1), column(2));
-        let cold_read_s = (!cold_runs.is_empty()).then(|| median(&cold_runs));
-        let mib = case.bytes as f64 / MIB as f64;
-        let rate = |s: f64| mib / s.max(1e-9);
-        let row = Row {
-            pattern: case.name.clone(),
-            method: run.method.clone(),
-            tier: run.tier,
-            schedule: run.schedule.map(str::to_owned),
-            bytes: case.bytes,
-            write_s,
-            sync_s,
-            hot_read_s,
-            cold_read_s,
-            write_mib_s: rate(write_s),
-            write_sync_mib_s: rate(write_s + sync_s),
-            hot_read_mib_s: rate(hot_read_s),
-            cold_read_mib_s: cold_read_s.map(rate),
-            runs,
-            cold_runs,
-            command,
-            chosen,
         };
-        eprintln!(
-            "{}: {}: write {:.1} MiB/s, write+sync {:.1}, hot read {:.1}, cold read {}",
-            row.pattern,
-            row.label(),
-            row.write_mib_s,
-            row.write_sync_mib_s,
-            row.hot_read_mib_s,
-            row.cold_read_mib_s.map_or("-".into(), |v| format!("{v:.1}"))
-        );
-        Ok(row)
+        Ok(Once {
+            hot: [t.write_s, t.sync_s, t.read_s],
+            cold,
+            command,
+            chosen: chosen_methods(&stderr),
+        })
     }
+}
+
+/// What one run of a configuration measured.
+struct Once {
+    hot: [f64; 3],
+    cold: Option<f64>,
+    command: String,
+    chosen: Option<String>,
+}
+
+/// The row of `run` on `case` from its runs (medians).
+fn row_of(run: &Run<'_>, case: &Case, ones: Vec<Once>) -> Row {
+    let runs: Vec<[f64; 3]> = ones.iter().map(|o| o.hot).collect();
+    let cold_runs: Vec<f64> = ones.iter().filter_map(|o| o.cold).collect();
+    let column = |i: usize| median(&runs.iter().map(|r| r[i]).collect::<Vec<_>>());
+    let (write_s, sync_s, hot_read_s) = (column(0), column(1), column(2));
+    let cold_read_s = (!cold_runs.is_empty()).then(|| median(&cold_runs));
+    let mib = case.bytes as f64 / MIB as f64;
+    let rate = |s: f64| mib / s.max(1e-9);
+    let last = ones.into_iter().last();
+    let row = Row {
+        pattern: case.name.clone(),
+        method: run.method.clone(),
+        tier: run.tier,
+        schedule: run.schedule.map(str::to_owned),
+        bytes: case.bytes,
+        write_s,
+        sync_s,
+        hot_read_s,
+        cold_read_s,
+        write_mib_s: rate(write_s),
+        write_sync_mib_s: rate(write_s + sync_s),
+        hot_read_mib_s: rate(hot_read_s),
+        cold_read_mib_s: cold_read_s.map(rate),
+        runs,
+        cold_runs,
+        command: last.as_ref().map(|o| o.command.clone()).unwrap_or_default(),
+        chosen: last.and_then(|o| o.chosen),
+    };
+    eprintln!(
+        "{}: {}: write {:.1} MiB/s, write+sync {:.1}, hot read {:.1}, cold read {}",
+        row.pattern,
+        row.label(),
+        row.write_mib_s,
+        row.write_sync_mib_s,
+        row.hot_read_mib_s,
+        row.cold_read_mib_s.map_or("-".into(), |v| format!("{v:.1}"))
+    );
+    row
 }
 
 pub fn run(a: &ClusterfileArgs) -> Result<()> {
@@ -491,27 +507,31 @@ pub fn run(a: &ClusterfileArgs) -> Result<()> {
     let cases = cases(a);
     let mut rows: Vec<Row> = Vec::new();
 
-    // ROMIO on the local file system.
-    let romio = Run {
-        method: "romio321".into(),
-        tier: Tier::Local,
-        schedule: None,
-        prefix: format!("{}/", local.path().display()),
-        weft: None,
-    };
-    for case in &cases {
-        rows.push(bench.measure(&romio, case, &|| Ok(()))?);
-        std::fs::remove_file(local.path().join(case.only)).ok();
-    }
-
-    // Each tier in a cluster of its own.
+    // Every tier in a cluster of its own, all started first, so that each case's
+    // configurations (ROMIO on the local file system and every Weft one) run
+    // alternated, round after round, the order rotating (`report::alternated`), rather
+    // than each repeat in a row.
     let mut tiers = vec![Tier::Uncached, Tier::Colocated];
     tiers.extend(a.cms.iter().map(|&n| Tier::Separate(n)));
-    for tier in tiers {
-        let cluster = Cluster::start(&weft, a, tier)?;
+    let mut clusters = Vec::new();
+    for tier in &tiers {
+        let cluster = Cluster::start(&weft, a, *tier)?;
         cluster.weft(&["mkdir", "/bench"])?;
-        let restart = || cluster.restart();
-        for case in &cases {
+        clusters.push(cluster);
+    }
+    for case in &cases {
+        // (configuration, its cluster: none for ROMIO)
+        let mut configs: Vec<(Run<'_>, Option<&Cluster>)> = vec![(
+            Run {
+                method: "romio321".into(),
+                tier: Tier::Local,
+                schedule: None,
+                prefix: format!("{}/", local.path().display()),
+                weft: None,
+            },
+            None,
+        )];
+        for (tier, cluster) in tiers.iter().zip(&clusters) {
             let mut runs: Vec<(String, Option<&str>)> = Vec::new();
             match tier {
                 Tier::Uncached => runs.extend(a.methods.iter().map(|m| (m.clone(), None))),
@@ -523,17 +543,33 @@ pub fn run(a: &ClusterfileArgs) -> Result<()> {
             for (method, schedule) in runs {
                 let run = Run {
                     method,
-                    tier,
+                    tier: *tier,
                     schedule,
                     prefix: "weft:/bench/".into(),
                     weft: Some((&library, cluster.home())),
                 };
-                rows.push(bench.measure(&run, case, &restart)?);
-                // The next configuration starts from a new file.
-                cluster.weft(&["rm", &format!("/bench/{}", case.only)])?;
+                configs.push((run, Some(cluster)));
             }
         }
+        let measured = crate::report::alternated(&configs, a.repeat, |_, (run, cluster)| {
+            let once = match cluster {
+                None => bench.measure_once(run, case, &|| Ok(())),
+                Some(c) => bench.measure_once(run, case, &|| c.restart()),
+            }?;
+            // The next run starts from a new file.
+            match cluster {
+                None => {
+                    std::fs::remove_file(local.path().join(case.only)).ok();
+                }
+                Some(c) => c.weft(&["rm", &format!("/bench/{}", case.only)])?,
+            }
+            Ok(once)
+        })?;
+        for ((run, _), ones) in configs.iter().zip(measured) {
+            rows.push(row_of(run, case, ones));
+        }
     }
+    drop(clusters);
 
     let goals = goals(&rows);
     print_table(&rows);
