@@ -17,6 +17,9 @@ pub(crate) struct Handed {
     /// maker checked the file as an open checks it (a mount's handoff, `VERSION_OPENED`):
     /// reads within it need not ask them again.
     pub sized: bool,
+    /// The whole file's bytes as the maker read them after that check
+    /// (`VERSION_CONTENT`: a small file), for reads within the trusted time.
+    pub content: Option<Vec<u8>>,
 }
 
 impl Handoff {
@@ -27,14 +30,31 @@ impl Handoff {
     /// As `VERSION_CAPABLE`, and the size in the attributes is the io servers' as of
     /// the maker's open-time check (a mount's `user.weft.handoff`).
     const VERSION_OPENED: u8 = 3;
+    /// The content's length and the content (the whole file, read after the maker's
+    /// open-time check), then a `VERSION_OPENED` handoff without its version byte.
+    const VERSION_CONTENT: u8 = 4;
 
     pub(crate) fn encode(attr: &Attr, capability: Option<&(u32, weft_proto::Capability)>) -> Vec<u8> {
         Handoff::encode_as(attr, capability, false)
     }
 
-    /// `encode`, with `attr.size` vouched as the io servers' size at an open-time check.
-    pub(crate) fn encode_opened(attr: &Attr, capability: Option<&(u32, weft_proto::Capability)>) -> Vec<u8> {
-        Handoff::encode_as(attr, capability, true)
+    /// `encode`, with `attr.size` vouched as the io servers' size at an open-time check,
+    /// and with `content`, the whole file read after that check, if given.
+    pub(crate) fn encode_opened(
+        attr: &Attr,
+        capability: Option<&(u32, weft_proto::Capability)>,
+        content: Option<&[u8]>,
+    ) -> Vec<u8> {
+        let opened = Handoff::encode_as(attr, capability, true);
+        let Some(content) = content else {
+            return opened;
+        };
+        let mut out = Vec::with_capacity(opened.len() + 9 + content.len());
+        out.push(Handoff::VERSION_CONTENT);
+        out.extend_from_slice(&(content.len() as u64).to_le_bytes());
+        out.extend_from_slice(content);
+        out.extend_from_slice(&opened[1..]);
+        out
     }
 
     fn encode_as(attr: &Attr, capability: Option<&(u32, weft_proto::Capability)>, sized: bool) -> Vec<u8> {
@@ -74,7 +94,30 @@ impl Handoff {
                 attr: Attr::from_bytes(rest).map_err(|e| e.to_string())?,
                 capability: None,
                 sized: false,
+                content: None,
             }),
+            Some((&Handoff::VERSION_CONTENT, rest)) => {
+                let short = || "truncated".to_owned();
+                let len = rest.get(..8).ok_or_else(short)?;
+                let len = usize::try_from(u64::from_le_bytes(len.try_into().expect("8 bytes")))
+                    .map_err(|_| short())?;
+                let end = len.checked_add(8).ok_or_else(short)?;
+                let content = rest.get(8..end).ok_or_else(short)?.to_vec();
+                let mut opened = vec![Handoff::VERSION_OPENED];
+                opened.extend_from_slice(&rest[end..]);
+                let handed = Handoff::decode(&opened)?;
+                if handed.attr.size != content.len() as u64 {
+                    return Err(format!(
+                        "its content is {} bytes, the file's size {}",
+                        content.len(),
+                        handed.attr.size
+                    ));
+                }
+                Ok(Handed {
+                    content: Some(content),
+                    ..handed
+                })
+            }
             Some((&version @ (Handoff::VERSION_CAPABLE | Handoff::VERSION_OPENED), rest)) => {
                 let sized = version == Handoff::VERSION_OPENED;
                 let short = || "truncated".to_owned();
@@ -91,6 +134,7 @@ impl Handoff {
                         attr,
                         capability: None,
                         sized,
+                        content: None,
                     });
                 }
                 let cap = weft_proto::Capability::from_bytes(&rest[attr_end + 4..])
@@ -105,12 +149,13 @@ impl Handoff {
                     attr,
                     capability: Some((uid, cap)),
                     sized,
+                    content: None,
                 })
             }
             Some((v, _)) => Err(format!(
                 "version {v}, this build reads {} to {}",
                 Handoff::VERSION,
-                Handoff::VERSION_OPENED
+                Handoff::VERSION_CONTENT
             )),
             None => Err("empty".into()),
         }

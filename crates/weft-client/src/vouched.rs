@@ -29,6 +29,14 @@ pub struct DataStamp {
     pub(crate) objects: Vec<u64>,
 }
 
+impl DataStamp {
+    /// A stamp made up, for other crates' unit tests of tables keyed by stamps.
+    #[doc(hidden)]
+    pub fn for_tests(inode: InodeId, objects: Vec<u64>) -> DataStamp {
+        DataStamp { inode, objects }
+    }
+}
+
 /// A file's data as its io servers told it.
 #[derive(Debug, Clone)]
 pub(crate) struct Facts {

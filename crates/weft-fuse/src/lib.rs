@@ -58,7 +58,9 @@
 //!   opens a file from natively: answered only to a caller the kernel let read the file
 //!   (the `user.*` read check, `default_permissions`) and whose uid, gid and groups may
 //!   read it, after the checks an open makes (close-to-open): the attributes with the
-//!   size and a read capability of that inode only, never write access.
+//!   size and a read capability of that inode only, never write access; for a file of
+//!   at most 56 KiB also its bytes, read after those checks (kept by data stamp for the
+//!   next handoff that finds the same one, `handed.rs`).
 //! - Setuid/setgid: the kernel leaves dropping them to the file system
 //!   (`FUSE_HANDLE_KILLPRIV_V2`); a write by an unprivileged process asks the manager to
 //!   drop them, as truncate and chown do themselves.
@@ -234,6 +236,7 @@ mod deferred;
 mod dir;
 mod floor;
 mod fs;
+mod handed;
 mod kept;
 mod kernel;
 mod locks;

@@ -78,13 +78,16 @@ impl Ahead {
         }
         // Within the size the file had at its open, the window ends there: a window
         // past the end would only make the client ask the io servers for the size
-        // (one more round trip for every small file read). Past that size (the file
-        // grew), a whole window.
+        // (one more round trip for every small file read). At or past that size, the
+        // read goes straight into `buf`: it is mostly the read that finds the end of a
+        // file read whole, for which a window (a buffer of WINDOW bytes to zero; once
+        // glibc reuses freed memory for it, a memset of 8 MiB) cost more than the rest
+        // of a small file's open, read and close together.
         let at_open = file.attr().size;
         let want = if offset < at_open {
             ((at_open - offset) as usize).clamp(buf.len(), WINDOW)
         } else {
-            WINDOW
+            0
         };
         if want <= buf.len() {
             HELD.fetch_sub(WINDOW, Ordering::SeqCst);

@@ -146,8 +146,9 @@ fn weft_file(fd: c_int) -> Option<(Client, libc::stat)> {
 }
 
 /// Longest `user.weft.handoff` value taken (a file's attributes with its layout and a
-/// capability: a few hundred bytes).
-const HANDOFF_BYTES_MAX: usize = 16 << 10;
+/// capability, a few hundred bytes, and a small file's bytes): the kernel's limit for
+/// an extended attribute.
+const HANDOFF_BYTES_MAX: usize = 64 << 10;
 
 /// The mount's `user.weft.handoff` of the file open as `fd` (asked through
 /// /proc/self/fd, so it is of the very inode the descriptor holds): the kernel checks the

@@ -187,6 +187,7 @@ impl Client {
             attr,
             capability,
             sized,
+            content,
         } = Handoff::decode(handoff).map_err(|e| {
             ClientError::refused(
                 ErrorCode::InvalidArgument,
@@ -213,7 +214,7 @@ impl Client {
             }
         }
         let size = attr.size;
-        let file = File::new(self.inner.clone(), attr, path.to_owned(), write)?;
+        let mut file = File::new(self.inner.clone(), attr, path.to_owned(), write)?;
         if sized {
             // The maker checked the file as an open does just now (a mount's handoff).
             file.known_size.store(size, std::sync::atomic::Ordering::SeqCst);
@@ -222,6 +223,8 @@ impl Client {
                 // the size it cached (a read past it would ask every io server).
                 *file.size_trusted_until.lock().unwrap_or_else(|e| e.into_inner()) =
                     Some(std::time::Instant::now() + crate::file::HANDED_SIZE_TRUST);
+                // The whole file, read after the check: so are its bytes.
+                file.handed_content = content.map(Vec::into_boxed_slice);
             }
         }
         Ok(file)

@@ -49,6 +49,9 @@ pub struct File {
     /// size the mount checked at the open, for as long as the mount's kernel trusts a
     /// size it cached ([`HANDED_SIZE_TRUST`]); any other handle asks.
     pub(crate) size_trusted_until: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The whole file as a mount read it right after its open-time check (a small
+    /// file's handoff): reads are answered from it while the size is trusted.
+    pub(crate) handed_content: Option<Box<[u8]>>,
     /// The view set by `set_view` (none: the whole file), registered lazily with each
     /// server (see `view_io`).
     pub(crate) view: std::sync::Mutex<Option<Arc<view_io::FileView>>>,
@@ -169,6 +172,7 @@ impl File {
             privileges_dropped: AtomicBool::new(false),
             job_delegates: false,
             size_trusted_until: std::sync::Mutex::new(None),
+            handed_content: None,
         };
         if writable {
             if let Some(source) = file.inner.pool.capability_source() {
@@ -380,8 +384,10 @@ impl File {
     /// opened with (the io servers' at the open's check, so the receiver's reads within
     /// it ask them nothing) and a read capability for this inode only, whatever the
     /// handle's own access (granted now if not held; left out when capabilities are off
-    /// or the grant failed: the receiver then asks itself).
-    pub fn handoff_opened(&self) -> Vec<u8> {
+    /// or the grant failed: the receiver then asks itself). `content`: the whole file,
+    /// read by this handle after the check (a small file): the receiver's reads need
+    /// no io server either (its length must be the size).
+    pub fn handoff_opened(&self, content: Option<&[u8]>) -> Vec<u8> {
         let cap = self
             .inner
             .pool
@@ -396,7 +402,7 @@ impl File {
         let mut attr = self.attr.clone();
         attr.size = self.known_size.load(Ordering::SeqCst);
         let from = cap.map(|cap| (self.inner.cred.uid, cap));
-        crate::handoff::Handoff::encode_opened(&attr, from.as_ref())
+        crate::handoff::Handoff::encode_opened(&attr, from.as_ref(), content)
     }
 
     /// Asks now for the capability this handle's writes need, if the cluster wants
@@ -694,6 +700,12 @@ impl File {
     }
 
     fn read_at_checked(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ClientError> {
+        if let Some(content) = self.handed_content.as_deref().filter(|_| self.size_trusted()) {
+            let from = content.len().min(usize::try_from(offset).unwrap_or(usize::MAX));
+            let n = (content.len() - from).min(buf.len());
+            buf[..n].copy_from_slice(&content[from..from + n]);
+            return Ok(n);
+        }
         let mut size = self.known_size.load(Ordering::SeqCst);
         if offset + buf.len() as u64 > size && !self.size_trusted() {
             size = self.size()?;

@@ -14,10 +14,11 @@ use fuser::{
     Errno, FileAttr, FileHandle, FopenFlags, INodeNo, OpenAccMode, OpenFlags, RenameFlags, ReplyData, Request,
 };
 use std::ffi::OsStr;
+use std::sync::Arc;
 use std::time::Duration;
 use weft_client::{
-    Attr, Client, ClientError, CreateOptions, DataStamp, ErrorCode, FileKind, InodeId, Made, Name, PathStep,
-    SetAttr, XattrSet,
+    Attr, Client, ClientError, CreateOptions, DataStamp, ErrorCode, File, FileKind, InodeId, Made, Name,
+    PathStep, SetAttr, XattrSet,
 };
 
 impl WeftFs {
@@ -303,7 +304,7 @@ impl WeftFs {
             let _ = asking.join();
             checked
         });
-        let (client, changed, attr, _stamp) = checked?;
+        let (client, changed, attr, stamp) = checked?;
         if attr.kind != FileKind::File {
             return Err(Errno::NO_XATTR);
         }
@@ -320,8 +321,33 @@ impl WeftFs {
                 let _ = n.inval_inode(ino, -1, 0);
             }
         }
+        let small = attr.size <= crate::handed::CONTENT_MAX;
         let file = client.open_attr(attr, false).map_err(|e| errno(&e, "handoff"))?;
-        Ok(file.handoff_opened())
+        let content = if small {
+            self.handed_content(&file, stamp)
+        } else {
+            None
+        };
+        Ok(file.handoff_opened(content.as_deref()))
+    }
+
+    /// The whole of a small file just checked (finding `stamp`) for its handoff: kept
+    /// from an earlier handoff under the same stamp, else read now through `file`, the
+    /// caller's handle (`None` when that read fails or finds another size: the
+    /// handoff then goes without, and the receiver reads for itself).
+    fn handed_content(&self, file: &File, stamp: Option<DataStamp>) -> Option<Arc<[u8]>> {
+        let ino = file.inode();
+        if let Some(bytes) = self.handed.get(ino, stamp.as_ref()) {
+            return Some(bytes);
+        }
+        let size = file.attr().size as usize;
+        let mut bytes = vec![0u8; size];
+        if file.read_at(0, &mut bytes).ok()? != size {
+            return None;
+        }
+        let bytes: Arc<[u8]> = bytes.into();
+        self.handed.keep(ino, stamp, bytes.clone());
+        Some(bytes)
     }
 
     /// How the kernel is to treat an open file: `keep`, whether the pages it has cached

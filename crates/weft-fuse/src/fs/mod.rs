@@ -102,6 +102,8 @@ pub struct WeftFs {
     /// that finds the same stamp again, settled, lets the kernel keep the file's cached
     /// pages. Starts over when full.
     stamps: Mutex<HashMap<InodeId, Seen>>,
+    /// Small files' bytes handed to libweft_posix, by data stamp (see `handed`).
+    handed: crate::handed::HandedContent,
     /// Directories listed to answer a run of lookups (see `recent`).
     recent: Recent,
     /// Attribute changes of files created here and open, sent at close (see `deferred`).
@@ -174,6 +176,7 @@ impl WeftFs {
             notifier,
             behind: WriteBehind::default(),
             stamps: Mutex::new(HashMap::new()),
+            handed: Default::default(),
             recent: Recent::new(cache.attr_ttl),
             deferred: Deferred::default(),
             prefetch: Prefetch::default(),
