@@ -161,3 +161,55 @@ impl Handoff {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_layout::{CacheMode, InodeId, Layout, ServerId};
+    use weft_proto::{FileKind, Timespec};
+
+    fn attr(size: u64) -> Attr {
+        Attr {
+            cache: CacheMode::None,
+            inode: InodeId(7),
+            kind: FileKind::File,
+            mode: 0o644,
+            uid: 1,
+            gid: 2,
+            nlink: 1,
+            size,
+            atime: Timespec::default(),
+            mtime: Timespec::default(),
+            ctime: Timespec::default(),
+            layout: Some(Layout {
+                stripe_size_bytes: 65536,
+                servers: vec![ServerId(1), ServerId(2)],
+                replication: Default::default(),
+            }),
+            dir_layout: None,
+            rdev: 0,
+            blocks: 0,
+        }
+    }
+
+    /// A handoff with a small file's bytes comes back with them, sized; one whose bytes
+    /// are cut short, or are not as long as the size it states, is refused.
+    #[test]
+    fn content_travels_whole_or_is_refused() {
+        let bytes = b"hello, small file".to_vec();
+        let handoff = Handoff::encode_opened(&attr(bytes.len() as u64), None, Some(&bytes));
+        let handed = Handoff::decode(&handoff).unwrap();
+        assert!(handed.sized);
+        assert_eq!(handed.content.as_deref(), Some(&bytes[..]));
+        assert_eq!(handed.attr, attr(bytes.len() as u64));
+        for cut in [1, 5, 9 + bytes.len() / 2, handoff.len() - 1] {
+            assert!(Handoff::decode(&handoff[..cut]).is_err(), "cut at {cut}");
+        }
+        let wrong = Handoff::encode_opened(&attr(bytes.len() as u64 + 1), None, Some(&bytes));
+        assert!(Handoff::decode(&wrong).is_err());
+        // Without bytes: as before (version 3).
+        let plain = Handoff::encode_opened(&attr(3), None, None);
+        assert_eq!(plain[0], Handoff::VERSION_OPENED);
+        assert!(Handoff::decode(&plain).unwrap().content.is_none());
+    }
+}
