@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use weft_client::{Client, Cred};
 
 /// Distinct credentials remembered; past this the table starts over (a client per
@@ -13,12 +14,27 @@ const CREDS_CACHED_MAX: usize = 1024;
 /// Supplementary groups read from /proc per request, at most (as `Cred` carries).
 const GROUPS_MAX: usize = weft_proto::GROUPS_MAX;
 
+/// How long the supplementary groups read for a process are used again for its next
+/// requests. The kernel checks every access with the caller's current credentials
+/// first (`default_permissions`); this only spares a /proc read per request, as the
+/// attribute cache spares a getattr. A process that changed its groups (setgroups) is
+/// seen with the new ones by the manager after this long.
+const GROUPS_KEPT: Duration = Duration::from_secs(1);
+
+/// Processes whose groups are kept, at most; past this the table starts over.
+const GROUPS_KEPT_MAX: usize = 4096;
+
 /// uid, gid and supplementary groups.
 type CredKey = (u32, u32, Vec<u32>);
+
+/// A process (pid, uid, gid): a pid reused under another uid or gid is another key.
+type CallerKey = (u32, u32, u32);
 
 pub struct Clients {
     base: Client,
     by_cred: Mutex<HashMap<CredKey, Client>>,
+    /// Groups read from /proc lately, with when they were read.
+    groups: Mutex<HashMap<CallerKey, (Instant, Vec<u32>)>>,
 }
 
 impl Clients {
@@ -26,6 +42,7 @@ impl Clients {
         Clients {
             base,
             by_cred: Mutex::new(HashMap::new()),
+            groups: Mutex::new(HashMap::new()),
         }
     }
 
@@ -38,7 +55,11 @@ impl Clients {
     pub fn for_caller(&self, uid: u32, gid: u32, pid: u32) -> Client {
         // FUSE passes uid and gid only; the supplementary groups come from /proc. Root
         // passes every check, so its groups do not matter.
-        let groups = if uid == 0 { Vec::new() } else { groups_of(pid) };
+        let groups = if uid == 0 {
+            Vec::new()
+        } else {
+            self.groups_kept(uid, gid, pid)
+        };
         let key = (uid, gid, groups);
         let mut table = self.by_cred.lock().expect("credential table poisoned");
         if let Some(client) = table.get(&key) {
@@ -54,6 +75,27 @@ impl Clients {
         });
         table.insert(key, client.clone());
         client
+    }
+
+    /// The groups of `pid`, read from /proc at most once per [`GROUPS_KEPT`].
+    fn groups_kept(&self, uid: u32, gid: u32, pid: u32) -> Vec<u32> {
+        let key = (pid, uid, gid);
+        let now = Instant::now();
+        if let Some((read, groups)) = self.groups.lock().expect("groups poisoned").get(&key) {
+            if now.duration_since(*read) < GROUPS_KEPT {
+                return groups.clone();
+            }
+        }
+        let groups = groups_of(pid);
+        let mut kept = self.groups.lock().expect("groups poisoned");
+        if kept.len() >= GROUPS_KEPT_MAX {
+            kept.retain(|_, (read, _)| now.duration_since(*read) < GROUPS_KEPT);
+            if kept.len() >= GROUPS_KEPT_MAX {
+                kept.clear();
+            }
+        }
+        kept.insert(key, (now, groups.clone()));
+        groups
     }
 }
 
