@@ -49,6 +49,7 @@ mod names;
 mod ops;
 mod record;
 pub mod replies;
+mod room;
 mod xattrs;
 
 pub use access::{MAY_READ, MAY_WRITE};
@@ -303,6 +304,7 @@ impl MetaStore {
             reserve_held: AtomicBool::new(false),
         };
         store.group.start_at(last_seq);
+        store.group.hold_room(room::Room::new(path.to_owned()));
         store.hold_reserve();
         if created {
             // A new database file (and its reserve beside it): their names must be
