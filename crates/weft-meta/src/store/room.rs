@@ -21,6 +21,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// The test hook that turns the room off (see `Room::new`).
+const NO_ROOM_VARIABLE: &str = "WEFT_FAULT_NO_ROOM";
+
 /// How long after a failed allocation (a full disk) the next durable commit tries again.
 const RETRY: Duration = Duration::from_millis(100);
 
@@ -42,10 +45,16 @@ struct State {
 
 impl Room {
     /// The room of the database file at `path`; nothing is allocated before `keep`.
+    /// The test hook `WEFT_FAULT_NO_ROOM=1` holds none, as a file system without
+    /// fallocate, so that tests can still make a commit fail on a full disk.
     pub(super) fn new(path: PathBuf) -> Room {
+        let state = State {
+            unsupported: std::env::var_os(NO_ROOM_VARIABLE).is_some_and(|v| v == "1"),
+            ..State::default()
+        };
         Room {
             path,
-            state: Mutex::default(),
+            state: Mutex::new(state),
         }
     }
 
