@@ -561,7 +561,9 @@ pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> R
         Ok(())
     });
     if let Err(e) = copied {
-        if let Err(removing) = client.unlink(&temporary) {
+        // Removed durably: this process ends next, and nobody would replay the removal
+        // if the manager lost it.
+        if let Err(removing) = client.unlink(&temporary).and_then(|()| client.sync_metadata()) {
             eprintln!("weft: removing {temporary}: {removing}");
         }
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
@@ -570,7 +572,11 @@ pub fn put(client: &Client, local: &str, path: &str, layout: LayoutRequest) -> R
         }
         return Err(e);
     }
-    Ok(())
+    // The name as well as the bytes are durable when put returns (the manager may
+    // answer a rename before its commit: docs/src/consistency.md, Durability).
+    client
+        .sync_metadata()
+        .with_context(|| format!("{target} is written; making its name durable"))
 }
 
 /// A refused create of put's temporary file, told under the name the user asked for:

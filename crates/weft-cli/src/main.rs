@@ -297,7 +297,7 @@ cluster that is stopped, `weft up` starts it again with its data."
         lock_grace_ms: Option<u64>,
         /// How long the metadata manager may hold an acknowledged operation before a
         /// durable commit (milliseconds, at most 10000; see `weftd --commit-interval-ms`
-        /// and the guide's docs/src/consistency.md). Default 0: durable before answered.
+        /// and the guide's docs/src/consistency.md). Default 5; 0: durable before answered.
         #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::COMMIT_INTERVAL_MS_MAX))]
         commit_interval_ms: Option<u64>,
         /// Memory of each cache manager (K, M, G suffixes; 1M to 1T), default 512M.

@@ -274,7 +274,7 @@ pub struct ClusterConfig {
     pub lock_grace_ms: Option<u64>,
     /// How long the metadata manager may hold an acknowledged operation before a
     /// durable commit, in milliseconds (default `weft_proto::COMMIT_INTERVAL_DEFAULT`,
-    /// 0: every operation is durable before it is answered). fsync and sync commit at
+    /// 5; 0: every operation is durable before it is answered). fsync and sync commit at
     /// once whatever this says; see docs/src/consistency.md, Durability.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit_interval_ms: Option<u64>,

@@ -20,7 +20,9 @@
 //! (`commit_interval_ms`) once its group committed non-durably, a background committer
 //! (`MetaService::spawn_committer`) and `CommitMetadata` (fsync, sync) making them durable;
 //! every operation gets a sequence number, the last one stored with each commit (counter
-//! `commit_seq`); a refusal stays out of the group, a storage error fails the whole group). Non-directories carry a link count; a file whose last name goes while a mount has it open is kept, nameless,
+//! `commit_seq`); a refusal stays out of the group, a storage error fails the whole group;
+//! the database file holds its disk blocks ahead of its commits, `store/room.rs`, so that a
+//! full disk fails no commit). Non-directories carry a link count; a file whose last name goes while a mount has it open is kept, nameless,
 //! for that mount's session (`ops/release.rs`) until the mount releases it. `file_locks.rs`
 //! keeps mounts' `fcntl` and `flock` locks in memory (per file, per owner: a mount session
 //! and the kernel's lock owner there; POSIX splitting and replacing of an owner's ranges;

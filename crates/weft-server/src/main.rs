@@ -243,7 +243,7 @@ struct Args {
     /// answered once applied and committed in the background this often, and fsync,
     /// sync and MPI_File_sync commit at once. A crash of the manager loses at most this
     /// much acknowledged and unsynced work of clients that die with it; surviving clients
-    /// replay theirs (docs/src/consistency.md: Durability). Default: the description's `commit_interval_ms`, else 0.
+    /// replay theirs (docs/src/consistency.md: Durability). Default: the description's `commit_interval_ms`, else 5.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(..=weft_config::COMMIT_INTERVAL_MS_MAX))]
     commit_interval_ms: Option<u64>,
     #[command(flatten)]

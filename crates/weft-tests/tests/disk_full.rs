@@ -255,13 +255,20 @@ fn full_disks_give_clear_errors_keep_reads_going_and_recover_without_a_restart()
 /// Before (the same process kept its incarnation after the reopen), the client never
 /// replayed: the next rename of the chain failed with `no entry "r-4-xxx..."` (the
 /// acknowledged rename to it was gone), at the assertion in the loop.
+///
+/// Since the manager's database holds its blocks ahead (weft-meta `store/room.rs`), a
+/// full disk no longer makes these commits fail: the test turns that room off
+/// (`WEFT_FAULT_NO_ROOM`), as on a file system without fallocate, to reach the loss.
 #[test]
 fn a_disk_error_that_loses_acknowledged_operations_makes_clients_replay_them() {
-    let cluster = TestCluster::start_with(&ClusterOptions {
-        io_servers: 1,
-        extra: vec!["--commit-interval-ms".into(), "5".into()],
-        ..Default::default()
-    });
+    let cluster = TestCluster::start_with_env(
+        &ClusterOptions {
+            io_servers: 1,
+            extra: vec!["--commit-interval-ms".into(), "5".into()],
+            ..Default::default()
+        },
+        &[("WEFT_FAULT_NO_ROOM", "1")],
+    );
     let out = cluster.weft(&["down"]);
     assert!(out.status.success());
     let data = cluster.home().join("data");
@@ -357,5 +364,67 @@ fn a_disk_error_that_loses_acknowledged_operations_makes_clients_replay_them() {
     cluster.restart();
     let client = cluster.client();
     assert!(client.stat(&long(at)).is_ok(), "r-{at} after a crash");
+    drop(mount);
+}
+
+/// The manager's database holds its disk blocks ahead of its commits (weft-meta
+/// `store/room.rs`), so a disk another process filled to the last byte makes no commit
+/// fail: with the default commit interval, chmods and renames (which are not refused
+/// for the manager's reserve) are all answered, the store is never reopened, and a
+/// client that ends right after its last rename (nobody left to replay it) keeps it
+/// across a kill -9 of the manager. Without the room (`WEFT_FAULT_NO_ROOM=1` in this
+/// test's environment) the first durable commit on the full disk failed and reopened
+/// the store: the assertion on the log's reopens.
+#[test]
+fn a_full_disk_fails_no_commit_so_an_ended_clients_operations_stay() {
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        io_servers: 1,
+        ..Default::default()
+    });
+    assert!(cluster.weft(&["down"]).status.success());
+    let data = cluster.home().join("data");
+    let mount = Tmpfs::over(&data.join("server-0"), "8m");
+    cluster.restart();
+    let log = cluster.home().join("logs").join("server-0.log");
+    let client = cluster.client();
+    client.mkdir("/d", 0o755).unwrap();
+    for k in 0..8 {
+        client
+            .create(&format!("/d/f{k}"), &CreateOptions::default())
+            .unwrap();
+    }
+    let long = |n: usize| format!("/d/r-{n}-{}", "x".repeat(200));
+    client.create(&long(0), &CreateOptions::default()).unwrap();
+    client.sync_metadata().unwrap();
+
+    let filler = fill(&data.join("server-0"));
+    const ROUNDS: usize = 3_000;
+    for k in 0..ROUNDS {
+        let chmod = SetAttr {
+            mode: Some(0o600 | (k as u32 % 0o100)),
+            ..Default::default()
+        };
+        client
+            .setattr(&format!("/d/f{}", k % 8), &chmod)
+            .unwrap_or_else(|e| panic!("chmod {k} on the full disk: {e}"));
+        client
+            .rename(&long(k), &long(k + 1))
+            .unwrap_or_else(|e| panic!("rename {k} on the full disk: {e}"));
+    }
+    // The client ends (its drop asks for a commit), on the still full disk.
+    drop(client);
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !said.contains("closing and reopening the metadata store"),
+        "a commit failed on the full disk:\n{said}"
+    );
+    cluster.kill9(0);
+    std::fs::remove_file(filler).unwrap();
+    cluster.restart();
+    let client = cluster.client();
+    assert!(
+        client.stat(&long(ROUNDS)).is_ok(),
+        "the last rename of a client that ended, after a kill -9 of the manager"
+    );
     drop(mount);
 }

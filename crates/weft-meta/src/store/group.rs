@@ -61,6 +61,9 @@ pub(super) struct GroupCommit {
     state: Mutex<State>,
     /// Signalled when a group opens and when a member joins.
     changed: Condvar,
+    /// The database file's blocks, allocated ahead after each durable commit
+    /// (`room.rs`).
+    room: std::sync::OnceLock<super::room::Room>,
 }
 
 #[derive(Default)]
@@ -194,6 +197,19 @@ impl GroupCommit {
         state.seq = seq;
         state.committed_seq = seq;
         state.durable_seq = seq;
+    }
+
+    /// Keeps the database file's room from now on (see `room.rs`), allocating it now.
+    pub(super) fn hold_room(&self, room: super::room::Room) {
+        if self.room.set(room).is_ok() {
+            self.keep_room();
+        }
+    }
+
+    fn keep_room(&self) {
+        if let Some(room) = self.room.get() {
+            room.keep();
+        }
     }
 
     /// Sets the interval between background durable commits (0: every commit durable).
@@ -356,7 +372,11 @@ impl GroupCommit {
                     state.durable_commits += 1;
                 }
             }
+            let kept_room = durable && committed.is_ok();
             group.outcome.set(committed);
+            if kept_room {
+                self.keep_room();
+            }
         } else {
             drop(state);
         }

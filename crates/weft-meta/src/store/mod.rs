@@ -36,7 +36,8 @@
 //! A failed disk write (a full disk, most often) makes redb refuse every later
 //! operation ("Previous I/O error occurred"). The store then closes the database and
 //! opens it again from what was committed, at once and, if that fails too, at the next
-//! operation after `REOPEN_RETRY`: nothing acknowledged is lost, and writes resume by
+//! operation after `REOPEN_RETRY` (a full disk rarely gets that far: the database file
+//! holds its blocks ahead, `room.rs`): nothing acknowledged is lost, and writes resume by
 //! themselves once space is freed. With a commit interval above 0 the reopened
 //! database lacks the non-durable commits since the last durable one: acknowledged
 //! operations are gone, as after a crash. The store then tells its loss hook
@@ -49,6 +50,7 @@ mod names;
 mod ops;
 mod record;
 pub mod replies;
+mod room;
 mod xattrs;
 
 pub use access::{MAY_READ, MAY_WRITE};
@@ -303,6 +305,7 @@ impl MetaStore {
             reserve_held: AtomicBool::new(false),
         };
         store.group.start_at(last_seq);
+        store.group.hold_room(room::Room::new(path.to_owned()));
         store.hold_reserve();
         if created {
             // A new database file (and its reserve beside it): their names must be
