@@ -555,7 +555,8 @@ weft rebuild --rate 200M               (at most 200 MB/s)"
     )]
     Rebuild(rebuild_cmd::RebuildArgs),
     /// Show and set user, group and project quotas (bytes and files).
-    #[command(long_about = "Show and set quotas of bytes and files per user, group and project, as Lustre's \
+    #[command(
+        long_about = "Show and set quotas of bytes and files per user, group and project, as Lustre's \
 lfs quota, lfs setquota and lfs project. A file counts for its owner, its group and its project; what is \
 made in a directory takes its project. Over a hard limit, or over a soft limit for longer than the grace \
 period, creates and writes fail with EDQUOT (\"Disk quota exceeded\").\n\nExamples:\n  \
@@ -565,7 +566,8 @@ weft quota set -u alice -b 9G -B 10G -i 90000 -I 100000\n  \
 weft quota set -p 42 -B 1T              (project 42)\n  \
 weft quota project -p 42 -r /proj/x     (give /proj/x and all below it project 42)\n  \
 weft quota grace -u -b 86400            (users may stay over soft limits of bytes for a day)\n  \
-weft quota recount                      (count every id's usage again)")]
+weft quota recount                      (count every id's usage again)"
+    )]
     Quota(quota_cmd::QuotaArgs),
     /// Show namespace counts and each io server's space (exit status 2 if one does not
     /// answer).

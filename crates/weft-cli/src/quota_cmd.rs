@@ -133,7 +133,10 @@ pub fn run(client: &Client, args: QuotaArgs) -> Result<()> {
             if who.user.is_none() && who.group.is_none() && who.project.is_none() {
                 bail!("weft quota set needs one of -u USER, -g GROUP, -p PROJECT");
             }
-            if [bytes_soft, bytes_hard, files_soft, files_hard].iter().all(Option::is_none) {
+            if [bytes_soft, bytes_hard, files_soft, files_hard]
+                .iter()
+                .all(Option::is_none)
+            {
                 bail!("weft quota set needs at least one of -b, -B, -i, -I");
             }
             let old = client.quota(*kind, *id)?.limits;

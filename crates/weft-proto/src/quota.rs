@@ -126,7 +126,11 @@ impl QuotaUsage {
     pub fn set(&mut self, resource: Resource, value: u64, limits: &QuotaLimits, now_ms: u64) {
         let (soft, count, since) = match resource {
             Resource::Bytes => (limits.bytes_soft, &mut self.bytes, &mut self.bytes_over_since_ms),
-            Resource::Inodes => (limits.inodes_soft, &mut self.inodes, &mut self.inodes_over_since_ms),
+            Resource::Inodes => (
+                limits.inodes_soft,
+                &mut self.inodes,
+                &mut self.inodes_over_since_ms,
+            ),
         };
         *count = value;
         if soft == 0 || value <= soft {
@@ -162,7 +166,8 @@ pub fn refusal(
     if hard != 0 && after > hard {
         return Some(format!("{used} {what} used of a hard limit of {hard}"));
     }
-    if soft != 0 && used >= soft && since != 0 && now_ms >= since.saturating_add(grace_s.saturating_mul(1000)) {
+    if soft != 0 && used >= soft && since != 0 && now_ms >= since.saturating_add(grace_s.saturating_mul(1000))
+    {
         return Some(format!(
             "{used} {what} used, over the soft limit of {soft} for longer than the grace period of {grace_s} s"
         ));
@@ -190,7 +195,11 @@ mod tests {
         let mut u = QuotaUsage::default();
         for used in 0..3 {
             u.set(Resource::Inodes, used, &l, 10);
-            assert_eq!(refusal(Resource::Inodes, 1, &l, &u, &grace, 10), None, "at {used}");
+            assert_eq!(
+                refusal(Resource::Inodes, 1, &l, &u, &grace, 10),
+                None,
+                "at {used}"
+            );
         }
         u.set(Resource::Inodes, 3, &l, 10);
         assert!(refusal(Resource::Inodes, 1, &l, &u, &grace, 10).is_some());
@@ -230,7 +239,10 @@ mod tests {
             ..Default::default()
         };
         let grace = QuotaGrace::default();
-        assert_eq!(refusal(Resource::Bytes, 1, &QuotaLimits::default(), &u, &grace, 1), None);
+        assert_eq!(
+            refusal(Resource::Bytes, 1, &QuotaLimits::default(), &u, &grace, 1),
+            None
+        );
         assert!(limits(5, 4).check().is_err());
         assert!(limits(4, 4).check().is_ok());
         assert!(limits(5, 0).check().is_ok());

@@ -957,7 +957,9 @@ impl ObjectServers for NetObjectServers {
                 format!("io server {server} is not in the cluster description"),
             )
         })?;
-        let request = Request::ObjStat { items: items.to_vec() };
+        let request = Request::ObjStat {
+            items: items.to_vec(),
+        };
         match self.pool.call(addr, &request, &[]) {
             Ok((Response::ObjStats(stats), _)) if stats.len() == items.len() => {
                 Ok(stats.into_iter().map(|(_, allocated)| allocated).collect())

@@ -62,8 +62,10 @@ fn walk_count(root: &Client, by: impl Fn(u32, u32) -> bool) -> u64 {
 }
 
 #[track_caller]
-fn quota_exceeded<T: std::fmt::Debug>(result: Result<T, weft_client::ClientError>, what: &str) -> String {
-    let e = result.expect_err(&format!("{what}: not refused"));
+fn quota_exceeded<T>(result: Result<T, weft_client::ClientError>, what: &str) -> String {
+    let Err(e) = result else {
+        panic!("{what}: not refused");
+    };
     assert_eq!(e.code(), ErrorCode::QuotaExceeded, "{what}: {e}");
     assert_eq!(e.errno(), EDQUOT, "{what}");
     e.to_string()
@@ -71,7 +73,12 @@ fn quota_exceeded<T: std::fmt::Debug>(result: Result<T, weft_client::ClientError
 
 /// Polls `cond` on the quota of `kind` `id` for up to 20 s (the settler runs every
 /// half second); the last report if it never held.
-fn wait_for(root: &Client, kind: QuotaKind, id: u32, cond: impl Fn(&QuotaReport) -> bool) -> Result<QuotaReport, QuotaReport> {
+fn wait_for(
+    root: &Client,
+    kind: QuotaKind,
+    id: u32,
+    cond: impl Fn(&QuotaReport) -> bool,
+) -> Result<QuotaReport, QuotaReport> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let report = root.quota(kind, id).unwrap();
@@ -106,11 +113,17 @@ fn file_limits_refuse_creates_and_usage_follows_unlink_chown_and_restarts() {
             .unwrap();
     }
     assert_eq!(alice.quota(QuotaKind::User, ALICE).unwrap().usage.inodes, 4);
-    let said = quota_exceeded(alice.create("/home/alice/f3", &CreateOptions::default()), "a fifth file");
+    let said = quota_exceeded(
+        alice.create("/home/alice/f3", &CreateOptions::default()),
+        "a fifth file",
+    );
     assert!(said.contains("quota"), "{said}");
     quota_exceeded(alice.mkdir("/home/alice/d", 0o755), "a directory");
     quota_exceeded(alice.symlink("f0", "/home/alice/l"), "a symlink");
-    assert!(alice.stat("/home/alice/f3").is_err(), "a refused create left a name");
+    assert!(
+        alice.stat("/home/alice/f3").is_err(),
+        "a refused create left a name"
+    );
     // Bob, in the same group, is not limited by her quota.
     root.mkdir("/home/bob", 0o777).unwrap();
     let bob = user(&root, BOB);
@@ -119,7 +132,10 @@ fn file_limits_refuse_creates_and_usage_follows_unlink_chown_and_restarts() {
     // A removal makes room again.
     alice.unlink("/home/alice/f2").unwrap();
     alice.mkdir("/home/alice/d", 0o755).unwrap();
-    quota_exceeded(alice.create("/home/alice/f2", &CreateOptions::default()), "past the limit again");
+    quota_exceeded(
+        alice.create("/home/alice/f2", &CreateOptions::default()),
+        "past the limit again",
+    );
 
     // A chown moves the inode to the new owner; a chgrp to the new group.
     root.setattr(
@@ -148,7 +164,11 @@ fn file_limits_refuse_creates_and_usage_follows_unlink_chown_and_restarts() {
         (QuotaKind::Group, BOB, group(BOB)),
         (QuotaKind::User, 0, expect(0)),
     ] {
-        assert_eq!(root.quota(kind, id).unwrap().usage.inodes, walked, "{kind:?} {id}");
+        assert_eq!(
+            root.quota(kind, id).unwrap().usage.inodes,
+            walked,
+            "{kind:?} {id}"
+        );
     }
     assert_eq!(expect(ALICE), 4);
 
@@ -159,13 +179,23 @@ fn file_limits_refuse_creates_and_usage_follows_unlink_chown_and_restarts() {
     let alice = user(&root, ALICE);
     assert_eq!(root.quota(QuotaKind::User, ALICE).unwrap().usage.inodes, 4);
     assert_eq!(root.quota(QuotaKind::User, ALICE).unwrap().limits, files_hard(4));
-    quota_exceeded(alice.create("/home/alice/f9", &CreateOptions::default()), "after a restart");
+    quota_exceeded(
+        alice.create("/home/alice/f9", &CreateOptions::default()),
+        "after a restart",
+    );
     // A recount from the namespace agrees with the walk.
     root.quota_recount().unwrap();
-    assert_eq!(root.quota(QuotaKind::User, ALICE).unwrap().usage.inodes, expect(ALICE));
-    assert_eq!(root.quota(QuotaKind::User, BOB).unwrap().usage.inodes, expect(BOB));
+    assert_eq!(
+        root.quota(QuotaKind::User, ALICE).unwrap().usage.inodes,
+        expect(ALICE)
+    );
+    assert_eq!(
+        root.quota(QuotaKind::User, BOB).unwrap().usage.inodes,
+        expect(BOB)
+    );
     // Limits removed: she may create again.
-    root.set_quota(QuotaKind::User, ALICE, QuotaLimits::default()).unwrap();
+    root.set_quota(QuotaKind::User, ALICE, QuotaLimits::default())
+        .unwrap();
     alice.create("/home/alice/f9", &CreateOptions::default()).unwrap();
 
     // Only root sets quotas and projects; a user sees only her own.
@@ -176,7 +206,9 @@ fn file_limits_refuse_creates_and_usage_follows_unlink_chown_and_restarts() {
     let e = alice.quota(QuotaKind::User, BOB).expect_err("she saw his quota");
     assert_eq!(e.code(), ErrorCode::PermissionDenied, "{e}");
     alice.quota(QuotaKind::Group, STAFF).unwrap();
-    let e = alice.project("/home/alice", Some(3), false).expect_err("she set a project");
+    let e = alice
+        .project("/home/alice", Some(3), false)
+        .expect_err("she set a project");
     assert_eq!(e.code(), ErrorCode::NotPermitted, "{e}");
 }
 
@@ -216,7 +248,8 @@ fn byte_limits_stop_writers_once_settled_and_removals_free_them() {
             break;
         }
     }
-    let e = refused.unwrap_or_else(|| panic!("{written} bytes written past a 2 MiB hard limit, never refused"));
+    let e =
+        refused.unwrap_or_else(|| panic!("{written} bytes written past a 2 MiB hard limit, never refused"));
     eprintln!("refused after {written} bytes in {:?}", started.elapsed());
     assert_eq!(e.code(), ErrorCode::QuotaExceeded, "{e}");
     assert_eq!(e.errno(), EDQUOT);
@@ -225,25 +258,32 @@ fn byte_limits_stop_writers_once_settled_and_removals_free_them() {
     });
     assert!(report.usage.bytes >= written.min(2 * MIB), "{report:?}");
     drop(file);
-    // Another file of hers cannot be written either, however small.
-    let other = alice.create("/w/small", &CreateOptions::default()).unwrap();
-    quota_exceeded(other.write_at(0, b"x"), "a new file over the hard limit");
-    // Root's writes are never refused (as CAP_SYS_RESOURCE), to her files too.
-    let as_root = root.open("/w/small", &WRITE).unwrap();
-    as_root.write_at(0, b"by root").unwrap();
-    drop(as_root);
-    drop(other);
+    // A new file of hers cannot be written either, however small (its create asks for
+    // the write capability with it, and may be refused already).
+    match alice.create("/w/small", &CreateOptions::default()) {
+        Ok(other) => drop(quota_exceeded(other.write_at(0, b"x"), "a new file")),
+        Err(e) => assert_eq!(e.code(), ErrorCode::QuotaExceeded, "{e}"),
+    }
+    // Her files are refused to root's writes too (the bytes are hers: a mount's
+    // daemon asks as root for every user); root's own files are not.
+    let as_root = root.open("/w/big", &WRITE).unwrap();
+    quota_exceeded(as_root.write_at(0, b"by root"), "root writing her file");
+    let roots = root.create("/w/roots", &CreateOptions::default()).unwrap();
+    roots.write_at(0, &chunk).unwrap();
+    drop((as_root, roots));
 
     // Removing the big file takes its bytes off at once; she writes again.
     alice.unlink("/w/big").unwrap();
     let report = root.quota(QuotaKind::User, ALICE).unwrap();
     assert!(report.usage.bytes < MIB, "{report:?}");
-    let again = alice.open("/w/small", &WRITE).unwrap();
+    let again = alice.create("/w/again", &CreateOptions::default()).unwrap();
     again.write_at(0, &chunk).unwrap();
     drop(again);
     // The bytes of what is written are charged (settled from the io servers).
-    wait_for(&root, QuotaKind::User, ALICE, |r| r.usage.bytes >= chunk.len() as u64)
-        .unwrap_or_else(|r| panic!("256 KiB written, never charged: {r:?}"));
+    wait_for(&root, QuotaKind::User, ALICE, |r| {
+        r.usage.bytes >= chunk.len() as u64
+    })
+    .unwrap_or_else(|r| panic!("256 KiB written, never charged: {r:?}"));
 }
 
 #[test]
@@ -259,7 +299,9 @@ fn projects_are_inherited_and_limit_what_is_made_below() {
     let alice = user(&root, ALICE);
     alice.create("/proj/sub/new", &CreateOptions::default()).unwrap();
     alice.mkdir("/proj/sub/d", 0o755).unwrap();
-    alice.create("/proj/sub/d/deeper", &CreateOptions::default()).unwrap();
+    alice
+        .create("/proj/sub/d/deeper", &CreateOptions::default())
+        .unwrap();
     // What is made below takes the project.
     assert_eq!(alice.project("/proj/sub/d/deeper", None, false).unwrap(), 77);
     assert_eq!(root.quota(QuotaKind::Project, 77).unwrap().usage.inodes, 6);
@@ -269,7 +311,10 @@ fn projects_are_inherited_and_limit_what_is_made_below() {
     assert_eq!(alice.project("/else/f", None, false).unwrap(), 0);
     // The project's limit refuses her in the tree and not outside it.
     root.set_quota(QuotaKind::Project, 77, files_hard(6)).unwrap();
-    quota_exceeded(alice.create("/proj/x", &CreateOptions::default()), "in the project");
+    quota_exceeded(
+        alice.create("/proj/x", &CreateOptions::default()),
+        "in the project",
+    );
     alice.create("/else/g", &CreateOptions::default()).unwrap();
     // Removing one frees one.
     alice.unlink("/proj/sub/new").unwrap();
@@ -294,10 +339,16 @@ fn munge_users_are_held_to_their_own_quotas_through_the_cli() {
         ..Default::default()
     });
     let root = cluster.client();
-    let files = tempfile::Builder::new().prefix("weft-quota-users-").tempdir().unwrap();
+    let files = tempfile::Builder::new()
+        .prefix("weft-quota-users-")
+        .tempdir()
+        .unwrap();
     std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let socket = munged.socket();
-    let (alice, bob) = (User::new(ALICE, &cluster, files.path()), User::new(BOB, &cluster, files.path()));
+    let (alice, bob) = (
+        User::new(ALICE, &cluster, files.path()),
+        User::new(BOB, &cluster, files.path()),
+    );
     let local = files.path().join("small");
     std::fs::write(&local, b"a few bytes\n").unwrap();
     std::fs::set_permissions(&local, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -318,10 +369,21 @@ fn munge_users_are_held_to_their_own_quotas_through_the_cli() {
     let out = cluster.weft(&["quota", "set", "-u", &ALICE.to_string(), "-I", "2"]);
     assert!(out.status.success(), "{}", text(&out));
     let local = local.to_str().unwrap();
-    for (u, name, allowed) in [(&alice, "a", true), (&alice, "b", false), (&bob, "a", true), (&bob, "b", true)] {
+    for (u, name, allowed) in [
+        (&alice, "a", true),
+        (&alice, "b", false),
+        (&bob, "a", true),
+        (&bob, "b", true),
+    ] {
         let remote = format!("/u{}/{name}", u.uid);
         let out = u.weft(&cluster, &socket, &["put", local, &remote]);
-        assert_eq!(out.status.success(), allowed, "uid {} put {remote}:\n{}", u.uid, text(&out));
+        assert_eq!(
+            out.status.success(),
+            allowed,
+            "uid {} put {remote}:\n{}",
+            u.uid,
+            text(&out)
+        );
         if !allowed {
             assert!(
                 String::from_utf8_lossy(&out.stderr).contains("quota exceeded"),
@@ -337,12 +399,23 @@ fn munge_users_are_held_to_their_own_quotas_through_the_cli() {
     let out = alice.weft(&cluster, &socket, &["quota", "--json", "-u", &ALICE.to_string()]);
     assert!(out.status.success(), "{}", text(&out));
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("\"files\":2,") && said.contains("\"files_hard\":2,"), "{said}");
+    assert!(
+        said.contains("\"files\":2,") && said.contains("\"files_hard\":2,"),
+        "{said}"
+    );
     let out = bob.weft(&cluster, &socket, &["quota", "-u", &ALICE.to_string()]);
     assert!(!out.status.success(), "Bob saw Alice's quota:\n{}", text(&out));
-    let out = bob.weft(&cluster, &socket, &["quota", "set", "-u", &BOB.to_string(), "-I", "100"]);
+    let out = bob.weft(
+        &cluster,
+        &socket,
+        &["quota", "set", "-u", &BOB.to_string(), "-I", "100"],
+    );
     assert!(!out.status.success(), "Bob set his own quota:\n{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("may not"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("may not"),
+        "{}",
+        text(&out)
+    );
     // Root raises it: her put goes through.
     let out = cluster.weft(&["quota", "set", "-u", &ALICE.to_string(), "-I", "0"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -449,7 +522,9 @@ fn the_mount_and_mpi_io_say_edquot() {
                 break;
             }
         }
-        result.and_then(|()| f.sync_all()).expect_err("1 GiB written through the mount past a 4 MiB limit")
+        result
+            .and_then(|()| f.sync_all())
+            .expect_err("1 GiB written through the mount past a 4 MiB limit")
     };
     assert_eq!(e.raw_os_error(), Some(EDQUOT), "{e}");
     std::fs::remove_file(q.join("big")).unwrap();
@@ -466,19 +541,32 @@ fn the_mount_and_mpi_io_say_edquot() {
         .arg(&source)
         .output()
         .expect("running mpicc");
-    assert!(built.status.success(), "mpicc: {}", String::from_utf8_lossy(&built.stderr));
+    assert!(
+        built.status.success(),
+        "mpicc: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
     let mut c = weft_testkit::mpi::mpirun_command(2, "180");
     c.arg("-x")
         .arg(format!("LD_PRELOAD={}", weft_testkit::mpi::library().display()));
     for (k, v) in cluster.env() {
         c.arg("-x").arg(format!("{k}={v}"));
     }
-    let out = c.arg(&program).arg("weft:/q/mpi").output().expect("running mpirun");
+    let out = c
+        .arg(&program)
+        .arg("weft:/q/mpi")
+        .output()
+        .expect("running mpirun");
     let said = String::from_utf8_lossy(&out.stdout);
     let line = said
         .lines()
         .find(|l| l.starts_with("write class"))
-        .unwrap_or_else(|| panic!("no result line:\n{said}\n{}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "no result line:\n{said}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     let words: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(words[2], words[4], "not MPI_ERR_QUOTA: {line}");
     assert!(line.to_lowercase().contains("quota"), "{line}");

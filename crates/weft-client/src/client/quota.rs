@@ -20,7 +20,12 @@ impl Client {
     }
 
     /// Sets the limits of `kind` id `id` (all 0: none); root or the file system's owner.
-    pub fn set_quota(&self, kind: QuotaKind, id: u32, limits: QuotaLimits) -> Result<QuotaReport, ClientError> {
+    pub fn set_quota(
+        &self,
+        kind: QuotaKind,
+        id: u32,
+        limits: QuotaLimits,
+    ) -> Result<QuotaReport, ClientError> {
         let request = Request::QuotaSet {
             cred: self.cred_clone(),
             kind,

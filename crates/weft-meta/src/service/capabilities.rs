@@ -70,7 +70,7 @@ impl MetaService {
         };
         self.store.may_access_data(cred, inode, want, orphan_read)?;
         if rights & WRITE != 0 {
-            self.quota_may_grant_write(cred, inode)?;
+            self.quota_may_grant_write(inode)?;
         }
         let capability = issuer.issue(inode, rights, issued);
         if rights & WRITE != 0 {

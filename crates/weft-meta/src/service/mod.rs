@@ -53,8 +53,15 @@ pub trait ObjectServers: Send + Sync {
     fn remove_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError>;
     /// The bytes allocated on io server `server` to the objects of `items`' inodes
     /// (0 for a missing one), in their order (`ObjStat`): what quotas charge.
-    fn object_bytes(&self, _server: ServerId, _items: &[(InodeId, weft_proto::Striping)]) -> Result<Vec<u64>, WireError> {
-        Err(WireError::new(ErrorCode::Unsupported, "these io servers report no bytes"))
+    fn object_bytes(
+        &self,
+        _server: ServerId,
+        _items: &[(InodeId, weft_proto::Striping)],
+    ) -> Result<Vec<u64>, WireError> {
+        Err(WireError::new(
+            ErrorCode::Unsupported,
+            "these io servers report no bytes",
+        ))
     }
     /// Tell cache manager `manager` that `inodes` were removed: it drops their blocks
     /// (dirty ones too: there is nothing to write them back to). Best effort: a

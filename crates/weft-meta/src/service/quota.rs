@@ -45,9 +45,12 @@ impl MetaService {
     pub(super) fn serve_quota(&self, request: &Request) -> Result<Response, WireError> {
         let store = &self.store;
         match request {
-            Request::QuotaSet { cred, kind, id, limits } => {
-                store.quota_set(cred, *kind, *id, *limits).map(Response::Quota)
-            }
+            Request::QuotaSet {
+                cred,
+                kind,
+                id,
+                limits,
+            } => store.quota_set(cred, *kind, *id, *limits).map(Response::Quota),
             Request::QuotaGet { cred, kind, id } => store.quota_get(cred, *kind, *id).map(Response::Quota),
             Request::QuotaGrace { cred, kind, grace } => {
                 store.quota_grace(cred, *kind, *grace).map(Response::Quota)
@@ -68,14 +71,10 @@ impl MetaService {
         }
     }
 
-    /// The byte check of a write grant on `inode` (root's writes are never refused, as
-    /// Linux lets CAP_SYS_RESOURCE pass), and the file followed by the settler until
-    /// the capability's `expiry_ms`.
-    pub(super) fn quota_may_grant_write(&self, cred: &Cred, inode: InodeId) -> Result<(), WireError> {
-        if cred.uid != 0 {
-            self.store.quota_may_write(inode)?;
-        }
-        Ok(())
+    /// The byte check of a write grant on `inode`: by the file's owner, group and
+    /// project, whoever asks (a mount's daemon asks as root for every user).
+    pub(super) fn quota_may_grant_write(&self, inode: InodeId) -> Result<(), WireError> {
+        self.store.quota_may_write(inode)
     }
 
     /// A write capability of `inode` valid until `expiry_ms` was granted.

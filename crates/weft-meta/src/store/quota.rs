@@ -19,7 +19,9 @@
 //! `recount` restores the invariant from the namespace (a store made before quotas is
 //! counted at its first open).
 
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, Table, TableDefinition, WriteTransaction};
+use redb::{
+    ReadableDatabase, ReadableTable, ReadableTableMetadata, Table, TableDefinition, WriteTransaction,
+};
 use weft_layout::{InodeId, Layout};
 use weft_proto::quota::{refusal, QuotaGrace, QuotaKind, QuotaLimits, QuotaReport, QuotaUsage, Resource};
 use weft_proto::{Cred, ErrorCode, Wire, WireError};
@@ -102,7 +104,10 @@ fn now_ms() -> u64 {
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> WireError {
-    WireError::new(ErrorCode::Internal, format!("quota {what} record is corrupt: {e}"))
+    WireError::new(
+        ErrorCode::Internal,
+        format!("quota {what} record is corrupt: {e}"),
+    )
 }
 
 fn quota_error(kind: QuotaKind, id: u32, why: String) -> WireError {
@@ -134,7 +139,10 @@ fn read_usage<T: ReadableTable<(u8, u32), &'static [u8]>>(
     }
 }
 
-fn read_grace<T: ReadableTable<u8, &'static [u8]>>(table: &T, kind: QuotaKind) -> Result<QuotaGrace, WireError> {
+fn read_grace<T: ReadableTable<u8, &'static [u8]>>(
+    table: &T,
+    kind: QuotaKind,
+) -> Result<QuotaGrace, WireError> {
     match table.get(kind as u8).storage()? {
         None => Ok(QuotaGrace::default()),
         Some(v) => QuotaGrace::from_bytes(v.value()).map_err(|e| corrupt("grace", e)),
@@ -160,8 +168,8 @@ impl QuotaTables<'_> {
 
     /// Why adding `adding` of `resource` to every id of `owners` is refused, if it is.
     fn refused(&self, owners: Owners, resource: Resource, adding: u64, now: u64) -> Result<(), WireError> {
-        // Root's are never refused (as Linux lets CAP_SYS_RESOURCE pass); counted all
-        // the same.
+        // Root's files are never refused (as Linux lets CAP_SYS_RESOURCE pass); counted
+        // all the same.
         if owners.uid == 0 {
             return Ok(());
         }
@@ -180,7 +188,14 @@ impl QuotaTables<'_> {
     }
 
     /// Adds `delta` of `resource` to `kind` id `id`.
-    fn add(&mut self, kind: QuotaKind, id: u32, resource: Resource, delta: i64, now: u64) -> Result<(), WireError> {
+    fn add(
+        &mut self,
+        kind: QuotaKind,
+        id: u32,
+        resource: Resource,
+        delta: i64,
+        now: u64,
+    ) -> Result<(), WireError> {
         if delta == 0 {
             return Ok(());
         }
@@ -195,7 +210,13 @@ impl QuotaTables<'_> {
         self.put_usage(kind, id, &usage, &limits)
     }
 
-    fn put_usage(&mut self, kind: QuotaKind, id: u32, usage: &QuotaUsage, limits: &QuotaLimits) -> Result<(), WireError> {
+    fn put_usage(
+        &mut self,
+        kind: QuotaKind,
+        id: u32,
+        usage: &QuotaUsage,
+        limits: &QuotaLimits,
+    ) -> Result<(), WireError> {
         if *usage == QuotaUsage::default() && limits.is_none() {
             self.usage.remove((kind as u8, id)).storage()?;
         } else {
@@ -207,7 +228,14 @@ impl QuotaTables<'_> {
     }
 
     /// Moves `bytes` and one inode from `from` to `to` (a chown, a project change).
-    fn transfer(&mut self, kind: QuotaKind, from: u32, to: u32, bytes: u64, now: u64) -> Result<(), WireError> {
+    fn transfer(
+        &mut self,
+        kind: QuotaKind,
+        from: u32,
+        to: u32,
+        bytes: u64,
+        now: u64,
+    ) -> Result<(), WireError> {
         if from == to {
             return Ok(());
         }
@@ -387,7 +415,11 @@ impl MetaStore {
             let txn = db.begin_read().storage()?;
             let inodes = txn.open_table(INODES).storage()?;
             let root_uid = match inodes.get(InodeId::ROOT.0).storage()? {
-                Some(v) => InodeRecord::decode(v.value()).map_err(|e| corrupt("inode", e))?.uid,
+                Some(v) => {
+                    InodeRecord::decode(v.value())
+                        .map_err(|e| corrupt("inode", e))?
+                        .uid
+                }
                 None => 0,
             };
             let own = match kind {
@@ -418,7 +450,13 @@ impl MetaStore {
 
     /// `QuotaSet`: sets `kind` id `id`'s limits (all 0: none); the time over a soft
     /// limit starts now if the usage is over the new one.
-    pub fn quota_set(&self, cred: &Cred, kind: QuotaKind, id: u32, limits: QuotaLimits) -> Result<QuotaReport, WireError> {
+    pub fn quota_set(
+        &self,
+        cred: &Cred,
+        kind: QuotaKind,
+        id: u32,
+        limits: QuotaLimits,
+    ) -> Result<QuotaReport, WireError> {
         limits
             .check()
             .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e))?;
@@ -452,7 +490,12 @@ impl MetaStore {
     }
 
     /// `QuotaGrace`: sets the grace periods of `kind`'s soft limits.
-    pub fn quota_grace(&self, cred: &Cred, kind: QuotaKind, grace: QuotaGrace) -> Result<QuotaReport, WireError> {
+    pub fn quota_grace(
+        &self,
+        cred: &Cred,
+        kind: QuotaKind,
+        grace: QuotaGrace,
+    ) -> Result<QuotaReport, WireError> {
         let max = weft_proto::quota::GRACE_MAX_S;
         if grace.bytes_s > max || grace.inodes_s > max {
             return Err(WireError::new(
@@ -481,14 +524,23 @@ impl MetaStore {
 
     /// `Project`: `inode`'s project, after giving it (and with `recursive`, every inode
     /// below a directory) project `set`, moving their usage between projects.
-    pub fn project(&self, cred: &Cred, inode: InodeId, set: Option<u32>, recursive: bool) -> Result<u32, WireError> {
+    pub fn project(
+        &self,
+        cred: &Cred,
+        inode: InodeId,
+        set: Option<u32>,
+        recursive: bool,
+    ) -> Result<u32, WireError> {
         let Some(project) = set else {
             return self.with_database(|db| {
                 let txn = db.begin_read().storage()?;
                 let projects = txn.open_table(PROJECTS).storage()?;
                 let inodes = txn.open_table(INODES).storage()?;
                 if inodes.get(inode.0).storage()?.is_none() {
-                    return Err(WireError::new(ErrorCode::Stale, format!("inode {inode} does not exist")));
+                    return Err(WireError::new(
+                        ErrorCode::Stale,
+                        format!("inode {inode} does not exist"),
+                    ));
                 }
                 Ok(projects.get(inode.0).storage()?.map_or(0, |v| v.value()))
             });
@@ -599,7 +651,8 @@ impl MetaStore {
                 let old = tx.quota.charged(inode)?;
                 let owners = tx.quota.owners(inode, &record)?;
                 if old != bytes {
-                    let delta = (bytes as i128 - old as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+                    let delta =
+                        (bytes as i128 - old as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
                     for (kind, id) in owners.each() {
                         tx.quota.add(kind, id, Resource::Bytes, delta, now)?;
                     }
@@ -613,8 +666,8 @@ impl MetaStore {
         })
     }
 
-    /// Whether the owner, group and project of `inode` may write more bytes: refused
-    /// once one of them reached its hard limit of bytes, or stayed over its soft limit
+    /// Whether the owner, group and project of `inode` may write more bytes (a file
+    /// root owns always may): refused once one of them reached its hard limit of bytes, or stayed over its soft limit
     /// past the grace period (the manager then grants no write capability).
     pub fn quota_may_write(&self, inode: InodeId) -> Result<(), WireError> {
         self.with_database(|db| {
@@ -624,6 +677,10 @@ impl MetaStore {
                 return Ok(());
             };
             let record = InodeRecord::decode(value.value()).map_err(|e| corrupt("inode", e))?;
+            // Root's files are never refused (see `refused`).
+            if record.uid == 0 {
+                return Ok(());
+            }
             let project = txn
                 .open_table(PROJECTS)
                 .storage()?
