@@ -84,6 +84,7 @@ mod mpi_env;
 mod netemu;
 mod output;
 mod progress;
+mod quota_cmd;
 mod rebuild_cmd;
 mod run;
 mod top_cmd;
@@ -553,6 +554,21 @@ weft rebuild --server 2 --missing      (io server 2's disk was replaced by an em
 weft rebuild --rate 200M               (at most 200 MB/s)"
     )]
     Rebuild(rebuild_cmd::RebuildArgs),
+    /// Show and set user, group and project quotas (bytes and files).
+    #[command(
+        long_about = "Show and set quotas of bytes and files per user, group and project, as Lustre's \
+lfs quota, lfs setquota and lfs project. A file counts for its owner, its group and its project; what is \
+made in a directory takes its project. Over a hard limit, or over a soft limit for longer than the grace \
+period, creates and writes fail with EDQUOT (\"Disk quota exceeded\").\n\nExamples:\n  \
+weft quota                              (your own user and groups)\n  \
+weft quota -u alice                     (root, or alice herself)\n  \
+weft quota set -u alice -b 9G -B 10G -i 90000 -I 100000\n  \
+weft quota set -p 42 -B 1T              (project 42)\n  \
+weft quota project -p 42 -r /proj/x     (give /proj/x and all below it project 42)\n  \
+weft quota grace -u -b 86400            (users may stay over soft limits of bytes for a day)\n  \
+weft quota recount                      (count every id's usage again)"
+    )]
+    Quota(quota_cmd::QuotaArgs),
     /// Show namespace counts and each io server's space (exit status 2 if one does not
     /// answer).
     Df,
@@ -784,6 +800,10 @@ fn in_cwd(mut command: Command, cwd: Option<&str>) -> Result<Command> {
         }
         Command::Put { path, .. } | Command::Get { path, .. } | Command::Layout { path, .. } => one(path)?,
         Command::Rebuild(args) => args.path.iter_mut().try_for_each(one)?,
+        Command::Quota(quota_cmd::QuotaArgs {
+            command: Some(quota_cmd::QuotaCommand::Project { paths, .. }),
+            ..
+        }) => all(paths, false)?,
         _ => {}
     }
     Ok(command)
@@ -986,6 +1006,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             let client = connect()?;
             rebuild_cmd::run(&client, args).map_err(|e| name_io_server(&client, e))
         }
+        Command::Quota(args) => quota_cmd::run(&connect()?, args),
         Command::Df => files::df(&connect()?),
         Command::Top(args) => top_cmd::run(args),
         Command::Bench(args) => weft_bench::run(args),

@@ -80,6 +80,7 @@ impl From<ClientError> for MpiioError {
             ErrorCode::Exists => ErrorClass::FileExists,
             ErrorCode::PermissionDenied | ErrorCode::NotPermitted => ErrorClass::Access,
             ErrorCode::NoSpace => ErrorClass::NoSpace,
+            ErrorCode::QuotaExceeded => ErrorClass::Quota,
             ErrorCode::InvalidArgument | ErrorCode::InvalidLayout => ErrorClass::Arg,
             ErrorCode::IsDirectory | ErrorCode::NotDirectory | ErrorCode::NameTooLong => ErrorClass::BadFile,
             ErrorCode::Busy => ErrorClass::FileInUse,

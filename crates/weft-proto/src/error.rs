@@ -43,6 +43,8 @@ pub enum ErrorCode {
     /// operation on this connection (none presented, or it expired or was revoked):
     /// ask the metadata manager for one and present it.
     CapabilityRequired = 44,
+    /// A user's, group's or project's quota refuses the allocation (`quota.rs`).
+    QuotaExceeded = 45,
 }
 
 impl ErrorCode {
@@ -76,6 +78,7 @@ impl ErrorCode {
             42 => OutOfRange,
             43 => ArgumentTooLarge,
             44 => CapabilityRequired,
+            45 => QuotaExceeded,
             _ => Internal,
         }
     }
@@ -105,6 +108,7 @@ impl ErrorCode {
             NoData => libc_errno::ENODATA,
             OutOfRange => libc_errno::ERANGE,
             ArgumentTooLarge => libc_errno::E2BIG,
+            QuotaExceeded => libc_errno::EDQUOT,
         }
     }
 }
@@ -133,6 +137,7 @@ pub mod libc_errno {
     pub const ETIMEDOUT: i32 = 110;
     pub const EHOSTDOWN: i32 = 112;
     pub const ESTALE: i32 = 116;
+    pub const EDQUOT: i32 = 122;
 }
 
 /// An error as it travels in a response: a code and a human-readable message.

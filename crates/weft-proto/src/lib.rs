@@ -40,7 +40,9 @@
 //! (`request.rs`, opcodes in `opcode.rs`, carried requests and shared-memory descriptors
 //! in `request/nested.rs`) and responses (`response.rs`); `types.rs` shared value types (`Attr`, `Cred`, `Striping`, ...); `name.rs`
 //! `Name`, the byte string of entry names and symlink targets; `error.rs` the stable numbered error codes and their errno mapping. `frame.rs` holds
-//! `PROTOCOL_VERSION` (6: the rebuild of replicated files' stale pieces, `RebuildStamp`,
+//! `PROTOCOL_VERSION` (7: quotas, `QuotaSet`, `QuotaGet`, `QuotaGrace`, `Project`,
+//! `QuotaRecount` (meta, opcodes 240-244), replies `Quota`, `ProjectId` (tags 95-96), error
+//! `QuotaExceeded` (45, EDQUOT); 6: the rebuild of replicated files' stale pieces, `RebuildStamp`,
 //! `RebuildWrite` (io, opcodes 232-233), `StaleGeneration`, `ClearStale`, `StaleList` (meta,
 //! 234-236), replies `Stamp`, `Generation`, `StaleFiles` (tags 90-92); 5: `Tracked`, opcode 210, wraps every namespace change with the
 //! client's identity, slot and request number and is answered `Tracked`, tag 80, with the
@@ -177,6 +179,7 @@ pub mod lock_table;
 pub mod msg;
 pub mod name;
 pub mod pattern;
+pub mod quota;
 pub mod space;
 pub mod types;
 

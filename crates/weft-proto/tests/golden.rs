@@ -24,6 +24,7 @@ use weft_proto::frame::{FrameHeader, FrameKind, PROTOCOL_VERSION};
 use weft_proto::handshake::{Identity, NONCE_BYTES, PROOF_BYTES};
 use weft_proto::msg::*;
 use weft_proto::pattern::{AccessPattern, PatternRef};
+use weft_proto::quota::{QuotaGrace, QuotaKind, QuotaLimits, QuotaReport, QuotaUsage};
 use weft_proto::types::*;
 use weft_proto::{ErrorCode, Name, WireError};
 
@@ -100,6 +101,11 @@ fn request_name(r: &Request) -> &'static str {
         RenameNoReplace { .. } => "RenameNoReplace",
         RenewSession { .. } => "RenewSession",
         ReplayDone { .. } => "ReplayDone",
+        QuotaSet { .. } => "QuotaSet",
+        QuotaGet { .. } => "QuotaGet",
+        QuotaGrace { .. } => "QuotaGrace",
+        Project { .. } => "Project",
+        QuotaRecount { .. } => "QuotaRecount",
         Resolve { .. } => "Resolve",
         Revalidate { .. } => "Revalidate",
         RevokeCapabilities { .. } => "RevokeCapabilities",
@@ -172,6 +178,8 @@ fn response_name(r: &Response) -> &'static str {
         Stamp { .. } => "Stamp",
         Generation { .. } => "Generation",
         StaleFiles { .. } => "StaleFiles",
+        Quota { .. } => "Quota",
+        ProjectId { .. } => "ProjectId",
         Tracked { .. } => "Tracked",
     }
 }
@@ -904,6 +912,38 @@ fn requests(s: &mut Samples) {
             }),
         },
         Request::ReplayDone { client: 0xc0ffee },
+        Request::QuotaSet {
+            cred: cred(),
+            kind: QuotaKind::User,
+            id: 5101,
+            limits: quota_limits(),
+        },
+        Request::QuotaGet {
+            cred: cred(),
+            kind: QuotaKind::Project,
+            id: 77,
+        },
+        Request::QuotaGrace {
+            cred: cred(),
+            kind: QuotaKind::Group,
+            grace: QuotaGrace {
+                bytes_s: 86_400,
+                inodes_s: 3_600,
+            },
+        },
+        Request::Project {
+            cred: cred(),
+            inode: InodeId(9),
+            set: Some(77),
+            recursive: true,
+        },
+        Request::Project {
+            cred: cred(),
+            inode: InodeId(9),
+            set: None,
+            recursive: false,
+        },
+        Request::QuotaRecount { cred: cred() },
     ] {
         s.request(r);
     }
@@ -1050,6 +1090,8 @@ fn responses(s: &mut Samples) {
             files: vec![(InodeId(9), vec![ServerId(3)]), (InodeId(12), vec![])],
             more: true,
         },
+        Response::Quota(quota_report()),
+        Response::ProjectId(77),
         Response::Tracked {
             seq: 12,
             durable_seq: 11,
@@ -1063,6 +1105,31 @@ fn responses(s: &mut Samples) {
         s.response(Ok(r));
     }
     s.response(Err(WireError::new(ErrorCode::NotEmpty, "dir /x is not empty")));
+}
+
+fn quota_limits() -> QuotaLimits {
+    QuotaLimits {
+        bytes_soft: 9 << 30,
+        bytes_hard: 10 << 30,
+        inodes_soft: 90_000,
+        inodes_hard: 100_000,
+    }
+}
+
+fn quota_report() -> QuotaReport {
+    QuotaReport {
+        kind: QuotaKind::User,
+        id: 5101,
+        limits: quota_limits(),
+        usage: QuotaUsage {
+            bytes: 11 << 30,
+            inodes: 12,
+            bytes_over_since_ms: 1_700_000_000_000,
+            inodes_over_since_ms: 0,
+        },
+        grace: QuotaGrace::default(),
+        now_ms: 1_700_000_100_000,
+    }
 }
 
 fn cluster_info() -> ClusterInfo {
@@ -1188,6 +1255,11 @@ fn values(s: &mut Samples) {
     s.value("Name", Name::new(b"caf\xe9".to_vec()));
     s.value("AccessPattern", pattern());
     s.value("WireError", WireError::new(ErrorCode::NotFound, "no such file"));
+    s.value(
+        "WireError.quota",
+        WireError::new(ErrorCode::QuotaExceeded, "disk quota exceeded"),
+    );
+    s.value("QuotaReport", quota_report());
     s.value("Cred", cred());
     s.value(
         "Timespec",

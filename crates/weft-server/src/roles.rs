@@ -946,6 +946,32 @@ impl ObjectServers for NetObjectServers {
             })
             .collect()
     }
+    fn object_bytes(
+        &self,
+        server: ServerId,
+        items: &[(InodeId, weft_proto::Striping)],
+    ) -> Result<Vec<u64>, WireError> {
+        let addr = self.addrs.get(&server).ok_or_else(|| {
+            WireError::new(
+                ErrorCode::Unavailable,
+                format!("io server {server} is not in the cluster description"),
+            )
+        })?;
+        let request = Request::ObjStat {
+            items: items.to_vec(),
+        };
+        match self.pool.call(addr, &request, &[]) {
+            Ok((Response::ObjStats(stats), _)) if stats.len() == items.len() => {
+                Ok(stats.into_iter().map(|(_, allocated)| allocated).collect())
+            }
+            Ok((other, _)) => Err(WireError::new(
+                ErrorCode::Malformed,
+                format!("io server {server} answered ObjStat with {other:?}"),
+            )),
+            Err(weft_rpc::RpcError::Remote { error, .. }) => Err(error),
+            Err(e) => Err(WireError::new(e.code(), format!("io server {server}: {e}"))),
+        }
+    }
     fn drop_cached(&self, manager: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
         self.call(
             manager,

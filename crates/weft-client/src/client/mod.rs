@@ -20,6 +20,7 @@ mod attrs;
 mod locks;
 mod namespace;
 mod open;
+mod quota;
 mod rebuild;
 
 pub use attrs::{PartialSizes, SizeOf};

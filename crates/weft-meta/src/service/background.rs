@@ -181,6 +181,7 @@ impl MetaService {
                 };
                 service.release_lapsed_sessions();
                 service.forget_idle_lock_sessions();
+                service.settle_quotas_once();
                 // A replay may yet make a file of a number a restart made an orphan.
                 if service.replay_window_open() {
                     continue;

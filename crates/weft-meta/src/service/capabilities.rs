@@ -69,8 +69,12 @@ impl MetaService {
             Caller::User(user) => self.handles.holds(inode, user.uid, rights, unix_ms()),
         };
         self.store.may_access_data(cred, inode, want, orphan_read)?;
+        if rights & WRITE != 0 {
+            self.quota_may_grant_write(inode)?;
+        }
         let capability = issuer.issue(inode, rights, issued);
         if rights & WRITE != 0 {
+            self.quota_granted(inode, capability.expiry_ms);
             if let Some(writers) = self.writers.get() {
                 writers.granted(inode, holder(caller), capability.expiry_ms, unix_ms());
             }

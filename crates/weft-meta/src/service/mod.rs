@@ -30,6 +30,7 @@ mod capabilities;
 mod create;
 mod locks;
 mod precreate;
+mod quota;
 mod tracked;
 
 pub use background::PurgerHandle;
@@ -50,6 +51,18 @@ pub trait ObjectServers: Send + Sync {
     /// Remove the objects of `inodes` from io server `server`; missing objects are
     /// not an error.
     fn remove_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError>;
+    /// The bytes allocated on io server `server` to the objects of `items`' inodes
+    /// (0 for a missing one), in their order (`ObjStat`): what quotas charge.
+    fn object_bytes(
+        &self,
+        _server: ServerId,
+        _items: &[(InodeId, weft_proto::Striping)],
+    ) -> Result<Vec<u64>, WireError> {
+        Err(WireError::new(
+            ErrorCode::Unsupported,
+            "these io servers report no bytes",
+        ))
+    }
     /// Tell cache manager `manager` that `inodes` were removed: it drops their blocks
     /// (dirty ones too: there is nothing to write them back to). Best effort: a
     /// manager that misses it drops them when their write-back finds no object.
@@ -181,6 +194,8 @@ pub struct MetaService {
     refills_asked: Mutex<BTreeSet<Vec<ServerId>>>,
     /// Tracked requests' records and the replay window (`replay.rs`).
     replay: crate::replay::Replay,
+    /// The files whose bytes the quota settler follows (`quota.rs`).
+    settling: quota::Settling,
 }
 
 /// Signs the capabilities the manager grants and tells the servers of revocations
@@ -253,6 +268,7 @@ impl MetaService {
             refiller: Mutex::new(None),
             refills_asked: Mutex::new(BTreeSet::new()),
             replay: Default::default(),
+            settling: Default::default(),
         })
     }
 
@@ -607,6 +623,11 @@ impl MetaService {
                 Ok(Response::Done)
             }
             tracked @ Request::Tracked { .. } => self.tracked(caller, tracked),
+            quota @ (Request::QuotaSet { .. }
+            | Request::QuotaGet { .. }
+            | Request::QuotaGrace { .. }
+            | Request::Project { .. }
+            | Request::QuotaRecount { .. }) => self.serve_quota(&quota),
             Request::ReplayDone { client } => {
                 self.replay.done(client);
                 Ok(Response::Done)

@@ -28,6 +28,7 @@
 //! - `lock_sessions`: mount session -> when recorded (ms since the epoch), the mounts
 //!   that took fcntl/flock locks, whose reclaims a restarted manager waits for (see
 //!   `ops/lock_sessions.rs` and the service's `file_locks`);
+//! - `quota_*`: quota limits, usage, projects and bytes charged (`quota.rs`);
 //! - `counters`: name -> u64 (format, next inode number, statfs counts, and
 //!   `lock_sessions_overflow`: the record of lock sessions was full).
 //!
@@ -48,6 +49,7 @@ mod access;
 mod group;
 mod names;
 mod ops;
+mod quota;
 mod record;
 pub mod replies;
 mod room;
@@ -282,6 +284,7 @@ impl MetaStore {
                     .map_err(redb::Error::from)?;
             }
         }
+        quota::open_tables(&txn)?;
         let last_seq = txn
             .open_table(COUNTERS)
             .map_err(redb::Error::from)?
@@ -852,6 +855,7 @@ struct WriteTables<'t> {
     counters: Table<'t, &'static str, u64>,
     precreated: Table<'t, u64, &'static [u8]>,
     file_parents: Table<'t, (u64, u64), u64>,
+    quota: quota::QuotaTables<'t>,
     /// One clock reading per operation, so that all times it sets agree.
     now: Timespec,
 }
@@ -977,6 +981,7 @@ impl<'t> WriteTables<'t> {
             counters: txn.open_table(COUNTERS).storage()?,
             precreated: txn.open_table(PRECREATED).storage()?,
             file_parents: txn.open_table(FILE_PARENTS).storage()?,
+            quota: quota::QuotaTables::open(txn)?,
             now: Timespec::now(),
         })
     }
@@ -990,6 +995,7 @@ impl<'t> WriteTables<'t> {
 
     /// Removes an inode's record and its extended attributes.
     fn remove_inode(&mut self, inode: InodeId) -> Result<(), WireError> {
+        self.quota_release(inode)?;
         self.inodes.remove(inode.0).storage()?;
         let names: Vec<Vec<u8>> = xattr_range(&self.xattrs, inode)?
             .map(|item| item.map(|(key, _)| key.value().1.to_vec()))
@@ -1048,6 +1054,7 @@ impl<'t> WriteTables<'t> {
         (inode, record): (InodeId, &InodeRecord),
         new: bool,
     ) -> Result<(), WireError> {
+        self.quota_charge_new(new, (inode, record), parent)?;
         self.put_inode(inode, record)?;
         self.put_entry(parent, name, inode, record.kind)?;
         parent_record.entries += 1;

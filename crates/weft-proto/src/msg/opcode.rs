@@ -98,4 +98,9 @@ pub enum Opcode {
     ReleaseWrites = 221,
     Tracked = 210,
     ReplayDone = 211,
+    QuotaSet = 240,
+    QuotaGet = 241,
+    QuotaGrace = 242,
+    Project = 243,
+    QuotaRecount = 244,
 }

@@ -706,6 +706,45 @@ pub enum Request {
     ReplayDone {
         client: u64,
     },
+    /// meta (quotas, protocol 7): sets the limits of `kind` id `id` (all 0: none).
+    /// Needs root or the owner of the root directory. Answered `Quota`.
+    QuotaSet {
+        cred: Cred,
+        kind: crate::quota::QuotaKind,
+        id: u32,
+        limits: crate::quota::QuotaLimits,
+    },
+    /// meta (quotas): the limits and usage of `kind` id `id`. A user sees only his own
+    /// uid, his groups and projects; root and the root directory's owner see any.
+    /// Answered `Quota`.
+    QuotaGet {
+        cred: Cred,
+        kind: crate::quota::QuotaKind,
+        id: u32,
+    },
+    /// meta (quotas): sets the grace periods of `kind`'s soft limits (as `QuotaSet`
+    /// needs). Answered `Quota` (of id 0).
+    QuotaGrace {
+        cred: Cred,
+        kind: crate::quota::QuotaKind,
+        grace: crate::quota::QuotaGrace,
+    },
+    /// meta (quotas): the project of `inode`; with `set`, first gives it that project
+    /// (0: none), and a directory also everything below it when `recursive` (as `lfs
+    /// project -p ID -r -s`). What is created in a directory takes its project. Setting
+    /// needs root or the root directory's owner. Answered `ProjectId`.
+    Project {
+        cred: Cred,
+        inode: InodeId,
+        set: Option<u32>,
+        recursive: bool,
+    },
+    /// meta (quotas): counts every id's inodes again from the namespace and its bytes
+    /// from what was last settled per file, and settles every file's bytes from its io
+    /// servers (as `QuotaSet` needs). Answered `Done`.
+    QuotaRecount {
+        cred: Cred,
+    },
 }
 
 impl Request {
@@ -742,7 +781,12 @@ impl Request {
             | Request::GetXattr { cred, .. }
             | Request::ListXattr { cred, .. }
             | Request::RemoveXattr { cred, .. }
-            | Request::GrantCapability { cred, .. } => Some(cred),
+            | Request::GrantCapability { cred, .. }
+            | Request::QuotaSet { cred, .. }
+            | Request::QuotaGet { cred, .. }
+            | Request::QuotaGrace { cred, .. }
+            | Request::Project { cred, .. }
+            | Request::QuotaRecount { cred } => Some(cred),
             Request::WithParent { request } | Request::CreateGranted { request } => request.cred_mut(),
             Request::Tracked { request, .. } => request.cred_mut(),
             Request::LookupMany { cred, .. } => Some(cred),

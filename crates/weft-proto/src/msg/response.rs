@@ -163,6 +163,12 @@ pub enum Response {
         files: Vec<(InodeId, Vec<ServerId>)>,
         more: bool,
     },
+    /// `QuotaGet`, `QuotaSet`, `QuotaGrace`: one id's limits and usage.
+    #[wire(tag = 95)]
+    Quota(crate::quota::QuotaReport),
+    /// `Project`: the inode's project (0: none).
+    #[wire(tag = 96)]
+    ProjectId(u32),
     /// `Tracked`: the operation's answer, its sequence number (0: it changed nothing),
     /// the last sequence number the manager made durable, and the manager's epoch (its
     /// incarnation: another value after a restart).

@@ -184,13 +184,14 @@ impl MetaStore {
                     format!("inode {inode} allocated for {} is already in use", quoted(name)),
                 ));
             }
+            let (mode, gid) = new_mode_and_group(cred, &parent_record, mode, false);
+            tx.quota_admit((cred.uid, gid), parent)?;
             if precreated {
                 tx.take_precreated(inode)?;
             }
             if reused {
                 tx.take_back(inode)?;
             }
-            let (mode, gid) = new_mode_and_group(cred, &parent_record, mode, false);
             let mut record = InodeRecord::new(FileKind::File, mode, (cred.uid, gid), parent, tx.now);
             record.layout = Some(layout);
             record.cache = cache;

@@ -140,6 +140,9 @@ impl MetaStore {
             };
             if asked != SetAttr::default() && (record != before || !changes.kill_privileges) {
                 record.ctime = now;
+                if (record.uid, record.gid) != (before.uid, before.gid) {
+                    tx.quota_chown(inode, &before, &record)?;
+                }
                 tx.put_inode(inode, &record)?;
             }
             Ok(record.attr(inode))
