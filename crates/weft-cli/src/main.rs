@@ -80,12 +80,14 @@ mod cluster;
 mod counts;
 mod escape;
 mod files;
+mod migrate_cmd;
 mod mpi_env;
 mod netemu;
 mod output;
 mod progress;
 mod rebuild_cmd;
 mod run;
+mod server_cmd;
 mod top_cmd;
 mod trace_cmd;
 mod tree_copy;
@@ -553,6 +555,15 @@ weft rebuild --server 2 --missing      (io server 2's disk was replaced by an em
 weft rebuild --rate 200M               (at most 200 MB/s)"
     )]
     Rebuild(rebuild_cmd::RebuildArgs),
+    /// Restripe files in place (new stripe size, count, servers or redundancy), keeping
+    /// their inode, attributes and extended attributes.
+    #[command(
+        long_about = "Copy each file's bytes into objects of a new layout and switch the file to it atomically (as Lustre's `lfs migrate`): readers see the old layout or the new, writers wait during the copy, handles opened before the switch get ESTALE (reopen). Fields not given keep the file's own.\n\nExamples:\n  weft migrate --stripe-count 4 /data/big.bin\n  weft migrate -r --stripe-size 4M /data/run1"
+    )]
+    Migrate(migrate_cmd::MigrateArgs),
+    /// Io servers' states, and draining one (its files moved off it, online).
+    #[command(subcommand)]
+    Server(server_cmd::ServerCommand),
     /// Show namespace counts and each io server's space (exit status 2 if one does not
     /// answer).
     Df,
@@ -784,6 +795,7 @@ fn in_cwd(mut command: Command, cwd: Option<&str>) -> Result<Command> {
         }
         Command::Put { path, .. } | Command::Get { path, .. } | Command::Layout { path, .. } => one(path)?,
         Command::Rebuild(args) => args.path.iter_mut().try_for_each(one)?,
+        Command::Migrate(args) => args.paths.iter_mut().try_for_each(one)?,
         _ => {}
     }
     Ok(command)
@@ -985,6 +997,14 @@ fn run(command: Command, given: &[String]) -> Result<()> {
         Command::Rebuild(args) => {
             let client = connect()?;
             rebuild_cmd::run(&client, args).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Migrate(args) => {
+            let client = connect()?;
+            migrate_cmd::run(&client, args).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Server(command) => {
+            let client = connect()?;
+            server_cmd::run(&client, command).map_err(|e| name_io_server(&client, e))
         }
         Command::Df => files::df(&connect()?),
         Command::Top(args) => top_cmd::run(args),

@@ -40,7 +40,10 @@
 //! (`request.rs`, opcodes in `opcode.rs`, carried requests and shared-memory descriptors
 //! in `request/nested.rs`) and responses (`response.rs`); `types.rs` shared value types (`Attr`, `Cred`, `Striping`, ...); `name.rs`
 //! `Name`, the byte string of entry names and symlink targets; `error.rs` the stable numbered error codes and their errno mapping. `frame.rs` holds
-//! `PROTOCOL_VERSION` (6: the rebuild of replicated files' stale pieces, `RebuildStamp`,
+//! `PROTOCOL_VERSION` (7: migration to a new layout and io servers' states,
+//! `MigrateObject` (io, opcode 250), `MigrateBegin`, `MigrateEnd`, `ServerFiles`,
+//! `SetServerState`, `ServerStates` (meta, 251-255), reply `ServerStates` (tag 100);
+//! 6: the rebuild of replicated files' stale pieces, `RebuildStamp`,
 //! `RebuildWrite` (io, opcodes 232-233), `StaleGeneration`, `ClearStale`, `StaleList` (meta,
 //! 234-236), replies `Stamp`, `Generation`, `StaleFiles` (tags 90-92); 5: `Tracked`, opcode 210, wraps every namespace change with the
 //! client's identity, slot and request number and is answered `Tracked`, tag 80, with the

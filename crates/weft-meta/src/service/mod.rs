@@ -29,6 +29,7 @@ mod background;
 mod capabilities;
 mod create;
 mod locks;
+mod migrate;
 mod precreate;
 mod tracked;
 
@@ -50,6 +51,14 @@ pub trait ObjectServers: Send + Sync {
     /// Remove the objects of `inodes` from io server `server`; missing objects are
     /// not an error.
     fn remove_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError>;
+    /// One step of a migration at io server `server` (`Request::MigrateObject`): the
+    /// stamp it answers (`FREEZE`, `CHECK`), else 0.
+    fn migrate_object(&self, server: ServerId, _request: Request) -> Result<u64, WireError> {
+        Err(WireError::new(
+            ErrorCode::Unsupported,
+            format!("io server {server}: these object servers do not migrate"),
+        ))
+    }
     /// Tell cache manager `manager` that `inodes` were removed: it drops their blocks
     /// (dirty ones too: there is nothing to write them back to). Best effort: a
     /// manager that misses it drops them when their write-back finds no object.
@@ -181,6 +190,8 @@ pub struct MetaService {
     refills_asked: Mutex<BTreeSet<Vec<ServerId>>>,
     /// Tracked requests' records and the replay window (`replay.rs`).
     replay: crate::replay::Replay,
+    /// Migrations under way (`migrate.rs`).
+    migrations: migrate::Migrations,
 }
 
 /// Signs the capabilities the manager grants and tells the servers of revocations
@@ -229,7 +240,7 @@ impl MetaService {
             cache_managers: cluster.cache.managers.len(),
         })?;
         cluster.root = InodeId::ROOT;
-        Ok(MetaService {
+        MetaService {
             store,
             cluster,
             objects,
@@ -253,7 +264,15 @@ impl MetaService {
             refiller: Mutex::new(None),
             refills_asked: Mutex::new(BTreeSet::new()),
             replay: Default::default(),
-        })
+            migrations: Default::default(),
+        }
+        .with_server_states()
+    }
+
+    /// Places new files only on the io servers recorded active (`migrate.rs`).
+    fn with_server_states(self) -> Result<MetaService, WireError> {
+        self.apply_server_states()?;
+        Ok(self)
     }
 
     /// The database was made by this run: no capability was granted before it, and the
@@ -358,6 +377,11 @@ impl MetaService {
             Request::GrantCapability { cred, inode, rights } => {
                 self.grant_capability(caller, &cred, inode, rights)
             }
+            migrate @ (Request::MigrateBegin { .. }
+            | Request::MigrateEnd { .. }
+            | Request::ServerFiles { .. }
+            | Request::SetServerState { .. }
+            | Request::ServerStates { .. }) => self.serve_migrate(migrate),
             Request::Mkdir {
                 cred,
                 parent,
@@ -631,6 +655,7 @@ impl MetaService {
             | Request::LockStats
             | Request::RebuildStamp { .. }
             | Request::RebuildWrite { .. }
+            | Request::MigrateObject { .. }
             | Request::ShmAttach { .. }
             | Request::ShmCall { .. }
             | Request::ShmAttachPool { .. }
@@ -879,6 +904,9 @@ fn addressed(request: &Request) -> Vec<InodeId> {
         | Request::RemoveXattr { inode, .. }
         | Request::SharedPointer { inode, .. }
         | Request::SharedPointerSince { inode, .. } => vec![*inode],
+        Request::MigrateBegin { inode, temp, .. } | Request::MigrateEnd { inode, temp, .. } => {
+            vec![*inode, *temp]
+        }
         Request::Readdir { dir, .. }
         | Request::ReaddirPlus { dir, .. }
         | Request::SetDirLayout { dir, .. } => {

@@ -98,4 +98,10 @@ pub enum Opcode {
     ReleaseWrites = 221,
     Tracked = 210,
     ReplayDone = 211,
+    MigrateObject = 250,
+    MigrateBegin = 251,
+    MigrateEnd = 252,
+    ServerFiles = 253,
+    SetServerState = 254,
+    ServerStates = 255,
 }
