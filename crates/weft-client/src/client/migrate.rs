@@ -78,7 +78,7 @@ impl Client {
         let attr = self.resolve(path)?;
         let (parent, name) = path::split(path, ErrorCode::IsDirectory)?;
         let parent = self.resolve(&parent).map_err(|e| e.context(path))?;
-        self.migrate_attr(&attr, (parent.inode, &name), asked, &[], progress)
+        self.migrate_attr(&attr, (parent.inode, name), asked, &[], progress)
             .map_err(|e| e.context(path))
     }
 
