@@ -80,6 +80,7 @@ mod cluster;
 mod counts;
 mod escape;
 mod files;
+mod migrate_cmd;
 mod mpi_env;
 mod netemu;
 mod output;
@@ -87,6 +88,7 @@ mod progress;
 mod quota_cmd;
 mod rebuild_cmd;
 mod run;
+mod server_cmd;
 mod top_cmd;
 mod trace_cmd;
 mod tree_copy;
@@ -569,6 +571,15 @@ weft quota grace -u -b 86400            (users may stay over soft limits of byte
 weft quota recount                      (count every id's usage again)"
     )]
     Quota(quota_cmd::QuotaArgs),
+    /// Restripe files in place (new stripe size, count, servers or redundancy), keeping
+    /// their inode, attributes and extended attributes.
+    #[command(
+        long_about = "Copy each file's bytes into objects of a new layout and switch the file to it atomically (as Lustre's `lfs migrate`): readers see the old layout or the new, writers wait during the copy, handles opened before the switch get ESTALE (reopen). Fields not given keep the file's own.\n\nExamples:\n  weft migrate --stripe-count 4 /data/big.bin\n  weft migrate -r --stripe-size 4M /data/run1"
+    )]
+    Migrate(migrate_cmd::MigrateArgs),
+    /// Io servers' states, and draining one (its files moved off it, online).
+    #[command(subcommand)]
+    Server(server_cmd::ServerCommand),
     /// Show namespace counts and each io server's space (exit status 2 if one does not
     /// answer).
     Df,
@@ -804,6 +815,7 @@ fn in_cwd(mut command: Command, cwd: Option<&str>) -> Result<Command> {
             command: Some(quota_cmd::QuotaCommand::Project { paths, .. }),
             ..
         }) => all(paths, false)?,
+        Command::Migrate(args) => args.paths.iter_mut().try_for_each(one)?,
         _ => {}
     }
     Ok(command)
@@ -1007,6 +1019,14 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             rebuild_cmd::run(&client, args).map_err(|e| name_io_server(&client, e))
         }
         Command::Quota(args) => quota_cmd::run(&connect()?, args),
+        Command::Migrate(args) => {
+            let client = connect()?;
+            migrate_cmd::run(&client, args).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Server(command) => {
+            let client = connect()?;
+            server_cmd::run(&client, command).map_err(|e| name_io_server(&client, e))
+        }
         Command::Df => files::df(&connect()?),
         Command::Top(args) => top_cmd::run(args),
         Command::Bench(args) => weft_bench::run(args),

@@ -56,15 +56,38 @@ impl Default for TransferOptions {
 /// to stay within its bound (`weft_rpc::capability::PER_CONNECTION_MAX`) may do so again
 /// while threads sharing the connection present theirs, so one retry can meet a second
 /// forgetting.
+///
+/// A write refused because its file is being migrated to a new layout (its objects
+/// frozen, `weft_proto::msg::migrate_step::FROZEN_MARK`) waits, for at most
+/// [`FROZEN_WAIT_MAX`], and runs again: the migration ends by thawing them, or by
+/// fencing them (then this handle's requests are refused `Stale`: reopen).
 pub(crate) fn retry_if_revoked<T>(work: impl Fn() -> Result<T, ClientError>) -> Result<T, ClientError> {
     let mut tries = 0;
+    let mut frozen_since: Option<std::time::Instant> = None;
     loop {
         tries += 1;
         match work() {
             Err(e) if e.code() == ErrorCode::CapabilityRequired && tries <= CAPABILITY_RETRIES => {}
+            Err(e) if is_frozen(&e) => {
+                let since = *frozen_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= FROZEN_WAIT_MAX {
+                    return Err(e);
+                }
+                std::thread::sleep(FROZEN_POLL);
+            }
             other => return other,
         }
     }
+}
+
+/// Longest a write waits for a migration of its file (`retry_if_revoked`).
+pub const FROZEN_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(120);
+/// How often a write waiting for a migration tries again.
+const FROZEN_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+fn is_frozen(e: &ClientError) -> bool {
+    matches!(e, ClientError::Refused { code: ErrorCode::Busy, message }
+        if message.contains(weft_proto::msg::migrate_step::FROZEN_MARK))
 }
 
 /// How many times a request refused for want of a capability is repeated.

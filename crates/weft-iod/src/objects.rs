@@ -481,6 +481,29 @@ impl ObjectStore {
         }
     }
 
+    /// Renames object file `from` to `to` (a migration's adopt and undo,
+    /// `crate::migrate`), forgetting the cached handles of `inodes` as a replacement
+    /// does (a `get` that opened the old file meanwhile does not cache it), then makes
+    /// the rename durable. A missing `from` is `Ok(false)`.
+    pub(crate) fn rename_file(&self, from: &Path, to: &Path, inodes: &[InodeId]) -> io::Result<bool> {
+        {
+            let mut open = self.open.lock().unwrap();
+            match std::fs::rename(from, to) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(e),
+            }
+            self.replaced.fetch_add(1, Ordering::SeqCst);
+            for inode in inodes {
+                open.remove(inode);
+            }
+        }
+        for dir in [from.parent(), to.parent()].into_iter().flatten() {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(true)
+    }
+
     /// An open handle; a missing object means the file was removed (or never created).
     pub fn get(&self, inode: InodeId) -> Result<Arc<File>, WireError> {
         loop {

@@ -42,7 +42,10 @@
 //! `Name`, the byte string of entry names and symlink targets; `error.rs` the stable numbered error codes and their errno mapping. `frame.rs` holds
 //! `PROTOCOL_VERSION` (7: quotas, `QuotaSet`, `QuotaGet`, `QuotaGrace`, `Project`,
 //! `QuotaRecount` (meta, opcodes 240-244), replies `Quota`, `ProjectId` (tags 95-96), error
-//! `QuotaExceeded` (45, EDQUOT); 6: the rebuild of replicated files' stale pieces, `RebuildStamp`,
+//! `QuotaExceeded` (45, EDQUOT); migration to a new layout and io servers' states,
+//! `MigrateObject` (io, opcode 250), `MigrateBegin`, `MigrateEnd`, `ServerFiles`,
+//! `SetServerState`, `ServerStates` (meta, 251-255), reply `ServerStates` (tag 100);
+//! 6: the rebuild of replicated files' stale pieces, `RebuildStamp`,
 //! `RebuildWrite` (io, opcodes 232-233), `StaleGeneration`, `ClearStale`, `StaleList` (meta,
 //! 234-236), replies `Stamp`, `Generation`, `StaleFiles` (tags 90-92); 5: `Tracked`, opcode 210, wraps every namespace change with the
 //! client's identity, slot and request number and is answered `Tracked`, tag 80, with the

@@ -76,6 +76,12 @@ fn request_name(r: &Request) -> &'static str {
         StaleGeneration { .. } => "StaleGeneration",
         ClearStale { .. } => "ClearStale",
         StaleList { .. } => "StaleList",
+        MigrateObject { .. } => "MigrateObject",
+        MigrateBegin { .. } => "MigrateBegin",
+        MigrateEnd { .. } => "MigrateEnd",
+        ServerFiles { .. } => "ServerFiles",
+        SetServerState { .. } => "SetServerState",
+        ServerStates { .. } => "ServerStates",
         Metrics { .. } => "Metrics",
         Mkdir { .. } => "Mkdir",
         Mknod { .. } => "Mknod",
@@ -180,6 +186,7 @@ fn response_name(r: &Response) -> &'static str {
         StaleFiles { .. } => "StaleFiles",
         Quota { .. } => "Quota",
         ProjectId { .. } => "ProjectId",
+        ServerStates { .. } => "ServerStates",
         Tracked { .. } => "Tracked",
     }
 }
@@ -769,6 +776,41 @@ fn requests(s: &mut Samples) {
             after: InodeId(0),
             max: 1,
         },
+        Request::MigrateObject {
+            inode: InodeId(9),
+            temp: InodeId(12),
+            striping: Some(striping()),
+            step: migrate_step::ADOPT,
+        },
+        Request::MigrateObject {
+            inode: InodeId(9),
+            temp: InodeId(12),
+            striping: None,
+            step: migrate_step::FREEZE,
+        },
+        Request::MigrateBegin {
+            cred: cred(),
+            inode: InodeId(9),
+            temp: InodeId(12),
+        },
+        Request::MigrateEnd {
+            cred: cred(),
+            inode: InodeId(9),
+            temp: InodeId(12),
+            commit: true,
+        },
+        Request::ServerFiles {
+            cred: cred(),
+            server: ServerId(3),
+            after: InodeId(1),
+            max: 100,
+        },
+        Request::SetServerState {
+            cred: cred(),
+            server: ServerId(3),
+            state: server_state::DRAINING,
+        },
+        Request::ServerStates { cred: cred() },
         Request::Link {
             cred: cred(),
             inode: InodeId(9),
@@ -1086,6 +1128,12 @@ fn responses(s: &mut Samples) {
         },
         Response::Stamp(u64::MAX - 1),
         Response::Generation(5),
+        Response::ServerStates {
+            states: vec![
+                (ServerId(1), server_state::ACTIVE),
+                (ServerId(3), server_state::DRAINED),
+            ],
+        },
         Response::StaleFiles {
             files: vec![(InodeId(9), vec![ServerId(3)]), (InodeId(12), vec![])],
             more: true,

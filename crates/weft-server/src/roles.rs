@@ -633,7 +633,7 @@ fn is_io_request(request: &Request) -> bool {
     use weft_proto::Opcode::*;
     match request.opcode() {
         AppendLock | AppendUnlock | ObjStat | ObjStamp | ObjTimes | Allocate | ObjPrecreate | ExtentLock
-        | ExtentUnlock | LockStats | RebuildStamp | RebuildWrite => true,
+        | ExtentUnlock | LockStats | RebuildStamp | RebuildWrite | MigrateObject => true,
         Revalidate | Release | RenewSession | FileLock | FileLockTest | FileLockReclaim | LockSession
         | LockReclaimComplete | LockSessionEnd | Link | Mknod | SetXattr | GetXattr | ListXattr
         | RemoveXattr => false,
@@ -886,6 +886,20 @@ impl ObjectServers for NetObjectServers {
                 inodes: inodes.to_vec(),
             },
         )
+    }
+    fn migrate_object(&self, server: ServerId, request: Request) -> Result<u64, WireError> {
+        let addr = self.addrs.get(&server).ok_or_else(|| {
+            WireError::new(
+                ErrorCode::Unavailable,
+                format!("io server {server} is not in the cluster description"),
+            )
+        })?;
+        match self.pool.call(addr, &request, &[]) {
+            Ok((Response::Stamp(stamp), _)) => Ok(stamp),
+            Ok(_) => Ok(0),
+            Err(weft_rpc::RpcError::Remote { error, .. }) => Err(error),
+            Err(e) => Err(WireError::new(e.code(), e.to_string())),
+        }
     }
     fn set_mtime(
         &self,

@@ -227,6 +227,11 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
         "server", "roles", "address", "pid", "state", "proto", "build"
     );
     let timeouts = status_timeouts();
+    let placement = servers
+        .iter()
+        .find(|s| s.roles.contains(&Role::Meta))
+        .map(|m| crate::server_cmd::states_at(&m.addr, &auth, timeouts))
+        .unwrap_or_default();
     let mut all_up = true;
     let mut mismatched = false;
     let mut refused = false;
@@ -282,6 +287,9 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
             build,
             stored
         );
+        if let Some(line) = crate::server_cmd::status_note(&placement, s.id) {
+            println!("{:<7} {line}", "");
+        }
         if state == "up" {
             if has(Role::Cache) {
                 println!("{:<7} {}", "", cache_line(&s.addr, &auth, timeouts));

@@ -18,6 +18,7 @@ use weft_rpc::{ClientAuth, ConnectionPool, Timeouts};
 
 mod attrs;
 mod locks;
+mod migrate;
 mod namespace;
 mod open;
 mod quota;
@@ -25,6 +26,7 @@ mod rebuild;
 
 pub use attrs::{PartialSizes, SizeOf};
 pub use locks::LockTest;
+pub use migrate::{migrate_request, Migrated, MIGRATE_CHUNK_BYTES};
 pub use namespace::{FsStats, StatfsBlocks, STATFS_BLOCK_BYTES};
 pub use open::{CreateOptions, OpenOptions};
 pub use rebuild::{RebuildOptions, RebuildProgress, REBUILD_CHUNK_BYTES};

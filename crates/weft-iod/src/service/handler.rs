@@ -3,6 +3,7 @@
 //! itself (small ones that would not wait for the disk, see `inline.rs`).
 
 use super::*;
+use weft_proto::msg::migrate_step;
 
 /// Largest read or write an event loop runs itself (`Handler::runs_inline`).
 pub const INLINE_BYTES_MAX: u64 = 64 * 1024;
@@ -24,10 +25,13 @@ impl weft_rpc::Handler for IoService {
             return None;
         };
         Some((|| {
+            self.migrations.check(request)?;
+            let fenced = self.migrations.read_key(request);
             let layout = striping.layout();
             let index = striping.server_index as usize;
             let total = ranges_stream_len(&layout, index, ranges)?;
             let file = self.objects.get(*inode)?;
+            self.migrations.check_again(fenced)?;
             let mut runs: Vec<(u64, u64)> = Vec::new();
             for piece in range_pieces(&layout, index, ranges) {
                 match runs.last_mut() {
@@ -95,6 +99,9 @@ impl weft_rpc::Handler for IoService {
     /// writes (`EOPNOTSUPP`, ext4), small writes are written by the loop as before.
     fn try_inline(&self, _connection: ConnectionId, request: &Request, data: &[u8]) -> weft_rpc::Inline {
         use weft_rpc::Inline;
+        if let Err(e) = self.migrations.check(request) {
+            return Inline::Done(Err(e));
+        }
         let result = match request {
             // A read whose bytes are all in the page cache is served as usual (sendfile,
             // or a copy into the shared segment): it will not wait.
@@ -150,6 +157,16 @@ impl weft_rpc::Handler for IoService {
                 ranges,
                 ..
             } => (*inode, Self::local_runs(striping, ranges), false),
+            // A migration's freeze, adopt and undo wait for every change of the object
+            // that arrived before them, and every later one waits for them.
+            Request::MigrateObject { inode, step, .. }
+                if matches!(
+                    *step,
+                    migrate_step::FREEZE | migrate_step::ADOPT | migrate_step::UNDO
+                ) =>
+            {
+                (*inode, vec![(0, u64::MAX)], false)
+            }
             Request::WriteView {
                 inode,
                 striping,
@@ -240,6 +257,19 @@ impl IoService {
     }
 
     pub(super) fn handle_unnamed(
+        &self,
+        connection: ConnectionId,
+        request: Request,
+        data: &[u8],
+    ) -> Result<(Response, Vec<u8>), WireError> {
+        self.migrations.check(&request)?;
+        let fenced = self.migrations.read_key(&request);
+        let reply = self.dispatch(connection, request, data);
+        self.migrations.check_again(fenced)?;
+        reply
+    }
+
+    fn dispatch(
         &self,
         connection: ConnectionId,
         request: Request,
@@ -345,6 +375,12 @@ impl IoService {
                 ranges,
                 stamp,
             } => self.rebuild_write(inode, striping, &ranges, stamp, data)?,
+            Request::MigrateObject {
+                inode,
+                temp,
+                striping,
+                step,
+            } => self.migrate_object(inode, temp, striping, step)?,
             other => {
                 return Err(WireError::new(
                     ErrorCode::Unsupported,

@@ -20,6 +20,7 @@ use weft_rpc::ConnectionId;
 
 mod handler;
 mod inline;
+mod migrate;
 mod pieces;
 mod rebuild;
 
@@ -43,6 +44,8 @@ pub struct IoService {
     nowait_writes_unsupported: std::sync::atomic::AtomicBool,
     /// The stamps of objects' chunks, for rebuilds (`crate::rebuild`).
     stamps: crate::rebuild::Stamps,
+    /// Objects frozen or fenced by migrations (`crate::migrate`).
+    migrations: crate::migrate::Migrations,
 }
 
 /// The test hook of `IoService::stall_write_once`.
@@ -78,6 +81,7 @@ impl IoService {
             stall: None,
             nowait_writes_unsupported: std::sync::atomic::AtomicBool::new(false),
             stamps: Default::default(),
+            migrations: Default::default(),
         })
     }
 

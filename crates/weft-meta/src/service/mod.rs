@@ -29,6 +29,7 @@ mod background;
 mod capabilities;
 mod create;
 mod locks;
+mod migrate;
 mod precreate;
 mod quota;
 mod tracked;
@@ -61,6 +62,14 @@ pub trait ObjectServers: Send + Sync {
         Err(WireError::new(
             ErrorCode::Unsupported,
             "these io servers report no bytes",
+        ))
+    }
+    /// One step of a migration at io server `server` (`Request::MigrateObject`): the
+    /// stamp it answers (`FREEZE`, `CHECK`), else 0.
+    fn migrate_object(&self, server: ServerId, _request: Request) -> Result<u64, WireError> {
+        Err(WireError::new(
+            ErrorCode::Unsupported,
+            format!("io server {server}: these object servers do not migrate"),
         ))
     }
     /// Tell cache manager `manager` that `inodes` were removed: it drops their blocks
@@ -196,6 +205,8 @@ pub struct MetaService {
     replay: crate::replay::Replay,
     /// The files whose bytes the quota settler follows (`quota.rs`).
     settling: quota::Settling,
+    /// Migrations under way (`migrate.rs`).
+    migrations: migrate::Migrations,
 }
 
 /// Signs the capabilities the manager grants and tells the servers of revocations
@@ -244,7 +255,7 @@ impl MetaService {
             cache_managers: cluster.cache.managers.len(),
         })?;
         cluster.root = InodeId::ROOT;
-        Ok(MetaService {
+        MetaService {
             store,
             cluster,
             objects,
@@ -269,7 +280,15 @@ impl MetaService {
             refills_asked: Mutex::new(BTreeSet::new()),
             replay: Default::default(),
             settling: Default::default(),
-        })
+            migrations: Default::default(),
+        }
+        .with_server_states()
+    }
+
+    /// Places new files only on the io servers recorded active (`migrate.rs`).
+    fn with_server_states(self) -> Result<MetaService, WireError> {
+        self.apply_server_states()?;
+        Ok(self)
     }
 
     /// The database was made by this run: no capability was granted before it, and the
@@ -374,6 +393,11 @@ impl MetaService {
             Request::GrantCapability { cred, inode, rights } => {
                 self.grant_capability(caller, &cred, inode, rights)
             }
+            migrate @ (Request::MigrateBegin { .. }
+            | Request::MigrateEnd { .. }
+            | Request::ServerFiles { .. }
+            | Request::SetServerState { .. }
+            | Request::ServerStates { .. }) => self.serve_migrate(migrate),
             Request::Mkdir {
                 cred,
                 parent,
@@ -652,6 +676,7 @@ impl MetaService {
             | Request::LockStats
             | Request::RebuildStamp { .. }
             | Request::RebuildWrite { .. }
+            | Request::MigrateObject { .. }
             | Request::ShmAttach { .. }
             | Request::ShmCall { .. }
             | Request::ShmAttachPool { .. }
@@ -900,6 +925,9 @@ fn addressed(request: &Request) -> Vec<InodeId> {
         | Request::RemoveXattr { inode, .. }
         | Request::SharedPointer { inode, .. }
         | Request::SharedPointerSince { inode, .. } => vec![*inode],
+        Request::MigrateBegin { inode, temp, .. } | Request::MigrateEnd { inode, temp, .. } => {
+            vec![*inode, *temp]
+        }
         Request::Readdir { dir, .. }
         | Request::ReaddirPlus { dir, .. }
         | Request::SetDirLayout { dir, .. } => {

@@ -42,6 +42,57 @@ pub const LOOKUP_MANY_MAX: usize = 4096;
 pub const RELEASE_WRITES_MAX: usize = 4096;
 /// Most files one `StaleList` answer names (a rebuild walks the list in such pages).
 pub const STALE_LIST_MAX: usize = 1024;
+/// Most io servers one `ServerStates` answer names.
+pub const SERVER_STATES_MAX: usize = 4096;
+
+/// The steps of `Request::MigrateObject` (the manager's, at an io server, during a
+/// `weft migrate` or `weft server drain`).
+pub mod migrate_step {
+    /// Refuse every change of the object (`Busy`) for a while (the lease is renewed by
+    /// asking again); answered `Stamp` with the freeze's epoch, the same while the
+    /// freeze lasts without a lapse.
+    pub const FREEZE: u8 = 1;
+    /// Take changes again.
+    pub const THAW: u8 = 2;
+    /// Set the old object aside and give the new one (`temp`'s) the inode's name; from
+    /// then on only requests with the new striping are served (others: `Stale`).
+    pub const ADOPT: u8 = 3;
+    /// Undo an `ADOPT` (the manager could not commit the new layout).
+    pub const UNDO: u8 = 4;
+    /// Remove the old object set aside.
+    pub const DROP: u8 = 5;
+    /// Answered `Stamp` with the epoch of the freeze now (0: none).
+    pub const CHECK: u8 = 6;
+    /// The last step's number.
+    pub const LAST: u8 = CHECK;
+    /// What a `Busy` refusal of a frozen object's change says, by which a client tells
+    /// it from other `Busy` answers and waits the migration out.
+    pub const FROZEN_MARK: &str = "is being migrated to a new layout";
+}
+
+/// The states of an io server at the manager (`SetServerState`, `ServerStates`).
+pub mod server_state {
+    /// New files are placed there.
+    pub const ACTIVE: u8 = 0;
+    /// No new files go there; its files are being migrated off it.
+    pub const DRAINING: u8 = 1;
+    /// No new files go there and none has a piece there any more.
+    pub const DRAINED: u8 = 2;
+    /// Drained and taken out of service: it may leave the cluster description.
+    pub const REMOVED: u8 = 3;
+
+    /// The state's name, as `weft status` shows it.
+    pub fn name(state: u8) -> &'static str {
+        match state {
+            ACTIVE => "active",
+            DRAINING => "draining",
+            DRAINED => "drained",
+            REMOVED => "removed",
+            _ => "unknown",
+        }
+    }
+}
+
 /// Most inodes in one batched io-server request (create/remove/extents).
 pub const BATCH_INODES_MAX: usize = 4096;
 /// Largest wire form of a view in a `RegisterView` (the message limit less room for the

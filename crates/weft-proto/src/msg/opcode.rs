@@ -103,4 +103,10 @@ pub enum Opcode {
     QuotaGrace = 242,
     Project = 243,
     QuotaRecount = 244,
+    MigrateObject = 250,
+    MigrateBegin = 251,
+    MigrateEnd = 252,
+    ServerFiles = 253,
+    SetServerState = 254,
+    ServerStates = 255,
 }

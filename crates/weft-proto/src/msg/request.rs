@@ -500,6 +500,58 @@ pub enum Request {
         after: InodeId,
         max: u32,
     },
+    /// io (migrate, protocol 7; servers only): one step (`migrate_step`) of the
+    /// migration of `inode`'s object to a new layout; `temp` is the file whose object
+    /// holds the new layout's bytes on this server, `striping` this server's striping in
+    /// the new layout (`None`: this server has no piece in it). Answered `Stamp`
+    /// (`FREEZE`, `CHECK`) or `Done`.
+    MigrateObject {
+        inode: InodeId,
+        temp: InodeId,
+        striping: Option<Striping>,
+        step: u8,
+    },
+    /// meta (migrate, protocol 7): file `temp`, made by the caller with the new layout,
+    /// is to take over regular file `inode`'s data: the manager freezes `inode`'s
+    /// objects (writes wait, refused `Busy`, for a lease the same request renews).
+    /// Needs write permission on both. Answered `Attr` (`inode`'s).
+    MigrateBegin {
+        cred: Cred,
+        inode: InodeId,
+        temp: InodeId,
+    },
+    /// meta (migrate, protocol 7): with `commit`, `temp`'s objects become `inode`'s and
+    /// `inode` takes `temp`'s layout in one transaction (readers see the old layout or
+    /// the new, never a mix), then the old objects go; without, the migration is
+    /// abandoned. Either way writes of `inode` resume. Answered `Attr` (`inode`'s).
+    MigrateEnd {
+        cred: Cred,
+        inode: InodeId,
+        temp: InodeId,
+        commit: bool,
+    },
+    /// meta (migrate, protocol 7): files after inode `after`, in inode order, with a
+    /// piece on io server `server`, at most `max` (capped at `STALE_LIST_MAX`). Root
+    /// only. Answered `StaleFiles` (with each file's stale pieces).
+    ServerFiles {
+        cred: Cred,
+        server: ServerId,
+        after: InodeId,
+        max: u32,
+    },
+    /// meta (migrate, protocol 7): io server `server` takes state `state`
+    /// (`server_state`): new files are placed only on active ones. Root only.
+    /// Answered `ServerStates`.
+    SetServerState {
+        cred: Cred,
+        server: ServerId,
+        state: u8,
+    },
+    /// meta (migrate, protocol 7): the state of every io server of the cluster.
+    /// Answered `ServerStates`.
+    ServerStates {
+        cred: Cred,
+    },
     /// meta: mount session `session` ends (its mount is unmounting and dropped its
     /// locks): the manager forgets it in its record of lock-holding sessions, so that a
     /// restart soon after does not wait for it. Answered `Done`. Added within protocol
@@ -772,6 +824,11 @@ impl Request {
             | Request::StaleGeneration { cred, .. }
             | Request::ClearStale { cred, .. }
             | Request::StaleList { cred, .. }
+            | Request::MigrateBegin { cred, .. }
+            | Request::MigrateEnd { cred, .. }
+            | Request::ServerFiles { cred, .. }
+            | Request::SetServerState { cred, .. }
+            | Request::ServerStates { cred }
             | Request::Symlink { cred, .. }
             | Request::Readlink { cred, .. }
             | Request::Revalidate { cred, .. }

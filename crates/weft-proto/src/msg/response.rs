@@ -4,7 +4,7 @@
 
 use super::cache::{CacheStats, CioStats};
 use super::values::{CommitInfo, LockStats, ViewId};
-use super::{STALE_LIST_MAX, XATTR_VALUE_BYTES_MAX};
+use super::{SERVER_STATES_MAX, STALE_LIST_MAX, XATTR_VALUE_BYTES_MAX};
 use crate::capability::Capability;
 use crate::codec::{DecodeError, Reader, Wire, Writer};
 use crate::error::WireError;
@@ -169,6 +169,12 @@ pub enum Response {
     /// `Project`: the inode's project (0: none).
     #[wire(tag = 96)]
     ProjectId(u32),
+    /// `SetServerState`, `ServerStates`: every io server's state (`server_state`).
+    #[wire(tag = 100)]
+    ServerStates {
+        #[wire(max = SERVER_STATES_MAX, what = "server state list")]
+        states: Vec<(ServerId, u8)>,
+    },
     /// `Tracked`: the operation's answer, its sequence number (0: it changed nothing),
     /// the last sequence number the manager made durable, and the manager's epoch (its
     /// incarnation: another value after a restart).
