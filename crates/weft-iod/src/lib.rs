@@ -60,6 +60,7 @@
 mod append;
 mod counters;
 mod extent_lock;
+mod listing;
 mod objects;
 mod rebuild;
 mod service;

@@ -163,6 +163,7 @@ pub fn need(request: &Request) -> Need {
         | Request::ObjTimes { .. }
         | Request::ObjPrecreate { .. }
         | Request::ObjRemove { .. }
+        | Request::ObjList { .. }
         | Request::CacheDrop { .. }
         | Request::RevokeCapabilities { .. } => Need::Server,
         _ => Need::None,

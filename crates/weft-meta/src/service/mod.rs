@@ -26,6 +26,7 @@ use weft_proto::{
 use crate::store::{ClusterLayout, CreateCheck, Made, MetaStore};
 
 mod background;
+mod backup;
 mod capabilities;
 mod create;
 mod locks;
@@ -181,6 +182,8 @@ pub struct MetaService {
     refills_asked: Mutex<BTreeSet<Vec<ServerId>>>,
     /// Tracked requests' records and the replay window (`replay.rs`).
     replay: crate::replay::Replay,
+    /// Metadata snapshots being read by `weft backup` (`backup.rs`).
+    snapshots: backup::SnapshotTable,
 }
 
 /// Signs the capabilities the manager grants and tells the servers of revocations
@@ -253,6 +256,7 @@ impl MetaService {
             refiller: Mutex::new(None),
             refills_asked: Mutex::new(BTreeSet::new()),
             replay: Default::default(),
+            snapshots: Default::default(),
         })
     }
 
@@ -462,6 +466,12 @@ impl MetaService {
             } => store
                 .stale_list(&cred, server, all, after, max)
                 .map(|(files, more)| Response::StaleFiles { files, more }),
+            Request::BackupBegin => self.backup_begin(caller),
+            Request::BackupRead { snapshot, offset, len } => self.backup_read(caller, snapshot, offset, len),
+            Request::BackupEnd { snapshot } => self.backup_end(caller, snapshot),
+            Request::InodeStates { .. } | Request::AdoptOrphans { .. } | Request::LayoutScan { .. } => {
+                self.check_scan(caller, request)
+            }
             Request::Symlink {
                 cred,
                 parent,
@@ -614,6 +624,7 @@ impl MetaService {
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
             | Request::ObjPrecreate { .. }
+            | Request::ObjList { .. }
             | Request::Write { .. }
             | Request::Read { .. }
             | Request::Sync { .. }

@@ -44,14 +44,17 @@
 //! the record of tracked requests as it is now, while no operation can run.
 
 mod access;
+mod backup;
 mod group;
 mod names;
 mod ops;
 mod record;
 pub mod replies;
+pub mod scan;
 mod xattrs;
 
 pub use access::{MAY_READ, MAY_WRITE};
+pub use backup::{prepare_restore, prepare_restore_target, store_format, SnapshotFacts, RESTORE_INODE_GAP};
 pub use group::CommitState;
 pub use names::{NAME_BYTES_MAX, PATH_BYTES_MAX};
 pub use ops::create::{CreateCheck, PendingCreate};

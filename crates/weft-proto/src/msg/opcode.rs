@@ -98,4 +98,11 @@ pub enum Opcode {
     ReleaseWrites = 221,
     Tracked = 210,
     ReplayDone = 211,
+    BackupBegin = 260,
+    BackupRead = 261,
+    BackupEnd = 262,
+    ObjList = 263,
+    InodeStates = 264,
+    AdoptOrphans = 265,
+    LayoutScan = 266,
 }
