@@ -95,7 +95,8 @@ impl Header {
 pub fn backup(args: &BackupArgs) -> Result<()> {
     let meta = weft_config::meta_address()?;
     let key = weft_config::client_key_path()?;
-    let auth = ClientAuth::cluster(ClusterKey::load(&key).with_context(|| format!("loading {}", key.display()))?);
+    let auth =
+        ClientAuth::cluster(ClusterKey::load(&key).with_context(|| format!("loading {}", key.display()))?);
     // A snapshot of a big namespace takes a while: the manager answers once it is made.
     let timeouts = Timeouts {
         connect: Duration::from_secs(10),
@@ -188,7 +189,11 @@ fn fetch(connection: &Connection, snapshot: u64, header: &Header, file: &Path, q
             offset += chunk.len() as u64;
             if !quiet && last.elapsed() >= Duration::from_millis(500) {
                 last = Instant::now();
-                eprint!("\rbackup: {} of {}   ", human_bytes(offset), human_bytes(header.bytes));
+                eprint!(
+                    "\rbackup: {} of {}   ",
+                    human_bytes(offset),
+                    human_bytes(header.bytes)
+                );
             }
         }
         if !quiet && header.bytes > 0 {
@@ -307,7 +312,8 @@ pub fn restore(args: &RestoreArgs) -> Result<()> {
     if restored.is_err() {
         let _ = std::fs::remove_file(&temp);
     }
-    let facts = restored.with_context(|| format!("restoring {} into {}", args.file.display(), db.display()))?;
+    let facts =
+        restored.with_context(|| format!("restoring {} into {}", args.file.display(), db.display()))?;
     println!(
         "restored {} into {}: {} files, {} directories (protocol {} backup); start the manager, then `weft check` reports objects made after the backup as orphans",
         args.file.display(),
@@ -335,9 +341,15 @@ mod tests {
         assert_eq!(Header::decode(&raw).unwrap(), header);
         let mut bad = raw;
         bad[0] = b'X';
-        assert!(Header::decode(&bad).unwrap_err().to_string().contains("not a Weft"));
+        assert!(Header::decode(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("not a Weft"));
         let mut bad = raw;
         bad[8] = 2;
-        assert!(Header::decode(&bad).unwrap_err().to_string().contains("header version"));
+        assert!(Header::decode(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("header version"));
     }
 }

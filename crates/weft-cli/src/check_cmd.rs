@@ -2,7 +2,7 @@
 //! `lfs check servers` followed by an fsck of the namespace against the io servers.
 //!
 //! 1. Every server of the cluster answers (within the timeout), with this weft's
-//!    protocol and build.
+//!    protocol, and all run one build.
 //! 2. Every io server has room (more than `LOW_SPACE_PERCENT` of its file system free).
 //! 3. No replicated file has a stale piece (`weft rebuild` copies them back).
 //! 4. Every object on the io servers belongs to something the namespace knows (a file,
@@ -146,11 +146,26 @@ pub fn run(args: &CheckArgs) -> Result<()> {
     );
 
     // 1 and 2: answers, versions, space.
-    let ours = (weft_proto::PROTOCOL_VERSION, weft_build_info::version!().to_string());
+    let ours = (
+        weft_proto::PROTOCOL_VERSION,
+        weft_build_info::version!().to_string(),
+    );
     let mut up: BTreeMap<ServerId, Arc<Connection>> = BTreeMap::new();
+    let mut builds: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut servers = vec![("meta".to_string(), meta_addr.clone(), None)];
-    servers.extend(cluster.io_servers.iter().map(|s| (format!("io {}", s.id), s.addr.clone(), Some(s.id))));
-    servers.extend(cluster.cache.managers.iter().map(|s| (format!("cache {}", s.id), s.addr.clone(), None)));
+    servers.extend(
+        cluster
+            .io_servers
+            .iter()
+            .map(|s| (format!("io {}", s.id), s.addr.clone(), Some(s.id))),
+    );
+    servers.extend(
+        cluster
+            .cache
+            .managers
+            .iter()
+            .map(|s| (format!("cache {}", s.id), s.addr.clone(), None)),
+    );
     for (what, addr, io) in &servers {
         let connection = match Connection::connect(addr, "weft check", &auth, timeouts) {
             Ok(c) => c,
@@ -175,12 +190,13 @@ pub fn run(args: &CheckArgs) -> Result<()> {
             }
         };
         let mut line = format!("{what:<9} {addr:<22} up, protocol {}, {}", versions.0, versions.1);
-        if versions != ours {
+        if versions.0 != ours.0 {
             findings.report(format!(
-                "{what} at {addr} runs {} (protocol {}), this weft is {} (protocol {})",
-                versions.1, versions.0, ours.1, ours.0
+                "{what} at {addr} speaks protocol {}, this weft {}",
+                versions.0, ours.0
             ));
         }
+        builds.entry(versions.1.clone()).or_default().push(what.clone());
         if let Some(id) = io {
             match connection.call(&Request::IoStatfs, &[]) {
                 Ok((Response::IoStatfs(st), _)) => {
@@ -189,7 +205,9 @@ pub fn run(args: &CheckArgs) -> Result<()> {
                         human_bytes(st.bytes_free),
                         human_bytes(st.bytes_total)
                     ));
-                    if st.bytes_total > 0 && st.bytes_free.saturating_mul(100) < st.bytes_total * LOW_SPACE_PERCENT {
+                    if st.bytes_total > 0
+                        && st.bytes_free.saturating_mul(100) < st.bytes_total * LOW_SPACE_PERCENT
+                    {
                         findings.report(format!(
                             "{what} at {addr} is nearly full: {} free of {} (under {LOW_SPACE_PERCENT}%)",
                             human_bytes(st.bytes_free),
@@ -199,11 +217,27 @@ pub fn run(args: &CheckArgs) -> Result<()> {
                     connection.set_capability_source(Arc::new(ServerCapabilities::new(signing.clone())));
                     up.insert(*id, connection);
                 }
-                Ok((other, _)) => findings.report(format!("{what} at {addr} answered IoStatfs with {other:?}")),
+                Ok((other, _)) => {
+                    findings.report(format!("{what} at {addr} answered IoStatfs with {other:?}"))
+                }
                 Err(e) => findings.report(format!("{what} at {addr} does not answer: {e}")),
             }
         }
         println!("{line}");
+    }
+
+    // Servers of one protocol but several builds: an upgrade left half done.
+    if builds.len() > 1 {
+        let list: Vec<String> = builds
+            .iter()
+            .map(|(b, s)| format!("{b} ({})", s.join(", ")))
+            .collect();
+        findings.report(format!("the servers run different builds: {}", list.join("; ")));
+    } else if builds.keys().any(|b| *b != ours.1) {
+        println!(
+            "note: the servers run another build than this weft ({}) of the same protocol",
+            ours.1
+        );
     }
 
     // 3: stale pieces.
@@ -303,12 +337,22 @@ fn orphans(
                 }
             };
             objects += page.len() as u64;
-            progress.show(|| format!("check: io server {id}: directory {}/{OBJECT_DIRS}, {objects} objects", dir + 1));
+            progress.show(|| {
+                format!(
+                    "check: io server {id}: directory {}/{OBJECT_DIRS}, {objects} objects",
+                    dir + 1
+                )
+            });
             if page.is_empty() {
                 break;
             }
             let inodes: Vec<InodeId> = page.iter().map(|o| o.0).collect();
-            let states = match meta.call(&Request::InodeStates { inodes: inodes.clone() }, &[]) {
+            let states = match meta.call(
+                &Request::InodeStates {
+                    inodes: inodes.clone(),
+                },
+                &[],
+            ) {
                 Ok((Response::States(states), _)) if states.len() == inodes.len() => states,
                 Ok((other, _)) => bail!("the metadata manager answered InodeStates with {other:?}"),
                 Err(e) => bail!("asking the metadata manager about objects: {e}"),
@@ -356,14 +400,22 @@ fn orphans(
     println!(
         "io server {id}: {objects} objects, {found_count} orphans{}",
         if young > 0 {
-            format!(", {young} unknown to the namespace but younger than the grace ({} s): left alone", args.grace_secs)
+            format!(
+                ", {young} unknown to the namespace but younger than the grace ({} s): left alone",
+                args.grace_secs
+            )
         } else {
             String::new()
         }
     );
     if found_count > 0 {
         let more = found_count.saturating_sub(found.len() as u64);
-        let listed = found.join(", ") + &if more > 0 { format!(" and {more} more") } else { String::new() };
+        let listed = found.join(", ")
+            + &if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
         if args.repair {
             println!("io server {id}: {repaired} orphans handed to the manager's purger: {listed}");
             if repaired < found_count {
@@ -419,7 +471,12 @@ fn missing_objects(
         }
         for (server, items) in asks {
             for batch in items.chunks(BATCH_INODES_MAX) {
-                let stats = match up[&server].call(&Request::ObjStat { items: batch.to_vec() }, &[]) {
+                let stats = match up[&server].call(
+                    &Request::ObjStat {
+                        items: batch.to_vec(),
+                    },
+                    &[],
+                ) {
                     Ok((Response::ObjStats(stats), _)) if stats.len() == batch.len() => stats,
                     Ok((other, _)) => bail!("io server {server} answered ObjStat with {other:?}"),
                     Err(e) => {
@@ -449,7 +506,11 @@ fn missing_objects(
         findings.report(format!(
             "{missing} objects of files are missing (their bytes read as zeros): {}{}",
             listed.join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() }
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
         ));
     }
     Ok(())

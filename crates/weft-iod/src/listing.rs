@@ -44,7 +44,8 @@ pub fn list(root: &Path, dir: u16, after: InodeId, max: u32) -> Result<Response,
     let mut page = BTreeSet::new();
     let mut more = false;
     for entry in entries {
-        let entry = entry.map_err(|e| WireError::new(ErrorCode::Io, format!("listing {}: {e}", path.display())))?;
+        let entry =
+            entry.map_err(|e| WireError::new(ErrorCode::Io, format!("listing {}: {e}", path.display())))?;
         let name = entry.file_name();
         let Some(inode) = name
             .to_str()

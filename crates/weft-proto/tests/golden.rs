@@ -1099,7 +1099,10 @@ fn responses(s: &mut Samples) {
         },
         Response::States(vec![0, 1, 2, 3]),
         Response::Layouts {
-            files: vec![(InodeId(9), replicated_layout()), (InodeId(12), cache_file().layout)],
+            files: vec![
+                (InodeId(9), replicated_layout()),
+                (InodeId(12), cache_file().layout),
+            ],
             more: true,
         },
         Response::Tracked {

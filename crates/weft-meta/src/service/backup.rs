@@ -59,10 +59,7 @@ impl MetaService {
     pub(super) fn backup_begin(&self, caller: &Caller) -> Result<Response, WireError> {
         key_holder_only(caller, "a metadata backup")?;
         let db = self.store.database_path().to_path_buf();
-        let prefix = format!(
-            "{}.backup-",
-            db.file_name().unwrap_or_default().to_string_lossy()
-        );
+        let prefix = format!("{}.backup-", db.file_name().unwrap_or_default().to_string_lossy());
         let id = {
             let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
             let idle: Vec<u64> = snapshots
@@ -145,7 +142,10 @@ impl MetaService {
         key_holder_only(caller, "a metadata backup")?;
         let (path, bytes) = {
             let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
-            let s = snapshots.open.get_mut(&snapshot).ok_or_else(|| unknown(snapshot))?;
+            let s = snapshots
+                .open
+                .get_mut(&snapshot)
+                .ok_or_else(|| unknown(snapshot))?;
             s.last_used = Instant::now();
             (s.path.clone(), s.bytes)
         };
@@ -205,7 +205,11 @@ pub(super) type SnapshotTable = Mutex<Snapshots>;
 
 impl MetaService {
     /// `weft check`'s requests of the namespace (`store/scan.rs`): key holders only.
-    pub(super) fn check_scan(&self, caller: &Caller, request: weft_proto::Request) -> Result<Response, WireError> {
+    pub(super) fn check_scan(
+        &self,
+        caller: &Caller,
+        request: weft_proto::Request,
+    ) -> Result<Response, WireError> {
         use weft_proto::Request;
         key_holder_only(caller, "a consistency check")?;
         match request {

@@ -467,7 +467,11 @@ impl MetaService {
                 .stale_list(&cred, server, all, after, max)
                 .map(|(files, more)| Response::StaleFiles { files, more }),
             Request::BackupBegin => self.backup_begin(caller),
-            Request::BackupRead { snapshot, offset, len } => self.backup_read(caller, snapshot, offset, len),
+            Request::BackupRead {
+                snapshot,
+                offset,
+                len,
+            } => self.backup_read(caller, snapshot, offset, len),
             Request::BackupEnd { snapshot } => self.backup_end(caller, snapshot),
             Request::InodeStates { .. } | Request::AdoptOrphans { .. } | Request::LayoutScan { .. } => {
                 self.check_scan(caller, request)

@@ -11,15 +11,14 @@
 use std::path::Path;
 
 use redb::{
-    Database, Durability, Key, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
-    TableError, Value,
-    WriteTransaction,
+    Database, Durability, Key, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, TableError,
+    Value, WriteTransaction,
 };
 use weft_proto::{ErrorCode, WireError};
 
 use super::{
-    replies, MetaStore, StorageResult, StoreError, COUNTERS, COUNTER_FORMAT, COUNTER_INODE_NEXT,
-    DIRENTS, FILE_PARENTS, INODES, KEPT, LOCK_SESSIONS, ORPHANS, PRECREATED, STORE_FORMAT, XATTRS,
+    replies, MetaStore, StorageResult, StoreError, COUNTERS, COUNTER_FORMAT, COUNTER_INODE_NEXT, DIRENTS,
+    FILE_PARENTS, INODES, KEPT, LOCK_SESSIONS, ORPHANS, PRECREATED, STORE_FORMAT, XATTRS,
 };
 
 /// How far a restore moves the inode allocator past the snapshot's: inode numbers
@@ -141,8 +140,9 @@ pub fn prepare_restore(path: &Path) -> Result<SnapshotFacts, StoreError> {
         let get = |key: &str| -> Result<Option<u64>, StoreError> {
             Ok(counters.get(key).map_err(redb::Error::from)?.map(|v| v.value()))
         };
-        let store_format = get(COUNTER_FORMAT)?
-            .ok_or_else(|| StoreError::Io("the snapshot has no format number: not a Weft metadata store".into()))?;
+        let store_format = get(COUNTER_FORMAT)?.ok_or_else(|| {
+            StoreError::Io("the snapshot has no format number: not a Weft metadata store".into())
+        })?;
         if store_format != STORE_FORMAT {
             return Err(StoreError::UnknownFormat { found: store_format });
         }

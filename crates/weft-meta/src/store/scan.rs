@@ -59,15 +59,27 @@ impl MetaStore {
         })
     }
 
-    /// Records the objects of `inodes` on `server` as orphans for the purger, each only
+    /// Records the objects of `inodes` (found on `server`) as orphans for the purger, each only
     /// if its number is unknown to the namespace (checked in the same transaction, so
     /// that nothing a file, the pool or a removal holds is taken). Returns each one's
     /// state as found: `STATE_UNKNOWN` ones were taken.
     pub fn adopt_orphans(&self, server: ServerId, inodes: &[InodeId]) -> Result<Vec<u8>, WireError> {
         too_many("orphan batch", inodes.len(), OBJ_LIST_MAX)?;
+        // A number the namespace does not know has no valid object anywhere: the purger
+        // removes it from every io server (missing ones are fine), so that the other
+        // servers' objects of it are not found again once this entry is gone.
+        let mut servers = self
+            .cluster
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .io_servers
+            .clone();
+        if !servers.contains(&server) {
+            servers.push(server);
+        }
         let layout = Layout {
             stripe_size_bytes: 1 << 20,
-            servers: vec![server],
+            servers,
             replication: Default::default(),
         }
         .to_bytes();

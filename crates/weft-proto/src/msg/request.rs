@@ -7,9 +7,8 @@ use super::cache::CacheFile;
 use super::opcode::Opcode;
 use super::values::{SharedOp, ViewId, XattrSet};
 use super::{
-    OBJ_LIST_MAX,
-    BATCH_INODES_MAX, LOCK_RANGES_MAX, LOOKUP_MANY_MAX, RANGES_MAX, RELEASE_WRITES_MAX, REVALIDATE_STEPS_MAX,
-    XATTR_VALUE_BYTES_MAX,
+    BATCH_INODES_MAX, LOCK_RANGES_MAX, LOOKUP_MANY_MAX, OBJ_LIST_MAX, RANGES_MAX, RELEASE_WRITES_MAX,
+    REVALIDATE_STEPS_MAX, XATTR_VALUE_BYTES_MAX,
 };
 use crate::capability::Capability;
 use crate::codec::{DecodeError, Reader, Writer};
@@ -738,10 +737,11 @@ pub enum Request {
         #[wire(max = OBJ_LIST_MAX, what = "inode state batch")]
         inodes: Vec<InodeId>,
     },
-    /// meta (protocol 7): objects of `inodes` on io server `server` belong to no file:
-    /// the purger removes them. An inode the namespace knows (a file, the precreated
-    /// pool, a removal under way) is skipped, checked in the same transaction. Key
-    /// holders only. Answered `Count` with how many were taken.
+    /// meta (protocol 7): objects of `inodes`, found on io server `server`, belong to no
+    /// file: the purger removes every object of those numbers (from every io server). An
+    /// inode the namespace knows (a file, the precreated pool, a removal under way) is
+    /// skipped, checked in the same transaction. Key holders only. Answered `States`
+    /// with each one's state as found (`0`: taken).
     AdoptOrphans {
         server: ServerId,
         #[wire(max = OBJ_LIST_MAX, what = "orphan batch")]
