@@ -76,6 +76,8 @@ macro_rules! println {
 }
 
 mod admin;
+mod backup_cmd;
+mod check_cmd;
 mod cluster;
 mod counts;
 mod escape;
@@ -580,6 +582,15 @@ weft quota recount                      (count every id's usage again)"
     /// Io servers' states, and draining one (its files moved off it, online).
     #[command(subcommand)]
     Server(server_cmd::ServerCommand),
+    /// Save the metadata manager's namespace to FILE while the cluster runs (one
+    /// committed state, with its checksum and versions; see the guide's operations page).
+    Backup(backup_cmd::BackupArgs),
+    /// Put a backup back on a stopped metadata manager (refuses a damaged or
+    /// incompatible file, and a running manager).
+    Restore(backup_cmd::RestoreArgs),
+    /// Health check: servers answer with this version, space, stale pieces, and the
+    /// namespace against the io servers' objects (exit status 1 if something is wrong).
+    Check(check_cmd::CheckArgs),
     /// Show namespace counts and each io server's space (exit status 2 if one does not
     /// answer).
     Df,
@@ -1027,6 +1038,9 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             let client = connect()?;
             server_cmd::run(&client, command).map_err(|e| name_io_server(&client, e))
         }
+        Command::Backup(args) => backup_cmd::backup(&args),
+        Command::Restore(args) => backup_cmd::restore(&args),
+        Command::Check(args) => check_cmd::run(&args),
         Command::Df => files::df(&connect()?),
         Command::Top(args) => top_cmd::run(args),
         Command::Bench(args) => weft_bench::run(args),

@@ -61,6 +61,7 @@ mod append;
 mod counters;
 mod extent_lock;
 mod migrate;
+mod listing;
 mod objects;
 mod rebuild;
 mod service;

@@ -164,6 +164,7 @@ pub fn need(request: &Request) -> Need {
         | Request::ObjPrecreate { .. }
         | Request::ObjRemove { .. }
         | Request::MigrateObject { .. }
+        | Request::ObjList { .. }
         | Request::CacheDrop { .. }
         | Request::RevokeCapabilities { .. } => Need::Server,
         _ => Need::None,

@@ -45,7 +45,10 @@
 //! `QuotaExceeded` (45, EDQUOT); migration to a new layout and io servers' states,
 //! `MigrateObject` (io, opcode 250), `MigrateBegin`, `MigrateEnd`, `ServerFiles`,
 //! `SetServerState`, `ServerStates` (meta, 251-255), reply `ServerStates` (tag 100);
-//! 6: the rebuild of replicated files' stale pieces, `RebuildStamp`,
+//! metadata backup, `BackupBegin`, `BackupRead`, `BackupEnd` (meta, opcodes 260-262), and
+//! `weft check`'s scan, `ObjList` (io, 263), `InodeStates`, `AdoptOrphans`, `LayoutScan`
+//! (meta, 264-266), replies `BackupReady`, `BackupChunk`, `ObjectPage`, `States`,
+//! `Layouts` (tags 105-109); 6: the rebuild of replicated files' stale pieces, `RebuildStamp`,
 //! `RebuildWrite` (io, opcodes 232-233), `StaleGeneration`, `ClearStale`, `StaleList` (meta,
 //! 234-236), replies `Stamp`, `Generation`, `StaleFiles` (tags 90-92); 5: `Tracked`, opcode 210, wraps every namespace change with the
 //! client's identity, slot and request number and is answered `Tracked`, tag 80, with the
@@ -64,7 +67,7 @@
 //! fields) and `need(request)`, what each request needs before an io server or cache
 //! manager serves it (reads, views, shared locks: read; writes, truncate, allocate,
 //! append and exclusive locks, cache truncate: write; sync, flush, close: either;
-//! object create/precreate/remove and times, cache drop, revocations: server; sizes, statistics,
+//! object create/precreate/remove/list and times, cache drop, revocations: server; sizes, statistics,
 //! view registration and unlocks: none). Opcodes 100-102 (added within version 3; no
 //! existing message changed): `PresentCapability` (a capability, and `reset` to forget
 //! the connection's earlier ones), `GrantCapability` (meta: cred, inode, rights; reply tag

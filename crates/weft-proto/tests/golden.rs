@@ -82,6 +82,13 @@ fn request_name(r: &Request) -> &'static str {
         ServerFiles { .. } => "ServerFiles",
         SetServerState { .. } => "SetServerState",
         ServerStates { .. } => "ServerStates",
+        BackupBegin => "BackupBegin",
+        BackupRead { .. } => "BackupRead",
+        BackupEnd { .. } => "BackupEnd",
+        ObjList { .. } => "ObjList",
+        InodeStates { .. } => "InodeStates",
+        AdoptOrphans { .. } => "AdoptOrphans",
+        LayoutScan { .. } => "LayoutScan",
         Metrics { .. } => "Metrics",
         Mkdir { .. } => "Mkdir",
         Mknod { .. } => "Mknod",
@@ -187,6 +194,11 @@ fn response_name(r: &Response) -> &'static str {
         Quota { .. } => "Quota",
         ProjectId { .. } => "ProjectId",
         ServerStates { .. } => "ServerStates",
+        BackupReady { .. } => "BackupReady",
+        BackupChunk(_) => "BackupChunk",
+        ObjectPage { .. } => "ObjectPage",
+        States(_) => "States",
+        Layouts { .. } => "Layouts",
         Tracked { .. } => "Tracked",
     }
 }
@@ -811,6 +823,29 @@ fn requests(s: &mut Samples) {
             state: server_state::DRAINING,
         },
         Request::ServerStates { cred: cred() },
+        Request::BackupBegin,
+        Request::BackupRead {
+            snapshot: 3,
+            offset: 1 << 20,
+            len: 65_536,
+        },
+        Request::BackupEnd { snapshot: 3 },
+        Request::ObjList {
+            dir: 0x2a,
+            after: InodeId(0x12a),
+            max: 100,
+        },
+        Request::InodeStates {
+            inodes: vec![InodeId(7), InodeId(0x12a)],
+        },
+        Request::AdoptOrphans {
+            server: ServerId(2),
+            inodes: vec![InodeId(0x12a)],
+        },
+        Request::LayoutScan {
+            after: InodeId(1),
+            max: 50,
+        },
         Request::Link {
             cred: cred(),
             inode: InodeId(9),
@@ -1140,6 +1175,26 @@ fn responses(s: &mut Samples) {
         },
         Response::Quota(quota_report()),
         Response::ProjectId(77),
+        Response::BackupReady {
+            snapshot: 3,
+            bytes: 1 << 20,
+            sha256: [0x5a; BACKUP_CHECKSUM_BYTES],
+            store_format: 2,
+            protocol: 7,
+        },
+        Response::BackupChunk(vec![1, 2, 3]),
+        Response::ObjectPage {
+            objects: vec![(InodeId(0x12a), (4096, 700)), (InodeId(0x22a), (0, 1))],
+            more: false,
+        },
+        Response::States(vec![0, 1, 2, 3]),
+        Response::Layouts {
+            files: vec![
+                (InodeId(9), replicated_layout()),
+                (InodeId(12), cache_file().layout),
+            ],
+            more: true,
+        },
         Response::Tracked {
             seq: 12,
             durable_seq: 11,

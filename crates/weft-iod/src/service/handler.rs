@@ -324,6 +324,9 @@ impl IoService {
                 inodes.iter().try_for_each(|i| self.objects.remove(*i))?;
                 Response::Done
             }
+            Request::ObjList { dir, after, max } => {
+                crate::listing::list(self.objects.root(), dir, after, max)?
+            }
             Request::IoStatfs => self.statfs()?,
             Request::RegisterView { view } => Response::View(self.views.register(connection, view)?),
             Request::ReleaseView { view } => {

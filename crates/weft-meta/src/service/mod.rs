@@ -26,6 +26,7 @@ use weft_proto::{
 use crate::store::{ClusterLayout, CreateCheck, Made, MetaStore};
 
 mod background;
+mod backup;
 mod capabilities;
 mod create;
 mod locks;
@@ -207,6 +208,8 @@ pub struct MetaService {
     settling: quota::Settling,
     /// Migrations under way (`migrate.rs`).
     migrations: migrate::Migrations,
+    /// Metadata snapshots being read by `weft backup` (`backup.rs`).
+    snapshots: backup::SnapshotTable,
 }
 
 /// Signs the capabilities the manager grants and tells the servers of revocations
@@ -281,6 +284,7 @@ impl MetaService {
             replay: Default::default(),
             settling: Default::default(),
             migrations: Default::default(),
+            snapshots: Default::default(),
         }
         .with_server_states()
     }
@@ -502,6 +506,16 @@ impl MetaService {
             } => store
                 .stale_list(&cred, server, all, after, max)
                 .map(|(files, more)| Response::StaleFiles { files, more }),
+            Request::BackupBegin => self.backup_begin(caller),
+            Request::BackupRead {
+                snapshot,
+                offset,
+                len,
+            } => self.backup_read(caller, snapshot, offset, len),
+            Request::BackupEnd { snapshot } => self.backup_end(caller, snapshot),
+            Request::InodeStates { .. } | Request::AdoptOrphans { .. } | Request::LayoutScan { .. } => {
+                self.check_scan(caller, request)
+            }
             Request::Symlink {
                 cred,
                 parent,
@@ -659,6 +673,7 @@ impl MetaService {
             io @ (Request::ObjCreate { .. }
             | Request::ObjRemove { .. }
             | Request::ObjPrecreate { .. }
+            | Request::ObjList { .. }
             | Request::Write { .. }
             | Request::Read { .. }
             | Request::Sync { .. }

@@ -46,6 +46,7 @@
 //! the record of tracked requests as it is now, while no operation can run.
 
 mod access;
+mod backup;
 mod group;
 mod names;
 mod ops;
@@ -53,9 +54,12 @@ mod quota;
 mod record;
 pub mod replies;
 mod room;
+pub mod scan;
+mod upgrade;
 mod xattrs;
 
 pub use access::{MAY_READ, MAY_WRITE};
+pub use backup::{prepare_restore, prepare_restore_target, store_format, SnapshotFacts, RESTORE_INODE_GAP};
 pub use group::CommitState;
 pub use names::{NAME_BYTES_MAX, PATH_BYTES_MAX};
 pub use ops::create::{CreateCheck, PendingCreate};
@@ -240,7 +244,7 @@ impl MetaStore {
             match format {
                 Some(STORE_FORMAT) => {}
                 Some(1) => {
-                    migrate_format_1(&txn)?;
+                    upgrade::migrate_format_1(&txn)?;
                     counters
                         .insert(COUNTER_FORMAT, STORE_FORMAT)
                         .map_err(redb::Error::from)?;
@@ -278,7 +282,7 @@ impl MetaStore {
                     .map_err(redb::Error::from)?
                     .is_none()
             {
-                build_file_parents(&txn)?;
+                upgrade::build_file_parents(&txn)?;
                 counters
                     .insert(COUNTER_FILE_PARENTS, 1)
                     .map_err(redb::Error::from)?;
@@ -742,23 +746,6 @@ impl MetaStore {
     }
 }
 
-/// Fills `file_parents` from every entry of a store made before it existed, in the
-/// caller's transaction (once: a scan of all names).
-fn build_file_parents(txn: &WriteTransaction) -> Result<(), redb::Error> {
-    let names = txn.open_table(DIRENTS)?;
-    let mut parents = txn.open_table(FILE_PARENTS)?;
-    for item in names.iter()? {
-        let (key, value) = item?;
-        let (child, kind) = value.value();
-        if kind != FileKind::Directory as u8 {
-            let key = (child, key.value().0);
-            let count = parents.get(key)?.map_or(0, |v| v.value());
-            parents.insert(key, count + 1)?;
-        }
-    }
-    Ok(())
-}
-
 /// Largest reserve file kept beside the database.
 const RESERVE_FILE_BYTES_MAX: u64 = 1 << 20;
 
@@ -782,22 +769,6 @@ fn file_system_space(path: &Path) -> std::io::Result<(u64, u64)> {
         v.f_bavail as u64 * v.f_frsize as u64,
         v.f_blocks as u64 * v.f_frsize as u64,
     ))
-}
-
-/// Moves format 1's entries (UTF-8 names) into the byte-named table, in the caller's
-/// transaction: the move and the new format number commit together.
-fn migrate_format_1(txn: &WriteTransaction) -> Result<(), redb::Error> {
-    let mut names = txn.open_table(DIRENTS)?;
-    {
-        let old = txn.open_table(DIRENTS_FORMAT_1)?;
-        for item in old.iter()? {
-            let (key, value) = item?;
-            let (parent, name) = key.value();
-            names.insert((parent, name.as_bytes()), value.value())?;
-        }
-    }
-    txn.delete_table(DIRENTS_FORMAT_1)?;
-    Ok(())
 }
 
 /// The code of a redb error that comes from the disk (a full one is `NoSpace`), after

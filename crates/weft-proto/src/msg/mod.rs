@@ -93,6 +93,16 @@ pub mod server_state {
     }
 }
 
+/// Most bytes of a metadata snapshot one `BackupRead` answer carries (well inside the
+/// 1 MiB message limit).
+pub const BACKUP_CHUNK_BYTES_MAX: usize = 512 * 1024;
+/// Bytes of a backup's checksum (SHA-256).
+pub const BACKUP_CHECKSUM_BYTES: usize = 32;
+/// Most objects one `ObjList` answer names, and most inodes one `InodeStates` asks
+/// about (a check walks in such pages, holding one at a time).
+pub const OBJ_LIST_MAX: usize = 4096;
+/// Most files one `LayoutScan` answer names.
+pub const LAYOUT_SCAN_MAX: usize = 1024;
 /// Most inodes in one batched io-server request (create/remove/extents).
 pub const BATCH_INODES_MAX: usize = 4096;
 /// Largest wire form of a view in a `RegisterView` (the message limit less room for the

@@ -110,3 +110,11 @@ pub enum Opcode {
     SetServerState = 254,
     ServerStates = 255,
 }
+    BackupBegin = 260,
+    BackupRead = 261,
+    BackupEnd = 262,
+    ObjList = 263,
+    InodeStates = 264,
+    AdoptOrphans = 265,
+    LayoutScan = 266,
+}

@@ -7,8 +7,8 @@ use super::cache::CacheFile;
 use super::opcode::Opcode;
 use super::values::{SharedOp, ViewId, XattrSet};
 use super::{
-    BATCH_INODES_MAX, LOCK_RANGES_MAX, LOOKUP_MANY_MAX, RANGES_MAX, RELEASE_WRITES_MAX, REVALIDATE_STEPS_MAX,
-    XATTR_VALUE_BYTES_MAX,
+    BATCH_INODES_MAX, LOCK_RANGES_MAX, LOOKUP_MANY_MAX, OBJ_LIST_MAX, RANGES_MAX, RELEASE_WRITES_MAX,
+    REVALIDATE_STEPS_MAX, XATTR_VALUE_BYTES_MAX,
 };
 use crate::capability::Capability;
 use crate::codec::{DecodeError, Reader, Writer};
@@ -796,6 +796,54 @@ pub enum Request {
     /// servers (as `QuotaSet` needs). Answered `Done`.
     QuotaRecount {
         cred: Cred,
+    },
+    /// meta (protocol 7): take a consistent snapshot of the namespace (one committed
+    /// state; writes go on) into a file beside the database, to be read with
+    /// `BackupRead` and dropped with `BackupEnd`. Key holders only (root in `munge`
+    /// mode). Answered `BackupReady`.
+    BackupBegin,
+    /// meta (protocol 7): up to `len` bytes (capped at `BACKUP_CHUNK_BYTES_MAX`) of
+    /// snapshot `snapshot` from `offset`. Answered `BackupChunk`; empty at the end.
+    BackupRead {
+        snapshot: u64,
+        offset: u64,
+        len: u32,
+    },
+    /// meta (protocol 7): the snapshot is read (or abandoned): its file goes. Answered
+    /// `Done`; an unknown snapshot is `NotFound`.
+    BackupEnd {
+        snapshot: u64,
+    },
+    /// io (protocol 7): the objects of fan-out directory `dir` (0-255, inode mod 256)
+    /// with numbers above `after`, in inode order, at most `max` (capped at
+    /// `OBJ_LIST_MAX`). Needs a server capability. Answered `ObjectPage`.
+    ObjList {
+        dir: u16,
+        after: InodeId,
+        max: u32,
+    },
+    /// meta (protocol 7): what the namespace knows of each inode number (see
+    /// `Response::States`), for `weft check`. Key holders only.
+    InodeStates {
+        #[wire(max = OBJ_LIST_MAX, what = "inode state batch")]
+        inodes: Vec<InodeId>,
+    },
+    /// meta (protocol 7): objects of `inodes`, found on io server `server`, belong to no
+    /// file: the purger removes every object of those numbers (from every io server). An
+    /// inode the namespace knows (a file, the precreated pool, a removal under way) is
+    /// skipped, checked in the same transaction. Key holders only. Answered `States`
+    /// with each one's state as found (`0`: taken).
+    AdoptOrphans {
+        server: ServerId,
+        #[wire(max = OBJ_LIST_MAX, what = "orphan batch")]
+        inodes: Vec<InodeId>,
+    },
+    /// meta (protocol 7): regular files after inode `after` with their layouts, in
+    /// inode order, at most `max` (capped at `LAYOUT_SCAN_MAX`). Key holders only.
+    /// Answered `Layouts`.
+    LayoutScan {
+        after: InodeId,
+        max: u32,
     },
 }
 

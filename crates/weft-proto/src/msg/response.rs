@@ -4,14 +4,17 @@
 
 use super::cache::{CacheStats, CioStats};
 use super::values::{CommitInfo, LockStats, ViewId};
-use super::{SERVER_STATES_MAX, STALE_LIST_MAX, XATTR_VALUE_BYTES_MAX};
+use super::{
+    BACKUP_CHECKSUM_BYTES, BACKUP_CHUNK_BYTES_MAX, LAYOUT_SCAN_MAX, OBJ_LIST_MAX, SERVER_STATES_MAX,
+    STALE_LIST_MAX, XATTR_VALUE_BYTES_MAX,
+};
 use crate::capability::Capability;
 use crate::codec::{DecodeError, Reader, Wire, Writer};
 use crate::error::WireError;
 use crate::handshake::{NONCE_BYTES, PROOF_BYTES};
 use crate::name::Name;
 use crate::types::*;
-use weft_layout::{InodeId, ServerId};
+use weft_layout::{InodeId, Layout, ServerId};
 use weft_wire_derive::Wire;
 
 #[derive(Debug, Clone, PartialEq, Eq, Wire)]
@@ -174,6 +177,42 @@ pub enum Response {
     ServerStates {
         #[wire(max = SERVER_STATES_MAX, what = "server state list")]
         states: Vec<(ServerId, u8)>,
+    },
+    /// `BackupBegin` (protocol 7): the snapshot's handle, its size in bytes, its
+    /// SHA-256, the store format it is in and the manager's protocol version.
+    #[wire(tag = 105)]
+    BackupReady {
+        snapshot: u64,
+        bytes: u64,
+        #[wire(fixed = "backup checksum length")]
+        sha256: [u8; BACKUP_CHECKSUM_BYTES],
+        store_format: u64,
+        protocol: u16,
+    },
+    /// `BackupRead` (protocol 7): bytes of the snapshot from the offset asked.
+    #[wire(tag = 106)]
+    BackupChunk(#[wire(bytes_max = BACKUP_CHUNK_BYTES_MAX)] Vec<u8>),
+    /// `ObjList` (protocol 7): objects as (inode, bytes allocated, seconds since its
+    /// last change), in inode order; `more` when the page stopped at `max`.
+    #[wire(tag = 107)]
+    ObjectPage {
+        #[wire(max = OBJ_LIST_MAX, what = "object list")]
+        objects: Vec<(InodeId, (u64, u64))>,
+        more: bool,
+    },
+    /// `InodeStates` (protocol 7): per inode asked, in order: 0 unknown to the
+    /// namespace, 1 a live inode (a file, a directory, a removed file still open), 2 a
+    /// removed file whose objects the purger has yet to delete, 3 in the precreated
+    /// pool.
+    #[wire(tag = 108)]
+    States(#[wire(max = OBJ_LIST_MAX, what = "inode states")] Vec<u8>),
+    /// `LayoutScan` (protocol 7): regular files and their layouts in inode order;
+    /// `more` when the page stopped at `max`.
+    #[wire(tag = 109)]
+    Layouts {
+        #[wire(max = LAYOUT_SCAN_MAX, what = "layout list")]
+        files: Vec<(InodeId, Layout)>,
+        more: bool,
     },
     /// `Tracked`: the operation's answer, its sequence number (0: it changed nothing),
     /// the last sequence number the manager made durable, and the manager's epoch (its
