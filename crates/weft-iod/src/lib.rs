@@ -60,8 +60,8 @@
 mod append;
 mod counters;
 mod extent_lock;
-mod migrate;
 mod listing;
+mod migrate;
 mod objects;
 mod rebuild;
 mod service;

@@ -633,8 +633,7 @@ fn is_io_request(request: &Request) -> bool {
     use weft_proto::Opcode::*;
     match request.opcode() {
         AppendLock | AppendUnlock | ObjStat | ObjStamp | ObjTimes | Allocate | ObjPrecreate | ExtentLock
-        | ExtentUnlock | LockStats | RebuildStamp | RebuildWrite | MigrateObject => true,
-        | ExtentUnlock | LockStats | RebuildStamp | RebuildWrite | ObjList => true,
+        | ExtentUnlock | LockStats | RebuildStamp | RebuildWrite | MigrateObject | ObjList => true,
         Revalidate | Release | RenewSession | FileLock | FileLockTest | FileLockReclaim | LockSession
         | LockReclaimComplete | LockSessionEnd | Link | Mknod | SetXattr | GetXattr | ListXattr
         | RemoveXattr => false,

@@ -2,7 +2,7 @@
 //! 1's entries moved to byte names, `file_parents` built for a store made before it.
 
 use super::{DIRENTS, DIRENTS_FORMAT_1, FILE_PARENTS};
-use redb::WriteTransaction;
+use redb::{ReadableTable, WriteTransaction};
 use weft_proto::FileKind;
 
 /// Fills `file_parents` from every entry of a store made before it existed, in the

@@ -109,7 +109,6 @@ pub enum Opcode {
     ServerFiles = 253,
     SetServerState = 254,
     ServerStates = 255,
-}
     BackupBegin = 260,
     BackupRead = 261,
     BackupEnd = 262,
