@@ -14,7 +14,8 @@ pub enum ServerCommand {
     List,
     /// Move every file with a piece on io server N off it, online (root): N takes no
     /// new files from now on, each of its files is migrated to other io servers with
-    /// its stripe size, count and redundancy, then N is marked drained.
+    /// its stripe size, count and redundancy (narrowed to the active servers if it was
+    /// striped over more), then N is marked drained.
     Drain {
         /// The io server (as `weft status` numbers them).
         server: u32,
@@ -101,13 +102,20 @@ fn drain(client: &Client, server: ServerId, quiet: bool) -> Result<()> {
                 }
             };
             let root = client.resolve("/")?;
-            match client.migrate_attr(
-                &attr,
-                (root.inode, "drain"),
-                &LayoutRequest::default(),
-                &[server],
-                &mut |_, _| {},
-            ) {
+            // A file striped over more servers than remain active is narrowed to the
+            // active ones (as `lfs migrate` restripes off a removed target); others
+            // keep their stripe count.
+            let active = client
+                .server_states()?
+                .iter()
+                .filter(|(_, state)| *state == server_state::ACTIVE)
+                .count() as u32;
+            let count = attr.layout.as_ref().map_or(0, |l| l.servers.len() as u32);
+            let asked = LayoutRequest {
+                stripe_count: (active > 0 && count > active).then_some(active),
+                ..LayoutRequest::default()
+            };
+            match client.migrate_attr(&attr, (root.inode, "drain"), &asked, &[server], &mut |_, _| {}) {
                 Ok(m) => {
                     files += u64::from(m.old != m.new);
                     bytes += m.bytes;

@@ -297,6 +297,16 @@ fn a_drained_server_holds_nothing_and_can_stop_with_every_byte_still_readable() 
         put(&cluster, dir.path(), &path, &data);
         files.push((path, data));
     }
+    // One file striped over every io server: it cannot keep its stripe count, so the
+    // drain narrows it to the servers that stay (it failed the drain before).
+    let wide_count = servers.len().to_string();
+    weft_ok(
+        &cluster,
+        &["layout", "--set", "--stripe-count", &wide_count, "/d"],
+    );
+    let wide = pattern(300, 0, (3 << 20) + 12_345);
+    put(&cluster, dir.path(), "/d/wide", &wide);
+    files.push(("/d/wide".to_string(), wide));
     let on_victim = files
         .iter()
         .filter(|(p, _)| {
@@ -391,6 +401,8 @@ fn a_drained_server_holds_nothing_and_can_stop_with_every_byte_still_readable() 
             "{path} still on io server {victim}: {layout:?}"
         );
     }
+    let narrowed = client.resolve("/d/wide").unwrap().layout.unwrap();
+    assert_eq!(narrowed.servers.len(), servers.len() - 1, "{narrowed:?}");
     weft_ok(&cluster, &["layout", "--set", "--stripe-count", "0", "/d"]);
     put(&cluster, dir.path(), "/d/new", b"fresh");
     let layout = client.resolve("/d/new").unwrap().layout.unwrap();
