@@ -100,6 +100,24 @@ impl MetaService {
         self.cluster.io_servers.iter().map(|s| s.id).collect()
     }
 
+    /// One migration step at io server `server`: its answer.
+    fn migrate_step_at(
+        &self,
+        server: ServerId,
+        inode: InodeId,
+        temp: InodeId,
+        new: Option<&Layout>,
+        step: u8,
+    ) -> Result<u64, WireError> {
+        let request = Request::MigrateObject {
+            inode,
+            temp,
+            striping: new.and_then(|l| striping_in(l, server)),
+            step,
+        };
+        self.objects.migrate_object(server, request)
+    }
+
     /// One migration step at each of `servers`: their answers, or the first failure
     /// (naming the server).
     fn migrate_step_on(
@@ -112,13 +130,7 @@ impl MetaService {
     ) -> Result<Vec<(ServerId, u64)>, (usize, WireError)> {
         let mut out = Vec::with_capacity(servers.len());
         for (i, &server) in servers.iter().enumerate() {
-            let request = Request::MigrateObject {
-                inode,
-                temp,
-                striping: new.and_then(|l| striping_in(l, server)),
-                step,
-            };
-            match self.objects.migrate_object(server, request) {
+            match self.migrate_step_at(server, inode, temp, new, step) {
                 Ok(stamp) => out.push((server, stamp)),
                 Err(e) => {
                     return Err((
@@ -142,13 +154,7 @@ impl MetaService {
         step: u8,
     ) {
         for &server in servers {
-            let request = Request::MigrateObject {
-                inode,
-                temp,
-                striping: new.and_then(|l| striping_in(l, server)),
-                step,
-            };
-            if let Err(e) = self.objects.migrate_object(server, request) {
+            if let Err(e) = self.migrate_step_at(server, inode, temp, new, step) {
                 eprintln!(
                     "weftd meta: migration of inode {inode}, step {step} on io server {server}: {}",
                     e.message
