@@ -411,9 +411,25 @@ fn inline_requests_that_would_wait_for_the_disk_go_to_a_worker() {
         .handle(CONNECTION, Request::Sync { inode }, vec![])
         .unwrap();
     let object = service.objects().get(inode).unwrap();
-    // SAFETY: advice on a descriptor we hold.
-    let rc = unsafe { libc::posix_fadvise(object.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(rc, 0);
+    // The kernel drops only clean, unlocked pages: on a loaded machine writeback or
+    // a reclaim pass may still hold one, so the advice is repeated until the pages
+    // read below are seen (mincore) to be out.
+    let mut evicted = false;
+    for _ in 0..200 {
+        object.sync_data().unwrap();
+        // SAFETY: advice on a descriptor we hold.
+        let rc = unsafe { libc::posix_fadvise(object.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+        if !resident(&object, 4 * 65536, 65536) {
+            evicted = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        evicted,
+        "the test's file system keeps pages in memory after POSIX_FADV_DONTNEED (tmpfs?)"
+    );
     let before = crate::io_counts().inline_to_worker;
     let cold = read(4 * 65536, 65536);
     match service.try_inline(CONNECTION, &cold, &[]) {
@@ -450,6 +466,30 @@ fn inline_requests_that_would_wait_for_the_disk_go_to_a_worker() {
         other => panic!("{other:?}"),
     }
     drop(alone);
+}
+
+/// Whether any page of `len` bytes at `offset` of a file is in the page cache.
+fn resident(file: &std::fs::File, offset: u64, len: usize) -> bool {
+    use std::os::fd::AsRawFd;
+    let page = 4096usize;
+    // SAFETY: a private read-only map of a descriptor we hold, unmapped below; its
+    // residency vector has one byte per page.
+    unsafe {
+        let map = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            offset as libc::off_t,
+        );
+        assert_ne!(map, libc::MAP_FAILED);
+        let mut vec = vec![0u8; len.div_ceil(page)];
+        let rc = libc::mincore(map, len, vec.as_mut_ptr());
+        libc::munmap(map, len);
+        assert_eq!(rc, 0);
+        vec.iter().any(|b| b & 1 != 0)
+    }
 }
 
 fn created(dir: &tempfile::TempDir, inode: InodeId) -> IoService {
