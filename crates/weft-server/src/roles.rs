@@ -265,25 +265,17 @@ impl Roles {
     /// In `munge` mode, who `request` comes from on `connection`: the user its MUNGE
     /// credential vouches for, whose credential replaces the claimed one (a trusted uid
     /// keeps what it claims and is a trusted caller). The credential is decoded at the
-    /// connection's first request that carries a credential, names a file to lock or to
-    /// move a shared pointer of, or gives write grants back; other requests without a
-    /// credential (the cluster's description, session renewals) act as a trusted caller,
-    /// as in the other modes.
+    /// connection's first request that is not the connection's own plumbing (the
+    /// cluster's description, its session's renewals and handle releases, commits,
+    /// metrics: `plumbing`), which acts as a trusted caller as in the other modes. Every
+    /// other request is the verified user's, credential or not (a backup, the check's
+    /// scans, and whatever request is added later: refused unless its handler lets a
+    /// user in).
     fn munge_identity(&self, connection: ConnectionId, request: &mut Request) -> Result<Caller, WireError> {
         let Some(munge) = &self.munge else {
             return Ok(Caller::Trusted);
         };
-        let names_a_file = matches!(
-            request,
-            Request::FileLock(_)
-                | Request::FileLockReclaim(_)
-                | Request::FileLockTest(_)
-                | Request::SharedPointer { .. }
-                | Request::SharedPointerSince { .. }
-                // Gives back write grants: only the sender's own (weft-meta writers.rs).
-                | Request::ReleaseWrites { .. }
-        );
-        if request.cred_mut().is_none() && !names_a_file {
+        if plumbing(request) {
             return Ok(Caller::Trusted);
         }
         let state = self.connections.lock().unwrap().get(&connection).cloned();
@@ -994,4 +986,27 @@ impl ObjectServers for NetObjectServers {
             },
         )
     }
+}
+
+/// The requests that name no user's file and act for the connection itself, so need no
+/// verified identity in `munge` mode: the cluster's description, the connection's
+/// sessions (their ids are the connection's secret), commits of metadata, the end of a
+/// client's replay, a capability's verification and metrics.
+fn plumbing(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::GetCluster
+            | Request::RenewSession { .. }
+            | Request::Release { .. }
+            | Request::LockSession { .. }
+            | Request::LockReclaimComplete { .. }
+            | Request::LockSessionEnd { .. }
+            | Request::CommitMetadata { .. }
+            | Request::ReplayDone { .. }
+            | Request::VerifyCapability { .. }
+            | Request::Metrics { .. }
+            | Request::Hello { .. }
+            | Request::Authenticate { .. }
+            | Request::ServerInfo
+    )
 }

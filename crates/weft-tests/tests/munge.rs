@@ -154,6 +154,60 @@ fn munge_identities_are_verified_per_connection() {
         }
     }
 
+    // The administration commands, as a second user: Bob may not restripe Alice's file
+    // (its layout stays), take a backup of the whole namespace, run the check that lists
+    // every server's objects, or drain a server; Alice may restripe her own file (so the
+    // refusals are Bob's, not the commands').
+    let alice_file = format!("/shared/{ALICE}/secret");
+    let before = root.stat(&alice_file).unwrap().layout.unwrap();
+    let out = users[1].weft(
+        &cluster,
+        &socket,
+        &["migrate", "--stripe-count", "1", &alice_file],
+    );
+    denied(&out, "Bob migrating Alice's file");
+    assert_eq!(root.stat(&alice_file).unwrap().layout.unwrap(), before);
+    let bobs = files.path().join("bob-local");
+    std::fs::create_dir(&bobs).unwrap();
+    std::os::unix::fs::chown(&bobs, Some(BOB), Some(BOB)).unwrap();
+    let backup_file = bobs.join("by-bob.backup");
+    let out = users[1].weft(
+        &cluster,
+        &socket,
+        &["backup", "-q", backup_file.to_str().unwrap()],
+    );
+    assert!(!out.status.success(), "Bob took a backup:\n{}", text(&out));
+    assert!(text(&out).contains("only root"), "{}", text(&out));
+    assert!(!backup_file.exists());
+    for args in [vec!["check"], vec!["server", "drain", "1"]] {
+        let out = users[1].weft(&cluster, &socket, &args);
+        assert!(!out.status.success(), "Bob ran {args:?}:\n{}", text(&out));
+        assert!(
+            text(&out).contains("only root") || text(&out).to_lowercase().contains("permission denied"),
+            "Bob ran {args:?}:\n{}",
+            text(&out)
+        );
+    }
+    let out = users[0].weft(
+        &cluster,
+        &socket,
+        &["migrate", "--stripe-count", "1", &alice_file],
+    );
+    assert!(out.status.success(), "Alice migrating her file:\n{}", text(&out));
+    assert_eq!(root.stat(&alice_file).unwrap().layout.unwrap().servers.len(), 1);
+    let out = users[0].weft(&cluster, &socket, &["cat", &alice_file]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("secret of uid {ALICE}\n")
+    );
+    let out = cluster.weft(&["server", "list"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !text(&out).contains("drain"),
+        "Bob's drain took hold:\n{}",
+        text(&out)
+    );
+
     // A client whose credential says Bob and whose requests claim Alice (and root)
     // acts as Bob.
     let bob_credential = users[1].credential(&cluster, &socket);
