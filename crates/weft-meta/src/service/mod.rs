@@ -939,7 +939,11 @@ fn addressed(request: &Request) -> Vec<InodeId> {
         | Request::ListXattr { inode, .. }
         | Request::RemoveXattr { inode, .. }
         | Request::SharedPointer { inode, .. }
-        | Request::SharedPointerSince { inode, .. } => vec![*inode],
+        | Request::SharedPointerSince { inode, .. }
+        | Request::MarkStale { inode, .. }
+        | Request::StaleGeneration { inode, .. }
+        | Request::ClearStale { inode, .. }
+        | Request::Project { inode, .. } => vec![*inode],
         Request::MigrateBegin { inode, temp, .. } | Request::MigrateEnd { inode, temp, .. } => {
             vec![*inode, *temp]
         }
