@@ -9,8 +9,8 @@
 //! ended or crashed) its locks are released; a lock held longer than
 //! [`APPEND_LOCK_HOLD_MAX`] (a hung client) may be taken over.
 
+use crate::token::Tokens;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use weft_layout::InodeId;
@@ -31,19 +31,14 @@ struct Holder {
 
 pub struct AppendLocks {
     held: Mutex<HashMap<InodeId, Holder>>,
-    next_token: AtomicU64,
+    next_token: Tokens,
 }
 
 impl Default for AppendLocks {
     fn default() -> Self {
         AppendLocks {
             held: Mutex::new(HashMap::new()),
-            // Tokens of a restarted server do not repeat the last run's small numbers.
-            next_token: AtomicU64::new(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64 | 1),
-            ),
+            next_token: Tokens::default(),
         }
     }
 }
@@ -69,7 +64,7 @@ impl AppendLocks {
                 ));
             }
         }
-        let token = self.next_token.fetch_add(2, Ordering::Relaxed);
+        let token = self.next_token.next();
         held.insert(
             inode,
             Holder {
@@ -131,5 +126,22 @@ mod tests {
             locks.unlock(InodeId(8), other).unwrap_err().code,
             ErrorCode::Stale
         );
+    }
+
+    /// Another connection that holds a lock of its own cannot release someone else's
+    /// by trying the tokens near its own (an unlock needs no capability).
+    #[test]
+    fn a_token_tells_nothing_of_the_others() {
+        let locks = AppendLocks::default();
+        let (alice, bob) = (ConnectionId(1), ConnectionId(2));
+        let (hers, his) = (InodeId(7), InodeId(8));
+        locks.lock(alice, hers).unwrap();
+        let own = locks.lock(bob, his).unwrap();
+        for k in 1..=4096u64 {
+            for guess in [own.wrapping_sub(k), own.wrapping_add(k)] {
+                assert!(locks.unlock(hers, guess).is_err(), "released with {guess}");
+            }
+        }
+        assert_eq!(locks.lock(bob, hers).unwrap_err().code, ErrorCode::Busy);
     }
 }

@@ -17,6 +17,7 @@
 //!    Writers ignore reservations (two waiting writers must not hold each other off).
 //! 6. The table is bounded: locks per connection, locks and ranges in all, reservations.
 
+use crate::token::Tokens;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -126,7 +127,7 @@ impl Table {
 /// The extent locks of one io server and their counts.
 pub struct ExtentLocks {
     table: Mutex<Table>,
-    next_token: AtomicU64,
+    next_token: Tokens,
     requests: AtomicU64,
     grants: AtomicU64,
     conflicts: AtomicU64,
@@ -138,12 +139,7 @@ impl Default for ExtentLocks {
     fn default() -> Self {
         ExtentLocks {
             table: Mutex::default(),
-            // Tokens of a restarted server do not repeat the last run's small numbers.
-            next_token: AtomicU64::new(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64 | 1),
-            ),
+            next_token: Tokens::default(),
             requests: AtomicU64::new(0),
             grants: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
@@ -277,7 +273,7 @@ impl ExtentLocks {
                 ),
             ));
         }
-        let token = self.next_token.fetch_add(2, Ordering::Relaxed);
+        let token = self.next_token.next();
         table.locks += 1;
         table.ranges += ranges.len();
         *table.per_connection.entry(connection).or_insert(0) += 1;

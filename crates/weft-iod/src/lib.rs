@@ -66,6 +66,7 @@ mod objects;
 mod rebuild;
 mod service;
 mod sieve;
+mod token;
 mod views;
 
 pub use append::{APPEND_LOCKS_MAX, APPEND_LOCK_HOLD_MAX};
