@@ -178,7 +178,11 @@ fn munge_identities_are_verified_per_connection() {
     );
     assert!(!out.status.success(), "Bob took a backup:\n{}", text(&out));
     assert!(text(&out).contains("only root"), "{}", text(&out));
-    assert!(!backup_file.exists());
+    assert_eq!(
+        std::fs::read_dir(&bobs).unwrap().count(),
+        0,
+        "a refused backup left a file behind"
+    );
     for args in [vec!["check"], vec!["server", "drain", "1"]] {
         let out = users[1].weft(&cluster, &socket, &args);
         assert!(!out.status.success(), "Bob ran {args:?}:\n{}", text(&out));
