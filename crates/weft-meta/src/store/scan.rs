@@ -8,7 +8,8 @@ use weft_layout::{InodeId, Layout, ServerId};
 use weft_proto::msg::{LAYOUT_SCAN_MAX, OBJ_LIST_MAX};
 use weft_proto::{ErrorCode, FileKind, Wire, WireError};
 
-use super::{MetaStore, Namespace, ReadTables, StorageResult, COUNTER_ORPHANS};
+use super::record::InodeRecord;
+use super::{MetaStore, ReadTables, StorageResult, COUNTER_ORPHANS};
 
 /// An inode number the namespace does not know.
 pub const STATE_UNKNOWN: u8 = 0;
@@ -104,23 +105,43 @@ impl MetaStore {
     /// (and `LAYOUT_SCAN_MAX`); `true` if there may be more.
     pub fn layout_scan(&self, after: InodeId, max: u32) -> Result<(Vec<(InodeId, Layout)>, bool), WireError> {
         let max = (max as usize).clamp(1, LAYOUT_SCAN_MAX);
+        self.scan_inodes(after, max, |inode, record| {
+            let layout = record.layout.filter(|_| record.kind == FileKind::File)?;
+            Some((inode, layout))
+        })
+    }
+
+    /// One page of a walk of the inode table: the inodes after `after`, in inode
+    /// order, that `pick` keeps (as what it makes of them), at most `max`; `true` if
+    /// there may be more. One read transaction per page, so a walk holds no snapshot
+    /// between pages. A record that does not decode fails the page naming its inode (a
+    /// walk that skipped it would call a drain or a rebuild done while it is not).
+    pub(crate) fn scan_inodes<T>(
+        &self,
+        after: InodeId,
+        max: usize,
+        mut pick: impl FnMut(InodeId, InodeRecord) -> Option<T>,
+    ) -> Result<(Vec<T>, bool), WireError> {
         self.read(|t: &ReadTables| {
-            let mut files = Vec::new();
+            let mut out = Vec::new();
             for item in t.inodes.range(after.0.saturating_add(1)..).storage()? {
-                let (key, _) = item.storage()?;
+                let (key, value) = item.storage()?;
                 let inode = InodeId(key.value());
-                let Some(record) = t.find_inode(inode)? else {
+                let record = InodeRecord::decode(value.value()).map_err(|e| {
+                    WireError::new(
+                        ErrorCode::Internal,
+                        format!("inode {inode} record is corrupt: {e}"),
+                    )
+                })?;
+                let Some(kept) = pick(inode, record) else {
                     continue;
                 };
-                let Some(layout) = record.layout.filter(|_| record.kind == FileKind::File) else {
-                    continue;
-                };
-                if files.len() == max {
-                    return Ok((files, true));
+                if out.len() == max {
+                    return Ok((out, true));
                 }
-                files.push((inode, layout));
+                out.push(kept);
             }
-            Ok((files, false))
+            Ok((out, false))
         })
     }
 }

@@ -5,7 +5,7 @@
 
 use super::super::access::{is_root, permits, MAY_WRITE};
 use super::super::record::InodeRecord;
-use super::super::{MetaStore, Namespace, StorageResult};
+use super::super::{MetaStore, Namespace};
 use weft_layout::{InodeId, Layout, ServerId};
 use weft_proto::msg::{server_state, STALE_LIST_MAX};
 use weft_proto::{Attr, Cred, ErrorCode, FileKind, WireError};
@@ -117,22 +117,9 @@ impl MetaStore {
             ));
         }
         let max = (max as usize).clamp(1, STALE_LIST_MAX);
-        self.read(|tx| {
-            let mut out = Vec::new();
-            for item in tx.inodes.range(after.0.saturating_add(1)..).storage()? {
-                let (key, value) = item.storage()?;
-                let Ok(record) = InodeRecord::decode(value.value()) else {
-                    continue;
-                };
-                let Some(layout) = record.layout.as_ref().filter(|l| l.piece_of(server).is_some()) else {
-                    continue;
-                };
-                if out.len() == max {
-                    return Ok((out, true));
-                }
-                out.push((InodeId(key.value()), layout.replication.stale.clone()));
-            }
-            Ok((out, false))
+        self.scan_inodes(after, max, |inode, record| {
+            let layout = record.layout.filter(|l| l.piece_of(server).is_some())?;
+            Some((inode, layout.replication.stale))
         })
     }
 

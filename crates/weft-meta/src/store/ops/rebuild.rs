@@ -4,7 +4,7 @@
 //! clearing; and the list of files with stale pieces a rebuild walks.
 
 use super::super::access::{is_root, permits, MAY_WRITE};
-use super::super::{MetaStore, Namespace, StorageResult};
+use super::super::{MetaStore, Namespace};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use weft_layout::{InodeId, Layout, ServerId};
@@ -155,29 +155,15 @@ impl MetaStore {
             ));
         }
         let max = (max as usize).clamp(1, STALE_LIST_MAX);
-        self.read(|tx| {
-            let mut out = Vec::new();
-            let start = after.0.saturating_add(1);
-            for item in tx.inodes.range(start..).storage()? {
-                let (key, value) = item.storage()?;
-                let Ok(record) = InodeRecord::decode(value.value()) else {
-                    continue;
-                };
-                let Some(layout) = record.layout.as_ref().filter(|l| l.replica_count() > 1) else {
-                    continue;
-                };
-                if server.is_some_and(|s| layout.piece_of(s).is_none()) {
-                    continue;
-                }
-                if !all && layout.replication.stale.is_empty() {
-                    continue;
-                }
-                if out.len() == max {
-                    return Ok((out, true));
-                }
-                out.push((InodeId(key.value()), layout.replication.stale.clone()));
+        self.scan_inodes(after, max, |inode, record| {
+            let layout = record.layout.filter(|l| l.replica_count() > 1)?;
+            if server.is_some_and(|s| layout.piece_of(s).is_none()) {
+                return None;
             }
-            Ok((out, false))
+            if !all && layout.replication.stale.is_empty() {
+                return None;
+            }
+            Some((inode, layout.replication.stale))
         })
     }
 }
