@@ -115,7 +115,8 @@
 //! manager holds a window (`WEFT_REPLAY_WINDOW_MS`, default 3 s): replays go in their
 //! original sequence order across clients (the lowest waiting once every expected client
 //! has one waiting or said `ReplayDone`), other requests wait, the purger pauses; it ends
-//! when every client with a record within 60 s of the newest said `ReplayDone`. At most
+//! when every client with a record within 60 s of the newest said `ReplayDone`, and new
+//! requests then still wait for the clients replaying at its end to finish. At most
 //! 4,096 clients' records, the least recently active forgotten first.
 
 pub mod file_locks;

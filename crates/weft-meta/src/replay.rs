@@ -48,6 +48,10 @@ pub const WINDOW_DEFAULT: Duration = Duration::from_secs(3);
 /// Clients whose records are at most this much older than the newest record are
 /// expected to replay.
 const EXPECT_RECENT: Duration = Duration::from_secs(60);
+/// How long new requests wait for a client that began replaying, past its last replay,
+/// for its next one or its `ReplayDone` (a client that died in the middle of its
+/// replays holds new requests back no longer than this).
+const REPLAYING_GRACE: Duration = Duration::from_secs(1);
 /// Most clients whose records are kept.
 pub const CLIENTS_MAX: usize = 4096;
 
@@ -68,6 +72,9 @@ struct State {
     waiting: BTreeMap<u64, u64>,
     /// A replay is being applied.
     applying: bool,
+    /// Clients that sent a replay and have not said `ReplayDone`, with when they last
+    /// did: new requests wait for them (for `REPLAYING_GRACE` past their last replay).
+    replaying: HashMap<u64, Instant>,
 }
 
 /// See the module comment.
@@ -153,16 +160,31 @@ impl Replay {
         }
     }
 
-    /// Waits until the replay window is over (a new request).
+    /// Waits until the replay window is over and the clients replaying at its end are
+    /// done (a new request). A window that ends at its deadline (a client that died
+    /// with the manager never says `ReplayDone`) releases the replays queued behind that
+    /// client and the new requests at the same moment; were the new ones let through
+    /// before those replays (queued, or the next of a client that sends them one after
+    /// another), a reader would see the namespace without operations their clients
+    /// were answered for, and then see them come back.
     pub fn wait_open(&self) {
         let mut state = self.lock();
-        while Self::open(&mut state) {
-            let left = state
-                .until
-                .map_or(Duration::ZERO, |u| u.saturating_duration_since(Instant::now()));
+        loop {
+            let open = Self::open(&mut state);
+            state.replaying.retain(|_, last| last.elapsed() < REPLAYING_GRACE);
+            if !open && state.waiting.is_empty() && !state.applying && state.replaying.is_empty() {
+                return;
+            }
+            let left = match state.until {
+                Some(u) if open => u.saturating_duration_since(Instant::now()),
+                _ => Duration::from_millis(50),
+            };
             state = self
                 .changed
-                .wait_timeout(state, left.max(Duration::from_millis(1)))
+                .wait_timeout(
+                    state,
+                    left.clamp(Duration::from_millis(1), Duration::from_millis(50)),
+                )
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
@@ -172,6 +194,7 @@ impl Replay {
     pub fn done(&self, client: u64) {
         let mut state = self.lock();
         state.expected.remove(&client);
+        state.replaying.remove(&client);
         Self::open(&mut state);
         self.changed.notify_all();
     }
@@ -197,6 +220,7 @@ impl Replay {
     pub fn turn(&self, client: u64, seq: u64) {
         let mut state = self.lock();
         state.waiting.insert(seq, client);
+        state.replaying.insert(client, Instant::now());
         self.changed.notify_all();
         loop {
             let open = Self::open(&mut state);
@@ -227,9 +251,14 @@ impl Replay {
         state.applying = true;
     }
 
-    /// The replay whose `turn` came is applied.
-    pub fn turn_over(&self) {
-        self.lock().applying = false;
+    /// The replay whose `turn` came by `client` is applied.
+    pub fn turn_over(&self, client: u64) {
+        let mut state = self.lock();
+        state.applying = false;
+        if let Some(last) = state.replaying.get_mut(&client) {
+            *last = Instant::now();
+        }
+        drop(state);
         self.changed.notify_all();
     }
 
@@ -390,7 +419,7 @@ mod tests {
             std::thread::spawn(move || {
                 replay.turn(client, seq);
                 order.lock().unwrap().push(seq);
-                replay.turn_over();
+                replay.turn_over(client);
             })
         };
         // Client 2's replay of 13 waits for client 1's 12, though it came first.
@@ -407,6 +436,49 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), vec![12, 13]);
         replay.done(2);
         assert!(!replay.window_open(), "every expected client is done");
+    }
+
+    #[test]
+    fn a_window_that_ends_at_its_deadline_applies_the_queued_replays_before_new_requests() {
+        // Clients 1 and 2 are expected; 2 died with the manager and never replays, so
+        // 1's replays wait for the window's deadline, as a new request does.
+        let replay = std::sync::Arc::new(Replay::default());
+        replay.start(
+            vec![((1, 0), reply(1, 10, 1000)), ((2, 0), reply(1, 11, 1000))],
+            Some(Duration::from_millis(300)),
+        );
+        let order = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let replays = {
+            let (replay, order) = (replay.clone(), order.clone());
+            std::thread::spawn(move || {
+                for seq in [12, 14] {
+                    replay.turn(1, seq);
+                    // Applying takes a while (a commit, a slow disk).
+                    std::thread::sleep(Duration::from_millis(100));
+                    order.lock().unwrap().push(format!("replay {seq}"));
+                    replay.turn_over(1);
+                    // The client sends its next replay once this one is answered.
+                    std::thread::sleep(Duration::from_millis(30));
+                }
+                order.lock().unwrap().push("replay done".to_string());
+                replay.done(1);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let reader = {
+            let (replay, order) = (replay.clone(), order.clone());
+            std::thread::spawn(move || {
+                replay.wait_open();
+                order.lock().unwrap().push("new request".to_string());
+            })
+        };
+        replays.join().unwrap();
+        reader.join().unwrap();
+        assert_eq!(
+            *order.lock().unwrap(),
+            vec!["replay 12", "replay 14", "replay done", "new request"],
+            "a new request was served before the replays queued at the window's end"
+        );
     }
 
     #[test]

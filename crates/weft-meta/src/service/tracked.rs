@@ -117,7 +117,7 @@ impl MetaService {
         let result = self.serve(caller, *request);
         let tracking = crate::store::replies::untrack();
         if replay > 0 {
-            self.replay.turn_over();
+            self.replay.turn_over(client);
         }
         let response = result?;
         let seq = match tracking.and_then(|t| t.recorded) {
