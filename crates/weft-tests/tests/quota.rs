@@ -571,3 +571,57 @@ fn the_mount_and_mpi_io_say_edquot() {
     assert_eq!(words[2], words[4], "not MPI_ERR_QUOTA: {line}");
     assert!(line.to_lowercase().contains("quota"), "{line}");
 }
+
+/// The settler asks the io servers twice a second only about files whose ids have a
+/// limit of bytes; the files of ids without one are settled every 5 s (their usage is
+/// only counted). Before, a thousand files written in a minute by users without limits
+/// had the manager stat every object of each of them twice a second.
+#[test]
+fn files_of_ids_without_byte_limits_are_settled_seldom_and_still_counted() {
+    let cluster = TestCluster::start_with(&ClusterOptions::claimed_identity());
+    let root = cluster.client();
+    root.mkdir("/s", 0o777).unwrap();
+    let bob = user(&root, BOB);
+    let chunk = vec![3u8; 64 << 10];
+    for k in 0..20 {
+        let file = bob
+            .create(&format!("/s/f{k}"), &CreateOptions::default())
+            .unwrap();
+        file.write_at(0, &chunk).unwrap();
+    }
+    // The write capabilities stay valid for a minute: every file is followed. Over 3 s
+    // (six settle rounds) Bob's files are asked about in one round at most (two if a
+    // 5 s mark falls in the window), against every round once he has a limit.
+    let window = |what: &str| {
+        let before = cluster.io_requests("obj_stat");
+        std::thread::sleep(Duration::from_secs(3));
+        let asked = cluster.io_requests("obj_stat") - before;
+        eprintln!("{what}: {asked} ObjStat requests to the io servers in 3 s");
+        asked
+    };
+    let unlimited = window("no limits");
+    // His usage is counted all the same.
+    wait_for(&root, QuotaKind::User, BOB, |r| {
+        r.usage.bytes >= 20 * chunk.len() as u64
+    })
+    .unwrap_or_else(|r| panic!("1.25 MiB written without a limit, never counted: {r:?}"));
+    // With a limit of bytes his files are settled every round again (enforcement).
+    root.set_quota(
+        QuotaKind::User,
+        BOB,
+        QuotaLimits {
+            bytes_hard: 1 << 30,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let limited = window("a limit of bytes");
+    assert!(
+        limited >= 4.0,
+        "only {limited} ObjStat requests in 3 s about files of a user with a limit of bytes"
+    );
+    assert!(
+        unlimited * 2.0 <= limited,
+        "the settler asked {unlimited} times in 3 s about files of a user without limits, {limited} times with one"
+    );
+}

@@ -5,8 +5,9 @@
 //! refuse every write without a write capability the manager granted, and the manager
 //! grants none for a file whose owner, group or project is at its hard limit of bytes
 //! (or over its soft limit past the grace). The settler (a step of the purger's round,
-//! every 500 ms in weftd) asks the io servers for the bytes allocated to each file a write capability was granted
-//! for (until it expired), charges them (`MetaStore::quota_settle`), and revokes the
+//! every 500 ms in weftd) asks the io servers for the bytes allocated to each file a
+//! write capability was granted for (until it expired; every `UNLIMITED_SETTLE_MS` only
+//! for a file whose ids have no limit of bytes), charges them (`MetaStore::quota_settle`), and revokes the
 //! write capabilities of files whose ids went over: their writers' next request is
 //! refused, the grant they then ask for too, and the write fails with EDQUOT. An id
 //! may so pass its hard limit by what its writers write in one settle period and the
@@ -22,6 +23,11 @@ pub const SETTLING_FILES_MAX: usize = 65_536;
 const RECOUNT_FILES_PER_ROUND: usize = 4096;
 /// How long after its last write capability expired a file is settled once more.
 const SETTLE_AFTER_EXPIRY_MS: u64 = 2_000;
+/// How often a file being written whose owner, group and project have no limit of
+/// bytes is settled (its usage is only counted, nothing to enforce): settling every
+/// file of a create storm each round cost the manager a tenth of its CPU and the io
+/// servers a stat of every object, twice a second, for nothing.
+const UNLIMITED_SETTLE_MS: u64 = 5_000;
 
 /// The files the settler follows.
 #[derive(Debug, Default)]
@@ -38,6 +44,8 @@ struct Followed {
     /// The bytes charged by the last settle, if any (a file whose bytes did not change
     /// is not written again).
     charged: Option<u64>,
+    /// When it was last settled (Unix ms; 0: never).
+    settled_ms: u64,
 }
 
 impl MetaService {
@@ -84,6 +92,7 @@ impl MetaService {
             expiry_ms: 0,
             granted: true,
             charged: None,
+            settled_ms: 0,
         });
         entry.expiry_ms = entry.expiry_ms.max(expiry_ms);
         entry.granted = true;
@@ -154,7 +163,10 @@ impl MetaService {
     }
 
     /// One settle round: charges the files being written with their bytes and revokes
-    /// the write capabilities of those whose ids went over. Returns the files settled.
+    /// the write capabilities of those whose ids went over. A file whose ids have a
+    /// limit of bytes is settled every round; one whose ids have none every
+    /// `UNLIMITED_SETTLE_MS` and once after its grants expired (its usage is counted,
+    /// nothing is enforced). Returns the files settled.
     pub fn settle_quotas_once(&self) -> usize {
         let now = unix_ms();
         let followed: Vec<(InodeId, Followed)> = {
@@ -164,14 +176,43 @@ impl MetaService {
         if followed.is_empty() {
             return 0;
         }
-        let mut files = Vec::with_capacity(followed.len());
-        for (inode, _) in &followed {
-            match self.store.quota_layout(*inode) {
-                Ok(Some(layout)) => files.push((*inode, layout)),
-                Ok(None) => {}
-                Err(error) => {
-                    eprintln!("weftd meta: quota: reading the layout of inode {inode}: {error}");
-                    return 0;
+        let inodes: Vec<InodeId> = followed.iter().map(|(i, _)| *i).collect();
+        let plan = match self.store.quota_settle_plan(&inodes) {
+            Ok(plan) => plan,
+            Err(error) => {
+                eprintln!("weftd meta: quota: reading the layouts of the files being written: {error}");
+                return 0;
+            }
+        };
+        let of: BTreeMap<InodeId, Followed> = followed.iter().copied().collect();
+        let due = |inode: &InodeId, limited: bool| {
+            let f = &of[inode];
+            limited
+                || now >= f.settled_ms.saturating_add(UNLIMITED_SETTLE_MS)
+                || f.expiry_ms.saturating_add(SETTLE_AFTER_EXPIRY_MS) < now
+        };
+        let planned: BTreeSet<InodeId> = plan.iter().map(|(i, _, _)| *i).collect();
+        let files: Vec<(InodeId, weft_layout::Layout)> = plan
+            .into_iter()
+            .filter(|(inode, _, limited)| due(inode, *limited))
+            .map(|(inode, layout, _)| (inode, layout))
+            .collect();
+        let looked: BTreeSet<InodeId> = files.iter().map(|(i, _)| *i).collect();
+        // Forgotten after this round may be the files looked at in it and those gone
+        // (removed, or no file with a layout any more), never one skipped.
+        let followed: Vec<(InodeId, Followed)> = followed
+            .into_iter()
+            .filter(|(inode, _)| looked.contains(inode) || !planned.contains(inode))
+            .collect();
+        if files.is_empty() {
+            self.forget_expired(&followed, now);
+            return 0;
+        }
+        {
+            let mut following = self.settling.files.lock().unwrap_or_else(|p| p.into_inner());
+            for (inode, _) in &files {
+                if let Some(f) = following.get_mut(inode) {
+                    f.settled_ms = now;
                 }
             }
         }

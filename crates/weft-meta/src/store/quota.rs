@@ -629,9 +629,41 @@ impl MetaStore {
         })
     }
 
-    /// The layout of file `inode`, if it is one with objects.
-    pub fn quota_layout(&self, inode: InodeId) -> Result<Option<Layout>, WireError> {
-        self.read(|ns| Ok(ns.find_inode(inode)?.and_then(|r| r.layout)))
+    /// For the settler, in one read: each of `inodes` that is still a file with a
+    /// layout, with its layout and whether its owner, group or project has a limit of
+    /// bytes (a file of root's is never refused: it counts as unlimited).
+    pub fn quota_settle_plan(&self, inodes: &[InodeId]) -> Result<Vec<(InodeId, Layout, bool)>, WireError> {
+        self.with_database(|db| {
+            let txn = db.begin_read().storage()?;
+            let table = txn.open_table(INODES).storage()?;
+            let limits = txn.open_table(LIMITS).storage()?;
+            let projects = txn.open_table(PROJECTS).storage()?;
+            let mut plan = Vec::with_capacity(inodes.len());
+            for &inode in inodes {
+                let Some(v) = table.get(inode.0).storage()? else {
+                    continue;
+                };
+                let record = InodeRecord::decode(v.value()).map_err(|e| corrupt("inode", e))?;
+                let Some(layout) = record.layout else { continue };
+                let owners = Owners {
+                    uid: record.uid,
+                    gid: record.gid,
+                    project: projects.get(inode.0).storage()?.map_or(0, |v| v.value()),
+                };
+                let mut limited = false;
+                if owners.uid != 0 {
+                    for (kind, id) in owners.each() {
+                        let l = read_limits(&limits, kind, id)?;
+                        if l.bytes_soft != 0 || l.bytes_hard != 0 {
+                            limited = true;
+                            break;
+                        }
+                    }
+                }
+                plan.push((inode, layout, limited));
+            }
+            Ok(plan)
+        })
     }
 
     /// Charges each file of `settled` with its bytes as its io servers count them now
