@@ -125,10 +125,11 @@ pub mod lapsed;
 pub mod replay;
 pub mod service;
 pub mod shared_pointer;
+pub mod sizes;
 pub mod store;
 pub mod writers;
 
-pub use service::{Caller, CapabilityIssuer, MetaService, ObjectServers, PurgerHandle};
+pub use service::{Caller, CapabilityIssuer, MeasurerHandle, MetaService, ObjectServers, PurgerHandle};
 pub use store::{
     ClusterLayout, CreateCheck, Made, MetaStore, PendingCreate, StoreError, LINKS_MAX, XATTRS_PER_INODE_MAX,
     XATTR_BYTES_PER_INODE_MAX,

@@ -188,6 +188,7 @@ fn response_name(r: &Response) -> &'static str {
         Committed { .. } => "Committed",
         MadeGranted { .. } => "MadeGranted",
         AttrVouched { .. } => "AttrVouched",
+        AttrSized { .. } => "AttrSized",
         Stamp { .. } => "Stamp",
         Generation { .. } => "Generation",
         StaleFiles { .. } => "StaleFiles",
@@ -962,6 +963,12 @@ fn requests(s: &mut Samples) {
                 inode: InodeId(9),
             }),
         },
+        Request::Vouched {
+            request: Box::new(Request::Resolve {
+                cred: cred(),
+                path: "/a/b".into(),
+            }),
+        },
         Request::ReleaseWrites {
             releases: vec![(InodeId(9), (2, 1_700_000_000_000)), (InodeId(12), (1, 5))],
         },
@@ -1160,6 +1167,10 @@ fn responses(s: &mut Samples) {
         Response::AttrVouched {
             attr: attr(),
             vouch: None,
+        },
+        Response::AttrSized {
+            attr: attr(),
+            vouch: 1 << 41,
         },
         Response::Stamp(u64::MAX - 1),
         Response::Generation(5),

@@ -173,6 +173,8 @@ impl Roles {
                 service.set_precreate_batch(batch as usize);
             }
             std::mem::forget(service.spawn_purger(PURGE_PERIOD));
+            // So does the measurer of quiet files' sizes (stats without the io servers).
+            std::mem::forget(service.spawn_measurer());
             let interval = config
                 .commit_interval_ms
                 .map_or(weft_proto::COMMIT_INTERVAL_DEFAULT, Duration::from_millis);
@@ -839,18 +841,23 @@ struct NetObjectServers {
 }
 
 impl NetObjectServers {
-    fn call(&self, server: ServerId, request: Request) -> Result<(), WireError> {
+    /// `request` to io server `server`: its answer.
+    fn answer(&self, server: ServerId, request: &Request) -> Result<Response, WireError> {
         let addr = self.addrs.get(&server).ok_or_else(|| {
             WireError::new(
                 ErrorCode::Unavailable,
                 format!("io server {server} is not in the cluster description"),
             )
         })?;
-        match self.pool.call(addr, &request, &[]) {
-            Ok(_) => Ok(()),
+        match self.pool.call(addr, request, &[]) {
+            Ok((response, _)) => Ok(response),
             Err(weft_rpc::RpcError::Remote { error, .. }) => Err(error),
             Err(e) => Err(WireError::new(e.code(), format!("io server {server}: {e}"))),
         }
+    }
+
+    fn call(&self, server: ServerId, request: Request) -> Result<(), WireError> {
+        self.answer(server, &request).map(|_| ())
     }
 }
 
@@ -880,17 +887,9 @@ impl ObjectServers for NetObjectServers {
         )
     }
     fn migrate_object(&self, server: ServerId, request: Request) -> Result<u64, WireError> {
-        let addr = self.addrs.get(&server).ok_or_else(|| {
-            WireError::new(
-                ErrorCode::Unavailable,
-                format!("io server {server} is not in the cluster description"),
-            )
-        })?;
-        match self.pool.call(addr, &request, &[]) {
-            Ok((Response::Stamp(stamp), _)) => Ok(stamp),
-            Ok(_) => Ok(0),
-            Err(weft_rpc::RpcError::Remote { error, .. }) => Err(error),
-            Err(e) => Err(WireError::new(e.code(), e.to_string())),
+        match self.answer(server, &request)? {
+            Response::Stamp(stamp) => Ok(stamp),
+            _ => Ok(0),
         }
     }
     fn set_mtime(
@@ -957,25 +956,33 @@ impl ObjectServers for NetObjectServers {
         server: ServerId,
         items: &[(InodeId, weft_proto::Striping)],
     ) -> Result<Vec<u64>, WireError> {
-        let addr = self.addrs.get(&server).ok_or_else(|| {
-            WireError::new(
-                ErrorCode::Unavailable,
-                format!("io server {server} is not in the cluster description"),
-            )
-        })?;
         let request = Request::ObjStat {
             items: items.to_vec(),
         };
-        match self.pool.call(addr, &request, &[]) {
-            Ok((Response::ObjStats(stats), _)) if stats.len() == items.len() => {
+        match self.answer(server, &request)? {
+            Response::ObjStats(stats) if stats.len() == items.len() => {
                 Ok(stats.into_iter().map(|(_, allocated)| allocated).collect())
             }
-            Ok((other, _)) => Err(WireError::new(
+            other => Err(WireError::new(
                 ErrorCode::Malformed,
                 format!("io server {server} answered ObjStat with {other:?}"),
             )),
-            Err(weft_rpc::RpcError::Remote { error, .. }) => Err(error),
-            Err(e) => Err(WireError::new(e.code(), format!("io server {server}: {e}"))),
+        }
+    }
+    fn object_stamps(
+        &self,
+        server: ServerId,
+        items: &[(InodeId, weft_proto::Striping)],
+    ) -> Result<Vec<weft_proto::ObjStamped>, WireError> {
+        let request = Request::ObjStamp {
+            items: items.to_vec(),
+        };
+        match self.answer(server, &request)? {
+            Response::ObjStamps(stamped) if stamped.len() == items.len() => Ok(stamped),
+            other => Err(WireError::new(
+                ErrorCode::Malformed,
+                format!("io server {server} answered ObjStamp with {other:?}"),
+            )),
         }
     }
     fn drop_cached(&self, manager: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {

@@ -302,20 +302,18 @@ impl Client {
 
     /// The manager's attributes of a path, without the derived file size.
     pub fn resolve(&self, path: &str) -> Result<Attr, ClientError> {
-        // The manager takes canonical paths: "/a/b/" is sent as "/a/b".
-        let canonical = format!("/{}", path::components(path)?.join("/"));
-        let attr = self.attr_of(
-            Request::Resolve {
-                cred: self.cred_clone(),
-                path: canonical,
-            },
-            path,
-        )?;
-        // "/a/b/" names a directory (or a link to one), as in Linux.
-        if path::names_a_directory(path) && !matches!(attr.kind, FileKind::Directory | FileKind::Symlink) {
-            return Err(not_a_directory(path));
-        }
+        let attr = self.attr_of(self.resolve_request(path)?, path)?;
+        slash_names_a_directory(path, &attr)?;
         Ok(attr)
+    }
+
+    /// The `Resolve` of `path`: the manager takes canonical paths ("/a/b/" is sent as
+    /// "/a/b").
+    pub(super) fn resolve_request(&self, path: &str) -> Result<Request, ClientError> {
+        Ok(Request::Resolve {
+            cred: self.cred_clone(),
+            path: format!("/{}", path::components(path)?.join("/")),
+        })
     }
 
     /// Makes sure the manager granted this client writing `inode` (a write capability
@@ -344,4 +342,13 @@ fn not_a_directory(path: &str) -> ClientError {
         ErrorCode::NotDirectory,
         format!("{path}: not a directory (a path ending with / names one)"),
     )
+}
+
+/// "/a/b/" names a directory (or a link to one), as in Linux: `attr` is what "/a/b"
+/// resolved to.
+pub(super) fn slash_names_a_directory(path_given: &str, attr: &Attr) -> Result<(), ClientError> {
+    if path::names_a_directory(path_given) && !matches!(attr.kind, FileKind::Directory | FileKind::Symlink) {
+        return Err(not_a_directory(path_given));
+    }
+    Ok(())
 }

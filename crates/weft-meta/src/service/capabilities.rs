@@ -16,13 +16,16 @@ impl MetaService {
     }
 
     /// `Vouched`: `request`'s attributes, and for a regular file outside the cache tier
-    /// (whose managers write back on their own) the manager's vouch (see `writers`).
+    /// (whose managers write back on their own) the manager's vouch (see `writers`);
+    /// when the file's size is known under that vouch (`sizes`), the attributes carry
+    /// it (`AttrSized`) and the client need not ask the io servers.
     pub(super) fn vouched(&self, cred_request: Request) -> Result<Response, WireError> {
         let store = &self.store;
-        let attr = match cred_request {
+        let mut attr = match cred_request {
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name)?,
             Request::Revalidate { cred, steps } => store.revalidate(&cred, &steps)?,
             Request::GetAttr { cred, inode } => store.getattr(&cred, inode)?,
+            Request::Resolve { cred, path } => store.resolve(&cred, &path)?,
             other => {
                 return Err(WireError::new(
                     ErrorCode::InvalidArgument,
@@ -36,6 +39,15 @@ impl MetaService {
             }
             _ => None,
         };
+        if let Some(vouch) = vouch {
+            if let Some(measured) = self.sizes.under(attr.inode, vouch, &attr.layout) {
+                attr.size = measured.size;
+                attr.blocks = measured.blocks;
+                attr.mtime = attr.mtime.max(measured.mtime);
+                attr.ctime = attr.ctime.max(measured.mtime);
+                return Ok(Response::AttrSized { attr, vouch });
+            }
+        }
         Ok(Response::AttrVouched { attr, vouch })
     }
 

@@ -33,10 +33,12 @@ mod locks;
 mod migrate;
 mod precreate;
 mod quota;
+mod sizes;
 mod tracked;
 
 pub use background::PurgerHandle;
 use create::first_failure;
+pub use sizes::MeasurerHandle;
 
 /// The io servers as the metadata service needs them: object creation and
 /// removal. The server binary implements it over the network; tests use doubles.
@@ -63,6 +65,19 @@ pub trait ObjectServers: Send + Sync {
         Err(WireError::new(
             ErrorCode::Unsupported,
             "these io servers report no bytes",
+        ))
+    }
+    /// What io server `server` says of the objects of `items`' inodes (`ObjStamp`): each
+    /// one's logical end under its striping, allocated bytes, stamp and mtime, in their
+    /// order. What the manager measures a quiet file's size with (`sizes.rs`).
+    fn object_stamps(
+        &self,
+        _server: ServerId,
+        _items: &[(InodeId, weft_proto::Striping)],
+    ) -> Result<Vec<weft_proto::ObjStamped>, WireError> {
+        Err(WireError::new(
+            ErrorCode::Unsupported,
+            "these io servers report no object stamps",
         ))
     }
     /// One step of a migration at io server `server` (`Request::MigrateObject`): the
@@ -210,6 +225,8 @@ pub struct MetaService {
     migrations: migrate::Migrations,
     /// Metadata snapshots being read by `weft backup` (`backup.rs`).
     snapshots: backup::SnapshotTable,
+    /// Sizes of quiet files as their io servers told the manager (`sizes.rs`).
+    sizes: crate::sizes::Sizes,
 }
 
 /// Signs the capabilities the manager grants and tells the servers of revocations
@@ -285,6 +302,7 @@ impl MetaService {
             settling: Default::default(),
             migrations: Default::default(),
             snapshots: Default::default(),
+            sizes: Default::default(),
         }
         .with_server_states()
     }
@@ -654,8 +672,13 @@ impl MetaService {
             Request::Vouched { request } => self.vouched(*request),
             Request::ReleaseWrites { releases } => {
                 if let Some(writers) = self.writers.get() {
+                    let now = unix_ms();
                     for (inode, (count, first_issued_ms)) in releases {
                         writers.released(inode, holder(caller), count, first_issued_ms);
+                        // Quiet now: its size is measured once for the stats to come.
+                        if writers.vouch(inode, now).is_some() {
+                            self.sizes.want(inode);
+                        }
                     }
                 }
                 Ok(Response::Done)

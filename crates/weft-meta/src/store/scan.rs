@@ -49,6 +49,32 @@ fn state_of(
 }
 
 impl MetaStore {
+    /// Of `inodes`, the regular files with objects outside the cache tier, with their
+    /// layouts, in one read (what the manager measures sizes of: `sizes.rs`).
+    pub fn file_layouts(&self, inodes: &[InodeId]) -> Result<Vec<(InodeId, Layout)>, WireError> {
+        self.read(|t: &ReadTables| {
+            let mut found = Vec::with_capacity(inodes.len());
+            for &inode in inodes {
+                let Some(v) = t.inodes.get(inode.0).storage()? else {
+                    continue;
+                };
+                let record = InodeRecord::decode(v.value()).map_err(|e| {
+                    WireError::new(
+                        ErrorCode::Internal,
+                        format!("inode {inode}: record is corrupt: {e}"),
+                    )
+                })?;
+                if record.kind != FileKind::File || record.cache.uses_tier() {
+                    continue;
+                }
+                if let Some(layout) = record.layout {
+                    found.push((inode, layout));
+                }
+            }
+            Ok(found)
+        })
+    }
+
     /// The state (`STATE_*`) of each of `inodes`, in order.
     pub fn inode_states(&self, inodes: &[InodeId]) -> Result<Vec<u8>, WireError> {
         too_many("inode state batch", inodes.len(), OBJ_LIST_MAX)?;

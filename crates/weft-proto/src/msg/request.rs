@@ -712,8 +712,9 @@ pub enum Request {
         #[wire(max = LOOKUP_MANY_MAX, what = "names of one lookup-many")]
         names: Vec<Name>,
     },
-    /// meta: `request` (a `Lookup`, `Revalidate` or `GetAttr`), answered with
-    /// `AttrVouched`: its attributes and, for a regular file, the manager's vouch that
+    /// meta: `request` (a `Lookup`, `Revalidate`, `GetAttr` or, from protocol 8,
+    /// `Resolve`), answered with `AttrVouched` (or, from protocol 8, `AttrSized`: the
+    /// file's size known to the manager under the vouch): its attributes and, for a regular file, the manager's vouch that
     /// no write capability of the file is live and none was issued since the stamp it
     /// gives (see `weft_meta::writers`). A client that asked the io servers for the
     /// file's size and change stamps after it was told that stamp, and is told the
@@ -940,7 +941,12 @@ impl Request {
     ];
 
     /// The requests a `Vouched` may carry: those answered with one inode's attributes.
-    pub const VOUCHABLE: [Opcode; 3] = [Opcode::Lookup, Opcode::Revalidate, Opcode::GetAttr];
+    pub const VOUCHABLE: [Opcode; 4] = [
+        Opcode::Lookup,
+        Opcode::Revalidate,
+        Opcode::GetAttr,
+        Opcode::Resolve,
+    ];
     /// The requests a client sends `Tracked` (alone or in a `WithParent` or
     /// `CreateGranted`): those that change the namespace in the manager's store.
     pub const TRACKED: [Opcode; 15] = [

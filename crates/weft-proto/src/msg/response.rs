@@ -152,6 +152,13 @@ pub enum Response {
     /// the manager cannot say).
     #[wire(tag = 85)]
     AttrVouched { attr: Attr, vouch: Option<u64> },
+    /// `Vouched` (protocol 8): the attributes of a regular file no writer may be
+    /// changing, with its size, blocks and modification time as its io servers told
+    /// the manager after its last writer gave its capabilities back, under the vouch
+    /// `vouch` (what `AttrVouched` says with `Some(vouch)`): the client need not ask
+    /// the io servers.
+    #[wire(tag = 119)]
+    AttrSized { attr: Attr, vouch: u64 },
     /// `RebuildStamp`: the stamp of the ranges asked about.
     #[wire(tag = 90)]
     Stamp(u64),
