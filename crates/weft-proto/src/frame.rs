@@ -5,7 +5,7 @@ use crate::codec::DecodeError;
 /// "WEFT" in ASCII.
 pub const FRAME_MAGIC: u32 = 0x5745_4654;
 /// Bumped on any incompatible change; peers with another version are refused.
-pub const PROTOCOL_VERSION: u16 = 7;
+pub const PROTOCOL_VERSION: u16 = 8;
 pub const FRAME_HEADER_BYTES: usize = 32;
 /// Largest encoded message (the part between header and bulk data).
 pub const MESSAGE_BYTES_MAX: u32 = 1 << 20;

@@ -4,7 +4,6 @@
 //! and verifies capabilities for the servers that hold no key (a job's delegate asks
 //! with `VerifyCapability`), against the revocations it sent.
 
-use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 use weft_layout::{InodeId, ServerId};
@@ -34,7 +33,7 @@ impl Issuer {
         key: CapabilityKey,
         lifetime_ms: u64,
         pool: Arc<ConnectionPool>,
-        addrs: HashMap<ServerId, String>,
+        addrs: crate::roles::Addresses,
     ) -> Issuer {
         let (sender, receiver) = mpsc::sync_channel::<(Vec<InodeId>, u64)>(REVOCATIONS_QUEUED_MAX);
         std::thread::Builder::new()
@@ -72,12 +71,14 @@ impl Issuer {
     }
 }
 
-fn send(pool: &ConnectionPool, addrs: &HashMap<ServerId, String>, inodes: Vec<InodeId>, at_ms: u64) {
+fn send(pool: &ConnectionPool, addrs: &crate::roles::Addresses, inodes: Vec<InodeId>, at_ms: u64) {
     if inodes.is_empty() {
         return;
     }
     let request = Request::RevokeCapabilities { inodes, at_ms };
-    for (server, addr) in addrs {
+    // Io servers added meanwhile (`weft server add`) are in the map.
+    let addrs: Vec<(ServerId, String)> = crate::roles::addresses(addrs);
+    for (server, addr) in &addrs {
         if let Err(e) = pool.call(addr, &request, &[]) {
             // That server honours the old capabilities until they expire.
             eprintln!("weftd meta: telling server {server} of revoked capabilities: {e}");

@@ -33,10 +33,12 @@ mod locks;
 mod migrate;
 mod precreate;
 mod quota;
+mod servers;
 mod tracked;
 
 pub use background::PurgerHandle;
 use create::first_failure;
+pub use servers::merge_added;
 
 /// The io servers as the metadata service needs them: object creation and
 /// removal. The server binary implements it over the network; tests use doubles.
@@ -67,6 +69,18 @@ pub trait ObjectServers: Send + Sync {
     }
     /// One step of a migration at io server `server` (`Request::MigrateObject`): the
     /// stamp it answers (`FREEZE`, `CHECK`), else 0.
+    /// Checks that `server` answers at its address as that io server of this cluster
+    /// (its handshake proves the cluster key and the protocol version), and reaches it
+    /// there from then on (`weft server add`).
+    fn join(&self, server: &weft_proto::IoServer) -> Result<(), WireError> {
+        Err(WireError::new(
+            ErrorCode::Unsupported,
+            format!(
+                "io server {}: these object servers take no new servers",
+                server.id
+            ),
+        ))
+    }
     fn migrate_object(&self, server: ServerId, _request: Request) -> Result<u64, WireError> {
         Err(WireError::new(
             ErrorCode::Unsupported,
@@ -152,7 +166,14 @@ pub enum Caller {
 /// The metadata role of a server.
 pub struct MetaService {
     store: MetaStore,
-    cluster: ClusterInfo,
+    /// What `GetCluster` answers; io servers join it while the manager runs
+    /// (`servers.rs`).
+    cluster: std::sync::RwLock<ClusterInfo>,
+    /// Held while an io server is being added (one at a time).
+    adding: Mutex<()>,
+    /// Ids and addresses of the description's servers, which no added io server may
+    /// take (`set_reserved`).
+    reserved: Vec<(ServerId, String)>,
     objects: Arc<dyn ObjectServers>,
     /// Mount sessions -> when they last renewed (in memory: after a restart every
     /// session has a full lease to come back).
@@ -260,7 +281,9 @@ impl MetaService {
         cluster.root = InodeId::ROOT;
         MetaService {
             store,
-            cluster,
+            cluster: std::sync::RwLock::new(cluster),
+            adding: Mutex::new(()),
+            reserved: Vec::new(),
             objects,
             sessions: Mutex::new(HashMap::new()),
             session_lease: SESSION_LEASE,
@@ -334,8 +357,15 @@ impl MetaService {
         &self.store
     }
 
-    pub fn cluster(&self) -> &ClusterInfo {
-        &self.cluster
+    /// The cluster as `GetCluster` describes it now.
+    pub fn cluster(&self) -> ClusterInfo {
+        self.cluster.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Ids and addresses no added io server may take (the description's servers, the
+    /// manager's own included).
+    pub fn set_reserved(&mut self, servers: Vec<(ServerId, String)>) {
+        self.reserved = servers;
     }
 
     /// Answers one request of a trusted caller (see `handle_as`).
@@ -388,7 +418,8 @@ impl MetaService {
             store.check_room()?;
         }
         match request {
-            Request::GetCluster => Ok(Response::Cluster(self.cluster.clone())),
+            Request::GetCluster => Ok(Response::Cluster(self.cluster())),
+            Request::AddServer { cred, server } => self.add_server(&cred, server),
             Request::Resolve { cred, path } => store.resolve(&cred, &path).map(Response::Attr),
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
             Request::LookupMany { cred, parent, names } => self.lookup_many(&cred, parent, &names),
