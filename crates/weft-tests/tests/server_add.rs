@@ -131,6 +131,15 @@ fn an_io_server_joins_a_running_cluster_and_stays_after_a_manager_restart() {
     assert!(err.contains("in the cluster already"), "duplicate address: {err}");
     let (_, err) = weft_err(&cluster, &["server", "add", "--id", "6", "--addr", &addr]);
     assert!(err.contains("is server 3, not 6"), "wrong id: {err}");
+    // Bad addresses: a clear error, and the manager answers on.
+    let long = "x".repeat(2000);
+    for bad in ["", "no-port", "127.0.0.1:99999", long.as_str()] {
+        let (_, err) = weft_err(&cluster, &["server", "add", "--id", "8", "--addr", bad]);
+        assert!(
+            err.contains("io server 8") || err.contains("address"),
+            "{bad:.20}: {err}"
+        );
+    }
     let listed = weft_ok(&cluster, &["server", "list"]);
     assert_eq!(listed.lines().count(), 2, "refusals added something:\n{listed}");
     assert_eq!(io_ids(&cluster.client()), vec![1, 2]);

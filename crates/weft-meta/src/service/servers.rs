@@ -128,3 +128,37 @@ impl MetaService {
 
 /// Longest address of an added io server.
 const ADDR_BYTES_MAX: usize = 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(id: u32, addr: &str) -> IoServer {
+        IoServer {
+            id: ServerId(id),
+            addr: addr.into(),
+            socket: None,
+        }
+    }
+
+    #[test]
+    fn added_servers_merge_with_the_description_or_clash() {
+        let described = vec![io(1, "a:1"), io(2, "a:2")];
+        let others: Vec<(ServerId, String)> = vec![
+            (ServerId(0), "m:0".into()),
+            (ServerId(1), "a:1".into()),
+            (ServerId(2), "a:2".into()),
+        ];
+        // New, and one the description caught up with.
+        let mut io_servers = described.clone();
+        merge_added(&mut io_servers, &others, vec![io(2, "a:2"), io(3, "a:3")]).unwrap();
+        assert_eq!(io_servers, vec![io(1, "a:1"), io(2, "a:2"), io(3, "a:3")]);
+        // The same id elsewhere, the manager's id, another server's address.
+        for clash in [io(2, "b:2"), io(0, "b:0"), io(4, "a:1"), io(5, "m:0")] {
+            let mut io_servers = described.clone();
+            let err = merge_added(&mut io_servers, &others, vec![clash.clone()]).unwrap_err();
+            assert!(err.contains(&format!("io server {}", clash.id)), "{err}");
+            assert_eq!(io_servers, described);
+        }
+    }
+}
