@@ -848,20 +848,10 @@ struct MungeConnection {
     verified: std::sync::OnceLock<crate::identity::Verified>,
 }
 
-/// The address of every io server and cache manager the manager reaches, shared by its
-/// object calls and its revocations; io servers join it while the manager runs.
-pub type Addresses = Arc<std::sync::RwLock<HashMap<ServerId, String>>>;
-
-/// A copy of `addrs` (no lock held across calls).
-pub fn addresses(addrs: &Addresses) -> Vec<(ServerId, String)> {
-    let map = addrs.read().unwrap_or_else(|p| p.into_inner());
-    map.iter().map(|(id, addr)| (*id, addr.clone())).collect()
-}
-
 /// The manager's calls to io servers, over the same transport as clients use.
 struct NetObjectServers {
     pool: ConnectionPool,
-    addrs: Addresses,
+    addrs: crate::capability::Addresses,
     /// What a joining io server's handshake proves (`join`).
     auth: ClientAuth,
 }
