@@ -42,8 +42,7 @@ pub enum ServerCommand {
     /// server is started in the home of a `weft up` cluster, as `weft up` starts
     /// them, and kept in its cluster.toml (`weft down` stops it, `weft up` restarts it).
     #[command(
-        long_about = None,
-        after_help = "Examples:\n  weft server add                                  (a local `weft up` cluster: start io server N+1 and add it)\n  weftd --role io --id 5 --listen node5:7400 --key cluster.key --capability-key capability.key --data /srv/weft\n  weft server add --id 5 --addr node5:7400         (add the io server started on node5)"
+        after_help = "Examples:\n  weft server add\n      start io server N+1 in this `weft up` home and add it\n  weft server add --id 5 --addr node5:7400\n      add the io server started on node5 with the cluster's keys:\n      weftd --role io --id 5 --listen node5:7400 --data /srv/weft \\\n            --key cluster.key --capability-key capability.key"
     )]
     Add {
         /// The new server's id: unique among the cluster's servers, as its weftd was
