@@ -4,8 +4,9 @@
 //! dispatch of every request (`serve`), with what every request shares (screening,
 //! the store's answers); by subject: `tracked.rs` (replayable namespace changes),
 //! `capabilities.rs` (grants and vouching), `locks.rs` (lock sessions and the grace),
-//! `create.rs` (creates and their objects), `precreate.rs` (precreated objects) and
-//! `background.rs` (purger and committer).
+//! `create.rs` (creates and their objects), `precreate.rs` (precreated objects),
+//! `servers.rs` (io servers joining while the manager runs) and `background.rs`
+//! (purger and committer).
 
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
