@@ -431,14 +431,10 @@ impl Client {
         let mut failed = Vec::new();
         let gone = self.sizes_tolerant(attrs, None, Some(&mut failed))?;
         // A cache manager that did not answer may hold any cached file's last bytes.
-        let tier_down = failed.iter().any(|(server, _)| {
-            self.inner
-                .cluster()
-                .cache
-                .managers
-                .iter()
-                .any(|m| m.id == *server)
-        });
+        let cluster = self.inner.cluster();
+        let tier_down = failed
+            .iter()
+            .any(|(server, _)| cluster.cache.managers.iter().any(|m| m.id == *server));
         let sizes = attrs
             .iter()
             .zip(gone)
