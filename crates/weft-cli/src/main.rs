@@ -579,7 +579,8 @@ weft quota recount                      (count every id's usage again)"
         long_about = "Copy each file's bytes into objects of a new layout and switch the file to it atomically (as Lustre's `lfs migrate`): readers see the old layout or the new, writers wait during the copy, handles opened before the switch get ESTALE (reopen). Fields not given keep the file's own.\n\nExamples:\n  weft migrate --stripe-count 4 /data/big.bin\n  weft migrate -r --stripe-size 4M /data/run1"
     )]
     Migrate(migrate_cmd::MigrateArgs),
-    /// Io servers' states, and draining one (its files moved off it, online).
+    /// Io servers: adding one to the running cluster, their states, and draining one
+    /// (its files moved off it, online).
     #[command(subcommand)]
     Server(server_cmd::ServerCommand),
     /// Save the metadata manager's namespace to FILE while the cluster runs (one

@@ -1,8 +1,9 @@
-//! `weft server`: io servers' states at the manager (active, draining, drained,
-//! removed) and the drain that migrates every file with a piece on a server off it
-//! (`Client::migrate_attr`), online, as BeeGFS's `beegfs-ctl --migrate`.
+//! `weft server`: io servers joining the running cluster (`add`), their states at the
+//! manager (active, draining, drained, removed) and the drain that migrates every file
+//! with a piece on a server off it (`Client::migrate_attr`), online, as BeeGFS's
+//! `beegfs-ctl --migrate`.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use std::io::Write;
 use std::time::{Duration, Instant};
 use weft_client::{Client, ErrorCode, InodeId, LayoutRequest, ServerId};
@@ -34,6 +35,31 @@ pub enum ServerCommand {
         /// The io server (as `weft status` numbers them).
         server: u32,
     },
+    /// Add an io server to the running cluster (root): the manager checks that it
+    /// answers at ADDR as io server ID of this cluster (cluster key, io role, protocol),
+    /// records it (kept across manager restarts) and places new files on it at once;
+    /// clients learn of it when a layout first names it. Without --addr, a new io
+    /// server is started in the home of a `weft up` cluster, as `weft up` starts
+    /// them, and kept in its cluster.toml (`weft down` stops it, `weft up` restarts it).
+    #[command(
+        after_help = "Examples:\n  weft server add\n      start io server N+1 in this `weft up` home and add it\n  weft server add --id 5 --addr node5:7400\n      add the io server started on node5 with the cluster's keys:\n      weftd --role io --id 5 --listen node5:7400 --data /srv/weft \\\n            --key cluster.key --capability-key capability.key"
+    )]
+    Add {
+        /// The new server's id: unique among the cluster's servers, as its weftd was
+        /// started with (`--id`). Without --addr: the next free id by default.
+        #[arg(long)]
+        id: Option<u32>,
+        /// Where the new io server listens (host:port), already running.
+        #[arg(long, value_name = "HOST:PORT")]
+        addr: Option<String>,
+        /// The new io server's Unix socket, for clients on its machine (with --addr).
+        #[arg(long, requires = "addr")]
+        socket: Option<String>,
+        /// The new server exits at the end of this command's standard input (as `weft
+        /// up --tie-to-stdin`).
+        #[arg(long, hide = true)]
+        tie_to_stdin: bool,
+    },
 }
 
 pub fn run(client: &Client, command: ServerCommand) -> Result<()> {
@@ -46,6 +72,77 @@ pub fn run(client: &Client, command: ServerCommand) -> Result<()> {
         ServerCommand::Activate { server } => {
             print_states(&client.set_server_state(ServerId(server), server_state::ACTIVE)?)
         }
+        ServerCommand::Add {
+            id,
+            addr,
+            socket,
+            tie_to_stdin,
+        } => add(client, id, addr, socket, tie_to_stdin)?,
+    }
+    Ok(())
+}
+
+fn add(
+    client: &Client,
+    id: Option<u32>,
+    addr: Option<String>,
+    socket: Option<String>,
+    tied: bool,
+) -> Result<()> {
+    let cluster = match addr {
+        Some(addr) => {
+            let Some(id) = id else {
+                bail!("--addr needs --id: the id the io server at {addr} was started with (weftd --id)");
+            };
+            client.add_server(weft_proto::IoServer {
+                id: ServerId(id),
+                addr,
+                socket,
+            })?
+        }
+        None => {
+            // The home of the cluster this client uses ($WEFT_HOME, else ~/.weft).
+            let home = weft_config::home_dir();
+            let description = home.join(weft_config::CLUSTER_FILE_NAME);
+            let described = match weft_config::ClusterConfig::load(&description) {
+                Ok(config) if config.meta().addr == client.meta_addr() => config,
+                _ => bail!(
+                    "no `weft up` cluster of this manager ({}) in {}: start the new io server yourself (weftd --role io --id N ...) and give --id and --addr",
+                    client.meta_addr(),
+                    home.display()
+                ),
+            };
+            let known = client.refresh_cluster()?;
+            let next = known
+                .io_servers
+                .iter()
+                .chain(&known.cache.managers)
+                .map(|s| s.id.0)
+                .chain(described.servers.iter().map(|s| s.id))
+                .max()
+                .map_or(1, |m| m + 1);
+            let id = id.unwrap_or(next);
+            let started = crate::cluster::start_io_server(&home, id, tied)?;
+            let server = weft_proto::IoServer {
+                id: ServerId(id),
+                addr: started.entry.addr.clone(),
+                socket: started.entry.socket.as_ref().map(|p| p.display().to_string()),
+            };
+            match client.add_server(server) {
+                Ok(cluster) => {
+                    started.keep(&home)?;
+                    cluster
+                }
+                Err(e) => {
+                    started.discard(&home);
+                    return Err(e.into());
+                }
+            }
+        }
+    };
+    println!("the cluster's io servers now (new files are placed on the active ones):");
+    for s in &cluster.io_servers {
+        println!("  io server {}: {}", s.id, s.addr);
     }
     Ok(())
 }

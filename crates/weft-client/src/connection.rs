@@ -6,7 +6,7 @@ use crate::drive::TransferOptions;
 use crate::error::{unexpected, ClientError};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use weft_layout::{InodeId, ServerId};
 use weft_proto::msg::{Request, Response};
 use weft_proto::{ClusterInfo, Cred, ErrorCode, IoServer};
@@ -20,8 +20,10 @@ pub(crate) struct Inner {
     /// What calls to the manager go to: `meta_addr`, or its Unix socket on its machine
     /// (`meta_route`).
     pub meta_route: String,
-    pub cluster: ClusterInfo,
-    pub io_addrs: HashMap<ServerId, Arc<ServerAddress>>,
+    /// The cluster's description and io servers as last heard from the manager;
+    /// refreshed when a layout names an io server it does not list (one added while
+    /// this client ran: `weft server add`). Shared by every client made from this one.
+    pub directory: Arc<RwLock<Directory>>,
     /// Addresses of the cache managers.
     pub cache_addrs: HashMap<ServerId, Arc<ServerAddress>>,
     pub cred: Cred,
@@ -72,15 +74,84 @@ impl ServerAddress {
     }
 }
 
-impl Inner {
-    pub fn io_addr(&self, server: ServerId) -> Result<&str, ClientError> {
-        match self.io_addrs.get(&server) {
-            Some(address) => Ok(address.get(&self.pool)),
-            None => Err(ClientError::refused(
-                ErrorCode::Unavailable,
-                format!("io server {server} is not in the cluster description"),
-            )),
+/// The cluster as a client knows it: the manager's description and how each io server
+/// is reached.
+pub(crate) struct Directory {
+    pub cluster: Arc<ClusterInfo>,
+    pub io_addrs: HashMap<ServerId, Arc<ServerAddress>>,
+}
+
+impl Directory {
+    pub(crate) fn new(cluster: ClusterInfo) -> Directory {
+        let io_addrs = cluster
+            .io_servers
+            .iter()
+            .map(|s| (s.id, ServerAddress::new(s)))
+            .collect();
+        Directory {
+            cluster: Arc::new(cluster),
+            io_addrs,
         }
+    }
+
+    /// Takes `cluster`, the manager's newer description, keeping the addresses
+    /// chosen for the io servers it knew (their connections stay).
+    fn update(&mut self, cluster: ClusterInfo) {
+        for s in &cluster.io_servers {
+            let same = self.io_addrs.get(&s.id).is_some_and(|known| known.server == *s);
+            if !same {
+                self.io_addrs.insert(s.id, ServerAddress::new(s));
+            }
+        }
+        self.io_addrs
+            .retain(|id, _| cluster.io_servers.iter().any(|s| s.id == *id));
+        self.cluster = Arc::new(cluster);
+    }
+}
+
+impl Inner {
+    /// The cluster's description as this client knows it now.
+    pub fn cluster(&self) -> Arc<ClusterInfo> {
+        self.directory
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .cluster
+            .clone()
+    }
+
+    fn known_io(&self, server: ServerId) -> Option<Arc<ServerAddress>> {
+        let directory = self.directory.read().unwrap_or_else(|p| p.into_inner());
+        directory.io_addrs.get(&server).cloned()
+    }
+
+    /// Asks the manager for the cluster's description again (`GetCluster`).
+    pub fn refresh_cluster(&self) -> Result<Arc<ClusterInfo>, ClientError> {
+        let cluster = match self.pool.call(&self.meta_route, &Request::GetCluster, &[])?.0 {
+            Response::Cluster(c) => c,
+            other => return Err(unexpected(&other)),
+        };
+        let mut directory = self.directory.write().unwrap_or_else(|p| p.into_inner());
+        directory.update(cluster);
+        Ok(directory.cluster.clone())
+    }
+
+    /// The address io server `server` is reached at. A server this client does not
+    /// know (added to the cluster since it started) has the description asked for
+    /// again, once.
+    pub fn io_addr(&self, server: ServerId) -> Result<String, ClientError> {
+        let address = match self.known_io(server) {
+            Some(address) => address,
+            None => {
+                self.refresh_cluster()?;
+                self.known_io(server).ok_or_else(|| {
+                    ClientError::refused(
+                        ErrorCode::Unavailable,
+                        format!("io server {server} is not in the cluster description"),
+                    )
+                })?
+            }
+        };
+        Ok(address.get(&self.pool).to_owned())
     }
 
     pub fn cache_addr(&self, server: ServerId) -> Result<&str, ClientError> {

@@ -177,13 +177,13 @@ impl crate::Client {
     /// cluster description's order.
     pub fn lock_stats(&self) -> Result<Vec<(String, LockStats)>, ClientError> {
         self.inner
-            .cluster
+            .cluster()
             .io_servers
             .iter()
             .map(|s| {
                 let addr = self.inner.io_addr(s.id)?;
-                match self.inner.pool.call(addr, &Request::LockStats, &[]) {
-                    Ok((Response::LockStats(st), _)) => Ok((addr.to_owned(), st)),
+                match self.inner.pool.call(&addr, &Request::LockStats, &[]) {
+                    Ok((Response::LockStats(st), _)) => Ok((addr, st)),
                     Ok((other, _)) => Err(crate::error::unexpected(&other)),
                     Err(e) => Err(ClientError::from(e)),
                 }

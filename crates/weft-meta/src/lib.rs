@@ -84,7 +84,9 @@
 //! making one file's objects, before committing a create; a refiller thread,
 //! `spawn_refiller`, refills pools running low in the background), tracks mount sessions
 //! (`locks.rs`: releasing the kept files of sessions that stop renewing), answers tracked
-//! changes once (`tracked.rs`), and purges orphans' objects in the background
+//! changes once (`tracked.rs`), takes io servers added while it runs (`servers.rs`,
+//! recorded in table `added_io_servers`, `store/ops/servers.rs`, merged with the
+//! description at start), and purges orphans' objects in the background
 //! (`background.rs`), each one round after it first saw it. `shared_pointer.rs`: MPI-IO shared file pointers, in
 //! memory only (at most 65,536, the longest unused one making room), served as an atomic
 //! fetch-and-add; a restart loses them and their requests fail with `NotFound`, never

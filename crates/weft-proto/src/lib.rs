@@ -40,8 +40,10 @@
 //! (`request.rs`, opcodes in `opcode.rs`, carried requests and shared-memory descriptors
 //! in `request/nested.rs`) and responses (`response.rs`); `types.rs` shared value types (`Attr`, `Cred`, `Striping`, ...); `name.rs`
 //! `Name`, the byte string of entry names and symlink targets; `error.rs` the stable numbered error codes and their errno mapping. `frame.rs` holds
-//! `PROTOCOL_VERSION` (8: `AttrSized` (tag 119), the manager's answer to `Vouched` with
-//! a quiet file's size as its io servers told the manager; 7: quotas, `QuotaSet`, `QuotaGet`, `QuotaGrace`, `Project`,
+//! `PROTOCOL_VERSION` (8: `AddServer` (meta, opcode 237), an io server joining a running
+//! cluster (`weft server add`), answered `Cluster`; `AttrSized` (tag 119), the manager's
+//! answer to `Vouched` (which may carry a `Resolve`) with a quiet file's size as its io
+//! servers told it; 7: quotas, `QuotaSet`, `QuotaGet`, `QuotaGrace`, `Project`,
 //! `QuotaRecount` (meta, opcodes 240-244), replies `Quota`, `ProjectId` (tags 95-96), error
 //! `QuotaExceeded` (45, EDQUOT); migration to a new layout and io servers' states,
 //! `MigrateObject` (io, opcode 250), `MigrateBegin`, `MigrateEnd`, `ServerFiles`,

@@ -82,6 +82,7 @@ fn request_name(r: &Request) -> &'static str {
         ServerFiles { .. } => "ServerFiles",
         SetServerState { .. } => "SetServerState",
         ServerStates { .. } => "ServerStates",
+        AddServer { .. } => "AddServer",
         BackupBegin => "BackupBegin",
         BackupRead { .. } => "BackupRead",
         BackupEnd { .. } => "BackupEnd",
@@ -824,6 +825,14 @@ fn requests(s: &mut Samples) {
             state: server_state::DRAINING,
         },
         Request::ServerStates { cred: cred() },
+        Request::AddServer {
+            cred: cred(),
+            server: IoServer {
+                id: ServerId(5),
+                addr: "10.0.0.5:7400".into(),
+                socket: None,
+            },
+        },
         Request::BackupBegin,
         Request::BackupRead {
             snapshot: 3,

@@ -4,7 +4,6 @@
 //! and verifies capabilities for the servers that hold no key (a job's delegate asks
 //! with `VerifyCapability`), against the revocations it sent.
 
-use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 use weft_layout::{InodeId, ServerId};
@@ -34,7 +33,7 @@ impl Issuer {
         key: CapabilityKey,
         lifetime_ms: u64,
         pool: Arc<ConnectionPool>,
-        addrs: HashMap<ServerId, String>,
+        addrs: Addresses,
     ) -> Issuer {
         let (sender, receiver) = mpsc::sync_channel::<(Vec<InodeId>, u64)>(REVOCATIONS_QUEUED_MAX);
         std::thread::Builder::new()
@@ -72,12 +71,14 @@ impl Issuer {
     }
 }
 
-fn send(pool: &ConnectionPool, addrs: &HashMap<ServerId, String>, inodes: Vec<InodeId>, at_ms: u64) {
+fn send(pool: &ConnectionPool, addrs: &Addresses, inodes: Vec<InodeId>, at_ms: u64) {
     if inodes.is_empty() {
         return;
     }
     let request = Request::RevokeCapabilities { inodes, at_ms };
-    for (server, addr) in addrs {
+    // Io servers added meanwhile (`weft server add`) are in the map.
+    let addrs: Vec<(ServerId, String)> = addresses(addrs);
+    for (server, addr) in &addrs {
         if let Err(e) = pool.call(addr, &request, &[]) {
             // That server honours the old capabilities until they expire.
             eprintln!("weftd meta: telling server {server} of revoked capabilities: {e}");
@@ -109,4 +110,14 @@ impl CapabilityIssuer for Issuer {
             );
         }
     }
+}
+
+/// The address of every io server and cache manager the manager reaches, shared by its
+/// object calls and its revocations; io servers join it while the manager runs.
+pub type Addresses = Arc<std::sync::RwLock<std::collections::HashMap<ServerId, String>>>;
+
+/// A copy of `addrs` (no lock held across calls).
+pub fn addresses(addrs: &Addresses) -> Vec<(ServerId, String)> {
+    let map = addrs.read().unwrap_or_else(|p| p.into_inner());
+    map.iter().map(|(id, addr)| (*id, addr.clone())).collect()
 }

@@ -108,13 +108,28 @@ impl Roles {
                 mapping: config.cache_mapping().map_err(|e| anyhow::anyhow!("{e}"))?,
                 block_size_bytes: config.cache.block_size,
             };
+            // Io servers added while an earlier run served (`weft server add`).
+            let mut io_servers = io_servers;
+            let described: Vec<(ServerId, String)> = config
+                .servers
+                .iter()
+                .map(|s| (s.server_id(), s.addr.clone()))
+                .collect();
+            let added = store
+                .added_io_servers()
+                .map_err(|e| anyhow::anyhow!("reading the record of added io servers: {e}"))?;
+            weft_meta::service::merge_added(&mut io_servers, &described, added)
+                .map_err(anyhow::Error::msg)?;
             let objects = Arc::new(NetObjectServers {
                 pool: server_pool("weftd meta", plan),
-                addrs: io_servers
-                    .iter()
-                    .chain(&cache.managers)
-                    .map(|s| (s.id, s.addr.clone()))
-                    .collect(),
+                auth: ClientAuth::cluster(plan.key.clone()),
+                addrs: Arc::new(std::sync::RwLock::new(
+                    io_servers
+                        .iter()
+                        .chain(&cache.managers)
+                        .map(|s| (s.id, s.addr.clone()))
+                        .collect(),
+                )),
             });
             let object_addrs = objects.addrs.clone();
             let cluster = ClusterInfo {
@@ -126,6 +141,7 @@ impl Roles {
             };
             let mut service =
                 MetaService::new(store, cluster, objects).map_err(|e| anyhow::anyhow!("{e}"))?;
+            service.set_reserved(described);
             if let Some(lease) = session_lease_for_tests() {
                 service.set_session_lease(lease);
             }
@@ -837,19 +853,26 @@ struct MungeConnection {
 /// The manager's calls to io servers, over the same transport as clients use.
 struct NetObjectServers {
     pool: ConnectionPool,
-    addrs: HashMap<ServerId, String>,
+    addrs: crate::capability::Addresses,
+    /// What a joining io server's handshake proves (`join`).
+    auth: ClientAuth,
 }
 
 impl NetObjectServers {
-    /// `request` to io server `server`: its answer.
-    fn answer(&self, server: ServerId, request: &Request) -> Result<Response, WireError> {
-        let addr = self.addrs.get(&server).ok_or_else(|| {
+    fn addr(&self, server: ServerId) -> Result<String, WireError> {
+        let map = self.addrs.read().unwrap_or_else(|p| p.into_inner());
+        map.get(&server).cloned().ok_or_else(|| {
             WireError::new(
                 ErrorCode::Unavailable,
                 format!("io server {server} is not in the cluster description"),
             )
-        })?;
-        match self.pool.call(addr, request, &[]) {
+        })
+    }
+
+    /// `request` to io server `server`: its answer.
+    fn answer(&self, server: ServerId, request: &Request) -> Result<Response, WireError> {
+        let addr = self.addr(server)?;
+        match self.pool.call(&addr, request, &[]) {
             Ok((response, _)) => Ok(response),
             Err(weft_rpc::RpcError::Remote { error, .. }) => Err(error),
             Err(e) => Err(WireError::new(e.code(), format!("io server {server}: {e}"))),
@@ -885,6 +908,36 @@ impl ObjectServers for NetObjectServers {
                 inodes: inodes.to_vec(),
             },
         )
+    }
+    fn join(&self, server: &IoServer) -> Result<(), WireError> {
+        let refused = |why: String| {
+            WireError::new(
+                ErrorCode::Unavailable,
+                format!("io server {} at {}: {why}", server.id, server.addr),
+            )
+        };
+        // A fresh connection: the handshake proves the cluster key both ways and the
+        // protocol version, and says the server's id and roles.
+        let connection =
+            weft_rpc::Connection::connect(&server.addr, "weftd meta", &self.auth, self.pool.timeouts())
+                .map_err(|e| refused(format!("no answer as a server of this cluster: {e}")))?;
+        let (id, roles) = connection.server();
+        if id != server.id {
+            return Err(refused(format!(
+                "the server there is server {id}, not {}",
+                server.id
+            )));
+        }
+        if roles & roles::IO == 0 {
+            return Err(refused(
+                "the server there has no io role (weftd --role io)".into(),
+            ));
+        }
+        self.addrs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(server.id, server.addr.clone());
+        Ok(())
     }
     fn migrate_object(&self, server: ServerId, request: Request) -> Result<u64, WireError> {
         match self.answer(server, &request)? {
@@ -923,7 +976,7 @@ impl ObjectServers for NetObjectServers {
         };
         let connections: Vec<_> = servers
             .iter()
-            .map(|server| self.addrs.get(server).and_then(|addr| self.pool.get(addr).ok()))
+            .map(|server| self.addr(*server).ok().and_then(|addr| self.pool.get(&addr).ok()))
             .collect();
         let pending: Vec<_> = connections
             .iter()

@@ -231,7 +231,9 @@ impl TestCluster {
             full.extend_from_slice(&["--home", home]);
         }
         let mut command = self.command("weft");
-        if args.first() == Some(&"up") {
+        // `weft server add` without --addr starts a server of the cluster: tied too.
+        let starts_server = args.starts_with(&["server", "add"]) && !args.contains(&"--addr");
+        if args.first() == Some(&"up") || starts_server {
             full.push("--tie-to-stdin");
             command.stdin(self.guard.stdin().expect("duplicating the guard pipe"));
             command.envs(self.server_env.iter().map(|(k, v)| (k, v)));

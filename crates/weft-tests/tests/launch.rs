@@ -307,12 +307,8 @@ fn a_hand_written_cluster_description_starts_serves_and_restarts() {
         );
     }
     let client = Client::connect_with(&addrs[0], auth.clone()).unwrap();
-    let io: Vec<&str> = client
-        .cluster_info()
-        .io_servers
-        .iter()
-        .map(|s| s.addr.as_str())
-        .collect();
+    let info = client.cluster_info();
+    let io: Vec<&str> = info.io_servers.iter().map(|s| s.addr.as_str()).collect();
     assert_eq!(io, addrs[1..].iter().map(String::as_str).collect::<Vec<_>>());
     round_trip(&client, "/handmade", 2);
     let file = client.open("/handmade", &OpenOptions::default()).unwrap();

@@ -306,6 +306,133 @@ fn log_tail(home: &Path, id: u32) -> String {
     lines[lines.len().saturating_sub(10)..].join("\n")
 }
 
+/// The first arguments of a new server `id` of `weft up` (before the description
+/// exists): roles, data directory, address, ready file, key and metrics address.
+fn new_server_args(
+    home: &Path,
+    id: u32,
+    roles: &[Role],
+    key: &Path,
+    listen: &str,
+    ready: &Path,
+) -> Vec<String> {
+    std::fs::remove_file(ready).ok();
+    let data = home.join("data").join(format!("server-{id}"));
+    vec![
+        "--role".into(),
+        role_list(roles),
+        "--id".into(),
+        id.to_string(),
+        "--data".into(),
+        data.display().to_string(),
+        "--listen".into(),
+        listen.to_owned(),
+        "--ready-file".into(),
+        ready.display().to_string(),
+        "--key".into(),
+        key.display().to_string(),
+        // Metrics on a free port of its address; recorded in the description.
+        "--metrics-addr".into(),
+        listen.to_owned(),
+    ]
+}
+
+/// The capability and socket arguments of a new server of `weft up`.
+fn secure_server_args(
+    args: &mut Vec<String>,
+    capabilities: bool,
+    capability_key: &Path,
+    socket: Option<&Path>,
+) {
+    if !capabilities {
+        args.push("--insecure-no-capabilities".into());
+    }
+    args.extend(["--capability-key".into(), capability_key.display().to_string()]);
+    if let Some(socket) = socket {
+        args.extend(["--socket".into(), socket.display().to_string()]);
+    }
+}
+
+/// An io server started in the home of a running `weft up` cluster for `weft server
+/// add`, not yet in its description.
+pub struct Started {
+    pub entry: ServerEntry,
+    pid: i32,
+}
+
+/// Starts io server `id` in `home` as `weft up` starts its io servers (data directory,
+/// log, pid file, Unix socket, metrics), and waits until it listens. `tied`: as `weft
+/// up --tie-to-stdin`.
+pub fn start_io_server(home: &Path, id: u32, tied: bool) -> Result<Started> {
+    let description = home.join(CLUSTER_FILE_NAME);
+    let config = ClusterConfig::load(&description)?;
+    if weft_config::netemu::NetworkEmulation::load(home)
+        .map_err(anyhow::Error::msg)?
+        .is_some()
+    {
+        bail!("the cluster in {} runs behind an emulated network: start the new io server yourself and give --addr", home.display());
+    }
+    if config.servers.iter().any(|s| s.id == id) {
+        bail!("server {id} is in {} already", description.display());
+    }
+    if running_pid(home, id).is_some() {
+        bail!("a weftd runs as server {id} of {} already", home.display());
+    }
+    let key = config.key_path(&description);
+    let capability_key = config
+        .capability_key_path(&description)
+        .context("this cluster's servers sign capabilities with a key derived from the cluster key: restart it with `weft down; weft up` first")?;
+    let roles = [Role::Io];
+    let ready = run_dir(home).join(format!("server-{id}.addr"));
+    let mut args = new_server_args(home, id, &roles, &key, "127.0.0.1:0", &ready);
+    let socket = socket_path(home, id);
+    secure_server_args(&mut args, config.capabilities, &capability_key, socket.as_deref());
+    let pid = spawn_server(home, id, &args, None, tied)?;
+    let addr = match wait_ready(home, id, pid, &ready) {
+        Ok(addr) => addr,
+        Err(e) => {
+            stop_started(home, id, pid);
+            return Err(e);
+        }
+    };
+    let auth = ClientAuth::cluster(ClusterKey::load(&key)?);
+    let entry = ServerEntry {
+        id,
+        roles: roles.to_vec(),
+        metrics_addr: metrics_address(&addr, &auth),
+        addr,
+        data_dir: None,
+        socket,
+    };
+    Ok(Started { entry, pid })
+}
+
+impl Started {
+    /// The manager took the server: the description lists it from now on, so that
+    /// `weft down` stops it and `weft up` starts it again.
+    pub fn keep(self, home: &Path) -> Result<()> {
+        let description = home.join(CLUSTER_FILE_NAME);
+        let mut config = ClusterConfig::load(&description)?;
+        config.servers.push(self.entry);
+        config.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(config.save(&description)?)
+    }
+
+    /// The manager refused the server: it stops (its empty data directory stays).
+    pub fn discard(self, home: &Path) {
+        stop_started(home, self.entry.id, self.pid);
+    }
+}
+
+fn stop_started(home: &Path, id: u32, pid: i32) {
+    // SAFETY: signalling the weftd this command started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    while !is_zombie(pid) && unsafe { libc::kill(pid, 0) } == 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::fs::remove_file(pid_file(home, id)).ok();
+}
+
 pub fn up(options: &UpOptions) -> Result<()> {
     let home = &options.home;
     let description = home.join(CLUSTER_FILE_NAME);
@@ -400,25 +527,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
                 vec![Role::Io]
             };
             let ready = run_dir(home).join(format!("server-{id}.addr"));
-            std::fs::remove_file(&ready).ok();
-            let data = home.join("data").join(format!("server-{id}"));
-            let mut args: Vec<String> = vec![
-                "--role".into(),
-                role_list(&roles),
-                "--id".into(),
-                id.to_string(),
-                "--data".into(),
-                data.display().to_string(),
-                "--listen".into(),
-                listen(id),
-                "--ready-file".into(),
-                ready.display().to_string(),
-                "--key".into(),
-                key.display().to_string(),
-                // Metrics on a free port of its address; recorded in the description below.
-                "--metrics-addr".into(),
-                listen(id),
-            ];
+            let mut args = new_server_args(home, id, &roles, &key, &listen(id), &ready);
             if roles.contains(&Role::Cache) {
                 // The description is written once every server is up; the cache role
                 // reads the io servers' addresses from it when it first needs them.
@@ -435,15 +544,14 @@ pub fn up(options: &UpOptions) -> Result<()> {
                     args.push("--delegate".into());
                 }
             }
-            if !options.capabilities {
-                args.push("--insecure-no-capabilities".into());
-            }
-            args.extend(["--capability-key".into(), capability_key.display().to_string()]);
             // Behind an emulated network, clients must take it: no Unix socket.
             let socket = socket_path(home, id).filter(|_| network.is_none());
-            if let Some(socket) = &socket {
-                args.extend(["--socket".into(), socket.display().to_string()]);
-            }
+            secure_server_args(
+                &mut args,
+                options.capabilities,
+                &capability_key,
+                socket.as_deref(),
+            );
             let pid = spawn_server(home, id, &args, namespace(id)?.as_ref(), options.tie_to_stdin)?;
             started.push(pid);
             servers.push((id, pid, ready, roles));

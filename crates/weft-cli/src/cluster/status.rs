@@ -33,6 +33,35 @@ pub(super) fn status_timeouts() -> Timeouts {
     }
 }
 
+/// The io servers the manager of `config` serves that the description does not list
+/// (added with `weft server add --addr`); none when it does not answer.
+fn added_io_servers(config: &ClusterConfig, description: &Path) -> Vec<Listed> {
+    let Ok(key) = ClusterKey::load(&config.key_path(description)) else {
+        return Vec::new();
+    };
+    let cluster = Connection::connect(
+        &config.meta().addr,
+        "weft status",
+        &ClientAuth::cluster(key),
+        status_timeouts(),
+    )
+    .and_then(|c| c.call(&Request::GetCluster, &[]));
+    let Ok((Response::Cluster(cluster), _)) = cluster else {
+        return Vec::new();
+    };
+    cluster
+        .io_servers
+        .into_iter()
+        .filter(|s| !config.servers.iter().any(|known| known.id == s.id.0))
+        .map(|s| Listed {
+            id: s.id.0,
+            roles: vec![Role::Io],
+            addr: s.addr,
+            pid: None,
+        })
+        .collect()
+}
+
 /// A server as `weft status` lists it.
 pub(super) struct Listed {
     pub(super) id: u32,
@@ -93,7 +122,7 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
                     }
                 )
             });
-            let servers = config
+            let mut servers: Vec<Listed> = config
                 .servers
                 .iter()
                 .map(|s| Listed {
@@ -103,6 +132,7 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
                     pid: running_pid(home, s.id),
                 })
                 .collect();
+            servers.extend(added_io_servers(&config, &description));
             (
                 config.name.clone(),
                 config.key_path(&description),

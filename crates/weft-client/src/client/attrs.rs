@@ -454,9 +454,10 @@ impl Client {
         let mut failed = Vec::new();
         let gone = self.sizes_tolerant(attrs, None, Some(&mut failed))?;
         // A cache manager that did not answer may hold any cached file's last bytes.
+        let cluster = self.inner.cluster();
         let tier_down = failed
             .iter()
-            .any(|(server, _)| self.inner.cluster.cache.managers.iter().any(|m| m.id == *server));
+            .any(|(server, _)| cluster.cache.managers.iter().any(|m| m.id == *server));
         let sizes = attrs
             .iter()
             .zip(gone)
@@ -550,7 +551,7 @@ impl Client {
             match self
                 .inner
                 .io_addr(server)
-                .and_then(|addr| Ok(self.inner.pool.get(addr)?))
+                .and_then(|addr| Ok(self.inner.pool.get(&addr)?))
             {
                 Ok(connection) => connections.push((server, connection, items)),
                 Err(e) => fail(server, e, &items, &mut objects)?,
@@ -631,7 +632,7 @@ impl Client {
         if cached.is_empty() {
             return Ok(());
         }
-        for manager in &self.inner.cluster.cache.managers {
+        for manager in &self.inner.cluster().cache.managers {
             let asked = (|| -> Result<(), ClientError> {
                 let connection = self.inner.pool.get(self.inner.cache_addr(manager.id)?)?;
                 for batch in cached.chunks(BATCH_INODES_MAX) {

@@ -304,4 +304,22 @@ impl Client {
             other => Err(unexpected(&other)),
         }
     }
+
+    /// Adds io server `server` to the running cluster (root only; `weft server add`):
+    /// the manager checks that it answers there as that io server, records it and
+    /// places new files on it. This client knows it at once; others when a layout
+    /// first names it. The cluster's description after it.
+    pub fn add_server(
+        &self,
+        server: weft_proto::IoServer,
+    ) -> Result<std::sync::Arc<weft_proto::ClusterInfo>, ClientError> {
+        let request = Request::AddServer {
+            cred: self.cred_clone(),
+            server,
+        };
+        match self.inner.meta(&request)? {
+            Response::Cluster(_) => self.inner.refresh_cluster(),
+            other => Err(unexpected(&other)),
+        }
+    }
 }

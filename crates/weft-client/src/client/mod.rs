@@ -5,7 +5,7 @@
 //! open), `locks.rs` (record locks and lock sessions) and `rebuild.rs` (copying
 //! replicated files' stale pieces back from fresh copies).
 
-use crate::connection::{client_name, meta_route, Inner, ServerAddress};
+use crate::connection::{client_name, meta_route, Directory, Inner, ServerAddress};
 use crate::drive::TransferOptions;
 use crate::error::{unexpected, ClientError};
 use crate::path;
@@ -95,11 +95,6 @@ impl Client {
             Response::Cluster(c) => c,
             other => return Err(unexpected(&other)),
         };
-        let io_addrs = cluster
-            .io_servers
-            .iter()
-            .map(|s| (s.id, ServerAddress::new(s)))
-            .collect();
         let cache_addrs = cluster
             .cache
             .managers
@@ -111,8 +106,7 @@ impl Client {
                 pool,
                 meta_addr: meta_addr.to_owned(),
                 meta_route,
-                cluster,
-                io_addrs,
+                directory: Arc::new(std::sync::RwLock::new(Directory::new(cluster))),
                 cache_addrs,
                 cred,
                 transfer: TransferOptions::default(),
@@ -149,8 +143,7 @@ impl Client {
             pool: i.pool.clone(),
             meta_addr: i.meta_addr.clone(),
             meta_route: i.meta_route.clone(),
-            cluster: i.cluster.clone(),
-            io_addrs: i.io_addrs.clone(),
+            directory: i.directory.clone(),
             cache_addrs: i.cache_addrs.clone(),
             cred: i.cred.clone(),
             transfer: i.transfer,
@@ -180,21 +173,29 @@ impl Client {
     /// or "tcp" (connecting if not yet connected), or the error that stops it.
     pub fn io_transports(&self) -> Vec<(ServerId, Result<&'static str, ClientError>)> {
         self.inner
-            .cluster
+            .cluster()
             .io_servers
             .iter()
             .map(|s| {
                 let transport = self
                     .inner
                     .io_addr(s.id)
-                    .and_then(|addr| Ok(self.inner.pool.get(addr)?.transport()));
+                    .and_then(|addr| Ok(self.inner.pool.get(&addr)?.transport()));
                 (s.id, transport)
             })
             .collect()
     }
 
-    pub fn cluster_info(&self) -> &ClusterInfo {
-        &self.inner.cluster
+    /// The cluster's description as this client knows it (see `refresh_cluster`).
+    pub fn cluster_info(&self) -> Arc<ClusterInfo> {
+        self.inner.cluster()
+    }
+
+    /// Asks the manager for the cluster's description again: io servers added since
+    /// this client started (`weft server add`) are then known. A layout naming an
+    /// unknown io server does this by itself.
+    pub fn refresh_cluster(&self) -> Result<Arc<ClusterInfo>, ClientError> {
+        self.inner.refresh_cluster()
     }
 
     pub fn meta_addr(&self) -> &str {

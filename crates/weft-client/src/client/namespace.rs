@@ -743,9 +743,12 @@ impl Client {
             Response::Statfs(s) => s,
             other => return Err(unexpected(&other)),
         };
-        let servers = self
+        // Asked afresh: io servers added since this client started count too.
+        let cluster = self
             .inner
-            .cluster
+            .refresh_cluster()
+            .unwrap_or_else(|_| self.inner.cluster());
+        let servers = cluster
             .io_servers
             .iter()
             .map(|s| {

@@ -128,11 +128,11 @@ impl File {
         let io_addrs: Vec<String> = file_layout
             .servers
             .iter()
-            .map(|s| inner.io_addr(*s).map(str::to_owned))
+            .map(|s| inner.io_addr(*s))
             .collect::<Result<_, _>>()?;
         let cache = match attr.cache.uses_tier() {
             true => Some(
-                CacheRoute::new(&inner.cluster.cache, attr.cache, &file_layout)
+                CacheRoute::new(&inner.cluster().cache, attr.cache, &file_layout)
                     .map_err(|e| e.context(&path))?,
             ),
             false => None,
@@ -140,7 +140,7 @@ impl File {
         let replicas = match cache {
             // The manager refuses cached replicated files.
             Some(_) => None,
-            None => replica::Replicas::new(&file_layout, |s| inner.io_addr(s).map(str::to_owned))?,
+            None => replica::Replicas::new(&file_layout, |s| inner.io_addr(s))?,
         };
         let (layout, addrs) = match &cache {
             None => (file_layout, io_addrs.clone()),

@@ -70,7 +70,7 @@ impl MetaService {
             return 0;
         }
         let inodes: Vec<InodeId> = orphans.iter().map(|(inode, _)| *inode).collect();
-        let managers: Vec<ServerId> = self.cluster.cache.managers.iter().map(|m| m.id).collect();
+        let managers: Vec<ServerId> = self.cluster().cache.managers.iter().map(|m| m.id).collect();
         for (manager, result) in managers.iter().zip(self.on_each_server(&managers, |manager| {
             inodes
                 .chunks(BATCH_INODES_MAX)

@@ -97,7 +97,7 @@ impl MetaService {
     }
 
     fn io_server_ids(&self) -> Vec<ServerId> {
-        self.cluster.io_servers.iter().map(|s| s.id).collect()
+        self.cluster().io_servers.iter().map(|s| s.id).collect()
     }
 
     /// One migration step at io server `server`: its answer.

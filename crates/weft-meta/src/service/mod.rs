@@ -4,8 +4,9 @@
 //! dispatch of every request (`serve`), with what every request shares (screening,
 //! the store's answers); by subject: `tracked.rs` (replayable namespace changes),
 //! `capabilities.rs` (grants and vouching), `locks.rs` (lock sessions and the grace),
-//! `create.rs` (creates and their objects), `precreate.rs` (precreated objects) and
-//! `background.rs` (purger and committer).
+//! `create.rs` (creates and their objects), `precreate.rs` (precreated objects),
+//! `servers.rs` (io servers joining while the manager runs) and `background.rs`
+//! (purger and committer).
 
 use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,11 +34,13 @@ mod locks;
 mod migrate;
 mod precreate;
 mod quota;
+mod servers;
 mod sizes;
 mod tracked;
 
 pub use background::PurgerHandle;
 use create::first_failure;
+pub use servers::merge_added;
 pub use sizes::MeasurerHandle;
 
 /// The io servers as the metadata service needs them: object creation and
@@ -78,6 +81,18 @@ pub trait ObjectServers: Send + Sync {
         Err(WireError::new(
             ErrorCode::Unsupported,
             "these io servers report no object stamps",
+        ))
+    }
+    /// Checks that `server` answers at its address as that io server of this cluster
+    /// (its handshake proves the cluster key and the protocol version), and reaches it
+    /// there from then on (`weft server add`).
+    fn join(&self, server: &weft_proto::IoServer) -> Result<(), WireError> {
+        Err(WireError::new(
+            ErrorCode::Unsupported,
+            format!(
+                "io server {}: these object servers take no new servers",
+                server.id
+            ),
         ))
     }
     /// One step of a migration at io server `server` (`Request::MigrateObject`): the
@@ -167,7 +182,14 @@ pub enum Caller {
 /// The metadata role of a server.
 pub struct MetaService {
     store: MetaStore,
-    cluster: ClusterInfo,
+    /// What `GetCluster` answers; io servers join it while the manager runs
+    /// (`servers.rs`).
+    cluster: std::sync::RwLock<ClusterInfo>,
+    /// Held while an io server is being added (one at a time).
+    adding: Mutex<()>,
+    /// Ids and addresses of the description's servers, which no added io server may
+    /// take (`set_reserved`).
+    reserved: Vec<(ServerId, String)>,
     objects: Arc<dyn ObjectServers>,
     /// Mount sessions -> when they last renewed (in memory: after a restart every
     /// session has a full lease to come back).
@@ -277,7 +299,9 @@ impl MetaService {
         cluster.root = InodeId::ROOT;
         MetaService {
             store,
-            cluster,
+            cluster: std::sync::RwLock::new(cluster),
+            adding: Mutex::new(()),
+            reserved: Vec::new(),
             objects,
             sessions: Mutex::new(HashMap::new()),
             session_lease: SESSION_LEASE,
@@ -352,8 +376,15 @@ impl MetaService {
         &self.store
     }
 
-    pub fn cluster(&self) -> &ClusterInfo {
-        &self.cluster
+    /// The cluster as `GetCluster` describes it now.
+    pub fn cluster(&self) -> ClusterInfo {
+        self.cluster.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Ids and addresses no added io server may take (the description's servers, the
+    /// manager's own included).
+    pub fn set_reserved(&mut self, servers: Vec<(ServerId, String)>) {
+        self.reserved = servers;
     }
 
     /// Answers one request of a trusted caller (see `handle_as`).
@@ -406,7 +437,8 @@ impl MetaService {
             store.check_room()?;
         }
         match request {
-            Request::GetCluster => Ok(Response::Cluster(self.cluster.clone())),
+            Request::GetCluster => Ok(Response::Cluster(self.cluster())),
+            Request::AddServer { cred, server } => self.add_server(&cred, server),
             Request::Resolve { cred, path } => store.resolve(&cred, &path).map(Response::Attr),
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
             Request::LookupMany { cred, parent, names } => self.lookup_many(&cred, parent, &names),

@@ -17,8 +17,9 @@ use redb::{
 use weft_proto::{ErrorCode, WireError};
 
 use super::{
-    replies, MetaStore, StorageResult, StoreError, COUNTERS, COUNTER_FORMAT, COUNTER_INODE_NEXT, DIRENTS,
-    FILE_PARENTS, INODES, KEPT, LOCK_SESSIONS, ORPHANS, PRECREATED, STORE_FORMAT, XATTRS,
+    replies, MetaStore, StorageResult, StoreError, ADDED_SERVERS, COUNTERS, COUNTER_FORMAT,
+    COUNTER_INODE_NEXT, DIRENTS, FILE_PARENTS, INODES, KEPT, LOCK_SESSIONS, ORPHANS, PRECREATED,
+    STORE_FORMAT, XATTRS,
 };
 
 /// How far a restore moves the inode allocator past the snapshot's: inode numbers
@@ -111,6 +112,7 @@ impl MetaStore {
                     + copy_table(&snapshot, &txn, PRECREATED, dest)?
                     + copy_table(&snapshot, &txn, LOCK_SESSIONS, dest)?
                     + copy_table(&snapshot, &txn, FILE_PARENTS, dest)?
+                    + copy_table(&snapshot, &txn, ADDED_SERVERS, dest)?
                     + copy_table(&snapshot, &txn, replies::REPLIES, dest)?;
                 txn.commit().map_err(|e| snapshot_error(dest, e))?;
                 Ok(copied)

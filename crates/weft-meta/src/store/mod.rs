@@ -94,6 +94,9 @@ const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 const PRECREATED: TableDefinition<u64, &[u8]> = TableDefinition::new("precreated");
 const LOCK_SESSIONS: TableDefinition<u64, u64> = TableDefinition::new("lock_sessions");
 const FILE_PARENTS: TableDefinition<(u64, u64), u64> = TableDefinition::new("file_parents");
+/// Io servers added to the running cluster (`weft server add`): id -> `IoServer`'s wire
+/// form. The cluster description's own io servers are not here.
+const ADDED_SERVERS: TableDefinition<u32, &[u8]> = TableDefinition::new("added_io_servers");
 /// Set once `file_parents` holds every name of every non-directory (built at the first
 /// open of a store made before the table existed).
 const COUNTER_FILE_PARENTS: &str = "file_parents";
@@ -235,6 +238,7 @@ impl MetaStore {
             txn.open_table(PRECREATED).map_err(redb::Error::from)?;
             txn.open_table(LOCK_SESSIONS).map_err(redb::Error::from)?;
             txn.open_table(FILE_PARENTS).map_err(redb::Error::from)?;
+            txn.open_table(ADDED_SERVERS).map_err(redb::Error::from)?;
             txn.open_table(replies::REPLIES).map_err(redb::Error::from)?;
             let mut counters = txn.open_table(COUNTERS).map_err(redb::Error::from)?;
             let format = counters
@@ -740,6 +744,7 @@ impl MetaStore {
                 counters: txn.open_table(COUNTERS).storage()?,
                 precreated: txn.open_table(PRECREATED).storage()?,
                 file_parents: txn.open_table(FILE_PARENTS).storage()?,
+                added_servers: txn.open_table(ADDED_SERVERS).storage()?,
             };
             body(&tables)
         })
@@ -826,6 +831,7 @@ struct WriteTables<'t> {
     counters: Table<'t, &'static str, u64>,
     precreated: Table<'t, u64, &'static [u8]>,
     file_parents: Table<'t, (u64, u64), u64>,
+    added_servers: Table<'t, u32, &'static [u8]>,
     quota: quota::QuotaTables<'t>,
     /// One clock reading per operation, so that all times it sets agree.
     now: Timespec,
@@ -841,6 +847,7 @@ struct ReadTables {
     counters: ReadOnlyTable<&'static str, u64>,
     precreated: ReadOnlyTable<u64, &'static [u8]>,
     file_parents: ReadOnlyTable<(u64, u64), u64>,
+    added_servers: ReadOnlyTable<u32, &'static [u8]>,
 }
 
 /// Lookups shared by read snapshots and write transactions.
@@ -952,6 +959,7 @@ impl<'t> WriteTables<'t> {
             counters: txn.open_table(COUNTERS).storage()?,
             precreated: txn.open_table(PRECREATED).storage()?,
             file_parents: txn.open_table(FILE_PARENTS).storage()?,
+            added_servers: txn.open_table(ADDED_SERVERS).storage()?,
             quota: quota::QuotaTables::open(txn)?,
             now: Timespec::now(),
         })

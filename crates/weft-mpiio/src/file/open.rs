@@ -47,10 +47,18 @@ pub(super) fn root_open(
     hints: &Hints,
 ) -> Result<(File, crate::shared_id::SharedId)> {
     let file = if mode & amode::CREATE != 0 {
+        // A striping factor over the io servers this client knows asks the manager
+        // again: some may have joined since (`weft server add`).
+        let mut io_servers = client.cluster_info().io_servers.len();
+        if hints.striping_factor.is_some_and(|f| f as usize > io_servers) {
+            if let Ok(cluster) = client.refresh_cluster() {
+                io_servers = cluster.io_servers.len();
+            }
+        }
         let options = CreateOptions {
             exclusive: mode & amode::EXCL != 0,
             truncate: false,
-            layout: hints.layout_request(client.cluster_info().io_servers.len()),
+            layout: hints.layout_request(io_servers),
             ..CreateOptions::default()
         };
         client.create(path, &options).map_err(MpiioError::from)?

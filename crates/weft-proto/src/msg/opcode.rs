@@ -109,6 +109,7 @@ pub enum Opcode {
     ServerFiles = 253,
     SetServerState = 254,
     ServerStates = 255,
+    AddServer = 237,
     BackupBegin = 260,
     BackupRead = 261,
     BackupEnd = 262,

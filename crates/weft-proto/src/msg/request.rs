@@ -552,6 +552,14 @@ pub enum Request {
     ServerStates {
         cred: Cred,
     },
+    /// meta (protocol 8): io server `server` joins the running cluster (`weft server
+    /// add`): the manager checks that it answers at its address as that io server,
+    /// records it durably and places new files on it. Root only. Answered `Cluster`
+    /// with the description that includes it.
+    AddServer {
+        cred: Cred,
+        server: IoServer,
+    },
     /// meta: mount session `session` ends (its mount is unmounting and dropped its
     /// locks): the manager forgets it in its record of lock-holding sessions, so that a
     /// restart soon after does not wait for it. Answered `Done`. Added within protocol
@@ -878,6 +886,7 @@ impl Request {
             | Request::ServerFiles { cred, .. }
             | Request::SetServerState { cred, .. }
             | Request::ServerStates { cred }
+            | Request::AddServer { cred, .. }
             | Request::Symlink { cred, .. }
             | Request::Readlink { cred, .. }
             | Request::Revalidate { cred, .. }

@@ -21,6 +21,7 @@ mod resolve;
 mod revalidate;
 mod rmdir;
 mod search;
+mod servers;
 mod set_dir_layout;
 mod setattr;
 mod setxattr;
