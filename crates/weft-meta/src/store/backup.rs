@@ -113,7 +113,13 @@ impl MetaStore {
                     + copy_table(&snapshot, &txn, LOCK_SESSIONS, dest)?
                     + copy_table(&snapshot, &txn, FILE_PARENTS, dest)?
                     + copy_table(&snapshot, &txn, ADDED_SERVERS, dest)?
-                    + copy_table(&snapshot, &txn, replies::REPLIES, dest)?;
+                    + copy_table(&snapshot, &txn, replies::REPLIES, dest)?
+                    // Quotas: limits, usage, grace periods, projects, settled bytes.
+                    + copy_table(&snapshot, &txn, super::quota::LIMITS, dest)?
+                    + copy_table(&snapshot, &txn, super::quota::USAGE, dest)?
+                    + copy_table(&snapshot, &txn, super::quota::GRACE, dest)?
+                    + copy_table(&snapshot, &txn, super::quota::PROJECTS, dest)?
+                    + copy_table(&snapshot, &txn, super::quota::CHARGED, dest)?;
                 txn.commit().map_err(|e| snapshot_error(dest, e))?;
                 Ok(copied)
             };

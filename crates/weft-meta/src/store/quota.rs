@@ -29,11 +29,11 @@ use weft_proto::{Cred, ErrorCode, Wire, WireError};
 use super::record::InodeRecord;
 use super::{MetaStore, Namespace, StorageResult, WriteTables, INODES};
 
-const LIMITS: TableDefinition<(u8, u32), &[u8]> = TableDefinition::new("quota_limits");
-const USAGE: TableDefinition<(u8, u32), &[u8]> = TableDefinition::new("quota_usage");
-const GRACE: TableDefinition<u8, &[u8]> = TableDefinition::new("quota_grace");
-const PROJECTS: TableDefinition<u64, u32> = TableDefinition::new("quota_projects");
-const CHARGED: TableDefinition<u64, u64> = TableDefinition::new("quota_bytes");
+pub(super) const LIMITS: TableDefinition<(u8, u32), &[u8]> = TableDefinition::new("quota_limits");
+pub(super) const USAGE: TableDefinition<(u8, u32), &[u8]> = TableDefinition::new("quota_usage");
+pub(super) const GRACE: TableDefinition<u8, &[u8]> = TableDefinition::new("quota_grace");
+pub(super) const PROJECTS: TableDefinition<u64, u32> = TableDefinition::new("quota_projects");
+pub(super) const CHARGED: TableDefinition<u64, u64> = TableDefinition::new("quota_bytes");
 
 /// Most inodes one `Project` change with `recursive` gives a project in its single
 /// transaction; a larger tree is refused whole, with a message saying so.
