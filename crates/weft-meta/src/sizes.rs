@@ -51,16 +51,17 @@ impl Measured {
     /// striping), as a client sums it: the largest end, the blocks, the latest time.
     /// `None` when every object is missing (the file was removed meanwhile).
     pub fn of(vouch: u64, layout: Layout, objects: &[ObjStamped]) -> Option<Measured> {
-        let present: Vec<&ObjStamped> = objects.iter().filter(|o| o.end != u64::MAX).collect();
-        if present.is_empty() {
-            return None;
+        let (mut size, mut blocks, mut mtime) = (0, 0, Timespec::default());
+        let mut present = 0;
+        for object in objects {
+            present += usize::from(object.add_to(&mut size, &mut blocks, &mut mtime));
         }
-        Some(Measured {
+        (present > 0).then_some(Measured {
             vouch,
             layout,
-            size: present.iter().map(|o| o.end).max().unwrap_or(0),
-            blocks: present.iter().map(|o| o.allocated.div_ceil(512)).sum(),
-            mtime: present.iter().map(|o| o.mtime).max().unwrap_or_default(),
+            size,
+            blocks,
+            mtime,
         })
     }
 }

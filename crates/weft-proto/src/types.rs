@@ -295,6 +295,20 @@ impl ObjStamped {
     /// kernel's timestamp granularity (a tick, 10 ms at most), and above the time a
     /// write takes between setting the time and copying its data.
     pub const SETTLE_NS: u64 = 1_000_000_000;
+
+    /// Adds what this object says to its file's `size`, `blocks` and `mtime` (the
+    /// largest end, the 512-byte blocks allocated, the latest data change), as every
+    /// reader of a file's objects sums them; a missing object adds nothing. Whether it
+    /// was there.
+    pub fn add_to(&self, size: &mut u64, blocks: &mut u64, mtime: &mut Timespec) -> bool {
+        if self.end == u64::MAX {
+            return false;
+        }
+        *size = (*size).max(self.end);
+        *blocks += self.allocated.div_ceil(512);
+        *mtime = (*mtime).max(self.mtime);
+        true
+    }
 }
 
 /// What a `FileLock` does: take a shared or exclusive lock, or drop what the owner

@@ -579,16 +579,13 @@ impl Client {
             };
             for ((k, striping), stamped) in batch.iter().zip(answers) {
                 asked[*k] += 1;
-                if stamped.end == u64::MAX {
-                    missing[*k] += 1;
-                } else {
-                    let attr = &mut attrs[*k];
-                    attr.size = attr.size.max(stamped.end);
-                    attr.blocks += stamped.allocated.div_ceil(512);
-                    // Writes change only the objects: their latest time is the file's
-                    // modification (and change) time when later than the manager's.
-                    attr.mtime = attr.mtime.max(stamped.mtime);
+                let attr = &mut attrs[*k];
+                // Writes change only the objects: their latest time is the file's
+                // modification (and change) time when later than the manager's.
+                if stamped.add_to(&mut attr.size, &mut attr.blocks, &mut attr.mtime) {
                     attr.ctime = attr.ctime.max(stamped.mtime);
+                } else {
+                    missing[*k] += 1;
                 }
                 let file = &mut objects[*k];
                 match (file.as_mut(), stamped.stamp) {
