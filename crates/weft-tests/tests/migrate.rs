@@ -498,3 +498,164 @@ fn impossible_layouts_and_a_stopped_server_fail_clearly_in_bounded_time_leaving_
     same_bytes(&read_all(&client, "/e/f"), &want, "the file migrated after all");
     assert_eq!(client.resolve("/e/f").unwrap().layout.unwrap().servers.len(), 1);
 }
+
+/// Reads `path` through `file` (a handle opened before a migration): a `Stale` refusal,
+/// never other bytes than `want`.
+fn old_handle_never_reads_wrong_bytes(file: &File, want: &[u8], what: &str) {
+    let mut buf = vec![0u8; want.len()];
+    match file.read_at(0, &mut buf) {
+        Err(e) if is_stale(&e) => {}
+        Err(e) => panic!("{what}: {e}"),
+        Ok(got) => {
+            buf.truncate(got);
+            same_bytes(&buf, want, what);
+        }
+    }
+}
+
+#[test]
+fn a_handle_opened_before_a_migration_never_reads_the_new_objects_even_after_io_servers_restart() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    let dir = tempfile::Builder::new().prefix("fence-").tempdir().unwrap();
+    weft_ok(&cluster, &["mkdir", "/m"]);
+    weft_ok(&cluster, &["layout", "--set", "--stripe-count", "2", "/m"]);
+    let original = pattern(3, 0, 5 << 20);
+    put(&cluster, dir.path(), "/m/f", &original);
+    let old = client.open("/m/f", &OpenOptions::default()).unwrap();
+    old_handle_never_reads_wrong_bytes(&old, &original, "before the migration");
+    // Same bytes, new striping: a read with the old one would gather them wrongly.
+    weft_ok(
+        &cluster,
+        &["migrate", "--stripe-count", "4", "--stripe-size", "64K", "/m/f"],
+    );
+    same_bytes(
+        &read_all(&client, "/m/f"),
+        &original,
+        "a fresh open after the migration",
+    );
+    old_handle_never_reads_wrong_bytes(&old, &original, "the old handle after the migration");
+    // Every io server restarts (a crash): the fences are on their disks.
+    for id in io_server_ids(&client) {
+        if cluster.pid(id.0).is_some() {
+            cluster.kill9(id.0);
+        }
+    }
+    cluster.restart();
+    let client = cluster.client();
+    old_handle_never_reads_wrong_bytes(&old, &original, "the old handle after the io servers restarted");
+    let mut stale = 0;
+    for at in (0..original.len()).step_by(64 << 10) {
+        let mut buf = vec![0u8; 4096];
+        match old.read_at(at as u64, &mut buf) {
+            Err(e) if is_stale(&e) => stale += 1,
+            Err(e) => panic!("old handle at {at}: {e}"),
+            Ok(got) => same_bytes(&buf[..got], &original[at..at + got], "old handle, 4 KiB read"),
+        }
+    }
+    assert!(stale > 0, "the old handle was never refused");
+    same_bytes(
+        &read_all(&client, "/m/f"),
+        &original,
+        "a fresh open after the restart",
+    );
+    // Removing the file removes its fences too: a new file reads as written.
+    client.unlink("/m/f").unwrap();
+    put(&cluster, dir.path(), "/m/g", &original[..1 << 20]);
+    same_bytes(&read_all(&client, "/m/g"), &original[..1 << 20], "a new file");
+}
+
+#[test]
+fn a_manager_crash_between_the_object_switch_and_the_layout_commit_is_undone_after_its_restart() {
+    let dir = tempfile::Builder::new()
+        .prefix("crash-migrate-")
+        .tempdir()
+        .unwrap();
+    let trigger = dir.path().join("crash-now");
+    let cluster = TestCluster::start_with_env(
+        &Default::default(),
+        &[("WEFT_FAULT_MIGRATE_CRASH", trigger.to_str().unwrap())],
+    );
+    let client = cluster.client();
+    weft_ok(&cluster, &["mkdir", "/m"]);
+    weft_ok(&cluster, &["layout", "--set", "--stripe-count", "2", "/m"]);
+    let original = pattern(5, 0, (3 << 20) + 12_345);
+    put(&cluster, dir.path(), "/m/f", &original);
+    let before = client.stat("/m/f").unwrap();
+    let meta_id: u32 = cluster
+        .config()
+        .servers
+        .iter()
+        .find(|s| s.roles.contains(&weft_config::Role::Meta))
+        .unwrap()
+        .id;
+
+    std::fs::write(&trigger, b"").unwrap();
+    let migrate = cluster
+        .command("weft")
+        .args(["migrate", "--stripe-count", "4", "--stripe-size", "64K", "/m/f"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for("the manager to crash mid-switch", Duration::from_secs(60), || {
+        (!trigger.exists() && cluster.pid(meta_id).is_none()).then_some(())
+    });
+    // The objects were switched at the io servers, the layout was not: reads are
+    // refused until the switch is undone, never answered with the new objects' bytes.
+    cluster.restart();
+    let out = migrate.wait_with_output().unwrap();
+    eprintln!(
+        "weft migrate across the crash: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let client = cluster.client();
+    let started = Instant::now();
+    let mut refused = 0;
+    loop {
+        let read = client.open("/m/f", &OpenOptions::default()).and_then(|f| {
+            let mut buf = vec![0u8; original.len()];
+            let got = f.read_at(0, &mut buf)?;
+            buf.truncate(got);
+            Ok(buf)
+        });
+        match read {
+            Ok(got) => {
+                same_bytes(&got, &original, "the file after the manager's restart");
+                break;
+            }
+            Err(e) if is_stale(&e) => refused += 1,
+            Err(e) => panic!("reading after the restart: {e}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "still refused after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("reads refused until the switch was undone: {refused}");
+    let now = client.stat("/m/f").unwrap();
+    assert_eq!(now.inode, before.inode);
+    assert_eq!(
+        now.layout, before.layout,
+        "the layout switch did not commit: the old layout stays"
+    );
+    // The hidden file is gone (the command or the purger), and nothing is set aside.
+    common::wait_for("no leftovers", Duration::from_secs(60), || {
+        leftovers(&cluster, &client, "/m").is_empty().then_some(())
+    });
+    // A new migration goes through and keeps every byte.
+    weft_ok(
+        &cluster,
+        &["migrate", "--stripe-count", "4", "--stripe-size", "64K", "/m/f"],
+    );
+    let after = client.stat("/m/f").unwrap();
+    assert_eq!(after.layout.unwrap().servers.len(), 4);
+    same_bytes(
+        &read_all(&client, "/m/f"),
+        &original,
+        "the file after a second migration",
+    );
+}

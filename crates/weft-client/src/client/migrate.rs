@@ -65,6 +65,9 @@ pub fn migrate_request(old: &Layout, asked: &LayoutRequest) -> LayoutRequest {
     }
 }
 
+/// Longest a failed migration waits for an unreachable manager to remove its new file.
+const TEMP_REMOVE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Client {
     /// Migrates the regular file at `path` to the layout `asked` (fields left out: the
     /// file's own), keeping its inode; `progress` gets the bytes copied and the size.
@@ -129,10 +132,28 @@ impl Client {
         let temp_inode = temp.inode();
         let new = temp.layout().clone();
         let unlink_temp = || {
-            if let Err(e) = self.unlink_in(dir, temp_name.as_bytes()) {
-                eprintln!(
-                    "weft: removing {temp_name} (a migration's new file) failed: {e}; remove it by hand"
-                );
+            // A manager that is down (a crash cut the migration short) is waited for,
+            // for a bounded time, so that a failed migration leaves nothing behind.
+            let since = std::time::Instant::now();
+            let mut said = false;
+            loop {
+                match self.unlink_in(dir, temp_name.as_bytes()) {
+                    Ok(_) => return,
+                    Err(ClientError::Transport(e)) if since.elapsed() < TEMP_REMOVE_WAIT => {
+                        if !said {
+                            eprintln!("weft: removing {temp_name} (a migration's new file): {e}; waiting up to {} s for the metadata manager", TEMP_REMOVE_WAIT.as_secs());
+                            said = true;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(200));
+                    }
+                    Err(e) if e.code() == ErrorCode::NotFound => return,
+                    Err(e) => {
+                        eprintln!(
+                            "weft: removing {temp_name} (a migration's new file) failed: {e}; remove it by hand"
+                        );
+                        return;
+                    }
+                }
             }
         };
         let placed_badly = new.all_servers().iter().any(|s| avoid.contains(s));

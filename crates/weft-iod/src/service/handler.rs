@@ -321,7 +321,14 @@ impl IoService {
                 Response::Done
             }
             Request::ObjRemove { inodes } => {
-                inodes.iter().try_for_each(|i| self.objects.remove(*i))?;
+                // A migrated object's fence goes with it (not synced: a fence left by
+                // a crash only refuses requests for an object that is gone), and so
+                // does an old object a migration set aside and did not drop yet.
+                inodes.iter().try_for_each(|i| {
+                    self.objects.remove(*i)?;
+                    let _ = std::fs::remove_file(self.set_aside(*i));
+                    self.migrations.unfence(*i, false)
+                })?;
                 Response::Done
             }
             Request::ObjList { dir, after, max } => {

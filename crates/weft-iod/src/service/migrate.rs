@@ -6,7 +6,7 @@ use weft_proto::msg::migrate_step;
 
 impl IoService {
     /// The name an object is set aside under while its file migrates.
-    fn set_aside(&self, inode: InodeId) -> std::path::PathBuf {
+    pub(super) fn set_aside(&self, inode: InodeId) -> std::path::PathBuf {
         self.objects.path_of(inode).with_extension("migrated")
     }
 
@@ -40,29 +40,42 @@ impl IoService {
                         format!("inode {temp} (the new layout's file) has no object on this io server"),
                     ));
                 }
-                // Fenced first: a read checked before it reads the old object (see
-                // `Migrations::read_key`).
-                self.migrations.fence(inode, striping);
+                // Fenced first, durably: a read checked before it reads the old object
+                // (see `Migrations::read_key`), and a restart keeps the fence of
+                // objects renamed below.
+                self.migrations.fence(inode, striping)?;
                 // A server new to the file has no old object to set aside.
                 if let Err(e) = self
                     .objects
                     .rename_file(&object, &self.set_aside(inode), &[inode])
                 {
-                    self.migrations.unfence(inode);
+                    let _ = self.migrations.unfence(inode, true);
                     return Err(failed("migrate (setting the old object aside)", e));
                 }
                 if striping.is_some() {
                     if let Err(e) = self.objects.rename_file(&new, &object, &[inode, temp]) {
-                        let _ = self
+                        // Unfenced only once the old object is back (else the undo the
+                        // manager sends next must still find the fence).
+                        if self
                             .objects
-                            .rename_file(&self.set_aside(inode), &object, &[inode]);
-                        self.migrations.unfence(inode);
+                            .rename_file(&self.set_aside(inode), &object, &[inode])
+                            .is_ok()
+                        {
+                            let _ = self.migrations.unfence(inode, true);
+                        }
                         return Err(failed("migrate (adopting the new object)", e));
                     }
                 }
                 Ok(Response::Done)
             }
             migrate_step::UNDO => {
+                // Idempotent (the manager repeats it until it succeeds everywhere, also
+                // after a restart of either side). Without a fence nothing was adopted
+                // here: the object under the file's name is the file's own, whatever
+                // became of the new file's.
+                if !self.migrations.fenced(inode) {
+                    return Ok(Response::Done);
+                }
                 let object = self.objects.path_of(inode);
                 let new = self.objects.path_of(temp);
                 // Adopted here: the new object has the file's name and none is left
@@ -75,7 +88,7 @@ impl IoService {
                 self.objects
                     .rename_file(&self.set_aside(inode), &object, &[inode])
                     .map_err(|e| failed("migrate (undo: restoring the old object)", e))?;
-                self.migrations.unfence(inode);
+                self.migrations.unfence(inode, true)?;
                 Ok(Response::Done)
             }
             migrate_step::DROP => {

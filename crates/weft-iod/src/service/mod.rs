@@ -81,7 +81,7 @@ impl IoService {
             stall: None,
             nowait_writes_unsupported: std::sync::atomic::AtomicBool::new(false),
             stamps: Default::default(),
-            migrations: Default::default(),
+            migrations: crate::migrate::Migrations::open(data_dir)?,
         })
     }
 

@@ -186,6 +186,9 @@ impl MetaService {
                 if service.replay_window_open() {
                     continue;
                 }
+                // Before the orphans: a migration's new file is purged only after
+                // the undo of its switch gave its objects back.
+                service.settle_switches();
                 while service.purge_round(true) == PURGE_BATCH_INODES_MAX {
                     if !matches!(stopped.try_recv(), Err(TryRecvError::Empty)) {
                         return;

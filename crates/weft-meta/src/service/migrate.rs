@@ -9,10 +9,15 @@
 //! 2. The client copies the file's bytes into `temp` (reads go on meanwhile).
 //! 3. `MigrateEnd` with `commit`: every freeze must still hold with its first epoch
 //!    (else a write may have landed after its bytes were copied: nothing is switched).
-//!    Then each io server of the old or new layout sets the old object aside and gives
-//!    `temp`'s object the file's name, fenced so that only the new striping is served;
-//!    the layout switch commits durably; the set-aside objects go and writes resume.
-//!    A failure before the commit puts every object back.
+//!    The switch is recorded durably (`PendingSwitch`), then each io server of the old
+//!    or new layout sets the old object aside and gives `temp`'s object the file's
+//!    name, fenced (durably, at the io server) so that only the new striping is
+//!    served; the layout switch commits durably, marking the record committed; the
+//!    set-aside objects go, writes resume and the record goes. A failure before the
+//!    commit puts every object back. What an io server could not be told (it was
+//!    down) and what a manager crash cut short stays recorded and is finished by the
+//!    purger's rounds (`settle_switches`): undone if the layout switch did not commit,
+//!    the set-aside objects dropped if it did.
 //!
 //! Readers see the old layout or the new, never a mix: the bytes are the same on both
 //! while writes are frozen, and a request with the old striping at a server that took
@@ -20,6 +25,8 @@
 //! only active io servers get new files (`apply_server_states`).
 
 use super::*;
+use crate::store::{PendingSwitch, SwitchServer};
+use std::collections::HashSet;
 use weft_proto::msg::{migrate_step, server_state};
 use weft_proto::Striping;
 
@@ -33,16 +40,49 @@ struct Migration {
 }
 
 /// The migrations under way (in memory: a manager restart abandons them, and the io
-/// servers' freezes lapse).
+/// servers' freezes lapse; a switch begun is in the store, see `PendingSwitch`).
 #[derive(Default)]
 pub(super) struct Migrations {
     map: Mutex<HashMap<InodeId, Migration>>,
+    /// Files whose `MigrateEnd` is running: their pending switch is its, not the
+    /// purger's, to finish.
+    ending: Mutex<HashSet<InodeId>>,
+    /// No purge round finishes switches before this (one left some unfinished: an io
+    /// server is down, and the log says so once per `SETTLE_RETRY`).
+    settle_after: Mutex<Option<Instant>>,
 }
+
+/// How long the purger waits after a round that left switches unfinished.
+const SETTLE_RETRY: Duration = Duration::from_secs(5);
 
 impl Migrations {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<InodeId, Migration>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn ending(&self) -> std::sync::MutexGuard<'_, HashSet<InodeId>> {
+        self.ending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Marks a file's `MigrateEnd` as running while it lives.
+struct Ending<'m> {
+    migrations: &'m Migrations,
+    inode: InodeId,
+}
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        self.migrations.ending().remove(&self.inode);
+    }
+}
+
+/// The test hook `WEFT_FAULT_MIGRATE_CRASH=<file>`: while `<file>` exists, the next
+/// migration removes it and aborts the manager process once every io server adopted
+/// the new objects, before the layout switch commits (a crash at the worst moment, for
+/// the tests of `settle_switches`).
+fn crash_when_adopted() -> bool {
+    std::env::var_os("WEFT_FAULT_MIGRATE_CRASH").is_some_and(|f| std::fs::remove_file(f).is_ok())
 }
 
 /// `server`'s striping in `layout` (`None`: it holds no piece).
@@ -109,13 +149,114 @@ impl MetaService {
         new: Option<&Layout>,
         step: u8,
     ) -> Result<u64, WireError> {
+        self.migrate_object_at(
+            server,
+            inode,
+            temp,
+            new.and_then(|l| striping_in(l, server)),
+            step,
+        )
+    }
+
+    fn migrate_object_at(
+        &self,
+        server: ServerId,
+        inode: InodeId,
+        temp: InodeId,
+        striping: Option<Striping>,
+        step: u8,
+    ) -> Result<u64, WireError> {
         let request = Request::MigrateObject {
             inode,
             temp,
-            striping: new.and_then(|l| striping_in(l, server)),
+            striping,
             step,
         };
         self.objects.migrate_object(server, request)
+    }
+
+    /// Finishes `inode`'s pending `switch` at every io server: undone if it did not
+    /// commit, the set-aside objects dropped if it did; the freezes thawed. Forgets it
+    /// once every server did its part; else says which failed and leaves it for the
+    /// next purge round. Whether it is finished.
+    fn finish_switch(&self, inode: InodeId, switch: &PendingSwitch) -> bool {
+        let mut done = true;
+        for s in &switch.servers {
+            let step = if switch.committed {
+                migrate_step::DROP
+            } else {
+                migrate_step::UNDO
+            };
+            let mut result = Ok(0);
+            if !switch.committed || s.old {
+                result = self.migrate_object_at(s.server, inode, switch.temp, s.new, step);
+            }
+            if s.old {
+                result = result.and_then(|_| {
+                    self.migrate_object_at(s.server, inode, switch.temp, None, migrate_step::THAW)
+                });
+            }
+            if let Err(e) = result {
+                eprintln!(
+                    "weftd meta: migration of inode {inode}: {} at io server {}: {}; will retry",
+                    if switch.committed {
+                        "dropping the old object"
+                    } else {
+                        "undoing the switch"
+                    },
+                    s.server,
+                    e.message
+                );
+                done = false;
+            }
+        }
+        if done {
+            if let Err(e) = self.store.end_switch(inode) {
+                eprintln!("weftd meta: migration of inode {inode}: forgetting its finished switch: {e}");
+                return false;
+            }
+        }
+        done
+    }
+
+    /// One purge round's part: finishes the pending switches no `MigrateEnd` is
+    /// working on (left by a crash of the manager, or by an io server unreachable at
+    /// the time). Returns how many are left.
+    pub(super) fn settle_switches(&self) -> usize {
+        let mut after = self
+            .migrations
+            .settle_after
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if after.is_some_and(|t| Instant::now() < t) {
+            return 0;
+        }
+        let pending = match self.store.pending_switches(MIGRATIONS_MAX) {
+            Ok(pending) => pending,
+            Err(e) => {
+                eprintln!("weftd meta: reading the pending migrations: {e}");
+                return 0;
+            }
+        };
+        let mut left = 0;
+        for (inode, switch) in pending {
+            {
+                let mut ending = self.migrations.ending();
+                if ending.contains(&inode) {
+                    continue;
+                }
+                ending.insert(inode);
+            }
+            let _ending = Ending {
+                migrations: &self.migrations,
+                inode,
+            };
+            if !self.finish_switch(inode, &switch) {
+                left += 1;
+            }
+        }
+        *after = (left > 0).then(|| Instant::now() + SETTLE_RETRY);
+        left
     }
 
     /// One migration step at each of `servers`: their answers, or the first failure
@@ -165,6 +306,9 @@ impl MetaService {
 
     fn migrate_begin(&self, cred: &Cred, inode: InodeId, temp: InodeId) -> Result<Response, WireError> {
         let (attr, old, _) = self.store.migrate_check(cred, inode, temp)?;
+        if self.store.pending_switch(inode)?.is_some() {
+            return Err(crate::store::migrate_pending_error(inode));
+        }
         {
             let map = self.migrations.lock();
             match map.get(&inode) {
@@ -255,28 +399,58 @@ impl MetaService {
             }
         }
         let servers = union(&old, &new);
-        if let Err((done, e)) = self.migrate_step_on(&servers, inode, temp, Some(&new), migrate_step::ADOPT) {
-            self.migrate_step_quietly(
-                &servers[..=done.min(servers.len() - 1)],
-                inode,
-                temp,
-                Some(&new),
-                migrate_step::UNDO,
-            );
+        let switch = PendingSwitch {
+            temp,
+            committed: false,
+            servers: servers
+                .iter()
+                .map(|&server| SwitchServer {
+                    server,
+                    old: frozen.contains(&server),
+                    new: striping_in(&new, server),
+                })
+                .collect(),
+        };
+        {
+            let mut ending = self.migrations.ending();
+            if !ending.insert(inode) {
+                drop(ending);
+                thaw();
+                return Err(crate::store::migrate_pending_error(inode));
+            }
+        }
+        let _ending = Ending {
+            migrations: &self.migrations,
+            inode,
+        };
+        if let Err(e) = self.store.begin_switch(inode, &switch) {
             thaw();
             return Err(e);
         }
-        let switched = self.store.switch_layout(cred, inode, temp, &old);
-        let attr = match switched {
+        if let Err((_, e)) = self.migrate_step_on(&servers, inode, temp, Some(&new), migrate_step::ADOPT) {
+            self.finish_switch(inode, &switch);
+            return Err(e);
+        }
+        if crash_when_adopted() {
+            eprintln!(
+                "weftd meta: WEFT_FAULT_MIGRATE_CRASH: aborting before inode {inode}'s layout switch commits"
+            );
+            std::process::abort();
+        }
+        let attr = match self.store.switch_layout(cred, inode, temp, &old) {
             Ok(attr) => attr,
             Err(e) => {
-                self.migrate_step_quietly(&servers, inode, temp, Some(&new), migrate_step::UNDO);
-                thaw();
+                self.finish_switch(inode, &switch);
                 return Err(e);
             }
         };
-        self.migrate_step_quietly(&frozen, inode, temp, None, migrate_step::DROP);
-        thaw();
+        self.finish_switch(
+            inode,
+            &PendingSwitch {
+                committed: true,
+                ..switch
+            },
+        );
         // Sizes and times come from the new objects now: a vouch given before covers
         // nothing read of the old ones.
         if let Some(writers) = self.writers.get() {

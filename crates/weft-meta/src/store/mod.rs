@@ -64,6 +64,7 @@ pub use group::CommitState;
 pub use names::{NAME_BYTES_MAX, PATH_BYTES_MAX};
 pub use ops::create::{CreateCheck, PendingCreate};
 pub use ops::link::LINKS_MAX;
+pub use ops::migrate::{pending_error as migrate_pending_error, PendingSwitch, SwitchServer};
 pub use ops::Made;
 pub use xattrs::{XATTRS_PER_INODE_MAX, XATTR_BYTES_PER_INODE_MAX};
 
@@ -97,6 +98,9 @@ const FILE_PARENTS: TableDefinition<(u64, u64), u64> = TableDefinition::new("fil
 /// Io servers added to the running cluster (`weft server add`): id -> `IoServer`'s wire
 /// form. The cluster description's own io servers are not here.
 const ADDED_SERVERS: TableDefinition<u32, &[u8]> = TableDefinition::new("added_io_servers");
+/// Migrations whose objects the io servers may have renamed and that are not finished
+/// at every io server yet (`ops::migrate::PendingSwitch`), by the migrating file's inode.
+const SWITCHES: TableDefinition<u64, &[u8]> = TableDefinition::new("pending_switches");
 /// Set once `file_parents` holds every name of every non-directory (built at the first
 /// open of a store made before the table existed).
 const COUNTER_FILE_PARENTS: &str = "file_parents";
@@ -239,6 +243,7 @@ impl MetaStore {
             txn.open_table(LOCK_SESSIONS).map_err(redb::Error::from)?;
             txn.open_table(FILE_PARENTS).map_err(redb::Error::from)?;
             txn.open_table(ADDED_SERVERS).map_err(redb::Error::from)?;
+            txn.open_table(SWITCHES).map_err(redb::Error::from)?;
             txn.open_table(replies::REPLIES).map_err(redb::Error::from)?;
             let mut counters = txn.open_table(COUNTERS).map_err(redb::Error::from)?;
             let format = counters
@@ -745,6 +750,7 @@ impl MetaStore {
                 precreated: txn.open_table(PRECREATED).storage()?,
                 file_parents: txn.open_table(FILE_PARENTS).storage()?,
                 added_servers: txn.open_table(ADDED_SERVERS).storage()?,
+                switches: txn.open_table(SWITCHES).storage()?,
             };
             body(&tables)
         })
@@ -832,6 +838,7 @@ struct WriteTables<'t> {
     precreated: Table<'t, u64, &'static [u8]>,
     file_parents: Table<'t, (u64, u64), u64>,
     added_servers: Table<'t, u32, &'static [u8]>,
+    switches: Table<'t, u64, &'static [u8]>,
     quota: quota::QuotaTables<'t>,
     /// One clock reading per operation, so that all times it sets agree.
     now: Timespec,
@@ -848,6 +855,7 @@ struct ReadTables {
     precreated: ReadOnlyTable<u64, &'static [u8]>,
     file_parents: ReadOnlyTable<(u64, u64), u64>,
     added_servers: ReadOnlyTable<u32, &'static [u8]>,
+    switches: ReadOnlyTable<u64, &'static [u8]>,
 }
 
 /// Lookups shared by read snapshots and write transactions.
@@ -960,6 +968,7 @@ impl<'t> WriteTables<'t> {
             precreated: txn.open_table(PRECREATED).storage()?,
             file_parents: txn.open_table(FILE_PARENTS).storage()?,
             added_servers: txn.open_table(ADDED_SERVERS).storage()?,
+            switches: txn.open_table(SWITCHES).storage()?,
             quota: quota::QuotaTables::open(txn)?,
             now: Timespec::now(),
         })

@@ -7,7 +7,7 @@ mod listxattr;
 mod lock_sessions;
 mod lookup;
 mod mark_stale;
-mod migrate;
+pub(super) mod migrate;
 mod mkdir;
 mod mknod;
 mod orphans;
