@@ -79,7 +79,14 @@ impl ServerAddress {
 pub(crate) struct Directory {
     pub cluster: Arc<ClusterInfo>,
     pub io_addrs: HashMap<ServerId, Arc<ServerAddress>>,
+    /// When a layout naming an unknown io server last made this client ask again.
+    looked: Option<std::time::Instant>,
 }
+
+/// Least time between two looks for io servers a layout names and this client does not
+/// know: a file naming a server that does not exist costs the manager one
+/// `GetCluster` per 200 ms of a client, not one per call.
+pub const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Directory {
     pub(crate) fn new(cluster: ClusterInfo) -> Directory {
@@ -91,6 +98,7 @@ impl Directory {
         Directory {
             cluster: Arc::new(cluster),
             io_addrs,
+            looked: None,
         }
     }
 
@@ -135,14 +143,29 @@ impl Inner {
         Ok(directory.cluster.clone())
     }
 
+    /// Asks the manager for the description again because a layout names `server`,
+    /// which this client does not know (added since it started), at most once per
+    /// `LOOK_AGAIN` (a look within it of the last waits until then).
+    fn look_again_for(&self, server: ServerId) -> Result<(), ClientError> {
+        let last = self.directory.read().unwrap_or_else(|p| p.into_inner()).looked;
+        if let Some(at) = last {
+            std::thread::sleep(LOOK_AGAIN.saturating_sub(at.elapsed()));
+            if self.known_io(server).is_some() {
+                return Ok(());
+            }
+        }
+        self.directory.write().unwrap_or_else(|p| p.into_inner()).looked = Some(std::time::Instant::now());
+        self.refresh_cluster().map(|_| ())
+    }
+
     /// The address io server `server` is reached at. A server this client does not
     /// know (added to the cluster since it started) has the description asked for
-    /// again, once.
+    /// again, once (`look_again_for`).
     pub fn io_addr(&self, server: ServerId) -> Result<String, ClientError> {
         let address = match self.known_io(server) {
             Some(address) => address,
             None => {
-                self.refresh_cluster()?;
+                self.look_again_for(server)?;
                 self.known_io(server).ok_or_else(|| {
                     ClientError::refused(
                         ErrorCode::Unavailable,

@@ -3,7 +3,6 @@
 //! server holding the bytes (disk-directed I/O: no socket, data crosses the network
 //! once), else over the network with list I/O.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use weft_iod::IoService;
@@ -36,11 +35,6 @@ pub struct SentRead<'c> {
     ranges: Vec<Range>,
     local: Option<usize>,
     calls: Vec<(usize, PendingCall<'c>)>,
-}
-
-/// A directory of fixed addresses.
-pub fn fixed_directory(addrs: HashMap<ServerId, String>) -> Directory {
-    Box::new(move |server| addrs.get(&server).cloned())
 }
 
 fn striping(layout: &Layout, index: usize) -> Striping {

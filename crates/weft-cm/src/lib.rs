@@ -120,7 +120,7 @@ use weft_proto::msg::{CacheFile, CacheStats, Request, Response};
 use weft_proto::{ErrorCode, Striping, WireError};
 use weft_rpc::{ConnectionId, ReplyInto as Reply};
 
-pub use backing::{fixed_directory, Backing, Directory};
+pub use backing::{Backing, Directory};
 use cio::ReadMode;
 use flush::WRITE_BACK_ALL_ROUNDS_MAX;
 use pieces::{range_pieces, view_pieces, Pieces};

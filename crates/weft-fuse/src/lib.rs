@@ -248,6 +248,7 @@ mod parents;
 mod prefetch;
 mod recent;
 mod walked;
+mod watchdog;
 mod xattr;
 
 pub use floor::{mount_floor, FillFn, FloorMount, FLOOR_INODES_MAX};

@@ -4,10 +4,10 @@
 use crate::Plan;
 use anyhow::{Context, Result};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weft_cache::policy::PolicyKind;
-use weft_cm::{fixed_directory, Backing, CacheConfig, CacheService};
+use weft_cm::{Backing, CacheConfig, CacheService};
 use weft_config::Role;
 use weft_iod::IoService;
 use weft_layout::{InodeId, ServerId};
@@ -429,38 +429,7 @@ fn open_cache(plan: &Plan, io: Option<&Arc<IoService>>, incarnation: u64) -> Res
         .or_else(|| settings.policy.clone())
         .unwrap_or_else(|| "arc".into());
     let policy: PolicyKind = policy_name.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let directory = match (&plan.cluster, &plan.cluster_file) {
-        (Some(config), _) => fixed_directory(
-            config
-                .io_servers()
-                .map(|s| (s.server_id(), s.addr.clone()))
-                .collect(),
-        ),
-        (None, Some(path)) => {
-            // Read when first needed, once it exists (an MPI launch writes it last).
-            let path = path.clone();
-            let known = std::sync::OnceLock::<HashMap<ServerId, String>>::new();
-            Box::new(move |server: ServerId| {
-                if known.get().is_none() {
-                    if let Ok(config) = weft_config::ClusterConfig::load(&path) {
-                        let _ = known.set(
-                            config
-                                .io_servers()
-                                .map(|s| (s.server_id(), s.addr.clone()))
-                                .collect(),
-                        );
-                    }
-                }
-                known.get()?.get(&server).cloned()
-            })
-        }
-        (None, None) => match &plan.meta {
-            Some(meta) => meta_directory(meta.clone(), plan.key.clone()),
-            None => anyhow::bail!(
-                "the cache role needs the cluster description or the metadata manager's address (to reach the io servers)"
-            ),
-        },
-    };
+    let directory = io_directory(plan)?;
     let pool = match (&plan.meta, plan.acts_for_user) {
         (Some(meta), true) => user_pool(meta, plan),
         _ => server_pool("weftd cache", plan),
@@ -547,22 +516,91 @@ fn slow_free_from_env() -> Result<Option<std::time::Duration>> {
     }
 }
 
-/// The io servers as the metadata manager at `meta` describes the cluster, asked when
-/// first needed and until it answers (a job-scoped delegate knows only the manager).
-fn meta_directory(meta: String, key: weft_rpc::ClusterKey) -> weft_cm::Directory {
-    let pool = ConnectionPool::new("weftd cache", ClientAuth::cluster(key), Timeouts::from_env());
-    let known = std::sync::OnceLock::<HashMap<ServerId, String>>::new();
-    Box::new(move |server: ServerId| {
-        if known.get().is_none() {
-            match pool.call(&meta, &Request::GetCluster, &[]) {
+/// Where the cache role finds io servers' addresses: the cluster description it was
+/// given (read when first needed, once it exists: an MPI launch writes it last), else
+/// the metadata manager's `GetCluster`. An io server it does not know (one added by
+/// `weft server add` since) makes it look again, at most once per `DIRECTORY_REFRESH`:
+/// the manager first (it knows added servers), the description file second.
+fn io_directory(plan: &Plan) -> Result<weft_cm::Directory> {
+    let meta = plan
+        .meta
+        .clone()
+        .or_else(|| plan.cluster.as_ref().map(|c| c.meta().addr.clone()));
+    if meta.is_none() && plan.cluster.is_none() && plan.cluster_file.is_none() {
+        anyhow::bail!(
+            "the cache role needs the cluster description or the metadata manager's address (to reach the io servers)"
+        );
+    }
+    let first: HashMap<ServerId, String> = plan
+        .cluster
+        .as_ref()
+        .map(|c| c.io_servers().map(|s| (s.server_id(), s.addr.clone())).collect())
+        .unwrap_or_default();
+    let file = plan.cluster_file.clone();
+    let pool = ConnectionPool::new(
+        "weftd cache",
+        ClientAuth::cluster(plan.key.clone()),
+        Timeouts::from_env(),
+    );
+    let fetch = move || -> Option<HashMap<ServerId, String>> {
+        let from_file = file
+            .as_ref()
+            .and_then(|path| weft_config::ClusterConfig::load(path).ok());
+        let manager = meta
+            .clone()
+            .or_else(|| from_file.as_ref().map(|c| c.meta().addr.clone()));
+        if let Some(manager) = manager {
+            match pool.call(&manager, &Request::GetCluster, &[]) {
                 Ok((Response::Cluster(info), _)) => {
-                    let _ = known.set(info.io_servers.iter().map(|s| (s.id, s.addr.clone())).collect());
+                    return Some(info.io_servers.iter().map(|s| (s.id, s.addr.clone())).collect())
                 }
-                Ok(_) => eprintln!("weftd: cache: {meta} answered GetCluster with something else"),
-                Err(e) => eprintln!("weftd: cache: asking {meta} for the io servers: {e}"),
+                Ok(_) => eprintln!("weftd: cache: {manager} answered GetCluster with something else"),
+                Err(e) => eprintln!("weftd: cache: asking {manager} for the io servers: {e}"),
             }
         }
-        known.get()?.get(&server).cloned()
+        from_file.map(|c| c.io_servers().map(|s| (s.server_id(), s.addr.clone())).collect())
+    };
+    Ok(refreshing_directory(first, DIRECTORY_REFRESH, Box::new(fetch)))
+}
+
+/// Least time between two looks of the cache role for io servers it does not know.
+const DIRECTORY_REFRESH: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A directory answering from `known`, looking again with `fetch` when asked for a
+/// server it does not list (at most once per `every`: a look within `every` of the
+/// last waits until then).
+#[allow(clippy::type_complexity)]
+fn refreshing_directory(
+    known: HashMap<ServerId, String>,
+    every: std::time::Duration,
+    fetch: Box<dyn Fn() -> Option<HashMap<ServerId, String>> + Send + Sync>,
+) -> weft_cm::Directory {
+    let known = std::sync::RwLock::new(known);
+    let looked = Mutex::new(None::<std::time::Instant>);
+    Box::new(move |server: ServerId| {
+        if let Some(addr) = known.read().unwrap_or_else(|p| p.into_inner()).get(&server) {
+            return Some(addr.clone());
+        }
+        {
+            // A look just made may have missed a server added since: the next one
+            // waits out the interval rather than answering "unknown" meanwhile.
+            let mut looked = looked.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(at) = *looked {
+                std::thread::sleep(every.saturating_sub(at.elapsed()));
+                if let Some(addr) = known.read().unwrap_or_else(|p| p.into_inner()).get(&server) {
+                    return Some(addr.clone());
+                }
+            }
+            *looked = Some(std::time::Instant::now());
+            if let Some(fresh) = fetch() {
+                *known.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+            }
+        }
+        known
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&server)
+            .cloned()
     })
 }
 
@@ -1069,4 +1107,43 @@ fn plumbing(request: &Request) -> bool {
             | Request::Authenticate { .. }
             | Request::ServerInfo
     )
+}
+
+#[cfg(test)]
+mod directory_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn an_unknown_server_makes_the_directory_look_again_at_most_once_per_interval() {
+        let looks = Arc::new(AtomicUsize::new(0));
+        let counted = looks.clone();
+        let directory = refreshing_directory(
+            HashMap::from([(ServerId(1), "a:1".to_string())]),
+            std::time::Duration::from_millis(200),
+            Box::new(move || {
+                let n = counted.fetch_add(1, Ordering::SeqCst);
+                // The second look finds the added server.
+                Some(if n == 0 {
+                    HashMap::from([(ServerId(1), "a:1".to_string())])
+                } else {
+                    HashMap::from([(ServerId(1), "a:1".to_string()), (ServerId(2), "b:2".to_string())])
+                })
+            }),
+        );
+        assert_eq!(directory(ServerId(1)).as_deref(), Some("a:1"));
+        assert_eq!(looks.load(Ordering::SeqCst), 0, "a known server needs no look");
+        // The first look misses server 2; the second, an interval later, finds it.
+        let started = std::time::Instant::now();
+        assert_eq!(directory(ServerId(2)), None);
+        assert_eq!(looks.load(Ordering::SeqCst), 1);
+        assert_eq!(directory(ServerId(2)).as_deref(), Some("b:2"));
+        assert_eq!(looks.load(Ordering::SeqCst), 2);
+        assert!(
+            started.elapsed() >= std::time::Duration::from_millis(200),
+            "looked again within the interval"
+        );
+        assert_eq!(directory(ServerId(2)).as_deref(), Some("b:2"));
+        assert_eq!(looks.load(Ordering::SeqCst), 2);
+    }
 }

@@ -130,3 +130,82 @@ fn a_server_resumed_within_the_probes_wait_is_waited_for() {
     );
     assert!(started.elapsed() >= Duration::from_millis(2000));
 }
+
+/// Runs `command` (a program reading `path` through the mount while an io server is
+/// stopped), checks it is still waiting after a moment, sends it `signal` and returns
+/// how it ended and how long after the signal.
+fn signalled_while_waiting(
+    mut command: std::process::Command,
+    signal: i32,
+) -> (std::process::ExitStatus, Duration) {
+    let mut child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the reader did not wait for the stopped io server"
+    );
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let signalled = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, signalled.elapsed());
+        }
+        assert!(
+            signalled.elapsed() < BOUND,
+            "the reader did not end within {BOUND:?} of the signal"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_call_through_the_mount_waiting_for_a_stopped_server_ends_at_a_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let cluster = init();
+    let client = cluster.client();
+    let tied = weft_testkit::TiedDir::new("weft-liveness-");
+    let mount = weft_testkit::WeftMount::start(&cluster, &tied, "mnt");
+    for name in ["/a", "/b"] {
+        let file = client.create(name, &Default::default()).unwrap();
+        file.write_at(0, &common::pattern(4, 0, 1 << 20)).unwrap();
+        file.sync().unwrap();
+    }
+    common::hang(&cluster, 2);
+    // Far below the stopped server's detection (2 s of silence and a 2 s probe).
+    let prompt = Duration::from_millis(1500);
+
+    // A fatal signal (SIGTERM, default action): the process ends.
+    let mut cat = std::process::Command::new("cat");
+    cat.arg(mount.path().join("a"));
+    let (status, took) = signalled_while_waiting(cat, libc::SIGTERM);
+    eprintln!("cat ended {} ms after SIGTERM: {status}", took.as_millis());
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status}");
+    assert!(took < prompt, "cat ended {took:?} after SIGTERM");
+
+    // A caught signal: the call returns EINTR and the handler runs.
+    let mut python = std::process::Command::new("python3");
+    python.args([
+        "-c",
+        "import signal, sys\n\
+         def caught(*_):\n    raise SystemExit(7)\n\
+         signal.signal(signal.SIGUSR1, caught)\n\
+         open(sys.argv[1], 'rb').read()\n",
+    ]);
+    python.arg(mount.path().join("b"));
+    let (status, took) = signalled_while_waiting(python, libc::SIGUSR1);
+    eprintln!("python ended {} ms after SIGUSR1: {status}", took.as_millis());
+    assert_eq!(status.code(), Some(7), "{status}");
+    assert!(took < prompt, "python ended {took:?} after SIGUSR1");
+
+    cluster.signal(2, libc::SIGCONT);
+    let back = std::fs::read(mount.path().join("a")).unwrap();
+    assert!(
+        back == common::pattern(4, 0, 1 << 20),
+        "the file after resuming differs"
+    );
+}

@@ -421,6 +421,26 @@ fn a_drained_server_holds_nothing_and_can_stop_with_every_byte_still_readable() 
     }
     weft_ok(&cluster, &["server", "remove", &victim_arg]);
     assert!(weft_ok(&cluster, &["server", "list"]).contains(&format!("io server {victim}: removed")));
+    // Out of service: a removed server (stopped, its machine gone) is no longer part of
+    // the cluster's space, and `df` does not fail for it.
+    let df = weft_ok(&cluster, &["df"]);
+    assert!(!df.contains("unreachable"), "{df}");
+    assert!(
+        !cluster
+            .client()
+            .cluster_info()
+            .io_servers
+            .iter()
+            .any(|s| s.id == victim),
+        "a new client still lists removed io server {victim}"
+    );
+    weft_ok(&cluster, &["server", "activate", &victim_arg]);
+    assert!(cluster
+        .client()
+        .cluster_info()
+        .io_servers
+        .iter()
+        .any(|s| s.id == victim));
 }
 
 #[test]

@@ -220,3 +220,41 @@ fn weft_server_add_starts_a_server_in_a_weft_up_home_that_down_and_up_keep() {
     file.read_at(0, &mut back).unwrap();
     assert_eq!(checksum(&back), checksum(&pattern(5, 0, back.len())));
 }
+
+#[test]
+fn the_cache_tier_writes_back_to_and_reads_from_a_server_added_after_it_started() {
+    let mut options = ClusterOptions::cached("colocated", "64M");
+    options.io_servers = 2;
+    let cluster = TestCluster::start_with(&options);
+    let client = cluster.client();
+    // The cache role learns the io servers at its first cached file.
+    let before = write_and_check(
+        &client,
+        "/early",
+        LayoutRequest {
+            cache: Some(weft_layout::CacheMode::Cached),
+            ..Default::default()
+        },
+        11,
+    );
+    assert_eq!(before.len(), 2);
+    let out = weft_ok(&cluster, &["server", "add"]);
+    assert!(out.contains("io server 3"), "{out}");
+    let servers = write_and_check(
+        &client,
+        "/cached",
+        LayoutRequest {
+            stripe_count: Some(3),
+            cache: Some(weft_layout::CacheMode::Cached),
+            ..Default::default()
+        },
+        12,
+    );
+    assert!(servers.contains(&ServerId(3)), "{servers:?}");
+    // Written back through the cache managers, which had to find server 3.
+    let data = cluster.home().join("data").join("server-3");
+    assert!(
+        bytes_under(&data) > 0,
+        "io server 3 holds no data of the cached file"
+    );
+}

@@ -511,7 +511,14 @@ impl WeftFs {
         Ok(())
     }
 
-    pub(super) fn do_read(&self, ino: INodeNo, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
+    pub(super) fn do_read(
+        &self,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        reply: crate::watchdog::Watched<ReplyData>,
+    ) {
         let open = match self
             .file(fh)
             .and_then(|open| self.locks_kept(&open, "read").map(|()| open))

@@ -25,7 +25,7 @@ use std::time::SystemTime;
 use weft_client::{ClientError, ErrorCode, SetAttr, XattrSet};
 use weft_proto::{LockKind, LockRequest};
 
-fn reply_xattr(value: &[u8], size: u32, reply: ReplyXattr) {
+fn reply_xattr(value: &[u8], size: u32, reply: crate::watchdog::Watched<ReplyXattr>) {
     if size == 0 {
         reply.size(value.len() as u32);
     } else if value.len() > size as usize {
@@ -76,6 +76,7 @@ impl Filesystem for WeftFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let reply = self.watch(req, reply);
         match self.do_lookup(req, parent, name) {
             Ok((attr, ttl, ticket)) => {
                 reply.entry(&ttl, &attr, Generation(0));
@@ -88,6 +89,7 @@ impl Filesystem for WeftFs {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let reply = self.watch(req, reply);
         // A directory this mount just made a name in: as the manager answered that.
         if let Some((attr, left)) = self.parents.take(inode(ino)) {
             return reply.attr(&left, &self.remember(&attr));
@@ -116,6 +118,7 @@ impl Filesystem for WeftFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let reply = self.watch(req, reply);
         let changes = SetAttr {
             mode: mode.map(|m| m & 0o7777),
             uid,
@@ -143,6 +146,7 @@ impl Filesystem for WeftFs {
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let reply = self.watch(req, reply);
         match self.caller(req).readlink_inode(inode(ino)) {
             Ok(target) => reply.data(target.as_bytes()),
             Err(e) => reply.error(errno(&e, "readlink")),
@@ -150,6 +154,7 @@ impl Filesystem for WeftFs {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let reply = self.watch(req, reply);
         let name = name_bytes(name);
         let change = self.parents.begin(inode(parent));
         let made = self
@@ -168,6 +173,7 @@ impl Filesystem for WeftFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let reply = self.watch(req, reply);
         let change = self.parents.begin(inode(parent));
         let result = Ok(name_bytes(name)).and_then(|name| {
             let kept = self
@@ -186,6 +192,7 @@ impl Filesystem for WeftFs {
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let reply = self.watch(req, reply);
         let change = self.parents.begin(inode(parent));
         let result = Ok(name_bytes(name)).and_then(|name| {
             self.caller(req)
@@ -201,6 +208,7 @@ impl Filesystem for WeftFs {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let reply = self.watch(req, reply);
         let name = name_bytes(link_name);
         let change = self.parents.begin(inode(parent));
         let made = self
@@ -228,6 +236,7 @@ impl Filesystem for WeftFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let reply = self.watch(req, reply);
         match self.do_rename(req, (parent, name), (newparent, newname), flags) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -235,6 +244,7 @@ impl Filesystem for WeftFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let reply = self.watch(req, reply);
         match self.do_open(req, ino, flags) {
             Ok((fh, open_flags)) => reply.opened(FileHandle(fh), open_flags),
             Err(e) => reply.error(e),
@@ -243,7 +253,7 @@ impl Filesystem for WeftFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -252,12 +262,13 @@ impl Filesystem for WeftFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let reply = self.watch(req, reply);
         self.do_read(ino, fh, offset, size, reply)
     }
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -267,6 +278,7 @@ impl Filesystem for WeftFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let reply = self.watch(req, reply);
         let result = self.file(fh).and_then(|open| {
             self.locks_kept(&open, "write")?;
             self.changed_through(inode(ino), &open);
@@ -308,7 +320,8 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+        let reply = self.watch(req, reply);
         // Kept writes go to the io servers now: by close, every byte is on its server
         // and the next getattr anywhere sees the new size. A failure to send them is
         // close's error, as on NFS.
@@ -496,7 +509,8 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&self, req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let reply = self.watch(req, reply);
         let result = self.file(fh).and_then(|open| {
             self.locks_kept(&open, "fsync")?;
             self.behind.send(inode(ino))?;
@@ -509,7 +523,8 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let reply = self.watch(req, reply);
         let mut dirs = self.dirs.lock().expect("directory table poisoned");
         if dirs.len() >= OPEN_HANDLES_MAX {
             return reply.error(Errno::ENFILE);
@@ -519,7 +534,8 @@ impl Filesystem for WeftFs {
         reply.opened(FileHandle(fh), FopenFlags::empty());
     }
 
-    fn readdir(&self, req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(&self, req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, reply: ReplyDirectory) {
+        let mut reply = self.watch(req, reply);
         match self.listing(req, fh, offset) {
             Ok(entries) => {
                 for e in entries {
@@ -545,8 +561,9 @@ impl Filesystem for WeftFs {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectoryPlus,
+        reply: ReplyDirectoryPlus,
     ) {
+        let mut reply = self.watch(req, reply);
         let client = self.caller(req);
         let (entries, sized) = match self.listing_sized(&client, fh, offset) {
             Ok(listed) => listed,
@@ -605,6 +622,7 @@ impl Filesystem for WeftFs {
     }
 
     fn fsyncdir(&self, req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let reply = self.watch(req, reply);
         // A manager with a commit interval answers namespace changes before they are
         // durable: fsync of a directory commits them (all of them, as a journal would).
         match self.caller(req).sync_metadata() {
@@ -614,6 +632,7 @@ impl Filesystem for WeftFs {
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let reply = self.watch(req, reply);
         let b = match self.caller(req).statfs() {
             Ok(s) => s.blocks(),
             Err(e) => return reply.error(errno(&e, "statfs")),
@@ -640,6 +659,7 @@ impl Filesystem for WeftFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let reply = self.watch(req, reply);
         let how = if flags & libc::XATTR_CREATE != 0 {
             XattrSet::Create
         } else if flags & libc::XATTR_REPLACE != 0 {
@@ -668,6 +688,7 @@ impl Filesystem for WeftFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let reply = self.watch(req, reply);
         let value = if name == OsStr::new(CLUSTER_XATTR) {
             Ok(self.cluster_xattr.clone())
         } else if name == OsStr::new(HANDOFF_XATTR) {
@@ -689,6 +710,7 @@ impl Filesystem for WeftFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let reply = self.watch(req, reply);
         let mut names = match self.xattr_value(req, ino, OsStr::new(LAYOUT_XATTR)) {
             Ok(_) => format!("{LAYOUT_XATTR}\0").into_bytes(),
             Err(e) if e == Errno::NO_XATTR => Vec::new(),
@@ -707,6 +729,7 @@ impl Filesystem for WeftFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let reply = self.watch(req, reply);
         // Before the change: from now on a getxattr of this file asks the manager.
         self.deferred.xattrs_unknown(inode(ino));
         let change = self.parents.begin(inode(ino));
@@ -728,6 +751,7 @@ impl Filesystem for WeftFs {
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let reply = self.watch(req, reply);
         let name = name_bytes(newname);
         let change = self.parents.begin(inode(newparent));
         let linked = self.caller(req).link_in_made(inode(ino), inode(newparent), name);
@@ -758,6 +782,7 @@ impl Filesystem for WeftFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let reply = self.watch(req, reply);
         let made = self.do_mknod(req, inode(parent), name_bytes(name), mode, umask, rdev);
         self.recent.dir_changed(inode(parent));
         match made {
@@ -768,7 +793,7 @@ impl Filesystem for WeftFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -776,6 +801,7 @@ impl Filesystem for WeftFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        let reply = self.watch(req, reply);
         let result = self.file(fh).and_then(|open| {
             self.changed_through(inode(ino), &open);
             // A hole punched after kept writes must not be filled by them later.
@@ -800,6 +826,7 @@ impl Filesystem for WeftFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let reply = self.watch(req, reply);
         match self.do_create(req, parent, name, mode & !umask & 0o7777, flags) {
             Ok((attr, fh)) => reply.created(
                 &self.ttl(),

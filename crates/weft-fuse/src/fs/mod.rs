@@ -96,6 +96,8 @@ pub struct WeftFs {
     walks: Walks,
     /// Set once the session exists: tells the kernel to drop cached attributes.
     notifier: Arc<OnceLock<Notifier>>,
+    /// Calls in flight, answered EINTR when their caller is signalled (see `watchdog`).
+    watchdog: Arc<crate::watchdog::Watchdog>,
     /// Small writes not yet sent to the io servers (see `behind`).
     behind: WriteBehind,
     /// What each file's data was (`DataStamp`) when it was last opened here: an open
@@ -174,6 +176,7 @@ impl WeftFs {
             retries: Retries::default(),
             walks: Walks::new(cache.walk_window),
             notifier,
+            watchdog: crate::watchdog::Watchdog::start(),
             behind: WriteBehind::default(),
             stamps: Mutex::new(HashMap::new()),
             handed: Default::default(),
@@ -220,6 +223,11 @@ impl WeftFs {
 
     fn caller(&self, req: &Request) -> Client {
         self.clients.for_caller(req.uid(), req.gid(), req.pid())
+    }
+
+    /// `reply` of `req`, answered EINTR if its caller is signalled while it waits.
+    fn watch<R: crate::watchdog::Abandon>(&self, req: &Request, reply: R) -> crate::watchdog::Watched<R> {
+        self.watchdog.watch(req.pid(), reply)
     }
 
     fn ttl(&self) -> Duration {

@@ -381,6 +381,22 @@ impl MetaService {
         self.cluster.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The cluster as `GetCluster` tells clients: without the io servers taken out of
+    /// service (`weft server remove`: no file has a piece there), so that `df`,
+    /// statfs and the cache tier leave a server whose machine is gone alone.
+    fn cluster_in_service(&self) -> ClusterInfo {
+        let mut cluster = self.cluster();
+        let ids: Vec<ServerId> = cluster.io_servers.iter().map(|s| s.id).collect();
+        if let Ok(states) = self.store.server_states(&ids) {
+            cluster.io_servers.retain(|s| {
+                !states
+                    .iter()
+                    .any(|(id, state)| *id == s.id && *state == weft_proto::msg::server_state::REMOVED)
+            });
+        }
+        cluster
+    }
+
     /// Ids and addresses no added io server may take (the description's servers, the
     /// manager's own included).
     pub fn set_reserved(&mut self, servers: Vec<(ServerId, String)>) {
@@ -437,7 +453,7 @@ impl MetaService {
             store.check_room()?;
         }
         match request {
-            Request::GetCluster => Ok(Response::Cluster(self.cluster())),
+            Request::GetCluster => Ok(Response::Cluster(self.cluster_in_service())),
             Request::AddServer { cred, server } => self.add_server(&cred, server),
             Request::Resolve { cred, path } => store.resolve(&cred, &path).map(Response::Attr),
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
