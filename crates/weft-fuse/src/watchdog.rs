@@ -200,11 +200,32 @@ answers!(ReplyEntry { fn entry(ttl: &Duration, attr: &FileAttr, generation: Gene
 answers!(ReplyData { fn data(data: &[u8]); });
 answers!(ReplyEmpty { fn ok(); });
 answers!(ReplyOpen { fn opened(fh: fuser::FileHandle, flags: FopenFlags); });
+
+impl Watched<ReplyOpen> {
+    /// `opened`, saying whether the kernel got it (not answered `EINTR` before): a
+    /// handle it did not get is never released by it.
+    pub fn handed(self, fh: fuser::FileHandle, flags: FopenFlags) -> bool {
+        self.take().map(|reply| reply.opened(fh, flags)).is_some()
+    }
+}
+
+impl Watched<ReplyCreate> {
+    /// `created`, saying whether the kernel got it (see `Watched<ReplyOpen>::handed`).
+    pub fn handed(
+        self,
+        ttl: &Duration,
+        attr: &FileAttr,
+        generation: Generation,
+        fh: fuser::FileHandle,
+        flags: FopenFlags,
+    ) -> bool {
+        self.take()
+            .map(|reply| reply.created(ttl, attr, generation, fh, flags))
+            .is_some()
+    }
+}
 answers!(ReplyWrite { fn written(size: u32); });
 answers!(ReplyXattr { fn size(size: u32); fn data(data: &[u8]); });
-answers!(ReplyCreate {
-    fn created(ttl: &Duration, attr: &FileAttr, generation: Generation, fh: fuser::FileHandle, flags: FopenFlags);
-});
 answers!(ReplyDirectory { fn ok(); });
 answers!(ReplyDirectoryPlus { fn ok(); });
 

@@ -10,10 +10,13 @@ use crate::dir::Listed;
 use crate::kernel::REQUEST_BYTES_MAX;
 use crate::recent::Ticket;
 use crate::xattr::{self, LAYOUT_XATTR};
+use crate::{kept, locks};
 use fuser::{
-    Errno, FileAttr, FileHandle, FopenFlags, INodeNo, OpenAccMode, OpenFlags, RenameFlags, ReplyData, Request,
+    Errno, FileAttr, FileHandle, FopenFlags, INodeNo, LockOwner, OpenAccMode, OpenFlags, RenameFlags,
+    ReplyData, Request,
 };
 use std::ffi::OsStr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_client::{
@@ -509,6 +512,37 @@ impl WeftFs {
             self.recent.inode_changed(other.inode);
         }
         Ok(())
+    }
+
+    /// What `release` does for open file `fh` (also for one whose open or create was
+    /// answered EINTR before its handle reached the kernel, which never releases it).
+    pub(super) fn close_handle(&self, ino: INodeNo, fh: FileHandle, lock_owner: Option<LockOwner>) {
+        // Normally sent by flush already; a descriptor dropped without one (mmap) sends
+        // here, before a kept file may be released. Nobody is left to tell of a failure
+        // but the log.
+        let _ = self.behind.send(inode(ino));
+        let _ = self.deferred.send(inode(ino));
+        // The open file's flock lock goes with its last descriptor.
+        if let Some(owner) = lock_owner {
+            if self.lock_holders.forget(inode(ino), owner.0) {
+                locks::unlock_all(&self.clients.base(), self.session, inode(ino), owner.0);
+            }
+        }
+        let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
+        // As at flush: only a descriptor that changed the file.
+        if closed.as_ref().is_none_or(|o| o.changed.load(Ordering::Relaxed)) {
+            self.recent.inode_changed(inode(ino));
+        }
+        if let Some(open) = closed {
+            if let Some(inode) = self.open_inodes.closed(open.file.inode()) {
+                kept::release(&self.clients.base(), self.session, inode);
+            }
+            if !self.open_inodes.is_open(open.file.inode()) {
+                self.lock_holders.closed(open.file.inode());
+                self.behind.forget(open.file.inode());
+                self.deferred.closed(open.file.inode());
+            }
+        }
     }
 
     pub(super) fn do_read(

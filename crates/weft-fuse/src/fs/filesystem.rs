@@ -246,7 +246,12 @@ impl Filesystem for WeftFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let reply = self.watch(req, reply);
         match self.do_open(req, ino, flags) {
-            Ok((fh, open_flags)) => reply.opened(FileHandle(fh), open_flags),
+            Ok((fh, open_flags)) => {
+                if !reply.handed(FileHandle(fh), open_flags) {
+                    // Answered EINTR meanwhile: the kernel will never release it.
+                    self.close_handle(ino, FileHandle(fh), None);
+                }
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -366,32 +371,7 @@ impl Filesystem for WeftFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        // Normally sent by flush already; a descriptor dropped without one (mmap) sends
-        // here, before a kept file may be released. Nobody is left to tell of a failure
-        // but the log.
-        let _ = self.behind.send(inode(ino));
-        let _ = self.deferred.send(inode(ino));
-        // The open file's flock lock goes with its last descriptor.
-        if let Some(owner) = lock_owner {
-            if self.lock_holders.forget(inode(ino), owner.0) {
-                locks::unlock_all(&self.clients.base(), self.session, inode(ino), owner.0);
-            }
-        }
-        let closed = self.files.write().expect("file table poisoned").remove(&fh.0);
-        // As at flush: only a descriptor that changed the file.
-        if closed.as_ref().is_none_or(|o| o.changed.load(Ordering::Relaxed)) {
-            self.recent.inode_changed(inode(ino));
-        }
-        if let Some(open) = closed {
-            if let Some(inode) = self.open_inodes.closed(open.file.inode()) {
-                kept::release(&self.clients.base(), self.session, inode);
-            }
-            if !self.open_inodes.is_open(open.file.inode()) {
-                self.lock_holders.closed(open.file.inode());
-                self.behind.forget(open.file.inode());
-                self.deferred.closed(open.file.inode());
-            }
-        }
+        self.close_handle(ino, fh, lock_owner);
         reply.ok();
     }
 
@@ -828,13 +808,19 @@ impl Filesystem for WeftFs {
     ) {
         let reply = self.watch(req, reply);
         match self.do_create(req, parent, name, mode & !umask & 0o7777, flags) {
-            Ok((attr, fh)) => reply.created(
-                &self.ttl(),
-                &attr,
-                Generation(0),
-                FileHandle(fh),
-                self.open_flags(flags, false),
-            ),
+            Ok((attr, fh)) => {
+                let sent = reply.handed(
+                    &self.ttl(),
+                    &attr,
+                    Generation(0),
+                    FileHandle(fh),
+                    self.open_flags(flags, false),
+                );
+                if !sent {
+                    // Answered EINTR meanwhile: the kernel will never release it.
+                    self.close_handle(INodeNo(attr.ino.0), FileHandle(fh), None);
+                }
+            }
             Err(e) => reply.error(e),
         }
     }
