@@ -85,6 +85,11 @@ fn mpirun(
     ])
     .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
     .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    // Only the cluster `env` names: mpirun hands its own environment to the ranks, and
+    // one naming a developer's cluster would be used instead of the mount's.
+    for name in ["WEFT_HOME", "WEFT_META", "WEFT_KEY", "WEFT_CWD"] {
+        c.env_remove(name);
+    }
     if preload {
         c.arg("-x").arg(format!("LD_PRELOAD={}", library().display()));
         c.args(["-x", "WEFT_PRINT_HINTS=1", "-x", "WEFT_MPIIO_VERBOSE=1"]);
