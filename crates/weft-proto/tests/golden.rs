@@ -83,6 +83,7 @@ fn request_name(r: &Request) -> &'static str {
         SetServerState { .. } => "SetServerState",
         ServerStates { .. } => "ServerStates",
         AddServer { .. } => "AddServer",
+        SecurityInfo => "SecurityInfo",
         BackupBegin => "BackupBegin",
         BackupRead { .. } => "BackupRead",
         BackupEnd { .. } => "BackupEnd",
@@ -190,6 +191,7 @@ fn response_name(r: &Response) -> &'static str {
         MadeGranted { .. } => "MadeGranted",
         AttrVouched { .. } => "AttrVouched",
         AttrSized { .. } => "AttrSized",
+        Security { .. } => "Security",
         Stamp { .. } => "Stamp",
         Generation { .. } => "Generation",
         StaleFiles { .. } => "StaleFiles",
@@ -833,6 +835,7 @@ fn requests(s: &mut Samples) {
                 socket: None,
             },
         },
+        Request::SecurityInfo,
         Request::BackupBegin,
         Request::BackupRead {
             snapshot: 3,
@@ -1180,6 +1183,14 @@ fn responses(s: &mut Samples) {
         Response::AttrSized {
             attr: attr(),
             vouch: 1 << 41,
+        },
+        Response::Security {
+            capabilities: true,
+            capability_lifetime_ms: 60_000,
+            servers_only_key: true,
+            identity: identity_mode::MUNGE,
+            owner_uid: 0,
+            trusted_uids: vec![0, 1001],
         },
         Response::Stamp(u64::MAX - 1),
         Response::Generation(5),

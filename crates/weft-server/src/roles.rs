@@ -47,6 +47,8 @@ pub struct Roles {
     /// With the meta role: how the manager acts as restarted when its store loses
     /// acknowledged operations (set once serving, `set_restarter`).
     restarter: Arc<std::sync::OnceLock<weft_rpc::Restarter>>,
+    /// With the meta role: the answer to `SecurityInfo`.
+    security: Option<Response>,
 }
 
 impl Roles {
@@ -75,6 +77,7 @@ impl Roles {
         let mut owner = None;
         let mut munge = None;
         let mut issuer = None;
+        let mut security = None;
         let restarter: Arc<std::sync::OnceLock<weft_rpc::Restarter>> = Arc::default();
         let meta = if plan.roles.contains(&Role::Meta) {
             let config = plan
@@ -84,6 +87,7 @@ impl Roles {
             if config.identity == weft_config::IdentityMode::Owner {
                 owner = Some(crate::identity::key_owner(&plan.key_path)?);
             }
+            security = Some(security_info(plan, config, owner.as_ref()));
             if config.identity == weft_config::IdentityMode::Munge {
                 let socket = config.munge_socket.clone().or_else(weft_rpc::munge_socket);
                 munge = Some(crate::identity::Munge::new(
@@ -262,6 +266,7 @@ impl Roles {
             cache,
             gate,
             restarter,
+            security,
         })
     }
 
@@ -710,6 +715,9 @@ impl Handler for Roles {
                 _ => gate.check(connection, &request)?,
             }
         }
+        if let (Request::SecurityInfo, Some(security)) = (&request, &self.security) {
+            return Ok((security.clone(), Vec::new()));
+        }
         if let Request::VerifyCapability { cap } = &request {
             return match (&self.meta, &self.issuer) {
                 (Some(_), Some(issuer)) => issuer.verify(cap).map(|()| (Response::Done, Vec::new())),
@@ -1106,7 +1114,31 @@ fn plumbing(request: &Request) -> bool {
             | Request::Hello { .. }
             | Request::Authenticate { .. }
             | Request::ServerInfo
+            | Request::SecurityInfo
     )
+}
+
+/// The manager's answer to `SecurityInfo` (`weft status` without the description).
+fn security_info(
+    plan: &Plan,
+    config: &weft_config::ClusterConfig,
+    owner: Option<&weft_proto::Cred>,
+) -> Response {
+    use weft_proto::msg::identity_mode;
+    Response::Security {
+        capabilities: plan.capabilities,
+        capability_lifetime_ms: config
+            .capability_lifetime_ms
+            .unwrap_or(weft_rpc::capability::LIFETIME_DEFAULT_MS),
+        servers_only_key: config.capability_key_file.is_some(),
+        identity: match config.identity {
+            weft_config::IdentityMode::Owner => identity_mode::OWNER,
+            weft_config::IdentityMode::Claimed => identity_mode::CLAIMED,
+            weft_config::IdentityMode::Munge => identity_mode::MUNGE,
+        },
+        owner_uid: owner.map_or(0, |c| c.uid),
+        trusted_uids: config.munge_trusted_uids.iter().copied().take(1024).collect(),
+    }
 }
 
 #[cfg(test)]

@@ -387,6 +387,24 @@ fn status_describes_the_cluster_of_weft_meta_with_metrics_urls() {
     ];
     let text = weft_with(&a, &env, &["status"]);
     assert!(text.contains(&format!("WEFT_META={b_meta}")), "{text}");
+    // How B protects itself, as its own home's status says it (the manager tells).
+    let home = weft_with(&b, &[], &["status"]);
+    let line = |text: &str, start: &str| -> String {
+        text.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no {start:?} line:\n{text}"))
+            .to_owned()
+    };
+    assert_eq!(line(&text, "identity:"), line(&home, "identity:"));
+    let before_key = |l: String| l.split(", signed with").next().unwrap().to_owned();
+    assert_eq!(
+        before_key(line(&text, "capabilities:")),
+        before_key(line(&home, "capabilities:"))
+    );
+    assert!(
+        line(&text, "capabilities:").contains("servers-only key"),
+        "{text}"
+    );
     let rows = common::server_rows(&text);
     assert_eq!(rows.len(), 4, "B's manager and 3 io servers:\n{text}");
     for s in b.config().servers {

@@ -91,11 +91,25 @@ impl StatusOf {
     }
 }
 
+/// `weft status`'s capabilities line: on or off, the lifetime, what signs them.
+fn capabilities_line(on: bool, lifetime_ms: u64, signed_with: String) -> String {
+    if !on {
+        "capabilities: OFF (--insecure-no-capabilities: every key holder may read and write every file by inode number)".into()
+    } else {
+        format!(
+            "capabilities: io servers and cache managers serve a file's bytes only with a capability the manager grants after its permission check ({} s lifetime; chmod/chown revoke at once), signed with {signed_with}",
+            lifetime_ms / 1000
+        )
+    }
+}
+
 /// Prints the servers of the cluster; true when all are up. With `web`, prints the
 /// status page's URL instead.
 pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
     let mut trusted: Vec<u32> = Vec::new();
     let mut capabilities: Option<String> = None;
+    // The key owner's uid as the manager reports it (else read from the key file).
+    let mut owner_uid: Option<u32> = None;
     let (name, key_path, network, servers, origin, identity) = match of {
         StatusOf::Home(home) => {
             let description = home.join(CLUSTER_FILE_NAME);
@@ -107,21 +121,18 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
             }
             let config = ClusterConfig::load(&description)?;
             trusted.clone_from(&config.munge_trusted_uids);
-            capabilities = Some(if !config.capabilities {
-                "capabilities: OFF (--insecure-no-capabilities: every key holder may read and write every file by inode number)".into()
-            } else {
-                format!(
-                    "capabilities: io servers and cache managers serve a file's bytes only with a capability the manager grants after its permission check ({} s lifetime; chmod/chown revoke at once), signed with {}",
-                    config
-                        .capability_lifetime_ms
-                        .unwrap_or(weft_rpc::capability::LIFETIME_DEFAULT_MS)
-                        / 1000,
-                    match config.capability_key_path(&description) {
-                        Some(path) => format!("the servers-only key {}", path.display()),
-                        None => "a key derived from the cluster key (every key holder can make capabilities)".into(),
+            capabilities = Some(capabilities_line(
+                config.capabilities,
+                config
+                    .capability_lifetime_ms
+                    .unwrap_or(weft_rpc::capability::LIFETIME_DEFAULT_MS),
+                match config.capability_key_path(&description) {
+                    Some(path) => format!("the servers-only key {}", path.display()),
+                    None => {
+                        "a key derived from the cluster key (every key holder can make capabilities)".into()
                     }
-                )
-            });
+                },
+            ));
             let mut servers: Vec<Listed> = config
                 .servers
                 .iter()
@@ -176,13 +187,47 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
                 .filter(|s| !weft_config::is_loopback_address(&s.addr))
                 .map(|s| s.addr.clone())
                 .collect();
+            // How the cluster protects itself, as the manager applies it (a manager
+            // older than `SecurityInfo` answers UnknownOpcode: the lines are left out).
+            let mut identity = None;
+            if let Ok((
+                Response::Security {
+                    capabilities: on,
+                    capability_lifetime_ms,
+                    servers_only_key,
+                    identity: mode,
+                    owner_uid: uid,
+                    trusted_uids,
+                },
+                _,
+            )) = pool.call(meta, &Request::SecurityInfo, &[])
+            {
+                capabilities = Some(capabilities_line(
+                    on,
+                    capability_lifetime_ms,
+                    if servers_only_key {
+                        "a servers-only key (the description's capability_key_file)".into()
+                    } else {
+                        "a key derived from the cluster key (every key holder can make capabilities)".into()
+                    },
+                ));
+                use weft_proto::msg::identity_mode;
+                identity = match mode {
+                    identity_mode::OWNER => Some(weft_config::IdentityMode::Owner),
+                    identity_mode::CLAIMED => Some(weft_config::IdentityMode::Claimed),
+                    identity_mode::MUNGE => Some(weft_config::IdentityMode::Munge),
+                    _ => None,
+                };
+                owner_uid = Some(uid);
+                trusted = trusted_uids;
+            }
             (
                 name,
                 key_path,
                 network,
                 servers,
                 format!("metadata manager at WEFT_META={meta}"),
-                None,
+                identity,
             )
         }
     };
@@ -234,7 +279,10 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
     match identity {
         Some(weft_config::IdentityMode::Owner) => {
             use std::os::unix::fs::MetadataExt;
-            let owner = std::fs::metadata(&key_path).map_or("?".into(), |m| m.uid().to_string());
+            let owner = match owner_uid {
+                Some(uid) => uid.to_string(),
+                None => std::fs::metadata(&key_path).map_or("?".into(), |m| m.uid().to_string()),
+            };
             println!(
                 "identity: owner (every request acts as uid {owner}, the key's owner, whatever it claims)"
             )

@@ -671,10 +671,10 @@ impl MetaService {
                 .shared_pointers
                 .apply_since(inode, open, epoch, incarnation, op)
                 .map(Response::Position),
-            Request::Hello { .. } | Request::Authenticate { .. } | Request::ServerInfo => {
+            Request::Hello { .. } | Request::Authenticate { .. } | Request::ServerInfo | Request::SecurityInfo => {
                 Err(WireError::new(
                     ErrorCode::Unsupported,
-                    "hello and server info are answered by the connection layer, not the metadata service",
+                    "hello, server and security info are answered by the connection layer, not the metadata service",
                 ))
             }
             Request::Metrics { .. } => Err(WireError::new(

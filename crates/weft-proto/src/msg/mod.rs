@@ -71,6 +71,16 @@ pub mod migrate_step {
 }
 
 /// The states of an io server at the manager (`SetServerState`, `ServerStates`).
+/// The identity modes `Response::Security` names (the cluster description's `identity`).
+pub mod identity_mode {
+    /// Every request acts as the cluster key's owner.
+    pub const OWNER: u8 = 0;
+    /// Requests act as the uid and groups they claim.
+    pub const CLAIMED: u8 = 1;
+    /// Every connection proves its uid with a MUNGE credential.
+    pub const MUNGE: u8 = 2;
+}
+
 pub mod server_state {
     /// New files are placed there.
     pub const ACTIVE: u8 = 0;

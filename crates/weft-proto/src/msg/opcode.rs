@@ -110,6 +110,7 @@ pub enum Opcode {
     SetServerState = 254,
     ServerStates = 255,
     AddServer = 237,
+    SecurityInfo = 238,
     BackupBegin = 260,
     BackupRead = 261,
     BackupEnd = 262,

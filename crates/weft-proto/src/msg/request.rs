@@ -41,6 +41,11 @@ pub enum Request {
     /// protocol version 1 shipped without a version bump: older servers answer it with
     /// an unknown-opcode error, and the Hello exchange is unchanged.
     ServerInfo,
+    /// meta (within protocol 8): how the cluster protects itself, for `weft status`
+    /// run without the cluster's description (`WEFT_META`): answered `Security` by the
+    /// manager's connection layer, which applies it. An older manager answers
+    /// `UnknownOpcode`.
+    SecurityInfo,
     GetCluster,
     /// Walks an absolute path ("/a/b") from the root.
     Resolve {

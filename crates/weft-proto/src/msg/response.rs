@@ -159,6 +159,20 @@ pub enum Response {
     /// the io servers.
     #[wire(tag = 119)]
     AttrSized { attr: Attr, vouch: u64 },
+    /// `SecurityInfo`: whether io servers ask for capabilities (and their lifetime,
+    /// and whether a servers-only key signs them), and the identity mode with its
+    /// owner uid (`owner` mode) or trusted uids (`munge` mode).
+    #[wire(tag = 120)]
+    Security {
+        capabilities: bool,
+        capability_lifetime_ms: u64,
+        servers_only_key: bool,
+        /// `weft_proto::msg::identity_mode`.
+        identity: u8,
+        owner_uid: u32,
+        #[wire(max = 1024, what = "trusted uid list")]
+        trusted_uids: Vec<u32>,
+    },
     /// `RebuildStamp`: the stamp of the ranges asked about.
     #[wire(tag = 90)]
     Stamp(u64),
