@@ -312,8 +312,8 @@ caches is not done); the read phase starts with the mount's page cache of the fi
 writes changed the file since the previous open), so mount reads cross FUSE; the re-read phase \
 opens the unchanged file again, and the mount's kernel keeps the pages it cached (close-to-open \
 with kept pages), while the native client has no cache and reads from the io servers again";
-const NOTE_SETTLE: &str = "between the write and the read phase both methods wait ObjStamped::SETTLE_NS \
-(1 s; untimed): the mount keeps pages only of files unchanged for that long";
+const NOTE_SETTLE: &str = "between the write and the read phase both methods wait 1 s (untimed): \
+the mount keeps a file's pages across opens only once the file has been unchanged for that long";
 const NOTE_FLOOR: &str = "floor: the FUSE floor, a file system in this process that stores nothing \
 (each read answered with the expected bytes by one copy from memory, writes dropped), mounted with \
 the Weft mount's request size, readahead and worker threads; it opens without kept pages, so its \
