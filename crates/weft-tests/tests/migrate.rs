@@ -88,6 +88,12 @@ fn write_reopening(client: &Client, file: &mut File, path: &str, offset: u64, da
     }
 }
 
+/// Makes directory `path` whose new files are striped over 2 io servers.
+fn two_stripe_dir(cluster: &TestCluster, path: &str) {
+    weft_ok(cluster, &["mkdir", path]);
+    weft_ok(cluster, &["layout", "--set", "--stripe-count", "2", path]);
+}
+
 fn is_stale(e: &ClientError) -> bool {
     e.code() == ErrorCode::Stale
 }
@@ -97,8 +103,7 @@ fn a_file_migrates_under_readers_and_writers_and_keeps_every_byte_and_its_inode(
     let cluster = TestCluster::start();
     let client = cluster.client();
     let dir = tempfile::Builder::new().prefix("migrate-").tempdir().unwrap();
-    weft_ok(&cluster, &["mkdir", "/m"]);
-    weft_ok(&cluster, &["layout", "--set", "--stripe-count", "2", "/m"]);
+    two_stripe_dir(&cluster, "/m");
     const SIZE: usize = 24 << 20;
     // The writer changes the first half only; readers check the second half.
     const HALF: u64 = (SIZE / 2) as u64;
@@ -538,8 +543,7 @@ fn a_handle_opened_before_a_migration_never_reads_the_new_objects_even_after_io_
     let cluster = TestCluster::start();
     let client = cluster.client();
     let dir = tempfile::Builder::new().prefix("fence-").tempdir().unwrap();
-    weft_ok(&cluster, &["mkdir", "/m"]);
-    weft_ok(&cluster, &["layout", "--set", "--stripe-count", "2", "/m"]);
+    two_stripe_dir(&cluster, "/m");
     let original = pattern(3, 0, 5 << 20);
     put(&cluster, dir.path(), "/m/f", &original);
     let old = client.open("/m/f", &OpenOptions::default()).unwrap();
@@ -597,8 +601,7 @@ fn a_manager_crash_between_the_object_switch_and_the_layout_commit_is_undone_aft
         &[("WEFT_FAULT_MIGRATE_CRASH", trigger.to_str().unwrap())],
     );
     let client = cluster.client();
-    weft_ok(&cluster, &["mkdir", "/m"]);
-    weft_ok(&cluster, &["layout", "--set", "--stripe-count", "2", "/m"]);
+    two_stripe_dir(&cluster, "/m");
     let original = pattern(5, 0, (3 << 20) + 12_345);
     put(&cluster, dir.path(), "/m/f", &original);
     let before = client.stat("/m/f").unwrap();
