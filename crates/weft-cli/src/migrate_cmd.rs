@@ -37,7 +37,9 @@ fn describe(layout: &Layout) -> String {
 
 pub(crate) fn run(client: &Client, args: MigrateArgs) -> Result<()> {
     if args.layout.cache.is_some() {
-        anyhow::bail!("--cache: a file's caching mode does not change by migration (files in the cache tier do not migrate yet)");
+        anyhow::bail!(
+            "--cache: a file's caching mode does not change by migration; it is fixed when the file is made"
+        );
     }
     let asked = args.layout.request();
     let mut files = Vec::new();

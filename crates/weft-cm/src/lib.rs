@@ -43,7 +43,9 @@
 //! a punch at the file's end keeps its size and no cached byte outlives the hole), `CacheExtents` (end of dirty data; a client asks it before the io
 //! servers' ends, since a block turns clean only once written back, so a write-back between
 //! the two answers is counted by the second), `CacheClose`,
-//! `CacheStats`, `CacheDrop`, and view registration when there is no io role to share
+//! `CacheStats`, `CacheDrop`, `CacheMigrate` (a migration's hold of a file, `hold.rs`:
+//! its changes refused `Busy` while its dirty blocks go back; at the switch its blocks
+//! dropped and its old layout refused `Stale`, `Tier::migrated`), and view registration when there is no io role to share
 //! the registry with; its opening comment gives the algorithm in five lines. The read
 //! path (batches, fetches, copying out, `ViaCacheAware`) is in `read.rs`, write-backs on
 //! demand (room, flush, truncate) in `flush.rs`, a request's pieces cut at block
@@ -100,6 +102,7 @@
 mod backing;
 mod cio;
 mod flush;
+mod hold;
 mod pieces;
 mod read;
 mod tier;
@@ -198,6 +201,8 @@ pub(crate) struct Inner {
     incarnation: u64,
     config: CacheConfig,
     writeback: writeback::Queue,
+    /// Migrations' holds of files (`CacheMigrate`).
+    holds: hold::Holds,
 }
 
 /// One piece of a request in one block: `len` bytes at `offset` in the block, and where
@@ -237,6 +242,7 @@ impl CacheService {
             views: views.unwrap_or_default(),
             incarnation,
             writeback: writeback::Queue::default(),
+            holds: hold::Holds::default(),
             config,
         });
         writeback::spawn(&inner);
@@ -292,14 +298,17 @@ impl CacheService {
             }
             Request::CacheTruncate { file, size } => {
                 inner.check_incarnation(&file)?;
+                let _changing = inner.holds.begin_change(file.inode)?;
                 inner.truncate(&file, size)?;
                 Response::Done
             }
             Request::CachePunch { file, offset, len } => {
                 inner.check_incarnation(&file)?;
+                let _changing = inner.holds.begin_change(file.inode)?;
                 inner.tier.punch(file.inode, offset, len);
                 Response::Done
             }
+            Request::CacheMigrate { inode, step, layout } => inner.migrate(inode, step, layout)?,
             Request::CacheExtents { inodes } => {
                 Response::Extents(inodes.iter().map(|i| inner.dirty_end(*i)).collect())
             }
@@ -496,6 +505,10 @@ impl Inner {
             }
         };
         let write = matches!(request, Request::Write { .. } | Request::WriteView { .. });
+        let _changing = match write {
+            true => Some(self.holds.begin_change(file.inode)?),
+            false => None,
+        };
         match request {
             Request::Write {
                 inode,
@@ -581,6 +594,45 @@ impl Inner {
             self.writeback.kick();
         }
         Ok((Response::Bytes(stream_len), Reply::Data(Vec::new())))
+    }
+
+    /// A migration's step for cached file `inode` (`Request::CacheMigrate`).
+    fn migrate(
+        &self,
+        inode: InodeId,
+        step: u8,
+        layout: Option<weft_layout::Layout>,
+    ) -> Result<Response, WireError> {
+        use weft_proto::msg::migrate_step;
+        match step {
+            migrate_step::FREEZE => {
+                let epoch = self.holds.hold(inode)?;
+                self.flush(inode)?;
+                let left = self.tier.dirty_of(inode).len();
+                if left > 0 {
+                    return Err(WireError::new(
+                        ErrorCode::Io,
+                        format!(
+                            "inode {inode}: {left} dirty blocks could not be written back for its migration"
+                        ),
+                    ));
+                }
+                self.writeback.forget_failure(inode);
+                Ok(Response::Stamp(epoch))
+            }
+            migrate_step::THAW => {
+                if let Some(layout) = layout {
+                    self.tier.migrated(inode, &layout);
+                    self.writeback.forget_failure(inode);
+                }
+                self.holds.release(inode);
+                Ok(Response::Done)
+            }
+            other => Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("step {other} of a migration is not one a cache manager takes"),
+            )),
+        }
     }
 
     /// Forgets the file's bytes at and after `size`, and truncates the file's io

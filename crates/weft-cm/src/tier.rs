@@ -58,7 +58,16 @@ struct State {
     /// those blocks is handed out, until they end. At most one per request being
     /// served.
     cuts: Vec<(InodeId, u64)>,
+    /// Files migrated to a new layout while cached (`migrated`): requests carrying
+    /// another layout are refused `Stale`, so a handle opened before the switch can
+    /// never bring the old layout's routing back. The oldest [`MIGRATED_MAX`] are
+    /// kept (then an old handle's request meets the io servers' fences instead).
+    migrated: HashMap<InodeId, Layout>,
+    migrated_order: std::collections::VecDeque<InodeId>,
 }
+
+/// Most migrated files whose new layout the tier remembers.
+pub const MIGRATED_MAX: usize = 65_536;
 
 impl State {
     /// Whether a truncate in progress cuts bytes of block `key` (of `block_size`).
@@ -66,6 +75,14 @@ impl State {
         self.cuts
             .iter()
             .any(|&(inode, size)| inode == key.inode && (key.block + 1).saturating_mul(block_size) > size)
+    }
+
+    /// Forgets every block of `inode`, dirty or not, and its entry.
+    fn forget_file(&mut self, inode: InodeId) {
+        self.cache.invalidate_inode(inode);
+        self.files.remove(&inode);
+        // A fetch in flight would bring the blocks (and the file's entry) back.
+        self.revoke_fetches(inode, 0..=u64::MAX);
     }
 
     /// Revokes the fetches in flight of `inode`'s blocks `blocks`: what they read from
@@ -160,6 +177,8 @@ impl Tier {
                 fetching: HashMap::new(),
                 next_ticket: 0,
                 cuts: Vec::new(),
+                migrated: HashMap::new(),
+                migrated_order: std::collections::VecDeque::new(),
             }),
             settled: Condvar::new(),
             policy_kind: policy,
@@ -208,6 +227,18 @@ impl Tier {
         layout: &Layout,
         block_size_bytes: u64,
     ) -> Result<(), WireError> {
+        if state
+            .migrated
+            .get(&inode)
+            .is_some_and(|current| current != layout)
+        {
+            return Err(WireError::new(
+                ErrorCode::Stale,
+                format!(
+                    "inode {inode} migrated to a new layout since this handle was opened: reopen the file"
+                ),
+            ));
+        }
         let entry = match state.files.entry(inode) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::btree_map::Entry::Vacant(v) => {
@@ -543,11 +574,23 @@ impl Tier {
 
     /// Drops every block of the file, dirty or not.
     pub fn drop_file(&self, inode: InodeId) {
+        self.state().forget_file(inode);
+    }
+
+    /// The file migrated to `layout`: its blocks go (all clean: the migration held its
+    /// changes and wrote them back) and from now on only requests with `layout` are
+    /// served.
+    pub fn migrated(&self, inode: InodeId, layout: &Layout) {
         let mut state = self.state();
-        state.cache.invalidate_inode(inode);
-        state.files.remove(&inode);
-        // A fetch in flight would bring the blocks (and the file's entry) back.
-        state.revoke_fetches(inode, 0..=u64::MAX);
+        state.forget_file(inode);
+        if state.migrated.insert(inode, layout.clone()).is_none() {
+            state.migrated_order.push_back(inode);
+            if state.migrated_order.len() > MIGRATED_MAX {
+                if let Some(oldest) = state.migrated_order.pop_front() {
+                    state.migrated.remove(&oldest);
+                }
+            }
+        }
     }
 
     /// The end of the file's data held dirty here (0 if none).

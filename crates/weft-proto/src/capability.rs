@@ -166,6 +166,7 @@ pub fn need(request: &Request) -> Need {
         | Request::MigrateObject { .. }
         | Request::ObjList { .. }
         | Request::CacheDrop { .. }
+        | Request::CacheMigrate { .. }
         | Request::RevokeCapabilities { .. } => Need::Server,
         _ => Need::None,
     }

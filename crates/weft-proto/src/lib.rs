@@ -44,7 +44,7 @@
 //! cluster (`weft server add`), answered `Cluster`; `AttrSized` (tag 119), the manager's
 //! answer to `Vouched` (which may carry a `Resolve`) with a quiet file's size as its io
 //! servers told it; within 8, `SecurityInfo` (opcode 238) answered `Security` (tag 120),
-//! how the cluster protects itself, for `weft status`; 7: quotas, `QuotaSet`, `QuotaGet`, `QuotaGrace`, `Project`,
+//! how the cluster protects itself, for `weft status`, and `CacheMigrate` (cache, opcode 89), a migration's hold of a cached file at each cache manager; 7: quotas, `QuotaSet`, `QuotaGet`, `QuotaGrace`, `Project`,
 //! `QuotaRecount` (meta, opcodes 240-244), replies `Quota`, `ProjectId` (tags 95-96), error
 //! `QuotaExceeded` (45, EDQUOT); migration to a new layout and io servers' states,
 //! `MigrateObject` (io, opcode 250), `MigrateBegin`, `MigrateEnd`, `ServerFiles`,

@@ -42,6 +42,7 @@ fn request_name(r: &Request) -> &'static str {
         CacheCioStats => "CacheCioStats",
         CacheClose { .. } => "CacheClose",
         CacheDrop { .. } => "CacheDrop",
+        CacheMigrate { .. } => "CacheMigrate",
         CacheExtents { .. } => "CacheExtents",
         CacheFlush { .. } => "CacheFlush",
         CachePunch { .. } => "CachePunch",
@@ -682,6 +683,16 @@ fn requests(s: &mut Samples) {
         Request::CacheCioStats,
         Request::CacheDrop {
             inodes: vec![InodeId(5)],
+        },
+        Request::CacheMigrate {
+            inode: InodeId(5),
+            step: migrate_step::FREEZE,
+            layout: None,
+        },
+        Request::CacheMigrate {
+            inode: InodeId(5),
+            step: migrate_step::THAW,
+            layout: Some(cache_file().layout),
         },
         Request::Metrics { text: true },
         Request::AppendLock { inode: InodeId(8) },

@@ -1084,6 +1084,19 @@ impl ObjectServers for NetObjectServers {
             )),
         }
     }
+    fn cache_migrate(
+        &self,
+        manager: ServerId,
+        inode: InodeId,
+        step: u8,
+        layout: Option<&weft_layout::Layout>,
+    ) -> Result<u64, WireError> {
+        let layout = layout.cloned();
+        match self.answer(manager, &Request::CacheMigrate { inode, step, layout })? {
+            Response::Stamp(epoch) => Ok(epoch),
+            _ => Ok(0),
+        }
+    }
     fn drop_cached(&self, manager: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
         self.call(
             manager,

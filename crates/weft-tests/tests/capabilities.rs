@@ -353,6 +353,19 @@ fn requests_without_a_capability_are_refused_for_every_operation_class_and_chang
             vec![],
             ErrorCode::PermissionDenied,
         ),
+        // A migration's hold of a cached file is the manager's alone: a client holding
+        // one would stall every writer of the file.
+        (
+            "cache migration hold",
+            &cache,
+            Request::CacheMigrate {
+                inode,
+                step: weft_proto::msg::migrate_step::FREEZE,
+                layout: None,
+            },
+            vec![],
+            ErrorCode::PermissionDenied,
+        ),
     ];
     for (what, connection, request, bulk, code) in attempts {
         let e = refused(connection.call(&request, &bulk));

@@ -94,8 +94,43 @@ fn two_stripe_dir(cluster: &TestCluster, path: &str) {
     weft_ok(cluster, &["layout", "--set", "--stripe-count", "2", path]);
 }
 
+/// The server id of the cluster's metadata manager.
+fn manager_id(cluster: &TestCluster) -> u32 {
+    cluster
+        .config()
+        .servers
+        .iter()
+        .find(|s| s.roles.contains(&weft_config::Role::Meta))
+        .unwrap()
+        .id
+}
+
 fn is_stale(e: &ClientError) -> bool {
     e.code() == ErrorCode::Stale
+}
+
+/// Once the writer counting `writes` made more than `first` writes, migrates `path` to
+/// 4 stripes of 128 KiB (each 4 MiB chunk of the copy waiting 150 ms, so that writes
+/// surely race it), then waits for 5 more writes after the switch. The write counts
+/// when the migration began and ended.
+fn migrate_while_writing(cluster: &TestCluster, path: &str, writes: &AtomicU64, first: u64) -> (u64, u64) {
+    common::wait_for("the writer to start", Duration::from_secs(30), || {
+        (writes.load(Ordering::SeqCst) > first).then_some(())
+    });
+    let during = writes.load(Ordering::SeqCst);
+    let out = cluster
+        .command("weft")
+        .args(["migrate", "--stripe-count", "4", "--stripe-size", "128K", path])
+        .env("WEFT_FAULT_MIGRATE_PAUSE_MS", "150")
+        .output()
+        .unwrap();
+    let out = common::output_ok(out, "weft migrate");
+    assert!(out.contains("-> stripe size 128 KiB, count 4"), "{out}");
+    let after = writes.load(Ordering::SeqCst);
+    common::wait_for("writes after the switch", Duration::from_secs(30), || {
+        (writes.load(Ordering::SeqCst) > after + 5).then_some(())
+    });
+    (during, after)
 }
 
 #[test]
@@ -175,24 +210,9 @@ fn a_file_migrates_under_readers_and_writers_and_keeps_every_byte_and_its_inode(
         })
         .collect();
 
-    // Writes keep going while the copy runs (each chunk waits 150 ms).
-    common::wait_for("the writer to start", Duration::from_secs(30), || {
-        (writes.load(Ordering::SeqCst) > 0).then_some(())
-    });
-    let during = writes.load(Ordering::SeqCst);
-    let out = cluster
-        .command("weft")
-        .args(["migrate", "--stripe-count", "4", "--stripe-size", "128K", "/m/f"])
-        .env("WEFT_FAULT_MIGRATE_PAUSE_MS", "150")
-        .output()
-        .unwrap();
-    let out = common::output_ok(out, "weft migrate");
-    assert!(out.contains("-> stripe size 128 KiB, count 4"), "{out}");
-    // Some more after the switch, through reopened handles.
-    let after = writes.load(Ordering::SeqCst);
-    common::wait_for("writes after the switch", Duration::from_secs(30), || {
-        (writes.load(Ordering::SeqCst) > after + 5).then_some(())
-    });
+    // Writes keep going while the copy runs, and after the switch through reopened
+    // handles.
+    let (during, after) = migrate_while_writing(&cluster, "/m/f", &writes, 0);
     stop.store(true, Ordering::SeqCst);
     writer.join().unwrap();
     let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
@@ -273,13 +293,7 @@ fn a_drained_server_holds_nothing_and_can_stop_with_every_byte_still_readable() 
     let dir = tempfile::Builder::new().prefix("drain-").tempdir().unwrap();
     let servers = io_server_ids(&client);
     // Not the manager's own server: it is stopped at the end.
-    let meta_id: u32 = cluster
-        .config()
-        .servers
-        .iter()
-        .find(|s| s.roles.contains(&weft_config::Role::Meta))
-        .unwrap()
-        .id;
+    let meta_id = manager_id(&cluster);
     let victim = *servers.iter().rev().find(|s| s.0 != meta_id).unwrap();
     weft_ok(&cluster, &["mkdir", "/d"]);
     weft_ok(&cluster, &["layout", "--set", "--stripe-count", "2", "/d"]);
@@ -605,13 +619,7 @@ fn a_manager_crash_between_the_object_switch_and_the_layout_commit_is_undone_aft
     let original = pattern(5, 0, (3 << 20) + 12_345);
     put(&cluster, dir.path(), "/m/f", &original);
     let before = client.stat("/m/f").unwrap();
-    let meta_id: u32 = cluster
-        .config()
-        .servers
-        .iter()
-        .find(|s| s.roles.contains(&weft_config::Role::Meta))
-        .unwrap()
-        .id;
+    let meta_id = manager_id(&cluster);
 
     std::fs::write(&trigger, b"").unwrap();
     let migrate = cluster
@@ -681,4 +689,105 @@ fn a_manager_crash_between_the_object_switch_and_the_layout_commit_is_undone_aft
         &original,
         "the file after a second migration",
     );
+}
+
+/// A file in the cache tier (`cached`, then `delegated`) migrates while a writer writes
+/// through the tier without ever syncing, so most acknowledged bytes are dirty in the
+/// cache managers when the migration starts: every one of them is in the file
+/// afterwards (the managers hold the file's changes and write its dirty blocks back
+/// before its objects freeze); a handle opened before the switch is refused `ESTALE` by
+/// the tier, never served by the old layout's routing; and a drain moves such files off
+/// a server (it named them and stayed draining before).
+#[test]
+fn a_file_in_the_cache_tier_migrates_and_drains_keeping_its_unsynced_writes() {
+    let cluster = TestCluster::start_with(&weft_testkit::ClusterOptions::cached("2", "64M"));
+    let client = cluster.client();
+    let dir = tempfile::Builder::new()
+        .prefix("migrate-cached-")
+        .tempdir()
+        .unwrap();
+    const SIZE: usize = 8 << 20;
+    let mut files = Vec::new();
+    for (k, mode) in ["cached", "delegated"].into_iter().enumerate() {
+        let d = format!("/{mode}");
+        weft_ok(&cluster, &["mkdir", &d]);
+        weft_ok(
+            &cluster,
+            &["layout", "--set", "--stripe-count", "2", "--cache", mode, &d],
+        );
+        let path = format!("{d}/f");
+        let original = pattern(400 + k as u64, 0, SIZE);
+        put(&cluster, dir.path(), &path, &original);
+        let before = client.stat(&path).unwrap();
+        assert_eq!(before.cache.to_string(), mode, "{path}");
+        let idle = client.open(&path, &OpenOptions::default()).unwrap();
+        let model = Arc::new(Mutex::new(original));
+        let stop = Arc::new(AtomicBool::new(false));
+        let writes = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let (client, model, stop, writes, path) = (
+                cluster.client(),
+                model.clone(),
+                stop.clone(),
+                writes.clone(),
+                path.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(70 + k as u64);
+                let options = OpenOptions {
+                    write: true,
+                    ..Default::default()
+                };
+                let mut file = client.open(&path, &options).unwrap();
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let len = rng.between(1, 100_000) as usize;
+                    let offset = rng.below((SIZE - len) as u64);
+                    let data = pattern(1000 + n, offset, len);
+                    write_reopening(&client, &mut file, &path, offset, &data);
+                    model.lock().unwrap()[offset as usize..offset as usize + len].copy_from_slice(&data);
+                    n += 1;
+                    writes.store(n, Ordering::SeqCst);
+                }
+            })
+        };
+        let (during, after) = migrate_while_writing(&cluster, &path, &writes, 20);
+        stop.store(true, Ordering::SeqCst);
+        writer.join().unwrap();
+        assert!(after > during, "{path}: no write ran during the migration");
+
+        let now = client.stat(&path).unwrap();
+        assert_eq!(now.inode, before.inode, "{path}: the inode changed");
+        assert_eq!(now.cache, before.cache, "{path}: the caching mode changed");
+        let layout = now.layout.clone().unwrap();
+        assert_eq!((layout.servers.len(), layout.stripe_size_bytes), (4, 128 << 10));
+        same_bytes(&read_all(&client, &path), &model.lock().unwrap(), &path);
+        let mut buf = vec![0u8; 4096];
+        match idle.read_at(0, &mut buf) {
+            Err(e) if is_stale(&e) => {}
+            other => panic!("{path}: a handle of the old layout read through the tier: {other:?}"),
+        }
+        assert_eq!(leftovers(&cluster, &client, &d), Vec::<String>::new());
+        let data = model.lock().unwrap().clone();
+        files.push((path, data));
+    }
+
+    // Both files now have a piece on every io server: drain one (not the manager's).
+    let meta_id = manager_id(&cluster);
+    let victim = *io_server_ids(&client)
+        .iter()
+        .rev()
+        .find(|s| s.0 != meta_id)
+        .unwrap();
+    let out = weft_ok(&cluster, &["server", "drain", &victim.0.to_string(), "--quiet"]);
+    assert!(
+        out.contains(&format!("drained io server {victim}: 2 files moved")),
+        "{out}"
+    );
+    cluster.kill9(victim.0);
+    for (path, data) in &files {
+        let layout = client.resolve(path).unwrap().layout.unwrap();
+        assert!(layout.piece_of(victim).is_none(), "{path}: {layout:?}");
+        same_bytes(&read_all(&cluster.client(), path), data, path);
+    }
 }

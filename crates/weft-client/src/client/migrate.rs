@@ -14,6 +14,9 @@
 //!
 //! Handles opened before the switch get `Stale` (reopen) from io servers whose object
 //! changed; nothing they wrote is lost (their writes waited, then fail, unwritten).
+//! A file in the cache tier is held by every cache manager first (its dirty blocks
+//! written back, its changes waiting), so the copy reads every acknowledged byte; the
+//! new file itself is never cached.
 
 use super::{Client, CreateOptions};
 use crate::error::{unexpected, ClientError};
@@ -53,14 +56,17 @@ pub struct Migrated {
     pub size: u64,
 }
 
-/// The layout request for a migration: what `asked` sets, the rest from `old` (its
-/// stripe size, count and redundancy; its servers are the manager's choice).
+/// The layout request for a migration's new file: what `asked` sets, the rest from
+/// `old` (its stripe size, count and redundancy; its servers are the manager's
+/// choice), never cached.
 pub fn migrate_request(old: &Layout, asked: &LayoutRequest) -> LayoutRequest {
     LayoutRequest {
         stripe_size_bytes: asked.stripe_size_bytes.or(Some(old.stripe_size_bytes)),
         stripe_count: asked.stripe_count.or(Some(old.servers.len() as u32)),
         first_server: asked.first_server,
-        cache: None,
+        // The copy's target goes straight to the io servers whatever the directory's
+        // default: the file keeps its own caching mode.
+        cache: Some(weft_layout::CacheMode::None),
         redundancy: asked.redundancy.or(Some(old.redundancy())),
     }
 }

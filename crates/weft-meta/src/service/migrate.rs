@@ -3,17 +3,20 @@
 //! the new layout (`temp`) and copies the bytes; the manager keeps writers out and
 //! switches the layout:
 //!
-//! 1. `MigrateBegin`: every io server of the file's old layout freezes its object
+//! 1. `MigrateBegin`: for a file in the cache tier, every cache manager first holds it
+//!    (`CacheMigrate` `FREEZE`: its changes refused `Busy`, its dirty blocks written
+//!    back). Then every io server of the file's old layout freezes its object
 //!    (changes refused `Busy`, so clients' writes wait; a lease the client renews by
-//!    asking again). The freezes' epochs are remembered here.
+//!    asking again). The holds' and freezes' epochs are remembered here.
 //! 2. The client copies the file's bytes into `temp` (reads go on meanwhile).
-//! 3. `MigrateEnd` with `commit`: every freeze must still hold with its first epoch
+//! 3. `MigrateEnd` with `commit`: every hold and freeze must last with its first epoch
 //!    (else a write may have landed after its bytes were copied: nothing is switched).
 //!    The switch is recorded durably (`PendingSwitch`), then each io server of the old
 //!    or new layout sets the old object aside and gives `temp`'s object the file's
 //!    name, fenced (durably, at the io server) so that only the new striping is
 //!    served; the layout switch commits durably, marking the record committed; the
-//!    set-aside objects go, writes resume and the record goes. A failure before the
+//!    set-aside objects go, writes resume (the cache managers drop the file's blocks
+//!    and refuse its old layout, `release_tier`) and the record goes. A failure before the
 //!    commit puts every object back. What an io server could not be told (it was
 //!    down) and what a manager crash cut short stays recorded and is finished by the
 //!    purger's rounds (`settle_switches`): undone if the layout switch did not commit,
@@ -33,10 +36,12 @@ use weft_proto::Striping;
 /// Most migrations under way at once.
 pub const MIGRATIONS_MAX: usize = 1024;
 
-/// A migration under way: its new file and the old layout's freezes.
+/// A migration under way: its new file, the old layout's freezes and, for a file in
+/// the cache tier, the cache managers' holds.
 struct Migration {
     temp: InodeId,
     epochs: Vec<(ServerId, u64)>,
+    holds: Vec<(ServerId, u64)>,
 }
 
 /// The migrations under way (in memory: a manager restart abandons them, and the io
@@ -211,12 +216,95 @@ impl MetaService {
             }
         }
         if done {
+            done = self.release_tier(inode, switch.committed);
+        }
+        if done {
             if let Err(e) = self.store.end_switch(inode) {
                 eprintln!("weftd meta: migration of inode {inode}: forgetting its finished switch: {e}");
                 return false;
             }
         }
         done
+    }
+
+    /// The cache managers holding `inode` for its migration, if it is in the cache
+    /// tier: every cache manager of the cluster (any may hold its blocks).
+    fn holding_managers(&self, cached: bool) -> Vec<ServerId> {
+        match cached {
+            true => self.cluster().cache.managers.iter().map(|m| m.id).collect(),
+            false => Vec::new(),
+        }
+    }
+
+    /// Ends the cache managers' holds of `inode` if it is in the cache tier, after a
+    /// `committed` switch dropping its blocks and refusing its old layout there.
+    /// Whether every manager did (else said, for the next purge round).
+    fn release_tier(&self, inode: InodeId, committed: bool) -> bool {
+        let attr = match self.store.getattr(&Cred::root(), inode) {
+            Ok(attr) => attr,
+            // Removed meanwhile: the purge drops its blocks; the holds lapse.
+            Err(e) if e.code == ErrorCode::NotFound => return true,
+            Err(e) => {
+                eprintln!(
+                    "weftd meta: migration of inode {inode}: reading it to end its cache holds: {}",
+                    e.message
+                );
+                return false;
+            }
+        };
+        let layout = attr.layout.as_ref().filter(|_| committed);
+        let mut done = true;
+        for manager in self.holding_managers(attr.cache.uses_tier()) {
+            if let Err(e) = self
+                .objects
+                .cache_migrate(manager, inode, migrate_step::THAW, layout)
+            {
+                eprintln!(
+                    "weftd meta: migration of inode {inode}: ending the hold at cache manager {manager}: {}; will retry",
+                    e.message
+                );
+                done = false;
+            }
+        }
+        done
+    }
+
+    /// `FREEZE` of cached file `inode` at each of `managers`: their epochs, or the
+    /// first failure and how many held before it.
+    fn hold_on(
+        &self,
+        managers: &[ServerId],
+        inode: InodeId,
+    ) -> Result<Vec<(ServerId, u64)>, (usize, WireError)> {
+        let mut out = Vec::with_capacity(managers.len());
+        for (i, &manager) in managers.iter().enumerate() {
+            match self
+                .objects
+                .cache_migrate(manager, inode, migrate_step::FREEZE, None)
+            {
+                Ok(epoch) => out.push((manager, epoch)),
+                Err(e) => {
+                    let message = format!("cache manager {manager}: {}", e.message);
+                    return Err((i, WireError::new(e.code, message)));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Best effort: a manager that misses it lets its hold lapse.
+    fn unhold_quietly(&self, managers: &[ServerId], inode: InodeId) {
+        for &manager in managers {
+            if let Err(e) = self
+                .objects
+                .cache_migrate(manager, inode, migrate_step::THAW, None)
+            {
+                eprintln!(
+                    "weftd meta: migration of inode {inode}: ending the hold at cache manager {manager}: {}",
+                    e.message
+                );
+            }
+        }
     }
 
     /// One purge round's part: finishes the pending switches no `MigrateEnd` is
@@ -328,11 +416,26 @@ impl MetaService {
             }
         }
         let servers = old.all_servers();
+        let renewal = self.migrations.lock().contains_key(&inode);
+        // A cached file: the cache managers hold its changes and write its dirty
+        // blocks back first, so the objects hold every acknowledged byte when they
+        // freeze.
+        let managers = self.holding_managers(attr.cache.uses_tier());
+        let holds = match self.hold_on(&managers, inode) {
+            Ok(holds) => holds,
+            Err((done, e)) => {
+                if !renewal {
+                    self.unhold_quietly(&managers[..done], inode);
+                }
+                return Err(e);
+            }
+        };
         let epochs = match self.migrate_step_on(&servers, inode, temp, None, migrate_step::FREEZE) {
             Ok(epochs) => epochs,
             Err((done, e)) => {
-                if !self.migrations.lock().contains_key(&inode) {
+                if !renewal {
                     self.migrate_step_quietly(&servers[..done], inode, temp, None, migrate_step::THAW);
+                    self.unhold_quietly(&managers, inode);
                 }
                 return Err(e);
             }
@@ -340,10 +443,11 @@ impl MetaService {
         let mut map = self.migrations.lock();
         match map.get(&inode) {
             // A renewal: each freeze must have held since the first.
-            Some(m) if m.epochs != epochs => {
+            Some(m) if m.epochs != epochs || m.holds != holds => {
                 map.remove(&inode);
                 drop(map);
                 self.migrate_step_quietly(&servers, inode, temp, None, migrate_step::THAW);
+                self.unhold_quietly(&managers, inode);
                 Err(WireError::new(
                     ErrorCode::Busy,
                     format!("inode {inode}: a freeze of its writes lapsed during the copy (an io server restarted, or the copy stalled); start again"),
@@ -351,7 +455,7 @@ impl MetaService {
             }
             Some(_) => Ok(Response::Attr(attr)),
             None => {
-                map.insert(inode, Migration { temp, epochs });
+                map.insert(inode, Migration { temp, epochs, holds });
                 Ok(Response::Attr(attr))
             }
         }
@@ -378,10 +482,29 @@ impl MetaService {
             }
         };
         let frozen = old.all_servers();
-        let thaw = || self.migrate_step_quietly(&frozen, inode, temp, None, migrate_step::THAW);
+        let managers = self.holding_managers(attr.cache.uses_tier());
+        let thaw = || {
+            self.migrate_step_quietly(&frozen, inode, temp, None, migrate_step::THAW);
+            self.unhold_quietly(&managers, inode);
+        };
         if !commit {
             thaw();
             return Ok(Response::Attr(attr));
+        }
+        // Every cache manager's hold lasted since the copy began, with nothing dirty.
+        match self.hold_on(&managers, inode) {
+            Ok(holds) if holds == migration.holds => {}
+            Ok(_) => {
+                thaw();
+                return Err(WireError::new(
+                    ErrorCode::Busy,
+                    format!("inode {inode}: a cache manager's hold of its changes lapsed during the copy; nothing was switched, start again"),
+                ));
+            }
+            Err((_, e)) => {
+                thaw();
+                return Err(e);
+            }
         }
         // Every freeze held since the copy began.
         match self.migrate_step_on(&frozen, inode, temp, None, migrate_step::CHECK) {

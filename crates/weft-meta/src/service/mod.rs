@@ -103,6 +103,21 @@ pub trait ObjectServers: Send + Sync {
             format!("io server {server}: these object servers do not migrate"),
         ))
     }
+    /// One step (`migrate_step::FREEZE` or `THAW`) of the migration of cached file
+    /// `inode` at cache manager `manager` (`Request::CacheMigrate`): the hold's epoch
+    /// (`FREEZE`), else 0.
+    fn cache_migrate(
+        &self,
+        manager: ServerId,
+        _inode: InodeId,
+        _step: u8,
+        _layout: Option<&Layout>,
+    ) -> Result<u64, WireError> {
+        Err(WireError::new(
+            ErrorCode::Unsupported,
+            format!("cache manager {manager}: these servers do not migrate cached files"),
+        ))
+    }
     /// Tell cache manager `manager` that `inodes` were removed: it drops their blocks
     /// (dirty ones too: there is nothing to write them back to). Best effort: a
     /// manager that misses it drops them when their write-back finds no object.
@@ -788,7 +803,8 @@ impl MetaService {
             | Request::CacheClose { .. }
             | Request::CacheStats
             | Request::CacheCioStats
-            | Request::CacheDrop { .. }) => Err(WireError::new(
+            | Request::CacheDrop { .. }
+            | Request::CacheMigrate { .. }) => Err(WireError::new(
                 ErrorCode::Unsupported,
                 format!(
                     "this is a metadata server: {:?} goes to a cache manager",

@@ -65,6 +65,7 @@ pub enum Opcode {
     StaleList = 236,
     ViaCacheAware = 87,
     CacheCioStats = 88,
+    CacheMigrate = 89,
     Link = 65,
     Mknod = 66,
     SetXattr = 67,

@@ -301,6 +301,18 @@ pub enum Request {
     CacheStats,
     /// cache: the manager's counters of original access patterns.
     CacheCioStats,
+    /// cache (servers only; within protocol 8): the manager's step (`migrate_step`) of
+    /// the migration of cached file `inode` to a new layout. `FREEZE`: refuse changes of
+    /// the file here (`Busy`, `FROZEN_MARK`) for a lease the same request renews, wait
+    /// for those under way, write its dirty blocks back; answered `Stamp` with the
+    /// hold's epoch, the same while it lasts without a lapse. `THAW`: take changes
+    /// again; with `layout` (the switch committed), first drop the file's blocks and
+    /// refuse requests carrying another layout (`Stale`). Answered `Done`.
+    CacheMigrate {
+        inode: InodeId,
+        step: u8,
+        layout: Option<weft_layout::Layout>,
+    },
     /// cache: the files were removed: drop their blocks, dirty or not.
     CacheDrop {
         #[wire(max = BATCH_INODES_MAX, what = "inode batch")]

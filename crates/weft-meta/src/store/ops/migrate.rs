@@ -101,20 +101,25 @@ fn state_key(server: ServerId) -> String {
     format!("io_server_state.{}", server.0)
 }
 
-/// `record`'s layout, if it is a regular file outside the cache tier that `cred` may
-/// write.
-fn migratable<'r>(cred: &Cred, inode: InodeId, record: &'r InodeRecord) -> Result<&'r Layout, WireError> {
+/// `record`'s layout, if it is a regular file that `cred` may write (and, unless
+/// `cached_ok`, outside the cache tier: a migration's new file is never cached).
+fn migratable<'r>(
+    cred: &Cred,
+    inode: InodeId,
+    record: &'r InodeRecord,
+    cached_ok: bool,
+) -> Result<&'r Layout, WireError> {
     if record.kind != FileKind::File {
         return Err(WireError::new(
             ErrorCode::InvalidArgument,
             format!("inode {inode} is not a regular file: only files migrate"),
         ));
     }
-    if record.cache.uses_tier() {
+    if record.cache.uses_tier() && !cached_ok {
         return Err(WireError::new(
-            ErrorCode::Unsupported,
+            ErrorCode::InvalidArgument,
             format!(
-                "inode {inode} is {} (through the cache tier): such files do not migrate yet",
+                "inode {inode} is {} (through the cache tier): a migration's new file must not be",
                 record.cache
             ),
         ));
@@ -141,8 +146,8 @@ pub fn pending_error(inode: InodeId) -> WireError {
 
 impl MetaStore {
     /// The attributes of `inode`, its layout and `temp`'s, if `temp` may take over
-    /// `inode`'s data (both regular files outside the cache tier, distinct, that `cred`
-    /// may write).
+    /// `inode`'s data (both regular files, distinct, that `cred` may write; `temp`
+    /// outside the cache tier).
     pub fn migrate_check(
         &self,
         cred: &Cred,
@@ -158,8 +163,8 @@ impl MetaStore {
         self.read(|tx| {
             let record = tx.inode(inode)?;
             let new = tx.inode(temp)?;
-            let old_layout = migratable(cred, inode, &record)?.clone();
-            let new_layout = migratable(cred, temp, &new)?.clone();
+            let old_layout = migratable(cred, inode, &record, true)?.clone();
+            let new_layout = migratable(cred, temp, &new, false)?.clone();
             Ok((record.attr(inode), old_layout, new_layout))
         })
     }
@@ -178,14 +183,14 @@ impl MetaStore {
         self.write_durable(move |tx| {
             let mut record = tx.inode(inode)?;
             let new = tx.inode(temp)?;
-            let now = migratable(cred, inode, &record)?;
+            let now = migratable(cred, inode, &record, true)?;
             if *now != old {
                 return Err(WireError::new(
                     ErrorCode::Busy,
                     format!("inode {inode}'s layout changed while it migrated"),
                 ));
             }
-            let layout = migratable(cred, temp, &new)?.clone();
+            let layout = migratable(cred, temp, &new, false)?.clone();
             record.layout = Some(layout);
             tx.put_inode(inode, &record)?;
             // Committed with the layout: from now on the set-aside objects are dropped,
