@@ -52,8 +52,8 @@
 //! asks for that key (`Plan::listen_key`), not the cluster key.
 //! `roles.rs` dispatches requests by opcode to the meta, io or cache role (cache opcodes
 //! and, without an io role, view registration go to the cache role; with one, both share
-//! its view registry and the cache role reaches its objects directly) and implements the
-//! manager's calls to io servers; the server's incarnation is chosen once and given to
+//! its view registry and the cache role reaches its objects directly); `objects.rs`
+//! implements the manager's calls to io servers and cache managers; the server's incarnation is chosen once and given to
 //! the handshake and the cache role alike. `observe.rs` wraps the roles in `Metered` (every request counted and timed by the role
 //! that serves it; `Metrics` answered there), adds the roles' own counters as metric
 //! sources (cache statistics, weft-iod's `io_counts`, the transport's held bytes), and
@@ -69,6 +69,7 @@
 mod capability;
 mod identity;
 mod launch;
+mod objects;
 mod observe;
 mod roles;
 mod status_page;

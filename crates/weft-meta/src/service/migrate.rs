@@ -260,7 +260,7 @@ impl MetaService {
                 .cache_migrate(manager, inode, migrate_step::THAW, layout)
             {
                 eprintln!(
-                    "weftd meta: migration of inode {inode}: ending the hold at cache manager {manager}: {}; will retry",
+                    "weftd meta: migration of inode {inode}: ending the hold at {}; will retry",
                     e.message
                 );
                 done = false;
@@ -283,10 +283,7 @@ impl MetaService {
                 .cache_migrate(manager, inode, migrate_step::FREEZE, None)
             {
                 Ok(epoch) => out.push((manager, epoch)),
-                Err(e) => {
-                    let message = format!("cache manager {manager}: {}", e.message);
-                    return Err((i, WireError::new(e.code, message)));
-                }
+                Err(e) => return Err((i, e)),
             }
         }
         Ok(out)
@@ -300,7 +297,7 @@ impl MetaService {
                 .cache_migrate(manager, inode, migrate_step::THAW, None)
             {
                 eprintln!(
-                    "weftd meta: migration of inode {inode}: ending the hold at cache manager {manager}: {}",
+                    "weftd meta: migration of inode {inode}: ending the hold at {}",
                     e.message
                 );
             }
