@@ -95,7 +95,7 @@ impl Deferred {
     }
 
     /// Whether `inode` is known here to have no extended attributes: this mount created
-    /// it (`O_EXCL`: the manager gives a new file none), has neither closed nor opened it
+    /// it (its create made it: the manager gives a new file none), has neither closed nor opened it
     /// again since, and has set or removed none of its extended attributes. The kernel
     /// asks for `security.capability` at a file's first write and at each chown (to drop
     /// it); for such a file "none" is known here, as its kept attributes are.

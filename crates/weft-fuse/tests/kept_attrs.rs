@@ -261,6 +261,61 @@ fn extended_attributes_of_a_new_open_file_are_answered_here_until_it_changes_the
     drop(file);
 }
 
+/// A new file made without O_EXCL (`open(O_CREAT|O_TRUNC)`: Python's `open(.., "w")`,
+/// the shell's `>`) is as new as one made with it when the create made the name (the
+/// mount always tries an exclusive create first): the kernel's `security.capability`
+/// question at its first write and the owner, mode and time changes before its close
+/// are answered and kept here (a question per file went to the manager before). A name
+/// that existed is opened, not made, and the manager is asked as usual.
+#[test]
+fn a_file_made_by_a_create_without_o_excl_is_new_here_too() {
+    let _alone = common::one_at_a_time();
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let xattrs = cluster.manager_requests("get_xattr");
+    let set_attrs = cluster.manager_requests("set_attr");
+    for i in 0..20 {
+        let path = mount.join(&format!("plain{i}"));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"first write").unwrap();
+        fchown(&file, Some(0), Some(0)).unwrap();
+        file.set_permissions(Permissions::from_mode(0o640)).unwrap();
+        drop(file);
+    }
+    assert_eq!(
+        cluster.manager_requests("get_xattr") - xattrs,
+        0.0,
+        "the manager was asked about new files' extended attributes"
+    );
+    // One merged change per file at its close, not one per call.
+    let sent = cluster.manager_requests("set_attr") - set_attrs;
+    assert!(sent <= 20.0, "{sent} setattrs for 20 new files");
+    let other = Mount::new(&cluster);
+    let meta = std::fs::metadata(other.join("plain7")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o640);
+    assert_eq!(common::read_all(&other.join("plain7")), b"first write".to_vec());
+
+    // An existing name: opened, so the manager answers for its extended attributes.
+    let before = cluster.manager_requests("get_xattr");
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(mount.join("plain3"))
+        .unwrap();
+    file.write_all(b"again").unwrap();
+    drop(file);
+    assert!(
+        cluster.manager_requests("get_xattr") - before >= 1.0,
+        "an existing file's security.capability was answered without the manager"
+    );
+}
+
 /// A file this mount created has its write capability from the create itself
 /// (`CreateGranted`): neither its first small write (kept until close) nor the close
 /// asks the manager for one, and the data arrives whole. (Before the create carried

@@ -420,8 +420,9 @@ impl WeftFs {
         }
         let fattr = self.entered(inode(parent), name, &attr);
         let fh = self.add_file(file, true)?;
-        if exclusive {
-            // New, and open here (see `deferred`).
+        if new {
+            // Made by this very create (exclusively, whatever the caller's flags), and
+            // open here (see `deferred`).
             self.deferred.created(attr.inode);
         }
         Ok((fattr, fh))
