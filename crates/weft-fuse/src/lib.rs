@@ -175,7 +175,7 @@
 //! nothing and drops nothing (readers closing file after file threw away every listing
 //! being fetched; mdtest's read phase opens O_RDWR, and its every open and close did). mdtest's stat phase, which comes after the timeout, costs a few requests per
 //! 1,024 files instead of five per file. Mode, owner and time changes of a file the mount
-//! created with O_EXCL and holds open (tar's futimens, fchown, fchmod after each file),
+//! made (its create made the name, with or without O_EXCL) and holds open (tar's futimens, fchown, fchmod after each file),
 //! by root or the owner where the outcome is known without the manager, are kept, merged
 //! in the manager's order (owner, mode, times) and sent as one setattr at close, fsync,
 //! release or another open of the file (`deferred.rs`); every attribute the mount reports
