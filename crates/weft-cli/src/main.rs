@@ -576,7 +576,7 @@ weft quota recount                      (count every id's usage again)"
     /// Restripe files in place (new stripe size, count, servers or redundancy), keeping
     /// their inode, attributes and extended attributes.
     #[command(
-        long_about = "Copy each file's bytes into objects of a new layout and switch the file to it atomically (as Lustre's `lfs migrate`): readers see the old layout or the new, writers wait during the copy, handles opened before the switch get ESTALE (reopen). Fields not given keep the file's own.\n\nExamples:\n  weft migrate --stripe-count 4 /data/big.bin\n  weft migrate -r --stripe-size 4M /data/run1"
+        long_about = "Copy each file's bytes into objects of a new layout and switch the file to it atomically (as Lustre's `lfs migrate`): readers see the old layout or the new, writers wait during the copy, handles opened before the switch get ESTALE (reopen). Fields not given keep the file's own; a file keeps its caching mode (a file in the cache tier migrates too: the cache managers write its unsynced blocks back first).\n\nExamples:\n  weft migrate --stripe-count 4 /data/big.bin\n  weft migrate -r --stripe-size 4M /data/run1"
     )]
     Migrate(migrate_cmd::MigrateArgs),
     /// Io servers: adding one to the running cluster, their states, and draining one
