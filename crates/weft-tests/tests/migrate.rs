@@ -111,8 +111,8 @@ fn is_stale(e: &ClientError) -> bool {
 
 /// Once the writer counting `writes` made more than `first` writes, migrates `path` to
 /// 4 stripes of 128 KiB (each 4 MiB chunk of the copy waiting 150 ms, so that writes
-/// surely race it), then waits for 5 more writes after the switch. The write counts
-/// when the migration began and ended.
+/// surely race it), then waits for 5 more writes after the switch, which must come
+/// within seconds. The write counts when the migration began and ended.
 fn migrate_while_writing(cluster: &TestCluster, path: &str, writes: &AtomicU64, first: u64) -> (u64, u64) {
     common::wait_for("the writer to start", Duration::from_secs(30), || {
         (writes.load(Ordering::SeqCst) > first).then_some(())
@@ -127,9 +127,17 @@ fn migrate_while_writing(cluster: &TestCluster, path: &str, writes: &AtomicU64, 
     let out = common::output_ok(out, "weft migrate");
     assert!(out.contains("-> stripe size 128 KiB, count 4"), "{out}");
     let after = writes.load(Ordering::SeqCst);
+    let switched = Instant::now();
     common::wait_for("writes after the switch", Duration::from_secs(30), || {
         (writes.load(Ordering::SeqCst) > after + 5).then_some(())
     });
+    // Writes resume at the switch: a freeze or a cache manager's hold left to lapse
+    // (30 s leases) would keep them waiting.
+    let resumed = switched.elapsed();
+    assert!(
+        resumed < Duration::from_secs(10),
+        "writes resumed {resumed:?} after the switch"
+    );
     (during, after)
 }
 
