@@ -622,7 +622,25 @@ impl Inner {
             }
             migrate_step::THAW => {
                 if let Some(layout) = layout {
+                    // Held while the file's blocks go: a hold may have lapsed while the
+                    // manager was down between the switch and this.
+                    self.holds.hold(inode)?;
                     self.tier.migrated(inode, &layout);
+                    // Dirty blocks of a held file were written back; any here now were
+                    // written after a hold lapsed, under the old layout the io servers
+                    // refuse. Their bytes are at file offsets: written back under the
+                    // new layout before the blocks go, so no acknowledged byte is lost.
+                    if !self.tier.dirty_of(inode).is_empty() {
+                        self.flush(inode)?;
+                        let left = self.tier.dirty_of(inode).len();
+                        if left > 0 {
+                            return Err(WireError::new(
+                                ErrorCode::Io,
+                                format!("inode {inode}: {left} dirty blocks could not be written back under its new layout"),
+                            ));
+                        }
+                    }
+                    self.tier.drop_file(inode);
                     self.writeback.forget_failure(inode);
                 }
                 self.holds.release(inode);

@@ -577,12 +577,14 @@ impl Tier {
         self.state().forget_file(inode);
     }
 
-    /// The file migrated to `layout`: its blocks go (all clean: the migration held its
-    /// changes and wrote them back) and from now on only requests with `layout` are
-    /// served.
+    /// The file migrated to `layout`: from now on only requests with `layout` are served
+    /// (others are refused `Stale`), and its blocks are fetched and written back under
+    /// it whatever the requests that made them carried. The caller then drops them.
     pub fn migrated(&self, inode: InodeId, layout: &Layout) {
         let mut state = self.state();
-        state.forget_file(inode);
+        if let Some(file) = state.files.get_mut(&inode) {
+            file.layout = layout.clone();
+        }
         if state.migrated.insert(inode, layout.clone()).is_none() {
             state.migrated_order.push_back(inode);
             if state.migrated_order.len() > MIGRATED_MAX {

@@ -90,8 +90,17 @@ fn write_reopening(client: &Client, file: &mut File, path: &str, offset: u64, da
 
 /// Makes directory `path` whose new files are striped over 2 io servers.
 fn two_stripe_dir(cluster: &TestCluster, path: &str) {
+    cached_two_stripe_dir(cluster, path, "none");
+}
+
+/// `two_stripe_dir` whose new files have caching mode `cache` (`none`, `cached`,
+/// `delegated`).
+fn cached_two_stripe_dir(cluster: &TestCluster, path: &str, cache: &str) {
     weft_ok(cluster, &["mkdir", path]);
-    weft_ok(cluster, &["layout", "--set", "--stripe-count", "2", path]);
+    weft_ok(
+        cluster,
+        &["layout", "--set", "--stripe-count", "2", "--cache", cache, path],
+    );
 }
 
 /// The server id of the cluster's metadata manager.
@@ -611,17 +620,25 @@ fn a_handle_opened_before_a_migration_never_reads_the_new_objects_even_after_io_
     same_bytes(&read_all(&client, "/m/g"), &original[..1 << 20], "a new file");
 }
 
-#[test]
-fn a_manager_crash_between_the_object_switch_and_the_layout_commit_is_undone_after_its_restart() {
+/// A cluster whose manager aborts at the crash hook `hook` (a `WEFT_FAULT_MIGRATE_*`
+/// variable) of the next migration once the returned trigger file exists; the
+/// directory holding it is for the test's scratch files too.
+fn crash_hooked(
+    options: &weft_testkit::ClusterOptions,
+    hook: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, TestCluster) {
     let dir = tempfile::Builder::new()
         .prefix("crash-migrate-")
         .tempdir()
         .unwrap();
     let trigger = dir.path().join("crash-now");
-    let cluster = TestCluster::start_with_env(
-        &Default::default(),
-        &[("WEFT_FAULT_MIGRATE_CRASH", trigger.to_str().unwrap())],
-    );
+    let cluster = TestCluster::start_with_env(options, &[(hook, trigger.to_str().unwrap())]);
+    (dir, trigger, cluster)
+}
+
+#[test]
+fn a_manager_crash_between_the_object_switch_and_the_layout_commit_is_undone_after_its_restart() {
+    let (dir, trigger, cluster) = crash_hooked(&Default::default(), "WEFT_FAULT_MIGRATE_CRASH");
     let client = cluster.client();
     two_stripe_dir(&cluster, "/m");
     let original = pattern(5, 0, (3 << 20) + 12_345);
@@ -718,11 +735,7 @@ fn a_file_in_the_cache_tier_migrates_and_drains_keeping_its_unsynced_writes() {
     let mut files = Vec::new();
     for (k, mode) in ["cached", "delegated"].into_iter().enumerate() {
         let d = format!("/{mode}");
-        weft_ok(&cluster, &["mkdir", &d]);
-        weft_ok(
-            &cluster,
-            &["layout", "--set", "--stripe-count", "2", "--cache", mode, &d],
-        );
+        cached_two_stripe_dir(&cluster, &d, mode);
         let path = format!("{d}/f");
         let original = pattern(400 + k as u64, 0, SIZE);
         put(&cluster, dir.path(), &path, &original);
@@ -797,5 +810,95 @@ fn a_file_in_the_cache_tier_migrates_and_drains_keeping_its_unsynced_writes() {
         let layout = client.resolve(path).unwrap().layout.unwrap();
         assert!(layout.piece_of(victim).is_none(), "{path}: {layout:?}");
         same_bytes(&read_all(&cluster.client(), path), data, path);
+    }
+}
+
+/// A manager crash right after a cached file's layout switch committed, before the cache
+/// managers heard of it: their holds lapse (30 s) and a handle opened before the switch
+/// writes through the tier again under the old layout, which the io servers' fences now
+/// refuse at write-back. The restarted manager finishes the switch, and the cache
+/// managers write those bytes back under the new layout before dropping the file's
+/// blocks: the acknowledged write is in the file (it was dropped with the blocks before).
+#[test]
+fn a_write_through_the_tier_after_a_manager_crash_at_a_cached_files_switch_is_kept() {
+    let (dir, trigger, cluster) = crash_hooked(
+        &weft_testkit::ClusterOptions::cached("2", "64M"),
+        "WEFT_FAULT_MIGRATE_CRASH_COMMITTED",
+    );
+    let client = cluster.client();
+    cached_two_stripe_dir(&cluster, "/c", "cached");
+    let mut model = pattern(9, 0, (2 << 20) + 4321);
+    put(&cluster, dir.path(), "/c/f", &model);
+    let writable = OpenOptions {
+        write: true,
+        ..Default::default()
+    };
+    let old = client.open("/c/f", &writable).unwrap();
+    old.write_at(0, b"before the switch").unwrap();
+    model[..17].copy_from_slice(b"before the switch");
+    let meta_id = manager_id(&cluster);
+
+    std::fs::write(&trigger, b"").unwrap();
+    let migrate = cluster
+        .command("weft")
+        .args(["migrate", "--stripe-count", "4", "/c/f"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for(
+        "the manager to crash after the switch",
+        Duration::from_secs(60),
+        || (!trigger.exists() && cluster.pid(meta_id).is_none()).then_some(()),
+    );
+    // The cache managers' holds lapse (30 s leases); the old handle writes again.
+    std::thread::sleep(Duration::from_secs(32));
+    let late = pattern(77, 300_000, 50_000);
+    old.write_at(300_000, &late)
+        .expect("a write through the tier once the holds lapsed");
+    model[300_000..350_000].copy_from_slice(&late);
+
+    cluster.restart();
+    let out = migrate.wait_with_output().unwrap();
+    eprintln!(
+        "weft migrate across the crash: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The restarted manager finishes the switch: then a new handle reads every byte,
+    // the late write included.
+    let started = Instant::now();
+    let got = loop {
+        let read = cluster
+            .client()
+            .open("/c/f", &OpenOptions::default())
+            .and_then(|f| {
+                let mut buf = vec![0u8; model.len()];
+                let got = f.read_at(0, &mut buf)?;
+                buf.truncate(got);
+                Ok(buf)
+            });
+        match read {
+            Ok(got) if got == model || started.elapsed() > Duration::from_secs(60) => break got,
+            Ok(_) => {}
+            // The cache managers still hold the old layout until the switch is finished.
+            Err(e) => assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "still failing after 60 s: {e}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    same_bytes(
+        &got,
+        &model,
+        "the file after the restarted manager finished the switch",
+    );
+    assert_eq!(client.stat("/c/f").unwrap().layout.unwrap().servers.len(), 4);
+    // The old handle is refused from now on, never served by the old routing.
+    let mut buf = vec![0u8; 16];
+    match old.read_at(0, &mut buf) {
+        Err(e) if is_stale(&e) => {}
+        other => panic!("a handle of the old layout after the switch: {other:?}"),
     }
 }

@@ -82,12 +82,17 @@ impl Drop for Ending<'_> {
     }
 }
 
-/// The test hook `WEFT_FAULT_MIGRATE_CRASH=<file>`: while `<file>` exists, the next
+/// The test hooks `WEFT_FAULT_MIGRATE_CRASH=<file>` (`hook`) and
+/// `WEFT_FAULT_MIGRATE_CRASH_COMMITTED=<file>`: while `<file>` exists, the next
 /// migration removes it and aborts the manager process once every io server adopted
-/// the new objects, before the layout switch commits (a crash at the worst moment, for
-/// the tests of `settle_switches`).
-fn crash_when_adopted() -> bool {
-    std::env::var_os("WEFT_FAULT_MIGRATE_CRASH").is_some_and(|f| std::fs::remove_file(f).is_ok())
+/// the new objects, before the layout switch commits, or (the second) right after it
+/// committed, before anything was finished (crashes at the worst moments, for the tests
+/// of `settle_switches`).
+fn crash_at(hook: &str, inode: InodeId, when: &str) {
+    if std::env::var_os(hook).is_some_and(|f| std::fs::remove_file(f).is_ok()) {
+        eprintln!("weftd meta: {hook}: aborting {when} inode {inode}'s layout switch commits");
+        std::process::abort();
+    }
 }
 
 /// `server`'s striping in `layout` (`None`: it holds no piece).
@@ -551,12 +556,7 @@ impl MetaService {
             self.finish_switch(inode, &switch);
             return Err(e);
         }
-        if crash_when_adopted() {
-            eprintln!(
-                "weftd meta: WEFT_FAULT_MIGRATE_CRASH: aborting before inode {inode}'s layout switch commits"
-            );
-            std::process::abort();
-        }
+        crash_at("WEFT_FAULT_MIGRATE_CRASH", inode, "before");
         let attr = match self.store.switch_layout(cred, inode, temp, &old) {
             Ok(attr) => attr,
             Err(e) => {
@@ -564,6 +564,7 @@ impl MetaService {
                 return Err(e);
             }
         };
+        crash_at("WEFT_FAULT_MIGRATE_CRASH_COMMITTED", inode, "after");
         self.finish_switch(
             inode,
             &PendingSwitch {
