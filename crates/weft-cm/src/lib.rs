@@ -596,6 +596,20 @@ impl Inner {
         Ok((Response::Bytes(stream_len), Reply::Data(Vec::new())))
     }
 
+    /// Writes every dirty block of `inode`, which a migration holds (nothing makes more),
+    /// back to the io servers under the layout its blocks have now: an error naming
+    /// `why` if any stays dirty.
+    fn write_back_held(&self, inode: InodeId, why: &str) -> Result<(), WireError> {
+        self.flush(inode)?;
+        match self.tier.dirty_of(inode).len() {
+            0 => Ok(()),
+            left => Err(WireError::new(
+                ErrorCode::Io,
+                format!("inode {inode}: {left} dirty blocks could not be written back {why}"),
+            )),
+        }
+    }
+
     /// A migration's step for cached file `inode` (`Request::CacheMigrate`).
     fn migrate(
         &self,
@@ -607,16 +621,7 @@ impl Inner {
         match step {
             migrate_step::FREEZE => {
                 let epoch = self.holds.hold(inode)?;
-                self.flush(inode)?;
-                let left = self.tier.dirty_of(inode).len();
-                if left > 0 {
-                    return Err(WireError::new(
-                        ErrorCode::Io,
-                        format!(
-                            "inode {inode}: {left} dirty blocks could not be written back for its migration"
-                        ),
-                    ));
-                }
+                self.write_back_held(inode, "for its migration")?;
                 self.writeback.forget_failure(inode);
                 Ok(Response::Stamp(epoch))
             }
@@ -630,16 +635,7 @@ impl Inner {
                     // written after a hold lapsed, under the old layout the io servers
                     // refuse. Their bytes are at file offsets: written back under the
                     // new layout before the blocks go, so no acknowledged byte is lost.
-                    if !self.tier.dirty_of(inode).is_empty() {
-                        self.flush(inode)?;
-                        let left = self.tier.dirty_of(inode).len();
-                        if left > 0 {
-                            return Err(WireError::new(
-                                ErrorCode::Io,
-                                format!("inode {inode}: {left} dirty blocks could not be written back under its new layout"),
-                            ));
-                        }
-                    }
+                    self.write_back_held(inode, "under its new layout")?;
                     self.tier.drop_file(inode);
                     self.writeback.forget_failure(inode);
                 }
