@@ -17,23 +17,49 @@ use weft_proto::{Attr, Timespec};
 /// Most files remembered; past this the table starts over.
 pub const FACTS_MAX: usize = 65_536;
 
-/// A file's data as its io servers last changed it: the change stamps of its objects
-/// (`ObjStamped`, each object's ctime on its server). Two equal stamps of one file, taken
-/// at two moments, mean no write, truncate or allocation by any client touched its
-/// objects between them. Not to be had (`None` where it is returned) while an object
-/// changed within the last `ObjStamped::SETTLE_NS`, from servers that predate it, and
-/// for files whose data a cache manager holds.
+/// What a file's data is, in a form two looks at it can be compared by: equal stamps of
+/// one file, taken at two moments, mean no write, truncate or allocation by any client
+/// touched its objects between them. Two kinds, never equal to each other:
+/// - the change stamps of its objects (`ObjStamped`, each object's ctime on its server),
+///   from the io servers: not to be had while an object changed within the last
+///   `ObjStamped::SETTLE_NS`, or from servers that predate them;
+/// - the manager's vouch (see the module's text): "no write capability of the file live,
+///   none issued since S". Every grant and every size or time the manager sets moves it,
+///   and a restarted manager never gives an earlier run's value again, so the same S at
+///   two looks is the same data, with no settling time and without asking the io servers.
+///
+/// None (`None` where it is returned) for files whose data a cache manager holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataStamp {
     pub(crate) inode: InodeId,
-    pub(crate) objects: Vec<u64>,
+    pub(crate) by: StampBy,
+}
+
+/// See `DataStamp`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StampBy {
+    /// The objects' change stamps, in server order.
+    Objects(Vec<u64>),
+    /// The manager's vouch.
+    Vouch(u64),
 }
 
 impl DataStamp {
     /// A stamp made up, for other crates' unit tests of tables keyed by stamps.
     #[doc(hidden)]
     pub fn for_tests(inode: InodeId, objects: Vec<u64>) -> DataStamp {
-        DataStamp { inode, objects }
+        DataStamp {
+            inode,
+            by: StampBy::Objects(objects),
+        }
+    }
+
+    /// The stamp of `inode`'s data under the manager's `vouch`.
+    pub(crate) fn vouched(inode: InodeId, vouch: u64) -> DataStamp {
+        DataStamp {
+            inode,
+            by: StampBy::Vouch(vouch),
+        }
     }
 }
 
@@ -45,18 +71,16 @@ pub(crate) struct Facts {
     blocks: u64,
     /// The objects' latest modification time.
     mtime: Timespec,
-    pub(crate) stamp: Option<DataStamp>,
 }
 
 impl Facts {
     /// From `sized`, the attributes the io servers' answer filled in.
-    pub(crate) fn of(sized: &Attr, stamp: Option<DataStamp>) -> Facts {
+    pub(crate) fn of(sized: &Attr) -> Facts {
         Facts {
             layout: sized.layout.clone(),
             size: sized.size,
             blocks: sized.blocks,
             mtime: sized.mtime,
-            stamp,
         }
     }
 
@@ -85,14 +109,6 @@ pub(crate) struct Vouched {
 }
 
 impl Vouched {
-    pub(crate) fn get(&self, inode: InodeId) -> Option<Seen> {
-        self.table
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&inode)
-            .cloned()
-    }
-
     /// The facts of `inode` held under `vouch` for `layout`, if any (counted as a skip).
     pub(crate) fn facts(&self, inode: InodeId, vouch: u64, layout: &Option<Layout>) -> Option<Facts> {
         let table = self.table.lock().unwrap_or_else(|p| p.into_inner());

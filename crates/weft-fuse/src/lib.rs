@@ -21,9 +21,10 @@
 //!   4 KiB writer pays one kernel round trip per call rather than two. A size asked
 //!   right after close is right everywhere; before it, this mount's answers count the
 //!   kept bytes. The kernel caches pages while a file is open; an open keeps them only
-//!   if the file's data provably did not change since the previous open here (its
-//!   objects' change stamps on the io servers, `weft_client::DataStamp`, are the same
-//!   and settled), else it starts with an empty page cache for the file. Attributes and
+//!   if the file's data provably did not change since the previous open here (the
+//!   same `weft_client::DataStamp`: the manager's vouch that no write capability was
+//!   live or issued in between, or else its objects' change stamps on the io servers,
+//!   the same and settled), else it starts with an empty page cache for the file. Attributes and
 //!   names are cached for `attr_ttl` (1 s by default). A run of lookups in one directory
 //!   is answered from a listing of it that is younger than `attr_ttl`, never older
 //!   answers than the kernel's own cache would give (see `recent`). Mode, owner and time
@@ -205,18 +206,20 @@
 //! for reading; a write it acknowledged is on its io servers, or kept in `behind.rs`,
 //! counted in every size the mount reports, and sent before anything in the mount reads,
 //! opens, truncates or appends to the file and before its close or fsync returns (a
-//! failure to send is that call's error, as on NFS). Kept pages: the open's size query
-//! asks `ObjStamp` instead of `ObjStat` (`Client::revalidate_stamped`, no extra round
-//! trip); the mount remembers each file's `DataStamp` at each open and returns
+//! failure to send is that call's error, as on NFS). Kept pages: the open's check
+//! (`Client::revalidate_stamped`) gives the file's `DataStamp`, the manager's vouch when
+//! it gives one (then the check is one request to the manager), else the objects'
+//! stamps from the size query (`ObjStamp`); the mount remembers it at each open and returns
 //! FOPEN_KEEP_CACHE only when the new one equals it (and the manager's attributes are as
 //! the kernel was told), else the kernel drops the file's pages at the open. A stamp
 //! counts only once the open that found it has completed (its first read or flush came:
 //! the kernel drops the pages as an open without the flag completes, after the daemon's
 //! answer), so a concurrent open cannot keep pages older than the stamp. Invariant:
 //! every write, truncate or allocation of any object, by any client (native, MPI-IO, C ABI,
-//! another mount, this one), changes that object's ctime on its server, so a kept page was
-//! read after the last change; stamps are withheld while unsettled and for files in the
-//! cache tier (whose managers hold data the objects do not), so those opens drop pages.
+//! another mount, this one), needs a write capability, whose grant moves the vouch, and
+//! changes that object's ctime on its server, so a kept page was read after the last
+//! change; object stamps are withheld while unsettled, and files in the cache tier (whose
+//! managers hold data the objects do not) get neither, so those opens drop pages.
 //! `log.rs`: the background daemon's log. Its standard error is a pipe to a logger
 //! process it forks first (while it has one thread; a process, so that a daemon that
 //! aborts still has its last words written), which stamps each line with the UTC time

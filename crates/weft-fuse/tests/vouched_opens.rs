@@ -188,3 +188,47 @@ fn a_vouched_open_sees_what_another_client_wrote_and_closed() {
     );
     drop(open);
 }
+
+/// An open through the mount of a file nobody writes is one request to the manager: the
+/// manager measured the file once its writer gave its capability back, and its vouch is
+/// the data stamp by which the kernel keeps the pages read at the previous open, with no
+/// wait for the io servers' stamps to settle. Before, every such open asked each io
+/// server of the file for its object's stamp (4 requests here), and a file changed less
+/// than 1 s before could not keep its pages.
+#[test]
+fn a_quiet_files_open_through_the_mount_asks_only_the_manager_and_keeps_its_pages() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let writer = cluster.client();
+    writer.mkdir("/quiet", 0o755).unwrap();
+    let data = pattern(3, 4096 * 4 + 100);
+    native_write(&writer, "/quiet/f", 0, &data);
+    // A client that never read the file: its first skip is the manager's own measure.
+    let probe = cluster.client();
+    let dir = probe.resolve("/quiet").unwrap().inode;
+    until_vouched(&probe, dir, "f");
+
+    let path = mount.join("quiet/f");
+    let (stamps, reads) = (cluster.io_requests("obj_stamp"), cluster.io_requests("read"));
+    assert!(std::fs::read(&path).unwrap() == data, "first read");
+    let first_reads = cluster.io_requests("read") - reads;
+    assert!(
+        first_reads > 0.0,
+        "the first open read nothing from the io servers"
+    );
+    assert!(std::fs::read(&path).unwrap() == data, "second read");
+    let asked = cluster.io_requests("obj_stamp") - stamps;
+    assert_eq!(asked, 0.0, "{asked} stamp requests for two opens of a quiet file");
+    let again = cluster.io_requests("read") - reads - first_reads;
+    assert_eq!(
+        again, 0.0,
+        "the second open read {again} times from the io servers: its kept pages were dropped"
+    );
+
+    // Another client rewrites a page in place, same size: the next open sees it.
+    let new = pattern(9, 4096);
+    native_write(&writer, "/quiet/f", 4096, &new);
+    let mut expected = data.clone();
+    expected[4096..8192].copy_from_slice(&new);
+    assert!(std::fs::read(&path).unwrap() == expected, "after the rewrite");
+}

@@ -175,23 +175,22 @@ impl Client {
         what: &str,
         known: Option<&Attr>,
     ) -> Result<Attr, ClientError> {
-        self.answer_sized(request, what, known, false)
-            .map(|(attr, _)| attr)
+        self.answer_sized(request, what, known).map(|(attr, _)| attr)
     }
 
     /// Sends `request` (answered with one inode's attributes) and fills in a file's
-    /// size, times and `DataStamp` (`stamped`: one is wanted; facts held without one do
-    /// not serve). Sent as a `Vouched`: when the manager vouches for the file at the
-    /// stamp under which this client read them from the io servers (see `vouched`),
-    /// they serve and the io servers are not asked. Otherwise, while the request travels,
-    /// the io servers are asked about `known` (the file the caller expects), used if the
-    /// answer is that file (inode and layout); else they are asked afterwards.
+    /// size, times and `DataStamp`. Sent as a `Vouched`: when the manager vouches for the
+    /// file, the vouch is the file's stamp, and its size is the manager's own measure
+    /// (`AttrSized`) or what this client read from the io servers under the same vouch
+    /// (see `vouched`); the io servers are then not asked. Otherwise they are asked once
+    /// the manager answered; against a manager that predates vouches, while its answer
+    /// travels, about `known` (the file the caller expects), used if the answer is that
+    /// file (inode and layout).
     pub(super) fn answer_sized(
         &self,
         request: Request,
         what: &str,
         known: Option<&Attr>,
-        stamped: bool,
     ) -> Result<(Attr, Option<DataStamp>), ClientError> {
         let vouching = !self.inner.no_vouch.load(Ordering::Relaxed);
         let sent = if vouching {
@@ -203,26 +202,26 @@ impl Client {
         };
         let meta = self.inner.meta_connection()?;
         let pending = meta.send(&sent, &[])?;
-        let guess = known.filter(|a| a.kind == FileKind::File);
-        let before = guess.and_then(|a| self.inner.vouched.get(a.inode));
-        let usable = |facts: &crate::vouched::Facts| !stamped || facts.stamp.is_some();
-        // Facts held for the guess: the io servers are asked only if the vouch moved.
-        let early = match &before {
-            Some(seen) if seen.facts.as_ref().is_some_and(usable) => None,
-            _ => guess.map(|a| self.attr_stamped(objects_only(a))),
-        };
+        // The io servers are asked about the guess before the manager answers only
+        // when the manager cannot vouch (it predates vouches): a quiet file's size comes
+        // with the vouch (the manager measured it when its last writer closed) or from
+        // facts held under it, and asking anyway would cost every io server of the file
+        // a request per open.
+        let early = known
+            .filter(|a| !vouching && a.kind == FileKind::File)
+            .map(|a| self.attr_stamped(objects_only(a)));
         let (mut attr, vouch) = match pending.wait() {
             // The manager knows the file's size under its vouch (it asked the io
             // servers once the last writer gave its capabilities back): what this
-            // client would have read of them. A stamp it does not give.
-            Ok((Response::AttrSized { attr, vouch }, _)) if !stamped => {
+            // client would have read of them.
+            Ok((Response::AttrSized { attr, vouch }, _)) => {
                 self.inner
                     .vouched
-                    .record(attr.inode, vouch, Some(crate::vouched::Facts::of(&attr, None)));
+                    .record(attr.inode, vouch, Some(crate::vouched::Facts::of(&attr)));
                 self.inner.vouched.count_skip();
-                return Ok((attr, None));
+                let stamp = DataStamp::vouched(attr.inode, vouch);
+                return Ok((attr, Some(stamp)));
             }
-            Ok((Response::AttrSized { attr, vouch }, _)) => (attr, Some(vouch)),
             Ok((Response::AttrVouched { attr, vouch }, _)) => (attr, vouch),
             Ok((Response::Attr(attr), _)) => (attr, None),
             Ok((other, _)) => return Err(unexpected(&other)),
@@ -233,7 +232,7 @@ impl Client {
                     let Request::Vouched { request } = sent else {
                         unreachable!("sent as a Vouched")
                     };
-                    return self.answer_sized(*request, what, known, stamped);
+                    return self.answer_sized(*request, what, known);
                 }
                 return Err(e.context(what));
             }
@@ -254,35 +253,19 @@ impl Client {
                 _ => self.attr_stamped(attr),
             };
         };
-        if let Some(facts) = self
-            .inner
-            .vouched
-            .facts(attr.inode, vouch, &attr.layout)
-            .filter(usable)
-        {
+        // Vouched for: no writer between this answer and any later one giving the same
+        // vouch, whatever the io servers' own stamps say.
+        let stamp = Some(DataStamp::vouched(attr.inode, vouch));
+        if let Some(facts) = self.inner.vouched.facts(attr.inode, vouch, &attr.layout) {
             facts.fill(&mut attr);
-            return Ok((attr, facts.stamp));
+            return Ok((attr, stamp));
         }
-        match early {
-            Some(Ok((sized, stamp))) if sized.inode == attr.inode && sized.layout == attr.layout => {
-                // Asked after this client was told the same vouch: the facts hold.
-                let told_before = before.as_ref().is_some_and(|seen| seen.vouch == vouch);
-                let facts = told_before.then(|| crate::vouched::Facts::of(&sized, stamp.clone()));
-                self.inner.vouched.record(attr.inode, vouch, facts);
-                take_sized(&mut attr, &sized);
-                Ok((attr, trusted(stamp)))
-            }
-            _ => {
-                // Asked after the vouch was told: what the io servers say holds under it.
-                let (attr, stamp) = self.attr_stamped(attr)?;
-                self.inner.vouched.record(
-                    attr.inode,
-                    vouch,
-                    Some(crate::vouched::Facts::of(&attr, stamp.clone())),
-                );
-                Ok((attr, stamp))
-            }
-        }
+        // Asked after the vouch was told: what the io servers say holds under it.
+        let (attr, _) = self.attr_stamped(attr)?;
+        self.inner
+            .vouched
+            .record(attr.inode, vouch, Some(crate::vouched::Facts::of(&attr)));
+        Ok((attr, stamp))
     }
 
     /// Opens and stats this client (and every client made from it) answered without
@@ -410,7 +393,7 @@ impl Client {
         };
         // The path holds if answered, so a failed size is a real failure (asked once
         // more after the answer).
-        self.answer_sized(request, &what, known.filter(|a| Some(a.inode) == last), true)
+        self.answer_sized(request, &what, known.filter(|a| Some(a.inode) == last))
     }
 
     /// An inode's attributes with its size and `DataStamp` filled in (the rest as given).
@@ -603,7 +586,9 @@ impl Client {
                     list.sort_unstable();
                     DataStamp {
                         inode: attr.inode,
-                        objects: list.into_iter().map(|(_, stamp)| stamp).collect(),
+                        by: crate::vouched::StampBy::Objects(
+                            list.into_iter().map(|(_, stamp)| stamp).collect(),
+                        ),
                     }
                 });
             }
