@@ -436,6 +436,19 @@ impl Layout {
             .collect()
     }
 
+    /// The servers of slot `slot` a size or a read may be asked of: its copies not
+    /// marked stale, primary first (all of them in the impossible case that every one
+    /// is: the manager never marks a slot's last fresh copy).
+    pub fn fresh_slot_servers(&self, slot: usize) -> Vec<ServerId> {
+        let all = self.slot_servers(slot);
+        let fresh: Vec<ServerId> = all.iter().copied().filter(|s| !self.is_stale(*s)).collect();
+        if fresh.is_empty() {
+            all
+        } else {
+            fresh
+        }
+    }
+
     /// Every server holding a piece of the file: the primaries, then each copy's.
     pub fn all_servers(&self) -> Vec<ServerId> {
         let mut all = self.servers.clone();

@@ -57,6 +57,10 @@ fn obj_stamps(
     }
 }
 
+/// One size query of `sizes_tolerant`: a file (by index), the striping of one of its
+/// slots, and which of the slot's fresh copies it goes to.
+type Query = (usize, Striping, usize);
+
 /// `known` with no times of its own, for asking the io servers about its objects while
 /// the manager answers: what the size query then adds is the objects' latest time only.
 fn objects_only(known: &Attr) -> Attr {
@@ -478,13 +482,21 @@ impl Client {
     /// `sizes_stamped`; with `failed`, an io server that cannot be reached or fails to
     /// answer is put there (with its error) instead of failing the call, and its files
     /// get no stamp.
+    ///
+    /// A replicated file's slot is asked of its first copy not marked stale (a stale
+    /// one missed writes: its object may be short of them), and when that server cannot
+    /// be reached or fails, of its next fresh copy: a server down is what replication
+    /// exists to hide. Only when no fresh copy of a slot answers is that a failure.
     pub(super) fn sizes_tolerant(
         &self,
         attrs: &mut [Attr],
         stamps: Option<&mut [Option<DataStamp>]>,
         mut failed: Option<&mut Vec<(ServerId, ClientError)>>,
     ) -> Result<Vec<bool>, ClientError> {
-        let mut per_server: HashMap<ServerId, Vec<(usize, Striping)>> = HashMap::new();
+        // Per file and slot, the servers that may be asked, in order; each query names
+        // (file, slot striping, which of them).
+        let mut candidates: HashMap<(usize, u32), Vec<ServerId>> = HashMap::new();
+        let mut queries: Vec<Query> = Vec::new();
         for (k, attr) in attrs.iter_mut().enumerate() {
             if attr.kind != FileKind::File {
                 continue;
@@ -492,13 +504,14 @@ impl Client {
             attr.size = 0;
             attr.blocks = 0;
             let Some(layout) = &attr.layout else { continue };
-            for (index, server) in layout.servers.iter().enumerate() {
+            for slot in 0..layout.servers.len() {
                 let striping = Striping {
                     stripe_size_bytes: layout.stripe_size_bytes,
                     stripe_count: layout.servers.len() as u32,
-                    server_index: index as u32,
+                    server_index: slot as u32,
                 };
-                per_server.entry(*server).or_default().push((k, striping));
+                candidates.insert((k, slot as u32), layout.fresh_slot_servers(slot));
+                queries.push((k, striping, 0));
             }
         }
         // Cache managers first, io servers after: a cache manager marks a block clean
@@ -507,75 +520,126 @@ impl Client {
         // answers was in neither (a size of 0 right after `cp` of a cached file).
         self.add_cached_ends(attrs, failed.as_deref_mut())?;
         // Per file, (server index, stamp) of each object; a file with any object
-        // unstamped gets none.
+        // unstamped, or answered by a copy other than its slot's primary, gets none.
         let mut objects: Vec<Option<Vec<(u32, u64)>>> = vec![Some(Vec::new()); attrs.len()];
         let mut missing = vec![0usize; attrs.len()];
         let mut asked = vec![0usize; attrs.len()];
-        // Every server is asked before any answer is awaited: one round trip's wait.
-        // A server that failed (only with `failed`) is named once, and its files get
-        // no stamp: a stamp must cover every object.
-        let mut fail = |server: ServerId,
-                        error: ClientError,
-                        items: &[(usize, Striping)],
-                        objects: &mut [Option<Vec<(u32, u64)>>]| {
-            let Some(failed) = failed.as_mut() else {
-                return Err(error);
+        // Servers that failed in this call: not asked again for other slots.
+        let mut down: HashMap<ServerId, ClientError> = HashMap::new();
+        // Rounds: every server is asked before any answer is awaited (one round trip's
+        // wait); the queries whose server failed go to their slot's next fresh copy in
+        // the next round. A slot with no copy left fails: named once with `failed` (its
+        // file gets no stamp: a stamp must cover every object), else the call's error.
+        while !queries.is_empty() {
+            let mut per_server: HashMap<ServerId, Vec<(usize, Striping, usize)>> = HashMap::new();
+            let mut retry = Vec::new();
+            // A query whose server failed: to the slot's next fresh copy not down, else
+            // a failure.
+            let mut give_up = |query: Query,
+                               error: ClientError,
+                               server: ServerId,
+                               down: &HashMap<ServerId, ClientError>,
+                               retry: &mut Vec<Query>,
+                               objects: &mut [Option<Vec<(u32, u64)>>]|
+             -> Result<(), ClientError> {
+                let (k, striping, tried) = query;
+                let copies = &candidates[&(k, striping.server_index)];
+                if let Some(next) = (tried + 1..copies.len()).find(|&i| !down.contains_key(&copies[i])) {
+                    retry.push((k, striping, next));
+                    return Ok(());
+                }
+                let Some(failed) = failed.as_mut() else {
+                    return Err(error);
+                };
+                if !failed.iter().any(|(s, _)| *s == server) {
+                    failed.push((server, error));
+                }
+                objects[k] = None;
+                Ok(())
             };
-            if !failed.iter().any(|(s, _)| *s == server) {
-                failed.push((server, error));
-            }
-            for (k, _) in items {
-                objects[*k] = None;
-            }
-            Ok(())
-        };
-        let mut connections = Vec::new();
-        for (server, items) in per_server {
-            match self
-                .inner
-                .io_addr(server)
-                .and_then(|addr| Ok(self.inner.pool.get(&addr)?))
-            {
-                Ok(connection) => connections.push((server, connection, items)),
-                Err(e) => fail(server, e, &items, &mut objects)?,
-            }
-        }
-        let mut pending = Vec::new();
-        for (server, connection, items) in &connections {
-            for batch in items.chunks(BATCH_INODES_MAX) {
-                let items: Vec<_> = batch.iter().map(|(k, s)| (attrs[*k].inode, *s)).collect();
-                // Always the stamped stat: it also carries each object's mtime.
-                let request = Request::ObjStamp { items };
-                match connection.send(&request, &[]) {
-                    Ok(call) => pending.push((*server, batch, connection, call)),
-                    Err(e) => fail(*server, e.into(), batch, &mut objects)?,
+            for (k, striping, tried) in queries.drain(..) {
+                let server = candidates[&(k, striping.server_index)][tried];
+                match down.get(&server) {
+                    Some(error) => give_up(
+                        (k, striping, tried),
+                        error.clone(),
+                        server,
+                        &down,
+                        &mut retry,
+                        &mut objects,
+                    )?,
+                    None => per_server.entry(server).or_default().push((k, striping, tried)),
                 }
             }
-        }
-        for (server, batch, connection, call) in pending {
-            let answers = match obj_stamps(batch, attrs, connection, call) {
-                Ok(answers) => answers,
-                Err(e) => {
-                    fail(server, e, batch, &mut objects)?;
-                    continue;
-                }
-            };
-            for ((k, striping), stamped) in batch.iter().zip(answers) {
-                asked[*k] += 1;
-                let attr = &mut attrs[*k];
-                // Writes change only the objects: their latest time is the file's
-                // modification (and change) time when later than the manager's.
-                if stamped.add_to(&mut attr.size, &mut attr.blocks, &mut attr.mtime) {
-                    attr.ctime = attr.ctime.max(stamped.mtime);
-                } else {
-                    missing[*k] += 1;
-                }
-                let file = &mut objects[*k];
-                match (file.as_mut(), stamped.stamp) {
-                    (Some(_), ObjStamped::UNSETTLED) | (None, _) => *file = None,
-                    (Some(list), stamp) => list.push((striping.server_index, stamp)),
+            let mut connections = Vec::new();
+            for (server, items) in per_server {
+                match self
+                    .inner
+                    .io_addr(server)
+                    .and_then(|addr| Ok(self.inner.pool.get(&addr)?))
+                {
+                    Ok(connection) => connections.push((server, connection, items)),
+                    Err(e) => {
+                        down.insert(server, e.clone());
+                        for query in items {
+                            give_up(query, e.clone(), server, &down, &mut retry, &mut objects)?;
+                        }
+                    }
                 }
             }
+            let mut pending = Vec::new();
+            for (server, connection, items) in &connections {
+                for batch in items.chunks(BATCH_INODES_MAX) {
+                    let items: Vec<_> = batch.iter().map(|(k, s, _)| (attrs[*k].inode, *s)).collect();
+                    // Always the stamped stat: it also carries each object's mtime.
+                    let request = Request::ObjStamp { items };
+                    match connection.send(&request, &[]) {
+                        Ok(call) => pending.push((*server, batch, connection, call)),
+                        Err(e) => {
+                            let e = ClientError::from(e);
+                            down.insert(*server, e.clone());
+                            for query in batch {
+                                give_up(*query, e.clone(), *server, &down, &mut retry, &mut objects)?;
+                            }
+                        }
+                    }
+                }
+            }
+            for (server, batch, connection, call) in pending {
+                let plain: Vec<(usize, Striping)> = batch.iter().map(|(k, s, _)| (*k, *s)).collect();
+                let answers = match obj_stamps(&plain, attrs, connection, call) {
+                    Ok(answers) => answers,
+                    Err(e) => {
+                        down.insert(server, e.clone());
+                        for query in batch {
+                            give_up(*query, e.clone(), server, &down, &mut retry, &mut objects)?;
+                        }
+                        continue;
+                    }
+                };
+                for ((k, striping, tried), stamped) in batch.iter().zip(answers) {
+                    asked[*k] += 1;
+                    let attr = &mut attrs[*k];
+                    // Writes change only the objects: their latest time is the file's
+                    // modification (and change) time when later than the manager's.
+                    if stamped.add_to(&mut attr.size, &mut attr.blocks, &mut attr.mtime) {
+                        attr.ctime = attr.ctime.max(stamped.mtime);
+                    } else {
+                        missing[*k] += 1;
+                    }
+                    let primary = attr
+                        .layout
+                        .as_ref()
+                        .map(|l| l.servers[striping.server_index as usize]);
+                    let file = &mut objects[*k];
+                    match (file.as_mut(), stamped.stamp) {
+                        (Some(_), ObjStamped::UNSETTLED) | (None, _) => *file = None,
+                        (Some(_), _) if *tried > 0 || primary != Some(server) => *file = None,
+                        (Some(list), stamp) => list.push((striping.server_index, stamp)),
+                    }
+                }
+            }
+            queries = retry;
         }
         if let Some(stamps) = stamps {
             for (k, object_stamps) in objects.into_iter().enumerate() {

@@ -83,8 +83,11 @@ impl MetaService {
         // Per io server, (file index, object striping) of each object there.
         let mut by_server: BTreeMap<ServerId, Vec<(usize, Striping)>> = BTreeMap::new();
         for (k, (_, layout)) in files.iter().enumerate() {
-            for (index, server) in layout.servers.iter().enumerate() {
-                by_server.entry(*server).or_default().push((
+            // A replicated file's slot is asked of its first fresh copy: a stale one
+            // missed writes (a failure leaves the file unmeasured; stats then ask).
+            for index in 0..layout.servers.len() {
+                let server = layout.fresh_slot_servers(index)[0];
+                by_server.entry(server).or_default().push((
                     k,
                     Striping {
                         stripe_size_bytes: layout.stripe_size_bytes,
