@@ -90,6 +90,7 @@ mod progress;
 mod quota_cmd;
 mod rebuild_cmd;
 mod run;
+mod scrub_cmd;
 mod server_cmd;
 mod top_cmd;
 mod trace_cmd;
@@ -558,6 +559,20 @@ weft rebuild --server 2 --missing      (io server 2's disk was replaced by an em
 weft rebuild --rate 200M               (at most 200 MB/s)"
     )]
     Rebuild(rebuild_cmd::RebuildArgs),
+    /// Compare the copies of replicated files, and repair those that differ.
+    #[command(
+        long_about = "Read every fresh copy of each stripe slot of replicated files (replicas=N \
+layouts) and compare them, chunk by chunk, so that a copy that went wrong unnoticed is found while another \
+still has the right bytes. Stale copies are left to `weft rebuild`. Writes may go on: a chunk a write \
+reaches meanwhile is read again, and a difference counts only if it lasts 2 s with no write arriving. \
+Without checksums a scrub cannot tell which copy is right: with --repair the slot's first fresh copy (its \
+primary, unless that is stale) is kept and the other rebuilt from it. Exits non-zero when copies differ \
+(and were not all repaired). Run it from cron or a systemd timer for a schedule.\n\nExamples:\n  \
+weft scrub /data/safe.bin              (one file)\n  \
+weft scrub --rate 100M /data           (every replicated file under /data, at most 100 MB/s)\n  \
+weft scrub --repair /data/safe.bin     (rebuild the copies that differ)"
+    )]
+    Scrub(scrub_cmd::ScrubArgs),
     /// Show and set user, group and project quotas (bytes and files).
     #[command(
         long_about = "Show and set quotas of bytes and files per user, group and project, as Lustre's \
@@ -823,6 +838,7 @@ fn in_cwd(mut command: Command, cwd: Option<&str>) -> Result<Command> {
         }
         Command::Put { path, .. } | Command::Get { path, .. } | Command::Layout { path, .. } => one(path)?,
         Command::Rebuild(args) => args.path.iter_mut().try_for_each(one)?,
+        Command::Scrub(args) => args.paths.iter_mut().try_for_each(one)?,
         Command::Quota(quota_cmd::QuotaArgs {
             command: Some(quota_cmd::QuotaCommand::Project { paths, .. }),
             ..
@@ -1029,6 +1045,10 @@ fn run(command: Command, given: &[String]) -> Result<()> {
         Command::Rebuild(args) => {
             let client = connect()?;
             rebuild_cmd::run(&client, args).map_err(|e| name_io_server(&client, e))
+        }
+        Command::Scrub(args) => {
+            let client = connect()?;
+            scrub_cmd::run(&client, args).map_err(|e| name_io_server(&client, e))
         }
         Command::Quota(args) => quota_cmd::run(&connect()?, args),
         Command::Migrate(args) => {

@@ -23,6 +23,7 @@ mod namespace;
 mod open;
 mod quota;
 mod rebuild;
+mod scrub;
 
 pub use attrs::{PartialSizes, SizeOf};
 pub use locks::LockTest;
@@ -30,6 +31,7 @@ pub use migrate::{migrate_request, Migrated, MIGRATE_CHUNK_BYTES};
 pub use namespace::{FsStats, StatfsBlocks, STATFS_BLOCK_BYTES};
 pub use open::{CreateOptions, OpenOptions};
 pub use rebuild::{RebuildOptions, RebuildProgress, REBUILD_CHUNK_BYTES};
+pub use scrub::{ScrubMismatch, ScrubProgress, SCRUB_CHUNK_BYTES};
 
 /// A connection to a Weft cluster. Cheap to clone; clones share connections.
 #[derive(Clone)]

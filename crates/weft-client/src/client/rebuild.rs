@@ -77,7 +77,7 @@ fn pause_for_tests() -> Option<Duration> {
     })
 }
 
-fn striping_of(layout: &Layout, slot: usize) -> Striping {
+pub(super) fn striping_of(layout: &Layout, slot: usize) -> Striping {
     Striping {
         stripe_size_bytes: layout.stripe_size_bytes,
         stripe_count: layout.servers.len() as u32,
@@ -86,14 +86,14 @@ fn striping_of(layout: &Layout, slot: usize) -> Striping {
 }
 
 /// Paces copying to a rate.
-struct Pace {
-    rate: Option<u64>,
-    start: Instant,
-    bytes: u64,
+pub(super) struct Pace {
+    pub(super) rate: Option<u64>,
+    pub(super) start: Instant,
+    pub(super) bytes: u64,
 }
 
 impl Pace {
-    fn add(&mut self, bytes: u64) {
+    pub(super) fn add(&mut self, bytes: u64) {
         self.bytes += bytes;
         if let Some(rate) = self.rate.filter(|r| *r > 0) {
             let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
@@ -277,7 +277,7 @@ impl Client {
     }
 
     /// The end (a file offset) of `server`'s object of slot `slot` (`u64::MAX`: missing).
-    fn object_end(
+    pub(super) fn object_end(
         &self,
         inode: InodeId,
         layout: &Layout,
