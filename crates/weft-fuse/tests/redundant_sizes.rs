@@ -8,7 +8,7 @@
 mod common;
 
 use common::{pattern, Mount};
-use weft_client::{CreateOptions, LayoutRequest, Redundancy};
+
 use weft_testkit::TestCluster;
 
 const HALF: usize = 1 << 20;
@@ -17,14 +17,7 @@ const HALF: usize = 1 << 20;
 fn a_replicated_file_whose_primary_missed_writes_shows_its_whole_size_and_bytes() {
     let cluster = TestCluster::start();
     let client = cluster.client();
-    let options = CreateOptions {
-        layout: LayoutRequest {
-            stripe_size_bytes: Some(65_536),
-            redundancy: Some(Redundancy::Replicas(2)),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let options = weft_testkit::replicated(65_536, 2);
     client.mkdir("/r", 0o755).unwrap();
     let file = client.create("/r/f", &options).unwrap();
     let layout = file.layout().clone();

@@ -733,3 +733,16 @@ impl Drop for WeftMount<'_> {
         self.tied.stop(&mut self.child);
     }
 }
+
+/// Create options for a file of `copies` replicas (`replicas=N`) with stripes of
+/// `stripe_size_bytes`, the rest of the layout left to the defaults.
+pub fn replicated(stripe_size_bytes: u64, copies: u8) -> weft_client::CreateOptions {
+    weft_client::CreateOptions {
+        layout: weft_client::LayoutRequest {
+            stripe_size_bytes: Some(stripe_size_bytes),
+            redundancy: Some(weft_client::Redundancy::Replicas(copies)),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}

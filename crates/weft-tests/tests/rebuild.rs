@@ -12,7 +12,7 @@ mod common;
 use common::{pattern, weft_ok};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use weft_client::{Client, CreateOptions, LayoutRequest, OpenOptions, Redundancy, ServerId};
+use weft_client::{Client, OpenOptions, ServerId};
 use weft_testkit::{Rng, TestCluster};
 
 fn same_bytes(got: &[u8], want: &[u8], what: &str) {
@@ -153,14 +153,7 @@ fn writes_racing_a_rebuild_end_right_on_both_copies() {
     let cluster = TestCluster::start();
     let client = cluster.client();
     const LEN: usize = 16 << 20;
-    let options = CreateOptions {
-        layout: LayoutRequest {
-            stripe_size_bytes: Some(64 << 10),
-            redundancy: Some(Redundancy::Replicas(2)),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let options = weft_testkit::replicated(64 << 10, 2);
     let file = client.create("/race", &options).unwrap();
     let mut expect = pattern(70, 0, LEN);
     file.write_at(0, &expect).unwrap();

@@ -7,7 +7,7 @@ mod common;
 
 use common::{pattern, weft_ok};
 use std::process::Stdio;
-use weft_client::{CreateOptions, Datatype, LayoutRequest, OpenOptions, Redundancy};
+use weft_client::{Datatype, OpenOptions};
 use weft_testkit::TestCluster;
 
 /// Bytes of the test files: several copy blocks, so that half of one is mid-transfer.
@@ -105,14 +105,7 @@ fn put_and_get_go_on_through_a_killed_io_server() {
 fn list_and_view_io_work_on_a_degraded_replicated_file() {
     let cluster = TestCluster::start();
     let client = cluster.client();
-    let options = CreateOptions {
-        layout: LayoutRequest {
-            stripe_size_bytes: Some(4096),
-            redundancy: Some(Redundancy::Replicas(2)),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let options = weft_testkit::replicated(4096, 2);
     let file = client.create("/v", &options).unwrap();
     let layout = file.layout().clone();
     assert_eq!(layout.replica_count(), 2);
@@ -192,4 +185,63 @@ fn list_and_view_io_work_on_a_degraded_replicated_file() {
     let mut stale = client.resolve("/v").unwrap().layout.unwrap().replication.stale;
     stale.sort();
     assert_eq!(stale, vec![victim, second]);
+}
+
+/// A handle opened before one of the file's servers went down and was marked stale by
+/// another client's write never reads that server's old bytes once it is back: the
+/// new connection to it makes the handle read the stale marks afresh. Before, the
+/// handle kept its open-time stale set and read the returned server's piece (the bytes
+/// from before the other client's write).
+#[test]
+fn an_open_handle_never_reads_a_piece_marked_stale_while_it_was_open() {
+    let cluster = TestCluster::start();
+    let writer = cluster.client();
+    let options = weft_testkit::replicated(65_536, 2);
+    let old = pattern(11, 0, 1 << 20);
+    let file = writer.create("/h", &options).unwrap();
+    file.write_at(0, &old).unwrap();
+    file.sync().unwrap();
+    let victim = file.layout().servers[0];
+    file.close().unwrap();
+
+    // The reader's handle, open all along, has read the file once.
+    let reader = cluster.client();
+    let handle = reader.open("/h", &OpenOptions::default()).unwrap();
+    let mut got = vec![0u8; old.len()];
+    assert_eq!(handle.read_at(0, &mut got).unwrap(), old.len());
+    assert!(got == old);
+
+    // Slot 0's primary dies; another client rewrites the file (marking it stale); it
+    // comes back with its old bytes.
+    cluster.kill9(victim.0);
+    let new = pattern(12, 0, 1 << 20);
+    let file = writer
+        .open(
+            "/h",
+            &OpenOptions {
+                write: true,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+    file.write_at(0, &new).unwrap();
+    file.close().unwrap();
+    let layout = weft_ok(&cluster, &["layout", "/h"]);
+    assert!(layout.contains(&format!("{}(stale)", victim.0)), "{layout}");
+    cluster.restart();
+
+    for round in 0..3 {
+        assert_eq!(handle.read_at(0, &mut got).unwrap(), new.len());
+        if let Some(at) = got.iter().zip(&new).position(|(a, b)| a != b) {
+            panic!(
+                "round {round}: the open handle read other bytes at offset {at} (stripe slot {}): {}",
+                (at / 65_536) % 2,
+                if got[at..at + 16] == old[at..at + 16] {
+                    "the old ones"
+                } else {
+                    "neither old nor new"
+                }
+            );
+        }
+    }
 }

@@ -6,7 +6,7 @@ mod common;
 
 use common::{pattern, weft_ok};
 use std::os::unix::fs::FileExt;
-use weft_client::{CreateOptions, LayoutRequest, Redundancy};
+use weft_client::CreateOptions;
 use weft_testkit::TestCluster;
 
 const STRIPE: u64 = 65_536;
@@ -16,14 +16,7 @@ fn a_copy_changed_behind_the_file_systems_back_is_found_and_repaired() {
     let cluster = TestCluster::start();
     let client = cluster.client();
     client.mkdir("/r", 0o755).unwrap();
-    let options = CreateOptions {
-        layout: LayoutRequest {
-            stripe_size_bytes: Some(STRIPE),
-            redundancy: Some(Redundancy::Replicas(2)),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let options = weft_testkit::replicated(STRIPE, 2);
     let data = pattern(5, 0, 3 << 20);
     let file = client.create("/r/f", &options).unwrap();
     file.write_at(0, &data).unwrap();

@@ -22,16 +22,28 @@
 //!   an unreachable server is noted down (for `DOWN_RETRY`) and the read runs again
 //!   (`File::with_fallback`), without an error reaching the caller while a fresh copy
 //!   of every slot answers. Stale pieces are never read.
+//! - A server may have been marked stale by another client while this handle was open
+//!   (it was down, and came back with its old bytes). A read goes to a server only over
+//!   a connection the handle's stale set was confirmed under: the file's stale set was
+//!   read afresh from the manager (`GetAttr`) after that connection was made; one answer
+//!   confirms every connection the pool held to the file's servers before the question,
+//!   so a handle asks once while its connections stay up (not at its open: the attributes
+//!   an open goes by may be older than a connection made meanwhile). A restarted server
+//!   is always reached over a new connection, so
+//!   its piece, if marked meanwhile, is never read. Not covered: a server that stayed up
+//!   and was marked stale by a writer that could not reach it (a partition), over a
+//!   connection this handle confirmed before the mark.
 
 use super::File;
 use crate::error::ClientError;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use weft_layout::{Layout, ServerId};
 use weft_proto::msg::{Request, Response};
 use weft_proto::ErrorCode;
+use weft_rpc::Connection;
 use weft_rpc::RpcError;
 
 /// How long a server a read found unreachable is left alone before it is tried again.
@@ -61,6 +73,9 @@ pub(crate) struct Replicas {
     stale: Mutex<HashSet<ServerId>>,
     /// Servers this handle found unreachable while reading, and when.
     down: Mutex<HashMap<ServerId, Instant>>,
+    /// Per server, the connection under which `stale` is known to hold for it (see the
+    /// module's text): at most one per piece.
+    confirmed: Mutex<HashMap<ServerId, Weak<Connection>>>,
     copies_min: usize,
 }
 
@@ -85,6 +100,7 @@ impl Replicas {
             pieces,
             stale: Mutex::new(layout.replication.stale.iter().copied().collect()),
             down: Mutex::new(HashMap::new()),
+            confirmed: Mutex::new(HashMap::new()),
             copies_min: write_copies_min(layout.replica_count()),
         }))
     }
@@ -186,6 +202,31 @@ impl Replicas {
             .flatten()
             .find(|(_, a)| a == address)
             .map(|(s, _)| *s)
+    }
+
+    /// Whether this handle's stale set is known to hold for `server` over `connection`.
+    fn is_confirmed(&self, server: ServerId, connection: &Arc<Connection>) -> bool {
+        self.confirmed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&server)
+            .and_then(Weak::upgrade)
+            .is_some_and(|c| Arc::ptr_eq(&c, connection))
+    }
+
+    /// The stale set was read after `connection` to `server` was made.
+    fn confirm(&self, server: ServerId, connection: &Arc<Connection>) {
+        self.confirmed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(server, Arc::downgrade(connection));
+    }
+
+    fn is_stale(&self, server: ServerId) -> bool {
+        self.stale
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&server)
     }
 
     fn mark_down(&self, server: ServerId) {
@@ -377,15 +418,72 @@ impl File {
         Ok(())
     }
 
-    /// The connection requests for slot `k` of the data layout go to now.
-    pub(crate) fn connection_of(
-        &self,
-        k: usize,
-    ) -> Result<std::sync::Arc<weft_rpc::Connection>, ClientError> {
-        let addr = match &self.replicas {
-            None => &self.addrs[k],
-            Some(replicas) => replicas.addr_for(k)?,
+    /// The connection requests for slot `k` of the data layout go to now. For a read
+    /// of a replicated file, one under which the handle's stale set holds (see the
+    /// module's text): over a connection made since, the stale set is read afresh first.
+    pub(crate) fn connection_of(&self, k: usize) -> Result<Arc<Connection>, ClientError> {
+        let Some(replicas) = &self.replicas else {
+            return self.inner.pool.get(&self.addrs[k]).map_err(ClientError::from);
         };
-        self.inner.pool.get(addr).map_err(ClientError::from)
+        let reading = COPY.with(|c| c.get()).is_none();
+        // Each look that finds the chosen copy stale moves to another: bounded.
+        for _ in 0..=replicas.copies() {
+            let addr = replicas.addr_for(k)?;
+            let connection = self.inner.pool.get(addr).map_err(ClientError::from)?;
+            let Some(server) = replicas.server_at(addr).filter(|_| reading) else {
+                return Ok(connection);
+            };
+            if replicas.is_confirmed(server, &connection) {
+                return Ok(connection);
+            }
+            self.refresh_stale()?;
+            if !replicas.is_stale(server) {
+                return Ok(connection);
+            }
+        }
+        Err(ClientError::refused(
+            ErrorCode::Unavailable,
+            format!("{}: every copy of stripe slot {k} is stale", self.path),
+        ))
+    }
+
+    /// Reads the file's stale pieces afresh from the manager and stops reading those
+    /// this handle did not know of (a layout other than this handle's, after a
+    /// migration, leaves it as it is: the io servers' fences answer for those). Every
+    /// connection the pool held to the file's servers before the question is then
+    /// confirmed.
+    fn refresh_stale(&self) -> Result<(), ClientError> {
+        let Some(replicas) = &self.replicas else {
+            return Ok(());
+        };
+        let held: Vec<(ServerId, Arc<Connection>)> = replicas
+            .pieces
+            .iter()
+            .flatten()
+            .filter_map(|(server, addr)| self.inner.pool.existing(addr).map(|c| (*server, c)))
+            .collect();
+        let request = Request::GetAttr {
+            cred: self.inner.cred.clone(),
+            inode: self.inode(),
+        };
+        let attr = match self.inner.meta(&request).map_err(|e| e.context(&self.path))? {
+            Response::Attr(attr) => attr,
+            other => return Err(crate::error::unexpected(&other)),
+        };
+        let Some(now) = attr
+            .layout
+            .filter(|l| l.all_servers() == self.layout.all_servers())
+        else {
+            return Ok(());
+        };
+        replicas
+            .stale
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(now.replication.stale.iter().copied());
+        for (server, connection) in &held {
+            replicas.confirm(*server, connection);
+        }
+        Ok(())
     }
 }

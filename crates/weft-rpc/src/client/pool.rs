@@ -95,6 +95,16 @@ impl ConnectionPool {
         self.timeouts
     }
 
+    /// The live connection to `addr` this pool holds, if any (no connecting).
+    pub fn existing(&self, addr: &str) -> Option<Arc<Connection>> {
+        self.connections
+            .lock()
+            .unwrap()
+            .get(addr)
+            .filter(|c| !c.is_broken())
+            .cloned()
+    }
+
     /// A live connection to `addr`, connecting if there is none.
     pub fn get(&self, addr: &str) -> Result<Arc<Connection>, RpcError> {
         if let Some(c) = self.connections.lock().unwrap().get(addr) {
