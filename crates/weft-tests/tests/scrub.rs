@@ -91,6 +91,19 @@ fn a_copy_changed_behind_the_file_systems_back_is_found_and_repaired() {
     assert!(out.contains("rebuilt from io server"), "{out}");
     let out = weft_ok(&cluster, &["scrub", "/r/f"]);
     assert!(out.contains(" 0 differences"), "{out}");
+    // The scrub gave back the write capability its stamps asked for: the manager
+    // vouches for the file again within seconds, not when the capability expires (60 s).
+    let probe = cluster.client();
+    let dir = probe.resolve("/r").unwrap().inode;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while probe.vouched_skips() == 0 {
+        probe.lookup_sized(dir, "f", None).unwrap();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the file is not vouched for 10 s after the scrub: its write capability is still counted live"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let mut back = vec![0u8; data.len()];
     let file = client.open("/r/f", &Default::default()).unwrap();
     assert_eq!(file.read_at(0, &mut back).unwrap(), data.len());

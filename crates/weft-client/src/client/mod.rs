@@ -328,6 +328,16 @@ impl Client {
         self.inner.hold_write_grant(inode);
     }
 
+    /// Waits, at most `wait`, until the write capabilities this client gave back at
+    /// its last closes have reached the manager (they are sent in the background).
+    /// For a short-lived process before it exits: one not sent is counted live until
+    /// it expires, and the manager cannot vouch for its file until then.
+    pub fn flush_releases(&self, wait: std::time::Duration) {
+        if let Some(source) = self.inner.pool.capability_source() {
+            source.flush_releases(wait);
+        }
+    }
+
     /// Makes every metadata operation acknowledged so far durable (sync(2), syncfs(2),
     /// fsync of a directory): see docs/src/consistency.md, Durability.
     pub fn sync_metadata(&self) -> Result<(), ClientError> {

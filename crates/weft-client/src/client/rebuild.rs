@@ -85,6 +85,20 @@ pub(super) fn striping_of(layout: &Layout, slot: usize) -> Striping {
     }
 }
 
+/// Gives a file's write grants back when dropped (a rebuild's or a scrub's: see `Client::scrub_one`).
+pub(super) struct GiveBack(
+    pub(super) Option<std::sync::Arc<dyn weft_rpc::CapabilitySource>>,
+    pub(super) InodeId,
+);
+
+impl Drop for GiveBack {
+    fn drop(&mut self) {
+        if let Some(source) = &self.0 {
+            source.writer_closed(self.1);
+        }
+    }
+}
+
 /// Paces copying to a rate.
 pub(super) struct Pace {
     pub(super) rate: Option<u64>,
@@ -227,6 +241,13 @@ impl Client {
             progress(done);
             return Ok(());
         }
+        // Its write grants go back once the file is done, as a closing writer's do (the
+        // manager vouches for the file again at once, not when they expire).
+        let source = self.inner.pool.capability_source();
+        if let Some(source) = &source {
+            source.writer_opened(inode);
+        }
+        let _give_back = GiveBack(source, inode);
         self.hold_write_grant(inode);
         for target in targets {
             let mut tries = 0;

@@ -13,7 +13,7 @@
 //! copy is right: it reports where copies differ, and `scrub_repair` (on request) makes
 //! the slot's first fresh copy, the primary unless it is stale, the one kept.
 
-use super::rebuild::{striping_of, Pace};
+use super::rebuild::{striping_of, GiveBack, Pace};
 use super::Client;
 use crate::error::{unexpected, ClientError};
 use std::time::{Duration, Instant};
@@ -160,6 +160,14 @@ impl Client {
             return;
         }
         done.files += 1;
+        // The stamps ask for a write capability: given back once the file is done, as a
+        // closing writer does, so that the manager vouches for the file again at once
+        // rather than when the capability expires.
+        let source = self.inner.pool.capability_source();
+        if let Some(source) = &source {
+            source.writer_opened(attr.inode);
+        }
+        let _give_back = GiveBack(source, attr.inode);
         for slot in 0..layout.width() {
             let copies = layout.fresh_slot_servers(slot);
             if copies.len() < 2 {

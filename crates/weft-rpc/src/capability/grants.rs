@@ -50,6 +50,8 @@ struct Releases {
     queued: Condvar,
     /// The manager does not know `ReleaseWrites`.
     off: AtomicBool,
+    /// A batch taken from the queue is being sent.
+    sending: AtomicBool,
 }
 
 /// A client's source: the metadata manager at `meta_addr`, asked as `cred`.
@@ -309,6 +311,23 @@ impl CapabilitySource for ManagerGrants {
             .is_some_and(|kept| kept.issued_ms == cap.issued_ms && kept.mac == cap.mac)
     }
 
+    fn flush_releases(&self, wait: std::time::Duration) {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            let queue = self.releases.queue.lock().unwrap();
+            // Empty and nothing in flight (a batch is marked sending before it leaves
+            // the queue, under the queue's lock).
+            if queue.0.is_empty() && !self.releases.sending.load(Ordering::SeqCst) {
+                return;
+            }
+            drop(queue);
+            if std::time::Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
     fn writer_opened(&self, inode: InodeId) {
         *self.writes.lock().unwrap().open.entry(inode).or_insert(0) += 1;
     }
@@ -356,6 +375,7 @@ fn send_releases(releases: Arc<Releases>, pool: Weak<ConnectionPool>, meta_addr:
                     .0;
             }
             let n = queue.0.len().min(weft_proto::msg::RELEASE_WRITES_MAX);
+            releases.sending.store(true, Ordering::SeqCst);
             queue.0.drain(..n).collect()
         };
         let Some(pool) = pool.upgrade() else {
@@ -368,5 +388,6 @@ fn send_releases(releases: Arc<Releases>, pool: Weak<ConnectionPool>, meta_addr:
                 releases.off.store(true, Ordering::Relaxed);
             }
         }
+        releases.sending.store(false, Ordering::SeqCst);
     }
 }

@@ -546,6 +546,10 @@ pub trait CapabilitySource: Send + Sync {
     /// `inode`'s write capability was handed to other processes (`adopt`): it is never
     /// given back (it expires).
     fn shared(&self, _inode: InodeId) {}
+    /// Waits, at most `wait`, until the write capabilities queued to go back have been
+    /// sent (a short-lived process before it exits: what is not sent expires instead,
+    /// and the manager cannot vouch for those files until then).
+    fn flush_releases(&self, _wait: std::time::Duration) {}
 }
 
 /// A server's source: its own server capability, made from the key.
