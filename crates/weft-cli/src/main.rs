@@ -724,6 +724,7 @@ fn main() {
         }
     };
     let result = run(command, &given);
+    flush_releases();
     // A benchmark interrupted by a signal: its signal thread is stopping the clusters
     // and exits with 128 + the signal; an error the servers' going caused here is not
     // this run's to report (it raced that exit before, giving status 1).
@@ -756,7 +757,7 @@ fn given_flags(matches: &clap::ArgMatches) -> Vec<String> {
 /// answer at all (a stopped cluster, a stale WEFT_META), says so and what to do rather
 /// than only "cannot connect to ADDR".
 fn connect() -> Result<Client> {
-    Client::from_env().map_err(|e| match &e {
+    let client = Client::from_env().map_err(|e| match &e {
         weft_client::ClientError::Transport(rpc)
             if rpc.is_transport() || matches!(rpc, weft_rpc::RpcError::TimedOut { .. }) =>
         {
@@ -766,7 +767,26 @@ fn connect() -> Result<Client> {
             )
         }
         _ => e.into(),
-    })
+    })?;
+    let mut connected = CONNECTED.lock().unwrap_or_else(|p| p.into_inner());
+    if connected.len() < CONNECTED_MAX {
+        connected.push(client.clone());
+    }
+    Ok(client)
+}
+
+/// Every client `connect` made: before the process exits, the write capabilities they
+/// gave back at their last closes are sent (in the background until then), so that the
+/// manager vouches for what this command wrote at once rather than when those expire.
+static CONNECTED: std::sync::Mutex<Vec<Client>> = std::sync::Mutex::new(Vec::new());
+/// Most clients kept for that (a command connects once or twice).
+const CONNECTED_MAX: usize = 8;
+
+fn flush_releases() {
+    let clients = std::mem::take(&mut *CONNECTED.lock().unwrap_or_else(|p| p.into_inner()));
+    for client in clients {
+        client.flush_releases(std::time::Duration::from_secs(2));
+    }
 }
 
 /// An error from an io server names which one: the transport says only its address

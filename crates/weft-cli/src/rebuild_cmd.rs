@@ -59,8 +59,6 @@ pub fn run(client: &Client, args: RebuildArgs) -> Result<()> {
         Some(path) => client.rebuild_path(path, &options, &mut show)?,
         None => client.rebuild_all(&options, &mut show)?,
     };
-    // The write capabilities the copies' stamps took go back before this process ends.
-    client.flush_releases(std::time::Duration::from_secs(2));
     if !quiet && last.elapsed() < started.elapsed() {
         eprintln!();
     }

@@ -26,14 +26,6 @@ pub struct ScrubArgs {
 }
 
 pub fn run(client: &Client, args: ScrubArgs) -> Result<()> {
-    let result = scrub(client, args);
-    // The write capabilities the copies' stamps and repairs took go back before this
-    // process ends (else the manager vouches for those files only once they expire).
-    client.flush_releases(std::time::Duration::from_secs(2));
-    result
-}
-
-fn scrub(client: &Client, args: ScrubArgs) -> Result<()> {
     let started = Instant::now();
     let mut last = Instant::now();
     let quiet = args.quiet;
