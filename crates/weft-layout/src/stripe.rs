@@ -440,10 +440,12 @@ impl Layout {
     /// marked stale, primary first (all of them in the impossible case that every one
     /// is: the manager never marks a slot's last fresh copy).
     pub fn fresh_slot_servers(&self, slot: usize) -> Vec<ServerId> {
-        let all = self.slot_servers(slot);
-        let fresh: Vec<ServerId> = all.iter().copied().filter(|s| !self.is_stale(*s)).collect();
+        let fresh: Vec<ServerId> = (0..self.replica_count())
+            .map(|r| self.replica_server(r, slot))
+            .filter(|s| !self.is_stale(*s))
+            .collect();
         if fresh.is_empty() {
-            all
+            self.slot_servers(slot)
         } else {
             fresh
         }

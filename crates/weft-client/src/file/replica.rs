@@ -158,8 +158,8 @@ impl Replicas {
             .collect()
     }
 
-    /// The address this thread's request for `slot` goes to.
-    pub(crate) fn addr_for(&self, slot: usize) -> Result<&str, ClientError> {
+    /// The server (and its address) this thread's request for `slot` goes to.
+    pub(crate) fn addr_for(&self, slot: usize) -> Result<(ServerId, &str), ClientError> {
         let copy = COPY.with(|c| c.get());
         let chosen = match copy {
             // A write's run for copy `r` (see `write_order`), or (fewer copies to write
@@ -174,7 +174,7 @@ impl Replicas {
             None => self.usable(slot, true).first().copied(),
         };
         match chosen {
-            Some(c) => Ok(&self.pieces[slot][c].1),
+            Some(c) => Ok((self.pieces[slot][c].0, &self.pieces[slot][c].1)),
             None => Err(ClientError::refused(
                 ErrorCode::Unavailable,
                 format!(
@@ -428,12 +428,9 @@ impl File {
         let reading = COPY.with(|c| c.get()).is_none();
         // Each look that finds the chosen copy stale moves to another: bounded.
         for _ in 0..=replicas.copies() {
-            let addr = replicas.addr_for(k)?;
+            let (server, addr) = replicas.addr_for(k)?;
             let connection = self.inner.pool.get(addr).map_err(ClientError::from)?;
-            let Some(server) = replicas.server_at(addr).filter(|_| reading) else {
-                return Ok(connection);
-            };
-            if replicas.is_confirmed(server, &connection) {
+            if !reading || replicas.is_confirmed(server, &connection) {
                 return Ok(connection);
             }
             self.refresh_stale()?;
