@@ -160,6 +160,19 @@ impl Replay {
         }
     }
 
+    /// Whether `wait_open` would return at once: the window is over and nobody is
+    /// replaying (a request may be served now, without waiting).
+    pub fn passes(&self) -> bool {
+        Self::through(&mut self.lock())
+    }
+
+    /// `passes` under the lock.
+    fn through(state: &mut State) -> bool {
+        let open = Self::open(state);
+        state.replaying.retain(|_, last| last.elapsed() < REPLAYING_GRACE);
+        !open && state.waiting.is_empty() && !state.applying && state.replaying.is_empty()
+    }
+
     /// Waits until the replay window is over and the clients replaying at its end are
     /// done (a new request). A window that ends at its deadline (a client that died
     /// with the manager never says `ReplayDone`) releases the replays queued behind that
@@ -170,14 +183,13 @@ impl Replay {
     pub fn wait_open(&self) {
         let mut state = self.lock();
         loop {
-            let open = Self::open(&mut state);
-            state.replaying.retain(|_, last| last.elapsed() < REPLAYING_GRACE);
-            if !open && state.waiting.is_empty() && !state.applying && state.replaying.is_empty() {
+            if Self::through(&mut state) {
                 return;
             }
+            // `through` left `until` set only while the window is open.
             let left = match state.until {
-                Some(u) if open => u.saturating_duration_since(Instant::now()),
-                _ => Duration::from_millis(50),
+                Some(u) => u.saturating_duration_since(Instant::now()),
+                None => Duration::from_millis(50),
             };
             state = self
                 .changed

@@ -294,6 +294,18 @@ impl Roles {
     /// other request is the verified user's, credential or not (a backup, the check's
     /// scans, and whatever request is added later: refused unless its handler lets a
     /// user in).
+    /// Whether `connection`'s requests need no MUNGE verification first (none is asked
+    /// for, or it was done): `munge_identity` then waits for nothing.
+    fn verified(&self, connection: ConnectionId) -> bool {
+        self.munge.is_none()
+            || self
+                .connections
+                .lock()
+                .unwrap()
+                .get(&connection)
+                .is_some_and(|state| state.verified.get().is_some())
+    }
+
     fn munge_identity(&self, connection: ConnectionId, request: &mut Request) -> Result<Caller, WireError> {
         let Some(munge) = &self.munge else {
             return Ok(Caller::Trusted);
@@ -783,31 +795,47 @@ impl Handler for Roles {
     }
 
     /// Small plain reads and writes of the io role (its `runs_inline`), also inside a
-    /// shared-memory call; never what the cache role serves (it may call other servers).
+    /// shared-memory call, and the meta role's reads of what it holds
+    /// (`MetaService::runs_inline`); never what the cache role serves (it may call
+    /// other servers).
     fn runs_inline(&self, request: &Request) -> bool {
         let inner = match request {
             Request::ShmCall { request, .. } | Request::ShmScatter { request, .. } => request,
             other => other,
         };
-        let cached = self.cache.as_ref().is_some_and(|c| c.serves(inner));
-        match &self.io {
-            Some(io) if !cached && is_io_request(inner) => io.runs_inline(inner),
+        if self.cache.as_ref().is_some_and(|c| c.serves(inner)) {
+            return false;
+        }
+        match (is_io_request(inner), &self.io, &self.meta) {
+            (true, Some(io), _) => io.runs_inline(inner),
+            (false, _, Some(_)) => std::ptr::eq(inner, request) && MetaService::runs_inline(inner),
             _ => false,
         }
     }
 
     /// The io role's small reads and writes, after the same capability check as
-    /// `handle`'s.
+    /// `handle`'s. A meta request is left to the loop's usual path (`handle`, on the
+    /// loop) unless it would wait there: for the replay window after a restart, or for
+    /// MUNGE to verify the connection's credential (its first request).
     fn try_inline(&self, connection: ConnectionId, request: &Request, data: &[u8]) -> weft_rpc::Inline {
-        let cached = self.cache.as_ref().is_some_and(|c| c.serves(request));
-        match &self.io {
-            Some(io) if !cached && is_io_request(request) => {
+        if self.cache.as_ref().is_some_and(|c| c.serves(request)) {
+            return weft_rpc::Inline::NotTried;
+        }
+        match (is_io_request(request), &self.io, &self.meta) {
+            (true, Some(io), _) => {
                 if let Some(gate) = &self.gate {
                     if let Err(e) = gate.check(connection, request) {
                         return weft_rpc::Inline::Done(Err(e));
                     }
                 }
                 io.try_inline(connection, request, data)
+            }
+            (false, _, Some(meta)) => {
+                if meta.serves_at_once() && self.verified(connection) {
+                    weft_rpc::Inline::NotTried
+                } else {
+                    weft_rpc::Inline::WouldBlock
+                }
             }
             _ => weft_rpc::Inline::NotTried,
         }

@@ -194,6 +194,10 @@ pub enum Caller {
     User(Cred),
 }
 
+/// Most entries a listing served on the event loop asks for (`MetaService::runs_inline`):
+/// a larger page goes to a worker.
+pub const INLINE_ENTRIES_MAX: u64 = 1_024;
+
 /// The metadata role of a server.
 pub struct MetaService {
     store: MetaStore,
@@ -416,6 +420,38 @@ impl MetaService {
     /// manager's own included).
     pub fn set_reserved(&mut self, servers: Vec<(ServerId, String)>) {
         self.reserved = servers;
+    }
+
+    /// Whether `request` only reads what the manager holds (its store and its tables
+    /// in memory) and never calls another server, waits for a commit or holds a lock
+    /// for long: the event loop that read it may serve it itself
+    /// (`weft_rpc::Handler::runs_inline`), saving the two thread wake-ups of a hand-off
+    /// to a worker, which cost more than the lookup itself on a loaded manager. A
+    /// listing counts only if small (`INLINE_ENTRIES_MAX`).
+    pub fn runs_inline(request: &Request) -> bool {
+        match request {
+            Request::Lookup { .. }
+            | Request::LookupMany { .. }
+            | Request::GetAttr { .. }
+            | Request::Revalidate { .. }
+            | Request::Resolve { .. }
+            | Request::Readlink { .. }
+            | Request::GetXattr { .. }
+            | Request::ListXattr { .. }
+            | Request::ReleaseWrites { .. }
+            | Request::GetCluster => true,
+            Request::Vouched { request } => Self::runs_inline(request),
+            Request::Readdir { max_entries, .. } | Request::ReaddirPlus { max_entries, .. } => {
+                u64::from(*max_entries) <= INLINE_ENTRIES_MAX
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a request `runs_inline` chose may be served now without waiting: not
+    /// while the replay window after a restart holds requests back (`handle_as`).
+    pub fn serves_at_once(&self) -> bool {
+        self.replay.passes()
     }
 
     /// Answers one request of a trusted caller (see `handle_as`).
