@@ -35,6 +35,9 @@ pub(crate) struct Inner {
     /// The manager answered a `CreateGranted` with `UnknownOpcode` (it predates it):
     /// creates are sent without asking for the new file's capability from then on.
     pub no_create_grants: Arc<AtomicBool>,
+    /// The manager answered a `CreateStamped` with `UnknownOpcode`: creates are sent
+    /// as `CreateGranted` from then on.
+    pub no_create_stamps: Arc<AtomicBool>,
     /// The manager answered a `Vouched` with `UnknownOpcode`: lookups are sent alone.
     pub no_vouch: Arc<AtomicBool>,
     /// What this client learnt of files' data under the manager's vouch (see

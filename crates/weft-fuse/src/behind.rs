@@ -20,7 +20,7 @@
 use crate::open_file::OpenFile;
 use fuser::Errno;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use weft_client::{ClientError, InodeId};
 
@@ -151,6 +151,9 @@ pub(crate) struct WriteBehind {
     /// kernel. Forgotten at the inode's last close here and lowered by a truncate here;
     /// so bounded by the open inodes.
     sent_ends: Mutex<HashMap<InodeId, u64>>,
+    /// Sends that failed, of any inode: kept bytes the kernel took as written (its
+    /// pages hold them) but the io servers may lack.
+    failures: AtomicU64,
 }
 
 fn errno_of(e: &ClientError) -> Errno {
@@ -270,7 +273,15 @@ impl WriteBehind {
         // another thread (a read beside this one) must find the entry and wait on its
         // lock, not take the count's "nothing kept anywhere" and go ahead of the bytes.
         self.dirty_inodes.fetch_sub(1, Ordering::Relaxed);
+        if sent.is_err() {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
         sent.map(|_| ()).map_err(|e| errno_of(&e))
+    }
+
+    /// How many sends of kept bytes have failed in this mount.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// The end of the bytes kept for `inode`, or sent while it is open here (0: none):

@@ -24,7 +24,10 @@
 //!   if the file's data provably did not change since the previous open here (the
 //!   same `weft_client::DataStamp`: the manager's vouch that no write capability was
 //!   live or issued in between, or else its objects' change stamps on the io servers,
-//!   the same and settled), else it starts with an empty page cache for the file. Attributes and
+//!   the same and settled), or if this mount made the file and the manager still
+//!   vouches for it at the stamp of the create's own write grant (no other client wrote
+//!   it: the pages of this mount's writes are the file), else it starts with an empty
+//!   page cache for the file. Attributes and
 //!   names are cached for `attr_ttl` (1 s by default). A run of lookups in one directory
 //!   is answered from a listing of it that is younger than `attr_ttl`, never older
 //!   answers than the kernel's own cache would give (see `recent`). Mode, owner and time
@@ -214,7 +217,14 @@
 //! the kernel was told), else the kernel drops the file's pages at the open. A stamp
 //! counts only once the open that found it has completed (its first read or flush came:
 //! the kernel drops the pages as an open without the flag completes, after the daemon's
-//! answer), so a concurrent open cannot keep pages older than the stamp. Invariant:
+//! answer), so a concurrent open cannot keep pages older than the stamp. A file made
+//! here by an exclusive create without `O_APPEND` or `O_DIRECT` starts as `Seen::Written`
+//! with the stamp of the grant that came with the create (`CreateStamped`,
+//! `Made::written_under`): its writes went through the kernel's pages (one the daemon
+//! refused is left not up to date by the kernel; a kept write whose later send failed
+//! counts in `WriteBehind::failures`, which must not have moved), so an open that finds
+//! the manager vouching at that stamp keeps them although the attributes changed (by
+//! those writes); any other open of the file here replaces the record. Invariant:
 //! every write, truncate or allocation of any object, by any client (native, MPI-IO, C ABI,
 //! another mount, this one), needs a write capability, whose grant moves the vouch, and
 //! changes that object's ctime on its server, so a kept page was read after the last

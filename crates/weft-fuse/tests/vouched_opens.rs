@@ -232,3 +232,74 @@ fn a_quiet_files_open_through_the_mount_asks_only_the_manager_and_keeps_its_page
     expected[4096..8192].copy_from_slice(&new);
     assert!(std::fs::read(&path).unwrap() == expected, "after the rewrite");
 }
+
+/// A file this mount made and wrote is read back from the kernel's pages at its next
+/// open: the create's answer carried the stamp of its write grant (`CreateStamped`), and
+/// while the manager vouches for the file at that stamp no other client wrote it, so
+/// the pages of this mount's own writes are the file. Before, that first read went to
+/// the io servers (the pages could not be proven current). Once another client writes
+/// the file, the next open reads the new bytes; a file made for appending (written by
+/// direct I/O here: the kernel holds none of its pages) reads back whole.
+#[test]
+fn a_file_this_mount_made_is_read_back_from_its_own_pages_until_another_client_writes_it() {
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let native = cluster.client();
+    std::fs::create_dir(mount.join("own")).unwrap();
+    // Whole pages: the kernel keeps a partly written last page not up to date.
+    let data = pattern(5, 4096 * 3);
+    std::fs::write(mount.join("own/f"), &data).unwrap();
+    let dir = native.resolve("/own").unwrap().inode;
+    until_vouched(&native, dir, "f");
+    let reads = cluster.io_requests("read");
+    assert!(std::fs::read(mount.join("own/f")).unwrap() == data, "read back");
+    let read = cluster.io_requests("read") - reads;
+    assert_eq!(
+        read, 0.0,
+        "reading back a file this mount wrote asked the io servers {read} times"
+    );
+
+    // Another client rewrites a page in place and sets the modification time back to
+    // what the kernel saw: same size, same mtime, so only the stamp tells the kernel's
+    // pages are old (the kernel drops them itself when it sees either change).
+    let seen = native.stat("/own/f").unwrap().mtime;
+    let new = pattern(6, 4096);
+    native_write(&native, "/own/f", 4096, &new);
+    native
+        .setattr(
+            "/own/f",
+            &weft_client::SetAttr {
+                mtime: Some(weft_client::TimeSet::At(seen)),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(native.stat("/own/f").unwrap().mtime, seen);
+    let mut expected = data.clone();
+    expected[4096..8192].copy_from_slice(&new);
+    assert!(
+        std::fs::read(mount.join("own/f")).unwrap() == expected,
+        "after another client's rewrite"
+    );
+
+    // Made for appending: written by direct I/O, its bytes come from the io servers.
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(mount.join("own/log"))
+            .unwrap();
+        f.write_all(&data).unwrap();
+    }
+    until_vouched(&native, dir, "log");
+    let reads = cluster.io_requests("read");
+    assert!(
+        std::fs::read(mount.join("own/log")).unwrap() == data,
+        "the appended file"
+    );
+    assert!(
+        cluster.io_requests("read") > reads,
+        "a file written by appends was read from pages that never held its bytes"
+    );
+}

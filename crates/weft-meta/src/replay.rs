@@ -337,14 +337,16 @@ pub fn reply_of(request: &Request) -> ReplyOf {
         Some(weft_proto::msg::encode_result(&Ok(response)))
     }
     match request {
-        Request::WithParent { .. } | Request::CreateGranted { .. } => Box::new(|v: &dyn Any| {
-            made(v).and_then(|m| {
-                encode(Response::Made {
-                    attr: m.attr.clone(),
-                    parent: m.parent.clone(),
+        Request::WithParent { .. } | Request::CreateGranted { .. } | Request::CreateStamped { .. } => {
+            Box::new(|v: &dyn Any| {
+                made(v).and_then(|m| {
+                    encode(Response::Made {
+                        attr: m.attr.clone(),
+                        parent: m.parent.clone(),
+                    })
                 })
             })
-        }),
+        }
         Request::Create { .. }
         | Request::Mkdir { .. }
         | Request::Symlink { .. }

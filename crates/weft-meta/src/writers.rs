@@ -118,8 +118,10 @@ impl Writers {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A write capability of `inode` expiring at `expiry_ms` was granted to `holder`.
-    pub fn granted(&self, inode: InodeId, holder: Holder, expiry_ms: u64, now_ms: u64) {
+    /// A write capability of `inode` expiring at `expiry_ms` was granted to `holder`;
+    /// returns the grant's stamp (what `vouch` says of `inode` while no other grant or
+    /// change follows).
+    pub fn granted(&self, inode: InodeId, holder: Holder, expiry_ms: u64, now_ms: u64) -> u64 {
         let mut table = self.table();
         if !table.entries.contains_key(&inode) && table.entries.len() >= self.max {
             let mut let_go = table.floor;
@@ -153,6 +155,7 @@ impl Writers {
         }
         entry.expiry_ms = entry.expiry_ms.max(expiry_ms);
         entry.stamp = stamp;
+        stamp
     }
 
     /// `inode`'s size or times were set by the manager (on its objects too): what a

@@ -115,6 +115,11 @@
 //! for none or the check refuses. Every file create of the native client, the C API, the
 //! mount and MPI-IO goes this way, and the client keeps the capability (`adopt`), so a new
 //! file's first write asks the manager for nothing. Counted as a "create".
+//! `CreateStamped` (opcode 239, reply `MadeStamped`, tag 97, added within version 8; an older
+//! manager answers `UnknownOpcode` and the client sends a `CreateGranted` from then on): a
+//! `CreateGranted` whose answer also carries the stamp of the capability's grant among the
+//! manager's write grants (0: none), the stamp the manager's vouch for the file stays at while
+//! no other grant follows. Counted as a "create".
 //! `LookupMany` (opcode 192, reply `EntriesPlus`, added within version 4; an older manager
 //! answers `UnknownOpcode` and the client sends pipelined `Lookup`s): cred, directory, at most
 //! `LOOKUP_MANY_MAX` (4,096) names; answered with the names found, in the order asked, and

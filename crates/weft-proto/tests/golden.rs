@@ -51,6 +51,7 @@ fn request_name(r: &Request) -> &'static str {
         CommitMetadata { .. } => "CommitMetadata",
         Create { .. } => "Create",
         CreateGranted { .. } => "CreateGranted",
+        CreateStamped { .. } => "CreateStamped",
         ExtentLock { .. } => "ExtentLock",
         ExtentUnlock { .. } => "ExtentUnlock",
         Extents { .. } => "Extents",
@@ -190,6 +191,7 @@ fn response_name(r: &Response) -> &'static str {
         Made { .. } => "Made",
         Committed { .. } => "Committed",
         MadeGranted { .. } => "MadeGranted",
+        MadeStamped { .. } => "MadeStamped",
         AttrVouched { .. } => "AttrVouched",
         AttrSized { .. } => "AttrSized",
         Security { .. } => "Security",
@@ -968,6 +970,9 @@ fn requests(s: &mut Samples) {
         Request::CreateGranted {
             request: Box::new(create("granted")),
         },
+        Request::CreateStamped {
+            request: Box::new(create("stamped")),
+        },
         Request::LookupMany {
             cred: cred(),
             parent: InodeId(5),
@@ -1016,6 +1021,16 @@ fn requests(s: &mut Samples) {
             made: Some(attr()),
             request: Box::new(Request::CreateGranted {
                 request: Box::new(create("again")),
+            }),
+        },
+        Request::Tracked {
+            client: 0x5eed,
+            slot: 2,
+            xid: 8,
+            replay: 0,
+            made: None,
+            request: Box::new(Request::CreateStamped {
+                request: Box::new(create("tracked")),
             }),
         },
         Request::ReplayDone { client: 0xc0ffee },
@@ -1182,6 +1197,12 @@ fn responses(s: &mut Samples) {
             attr: attr(),
             parent: dir_attr(),
             capability: None,
+        },
+        Response::MadeStamped {
+            attr: attr(),
+            parent: dir_attr(),
+            capability: Some(test_capability()),
+            stamp: 0x1234_5678_9abc,
         },
         Response::AttrVouched {
             attr: attr(),

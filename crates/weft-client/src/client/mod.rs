@@ -9,6 +9,7 @@ use crate::connection::{client_name, meta_route, Directory, Inner, ServerAddress
 use crate::drive::TransferOptions;
 use crate::error::{unexpected, ClientError};
 use crate::path;
+use crate::vouched::DataStamp;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use weft_layout::{InodeId, ServerId};
@@ -49,6 +50,12 @@ pub struct Made<T> {
     /// have added other clients' changes by its answer). `None` from a manager that
     /// predates `WithParent`.
     pub parent: Option<Attr>,
+    /// A file this create made exclusively, with a write capability granted with it:
+    /// the data stamp an open finds while no other write grant, truncate or time change
+    /// followed (the manager's vouch at the grant's stamp, `CreateStamped`). Until then
+    /// the file holds what this client wrote under that grant and nothing else. `None`
+    /// for anything else, or from a manager that predates it.
+    pub written_under: Option<DataStamp>,
 }
 
 /// The calling process's credentials.
@@ -114,6 +121,7 @@ impl Client {
                 transfer: TransferOptions::default(),
                 no_parent_attrs: Arc::new(AtomicBool::new(false)),
                 no_create_grants: Arc::new(AtomicBool::new(false)),
+                no_create_stamps: Arc::new(AtomicBool::new(false)),
                 no_vouch: Arc::new(AtomicBool::new(false)),
                 vouched: Arc::default(),
                 tracker: Arc::new(crate::connection::replay::Tracker::new()),
@@ -151,6 +159,7 @@ impl Client {
             transfer: i.transfer,
             no_parent_attrs: i.no_parent_attrs.clone(),
             no_create_grants: i.no_create_grants.clone(),
+            no_create_stamps: i.no_create_stamps.clone(),
             no_vouch: i.no_vouch.clone(),
             vouched: i.vouched.clone(),
             tracker: i.tracker.clone(),
@@ -229,6 +238,7 @@ impl Client {
                     return Ok(Made {
                         made: attr,
                         parent: Some(parent),
+                        written_under: None,
                     })
                 }
                 Ok(other) => return Err(unexpected(&other)),
@@ -243,7 +253,11 @@ impl Client {
                 Err(e) => return Err(e.context(what)),
             }
         };
-        self.attr_of(plain, what).map(|made| Made { made, parent: None })
+        self.attr_of(plain, what).map(|made| Made {
+            made,
+            parent: None,
+            written_under: None,
+        })
     }
 
     /// `attr_of`, or with `parent` `made_of`.
@@ -251,49 +265,76 @@ impl Client {
         if parent {
             self.made_of(request, what)
         } else {
-            self.attr_of(request, what)
-                .map(|made| Made { made, parent: None })
+            self.attr_of(request, what).map(|made| Made {
+                made,
+                parent: None,
+                written_under: None,
+            })
         }
     }
 
-    /// A `Create` sent as a `CreateGranted`: made, with its directory's attributes (kept
-    /// if `parent`) and the capability to write the new file, which this client's
-    /// connections keep, so that the file's first write asks the manager for nothing.
-    /// To a manager that predates it, `attr_made`.
+    /// A `Create` sent as a `CreateStamped`: made, with its directory's attributes (kept
+    /// if `parent`), the capability to write the new file, which this client's
+    /// connections keep, so that the file's first write asks the manager for nothing,
+    /// and for an exclusive create the stamp of that grant (`Made::written_under`). To
+    /// a manager that predates it, a `CreateGranted` (no stamp), and to one that
+    /// predates that, `attr_made`.
     fn create_granted(&self, request: Request, what: &str, parent: bool) -> Result<Made<Attr>, ClientError> {
-        let request = if self.inner.no_create_grants.load(Ordering::Relaxed) {
-            request
-        } else {
-            let wrapped = Request::CreateGranted {
+        let exclusive = matches!(request, Request::Create { exclusive: true, .. });
+        let stamped = !self.inner.no_create_stamps.load(Ordering::Relaxed);
+        if self.inner.no_create_grants.load(Ordering::Relaxed) {
+            return self.attr_made(request, what, parent);
+        }
+        let wrapped = if stamped {
+            Request::CreateStamped {
                 request: Box::new(request),
-            };
-            match self.inner.meta(&wrapped) {
-                Ok(Response::MadeGranted {
-                    attr,
-                    parent: dir,
-                    capability,
-                }) => {
-                    if let (Some(cap), Some(source)) = (capability, self.inner.pool.capability_source()) {
-                        source.granted(&cap);
-                    }
-                    return Ok(Made {
-                        made: attr,
-                        parent: parent.then_some(dir),
-                    });
-                }
-                Ok(other) => return Err(unexpected(&other)),
-                // Refused at decode, before anything was done: the create alone.
-                Err(e) if e.code() == ErrorCode::UnknownOpcode => {
-                    self.inner.no_create_grants.store(true, Ordering::Relaxed);
-                    match wrapped {
-                        Request::CreateGranted { request } => *request,
-                        other => other,
-                    }
-                }
-                Err(e) => return Err(e.context(what)),
+            }
+        } else {
+            Request::CreateGranted {
+                request: Box::new(request),
             }
         };
-        self.attr_made(request, what, parent)
+        let (attr, dir, capability, stamp) = match self.inner.meta(&wrapped) {
+            Ok(Response::MadeStamped {
+                attr,
+                parent,
+                capability,
+                stamp,
+            }) => (attr, parent, capability, stamp),
+            Ok(Response::MadeGranted {
+                attr,
+                parent,
+                capability,
+            }) => (attr, parent, capability, 0),
+            Ok(other) => return Err(unexpected(&other)),
+            // Refused at decode, before anything was done: the create in the older form.
+            Err(e) if e.code() == ErrorCode::UnknownOpcode => {
+                let flag = if stamped {
+                    &self.inner.no_create_stamps
+                } else {
+                    &self.inner.no_create_grants
+                };
+                flag.store(true, Ordering::Relaxed);
+                let request = match wrapped {
+                    Request::CreateStamped { request } | Request::CreateGranted { request } => *request,
+                    other => other,
+                };
+                return self.create_granted(request, what, parent);
+            }
+            Err(e) => return Err(e.context(what)),
+        };
+        let written_under = match (&capability, self.inner.pool.capability_source()) {
+            (Some(cap), Some(source)) => {
+                source.granted(cap);
+                (exclusive && stamp != 0).then(|| DataStamp::vouched(attr.inode, stamp))
+            }
+            _ => None,
+        };
+        Ok(Made {
+            made: attr,
+            parent: parent.then_some(dir),
+            written_under,
+        })
     }
 
     fn done(&self, request: Request, what: &str) -> Result<(), ClientError> {

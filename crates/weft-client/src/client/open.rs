@@ -113,6 +113,7 @@ impl Client {
         let Made {
             made: attr,
             parent: parent_attr,
+            written_under,
         } = self.create_granted(request, path, with_parent)?;
         if attr.kind != FileKind::File {
             return Err(ClientError::refused(
@@ -127,6 +128,8 @@ impl Client {
         Ok(Made {
             made: file,
             parent: parent_attr,
+            // A truncate, above, is a change of the manager's: the stamp moved on.
+            written_under: written_under.filter(|_| !options.truncate),
         })
     }
 

@@ -110,9 +110,10 @@ fn made_by(request: &Request, response: &Response) -> Option<Attr> {
     );
     match response {
         _ if !makes => None,
-        Response::Attr(attr) | Response::Made { attr, .. } | Response::MadeGranted { attr, .. } => {
-            Some(attr.clone())
-        }
+        Response::Attr(attr)
+        | Response::Made { attr, .. }
+        | Response::MadeGranted { attr, .. }
+        | Response::MadeStamped { attr, .. } => Some(attr.clone()),
         _ => None,
     }
 }

@@ -408,7 +408,11 @@ impl WeftFs {
         self.parents
             .end(change, made.as_ref().ok().and_then(|m| m.parent.as_ref()));
         self.recent.dir_changed(inode(parent));
-        let file = made.map_err(|e| errno(&e, "create"))?.made;
+        let Made {
+            made: file,
+            written_under,
+            ..
+        } = made.map_err(|e| errno(&e, "create"))?;
         let mut attr = file.attr().clone();
         if new || exclusive || truncate {
             attr.size = 0;
@@ -424,6 +428,11 @@ impl WeftFs {
             // Made by this very create (exclusively, whatever the caller's flags), and
             // open here (see `deferred`).
             self.deferred.created(attr.inode);
+            // Its writes go through the kernel's pages unless appends (direct I/O here)
+            // or O_DIRECT: then a later open may keep those pages (see `Seen::Written`).
+            if let Some(stamp) = written_under.filter(|_| flags & (libc::O_APPEND | libc::O_DIRECT) == 0) {
+                self.written_here(attr.inode, stamp);
+            }
         }
         Ok((fattr, fh))
     }
@@ -719,6 +728,7 @@ impl WeftFs {
                     Made {
                         made: attr,
                         parent: made.parent,
+                        written_under: None,
                     }
                 })
             }

@@ -128,6 +128,14 @@ enum Seen {
     Pending { stamp: DataStamp, fh: u64 },
     /// Every page the kernel holds of the file was read after the stamp was taken.
     Settled(DataStamp),
+    /// Made here by an exclusive create with a write grant whose stamp is `stamp`
+    /// (`Made::written_under`) and written only through the kernel's page cache: while
+    /// the manager vouches for the file at `stamp`, no other grant, truncate or time
+    /// change came, so its data is what this mount wrote, and the kernel's pages hold
+    /// that (a write the kernel sent and the daemon refused left its page not up to
+    /// date, and a kept write that failed later counts in `failures`: the pages are
+    /// trusted only while that count is the one at the create).
+    Written { stamp: DataStamp, failures: u64 },
 }
 
 thread_local! {
@@ -398,7 +406,12 @@ impl WeftFs {
             stamps.remove(&ino);
             return false;
         };
-        let keep = may_keep && stamps.get(&ino) == Some(&Seen::Settled(now.clone()));
+        let keep = match stamps.get(&ino) {
+            Some(Seen::Settled(seen)) => may_keep && *seen == now,
+            // The attributes changed by this mount's own writes: not a reason to drop.
+            Some(Seen::Written { stamp, failures }) => *stamp == now && *failures == self.behind.failures(),
+            _ => false,
+        };
         if !keep {
             if stamps.len() >= ATTRS_CACHED_MAX && !stamps.contains_key(&ino) {
                 stamps.clear();
@@ -406,6 +419,17 @@ impl WeftFs {
             stamps.insert(ino, Seen::Pending { stamp: now, fh });
         }
         keep
+    }
+
+    /// `ino` was made here by an exclusive create whose write grant has the stamp
+    /// `stamp`, and its handle writes through the page cache (see `Seen::Written`).
+    fn written_here(&self, ino: InodeId, stamp: DataStamp) {
+        let mut stamps = self.stamps.lock().expect("stamp table poisoned");
+        if stamps.len() >= ATTRS_CACHED_MAX && !stamps.contains_key(&ino) {
+            stamps.clear();
+        }
+        let failures = self.behind.failures();
+        stamps.insert(ino, Seen::Written { stamp, failures });
     }
 
     /// A read or flush of open `fh` of `ino` came: that open has completed in the

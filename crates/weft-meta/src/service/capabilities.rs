@@ -61,6 +61,19 @@ impl MetaService {
         inode: InodeId,
         rights: u8,
     ) -> Result<Response, WireError> {
+        self.grant(caller, cred, inode, rights)
+            .map(|(capability, _)| Response::Capability(capability))
+    }
+
+    /// `grant_capability`'s capability, and the stamp of its grant among the write
+    /// grants (`Writers::granted`; 0 for a read capability or without the table).
+    fn grant(
+        &self,
+        caller: &Caller,
+        cred: &Cred,
+        inode: InodeId,
+        rights: u8,
+    ) -> Result<(weft_proto::capability::Capability, u64), WireError> {
         use weft_proto::capability::rights::{READ, WRITE};
         let Some(issuer) = self.capabilities.get() else {
             return Err(WireError::new(
@@ -85,25 +98,31 @@ impl MetaService {
             self.quota_may_grant_write(inode)?;
         }
         let capability = issuer.issue(inode, rights, issued);
+        let mut stamp = 0;
         if rights & WRITE != 0 {
             self.quota_granted(inode, capability.expiry_ms);
             if let Some(writers) = self.writers.get() {
-                writers.granted(inode, holder(caller), capability.expiry_ms, unix_ms());
+                stamp = writers.granted(inode, holder(caller), capability.expiry_ms, unix_ms());
             }
         }
         if let Caller::User(user) = caller {
             self.handles
                 .record(inode, user.uid, rights, capability.expiry_ms, unix_ms());
         }
-        Ok(Response::Capability(capability))
+        Ok((capability, stamp))
     }
 
     /// `CreateGranted`: the create as a `WithParent` makes it, then the capability to
     /// read and write the file that its first write would ask for, in the same round
     /// trip. A grant refused (the cluster asks for none, the mode gives the creator no
     /// access) is no error: the file is made, and the client asks at its first write as
-    /// for any open.
-    pub(super) fn create_granted(&self, caller: &Caller, request: Request) -> Result<Response, WireError> {
+    /// for any open. `stamped` (`CreateStamped`): the answer also says the grant's stamp.
+    pub(super) fn create_granted(
+        &self,
+        caller: &Caller,
+        request: Request,
+        stamped: bool,
+    ) -> Result<Response, WireError> {
         use weft_proto::capability::rights::{READ, WRITE};
         let cred = match &request {
             Request::Create { cred, .. } => cred.clone(),
@@ -115,14 +134,23 @@ impl MetaService {
             }
         };
         let Made { attr, parent } = self.made(request)?;
-        let capability = match self.grant_capability(caller, &cred, attr.inode, READ | WRITE) {
-            Ok(Response::Capability(cap)) => Some(cap),
-            _ => None,
+        let (capability, stamp) = match self.grant(caller, &cred, attr.inode, READ | WRITE) {
+            Ok((cap, stamp)) => (Some(cap), stamp),
+            Err(_) => (None, 0),
         };
-        Ok(Response::MadeGranted {
-            attr,
-            parent,
-            capability,
+        Ok(if stamped {
+            Response::MadeStamped {
+                attr,
+                parent,
+                capability,
+                stamp,
+            }
+        } else {
+            Response::MadeGranted {
+                attr,
+                parent,
+                capability,
+            }
         })
     }
 }

@@ -767,7 +767,8 @@ impl MetaService {
             Request::WithParent { request } => self
                 .made(*request)
                 .map(|Made { attr, parent }| Response::Made { attr, parent }),
-            Request::CreateGranted { request } => self.create_granted(caller, *request),
+            Request::CreateGranted { request } => self.create_granted(caller, *request, false),
+            Request::CreateStamped { request } => self.create_granted(caller, *request, true),
             Request::Vouched { request } => self.vouched(*request),
             Request::ReleaseWrites { releases } => {
                 if let Some(writers) = self.writers.get() {
@@ -1102,6 +1103,7 @@ fn addressed(request: &Request) -> Vec<InodeId> {
         }
         Request::WithParent { request }
         | Request::CreateGranted { request }
+        | Request::CreateStamped { request }
         | Request::Vouched { request } => addressed(request),
         Request::Tracked { request, .. } => addressed(request),
         _ => Vec::new(),
@@ -1126,7 +1128,9 @@ fn grows_namespace(request: &Request) -> bool {
         | Request::Link { .. }
         | Request::Mknod { .. }
         | Request::SetXattr { .. } => true,
-        Request::WithParent { request } | Request::CreateGranted { request } => grows_namespace(request),
+        Request::WithParent { request }
+        | Request::CreateGranted { request }
+        | Request::CreateStamped { request } => grows_namespace(request),
         Request::Tracked { request, .. } => grows_namespace(request),
         _ => false,
     }

@@ -75,12 +75,21 @@ impl MetaService {
         match seen {
             crate::replay::Seen::Done(seq, body) => {
                 let response = match (crate::replay::decode_reply(&body)?, &*request) {
-                    // The capability is not recorded: the client asks at its first write.
+                    // The capability is not recorded: the client asks at its first write
+                    // (and, with no grant, has no stamp).
                     (Response::Made { attr, parent }, Request::CreateGranted { .. }) => {
                         Response::MadeGranted {
                             attr,
                             parent,
                             capability: None,
+                        }
+                    }
+                    (Response::Made { attr, parent }, Request::CreateStamped { .. }) => {
+                        Response::MadeStamped {
+                            attr,
+                            parent,
+                            capability: None,
+                            stamp: 0,
                         }
                     }
                     (response, _) => response,

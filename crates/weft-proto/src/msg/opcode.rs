@@ -94,6 +94,7 @@ pub enum Opcode {
     RevokeCapabilities = 102,
     VerifyCapability = 103,
     CreateGranted = 191,
+    CreateStamped = 239,
     LookupMany = 192,
     Vouched = 220,
     ReleaseWrites = 221,

@@ -725,6 +725,18 @@ pub enum Request {
         #[wire(encode = nested::encode_create, decode = nested::granted_create)]
         request: Box<Request>,
     },
+    /// meta: `request`, always a `Create`, answered with `MadeStamped`: what a
+    /// `CreateGranted` answers, plus the stamp of the capability's grant among the
+    /// manager's write grants (the stamp it vouches for the file at while no other
+    /// grant followed). A client that made the file with it and wrote it only under
+    /// that grant knows, when a later open is vouched for at the same stamp, that the
+    /// file's data is what it wrote: a mount lets the kernel keep the pages of its own
+    /// writes. Added within protocol version 8: an older manager answers
+    /// `UnknownOpcode`, and the client sends a `CreateGranted` instead.
+    CreateStamped {
+        #[wire(encode = nested::encode_create, decode = nested::granted_create)]
+        request: Box<Request>,
+    },
     /// meta: looks up every one of `names` (at most `LOOKUP_MANY_MAX`) in directory
     /// `parent`, answered with `EntriesPlus` (`more` false): the names found, in the order
     /// asked, with their attributes (files' sizes 0: their io servers hold them); names
@@ -919,7 +931,9 @@ impl Request {
             | Request::QuotaGrace { cred, .. }
             | Request::Project { cred, .. }
             | Request::QuotaRecount { cred } => Some(cred),
-            Request::WithParent { request } | Request::CreateGranted { request } => request.cred_mut(),
+            Request::WithParent { request }
+            | Request::CreateGranted { request }
+            | Request::CreateStamped { request } => request.cred_mut(),
             Request::Tracked { request, .. } => request.cred_mut(),
             Request::LookupMany { cred, .. } => Some(cred),
             Request::Vouched { request } => request.cred_mut(),
@@ -973,8 +987,8 @@ impl Request {
         Opcode::GetAttr,
         Opcode::Resolve,
     ];
-    /// The requests a client sends `Tracked` (alone or in a `WithParent` or
-    /// `CreateGranted`): those that change the namespace in the manager's store.
+    /// The requests a client sends `Tracked` (alone or in a `WithParent`,
+    /// `CreateGranted` or `CreateStamped`): those that change the namespace in the manager's store.
     pub const TRACKED: [Opcode; 15] = [
         Opcode::Create,
         Opcode::Mkdir,
@@ -1005,6 +1019,7 @@ impl Request {
         match self {
             Request::WithParent { request }
             | Request::CreateGranted { request }
+            | Request::CreateStamped { request }
             | Request::Vouched { request } => request,
             Request::Tracked { request, .. } => request.meta_request(),
             other => other,

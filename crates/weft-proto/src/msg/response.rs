@@ -147,6 +147,16 @@ pub enum Response {
         parent: Attr,
         capability: Option<Capability>,
     },
+    /// `CreateStamped`: `MadeGranted`'s fields and the stamp of the capability's grant
+    /// among the manager's write grants (0: no capability, or the manager keeps no
+    /// record of its writers; never a stamp it vouches at).
+    #[wire(tag = 97)]
+    MadeStamped {
+        attr: Attr,
+        parent: Attr,
+        capability: Option<Capability>,
+        stamp: u64,
+    },
     /// `Vouched`: the attributes and, for a regular file no writer may be changing,
     /// the stamp of the manager's vouch (`None`: a write capability may be live, or
     /// the manager cannot say).

@@ -76,16 +76,18 @@ pub(super) fn vouchable_request(r: &mut Reader<'_>) -> Result<Box<Request>, Deco
     )
 }
 
-/// `Tracked`: `Request::TRACKED`, alone or in a `WithParent` or `CreateGranted`.
+/// `Tracked`: `Request::TRACKED`, alone or in a `WithParent`, `CreateGranted` or
+/// `CreateStamped`.
 pub(super) fn tracked_request(r: &mut Reader<'_>) -> Result<Box<Request>, DecodeError> {
-    const WRAPPED: [Opcode; 2] = [Opcode::WithParent, Opcode::CreateGranted];
+    const WRAPPED: [Opcode; 3] = [Opcode::WithParent, Opcode::CreateGranted, Opcode::CreateStamped];
     let mut allowed = [Opcode::Create; Request::TRACKED.len() + WRAPPED.len()];
     allowed[..Request::TRACKED.len()].copy_from_slice(&Request::TRACKED);
     allowed[Request::TRACKED.len()..].copy_from_slice(&WRAPPED);
     carried(r, &allowed, "tracked request (only namespace changes are)")
 }
 
-/// `CreateGranted`: always a `Create`, so its body alone, without the opcode.
+/// `CreateGranted`, `CreateStamped`: always a `Create`, so its body alone, without the
+/// opcode.
 pub(super) fn encode_create(request: &Request, w: &mut Writer) {
     request.encode_body_to(w);
 }
