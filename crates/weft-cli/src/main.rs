@@ -139,7 +139,8 @@ struct LayoutArgs {
     /// Number of io servers to stripe over (0 = all).
     #[arg(long, value_name = "N")]
     stripe_count: Option<u32>,
-    /// Index of the first io server (PVFS "base").
+    /// Index of the first io server (PVFS "base"). Default: the directory's, else the
+    /// cluster's, else each new file the next server in turn.
     #[arg(long, value_name = "N")]
     first_server: Option<u32>,
     /// Caching mode: none (clients talk to the io servers), cached (all data I/O goes

@@ -259,3 +259,59 @@ fn bytes_land_on_the_servers_and_offsets_the_layout_names() {
         );
     }
 }
+
+/// Small files spread over the io servers: a file smaller than one stripe keeps all its
+/// data on its first server, and with the first server always the cluster's first, every
+/// such file (and every file of a one-stripe layout) filled that one server's disk while
+/// the others held nothing. A layout that names no first server now gets the next in
+/// turn, so files of the default layout and of one-stripe layouts start on every server
+/// alike; their bytes are on that server's object, and a first server asked for is kept.
+#[test]
+fn small_files_spread_over_the_io_servers() {
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    let servers = io_server_ids(&client);
+    client.mkdir("/small", 0o755).unwrap();
+    for (kind, count) in [("wide", None), ("one", Some(1))] {
+        let mut firsts = std::collections::BTreeMap::<ServerId, usize>::new();
+        for i in 0..2 * servers.len() {
+            let options = CreateOptions {
+                layout: LayoutRequest {
+                    stripe_count: count,
+                    ..LayoutRequest::default()
+                },
+                ..CreateOptions::default()
+            };
+            let file = client.create(&format!("/small/{kind}{i}"), &options).unwrap();
+            file.write_at(0, b"a small file").unwrap();
+            let first = file.layout().servers[0];
+            let inode = file.inode();
+            file.close().unwrap();
+            let object = std::fs::read(object_path(&cluster, first, inode)).unwrap();
+            assert_eq!(
+                object, b"a small file",
+                "{kind}{i}: bytes not on its first server {first}"
+            );
+            *firsts.entry(first).or_default() += 1;
+        }
+        for server in &servers {
+            assert_eq!(
+                firsts.get(server),
+                Some(&2),
+                "{kind} files' first servers: {firsts:?} (each of {servers:?} twice wanted)"
+            );
+        }
+    }
+    let pinned = CreateOptions {
+        layout: LayoutRequest {
+            stripe_count: Some(1),
+            first_server: Some(2),
+            ..LayoutRequest::default()
+        },
+        ..CreateOptions::default()
+    };
+    for i in 0..3 {
+        let file = client.create(&format!("/small/pinned{i}"), &pinned).unwrap();
+        assert_eq!(file.layout().servers, vec![servers[2]]);
+    }
+}

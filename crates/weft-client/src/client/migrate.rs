@@ -71,6 +71,20 @@ pub fn migrate_request(old: &Layout, asked: &LayoutRequest) -> LayoutRequest {
     }
 }
 
+/// Whether `old` already has every field `asked` sets (a stripe count of 0, "all io
+/// servers", is not judged here) and no stale copy: a user's migration to it has
+/// nothing to do. Asked for no first server, the new file's would be the manager's next
+/// in turn, so comparing with the new file's layout would move a file laid out as asked.
+fn has_asked_layout(old: &Layout, asked: &LayoutRequest) -> bool {
+    asked.first_server.is_none()
+        && asked.stripe_size_bytes.is_none_or(|s| s == old.stripe_size_bytes)
+        && asked
+            .stripe_count
+            .is_none_or(|n| n != 0 && n as usize == old.servers.len())
+        && asked.redundancy.is_none_or(|r| r == old.redundancy())
+        && old.replication.stale.is_empty()
+}
+
 /// Longest a failed migration waits for an unreachable manager to remove its new file.
 const TEMP_REMOVE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -120,6 +134,9 @@ impl Client {
             size: 0,
         };
         if !avoid.is_empty() && !old.all_servers().iter().any(|s| avoid.contains(s)) {
+            return Ok(unchanged(old));
+        }
+        if avoid.is_empty() && has_asked_layout(&old, asked) {
             return Ok(unchanged(old));
         }
         let (dir, name) = place;

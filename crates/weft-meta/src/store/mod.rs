@@ -184,6 +184,10 @@ pub struct MetaStore {
     reserve_held: AtomicBool,
     closed: Mutex<Option<Closed>>,
     cluster: RwLock<ClusterLayout>,
+    /// The first io server of the next file whose layout names none: files take turns,
+    /// so that small files (all their data in their first stripe) and files of one-stripe
+    /// layouts spread over the io servers, not all on the first one's disk.
+    next_first: std::sync::atomic::AtomicUsize,
     reservation: Mutex<InodeReservation>,
     group: group::GroupCommit,
     /// Stale pieces' generations, for rebuilds (`ops/rebuild.rs`).
@@ -311,6 +315,7 @@ impl MetaStore {
             generation: AtomicU64::new(0),
             closed: Mutex::new(None),
             cluster: RwLock::new(ClusterLayout::default()),
+            next_first: Default::default(),
             reservation: Mutex::new(InodeReservation::default()),
             group: group::GroupCommit::default(),
             stale_generations: Default::default(),
@@ -601,7 +606,8 @@ impl MetaStore {
     }
 
     /// Resolves a layout and caching mode: fields of `request`, else of the directory
-    /// default `directory`, else of the cluster default.
+    /// default `directory`, else of the cluster default; a first server none of them
+    /// names is the next in turn (`next_first`, as Lustre's stripe offset -1).
     fn resolve_layout(
         &self,
         request: &LayoutRequest,
@@ -619,6 +625,12 @@ impl MetaStore {
                 redundancy: d.redundancy.or(cluster_default.redundancy),
             },
         };
+        let mut request = *request;
+        if request.first_server.or(defaults.first_server).is_none() && !cluster.io_servers.is_empty() {
+            let turn = self.next_first.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            request.first_server = Some((turn % cluster.io_servers.len()) as u32);
+        }
+        let request = &request;
         let layout = Layout::resolve(request, &defaults, &cluster.io_servers)
             .map_err(|e| WireError::new(ErrorCode::InvalidLayout, e.to_string()))?;
         // A replicated file is uncached unless the create asks for caching itself
