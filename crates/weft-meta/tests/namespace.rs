@@ -8,6 +8,28 @@ use weft_layout::{CacheMode, InodeId, Layout, LayoutRequest, ServerId};
 use weft_meta::{CreateCheck, MetaStore};
 use weft_proto::{Cred, ErrorCode, FileKind, MetaStatfs, SetAttr, TimeSet, Timespec};
 
+/// Whether `layout` has stripes of `size` over `count` servers that follow each other
+/// in the test cluster's order (10, 11, 12, 13, then 10 again) from any of them: a
+/// layout that names no first server starts on the next server in turn.
+fn in_turn(layout: &Option<Layout>, size: u64, count: usize) -> bool {
+    let cluster = [10u32, 11, 12, 13];
+    let Some(layout) = layout else { return false };
+    let Some(first) = cluster
+        .iter()
+        .position(|&s| Some(ServerId(s)) == layout.servers.first().copied())
+    else {
+        return false;
+    };
+    layout.stripe_size_bytes == size
+        && layout.servers.len() == count
+        && layout
+            .servers
+            .iter()
+            .enumerate()
+            .all(|(k, s)| *s == ServerId(cluster[(first + k) % cluster.len()]))
+        && layout.replication == Default::default()
+}
+
 fn store() -> (tempfile::TempDir, MetaStore) {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
@@ -481,16 +503,16 @@ fn a_failed_setattr_changes_nothing() {
 fn create_resolves_layouts_and_handles_existing_names() {
     let (_dir, store) = store();
     let d = store.mkdir(&root(), InodeId::ROOT, "d", 0o777).unwrap().inode;
-    // Cluster default alone: 64 KiB over the first two servers.
+    // Cluster default alone: 64 KiB over two servers, the first the next in turn.
     let plain = create(&store, &alice(), d, "plain").unwrap();
     assert_eq!((plain.kind, plain.nlink, plain.size), (FileKind::File, 1, 0));
-    assert_eq!(
-        plain.layout,
-        Some(Layout {
-            stripe_size_bytes: 65536,
-            servers: vec![ServerId(10), ServerId(11)],
-            replication: Default::default(),
-        })
+    assert!(in_turn(&plain.layout, 65536, 2), "{:?}", plain.layout);
+    let next = create(&store, &alice(), d, "next").unwrap();
+    assert!(in_turn(&next.layout, 65536, 2), "{:?}", next.layout);
+    assert_ne!(
+        plain.layout.as_ref().unwrap().servers[0],
+        next.layout.as_ref().unwrap().servers[0],
+        "two files in a row start on the same server"
     );
     // Request fields win; a count of 3 from index 2 wraps around the cluster.
     let asked = LayoutRequest {
@@ -655,25 +677,11 @@ fn directory_layouts_are_inherited_and_validated() {
     store.set_dir_layout(&a, d, Some(sizes_only)).unwrap();
     assert_eq!(store.getattr(&a, sub.inode).unwrap().dir_layout, Some(wanted));
     let h = create(&store, &a, d, "h").unwrap();
-    assert_eq!(
-        h.layout,
-        Some(Layout {
-            stripe_size_bytes: 8192,
-            servers: vec![ServerId(10), ServerId(11)],
-            replication: Default::default(),
-        })
-    );
+    assert!(in_turn(&h.layout, 8192, 2), "{:?}", h.layout);
     // Clearing returns to the cluster default.
     assert_eq!(store.set_dir_layout(&a, d, None).unwrap().dir_layout, None);
     let i = create(&store, &a, d, "i").unwrap();
-    assert_eq!(
-        i.layout,
-        Some(Layout {
-            stripe_size_bytes: 65536,
-            servers: vec![ServerId(10), ServerId(11)],
-            replication: Default::default(),
-        })
-    );
+    assert!(in_turn(&i.layout, 65536, 2), "{:?}", i.layout);
 
     let impossible = LayoutRequest {
         stripe_count: Some(9),
