@@ -1054,6 +1054,33 @@ fn creates_take_precreated_objects_and_a_restart_purges_the_unused_ones() {
     }
 }
 
+/// Files of a one-stripe layout take turns over the io servers, one server set each: on
+/// a cluster of 40 io servers every set gets a pool, so each refills once and its
+/// creates make no object calls. With pools for 16 sets only, the files of the other
+/// 24 servers had their objects made one create at a time (64 calls here, not 40).
+#[test]
+fn one_stripe_files_on_many_io_servers_each_take_precreated_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<ServerId> = (1..=40).map(ServerId).collect();
+    let servers = Arc::new(FakeServers::default());
+    let service = Arc::new(MetaService::new(open(dir.path()), cluster_info(&ids), servers.clone()).unwrap());
+    service.set_precreate_batch(8);
+    let one = LayoutRequest {
+        stripe_count: Some(1),
+        ..Default::default()
+    };
+    let mut firsts = BTreeMap::<ServerId, usize>::new();
+    for k in 0..2 * ids.len() {
+        let file = attr(service.handle(create_request(root(), InodeId::ROOT, &format!("f{k}"), one, true)));
+        *firsts.entry(file.layout.unwrap().servers[0]).or_default() += 1;
+    }
+    assert!(
+        firsts.values().all(|&n| n == 2) && firsts.len() == ids.len(),
+        "{firsts:?}"
+    );
+    assert_eq!(servers.create_calls.load(Ordering::SeqCst), ids.len());
+}
+
 /// A service with pools of `batch` numbers and the background refiller.
 fn refilled_fixture(batch: usize) -> Fixture {
     let dir = tempfile::tempdir().unwrap();

@@ -159,8 +159,10 @@ pub const OBJECT_CALLS_PARALLEL_MAX: usize = 16;
 /// creates.
 pub const PRECREATE_BATCH: usize = 128;
 /// Server sets with a pool of their own; files of other sets have their objects made
-/// one create at a time.
-pub const PRECREATE_POOLS_MAX: usize = 16;
+/// one create at a time. Files take turns for their first server, so a stripe count
+/// below the number of io servers makes one set per io server: room for that on a
+/// large cluster (a pool holds at most a few batches of 8-byte numbers).
+pub const PRECREATE_POOLS_MAX: usize = 256;
 /// How often a non-exclusive create retries after losing a race for its name
 /// to another create (each retry finds the winner's file and returns it).
 const CREATE_ATTEMPTS_MAX: usize = 4;
