@@ -90,9 +90,13 @@ impl Handler for Metered {
         self.roles.changes(connection, request)
     }
 
-    /// Counted when served; one handed to a worker is counted by `handle` there.
+    /// Counted when served; one handed to a worker is counted by `handle` there. The
+    /// meta role only says where a request runs (never `Done`): `handle` counts it.
     fn try_inline(&self, connection: ConnectionId, request: &Request, data: &[u8]) -> weft_rpc::Inline {
         let role = self.roles.role_of(request);
+        if role == weft_metrics::RoleKind::Meta {
+            return self.roles.try_inline(connection, request, data);
+        }
         let call = self.metrics.begin(role, connection, request, data.len() as u64);
         let attempt = self.roles.try_inline(connection, request, data);
         if let weft_rpc::Inline::Done(result) = &attempt {

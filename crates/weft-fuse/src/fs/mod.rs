@@ -138,6 +138,15 @@ enum Seen {
     Written { stamp: DataStamp, failures: u64 },
 }
 
+/// Records what `ino`'s data was seen as in the stamp table, which starts over when
+/// full.
+fn record(stamps: &mut HashMap<InodeId, Seen>, ino: InodeId, seen: Seen) {
+    if stamps.len() >= ATTRS_CACHED_MAX && !stamps.contains_key(&ino) {
+        stamps.clear();
+    }
+    stamps.insert(ino, seen);
+}
+
 thread_local! {
     /// Each FUSE worker thread's read buffer, reused across requests (see `ReadBuffer`).
     static READ_BUFFER: RefCell<Option<ReadBuffer>> = const { RefCell::new(None) };
@@ -413,10 +422,7 @@ impl WeftFs {
             _ => false,
         };
         if !keep {
-            if stamps.len() >= ATTRS_CACHED_MAX && !stamps.contains_key(&ino) {
-                stamps.clear();
-            }
-            stamps.insert(ino, Seen::Pending { stamp: now, fh });
+            record(&mut stamps, ino, Seen::Pending { stamp: now, fh });
         }
         keep
     }
@@ -424,12 +430,12 @@ impl WeftFs {
     /// `ino` was made here by an exclusive create whose write grant has the stamp
     /// `stamp`, and its handle writes through the page cache (see `Seen::Written`).
     fn written_here(&self, ino: InodeId, stamp: DataStamp) {
-        let mut stamps = self.stamps.lock().expect("stamp table poisoned");
-        if stamps.len() >= ATTRS_CACHED_MAX && !stamps.contains_key(&ino) {
-            stamps.clear();
-        }
         let failures = self.behind.failures();
-        stamps.insert(ino, Seen::Written { stamp, failures });
+        record(
+            &mut self.stamps.lock().expect("stamp table poisoned"),
+            ino,
+            Seen::Written { stamp, failures },
+        );
     }
 
     /// A read or flush of open `fh` of `ino` came: that open has completed in the
