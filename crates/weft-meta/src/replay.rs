@@ -75,6 +75,8 @@ struct State {
     /// Clients that sent a replay and have not said `ReplayDone`, with when they last
     /// did: new requests wait for them (for `REPLAYING_GRACE` past their last replay).
     replaying: HashMap<u64, Instant>,
+    /// `restart`s so far: a request served across one records nothing (`recorded`).
+    restarts: u64,
 }
 
 /// See the module comment.
@@ -136,9 +138,15 @@ impl Replay {
             state.clients.clear();
             state.expected.clear();
             state.until = None;
+            state.restarts += 1;
         }
         self.start(records, Some(window));
         self.changed.notify_all();
+    }
+
+    /// `restart`s so far (see `recorded`).
+    pub fn restarts(&self) -> u64 {
+        self.lock().restarts
     }
 
     /// Whether the replay window is open.
@@ -281,13 +289,21 @@ impl Replay {
         self.lock().clients.contains_key(&client)
     }
 
-    pub fn recorded(&self, key: Key, reply: Reply) {
+    /// Keeps the record of `key`'s request, unless the manager acted restarted since it
+    /// came (`restarts` then): it belongs to the state before, which the reopened store
+    /// lost, and kept now it would answer the client's replay as done without doing it.
+    /// Says whether it was kept.
+    pub fn recorded(&self, key: Key, reply: Reply, restarts: u64) -> bool {
         let mut state = self.lock();
+        if state.restarts != restarts {
+            return false;
+        }
         let used = reply.used_ms;
         if state.records.insert(key, reply).is_none() {
             state.clients.entry(key.0).or_insert((0, 0)).1 += 1;
         }
         state.clients.entry(key.0).or_insert((0, 0)).0 = used;
+        true
     }
 
     /// Records to remove with the next tracked operation: every slot of the least
@@ -496,10 +512,21 @@ mod tests {
     }
 
     #[test]
+    fn a_request_served_across_a_restart_leaves_no_record_in_the_new_one() {
+        let replay = Replay::default();
+        let before = replay.restarts();
+        replay.restart(Vec::new(), Duration::from_secs(1));
+        assert!(!replay.recorded((7, 0), reply(1, 7, 1000), before));
+        assert!(matches!(replay.claim((7, 0), 1).1, Seen::New));
+        assert!(replay.recorded((7, 0), reply(1, 7, 1000), replay.restarts()));
+        assert!(matches!(replay.claim((7, 0), 1).1, Seen::Done(..)));
+    }
+
+    #[test]
     fn the_least_recently_active_client_is_forgotten_past_the_bound() {
         let replay = Replay::default();
         for c in 0..=CLIENTS_MAX as u64 {
-            replay.recorded((c, 0), reply(1, c, 1000 + c));
+            assert!(replay.recorded((c, 0), reply(1, c, 1000 + c), 0));
         }
         assert_eq!(replay.to_forget(), vec![(0, 0)]);
         assert!(replay.to_forget().is_empty());

@@ -220,13 +220,18 @@ impl Roles {
                     "weftd meta: with a cache role in the same process, a disk error that loses acknowledged operations is not announced to clients (no replay)"
                 );
             } else {
-                let restarter = restarter.clone();
+                let (handing, closing) = (restarter.clone(), restarter.clone());
                 service.restart_on_loss(
                     window,
                     weft_rpc::new_incarnation,
-                    Arc::new(move |incarnation| match restarter.get() {
-                        Some(restarter) => restarter.restart(incarnation),
+                    Arc::new(move |incarnation| match handing.get() {
+                        Some(restarter) => restarter.hand_out(incarnation),
                         None => eprintln!("weftd meta: not serving yet: no connection to close"),
+                    }),
+                    Arc::new(move || {
+                        if let Some(restarter) = closing.get() {
+                            restarter.close_all();
+                        }
                     }),
                 );
             }

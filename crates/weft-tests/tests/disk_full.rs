@@ -16,9 +16,14 @@ use weft_client::{Client, CreateOptions, ErrorCode, LayoutRequest, SetAttr};
 use weft_testkit::{ClusterOptions, TestCluster, Tmpfs};
 
 /// Fills the file system of `dir` to the last byte with a file `filler`.
+/// Fills `dir`'s file system with one file (appending to it when called again).
 fn fill(dir: &Path) -> PathBuf {
     let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
     let chunk = vec![0x5A; 64 * 1024];
     loop {
         match f.write(&chunk) {
@@ -256,6 +261,13 @@ fn full_disks_give_clear_errors_keep_reads_going_and_recover_without_a_restart()
 /// replayed: the next rename of the chain failed with `no entry "r-4-xxx..."` (the
 /// acknowledged rename to it was gone), at the assertion in the loop.
 ///
+/// The disk is filled again after the first loss (the manager freed its reserve file to
+/// go on), so that the commits of the client's replays fail too and the manager acts
+/// restarted a second time, during or soon after that replay. Before, a replay that
+/// went on over the pool's new connection to the second incarnation found the renames
+/// it had just replayed gone again: each later one failed (`no entry "r-8999-xxx..."`,
+/// "it is lost") and the next rename of the chain at the assertion in the loop.
+///
 /// Since the manager's database holds its blocks ahead (weft-meta `store/room.rs`), a
 /// full disk no longer makes these commits fail: the test turns that room off
 /// (`WEFT_FAULT_NO_ROOM`), as on a file system without fallocate, to reach the loss.
@@ -300,9 +312,19 @@ fn a_disk_error_that_loses_acknowledged_operations_makes_clients_replay_them() {
     let mut modes = [None; FILES];
     let mut at = 0;
     let mut refused = 0;
-    for k in 0..20_000usize {
-        if reopens() > 0 {
-            break;
+    let mut since_loss = 0;
+    for k in 0..40_000usize {
+        match reopens() {
+            0 => {}
+            // Full again at once, and again while commits find room (what the failed
+            // database file gave back).
+            1 => {
+                if since_loss % 64 == 0 {
+                    fill(&data.join("server-0"));
+                }
+                since_loss += 1;
+            }
+            _ => break,
         }
         let f = k % FILES;
         let mode = 0o600 | (k as u32 % 0o100);
@@ -326,8 +348,9 @@ fn a_disk_error_that_loses_acknowledged_operations_makes_clients_replay_them() {
         }
     }
     assert!(
-        reopens() > 0,
-        "no commit failed on the full disk: nothing was tested"
+        reopens() >= 2,
+        "{} commits failed on the full disk, not 2: the second loss was not tested",
+        reopens()
     );
     eprintln!("acknowledged: renames up to r-{at}, {refused} operations refused; the manager says:");
     for line in std::fs::read_to_string(&log).unwrap_or_default().lines() {

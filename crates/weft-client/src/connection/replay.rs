@@ -225,8 +225,27 @@ impl Tracker {
         };
         let mut renumbered = Vec::with_capacity(old.len());
         let mut durable_seq = 0;
+        // The manager may act restarted again while this replays (its store lost
+        // operations once more, the replays among them), and the pool reconnects to it
+        // unseen: what was replayed so far may be gone. The whole replay starts over for
+        // the new epoch (`replayed` loops), the kept requests unchanged.
+        let moved = |answered_in: Option<u64>| {
+            let moved = answered_in.is_some_and(|e| e != epoch)
+                || inner
+                    .pool
+                    .get(&inner.meta_route)
+                    .is_ok_and(|c| c.incarnation() != epoch);
+            if moved {
+                // The manager closes the old connections as it hands out the new epoch.
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            moved
+        };
         for (seq, wrapped) in &old {
             match inner.pool.call(&inner.meta_route, wrapped, &[]) {
+                Ok((Response::Tracked { epoch: now_epoch, .. }, _)) if moved(Some(now_epoch)) => {
+                    return Ok(());
+                }
                 Ok((
                     Response::Tracked {
                         seq: now,
@@ -239,6 +258,7 @@ impl Tracker {
                     renumbered.push((*seq, Some(now)));
                 }
                 Err(e) if e.is_transport() => return Err(e.into()),
+                _ if moved(None) => return Ok(()),
                 other => {
                     let what = match other {
                         Ok((response, _)) => format!("unexpected answer {response:?}"),
@@ -258,6 +278,7 @@ impl Tracker {
             &[],
         ) {
             Err(e) if e.is_transport() => return Err(e.into()),
+            _ if moved(None) => return Ok(()),
             Ok(_) | Err(_) => {}
         }
         let mut kept = self.kept.lock().unwrap();

@@ -14,28 +14,32 @@ impl MetaService {
     }
 
     /// Acts as a restarted manager whenever the store loses acknowledged operations (a
-    /// disk error made it reopen its database without its non-durable commits): the
-    /// record of tracked requests is reloaded from the reopened store, the replay window
-    /// opens for `window`, and `announce` is given a new incarnation, which it must
-    /// hand out in every handshake from then on and close every connection, so that
-    /// clients find a new epoch and replay exactly what was lost. All of it before any
-    /// other operation reaches the reopened store.
+    /// disk error made it reopen its database without its non-durable commits), before
+    /// any other operation reaches the reopened store, in this order: `hand_out` is
+    /// given a new incarnation, which every handshake must give from then on, and from
+    /// which on no reply may reach a connection of before (a request served across the
+    /// loss is answered from the state it lost); the record of tracked requests is
+    /// reloaded from the reopened store and the replay window opens for `window`; then
+    /// `close` closes every connection, so that clients find the new epoch and replay
+    /// exactly what was lost (their replays find the window ready).
     pub fn restart_on_loss(
         self: &Arc<Self>,
         window: Duration,
         new_incarnation: fn() -> u64,
-        announce: Arc<dyn Fn(u64) + Send + Sync>,
+        hand_out: Arc<dyn Fn(u64) + Send + Sync>,
+        close: Arc<dyn Fn() + Send + Sync>,
     ) {
         let service = Arc::downgrade(self);
         self.store.on_loss(Box::new(move |records| {
             let Some(service) = service.upgrade() else { return };
-            service.replay.restart(records, window);
             let incarnation = new_incarnation();
+            hand_out(incarnation);
             service.set_incarnation(incarnation);
+            service.replay.restart(records, window);
             eprintln!(
                 "weftd meta: new incarnation {incarnation:x}: every connection closed, clients replay what they were answered for and was lost"
             );
-            announce(incarnation);
+            close();
         }));
     }
 
@@ -58,6 +62,9 @@ impl MetaService {
         else {
             unreachable!("tracked() is given Tracked requests");
         };
+        // Both before anything else: a loss (and the restart it makes) after these is
+        // noticed (`replies::fence`, `Replay::recorded`).
+        let restarts = self.replay.restarts();
         let losses = self.store.losses();
         if replay == 0 {
             self.replay.wait_open();
@@ -128,15 +135,23 @@ impl MetaService {
         if replay > 0 {
             self.replay.turn_over(client);
         }
-        let response = result?;
         let seq = match tracking.and_then(|t| t.recorded) {
             Some(reply) => {
                 let seq = reply.seq;
-                self.replay.recorded(key, reply);
+                if !self.replay.recorded(key, reply, restarts) {
+                    return Err(crate::store::replies::acted_restarted());
+                }
                 seq
             }
             None => 0,
         };
+        // Served across a loss, its answer (an error too: `no entry` for what the loss
+        // took) tells of a state the client must not see; the connection it came on is
+        // of the old incarnation, so the client never hears this and asks again.
+        if self.replay.restarts() != restarts {
+            return Err(crate::store::replies::acted_restarted());
+        }
+        let response = result?;
         if first_of_client && seq > 0 {
             self.store.commit()?;
         }

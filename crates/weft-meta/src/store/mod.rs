@@ -426,11 +426,12 @@ impl MetaStore {
                     acknowledged - stored
                 );
                 self.group.restart_at(stored);
-                self.losses.fetch_add(1, Ordering::SeqCst);
+                // The hook first: a request that sees the new count finds its restart done.
                 match self.loss_hook.get() {
                     Some(hook) => hook(records),
                     None => eprintln!("weftd meta: nobody to tell of the loss (no loss hook)"),
                 }
+                self.losses.fetch_add(1, Ordering::SeqCst);
             }
             Err(e) => eprintln!(
                 "weftd meta: reading the reopened metadata store's commit number: {e}; cannot tell whether acknowledged operations were lost"

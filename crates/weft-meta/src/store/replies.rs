@@ -108,13 +108,18 @@ pub fn untrack() -> Option<Tracking> {
 /// the request again after its replays.
 pub(super) fn fence(losses: u64) -> Result<(), WireError> {
     TRACKING.with(|t| match t.borrow().as_ref() {
-        Some(tracking) if tracking.losses != losses => Err(WireError::new(
-            weft_proto::ErrorCode::Unavailable,
-            "the metadata manager lost acknowledged operations to a disk error and acts as restarted: \
-             send the request again after replaying",
-        )),
+        Some(tracking) if tracking.losses != losses => Err(acted_restarted()),
         _ => Ok(()),
     })
+}
+
+/// The refusal of a tracked request served across a loss of acknowledged operations.
+pub fn acted_restarted() -> WireError {
+    WireError::new(
+        weft_proto::ErrorCode::Unavailable,
+        "the metadata manager lost acknowledged operations to a disk error and acts as restarted: \
+         send the request again after replaying",
+    )
 }
 
 /// The inode a replayed operation made before (and its layout), without taking it.

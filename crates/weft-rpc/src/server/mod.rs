@@ -330,15 +330,24 @@ pub struct Restarter {
 }
 
 impl Restarter {
-    /// Hands out `incarnation` from now on and closes every connection, returning once
-    /// they are closed (at most `RESTART_CLOSE_WAIT`): no reply to a request that came
-    /// before reaches its client, which sends it again on a new connection. A handshake
-    /// the loops had answered with the old incarnation belongs to a connection they
-    /// close too (the loops write the handshake's answer and close in order).
-    pub fn restart(&self, incarnation: u64) {
+    /// Hands out `incarnation` from now on. From this moment no reply reaches a
+    /// connection accepted before (`Conn::send` drops it and shuts the socket): its
+    /// client sends the request again on a new connection. `close_all` then closes
+    /// them; the two are apart so that the handler can make ready what the new
+    /// connections' requests find between them (the metadata manager: its replay
+    /// window).
+    pub fn hand_out(&self, incarnation: u64) {
         self.shared
             .incarnation
             .store(incarnation, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Closes every connection, returning once they are closed (at most
+    /// `RESTART_CLOSE_WAIT`: a loop may be the thread waiting for what the caller
+    /// holds). A handshake the loops had answered with the old incarnation belongs to
+    /// a connection they close too (the loops write the handshake's answer and close in
+    /// order).
+    pub fn close_all(&self) {
         let (done, closed) = std::sync::mpsc::channel();
         for handle in &self.shared.loops {
             handle.post(LoopMsg::CloseAll(done.clone()));

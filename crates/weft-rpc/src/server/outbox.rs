@@ -190,6 +190,9 @@ pub struct Conn {
     pub state: Mutex<OutState>,
     /// Its shared-memory segment (Unix socket only), unmapped when it is dropped.
     pub shm: crate::shm::ConnShm,
+    /// The server's incarnation when it was accepted: a reply sent once a `Restarter`
+    /// changed it is dropped and the socket shut (see `send`).
+    pub incarnation: u64,
 }
 
 impl Conn {
@@ -237,8 +240,19 @@ impl OutState {
 impl Conn {
     /// Queues a reply and writes what the socket takes now. `counted` replies end a
     /// request in flight.
+    ///
+    /// A connection of an earlier incarnation (a `Restarter` acted since it was
+    /// accepted) gets no reply: the request may have been answered from the state the
+    /// restart stands for (a metadata store reopened without operations its clients
+    /// must replay first), and the loop that would close the connection may be the
+    /// thread that computed it, so its `CloseAll` comes only after. Its socket is shut
+    /// instead: the client sees the connection fail and asks again on a new one.
     pub fn send(&self, shared: &Shared, mut frame: OutFrame) {
         let mut state = self.state.lock().unwrap();
+        if !state.closed && shared.incarnation.load(std::sync::atomic::Ordering::SeqCst) != self.incarnation {
+            state.closed = true;
+            self.stream.shutdown(Shutdown::Both);
+        }
         if state.closed {
             let mut effects = Effects::default();
             self.finished(&mut state, frame, shared, &mut effects);

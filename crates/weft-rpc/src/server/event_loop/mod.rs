@@ -74,7 +74,7 @@ pub enum LoopMsg {
     StopAccepting,
     /// End this connection's handshake: its peer's newer ones took its place.
     Evict(ConnectionId),
-    /// Close every connection (`Restarter::restart`), then say so.
+    /// Close every connection (`Restarter::close_all`), then say so.
     CloseAll(std::sync::mpsc::Sender<()>),
 }
 
@@ -494,6 +494,7 @@ impl EventLoop {
             token,
             state: Mutex::new(state),
             shm: Default::default(),
+            incarnation: self.shared.incarnation.load(std::sync::atomic::Ordering::SeqCst),
         });
         let fd = conn.stream.as_raw_fd();
         let registered = self.poll.registry().register(
