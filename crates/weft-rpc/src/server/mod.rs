@@ -197,7 +197,7 @@ pub struct ServerIdentity {
     /// The server binary's version and git revision, "0.1.0 (git 1a2b3c4)".
     pub build: &'static str,
     /// Chosen anew at each start (see [`new_incarnation`]), and at each
-    /// [`Restarter::restart`].
+    /// [`Restarter::hand_out`].
     pub incarnation: u64,
     /// Ask clients for a MUNGE credential in the handshake (`MungeChallenge`): a
     /// metadata manager in `munge` identity mode.
@@ -316,7 +316,7 @@ impl ServerHandle {
     }
 }
 
-/// Longest `Restarter::restart` waits for the event loops to close their connections.
+/// Longest `Restarter::close_all` waits for the event loops to close their connections.
 const RESTART_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// Makes the running server look restarted to its clients without a new process: a
