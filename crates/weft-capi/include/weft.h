@@ -130,6 +130,11 @@
 #define WEFT_STAT_MANY_MAX (1 << 20)
 
 /**
+ * Most names one `weft_create_many` call takes.
+ */
+#define WEFT_CREATE_MANY_MAX (1 << 20)
+
+/**
  * File type mask of `weft_stat_t.mode` (these are the values of Linux's `S_IFMT` and
  * friends, so `S_ISREG(st.mode)` from `<sys/stat.h>` works too).
  */
@@ -787,6 +792,26 @@ int weft_stat(weft_client_t *client, const char *path, weft_stat_t *out);
  * writable for `count` `weft_stat_t`s.
  */
 int weft_stat_many(weft_client_t *client, const char *dir, const char *const *names, size_t count, weft_stat_t *out);
+
+/**
+ * Creates many files in one directory at once: for each `i` below `count`, makes
+ * regular file `names[i]` in directory `dir` with permission bits `mode` (less the
+ * umask the caller applies itself, as `weft_create` does), as an exclusive create
+ * would, and sets `errors[i]` to 0 if it was made or to the positive errno of why not
+ * (`EEXIST` for a name that exists or is given twice, `EDQUOT`, ...). Returns how many
+ * were made, or a negative errno when the call itself fails (no such directory, no
+ * permission to write it, `count` too large, the manager unreachable). One request to
+ * the metadata manager per 256 names, made durable before it is answered, where a
+ * `weft_create` of each costs a request (and a close) per file. The files are left
+ * closed and empty; the directory's default layout applies. `count` is at most
+ * `WEFT_CREATE_MANY_MAX`; a name is one path component (no '/').
+ *
+ * # Safety
+ * `client` is NULL or a live client handle; `dir` is NULL or NUL-terminated; `names`
+ * is NULL or points to `count` pointers, each NULL or NUL-terminated; `errors` is NULL
+ * or writable for `count` `int`s.
+ */
+int weft_create_many(weft_client_t *client, const char *dir, const char *const *names, size_t count, uint32_t mode, int *errors);
 
 /**
  * The layout of `path`. For a regular file: every field of `out` (`fields` has all

@@ -200,16 +200,7 @@ pub unsafe extern "C" fn weft_stat_many(
             }
             // SAFETY: the caller's promise: `count` pointers.
             let pointers = std::slice::from_raw_parts(names, count);
-            let mut list = Vec::with_capacity(count);
-            for (i, p) in pointers.iter().enumerate() {
-                let name = args::string(*p, &format!("names[{i}]"))?;
-                if name.is_empty() || name.contains('/') {
-                    return Err(Failure::invalid(format!(
-                        "names[{i}] {name:?} is not one path component"
-                    )));
-                }
-                list.push(name);
-            }
+            let list = one_component_names(pointers)?;
             let parent = client.resolve(dir)?;
             if parent.kind != FileKind::Directory {
                 return Err(Failure::new(libc::ENOTDIR, format!("{dir}: not a directory")));
@@ -230,6 +221,98 @@ pub unsafe extern "C" fn weft_stat_many(
             Ok(n)
         })
     }
+}
+
+/// Most names one `weft_create_many` call takes.
+pub const WEFT_CREATE_MANY_MAX: usize = 1 << 20;
+
+/// Creates many files in one directory at once: for each `i` below `count`, makes
+/// regular file `names[i]` in directory `dir` with permission bits `mode` (less the
+/// umask the caller applies itself, as `weft_create` does), as an exclusive create
+/// would, and sets `errors[i]` to 0 if it was made or to the positive errno of why not
+/// (`EEXIST` for a name that exists or is given twice, `EDQUOT`, ...). Returns how many
+/// were made, or a negative errno when the call itself fails (no such directory, no
+/// permission to write it, `count` too large, the manager unreachable). One request to
+/// the metadata manager per 256 names, made durable before it is answered, where a
+/// `weft_create` of each costs a request (and a close) per file. The files are left
+/// closed and empty; the directory's default layout applies. `count` is at most
+/// `WEFT_CREATE_MANY_MAX`; a name is one path component (no '/').
+///
+/// # Safety
+/// `client` is NULL or a live client handle; `dir` is NULL or NUL-terminated; `names`
+/// is NULL or points to `count` pointers, each NULL or NUL-terminated; `errors` is NULL
+/// or writable for `count` `int`s.
+#[no_mangle]
+pub unsafe extern "C" fn weft_create_many(
+    client: *mut weft_client_t,
+    dir: *const c_char,
+    names: *const *const c_char,
+    count: usize,
+    mode: u32,
+    errors: *mut c_int,
+) -> c_int {
+    // SAFETY: passed on from the caller.
+    unsafe {
+        with_path("weft_create_many", client, dir, |client, dir| {
+            if count > WEFT_CREATE_MANY_MAX {
+                return Err(Failure::invalid(format!(
+                    "{count} names: at most WEFT_CREATE_MANY_MAX ({WEFT_CREATE_MANY_MAX}) per call"
+                )));
+            }
+            if count == 0 {
+                return Ok(0);
+            }
+            if names.is_null() {
+                return Err(Failure::invalid("names is NULL"));
+            }
+            if errors.is_null() {
+                return Err(Failure::invalid("errors is NULL"));
+            }
+            if mode & !0o7777 != 0 {
+                return Err(Failure::invalid(format!("mode {mode:#o} has bits beyond 07777")));
+            }
+            // SAFETY: the caller's promise: `count` pointers.
+            let pointers = std::slice::from_raw_parts(names, count);
+            let list = one_component_names(pointers)?;
+            let parent = client.resolve(dir)?;
+            if parent.kind != FileKind::Directory {
+                return Err(Failure::new(libc::ENOTDIR, format!("{dir}: not a directory")));
+            }
+            let made = client.create_many(parent.inode, &list, mode, Default::default())?;
+            // SAFETY: the caller's promise: writable for `count` entries.
+            let errors = std::slice::from_raw_parts_mut(errors, count);
+            let mut n = 0;
+            for (slot, result) in errors.iter_mut().zip(&made) {
+                *slot = match result {
+                    Ok(_) => {
+                        n += 1;
+                        0
+                    }
+                    Err(e) => e.errno(),
+                };
+            }
+            Ok(n)
+        })
+    }
+}
+
+/// `names` as strings, each one path component (`names[i]` in errors).
+///
+/// # Safety
+/// Each pointer is NULL or NUL-terminated.
+unsafe fn one_component_names<'a>(pointers: &[*const c_char]) -> Result<Vec<&'a str>, Failure> {
+    let mut list = Vec::with_capacity(pointers.len());
+    for (i, p) in pointers.iter().enumerate() {
+        // SAFETY: the caller's promise.
+        let name = unsafe { args::string(*p, &format!("names[{i}]"))? };
+        if name.is_empty() || name.contains('/') {
+            return Err(Failure::invalid(format!(
+                "names[{i}] {name:?} is not one path component"
+            )));
+        }
+        list.push(name);
+    }
+    Ok(list)
 }
 
 /// The layout of `path`. For a regular file: every field of `out` (`fields` has all

@@ -365,6 +365,105 @@ fn many_names_are_stat_in_one_manager_request() {
     }
 }
 
+/// `weft_create_many` makes many files of one directory in one manager request
+/// (`create_many`; a `weft_open` with O_CREAT of each is a create per file), each with
+/// the mode given; a name that exists or is given twice gets EEXIST in `errors` and is
+/// not counted; bad arguments are EINVAL, a file for `dir` ENOTDIR.
+#[test]
+fn many_files_are_created_in_one_manager_request() {
+    let cluster = TestCluster::start();
+    let client = connect(&cluster);
+    // SAFETY: live handles, valid strings and buffers of the sizes given.
+    unsafe {
+        assert_eq!(weft_mkdir(client, c"/made".as_ptr(), 0o755), 0);
+        let file = open(client, "/made/taken", WEFT_O_WRONLY | WEFT_O_CREAT | WEFT_O_EXCL);
+        assert_eq!(weft_close(file), 0);
+        let mut names: Vec<CString> = (0..40).map(|k| c(&format!("n{k}"))).collect();
+        names.insert(3, c("taken"));
+        names.insert(7, c("n2"));
+        let pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+        let mut errors = vec![-1; pointers.len()];
+        let creates = cluster.manager_requests("create");
+        let batches = cluster.manager_requests("create_many");
+        let made = weft_create_many(
+            client,
+            c"/made".as_ptr(),
+            pointers.as_ptr(),
+            pointers.len(),
+            0o600,
+            errors.as_mut_ptr(),
+        );
+        assert_eq!(made, 40, "{}", last_error());
+        assert_eq!(cluster.manager_requests("create_many") - batches, 1.0);
+        assert_eq!(cluster.manager_requests("create") - creates, 0.0);
+        for (i, e) in errors.iter().enumerate() {
+            match i {
+                3 | 7 => assert_eq!(*e, libc::EEXIST, "{:?}", names[i]),
+                _ => assert_eq!(*e, 0, "{:?}", names[i]),
+            }
+        }
+        let mut st = weft_stat_t::default();
+        assert_eq!(weft_stat(client, c"/made/n39".as_ptr(), &mut st), 0);
+        assert_eq!(st.mode & 0o7777, 0o600);
+        assert_eq!(st.size, 0);
+        let mut errors1 = [0];
+        assert_eq!(
+            weft_create_many(client, c"/made".as_ptr(), null(), 1, 0o600, errors1.as_mut_ptr()),
+            EINVAL
+        );
+        let slash = [c"a/b".as_ptr()];
+        assert_eq!(
+            weft_create_many(
+                client,
+                c"/made".as_ptr(),
+                slash.as_ptr(),
+                1,
+                0o600,
+                errors1.as_mut_ptr()
+            ),
+            EINVAL
+        );
+        assert_eq!(
+            weft_create_many(client, c"/made".as_ptr(), slash.as_ptr(), 1, 0o600, null_mut()),
+            EINVAL
+        );
+        assert_eq!(
+            weft_create_many(
+                client,
+                c"/made".as_ptr(),
+                pointers.as_ptr(),
+                WEFT_CREATE_MANY_MAX + 1,
+                0o600,
+                errors.as_mut_ptr()
+            ),
+            EINVAL
+        );
+        assert_eq!(
+            weft_create_many(
+                client,
+                c"/made".as_ptr(),
+                pointers.as_ptr(),
+                1,
+                0o170_000,
+                errors.as_mut_ptr()
+            ),
+            EINVAL
+        );
+        assert_eq!(
+            weft_create_many(
+                client,
+                c"/made/n1".as_ptr(),
+                pointers.as_ptr(),
+                1,
+                0o600,
+                errors.as_mut_ptr()
+            ),
+            -libc::ENOTDIR
+        );
+        assert_eq!(weft_disconnect(client), 0);
+    }
+}
+
 #[test]
 fn file_handles_are_shared_by_threads_and_outlive_their_client() {
     let cluster = TestCluster::start();

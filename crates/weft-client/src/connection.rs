@@ -38,6 +38,8 @@ pub(crate) struct Inner {
     /// The manager answered a `CreateStamped` with `UnknownOpcode`: creates are sent
     /// as `CreateGranted` from then on.
     pub no_create_stamps: Arc<AtomicBool>,
+    /// The manager answered `UnknownOpcode` to a `CreateMany`: files one by one.
+    pub no_create_many: Arc<AtomicBool>,
     /// The manager answered a `Vouched` with `UnknownOpcode`: lookups are sent alone.
     pub no_vouch: Arc<AtomicBool>,
     /// What this client learnt of files' data under the manager's vouch (see

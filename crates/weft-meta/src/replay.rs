@@ -387,6 +387,15 @@ pub fn reply_of(request: &Request) -> ReplyOf {
                     })
                 })
         }),
+        Request::CreateMany { .. } => Box::new(|v: &dyn Any| {
+            v.downcast_ref::<crate::store::MadeMany>().and_then(|m| {
+                encode(Response::MadeMany {
+                    parent: m.parent.clone(),
+                    made: m.made.clone(),
+                    refused: m.refused.clone(),
+                })
+            })
+        }),
         Request::RenameExchange { .. } | Request::RenameNoReplace { .. } => Box::new(|v: &dyn Any| {
             v.downcast_ref::<Attr>().and_then(|moved| {
                 encode(Response::Renamed {

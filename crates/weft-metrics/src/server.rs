@@ -660,12 +660,16 @@ impl Drop for Call<'_> {
 }
 
 /// Names made once per value of a `u16` protocol enum, read without a lock (every
-/// request looks its operation up).
-struct Names([OnceLock<&'static str>; 256]);
+/// request looks its operation up). Values up to `NAMED_VALUES_MAX`; above, "other" (the
+/// test `every_opcode_has_its_own_name` keeps every opcode below it).
+struct Names([OnceLock<&'static str>; NAMED_VALUES_MAX]);
+
+/// Values `Names` names (opcodes run past 255: the backup, migration and scan ones).
+const NAMED_VALUES_MAX: usize = 1024;
 
 impl Names {
     const fn new() -> Names {
-        Names([const { OnceLock::new() }; 256])
+        Names([const { OnceLock::new() }; NAMED_VALUES_MAX])
     }
 
     fn get(&self, value: u16, debug: impl FnOnce() -> String) -> &'static str {
@@ -754,5 +758,13 @@ mod tests {
         assert_eq!(op_name(Opcode::WriteView), "write_view");
         assert_eq!(op_name(Opcode::Read), "read");
         assert_eq!(code_name(ErrorCode::NotFound), "not_found");
+    }
+
+    /// Opcodes past 255 were all counted as "other" (the table of names had 256 slots).
+    #[test]
+    fn opcodes_past_255_have_their_own_names() {
+        assert_eq!(op_name(Opcode::ServerStates), "server_states");
+        assert_eq!(op_name(Opcode::LayoutScan), "layout_scan");
+        assert_eq!(op_name(Opcode::CreateMany), "create_many");
     }
 }

@@ -125,6 +125,12 @@
 //! `LOOKUP_MANY_MAX` (4,096) names; answered with the names found, in the order asked, and
 //! their attributes (names not there left out; any other failure fails the request). Behind
 //! `Client::stat_many` and the C API's `weft_stat_many`.
+//! `CreateMany` (opcode 267, reply `MadeMany`, tag 98, added within version 8; an older
+//! manager answers `UnknownOpcode` and the client creates one file at a time): cred,
+//! directory, at most `CREATE_MANY_MAX` (256) names, mode, layout; each name created as an
+//! exclusive create would be, all in one transaction made durable before the answer, which
+//! lists the files made and the names refused with why. Sent `Tracked`. Behind
+//! `Client::create_many` and the C API's `weft_create_many`. Counted as "create_many".
 //! `Vouched` (opcode 220, reply `AttrVouched`, tag 85, version 5): carries a `Lookup`,
 //! `Revalidate` or `GetAttr` (its opcode and body, as `WithParent`) and is answered with its
 //! attributes and `Option<u64>`, the manager's vouch for a regular file outside the cache

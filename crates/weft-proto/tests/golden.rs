@@ -52,6 +52,7 @@ fn request_name(r: &Request) -> &'static str {
         Create { .. } => "Create",
         CreateGranted { .. } => "CreateGranted",
         CreateStamped { .. } => "CreateStamped",
+        CreateMany { .. } => "CreateMany",
         ExtentLock { .. } => "ExtentLock",
         ExtentUnlock { .. } => "ExtentUnlock",
         Extents { .. } => "Extents",
@@ -192,6 +193,7 @@ fn response_name(r: &Response) -> &'static str {
         Committed { .. } => "Committed",
         MadeGranted { .. } => "MadeGranted",
         MadeStamped { .. } => "MadeStamped",
+        MadeMany { .. } => "MadeMany",
         AttrVouched { .. } => "AttrVouched",
         AttrSized { .. } => "AttrSized",
         Security { .. } => "Security",
@@ -978,6 +980,13 @@ fn requests(s: &mut Samples) {
             parent: InodeId(5),
             names: vec!["a".into(), "bb".into(), "".into()],
         },
+        Request::CreateMany {
+            cred: cred(),
+            parent: InodeId(5),
+            names: vec!["one".into(), "two".into()],
+            mode: 0o640,
+            layout: LayoutRequest::default(),
+        },
         Request::Vouched {
             request: Box::new(Request::Lookup {
                 cred: cred(),
@@ -1203,6 +1212,11 @@ fn responses(s: &mut Samples) {
             parent: dir_attr(),
             capability: Some(test_capability()),
             stamp: 0x1234_5678_9abc,
+        },
+        Response::MadeMany {
+            parent: dir_attr(),
+            made: vec![("one".into(), attr())],
+            refused: vec![("two".into(), WireError::new(ErrorCode::Exists, "taken"))],
         },
         Response::AttrVouched {
             attr: attr(),

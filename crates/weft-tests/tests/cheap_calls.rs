@@ -5,7 +5,8 @@
 
 use std::sync::Mutex;
 use weft_client::{
-    transfer_threads_started, CreateOptions, LayoutRequest, OpenOptions, TRANSFER_THREADS_MAX,
+    transfer_threads_started, CreateOptions, ErrorCode, FileKind, InodeId, LayoutRequest, OpenOptions,
+    TRANSFER_THREADS_MAX,
 };
 use weft_testkit::{ClusterOptions, TestCluster};
 
@@ -261,6 +262,81 @@ fn many_names_are_stat_in_one_manager_request() {
     let found = client.stat_many(dir.inode, &many).unwrap();
     assert_eq!(found.len(), many.len());
     assert_eq!(found[200 + 9].as_ref().map(|a| a.size), Some(90));
+}
+
+/// `Client::create_many`: 300 names of one directory (one taken before, one given
+/// twice) in two manager requests (256 names each at most), where each file costs a
+/// create of its own: the files are made with the mode asked, the taken and repeated
+/// names refused with `Exists`, in the order asked; a made file takes bytes; and what
+/// the call answered is durable: a kill -9 of the manager (which commits in the
+/// background only every 10 s here) right after, with the client gone too, loses none
+/// of it, where single creates answered before their commit would be lost.
+#[test]
+fn many_files_are_made_in_few_manager_requests_and_are_durable_when_answered() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = TestCluster::start_with(&ClusterOptions {
+        extra: vec!["--commit-interval-ms".into(), "10000".into()],
+        ..ClusterOptions::default()
+    });
+    let client = cluster.client();
+    let dir = client.mkdir("/made", 0o755).unwrap();
+    client
+        .create("/made/taken", &CreateOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    client.sync_metadata().unwrap();
+    let mut names: Vec<String> = (0..298).map(|i| format!("m{i}")).collect();
+    names.insert(10, "taken".into());
+    names.insert(20, "m3".into());
+    let creates = cluster.manager_requests("create");
+    let batches = cluster.manager_requests("create_many");
+    let made = client
+        .create_many(dir.inode, &names, 0o640, Default::default())
+        .unwrap();
+    assert_eq!(cluster.manager_requests("create_many") - batches, 2.0);
+    assert_eq!(cluster.manager_requests("create") - creates, 0.0);
+    assert_eq!(made.len(), names.len());
+    for (k, (name, result)) in names.iter().zip(&made).enumerate() {
+        match (k, name.as_str()) {
+            (10, "taken") | (20, "m3") => {
+                let e = result.as_ref().expect_err(name);
+                assert_eq!(e.code(), ErrorCode::Exists, "{name}: {e}");
+            }
+            _ => {
+                let attr = result.as_ref().unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(attr.kind, FileKind::File, "{name}");
+                assert_eq!(attr.mode & 0o7777, 0o640, "{name}");
+            }
+        }
+    }
+    let f = client
+        .open(
+            "/made/m297",
+            &OpenOptions {
+                write: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    f.write_at(0, &pattern(5, 70_000)).unwrap();
+    f.close().unwrap();
+    // A directory that is not there refuses the whole call.
+    let e = client
+        .create_many(InodeId(u64::MAX - 3), &["x"], 0o644, Default::default())
+        .unwrap_err();
+    assert!(matches!(e.code(), ErrorCode::NotFound | ErrorCode::Stale), "{e}");
+
+    cluster.kill9(0);
+    drop(client);
+    cluster.restart();
+    let client = cluster.client();
+    let listed = client.readdir("/made").unwrap();
+    assert_eq!(listed.len(), 299, "the files made and the one there before");
+    let f = client.open("/made/m297", &OpenOptions::default()).unwrap();
+    let mut back = vec![0u8; 70_000];
+    assert_eq!(f.read_at(0, &mut back).unwrap(), back.len());
+    assert!(back == pattern(5, 70_000), "m297 reads back other bytes");
 }
 
 /// `weft bench open-close`'s program: open/write/close, open/read/close (verified) and

@@ -23,6 +23,9 @@ pub struct WorkerArgs {
     /// Bytes per file.
     #[arg(long, default_value_t = 0)]
     bytes: u64,
+    /// The native method makes the files with `Client::create_many`.
+    #[arg(long)]
+    batch_creates: bool,
 }
 
 /// What a worker works with.
@@ -92,6 +95,26 @@ fn native_phase(
         ..Default::default()
     };
     match phase {
+        Phase::Create if w.args.batch_creates => {
+            let content = w.content();
+            let names = w.names(layout, "f");
+            let made = client
+                .create_many(dir, &names, create.mode, create.layout)
+                .with_context(|| format!("creating {} files in {dir_path}", names.len()))?;
+            for (name, result) in names.iter().zip(made) {
+                let attr = result.with_context(|| format!("creating {dir_path}/{name}"))?;
+                if !content.is_empty() {
+                    let file = client
+                        .open_attr(attr, true)
+                        .with_context(|| format!("opening {dir_path}/{name}"))?;
+                    file.write_at(0, &content)
+                        .with_context(|| format!("writing {dir_path}/{name}"))?;
+                    file.close()
+                        .with_context(|| format!("closing {dir_path}/{name}"))?;
+                }
+            }
+            Ok(w.args.files)
+        }
         Phase::Create => {
             let content = w.content();
             for name in w.names(layout, "f") {
@@ -319,6 +342,7 @@ mod tests {
                 procs: 2,
                 files: 3,
                 bytes: 0,
+                batch_creates: false,
             },
             target: Target::Posix,
         };

@@ -7,7 +7,7 @@ use crate::file::File;
 use crate::handoff::{Handed, Handoff};
 use crate::path;
 use weft_layout::{InodeId, LayoutRequest};
-use weft_proto::msg::Request;
+use weft_proto::msg::{Request, Response};
 use weft_proto::{Attr, Cred, ErrorCode, FileKind, Name};
 
 /// How to create a file.
@@ -92,6 +92,104 @@ impl Client {
     ) -> Result<Made<File>, ClientError> {
         let name = name.as_ref();
         self.create_named(parent, name, options, &lossy(name), true)
+    }
+
+    /// Creates every one of `names` in directory `parent` as exclusive creates would
+    /// (O_CREAT|O_EXCL: a name that exists is refused with `Exists`), all with `mode`
+    /// and `layout`: one request to the manager per `CREATE_MANY_MAX` (256) names
+    /// (`CreateMany`), each committed durably before it is answered, where a create of
+    /// each costs a request per file. Answers, in the order given, each file's
+    /// attributes or why that name was refused; an error of the whole call (no such
+    /// directory, no permission to write it, the manager unreachable) stops at the
+    /// chunk it happened in, with the chunks before it made. The files are not open:
+    /// a first write asks for its capability as any open does. Against a manager
+    /// without `CreateMany`, the files are created one by one.
+    pub fn create_many<N: AsRef<[u8]>>(
+        &self,
+        parent: InodeId,
+        names: &[N],
+        mode: u32,
+        layout: LayoutRequest,
+    ) -> Result<Vec<Result<Attr, ClientError>>, ClientError> {
+        let mut out = Vec::with_capacity(names.len());
+        for chunk in names.chunks(weft_proto::msg::CREATE_MANY_MAX) {
+            if self
+                .inner
+                .no_create_many
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                out.extend(self.create_one_by_one(parent, chunk, mode, layout));
+                continue;
+            }
+            let request = Request::CreateMany {
+                cred: self.cred_clone(),
+                parent,
+                names: chunk.iter().map(|n| Name::from(n.as_ref())).collect(),
+                mode,
+                layout,
+            };
+            match self.inner.meta(&request) {
+                Ok(Response::MadeMany { made, refused, .. }) => {
+                    let mut made = made.into_iter().peekable();
+                    let mut refused: Vec<(Name, weft_proto::WireError)> = refused;
+                    for name in chunk {
+                        let name = name.as_ref();
+                        match made.peek() {
+                            Some((n, _)) if n.as_bytes() == name => {
+                                out.push(Ok(made.next().map(|(_, a)| a).expect("peeked")));
+                                continue;
+                            }
+                            _ => {}
+                        }
+                        // A name asked twice is refused once, after the first was made.
+                        let why = match refused.iter().position(|(n, _)| n.as_bytes() == name) {
+                            Some(k) => refused.remove(k).1,
+                            None => weft_proto::WireError::new(
+                                ErrorCode::Internal,
+                                "the manager's create-many answer leaves this name out",
+                            ),
+                        };
+                        out.push(Err(
+                            ClientError::refused(why.code, why.message).context(&lossy(name))
+                        ));
+                    }
+                }
+                Ok(other) => return Err(super::unexpected(&other)),
+                Err(e) if e.code() == ErrorCode::UnknownOpcode => {
+                    self.inner
+                        .no_create_many
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    out.extend(self.create_one_by_one(parent, chunk, mode, layout));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// `create_many` against a manager without `CreateMany`.
+    fn create_one_by_one<N: AsRef<[u8]>>(
+        &self,
+        parent: InodeId,
+        names: &[N],
+        mode: u32,
+        layout: LayoutRequest,
+    ) -> Vec<Result<Attr, ClientError>> {
+        let options = CreateOptions {
+            mode,
+            layout,
+            exclusive: true,
+            truncate: false,
+        };
+        names
+            .iter()
+            .map(|name| {
+                let file = self.create_in(parent, name, &options)?;
+                let attr = file.attr().clone();
+                file.close()?;
+                Ok(attr)
+            })
+            .collect()
     }
 
     pub(super) fn create_named(

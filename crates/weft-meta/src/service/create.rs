@@ -2,6 +2,7 @@
 //! (or taken precreated), and undone when the create does not commit.
 
 use super::*;
+use crate::PendingCreate;
 
 /// The first failed call, with its server.
 /// What `create_or_open` did.
@@ -66,6 +67,124 @@ impl MetaService {
         }
     }
 
+    /// `CreateMany`: every name checked and given a precreated number (or objects made
+    /// now, as `create_or_open` does), then all committed in one durable transaction
+    /// (`MetaStore::create_commit_many`). A name refused on its own is answered as
+    /// refused and its number or objects go back; a name asked twice is refused the
+    /// second time, as a second exclusive create would be.
+    pub(super) fn create_many(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        names: Vec<Name>,
+        mode: u32,
+        layout: &LayoutRequest,
+    ) -> Result<Response, WireError> {
+        if names.len() > weft_proto::msg::CREATE_MANY_MAX {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{} names in one create-many: at most {}",
+                    names.len(),
+                    weft_proto::msg::CREATE_MANY_MAX
+                ),
+            ));
+        }
+        // The directory itself first: a refusal of it is the whole request's.
+        self.store.create_check_dir(cred, parent)?;
+        let mut pending: Vec<PendingCreate> = Vec::with_capacity(names.len());
+        let mut pooled = Vec::with_capacity(names.len());
+        let mut refused = Vec::new();
+        let mut seen = std::collections::HashSet::with_capacity(names.len());
+        // A number that will not go in: back to its pool, or its objects removed.
+        let give_back = |inode: InodeId, layout: &Layout, pooled: bool| {
+            if pooled {
+                self.return_precreated(layout, inode);
+            } else {
+                self.discard_objects(inode, layout);
+            }
+        };
+        let exists = |name: &Name, why: &str| {
+            let name = String::from_utf8_lossy(name.as_bytes());
+            WireError::new(ErrorCode::Exists, format!("{name:?} {why}"))
+        };
+        for name in names {
+            if !seen.insert(name.as_bytes().to_vec()) {
+                refused.push((
+                    name.clone(),
+                    exists(&name, "is asked for twice in one create-many"),
+                ));
+                continue;
+            }
+            let check = self
+                .store
+                .create_check(cred, parent, name.as_bytes(), mode, layout, true);
+            let p = match check {
+                Ok(CreateCheck::New(p)) => p,
+                Ok(CreateCheck::Existing(_)) => {
+                    refused.push((
+                        name.clone(),
+                        exists(&name, &format!("exists in directory {parent}")),
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    refused.push((name, e));
+                    continue;
+                }
+            };
+            let (p, was_pooled) = match self.take_precreated(p.layout()) {
+                Ok(Some(inode)) => (p.use_precreated(inode), true),
+                Ok(None) => match self.make_objects(&p) {
+                    Ok(()) => (p, false),
+                    Err(e) => {
+                        refused.push((name, e));
+                        continue;
+                    }
+                },
+                Err(e) => {
+                    for (p, pooled) in pending.iter().zip(pooled) {
+                        give_back(p.inode(), p.layout(), pooled);
+                    }
+                    return Err(e);
+                }
+            };
+            pending.push(p);
+            pooled.push(was_pooled);
+        }
+        let kept: Vec<(InodeId, Layout, bool)> = pending
+            .iter()
+            .zip(&pooled)
+            .map(|(p, &pooled)| (p.inode(), p.layout().clone(), pooled))
+            .collect();
+        match self.store.create_commit_many(cred, parent, pending, refused) {
+            Ok(many) => {
+                // Numbers that did not go in (their names refused in the transaction)
+                // go back.
+                let made: std::collections::HashSet<InodeId> =
+                    many.made.iter().map(|(_, a)| a.inode).collect();
+                for (inode, layout, pooled) in kept.into_iter().filter(|(i, _, _)| !made.contains(i)) {
+                    give_back(inode, &layout, pooled);
+                }
+                Ok(Response::MadeMany {
+                    parent: many.parent,
+                    made: many.made,
+                    refused: many.refused,
+                })
+            }
+            Err(error) => {
+                for (inode, layout, pooled) in kept {
+                    if matches!(error.code, ErrorCode::Io | ErrorCode::NoSpace) {
+                        self.discard_if_uncommitted(inode, layout);
+                    } else {
+                        give_back(inode, &layout, pooled);
+                    }
+                }
+                Err(error)
+            }
+        }
+    }
+
     fn create_or_open(
         &self,
         cred: &Cred,
@@ -110,42 +229,7 @@ impl MetaService {
             };
             let inode = pending.inode();
             if !pooled {
-                let servers = &pending.layout().all_servers();
-                let created =
-                    self.on_each_server(servers, |server| self.objects.precreate_objects(server, &[inode]));
-                let created = match pending.reused() {
-                    // A replayed create's objects are its own, maybe with data since.
-                    true => created
-                        .into_iter()
-                        .map(|r| {
-                            r.or_else(|e| {
-                                if e.code == ErrorCode::Exists {
-                                    Ok(())
-                                } else {
-                                    Err(e)
-                                }
-                            })
-                        })
-                        .collect(),
-                    false => self.replace_stale_objects(inode, servers, created),
-                };
-                if let Some((server, error)) = first_failure(servers, created) {
-                    self.discard_objects(inode, pending.layout());
-                    // A stale object that could not be replaced is this server's fault,
-                    // not a name that exists: never `Exists`, which clients take for a
-                    // create that lost a race.
-                    let code = match error.code {
-                        ErrorCode::Exists => ErrorCode::Io,
-                        code => code,
-                    };
-                    return Err(WireError::new(
-                        code,
-                        format!(
-                            "creating the object of {name:?} (inode {inode}) on io server {server}: {}",
-                            error.message
-                        ),
-                    ));
-                }
+                self.make_objects(&pending)?;
             }
             let layout = pending.layout().clone();
             match self.store.create_commit_made(cred, pending) {
@@ -170,6 +254,49 @@ impl MetaService {
                 }
             }
         }
+    }
+
+    /// Creates `pending`'s objects on its io servers (a create without a precreated
+    /// number); on failure removes what was made and says which server failed.
+    fn make_objects(&self, pending: &PendingCreate) -> Result<(), WireError> {
+        let inode = pending.inode();
+        let name = pending.name();
+        let servers = &pending.layout().all_servers();
+        let created = self.on_each_server(servers, |server| self.objects.precreate_objects(server, &[inode]));
+        let created = match pending.reused() {
+            // A replayed create's objects are its own, maybe with data since.
+            true => created
+                .into_iter()
+                .map(|r| {
+                    r.or_else(|e| {
+                        if e.code == ErrorCode::Exists {
+                            Ok(())
+                        } else {
+                            Err(e)
+                        }
+                    })
+                })
+                .collect(),
+            false => self.replace_stale_objects(inode, servers, created),
+        };
+        if let Some((server, error)) = first_failure(servers, created) {
+            self.discard_objects(inode, pending.layout());
+            // A stale object that could not be replaced is this server's fault,
+            // not a name that exists: never `Exists`, which clients take for a
+            // create that lost a race.
+            let code = match error.code {
+                ErrorCode::Exists => ErrorCode::Io,
+                code => code,
+            };
+            return Err(WireError::new(
+                code,
+                format!(
+                    "creating the object of {name:?} (inode {inode}) on io server {server}: {}",
+                    error.message
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Io servers create objects exclusively: an object already there for a freshly

@@ -511,6 +511,13 @@ impl MetaService {
             Request::Resolve { cred, path } => store.resolve(&cred, &path).map(Response::Attr),
             Request::Lookup { cred, parent, name } => store.lookup(&cred, parent, &name).map(Response::Attr),
             Request::LookupMany { cred, parent, names } => self.lookup_many(&cred, parent, &names),
+            Request::CreateMany {
+                cred,
+                parent,
+                names,
+                mode,
+                layout,
+            } => self.create_many(&cred, parent, names, mode, &layout),
             Request::GetAttr { cred, inode } => store.getattr(&cred, inode).map(Response::Attr),
             Request::SetAttr { cred, inode, changes } => self.setattr(&cred, inode, &changes),
             Request::GrantCapability { cred, inode, rights } => {
@@ -1050,6 +1057,7 @@ fn addressed(request: &Request) -> Vec<InodeId> {
     match request {
         Request::Lookup { parent, .. }
         | Request::LookupMany { parent, .. }
+        | Request::CreateMany { parent, .. }
         | Request::Mkdir { parent, .. }
         | Request::Create { parent, .. }
         | Request::Unlink { parent, .. }
@@ -1125,6 +1133,7 @@ fn unix_ms() -> u64 {
 fn grows_namespace(request: &Request) -> bool {
     match request {
         Request::Create { .. }
+        | Request::CreateMany { .. }
         | Request::Mkdir { .. }
         | Request::Symlink { .. }
         | Request::Link { .. }

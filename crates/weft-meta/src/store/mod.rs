@@ -62,7 +62,7 @@ pub use access::{MAY_READ, MAY_WRITE};
 pub use backup::{prepare_restore, prepare_restore_target, store_format, SnapshotFacts, RESTORE_INODE_GAP};
 pub use group::CommitState;
 pub use names::{NAME_BYTES_MAX, PATH_BYTES_MAX};
-pub use ops::create::{CreateCheck, PendingCreate};
+pub use ops::create::{CreateCheck, MadeMany, PendingCreate};
 pub use ops::link::LINKS_MAX;
 pub use ops::migrate::{pending_error as migrate_pending_error, PendingSwitch, SwitchServer};
 pub use ops::Made;

@@ -38,6 +38,9 @@ pub const REVALIDATE_STEPS_MAX: usize = 256;
 pub const READDIR_ENTRIES_MAX: u32 = 4096;
 /// Most names one `LookupMany` asks for.
 pub const LOOKUP_MANY_MAX: usize = 4096;
+/// Most files one `CreateMany` makes (its answer, kept as the request's record for a
+/// resend, stays below 64 KiB).
+pub const CREATE_MANY_MAX: usize = 256;
 /// Most files one `ReleaseWrites` gives back.
 pub const RELEASE_WRITES_MAX: usize = 4096;
 /// Most files one `StaleList` answer names (a rebuild walks the list in such pages).

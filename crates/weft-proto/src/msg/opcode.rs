@@ -95,6 +95,7 @@ pub enum Opcode {
     VerifyCapability = 103,
     CreateGranted = 191,
     CreateStamped = 239,
+    CreateMany = 267,
     LookupMany = 192,
     Vouched = 220,
     ReleaseWrites = 221,

@@ -7,8 +7,8 @@ use super::cache::CacheFile;
 use super::opcode::Opcode;
 use super::values::{SharedOp, ViewId, XattrSet};
 use super::{
-    BATCH_INODES_MAX, LOCK_RANGES_MAX, LOOKUP_MANY_MAX, OBJ_LIST_MAX, RANGES_MAX, RELEASE_WRITES_MAX,
-    REVALIDATE_STEPS_MAX, XATTR_VALUE_BYTES_MAX,
+    BATCH_INODES_MAX, CREATE_MANY_MAX, LOCK_RANGES_MAX, LOOKUP_MANY_MAX, OBJ_LIST_MAX, RANGES_MAX,
+    RELEASE_WRITES_MAX, REVALIDATE_STEPS_MAX, XATTR_VALUE_BYTES_MAX,
 };
 use crate::capability::Capability;
 use crate::codec::{DecodeError, Reader, Writer};
@@ -737,6 +737,24 @@ pub enum Request {
         #[wire(encode = nested::encode_create, decode = nested::granted_create)]
         request: Box<Request>,
     },
+    /// meta: creates every one of `names` (at most `CREATE_MANY_MAX`, each at most once)
+    /// in directory `parent` as an exclusive create would (`O_CREAT|O_EXCL`), with
+    /// `mode` and `layout` for all, in one transaction made durable before the answer,
+    /// `MadeMany`: the files made and the names refused with why (`Exists`, quota,
+    /// ...), each in the order asked. A refusal of the whole request (no such
+    /// directory, no permission to write it, a disk error) makes none. One request for
+    /// what takes a `Create` per file; no write capability comes with the files (the
+    /// first write asks). Sent `Tracked`: a resend is answered from its record. Added
+    /// within protocol version 8: an older manager answers `UnknownOpcode` (or refuses
+    /// it inside `Tracked`), and the client creates the files one by one.
+    CreateMany {
+        cred: Cred,
+        parent: InodeId,
+        #[wire(max = CREATE_MANY_MAX, what = "names of one create-many")]
+        names: Vec<Name>,
+        mode: u32,
+        layout: LayoutRequest,
+    },
     /// meta: looks up every one of `names` (at most `LOOKUP_MANY_MAX`) in directory
     /// `parent`, answered with `EntriesPlus` (`more` false): the names found, in the order
     /// asked, with their attributes (files' sizes 0: their io servers hold them); names
@@ -935,7 +953,7 @@ impl Request {
             | Request::CreateGranted { request }
             | Request::CreateStamped { request } => request.cred_mut(),
             Request::Tracked { request, .. } => request.cred_mut(),
-            Request::LookupMany { cred, .. } => Some(cred),
+            Request::LookupMany { cred, .. } | Request::CreateMany { cred, .. } => Some(cred),
             Request::Vouched { request } => request.cred_mut(),
             _ => None,
         }
@@ -989,8 +1007,9 @@ impl Request {
     ];
     /// The requests a client sends `Tracked` (alone or in a `WithParent`,
     /// `CreateGranted` or `CreateStamped`): those that change the namespace in the manager's store.
-    pub const TRACKED: [Opcode; 15] = [
+    pub const TRACKED: [Opcode; 16] = [
         Opcode::Create,
+        Opcode::CreateMany,
         Opcode::Mkdir,
         Opcode::Symlink,
         Opcode::Mknod,

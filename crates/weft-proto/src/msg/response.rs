@@ -157,6 +157,14 @@ pub enum Response {
         capability: Option<Capability>,
         stamp: u64,
     },
+    /// `CreateMany`: the directory's attributes after it, the files made (name and
+    /// attributes) and the names refused (name and why), each in the order asked.
+    #[wire(tag = 98)]
+    MadeMany {
+        parent: Attr,
+        made: Vec<(Name, Attr)>,
+        refused: Vec<(Name, WireError)>,
+    },
     /// `Vouched`: the attributes and, for a regular file no writer may be changing,
     /// the stamp of the manager's vouch (`None`: a write capability may be live, or
     /// the manager cannot say).

@@ -203,3 +203,84 @@ impl MetaStore {
         })
     }
 }
+
+/// What [`MetaStore::create_commit_many`] did: `CreateMany`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MadeMany {
+    /// The directory's attributes after it.
+    pub parent: Attr,
+    /// The files made, in the order asked.
+    pub made: Vec<(weft_proto::Name, Attr)>,
+    /// The names refused and why, in the order asked.
+    pub refused: Vec<(weft_proto::Name, WireError)>,
+}
+
+impl MetaStore {
+    /// Whether `cred` may create files in directory `parent` (write and search on it):
+    /// what refuses a whole `CreateMany`.
+    pub fn create_check_dir(&self, cred: &Cred, parent: InodeId) -> Result<(), WireError> {
+        self.read(|ns| {
+            let record = ns.directory(cred, parent, MAY_EXECUTE)?;
+            require(cred, &record, MAY_WRITE | MAY_EXECUTE, || {
+                format!("directory inode {parent}")
+            })
+        })
+    }
+
+    /// Inserts every file of `pending` (checked by `create_check`, exclusive, all in
+    /// `parent`) in one transaction, made durable before it returns. A name refused on
+    /// its own (taken in between, the quota) joins `refused`, which holds the names
+    /// refused before; the others are made. Only what fails the whole directory
+    /// (gone, no permission) or the store fails the whole call, with nothing made.
+    pub fn create_commit_many(
+        &self,
+        cred: &Cred,
+        parent: InodeId,
+        pending: Vec<PendingCreate>,
+        refused: Vec<(weft_proto::Name, WireError)>,
+    ) -> Result<MadeMany, WireError> {
+        self.write_durable(move |tx| {
+            let mut parent_record = tx.directory(cred, parent, MAY_WRITE | MAY_EXECUTE)?;
+            let mut made = Vec::with_capacity(pending.len());
+            let mut refused = refused;
+            for p in pending {
+                debug_assert_eq!(p.parent, parent);
+                let name = p.name.as_slice();
+                let wire_name = weft_proto::Name::from(name.to_vec());
+                // Checks first, writes after: a refused name leaves nothing behind.
+                if tx.entry(parent, name)?.is_some() {
+                    refused.push((wire_name, exists(parent, name)));
+                    continue;
+                }
+                if tx.find_inode(p.inode)?.is_some() {
+                    return Err(WireError::new(
+                        ErrorCode::Internal,
+                        format!(
+                            "inode {} allocated for {} is already in use",
+                            p.inode,
+                            quoted(name)
+                        ),
+                    ));
+                }
+                let (mode, gid) = new_mode_and_group(cred, &parent_record, p.mode, false);
+                if let Err(e) = tx.quota_admit((cred.uid, gid), parent) {
+                    refused.push((wire_name, e));
+                    continue;
+                }
+                if p.precreated {
+                    tx.take_precreated(p.inode)?;
+                }
+                let mut record = InodeRecord::new(FileKind::File, mode, (cred.uid, gid), parent, tx.now);
+                record.layout = Some(p.layout);
+                record.cache = p.cache;
+                tx.add_name((parent, &mut parent_record), name, (p.inode, &record), true)?;
+                made.push((wire_name, record.attr(p.inode)));
+            }
+            Ok(MadeMany {
+                parent: parent_record.attr(parent),
+                made,
+                refused,
+            })
+        })
+    }
+}
