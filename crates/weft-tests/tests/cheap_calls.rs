@@ -267,7 +267,8 @@ fn many_names_are_stat_in_one_manager_request() {
 /// `Client::create_many`: 300 names of one directory (one taken before, one given
 /// twice) in two manager requests (256 names each at most), where each file costs a
 /// create of its own: the files are made with the mode asked, the taken and repeated
-/// names refused with `Exists`, in the order asked; a made file takes bytes; and what
+/// names refused with `Exists`, in the order asked; the manager answers a stat of a
+/// new file without its io servers until someone writes it; a made file takes bytes; and what
 /// the call answered is durable: a kill -9 of the manager (which commits in the
 /// background only every 10 s here) right after, with the client gone too, loses none
 /// of it, where single creates answered before their commit would be lost.
@@ -280,11 +281,13 @@ fn many_files_are_made_in_few_manager_requests_and_are_durable_when_answered() {
     });
     let client = cluster.client();
     let dir = client.mkdir("/made", 0o755).unwrap();
-    client
-        .create("/made/taken", &CreateOptions::default())
-        .unwrap()
-        .close()
+    // Made by a batch too: a file closed after a write grant is measured by the
+    // manager in the background (`ObjStamp` to its io servers), which the count of
+    // io server requests below would catch.
+    let taken = client
+        .create_many(dir.inode, &["taken"], 0o644, Default::default())
         .unwrap();
+    assert!(taken[0].is_ok(), "{taken:?}");
     client.sync_metadata().unwrap();
     let mut names: Vec<String> = (0..298).map(|i| format!("m{i}")).collect();
     names.insert(10, "taken".into());
@@ -310,6 +313,13 @@ fn many_files_are_made_in_few_manager_requests_and_are_durable_when_answered() {
             }
         }
     }
+    // The manager knows they are empty: a stat of one asks no io server.
+    let asked = || cluster.io_requests("obj_stat") + cluster.io_requests("obj_stamp");
+    let before = asked();
+    for k in [0, 150, 297] {
+        assert_eq!(client.stat(&format!("/made/m{k}")).unwrap().size, 0, "m{k}");
+    }
+    assert_eq!(asked() - before, 0.0, "io server requests for the stats");
     let f = client
         .open(
             "/made/m297",
@@ -321,6 +331,8 @@ fn many_files_are_made_in_few_manager_requests_and_are_durable_when_answered() {
         .unwrap();
     f.write_at(0, &pattern(5, 70_000)).unwrap();
     f.close().unwrap();
+    // Written since: another client's stat sees the bytes, not the size learnt at create.
+    assert_eq!(cluster.client().stat("/made/m297").unwrap().size, 70_000);
     // A directory that is not there refuses the whole call.
     let e = client
         .create_many(InodeId(u64::MAX - 3), &["x"], 0o644, Default::default())

@@ -157,8 +157,18 @@ impl MetaService {
             .zip(&pooled)
             .map(|(p, &pooled)| (p.inode(), p.layout().clone(), pooled))
             .collect();
+        // Each new file's vouch, taken before its number is in the namespace (nobody
+        // can hold a capability of it yet): see `learn_empty`.
+        let vouches: Vec<Option<u64>> = match self.writers.get() {
+            Some(writers) => {
+                let now = unix_ms();
+                pending.iter().map(|p| writers.vouch(p.inode(), now)).collect()
+            }
+            None => Vec::new(),
+        };
         match self.store.create_commit_many(cred, parent, pending, refused) {
             Ok(many) => {
+                self.learn_empty(&many, &kept, &vouches);
                 // Numbers that did not go in (their names refused in the transaction)
                 // go back.
                 let made: std::collections::HashSet<InodeId> =
@@ -181,6 +191,41 @@ impl MetaService {
                     }
                 }
                 Err(error)
+            }
+        }
+    }
+
+    /// A file `CreateMany` made is empty (its objects are new), and stays so while the
+    /// manager vouches for it at the stamp it had before the commit: its size is known
+    /// without asking its io servers (`crate::sizes`), so a stat of it right after is
+    /// one round trip. Only if the vouch is still that stamp after the commit (a grant
+    /// in between moves it, and a write may have followed); a grant after this moves
+    /// it too, so the record then answers nothing.
+    fn learn_empty(
+        &self,
+        many: &crate::store::MadeMany,
+        kept: &[(InodeId, Layout, bool)],
+        vouches: &[Option<u64>],
+    ) {
+        let Some(writers) = self.writers.get() else { return };
+        let now = unix_ms();
+        for ((inode, layout, _), before) in kept.iter().zip(vouches) {
+            let Some(before) = *before else { continue };
+            let made = many
+                .made
+                .iter()
+                .any(|(_, a)| a.inode == *inode && !a.cache.uses_tier());
+            if made && writers.vouch(*inode, now) == Some(before) {
+                self.sizes.learnt(
+                    *inode,
+                    crate::sizes::Measured {
+                        vouch: before,
+                        layout: layout.clone(),
+                        size: 0,
+                        blocks: 0,
+                        mtime: Default::default(),
+                    },
+                );
             }
         }
     }
