@@ -11,7 +11,7 @@
 //! # Code map
 //!
 //! The io daemon role. `objects.rs`: object files under `objects/<xx>/<inode>` with a
-//! bounded cache of open handles; precreation (each object `O_EXCL`, an fsync of each object directory it touches for the
+//! bounded cache of open handles; precreation (each object `O_EXCL`, one `syncfs` for the
 //! batch, the batch's own objects removed again if any fails); after a failed fsync the server refuses writes.
 //! An object holding at least `REAP_MIN_BYTES` (64 MiB) that is truncated to nothing is
 //! replaced, not truncated in place: a fresh empty file made beside it is swapped with it

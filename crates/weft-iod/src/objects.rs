@@ -390,7 +390,7 @@ impl ObjectStore {
     /// Creates empty objects for fresh inode numbers, each exclusively: an object that
     /// exists already is never taken over (whose data would it hold?). On any failure the
     /// objects this call made are removed again and the error names the inode. Made
-    /// durable with an fsync of each directory holding one before returning:
+    /// durable with one `syncfs` of the data directory's file system before returning:
     /// the manager names these objects in its namespace only afterwards, so a power cut
     /// never leaves a file whose objects are gone.
     pub fn precreate(&self, inodes: &[InodeId]) -> Result<(), WireError> {
@@ -419,7 +419,7 @@ impl ObjectStore {
             }
         }
         if failure.is_none() {
-            failure = self.sync_directories_of(&made).err();
+            failure = self.sync_file_system().err();
         }
         match failure {
             None => Ok(()),
@@ -432,27 +432,22 @@ impl ObjectStore {
         }
     }
 
-    /// Makes the new, empty objects `inodes` durable: an fsync of each directory that
-    /// holds one (its entries and their inodes; the objects have no data). Before, one
-    /// `syncfs` of the whole file system, which also wrote back every dirty page on it
-    /// (other servers' data, other programs'): a pool refill of the manager, which a
-    /// create waits for when the pool is empty, took 1 to 2 s on a busy disk.
-    fn sync_directories_of(&self, inodes: &[InodeId]) -> Result<(), WireError> {
-        let mut dirs: Vec<PathBuf> = inodes
-            .iter()
-            .filter_map(|&inode| self.path_of(inode).parent().map(|d| d.to_path_buf()))
-            .collect();
-        dirs.sort_unstable();
-        dirs.dedup();
+    /// Makes everything written to the data directory's file system durable (one
+    /// `syncfs`: new objects and their directory entries).
+    fn sync_file_system(&self) -> Result<(), WireError> {
+        let fail = |e: io::Error| {
+            self.fsync_failed.store(true, Ordering::SeqCst);
+            WireError::new(
+                ErrorCode::Io,
+                format!("syncfs of {} failed: {e}", self.root.display()),
+            )
+        };
+        let dir = File::open(&self.root)
+            .map_err(|e| WireError::new(ErrorCode::Io, format!("opening {}: {e}", self.root.display())))?;
         crate::counters::COUNTERS.fsync();
-        for dir in dirs {
-            if let Err(e) = File::open(&dir).and_then(|d| d.sync_all()) {
-                self.fsync_failed.store(true, Ordering::SeqCst);
-                return Err(WireError::new(
-                    ErrorCode::Io,
-                    format!("fsync of {} failed: {e}", dir.display()),
-                ));
-            }
+        // SAFETY: syncfs takes a valid descriptor, which `dir` holds open.
+        if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) } != 0 {
+            return Err(fail(io::Error::last_os_error()));
         }
         Ok(())
     }

@@ -211,8 +211,7 @@ impl MetaService {
     /// Numbers per refill of the pool of `servers`: `precreate_batch`, doubled each
     /// time creates of that set outran the background refiller, up to
     /// `BATCH_INODES_MAX`. A refill takes about as long for many objects as for a few
-    /// (one request per server, creating every object and syncing their directories,
-    /// which a busy disk makes slow: 0.05 to
+    /// (one request and one `syncfs` per server, which a busy disk makes slow: 0.05 to
     /// 6 s measured on a shared VM), so a pool that creates empty before its refill
     /// lands needs bigger refills, not more of them: with 128, 4 clients creating at 300
     /// files/s emptied the 64 numbers left when the refill was asked for before it came
