@@ -68,8 +68,13 @@ struct State {
     until: Option<Instant>,
     /// Clients the window waits for, until they say `ReplayDone`.
     expected: HashSet<u64>,
-    /// Replays waiting for their turn: original sequence number -> client.
-    waiting: BTreeMap<u64, u64>,
+    /// Replays waiting for their turn: (original sequence number, ticket) -> client. The
+    /// ticket tells apart two waiting under one number (a replay left waiting from
+    /// before a second restart and its client's resend): keyed by the number alone, the
+    /// second overwrote the first, whose entry was then gone and which waited forever.
+    waiting: BTreeMap<(u64, u64), u64>,
+    /// The next `waiting` ticket.
+    tickets: u64,
     /// A replay is being applied.
     applying: bool,
     /// Clients that sent a replay and have not said `ReplayDone`, with when they last
@@ -239,14 +244,15 @@ impl Replay {
     /// comment); `turn_over` must follow.
     pub fn turn(&self, client: u64, seq: u64) {
         let mut state = self.lock();
-        state.waiting.insert(seq, client);
+        let key = (seq, state.tickets);
+        state.tickets += 1;
+        state.waiting.insert(key, client);
         state.replaying.insert(client, Instant::now());
         self.changed.notify_all();
         loop {
             let open = Self::open(&mut state);
-            let first = state.waiting.keys().next().copied();
             let ready = !state.applying
-                && first == Some(seq)
+                && state.waiting.keys().next() == Some(&key)
                 && (!open
                     || state
                         .expected
@@ -267,7 +273,7 @@ impl Replay {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        state.waiting.remove(&seq);
+        state.waiting.remove(&key);
         state.applying = true;
     }
 
@@ -518,6 +524,29 @@ mod tests {
             vec!["replay 12", "replay 14", "replay done", "new request"],
             "a new request was served before the replays queued at the window's end"
         );
+    }
+
+    #[test]
+    fn two_replays_waiting_under_one_number_both_get_their_turn() {
+        let replay = std::sync::Arc::new(Replay::default());
+        replay.turn(9, 1);
+        let (done, finished) = std::sync::mpsc::channel();
+        for _ in 0..2 {
+            let (replay, done) = (replay.clone(), done.clone());
+            std::thread::spawn(move || {
+                replay.turn(9, 5);
+                replay.turn_over(9);
+                done.send(()).unwrap();
+            });
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        replay.turn_over(9);
+        for k in 0..2 {
+            assert!(
+                finished.recv_timeout(Duration::from_secs(5)).is_ok(),
+                "replay {k} under number 5 never got its turn"
+            );
+        }
     }
 
     #[test]
