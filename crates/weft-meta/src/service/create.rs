@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::PendingCreate;
+use std::collections::HashMap;
 
 /// The first failed call, with its server.
 /// What `create_or_open` did.
@@ -80,16 +81,7 @@ impl MetaService {
         mode: u32,
         layout: &LayoutRequest,
     ) -> Result<Response, WireError> {
-        if names.len() > weft_proto::msg::CREATE_MANY_MAX {
-            return Err(WireError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "{} names in one create-many: at most {}",
-                    names.len(),
-                    weft_proto::msg::CREATE_MANY_MAX
-                ),
-            ));
-        }
+        super::names_at_most(names.len(), weft_proto::msg::CREATE_MANY_MAX, "create-many")?;
         // The directory itself first: a refusal of it is the whole request's.
         self.store.create_check_dir(cred, parent)?;
         let mut pending: Vec<PendingCreate> = Vec::with_capacity(names.len());
@@ -159,16 +151,19 @@ impl MetaService {
             .collect();
         // Each new file's vouch, taken before its number is in the namespace (nobody
         // can hold a capability of it yet): see `learn_empty`.
-        let vouches: Vec<Option<u64>> = match self.writers.get() {
+        let vouches: HashMap<InodeId, u64> = match self.writers.get() {
             Some(writers) => {
                 let now = unix_ms();
-                pending.iter().map(|p| writers.vouch(p.inode(), now)).collect()
+                pending
+                    .iter()
+                    .filter_map(|p| Some((p.inode(), writers.vouch(p.inode(), now)?)))
+                    .collect()
             }
-            None => Vec::new(),
+            None => HashMap::new(),
         };
         match self.store.create_commit_many(cred, parent, pending, refused) {
             Ok(many) => {
-                self.learn_empty(&many, &kept, &vouches);
+                self.learn_empty(&many, &vouches);
                 // Numbers that did not go in (their names refused in the transaction)
                 // go back.
                 let made: std::collections::HashSet<InodeId> =
@@ -201,23 +196,16 @@ impl MetaService {
     /// one round trip. Only if the vouch is still that stamp after the commit (a grant
     /// in between moves it, and a write may have followed); a grant after this moves
     /// it too, so the record then answers nothing.
-    fn learn_empty(
-        &self,
-        many: &crate::store::MadeMany,
-        kept: &[(InodeId, Layout, bool)],
-        vouches: &[Option<u64>],
-    ) {
+    fn learn_empty(&self, many: &crate::store::MadeMany, vouches: &HashMap<InodeId, u64>) {
         let Some(writers) = self.writers.get() else { return };
         let now = unix_ms();
-        for ((inode, layout, _), before) in kept.iter().zip(vouches) {
-            let Some(before) = *before else { continue };
-            let made = many
-                .made
-                .iter()
-                .any(|(_, a)| a.inode == *inode && !a.cache.uses_tier());
-            if made && writers.vouch(*inode, now) == Some(before) {
+        for (_, attr) in many.made.iter().filter(|(_, a)| !a.cache.uses_tier()) {
+            let (Some(&before), Some(layout)) = (vouches.get(&attr.inode), &attr.layout) else {
+                continue;
+            };
+            if writers.vouch(attr.inode, now) == Some(before) {
                 self.sizes.learnt(
-                    *inode,
+                    attr.inode,
                     crate::sizes::Measured {
                         vouch: before,
                         layout: layout.clone(),

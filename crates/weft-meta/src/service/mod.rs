@@ -372,16 +372,7 @@ impl MetaService {
     /// the order asked; a name not there is left out, any other failure (no such
     /// directory, no search permission) fails the whole request.
     fn lookup_many(&self, cred: &Cred, parent: InodeId, names: &[Name]) -> Result<Response, WireError> {
-        if names.len() > weft_proto::msg::LOOKUP_MANY_MAX {
-            return Err(WireError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "{} names in one lookup-many: at most {}",
-                    names.len(),
-                    weft_proto::msg::LOOKUP_MANY_MAX
-                ),
-            ));
-        }
+        names_at_most(names.len(), weft_proto::msg::LOOKUP_MANY_MAX, "lookup-many")?;
         let mut entries = Vec::with_capacity(names.len());
         for name in names {
             match self.store.lookup(cred, parent, name) {
@@ -1050,6 +1041,17 @@ impl MetaService {
             )),
         }
     }
+}
+
+/// Refuses a request of `count` names above `max` (`what`: the request, in the message).
+pub(super) fn names_at_most(count: usize, max: usize, what: &str) -> Result<(), WireError> {
+    if count > max {
+        return Err(WireError::new(
+            ErrorCode::InvalidArgument,
+            format!("{count} names in one {what}: at most {max}"),
+        ));
+    }
+    Ok(())
 }
 
 /// The inodes `request` names by number (directories it acts in, files it acts on).
