@@ -196,17 +196,22 @@ impl Inner {
         if request.is_tracked() {
             return self.tracker.call(self, request);
         }
-        self.tracker.before(self)?;
-        match self.pool.call(&self.meta_route, request, &[]) {
-            Ok((response, _)) => Ok(response),
-            // A read whose connection the manager closed as it acted restarted (its store
-            // lost operations to a disk error, see `replay.rs`): asked again once this
-            // client replayed, so that it sees them.
-            Err(e) if e.is_transport() && self.tracker.resend_after_restart(self, request) => {
-                self.tracker.before(self)?;
-                Ok(self.pool.call(&self.meta_route, request, &[])?.0)
+        let deadline = std::time::Instant::now() + self.tracker.restart_wait();
+        loop {
+            self.tracker.before(self)?;
+            match self.pool.call(&self.meta_route, request, &[]) {
+                Ok((response, _)) => return Ok(response),
+                // A read whose connection the manager closed as it acted restarted (its
+                // store lost operations to a disk error, see `replay.rs`): asked again
+                // once this client replayed, so that it sees them; again if the manager
+                // acts restarted once more meanwhile (asked once only, a read failed in
+                // disk_full.rs when two losses came within milliseconds).
+                Err(e)
+                    if e.is_transport()
+                        && std::time::Instant::now() < deadline
+                        && self.tracker.resend_after_restart(self, request) => {}
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => Err(e.into()),
         }
     }
 

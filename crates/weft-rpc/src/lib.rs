@@ -182,6 +182,6 @@ pub use client::{
     BIG_REPLY_BYTES,
 };
 pub use server::{
-    new_incarnation, serve, Changes, ConnectionId, FileReply, Handler, Inline, Peer, ReplyInto, Restarter,
-    ServerHandle, ServerIdentity, ServerLimits,
+    new_incarnation, serve, serving_incarnation, Changes, ConnectionId, FileReply, Handler, Inline, Peer,
+    ReplyInto, Restarter, ServerHandle, ServerIdentity, ServerLimits,
 };

@@ -224,6 +224,7 @@ impl Roles {
                 service.restart_on_loss(
                     window,
                     weft_rpc::new_incarnation,
+                    weft_rpc::serving_incarnation,
                     Arc::new(move |incarnation| match handing.get() {
                         Some(restarter) => restarter.hand_out(incarnation),
                         None => eprintln!("weftd meta: not serving yet: no connection to close"),

@@ -165,6 +165,11 @@ impl Tracker {
         !self.off.load(Ordering::Relaxed) && kept.max_seq <= kept.durable_seq
     }
 
+    /// How long a request whose answer was lost waits for the manager to answer again.
+    pub fn restart_wait(&self) -> Duration {
+        self.restart_wait
+    }
+
     /// Requests kept for replay (tests).
     pub fn kept(&self) -> usize {
         self.kept.lock().unwrap().ops.len()

@@ -233,6 +233,8 @@ pub struct MetaService {
     file_locks: crate::file_locks::FileLocks,
     /// The server process's incarnation (its handshake's), told to mounts that lock.
     incarnation: AtomicU64,
+    /// Tells the incarnation of the connection a request came on (`restart_on_loss`).
+    serving: std::sync::OnceLock<fn() -> Option<u64>>,
     /// Held across each durable write of the record of lock sessions (see
     /// `file_locks`), so that an addition and a removal of one session never cross.
     lock_records: Mutex<()>,
@@ -329,6 +331,7 @@ impl MetaService {
             lapsed: Mutex::default(),
             file_locks: Default::default(),
             incarnation: AtomicU64::new(0),
+            serving: std::sync::OnceLock::new(),
             lock_records: Mutex::new(()),
             started: Instant::now(),
             purge_candidates: Mutex::new(BTreeSet::new()),

@@ -21,14 +21,19 @@ impl MetaService {
     /// loss is answered from the state it lost); the record of tracked requests is
     /// reloaded from the reopened store and the replay window opens for `window`; then
     /// `close` closes every connection, so that clients find the new epoch and replay
-    /// exactly what was lost (their replays find the window ready).
+    /// exactly what was lost (their replays find the window ready). `serving` tells the
+    /// incarnation of the connection a request came on (weft-rpc's
+    /// `serving_incarnation`): a tracked request that came before the restart is refused
+    /// (its client asks again on a new connection).
     pub fn restart_on_loss(
         self: &Arc<Self>,
         window: Duration,
         new_incarnation: fn() -> u64,
+        serving: fn() -> Option<u64>,
         hand_out: Arc<dyn Fn(u64) + Send + Sync>,
         close: Arc<dyn Fn() + Send + Sync>,
     ) {
+        let _ = self.serving.set(serving);
         let service = Arc::downgrade(self);
         self.store.on_loss(Box::new(move |records| {
             let Some(service) = service.upgrade() else { return };
@@ -64,8 +69,16 @@ impl MetaService {
         };
         // Both before anything else: a loss (and the restart it makes) after these is
         // noticed (`replies::fence`, `Replay::recorded`).
-        let restarts = self.replay.restarts();
-        let losses = self.store.losses();
+        let ((restarts, before), losses) = self.store.losses_seen(|| {
+            let now = self.incarnation.load(Ordering::Relaxed);
+            let came_on = self.serving.get().and_then(|serving| serving());
+            (self.replay.restarts(), came_on.is_some_and(|c| c != now))
+        });
+        if before {
+            // Its connection is of the incarnation before a restart: the state it was
+            // sent against is gone, and its reply would be dropped.
+            return Err(crate::store::replies::acted_restarted());
+        }
         if replay == 0 {
             self.replay.wait_open();
         }

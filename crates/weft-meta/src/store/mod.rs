@@ -192,17 +192,11 @@ pub struct MetaStore {
     group: group::GroupCommit,
     /// Stale pieces' generations, for rebuilds (`ops/rebuild.rs`).
     stale_generations: ops::rebuild::StaleGenerations,
-    /// Told when a reopen lost acknowledged operations (see the module comment).
-    loss_hook: std::sync::OnceLock<LossHook>,
-    /// Reopens that lost acknowledged operations.
-    losses: AtomicU64,
+    /// Reopens that lost acknowledged operations, and who is told (module comment).
+    losses: replies::Losses,
 }
 
-/// What the store calls when a reopen after a disk error found acknowledged operations
-/// gone, with the record of tracked requests the reopened database holds. It runs while
-/// the database is held alone (no operation runs before it returns): it must not call
-/// the store.
-pub type LossHook = Box<dyn Fn(Vec<(replies::ReplyKey, replies::Reply)>) + Send + Sync>;
+pub use replies::LossHook;
 
 thread_local! {
     /// Set by `storage()` when redb reports a disk error: the database refuses every
@@ -319,8 +313,7 @@ impl MetaStore {
             reservation: Mutex::new(InodeReservation::default()),
             group: group::GroupCommit::default(),
             stale_generations: Default::default(),
-            loss_hook: std::sync::OnceLock::new(),
-            losses: AtomicU64::new(0),
+            losses: replies::Losses::default(),
             created,
             reserve_file: reserve_path(path),
             reserve_held: AtomicBool::new(false),
@@ -390,17 +383,16 @@ impl MetaStore {
         }
     }
 
-    /// Reopens so far that lost acknowledged operations (a tracked request notes it when
-    /// it comes: see `replies::fence`).
-    pub fn losses(&self) -> u64 {
-        self.losses.load(Ordering::SeqCst)
+    /// Reopens so far that lost acknowledged operations, with what `also` reads, never
+    /// amid a loss and its hook (a tracked request notes both when it comes: see
+    /// `replies::fence`, `replies::Losses`).
+    pub fn losses_seen<T>(&self, also: impl FnOnce() -> T) -> (T, u64) {
+        self.losses.seen(also)
     }
 
     /// Sets what is told when a reopen loses acknowledged operations (once).
     pub fn on_loss(&self, hook: LossHook) {
-        if self.loss_hook.set(hook).is_err() {
-            eprintln!("weftd meta: the store's loss hook was set twice; the first one stays");
-        }
+        self.losses.set_hook(hook);
     }
 
     /// After a reopen (the database held alone): if it is back before operations that
@@ -427,11 +419,7 @@ impl MetaStore {
                 );
                 self.group.restart_at(stored);
                 // The hook first: a request that sees the new count finds its restart done.
-                match self.loss_hook.get() {
-                    Some(hook) => hook(records),
-                    None => eprintln!("weftd meta: nobody to tell of the loss (no loss hook)"),
-                }
-                self.losses.fetch_add(1, Ordering::SeqCst);
+                self.losses.lost(records);
             }
             Err(e) => eprintln!(
                 "weftd meta: reading the reopened metadata store's commit number: {e}; cannot tell whether acknowledged operations were lost"
@@ -702,7 +690,7 @@ impl MetaStore {
         // Group commit inside the reopen guard: a group's transaction belongs to the
         // database it began on, and a reopen waits until every member has its outcome.
         self.with_database(|db| {
-            replies::fence(self.losses())?;
+            replies::fence(self.losses.count())?;
             self.group.write(db, false, body)
         })
     }
@@ -714,7 +702,7 @@ impl MetaStore {
         body: impl FnOnce(&mut WriteTables<'_>) -> Result<T, WireError>,
     ) -> Result<T, WireError> {
         self.with_database(|db| {
-            replies::fence(self.losses())?;
+            replies::fence(self.losses.count())?;
             self.group.write(db, true, body)
         })
     }

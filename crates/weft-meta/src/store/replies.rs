@@ -101,6 +101,57 @@ pub fn untrack() -> Option<Tracking> {
     TRACKING.with(|t| t.borrow_mut().take())
 }
 
+/// What the store calls when a reopen after a disk error found acknowledged operations
+/// gone, with the record of tracked requests the reopened database holds. It runs while
+/// the database is held alone (no operation runs before it returns): it must not call
+/// the store.
+pub type LossHook = Box<dyn Fn(Vec<(ReplyKey, Reply)>) + Send + Sync>;
+
+/// The store's reopens that lost acknowledged operations, and who is told of one.
+///
+/// A loss and what its hook does (the service acts restarted: a new incarnation for
+/// connections accepted from then on, a restart count, every older connection closed)
+/// are one step for a tracked request, which notes the count and the service's restart
+/// count as it comes (`seen`): before, it could note the new incarnation's connection
+/// with the old count, read between the hook and the count, and be refused as served
+/// across the loss on the new connection, whose client took the refusal as the answer
+/// (a replayed chmod was dropped as lost: a CI failure in disk_full.rs).
+#[derive(Default)]
+pub(super) struct Losses {
+    count: std::sync::atomic::AtomicU64,
+    hook: std::sync::OnceLock<LossHook>,
+    /// Held alone for a loss and its hook; shared while a request notes the counts.
+    gate: std::sync::RwLock<()>,
+}
+
+impl Losses {
+    pub fn count(&self) -> u64 {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The count, with what `also` reads, never between a loss and the end of its hook.
+    pub fn seen<T>(&self, also: impl FnOnce() -> T) -> (T, u64) {
+        let _shared = self.gate.read().unwrap();
+        (also(), self.count())
+    }
+
+    pub fn set_hook(&self, hook: LossHook) {
+        if self.hook.set(hook).is_err() {
+            eprintln!("weftd meta: the store's loss hook was set twice; the first one stays");
+        }
+    }
+
+    /// A loss: the hook hears it, then it is counted, as one step for `seen`.
+    pub fn lost(&self, records: Vec<(ReplyKey, Reply)>) {
+        let _alone = self.gate.write().unwrap();
+        match self.hook.get() {
+            Some(hook) => hook(records),
+            None => eprintln!("weftd meta: nobody to tell of the loss (no loss hook)"),
+        }
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Refuses the thread's tracked operation if the store lost acknowledged operations
 /// since it came (`losses` now): it would be applied before the clients' replays of
 /// what was lost, which it may follow (a chmod replayed after a later one). Its

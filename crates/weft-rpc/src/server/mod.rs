@@ -929,6 +929,11 @@ fn drop_job(shared: &Shared, mut job: Job) {
         ErrorCode::Unavailable,
         "the client closed the connection before this write was done; not done",
     );
+    refuse_job(shared, &job, error);
+}
+
+/// Answers `job` with `error`, not running it.
+fn refuse_job(shared: &Shared, job: &Job, error: WireError) {
     finish_job(
         shared,
         &job.conn,
@@ -967,11 +972,51 @@ fn serve_job(shared: &Shared, job: Job) {
     }
 }
 
+thread_local! {
+    /// The incarnation of the connection whose request the thread runs (`run_and_answer`).
+    static SERVING: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// The incarnation the connection had when it was accepted, for the request the calling
+/// thread's handler serves (none outside one). A handler that acts restarted (a
+/// metadata manager whose store lost operations) tells by it, at the moment it notes its
+/// own state, whether the request came before (on a connection whose client must not be
+/// served from the state after: it asks again on a new one).
+pub fn serving_incarnation() -> Option<u64> {
+    SERVING.with(|s| s.get())
+}
+
+struct Serving;
+
+impl Serving {
+    fn start(incarnation: u64) -> Serving {
+        SERVING.with(|s| s.set(Some(incarnation)));
+        Serving
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        SERVING.with(|s| s.set(None));
+    }
+}
+
 fn run_and_answer(shared: &Shared, mut job: Job) {
     let _finished = Finished {
         shared,
         ticket: job.ticket.take(),
     };
+    // A request of a connection accepted before a `Restarter` acted is not run: its
+    // reply would be dropped (`Conn::send`), and what it did would land amid the
+    // clients' replays, unseen by its own client, which asks again (a replayed chmod
+    // read off the old connection before its close, run after the restart, made the
+    // manager answer an earlier replay of the same slot as overtaken: it was dropped).
+    if job.conn.incarnation != shared.incarnation.load(std::sync::atomic::Ordering::SeqCst) {
+        let refused = WireError::new(ErrorCode::Unavailable, "the server acted restarted: ask again");
+        refuse_job(shared, &job, refused);
+        return;
+    }
+    let _serving = Serving::start(job.conn.incarnation);
     // Shared-memory calls: the inner request runs against the client's memory.
     type ShmRunner = fn(&Shared, &Conn, Request) -> Result<(Response, Body), WireError>;
     let shm: Option<ShmRunner> = match job.request {
