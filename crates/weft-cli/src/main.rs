@@ -480,7 +480,8 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// Do not create missing files.
         #[arg(short = 'c', long = "no-create")]
         no_create: bool,
-        /// Files to touch (created empty where missing, unless -c).
+        /// Files to touch (created empty where missing, unless -c; the missing files of one
+        /// directory are made together, one request to the manager per 256 names).
         #[arg(required = true)]
         paths: Vec<String>,
     },

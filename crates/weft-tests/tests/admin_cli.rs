@@ -198,6 +198,40 @@ fn chmod_chown_chgrp_and_touch_change_what_the_coreutils_change() {
     );
     weft_ok(&cluster, &["touch", "-c", "/t/not-made"]);
     assert!(client.stat("/t/not-made").is_err(), "touch -c created a file");
+
+    // Many missing files of a directory are made together (one request to the manager
+    // per directory and 256 names); a name given twice, or one that exists, is touched;
+    // a path under a missing directory is an error that names it, the others are made.
+    client.mkdir("/t/many", 0o755).unwrap();
+    let mut args: Vec<String> = vec!["touch".into()];
+    args.extend((0..300).map(|i| format!("/t/many/f{i}")));
+    args.push("/t/many/f7".into());
+    args.push("/t/b.h5".into());
+    args.push("/t/no-such-dir/x".into());
+    args.push("/t/made2".into());
+    let batches = cluster.manager_requests("create_many");
+    let creates = cluster.manager_requests("create");
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (_, err) = weft_err(&cluster, &argv);
+    assert!(err.contains("/t/no-such-dir/x"), "{err}");
+    assert!(err.contains("1 of 304 paths not touched"), "{err}");
+    assert_eq!(
+        cluster.manager_requests("create_many") - batches,
+        3.0,
+        "300 names in /t/many: 2 batches, /t/made2: 1"
+    );
+    assert_eq!(cluster.manager_requests("create") - creates, 0.0);
+    for i in 0..300 {
+        let a = client.stat(&format!("/t/many/f{i}")).unwrap();
+        assert_eq!((a.size, a.mode & 0o777), (0, 0o644), "/t/many/f{i}");
+    }
+    assert_eq!(client.readdir("/t/many").unwrap().len(), 300);
+    assert!(client.stat("/t/made2").is_ok());
+    assert_eq!(
+        client.stat("/t/b.h5").unwrap().size,
+        70_000,
+        "touch changed the size"
+    );
 }
 
 #[test]

@@ -154,6 +154,42 @@ fn munge_identities_are_verified_per_connection() {
         }
     }
 
+    // Batch creates (`weft touch` of missing files: `CreateMany`) act as the user MUNGE
+    // vouched for too: Bob may not make files in Alice's directory he can search but
+    // not write; Alice's are hers, whatever the requests claim.
+    let open_dir = "/shared/alices-open";
+    root.mkdir(open_dir, 0o755).unwrap();
+    root.setattr(
+        open_dir,
+        &SetAttr {
+            uid: Some(ALICE),
+            gid: Some(ALICE),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let bobs: Vec<String> = (0..3).map(|i| format!("{open_dir}/by-bob-{i}")).collect();
+    let mut args = vec!["touch"];
+    args.extend(bobs.iter().map(String::as_str));
+    denied(
+        &users[1].weft(&cluster, &socket, &args),
+        "Bob making files in Alice's directory",
+    );
+    assert_eq!(
+        root.readdir(open_dir).unwrap().len(),
+        0,
+        "Bob made files in Alice's directory"
+    );
+    let alices: Vec<String> = (0..3).map(|i| format!("{open_dir}/by-alice-{i}")).collect();
+    let mut args = vec!["touch"];
+    args.extend(alices.iter().map(String::as_str));
+    let out = users[0].weft(&cluster, &socket, &args);
+    assert!(out.status.success(), "Alice making files:\n{}", text(&out));
+    for path in &alices {
+        let attr = root.stat(path).unwrap();
+        assert_eq!((attr.uid, attr.gid), (ALICE, ALICE), "{path}");
+    }
+
     // The administration commands, as a second user: Bob may not restripe Alice's file
     // (its layout stays), take a backup of the whole namespace, run the check that lists
     // every server's objects, or drain a server; Alice may restripe her own file (so the
