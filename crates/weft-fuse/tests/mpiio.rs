@@ -133,7 +133,9 @@ fn expected_file() -> Vec<u8> {
 }
 
 fn run(binary: &Path, file: &Path, io_component: &str) {
-    let out = Command::new("mpirun")
+    let mut mpirun = Command::new("mpirun");
+    weft_testkit::mpi::own_session_dir(&mut mpirun);
+    let out = mpirun
         .args([
             "-np",
             &RANKS.to_string(),

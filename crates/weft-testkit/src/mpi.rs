@@ -232,7 +232,20 @@ pub fn mpirun_command(np: usize, timeout_s: &str) -> Command {
     .args(["-np", &np.to_string()])
     .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
     .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    own_session_dir(&mut c);
     c
+}
+
+/// Gives an Open MPI run its own session directory. Runs at once (a test binary's tests
+/// run in parallel) otherwise share /tmp/ompi.HOST.UID, which one run removes once it is
+/// empty while another makes it: that one fails to start ("A call to mkdir was unable
+/// to create the desired directory ... File exists", seen in CI). Removed when the test
+/// process exits.
+pub fn own_session_dir(command: &mut Command) {
+    let session = program_dir("weft-ompi-session-");
+    command
+        .env("OMPI_MCA_orte_tmpdir_base", &session)
+        .env("PRTE_MCA_prte_tmpdir_base", &session);
 }
 
 /// Records each rank appends in the api test programs.

@@ -114,6 +114,7 @@ fn mpirun_launches_a_job_scoped_cluster_and_takes_it_down() {
     let home = TiedDir::new("weft-mpi-");
     let log = std::fs::File::create(home.path().join("mpirun.log")).unwrap();
     let mut command = Command::new("mpirun");
+    weft_testkit::mpi::own_session_dir(&mut command);
     command
         .args(["-np", "3", "--oversubscribe"])
         .arg(bin("weftd"))
