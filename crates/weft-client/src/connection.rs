@@ -42,6 +42,8 @@ pub(crate) struct Inner {
     pub no_create_many: Arc<AtomicBool>,
     /// The manager answered a `Vouched` with `UnknownOpcode`: lookups are sent alone.
     pub no_vouch: Arc<AtomicBool>,
+    /// The manager answers no `VouchedReadable` (it predates it).
+    pub no_readable_vouch: Arc<AtomicBool>,
     /// What this client learnt of files' data under the manager's vouch (see
     /// `vouched`). Shared by every client made from this one.
     pub(crate) vouched: Arc<crate::vouched::Vouched>,

@@ -211,7 +211,8 @@
 //! opens, truncates or appends to the file and before its close or fsync returns (a
 //! failure to send is that call's error, as on NFS). Kept pages: the open's check
 //! (`Client::revalidate_stamped`) gives the file's `DataStamp`, the manager's vouch when
-//! it gives one (then the check is one request to the manager), else the objects'
+//! it gives one (then the check is one request to the manager, which also grants the read
+//! capability the open's first read needs: `VouchedReadable`), else the objects'
 //! stamps from the size query (`ObjStamp`); the mount remembers it at each open and returns
 //! FOPEN_KEEP_CACHE only when the new one equals it (and the manager's attributes are as
 //! the kernel was told), else the kernel drops the file's pages at the open. A stamp

@@ -357,3 +357,42 @@ fn a_new_files_write_capability_comes_with_its_create() {
     );
     assert_eq!(client.stat("/new").unwrap().size, 26);
 }
+
+/// A file's read capability comes with the check of its open (`VouchedReadable`): a
+/// mount that opens and reads files another client wrote asks the manager once per
+/// file (the check), not twice (the check, then a grant at the first read), and reads
+/// every byte.
+#[test]
+fn a_files_read_capability_comes_with_its_open_check() {
+    let _alone = common::one_at_a_time();
+    let cluster = TestCluster::start();
+    let client = cluster.client();
+    client.mkdir("/r", 0o755).unwrap();
+    const FILES: usize = 20;
+    for k in 0..FILES {
+        let data = format!("file {k} written by the native client").into_bytes();
+        let f = client
+            .create(&format!("/r/f{k}"), &weft_client::CreateOptions::default())
+            .unwrap();
+        f.write_at(0, &data).unwrap();
+        f.close().unwrap();
+    }
+    let mount = Mount::new(&cluster);
+    let grants = cluster.manager_requests("grant_capability");
+    let checks = cluster.manager_requests("revalidate");
+    for k in 0..FILES {
+        assert_eq!(
+            common::read_all(&mount.join(&format!("r/f{k}"))),
+            format!("file {k} written by the native client").into_bytes()
+        );
+    }
+    assert!(
+        cluster.manager_requests("revalidate") - checks >= FILES as f64,
+        "the opens were not checked with the manager"
+    );
+    assert_eq!(
+        cluster.manager_requests("grant_capability") - grants,
+        0.0,
+        "read capabilities asked for apart from the opens' checks"
+    );
+}

@@ -140,6 +140,12 @@
 //! a client gives back after its last writable handle of each file closed (a manager
 //! started after that issue time ignores the entry; only the sender's own grants count).
 //! Both count as what they carry ("lookup", ...) or as "release_writes" in the metrics.
+//! `VouchedReadable` (opcode 268, reply `ReadableVouched`, tag 99, added within version 8; an
+//! older manager answers `UnknownOpcode` and the client sends `Vouched` from then on): a
+//! `Vouched` whose answer (attributes, vouch, whether the size is the manager's own measure)
+//! also carries a read capability of a regular file the caller may read (none if refused):
+//! the mount's open check and the read after it ask the manager once. Counted as what it
+//! carries.
 //! `CommitMetadata` (opcode 200, reply `Committed`, tag 67, added within version 4; an older
 //! manager answers `UnknownOpcode`, which the client takes as "already durable": older
 //! managers commit before they answer): `wait`, and the answer `CommitInfo` (commit

@@ -148,6 +148,7 @@ fn request_name(r: &Request) -> &'static str {
         ViaCache { .. } => "ViaCache",
         ViaCacheAware { .. } => "ViaCacheAware",
         Vouched { .. } => "Vouched",
+        VouchedReadable { .. } => "VouchedReadable",
         WithParent { .. } => "WithParent",
         Write { .. } => "Write",
         WriteView { .. } => "WriteView",
@@ -196,6 +197,7 @@ fn response_name(r: &Response) -> &'static str {
         MadeMany { .. } => "MadeMany",
         AttrVouched { .. } => "AttrVouched",
         AttrSized { .. } => "AttrSized",
+        ReadableVouched { .. } => "ReadableVouched",
         Security { .. } => "Security",
         Stamp { .. } => "Stamp",
         Generation { .. } => "Generation",
@@ -1006,6 +1008,12 @@ fn requests(s: &mut Samples) {
                 path: "/a/b".into(),
             }),
         },
+        Request::VouchedReadable {
+            request: Box::new(Request::Revalidate {
+                cred: cred(),
+                steps: vec![],
+            }),
+        },
         Request::ReleaseWrites {
             releases: vec![(InodeId(9), (2, 1_700_000_000_000)), (InodeId(12), (1, 5))],
         },
@@ -1229,6 +1237,18 @@ fn responses(s: &mut Samples) {
         Response::AttrSized {
             attr: attr(),
             vouch: 1 << 41,
+        },
+        Response::ReadableVouched {
+            attr: attr(),
+            vouch: Some(1 << 41),
+            sized: true,
+            capability: Some(test_capability()),
+        },
+        Response::ReadableVouched {
+            attr: attr(),
+            vouch: None,
+            sized: false,
+            capability: None,
         },
         Response::Security {
             capabilities: true,

@@ -179,7 +179,8 @@ impl Client {
         what: &str,
         known: Option<&Attr>,
     ) -> Result<Attr, ClientError> {
-        self.answer_sized(request, what, known).map(|(attr, _)| attr)
+        self.answer_sized(request, what, known, false)
+            .map(|(attr, _)| attr)
     }
 
     /// Sends `request` (answered with one inode's attributes) and fills in a file's
@@ -189,20 +190,29 @@ impl Client {
     /// (see `vouched`); the io servers are then not asked. Otherwise they are asked once
     /// the manager answered; against a manager that predates vouches, while its answer
     /// travels, about `known` (the file the caller expects), used if the answer is that
-    /// file (inode and layout).
+    /// file (inode and layout). `readable`: a regular file's read capability comes with
+    /// the answer where the manager grants it (`VouchedReadable`), so that a read right
+    /// after asks the manager for nothing.
     pub(super) fn answer_sized(
         &self,
         request: Request,
         what: &str,
         known: Option<&Attr>,
+        readable: bool,
     ) -> Result<(Attr, Option<DataStamp>), ClientError> {
         let vouching = !self.inner.no_vouch.load(Ordering::Relaxed);
-        let sent = if vouching {
-            Request::Vouched {
+        let readable = vouching
+            && readable
+            && !self.inner.no_readable_vouch.load(Ordering::Relaxed)
+            && self.inner.pool.capability_source().is_some();
+        let sent = match (vouching, readable) {
+            (true, true) => Request::VouchedReadable {
                 request: Box::new(request),
-            }
-        } else {
-            request
+            },
+            (true, false) => Request::Vouched {
+                request: Box::new(request),
+            },
+            (false, _) => request,
         };
         let meta = self.inner.meta_connection()?;
         let pending = meta.send(&sent, &[])?;
@@ -214,7 +224,28 @@ impl Client {
         let early = known
             .filter(|a| !vouching && a.kind == FileKind::File)
             .map(|a| self.attr_stamped(objects_only(a)));
-        let (mut attr, vouch) = match pending.wait() {
+        let answer = match pending.wait() {
+            Ok((
+                Response::ReadableVouched {
+                    attr,
+                    vouch,
+                    sized,
+                    capability,
+                },
+                data,
+            )) => {
+                if let (Some(cap), Some(source)) = (&capability, self.inner.pool.capability_source()) {
+                    source.adopt(cap);
+                }
+                let response = match (sized, vouch) {
+                    (true, Some(vouch)) => Response::AttrSized { attr, vouch },
+                    (_, vouch) => Response::AttrVouched { attr, vouch },
+                };
+                Ok((response, data))
+            }
+            other => other,
+        };
+        let (mut attr, vouch) = match answer {
             // The manager knows the file's size under its vouch (it asked the io
             // servers once the last writer gave its capabilities back): what this
             // client would have read of them.
@@ -232,11 +263,17 @@ impl Client {
             Err(e) => {
                 let e = ClientError::from(e);
                 if vouching && e.code() == ErrorCode::UnknownOpcode {
-                    self.inner.no_vouch.store(true, Ordering::Relaxed);
-                    let Request::Vouched { request } = sent else {
+                    // A manager without `VouchedReadable` (then the checks go `Vouched`),
+                    // or without vouches at all.
+                    let flag = match readable {
+                        true => &self.inner.no_readable_vouch,
+                        false => &self.inner.no_vouch,
+                    };
+                    flag.store(true, Ordering::Relaxed);
+                    let (Request::Vouched { request } | Request::VouchedReadable { request }) = sent else {
                         unreachable!("sent as a Vouched")
                     };
-                    return self.answer_sized(*request, what, known);
+                    return self.answer_sized(*request, what, known, false);
                 }
                 return Err(e.context(what));
             }
@@ -383,7 +420,9 @@ impl Client {
     }
 
     /// `revalidate` that also tells what the file's data was (see `DataStamp`), from the
-    /// same requests to the io servers. Same round trips as `revalidate`.
+    /// same requests to the io servers. Same round trips as `revalidate`. A regular
+    /// file's read capability comes with the answer where the manager grants it, so
+    /// that the read an open's check is followed by asks the manager for nothing.
     pub fn revalidate_stamped(
         &self,
         steps: Vec<PathStep>,
@@ -397,7 +436,7 @@ impl Client {
         };
         // The path holds if answered, so a failed size is a real failure (asked once
         // more after the answer).
-        self.answer_sized(request, &what, known.filter(|a| Some(a.inode) == last))
+        self.answer_sized(request, &what, known.filter(|a| Some(a.inode) == last), true)
     }
 
     /// An inode's attributes with its size and `DataStamp` filled in (the rest as given).

@@ -124,6 +124,7 @@ impl Client {
                 no_create_stamps: Arc::new(AtomicBool::new(false)),
                 no_create_many: Arc::new(AtomicBool::new(false)),
                 no_vouch: Arc::new(AtomicBool::new(false)),
+                no_readable_vouch: Arc::new(AtomicBool::new(false)),
                 vouched: Arc::default(),
                 tracker: Arc::new(crate::connection::replay::Tracker::new()),
             }),
@@ -163,6 +164,7 @@ impl Client {
             no_create_stamps: i.no_create_stamps.clone(),
             no_create_many: i.no_create_many.clone(),
             no_vouch: i.no_vouch.clone(),
+            no_readable_vouch: i.no_readable_vouch.clone(),
             vouched: i.vouched.clone(),
             tracker: i.tracker.clone(),
         };

@@ -331,16 +331,6 @@ impl Client {
         Ok(file)
     }
 
-    /// Asks now, if the cluster wants capabilities and none is held, for the read
-    /// capability of `inode` that a handoff made a moment later carries
-    /// ([`File::handoff_opened`]): a mount asks while it checks the file, one round
-    /// trip's wait rather than two. A failure is left to the handoff, which goes without.
-    pub fn ask_read_capability(&self, inode: InodeId) {
-        if let Some(source) = self.inner.pool.capability_source() {
-            let _ = source.capability(inode, weft_proto::capability::rights::READ);
-        }
-    }
-
     /// Opens a file known by its attributes (for adapters that track inodes).
     /// `attr.size` is taken as the size the io servers gave just now (as `getattr_sized`
     /// and `revalidate` fill it in): reads within it need not ask them again.

@@ -298,16 +298,9 @@ impl WeftFs {
     /// now as an open checks them (close-to-open), and a read capability of this inode
     /// only. Never write access: writers open through the kernel. Regular files only.
     pub(super) fn handoff_value(&self, req: &Request, ino: INodeNo) -> Result<Vec<u8>, Errno> {
-        // The read capability is asked for while the file is checked (handed over only
+        // The read capability comes with the check (`VouchedReadable`; handed over only
         // if the checks pass).
-        let base = self.clients.base();
-        let checked = std::thread::scope(|scope| {
-            let asking = scope.spawn(|| base.ask_read_capability(inode(ino)));
-            let checked = self.checked_for_open(req, ino, false);
-            let _ = asking.join();
-            checked
-        });
-        let (client, changed, attr, stamp) = checked?;
+        let (client, changed, attr, stamp) = self.checked_for_open(req, ino, false)?;
         if attr.kind != FileKind::File {
             return Err(Errno::NO_XATTR);
         }

@@ -51,6 +51,35 @@ impl MetaService {
         Ok(Response::AttrVouched { attr, vouch })
     }
 
+    /// `VouchedReadable`: `vouched`'s answer, and for a regular file a read capability
+    /// as `GrantCapability` grants it (none when refused: the caller asks at its first
+    /// read, and hears why then).
+    pub(super) fn vouched_readable(
+        &self,
+        caller: &Caller,
+        mut request: Request,
+    ) -> Result<Response, WireError> {
+        // Every vouchable request names its caller; one that did not would get no grant.
+        let Some(cred) = request.cred_mut().cloned() else {
+            return self.vouched(request);
+        };
+        let (attr, vouch, sized) = match self.vouched(request)? {
+            Response::AttrSized { attr, vouch } => (attr, Some(vouch), true),
+            Response::AttrVouched { attr, vouch } => (attr, vouch, false),
+            other => return Ok(other),
+        };
+        let capability = (attr.kind == FileKind::File)
+            .then(|| self.grant(caller, &cred, attr.inode, weft_proto::capability::rights::READ))
+            .and_then(Result::ok)
+            .map(|(capability, _)| capability);
+        Ok(Response::ReadableVouched {
+            attr,
+            vouch,
+            sized,
+            capability,
+        })
+    }
+
     /// `GrantCapability`: the permission check of an open, then a signed capability. A
     /// verified user's grant is recorded (`handles`): it is the open that the user's
     /// handle-based requests, and reads of the file once removed, are checked against.

@@ -437,6 +437,8 @@ impl MetaService {
             | Request::ReleaseWrites { .. }
             | Request::GetCluster => true,
             Request::Vouched { request } => Self::runs_inline(request),
+            // A grant may record the caller's handle (munge): not on the event loop.
+            Request::VouchedReadable { .. } => false,
             Request::Readdir { max_entries, .. } | Request::ReaddirPlus { max_entries, .. } => {
                 u64::from(*max_entries) <= INLINE_ENTRIES_MAX
             }
@@ -773,6 +775,7 @@ impl MetaService {
             Request::CreateGranted { request } => self.create_granted(caller, *request, false),
             Request::CreateStamped { request } => self.create_granted(caller, *request, true),
             Request::Vouched { request } => self.vouched(*request),
+            Request::VouchedReadable { request } => self.vouched_readable(caller, *request),
             Request::ReleaseWrites { releases } => {
                 if let Some(writers) = self.writers.get() {
                     let now = unix_ms();
@@ -1119,7 +1122,8 @@ fn addressed(request: &Request) -> Vec<InodeId> {
         Request::WithParent { request }
         | Request::CreateGranted { request }
         | Request::CreateStamped { request }
-        | Request::Vouched { request } => addressed(request),
+        | Request::Vouched { request }
+        | Request::VouchedReadable { request } => addressed(request),
         Request::Tracked { request, .. } => addressed(request),
         _ => Vec::new(),
     }

@@ -98,6 +98,7 @@ pub enum Opcode {
     CreateMany = 267,
     LookupMany = 192,
     Vouched = 220,
+    VouchedReadable = 268,
     ReleaseWrites = 221,
     Tracked = 210,
     ReplayDone = 211,

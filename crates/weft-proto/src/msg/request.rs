@@ -779,6 +779,16 @@ pub enum Request {
         #[wire(encode = nested::encode, decode = nested::vouchable_request)]
         request: Box<Request>,
     },
+    /// meta: a `Vouched` whose answer, for a regular file the caller may read, also
+    /// carries a read capability of it (`ReadableVouched`): what an open's check and its
+    /// first read need from the manager, in one round trip where they took two (the
+    /// check, then `GrantCapability` at the first read). A grant refused (the cluster
+    /// asks for none, the mode gives no read access) is no error: the answer carries
+    /// none. Added within protocol version 8: an older manager answers `UnknownOpcode`.
+    VouchedReadable {
+        #[wire(encode = nested::encode, decode = nested::vouchable_request)]
+        request: Box<Request>,
+    },
     /// meta: the caller gives back write capabilities: for each inode, how many write
     /// grants it had from the manager (all of them: it holds no writable handle of the
     /// file any more and wrote everything it will write with them) and the issue time
@@ -954,7 +964,7 @@ impl Request {
             | Request::CreateStamped { request } => request.cred_mut(),
             Request::Tracked { request, .. } => request.cred_mut(),
             Request::LookupMany { cred, .. } | Request::CreateMany { cred, .. } => Some(cred),
-            Request::Vouched { request } => request.cred_mut(),
+            Request::Vouched { request } | Request::VouchedReadable { request } => request.cred_mut(),
             _ => None,
         }
     }
@@ -1039,7 +1049,8 @@ impl Request {
             Request::WithParent { request }
             | Request::CreateGranted { request }
             | Request::CreateStamped { request }
-            | Request::Vouched { request } => request,
+            | Request::Vouched { request }
+            | Request::VouchedReadable { request } => request,
             Request::Tracked { request, .. } => request.meta_request(),
             other => other,
         }

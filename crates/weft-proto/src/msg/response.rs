@@ -177,6 +177,16 @@ pub enum Response {
     /// the io servers.
     #[wire(tag = 119)]
     AttrSized { attr: Attr, vouch: u64 },
+    /// `VouchedReadable`: what `Vouched` answers (`AttrSized` when `sized`, with
+    /// `vouch` set; else `AttrVouched`), and for a regular file the caller may read, a
+    /// read capability of it.
+    #[wire(tag = 99)]
+    ReadableVouched {
+        attr: Attr,
+        vouch: Option<u64>,
+        sized: bool,
+        capability: Option<Capability>,
+    },
     /// `SecurityInfo`: whether io servers ask for capabilities (and their lifetime,
     /// and whether a servers-only key signs them), and the identity mode with its
     /// owner uid (`owner` mode) or trusted uids (`munge` mode).
