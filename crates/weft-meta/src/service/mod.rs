@@ -436,9 +436,9 @@ impl MetaService {
             | Request::ListXattr { .. }
             | Request::ReleaseWrites { .. }
             | Request::GetCluster => true,
-            Request::Vouched { request } => Self::runs_inline(request),
-            // A grant may record the caller's handle (munge): not on the event loop.
-            Request::VouchedReadable { .. } => false,
+            // A read grant is a permission check, a signature and (munge) a handle
+            // recorded in memory: as quick as the check it comes with.
+            Request::Vouched { request } | Request::VouchedReadable { request } => Self::runs_inline(request),
             Request::Readdir { max_entries, .. } | Request::ReaddirPlus { max_entries, .. } => {
                 u64::from(*max_entries) <= INLINE_ENTRIES_MAX
             }
