@@ -231,6 +231,10 @@
 //! changes that object's ctime on its server, so a kept page was read after the last
 //! change; object stamps are withheld while unsettled, and files in the cache tier (whose
 //! managers hold data the objects do not) get neither, so those opens drop pages.
+//! A read-only handle takes the size its open checked as the file's end for the attribute
+//! timeout (the kernel reads no further meanwhile), so a read that reaches it asks no io
+//! server for the size; any write, truncate or allocation through this mount since the
+//! open's check ends that (`OpenFile::sized_at`).
 //! `log.rs`: the background daemon's log. Its standard error is a pipe to a logger
 //! process it forks first (while it has one thread; a process, so that a daemon that
 //! aborts still has its last words written), which stamps each line with the UTC time

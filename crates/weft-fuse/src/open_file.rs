@@ -13,4 +13,8 @@ pub(crate) struct OpenFile {
     /// Locks lost by this mount before this open (`Holders::losses`): a later loss on
     /// the file fails this descriptor's I/O.
     pub(crate) losses_at_open: u64,
+    /// The mount's count of data changes when the open checked the file's size: a
+    /// read-only handle takes that size as the file's end (no size request to every io
+    /// server at each read that reaches it) while the count stays.
+    pub(crate) sized_at: std::sync::atomic::AtomicU64,
 }

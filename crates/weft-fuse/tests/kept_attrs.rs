@@ -396,3 +396,35 @@ fn a_files_read_capability_comes_with_its_open_check() {
         "read capabilities asked for apart from the opens' checks"
     );
 }
+
+/// A read-only descriptor takes the size its open checked as the file's end (its reads
+/// ask the io servers for no size), but not once this mount wrote to a file: bytes
+/// another descriptor here appended are read through it at once, as on a local file
+/// system (O_DIRECT, so the kernel asks the mount rather than answer from its pages).
+#[test]
+fn a_read_only_descriptor_sees_what_another_one_here_appended() {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    let _alone = common::one_at_a_time();
+    let cluster = TestCluster::start();
+    let mount = Mount::new(&cluster);
+    let path = mount.join("grown");
+    std::fs::write(&path, b"first").unwrap();
+    // Past the attribute timeout: the open checks the file anew.
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut reader = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .unwrap();
+    let mut seen = Vec::new();
+    reader.read_to_end(&mut seen).unwrap();
+    assert_eq!(seen, b"first");
+    let mut writer = OpenOptions::new().append(true).open(&path).unwrap();
+    writer.write_all(b", then more").unwrap();
+    reader.seek(SeekFrom::Start(5)).unwrap();
+    let mut more = Vec::new();
+    reader.read_to_end(&mut more).unwrap();
+    assert_eq!(more, b", then more", "what another descriptor appended");
+    drop(writer);
+}

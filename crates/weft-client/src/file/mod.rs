@@ -677,6 +677,20 @@ impl File {
 
     /// Whether `known_size` is the end of the file for reads now (see
     /// `size_trusted_until`).
+    /// Takes the size this handle was opened with as the end of the file for reads,
+    /// for `how_long`: a read-only handle a mount opened after checking the file, for
+    /// as long as its kernel keeps that size (the kernel reads no further), until the
+    /// mount says otherwise (`distrust_size`).
+    pub fn trust_size_for(&self, how_long: std::time::Duration) {
+        *self.size_trusted_until.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(std::time::Instant::now() + how_long);
+    }
+
+    /// Reads past the known size ask the io servers again (see `trust_size_for`).
+    pub fn distrust_size(&self) {
+        *self.size_trusted_until.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     fn size_trusted(&self) -> bool {
         self.size_trusted_until
             .lock()

@@ -198,6 +198,8 @@ impl WeftFs {
         ino: INodeNo,
         flags: OpenFlags,
     ) -> Result<(u64, FopenFlags), Errno> {
+        // Taken before the check: a change here during it makes reads ask again.
+        let changes_before = self.data_changes.load(Ordering::SeqCst);
         let (client, changed, attr, stamp) = self.checked_for_open(req, ino, true)?;
         if attr.kind != FileKind::File {
             return Err(Errno::EISDIR);
@@ -208,6 +210,12 @@ impl WeftFs {
         // answered from them meanwhile.
         let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
         let file = client.open_attr(attr, writable).map_err(|e| errno(&e, "open"))?;
+        if !writable {
+            // The size just checked is the end the kernel reads to, for as long as it
+            // keeps it: a read reaching it (every read of a small file) need not ask
+            // every io server again, unless this mount changes data meanwhile.
+            file.trust_size_for(self.cache.attr_ttl);
+        }
         if changed {
             // The kernel's cached attributes (the size above all, which bounds reads) are
             // dropped; the page cache starts empty anyway (no FOPEN_KEEP_CACHE). That
@@ -217,6 +225,9 @@ impl WeftFs {
             }
         }
         let fh = self.add_file(file, false)?;
+        if let Ok(open) = self.file(FileHandle(fh)) {
+            open.sized_at.store(changes_before, Ordering::SeqCst);
+        }
         // Close-to-open: the pages the kernel holds of the file stay only if no byte of
         // it changed since they were read (another client's same-size rewrite changes no
         // attribute, but does change the stamp); see `keeps_pages`.
@@ -374,6 +385,10 @@ impl WeftFs {
         let client = self.caller(req);
         let exclusive = flags & libc::O_EXCL != 0;
         let truncate = flags & libc::O_TRUNC != 0 && !exclusive;
+        if truncate {
+            // Read-only handles ask for the size again (see `OpenFile::sized_at`).
+            self.data_changes.fetch_add(1, Ordering::SeqCst);
+        }
         let options = CreateOptions {
             mode,
             exclusive,
@@ -564,6 +579,9 @@ impl WeftFs {
             Err(e) => return reply.error(e),
         };
         self.open_completed(inode(ino), fh);
+        if self.data_changes.load(Ordering::SeqCst) != open.sized_at.load(Ordering::SeqCst) {
+            open.file.distrust_size();
+        }
         // Reads see this mount's kept writes (the kernel asks only for what its page
         // cache lacks, so this is rare).
         if let Err(e) = self.behind.send(inode(ino)) {

@@ -108,6 +108,9 @@ pub struct WeftFs {
     handed: crate::handed::HandedContent,
     /// Directories listed to answer a run of lookups (see `recent`).
     recent: Recent,
+    /// Writes, truncates and allocations through this mount so far: a read-only handle
+    /// trusts the size its open checked only while none came (`OpenFile::sized_at`).
+    data_changes: AtomicU64,
     /// Attribute changes of files created here and open, sent at close (see `deferred`).
     deferred: Deferred,
     /// Write capabilities of new files asked for in the background (see `prefetch`).
@@ -198,6 +201,7 @@ impl WeftFs {
             stamps: Mutex::new(HashMap::new()),
             handed: Default::default(),
             recent: Recent::new(cache.attr_ttl),
+            data_changes: AtomicU64::new(0),
             deferred: Deferred::default(),
             prefetch: Prefetch::default(),
             parents: Parents::new(cache.attr_ttl),
@@ -329,6 +333,7 @@ impl WeftFs {
                 file,
                 changed: AtomicBool::new(changed),
                 losses_at_open,
+                sized_at: AtomicU64::new(self.data_changes.load(Ordering::SeqCst)),
             }),
         );
         Ok(fh)
@@ -369,6 +374,7 @@ impl WeftFs {
     /// first time, its attributes are dropped from listings and a listing being fetched
     /// is thrown away (see `recent`); its close does that again.
     fn changed_through(&self, ino: InodeId, open: &OpenFile) {
+        self.data_changes.fetch_add(1, Ordering::SeqCst);
         if !open.changed.swap(true, Ordering::Relaxed) {
             self.recent.inode_changed(ino);
         }
