@@ -278,6 +278,50 @@ fn munge_identities_are_verified_per_connection() {
     assert!(made.is_ok(), "{made:?}");
     assert_eq!(root.stat("/shared/by-forger").unwrap().uid, BOB);
 
+    // An open's check carries a read capability (`VouchedReadable`) only for what the
+    // verified user may read: Bob checking Alice's 0600 file in a directory he may search
+    // gets its attributes, and no capability to read it with.
+    let private = format!("{open_dir}/private");
+    let made = root.create(&private, &Default::default()).unwrap();
+    made.write_at(0, b"Alice's eyes only").unwrap();
+    made.close().unwrap();
+    root.setattr(
+        &private,
+        &SetAttr {
+            mode: Some(0o600),
+            uid: Some(ALICE),
+            gid: Some(ALICE),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let dir_attr = root.stat(open_dir).unwrap();
+    let file_attr = root.stat(&private).unwrap();
+    let steps = vec![
+        weft_client::PathStep {
+            parent: root.stat("/").unwrap().inode,
+            name: "shared".into(),
+            child: root.stat("/shared").unwrap().inode,
+        },
+        weft_client::PathStep {
+            parent: root.stat("/shared").unwrap().inode,
+            name: "alices-open".into(),
+            child: dir_attr.inode,
+        },
+        weft_client::PathStep {
+            parent: dir_attr.inode,
+            name: "private".into(),
+            child: file_attr.inode,
+        },
+    ];
+    let checked = forger.revalidate(steps, None).unwrap();
+    assert_eq!((checked.inode, checked.uid), (file_attr.inode, ALICE));
+    let handle = forger.open_attr(checked, false).unwrap();
+    let err = handle
+        .read_at(0, &mut [0u8; 16])
+        .expect_err("Bob read Alice's 0600 file after checking it");
+    assert_eq!(err.code(), ErrorCode::PermissionDenied, "{err}");
+
     // The same credential on another connection is a replay.
     let replayed = Client::connect_with(&cluster.meta_addr(), forged).unwrap();
     let err = replayed
