@@ -395,10 +395,9 @@ pub fn touch(client: &Client, paths: &[String], no_create: bool) -> Result<()> {
         mtime: Some(TimeSet::Now),
         ..SetAttr::default()
     };
-    let stamp = |p: &str| -> Result<()> {
-        let attr = client.resolve(p).with_context(|| p.to_string())?;
+    let stamp = |inode: InodeId, p: &str| -> Result<()> {
         client
-            .setattr_unsized(attr.inode, &now)
+            .setattr_unsized(inode, &now)
             .with_context(|| p.to_string())?;
         Ok(())
     };
@@ -414,8 +413,8 @@ pub fn touch(client: &Client, paths: &[String], no_create: bool) -> Result<()> {
     for p in paths {
         match client.resolve(p) {
             Ok(attr) => {
-                if let Err(e) = client.setattr_unsized(attr.inode, &now) {
-                    problem(anyhow::Error::new(e).context(p.clone()));
+                if let Err(e) = stamp(attr.inode, p) {
+                    problem(e);
                 }
             }
             Err(e) if e.code() == ErrorCode::NotFound && !no_create => {
@@ -461,7 +460,8 @@ pub fn touch(client: &Client, paths: &[String], no_create: bool) -> Result<()> {
                 Ok(_) => {}
                 // Made meanwhile by someone else (or named twice): touch it.
                 Err(e) if e.code() == ErrorCode::Exists => {
-                    if let Err(e) = stamp(p) {
+                    let found = client.resolve(p).with_context(|| p.clone());
+                    if let Err(e) = found.and_then(|attr| stamp(attr.inode, p)) {
                         problem(e);
                     }
                 }

@@ -16,5 +16,5 @@ pub(crate) struct OpenFile {
     /// The mount's count of data changes when the open checked the file's size: a
     /// read-only handle takes that size as the file's end (no size request to every io
     /// server at each read that reaches it) while the count stays.
-    pub(crate) sized_at: std::sync::atomic::AtomicU64,
+    pub(crate) sized_at: u64,
 }

@@ -224,10 +224,7 @@ impl WeftFs {
                 let _ = n.inval_inode(ino, -1, 0);
             }
         }
-        let fh = self.add_file(file, false)?;
-        if let Ok(open) = self.file(FileHandle(fh)) {
-            open.sized_at.store(changes_before, Ordering::SeqCst);
-        }
+        let fh = self.add_file(file, false, changes_before)?;
         // Close-to-open: the pages the kernel holds of the file stay only if no byte of
         // it changed since they were read (another client's same-size rewrite changes no
         // attribute, but does change the stamp); see `keeps_pages`.
@@ -386,8 +383,7 @@ impl WeftFs {
         let exclusive = flags & libc::O_EXCL != 0;
         let truncate = flags & libc::O_TRUNC != 0 && !exclusive;
         if truncate {
-            // Read-only handles ask for the size again (see `OpenFile::sized_at`).
-            self.data_changes.fetch_add(1, Ordering::SeqCst);
+            self.data_changed();
         }
         let options = CreateOptions {
             mode,
@@ -431,7 +427,7 @@ impl WeftFs {
                 .map_err(|e| errno(&e, "create"))?;
         }
         let fattr = self.entered(inode(parent), name, &attr);
-        let fh = self.add_file(file, true)?;
+        let fh = self.add_file(file, true, self.data_changes.load(Ordering::SeqCst))?;
         if new {
             // Made by this very create (exclusively, whatever the caller's flags), and
             // open here (see `deferred`).
@@ -579,7 +575,7 @@ impl WeftFs {
             Err(e) => return reply.error(e),
         };
         self.open_completed(inode(ino), fh);
-        if self.data_changes.load(Ordering::SeqCst) != open.sized_at.load(Ordering::SeqCst) {
+        if self.data_changed_since(open.sized_at) {
             open.file.distrust_size();
         }
         // Reads see this mount's kept writes (the kernel asks only for what its page

@@ -119,8 +119,9 @@ impl Filesystem for WeftFs {
         reply: ReplyAttr,
     ) {
         let reply = self.watch(req, reply);
-        // A truncate here: read-only handles ask for the size again.
-        self.data_changes.fetch_add(1, Ordering::SeqCst);
+        if size.is_some() {
+            self.data_changed();
+        }
         let changes = SetAttr {
             mode: mode.map(|m| m & 0o7777),
             uid,

@@ -319,7 +319,8 @@ impl WeftFs {
             .ok_or(Errno::EBADF)
     }
 
-    fn add_file(&self, file: File, changed: bool) -> Result<u64, Errno> {
+    /// `sized_at`: `data_changes` before the open checked the file (`OpenFile::sized_at`).
+    fn add_file(&self, file: File, changed: bool, sized_at: u64) -> Result<u64, Errno> {
         let mut files = self.files.write().expect("file table poisoned");
         if files.len() >= OPEN_HANDLES_MAX {
             return Err(Errno::ENFILE);
@@ -333,7 +334,7 @@ impl WeftFs {
                 file,
                 changed: AtomicBool::new(changed),
                 losses_at_open,
-                sized_at: AtomicU64::new(self.data_changes.load(Ordering::SeqCst)),
+                sized_at,
             }),
         );
         Ok(fh)
@@ -374,10 +375,21 @@ impl WeftFs {
     /// first time, its attributes are dropped from listings and a listing being fetched
     /// is thrown away (see `recent`); its close does that again.
     fn changed_through(&self, ino: InodeId, open: &OpenFile) {
-        self.data_changes.fetch_add(1, Ordering::SeqCst);
+        self.data_changed();
         if !open.changed.swap(true, Ordering::Relaxed) {
             self.recent.inode_changed(ino);
         }
+    }
+
+    /// A write, truncate or allocation goes through this mount: read-only handles open
+    /// before it ask for the size again (`OpenFile::sized_at`).
+    fn data_changed(&self) {
+        self.data_changes.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Whether a data change went through this mount since `sized_at`.
+    fn data_changed_since(&self, sized_at: u64) -> bool {
+        self.data_changes.load(Ordering::SeqCst) != sized_at
     }
 
     /// Sends what is kept of `ino`: its writes to the io servers, then its attribute
