@@ -255,12 +255,20 @@ impl TestCluster {
         // WEFT_META is left unset so that clients use this home's cluster.toml. A
         // background `weft mount` logs under XDG_STATE_HOME: in the home, not in the
         // machine's /var/log/weft or the user's ~/.local/state.
+        // Open MPI's session directory in the home too: tests run at once otherwise share
+        // /tmp/ompi.HOST.UID, which one mpirun removes as another makes it ("mkdir ...
+        // File exists": `weft bench atomic` failed so in CI), whoever starts the mpirun.
+        let ompi = self.home.path().join("ompi");
+        let _ = std::fs::create_dir_all(&ompi);
+        let ompi = ompi.display().to_string();
         vec![
             ("WEFT_HOME".into(), self.home.path().display().to_string()),
             (
                 "XDG_STATE_HOME".into(),
                 self.home.path().join("state").display().to_string(),
             ),
+            ("OMPI_MCA_orte_tmpdir_base".into(), ompi.clone()),
+            ("PRTE_MCA_prte_tmpdir_base".into(), ompi),
         ]
     }
 
