@@ -647,6 +647,12 @@ getfattr -n user.weft.layout /mnt/weft/data.bin\n  setfattr -n user.weft.layout 
         /// How long the kernel caches attributes and names, milliseconds.
         #[arg(long, default_value_t = 1000, value_name = "MS")]
         attr_timeout_ms: u64,
+        /// How long the kernel keeps names and attributes that only the manager changes
+        /// (directories, symbolic links, files nobody is writing), milliseconds, while
+        /// the mount hears the manager's feed of what other clients change; another
+        /// client's change still shows within the attribute timeout. 0: no leases.
+        #[arg(long, default_value_t = weft_fuse::LEASE_DEFAULT.as_millis() as u64, value_name = "MS")]
+        lease_ms: u64,
         /// Keep file data cached across opens (faster re-reads; another client's changes
         /// may not be seen).
         #[arg(long)]
@@ -1094,6 +1100,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             foreground,
             threads,
             attr_timeout_ms,
+            lease_ms,
             keep_cache,
             walk_window_ms,
             log,
@@ -1107,6 +1114,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             let options = weft_fuse::MountOptions {
                 threads,
                 attr_ttl: std::time::Duration::from_millis(attr_timeout_ms),
+                lease: std::time::Duration::from_millis(lease_ms.min(3_600_000)),
                 keep_cache,
                 log,
                 walk_window: std::time::Duration::from_millis(walk_window_ms),

@@ -13,7 +13,7 @@ fn a_negative_number_for_a_numeric_option_is_refused_saying_what_is_taken() {
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|l| l.split_once('\t').expect("COMMAND --OPTION<tab>ARGS"))
         .collect();
-    assert_eq!(cases.len(), 42, "{list}");
+    assert_eq!(cases.len(), 43, "{list}");
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
     for (command, rest) in cases {

@@ -28,7 +28,9 @@
 //!   vouches for it at the stamp of the create's own write grant (no other client wrote
 //!   it: the pages of this mount's writes are the file), else it starts with an empty
 //!   page cache for the file. Attributes and
-//!   names are cached for `attr_ttl` (1 s by default). A run of lookups in one directory
+//!   names are cached for `attr_ttl` (1 s by default), or, for what only the manager
+//!   changes, for a lease (30 s) while the manager's change feed tells the mount what
+//!   other clients change (see `leases`). A run of lookups in one directory
 //!   is answered from a listing of it that is younger than `attr_ttl`, never older
 //!   answers than the kernel's own cache would give (see `recent`). Mode, owner and time
 //!   changes of a file this mount created and holds open are sent together at its close,
@@ -257,6 +259,7 @@ mod fs;
 mod handed;
 mod kept;
 mod kernel;
+mod leases;
 mod locks;
 pub mod log;
 mod mount;
@@ -272,6 +275,7 @@ mod xattr;
 pub use floor::{mount_floor, FillFn, FloorMount, FLOOR_INODES_MAX};
 pub use fs::CacheOptions;
 pub use kernel::REQUEST_BYTES_MAX;
+pub use leases::LEASE_DEFAULT;
 pub use log::MountLog;
 pub use mount::{
     is_weft_mount, mount_background, mount_entry, mount_foreground, unmount, MountEntry, FS_NAME,
@@ -308,6 +312,10 @@ pub struct MountOptions {
     /// How long after a lookup checked for an open the same thread's open of the file
     /// may go by it (see `walked`; at most `attr_ttl`, zero: never).
     pub walk_window: Duration,
+    /// How long the kernel keeps names and attributes that only the manager changes
+    /// while the mount hears the manager's change feed (see `leases`; not above
+    /// `attr_ttl`: no leases).
+    pub lease: Duration,
 }
 
 impl MountOptions {
@@ -321,6 +329,7 @@ impl MountOptions {
             log: MountLog::Default,
             readahead_kib: READAHEAD_KIB_DEFAULT,
             walk_window: walked::WINDOW,
+            lease: leases::LEASE_DEFAULT,
         }
     }
 }

@@ -201,6 +201,7 @@ fn start(client: Client, mountpoint: &Path, options: &MountOptions) -> Result<Se
         attr_ttl: options.attr_ttl,
         keep_cache: options.keep_cache,
         walk_window: options.walk_window.min(options.attr_ttl),
+        lease: options.lease,
     };
     let fs = WeftFs::new(client, cache, notifier.clone());
     let mut config = Config::default();

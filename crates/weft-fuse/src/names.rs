@@ -55,6 +55,10 @@ pub struct Names {
 struct Table {
     known: HashMap<InodeId, Known>,
     children: HashMap<InodeId, HashSet<InodeId>>,
+    /// (directory, name) -> the inode the kernel last got for it: an inode another
+    /// client renamed or removed no longer owns the name once the kernel looked the
+    /// name up again (`entry_of`).
+    by_name: HashMap<(InodeId, Name), InodeId>,
 }
 
 impl Table {
@@ -78,9 +82,19 @@ impl Names {
         if table.known.len() >= NAMES_MAX && !table.known.contains_key(&child) {
             table.known.clear();
             table.children.clear();
+            table.by_name.clear();
         }
-        let before = table.known.get(&child).map(|k| k.parent);
-        if let Some(old) = before.filter(|old| *old != parent) {
+        table.by_name.insert((parent, Name::from(name)), child);
+        let before = table.known.get(&child).map(|k| (k.parent, k.name.clone()));
+        if let Some(old_key) = before
+            .clone()
+            .filter(|key| key.0 != parent || key.1.as_bytes() != name)
+        {
+            if table.by_name.get(&old_key) == Some(&child) {
+                table.by_name.remove(&old_key);
+            }
+        }
+        if let Some((old, _)) = before.filter(|(old, _)| *old != parent) {
             table.unlink(old, child);
         }
         table.children.entry(parent).or_default().insert(child);
@@ -104,7 +118,11 @@ impl Names {
             return;
         };
         let old = std::mem::replace(&mut known.parent, parent);
-        known.name = Name::from(name);
+        let old_name = std::mem::replace(&mut known.name, Name::from(name));
+        if table.by_name.get(&(old, old_name.clone())) == Some(&child) {
+            table.by_name.remove(&(old, old_name));
+        }
+        table.by_name.insert((parent, Name::from(name)), child);
         if old != parent {
             table.unlink(old, child);
             table.children.entry(parent).or_default().insert(child);
@@ -118,7 +136,12 @@ impl Names {
             known.lookups = known.lookups.saturating_sub(count);
             if known.lookups == 0 {
                 let parent = known.parent;
-                table.known.remove(&inode);
+                if let Some(known) = table.known.remove(&inode) {
+                    let key = (parent, known.name);
+                    if table.by_name.get(&key) == Some(&inode) {
+                        table.by_name.remove(&key);
+                    }
+                }
                 table.unlink(parent, inode);
             }
         }
@@ -163,6 +186,25 @@ impl Names {
             .take(max)
             .collect();
         Some((parent, names))
+    }
+
+    /// The (directory, name) the kernel knows `inode` by, unless the kernel got
+    /// another inode for that name since.
+    pub fn entry_of(&self, inode: InodeId) -> Option<(InodeId, Name)> {
+        let table = self.lock();
+        let known = table.known.get(&inode)?;
+        let key = (known.parent, known.name.clone());
+        (table.by_name.get(&key) == Some(&inode)).then_some(key)
+    }
+
+    /// Every inode the kernel holds an entry for, with its (directory, name).
+    pub fn all(&self) -> Vec<(InodeId, InodeId, Name)> {
+        let table = self.lock();
+        table
+            .known
+            .iter()
+            .map(|(inode, k)| (*inode, k.parent, k.name.clone()))
+            .collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -250,6 +292,26 @@ impl Retries {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_the_kernel_got_another_inode_for_is_no_longer_the_old_ones() {
+        let names = Names::default();
+        let d = InodeId(10);
+        names.entered(InodeId::ROOT, b"d", d);
+        assert_eq!(names.entry_of(d), Some((InodeId::ROOT, Name::from(&b"d"[..]))));
+        // Another client replaced "d"; the kernel looked it up again.
+        names.entered(InodeId::ROOT, b"d", InodeId(11));
+        assert_eq!(names.entry_of(d), None, "a drop of d's name would hit the new d");
+        assert!(names.entry_of(InodeId(11)).is_some());
+        // Renamed here: the new name is its own, the old one no one's.
+        names.renamed(InodeId::ROOT, b"e", InodeId(11));
+        assert_eq!(
+            names.entry_of(InodeId(11)),
+            Some((InodeId::ROOT, Name::from(&b"e"[..])))
+        );
+        names.forget(InodeId(11), 1);
+        assert_eq!(names.entry_of(InodeId(11)), None);
+    }
 
     #[test]
     fn paths_are_built_from_remembered_names_up_to_the_root() {

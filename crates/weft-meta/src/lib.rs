@@ -121,6 +121,7 @@
 //! requests then still wait for the clients replaying at its end to finish. At most
 //! 4,096 clients' records, the least recently active forgotten first.
 
+pub mod feed;
 pub mod file_locks;
 pub mod handles;
 pub mod lapsed;

@@ -146,6 +146,11 @@
 //! also carries a read capability of a regular file the caller may read (none if refused):
 //! the mount's open check and the read after it ask the manager once. Counted as what it
 //! carries.
+//! `Changes` (opcode 269, reply `Changed`, tag 101, added within version 8; an older manager
+//! answers `UnknownOpcode` and the mount keeps its attribute timeout): the manager's change
+//! feed, the inodes whose attributes or entries changed since a position (numbers only,
+//! never names), which a mount polls to hold names and attributes in the kernel past the
+//! attribute timeout. Counted as "changes".
 //! `CommitMetadata` (opcode 200, reply `Committed`, tag 67, added within version 4; an older
 //! manager answers `UnknownOpcode`, which the client takes as "already durable": older
 //! managers commit before they answer): `wait`, and the answer `CommitInfo` (commit

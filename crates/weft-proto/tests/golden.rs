@@ -148,6 +148,7 @@ fn request_name(r: &Request) -> &'static str {
         ViaCache { .. } => "ViaCache",
         ViaCacheAware { .. } => "ViaCacheAware",
         Vouched { .. } => "Vouched",
+        Changes { .. } => "Changes",
         VouchedReadable { .. } => "VouchedReadable",
         WithParent { .. } => "WithParent",
         Write { .. } => "Write",
@@ -198,6 +199,7 @@ fn response_name(r: &Response) -> &'static str {
         AttrVouched { .. } => "AttrVouched",
         AttrSized { .. } => "AttrSized",
         ReadableVouched { .. } => "ReadableVouched",
+        Changed { .. } => "Changed",
         Security { .. } => "Security",
         Stamp { .. } => "Stamp",
         Generation { .. } => "Generation",
@@ -1017,6 +1019,10 @@ fn requests(s: &mut Samples) {
         Request::ReleaseWrites {
             releases: vec![(InodeId(9), (2, 1_700_000_000_000)), (InodeId(12), (1, 5))],
         },
+        Request::Changes {
+            after: 70_000,
+            max: 4096,
+        },
         Request::Tracked {
             client: 0xc0ffee,
             slot: 3,
@@ -1249,6 +1255,18 @@ fn responses(s: &mut Samples) {
             vouch: None,
             sized: false,
             capability: None,
+        },
+        Response::Changed {
+            epoch: 0x1234_5678_9abc,
+            next: 70_003,
+            lost: false,
+            inodes: vec![(InodeId(1), false), (InodeId(42), true), (InodeId(7), false)],
+        },
+        Response::Changed {
+            epoch: 0x1234_5678_9abc,
+            next: 70_003,
+            lost: true,
+            inodes: vec![],
         },
         Response::Security {
             capabilities: true,

@@ -18,6 +18,7 @@ use weft_proto::{Attr, ClusterInfo, Cred, ErrorCode, FileKind};
 use weft_rpc::{ClientAuth, ConnectionPool, Timeouts};
 
 mod attrs;
+mod changes;
 mod locks;
 mod migrate;
 mod namespace;
@@ -27,6 +28,7 @@ mod rebuild;
 mod scrub;
 
 pub use attrs::{PartialSizes, SizeOf};
+pub use changes::{leasable, Changes};
 pub use locks::LockTest;
 pub use migrate::{migrate_request, Migrated, MIGRATE_CHUNK_BYTES};
 pub use namespace::{FsStats, StatfsBlocks, STATFS_BLOCK_BYTES};

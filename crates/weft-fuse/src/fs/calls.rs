@@ -46,6 +46,7 @@ impl WeftFs {
             }
         }
         let client = self.caller(req);
+        let mark = self.leases.mark();
         let guess = self
             .last_found
             .lock()
@@ -58,21 +59,31 @@ impl WeftFs {
                 .map_err(|e| errno(&e, "lookup"))?,
             None => None,
         };
-        let attr = match checked {
+        let (attr, leasable) = match checked {
             Some((attr, stamp)) => {
+                let leasable = weft_client::leasable(&attr, stamp.as_ref());
                 self.walks.checked(req.pid(), attr.clone(), stamp);
-                attr
+                (attr, leasable)
             }
             None => {
                 self.walks.unchecked(req.pid());
                 client
-                    .lookup_sized(inode(parent), name, guess.as_ref())
-                    .map_err(|e| errno(&e, "lookup"))?
+                    .lookup_leasable(inode(parent), name, guess.as_ref())
+                    .map_err(|e| {
+                        if e.code() == ErrorCode::Stale {
+                            // The directory went (another client removed it): the
+                            // kernel walks the path again, asking every name afresh
+                            // (not from a listing, see `recent`).
+                            self.retries.refused(req.pid());
+                        }
+                        errno(&e, "lookup")
+                    })?
             }
         };
         self.retries.looked_up(req.pid(), attr.inode);
         let ticket = self.recent.looked_up(inode(parent));
-        Ok((self.entered(inode(parent), name, &attr), self.ttl(), ticket))
+        let ttl = self.lease_ttl(mark, &attr, leasable);
+        Ok((self.entered(inode(parent), name, &attr), ttl, ticket))
     }
 
     /// The lookup of `name` in `parent` made as an open checks its names (see `walked`):
@@ -164,10 +175,11 @@ impl WeftFs {
         req: &Request,
         ino: InodeId,
         fh: Option<FileHandle>,
-    ) -> Result<FileAttr, Errno> {
+    ) -> Result<(FileAttr, Duration), Errno> {
         let client = self.caller(req);
-        match client.getattr_sized(ino, self.remembered(ino).as_ref()) {
-            Ok(attr) => Ok(self.remember(&attr)),
+        let mark = self.leases.mark();
+        match client.getattr_leasable(ino, self.remembered(ino).as_ref()) {
+            Ok((attr, leasable)) => Ok((self.remember(&attr), self.lease_ttl(mark, &attr, leasable))),
             Err(e) if e.code() == ErrorCode::Stale => {
                 let held = fh.is_some() || self.retries.expects(req.pid(), ino);
                 match self.remembered(ino).filter(|_| held) {
@@ -176,7 +188,7 @@ impl WeftFs {
                         // Its data may still be there for a while; the size is as last known
                         // otherwise.
                         let _ = client.fill_sizes(std::slice::from_mut(&mut attr));
-                        Ok(file_attr(&attr))
+                        Ok((file_attr(&attr), self.ttl()))
                     }
                     None => {
                         self.retries.refused(req.pid());

@@ -55,6 +55,7 @@ impl Filesystem for WeftFs {
             let _ = config.add_capabilities(flags);
         }
         self.renew_session_in_background();
+        self.keep_leases_in_background();
         Ok(())
     }
 
@@ -95,7 +96,7 @@ impl Filesystem for WeftFs {
             return reply.attr(&left, &self.remember(&attr));
         }
         match self.do_getattr(req, inode(ino), fh) {
-            Ok(attr) => reply.attr(&self.ttl(), &attr),
+            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(e),
         }
     }

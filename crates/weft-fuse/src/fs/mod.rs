@@ -13,6 +13,7 @@ use crate::creds::Clients;
 use crate::deferred::Deferred;
 use crate::dir::DirStream;
 use crate::kept::{self, OpenInodes};
+use crate::leases::Leases;
 use crate::locks::Holders;
 use crate::names::{Names, Retries};
 use crate::open_file::OpenFile;
@@ -33,6 +34,7 @@ use weft_client::{Attr, Client, ClientError, DataStamp, ErrorCode, File, FileKin
 use weft_proto::LOCK_RENEW_PERIOD;
 
 mod calls;
+mod feed;
 mod filesystem;
 mod locking;
 
@@ -59,6 +61,10 @@ pub struct CacheOptions {
     /// How long after a lookup checked for an open the same thread's open of that file
     /// goes by it (see `walked`).
     pub walk_window: Duration,
+    /// How long the kernel may keep names and attributes only the manager changes
+    /// while the manager's change feed answers (see `leases`; not above `attr_ttl`:
+    /// none).
+    pub lease: Duration,
 }
 
 impl Default for CacheOptions {
@@ -67,6 +73,7 @@ impl Default for CacheOptions {
             attr_ttl: Duration::from_secs(1),
             keep_cache: false,
             walk_window: crate::walked::WINDOW,
+            lease: crate::leases::LEASE_DEFAULT,
         }
     }
 }
@@ -119,6 +126,8 @@ pub struct WeftFs {
     parents: Parents,
     /// Lock owners holding cluster-wide fcntl/flock locks through this mount (see `locks`).
     lock_holders: Arc<Holders>,
+    /// Names and attributes the kernel may keep past `attr_ttl` (see `leases`).
+    leases: Arc<Leases>,
 }
 
 /// A file's data as an open here found it.
@@ -206,6 +215,7 @@ impl WeftFs {
             prefetch: Prefetch::default(),
             parents: Parents::new(cache.attr_ttl),
             lock_holders: Arc::new(Holders::new(session)),
+            leases: Arc::new(Leases::new(cache.lease, cache.attr_ttl)),
         }
     }
 
@@ -253,6 +263,15 @@ impl WeftFs {
 
     fn ttl(&self) -> Duration {
         self.cache.attr_ttl
+    }
+
+    /// How long the kernel may keep `attr` fetched since `mark` (see `leases`): never
+    /// past `attr_ttl` while this mount holds the file open (what it keeps of writes
+    /// and attribute changes shows in its answers, and its handles change the file).
+    fn lease_ttl(&self, mark: crate::leases::Mark, attr: &Attr, leasable: bool) -> Duration {
+        let leasable = leasable && !self.open_inodes.is_open(attr.inode);
+        self.leases
+            .ttl(mark, attr.inode, leasable, std::time::Instant::now())
     }
 
     /// Remembers an inode's attributes for `open` and answers with the kernel's form.

@@ -29,6 +29,7 @@ use crate::store::{ClusterLayout, CreateCheck, Made, MetaStore};
 mod background;
 mod backup;
 mod capabilities;
+mod changes;
 mod create;
 mod locks;
 mod migrate;
@@ -235,6 +236,8 @@ pub struct MetaService {
     incarnation: AtomicU64,
     /// Tells the incarnation of the connection a request came on (`restart_on_loss`).
     serving: std::sync::OnceLock<fn() -> Option<u64>>,
+    /// The inodes changed, for mounts that hold names and attributes (`Changes`).
+    feed: crate::feed::Feed,
     /// Held across each durable write of the record of lock sessions (see
     /// `file_locks`), so that an addition and a removal of one session never cross.
     lock_records: Mutex<()>,
@@ -331,6 +334,7 @@ impl MetaService {
             lapsed: Mutex::default(),
             file_locks: Default::default(),
             incarnation: AtomicU64::new(0),
+            feed: crate::feed::Feed::default(),
             serving: std::sync::OnceLock::new(),
             lock_records: Mutex::new(()),
             started: Instant::now(),
@@ -435,6 +439,7 @@ impl MetaService {
             | Request::GetXattr { .. }
             | Request::ListXattr { .. }
             | Request::ReleaseWrites { .. }
+            | Request::Changes { .. }
             | Request::GetCluster => true,
             // A read grant is a permission check, a signature and (munge) a handle
             // recorded in memory: as quick as the check it comes with.
@@ -477,19 +482,25 @@ impl MetaService {
                 | Request::LockReclaimComplete { .. }
                 | Request::LockSessionEnd { .. }
                 | Request::VerifyCapability { .. }
+                | Request::Changes { .. }
         ) {
             self.replay.wait_open();
         }
+        let touched = self.touched(&request);
         // A namespace change that does not grow the database (a removal, a rename, an
         // attribute change) and met a full disk is served once more: the store released
         // its reserve file on that error (`MetaStore::recover`), and removals must commit
         // into it (a tracked change's answer record needs a little room too). The failed
         // commit left nothing, so the second try is the only one applied.
         let again = (request.is_tracked() && !grows_namespace(&request)).then(|| request.clone());
-        match (self.serve(caller, request), again) {
+        let result = match (self.serve(caller, request), again) {
             (Err(e), Some(again)) if e.code == ErrorCode::NoSpace => self.serve(caller, again),
             (result, _) => result,
+        };
+        if result.is_ok() {
+            self.feed.record(&touched);
         }
+        result
     }
 
     /// `handle_as` once the replay window lets `request` through.
@@ -776,6 +787,7 @@ impl MetaService {
             Request::CreateStamped { request } => self.create_granted(caller, *request, true),
             Request::Vouched { request } => self.vouched(*request),
             Request::VouchedReadable { request } => self.vouched_readable(caller, *request),
+            Request::Changes { after, max } => Ok(self.changes(after, max)),
             Request::ReleaseWrites { releases } => {
                 if let Some(writers) = self.writers.get() {
                     let now = unix_ms();

@@ -40,6 +40,7 @@ impl MetaService {
             let incarnation = new_incarnation();
             hand_out(incarnation);
             service.set_incarnation(incarnation);
+            service.feed.new_epoch();
             service.replay.restart(records, window);
             eprintln!(
                 "weftd meta: new incarnation {incarnation:x}: every connection closed, clients replay what they were answered for and was lost"

@@ -43,6 +43,8 @@ pub const LOOKUP_MANY_MAX: usize = 4096;
 pub const CREATE_MANY_MAX: usize = 256;
 /// Most files one `ReleaseWrites` gives back.
 pub const RELEASE_WRITES_MAX: usize = 4096;
+/// Most inodes one `Changed` answer names (`Changes`).
+pub const CHANGES_MAX: usize = 4096;
 /// Most files one `StaleList` answer names (a rebuild walks the list in such pages).
 pub const STALE_LIST_MAX: usize = 1024;
 /// Most io servers one `ServerStates` answer names.

@@ -99,6 +99,7 @@ pub enum Opcode {
     LookupMany = 192,
     Vouched = 220,
     VouchedReadable = 268,
+    Changes = 269,
     ReleaseWrites = 221,
     Tracked = 210,
     ReplayDone = 211,

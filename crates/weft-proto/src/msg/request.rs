@@ -789,6 +789,17 @@ pub enum Request {
         #[wire(encode = nested::encode, decode = nested::vouchable_request)]
         request: Box<Request>,
     },
+    /// meta: the manager's change feed: the inodes whose attributes, or (for a
+    /// directory) entries, changed since position `after` of the feed, at most `max`
+    /// of them (`Changed`). A mount polls it to keep what the kernel caches of names
+    /// and attributes for longer than its attribute timeout, dropping what another
+    /// client changed (its leases). Only inode numbers travel, never names: any
+    /// client may ask. Added within protocol version 8: an older manager answers
+    /// `UnknownOpcode` and the mount keeps the attribute timeout.
+    Changes {
+        after: u64,
+        max: u32,
+    },
     /// meta: the caller gives back write capabilities: for each inode, how many write
     /// grants it had from the manager (all of them: it holds no writable handle of the
     /// file any more and wrote everything it will write with them) and the issue time

@@ -5,8 +5,8 @@
 use super::cache::{CacheStats, CioStats};
 use super::values::{CommitInfo, LockStats, ViewId};
 use super::{
-    BACKUP_CHECKSUM_BYTES, BACKUP_CHUNK_BYTES_MAX, LAYOUT_SCAN_MAX, OBJ_LIST_MAX, SERVER_STATES_MAX,
-    STALE_LIST_MAX, XATTR_VALUE_BYTES_MAX,
+    BACKUP_CHECKSUM_BYTES, BACKUP_CHUNK_BYTES_MAX, CHANGES_MAX, LAYOUT_SCAN_MAX, OBJ_LIST_MAX,
+    SERVER_STATES_MAX, STALE_LIST_MAX, XATTR_VALUE_BYTES_MAX,
 };
 use crate::capability::Capability;
 use crate::codec::{DecodeError, Reader, Wire, Writer};
@@ -186,6 +186,21 @@ pub enum Response {
         vouch: Option<u64>,
         sized: bool,
         capability: Option<Capability>,
+    },
+    /// `Changes`: the feed of manager incarnation `epoch` (another value than the
+    /// caller's last: a restarted manager, everything may have changed), the inodes
+    /// changed from position `after` up to `next` (deduplicated, in no order; ask
+    /// again from `next`), each with whether a name of it went or moved (an unlink,
+    /// rmdir or rename; else only its attributes or, for a directory, the names in it
+    /// changed), and `lost` when `after` is older than the feed keeps (or ahead of
+    /// it): then the inodes are none and everything may have changed.
+    #[wire(tag = 101)]
+    Changed {
+        epoch: u64,
+        next: u64,
+        lost: bool,
+        #[wire(max = CHANGES_MAX, what = "changed inode list")]
+        inodes: Vec<(InodeId, bool)>,
     },
     /// `SecurityInfo`: whether io servers ask for capabilities (and their lifetime,
     /// and whether a servers-only key signs them), and the identity mode with its
