@@ -62,6 +62,9 @@ struct State {
     /// Every inode counts as named at this batch (after `named` started over, or
     /// everything was dropped).
     floor: u64,
+    /// Inode -> the batch its last leased answer was fetched at and that answer's
+    /// fingerprint (`renewed`).
+    leased: HashMap<InodeId, (u64, u64)>,
     /// Everything was dropped since the last successful poll (once per outage).
     dropped: bool,
 }
@@ -90,23 +93,48 @@ impl Leases {
         Mark(self.state().batches)
     }
 
-    /// How long the kernel may keep an answer about `inode` fetched since `mark`:
-    /// the lease when it is `leasable` (see the module), the feed answers, and no
-    /// poll named the inode since `mark`; else `bound`.
-    pub fn ttl(&self, mark: Mark, inode: InodeId, leasable: bool, now: Instant) -> Duration {
+    /// How long the kernel may keep an answer about `inode` (whose attributes have
+    /// fingerprint `print`) fetched since `mark`: the lease when it is `leasable` (see
+    /// the module), the feed answers, and no poll named the inode since `mark`; else
+    /// `bound`.
+    pub fn ttl(&self, mark: Mark, inode: InodeId, print: u64, leasable: bool, now: Instant) -> Duration {
         if !leasable || !self.on() {
             return self.bound;
         }
+        let mut state = self.state();
+        if !self.holds(&state, mark.0, inode, now) {
+            return self.bound;
+        }
+        if state.leased.len() >= NAMED_MAX && !state.leased.contains_key(&inode) {
+            state.leased.clear();
+        }
+        state.leased.insert(inode, (mark.0, print));
+        self.lease
+    }
+
+    /// How long the kernel may keep attributes of `inode` with fingerprint `print`
+    /// that come without a fetch of their own (a directory listing's, which may be
+    /// older than what the kernel was told since): the lease when the last leased
+    /// answer about the inode had the same fingerprint and no poll named the inode
+    /// since; else `bound`.
+    pub fn renewed(&self, inode: InodeId, print: u64, now: Instant) -> Duration {
+        if !self.on() {
+            return self.bound;
+        }
         let state = self.state();
+        match state.leased.get(&inode) {
+            Some(&(mark, p)) if p == print && self.holds(&state, mark, inode, now) => self.lease,
+            _ => self.bound,
+        }
+    }
+
+    /// Whether the feed answers and did not name `inode` since batch `mark`.
+    fn holds(&self, state: &State, mark: u64, inode: InodeId, now: Instant) -> bool {
         let fresh = state
             .polled
             .is_some_and(|at| now.saturating_duration_since(at) < self.bound / 2);
-        let named = state.floor > mark.0 || state.named.get(&inode).is_some_and(|b| *b > mark.0);
-        if fresh && !named {
-            self.lease
-        } else {
-            self.bound
-        }
+        let named = state.floor > mark || state.named.get(&inode).is_some_and(|b| *b > mark);
+        fresh && !named
     }
 
     /// A poll succeeded at `now`, naming `inodes` (dropped from the kernel's cache by
@@ -137,6 +165,7 @@ impl Leases {
         state.batches += 1;
         state.floor = state.batches;
         state.named.clear();
+        state.leased.clear();
         state.polled = None;
         state.dropped = true;
     }
@@ -174,14 +203,14 @@ mod tests {
     fn no_lease_before_the_feed_answered_or_for_what_may_change_unseen() {
         let leases = Leases::new(LEASE, BOUND);
         let now = Instant::now();
-        assert_eq!(leases.ttl(leases.mark(), A, true, now), BOUND, "no poll yet");
+        assert_eq!(leases.ttl(leases.mark(), A, 0, true, now), BOUND, "no poll yet");
         leases.polled(&[], now);
-        assert_eq!(leases.ttl(leases.mark(), A, true, now), LEASE);
-        assert_eq!(leases.ttl(leases.mark(), A, false, now), BOUND, "not leasable");
+        assert_eq!(leases.ttl(leases.mark(), A, 0, true, now), LEASE);
+        assert_eq!(leases.ttl(leases.mark(), A, 0, false, now), BOUND, "not leasable");
         let off = Leases::new(Duration::ZERO, BOUND);
         off.polled(&[], now);
         assert!(!off.on());
-        assert_eq!(off.ttl(off.mark(), A, true, now), BOUND);
+        assert_eq!(off.ttl(off.mark(), A, 0, true, now), BOUND);
     }
 
     #[test]
@@ -191,9 +220,9 @@ mod tests {
         leases.polled(&[], now);
         let mark = leases.mark();
         leases.polled(&[A], now);
-        assert_eq!(leases.ttl(mark, A, true, now), BOUND);
-        assert_eq!(leases.ttl(mark, B, true, now), LEASE, "another inode");
-        assert_eq!(leases.ttl(leases.mark(), A, true, now), LEASE, "fetched after");
+        assert_eq!(leases.ttl(mark, A, 0, true, now), BOUND);
+        assert_eq!(leases.ttl(mark, B, 0, true, now), LEASE, "another inode");
+        assert_eq!(leases.ttl(leases.mark(), A, 0, true, now), LEASE, "fetched after");
     }
 
     #[test]
@@ -204,13 +233,31 @@ mod tests {
         let mark = leases.mark();
         assert!(!leases.due_drop(start + BOUND / 4));
         let late = start + BOUND / 2;
-        assert_eq!(leases.ttl(leases.mark(), A, true, late), BOUND, "stale feed");
+        assert_eq!(leases.ttl(leases.mark(), A, 0, true, late), BOUND, "stale feed");
         assert!(leases.due_drop(late));
         assert!(!leases.due_drop(late + BOUND), "once per outage");
         let back = late + BOUND;
         leases.polled(&[], back);
-        assert_eq!(leases.ttl(mark, A, true, back), BOUND, "fetched before the drop");
-        assert_eq!(leases.ttl(leases.mark(), A, true, back), LEASE);
+        assert_eq!(
+            leases.ttl(mark, A, 0, true, back),
+            BOUND,
+            "fetched before the drop"
+        );
+        assert_eq!(leases.ttl(leases.mark(), A, 0, true, back), LEASE);
+    }
+
+    #[test]
+    fn a_listing_renews_only_a_lease_on_the_same_attributes_not_named_since() {
+        let leases = Leases::new(LEASE, BOUND);
+        let now = Instant::now();
+        leases.polled(&[], now);
+        assert_eq!(leases.renewed(A, 5, now), BOUND, "never leased");
+        assert_eq!(leases.ttl(leases.mark(), A, 5, true, now), LEASE);
+        assert_eq!(leases.renewed(A, 5, now), LEASE);
+        assert_eq!(leases.renewed(A, 6, now), BOUND, "other attributes");
+        leases.polled(&[A], now);
+        assert_eq!(leases.renewed(A, 5, now), BOUND, "named since");
+        assert_eq!(leases.renewed(A, 5, now + BOUND), BOUND);
     }
 
     #[test]
@@ -221,6 +268,6 @@ mod tests {
         let mark = leases.mark();
         leases.lost();
         leases.polled(&[], now);
-        assert_eq!(leases.ttl(mark, B, true, now), BOUND);
+        assert_eq!(leases.ttl(mark, B, 0, true, now), BOUND);
     }
 }

@@ -86,6 +86,30 @@ fn quiet_names_and_attributes_are_kept_past_the_attribute_timeout() {
     );
 }
 
+/// A listing (readdirplus, as `ls -l` makes) of leased names renews their leases
+/// rather than cutting them to the attribute timeout: stats past that timeout still
+/// look nothing up.
+#[test]
+fn a_listing_keeps_the_leases_of_what_it_lists() {
+    let cluster = TestCluster::start();
+    let native = cluster.client();
+    native.mkdir("/d", 0o755).unwrap();
+    for name in ["a", "b", "c"] {
+        native_write(&native, &format!("/d/{name}"), 0, name.as_bytes());
+    }
+    let mount = Mount::new(&cluster);
+    let dir = mount.join("d");
+    let files = ["a", "b", "c"].map(|n| mount.join(&format!("d/{n}")));
+    let paths: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+    stat_for(&paths, Duration::from_millis(1500));
+    let lookups = || cluster.manager_requests_where(|op| matches!(op, Some("lookup" | "revalidate")));
+    let before = lookups();
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 3);
+    stat_for(&paths, Duration::from_millis(2500));
+    let asked = lookups() - before;
+    assert!(asked <= 1.0, "names asked {asked} times after a listing");
+}
+
 /// Changes by the native client and by a second mount to what the first mount holds
 /// under leases: each shows there within the attribute timeout's order, not the lease's.
 #[test]

@@ -583,6 +583,9 @@ impl Filesystem for WeftFs {
             };
             for (e, attr) in named.iter().zip(attrs) {
                 let Some(attr) = attr else { continue };
+                // Leased while this mount's last answer about it was, with the same
+                // attributes (see `leases`).
+                let ttl = self.listed_ttl(&attr);
                 let fattr = self.entered(inode(ino), e.name.as_bytes(), &attr);
                 let name = OsStr::from_bytes(e.name.as_bytes());
                 if reply.add(INodeNo(e.inode.0), e.offset, name, &ttl, &fattr, Generation(0)) {

@@ -150,6 +150,25 @@ enum Seen {
     Written { stamp: DataStamp, failures: u64 },
 }
 
+/// What the kernel is told of an inode's attributes, as one number (two answers with
+/// the same one told it the same).
+fn fingerprint(attr: &Attr) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (
+        attr.kind,
+        attr.mode,
+        attr.uid,
+        attr.gid,
+        attr.nlink,
+        attr.size,
+        attr.blocks,
+    )
+        .hash(&mut h);
+    (attr.mtime, attr.ctime, attr.rdev).hash(&mut h);
+    h.finish()
+}
+
 /// Records what `ino`'s data was seen as in the stamp table, which starts over when
 /// full.
 fn record(stamps: &mut HashMap<InodeId, Seen>, ino: InodeId, seen: Seen) {
@@ -270,8 +289,23 @@ impl WeftFs {
     /// and attribute changes shows in its answers, and its handles change the file).
     fn lease_ttl(&self, mark: crate::leases::Mark, attr: &Attr, leasable: bool) -> Duration {
         let leasable = leasable && !self.open_inodes.is_open(attr.inode);
+        self.leases.ttl(
+            mark,
+            attr.inode,
+            fingerprint(attr),
+            leasable,
+            std::time::Instant::now(),
+        )
+    }
+
+    /// How long the kernel may keep `attr` from a directory listing (see
+    /// `Leases::renewed`).
+    fn listed_ttl(&self, attr: &Attr) -> Duration {
+        if self.open_inodes.is_open(attr.inode) {
+            return self.ttl();
+        }
         self.leases
-            .ttl(mark, attr.inode, leasable, std::time::Instant::now())
+            .renewed(attr.inode, fingerprint(attr), std::time::Instant::now())
     }
 
     /// Remembers an inode's attributes for `open` and answers with the kernel's form.
