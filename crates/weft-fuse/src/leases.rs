@@ -21,7 +21,11 @@
 //!   leases: another client's change shows within `attr_ttl`, here usually within a
 //!   poll period;
 //! - only for an inode the feed did not name while its answer was being fetched (a
-//!   change in between may or may not be in the answer).
+//!   change in between may or may not be in the answer);
+//! - never for a file open in this mount: its open ends a lease the kernel may hold,
+//!   its attributes then live for `attr_ttl`, and the feed does not drop them while
+//!   it is open (a drop under a program's dirty mapped pages made fsx fault past a
+//!   size the io servers gave meanwhile).
 //!
 //! A manager that predates the feed answers `UnknownOpcode`: the mount keeps
 //! `attr_ttl` for everything. This module holds the bookkeeping (pure logic); the
@@ -126,6 +130,13 @@ impl Leases {
             Some(&(mark, p)) if p == print && self.holds(&state, mark, inode, now) => self.lease,
             _ => self.bound,
         }
+    }
+
+    /// A descriptor of this mount opens `inode`: no lease of it is given while it is
+    /// open here, and one the kernel may hold is ended (the caller drops it from the
+    /// kernel when this says one may be held).
+    pub fn end(&self, inode: InodeId) -> bool {
+        self.state().leased.remove(&inode).is_some()
     }
 
     /// Whether the feed answers and did not name `inode` since batch `mark`.
@@ -258,6 +269,10 @@ mod tests {
         leases.polled(&[A], now);
         assert_eq!(leases.renewed(A, 5, now), BOUND, "named since");
         assert_eq!(leases.renewed(A, 5, now + BOUND), BOUND);
+        assert_eq!(leases.ttl(leases.mark(), A, 5, true, now), LEASE);
+        assert!(leases.end(A), "an open ends the lease");
+        assert!(!leases.end(A));
+        assert_eq!(leases.renewed(A, 5, now), BOUND);
     }
 
     #[test]

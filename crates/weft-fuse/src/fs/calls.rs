@@ -237,6 +237,14 @@ impl WeftFs {
             }
         }
         let fh = self.add_file(file, false, changes_before)?;
+        // A lease the kernel may hold ends once the file counts as open here: while it
+        // is, its attributes live in the kernel for the attribute timeout only (see
+        // `leases`).
+        if self.leases.end(inode(ino)) && !changed {
+            if let Some(n) = self.notifier.get() {
+                let _ = n.inval_inode(ino, -1, 0);
+            }
+        }
         // Close-to-open: the pages the kernel holds of the file stay only if no byte of
         // it changed since they were read (another client's same-size rewrite changes no
         // attribute, but does change the stamp); see `keeps_pages`.

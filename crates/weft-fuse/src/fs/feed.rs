@@ -2,6 +2,7 @@
 //! what another client changed (see `leases`).
 
 use super::WeftFs;
+use crate::kept::OpenInodes;
 use crate::leases::{Leases, POLL_PERIOD};
 use crate::names::Names;
 use fuser::{INodeNo, Notifier};
@@ -16,6 +17,11 @@ use weft_proto::msg::CHANGES_MAX;
 struct Feed {
     leases: Weak<Leases>,
     names: Weak<Names>,
+    /// Files open here: never leased while open (see `Leases::end`), their
+    /// attributes live in the kernel for the attribute timeout only, and a drop of
+    /// them while the kernel holds pages a mapping dirtied made programs that map the
+    /// file (fsx) fault past a size read from the io servers meanwhile.
+    open: Weak<OpenInodes>,
     notifier: Arc<OnceLock<Notifier>>,
 }
 
@@ -24,8 +30,11 @@ impl Feed {
     /// the kernel knows them by.
     fn drop_named(&self, names: &Names, inodes: &[(InodeId, bool)]) {
         let Some(n) = self.notifier.get() else { return };
+        let open = self.open.upgrade();
         for &(inode, moved) in inodes {
-            let _ = n.inval_inode(INodeNo(inode.0), -1, 0);
+            if !open.as_ref().is_some_and(|o| o.is_open(inode)) {
+                let _ = n.inval_inode(INodeNo(inode.0), -1, 0);
+            }
             if let Some((parent, name)) = names.entry_of(inode).filter(|_| moved) {
                 let _ = n.inval_entry(INodeNo(parent.0), OsStr::from_bytes(name.as_bytes()));
             }
@@ -52,6 +61,7 @@ impl WeftFs {
         let feed = Arc::new(Feed {
             leases: Arc::downgrade(&self.leases),
             names: Arc::downgrade(&self.names),
+            open: Arc::downgrade(&self.open_inodes),
             notifier: Arc::clone(&self.notifier),
         });
         let client = self.clients.base();
