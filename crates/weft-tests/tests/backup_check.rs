@@ -21,6 +21,9 @@ use weft_testkit::TestCluster;
 /// Bytes of each file the writers make.
 const FILE_BYTES: usize = 20_000;
 
+/// A file the writer made: (name, tag, acknowledged at, begun at).
+type Made = (String, u64, Instant, Instant);
+
 fn write_file(client: &Client, path: &str, tag: u64) {
     let file = client.create(path, &Default::default()).unwrap();
     file.write_at(0, &pattern(tag, 0, FILE_BYTES)).unwrap();
@@ -52,8 +55,9 @@ fn a_restored_backup_serves_every_file_acknowledged_before_it_and_check_finds_th
     for i in 0..20 {
         write_file(&client, &format!("/d/early-{i}"), i);
     }
-    // Creates go on through the backup: (name, tag, acknowledged at).
-    let acknowledged: Arc<Mutex<Vec<(String, u64, Instant)>>> = Arc::default();
+    // Creates go on through the backup: (name, tag, acknowledged at, begun at). A file
+    // begun before the backup ended may be in it even if its close came back after.
+    let acknowledged: Arc<Mutex<Vec<Made>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (client, acknowledged, stop) = (cluster.client(), acknowledged.clone(), stop.clone());
@@ -61,8 +65,12 @@ fn a_restored_backup_serves_every_file_acknowledged_before_it_and_check_finds_th
             let mut k = 1000u64;
             while !stop.load(Ordering::SeqCst) {
                 let name = format!("/d/during-{k}");
+                let begun = Instant::now();
                 write_file(&client, &name, k);
-                acknowledged.lock().unwrap().push((name, k, Instant::now()));
+                acknowledged
+                    .lock()
+                    .unwrap()
+                    .push((name, k, Instant::now(), begun));
                 k += 1;
             }
         })
@@ -85,7 +93,7 @@ fn a_restored_backup_serves_every_file_acknowledged_before_it_and_check_finds_th
             .lock()
             .unwrap()
             .iter()
-            .filter(|a| a.2 > ended)
+            .filter(|a| a.3 > ended)
             .count()
             >= 300)
             .then_some(())
@@ -94,7 +102,7 @@ fn a_restored_backup_serves_every_file_acknowledged_before_it_and_check_finds_th
     writer.join().unwrap();
     let acknowledged = acknowledged.lock().unwrap().clone();
     let before: Vec<_> = acknowledged.iter().filter(|a| a.2 < began).collect();
-    let after: Vec<_> = acknowledged.iter().filter(|a| a.2 > ended).collect();
+    let after: Vec<_> = acknowledged.iter().filter(|a| a.3 > ended).collect();
     assert!(!before.is_empty() && !after.is_empty());
 
     // A restore is refused while the manager runs, and for a damaged file.
@@ -118,7 +126,7 @@ fn a_restored_backup_serves_every_file_acknowledged_before_it_and_check_finds_th
     // Where the objects of the files made after the backup are.
     let later_objects: Vec<_> = after
         .iter()
-        .flat_map(|(name, _, _)| {
+        .flat_map(|(name, _, _, _)| {
             let file = client.open(name, &Default::default()).unwrap();
             let inode = file.inode();
             file.layout()
@@ -147,14 +155,14 @@ fn a_restored_backup_serves_every_file_acknowledged_before_it_and_check_finds_th
             pattern(i, 0, FILE_BYTES)
         );
     }
-    for (name, tag, _) in &before {
+    for (name, tag, _, _) in &before {
         assert_eq!(
             read_file(&client, name).unwrap(),
             pattern(*tag, 0, FILE_BYTES),
             "{name}"
         );
     }
-    for (name, _, _) in &after {
+    for (name, _, _, _) in &after {
         let e = read_file(&client, name).unwrap_err();
         assert_eq!(e.code(), ErrorCode::NotFound, "{name}: {e}");
     }
@@ -182,7 +190,7 @@ fn a_restored_backup_serves_every_file_acknowledged_before_it_and_check_finds_th
         left.len()
     );
     // Nothing any file holds was taken.
-    for (name, tag, _) in &before {
+    for (name, tag, _, _) in &before {
         assert_eq!(
             read_file(&client, name).unwrap(),
             pattern(*tag, 0, FILE_BYTES),
