@@ -132,7 +132,12 @@
 //! unlock, a waiting F_SETLKW asks again with a growing pause (2-100 ms) on a thread of
 //! its own (at most 256) and ends with EINTR once its process is gone or has SIGKILL pending (the kernel keeps a killed waiter until the answer) or its thread has a caught, unblocked signal pending (read from /proc/TID/status at each try: fuser answers FUSE_INTERRUPT with ENOSYS, so the kernel cannot tell the daemon), the owner's close
 //! (flush) or the open file's release drops its locks, and the session is renewed while
-//! any are held. The mount keeps a copy of its own locks (a `LockTable`) and, while it
+//! any are held. A read-only open made while the mount holds no lock gets FOPEN_NOFLUSH
+//! (a flush would send nothing for it; without it a close costs no round trip): the
+//! release of such an open drops the locks taken through it (`OpenFile::lockers`), a
+//! moment after the close returns (the kernel sends releases without waiting, as it
+//! does for `flock` locks), and a lock taken through another descriptor after such an
+//! open is not dropped by that open's close but by the closes that flush. The mount keeps a copy of its own locks (a `LockTable`) and, while it
 //! holds any, and for 60 s (twice `LOCK_RECORD_IDLE`) after its last, asks the manager's
 //! incarnation every second (`LockSession`); a new one (the manager restarted) makes it
 //! send every lock again as a reclaim (with the same session: its id is the mount's), then
@@ -218,7 +223,7 @@
 //! stamps from the size query (`ObjStamp`); the mount remembers it at each open and returns
 //! FOPEN_KEEP_CACHE only when the new one equals it (and the manager's attributes are as
 //! the kernel was told), else the kernel drops the file's pages at the open. A stamp
-//! counts only once the open that found it has completed (its first read or flush came:
+//! counts only once the open that found it has completed (its first read, flush or release came:
 //! the kernel drops the pages as an open without the flag completes, after the daemon's
 //! answer), so a concurrent open cannot keep pages older than the stamp. A file made
 //! here by an exclusive create without `O_APPEND` or `O_DIRECT` starts as `Seen::Written`

@@ -1,8 +1,13 @@
 //! One open of a file through the mount: its `weft_client::File` and what the open's
 //! close must know.
 
+use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
 use weft_client::File;
+
+/// Record-lock owners remembered per open without a flush at its close (`no_flush`).
+pub(crate) const LOCKERS_MAX: usize = 1024;
 
 pub(crate) struct OpenFile {
     pub(crate) file: File,
@@ -17,4 +22,12 @@ pub(crate) struct OpenFile {
     /// read-only handle takes that size as the file's end (no size request to every io
     /// server at each read that reaches it) while the count stays.
     pub(crate) sized_at: u64,
+    /// Opened read-only while this mount held no lock: the kernel sends no flush at its
+    /// closes (FOPEN_NOFLUSH; a read-only descriptor has nothing to send), one round
+    /// trip less per open. What a flush would do for it happens at its release.
+    pub(crate) no_flush: bool,
+    /// Owners that took record locks through this open (only if `no_flush`): no flush
+    /// names them at close, so its release drops their locks on the file (at most
+    /// `LOCKERS_MAX`).
+    pub(crate) lockers: Mutex<HashSet<u64>>,
 }

@@ -183,6 +183,47 @@ fn fcntl_locks_exclude_processes_on_another_mount() {
     assert_eq!(fcntl_steps(&a.join("f"), &b.join("f")), expected);
 }
 
+/// A read lock taken through a read-only descriptor (the mount gives such opens no
+/// flush at close while it holds no lock), then that descriptor closed: what a writer
+/// through `other_path` got before the close (F_SETLK) and after it (F_SETLKW; an
+/// alarm ends the child after 10 s if the read lock outlived the close).
+fn read_lock_steps(holder_path: &Path, other_path: &Path) -> Vec<i64> {
+    std::fs::write(holder_path, b"0123456789").unwrap();
+    // SAFETY: a valid C string.
+    let fd = unsafe { libc::open(cpath(holder_path).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    assert!(fd >= 0);
+    assert_eq!(
+        fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_RDLCK, 0, 0)),
+        0
+    );
+    let other = cpath(other_path);
+    let mut seen = in_child(move || {
+        let fd = open_rw(&other);
+        vec![fcntl_lock(fd, libc::F_SETLK, &mut flock_struct(libc::F_WRLCK, 0, 0)) as i64]
+    });
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+    let other = cpath(other_path);
+    seen.extend(in_child(move || {
+        let fd = open_rw(&other);
+        // SAFETY: alarm is async-signal-safe.
+        unsafe { libc::alarm(10) };
+        vec![fcntl_lock(fd, libc::F_SETLKW, &mut flock_struct(libc::F_WRLCK, 0, 0)) as i64]
+    }));
+    seen
+}
+
+#[test]
+fn a_read_lock_through_a_read_only_descriptor_goes_at_its_close() {
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let b = Mount::new(&cluster);
+    let local = tempfile::tempdir().unwrap();
+    let expected = read_lock_steps(&local.path().join("f"), &local.path().join("f"));
+    assert_eq!(expected, vec![libc::EAGAIN as i64, 0]);
+    assert_eq!(read_lock_steps(&a.join("f"), &b.join("f")), expected);
+}
+
 fn flock_cmd(args: &[&str], file: &Path) -> Command {
     let mut command = Command::new("flock");
     command.args(args).arg(file).stdin(Stdio::null());

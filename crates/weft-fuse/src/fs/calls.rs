@@ -236,7 +236,12 @@ impl WeftFs {
                 let _ = n.inval_inode(ino, -1, 0);
             }
         }
-        let fh = self.add_file(file, false, changes_before)?;
+        // A read-only open's close has nothing to send: without a flush it costs one
+        // round trip less. Locks need the flush (a close drops the closing process's
+        // record locks on the file): not while this mount holds any; one taken later
+        // through this open goes at its release (see `OpenFile::lockers`).
+        let no_flush = !writable && !self.lock_holders.any();
+        let fh = self.add_file(file, false, changes_before, no_flush)?;
         // A lease the kernel may hold ends once the file counts as open here: while it
         // is, its attributes live in the kernel for the attribute timeout only (see
         // `leases`).
@@ -249,7 +254,7 @@ impl WeftFs {
         // it changed since they were read (another client's same-size rewrite changes no
         // attribute, but does change the stamp); see `keeps_pages`.
         let keep = self.keeps_pages(inode(ino), stamp, fh, !changed);
-        Ok((fh, self.open_flags(flags.0, keep)))
+        Ok((fh, self.open_flags(flags.0, keep, no_flush)))
     }
 
     /// What an open of `ino` by `req`'s caller finds, checked as close-to-open wants
@@ -378,9 +383,13 @@ impl WeftFs {
     /// of the file are still right (else they are dropped at this open). O_APPEND files
     /// bypass the page cache: the daemon writes each append at the file's true end,
     /// which need not be the offset the kernel chose from its cached size, so cached
-    /// pages would sit at wrong offsets.
-    pub(super) fn open_flags(&self, flags: i32, keep: bool) -> FopenFlags {
+    /// pages would sit at wrong offsets. `no_flush`: the kernel sends no flush at its
+    /// closes (see `OpenFile::no_flush`).
+    pub(super) fn open_flags(&self, flags: i32, keep: bool, no_flush: bool) -> FopenFlags {
         let mut out = FopenFlags::empty();
+        if no_flush {
+            out |= FopenFlags::FOPEN_NOFLUSH;
+        }
         if self.cache.keep_cache || keep {
             out |= FopenFlags::FOPEN_KEEP_CACHE;
         }
@@ -447,7 +456,7 @@ impl WeftFs {
                 .map_err(|e| errno(&e, "create"))?;
         }
         let fattr = self.entered(inode(parent), name, &attr);
-        let fh = self.add_file(file, true, self.data_changes.load(Ordering::SeqCst))?;
+        let fh = self.add_file(file, true, self.data_changes.load(Ordering::SeqCst), false)?;
         if new {
             // Made by this very create (exclusively, whatever the caller's flags), and
             // open here (see `deferred`).

@@ -9,6 +9,7 @@ use crate::dir::{DirStream, Listed};
 use crate::kept::{self};
 use crate::kernel::request_limits;
 use crate::locks::{self, Asked};
+use crate::open_file::LOCKERS_MAX;
 use crate::xattr::{CLUSTER_XATTR, HANDOFF_XATTR, LAYOUT_XATTR};
 use fuser::{
     Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
@@ -375,6 +376,17 @@ impl Filesystem for WeftFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        if let Some(open) = self.file(fh).ok().filter(|o| o.no_flush) {
+            // What its flush would have done: the open completed (it was answered
+            // before this release), and the record locks taken through it go.
+            self.open_completed(inode(ino), fh);
+            let lockers: Vec<u64> = open.lockers.lock().expect("lockers poisoned").drain().collect();
+            for owner in lockers {
+                if self.lock_holders.forget(inode(ino), owner) {
+                    locks::unlock_all(&self.clients.base(), self.session, inode(ino), owner);
+                }
+            }
+        }
         self.close_handle(ino, fh, lock_owner);
         reply.ok();
     }
@@ -444,7 +456,7 @@ impl Filesystem for WeftFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         lock_owner: LockOwner,
         start: u64,
         end: u64,
@@ -457,6 +469,16 @@ impl Filesystem for WeftFs {
             return reply.error(Errno::EINVAL);
         };
         let file = inode(ino);
+        if kind != LockKind::Unlock {
+            if let Some(open) = self.file(fh).ok().filter(|o| o.no_flush) {
+                // No flush names this owner at a close: the release of this open does.
+                let mut lockers = open.lockers.lock().expect("lockers poisoned");
+                if lockers.len() >= LOCKERS_MAX && !lockers.contains(&lock_owner.0) {
+                    return reply.error(Errno::ENOLCK);
+                }
+                lockers.insert(lock_owner.0);
+            }
+        }
         if kind == LockKind::Unlock {
             // What the owner wrote under the lock reaches the io servers before another
             // client may take it.
@@ -821,7 +843,7 @@ impl Filesystem for WeftFs {
                     &attr,
                     Generation(0),
                     FileHandle(fh),
-                    self.open_flags(flags, false),
+                    self.open_flags(flags, false, false),
                 );
                 if !sent {
                     // Answered EINTR meanwhile: the kernel will never release it.

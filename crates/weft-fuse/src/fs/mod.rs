@@ -373,7 +373,7 @@ impl WeftFs {
     }
 
     /// `sized_at`: `data_changes` before the open checked the file (`OpenFile::sized_at`).
-    fn add_file(&self, file: File, changed: bool, sized_at: u64) -> Result<u64, Errno> {
+    fn add_file(&self, file: File, changed: bool, sized_at: u64, no_flush: bool) -> Result<u64, Errno> {
         let mut files = self.files.write().expect("file table poisoned");
         if files.len() >= OPEN_HANDLES_MAX {
             return Err(Errno::ENFILE);
@@ -388,6 +388,8 @@ impl WeftFs {
                 changed: AtomicBool::new(changed),
                 losses_at_open,
                 sized_at,
+                no_flush,
+                lockers: Mutex::default(),
             }),
         );
         Ok(fh)
