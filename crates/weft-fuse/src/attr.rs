@@ -98,6 +98,29 @@ pub fn file_attr(attr: &Attr) -> FileAttr {
     }
 }
 
+/// Attributes to send with "." and ".." in a readdirplus answer, which the kernel
+/// takes nothing from (fuse_direntplus_link skips both names): a directory's shape,
+/// with no request to the manager for it.
+pub fn dot_attr(inode: u64) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(inode),
+        size: 4096,
+        blocks: 0,
+        atime: SystemTime::UNIX_EPOCH,
+        mtime: SystemTime::UNIX_EPOCH,
+        ctime: SystemTime::UNIX_EPOCH,
+        crtime: SystemTime::UNIX_EPOCH,
+        kind: FileType::Directory,
+        perm: 0o755,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: BLOCK_SIZE_BYTES,
+        flags: 0,
+    }
+}
+
 /// An empty regular file's attributes, for unit tests of the tables that keep them.
 #[cfg(test)]
 pub(crate) fn test_file(inode: u64, mode: u32) -> Attr {

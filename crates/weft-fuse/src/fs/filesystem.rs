@@ -3,7 +3,7 @@
 
 use super::locking::{lock_errno, lock_kind, on_waiting_thread, LockTaker};
 use super::{errno, inode, name_bytes, WeftFs, OPEN_HANDLES_MAX, READDIRPLUS_BATCH};
-use crate::attr::{file_attr, time_set};
+use crate::attr::{dot_attr, time_set};
 use crate::behind::SMALL_WRITE_BYTES;
 use crate::dir::{DirStream, Listed};
 use crate::kept::{self};
@@ -576,22 +576,14 @@ impl Filesystem for WeftFs {
             Err(e) => return reply.error(e),
         };
         let ttl = self.ttl();
-        let mut dir_attr = None;
         'batches: for batch in entries.chunks(READDIRPLUS_BATCH) {
             let (dots, named): (Vec<&Listed>, Vec<&Listed>) =
                 batch.iter().partition(|e| e.name == "." || e.name == "..");
             for e in dots {
-                // The kernel does not look "." and ".." up from here; any directory's
-                // attributes will do, and the listed one is at hand.
-                if dir_attr.is_none() {
-                    match client.getattr(inode(ino)) {
-                        Ok(a) => dir_attr = Some(file_attr(&a)),
-                        Err(err) => return reply.error(errno(&err, "readdirplus")),
-                    }
-                }
-                let attr = dir_attr.as_ref().expect("set above");
+                // The kernel takes nothing from "." and ".." here (see `dot_attr`).
                 let name = OsStr::from_bytes(e.name.as_bytes());
-                if reply.add(INodeNo(e.inode.0), e.offset, name, &ttl, attr, Generation(0)) {
+                let attr = dot_attr(e.inode.0);
+                if reply.add(INodeNo(e.inode.0), e.offset, name, &ttl, &attr, Generation(0)) {
                     break 'batches;
                 }
             }
