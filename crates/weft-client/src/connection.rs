@@ -44,6 +44,9 @@ pub(crate) struct Inner {
     pub no_vouch: Arc<AtomicBool>,
     /// The manager answers no `VouchedReadable` (it predates it).
     pub no_readable_vouch: Arc<AtomicBool>,
+    /// The manager answers no `ReaddirSized` (it predates it): listings are sent as
+    /// `ReaddirPlus`.
+    pub no_sized_listing: Arc<AtomicBool>,
     /// What this client learnt of files' data under the manager's vouch (see
     /// `vouched`). Shared by every client made from this one.
     pub(crate) vouched: Arc<crate::vouched::Vouched>,

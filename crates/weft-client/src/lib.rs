@@ -99,7 +99,8 @@ pub use cache_route::{aligned_count, managers_of, JOB_DELEGATE_ID_BASE};
 pub use client::{
     leasable, migrate_request, Changes, Client, CreateOptions, FsStats, LockTest, Made, Migrated,
     OpenOptions, PartialSizes, RebuildOptions, RebuildProgress, ScrubMismatch, ScrubProgress, SizeOf,
-    StatfsBlocks, MIGRATE_CHUNK_BYTES, REBUILD_CHUNK_BYTES, SCRUB_CHUNK_BYTES, STATFS_BLOCK_BYTES,
+    SizedListing, StatfsBlocks, MIGRATE_CHUNK_BYTES, REBUILD_CHUNK_BYTES, SCRUB_CHUNK_BYTES,
+    STATFS_BLOCK_BYTES,
 };
 pub use drive::{transfer_threads_started, TransferOptions, THREADED_CALL_BYTES_MIN, TRANSFER_THREADS_MAX};
 pub use error::ClientError;

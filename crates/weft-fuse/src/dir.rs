@@ -5,9 +5,11 @@
 //! Pages come with the manager's attributes of every entry (readdir-plus), so that the
 //! kernel's readdirplus needs only the io servers' sizes on top: asked once per page
 //! (one request per io server for all of the page's files, `size_page`), not per
-//! kernel call (a call holds some 25 entries).
+//! kernel call (a call holds some 25 entries), and only for the files whose size the
+//! manager did not know (`ReaddirSized`: a file nobody wrote since the manager last
+//! measured it comes sized).
 
-use weft_client::{Attr, Client, ClientError, FileKind, InodeId, Name};
+use weft_client::{Attr, Client, ClientError, FileKind, InodeId, Name, SizedListing};
 
 /// Names asked of the manager per page. A page is held per open directory.
 pub const PAGE_ENTRIES_MAX: u32 = 1024;
@@ -22,9 +24,12 @@ pub struct Listed {
     pub name: Name,
     pub inode: InodeId,
     pub kind: FileKind,
-    /// The manager's attributes when the page was fetched (sizes not filled in); none
-    /// for "." and "..".
+    /// The manager's attributes when the page was fetched (a file's size filled in only
+    /// if `sized`); none for "." and "..".
     pub attr: Option<Attr>,
+    /// The manager filled in the file's size (it knows it: no writer since its io
+    /// servers told it), so the io servers are not asked for it.
+    pub sized: bool,
 }
 
 /// Sized attributes of a page's entries by offset; `None`: removed since the page was read.
@@ -56,12 +61,11 @@ impl DirStream {
     /// since the page was read. Call after `after`, whose entries are on the page.
     pub fn size_page(&mut self, client: &Client) -> Result<&SizedPage, ClientError> {
         if self.sized.is_none() {
-            let (offsets, mut attrs): (Vec<u64>, Vec<Attr>) = self
-                .page
-                .iter()
-                .filter_map(|e| e.attr.clone().map(|a| (e.offset, a)))
-                .unzip();
-            let gone = client.fill_sizes_or_gone(&mut attrs)?;
+            let listed: Vec<&Listed> = self.page.iter().filter(|e| e.attr.is_some()).collect();
+            let offsets: Vec<u64> = listed.iter().map(|e| e.offset).collect();
+            let sized: Vec<bool> = listed.iter().map(|e| e.sized).collect();
+            let mut attrs: Vec<Attr> = listed.iter().filter_map(|e| e.attr.clone()).collect();
+            let gone = client.sizes_of_unsized(&mut attrs, &sized)?;
             self.sized = Some(
                 offsets
                     .into_iter()
@@ -121,6 +125,7 @@ impl DirStream {
             inode,
             kind: FileKind::Directory,
             attr: None,
+            sized: false,
         }
     }
 
@@ -131,24 +136,28 @@ impl DirStream {
         after: &Name,
         first_offset: u64,
     ) -> Result<Vec<Listed>, ClientError> {
-        let (entries, more) = client.readdir_attrs_page(self.dir, after, PAGE_ENTRIES_MAX)?;
-        self.more = more;
-        self.page = number(entries, first_offset);
+        let listing = client.readdir_sized_page(self.dir, after, PAGE_ENTRIES_MAX)?;
+        self.more = listing.more;
+        self.page = number(listing, first_offset);
         self.sized = None;
         Ok(self.page.clone())
     }
 }
 
-fn number(entries: Vec<(Name, Attr)>, first_offset: u64) -> Vec<Listed> {
-    entries
+fn number(listing: SizedListing, first_offset: u64) -> Vec<Listed> {
+    listing
+        .names
         .into_iter()
+        .zip(listing.attrs)
+        .zip(listing.sized)
         .zip(first_offset..)
-        .map(|((name, attr), offset)| Listed {
+        .map(|(((name, attr), sized), offset)| Listed {
             offset,
             name,
             inode: attr.inode,
             kind: attr.kind,
             attr: Some(attr),
+            sized,
         })
         .collect()
 }

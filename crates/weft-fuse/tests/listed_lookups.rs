@@ -185,7 +185,7 @@ fn read_one_by_one(for_writing: bool) -> (Mount, TestCluster) {
     let mount = Mount::new(&cluster);
     let (lookups, listings) = (
         cluster.manager_requests("lookup"),
-        cluster.manager_requests("readdir_plus"),
+        cluster.manager_requests("readdir_sized"),
     );
     let started = std::time::Instant::now();
     std::thread::scope(|s| {
@@ -207,7 +207,7 @@ fn read_one_by_one(for_writing: bool) -> (Mount, TestCluster) {
     });
     let seconds = started.elapsed().as_secs_f64();
     let lookups = cluster.manager_requests("lookup") - lookups;
-    let listings = cluster.manager_requests("readdir_plus") - listings;
+    let listings = cluster.manager_requests("readdir_sized") - listings;
     // A listing is 2 pages here and serves for the attribute timeout (1 s): the reading
     // takes well under a second on a quiet machine, so a few listings at most (12
     // pages), and one more per second it took on a loaded one; the lookups are those
@@ -257,6 +257,6 @@ fn stats_right_after_creates_here_are_answered_from_a_listing() {
     assert!(
         lookups < (FILES / 2) as f64,
         "{lookups} manager lookups ({} listings) for {FILES} stats right after creating the files",
-        cluster.manager_requests("readdir_plus") as u64
+        cluster.manager_requests("readdir_sized") as u64
     );
 }

@@ -303,3 +303,93 @@ fn a_file_this_mount_made_is_read_back_from_its_own_pages_until_another_client_w
         "a file written by appends was read from pages that never held its bytes"
     );
 }
+
+/// A listing with attributes (`ls -l`, `find`, `du`; readdirplus through the mount,
+/// `readdir_plus_page` natively) of files nobody writes asks the io servers nothing:
+/// the manager sends the sizes it measured after their writers closed. A file open for
+/// writing (its size changing under a live capability) is still asked of its io
+/// servers, and every size shown is the file's.
+#[test]
+fn listings_of_files_nobody_writes_skip_the_io_servers() {
+    let cluster = TestCluster::start();
+    let native = cluster.client();
+    native.mkdir("/listed", 0o755).unwrap();
+    let sizes: Vec<usize> = (0..20).map(|k| 100 + 997 * k).collect();
+    for (k, size) in sizes.iter().enumerate() {
+        let f = native
+            .create(&format!("/listed/f{k}"), &CreateOptions::default())
+            .unwrap();
+        f.write_at(0, &pattern(k as u64, *size)).unwrap();
+        f.close().unwrap();
+    }
+    let dir = native.resolve("/listed").unwrap().inode;
+    // The manager measures each file once its writer gave its capability back.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stamps = cluster.io_requests("obj_stamp");
+        let (page, _) = native.readdir_plus_page(dir, b"", 100).unwrap();
+        assert_eq!(page.len(), sizes.len());
+        if cluster.io_requests("obj_stamp") == stamps {
+            break;
+        }
+        assert!(Instant::now() < deadline, "listings never skipped the io servers");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let expected = |page: &[(String, u64)]| {
+        let mut want: Vec<(String, u64)> = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, s)| (format!("f{k}"), *s as u64))
+            .collect();
+        want.sort();
+        assert_eq!(page, want.as_slice());
+    };
+    let (page, _) = native.readdir_plus_page(dir, b"", 100).unwrap();
+    expected(
+        &page
+            .iter()
+            .map(|(n, a)| (n.to_string(), a.size))
+            .collect::<Vec<_>>(),
+    );
+
+    // Through a mount that never saw them: `ls -l`.
+    let mount = Mount::new(&cluster);
+    let stamps = cluster.io_requests("obj_stamp");
+    let mut listed: Vec<(String, u64)> = std::fs::read_dir(mount.join("listed"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().into_string().unwrap(), e.metadata().unwrap().len())
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        cluster.io_requests("obj_stamp") - stamps,
+        0.0,
+        "ls -l asked the io servers"
+    );
+    expected(&listed);
+
+    // A file being written: its size is the io servers' (asked), in both listings.
+    let open = native
+        .open(
+            "/listed/f3",
+            &OpenOptions {
+                write: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    open.write_at(sizes[3] as u64, b"0123456789").unwrap();
+    let (page, _) = native.readdir_plus_page(dir, b"", 100).unwrap();
+    let f3 = page.iter().find(|(n, _)| n.as_bytes() == b"f3").unwrap();
+    assert_eq!(f3.1.size, sizes[3] as u64 + 10);
+    let other = Mount::new(&cluster);
+    let seen = std::fs::read_dir(other.join("listed"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .find(|e| e.file_name() == "f3")
+        .unwrap();
+    assert_eq!(seen.metadata().unwrap().len(), sizes[3] as u64 + 10);
+    open.close().unwrap();
+}

@@ -151,6 +151,11 @@
 //! feed, the inodes whose attributes or entries changed since a position (numbers only,
 //! never names), which a mount polls to hold names and attributes in the kernel past the
 //! attribute timeout. Counted as "changes".
+//! `ReaddirSized` (opcode 270, reply `EntriesSized`, tag 102, added within version 8; an
+//! older manager answers `UnknownOpcode` and the client sends `ReaddirPlus` from then on):
+//! `ReaddirPlus` whose answer says, per entry, whether the attributes carry the file's
+//! size as the manager measured it under its vouch (see `Vouched`), so that a listing asks
+//! the io servers only for the other files' sizes. Counted as "readdir_sized".
 //! `CommitMetadata` (opcode 200, reply `Committed`, tag 67, added within version 4; an older
 //! manager answers `UnknownOpcode`, which the client takes as "already durable": older
 //! managers commit before they answer): `wait`, and the answer `CommitInfo` (commit

@@ -149,6 +149,7 @@ fn request_name(r: &Request) -> &'static str {
         ViaCacheAware { .. } => "ViaCacheAware",
         Vouched { .. } => "Vouched",
         Changes { .. } => "Changes",
+        ReaddirSized { .. } => "ReaddirSized",
         VouchedReadable { .. } => "VouchedReadable",
         WithParent { .. } => "WithParent",
         Write { .. } => "Write",
@@ -168,6 +169,7 @@ fn response_name(r: &Response) -> &'static str {
         Attr { .. } => "Attr",
         Entries { .. } => "Entries",
         EntriesPlus { .. } => "EntriesPlus",
+        EntriesSized { .. } => "EntriesSized",
         Done => "Done",
         Statfs { .. } => "Statfs",
         Link { .. } => "Link",
@@ -557,6 +559,12 @@ fn requests(s: &mut Samples) {
             max_entries: 100,
         },
         Request::ReaddirPlus {
+            cred: cred(),
+            dir: InodeId(1),
+            after: "z".into(),
+            max_entries: 7,
+        },
+        Request::ReaddirSized {
             cred: cred(),
             dir: InodeId(1),
             after: "z".into(),
@@ -1125,6 +1133,11 @@ fn responses(s: &mut Samples) {
         Response::EntriesPlus {
             entries: vec![("f".into(), attr())],
             more: false,
+        },
+        Response::EntriesSized {
+            entries: vec![("f".into(), attr()), ("g".into(), attr())],
+            sized: vec![true, false],
+            more: true,
         },
         Response::Done,
         Response::Statfs(MetaStatfs {

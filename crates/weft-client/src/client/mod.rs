@@ -31,7 +31,7 @@ pub use attrs::{PartialSizes, SizeOf};
 pub use changes::{leasable, Changes};
 pub use locks::LockTest;
 pub use migrate::{migrate_request, Migrated, MIGRATE_CHUNK_BYTES};
-pub use namespace::{FsStats, StatfsBlocks, STATFS_BLOCK_BYTES};
+pub use namespace::{FsStats, SizedListing, StatfsBlocks, STATFS_BLOCK_BYTES};
 pub use open::{CreateOptions, OpenOptions};
 pub use rebuild::{RebuildOptions, RebuildProgress, REBUILD_CHUNK_BYTES};
 pub use scrub::{ScrubMismatch, ScrubProgress, SCRUB_CHUNK_BYTES};
@@ -127,6 +127,7 @@ impl Client {
                 no_create_many: Arc::new(AtomicBool::new(false)),
                 no_vouch: Arc::new(AtomicBool::new(false)),
                 no_readable_vouch: Arc::new(AtomicBool::new(false)),
+                no_sized_listing: Arc::new(AtomicBool::new(false)),
                 vouched: Arc::default(),
                 tracker: Arc::new(crate::connection::replay::Tracker::new()),
             }),
@@ -167,6 +168,7 @@ impl Client {
             no_create_many: i.no_create_many.clone(),
             no_vouch: i.no_vouch.clone(),
             no_readable_vouch: i.no_readable_vouch.clone(),
+            no_sized_listing: i.no_sized_listing.clone(),
             vouched: i.vouched.clone(),
             tracker: i.tracker.clone(),
         };

@@ -5,6 +5,7 @@ use super::{lossy, not_a_directory, Client, Made};
 use crate::error::{unexpected, ClientError};
 use crate::file::File;
 use crate::path;
+use std::sync::atomic::Ordering;
 use weft_layout::{InodeId, LayoutRequest};
 use weft_proto::msg::{Request, Response, XattrSet, READDIR_ENTRIES_MAX};
 use weft_proto::{Attr, DirEntry, ErrorCode, FileKind, IoServer, IoStatfs, MetaStatfs, Name, SetAttr};
@@ -175,9 +176,13 @@ impl Client {
         after: impl AsRef<[u8]>,
         max_entries: u32,
     ) -> Result<(Vec<(Name, Attr)>, bool), ClientError> {
-        let (entries, more) = self.readdir_attrs_page(dir, after, max_entries)?;
-        let (names, mut attrs): (Vec<Name>, Vec<Attr>) = entries.into_iter().unzip();
-        let gone = self.sizes(&mut attrs)?;
+        let SizedListing {
+            names,
+            mut attrs,
+            sized,
+            more,
+        } = self.readdir_sized_page(dir, after, max_entries)?;
+        let gone = self.sizes_of_unsized(&mut attrs, &sized)?;
         let entries = names
             .into_iter()
             .zip(attrs)
@@ -186,6 +191,66 @@ impl Client {
             .map(|(entry, _)| entry)
             .collect();
         Ok((entries, more))
+    }
+
+    /// `fill_sizes_or_gone` for the files of `attrs` not `sized` already (by the
+    /// manager, `readdir_sized_page`): those are neither asked nor gone.
+    pub fn sizes_of_unsized(&self, attrs: &mut [Attr], sized: &[bool]) -> Result<Vec<bool>, ClientError> {
+        let ask: Vec<usize> = (0..attrs.len())
+            .filter(|&k| !sized.get(k).copied().unwrap_or(false))
+            .collect();
+        let mut asked: Vec<Attr> = ask.iter().map(|&k| attrs[k].clone()).collect();
+        let gone_asked = self.sizes(&mut asked)?;
+        let mut gone = vec![false; attrs.len()];
+        for ((k, attr), went) in ask.into_iter().zip(asked).zip(gone_asked) {
+            attrs[k] = attr;
+            gone[k] = went;
+        }
+        Ok(gone)
+    }
+
+    /// `readdir_attrs_page` in which each regular file the manager knows the size of
+    /// (no writer since its io servers told it) has it filled in. Against a manager
+    /// without `ReaddirSized`, nothing is sized.
+    pub fn readdir_sized_page(
+        &self,
+        dir: InodeId,
+        after: impl AsRef<[u8]>,
+        max_entries: u32,
+    ) -> Result<SizedListing, ClientError> {
+        if !self.inner.no_sized_listing.load(Ordering::Relaxed) {
+            let request = Request::ReaddirSized {
+                cred: self.cred_clone(),
+                dir,
+                after: Name::from(after.as_ref()),
+                max_entries: max_entries.min(READDIR_ENTRIES_MAX),
+            };
+            match self.inner.meta(&request) {
+                Ok(Response::EntriesSized { entries, sized, more }) if sized.len() == entries.len() => {
+                    let (names, attrs) = entries.into_iter().unzip();
+                    return Ok(SizedListing {
+                        names,
+                        attrs,
+                        sized,
+                        more,
+                    });
+                }
+                Ok(other) => return Err(unexpected(&other)),
+                Err(e) if e.code() == ErrorCode::UnknownOpcode => {
+                    self.inner.no_sized_listing.store(true, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let (entries, more) = self.readdir_attrs_page(dir, after, max_entries)?;
+        let sized = vec![false; entries.len()];
+        let (names, attrs) = entries.into_iter().unzip();
+        Ok(SizedListing {
+            names,
+            attrs,
+            sized,
+            more,
+        })
     }
 
     /// `readdir_plus_page` without the sizes (the manager's attributes only; files' sizes
@@ -766,4 +831,16 @@ impl Client {
             .collect();
         Ok(FsStats { meta, servers })
     }
+}
+
+/// One page of `Client::readdir_sized_page`: the names in order, their attributes, and
+/// whether each file's attributes carry its size already (the manager's, under its
+/// vouch); the others' sizes are 0 until asked (`Client::sizes_of_unsized`).
+#[derive(Debug, Clone)]
+pub struct SizedListing {
+    pub names: Vec<Name>,
+    pub attrs: Vec<Attr>,
+    pub sized: Vec<bool>,
+    /// Whether the directory has entries after the page.
+    pub more: bool,
 }

@@ -413,7 +413,7 @@ impl Tracker {
     /// acted so after its store lost operations: its connections were closed).
     pub fn resend_after_restart(&self, inner: &Inner, request: &Request) -> bool {
         use weft_proto::msg::Opcode;
-        const READS: [Opcode; 11] = [
+        const READS: [Opcode; 12] = [
             Opcode::GetCluster,
             Opcode::Resolve,
             Opcode::Lookup,
@@ -421,6 +421,7 @@ impl Tracker {
             Opcode::GetAttr,
             Opcode::Readdir,
             Opcode::ReaddirPlus,
+            Opcode::ReaddirSized,
             Opcode::Readlink,
             Opcode::Statfs,
             Opcode::GetXattr,

@@ -693,7 +693,8 @@ impl WeftFs {
         if attrs.len() != entries.len() {
             return entries.iter().map(|e| client.getattr(e.inode).ok()).collect();
         }
-        match client.fill_sizes_or_gone(&mut attrs) {
+        let sized: Vec<bool> = entries.iter().map(|e| e.sized).collect();
+        match client.sizes_of_unsized(&mut attrs, &sized) {
             Ok(gone) => attrs
                 .into_iter()
                 .zip(gone)

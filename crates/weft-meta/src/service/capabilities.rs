@@ -33,22 +33,76 @@ impl MetaService {
                 ))
             }
         };
-        let vouch = match self.writers.get() {
-            Some(writers) if attr.kind == FileKind::File && !attr.cache.uses_tier() => {
-                writers.vouch(attr.inode, unix_ms())
-            }
-            _ => None,
-        };
+        let vouch = self.vouch(&attr);
         if let Some(vouch) = vouch {
-            if let Some(measured) = self.sizes.under(attr.inode, vouch, &attr.layout) {
-                attr.size = measured.size;
-                attr.blocks = measured.blocks;
-                attr.mtime = attr.mtime.max(measured.mtime);
-                attr.ctime = attr.ctime.max(measured.mtime);
+            if self.size_under(&mut attr, vouch) {
                 return Ok(Response::AttrSized { attr, vouch });
             }
         }
         Ok(Response::AttrVouched { attr, vouch })
+    }
+
+    /// The manager's vouch for `attr`'s file: a regular file outside the cache tier
+    /// (whose managers write back on their own) with no write capability live (see
+    /// `writers`).
+    fn vouch(&self, attr: &Attr) -> Option<u64> {
+        match self.writers.get() {
+            Some(writers) if attr.kind == FileKind::File && !attr.cache.uses_tier() => {
+                writers.vouch(attr.inode, unix_ms())
+            }
+            _ => None,
+        }
+    }
+
+    /// Puts the size (blocks, modification time) the io servers told the manager under
+    /// `vouch` into `attr`, if it knows one (`sizes`); if not, the file is measured in
+    /// the background, for the stats and listings to come (a file last written before
+    /// this manager started, say).
+    fn size_under(&self, attr: &mut Attr, vouch: u64) -> bool {
+        let Some(measured) = self.sizes.under(attr.inode, vouch, &attr.layout) else {
+            self.sizes.want(attr.inode);
+            return false;
+        };
+        attr.size = measured.size;
+        attr.blocks = measured.blocks;
+        attr.mtime = attr.mtime.max(measured.mtime);
+        attr.ctime = attr.ctime.max(measured.mtime);
+        true
+    }
+
+    /// `ReaddirPlus` and `ReaddirSized`: a page of entries with their attributes; for
+    /// `ReaddirSized`, each regular file's size filled in where the manager knows it
+    /// under its vouch.
+    pub(super) fn listing_plus(&self, request: Request) -> Result<Response, WireError> {
+        let (sized, cred, dir, after, max) = match request {
+            Request::ReaddirPlus {
+                cred,
+                dir,
+                after,
+                max_entries,
+            } => (false, cred, dir, after, max_entries),
+            Request::ReaddirSized {
+                cred,
+                dir,
+                after,
+                max_entries,
+            } => (true, cred, dir, after, max_entries),
+            other => {
+                return Err(WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{:?} is no listing", other.opcode()),
+                ))
+            }
+        };
+        let (mut entries, more) = self.store.readdir_plus(&cred, dir, &after, max)?;
+        if !sized {
+            return Ok(Response::EntriesPlus { entries, more });
+        }
+        let sized = entries
+            .iter_mut()
+            .map(|(_, attr)| self.vouch(attr).is_some_and(|vouch| self.size_under(attr, vouch)))
+            .collect();
+        Ok(Response::EntriesSized { entries, sized, more })
     }
 
     /// `VouchedReadable`: `vouched`'s answer, and for a regular file a read capability

@@ -444,9 +444,9 @@ impl MetaService {
             // A read grant is a permission check, a signature and (munge) a handle
             // recorded in memory: as quick as the check it comes with.
             Request::Vouched { request } | Request::VouchedReadable { request } => Self::runs_inline(request),
-            Request::Readdir { max_entries, .. } | Request::ReaddirPlus { max_entries, .. } => {
-                u64::from(*max_entries) <= INLINE_ENTRIES_MAX
-            }
+            Request::Readdir { max_entries, .. }
+            | Request::ReaddirPlus { max_entries, .. }
+            | Request::ReaddirSized { max_entries, .. } => u64::from(*max_entries) <= INLINE_ENTRIES_MAX,
             _ => false,
         }
     }
@@ -559,14 +559,7 @@ impl MetaService {
             } => store
                 .readdir(&cred, dir, &after, max_entries)
                 .map(|(entries, more)| Response::Entries { entries, more }),
-            Request::ReaddirPlus {
-                cred,
-                dir,
-                after,
-                max_entries,
-            } => store
-                .readdir_plus(&cred, dir, &after, max_entries)
-                .map(|(entries, more)| Response::EntriesPlus { entries, more }),
+            listing @ (Request::ReaddirPlus { .. } | Request::ReaddirSized { .. }) => self.listing_plus(listing),
             Request::Unlink {
                 cred,
                 parent,
@@ -1103,6 +1096,7 @@ fn addressed(request: &Request) -> Vec<InodeId> {
         }
         Request::Readdir { dir, .. }
         | Request::ReaddirPlus { dir, .. }
+        | Request::ReaddirSized { dir, .. }
         | Request::SetDirLayout { dir, .. } => {
             vec![*dir]
         }

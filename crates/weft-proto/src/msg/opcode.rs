@@ -100,6 +100,7 @@ pub enum Opcode {
     Vouched = 220,
     VouchedReadable = 268,
     Changes = 269,
+    ReaddirSized = 270,
     ReleaseWrites = 221,
     Tracked = 210,
     ReplayDone = 211,

@@ -96,6 +96,17 @@ pub enum Request {
         after: Name,
         max_entries: u32,
     },
+    /// `ReaddirPlus` in which every regular file whose size the manager knows (no
+    /// writer since its io servers told it, see `Vouched`) carries that size, so a
+    /// listing asks the io servers only for the others (`EntriesSized`). Added within
+    /// protocol version 8: an older manager answers `UnknownOpcode` and the client
+    /// sends `ReaddirPlus`.
+    ReaddirSized {
+        cred: Cred,
+        dir: InodeId,
+        after: Name,
+        max_entries: u32,
+    },
     /// Removes a name. `keep`: the mount session that has the file open, which keeps it
     /// alive, nameless, if this was its last name (until `Release`).
     Unlink {
@@ -938,6 +949,7 @@ impl Request {
             | Request::Create { cred, .. }
             | Request::Readdir { cred, .. }
             | Request::ReaddirPlus { cred, .. }
+            | Request::ReaddirSized { cred, .. }
             | Request::Unlink { cred, .. }
             | Request::Rmdir { cred, .. }
             | Request::Rename { cred, .. }

@@ -61,6 +61,15 @@ pub enum Response {
     /// `ReaddirPlus`: names with their inodes' attributes.
     #[wire(tag = 21)]
     EntriesPlus { entries: Vec<(Name, Attr)>, more: bool },
+    /// `ReaddirSized`: `EntriesPlus`, and for each entry whether its attributes carry
+    /// the file's size (and blocks and modification time) as the manager knows it under
+    /// its vouch; the other files' sizes are 0, to be asked of the io servers.
+    #[wire(tag = 102)]
+    EntriesSized {
+        entries: Vec<(Name, Attr)>,
+        sized: Vec<bool>,
+        more: bool,
+    },
     #[wire(tag = 5)]
     Done,
     #[wire(tag = 6)]
