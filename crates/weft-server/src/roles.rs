@@ -805,6 +805,11 @@ impl Handler for Roles {
     /// (`MetaService::runs_inline`); never what the cache role serves (it may call
     /// other servers).
     fn runs_inline(&self, request: &Request) -> bool {
+        // Applied in the order the connection sent it: the request a client sends right
+        // behind it without waiting (its first data request of the file) finds it.
+        if let (Request::PresentCapability { .. }, Some(gate)) = (request, &self.gate) {
+            return gate.verifies_locally();
+        }
         let inner = match request {
             Request::ShmCall { request, .. } | Request::ShmScatter { request, .. } => request,
             other => other,
@@ -824,6 +829,12 @@ impl Handler for Roles {
     /// loop) unless it would wait there: for the replay window after a restart, or for
     /// MUNGE to verify the connection's credential (its first request).
     fn try_inline(&self, connection: ConnectionId, request: &Request, data: &[u8]) -> weft_rpc::Inline {
+        if let (Request::PresentCapability { cap, reset }, Some(gate)) = (request, &self.gate) {
+            return weft_rpc::Inline::Done(
+                gate.present(connection, cap, *reset)
+                    .map(|()| (Response::Done, Vec::new())),
+            );
+        }
         if self.cache.as_ref().is_some_and(|c| c.serves(request)) {
             return weft_rpc::Inline::NotTried;
         }

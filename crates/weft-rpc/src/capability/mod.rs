@@ -303,6 +303,13 @@ impl Gate {
         !matches!(self.checker, Checker::Off)
     }
 
+    /// Whether `present` answers without asking another server (the key is here, or
+    /// nothing is checked): quick enough for the event loop, which then applies it
+    /// before it reads the connection's next request (see `Connection::send_with`).
+    pub fn verifies_locally(&self) -> bool {
+        !matches!(self.checker, Checker::Remote(_))
+    }
+
     fn shard(&self, connection: ConnectionId) -> &Mutex<HashMap<ConnectionId, Presented>> {
         &self.shards[(connection.0 as usize) % SHARDS]
     }
