@@ -12,7 +12,7 @@ use crate::stream::{Stream, UNIX_PREFIX};
 use std::collections::HashMap;
 use std::io::{self};
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -106,6 +106,10 @@ pub struct Connection {
     capabilities: std::sync::OnceLock<Arc<dyn CapabilitySource>>,
     /// What this connection presented to the server.
     presented: Mutex<PresentedHere>,
+    /// A read sent right behind its capability's present was refused for want of it:
+    /// this server does not apply a present before it reads the next request (it asks
+    /// the manager to verify capabilities), so presents are waited for from now on.
+    presents_unordered: AtomicBool,
 }
 
 impl Connection {
@@ -231,6 +235,7 @@ impl Connection {
             hello: (hello.server_id, hello.roles, hello.incarnation),
             capabilities: Default::default(),
             presented: Default::default(),
+            presents_unordered: AtomicBool::new(false),
         };
         let watch_addr = addr.to_owned();
         let watch_target = target.to_owned();
@@ -362,8 +367,82 @@ impl Connection {
         sink: Option<ReplySink>,
         reply_len: u64,
     ) -> Result<PendingCall<'_>, RpcError> {
+        if let Some((inode, cap, reset)) = self.read_capability_to_present(request) {
+            return self.send_presenting(request, sink, reply_len, inode, cap, reset);
+        }
         let capability_of = self.ensure_capability(request)?;
         let mut pending = self.send_raw(request, parts, sink, reply_len)?;
+        pending.capability_of = capability_of;
+        Ok(pending)
+    }
+
+    /// For a read whose capability this connection has not presented: the capability
+    /// to present (and the present's `reset`), so that the two go back to back
+    /// (`send_presenting`). `None`: anything else, which `ensure_capability` handles.
+    fn read_capability_to_present(
+        &self,
+        request: &Request,
+    ) -> Option<(weft_layout::InodeId, weft_proto::capability::Capability, bool)> {
+        use weft_proto::capability::rights;
+        let (Request::Read { inode, .. } | Request::ReadView { inode, .. }) = request else {
+            return None;
+        };
+        if self.presents_unordered.load(Ordering::Relaxed) {
+            return None;
+        }
+        let source = self.capabilities.get()?;
+        let now = crate::capability::now_ms();
+        {
+            let presented = self.presented.lock().unwrap();
+            if presented.covers((weft_layout::InodeId(0), rights::SERVER), now)
+                || presented.covers((*inode, rights::READ), now)
+                || presented.covers((*inode, rights::WRITE), now)
+            {
+                return None;
+            }
+        }
+        let cap = source.capability(*inode, rights::READ).ok().flatten()?;
+        let reset = self.presented.lock().unwrap().full();
+        Some((*inode, cap, reset))
+    }
+
+    /// Sends a read's `PresentCapability` and the read back to back, without waiting in
+    /// between: one round trip's wait for the first read of a file through this
+    /// connection instead of two. An io server that verifies capabilities itself
+    /// applies the present on the loop that reads the connection, before the read
+    /// (weft-server's `Roles::runs_inline`); if the present fails (a capability revoked
+    /// since it was granted) or the read was refused anyway, the read is waited out and
+    /// sent again the way every other request is (`ensure_capability`, one step at a
+    /// time). Reads only: sending one twice changes nothing.
+    fn send_presenting(
+        &self,
+        request: &Request,
+        sink: Option<ReplySink>,
+        reply_len: u64,
+        inode: weft_layout::InodeId,
+        cap: weft_proto::capability::Capability,
+        reset: bool,
+    ) -> Result<PendingCall<'_>, RpcError> {
+        let present = Request::PresentCapability {
+            cap: cap.clone(),
+            reset,
+        };
+        let presented = self.send_raw(&present, &[], None, 0)?;
+        // The same memory, for the read sent again: only after the first is done with it.
+        let again = sink.as_ref().map(|s| ReplySink {
+            parts: s.parts.clone(),
+            total: s.total,
+        });
+        let mut pending = self.send_raw(request, &[], sink, reply_len)?;
+        pending.capability_of = Some(inode);
+        pending.behind_present = true;
+        if presented.wait().is_ok() {
+            self.presented.lock().unwrap().record(&cap);
+            return Ok(pending);
+        }
+        let _ = pending.wait_delivery_raw();
+        let capability_of = self.ensure_capability(request)?;
+        let mut pending = self.send_raw(request, &[], again, reply_len)?;
         pending.capability_of = capability_of;
         Ok(pending)
     }
@@ -579,6 +658,7 @@ impl Connection {
             receiver,
             sink_outstanding: has_sink,
             capability_of: None,
+            behind_present: false,
         })
     }
 

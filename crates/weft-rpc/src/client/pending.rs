@@ -4,6 +4,7 @@
 use super::waiters::{Delivery, Notice, SinkReply};
 use super::{CallReply, Connection};
 use crate::error::RpcError;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Instant;
 use weft_proto::ErrorCode;
@@ -19,6 +20,9 @@ pub struct PendingCall<'a> {
     /// The inode whose capability the request relied on: forgotten when the server
     /// refuses it, so that the next request presents a fresh one.
     pub(super) capability_of: Option<weft_layout::InodeId>,
+    /// Sent right behind its capability's present, unanswered (see
+    /// `Connection::send_presenting`).
+    pub(super) behind_present: bool,
 }
 
 impl PendingCall<'_> {
@@ -40,10 +44,14 @@ impl PendingCall<'_> {
     pub(super) fn wait_delivery(self) -> Result<Delivery, RpcError> {
         let c = self.connection;
         let inode = self.capability_of;
+        let behind_present = self.behind_present;
         let delivery = self.wait_delivery_raw();
         if let (Some(inode), Err(RpcError::Remote { error, .. })) = (inode, &delivery) {
             if error.code == ErrorCode::CapabilityRequired {
                 c.capability_refused(inode);
+                if behind_present {
+                    c.presents_unordered.store(true, Ordering::Relaxed);
+                }
             }
         }
         delivery
