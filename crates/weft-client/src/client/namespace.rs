@@ -199,6 +199,10 @@ impl Client {
         let ask: Vec<usize> = (0..attrs.len())
             .filter(|&k| !sized.get(k).copied().unwrap_or(false))
             .collect();
+        // None sized (an older manager, files being written): asked in place, no copies.
+        if ask.len() == attrs.len() {
+            return self.sizes(attrs);
+        }
         let mut asked: Vec<Attr> = ask.iter().map(|&k| attrs[k].clone()).collect();
         let gone_asked = self.sizes(&mut asked)?;
         let mut gone = vec![false; attrs.len()];
