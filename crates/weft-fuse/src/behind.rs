@@ -8,8 +8,9 @@
 //! mount, or when the inode holds [`INODE_BYTES_MAX`] or [`INODE_EXTENTS_MAX`]. The
 //! attributes the mount answers with count the kept bytes, and those sent while the file
 //! is open here (the size is at least their end), so the kernel never shrinks a file it
-//! just wrote; the blocks count the kept bytes too (a file with data and no blocks looks
-//! all hole: GNU tar's --sparse archives it as zeros without reading it).
+//! just wrote; the blocks count the kept bytes too, and the most one send carried (a file
+//! with data and no blocks looks all hole: GNU tar's --sparse archives it as zeros
+//! without reading it).
 //!
 //! What this gives up, as NFS's close-to-open caching does: another client sees the
 //! bytes once the writer closes or syncs the file (not at each write), and a write's
@@ -137,6 +138,16 @@ struct Kept {
     retired: bool,
 }
 
+/// What one inode's sends from this mount put on the io servers, at least.
+#[derive(Clone, Copy, Default)]
+struct Sent {
+    /// The largest end sent.
+    end: u64,
+    /// The most bytes one send carried: disjoint extents, so the io servers' objects
+    /// hold at least that many bytes of data once it landed.
+    bytes: u64,
+}
+
 /// The write-behind of one mount.
 #[derive(Default)]
 pub(crate) struct WriteBehind {
@@ -145,12 +156,13 @@ pub(crate) struct WriteBehind {
     total: AtomicUsize,
     /// Inodes with bytes kept (lets the common case skip the table's lock).
     dirty_inodes: AtomicUsize,
-    /// The end of what this mount sent of each inode open here: the size it reports
-    /// stays at least that, so that a size the io servers gave before a send finished
-    /// (a getattr racing a close in another process) cannot shrink the file in the
-    /// kernel. Forgotten at the inode's last close here and lowered by a truncate here;
-    /// so bounded by the open inodes.
-    sent_ends: Mutex<HashMap<InodeId, u64>>,
+    /// What this mount sent of each inode open here: the size and blocks it reports
+    /// stay at least that, so that attributes the io servers gave before a send
+    /// finished (a getattr racing a flush in another process: a child of any thread
+    /// of the writer closes the inherited descriptor at its exec) cannot shrink the
+    /// file in the kernel or show its data as a hole. Forgotten at the inode's last
+    /// close here and lowered by a truncate here; so bounded by the open inodes.
+    sent: Mutex<HashMap<InodeId, Sent>>,
     /// Sends that failed, of any inode: kept bytes the kernel took as written (its
     /// pages hold them) but the io servers may lack.
     failures: AtomicU64,
@@ -259,13 +271,14 @@ impl WriteBehind {
         if kept.extents.bytes() == 0 {
             return Ok(());
         }
-        let end = kept.extents.end();
-        self.sent_ends
-            .lock()
-            .expect("sent ends poisoned")
-            .entry(kept.writer.file.inode())
-            .and_modify(|e| *e = (*e).max(end))
-            .or_insert(end);
+        // Recorded before the bytes go, with the entry locked: a reader of what is kept
+        // waits on that lock, then finds this (see `counted`).
+        let (end, bytes) = (kept.extents.end(), kept.extents.bytes() as u64);
+        let mut sent = self.sent.lock().expect("sent ends poisoned");
+        let record = sent.entry(kept.writer.file.inode()).or_default();
+        record.end = record.end.max(end);
+        record.bytes = record.bytes.max(bytes);
+        drop(sent);
         let (ranges, data) = kept.extents.take();
         self.total.fetch_sub(data.len(), Ordering::Relaxed);
         let sent = kept.writer.file.write_list(&ranges, &data);
@@ -284,41 +297,41 @@ impl WriteBehind {
         self.failures.load(Ordering::Relaxed)
     }
 
-    /// The end of the bytes kept for `inode`, or sent while it is open here (0: none):
-    /// the size the mount reports is at least this.
-    pub(crate) fn end(&self, inode: InodeId) -> u64 {
+    /// The end of the bytes kept for `inode` or sent while it is open here, and how
+    /// many bytes of data that makes at least (kept ones, as a local file system counts
+    /// its delayed allocations, or the most one send carried): the size and blocks the
+    /// mount reports are at least these. (0, 0): none.
+    ///
+    /// What is kept is read first: a send under way holds the entry's lock, so this
+    /// waits for it and then finds it in `sent`. Read the other way round, a send
+    /// starting between the two reads was in neither.
+    pub(crate) fn counted(&self, inode: InodeId) -> (u64, u64) {
+        let (kept_end, kept_bytes) = self.kept(inode).map_or((0, 0), |e| {
+            let kept = e.lock().expect("kept writes poisoned");
+            (kept.extents.end(), kept.extents.bytes() as u64)
+        });
         let sent = self
-            .sent_ends
+            .sent
             .lock()
             .expect("sent ends poisoned")
             .get(&inode)
             .copied()
-            .unwrap_or(0);
-        let kept = self
-            .kept(inode)
-            .map_or(0, |e| e.lock().expect("kept writes poisoned").extents.end());
-        kept.max(sent)
-    }
-
-    /// Bytes kept for `inode` and not yet sent (0: none): the blocks the mount reports
-    /// count at least these, as a local file system counts its delayed allocations.
-    pub(crate) fn kept_bytes(&self, inode: InodeId) -> u64 {
-        self.kept(inode).map_or(0, |e| {
-            e.lock().expect("kept writes poisoned").extents.bytes() as u64
-        })
+            .unwrap_or_default();
+        (kept_end.max(sent.end), kept_bytes.max(sent.bytes))
     }
 
     /// The file was truncated (or extended) to `size` through this mount, after its kept
     /// bytes were sent.
     pub(crate) fn truncated(&self, inode: InodeId, size: u64) {
-        if let Some(end) = self.sent_ends.lock().expect("sent ends poisoned").get_mut(&inode) {
-            *end = (*end).min(size);
+        if let Some(sent) = self.sent.lock().expect("sent ends poisoned").get_mut(&inode) {
+            sent.end = sent.end.min(size);
+            sent.bytes = sent.bytes.min(size);
         }
     }
 
     /// The inode's last descriptor in this mount closed (after its bytes were sent).
     pub(crate) fn forget(&self, inode: InodeId) {
-        self.sent_ends.lock().expect("sent ends poisoned").remove(&inode);
+        self.sent.lock().expect("sent ends poisoned").remove(&inode);
     }
 
     /// Sends everything kept (the mount is ending). Failures are logged.

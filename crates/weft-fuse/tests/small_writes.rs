@@ -380,3 +380,44 @@ fn kept_bytes_count_in_the_blocks_so_sparse_tar_keeps_them() {
     archive("closed");
     assert_eq!(native_bytes(&cluster, "/kept0"), expected[0].1);
 }
+
+/// A multithreaded writer whose other thread starts programs: each child closes the
+/// writer's descriptors at its exec, and each such close is a flush that sends the kept
+/// bytes, at any moment, beside the writer's own fstat. The fstat must count the bytes
+/// wherever they are (kept, on their way, or landed): found as a size of 0, or blocks 0,
+/// right after a write, when another test of the same process ran `tar`.
+#[test]
+fn an_fstat_beside_a_flush_from_an_exec_counts_the_bytes() {
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cluster = TestCluster::start();
+    let a = Mount::new(&cluster);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let _ = std::process::Command::new("true").status();
+            }
+        });
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for k in 0..400u64 {
+                let data = pattern(k, 1000 + (k as usize * 37) % 3000);
+                let name = format!("racing{k}");
+                let mut f = std::fs::File::create(a.join(&name)).unwrap();
+                f.write_all(&data).unwrap();
+                let st = f.metadata().unwrap();
+                assert_eq!(st.len(), data.len() as u64, "{name}: the size");
+                assert!(
+                    st.blocks() * 512 >= data.len() as u64,
+                    "{name}: {} bytes written show {} blocks",
+                    data.len(),
+                    st.blocks()
+                );
+            }
+        }));
+        done.store(true, Ordering::Relaxed);
+        if let Err(e) = result {
+            std::panic::resume_unwind(e);
+        }
+    });
+}

@@ -319,9 +319,9 @@ impl WeftFs {
             // skip holes (`tar --sparse` archives such a file as zeros, unread). The
             // larger of the two counts, so that answering twice from the same
             // attributes counts nothing twice.
-            with_kept.size = with_kept.size.max(self.behind.end(attr.inode));
-            let kept_blocks = self.behind.kept_bytes(attr.inode).div_ceil(512);
-            with_kept.blocks = with_kept.blocks.max(kept_blocks);
+            let (end, bytes) = self.behind.counted(attr.inode);
+            with_kept.size = with_kept.size.max(end);
+            with_kept.blocks = with_kept.blocks.max(bytes.div_ceil(512));
         }
         let attr = &with_kept;
         if attr.kind == FileKind::File {
