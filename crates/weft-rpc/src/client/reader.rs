@@ -234,11 +234,17 @@ fn liveness(
     if !silent || timeout <= PROBE_AFTER {
         return;
     }
+    let asked = std::time::Instant::now();
     let verdict = crate::auth::probe_alive(target, addr, probe_wait());
     let mut table = pending.lock().unwrap();
+    // A reply on this connection while the probe waited: the server is alive, only
+    // slow to take new connections (a machine so loaded that its accepting thread did
+    // not run for the probe's wait); its calls go on waiting.
+    let answered_meanwhile = table.quiet_since >= asked;
     match verdict {
         // Not again before another quiet spell.
         Ok(()) => table.quiet_since = std::time::Instant::now(),
+        Err(_) if answered_meanwhile => {}
         Err(why) if !table.waiters.is_empty() && table.broken.is_none() => {
             drop(table);
             super::suspects::suspect(addr);
