@@ -122,6 +122,86 @@ fn a_server_that_answers_only_the_second_probe_is_waited_for() {
     a_call_succeeds_with_the_manager_stopped_for(Duration::from_millis(5000), "the second probe's");
 }
 
+/// A server on this machine that answers neither probe but whose process runs (here:
+/// frozen by the cgroup freezer, in uninterruptible sleep as a process waiting for its
+/// disk is; on a 2-core CI machine an io server waited that long for an fsync behind
+/// other tests' gigabytes) is busy, not hung: the call waits on and succeeds. Frozen
+/// 7 s: past the 2 s silence and both 2 s probes.
+#[test]
+fn a_local_server_that_runs_but_answers_no_probe_is_waited_for() {
+    let cluster = init();
+    let client = cluster.client();
+    client.mkdir("/d", 0o755).unwrap();
+    let frozen = Frozen::new(cluster.pid(0).unwrap());
+    let thawer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(7000));
+        drop(frozen);
+    });
+    let started = Instant::now();
+    let made = client.mkdir("/d/e", 0o755);
+    thawer.join().unwrap();
+    assert!(
+        made.is_ok(),
+        "a call to a frozen (running) server failed: {made:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(6500));
+}
+
+/// A process frozen by the cgroup freezer (v1 `freezer.state`, else v2 `cgroup.freeze`)
+/// until this drops: it then runs again, back in its cgroup's root.
+struct Frozen {
+    pid: i32,
+    dir: std::path::PathBuf,
+    v1: bool,
+}
+
+impl Frozen {
+    fn new(pid: i32) -> Frozen {
+        let v1 = std::path::Path::new("/sys/fs/cgroup/freezer").is_dir();
+        let root = if v1 {
+            "/sys/fs/cgroup/freezer"
+        } else {
+            "/sys/fs/cgroup"
+        };
+        let dir = std::path::Path::new(root).join(format!("weft-liveness-{}", std::process::id()));
+        std::fs::create_dir(&dir)
+            .unwrap_or_else(|e| panic!("making the freezer cgroup {}: {e}", dir.display()));
+        let frozen = Frozen { pid, dir, v1 };
+        std::fs::write(frozen.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+        frozen.set(true);
+        // Frozen once /proc says so: uninterruptible sleep, not stopped.
+        common::wait_for("the server to freeze", Duration::from_secs(10), || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .is_some_and(|r| r.trim_start().starts_with('D'))
+                })
+                .then_some(())
+        });
+        frozen
+    }
+
+    fn set(&self, frozen: bool) {
+        let (file, value) = match (self.v1, frozen) {
+            (true, true) => ("freezer.state", "FROZEN"),
+            (true, false) => ("freezer.state", "THAWED"),
+            (false, true) => ("cgroup.freeze", "1"),
+            (false, false) => ("cgroup.freeze", "0"),
+        };
+        std::fs::write(self.dir.join(file), value).unwrap_or_else(|e| panic!("{file} <- {value}: {e}"));
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        self.set(false);
+        let root = self.dir.parent().unwrap().join("cgroup.procs");
+        let _ = std::fs::write(root, self.pid.to_string());
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
 /// Stops the manager, resumes it after `stopped`, and checks that a call made
 /// meanwhile waited for it and succeeded.
 fn a_call_succeeds_with_the_manager_stopped_for(stopped: Duration, wait: &str) {

@@ -17,23 +17,7 @@ pub(super) fn malformed_handshake(e: Option<weft_proto::DecodeError>) -> WireErr
 
 /// The user id of a Unix-socket peer, from the kernel.
 pub(super) fn peer_uid(fd: std::os::fd::RawFd) -> Option<u32> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are valid for the kernel to fill for this option.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(cred.uid)
+    crate::stream::peer_cred(fd).map(|cred| cred.uid)
 }
 
 impl EventLoop {
