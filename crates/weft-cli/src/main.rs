@@ -173,6 +173,10 @@ impl LayoutArgs {
     }
 }
 
+fn parse_auto_rebuild_arg(s: &str) -> Result<String, String> {
+    weft_config::parse_auto_rebuild(Some(s)).map(|_| s.trim().to_owned())
+}
+
 fn parse_size_arg(s: &str) -> Result<u64, String> {
     // "-1" or "-1M": say what a size is.
     weft_config::parse_size(s).map_err(|e| match s.trim_start().starts_with('-') {
@@ -266,6 +270,13 @@ cluster that is stopped, `weft up` starts it again with its data."
         /// comes back. Default: the manager's (128).
         #[arg(long, value_name = "N")]
         precreate: Option<u32>,
+        /// The metadata manager's rebuilder: once an io server that missed writes to
+        /// replicated files answers again, their stale pieces are copied back to it
+        /// from the other copies in the background, at most this many bytes per
+        /// second (K, M, G suffixes; at least 1M), or `off` (then `weft rebuild` by
+        /// hand). Default 100M.
+        #[arg(long, value_name = "RATE|off", value_parser = parse_auto_rebuild_arg)]
+        auto_rebuild: Option<String>,
         /// Default stripe size of new files (K, M, G suffixes accepted; 512 to 1G).
         #[arg(long, default_value = "64K", value_name = "BYTES", value_parser = parse_stripe_size_arg)]
         stripe_size: u64,
@@ -883,6 +894,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
             home,
             io_servers,
             precreate,
+            auto_rebuild,
             stripe_size,
             stripe_count,
             cache,
@@ -905,6 +917,7 @@ fn run(command: Command, given: &[String]) -> Result<()> {
                 home: home.resolve(),
                 io_servers,
                 precreate,
+                auto_rebuild,
                 stripe_size,
                 stripe_count,
                 cache,

@@ -240,6 +240,10 @@ pub struct ClusterConfig {
     /// (0: none, each create makes its objects); default: the manager's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precreate: Option<u32>,
+    /// The metadata manager's rebuilder (`auto_rebuild_rate`): "off", or the most bytes
+    /// per second it copies ("100M"); default on at `AUTO_REBUILD_RATE_DEFAULT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_rebuild: Option<String>,
     /// The cluster key (see `key_path`); default: `cluster.key` beside the description.
     /// A relative path is relative to the description's directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -349,7 +353,14 @@ impl ClusterConfig {
         std::fs::rename(tmp, path)
     }
 
+    /// The pace of the metadata manager's rebuilder in bytes per second, `None` when
+    /// it is off (`auto_rebuild`).
+    pub fn auto_rebuild_rate(&self) -> Result<Option<u64>, String> {
+        parse_auto_rebuild(self.auto_rebuild.as_deref())
+    }
+
     pub fn validate(&self) -> Result<(), String> {
+        self.auto_rebuild_rate()?;
         if self.servers.len() > SERVERS_MAX {
             return Err(format!(
                 "{} servers listed; at most {SERVERS_MAX}",
@@ -537,6 +548,27 @@ impl ClusterConfig {
 }
 
 /// Parses sizes as users write them: 65536, 64K, 64KiB, 4M, 1G, 2T (powers of 1024).
+/// The rebuilder's pace when the description names none: 100 MiB/s.
+pub const AUTO_REBUILD_RATE_DEFAULT: u64 = 100 << 20;
+
+/// An `auto_rebuild` setting ("off", or bytes per second with K, M, G suffixes, at
+/// least 1M) as a pace; `None` (unset) is the default pace.
+pub fn parse_auto_rebuild(text: Option<&str>) -> Result<Option<u64>, String> {
+    match text.map(str::trim) {
+        None => Ok(Some(AUTO_REBUILD_RATE_DEFAULT)),
+        Some("off") => Ok(None),
+        Some(rate) => match parse_size(rate) {
+            Ok(bytes) if bytes >= 1 << 20 => Ok(Some(bytes)),
+            Ok(_) => Err(format!(
+                "auto_rebuild {rate:?}: at least 1M (bytes per second), or off"
+            )),
+            Err(e) => Err(format!(
+                "auto_rebuild {rate:?}: {e}; expected a rate such as 100M, or off"
+            )),
+        },
+    }
+}
+
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim().trim_end_matches('\0');
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -704,6 +736,7 @@ mod tests {
             stripe_count: 2,
             redundancy: None,
             precreate: None,
+            auto_rebuild: None,
             cache: CacheSettings {
                 memory: Some(64 << 20),
                 ..Default::default()
@@ -839,6 +872,7 @@ mod tests {
             stripe_count: 0,
             redundancy: None,
             precreate: None,
+            auto_rebuild: None,
             cache: CacheSettings::default(),
             servers: vec![
                 server(0, &[Role::Meta]),

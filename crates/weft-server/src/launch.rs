@@ -216,6 +216,7 @@ pub fn mpi(
         stripe_count: 0,
         redundancy: None,
         precreate: None,
+        auto_rebuild: None,
         servers,
     };
     // The manager binds first; its address goes into the description afterwards.

@@ -71,6 +71,7 @@ mod identity;
 mod launch;
 mod objects;
 mod observe;
+mod rebuilder;
 mod roles;
 mod status_page;
 mod stop;
@@ -574,6 +575,35 @@ fn capability_key(path: Option<PathBuf>, key: &ClusterKey) -> Result<weft_rpc::C
     })
 }
 
+/// The metadata manager's rebuilder (`rebuilder.rs`), unless the description's
+/// `auto_rebuild` is off: a client of this manager at `local_addr` (loopback when it
+/// listens on every address), its counters in the metrics.
+fn start_rebuilder(
+    config: &ClusterConfig,
+    service: &weft_meta::service::MetaService,
+    local_addr: std::net::SocketAddr,
+    plan: &Plan,
+    metrics: &weft_metrics::ServerMetrics,
+) -> Result<()> {
+    let Some(rate) = config.auto_rebuild_rate().map_err(anyhow::Error::msg)? else {
+        eprintln!(
+            "weftd meta: the rebuilder is off (auto_rebuild = \"off\"): stale pieces of replicated files wait for `weft rebuild`"
+        );
+        return Ok(());
+    };
+    let mut addr = local_addr;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let rebuilder = rebuilder::Rebuilder::spawn(service, addr.to_string(), plan.key.clone(), rate);
+    metrics.add_source(move || rebuilder.metrics());
+    eprintln!(
+        "weftd meta: stale pieces of replicated files are rebuilt in the background once their servers answer, at up to {} MiB/s (auto_rebuild)",
+        rate >> 20
+    );
+    Ok(())
+}
+
 /// Reads the cluster key, saying what to do when there is none.
 pub fn load_key(path: &std::path::Path) -> Result<ClusterKey> {
     if !path.exists() {
@@ -712,6 +742,9 @@ pub fn start(plan: &Plan, limits: ServerLimits) -> Result<(std::net::SocketAddr,
         let url = observe::serve_endpoint(addr, local_addr, metrics.clone(), page)?;
         eprintln!("weftd: server {} serves its metrics at {url}", plan.id);
         metrics.set_url(url);
+    }
+    if let (Some(config), Some(service)) = (&plan.cluster, handler.meta_service()) {
+        start_rebuilder(config, &service, local_addr, plan, &metrics)?;
     }
     // Give the accept loop a moment before a ready file tells anyone to connect.
     std::thread::sleep(Duration::from_millis(5));

@@ -281,6 +281,11 @@ impl Roles {
         let _ = self.restarter.set(restarter);
     }
 
+    /// The metadata manager, with the meta role.
+    pub fn meta_service(&self) -> Option<Arc<MetaService>> {
+        self.meta.clone()
+    }
+
     /// The credential every metadata request acts with, in `owner` mode.
     pub fn owner(&self) -> Option<&weft_proto::Cred> {
         self.owner.as_ref()

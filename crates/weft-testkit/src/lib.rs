@@ -91,7 +91,8 @@ pub struct ClusterOptions {
     pub io_servers: u32,
     pub stripe_size: u64,
     pub stripe_count: u32,
-    /// More `weft up` arguments, e.g. `["--cache", "colocated"]`.
+    /// More `weft up` arguments, e.g. `["--cache", "colocated"]`. Without
+    /// `--auto-rebuild RATE` among them the cluster runs with `--auto-rebuild off`.
     pub extra: Vec<String>,
 }
 
@@ -207,6 +208,11 @@ impl TestCluster {
             &count,
         ];
         args.extend(options.extra.iter().map(String::as_str));
+        // The manager's rebuilder only where a test asks for it (`--auto-rebuild RATE`
+        // in `extra`): the tests of stale pieces decide when a rebuild runs.
+        if !options.extra.iter().any(|a| a == "--auto-rebuild") {
+            args.extend(["--auto-rebuild", "off"]);
+        }
         let out = cluster.weft(&args);
         assert!(
             out.status.success(),

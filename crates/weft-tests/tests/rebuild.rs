@@ -224,3 +224,93 @@ fn writes_racing_a_rebuild_end_right_on_both_copies() {
     cluster.kill9(victim.0);
     read_all("the fresh copy alone");
 }
+
+/// The manager's rebuilder (`--auto-rebuild`): stale pieces come back without anyone
+/// running `weft rebuild`, once their server answers: marks made before a manager
+/// restart (found by its walk of the stale list) and marks made while it runs (told
+/// by the writers' MarkStale). Each time the rebuilt piece's partner then dies and
+/// every byte must come from the rebuilt copy.
+#[test]
+fn the_manager_rebuilds_stale_pieces_by_itself_once_their_server_returns() {
+    let options = weft_testkit::ClusterOptions {
+        extra: vec!["--auto-rebuild".into(), "200M".into()],
+        ..Default::default()
+    };
+    let cluster = TestCluster::start_with(&options);
+    let client = cluster.client();
+    let dir = tempfile::Builder::new().prefix("rebuild-").tempdir().unwrap();
+    const LEN: usize = 8 << 20;
+    let file = client
+        .create("/auto", &weft_testkit::replicated(64 << 10, 2))
+        .unwrap();
+    file.write_at(0, &pattern(80, 0, LEN)).unwrap();
+    file.sync().unwrap();
+    let layout = file.layout().clone();
+    let victim = layout.servers[0];
+    let other = partner(&layout, victim);
+    drop(file);
+    let write = |seed: u64| {
+        let data = pattern(seed, 0, LEN);
+        let file = client
+            .open(
+                "/auto",
+                &OpenOptions {
+                    write: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        file.write_at(0, &data).unwrap();
+        file.sync().unwrap();
+        data
+    };
+    let fresh_again = |what: &str| {
+        common::wait_for(what, Duration::from_secs(90), || {
+            layout_of(&client, "/auto")
+                .replication
+                .stale
+                .is_empty()
+                .then_some(())
+        })
+    };
+    let read_from_rebuilt = |data: &[u8], what: &str| {
+        cluster.kill9(other.0);
+        same_bytes(&get_bytes(&cluster, "/auto", dir.path()), data, what);
+        cluster.restart();
+    };
+
+    // 1. A mark made before the manager restarts: its walk finds it.
+    cluster.kill9(victim.0);
+    let data = write(81);
+    assert_eq!(layout_of(&client, "/auto").replication.stale, vec![victim]);
+    cluster.kill9(0);
+    cluster.restart();
+    fresh_again("the restarted manager to rebuild the piece marked before");
+    read_from_rebuilt(&data, "the piece the restarted manager rebuilt");
+
+    // 2. A mark made while it runs, its server down for a while: rebuilt once it is
+    // back, with no one asking.
+    cluster.kill9(victim.0);
+    let data = write(82);
+    assert_eq!(layout_of(&client, "/auto").replication.stale, vec![victim]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        layout_of(&client, "/auto").replication.stale,
+        vec![victim],
+        "a piece on a server that is down cannot have been rebuilt"
+    );
+    cluster.restart();
+    fresh_again("the manager to rebuild the piece once its server returned");
+    // `weft status` tells: nothing waits, two pieces (the victim's half, twice)
+    // rebuilt since the manager's restart.
+    let status = weft_ok(&cluster, &["status"]);
+    let line = status
+        .lines()
+        .find(|l| l.trim_start().starts_with("rebuilder:"))
+        .unwrap_or_else(|| panic!("no rebuilder line in:\n{status}"));
+    assert!(
+        line.contains("0 stale pieces waiting") && line.contains("since the start 2 pieces (8 MiB) rebuilt"),
+        "{line}"
+    );
+    read_from_rebuilt(&data, "the piece the running manager rebuilt");
+}

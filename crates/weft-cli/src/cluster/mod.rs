@@ -57,6 +57,8 @@ pub struct UpOptions {
     pub io_servers: u32,
     /// The description's `precreate` (objects per refill of the manager's pool).
     pub precreate: Option<u32>,
+    /// The description's `auto_rebuild` ("off" or a rate).
+    pub auto_rebuild: Option<String>,
     pub stripe_size: u64,
     pub stripe_count: u32,
     pub cache: CachePlacement,
@@ -119,6 +121,7 @@ fn unappliable(options: &UpOptions, config: &ClusterConfig) -> Vec<String> {
                 num(options.precreate.map(u64::from)),
                 num(config.precreate.map(u64::from)),
             ),
+            "auto-rebuild" => (opt(&options.auto_rebuild), opt(&config.auto_rebuild)),
             "stripe-size" => (options.stripe_size.to_string(), config.stripe_size.to_string()),
             "stripe-count" => (options.stripe_count.to_string(), config.stripe_count.to_string()),
             "cache" => (show(&options.cache), show(&placement)),
@@ -594,6 +597,7 @@ pub fn up(options: &UpOptions) -> Result<()> {
             stripe_count: options.stripe_count,
             redundancy: None,
             precreate: options.precreate,
+            auto_rebuild: options.auto_rebuild.clone(),
             servers: entries,
         };
         config.validate().map_err(|e| anyhow::anyhow!("{e}"))?;

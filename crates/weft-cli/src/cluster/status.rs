@@ -381,6 +381,7 @@ pub fn status(of: &StatusOf, web: bool) -> Result<bool> {
                 if let Some(line) = commit_line(c) {
                     println!("{:<7} {line}", "");
                 }
+                println!("{:<7} {}", "", rebuild_line(c));
             }
             match metrics_url(&s.addr, &auth, timeouts) {
                 Ok(Some(url)) => println!("{:<7} metrics {url}", ""),
@@ -421,6 +422,26 @@ pub(super) fn commit_line(connection: &Connection) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// The metadata manager's rebuilder (`auto_rebuild`), from its metrics: pieces
+/// pending, rebuilt and failed since it started, or that it is off.
+pub(super) fn rebuild_line(connection: &Connection) -> String {
+    let samples = match connection.call(&Request::Metrics { text: true }, &[]) {
+        Ok((_, body)) => weft_metrics::parse::parse(&String::from_utf8_lossy(&body)).unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let value = |name: &str| samples.iter().find(|s| s.name == name).map(|s| s.value as u64);
+    let Some(pending) = value("weft_rebuild_pending_pieces") else {
+        return "rebuilder: off (auto_rebuild): `weft rebuild` copies stale pieces of replicated files back"
+            .into();
+    };
+    format!(
+        "rebuilder: {pending} stale pieces waiting (for their server, or their turn); since the start {} pieces ({}) rebuilt, {} failed attempts",
+        value("weft_rebuild_pieces_total").unwrap_or(0),
+        human_bytes(value("weft_rebuild_bytes_total").unwrap_or(0)),
+        value("weft_rebuild_failures_total").unwrap_or(0),
+    )
 }
 
 /// True when no server of `config` has a pid file in `home` and yet its metadata

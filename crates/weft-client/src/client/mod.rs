@@ -205,6 +205,15 @@ impl Client {
             .collect()
     }
 
+    /// Whether io server `server` answers now: a connection to it is kept or can be
+    /// made (a rebuild asks before copying to a server that may still be down).
+    pub fn io_server_answers(&self, server: ServerId) -> bool {
+        self.inner
+            .io_addr(server)
+            .and_then(|addr| Ok(self.inner.pool.get(&addr)?))
+            .is_ok()
+    }
+
     /// The cluster's description as this client knows it (see `refresh_cluster`).
     pub fn cluster_info(&self) -> Arc<ClusterInfo> {
         self.inner.cluster()

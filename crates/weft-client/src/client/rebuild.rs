@@ -36,6 +36,9 @@ const CHUNK_TRIES_MAX: usize = 100;
 /// Times a piece is copied again when writers keep marking it.
 const PIECE_TRIES_MAX: usize = 5;
 
+/// Replicated files, each with the io servers of its stale pieces (`stale_files`).
+pub type StaleFiles = Vec<(InodeId, Vec<ServerId>)>;
+
 /// What a rebuild did (so far, when passed to a progress callback).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RebuildProgress {
@@ -129,15 +132,43 @@ impl Client {
         progress: &mut dyn FnMut(&RebuildProgress),
     ) -> Result<RebuildProgress, ClientError> {
         let attr = self.resolve(path)?;
+        self.rebuild_file(attr.inode, options, progress)
+            .map_err(|e| e.context(path))
+    }
+
+    /// Rebuilds the stale pieces of the replicated file `inode` (as `rebuild_path`): the
+    /// manager's rebuilder, which learns of files by inode. A file removed meanwhile is
+    /// `ErrorCode::Stale`.
+    pub fn rebuild_file(
+        &self,
+        inode: InodeId,
+        options: &RebuildOptions,
+        progress: &mut dyn FnMut(&RebuildProgress),
+    ) -> Result<RebuildProgress, ClientError> {
         let mut done = RebuildProgress::default();
         let mut pace = Pace {
             rate: options.rate_bytes_per_sec,
             start: Instant::now(),
             bytes: 0,
         };
-        self.rebuild_inode(attr.inode, options, &mut done, &mut pace, progress)
-            .map_err(|e| e.context(path))?;
+        self.rebuild_inode(inode, options, &mut done, &mut pace, progress)?;
         Ok(done)
+    }
+
+    /// One page of the replicated files with a stale piece, by inode after `after`
+    /// (root only): each with its stale servers, and whether more follow.
+    pub fn stale_files(&self, after: InodeId) -> Result<(StaleFiles, bool), ClientError> {
+        let request = Request::StaleList {
+            cred: self.cred_clone(),
+            server: None,
+            all: false,
+            after,
+            max: STALE_LIST_MAX as u32,
+        };
+        match self.inner.meta(&request)? {
+            Response::StaleFiles { files, more } => Ok((files, more)),
+            other => Err(unexpected(&other)),
+        }
     }
 
     /// Rebuilds the stale pieces of every replicated file (with `options.server`, of

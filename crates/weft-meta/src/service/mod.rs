@@ -275,7 +275,13 @@ pub struct MetaService {
     snapshots: backup::SnapshotTable,
     /// Sizes of quiet files as their io servers told the manager (`sizes.rs`).
     sizes: crate::sizes::Sizes,
+    /// Told each file and server whose piece was just marked stale (the server
+    /// process's rebuilder, `on_stale`).
+    stale_hook: std::sync::OnceLock<StaleHook>,
 }
+
+/// See `MetaService::on_stale`.
+type StaleHook = Box<dyn Fn(InodeId, ServerId) + Send + Sync>;
 
 /// Signs the capabilities the manager grants and tells the servers of revocations
 /// (the server process provides it: the key and the network are its).
@@ -336,6 +342,7 @@ impl MetaService {
             incarnation: AtomicU64::new(0),
             feed: crate::feed::Feed::default(),
             serving: std::sync::OnceLock::new(),
+            stale_hook: std::sync::OnceLock::new(),
             lock_records: Mutex::new(()),
             started: Instant::now(),
             purge_candidates: Mutex::new(BTreeSet::new()),
@@ -420,6 +427,14 @@ impl MetaService {
     /// manager's own included).
     pub fn set_reserved(&mut self, servers: Vec<(ServerId, String)>) {
         self.reserved = servers;
+    }
+
+    /// Calls `hook` with every file and server whose piece is marked stale from now on
+    /// (a writer found the server unreachable): the server process's rebuilder, which
+    /// copies the piece back once that server answers. Set once; later calls are
+    /// ignored.
+    pub fn on_stale(&self, hook: impl Fn(InodeId, ServerId) + Send + Sync + 'static) {
+        let _ = self.stale_hook.set(Box::new(hook));
     }
 
     /// Whether `request` only reads what the manager holds (its store and its tables
@@ -609,9 +624,12 @@ impl MetaService {
             Request::SetDirLayout { cred, dir, layout } => {
                 store.set_dir_layout(&cred, dir, layout).map(Response::Attr)
             }
-            Request::MarkStale { cred, inode, server } => {
-                store.mark_stale(&cred, inode, server).map(Response::Attr)
-            }
+            Request::MarkStale { cred, inode, server } => store.mark_stale(&cred, inode, server).map(|attr| {
+                if let Some(hook) = self.stale_hook.get() {
+                    hook(inode, server);
+                }
+                Response::Attr(attr)
+            }),
             Request::StaleGeneration { cred, inode, server } => store
                 .stale_generation(&cred, inode, server)
                 .map(Response::Generation),
