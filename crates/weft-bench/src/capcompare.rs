@@ -419,7 +419,7 @@ once on the other (the order alternates from pair to pair); the ratio of a pair 
 pairs' ratios, [q1, q3] its spread";
 
 /// A client of the cluster in `home`, found as a worker finds it.
-fn connect(home: &Path) -> Result<Client> {
+pub(crate) fn connect(home: &Path) -> Result<Client> {
     let description = home.join(weft_config::CLUSTER_FILE_NAME);
     let config = weft_config::ClusterConfig::load(&description)?;
     let key = ClusterKey::load(&config.key_path(&description))?;

@@ -21,7 +21,7 @@
 use crate::collective::{compile, library, mpirun_procs, run_timed, Timing};
 use crate::plot::{Figure, Panel, XAxis};
 use crate::report::{median, target_lines, write_results, Goal, Table, MIB};
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -292,7 +292,8 @@ impl Cluster {
         Ok(())
     }
 
-    /// Starts the servers (again, with the same description, after `down`).
+    /// Starts the servers (again, with the same description, after `down`; only those
+    /// not running).
     fn up(&self) -> Result<()> {
         let mut args = vec![
             "up".to_owned(),
@@ -315,6 +316,11 @@ impl Cluster {
     /// a while; each retry starts only the servers still down.
     fn restart(&self) -> Result<()> {
         self.down()?;
+        self.start_stopped()
+    }
+
+    /// Starts the servers that are not running, retrying as `restart` says.
+    pub(crate) fn start_stopped(&self) -> Result<()> {
         let mut attempt = 0;
         loop {
             match self.up() {
@@ -327,6 +333,44 @@ impl Cluster {
                 }
             }
         }
+    }
+}
+
+impl Cluster {
+    /// Kills server `id` (SIGKILL: a crash, nothing written back or said goodbye) and
+    /// waits until it is gone.
+    pub(crate) fn kill_server(&self, id: u32) -> Result<()> {
+        let pid_file = self.home().join("run").join(format!("server-{id}.pid"));
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .with_context(|| format!("reading {}", pid_file.display()))?
+            .trim()
+            .parse()
+            .with_context(|| format!("{} holds no pid", pid_file.display()))?;
+        // SAFETY: a signal to a server this benchmark started (its pid file is in the
+        // benchmark's own temporary home).
+        if unsafe { libc::kill(pid, libc::SIGKILL) } != 0 {
+            bail!(
+                "killing server {id} (pid {pid}): {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // Gone, or a zombie waiting for its reaper: either way it serves nothing.
+        let gone = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+                stat.rsplit(')')
+                    .next()
+                    .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+            })
+        };
+        while !gone() {
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "server {id} (pid {pid}) still runs 10 s after SIGKILL"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
     }
 }
 

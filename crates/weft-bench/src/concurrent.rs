@@ -168,14 +168,17 @@ impl Worker {
         u64::from(self.args.rank) * self.args.block_bytes
     }
 
-    fn open(&self, method: Method, write: bool) -> Result<Target> {
+    /// Opens the local file or a Weft file: `path` if given (another file of the same
+    /// size, as `weft bench redundancy` compares layouts), else `--path`.
+    fn open(&self, method: Method, write: bool, path: Option<&str>) -> Result<Target> {
         Ok(match method {
             Method::Weft => {
                 let options = OpenOptions {
                     write,
                     ..Default::default()
                 };
-                Target::Weft(Box::new(self.client.open(&self.args.path, &options)?))
+                let path = path.unwrap_or(&self.args.path);
+                Target::Weft(Box::new(self.client.open(path, &options)?))
             }
             Method::Local => Target::Local(
                 std::fs::OpenOptions::new()
@@ -190,9 +193,9 @@ impl Worker {
     fn handle(&mut self, command: &str) -> Result<String> {
         let words: Vec<&str> = command.split_whitespace().collect();
         match words.as_slice() {
-            ["open-write", method, run] => {
+            ["open-write", method, run, path @ ..] if path.len() <= 1 => {
                 let method = Method::parse(method)?;
-                let target = self.open(method, true)?;
+                let target = self.open(method, true, path.first().copied())?;
                 if let Target::Weft(f) = &target {
                     // Connects to every io server now rather than inside the timed phase.
                     f.size()?;
@@ -229,9 +232,9 @@ impl Worker {
                 Ok(format!("{write_ns} {sync_ns}"))
             }
             // PVFS closes the file after writing and reopens it to read.
-            ["open-read", method] => {
+            ["open-read", method, path @ ..] if path.len() <= 1 => {
                 self.target = None;
-                self.target = Some(self.open(Method::parse(method)?, false)?);
+                self.target = Some(self.open(Method::parse(method)?, false, path.first().copied())?);
                 Ok(String::new())
             }
             ["read"] => {

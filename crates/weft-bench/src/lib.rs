@@ -27,7 +27,10 @@
 //! `delegation.rs`: the 3D block, S3D-IO and FLASH-IO written by independent calls
 //! through job-scoped delegates 1, 2, 4, 8 and 3 (unaligned) and persistent ones, against
 //! the best native collective method, native independent I/O and ROMIO on local files, on
-//! clusters it starts with `clusterfile.rs`'s throwaway `Cluster`; `mpiio_api.rs`: MPI-IO
+//! clusters it starts with `clusterfile.rs`'s throwaway `Cluster`; `redundancy.rs`: plain
+//! against replicas=2 files with concurrent's workers (a Weft path per command), then a
+//! server of a copy killed (`Cluster::kill_server`), degraded reads and writes, the
+//! restart and the rebuild, and a read from the rebuilt copies alone; `mpiio_api.rs`: MPI-IO
 //! nonblocking writes overlapped with computation, the fraction of the I/O time hidden on
 //! Weft and through ROMIO locally, and `write_ordered` against `write_at_all`, with
 //! `c/mpiio_api.c`; `posix.rs`: `mount --library`, the same work natively, through the
@@ -101,6 +104,7 @@ mod pattern;
 pub mod plot;
 pub mod posix;
 mod procs;
+pub mod redundancy;
 pub mod regime;
 mod report;
 pub mod simulate;
@@ -170,6 +174,10 @@ pub enum BenchCommand {
     /// an HDF5-like mix) on Weft with write-behind off and on, against ROMIO locally.
     #[command(long_about = small_io::LONG_ABOUT)]
     SmallIo(small_io::SmallIoArgs),
+    /// Plain against replicated (replicas=2) files: write+sync and read, then reads and
+    /// writes with a server killed, and the rebuild, on a cluster it starts.
+    #[command(long_about = redundancy::LONG_ABOUT)]
+    Redundancy(redundancy::RedundancyArgs),
     /// MPI-IO open + access + close cycles on Weft against the MPI library's MPI-IO on a
     /// local directory (the fixed cost per open), and a fresh file's first write.
     #[command(long_about = open_close::LONG_ABOUT)]
@@ -211,7 +219,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         (Some(spec), command) => {
             regime::ask(&spec_text(spec));
             match command {
-                BenchCommand::Clusterfile(_) | BenchCommand::Delegation(_) => None,
+                BenchCommand::Clusterfile(_) | BenchCommand::Delegation(_) | BenchCommand::Redundancy(_) => {
+                    None
+                }
                 _ => Some(clusterfile::start_emulated()?),
             }
         }
@@ -244,6 +254,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         BenchCommand::MpiioApi(a) => mpiio_api::run(&a),
         BenchCommand::SmallIo(a) => small_io::run(&a),
         BenchCommand::OpenClose(a) => open_close::run(&a),
+        BenchCommand::Redundancy(a) => redundancy::run(&a),
         BenchCommand::Cio(a) => cio::run(&a),
         BenchCommand::CioRecord(a) => cio::run_record(&a),
         BenchCommand::Plot(a) => plot::run(&a),

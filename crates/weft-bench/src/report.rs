@@ -153,6 +153,21 @@ pub fn summarise<M: Copy + PartialEq, P: Copy + PartialEq>(
     summary
 }
 
+/// Fails unless `value` of option `option` (its flag, `--procs`) is within `range`.
+pub fn check_range<T: PartialOrd + std::fmt::Display>(
+    option: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<()> {
+    anyhow::ensure!(
+        range.contains(&value),
+        "{option} must be {} to {}",
+        range.start(),
+        range.end()
+    );
+    Ok(())
+}
+
 /// Per-run figures as one table cell: whole numbers separated by spaces.
 pub fn runs_cell(values: &[f64]) -> String {
     values

@@ -80,3 +80,26 @@ pub fn interrupt(
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// `weft bench ARGS... --json JSON` of a benchmark that starts its own clusters, with no
+/// cluster named by the environment; panics unless it succeeds. Returns its stdout.
+#[allow(dead_code)]
+pub fn bench_on_own_clusters(args: &[&str], json: &Path) -> String {
+    let out = std::process::Command::new(weft_testkit::bin("weft"))
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .env_remove("WEFT_HOME")
+        .env_remove("WEFT_META")
+        .env_remove("WEFT_KEY")
+        .output()
+        .expect("running weft bench");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "weft bench failed:\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
