@@ -162,7 +162,10 @@ impl Rebuilder {
             let Some(c) = client.as_ref() else {
                 // Its own manager refused it (or is not listening yet): wait, the walk
                 // included (due or not), before connecting again.
-                say_once(&mut last_error, format!("cannot connect to the manager at {addr}"));
+                say_once(
+                    &mut last_error,
+                    format!("cannot connect to the manager at {addr}"),
+                );
                 std::thread::sleep(retry);
                 left = true;
                 retry = (retry * 2).min(RETRY_MAX);
