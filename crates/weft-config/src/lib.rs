@@ -547,7 +547,6 @@ impl ClusterConfig {
     }
 }
 
-/// Parses sizes as users write them: 65536, 64K, 64KiB, 4M, 1G, 2T (powers of 1024).
 /// The rebuilder's pace when the description names none: 100 MiB/s.
 pub const AUTO_REBUILD_RATE_DEFAULT: u64 = 100 << 20;
 
@@ -569,6 +568,7 @@ pub fn parse_auto_rebuild(text: Option<&str>) -> Result<Option<u64>, String> {
     }
 }
 
+/// Parses sizes as users write them: 65536, 64K, 64KiB, 4M, 1G, 2T (powers of 1024).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim().trim_end_matches('\0');
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
