@@ -314,3 +314,36 @@ fn the_manager_rebuilds_stale_pieces_by_itself_once_their_server_returns() {
     );
     read_from_rebuilt(&data, "the piece the running manager rebuilt");
 }
+
+/// A stale mark is durable before the writer hears of it: with metadata commits 10 s
+/// apart, a manager killed (SIGKILL) right after a write that marked a piece stale still
+/// knows the piece stale when it restarts. Before, the mark was only in the non-durable
+/// commit, and the restarted manager took the stale copy (old bytes) for fresh: the
+/// CI run of the rebuilder's test read those old bytes back.
+#[test]
+fn a_stale_mark_survives_a_manager_crash() {
+    let options = weft_testkit::ClusterOptions {
+        extra: vec!["--commit-interval-ms".into(), "10000".into()],
+        ..Default::default()
+    };
+    let cluster = TestCluster::start_with(&options);
+    let client = cluster.client();
+    const LEN: usize = 1 << 20;
+    let file = client
+        .create("/marked", &weft_testkit::replicated(64 << 10, 2))
+        .unwrap();
+    file.write_at(0, &pattern(100, 0, LEN)).unwrap();
+    file.sync().unwrap();
+    let layout = file.layout().clone();
+    let victim = layout.servers[0];
+    cluster.kill9(victim.0);
+    file.write_at(0, &pattern(101, 0, LEN)).unwrap();
+    drop(file);
+    cluster.kill9(0);
+    cluster.restart();
+    assert_eq!(
+        layout_of(&client, "/marked").replication.stale,
+        vec![victim],
+        "the restarted manager lost the stale mark"
+    );
+}

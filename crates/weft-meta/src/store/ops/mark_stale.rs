@@ -11,10 +11,14 @@ impl MetaStore {
     /// reads it nor writes it until it is rebuilt. Needs write permission on the file
     /// (a writer asks). Marking an already stale piece changes only its generation. Refused (`Io`)
     /// when the piece is the last fresh copy of its slot: the writer then has nowhere
-    /// left to write, and its write fails instead.
+    /// left to write, and its write fails instead. Durable before it is answered,
+    /// whatever the commit interval: the writer acknowledges its write having reached
+    /// only the other copies, so a mark lost in a manager crash would let the stale copy
+    /// pass for fresh and serve its old bytes. Marks are rare (a server down), so the
+    /// flush costs nothing on the usual path.
     pub fn mark_stale(&self, cred: &Cred, inode: InodeId, server: ServerId) -> Result<Attr, WireError> {
         let generations = &self.stale_generations;
-        self.write(|tx| {
+        self.write_durable(|tx| {
             let mut record = tx.inode(inode)?;
             if !permits(cred, &record, MAY_WRITE) {
                 return Err(WireError::new(
