@@ -9,7 +9,6 @@
 
 use crate::clusterfile::Cluster;
 use crate::concurrent::{worker_numbers, PROCS_MAX};
-use crate::plot::Figure;
 use crate::procs::Workers;
 use crate::report::{
     check_range, command_line, host_cpus, mib_per_s, summarise, summary_text, svg_next_to, unix_now_s,
@@ -424,14 +423,11 @@ pub fn run(args: &RedundancyArgs) -> Result<()> {
             .map(|s| (s.kind.name(), s.phase.name(), s.mib_per_s)),
     );
     figure.panels[0].bar("replicas=2, rebuild", "rebuild", results.rebuild.mib_per_s);
-    write_figure(args, &results, &figure)?;
+    write_results(&args.json, &svg_next_to(&args.json), &results, &figure)?;
+    // The client before its cluster's servers stop.
     drop(client);
     drop(cluster);
     Ok(())
-}
-
-fn write_figure(args: &RedundancyArgs, results: &Results, figure: &Figure) -> Result<()> {
-    write_results(&args.json, &svg_next_to(&args.json), results, figure)
 }
 
 /// A file's layout as the manager has it now (stale marks included).
