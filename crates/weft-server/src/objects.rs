@@ -13,7 +13,14 @@ pub(crate) struct NetObjectServers {
     pub(crate) addrs: crate::capability::Addresses,
     /// What a joining io server's handshake proves (`join`).
     pub(crate) auth: ClientAuth,
+    /// When `incarnation` last failed to connect to each server: it tries again only
+    /// `INCARNATION_RETRY` later, so creates do not each wait for a connect to a server
+    /// that is down.
+    pub(crate) incarnation_failed: std::sync::Mutex<std::collections::HashMap<ServerId, std::time::Instant>>,
 }
+
+/// How long `incarnation` answers `None` at once after a connect to a server failed.
+const INCARNATION_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl NetObjectServers {
     fn addr(&self, server: ServerId) -> Result<String, WireError> {
@@ -42,6 +49,33 @@ impl NetObjectServers {
 }
 
 impl ObjectServers for NetObjectServers {
+    /// From the pooled connection, made again if the old one broke (the server ended):
+    /// one connect after a restart, none otherwise. A server that refuses, is marked
+    /// unresponsive, or failed to connect less than `INCARNATION_RETRY` ago answers
+    /// `None` at once.
+    fn incarnation(&self, server: ServerId) -> Option<u64> {
+        let addr = self.addr(server).ok()?;
+        if let Some(c) = self.pool.existing(&addr) {
+            return Some(c.incarnation());
+        }
+        let failed = || self.incarnation_failed.lock().unwrap_or_else(|p| p.into_inner());
+        if failed()
+            .get(&server)
+            .is_some_and(|at| at.elapsed() < INCARNATION_RETRY)
+        {
+            return None;
+        }
+        match self.pool.get(&addr) {
+            Ok(c) => {
+                failed().remove(&server);
+                Some(c.incarnation())
+            }
+            Err(_) => {
+                failed().insert(server, std::time::Instant::now());
+                None
+            }
+        }
+    }
     fn create_objects(&self, server: ServerId, inodes: &[InodeId]) -> Result<(), WireError> {
         self.call(
             server,

@@ -127,6 +127,7 @@ impl Roles {
             let objects = Arc::new(crate::objects::NetObjectServers {
                 pool: server_pool("weftd meta", plan),
                 auth: ClientAuth::cluster(plan.key.clone()),
+                incarnation_failed: Default::default(),
                 addrs: Arc::new(std::sync::RwLock::new(
                     io_servers
                         .iter()

@@ -84,6 +84,12 @@ pub trait ObjectServers: Send + Sync {
             "these io servers report no object stamps",
         ))
     }
+    /// The incarnation of io server `server`'s process as the manager's connection to it
+    /// says (`None`: unknown, or not reachable now). Another value than before means the
+    /// process restarted, perhaps on a new, empty disk.
+    fn incarnation(&self, _server: ServerId) -> Option<u64> {
+        None
+    }
     /// Checks that `server` answers at its address as that io server of this cluster
     /// (its handshake proves the cluster key and the protocol version), and reaches it
     /// there from then on (`weft server add`).
@@ -244,6 +250,9 @@ pub struct MetaService {
     /// Precreated inode numbers ready for creates, by the (sorted) set of io servers
     /// holding their objects; every one is in the store's precreated table too.
     precreated: Mutex<HashMap<Vec<ServerId>, Vec<InodeId>>>,
+    /// Per pool, its servers' incarnations when it was last refilled: a pool whose
+    /// server restarted since is dropped (`drop_pool_if_restarted`).
+    pool_incarnations: Mutex<HashMap<Vec<ServerId>, Vec<Option<u64>>>>,
     /// Held while refilling a pool, so that creates that find it empty wait for one
     /// refill rather than each starting one.
     refilling: Mutex<()>,
@@ -349,6 +358,7 @@ impl MetaService {
             uncertain: Mutex::new(Vec::new()),
             shared_pointers: Default::default(),
             precreated: Mutex::new(HashMap::new()),
+            pool_incarnations: Mutex::new(HashMap::new()),
             refilling: Mutex::new(()),
             precreate_batch: AtomicUsize::new(PRECREATE_BATCH),
             batch_doublings: Mutex::new(HashMap::new()),

@@ -19,6 +19,7 @@ impl MetaService {
         // made on all of them).
         let mut servers = layout.all_servers();
         servers.sort_unstable();
+        self.drop_pool_if_restarted(layout, &servers);
         let batch = self.batch_for(&servers);
         // `ran_dry`: the set's pool was filled before and is empty now.
         let pop = |ran_dry: &mut bool| -> Option<Option<InodeId>> {
@@ -171,12 +172,11 @@ impl MetaService {
         servers: &[ServerId],
         batch: usize,
     ) -> Result<Vec<InodeId>, WireError> {
+        // Numbers made before one of the servers restarted go first: the incarnations
+        // recorded below must hold for every number in the pool.
+        self.drop_pool_if_restarted(layout, servers);
         let inodes = self.store.allocate_inodes(batch)?;
-        let pool_layout = Layout {
-            servers: servers.to_vec(),
-            replication: Default::default(),
-            ..layout.clone()
-        };
+        let pool_layout = pool_layout(layout, servers);
         self.store.add_precreated(&inodes, &pool_layout)?;
         let results = self.on_each_server(servers, |server| self.objects.precreate_objects(server, &inodes));
         let made = Layout {
@@ -197,6 +197,11 @@ impl MetaService {
                 format!("precreating objects on io server {server}: {}", error.message),
             ));
         }
+        let now = self.incarnations(servers);
+        self.pool_incarnations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(servers.to_vec(), now);
         if let Some((_, dry)) = self
             .batch_doublings
             .lock()
@@ -206,6 +211,63 @@ impl MetaService {
             *dry = false;
         }
         Ok(inodes)
+    }
+
+    /// The incarnations of `servers`' processes now (`ObjectServers::incarnation`).
+    fn incarnations(&self, servers: &[ServerId]) -> Vec<Option<u64>> {
+        servers.iter().map(|s| self.objects.incarnation(*s)).collect()
+    }
+
+    /// Drops the pool of `servers` when one of them restarted since its numbers were
+    /// precreated (another incarnation than the refill recorded): its disk may be a
+    /// new, empty one without their objects (a replaced disk), and a create from the
+    /// pool would name objects that are gone. The numbers go to the purger (removing a
+    /// missing object is no error); the next create refills. A server that cannot be
+    /// reached now leaves the pool as it is: its files' I/O fails anyway until it
+    /// returns.
+    fn drop_pool_if_restarted(&self, layout: &Layout, servers: &[ServerId]) {
+        let Some(recorded) = self
+            .pool_incarnations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(servers)
+            .cloned()
+        else {
+            return;
+        };
+        let now = self.incarnations(servers);
+        let restarted = recorded
+            .iter()
+            .zip(&now)
+            .any(|(was, is)| matches!((was, is), (Some(a), Some(b)) if a != b));
+        if !restarted {
+            return;
+        }
+        let numbers = {
+            let mut pools = self.precreated.lock().unwrap_or_else(|p| p.into_inner());
+            self.pool_incarnations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(servers);
+            pools.remove(servers).unwrap_or_default()
+        };
+        if numbers.is_empty() {
+            return;
+        }
+        eprintln!(
+            "weftd meta: an io server of {servers:?} restarted since its {} precreated objects were made \
+             (its disk may be a new one): they go to the purger, and the pool is made again",
+            numbers.len()
+        );
+        if let Err(e) = self
+            .store
+            .orphan_precreated(&numbers, &pool_layout(layout, servers))
+        {
+            eprintln!(
+                "weftd meta: handing {} precreated inodes to the purger failed (they go at the next start): {e}",
+                numbers.len()
+            );
+        }
     }
 
     /// Numbers per refill of the pool of `servers`: `precreate_batch`, doubled each
@@ -264,5 +326,15 @@ impl MetaService {
             .entry(servers)
             .or_default()
             .push(inode);
+    }
+}
+
+/// The layout a pool's numbers are recorded with: `layout`'s striping on `servers`,
+/// unreplicated (every server holds one object of each number).
+fn pool_layout(layout: &Layout, servers: &[ServerId]) -> Layout {
+    Layout {
+        servers: servers.to_vec(),
+        replication: Default::default(),
+        ..layout.clone()
     }
 }
