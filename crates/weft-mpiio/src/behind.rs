@@ -265,6 +265,12 @@ impl Behind {
         }
     }
 
+    /// Keeps `e`, the error of a write this handle's caller is not told of now (a
+    /// buffered collective write), for the next sync or close.
+    pub fn defer(&mut self, e: MpiioError) {
+        self.failed.get_or_insert(e);
+    }
+
     /// Forgets the read-ahead window (a sync, a new view, a collective call).
     pub fn drop_window(&mut self) {
         self.ahead.drop_window();

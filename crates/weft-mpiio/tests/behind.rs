@@ -5,6 +5,9 @@
 //!   where B had filled a read-ahead window before (a read after sync-barrier-sync never
 //!   comes from it); B reading without the sync sequence sees old or new bytes, never a
 //!   crash, and its own unsynced writes whole;
+//! - collective writes kept in the buffers: a collective read right after them (no
+//!   sync) sees every rank's, and a later collective call's write over bytes another
+//!   rank still buffers wins over them;
 //! - read-your-writes within one process across views (overlapping writes, later bytes
 //!   winning, a read-ahead window dropped by the process's own write);
 //! - a deferred write's error (an io server killed after the writes returned) reported
@@ -64,6 +67,15 @@ fn a_sync_barrier_sync_shows_every_write_and_own_writes_read_back_across_views()
     assert_no_errors(&out, "sync-barrier-sync visibility");
     let out = mpirun(2, &cluster, &[], &program, &["weft:/views", "views"]);
     assert_no_errors(&out, "read-your-writes across views");
+}
+
+#[test]
+fn buffered_collective_writes_show_to_the_next_collective_read_and_lose_to_later_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = compile(dir.path(), "behind");
+    let cluster = cluster();
+    let out = mpirun(4, &cluster, &[], &program, &["weft:/collective", "collective"]);
+    assert_no_errors(&out, "buffered collective writes");
 }
 
 /// Runs `deferred` (with "close": no sync before the close), kills io server 2 once the

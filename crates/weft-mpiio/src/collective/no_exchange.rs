@@ -73,6 +73,88 @@ impl History {
     }
 }
 
+/// Collective writes kept in the ranks' write-behind buffers (`MpiFile::collective_io`)
+/// since every rank last flushed and then synchronised: per rank, the extents its
+/// buffered collective calls wrote (at most [`BUFFERED_EXTENTS_MAX`] disjoint ones; past
+/// that the two closest are joined, which may make later calls conflict that do not,
+/// never the reverse). It changes only with gathered extents and collective calls, so
+/// it is the same on every rank, and every rank makes the same choice from it (wait
+/// for every buffer to be sent, or not).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Buffered {
+    /// Indexed by rank (empty until the first buffered call); each sorted, disjoint.
+    extents: Vec<Vec<(u64, u64)>>,
+}
+
+/// Extents [`Buffered`] keeps per rank.
+pub const BUFFERED_EXTENTS_MAX: usize = 16;
+
+impl Buffered {
+    /// Whether some rank may hold bytes of a collective write that others cannot see.
+    pub fn any(&self) -> bool {
+        self.extents.iter().any(|e| !e.is_empty())
+    }
+
+    /// Whether a call with these extents (one per rank, (first byte, end); empty ones
+    /// lo >= hi) writes bytes that another rank still buffers from an earlier call:
+    /// sent later, those older bytes would land over the newer ones.
+    pub fn conflicts(&self, extents: &[(u64, u64)]) -> bool {
+        extents.iter().enumerate().any(|(rank, &(lo, hi))| {
+            lo < hi
+                && self.extents.iter().enumerate().any(|(other, kept)| {
+                    // The first kept extent ending after lo, if it starts before hi.
+                    let i = kept.partition_point(|&(_, b)| b <= lo);
+                    other != rank && kept.get(i).is_some_and(|&(a, _)| a < hi)
+                })
+        })
+    }
+
+    /// Notes the extents of a call whose bytes went into the buffers.
+    pub fn add(&mut self, extents: &[(u64, u64)]) {
+        if self.extents.len() < extents.len() {
+            self.extents.resize(extents.len(), Vec::new());
+        }
+        for (kept, &(lo, hi)) in self.extents.iter_mut().zip(extents) {
+            if lo >= hi {
+                continue;
+            }
+            // Join every kept extent that overlaps or touches [lo, hi).
+            let first = kept.partition_point(|&(_, b)| b < lo);
+            let last = kept.partition_point(|&(a, _)| a <= hi);
+            let (mut a, mut b) = (lo, hi);
+            if first < last {
+                a = a.min(kept[first].0);
+                b = b.max(kept[last - 1].1);
+            }
+            kept.splice(first..last, [(a, b)]);
+            if kept.len() > BUFFERED_EXTENTS_MAX {
+                let i = (1..kept.len())
+                    .min_by_key(|&i| kept[i].0 - kept[i - 1].1)
+                    .expect("more than one");
+                kept[i - 1].1 = kept[i].1;
+                kept.remove(i);
+            }
+        }
+    }
+
+    /// The end of the last byte some rank buffers (0: none): the file's size once
+    /// every buffer is sent is at least this (writes only extend it, and a truncate
+    /// clears this record).
+    pub fn end(&self) -> u64 {
+        self.extents
+            .iter()
+            .filter_map(|e| e.last())
+            .map(|&(_, b)| b)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every rank sent its buffer, and they synchronised after.
+    pub fn clear(&mut self) {
+        self.extents.clear();
+    }
+}
+
 /// How a call runs without a gather before its I/O.
 pub enum Plan {
     /// Atomic mode: independent I/O under the rank's extent locks.
@@ -139,6 +221,42 @@ pub fn conclude<T>(comm: &Comm, local: Result<T>, extent: Option<(u64, u64)>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_over_another_ranks_buffered_bytes_conflicts_and_its_own_does_not() {
+        let mut b = Buffered::default();
+        assert!(!b.any());
+        const NONE: (u64, u64) = (u64::MAX, 0);
+        // Ranks 0 and 1 buffered [0, 100) and [100, 200).
+        b.add(&[(0, 100), (100, 200), NONE]);
+        assert!(b.any());
+        // Each rank again over its own bytes, rank 2 elsewhere: no conflict.
+        assert!(!b.conflicts(&[(50, 100), (100, 150), (200, 300)]));
+        // Rank 1 over rank 0's bytes; rank 2 over rank 1's.
+        assert!(b.conflicts(&[NONE, (99, 101), NONE]));
+        assert!(b.conflicts(&[NONE, NONE, (150, 160)]));
+        // Touching is not overlapping.
+        assert!(!b.conflicts(&[NONE, NONE, (200, 210)]));
+        // Rank 0's bytes at [500, 600) are kept apart from [0, 100): a write between
+        // them does not conflict; one over them does.
+        b.add(&[(500, 600), NONE, NONE]);
+        assert!(!b.conflicts(&[NONE, NONE, (300, 301)]));
+        assert!(b.conflicts(&[NONE, NONE, (599, 700)]));
+        // Touching extents join: [600, 650) makes [500, 650).
+        b.add(&[(600, 650), NONE, NONE]);
+        assert_eq!(b.extents[0], vec![(0, 100), (500, 650)]);
+        // Past the bound the two closest join (the gap then conflicts: conservative).
+        for i in 0..BUFFERED_EXTENTS_MAX as u64 {
+            b.add(&[(10_000 + i * 100, 10_000 + i * 100 + 10), NONE, NONE]);
+        }
+        assert_eq!(b.extents[0].len(), BUFFERED_EXTENTS_MAX);
+        assert!(b.conflicts(&[NONE, NONE, (10_050, 10_051)]));
+        assert!(!b.conflicts(&[NONE, NONE, (300, 301)]));
+        assert_eq!(b.end(), 10_000 + 15 * 100 + 10);
+        b.clear();
+        assert_eq!(b.end(), 0);
+        assert!(!b.any() && !b.conflicts(&[(0, 1000), (0, 1000), (0, 1000)]));
+    }
 
     #[test]
     fn the_streak_counts_calls_in_a_row_per_direction_and_is_bounded() {

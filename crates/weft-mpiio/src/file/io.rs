@@ -292,15 +292,7 @@ impl MpiFile {
         memory: &Memory,
     ) -> Result<u64> {
         use crate::collective::independent;
-        // Files whose small writes something else absorbs (job-scoped or persistent
-        // delegates, the cache tier: their caches are what aggregates them, and what a
-        // job that aborts has handed its bytes to), and traced files (a trace records
-        // the requests as the program made them, and the CIO-aware cache replays them
-        // in that order), go straight through.
-        let route = match self.file.cache_mode() != weft_client::CacheMode::None
-            || self.delegates.is_some()
-            || self.file.trace().is_some()
-        {
+        let route = match self.absorbed_elsewhere() {
             true if route == Route::Buffered => Route::Direct,
             _ => route,
         };
@@ -315,8 +307,28 @@ impl MpiFile {
         })
     }
 
+    /// Whether this file's small writes go straight through rather than into the
+    /// write-behind buffer: something else absorbs them (job-scoped or persistent
+    /// delegates, the cache tier: their caches are what aggregates them, and what a job
+    /// that aborts has handed its bytes to), or the file is traced (a trace records the
+    /// requests as the program made them, and the CIO-aware cache replays them in that
+    /// order). The same on every rank.
+    fn absorbed_elsewhere(&self) -> bool {
+        self.file.cache_mode() != weft_client::CacheMode::None
+            || self.delegates.is_some()
+            || self.file.trace().is_some()
+    }
+
     /// A collective data call: every rank's outcome agreed. `view_offset` is where this
     /// rank's request starts in its view (bytes).
+    ///
+    /// A write that `no_exchange` plans as `independent` goes into the write-behind
+    /// buffer like an independent write (`collective_buffered`). Every other
+    /// collective call first makes those bytes visible: each rank sends its buffer and,
+    /// if some rank may hold bytes of a buffered collective write, they wait for each
+    /// other (a barrier), so a collective read sees the collective writes before it
+    /// without a sync (ROMIO allows it, and programs, ROMIO's tests among them, rely
+    /// on it).
     pub(super) fn collective_io(
         &self,
         state: &mut State,
@@ -324,13 +336,21 @@ impl MpiFile {
         view_offset: u64,
         prepared: Result<(Request, Memory)>,
     ) -> Result<u64> {
+        let plan = no_exchange::plan(&self.file, &state.hints, state.atomic, write, &state.history);
+        if let Some(Plan::Method(m, why)) = &plan {
+            if write && m.name() == "independent" && state.hints.write_behind && !self.absorbed_elsewhere() {
+                return self.collective_buffered(state, why, prepared);
+            }
+        }
         // A collective call reads or writes around this process's buffer: what it
-        // holds goes first (its bytes are older), and the window may go stale. Its own
-        // bytes are not buffered, even when it runs `independent`: programs (ours in
-        // tests/c/errors.c, ROMIO's) read other ranks' collective writes in the next
-        // collective call without a sync, which ROMIO's collective I/O always allows.
+        // holds goes first (its bytes are older), and the window may go stale; other
+        // ranks' buffered collective writes are sent before any rank goes on.
         self.flush_behind();
-        if let Some(plan) = no_exchange::plan(&self.file, &state.hints, state.atomic, write, &state.history) {
+        if state.buffered.any() {
+            self.comm.barrier()?;
+            state.buffered.clear();
+        }
+        if let Some(plan) = plan {
             // Nothing of the other ranks is needed before the I/O: one allgather after
             // it agrees on the outcome and collects the extents for the history.
             let extent = prepared.as_ref().ok().and_then(|(r, _)| r.extent());
@@ -408,6 +428,63 @@ impl MpiFile {
         let interleaved = crate::collective::interleaved(extents.iter().copied());
         state.history.record(write, result.is_ok().then_some(interleaved));
         result
+    }
+
+    /// A collective write planned as `independent` outside atomic mode: each rank's
+    /// bytes go into its write-behind buffer, as MPI's nonatomic mode allows (they need
+    /// to be visible to other ranks only after sync-barrier-sync). One allgather before
+    /// the I/O agrees on the errors so far and gives every rank all extents: a call
+    /// that writes bytes another rank still buffers from an earlier call (`Buffered`)
+    /// has every rank send its buffer and wait for the others first, and is then
+    /// written straight through, so the older bytes never land over the newer ones. The
+    /// error of a buffered write is reported at the next sync or close.
+    fn collective_buffered(
+        &self,
+        state: &mut State,
+        why: &str,
+        prepared: Result<(Request, Memory)>,
+    ) -> Result<u64> {
+        if print_hints() && self.comm.rank() == 0 {
+            eprintln!(
+                "weft-mpiio: write {}: method independent, into the write-behind buffers ({why})",
+                self.path
+            );
+        }
+        crate::profile::method("independent");
+        let mine = match &prepared {
+            Ok((request, _)) => {
+                let (lo, hi) = request.extent().unwrap_or((u64::MAX, 0));
+                [0, lo as i64, hi as i64]
+            }
+            Err(e) => [e.class as i64, u64::MAX as i64, 0],
+        };
+        let all = self.comm.allgather(&mine)?;
+        let worst = all.chunks(3).map(|c| c[0]).max().unwrap_or(0);
+        let (request, memory) = match settle(prepared, worst) {
+            Ok(p) => p,
+            Err(e) => {
+                state.history.record(true, None);
+                return Err(e);
+            }
+        };
+        let extents: Vec<(u64, u64)> = all.chunks(3).map(|c| (c[1] as u64, c[2] as u64)).collect();
+        let interleaved = crate::collective::interleaved(extents.iter().copied());
+        if state.buffered.conflicts(&extents) {
+            self.flush_behind();
+            self.comm.barrier()?;
+            state.buffered.clear();
+            let result = self.independent(&state.hints, Route::Direct, true, &request, &memory);
+            let result = agree(&self.comm, result);
+            state.history.record(true, result.is_ok().then_some(interleaved));
+            return result;
+        }
+        let written = self.independent(&state.hints, Route::Buffered, true, &request, &memory);
+        state.buffered.add(&extents);
+        state.history.record(true, Some(interleaved));
+        Ok(written.unwrap_or_else(|e| {
+            self.behind().defer(e);
+            memory.bytes
+        }))
     }
 
     pub(super) fn collective(

@@ -9,7 +9,7 @@ use weft_client::{Client, CreateOptions, File, OpenOptions};
 use weft_layout::view::{self, Datatype, View};
 
 use crate::collective::engine::{agree, settle};
-use crate::collective::no_exchange::{self, History, Plan};
+use crate::collective::no_exchange::{self, Buffered, History, Plan};
 use crate::collective::{auto, spread, Context, Request};
 use crate::datatype;
 use crate::error::{ErrorClass, MpiioError, Result};
@@ -91,6 +91,9 @@ struct State {
     /// The handle's collective calls so far, for calls planned without a gather
     /// (`collective::no_exchange`); the same on every rank.
     history: History,
+    /// Collective writes other ranks may still hold in their write-behind buffers (see
+    /// `collective_io`); the same on every rank.
+    buffered: Buffered,
 }
 
 /// An open Weft file. `MPI_File` handles of Weft files point at one of these.
@@ -215,6 +218,7 @@ impl MpiFile {
         // and one sync of every server then covers them all.
         let flushed = self.behind().settle(&self.file);
         self.comm.barrier()?;
+        self.state().buffered.clear();
         let r = if self.comm.rank() == 0 {
             self.file.sync().map_err(MpiioError::from)
         } else {
@@ -223,9 +227,13 @@ impl MpiFile {
         agree(&self.comm, flushed.and(r))
     }
 
+    /// The file's size as this process sees it: its own buffered writes sent first,
+    /// and counting the collective writes other ranks still buffer (whose extents
+    /// every rank knows), as if they had been sent when their calls returned.
     pub fn size(&self) -> Result<u64> {
         self.flush_behind();
-        Ok(self.file.size()?)
+        let size = self.file.size()?;
+        Ok(size.max(self.state().buffered.end()))
     }
 
     pub fn set_size(&self, size: i64, only_grow: bool) -> Result<()> {
@@ -240,6 +248,7 @@ impl MpiFile {
         let size = agree(&self.comm, r)?;
         self.flush_behind();
         self.comm.barrier()?;
+        self.state().buffered.clear();
         let r = if self.comm.rank() == 0 {
             (|| {
                 if only_grow && self.file.size()? >= size {
@@ -277,7 +286,10 @@ impl MpiFile {
         // Atomic mode bypasses the write-behind buffer: it is empty from here on.
         self.flush_behind();
         agree(&self.comm, Ok(()))?;
-        self.state().atomic = flag;
+        let mut state = self.state();
+        state.atomic = flag;
+        // Every rank's buffer was sent before it joined the agreement.
+        state.buffered.clear();
         Ok(())
     }
 
@@ -296,8 +308,7 @@ impl MpiFile {
 
     /// The view's size in etypes of the file's current size (MPI_SEEK_END).
     pub(crate) fn size_in_etypes(&self) -> Result<u64> {
-        self.flush_behind();
-        let size = self.file.size()?;
+        let size = self.size()?;
         let state = self.state();
         Ok(state.view.file_to_view(size) / state.etype_size)
     }

@@ -325,6 +325,7 @@ impl MpiFile {
                 overlapping: false,
                 atomic: false,
                 history: History::default(),
+                buffered: Buffered::default(),
             }),
             behind: Default::default(),
         }))

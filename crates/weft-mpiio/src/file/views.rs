@@ -90,6 +90,9 @@ impl MpiFile {
             // Kept: a new view is often the same pattern again (HDF5 sets one per
             // dataset access), and a wrong prediction costs one call's speed only.
             history: state.history,
+            // Kept: the ranks flushed their buffers above, but no rank waited for the
+            // others' sends to end.
+            buffered: state.buffered.clone(),
         };
         Ok(())
     }
@@ -116,7 +119,7 @@ impl MpiFile {
             1 => i128::from(state.position),
             2 => {
                 self.flush_behind();
-                let size = self.file.size()?;
+                let size = self.file.size()?.max(state.buffered.end());
                 i128::from(state.view.file_to_view(size) / state.etype_size)
             }
             _ => return Err(MpiioError::new(ErrorClass::Arg, format!("bad whence {whence}"))),

@@ -462,6 +462,86 @@ static void unclosed(const char *path)
     /* No MPI_File_close: MPI_Finalize follows in main. */
 }
 
+/* Collective writes through the write-behind buffers (`collective_buffered`): after the
+ * first calls (which gather first), each rank's 1000-byte piece per call waits in its
+ * buffer. A collective read right after, without a sync, sees every rank's pieces
+ * (ROMIO's collective I/O always allows it). Then rank 0 writes a small piece
+ * collectively (buffered) and, in the next collective call, rank 1 writes 4 MiB over
+ * it (too large to buffer: sent at once): rank 1's newer bytes must win, also after
+ * rank 0's buffer is sent at close. MPI_File_get_size counts the pieces other ranks
+ * still buffer. */
+#define CPIECE 1000
+#define CCALLS 12
+static void collective(const char *name)
+{
+    MPI_File fh;
+    MPI_Status st;
+    char buf[CPIECE], got[CPIECE];
+    MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    for (int c = 0; c < CCALLS; c++) {
+        memset(buf, 'a' + (rank + c) % 26, CPIECE);
+        MPI_Offset at = ((MPI_Offset)c * nprocs + rank) * CPIECE;
+        CHECK(MPI_File_write_at_all(fh, at, buf, CPIECE, MPI_BYTE, &st) == 0, "write_at_all %d", c);
+    }
+    int other = (rank + 1) % nprocs;
+    /* Twice: the second round's reads, like its writes, run without gathering first. */
+    for (int round = 0; round < 2; round++) {
+        for (int c = 0; round == 1 && c < CCALLS; c++) {
+            memset(buf, 'A' + (rank + c) % 26, CPIECE);
+            MPI_Offset at = ((MPI_Offset)c * nprocs + rank) * CPIECE;
+            CHECK(MPI_File_write_at_all(fh, at, buf, CPIECE, MPI_BYTE, &st) == 0, "rewrite_at_all %d", c);
+        }
+        /* Rank 0 comes late to the reads: the others must not read its pieces before
+         * its buffer is sent. */
+        if (round == 1 && rank == 0)
+            usleep(300000);
+        char base = round == 0 ? 'a' : 'A';
+        for (int c = 0; c < CCALLS; c++) {
+            MPI_Offset at = ((MPI_Offset)c * nprocs + other) * CPIECE;
+            memset(got, 0, CPIECE);
+            CHECK(MPI_File_read_at_all(fh, at, got, CPIECE, MPI_BYTE, &st) == 0, "read_at_all %d", c);
+            for (int j = 0; j < CPIECE; j++)
+                if (got[j] != base + (other + c) % 26) {
+                    CHECK(0, "round %d: rank %d's collective piece %d byte %d is %d", round, other, c, j,
+                          got[j]);
+                    break;
+                }
+        }
+    }
+    /* Rank 0's buffered piece far past the end: every rank's MPI_File_get_size counts it. */
+    const MPI_Offset far = (MPI_Offset)64 << 20;
+    memset(buf, 'F', CPIECE);
+    CHECK(MPI_File_write_at_all(fh, far, buf, rank == 0 ? CPIECE : 0, MPI_BYTE, &st) == 0,
+          "far write_at_all");
+    MPI_Offset size = 0;
+    CHECK(MPI_File_get_size(fh, &size) == 0, "get_size");
+    CHECK(size == far + CPIECE, "the size after rank 0's far piece is %lld, not %lld", (long long)size,
+          (long long)(far + CPIECE));
+    /* A small buffered write of rank 0, then a large direct one of rank 1 over it. */
+    const MPI_Offset big = 4 << 20, base = (MPI_Offset)CCALLS * nprocs * CPIECE;
+    char *large = malloc(big);
+    memset(buf, 'O', CPIECE);
+    CHECK(MPI_File_write_at_all(fh, base + 5000, buf, rank == 0 ? CPIECE : 0, MPI_BYTE, &st) == 0,
+          "small write_at_all");
+    memset(large, 'N', big);
+    CHECK(MPI_File_write_at_all(fh, base, large, rank == 1 ? (int)big : 0, MPI_BYTE, &st) == 0,
+          "large write_at_all");
+    /* Rank 1's call has returned on every rank before rank 0 closes (sends its buffer). */
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(MPI_File_close(&fh) == 0, "close");
+    MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+    memset(got, 0, CPIECE);
+    MPI_File_read_at(fh, base + 5000, got, CPIECE, MPI_BYTE, &st);
+    for (int j = 0; j < CPIECE; j++)
+        if (got[j] != 'N') {
+            CHECK(0, "byte %d of rank 0's older piece, overwritten by rank 1's later call, is %c", j,
+                  got[j]);
+            break;
+        }
+    MPI_File_close(&fh);
+    free(large);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -474,6 +554,8 @@ int main(int argc, char **argv)
         visible(argv[1]);
     else if (!strcmp(mode, "views"))
         views(argv[1]);
+    else if (!strcmp(mode, "collective"))
+        collective(argv[1]);
     else if (!strcmp(mode, "deferred") && argc >= 4)
         deferred(argv[1], argv[3], argc == 5 && !strcmp(argv[4], "close"));
     else if (!strcmp(mode, "direct"))
