@@ -265,6 +265,12 @@ impl Behind {
         }
     }
 
+    /// The first deferred error not reported yet, now reported by the caller (a
+    /// buffered collective write reports it at the next collective write).
+    pub fn take_failed(&mut self) -> Option<MpiioError> {
+        self.failed.take()
+    }
+
     /// Keeps `e`, the error of a write this handle's caller is not told of now (a
     /// buffered collective write), for the next sync or close.
     pub fn defer(&mut self, e: MpiioError) {

@@ -437,7 +437,8 @@ impl MpiFile {
     /// that writes bytes another rank still buffers from an earlier call (`Buffered`)
     /// has every rank send its buffer and wait for the others first, and is then
     /// written straight through, so the older bytes never land over the newer ones. The
-    /// error of a buffered write is reported at the next sync or close.
+    /// error of a buffered write is reported by the next such call on every rank, or
+    /// the next sync or close.
     fn collective_buffered(
         &self,
         state: &mut State,
@@ -451,6 +452,17 @@ impl MpiFile {
             );
         }
         crate::profile::method("independent");
+        // A deferred write of this handle failed since (a buffered earlier call, say
+        // past a quota): every rank reports it now rather than at sync or close, so a
+        // program writing in a loop stops one buffer late, not never.
+        let prepared = match (prepared, self.behind().take_failed()) {
+            (Ok(_), Some(e)) => Err(e),
+            (prepared, Some(e)) => {
+                self.behind().defer(e);
+                prepared
+            }
+            (prepared, None) => prepared,
+        };
         let mine = match &prepared {
             Ok((request, _)) => {
                 let (lo, hi) = request.extent().unwrap_or((u64::MAX, 0));
