@@ -344,13 +344,15 @@ impl MpiFile {
         }
         // A collective call reads or writes around this process's buffer: what it
         // holds goes first (its bytes are older), and the window may go stale; other
-        // ranks' buffered collective writes are sent before any rank goes on.
+        // ranks' buffered collective writes are sent before any rank does its I/O (the
+        // full path's allgather before the I/O waits for them; a plan without one
+        // waits at a barrier).
         self.flush_behind();
-        if state.buffered.any() {
-            self.comm.barrier()?;
-            state.buffered.clear();
-        }
+        let others_buffered = std::mem::take(&mut state.buffered).any();
         if let Some(plan) = plan {
+            if others_buffered {
+                self.comm.barrier()?;
+            }
             // Nothing of the other ranks is needed before the I/O: one allgather after
             // it agrees on the outcome and collects the extents for the history.
             let extent = prepared.as_ref().ok().and_then(|(r, _)| r.extent());
